@@ -1,0 +1,511 @@
+"""Render loop-IR Kernels (and the execution plan's entry function) as LLVM IR text.
+
+Accepts Kernels from fxc.lowering and a plan (list of kernel calls over buffer slots); produces one
+LLVM module. Parallel loops are outlined into `<kernel>_par<k>(i64 start, i64 end, ptr args)` and run
+by `fxc_parallel_for` from the CPU runtime; vectorize loops carry LLVM loop-vectorizer metadata.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+from ..errors import LoweringError
+from ..lowering.expr import (Bin, Cast, Const, Expr, Load, Select, Un, Var, FLOATS, walk)
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store
+
+LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
+         "int8": "i8", "uint8": "i8", "bool": "i1"}
+MTYPE = dict(LTYPE, bool="i8")     # in-memory type
+UNSIGNED = ("uint8", "bool")
+FLOAT_FLAGS = "reassoc contract"
+
+# unary math: (llvm intrinsic stem) or ("libm", name) - libm names get an "f" suffix for float32
+UNARY_FN = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "sin": "llvm.sin", "cos": "llvm.cos",
+            "floor": "llvm.floor", "ceil": "llvm.ceil", "trunc": "llvm.trunc", "round": "llvm.roundeven",
+            "exp2": "llvm.exp2", "log2": "llvm.log2", "log10": "llvm.log10",
+            "tan": "libm:tan", "tanh": "libm:tanh", "erf": "libm:erf", "asin": "libm:asin", "acos": "libm:acos",
+            "atan": "libm:atan", "sinh": "libm:sinh", "cosh": "libm:cosh", "asinh": "libm:asinh",
+            "acosh": "libm:acosh", "atanh": "libm:atanh", "expm1": "libm:expm1", "log1p": "libm:log1p",
+            "lgamma": "libm:lgamma"}
+FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
+ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
+
+
+def float_literal(value: float, dtype: str) -> str:
+    if dtype == "float32":
+        value = struct.unpack("f", struct.pack("f", value))[0] if math.isfinite(value) else value
+    return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+
+
+class FunctionWriter:
+    """Emits one LLVM function body; statements become blocks, expressions SSA values."""
+
+    def __init__(self, module: "ModuleWriter", name: str, params: list, arg_names: str):
+        self.m, self.name, self.params = module, name, params
+        self.lines: list = []
+        self.allocas: list = []
+        self.tmp = 0
+        self.block = "entry"
+        self.env: list = [{}]          # scopes: Expr/Var -> ssa value
+        self.bufptr: dict = {}
+        self.arg_names = arg_names
+
+    # -- helpers ---------------------------------------------------------------------------------
+    def new(self, prefix="t") -> str:
+        self.tmp += 1
+        return f"%{prefix}{self.tmp}"
+
+    def label(self, prefix) -> str:
+        self.tmp += 1
+        return f"{prefix}{self.tmp}"
+
+    def emit(self, line: str):
+        self.lines.append("  " + line)
+
+    def start_block(self, label: str):
+        self.lines.append(f"{label}:")
+        self.block = label
+
+    def lookup(self, e):
+        for scope in reversed(self.env):
+            if e in scope:
+                return scope[e]
+        return None
+
+    def bind(self, e, v):
+        self.env[-1][e] = v
+
+    def invalidate(self, buf: Buffer):
+        for scope in self.env:
+            for k in [k for k in scope if isinstance(k, Load) and k.args[0] is buf]:
+                del scope[k]
+
+    def load_params(self, args: str):
+        for k, b in enumerate(self.params):
+            p = self.new("pp")
+            self.emit(f"{p} = getelementptr ptr, ptr {args}, i64 {k}")
+            v = self.new(b.name.replace(".", "_"))
+            self.emit(f"{v} = load ptr, ptr {p}, !invariant.load !0")
+            self.bufptr[b] = v
+
+    # -- statements --------------------------------------------------------------------------------
+    def stmt(self, s: Stmt):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, For):
+            if s.kind == "parallel":
+                self.parallel(s)
+            else:
+                self.loop(s)
+        elif isinstance(s, Store):
+            self.store(s)
+        elif isinstance(s, Allocate):
+            p = f"%{s.buf.name}_{self.label('a')}"
+            self.allocas.append(f"{p} = alloca {MTYPE[s.buf.dtype]}, i64 {max(s.buf.size, 1)}, align 64")
+            self.bufptr[s.buf] = p
+            self.stmt(s.body)
+        elif isinstance(s, LetStmt):
+            self.bind(s.var, self.expr(s.value))
+            self.stmt(s.body)
+        elif isinstance(s, IfThen):
+            c = self.expr(s.cond)
+            lt, le, lx = self.label("then"), self.label("else"), self.label("endif")
+            self.emit(f"br i1 {c}, label %{lt}, label %{le if s.orelse is not None else lx}")
+            self.start_block(lt)
+            self.env.append({})
+            self.stmt(s.then)
+            self.env.pop()
+            self.emit(f"br label %{lx}")
+            if s.orelse is not None:
+                self.start_block(le)
+                self.env.append({})
+                self.stmt(s.orelse)
+                self.env.pop()
+                self.emit(f"br label %{lx}")
+            self.start_block(lx)
+        else:
+            raise LoweringError(f"cannot render statement {s!r}")
+
+    def loop(self, s: For, start: str | None = None, end: str | None = None):
+        head, body, latch, exit_ = (self.label(p) for p in ("head", "body", "latch", "exit"))
+        pre = self.block
+        start = start if start is not None else str(s.start)
+        end = end if end is not None else str(s.extent)
+        i, nxt = self.new("i"), self.new("inext")
+        self.emit(f"br label %{head}")
+        self.start_block(head)
+        self.emit(f"{i} = phi i64 [ {start}, %{pre} ], [ {nxt}, %{latch} ]")
+        c = self.new()
+        self.emit(f"{c} = icmp slt i64 {i}, {end}")
+        self.emit(f"br i1 {c}, label %{body}, label %{exit_}")
+        self.start_block(body)
+        self.env.append({s.var: i})
+        self.stmt(s.body)
+        self.env.pop()
+        self.emit(f"br label %{latch}")
+        self.start_block(latch)
+        self.emit(f"{nxt} = add nuw nsw i64 {i}, 1")
+        md = self.m.loop_md(s.kind)
+        self.emit(f"br label %{head}" + (f", !llvm.loop {md}" if md else ""))
+        self.start_block(exit_)
+
+    def parallel(self, s: For):
+        free = free_vars(s.body) - {s.var}
+        if free:
+            raise LoweringError(f"parallel loop in {self.name} uses outer variables {free}")
+        fname = f"{self.name}_par{self.m.counter()}"
+        sub = FunctionWriter(self.m, fname, self.params, "")
+        sub.load_params("%args")
+        sub.loop(For(s.var, s.extent, s.body, "serial"), start="%start", end="%end")
+        self.m.functions.append(sub.finish(f"define internal void @{fname}(i64 %start, i64 %end, ptr noalias %args)"))
+        self.emit(f"call void @fxc_parallel_for(ptr @{fname}, ptr %args, i64 {s.extent})")
+
+    def store(self, s: Store):
+        v = self.expr(s.value)
+        idx = self.expr(s.index)
+        t = MTYPE[s.buf.dtype]
+        if s.buf.dtype == "bool":
+            w = self.new()
+            self.emit(f"{w} = zext i1 {v} to i8")
+            v = w
+        p = self.new("sp")
+        self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.bufptr[s.buf]}, i64 {idx}")
+        self.emit(f"store {t} {v}, ptr {p}")
+        self.invalidate(s.buf)
+
+    # -- expressions ---------------------------------------------------------------------------------
+    def expr(self, e: Expr) -> str:
+        v = self.lookup(e)
+        if v is not None:
+            return v
+        if isinstance(e, Const):
+            return self.const(e)
+        if isinstance(e, Var):
+            raise LoweringError(f"variable {e} used outside its loop in {self.name}")
+        v = self.compute(e)
+        self.bind(e, v)
+        return v
+
+    def const(self, e: Const) -> str:
+        if e.dtype in FLOATS:
+            return float_literal(e.value, e.dtype)
+        if e.dtype == "bool":
+            return "true" if e.value else "false"
+        return str(int(e.value))
+
+    def compute(self, e: Expr) -> str:
+        if isinstance(e, Load):
+            buf, idx = e.args
+            i = self.expr(idx)
+            t = MTYPE[buf.dtype]
+            p, v = self.new("lp"), self.new("ld")
+            self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.bufptr[buf]}, i64 {i}")
+            self.emit(f"{v} = load {t}, ptr {p}")
+            if buf.dtype == "bool":
+                b = self.new()
+                self.emit(f"{b} = icmp ne i8 {v}, 0")
+                return b
+            return v
+        if isinstance(e, Bin):
+            return self.binary(e)
+        if isinstance(e, Un):
+            return self.unary(e)
+        if isinstance(e, Cast):
+            return self.cast(e.args[0], e.args[1])
+        if isinstance(e, Select):
+            c, a, b = (self.expr(x) for x in e.args)
+            r = self.new()
+            self.emit(f"{r} = select i1 {c}, {LTYPE[e.dtype]} {a}, {LTYPE[e.dtype]} {b}")
+            return r
+        raise LoweringError(f"cannot render expression {e!r}")
+
+    def call(self, fn: str, ret: str, args: list) -> str:
+        r = self.new()
+        self.m.declare(fn, ret, [t for t, _ in args])
+        self.emit(f"{r} = call {ret} @{fn}({', '.join(f'{t} {v}' for t, v in args)})")
+        return r
+
+    def binary(self, e: Bin) -> str:
+        op, a, b = e.args
+        dt = a.dtype
+        t = LTYPE[dt]
+        x, y = self.expr(a), self.expr(b)
+        r = self.new()
+        fl = dt in FLOATS
+        if op in FCMP:
+            if fl:
+                self.emit(f"{r} = fcmp {FCMP[op]} {t} {x}, {y}")
+            else:
+                self.emit(f"{r} = icmp {(ICMP_U if dt in UNSIGNED else ICMP_S)[op]} {t} {x}, {y}")
+            return r
+        if fl:
+            simple = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "truncmod": "frem"}
+            if op in simple:
+                self.emit(f"{r} = {simple[op]} {FLOAT_FLAGS} {t} {x}, {y}")
+                return r
+            if op in ("max", "min"):
+                return self.call(f"llvm.{'maximum' if op == 'max' else 'minimum'}.{_suffix(dt)}", t, [(t, x), (t, y)])
+            if op == "pow":
+                return self.call(f"llvm.pow.{_suffix(dt)}", t, [(t, x), (t, y)])
+            if op == "atan2":
+                return self.call("atan2f" if dt == "float32" else "atan2", t, [(t, x), (t, y)])
+            if op in ("floordiv", "truncdiv"):
+                q = self.new()
+                self.emit(f"{q} = fdiv {t} {x}, {y}")
+                return self.call(f"llvm.{'floor' if op == 'floordiv' else 'trunc'}.{_suffix(dt)}", t, [(t, q)])
+            if op == "floormod":
+                m = self.new()
+                self.emit(f"{m} = frem {t} {x}, {y}")
+                return self._fix_mod(m, y, t, float_=True)
+            raise LoweringError(f"float {op} is not renderable")
+        # integers / bool
+        unsigned = dt in UNSIGNED
+        simple = {"add": "add", "sub": "sub", "mul": "mul", "and": "and", "or": "or", "xor": "xor", "shl": "shl",
+                  "shr": "lshr" if unsigned else "ashr", "idiv": "udiv", "imod": "urem"}
+        if op in ("idiv", "imod") and dt != "int64":
+            simple["idiv"], simple["imod"] = "sdiv", "srem"
+        if op in simple:
+            self.emit(f"{r} = {simple[op]} {t} {x}, {y}")
+            return r
+        if op in ("max", "min"):
+            return self.call(f"llvm.{'u' if unsigned else 's'}{op}.{t}", t, [(t, x), (t, y)])
+        if op in ("div", "truncdiv", "floordiv", "truncmod", "floormod"):
+            return self._int_div(op, x, y, t, unsigned)
+        raise LoweringError(f"integer {op} is not renderable")
+
+    def _int_div(self, op, x, y, t, unsigned):
+        """Division that never traps: y == 0 gives x (no SIGFPE), and MIN / -1 wraps."""
+        z, m1, safe = self.new(), self.new(), self.new()
+        self.emit(f"{z} = icmp eq {t} {y}, 0")
+        if unsigned:
+            self.emit(f"{safe} = select i1 {z}, {t} 1, {t} {y}")
+            r = self.new()
+            self.emit(f"{r} = {'udiv' if 'div' in op else 'urem'} {t} {x}, {safe}")
+            return r
+        self.emit(f"{m1} = icmp eq {t} {y}, -1")
+        bad = self.new()
+        self.emit(f"{bad} = or i1 {z}, {m1}")
+        self.emit(f"{safe} = select i1 {bad}, {t} 1, {t} {y}")
+        r = self.new()
+        if "div" in op:
+            self.emit(f"{r} = sdiv {t} {x}, {safe}")
+            if op == "floordiv":
+                rem = self.new()
+                self.emit(f"{rem} = srem {t} {x}, {safe}")
+                r = self._floor_adjust(r, rem, safe, t)
+            neg = self.new()
+            self.emit(f"{neg} = sub {t} 0, {x}")
+            out = self.new()
+            self.emit(f"{out} = select i1 {m1}, {t} {neg}, {t} {r}")
+            return out
+        self.emit(f"{r} = srem {t} {x}, {safe}")
+        if op == "floormod":
+            r = self._fix_mod(r, safe, t, float_=False)
+        out = self.new()
+        self.emit(f"{out} = select i1 {m1}, {t} 0, {t} {r}")
+        return out
+
+    def _floor_adjust(self, q, rem, d, t):
+        nz, sx, fix, one, out = self.new(), self.new(), self.new(), self.new(), self.new()
+        self.emit(f"{nz} = icmp ne {t} {rem}, 0")
+        self.emit(f"{sx} = xor {t} {rem}, {d}")
+        self.emit(f"{fix} = icmp slt {t} {sx}, 0")
+        self.emit(f"{one} = and i1 {nz}, {fix}")
+        self.emit(f"{out} = select i1 {one}, {t} {self._sub1(q, t)}, {t} {q}")
+        return out
+
+    def _sub1(self, q, t):
+        r = self.new()
+        self.emit(f"{r} = sub {t} {q}, 1")
+        return r
+
+    def _fix_mod(self, m, d, t, float_: bool):
+        """python-style modulo: add d when m != 0 and sign(m) != sign(d)."""
+        nz, ms, ds, diff, both, add, out = (self.new() for _ in range(7))
+        if float_:
+            self.emit(f"{nz} = fcmp une {t} {m}, 0.0")
+            self.emit(f"{ms} = fcmp olt {t} {m}, 0.0")
+            self.emit(f"{ds} = fcmp olt {t} {d}, 0.0")
+            self.emit(f"{diff} = xor i1 {ms}, {ds}")
+            self.emit(f"{both} = and i1 {nz}, {diff}")
+            self.emit(f"{add} = fadd {t} {m}, {d}")
+        else:
+            self.emit(f"{nz} = icmp ne {t} {m}, 0")
+            self.emit(f"{ms} = icmp slt {t} {m}, 0")
+            self.emit(f"{ds} = icmp slt {t} {d}, 0")
+            self.emit(f"{diff} = xor i1 {ms}, {ds}")
+            self.emit(f"{both} = and i1 {nz}, {diff}")
+            self.emit(f"{add} = add {t} {m}, {d}")
+        self.emit(f"{out} = select i1 {both}, {t} {add}, {t} {m}")
+        return out
+
+    def unary(self, e: Un) -> str:
+        op, a = e.args
+        dt = a.dtype
+        t = LTYPE[dt]
+        x = self.expr(a)
+        r = self.new()
+        if op == "neg":
+            self.emit(f"{r} = fneg {t} {x}" if dt in FLOATS else f"{r} = sub {t} 0, {x}")
+            return r
+        if op == "not":
+            self.emit(f"{r} = xor {t} {x}, {'true' if dt == 'bool' else -1}")
+            return r
+        if op == "abs":
+            if dt in FLOATS:
+                return self.call(f"llvm.fabs.{_suffix(dt)}", t, [(t, x)])
+            if dt in UNSIGNED:
+                return x
+            return self.call(f"llvm.abs.{t}", t, [(t, x), ("i1", "false")])
+        if op == "isnan":
+            self.emit(f"{r} = fcmp uno {t} {x}, {x}")
+            return r
+        if op == "isinf":
+            f = self.call(f"llvm.fabs.{_suffix(dt)}", t, [(t, x)])
+            self.emit(f"{r} = fcmp oeq {t} {f}, {float_literal(math.inf, dt)}")
+            return r
+        fn = UNARY_FN.get(op)
+        if fn is None or dt not in FLOATS:
+            raise LoweringError(f"unary {op} on {dt} is not renderable")
+        if fn.startswith("libm:"):
+            name = fn[5:] + ("f" if dt == "float32" else "")
+            return self.call(name, t, [(t, x)])
+        return self.call(f"{fn}.{_suffix(dt)}", t, [(t, x)])
+
+    def cast(self, to: str, a: Expr) -> str:
+        fr = a.dtype
+        x = self.expr(a)
+        if fr == to:
+            return x
+        tf, tt = LTYPE[fr], LTYPE[to]
+        r = self.new()
+        if to == "bool":
+            self.emit(f"{r} = fcmp une {tf} {x}, 0.0" if fr in FLOATS else f"{r} = icmp ne {tf} {x}, 0")
+        elif fr in FLOATS and to in FLOATS:
+            self.emit(f"{r} = {'fpext' if to == 'float64' else 'fptrunc'} {tf} {x} to {tt}")
+        elif fr in FLOATS:
+            return self.call(f"llvm.fpto{'u' if to in UNSIGNED else 's'}i.sat.{tt}.{_suffix(fr)}", tt, [(tf, x)])
+        elif to in FLOATS:
+            self.emit(f"{r} = {'uitofp' if fr in UNSIGNED else 'sitofp'} {tf} {x} to {tt}")
+        else:
+            bf, bt = _bits(fr), _bits(to)
+            if bf == bt:
+                return x
+            op = "trunc" if bt < bf else ("zext" if fr in UNSIGNED else "sext")
+            self.emit(f"{r} = {op} {tf} {x} to {tt}")
+        return r
+
+    def finish(self, header: str) -> str:
+        body = ["entry:"] + ["  " + a for a in self.allocas] + self._entry_rest()
+        return header + " {\n" + "\n".join(body) + "\n  ret void\n}\n"
+
+    def _entry_rest(self):
+        # first line of self.lines belongs to block "entry" until a label appears
+        return self.lines
+
+
+def _suffix(dt: str) -> str:
+    return "f32" if dt == "float32" else "f64"
+
+
+def _bits(dt: str) -> int:
+    return {"bool": 1, "int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64}[dt]
+
+
+def free_vars(s: Stmt) -> set:
+    bound, used = set(), set()
+
+    def ex(e):
+        for x in walk(e):
+            if isinstance(x, Var):
+                used.add(x)
+
+    def st(s):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                st(x)
+        elif isinstance(s, For):
+            bound.add(s.var)
+            st(s.body)
+        elif isinstance(s, Store):
+            ex(s.index)
+            ex(s.value)
+        elif isinstance(s, Allocate):
+            st(s.body)
+        elif isinstance(s, LetStmt):
+            bound.add(s.var)
+            ex(s.value)
+            st(s.body)
+        elif isinstance(s, IfThen):
+            ex(s.cond)
+            st(s.then)
+            if s.orelse is not None:
+                st(s.orelse)
+
+    st(s)
+    return used - bound
+
+
+class ModuleWriter:
+    def __init__(self, triple: str, datalayout: str):
+        self.triple, self.datalayout = triple, datalayout
+        self.functions: list = []
+        self.decls: dict = {}
+        self.md: list = ["!0 = !{}"]
+        self.loop_mds: dict = {}
+        self._n = 0
+
+    def counter(self) -> int:
+        self._n += 1
+        return self._n
+
+    def declare(self, fn: str, ret: str, args: list):
+        self.decls.setdefault(fn, f"declare {ret} @{fn}({', '.join(args)})")
+
+    def loop_md(self, kind: str):
+        # vectorize loops are left to LLVM's cost model (forcing it warns where libm calls block it)
+        props = {"unroll": ['!{!"llvm.loop.unroll.full"}']}.get(kind)
+        if props is None:
+            return None
+        ids = []
+        for p in props:
+            k = len(self.md)
+            self.md.append(f"!{k} = {p}")
+            ids.append(f"!{k}")
+        k = len(self.md)
+        self.md.append(f"!{k} = distinct !{{!{k}, {', '.join(ids)}}}")
+        return f"!{k}"
+
+    def kernel(self, k: Kernel):
+        w = FunctionWriter(self, k.name, k.params, "%args")
+        w.load_params("%args")
+        w.stmt(k.body)
+        self.functions.append(w.finish(f"define internal void @{k.name}(ptr noalias %args) nounwind"))
+
+    def entry(self, calls: list, name: str = "fxc_run"):
+        """calls: list of (kernel name, [(slot kind, index or byte offset)]). Slot kinds: in, out, const, work."""
+        lines = ["entry:"]
+        n = 0
+        for kname, slots in calls:
+            n += 1
+            lines.append(f"  %a{n} = alloca ptr, i64 {max(len(slots), 1)}")
+            for j, (kind, ix) in enumerate(slots):
+                if kind == "work":
+                    lines.append(f"  %s{n}_{j} = getelementptr i8, ptr %work, i64 {ix}")
+                else:
+                    src = {"in": "%inputs", "out": "%outputs", "const": "%consts"}[kind]
+                    lines.append(f"  %g{n}_{j} = getelementptr ptr, ptr {src}, i64 {ix}")
+                    lines.append(f"  %s{n}_{j} = load ptr, ptr %g{n}_{j}")
+                lines.append(f"  %d{n}_{j} = getelementptr ptr, ptr %a{n}, i64 {j}")
+                lines.append(f"  store ptr %s{n}_{j}, ptr %d{n}_{j}")
+            lines.append(f"  call void @{kname}(ptr %a{n})")
+        lines.append("  ret i32 0")
+        self.functions.append(f"define i32 @{name}(ptr %inputs, ptr %outputs, ptr %consts, ptr %work) {{\n"
+                              + "\n".join(lines) + "\n}\n")
+
+    def text(self) -> str:
+        self.declare("fxc_parallel_for", "void", ["ptr", "ptr", "i64"])
+        head = [f'target triple = "{self.triple}"', f'target datalayout = "{self.datalayout}"', ""]
+        return "\n".join(head + list(self.decls.values()) + [""] + self.functions + self.md) + "\n"

@@ -1,0 +1,82 @@
+"""The compiler driver: graph IR -> graph passes -> fusion -> lowering -> backend -> runtime Module."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+
+from .errors import TargetError
+from .lowering import te
+from .lowering.loop_ir import Buffer, format_kernel
+from .lowering.lower import lower_group
+from .ops.registry import get_op
+from .relay_like.fuse_ops import fuse_ops
+from .relay_like.pipeline import run_pipeline
+from .relay_like.plan_memory import plan_memory
+from .runtime.module import Module, TensorSpec
+
+TARGETS = ("llvm",)
+
+
+def debug_level(options: dict) -> int:
+    return int(options.get("debug", 0) or os.environ.get("FXC_DEBUG", "0") or 0)
+
+
+def _log(msg):
+    print(msg, file=sys.stderr)
+
+
+def group_kernel(gr, name: str, num_threads: int):
+    """Tensor expressions for one fused group, lowered to a loop-IR Kernel."""
+    tensors, in_bufs = {}, {}
+    for k, v in enumerate(gr.inputs):
+        t = te.placeholder(v.shape, v.dtype, f"in{k}")
+        tensors[v.id] = t
+        in_bufs[t] = Buffer(f"in{k}", v.dtype, v.type.numel)
+    for n in gr.nodes:
+        res = get_op(n.op).compute(*[tensors[v.id] for v in n.inputs], **n.attrs)
+        res = res if isinstance(res, (list, tuple)) else [res]
+        for o, t in zip(n.outputs, res):
+            tensors[o.id] = t
+    roots = [tensors[o.id] for o in gr.outputs]
+    out_bufs = [Buffer(f"out{k}", o.dtype, o.type.numel) for k, o in enumerate(gr.outputs)]
+    return lower_group(name, roots, out_bufs, in_bufs, num_threads)
+
+
+def build(graph, target: str = "llvm", **options) -> Module:
+    """Compile a graph for `target`; returns a runtime Module (numpy/pointer callable)."""
+    if target not in TARGETS:
+        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+    dbg = debug_level(options)
+    t0 = time.perf_counter()
+    graph = run_pipeline(graph, dbg, _log)
+    groups = fuse_ops(graph, enable=options.get("fuse", True))
+    plan = plan_memory(groups, graph.outputs)
+    num_threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
+    slots = {v.id: ("in", i) for i, v in enumerate(graph.inputs)}
+    consts = graph.constants()
+    slots.update({v.id: ("const", i) for i, v in enumerate(consts)})
+    slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
+    slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
+    kernels, calls, lines = [], [], []
+    for i, gr in enumerate(groups):
+        name = f"k{i}_{gr.root.op}"
+        k = group_kernel(gr, name, num_threads)
+        kernels.append(k)
+        calls.append((name, [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]))
+        lines.append(f"{name}: {gr.describe()}")
+        if dbg >= 3:
+            _log(format_kernel(k))
+    from .backends import llvm
+    ir = llvm.render(kernels, calls)
+    if dbg >= 4:
+        _log(ir)
+    lib, _ = llvm.build_library(ir)
+    if dbg >= 1:
+        _log(f"[fxc] built {len(kernels)} kernels in {1e3 * (time.perf_counter() - t0):.1f} ms; "
+             f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B)")
+    return Module(target, str(lib),
+                  [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
+                  [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
+                  [c.data for c in consts], plan.workspace_bytes, lines, plan.total_bytes, ir)

@@ -1,0 +1,37 @@
+"""Every error fxc raises on purpose derives from FxcError and says what went wrong and how to fix it."""
+
+
+class FxcError(Exception):
+    """Base class of fxc's own errors."""
+
+
+class UnsupportedOpError(FxcError):
+    """An op (or an op with these attributes/dtypes) that fxc cannot compile."""
+
+
+class ShapeError(FxcError):
+    """Shapes or dtypes that do not fit what an op or a compiled module expects."""
+
+
+class InputError(ShapeError):
+    """A compiled callable was given an argument that differs from what it was compiled for."""
+
+
+class LoweringError(FxcError):
+    """A fused group could not be lowered to the loop IR."""
+
+
+class CompileError(FxcError):
+    """A backend failed to build generated code; carries the source and the driver log."""
+
+    def __init__(self, message: str, source: str = "", log: str = ""):
+        super().__init__(message + (f"\n--- driver log ---\n{log}" if log else ""))
+        self.source, self.log = source, log
+
+
+class TargetError(FxcError):
+    """An unknown target, or a target whose device/runtime is missing here."""
+
+
+class ArtifactError(FxcError):
+    """A deploy artifact that is truncated, corrupt, tampered with or of an unknown format."""

@@ -1,0 +1,343 @@
+"""Scalar expressions shared by tensor expressions and the loop IR.
+
+Nodes are hash-consed: building the same expression twice returns the same object, so identity is
+structural equality, hashing is O(1), and renderers get common-subexpression reuse for free.
+Index arithmetic is int64 throughout (no 32-bit overflow on large tensors).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import weakref
+
+FLOATS = ("float32", "float64")
+INTS = ("int8", "uint8", "int16", "int32", "int64")
+DTYPES = FLOATS + INTS + ("bool",)
+ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4, "float64": 8}
+
+_table: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOATS
+
+
+class Expr:
+    """Base of scalar expressions; `dtype` is one of DTYPES."""
+
+    __slots__ = ("dtype", "args", "__weakref__")
+
+    def __new__(cls, *args):
+        args = cls._normalize(*args)
+        key = (cls,) + tuple((type(a), repr(a)) if isinstance(a, (bool, int, float, str)) else a for a in args)
+        node = _table.get(key)
+        if node is None:
+            node = object.__new__(cls)
+            node.args = args
+            node.dtype = node._infer_dtype()
+            _table[key] = node
+        return node
+
+    @staticmethod
+    def _normalize(*args):
+        return args
+
+    def _infer_dtype(self) -> str:
+        raise NotImplementedError
+
+    def __getnewargs__(self):
+        return self.args
+
+    def __reduce__(self):
+        return (type(self), self.args)
+
+    # Arithmetic sugar: python numbers are promoted to constants of the other operand's dtype.
+    def __add__(self, o): return binary("add", self, o)
+    def __radd__(self, o): return binary("add", o, self)
+    def __sub__(self, o): return binary("sub", self, o)
+    def __rsub__(self, o): return binary("sub", o, self)
+    def __mul__(self, o): return binary("mul", self, o)
+    def __rmul__(self, o): return binary("mul", o, self)
+    def __truediv__(self, o): return binary("div", self, o)
+    def __rtruediv__(self, o): return binary("div", o, self)
+    def __floordiv__(self, o): return binary("idiv", self, o)
+    def __mod__(self, o): return binary("imod", self, o)
+    def __neg__(self): return unary("neg", self)
+
+    def __repr__(self):
+        return f"{type(self).__name__}{self.args}"
+
+
+class Const(Expr):
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(value, dtype):
+        if dtype == "bool":
+            value = bool(value)
+        elif dtype in INTS:
+            value = int(value)
+        else:
+            value = float(value)
+        return (value, dtype)
+
+    def _infer_dtype(self):
+        return self.args[1]
+
+    @property
+    def value(self):
+        return self.args[0]
+
+    def __repr__(self):
+        return repr(self.args[0])
+
+
+_var_ids = itertools.count()
+
+
+class Var(Expr):
+    """A named scalar (loop variable or let-bound value). Each call makes a fresh variable."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(name, dtype="int64", uid=None):
+        return (name, dtype, next(_var_ids) if uid is None else uid)
+
+    def _infer_dtype(self):
+        return self.args[1]
+
+    @property
+    def name(self):
+        return f"{self.args[0]}{self.args[2]}"
+
+    def __repr__(self):
+        return self.name
+
+
+BINARY = {"add", "sub", "mul", "div", "idiv", "imod", "floordiv", "floormod", "truncdiv", "truncmod",
+          "max", "min", "pow", "atan2", "and", "or", "xor", "shl", "shr"}
+COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
+UNARY = {"neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "erf", "floor", "ceil", "round",
+         "trunc", "not", "isnan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+         "log2", "log10", "exp2", "expm1", "log1p", "lgamma", "erfinv", "isinf"}
+
+
+class Bin(Expr):
+    """Binary op. idiv/imod: index division of non-negative ints; floordiv/floormod: python semantics;
+    truncdiv/truncmod: C semantics (fmod for floats); and/or/xor are bitwise (logical on bool)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(op, a, b):
+        assert op in BINARY or op in COMPARE, op
+        assert a.dtype == b.dtype, (op, a.dtype, b.dtype)
+        return (op, a, b)
+
+    def _infer_dtype(self):
+        return "bool" if self.args[0] in COMPARE else self.args[1].dtype
+
+    def __repr__(self):
+        op, a, b = self.args
+        return f"({a} {op} {b})"
+
+
+class Un(Expr):
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(op, x):
+        assert op in UNARY, op
+        return (op, x)
+
+    def _infer_dtype(self):
+        return "bool" if self.args[0] in ("isnan", "isinf") else self.args[1].dtype
+
+    def __repr__(self):
+        return f"{self.args[0]}({self.args[1]})"
+
+
+class Cast(Expr):
+    __slots__ = ()
+
+    def _infer_dtype(self):
+        return self.args[0]
+
+    def __repr__(self):
+        return f"{self.args[0]}({self.args[1]})"
+
+
+class Select(Expr):
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(cond, t, f):
+        assert cond.dtype == "bool" and t.dtype == f.dtype, (cond.dtype, t.dtype, f.dtype)
+        return (cond, t, f)
+
+    def _infer_dtype(self):
+        return self.args[1].dtype
+
+    def __repr__(self):
+        return f"select({self.args[0]}, {self.args[1]}, {self.args[2]})"
+
+
+class Load(Expr):
+    """Read one element of a loop-IR buffer at a flat int64 index."""
+
+    __slots__ = ()
+
+    def _infer_dtype(self):
+        return self.args[0].dtype
+
+    def __repr__(self):
+        return f"{self.args[0].name}[{self.args[1]}]"
+
+
+def const(value, dtype: str) -> Const:
+    return Const(value, dtype)
+
+
+def as_expr(x, dtype: str = "int64") -> Expr:
+    if isinstance(x, Expr):
+        return x
+    if isinstance(x, bool):
+        return Const(x, "bool" if dtype == "bool" else dtype)
+    return Const(x, dtype)
+
+
+def cast(dtype: str, x: Expr) -> Expr:
+    x = as_expr(x, dtype)
+    if x.dtype == dtype:
+        return x
+    if isinstance(x, Const):
+        v = x.value
+        if dtype == "bool":
+            return Const(bool(v), dtype)
+        if dtype in INTS:
+            if isinstance(v, float) and not math.isfinite(v):
+                return Cast(dtype, x)
+            return Const(_wrap_int(int(v), dtype), dtype)
+        return Const(float(v), dtype)
+    return Cast(dtype, x)
+
+
+def _wrap_int(v: int, dtype: str) -> int:
+    bits = ITEMSIZE[dtype] * 8
+    v &= (1 << bits) - 1
+    if dtype != "uint8" and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def _fold_int(op, a, b):
+    if op == "add": return a + b
+    if op == "sub": return a - b
+    if op == "mul": return a * b
+    if op in ("idiv", "floordiv") and b != 0: return a // b
+    if op in ("imod", "floormod") and b != 0: return a % b
+    if op == "max": return max(a, b)
+    if op == "min": return min(a, b)
+    return None
+
+
+def binary(op: str, a, b) -> Expr:
+    """Build a binary op with the simplifications every renderer wants (rules, one per line)."""
+    if not isinstance(a, Expr):
+        a = as_expr(a, b.dtype)
+    if not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    ca, cb = isinstance(a, Const), isinstance(b, Const)
+    if a.dtype == "int64" and ca and cb:                     # c1 op c2 -> c   (index math only)
+        v = _fold_int(op, a.value, b.value)
+        if v is not None:
+            return Const(v, "int64")
+    if op in ("add", "sub") and cb and b.value == 0 and a.dtype in INTS:   # x + 0 -> x
+        return a
+    if op == "add" and ca and a.value == 0 and a.dtype in INTS:            # 0 + x -> x
+        return b
+    if op == "mul" and a.dtype in INTS:
+        if cb and b.value == 1: return a                                   # x * 1 -> x
+        if ca and a.value == 1: return b                                   # 1 * x -> x
+        if (cb and b.value == 0) or (ca and a.value == 0): return Const(0, a.dtype)  # x * 0 -> 0
+    if op in ("idiv",) and cb and b.value == 1: return a                   # x // 1 -> x
+    if op in ("imod",) and cb and b.value == 1: return Const(0, a.dtype)   # x % 1 -> 0
+    return Bin(op, a, b)
+
+
+def unary(op: str, x: Expr) -> Expr:
+    return Un(op, x)
+
+
+def compare(op: str, a, b) -> Expr:
+    if not isinstance(a, Expr):
+        a = as_expr(a, b.dtype)
+    if not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    return Bin(op, a, b)
+
+
+def select(cond: Expr, t, f) -> Expr:
+    if not isinstance(t, Expr):
+        t = as_expr(t, f.dtype)
+    if not isinstance(f, Expr):
+        f = as_expr(f, t.dtype)
+    if isinstance(cond, Const):
+        return t if cond.value else f
+    return Select(cond, t, f)
+
+
+def maximum(a, b): return binary("max", a, b)
+def minimum(a, b): return binary("min", a, b)
+
+
+def children(e: Expr) -> tuple:
+    return tuple(a for a in e.args if isinstance(a, Expr))
+
+
+def substitute(e: Expr, mapping: dict) -> Expr:
+    """Replace sub-expressions (usually Vars) by others, rebuilding only what changes."""
+    memo: dict = {}
+
+    def go(x):
+        if x in mapping:
+            return mapping[x]
+        r = memo.get(x)
+        if r is not None:
+            return r
+        if isinstance(x, (Const, Var)):
+            r = x
+        else:
+            new = tuple(go(a) if isinstance(a, Expr) else a for a in x.args)
+            r = x if all(n is o for n, o in zip(new, x.args)) else rebuild(x, new)
+        memo[x] = r
+        return r
+
+    return go(e)
+
+
+def rebuild(x: Expr, args: tuple) -> Expr:
+    if isinstance(x, Bin):
+        return binary(*args) if args[0] in BINARY else compare(*args)
+    if isinstance(x, Cast):
+        return cast(args[0], args[1])
+    if isinstance(x, Select):
+        return select(*args)
+    return type(x)(*args)
+
+
+def walk(e: Expr):
+    """Every distinct sub-expression of e, each once (post-order)."""
+    seen, out = set(), []
+
+    def go(x):
+        if x in seen:
+            return
+        seen.add(x)
+        for c in children(x):
+            go(c)
+        out.append(x)
+
+    go(e)
+    return out

@@ -1,0 +1,119 @@
+"""The loop IR: what every backend renders. Statements over flat buffers with int64 indices.
+
+For kinds: serial, parallel (outermost only; split over threads), vectorize (innermost; backends use
+vector instructions), unroll. Expressions are those of `expr.py` (Load reads a Buffer at a flat index).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from .expr import Expr, Load, Var, walk, ITEMSIZE
+
+
+@dataclass(eq=False)
+class Buffer:
+    name: str
+    dtype: str
+    size: int                 # elements
+    scope: str = "global"     # global (kernel parameter) or local (kernel-private)
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * ITEMSIZE[self.dtype]
+
+    def __getitem__(self, index) -> Expr:
+        from .expr import as_expr
+        return Load(self, as_expr(index))
+
+    def __repr__(self):
+        return f"{self.name}:{self.dtype}[{self.size}]"
+
+
+class Stmt:
+    pass
+
+
+@dataclass(eq=False)
+class For(Stmt):
+    var: Var
+    extent: int
+    body: Stmt
+    kind: str = "serial"      # serial | parallel | vectorize | unroll
+    start: int = 0
+
+
+@dataclass(eq=False)
+class Store(Stmt):
+    buf: Buffer
+    index: Expr
+    value: Expr
+
+
+@dataclass(eq=False)
+class Seq(Stmt):
+    stmts: list
+
+
+@dataclass(eq=False)
+class Allocate(Stmt):
+    buf: Buffer
+    body: Stmt
+
+
+@dataclass(eq=False)
+class IfThen(Stmt):
+    cond: Expr
+    then: Stmt
+    orelse: Optional[Stmt] = None
+
+
+@dataclass(eq=False)
+class LetStmt(Stmt):
+    var: Var
+    value: Expr
+    body: Stmt
+
+
+@dataclass(eq=False)
+class Kernel:
+    """One generated function: params are global buffers (outputs first), body a statement."""
+    name: str
+    params: list
+    body: Stmt
+    flops: int = 0
+
+
+def seq(*stmts) -> Stmt:
+    flat = []
+    for s in stmts:
+        if s is None:
+            continue
+        flat.extend(s.stmts if isinstance(s, Seq) else [s])
+    return flat[0] if len(flat) == 1 else Seq(flat)
+
+
+def format_stmt(s: Stmt, indent: int = 0) -> str:
+    """Readable text of a statement (FXC_DEBUG=3)."""
+    pad = "  " * indent
+    if isinstance(s, Seq):
+        return "\n".join(format_stmt(x, indent) for x in s.stmts)
+    if isinstance(s, For):
+        head = f"{pad}for {s.var} in {s.start}..{s.extent}" + ("" if s.kind == "serial" else f"  # {s.kind}")
+        return head + ":\n" + format_stmt(s.body, indent + 1)
+    if isinstance(s, Store):
+        return f"{pad}{s.buf.name}[{s.index}] = {s.value}"
+    if isinstance(s, Allocate):
+        return f"{pad}allocate {s.buf!r} (local)\n" + format_stmt(s.body, indent)
+    if isinstance(s, IfThen):
+        out = f"{pad}if {s.cond}:\n" + format_stmt(s.then, indent + 1)
+        if s.orelse is not None:
+            out += f"\n{pad}else:\n" + format_stmt(s.orelse, indent + 1)
+        return out
+    if isinstance(s, LetStmt):
+        return f"{pad}let {s.var} = {s.value}\n" + format_stmt(s.body, indent)
+    raise TypeError(s)
+
+
+def format_kernel(k: Kernel) -> str:
+    return f"kernel {k.name}({', '.join(map(repr, k.params))}):\n" + format_stmt(k.body, 1)

@@ -1,0 +1,140 @@
+"""Lowering: tensor expressions of one fused group -> one loop-IR Kernel.
+
+Accepts the root Tensors of a group (compute/extern Tensors whose TRefs reach placeholders, inlinable
+computes, or one reduction). Produces a Kernel whose params are the output buffers then the input
+buffers. Injective work is inlined at each use; a reduction referenced by an elementwise epilogue
+becomes an accumulation statement in the epilogue's loop nest. Schedules live in schedule.py.
+"""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from . import te
+from .expr import Const, Expr, Load, Var, as_expr, binary, substitute
+from .loop_ir import Allocate, Buffer, For, Kernel, Seq, Store, seq
+
+
+def strides_of(shape) -> list:
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return list(reversed(st))
+
+
+def flat_index(indices, shape) -> Expr:
+    idx = as_expr(0)
+    for i, s in zip(indices, strides_of(shape)):
+        idx = idx + as_expr(i) * s
+    return idx
+
+
+COMBINE = {"sum": "add", "prod": "mul", "max": "max", "min": "min"}
+
+
+class Hole:
+    """A reference to a reduction inside an epilogue: filled by the schedule's accumulator."""
+
+    def __init__(self, var: Var, tensor: te.Tensor, indices: tuple):
+        self.var, self.tensor, self.indices = var, tensor, indices
+
+
+class Converter:
+    """TE expression -> loop-IR expression. TRefs to buffers become Loads; computes are inlined;
+    reductions become holes (collected) or, in `pre` mode, accumulation statements."""
+
+    def __init__(self, bufs: dict):
+        self.bufs = bufs
+        self.locals: list = []
+
+    def local(self, dtype: str, size: int = 1, name: str = "acc") -> Buffer:
+        b = Buffer(f"{name}{len(self.locals)}", dtype, size, "local")
+        self.locals.append(b)
+        return b
+
+    def convert(self, e: Expr, pre: list | None, holes: list | None = None) -> Expr:
+        """pre: statements to emit before use (reductions computed in place); holes: collect instead."""
+        memo: dict = {}
+
+        def go(x: Expr) -> Expr:
+            r = memo.get(x)
+            if r is not None:
+                return r
+            if isinstance(x, te.TRef):
+                r = self._ref(x.tensor, tuple(go(i) for i in x.indices), go, pre, holes)
+            elif isinstance(x, te.Reduce):
+                raise LoweringError("a reduction must be the whole body of a compute")
+            elif isinstance(x, (Const, Var)):
+                r = x
+            else:
+                from .expr import rebuild
+                r = rebuild(x, tuple(go(a) if isinstance(a, Expr) else a for a in x.args))
+            memo[x] = r
+            return r
+
+        return go(e)
+
+    def _ref(self, t: te.Tensor, idx: tuple, go, pre, holes) -> Expr:
+        buf = self.bufs.get(t)
+        if buf is not None:
+            return Load(buf, flat_index(idx, t.shape))
+        if t.extern is not None or t.body is None:
+            raise LoweringError(f"tensor {t.name} must be materialized before it is read")
+        body = t.body
+        if isinstance(body, te.Reduce):
+            if holes is not None:
+                for h in holes:
+                    if h.tensor is t and h.indices == idx:
+                        return h.var
+                h = Hole(Var("red", t.dtype), t, idx)
+                holes.append(h)
+                return h.var
+            if pre is None:
+                raise LoweringError(f"reduction {t.name} read where no statement can be placed")
+            acc = self.local(t.dtype)
+            pre.append(self.reduction(t, idx, acc, Const(0, "int64")))
+            return Load(acc, Const(0, "int64"))
+        return go(substitute(body, dict(zip(t.axes, idx))))
+
+    def reduction(self, t: te.Tensor, idx: tuple, acc: Buffer, slot: Expr, inner=None) -> Seq:
+        """acc[slot] = init; for r...: acc[slot] = acc[slot] (+) body   (inner: wraps the update loop)."""
+        red: te.Reduce = t.body
+        rvars = [Var("r") for _ in red.axes]
+        sub = dict(zip(t.axes, idx))
+        sub.update({v: nv for (v, _), nv in zip(red.axes, rvars)})
+        body_pre: list = []
+        val = self.convert(substitute(red.body, sub), body_pre)
+        update = seq(*body_pre, Store(acc, slot, binary(COMBINE[red.op], Load(acc, slot), val)))
+        if inner is not None:
+            update = inner(update)
+        for v, (_, extent) in reversed(list(zip(rvars, red.axes))):
+            update = For(v, extent, update)
+        init = Store(acc, slot, red.init)
+        if inner is not None:
+            init = inner(init)
+        return seq(init, update)
+
+
+def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threads: int = 1,
+                schedule_hint: dict | None = None) -> Kernel:
+    """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers."""
+    from .schedule import schedule_root
+    bufs = dict(in_bufs)
+    stmts, flops = [], 0
+    conv = Converter(bufs)
+    done = set()
+    for t, ob in zip(roots, out_bufs):
+        if t.extern is not None:
+            if t.extern not in done:
+                done.add(t.extern)
+                outs = sorted((r.index, b) for r, b in zip(roots, out_bufs) if r.extern is t.extern)
+                stmts.append(t.extern([b for _, b in outs], [bufs[x] for x in t.inputs]))
+            continue
+        if t.is_placeholder:   # an alias of an input: copy it
+            src = t
+            t = te.compute(src.shape, lambda *i: src[i], "copy")
+        s, f = schedule_root(conv, t, ob, num_threads, schedule_hint or {})
+        stmts.append(s)
+        flops += f
+    body = seq(*stmts)
+    params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())]
+    return Kernel(name, params, body, flops)

@@ -1,0 +1,155 @@
+"""Default schedules: how a group's root is turned into loops. Every knob is a named parameter.
+
+- injective: loops over the output; leading loops fused into one parallel loop when the work is large
+  enough; the innermost loop is left for the backend's vectorizer.
+- reduction with epilogue: either the reduce loop innermost ("inner": contiguous reductions such as a
+  softmax row) or a register tile of `tile` outputs along the last axis kept in a local accumulator
+  while the reduce loops run outside it ("tile": conv, matmul — vector FMAs over the output row).
+"""
+from __future__ import annotations
+
+import math
+
+from . import te
+from .expr import Bin, Const, Expr, Load, Var, as_expr, binary, compare, substitute, walk
+from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Seq, Store, seq
+from .lower import Converter, flat_index
+
+PARALLEL_MIN_WORK = 1 << 15      # elements x reduce size below which a kernel stays single-threaded
+TILE = 32                        # accumulator tile along the output's last axis
+
+
+def linear_stride(e: Expr, v: Var):
+    """Coefficient of v in e if e is affine in v with a constant coefficient, else None."""
+    if e is v:
+        return 1
+    if isinstance(e, (Const, Var)):
+        return 0
+    if not any(x is v for x in walk(e)):
+        return 0
+    if isinstance(e, Bin):
+        op, a, b = e.args
+        sa, sb = linear_stride(a, v), linear_stride(b, v)
+        if sa is None or sb is None:
+            return None
+        if op == "add":
+            return sa + sb
+        if op == "sub":
+            return sa - sb
+        if op == "mul":
+            if isinstance(b, Const) and sb == 0:
+                return sa * b.value
+            if isinstance(a, Const) and sa == 0:
+                return sb * a.value
+    return None
+
+
+def load_strides(e: Expr, v: Var) -> list:
+    return [linear_stride(x.args[1], v) for x in walk(e) if isinstance(x, Load) and x.args[0].scope == "global"]
+
+
+def _outer_loops(axes, shape, body, work: int, num_threads: int):
+    """Wrap body in loops over axes; fuse them into one parallel loop when the work is worth threads."""
+    if not axes:
+        return body
+    if num_threads > 1 and work >= PARALLEL_MIN_WORK and math.prod(shape) > 1:
+        p = Var("p")
+        for i in reversed(range(len(axes))):
+            st = math.prod(shape[i + 1:])
+            e = p if st == 1 else binary("idiv", p, st)
+            body = LetStmt(axes[i], e if i == 0 else binary("imod", e, shape[i]), body)
+        return For(p, math.prod(shape), body, "parallel")
+    for a, s in reversed(list(zip(axes, shape))):
+        body = For(a, s, body)
+    return body
+
+
+def _strides(shape):
+    st, acc = [], 1
+    for s in reversed(shape):
+        st.append(acc)
+        acc *= s
+    return list(reversed(st))
+
+
+def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, hint: dict):
+    holes: list = []
+    value = conv.convert(t.body, None, holes) if not isinstance(t.body, te.Reduce) else None
+    axes, shape = list(t.axes), list(t.shape)
+    if value is None:                      # the root itself is a reduction: hole at identity
+        from .lower import Hole
+        h = Hole(Var("red", t.dtype), t, tuple(t.axes))
+        holes, value = [h], h.var
+    red = holes[0] if len(holes) == 1 and holes[0].indices == tuple(axes) else None
+    if red is None and holes:              # reductions at other indices: compute them in place
+        pre: list = []
+        value = conv.convert(t.body, pre)
+        body = seq(*pre, Store(out, flat_index(axes, shape), value))
+        return _outer_loops(axes, shape, body, math.prod(shape) * 16, num_threads), 0
+    if red is None:                        # injective
+        body = Store(out, flat_index(axes, shape), value)
+        if axes:
+            body = For(axes[-1], shape[-1], body, "vectorize")
+            return _outer_loops(axes[:-1], shape[:-1], body, math.prod(shape), num_threads), 0
+        return body, 0
+    return _reduction(conv, t, out, red, value, axes, shape, num_threads, hint)
+
+
+def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
+    rt: te.Tensor = red.tensor
+    rsize = math.prod(e for _, e in rt.body.axes)
+    flops = 2 * math.prod(shape) * rsize
+    work = math.prod(shape) * max(rsize, 1)
+    mode = hint.get("reduce_schedule")
+    if mode is None:
+        mode = _choose_mode(conv, rt, axes, shape)
+    if mode == "tile" and axes:
+        return _tiled(conv, rt, out, red, value, axes, shape, work, num_threads, hint), flops
+    acc = conv.local(rt.dtype)
+    zero = Const(0, "int64")
+    body = seq(conv.reduction(rt, tuple(axes), acc, zero),
+               Store(out, flat_index(axes, shape), substitute(value, {red.var: Load(acc, zero)})))
+    return Allocate(acc, _outer_loops(axes, shape, body, work, num_threads)), flops
+
+
+def _choose_mode(conv, rt, axes, shape) -> str:
+    if not axes or shape[-1] < 4:
+        return "inner"
+    red: te.Reduce = rt.body
+    probe = Converter(conv.bufs)
+    sub = dict(zip(rt.axes, axes))
+    rv = [Var("r") for _ in red.axes]
+    sub.update({v: n for (v, _), n in zip(red.axes, rv)})
+    body = probe.convert(substitute(red.body, sub), [])
+    along_out = load_strides(body, axes[-1])
+    along_red = load_strides(body, rv[-1]) if rv else [0]
+    out_ok = all(s in (0, 1) for s in along_out) and 1 in along_out
+    red_ok = all(s in (0, 1) for s in along_red) and 1 in along_red
+    if out_ok and not red_ok:
+        return "tile"
+    if getattr(rt, "kind_hint", None) == "out_fusable" and not red_ok:
+        return "tile"
+    return "inner"
+
+
+def _tiled(conv, rt, out, red, value, axes, shape, work, num_threads, hint):
+    """for outer: for jo: acc[0:T] = init; for r: for jj: acc[jj] (+)= body(j=jo*T+jj); store epilogue."""
+    tile = int(hint.get("tile", TILE))
+    j, n = axes[-1], shape[-1]
+    parts = []
+    main = (n // tile) * tile
+    for start, count, width in ((0, main // tile, tile), (main, 1 if n - main else 0, n - main)):
+        if count == 0 or width == 0:
+            continue
+        acc = conv.local(rt.dtype, width)
+        jo, jj = Var("jo"), Var("jj")
+        jval = as_expr(start) + jo * width + jj
+        idx = tuple(axes[:-1]) + (jval,)
+        inner = lambda s, jj=jj, width=width: For(jj, width, s, "vectorize")
+        red_stmt = conv.reduction(rt, idx, acc, jj, inner)
+        store_idx = flat_index(idx, shape)
+        epi = substitute(value, {red.var: Load(acc, jj), j: jval})
+        body = seq(red_stmt, For(jj, width, Store(out, store_idx, epi), "vectorize"))
+        parts.append(Allocate(acc, For(jo, count, body)))
+    body = seq(*parts)
+    return _outer_loops(axes[:-1], shape[:-1], body, work, num_threads)

@@ -1,0 +1,1 @@
+"""Linear algebra: matmul / bmm with transpose flags."""

@@ -1,0 +1,1 @@
+"""Movement / injective ops: reshape, permute, expand, slice, cat, pad, gather..."""

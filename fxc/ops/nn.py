@@ -1,0 +1,1 @@
+"""Neural-network ops: convolution, pooling, normalisation, embedding, interpolation..."""

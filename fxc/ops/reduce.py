@@ -1,0 +1,1 @@
+"""Reductions (sum, mean, max, min, prod, argmax...), softmax, log-softmax, var/std."""

@@ -1,0 +1,81 @@
+"""The op registry: everything about an op in one `OpDef`, defined once in its family file.
+
+An OpDef holds the op's fusion kind, type rule, numpy reference, tensor-expression compute, how its
+inputs are promoted, the framework names that map onto it (ATen overloads here; ONNX/MXNet in their
+importers' tables keyed by these op names) and sample inputs for the generated tests.
+This module imports no framework: ATen converters receive plain Python values and opaque tensor
+handles from `fxc.capture.torch`.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..errors import UnsupportedOpError
+
+
+class Kind(enum.IntEnum):
+    """Fusion pattern kinds, in TVM's order: a smaller kind fuses more freely."""
+    ELEMWISE = 0      # out[i] = f(in[i]) at the same index, same shape
+    BROADCAST = 1     # elementwise with broadcasting inputs
+    INJECTIVE = 2     # each output element reads a computed index of the input (reshape, permute, slice...)
+    REDUCTION = 3     # sums/max over axes; fuses injective prologues and elementwise epilogues
+    OUT_FUSABLE = 4   # conv/matmul: elementwise epilogues fuse into the output loop
+    OPAQUE = 8        # never fused (sort, scan, scatter...)
+
+
+@dataclass(frozen=True)
+class OpDef:
+    name: str
+    kind: Kind
+    infer: Callable                   # infer(list[TensorType], **attrs) -> list[TensorType]
+    reference: Callable               # reference(*np.ndarray, **attrs) -> array or tuple of arrays
+    compute: Optional[Callable]       # compute(*te.Tensor, **attrs) -> Tensor or tuple of Tensors
+    aten: dict = field(default_factory=dict)   # "aten.x.overload" -> converter(*args, **kwargs) -> (inputs, attrs) | None
+    promote: Optional[str] = "out"    # cast tensor inputs to: "out" dtype, "common" promoted dtype, or None
+    samples: Optional[Callable] = None  # samples(rng) -> list of (list[np.ndarray], attrs)
+    dtypes: tuple = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")  # supported input dtypes
+    check: Optional[Callable] = None  # check(list[TensorType], **attrs) -> None | reason string (unsupported)
+    doc: str = ""
+
+
+_REGISTRY: dict = {}
+_ATEN: dict = {}
+
+
+def register(op: OpDef) -> OpDef:
+    if op.name in _REGISTRY:
+        raise ValueError(f"op {op.name} registered twice")
+    _REGISTRY[op.name] = op
+    for target, conv in op.aten.items():
+        if target in _ATEN:
+            raise ValueError(f"ATen target {target} mapped by both {_ATEN[target][0].name} and {op.name}")
+        _ATEN[target] = (op, conv)
+    return op
+
+
+def _load_families():
+    from . import elementwise, reduce, movement, nn, linalg  # noqa: F401  (registration side effects)
+
+
+def get_op(name: str) -> OpDef:
+    if not _REGISTRY:
+        _load_families()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise UnsupportedOpError(f"fxc has no op named {name!r}") from None
+
+
+def all_ops() -> dict:
+    if not _REGISTRY:
+        _load_families()
+    return dict(_REGISTRY)
+
+
+def aten_table() -> dict:
+    """ATen overload name -> (OpDef, converter)."""
+    if not _REGISTRY:
+        _load_families()
+    return _ATEN

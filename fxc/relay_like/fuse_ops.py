@@ -1,0 +1,98 @@
+"""Operator fusion (TVM's rules): groups of nodes that become one kernel each.
+
+- an elementwise/broadcast/injective producer with a single consumer is inlined into that consumer
+  when the consumer is elementwise/broadcast/injective or a reduction (prologue);
+- an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
+  its group as an epilogue (bias, batch-norm, residual add, activation);
+- a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone.
+Accepts a typed graph; returns Groups in topological order, each with one root node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ops.registry import Kind, get_op
+
+
+@dataclass(eq=False)
+class Group:
+    nodes: list                      # topological order; the last is the root
+    inputs: list = field(default_factory=list)    # Values read from outside (incl. constants)
+    outputs: list = field(default_factory=list)   # Values of the root read outside / graph outputs
+
+    @property
+    def root(self):
+        return self.nodes[-1]
+
+    @property
+    def anchor(self):
+        for n in self.nodes:
+            if get_op(n.op).kind >= Kind.REDUCTION:
+                return n
+        return None
+
+    def describe(self) -> str:
+        a = self.anchor
+        ops = "+".join(n.op for n in self.nodes)
+        return f"{ops} -> {', '.join(f'{o.type!r}' for o in self.outputs)}" + (f"  [anchor {a.op}]" if a else "")
+
+
+def fuse_ops(g, enable: bool = True) -> list:
+    users = g.users()
+    out_ids = {v.id for v in g.outputs}
+    parent = {n: n for n in g.nodes}
+
+    def find(n):
+        while parent[n] is not n:
+            parent[n] = parent[parent[n]]
+            n = parent[n]
+        return n
+
+    anchors = {n: (n if get_op(n.op).kind >= Kind.REDUCTION else None) for n in g.nodes}
+
+    def union(producer, consumer) -> bool:
+        a, b = find(producer), find(consumer)
+        if a is b:
+            return True
+        if anchors[a] is not None and anchors[b] is not None:
+            return False
+        parent[a] = b
+        anchors[b] = anchors[b] or anchors[a]
+        return True
+
+    if enable:
+        for n in g.nodes:
+            kn = get_op(n.op).kind
+            for v in n.inputs:
+                p = v.node
+                if p is None or v.is_const or len(p.outputs) != 1 or v.id in out_ids:
+                    continue
+                if len(users.get(v.id, [])) != 1 or len({id(u) for u, _ in users[v.id]}) != 1:
+                    continue
+                kp = get_op(p.op).kind
+                if len(n.outputs) != 1 and kn != Kind.OPAQUE and kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION:
+                    union(p, n)                     # prologue into a multi-output reduction-like op
+                elif len(n.outputs) != 1:
+                    continue
+                elif kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION:
+                    union(p, n)                     # injective prologue
+                elif kp in (Kind.REDUCTION, Kind.OUT_FUSABLE) and kn <= Kind.BROADCAST \
+                        and n.outputs[0].shape == v.shape and n.outputs[0].dtype == v.dtype:
+                    union(p, n)                     # elementwise epilogue
+
+    members: dict = {}
+    for n in g.nodes:
+        members.setdefault(find(n), []).append(n)
+    groups = []
+    for root, nodes in members.items():
+        inside = {o.id for n in nodes for o in n.outputs}
+        ins = []
+        for n in nodes:
+            for v in n.inputs:
+                if v.id not in inside and all(v is not x for x in ins):
+                    ins.append(v)
+        outs = [o for o in root.outputs]
+        groups.append(Group(nodes, ins, outs))
+    order = {n: i for i, n in enumerate(g.nodes)}
+    groups.sort(key=lambda gr: order[gr.root])
+    return groups

@@ -1,0 +1,157 @@
+"""The graph IR: a typed SSA dataflow graph of registry ops.
+
+`Value`s carry a `TensorType`; a `Node` applies a registry op to input Values with hashable attrs and
+produces output Values. Constants are Values with `.data` (a numpy array); graph inputs have neither
+producer nor data. `Graph.nodes` is always in topological order.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from ..errors import ShapeError
+
+
+@dataclass(frozen=True)
+class TensorType:
+    shape: tuple
+    dtype: str
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"{self.dtype}{list(self.shape)}"
+
+
+_ids = itertools.count()
+
+
+class Value:
+    __slots__ = ("type", "node", "index", "name", "data", "id")
+
+    def __init__(self, type: TensorType, node=None, index=0, name=None, data=None):
+        self.type, self.node, self.index, self.data = type, node, index, data
+        self.id = next(_ids)
+        self.name = name or f"v{self.id}"
+
+    @property
+    def is_const(self) -> bool:
+        return self.data is not None
+
+    @property
+    def shape(self) -> tuple:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    def __repr__(self):
+        return f"%{self.name}"
+
+
+def freeze_attr(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(freeze_attr(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, freeze_attr(x)) for k, x in v.items()))
+    if isinstance(v, np.generic):
+        return v.item()
+    return v
+
+
+class Node:
+    __slots__ = ("op", "inputs", "attrs", "outputs", "name")
+
+    def __init__(self, op: str, inputs: list, attrs: dict, out_types: list, name: Optional[str] = None):
+        self.op, self.inputs = op, list(inputs)
+        self.attrs = {k: freeze_attr(v) for k, v in attrs.items()}
+        self.outputs = [Value(t, self, i) for i, t in enumerate(out_types)]
+        self.name = name or f"{op}_{self.outputs[0].id if self.outputs else next(_ids)}"
+
+    def key(self):
+        return (self.op, tuple(v.id for v in self.inputs), tuple(sorted(self.attrs.items())))
+
+    def __repr__(self):
+        outs = ", ".join(f"{o!r}: {o.type!r}" for o in self.outputs)
+        attrs = "".join(f", {k}={v!r}" for k, v in self.attrs.items())
+        return f"{outs} = {self.op}({', '.join(map(repr, self.inputs))}{attrs})"
+
+
+class Graph:
+    def __init__(self, inputs=(), outputs=(), nodes=()):
+        self.inputs: list = list(inputs)
+        self.outputs: list = list(outputs)
+        self.nodes: list = list(nodes)
+
+    # -- building ----------------------------------------------------------------------------
+    def input(self, shape, dtype: str, name: Optional[str] = None) -> Value:
+        v = Value(TensorType(tuple(int(s) for s in shape), dtype), name=name)
+        self.inputs.append(v)
+        return v
+
+    @staticmethod
+    def const(array) -> Value:
+        a = np.ascontiguousarray(array)
+        from ..lowering.expr import DTYPES
+        dtype = str(a.dtype)
+        if dtype not in DTYPES:
+            raise ShapeError(f"constant of dtype {dtype} is not supported; use one of {DTYPES}")
+        return Value(TensorType(a.shape, dtype), data=a)
+
+    def call(self, op: str, inputs: list, **attrs) -> list:
+        """Append a node of registry op `op`; returns its output Values (types from the op's rule)."""
+        from ..ops.registry import get_op
+        opdef = get_op(op)
+        attrs = {k: freeze_attr(v) for k, v in attrs.items()}
+        types = opdef.infer([v.type for v in inputs], **attrs)
+        node = Node(op, inputs, attrs, types)
+        self.nodes.append(node)
+        return node.outputs
+
+    def call1(self, op: str, inputs: list, **attrs) -> Value:
+        return self.call(op, inputs, **attrs)[0]
+
+    # -- queries -------------------------------------------------------------------------------
+    def users(self) -> dict:
+        """Value id -> list of (node, input position) that read it."""
+        out: dict = {}
+        for n in self.nodes:
+            for i, v in enumerate(n.inputs):
+                out.setdefault(v.id, []).append((n, i))
+        return out
+
+    def constants(self) -> list:
+        seen, out = set(), []
+        for n in self.nodes:
+            for v in n.inputs:
+                if v.is_const and v.id not in seen:
+                    seen.add(v.id)
+                    out.append(v)
+        for v in self.outputs:
+            if v.is_const and v.id not in seen:
+                seen.add(v.id)
+                out.append(v)
+        return out
+
+    def copy(self) -> "Graph":
+        return Graph(self.inputs, self.outputs, self.nodes)
+
+    def __str__(self):
+        lines = [f"graph({', '.join(f'{v!r}: {v.type!r}' for v in self.inputs)}):"]
+        for n in self.nodes:
+            lines.append("  " + repr(n))
+        lines.append(f"  return {', '.join(map(repr, self.outputs))}")
+        return "\n".join(lines)

@@ -1,0 +1,7 @@
+"""Graph passes: small functions Graph -> Graph, one per file."""
+from .eliminate_common_subexpr import eliminate_common_subexpr
+from .eliminate_dead_code import eliminate_dead_code
+from .fold_constants import fold_constants
+from .infer_types import infer_types
+from .materialize_outputs import materialize_outputs
+from .simplify import simplify

@@ -1,0 +1,25 @@
+import numpy as np
+
+from ...ops.registry import get_op
+from ..graph import Value
+
+MAX_FOLD_ELEMENTS = 1 << 20
+
+
+def fold_constants(g):
+    """Evaluate nodes whose inputs are all constants with the op's numpy reference.
+    Weights are graph inputs (not constants) unless the user froze them, so training still sees updates."""
+    replace, kept = {}, []
+    for n in g.nodes:
+        n.inputs = [replace.get(v.id, v) for v in n.inputs]
+        if n.inputs and all(v.is_const for v in n.inputs) and all(o.type.numel <= MAX_FOLD_ELEMENTS for o in n.outputs):
+            res = get_op(n.op).reference(*[v.data for v in n.inputs], **n.attrs)
+            res = res if isinstance(res, tuple) else (res,)
+            for o, r in zip(n.outputs, res):
+                r = np.ascontiguousarray(np.asarray(r).astype(o.dtype if o.dtype != "bool" else np.bool_))
+                replace[o.id] = Value(o.type, data=r.reshape(o.shape))
+        else:
+            kept.append(n)
+    g.nodes = kept
+    g.outputs = [replace.get(v.id, v) for v in g.outputs]
+    return g

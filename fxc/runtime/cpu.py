@@ -1,0 +1,43 @@
+"""CPU device API: load a compiled shared library and call its `fxc_run` entry with raw pointers.
+Imports only numpy and ctypes."""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+import numpy as np
+
+
+class CpuLibrary:
+    def __init__(self, path: str):
+        self.path = str(path)
+        self.lib = ctypes.CDLL(self.path)
+        self.run = self.lib.fxc_run
+        self.run.restype = ctypes.c_int
+        self.run.argtypes = [ctypes.c_void_p] * 4
+        threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
+        self.lib.fxc_set_num_threads(ctypes.c_int(threads))
+
+
+class Workspace:
+    """A reusable scratch buffer per calling thread (64-byte aligned)."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self._local = threading.local()
+
+    def pointer(self) -> int:
+        buf = getattr(self._local, "buf", None)
+        if buf is None:
+            raw = np.empty(self.nbytes + 64, dtype=np.uint8)
+            off = (-raw.ctypes.data) % 64
+            self._local.buf = buf = (raw, raw.ctypes.data + off)
+        return buf[1]
+
+
+def pointer_array(addresses) -> ctypes.Array:
+    arr = (ctypes.c_void_p * max(len(addresses), 1))()
+    for i, a in enumerate(addresses):
+        arr[i] = a
+    return arr

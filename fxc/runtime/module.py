@@ -1,0 +1,70 @@
+"""A compiled module: kernels + execution plan + constants, callable on numpy arrays or raw pointers.
+Framework-free (numpy and the target's device library only); framework wrappers live in fxc.capture."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from .cpu import CpuLibrary, Workspace, pointer_array
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    shape: tuple
+    dtype: str
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.dtype}{list(self.shape)}"
+
+
+def np_dtype(dtype: str):
+    return np.dtype(np.bool_) if dtype == "bool" else np.dtype(dtype)
+
+
+@dataclass
+class Module:
+    target: str
+    library: str                        # path of the shared library (cpu)
+    inputs: list                        # TensorSpec
+    outputs: list                       # TensorSpec
+    consts: list                        # numpy arrays, in const-slot order
+    workspace_bytes: int
+    kernels: list = field(default_factory=list)     # one line per fused kernel
+    intermediate_bytes: int = 0         # sum of intermediate sizes before memory sharing
+    source: str = ""                    # generated LLVM IR (for debugging / export)
+
+    def __post_init__(self):
+        self._lib = CpuLibrary(self.library)
+        self.consts = [np.ascontiguousarray(c) for c in self.consts]
+        self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
+        self._ws = Workspace(self.workspace_bytes)
+
+    def run_pointers(self, in_ptrs: list, out_ptrs: list) -> None:
+        """Run on raw addresses of contiguous buffers of the declared shapes/dtypes (no checks)."""
+        self._lib.run(pointer_array(in_ptrs), pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
+
+    def check_inputs(self, arrays) -> list:
+        if len(arrays) != len(self.inputs):
+            raise InputError(f"expected {len(self.inputs)} inputs ({', '.join(s.describe() for s in self.inputs)}), "
+                             f"got {len(arrays)}")
+        out = []
+        for spec, a in zip(self.inputs, arrays):
+            a = np.asarray(a)
+            if a.dtype != np_dtype(spec.dtype):
+                raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; "
+                                 f"convert it with .astype({spec.dtype!r})")
+            if tuple(a.shape) != tuple(spec.shape):
+                raise InputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(a.shape)}; "
+                                 f"recompile for the new shape")
+            out.append(np.ascontiguousarray(a))
+        return out
+
+    def __call__(self, *arrays):
+        """numpy in, numpy out (a list when the module has several outputs)."""
+        ins = self.check_inputs(arrays)
+        outs = [np.empty(s.shape, np_dtype(s.dtype)) for s in self.outputs]
+        self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs])
+        return outs[0] if len(outs) == 1 else outs

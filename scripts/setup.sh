@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates .venv at the repo root and installs what fxc needs; idempotent and quiet when done already.
+# As root it also installs the Debian packages the targets need (none beyond gcc for the CPU target yet).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+py=${PYTHON:-python3.11}
+command -v "$py" >/dev/null || py=python3
+stamp=.venv/.fxc-setup-$(cat requirements.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+if [ -f "$stamp" ]; then exit 0; fi
+if [ "$(id -u)" = 0 ] && ! command -v gcc >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null
+fi
+[ -x .venv/bin/python ] || "$py" -m venv .venv
+.venv/bin/pip install -q --upgrade pip
+.venv/bin/pip install -q -r requirements.txt
+.venv/bin/pip install -q --no-deps -e .
+rm -f .venv/.fxc-setup-*
+touch "$stamp"
