@@ -1,0 +1,392 @@
+"""PyTorch capture: the `fxc` torch.compile backend.
+
+Dynamo's FX graph goes through AOT autograd with core-ATen decompositions (forward and backward graphs,
+parameters as live inputs). Nodes fxc supports are partitioned into subgraphs that fxc compiles
+(specialised on the concrete input shapes at first call); the rest runs in eager PyTorch, and fxc says
+once which op caused it. Torch tensors in, torch tensors out.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import operator
+import os
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.fx
+
+from ..errors import FxcError, InputError, UnsupportedOpError
+from ..ops.registry import aten_table
+from ..relay_like.builder import Builder
+from ..relay_like.graph import Value
+
+log = logging.getLogger("fxc")
+
+TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
+                torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
+FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
+SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int8", "uint8", "bool"}
+OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check"}
+
+# python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
+_SCALAR_FNS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
+               operator.neg, operator.pow, operator.eq, operator.ne, operator.lt, operator.le, operator.gt,
+               operator.ge}
+_SYM_ATEN = {"aten.sym_size.int": lambda x, d: x.shape[d], "aten.sym_numel.default": lambda x: x.type.numel,
+             "aten.sym_stride.int": None}
+
+_warned: set = set()
+_recorders: list = []
+_lock = threading.Lock()
+
+
+def _warn_once(op: str, reason: str):
+    with _lock:
+        if op in _warned:
+            return
+        _warned.add(op)
+    log.warning("fxc: %s is not supported (%s); it runs in eager PyTorch", op, reason)
+
+
+# -- explain ----------------------------------------------------------------------------------------
+@dataclass
+class Explanation:
+    compiled_ops: collections.Counter = field(default_factory=collections.Counter)
+    fallback_ops: collections.Counter = field(default_factory=collections.Counter)
+    fallback_reasons: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    graphs: int = 0
+    subgraphs: int = 0
+
+    def __str__(self):
+        lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
+                 f"{sum(self.compiled_ops.values())} ops compiled, {sum(self.fallback_ops.values())} fell back"]
+        if self.fallback_ops:
+            lines.append("fell back to eager PyTorch:")
+            for op, n in self.fallback_ops.most_common():
+                lines.append(f"  {op} x{n}: {self.fallback_reasons.get(op, '')}")
+        lines.append("compiled ops: " + ", ".join(f"{op} x{n}" for op, n in self.compiled_ops.most_common()))
+        lines.append(f"kernels ({len(self.kernels)}):")
+        lines += [f"  {k}" for k in self.kernels]
+        return "\n".join(lines)
+
+
+def explain(model, *example_inputs, **options) -> Explanation:
+    import torch._dynamo
+    torch._dynamo.reset()
+    rec = Explanation()
+    _recorders.append(rec)
+    try:
+        compiled = torch.compile(model, backend=fxc_backend, options=options or None)
+        with torch.no_grad():
+            compiled(*example_inputs)
+    finally:
+        _recorders.remove(rec)
+        torch._dynamo.reset()
+    return rec
+
+
+def _record(fn):
+    for r in list(_recorders):
+        fn(r)
+
+
+# -- the backend ------------------------------------------------------------------------------------
+def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, **kwargs):
+    """torch.compile backend entry (registered as `fxc` through the torch_dynamo_backends entry point)."""
+    from torch._decomp import core_aten_decompositions
+    from torch._dynamo.backends.common import aot_autograd
+    options = dict(options or {}, **kwargs)
+    unknown = set(options) - OPTION_NAMES
+    if unknown:
+        from ..errors import FxcError as _E
+        raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
+    from ..build import TARGETS
+    if options.get("target", "llvm") not in TARGETS:
+        from ..errors import TargetError
+        raise TargetError(f"unknown target {options['target']!r}; available: {', '.join(TARGETS)}")
+
+    def fw(g, ins):
+        return compile_aten_graph(g, ins, options, is_forward=True)
+
+    def bw(g, ins):
+        return compile_aten_graph(g, ins, options, is_forward=False)
+
+    return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=core_aten_decompositions())(gm, example_inputs)
+
+
+def _meta(node):
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def _hint(s) -> int:
+    if isinstance(s, int):
+        return s
+    try:
+        return int(s.node.hint)
+    except Exception:
+        return 2
+
+
+def _tensor_type(t):
+    return tuple(_hint(s) for s in t.shape), TORCH_DTYPES.get(t.dtype)
+
+
+def _norm_arg(a):
+    """Convert non-tensor ATen arguments to plain python (dtypes -> 'float32', devices -> 'cpu')."""
+    if isinstance(a, torch.dtype):
+        return TORCH_DTYPES.get(a, str(a))
+    if isinstance(a, (torch.device, torch.layout, torch.memory_format)):
+        return str(a)
+    if isinstance(a, (list, tuple)):
+        return type(a)(_norm_arg(x) for x in a)
+    return a
+
+
+def _convert_call(b: Builder, target: str, args, kwargs):
+    entry = aten_table().get(target)
+    if entry is None:
+        raise UnsupportedOpError(f"no fxc op for {target}")
+    op, conv = entry
+    args, kwargs = _norm_arg(tuple(args)), {k: _norm_arg(v) for k, v in kwargs.items()}
+    if conv is None:
+        return b.call(op.name, list(args), **kwargs)
+    return conv(b, *args, **kwargs)
+
+
+class _Support:
+    """Which FX nodes fxc compiles: ATen ops it can convert (tried on a scratch graph), with
+    supported dtypes on CPU, and the size arithmetic that feeds them."""
+
+    def __init__(self):
+        self.reasons: dict = {}
+
+    def __call__(self, submodules, node: torch.fx.Node) -> bool:
+        ok, reason = self.check(node)
+        if not ok:
+            self.reasons[node] = reason
+        return ok
+
+    def check(self, node):
+        if node.op != "call_function":
+            return False, "not a call"
+        if node.target is operator.getitem:
+            src = node.args[0]
+            return (src.op == "call_function" and src not in self.reasons and str(src.target) in aten_table()), "getitem"
+        if node.target in _SCALAR_FNS or str(node.target) in _SYM_ATEN:
+            return False, "size arithmetic"
+        target = str(node.target)
+        if target not in aten_table():
+            return False, "no fxc op"
+        vals = [_meta(a) for a in node.all_input_nodes] + [_meta(node)]
+        for v in vals:
+            for t in (v if isinstance(v, (list, tuple)) else [v]):
+                if isinstance(t, torch.Tensor):
+                    if t.device.type != "cpu":
+                        return False, f"device {t.device}"
+                    if TORCH_DTYPES.get(t.dtype) not in SUPPORTED_DTYPES:
+                        return False, f"dtype {t.dtype}"
+        b = Builder()
+        env = {}
+        for a in node.all_input_nodes:
+            m = _meta(a)
+            if isinstance(m, torch.Tensor):
+                shape, dt = _tensor_type(m)
+                env[a] = b.graph.input(shape, dt)
+            elif isinstance(m, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
+                env[a] = _hint(m) if isinstance(m, (int, torch.SymInt)) else (float(m.node.hint) if hasattr(m, "node") else m)
+            else:
+                return False, "non-tensor input"
+        try:
+            out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get), torch.fx.node.map_arg(node.kwargs, env.get))
+        except FxcError as e:
+            return False, str(e)
+        except Exception as e:   # a converter bug must never break the user's program
+            return False, f"{type(e).__name__}: {e}"
+        m = _meta(node)
+        outs = out if isinstance(out, tuple) else (out,)
+        metas = m if isinstance(m, (list, tuple)) else (m,)
+        for o, t in zip(outs, metas):
+            if isinstance(t, torch.Tensor) and isinstance(o, Value):
+                if _tensor_type(t) != (tuple(o.shape), o.dtype):
+                    return False, f"type rule gives {o.type} but torch says {_tensor_type(t)}"
+        return True, ""
+
+
+def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, is_forward: bool = True):
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import create_op_support
+
+    if options.get("freeze") and is_forward:
+        _freeze_params(gm)
+    support = _Support()
+    partitioner = CapabilityBasedPartitioner(gm, create_op_support(support), allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    compiled_ops, fallback = collections.Counter(), collections.Counter()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if node in support.reasons:
+            r = support.reasons[node]
+            if r != "size arithmetic":
+                fallback[str(node.target)] += 1
+                _warn_once(str(node.target), r)
+        else:
+            compiled_ops[str(node.target)] += 1
+    fused = partitioner.fuse_partitions(partitions) if partitions else gm
+    subs = []
+    for name, mod in list(fused.named_children()):
+        if isinstance(mod, torch.fx.GraphModule):
+            sub = FxcSubgraph(mod, options, name)
+            setattr(fused, name, sub)
+            subs.append(sub)
+    reasons = {str(n.target): r for n, r in support.reasons.items() if r != "size arithmetic" and n.op == "call_function"}
+
+    def rec(r: Explanation):
+        r.graphs += 1
+        r.subgraphs += len(subs)
+        r.compiled_ops.update(compiled_ops)
+        r.fallback_ops.update(fallback)
+        r.fallback_reasons.update(reasons)
+    _record(rec)
+    fused.recompile()
+    for sub in subs:
+        sub.warm(gm, example_inputs)
+    return make_boxed_func(fused.forward)
+
+
+def _freeze_params(gm):
+    """options={'freeze': True}: parameters and buffers become constants (folded at compile time)."""
+    from torch._guards import TracingContext
+    ctx = TracingContext.try_get()
+    params = getattr(ctx, "params_flat", None) if ctx is not None else None
+    if not params:
+        return
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for k, (ph, p) in enumerate(zip(placeholders, params)):
+        if not isinstance(p, torch.Tensor):
+            continue
+        name = f"_fxc_frozen_{k}"
+        gm.register_buffer(name, p.detach())
+        with gm.graph.inserting_after(placeholders[-1]):
+            ga = gm.graph.get_attr(name)
+        ga.meta = dict(ph.meta)
+        ph.replace_all_uses_with(ga)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+
+
+class FxcSubgraph(torch.nn.Module):
+    """One partition: converted to fxc's graph IR and compiled per concrete input signature."""
+
+    def __init__(self, gm: torch.fx.GraphModule, options: dict, name: str):
+        super().__init__()
+        self.gm, self.options, self.name = gm, options, name
+        self.cache: dict = {}
+        self.eager_keys: set = set()
+
+    def warm(self, parent, example_inputs):
+        pass   # compiled lazily at the first call with real tensors (shapes may be symbolic here)
+
+    def _key(self, args):
+        key = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                key.append((tuple(a.shape), a.dtype, a.device.type))
+            else:
+                key.append(("s", type(a), a))
+        return tuple(key)
+
+    def forward(self, *args):
+        key = self._key(args)
+        entry = self.cache.get(key)
+        if entry is None:
+            if key in self.eager_keys:
+                return self.gm(*args)
+            try:
+                entry = self.cache[key] = self.compile(args)
+            except Exception as e:   # never crash the user's program: run this part eagerly instead
+                if isinstance(e, InputError):
+                    raise
+                self.eager_keys.add(key)
+                log.warning("fxc: could not compile subgraph %s (%s: %s); it runs in eager PyTorch",
+                            self.name, type(e).__name__, e)
+                if self.options.get("debug"):
+                    raise
+                return self.gm(*args)
+        module, tensor_pos, out_struct = entry
+        if module is None:
+            return self.gm(*args)
+        ins = []
+        for i in tensor_pos:
+            t = args[i]
+            if t.device.type != "cpu":
+                return self.gm(*args)
+            ins.append(t if t.is_contiguous() else t.contiguous())
+        outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
+        with torch.no_grad():
+            module.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs])
+        res = [outs[k] if kind == "t" else k for kind, k in out_struct]
+        return tuple(res) if len(res) != 1 or self._multi else res[0]
+
+    def compile(self, args):
+        from ..build import build
+        graph, tensor_pos, out_struct, multi = to_graph(self.gm, args)
+        self._multi = multi
+        module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse")})
+        _record(lambda r: r.kernels.extend(module.kernels))
+        return module, tensor_pos, out_struct
+
+
+def to_graph(gm: torch.fx.GraphModule, args):
+    """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments."""
+    b = Builder()
+    env: dict = {}
+    tensor_pos = []
+    ph = 0
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            a = args[ph]
+            if isinstance(a, torch.Tensor):
+                dt = TORCH_DTYPES.get(a.dtype)
+                if dt is None:
+                    raise UnsupportedOpError(f"input dtype {a.dtype}")
+                env[node] = b.graph.input(tuple(a.shape), dt, node.name)
+                tensor_pos.append(ph)
+            else:
+                env[node] = a
+            ph += 1
+        elif node.op == "get_attr":
+            t = getattr(gm, node.target)
+            env[node] = b.const(t.detach().cpu().numpy())
+        elif node.op == "call_function":
+            a_ = torch.fx.node.map_arg(node.args, env.get)
+            k_ = torch.fx.node.map_arg(node.kwargs, env.get)
+            if node.target is operator.getitem:
+                env[node] = a_[0][a_[1]]
+            elif node.target in _SCALAR_FNS:
+                env[node] = node.target(*a_)
+            elif str(node.target) in _SYM_ATEN and _SYM_ATEN[str(node.target)] is not None:
+                env[node] = _SYM_ATEN[str(node.target)](*a_)
+            else:
+                env[node] = _convert_call(b, str(node.target), a_, k_)
+        elif node.op == "output":
+            res = node.args[0]
+            multi = isinstance(res, (list, tuple))
+            res = res if multi else (res,)
+            outs, struct = [], []
+            for r in res:
+                v = env[r] if isinstance(r, torch.fx.Node) else r
+                if isinstance(v, Value):
+                    struct.append(("t", len(outs)))
+                    outs.append(v)
+                else:
+                    struct.append(("s", v))
+            b.graph.outputs = outs
+            return b.graph, tensor_pos, struct, multi
+    raise FxcError("graph has no output node")
