@@ -81,6 +81,17 @@ class FunctionWriter:
             for k in [k for k in scope if isinstance(k, Load) and k.args[0] is buf]:
                 del scope[k]
 
+    def ptr(self, buf: Buffer) -> str:
+        """Pointer of a buffer; local buffers live in this function's entry block (thread-private)."""
+        p = self.bufptr.get(buf)
+        if p is None:
+            if buf.scope != "local":
+                raise LoweringError(f"buffer {buf.name} is not a parameter of {self.name}")
+            p = f"%{buf.name}_{self.label('a')}"
+            self.allocas.append(f"{p} = alloca {MTYPE[buf.dtype]}, i64 {max(buf.size, 1)}, align 64")
+            self.bufptr[buf] = p
+        return p
+
     def load_params(self, args: str):
         for k, b in enumerate(self.params):
             p = self.new("pp")
@@ -97,14 +108,17 @@ class FunctionWriter:
         elif isinstance(s, For):
             if s.kind == "parallel":
                 self.parallel(s)
+            elif s.kind == "unroll" and isinstance(s.extent, int) and s.extent <= 64:
+                for k in range(s.start, s.extent):      # explicit unroll: constant indices
+                    self.env.append({s.var: str(k)})
+                    self.stmt(s.body)
+                    self.env.pop()
             else:
                 self.loop(s)
         elif isinstance(s, Store):
             self.store(s)
         elif isinstance(s, Allocate):
-            p = f"%{s.buf.name}_{self.label('a')}"
-            self.allocas.append(f"{p} = alloca {MTYPE[s.buf.dtype]}, i64 {max(s.buf.size, 1)}, align 64")
-            self.bufptr[s.buf] = p
+            self.ptr(s.buf)
             self.stmt(s.body)
         elif isinstance(s, LetStmt):
             self.bind(s.var, self.expr(s.value))
@@ -171,7 +185,7 @@ class FunctionWriter:
             self.emit(f"{w} = zext i1 {v} to i8")
             v = w
         p = self.new("sp")
-        self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.bufptr[s.buf]}, i64 {idx}")
+        self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.ptr(s.buf)}, i64 {idx}")
         self.emit(f"store {t} {v}, ptr {p}")
         self.invalidate(s.buf)
 
@@ -201,7 +215,7 @@ class FunctionWriter:
             i = self.expr(idx)
             t = MTYPE[buf.dtype]
             p, v = self.new("lp"), self.new("ld")
-            self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.bufptr[buf]}, i64 {i}")
+            self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.ptr(buf)}, i64 {i}")
             self.emit(f"{v} = load {t}, ptr {p}")
             if buf.dtype == "bool":
                 b = self.new()

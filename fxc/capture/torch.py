@@ -153,7 +153,7 @@ def _convert_call(b: Builder, target: str, args, kwargs):
         raise UnsupportedOpError(f"no fxc op for {target}")
     op, conv = entry
     args, kwargs = _norm_arg(tuple(args)), {k: _norm_arg(v) for k, v in kwargs.items()}
-    if conv is None:
+    if conv is None:   # the default: every argument is an input of the op
         return b.call(op.name, list(args), **kwargs)
     return conv(b, *args, **kwargs)
 

@@ -80,7 +80,7 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         from .lower import Hole
         h = Hole(Var("red", t.dtype), t, tuple(t.axes))
         holes, value = [h], h.var
-    red = holes[0] if len(holes) == 1 and holes[0].indices == tuple(axes) else None
+    red = holes[0] if len(holes) == 1 and _is_identity(holes[0].indices, axes, shape) else None
     if red is None and holes:              # reductions at other indices: compute them in place
         pre: list = []
         value = conv.convert(t.body, pre)
@@ -93,6 +93,12 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
             return _outer_loops(axes[:-1], shape[:-1], body, math.prod(shape), num_threads), 0
         return body, 0
     return _reduction(conv, t, out, red, value, axes, shape, num_threads, hint)
+
+
+def _is_identity(indices, axes, shape) -> bool:
+    """indices address the output element itself (a size-1 dim may be indexed by the constant 0)."""
+    return len(indices) == len(axes) and all(
+        i is a or (n == 1 and isinstance(i, Const) and i.value == 0) for i, a, n in zip(indices, axes, shape))
 
 
 def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
@@ -125,10 +131,11 @@ def _choose_mode(conv, rt, axes, shape) -> str:
     along_red = load_strides(body, rv[-1]) if rv else [0]
     out_ok = all(s in (0, 1) for s in along_out) and 1 in along_out
     red_ok = all(s in (0, 1) for s in along_red) and 1 in along_red
-    if out_ok and not red_ok:
-        return "tile"
-    if getattr(rt, "kind_hint", None) == "out_fusable" and not red_ok:
-        return "tile"
+    r_ext = red.axes[-1][1] if red.axes else 1
+    if red_ok and r_ext >= 16 and not out_ok:
+        return "inner"          # long contiguous reductions (softmax rows, dot products)
+    if shape[-1] >= 4 and (out_ok or r_ext < 16 or not red_ok):
+        return "tile"           # conv/matmul: independent outputs along a row, short or strided reductions
     return "inner"
 
 
@@ -145,11 +152,11 @@ def _tiled(conv, rt, out, red, value, axes, shape, work, num_threads, hint):
         jo, jj = Var("jo"), Var("jj")
         jval = as_expr(start) + jo * width + jj
         idx = tuple(axes[:-1]) + (jval,)
-        inner = lambda s, jj=jj, width=width: For(jj, width, s, "vectorize")
+        inner = lambda s, jj=jj, width=width: For(jj, width, s, "unroll")
         red_stmt = conv.reduction(rt, idx, acc, jj, inner)
         store_idx = flat_index(idx, shape)
         epi = substitute(value, {red.var: Load(acc, jj), j: jval})
-        body = seq(red_stmt, For(jj, width, Store(out, store_idx, epi), "vectorize"))
+        body = seq(red_stmt, For(jj, width, Store(out, store_idx, epi), "unroll"))
         parts.append(Allocate(acc, For(jo, count, body)))
     body = seq(*parts)
     return _outer_loops(axes[:-1], shape[:-1], body, work, num_threads)

@@ -14,7 +14,7 @@ from ..lowering.expr import (FLOATS, INTS, Const, as_expr, binary as binary_expr
                              minimum, select, unary as un)
 from ..relay_like.graph import TensorType
 from .common import bcast, broadcast_shapes, np_dtype, positive, rand
-from .registry import Kind, OpDef, register
+from .registry import Kind, OpDef, register, register_aten
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
 NUM = ("float32", "float64", "int32", "int64", "int8", "uint8")
@@ -271,7 +271,7 @@ def _to_copy(b, x, dtype=None, **_):
     return b.call("cast", [x], dtype=dtype) if dtype is not None and dtype != x.dtype else b.call("copy", [x])
 
 
-_ATEN_EXTRA = {
+_ATEN_EXTRA = {   # ATen overloads whose arguments need handling, by the op they lower to
     "add": {"aten.add.Tensor": _add_sub("add"), "aten.add.Scalar": _add_sub("add")},
     "sub": {"aten.sub.Tensor": _add_sub("sub"), "aten.sub.Scalar": _add_sub("sub"),
             "aten.rsub.Scalar": lambda b, x, y, alpha=1: _add_sub("sub")(b, y, x, alpha) if alpha == 1 else
@@ -285,8 +285,6 @@ _ATEN_EXTRA = {
     "copy": {"aten.clone.default": lambda b, x, **_: b.call("copy", [x]),
              "aten.alias.default": lambda b, x: x, "aten.lift_fresh_copy.default": lambda b, x: b.call("copy", [x])},
 }
-from .registry import _ATEN, _REGISTRY  # noqa: E402
-for _op, _table in _ATEN_EXTRA.items():
+for _table in _ATEN_EXTRA.values():
     for _target, _conv in _table.items():
-        _REGISTRY[_op].aten[_target] = _conv
-        _ATEN[_target] = (_REGISTRY[_op], _conv)
+        register_aten(_target, _conv)

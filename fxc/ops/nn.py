@@ -1,1 +1,352 @@
-"""Neural-network ops: convolution, pooling, normalisation, embedding, interpolation..."""
+"""Neural-network ops: 2-D convolution (grouped, dilated, strided; padding is a separate `pad`),
+max/avg/adaptive pooling, batch norm (inference) and layer norm as compositions of simpler ops."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedOpError
+from ..lowering import te
+from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..relay_like.graph import TensorType
+from .common import norm_axis, rand
+from .registry import Kind, OpDef, register, register_aten
+
+FLT = ("float32", "float64")
+
+
+def _pair(v, n=2):
+    v = tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+    return v * n if len(v) == 1 else v
+
+
+# -- conv2d ------------------------------------------------------------------------------------------------------
+def _conv_out(h, k, s, d, p=0, ceil=False):
+    span = h + 2 * p - d * (k - 1) - 1
+    if span < 0:
+        raise ShapeError(f"kernel {k} (dilation {d}) does not fit an input of size {h} with padding {p}")
+    o = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (o - 1) * s >= h + p:
+        o -= 1
+    return o
+
+
+def _conv2d_infer(types, stride=(1, 1), dilation=(1, 1), groups=1):
+    x, w = types
+    if x.ndim != 4 or w.ndim != 4:
+        raise ShapeError(f"conv2d expects 4-d input and weight, got {x.shape} and {w.shape}")
+    if x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
+        raise ShapeError(f"conv2d: input channels {x.shape[1]} != weight {w.shape[1]} x groups {groups}")
+    oh = _conv_out(x.shape[2], w.shape[2], stride[0], dilation[0])
+    ow = _conv_out(x.shape[3], w.shape[3], stride[1], dilation[1])
+    return [TensorType((x.shape[0], w.shape[0], oh, ow), x.dtype)]
+
+
+def _conv2d(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
+    (_, _, oh, ow) = _conv2d_infer([x, w], stride, dilation, groups)[0].shape
+    o_, cg, kh, kw = w.shape
+    og = o_ // groups
+    rc, rh, rw = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
+
+    def body(n, o, h, wi):
+        c = rc[0] if groups == 1 else binary("idiv", o, og) * cg + rc[0]
+        xv = x[n, c, h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
+        return te.sum_(xv * w[o, rc[0], rh[0], rw[0]], [rc, rh, rw])
+    return te.compute((x.shape[0], o_, oh, ow), body, "conv2d")
+
+
+def _conv2d_ref(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
+    n, c, h, wd = x.shape
+    o_, cg, kh, kw = w.shape
+    (_, _, oh, ow) = _conv2d_infer([x, w], stride, dilation, groups)[0].shape
+    out = np.zeros((n, o_, oh, ow), dtype=np.float64)
+    og = o_ // groups
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg].astype(np.float64)
+        ws = w[g * og:(g + 1) * og].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                patch = xs[:, :, i * dilation[0]: i * dilation[0] + stride[0] * (oh - 1) + 1: stride[0],
+                           j * dilation[1]: j * dilation[1] + stride[1] * (ow - 1) + 1: stride[1]]
+                out[:, g * og:(g + 1) * og] += np.einsum("nchw,oc->nohw", patch, ws[:, :, i, j])
+    return out.astype(x.dtype)
+
+
+def _convolution(b, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed:
+        raise UnsupportedOpError("transposed convolution")
+    nd = w.type.ndim - 2
+    if nd not in (1, 2):
+        raise UnsupportedOpError(f"{nd}-d convolution")
+    x, w = b.promote(x, w)
+    if not is_float(x.dtype):
+        raise UnsupportedOpError("integer convolution")
+    stride, padding, dilation = _pair(stride, nd), _pair(padding, nd), _pair(dilation, nd)
+    if nd == 1:   # conv1d as conv2d over a height of 1
+        x = b.call("reshape", [x], shape=x.shape[:2] + (1, x.shape[2]))
+        w = b.call("reshape", [w], shape=w.shape[:2] + (1, w.shape[2]))
+        stride, padding, dilation = (1,) + stride, (0,) + padding, (1,) + dilation
+    if any(padding):
+        x = b.call("pad", [x], pad=(padding[1], padding[1], padding[0], padding[0]), value=0.0, mode="constant")
+    out = b.call("conv2d", [x, w], stride=tuple(stride), dilation=tuple(dilation), groups=groups)
+    if bias is not None:
+        out = b.call("add", [out, b.call("reshape", [bias], shape=(-1, 1, 1))])
+    if nd == 1:
+        out = b.call("reshape", [out], shape=(out.shape[0], out.shape[1], out.shape[3]))
+    return out
+
+
+register(OpDef("conv2d", Kind.OUT_FUSABLE, _conv2d_infer, _conv2d_ref, _conv2d,
+               {"aten.convolution.default": _convolution}, None,
+               lambda rng: [([rand(rng, (1, 3, 9, 10)), rand(rng, (4, 3, 3, 3))], {}),
+                            ([rand(rng, (2, 4, 9, 9)), rand(rng, (6, 2, 3, 3))], {"stride": (2, 2), "groups": 2}),
+                            ([rand(rng, (1, 4, 11, 11)), rand(rng, (4, 1, 3, 3))], {"dilation": (2, 2), "groups": 4}),
+                            ([rand(rng, (1, 8, 5, 5)), rand(rng, (16, 8, 1, 1))], {})],
+               FLT))
+
+
+# -- pooling --------------------------------------------------------------------------------------------------------
+def _pool_out(x, kernel, stride, padding, dilation, ceil_mode):
+    return tuple(_conv_out(x.shape[2 + d], kernel[d], stride[d], dilation[d], padding[d], ceil_mode) for d in range(2))
+
+
+def _pool_infer(types, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False, **_):
+    x = types[0]
+    if x.ndim not in (3, 4):
+        raise ShapeError(f"2-d pooling expects a 3-d or 4-d input, got {x.shape}")
+    if any(p * 2 > k for p, k in zip(padding, kernel)):
+        raise ShapeError("pooling padding must be at most half the kernel size")
+    return [TensorType(x.shape[:-2] + _pool_out(TensorType((1, 1) + x.shape[-2:], x.dtype), kernel, stride, padding, dilation, ceil_mode), x.dtype)]
+
+
+def _window(x, i, r, stride, padding, dilation):
+    """Input index of window element r at output i, its in-bounds flag, and the clamped index."""
+    h = i[-2] * stride[0] - padding[0] + r[0][0] * dilation[0]
+    w = i[-1] * stride[1] - padding[1] + r[1][0] * dilation[1]
+    H, W = x.shape[-2:]
+    ok = binary("and", binary("and", compare("ge", h, as_expr(0)), compare("lt", h, as_expr(H))),
+                binary("and", compare("ge", w, as_expr(0)), compare("lt", w, as_expr(W))))
+    hc = minimum(maximum(h, as_expr(0)), as_expr(H - 1))
+    wc = minimum(maximum(w, as_expr(0)), as_expr(W - 1))
+    return h, w, ok, x[tuple(i[:-2]) + (hc, wc)]
+
+
+def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    shape = _pool_infer([x], kernel, stride, padding, dilation, ceil_mode)[0].shape
+    r = [te.reduce_axis(kernel[0], "kh"), te.reduce_axis(kernel[1], "kw")]
+    lo = Const(-math.inf, x.dtype) if is_float(x.dtype) else te.reduce_init("max", x.dtype)
+
+    def body(*i):
+        _, _, ok, v = _window(x, i, r, stride, padding, dilation)
+        return te.max_(select(ok, v, lo), r)
+    return te.compute(shape, body, "max_pool2d")
+
+
+def _max_pool_indices(x, vals, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    r = [te.reduce_axis(kernel[0], "kh"), te.reduce_axis(kernel[1], "kw")]
+    W = x.shape[-1]
+    big = as_expr(x.shape[-1] * x.shape[-2])
+
+    def body(*i):
+        h, w, ok, v = _window(x, i, r, stride, padding, dilation)
+        hit = binary("and", ok, compare("eq", v, vals[i]))
+        return te.min_(select(hit, h * W + w, big), r)
+    return te.compute(vals.shape, body, "max_pool2d_indices")
+
+
+def _pool_ref_windows(x, kernel, stride, padding, dilation, ceil_mode, fill):
+    oh, ow = _pool_infer([TensorType(x.shape, str(x.dtype))], kernel, stride, padding, dilation, ceil_mode)[0].shape[-2:]
+    H, W = x.shape[-2:]
+    pad_h = max((oh - 1) * stride[0] + dilation[0] * (kernel[0] - 1) + 1 - H - padding[0], 0)
+    pad_w = max((ow - 1) * stride[1] + dilation[1] * (kernel[1] - 1) + 1 - W - padding[1], 0)
+    widths = [(0, 0)] * (x.ndim - 2) + [(padding[0], pad_h), (padding[1], pad_w)]
+    xp = np.pad(x.astype(np.float64), widths, constant_values=fill)
+    wins = np.empty(x.shape[:-2] + (oh, ow, kernel[0] * kernel[1]))
+    for a in range(kernel[0]):
+        for c in range(kernel[1]):
+            wins[..., a * kernel[1] + c] = xp[..., a * dilation[0]: a * dilation[0] + stride[0] * (oh - 1) + 1: stride[0],
+                                              c * dilation[1]: c * dilation[1] + stride[1] * (ow - 1) + 1: stride[1]]
+    return wins
+
+
+def _max_pool_ref(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    return _pool_ref_windows(x, kernel, stride, padding, dilation, ceil_mode, -np.inf).max(-1).astype(x.dtype)
+
+
+def _max_pool_indices_ref(x, vals, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    H, W = x.shape[-2:]
+    idx = np.arange(H * W, dtype=np.float64).reshape(H, W)
+    xi = _pool_ref_windows(np.broadcast_to(idx, x.shape), kernel, stride, padding, dilation, ceil_mode, -1)
+    xv = _pool_ref_windows(x, kernel, stride, padding, dilation, ceil_mode, -np.inf)
+    first = np.argmax(xv == vals[..., None], axis=-1)
+    return np.take_along_axis(xi, first[..., None], -1)[..., 0].astype(np.int64)
+
+
+def _max_pool_aten(b, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    k = _pair(kernel_size)
+    attrs = dict(kernel=k, stride=_pair(stride) if stride else k, padding=_pair(padding), dilation=_pair(dilation), ceil_mode=ceil_mode)
+    vals = b.call("max_pool2d", [x], **attrs)
+    return vals, b.call("max_pool2d_indices", [x, vals], **attrs)
+
+
+_pool_samples = lambda rng: [([rand(rng, (1, 2, 9, 9))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
+                             ([rand(rng, (2, 3, 8, 7))], {"kernel": (2, 2), "stride": (2, 2), "ceil_mode": True})]
+register(OpDef("max_pool2d", Kind.REDUCTION, _pool_infer, _max_pool_ref, _max_pool,
+               {"aten.max_pool2d_with_indices.default": _max_pool_aten,
+                "aten.max_pool2d.default": lambda b, x, *a, **k: _max_pool_aten(b, x, *a, **k)[0]},
+               None, _pool_samples, ("float32", "float64", "int32", "int64")))
+register(OpDef("max_pool2d_indices", Kind.REDUCTION, lambda t, **a: [TensorType(_pool_infer(t[:1], **a)[0].shape, "int64")],
+               _max_pool_indices_ref, _max_pool_indices, {}, None,
+               lambda rng: [([x := rand(rng, (1, 2, 9, 9)), _max_pool_ref(x, (3, 3), (2, 2), (1, 1))],
+                             {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)})],
+               ("float32", "float64", "int32", "int64")))
+
+
+def _avg_pool(x, kernel, stride, padding=(0, 0), ceil_mode=False, count_include_pad=True, divisor_override=None):
+    shape = _pool_infer([x], kernel, stride, padding, (1, 1), ceil_mode)[0].shape
+    r = [te.reduce_axis(kernel[0], "kh"), te.reduce_axis(kernel[1], "kw")]
+
+    def body(*i):
+        _, _, ok, v = _window(x, i, r, stride, padding, (1, 1))
+        return te.sum_(select(ok, v, Const(0.0, x.dtype)), r)
+    s = te.compute(shape, body, "avg_pool_sum")
+    H, W = x.shape[-2:]
+
+    def count(i, d, n):
+        start = i * stride[d] - padding[d]
+        end = minimum(start + kernel[d], as_expr(n + padding[d]))
+        if not count_include_pad:
+            return minimum(end, as_expr(n)) - maximum(start, as_expr(0))
+        return end - start
+
+    def scale(*i):
+        if divisor_override:
+            return s[i] * (1.0 / divisor_override)
+        cnt = count(i[-2], 0, H) * count(i[-1], 1, W)
+        return s[i] / cast(x.dtype, cnt)
+    return te.compute(shape, scale, "avg_pool2d")
+
+
+def _avg_pool_ref(x, kernel, stride, padding=(0, 0), ceil_mode=False, count_include_pad=True, divisor_override=None):
+    wins = _pool_ref_windows(x, kernel, stride, padding, (1, 1), ceil_mode, np.nan)
+    s = np.nansum(wins, -1)
+    if divisor_override:
+        return (s / divisor_override).astype(x.dtype)
+    H, W = x.shape[-2:]
+    oh, ow = s.shape[-2:]
+    cnt = np.zeros((oh, ow))
+    for a in range(oh):
+        for c in range(ow):
+            h0, w0 = a * stride[0] - padding[0], c * stride[1] - padding[1]
+            h1, w1 = min(h0 + kernel[0], H + padding[0]), min(w0 + kernel[1], W + padding[1])
+            if not count_include_pad:
+                h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
+            cnt[a, c] = (h1 - h0) * (w1 - w0)
+    return (s / cnt).astype(x.dtype)
+
+
+def _avg_pool_aten(b, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    k = _pair(kernel_size)
+    return b.call("avg_pool2d", [x], kernel=k, stride=_pair(stride) if stride else k, padding=_pair(padding),
+                  ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=divisor_override)
+
+
+register(OpDef("avg_pool2d", Kind.REDUCTION, _pool_infer, _avg_pool_ref, _avg_pool,
+               {"aten.avg_pool2d.default": _avg_pool_aten}, None,
+               lambda rng: [([rand(rng, (1, 2, 9, 9))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
+                            ([rand(rng, (1, 2, 9, 9))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "count_include_pad": False, "ceil_mode": True})],
+               FLT))
+
+
+def _adaptive_infer(types, output_size):
+    x = types[0]
+    return [TensorType(x.shape[:-2] + tuple(output_size), x.dtype)]
+
+
+def _adaptive_avg(x, output_size):
+    H, W = x.shape[-2:]
+    oh, ow = output_size
+    kh = max(-(-((i + 1) * H) // oh) - (i * H) // oh for i in range(oh))
+    kw = max(-(-((j + 1) * W) // ow) - (j * W) // ow for j in range(ow))
+    r = [te.reduce_axis(kh, "kh"), te.reduce_axis(kw, "kw")]
+    shape = x.shape[:-2] + (oh, ow)
+
+    def bounds(i, n, o):
+        return binary("idiv", i * n, as_expr(o)), binary("idiv", (i + 1) * n + (o - 1), as_expr(o))
+
+    def body(*i):
+        h0, h1 = bounds(i[-2], H, oh)
+        w0, w1 = bounds(i[-1], W, ow)
+        h, w = h0 + r[0][0], w0 + r[1][0]
+        ok = binary("and", compare("lt", h, h1), compare("lt", w, w1))
+        v = x[tuple(i[:-2]) + (minimum(h, as_expr(H - 1)), minimum(w, as_expr(W - 1)))]
+        return te.sum_(select(ok, v, Const(0.0, x.dtype)), r)
+    s = te.compute(shape, body, "adaptive_sum")
+
+    def scale(*i):
+        h0, h1 = bounds(i[-2], H, oh)
+        w0, w1 = bounds(i[-1], W, ow)
+        return s[i] / cast(x.dtype, (h1 - h0) * (w1 - w0))
+    return te.compute(shape, scale, "adaptive_avg_pool2d")
+
+
+def _adaptive_ref(x, output_size):
+    H, W = x.shape[-2:]
+    oh, ow = output_size
+    out = np.zeros(x.shape[:-2] + (oh, ow), dtype=np.float64)
+    for i in range(oh):
+        for j in range(ow):
+            h0, h1 = (i * H) // oh, -(-((i + 1) * H) // oh)
+            w0, w1 = (j * W) // ow, -(-((j + 1) * W) // ow)
+            out[..., i, j] = x[..., h0:h1, w0:w1].astype(np.float64).mean(axis=(-1, -2))
+    return out.astype(x.dtype)
+
+
+def _adaptive_aten(b, x, output_size):
+    H, W = x.shape[-2:]
+    if tuple(output_size) == (1, 1):
+        return b.call("mean", [x], axes=(-2, -1), keepdim=True)
+    return b.call("adaptive_avg_pool2d", [x], output_size=tuple(output_size))
+
+
+register(OpDef("adaptive_avg_pool2d", Kind.REDUCTION, _adaptive_infer, _adaptive_ref, _adaptive_avg,
+               {"aten._adaptive_avg_pool2d.default": _adaptive_aten, "aten.adaptive_avg_pool2d.default": _adaptive_aten},
+               None, lambda rng: [([rand(rng, (1, 2, 7, 9))], {"output_size": (3, 4)})], FLT))
+
+
+# -- normalisation (compositions of registry ops) ----------------------------------------------------------------------
+def _channel(b, v, nd):
+    return b.call("reshape", [v], shape=(-1,) + (1,) * (nd - 2))
+
+
+def _batch_norm_inference(b, x, weight, bias, mean, var, momentum, eps):
+    nd = x.type.ndim
+    scale = b.call("rsqrt", [b.call("add", [var, float(eps)])])
+    if weight is not None:
+        scale = b.call("mul", [scale, weight])
+    shift = b.call("neg", [b.call("mul", [mean, scale])])
+    if bias is not None:
+        shift = b.call("add", [shift, bias])
+    out = b.call("add", [b.call("mul", [x, _channel(b, scale, nd)]), _channel(b, shift, nd)])
+    empty = b.const(np.zeros((0,), dtype=x.dtype))
+    return out, empty, empty
+
+
+def _layer_norm(b, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    k = len(normalized_shape)
+    axes = tuple(range(x.type.ndim - k, x.type.ndim))
+    mean = b.call("mean", [x], axes=axes, keepdim=True)
+    xc = b.call("sub", [x, mean])
+    var = b.call("mean", [b.call("mul", [xc, xc])], axes=axes, keepdim=True)
+    rstd = b.call("rsqrt", [b.call("add", [var, float(eps)])])
+    out = b.call("mul", [xc, rstd])
+    if weight is not None:
+        out = b.call("mul", [out, weight])
+    if bias is not None:
+        out = b.call("add", [out, bias])
+    return out, mean, rstd
+
+
+register_aten("aten._native_batch_norm_legit_no_training.default", _batch_norm_inference)
+register_aten("aten.native_layer_norm.default", _layer_norm)

@@ -55,6 +55,13 @@ def register(op: OpDef) -> OpDef:
     return op
 
 
+def register_aten(target: str, converter: Callable) -> None:
+    """Map an ATen overload to a converter that composes registry ops (no single owning op)."""
+    if target in _ATEN:
+        raise ValueError(f"ATen target {target} mapped twice")
+    _ATEN[target] = (None, converter)
+
+
 def _load_families():
     from . import elementwise, reduce, movement, nn, linalg  # noqa: F401  (registration side effects)
 
@@ -75,7 +82,7 @@ def all_ops() -> dict:
 
 
 def aten_table() -> dict:
-    """ATen overload name -> (OpDef, converter)."""
+    """ATen overload name -> (OpDef or None for compositions, converter or None for the default)."""
     if not _REGISTRY:
         _load_families()
     return _ATEN

@@ -74,8 +74,9 @@ def fuse_ops(g, enable: bool = True) -> list:
                     union(p, n)                     # prologue into a multi-output reduction-like op
                 elif len(n.outputs) != 1:
                     continue
-                elif kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION:
-                    union(p, n)                     # injective prologue
+                elif kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION and (
+                        anchors[find(p)] is None or (kn <= Kind.BROADCAST and n.outputs[0].shape == v.shape)):
+                    union(p, n)                     # injective prologue (or epilogue chain of an anchor)
                 elif kp in (Kind.REDUCTION, Kind.OUT_FUSABLE) and kn <= Kind.BROADCAST \
                         and n.outputs[0].shape == v.shape and n.outputs[0].dtype == v.dtype:
                     union(p, n)                     # elementwise epilogue
