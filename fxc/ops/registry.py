@@ -63,7 +63,13 @@ def register_aten(target: str, converter: Callable) -> None:
 
 
 def _load_families():
-    from . import elementwise, reduce, movement, nn, linalg  # noqa: F401  (registration side effects)
+    """Import every family file in fxc/ops (each registers its ops when imported)."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
+        if info.name not in ("registry", "common", "__init__"):
+            importlib.import_module(f"{__package__}.{info.name}")
 
 
 def get_op(name: str) -> OpDef:
