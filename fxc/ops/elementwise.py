@@ -22,9 +22,10 @@ FLT = ("float32", "float64")
 
 
 def _elementwise_infer(out_dtype=None):
-    def infer(types, **_):
+    """out_dtype: None (the inputs' dtype), a dtype, or "attr" (the op's `dtype` attribute)."""
+    def infer(types, **attrs):
         shape = broadcast_shapes(*[t.shape for t in types])
-        return [TensorType(shape, out_dtype or types[0].dtype)]
+        return [TensorType(shape, attrs["dtype"] if out_dtype == "attr" else out_dtype or types[0].dtype)]
     return infer
 
 
@@ -157,7 +158,7 @@ unary("leaky_relu", lambda x, slope=0.01: np.where(x > 0, x, x * slope).astype(x
       {"aten.leaky_relu.default": lambda b, x, negative_slope=0.01: b.call("leaky_relu", [x], slope=float(negative_slope))})
 unary("cast", lambda x, dtype: x.astype(np_dtype(dtype)),
       lambda x, dtype: cast(dtype, compare("ne", x, _f(x, 0))) if dtype == "bool" else cast(dtype, x),
-      {}, dtypes=ALL, promote=None, samples=lambda rng: [([rand(rng, (3, 17))], {"dtype": "int32"}),
+      {}, dtypes=ALL, promote=None, out_dtype="attr", samples=lambda rng: [([rand(rng, (3, 17))], {"dtype": "int32"}),
                                                            ([rand(rng, (3, 5), "int64")], {"dtype": "float32"})])
 register(OpDef("copy", Kind.ELEMWISE, lambda t, **_: [t[0]], lambda x: x.copy(),
                lambda x: te.compute(x.shape, lambda *i: x[i], "copy"), {}, None,

@@ -1,0 +1,24 @@
+"""Shared fixtures: every test that runs compiled code is parametrised over all fxc targets.
+In CI every target must run: a target whose runtime is missing fails, it is not skipped."""
+import os
+
+import pytest
+
+from fxc.build import TARGETS
+
+
+@pytest.fixture(params=TARGETS)
+def target(request):
+    return request.param
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    import torch._dynamo
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long-running (models end to end)")

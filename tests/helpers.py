@@ -1,0 +1,33 @@
+"""Comparison helpers shared by the tests."""
+import numpy as np
+import torch
+
+
+def assert_close_np(actual, expected, rtol=1e-4, atol=1e-5):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"shape {actual.shape} != {expected.shape}"
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    if actual.dtype.kind in "biu":
+        np.testing.assert_array_equal(actual, expected)
+    else:
+        scale = max(float(np.nanmax(np.abs(expected))) if expected.size and np.isfinite(expected).any() else 1.0, 1.0)
+        np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol * scale, equal_nan=True)
+
+
+def check_module(model, *inputs, target="llvm", rtol=1e-4, atol=1e-5, **options):
+    """torch.compile(model, backend="fxc") vs eager, like Hidet's check_module."""
+    with torch.no_grad():
+        expected = model(*inputs)
+        compiled = torch.compile(model, backend="fxc", options=dict(target=target, **options))
+        actual = compiled(*inputs)
+    exp = expected if isinstance(expected, (tuple, list)) else (expected,)
+    act = actual if isinstance(actual, (tuple, list)) else (actual,)
+    assert len(exp) == len(act)
+    for a, e in zip(act, exp):
+        if isinstance(e, torch.Tensor):
+            assert a.dtype == e.dtype and a.shape == e.shape, (a.dtype, e.dtype, a.shape, e.shape)
+            scale = max(e.abs().max().item(), 1.0) if e.numel() and e.is_floating_point() else 1.0
+            torch.testing.assert_close(a, e, rtol=rtol, atol=atol * scale, equal_nan=True)
+        else:
+            assert a == e
+    return actual

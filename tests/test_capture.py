@@ -1,0 +1,183 @@
+"""torch.compile(backend="fxc") as a user uses it: registration, fallback, odd inputs, live parameters."""
+import logging
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxc
+from tests.helpers import check_module
+
+
+def test_entry_point_registration_in_fresh_process():
+    code = textwrap.dedent("""
+        import sys, torch
+        import torch._dynamo
+        assert "fxc" in torch._dynamo.list_backends(), torch._dynamo.list_backends()
+        f = torch.compile(lambda x: torch.relu(x) * 3 + 1, backend="fxc")
+        x = torch.randn(8, 5)
+        torch.testing.assert_close(f(x), torch.relu(x) * 3 + 1)
+        assert "fxc.capture.torch" in sys.modules   # the entry point, not this script, loaded fxc
+        print("ok")
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "ok" in out.stdout
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(16, 32), nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def test_mlp_and_options(target):
+    torch.manual_seed(0)
+    check_module(MLP(), torch.randn(3, 16), target=target)
+
+
+def test_unknown_option_and_target_are_clear_errors():
+    m = MLP()
+    with pytest.raises(Exception, match="unknown fxc option"):
+        torch.compile(m, backend="fxc", options={"bogus": 1})(torch.randn(2, 16))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown target"):
+        torch.compile(m, backend="fxc", options={"target": "tpu"})(torch.randn(2, 16))
+
+
+def test_parameters_stay_live_after_optimizer_step_and_load_state_dict(target):
+    torch.manual_seed(0)
+    m = MLP().eval()
+    c = torch.compile(m, backend="fxc", options={"target": target})
+    x = torch.randn(5, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x))
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    loss = m(x).square().sum()
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x))
+        m2 = MLP()
+        m.load_state_dict(m2.state_dict())
+        torch.testing.assert_close(c(x), m2(x))
+
+
+def test_training_step_matches_eager(target):
+    torch.manual_seed(0)
+    m1, m2 = MLP(), MLP()
+    m2.load_state_dict(m1.state_dict())
+    c = torch.compile(m2, backend="fxc", options={"target": target})
+    x, y = torch.randn(6, 16), torch.randn(6, 4)
+    for m in (m1, c):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p1, p2, rtol=1e-4, atol=1e-5)
+
+
+def test_freeze_option(target):
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()
+    m[1].running_mean.uniform_(-1, 1)
+    m[1].running_var.uniform_(0.5, 2)
+    check_module(m, torch.randn(1, 3, 10, 10), target=target, freeze=True)
+
+
+class Unsupported(nn.Module):
+    def forward(self, x):
+        y = torch.relu(x) + 1
+        z = torch.fft.rfft(y).abs()          # complex: never compiled by fxc
+        return z * 2
+
+
+def test_unsupported_op_falls_back_correctly_and_says_once(target, caplog):
+    from fxc.capture import torch as cap
+    cap._warned.clear()
+    x = torch.randn(4, 8)
+    with caplog.at_level(logging.WARNING, logger="fxc"):
+        check_module(Unsupported(), x, target=target)
+        torch._dynamo.reset()
+        check_module(Unsupported(), x, target=target)
+    msgs = [r.getMessage() for r in caplog.records if "not supported" in r.getMessage()]
+    assert msgs and len(msgs) == len(set(msgs)), msgs
+    assert any("fft" in m or "complex" in m for m in msgs), msgs
+    rep = fxc.explain(Unsupported(), x)
+    assert rep.fallback_ops and rep.compiled_ops
+    assert "aten.relu.default" in rep.compiled_ops
+
+
+def test_graph_of_only_unsupported_ops(target):
+    check_module(lambda x: torch.fft.fft(x).real, torch.randn(8), target=target)
+
+
+def test_graph_with_no_outputs(target):
+    def f(x):
+        x.add(1)
+        return None
+    assert torch.compile(f, backend="fxc", options={"target": target})(torch.randn(3)) is None
+
+
+def test_constant_output_and_passthrough(target):
+    check_module(lambda x: (x, torch.ones(3), x + 1), torch.randn(3), target=target)
+
+
+def test_scalar_inputs_dynamic_shapes(target):
+    def f(x, n: int, s: float):
+        return x.reshape(n, -1) * s + x.shape[0]
+    c = torch.compile(f, backend="fxc", dynamic=True, options={"target": target})
+    for size in (6, 8, 10):
+        x = torch.randn(size)
+        torch.testing.assert_close(c(x, 2, 0.5), f(x, 2, 0.5))
+
+
+def test_non_contiguous_and_channels_last_inputs(target):
+    x = torch.randn(6, 4).t()
+    check_module(lambda a: a * 2 + 1, x, target=target)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
+    xc = torch.randn(1, 3, 8, 8).to(memory_format=torch.channels_last)
+    check_module(m, xc, target=target)
+
+
+def test_zero_dim_and_int_bool_tensors(target):
+    def f(a, i, b):
+        return a * 2, i * 3 + 1, torch.where(b, i, -i), (i > 2) & b, a.sum()
+    check_module(f, torch.tensor(1.5), torch.arange(6, dtype=torch.int64), torch.tensor([True, False] * 3),
+                 target=target)
+
+
+def test_zero_size_dims(target):
+    check_module(lambda x: (x * 2).sum(0), torch.randn(0, 4), target=target)
+
+
+def test_explain_report():
+    rep = fxc.explain(MLP(), torch.randn(2, 16))
+    assert rep.compiled_ops["aten.addmm.default"] == 2
+    assert not rep.fallback_ops
+    assert rep.kernels and all(isinstance(k, str) for k in rep.kernels)
+    text = str(rep)
+    assert "kernels" in text and "aten.addmm.default" in text
+
+
+def test_debug_levels_print_ir(capfd):
+    from fxc.relay_like.builder import Builder
+    from fxc.build import build
+    b = Builder()
+    x = b.graph.input((4, 4), "float32")
+    b.graph.outputs = [b.call("relu", [x])]
+    build(b.graph, debug=4)
+    err = capfd.readouterr().err
+    assert "pass fold_constants" in err           # 1: pass timeline
+    assert "graph(" in err                        # 2: graph after each pass
+    assert "kernel k0_relu" in err                # 3: loop IR
+    assert "define i32 @fxc_run" in err           # 4: LLVM IR
