@@ -2,6 +2,8 @@
 
     torch.compile(model, backend="fxc")          # PyTorch, no import needed
     fxc.explain(model, *example_inputs)          # what compiled, what fell back, which kernels
+    m = fxc.from_torch(model, example_inputs)    # the whole graph, ahead of time
+    fxc.export(m, "model.fxc"); fxc.load("model.fxc")   # deploy artifact; the runtime needs no torch
 """
 from .errors import FxcError  # noqa: F401
 
@@ -18,3 +20,27 @@ def explain(model, *example_inputs, **options):
     """
     from .capture.torch import explain as _explain
     return _explain(model, *example_inputs, **options)
+
+
+def from_torch(model, example_inputs, target: str = "llvm", **options):
+    """Compile a whole PyTorch model ahead of time; see fxc.capture.torch_aot.from_torch.
+
+    Returns a CompiledModel: torch tensors (or numpy arrays) in, the same kind out; `fxc.export` writes it.
+    """
+    from .capture.torch_aot import from_torch as _from_torch
+    return _from_torch(model, example_inputs, target=target, **options)
+
+
+def export(compiled, path):
+    """Write a compiled model as one deploy artifact (atomically); see fxc.export_artifact.export."""
+    from .export_artifact import export as _export
+    return _export(compiled, path)
+
+
+def load(path):
+    """Load a deploy artifact with the framework-free runtime; see fxc.runtime.artifact.load.
+
+    Checks every part's sha256; returns a module callable on numpy arrays.
+    """
+    from .runtime.artifact import load as _load
+    return _load(path)

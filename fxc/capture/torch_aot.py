@@ -1,0 +1,177 @@
+"""Whole-graph, ahead-of-time capture of a PyTorch model: `fxc.from_torch(model, example_inputs)`.
+
+torch.export captures the model as one functional graph, core-ATen decompositions reduce it to the small
+op set, and parameters/buffers become constants of fxc's graph (they are baked into an exported
+artifact). The graph is converted with the same machinery as the torch.compile backend
+(`fxc.capture.torch.to_graph`), but there is no eager fallback here: an op fxc cannot compile is an
+UnsupportedOpError that names the op and the node.
+"""
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import torch
+import torch.utils._pytree as pytree
+
+from ..errors import FxcError, InputError, UnsupportedOpError
+from ..runtime.module import TensorSpec
+from .torch import _Support, to_graph
+
+BUILD_OPTIONS = {"debug", "fuse"}
+
+
+class CompiledModel:
+    """A whole model compiled by fxc: torch tensors in -> torch tensors out, numpy in -> numpy out.
+
+    Attributes
+    ----------
+    module : fxc.runtime.module.Module
+        The runtime module (kernels, constants, workspace); what `fxc.export` writes.
+    inputs, outputs : list of TensorSpec
+        The flat input/output signature (name, shape, dtype).
+    """
+
+    def __init__(self, module, out_spec):
+        self.module, self.out_spec = module, out_spec
+
+    @property
+    def inputs(self) -> list:
+        return self.module.inputs
+
+    @property
+    def outputs(self) -> list:
+        return self.module.outputs
+
+    def __call__(self, *args):
+        as_torch = any(isinstance(a, torch.Tensor) for a in args)
+        arrays = []
+        for spec, a in zip(self.inputs, args):
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cpu":
+                    raise InputError(f"input {spec.name!r} is on {a.device}; the {self.module.target} target "
+                                     f"runs on CPU tensors")
+                a = a.detach().numpy()
+            arrays.append(a)
+        outs = self.module(*arrays, *args[len(self.inputs):])
+        outs = outs if isinstance(outs, list) else [outs]
+        if as_torch:
+            outs = [torch.from_numpy(o) for o in outs]
+        return pytree.tree_unflatten(outs, self.out_spec)
+
+    def __repr__(self):
+        sig = ", ".join(s.describe() for s in self.inputs)
+        return f"CompiledModel({sig}) -> {', '.join(s.describe() for s in self.outputs)} [{self.module.target}]"
+
+
+def capture(model: torch.nn.Module, example_inputs: tuple):
+    """torch.export + core-ATen decompositions; returns (GraphModule with params as get_attr, out_spec)."""
+    from torch._decomp import core_aten_decompositions
+    from torch.export.graph_signature import InputKind, OutputKind
+    try:
+        ep = torch.export.export(model, tuple(example_inputs), strict=False)
+        ep = ep.run_decompositions(core_aten_decompositions())
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UnsupportedOpError(f"torch.export could not capture {type(model).__name__} as one graph "
+                                 f"({type(e).__name__}: {first}); fxc.from_torch needs a single graph "
+                                 f"without data-dependent control flow") from e
+    for spec in ep.graph_signature.output_specs:
+        if spec.kind != OutputKind.USER_OUTPUT:
+            raise UnsupportedOpError(f"the model mutates {spec.target!r} ({spec.kind.name}), e.g. BatchNorm in "
+                                     f"training mode; call model.eval() before fxc.from_torch")
+    gm = ep.graph_module
+    placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
+    for k, spec in enumerate(ep.graph_signature.input_specs):
+        if spec.kind == InputKind.USER_INPUT:
+            continue
+        if spec.kind not in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            raise UnsupportedOpError(f"model input {spec.arg.name!r} of kind {spec.kind.name} is not supported")
+        value = ep.state_dict[spec.target] if spec.target in ep.state_dict else ep.constants[spec.target]
+        ph = placeholders[spec.arg.name]
+        name = f"_fxc_const_{k}"
+        gm.register_buffer(name, value.detach())
+        with gm.graph.inserting_before(ph):
+            attr = gm.graph.get_attr(name)
+        attr.meta = dict(ph.meta)
+        ph.replace_all_uses_with(attr)
+        gm.graph.erase_node(ph)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm, ep.call_spec.out_spec
+
+
+def check_supported(gm: torch.fx.GraphModule, model) -> None:
+    """Raise UnsupportedOpError listing every node fxc cannot compile (op, node name, reason)."""
+    support, bad = _Support(), []
+    for node in gm.graph.nodes:
+        if node.op == "call_function":
+            ok, reason = support.check(node)
+            if not ok:
+                support.reasons[node] = reason
+                bad.append(f"{node.target} (node {node.name!r}): {reason}")
+    if bad:
+        hint = " (the model is in training mode: call model.eval() first?)" if model.training else ""
+        ops = collections.Counter(b.split(" (")[0] for b in bad)
+        raise UnsupportedOpError(f"fxc cannot compile {', '.join(ops)} in {type(model).__name__}{hint}; "
+                                 f"fxc.from_torch compiles the whole graph, with no eager fallback:\n  "
+                                 + "\n  ".join(bad))
+
+
+def from_torch(model, example_inputs, target: str = "llvm", **options) -> CompiledModel:
+    """Compile a whole PyTorch model ahead of time (for export or deploy).
+
+    Parameters
+    ----------
+    model : torch.nn.Module or callable
+        Traced with torch.export on `example_inputs`; parameters and buffers are baked in as constants
+        (call `model.eval()` first for inference behaviour of dropout/batch-norm).
+    example_inputs : tuple of torch.Tensor or numpy.ndarray (or one tensor)
+        Fixes the input shapes and dtypes of the compiled model.
+    target : str
+        Compilation target ("llvm": the host CPU).
+    **options
+        `debug` (FXC_DEBUG level), `fuse` (bool, default True).
+
+    Returns
+    -------
+    CompiledModel
+        Callable on torch tensors (returns torch tensors, in the model's output structure) or on numpy
+        arrays (returns numpy arrays); `.module` is the runtime Module that `fxc.export` writes.
+
+    Raises
+    ------
+    UnsupportedOpError
+        The model does not capture as one graph, or uses an op/dtype fxc cannot compile (named with its node).
+    TargetError
+        Unknown target.
+    """
+    from ..build import build
+    unknown = set(options) - BUILD_OPTIONS
+    if unknown:
+        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
+    if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
+        example_inputs = (example_inputs,)
+    args = tuple(torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
+                 for a in example_inputs)
+    if not all(isinstance(a, torch.Tensor) for a in args):
+        raise FxcError("fxc.from_torch takes example inputs that are all tensors (torch or numpy)")
+    if not isinstance(model, torch.nn.Module):
+        model = _Wrap(model)
+    gm, out_spec = capture(model, args)
+    check_supported(gm, model)
+    graph, _, struct, _ = to_graph(gm, args)
+    if any(kind != "t" for kind, _ in struct):
+        raise UnsupportedOpError("fxc.from_torch compiles models whose outputs are all tensors")
+    module = build(graph, target=target, **options)
+    module.outputs = [TensorSpec(f"output{i}", s.shape, s.dtype) for i, s in enumerate(module.outputs)]
+    return CompiledModel(module, out_spec)
+
+
+class _Wrap(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)

@@ -1,0 +1,99 @@
+"""`fxc.export`: write a compiled model as one deploy artifact (format in fxc/runtime/artifact.py).
+
+Compiler side of deploy: it builds the artifact's library (kernels + plain C entry points) with the
+target's backend, lays the constants out as raw bytes, and writes the zip atomically (temp file, fsync,
+rename), so a crash mid-write never leaves a broken artifact at the destination.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from . import __version__
+from .cache import atomic_write
+from .errors import FxcError, TargetError
+from .runtime.artifact import ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS
+from .runtime.module import Module, np_dtype
+
+C_ABI = {
+    "header": HEADER,
+    "library": LIBRARY,
+    "init": "int fxc_init(const char *artifact_dir)",
+    "entry": "int fxc_main(const void **inputs, void **outputs)",
+    "free": "void fxc_free(void)",
+    "low_level": "int fxc_run(void **inputs, void **outputs, void **consts, void *workspace)",
+    "buffers": "contiguous row-major, of the signature's shapes and dtypes (bool: 1 byte); 0 means success",
+    "links": ["libgomp.so.1", "libm.so.6", "libc.so.6"],
+}
+
+
+def nbytes(spec) -> int:
+    return int(np.prod(spec.shape, dtype=np.int64)) * np_dtype(spec.dtype).itemsize
+
+
+def pack_params(consts: list) -> tuple:
+    """(raw bytes, per-const manifest records) with each const at a 64-byte aligned offset."""
+    blob, records = bytearray(), []
+    for i, c in enumerate(consts):
+        c = np.ascontiguousarray(c)
+        blob += bytes(-len(blob) % ALIGN)
+        records.append({"index": i, "dtype": str(c.dtype),
+                        "shape": list(c.shape), "offset": len(blob), "nbytes": c.nbytes})
+        blob += c.astype(c.dtype.newbyteorder("<"), copy=False).tobytes()
+    return bytes(blob), records
+
+
+def export(compiled, path) -> Path:
+    """Write `compiled` as one deploy artifact at `path` (atomically).
+
+    Parameters
+    ----------
+    compiled : fxc.capture.torch_aot.CompiledModel or fxc.runtime.module.Module
+        What `fxc.from_torch` (or `fxc.build.build`) returned.
+    path : str or os.PathLike
+        Destination file; an existing file is replaced only once the new one is complete.
+
+    Returns
+    -------
+    pathlib.Path
+        The artifact's path. Load it with `fxc.load`, inspect it with `fxc inspect`.
+    """
+    module = getattr(compiled, "module", compiled)
+    if not isinstance(module, Module):
+        raise FxcError(f"fxc.export expects what fxc.from_torch returns, got {type(compiled).__name__}")
+    if module.target != "llvm":
+        raise TargetError(f"export of target {module.target!r} is not implemented; available: llvm")
+    from .backends import llvm_deploy
+    params, records = pack_params(module.consts)
+    header, source = llvm_deploy.render_c(module, [r["offset"] for r in records], len(params), __version__, nbytes)
+    parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
+             HEADER: header.encode(), C_SOURCE: source.encode()}
+    sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "fxc_version": __version__,
+        "target": module.target, "target_info": llvm_deploy.target_info(),
+        "inputs": sig(module.inputs), "outputs": sig(module.outputs),
+        "workspace_bytes": int(module.workspace_bytes),
+        "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
+        "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels),
+        "parts": {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()},
+    }
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        _add(z, MANIFEST, json.dumps(manifest, indent=1).encode(), zipfile.ZIP_DEFLATED)
+        for name, data in parts.items():
+            _add(z, name, data, zipfile.ZIP_STORED if name == PARAMS else zipfile.ZIP_DEFLATED,
+                 0o755 if name == LIBRARY else 0o644)
+    atomic_write(path, buf.getvalue())
+    return Path(path)
+
+
+def _add(z: zipfile.ZipFile, name: str, data: bytes, compression: int, mode: int = 0o644) -> None:
+    info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))   # fixed time: same model, same bytes
+    info.external_attr = mode << 16
+    z.writestr(info, data, compress_type=compression)

@@ -1,0 +1,208 @@
+"""Deploy artifacts: read, verify and load the single file that `fxc.export` writes.
+
+An artifact is a zip archive with these parts (all listed, with their sha256, in the manifest):
+
+    manifest.json      format version, fxc version, target, input/output signature, workspace size,
+                       params layout, the C ABI, the kernels, and sha256 + size of every other part
+    libfxc_model.so    the kernels and the plain C entry points (`fxc_init`, `fxc_main`, ...)
+    params.bin         constants as raw little-endian bytes, each at a 64-byte aligned offset
+                       (dtype, shape and offset in the manifest; never pickle)
+    fxc_model.h        the C header of the entry points
+    fxc_model.c        the C source of the entry points (for reading; it is already in the library)
+
+This module is the deploy runtime: it imports only the standard library, numpy, ctypes and
+`fxc.runtime`/`fxc.errors` — never torch, llvmlite or the compiler (a test enforces it).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import weakref
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ArtifactError, TargetError
+from .module import Module, TensorSpec, np_dtype
+
+FORMAT = "fxc-artifact"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+LIBRARY = "libfxc_model.so"
+PARAMS = "params.bin"
+HEADER = "fxc_model.h"
+C_SOURCE = "fxc_model.c"
+ALIGN = 64
+
+RUNTIME_TARGETS = ("llvm",)                       # targets this runtime can run
+DEVICE_TARGETS = ("opencl", "opengl", "webgl", "clml")   # known targets whose device runtime is not here
+
+
+def read_artifact(path) -> tuple:
+    """Open an artifact and verify it; returns (manifest dict, {part name: bytes}).
+
+    Raises ArtifactError for a missing, truncated, corrupt or tampered file or an unknown format version.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ArtifactError(f"{path}: no such artifact file")
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            if MANIFEST not in names:
+                raise ArtifactError(f"{path}: not an fxc artifact (no {MANIFEST})")
+            manifest = _parse_manifest(path, z.read(MANIFEST))
+            listed = manifest["parts"]
+            extra = sorted(set(names) - set(listed) - {MANIFEST})
+            if extra:
+                raise ArtifactError(f"{path}: part(s) {extra} are not listed in the manifest; the file was modified")
+            parts = {name: _read_part(path, z, name, info) for name, info in listed.items()}
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
+        raise ArtifactError(f"{path}: not a readable fxc artifact (truncated or corrupt: {e}); "
+                            f"export it again with fxc.export") from None
+    return manifest, parts
+
+
+def _parse_manifest(path, raw: bytes) -> dict:
+    try:
+        m = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON ({e})") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise ArtifactError(f"{path}: {MANIFEST} does not describe an {FORMAT}")
+    if m.get("format_version") != FORMAT_VERSION:
+        raise ArtifactError(f"{path}: unknown artifact format version {m.get('format_version')!r} "
+                            f"(written by fxc {m.get('fxc_version', '?')}); this runtime reads version "
+                            f"{FORMAT_VERSION}: upgrade fxc or export the model again")
+    for key in ("target", "inputs", "outputs", "workspace_bytes", "parts", "params"):
+        if key not in m:
+            raise ArtifactError(f"{path}: {MANIFEST} has no {key!r} entry")
+    return m
+
+
+def _read_part(path, z: zipfile.ZipFile, name: str, info: dict) -> bytes:
+    try:
+        data = z.read(name)
+    except KeyError:
+        raise ArtifactError(f"{path}: part {name!r} is listed in the manifest but missing") from None
+    except zipfile.BadZipFile as e:
+        raise ArtifactError(f"{path}: part {name!r} is corrupt ({e})") from None
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != info.get("sha256") or len(data) != info.get("bytes"):
+        raise ArtifactError(f"{path}: part {name!r} does not match its sha256 in the manifest "
+                            f"(expected {info.get('sha256')}, got {digest}); the artifact was modified or damaged")
+    return data
+
+
+def check_target(manifest: dict) -> None:
+    """Raise TargetError unless this machine can run the artifact's target."""
+    target = manifest["target"]
+    if target in DEVICE_TARGETS:
+        raise TargetError(f"artifact target {target!r} needs its device runtime, which this fxc runtime does not "
+                          f"have here; runnable targets: {', '.join(RUNTIME_TARGETS)}")
+    if target not in RUNTIME_TARGETS:
+        raise TargetError(f"unknown artifact target {target!r}; runnable targets: {', '.join(RUNTIME_TARGETS)}")
+    info = manifest.get("target_info", {})
+    arch = info.get("triple", "").split("-")[0]
+    here = {"arm64": "aarch64", "amd64": "x86_64"}.get(os.uname().machine.lower(), os.uname().machine.lower())
+    if arch and arch != here:
+        raise TargetError(f"artifact was built for {info['triple']}, this machine is {here}; "
+                          f"export it on (or for) a {here} machine")
+    flags = _cpu_flags()
+    missing = sorted(set(info.get("cpu_flags", ())) - flags)
+    if missing and flags:
+        raise TargetError(f"artifact was built for a CPU with {', '.join(missing)}, which this CPU lacks; "
+                          f"export it on a machine like the deploy machine")
+
+
+def _cpu_flags() -> set:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def unpack_params(manifest: dict, blob: bytes) -> list:
+    """The constants as numpy arrays (64-byte aligned, read-only views of one buffer)."""
+    p = manifest["params"]
+    if p.get("byte_order", "little") != "little" or np.little_endian is False:
+        raise ArtifactError("artifact params are little-endian; this machine is big-endian")
+    raw = np.empty(len(blob) + ALIGN, np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    buf = raw[start:start + len(blob)]
+    buf[:] = np.frombuffer(blob, np.uint8)
+    out = []
+    for t in p["tensors"]:
+        n = int(np.prod(t["shape"], dtype=np.int64)) * np_dtype(t["dtype"]).itemsize
+        if t["offset"] + n > len(blob) or t["offset"] % ALIGN:
+            raise ArtifactError(f"param {t['index']} lies outside {PARAMS}; the manifest is inconsistent")
+        a = buf[t["offset"]:t["offset"] + n].view(np_dtype(t["dtype"])).reshape(t["shape"])
+        a.flags.writeable = False
+        out.append(a)
+    return out
+
+
+def extract(path, directory) -> Path:
+    """Verify an artifact and write its parts into `directory` (for C programs: fxc_init(directory))."""
+    manifest, parts = read_artifact(path)
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, data in {MANIFEST: json.dumps(manifest, indent=1).encode(), **parts}.items():
+        (d / name).write_bytes(data)
+    (d / LIBRARY).chmod(0o755)
+    return d
+
+
+@dataclass
+class ArtifactModule(Module):
+    """A Module loaded from an artifact: numpy in, numpy out, plus its `manifest`."""
+    manifest: dict = field(default_factory=dict)
+
+
+def load(path) -> ArtifactModule:
+    """Load a deploy artifact written by `fxc.export`, checking every part's sha256.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The artifact file.
+
+    Returns
+    -------
+    ArtifactModule
+        Callable on numpy arrays of the exported shapes/dtypes; returns an array (a list of arrays for
+        several outputs). `.inputs`/`.outputs` hold the signature, `.manifest` the manifest.
+
+    Raises
+    ------
+    ArtifactError
+        Truncated, corrupt or tampered file, or an unknown format version.
+    TargetError
+        The artifact's target (or CPU) is not available on this machine.
+    """
+    manifest, parts = read_artifact(path)
+    check_target(manifest)
+    consts = unpack_params(manifest, parts[PARAMS])
+    tmp = tempfile.mkdtemp(prefix="fxc-artifact-")   # private (mode 0700), removed with the module
+    lib = Path(tmp) / LIBRARY
+    lib.write_bytes(parts[LIBRARY])
+    try:
+        mod = ArtifactModule(
+            manifest["target"], str(lib),
+            [TensorSpec(s["name"], tuple(s["shape"]), s["dtype"]) for s in manifest["inputs"]],
+            [TensorSpec(s["name"], tuple(s["shape"]), s["dtype"]) for s in manifest["outputs"]],
+            consts, int(manifest["workspace_bytes"]), list(manifest.get("kernels", [])), manifest=manifest)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise TargetError(f"cannot load the artifact's library on this machine: {e}") from None
+    weakref.finalize(mod, shutil.rmtree, tmp, True)
+    return mod

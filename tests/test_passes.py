@@ -1,0 +1,101 @@
+"""Graph passes, each on a `before` graph checked against what it must become."""
+import numpy as np
+
+from fxc.relay_like.builder import Builder
+from fxc.relay_like.fuse_ops import fuse_ops
+from fxc.relay_like.passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants,
+                                   materialize_outputs, simplify)
+from fxc.relay_like.plan_memory import plan_memory
+
+
+def ops(g):
+    return [n.op for n in g.nodes]
+
+
+def test_eliminate_dead_code():
+    b = Builder()
+    x = b.graph.input((3,), "float32")
+    b.call("exp", [x])                      # unused
+    b.graph.outputs = [b.call("relu", [x])]
+    assert ops(eliminate_dead_code(b.graph)) == ["relu"]
+
+
+def test_eliminate_common_subexpr():
+    b = Builder()
+    x = b.graph.input((3,), "float32")
+    a1, a2 = b.call("exp", [x]), b.call("exp", [x])
+    b.graph.outputs = [b.call("add", [a1, a2])]
+    g = eliminate_common_subexpr(b.graph)
+    assert ops(g) == ["exp", "add"]
+    assert g.nodes[1].inputs[0] is g.nodes[1].inputs[1]
+
+
+def test_fold_constants_only_over_true_constants():
+    b = Builder()
+    w = b.graph.input((3,), "float32")     # a weight: a live input, never folded
+    c = b.call("mul", [b.const(np.arange(3, dtype="float32")), 2.0])
+    b.graph.outputs = [b.call("add", [w, c])]
+    g = fold_constants(b.graph)
+    assert ops(g) == ["add"]
+    np.testing.assert_array_equal(g.nodes[0].inputs[1].data, [0, 2, 4])
+
+
+def test_simplify_removes_noops():
+    b = Builder()
+    x = b.graph.input((2, 3), "float32")
+    y = b.call("reshape", [b.call("cast", [x], dtype="float32")], shape=(2, 3))
+    b.graph.outputs = [b.call("relu", [y])]
+    g = simplify(b.graph)
+    assert ops(g) == ["relu"] and g.nodes[0].inputs[0] is x
+
+
+def test_materialize_outputs_copies_inputs_and_duplicates():
+    b = Builder()
+    x = b.graph.input((2,), "float32")
+    r = b.call("relu", [x])
+    b.graph.outputs = [x, r, r]
+    g = materialize_outputs(b.graph)
+    assert ops(g) == ["relu", "copy", "copy"]
+    assert len({v.id for v in g.outputs}) == 3
+
+
+def test_fuse_conv_epilogue_and_injective_chains():
+    b = Builder()
+    x = b.graph.input((1, 3, 8, 8), "float32")
+    w = b.graph.input((4, 3, 3, 3), "float32")
+    bias = b.graph.input((4,), "float32")
+    p = b.call("pad", [x], pad=(1, 1, 1, 1))
+    c = b.call("conv2d", [p, w])
+    e = b.call("relu", [b.call("add", [c, b.call("reshape", [bias], shape=(4, 1, 1))])])
+    s = b.call("sum", [e], axes=(1,))
+    b.graph.outputs = [b.call("exp", [s])]
+    groups = fuse_ops(b.graph)
+    assert [[n.op for n in gr.nodes] for gr in groups] == [
+        ["pad"],                                   # conv inputs are materialised, never inlined
+        ["conv2d", "reshape", "add", "relu"],      # bias + activation epilogue (reshape inlined)
+        ["sum", "exp"],                            # reduction + elementwise epilogue
+    ]
+
+
+def test_fuse_stops_at_multiple_uses():
+    b = Builder()
+    x = b.graph.input((4,), "float32")
+    e = b.call("exp", [x])
+    b.graph.outputs = [b.call("add", [e, 1.0]), b.call("mul", [e, 2.0])]
+    groups = fuse_ops(b.graph)
+    assert [[n.op for n in gr.nodes] for gr in groups] == [["exp"], ["add"], ["mul"]]
+
+
+def test_plan_memory_shares_dead_buffers():
+    b = Builder()
+    x = b.graph.input((1024,), "float32")
+    a = b.call("exp", [x])
+    bb = b.call("sum", [a], axes=(0,), keepdim=True)     # a dies here
+    c = b.call("add", [x, bb])
+    d = b.call("sum", [c], axes=(0,), keepdim=True)      # c dies here
+    b.graph.outputs = [b.call("mul", [x, d])]
+    groups = fuse_ops(b.graph, enable=False)
+    plan = plan_memory(groups, b.graph.outputs)
+    assert plan.total_bytes == 2 * 4096 + 2 * 4
+    assert plan.workspace_bytes < plan.total_bytes
+    assert plan.offsets[a.id] == plan.offsets[c.id]       # same storage, lifetimes do not overlap
