@@ -12,12 +12,13 @@ def cache_dir() -> Path:
     return d
 
 
-def atomic_write(path, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename over `path`."""
+def atomic_write(path, data: bytes, mode: int = 0o644) -> None:
+    """Write to a temporary file in the same folder, fsync, then rename over `path` (file mode `mode`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, mode)                 # mkstemp creates 0600; a written file is readable like any other
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
