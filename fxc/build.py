@@ -79,4 +79,4 @@ def build(graph, target: str = "llvm", **options) -> Module:
     return Module(target, str(lib),
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
-                  [c.data for c in consts], plan.workspace_bytes, lines, plan.total_bytes, ir)
+                  [c.data for c in consts], plan.workspace_bytes, lines, plan.total_bytes, ir, plan=calls)

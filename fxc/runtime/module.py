@@ -35,6 +35,7 @@ class Module:
     kernels: list = field(default_factory=list)     # one line per fused kernel
     intermediate_bytes: int = 0         # sum of intermediate sizes before memory sharing
     source: str = ""                    # generated LLVM IR (for debugging / export)
+    plan: list = field(default_factory=list)    # execution plan: (kernel, [(slot kind, index or byte offset)])
 
     def __post_init__(self):
         self._lib = CpuLibrary(self.library)
