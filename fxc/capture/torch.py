@@ -61,10 +61,14 @@ class Explanation:
     kernels: list = field(default_factory=list)
     graphs: int = 0
     subgraphs: int = 0
+    failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
 
     def __str__(self):
         lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
                  f"{sum(self.compiled_ops.values())} ops compiled, {sum(self.fallback_ops.values())} fell back"]
+        if self.failures:
+            lines.append("subgraphs that failed to compile (ran in eager PyTorch):")
+            lines += [f"  {f}" for f in self.failures]
         if self.fallback_ops:
             lines.append("fell back to eager PyTorch:")
             for op, n in self.fallback_ops.most_common():
@@ -314,6 +318,7 @@ class FxcSubgraph(torch.nn.Module):
                 if isinstance(e, InputError):
                     raise
                 self.eager_keys.add(key)
+                _record(lambda r: r.failures.append(f"{self.name}: {type(e).__name__}: {str(e)[:300]}"))
                 log.warning("fxc: could not compile subgraph %s (%s: %s); it runs in eager PyTorch",
                             self.name, type(e).__name__, e)
                 if self.options.get("debug"):
