@@ -16,8 +16,9 @@ import numpy as np
 
 from . import __version__
 from .cache import atomic_write
-from .errors import FxcError, TargetError
-from .runtime.artifact import ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS
+from .errors import ArtifactError, FxcError, TargetError
+from .runtime.artifact import (ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS,
+                               interface)
 from .runtime.module import Module, np_dtype
 
 C_ABI = {
@@ -26,6 +27,7 @@ C_ABI = {
     "init": "int fxc_init(const char *artifact_dir)",
     "entry": "int fxc_main(const void **inputs, void **outputs)",
     "free": "void fxc_free(void)",
+    "interface": "const char *fxc_interface(void)",
     "low_level": "int fxc_run(void **inputs, void **outputs, void **consts, void *workspace)",
     "buffers": "contiguous row-major, of the signature's shapes and dtypes (bool: 1 byte); 0 means success",
     "links": ["libgomp.so.1", "libm.so.6", "libc.so.6"],
@@ -56,12 +58,20 @@ def export(compiled, path) -> Path:
     compiled : fxc.capture.torch_aot.CompiledModel or fxc.runtime.module.Module
         What `fxc.from_torch` (or `fxc.build.build`) returned.
     path : str or os.PathLike
-        Destination file; an existing file is replaced only once the new one is complete.
+        Destination file; an existing file is replaced only once the new one is complete (a crash or an
+        error mid-write leaves it as it was, and no temporary file behind).
 
     Returns
     -------
     pathlib.Path
         The artifact's path. Load it with `fxc.load`, inspect it with `fxc inspect`.
+
+    Raises
+    ------
+    TargetError
+        The module's target cannot be exported.
+    ArtifactError
+        `path` cannot be written (missing permission, disk full...).
     """
     module = getattr(compiled, "module", compiled)
     if not isinstance(module, Module):
@@ -70,9 +80,6 @@ def export(compiled, path) -> Path:
         raise TargetError(f"export of target {module.target!r} is not implemented; available: llvm")
     from .backends import llvm_deploy
     params, records = pack_params(module.consts)
-    header, source = llvm_deploy.render_c(module, [r["offset"] for r in records], len(params), __version__, nbytes)
-    parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
-             HEADER: header.encode(), C_SOURCE: source.encode()}
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "fxc_version": __version__,
@@ -80,16 +87,26 @@ def export(compiled, path) -> Path:
         "inputs": sig(module.inputs), "outputs": sig(module.outputs),
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
+        "plan": [{"kernel": name, "args": [[kind, int(ix)] for kind, ix in slots]} for name, slots in module.plan],
         "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels),
-        "parts": {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()},
     }
+    iface = json.dumps(interface(manifest), sort_keys=True, separators=(",", ":"))
+    header, source = llvm_deploy.render_c(module, [r["offset"] for r in records], len(params), __version__,
+                                          nbytes, iface)
+    parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
+             HEADER: header.encode(), C_SOURCE: source.encode()}
+    manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         _add(z, MANIFEST, json.dumps(manifest, indent=1).encode(), zipfile.ZIP_DEFLATED)
         for name, data in parts.items():
             _add(z, name, data, zipfile.ZIP_STORED if name == PARAMS else zipfile.ZIP_DEFLATED,
                  0o755 if name == LIBRARY else 0o644)
-    atomic_write(path, buf.getvalue())
+    try:
+        atomic_write(path, buf.getvalue())
+    except OSError as e:
+        raise ArtifactError(f"cannot write the artifact to {path} ({e}); choose a writable folder with enough "
+                            f"space (nothing was written there)") from e
     return Path(path)
 
 

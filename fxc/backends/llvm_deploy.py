@@ -63,6 +63,8 @@ int fxc_num_outputs(void);
 const fxc_tensor_info *fxc_input_info(int i);     /* NULL when i is out of range */
 const fxc_tensor_info *fxc_output_info(int i);
 void fxc_set_num_threads(int n);                  /* 0: all cores (the default) */
+const char *fxc_interface(void);                  /* signature, params layout, workspace and execution
+                                                     plan as JSON; fxc.load checks it against the manifest */
 
 /* low level: what fxc_main calls (consts in manifest order, workspace of FXC_WORKSPACE_BYTES) */
 #define FXC_WORKSPACE_BYTES {ws}ULL
@@ -91,6 +93,7 @@ static const uint64_t const_offsets[] = {{ {offsets} }};
 static void *params = NULL;
 static void *consts[NUM_CONSTS + 1];
 static char last_error[512] = "";
+static const char interface_json[] = {interface};
 
 static int fail(int code, const char *msg, const char *arg) {{
     snprintf(last_error, sizeof last_error, "%s%s", msg, arg ? arg : "");
@@ -139,6 +142,7 @@ void fxc_free(void) {{
 }}
 
 const char *fxc_last_error(void) {{ return last_error; }}
+const char *fxc_interface(void) {{ return interface_json; }}
 int fxc_num_inputs(void) {{ return FXC_NUM_INPUTS; }}
 int fxc_num_outputs(void) {{ return FXC_NUM_OUTPUTS; }}
 const fxc_tensor_info *fxc_input_info(int i) {{ return i >= 0 && i < FXC_NUM_INPUTS ? &inputs_info[i] : NULL; }}
@@ -162,8 +166,9 @@ def _tensor_infos(prefix: str, specs: list, nbytes) -> tuple:
     return "\n".join(shapes), ", ".join(infos) or "{ 0 }"
 
 
-def render_c(module, offsets: list, params_bytes: int, version: str, nbytes) -> tuple:
-    """(header text, wrapper C source) for a Module; `offsets` are the consts' byte offsets in params.bin."""
+def render_c(module, offsets: list, params_bytes: int, version: str, nbytes, interface: str) -> tuple:
+    """(header text, wrapper C source) for a Module; `offsets` are the consts' byte offsets in params.bin,
+    `interface` the JSON text that `fxc_interface()` returns."""
     sig = [f" *   input  {i} {s.describe()}  ({nbytes(s)} bytes)" for i, s in enumerate(module.inputs)]
     sig += [f" *   output {i} {s.describe()}  ({nbytes(s)} bytes)" for i, s in enumerate(module.outputs)]
     header = HEADER.format(version=version, signature="\n".join(sig), n_in=len(module.inputs),
@@ -172,7 +177,7 @@ def render_c(module, offsets: list, params_bytes: int, version: str, nbytes) -> 
     out_shapes, outs = _tensor_infos("out", module.outputs, nbytes)
     source = WRAPPER.format(version=version, n_const=len(offsets), params_bytes=params_bytes,
                             shapes=in_shapes + "\n" + out_shapes, inputs=ins, outputs=outs,
-                            offsets=", ".join(map(str, offsets)) or "0")
+                            offsets=", ".join(map(str, offsets)) or "0", interface=json.dumps(interface))
     return header, source
 
 
@@ -190,7 +195,9 @@ def build_deploy_library(module, header: str, source: str) -> bytes:
         so = d / "libfxc_model.so"
         llvm._run(["gcc", "-O2", "-fPIC", "-std=c11", "-c", str(d / "fxc_model.c"),
                    "-I", str(d), "-o", str(d / "wrapper.o")], source)
-        llvm._run(["gcc", "-shared", "-fopenmp", "-Wl,-soname,libfxc_model.so", "-o", str(so), str(d / "kernels.o"),
-                   str(d / "wrapper.o"), str(llvm._runtime_object()), "-lm"], source)
+        # -Bsymbolic: the library's own calls (fxc_run, fxc_parallel_for) bind inside it, even when another
+        # fxc library with the same symbol names is loaded globally in the process
+        llvm._run(["gcc", "-shared", "-fopenmp", "-Wl,-soname,libfxc_model.so", "-Wl,-Bsymbolic", "-o", str(so),
+                   str(d / "kernels.o"), str(d / "wrapper.o"), str(llvm._runtime_object()), "-lm"], source)
         return so.read_bytes()
 

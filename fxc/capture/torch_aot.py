@@ -9,6 +9,8 @@ UnsupportedOpError that names the op and the node.
 from __future__ import annotations
 
 import collections
+import os
+import traceback
 
 import numpy as np
 import torch
@@ -73,9 +75,15 @@ def capture(model: torch.nn.Module, example_inputs: tuple):
         ep = ep.run_decompositions(core_aten_decompositions())
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UnsupportedOpError(f"torch.export could not capture {type(model).__name__} as one graph "
-                                 f"({type(e).__name__}: {first}); fxc.from_torch needs a single graph "
-                                 f"without data-dependent control flow") from e
+        where = f"{type(model).__name__}{_user_frame(e)}"
+        if not isinstance(e, _graph_breaks()):
+            raise FxcError(f"torch.export could not capture {where} ({type(e).__name__}: {first}); "
+                                     f"check that the model runs in eager PyTorch on these example inputs") from e
+        raise UnsupportedOpError(f"graph break in {where}: torch.export could not capture it as one graph "
+                                 f"({type(e).__name__}: {first}); fxc.from_torch needs a single graph: replace "
+                                 f"data-dependent control flow (Python `if` on a tensor value, .item(), .tolist()) "
+                                 f"with tensor ops such as torch.where, or compile with "
+                                 f"torch.compile(model, backend='fxc'), which runs such parts in eager") from e
     for spec in ep.graph_signature.output_specs:
         if spec.kind != OutputKind.USER_OUTPUT:
             raise UnsupportedOpError(f"the model mutates {spec.target!r} ({spec.kind.name}), e.g. BatchNorm in "
@@ -101,21 +109,51 @@ def capture(model: torch.nn.Module, example_inputs: tuple):
     return gm, ep.call_spec.out_spec
 
 
+def _graph_breaks() -> tuple:
+    """Exception types by which torch.export says the model is not one static graph."""
+    from torch._dynamo.exc import Unsupported, UserError
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    return GuardOnDataDependentSymNode, Unsupported, UserError
+
+
+def _user_frame(exc: BaseException) -> str:
+    """' at file:line in fn: `code`' for the innermost traceback frame outside torch and fxc, or ''."""
+    skip = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(__file__)))
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if not f.filename.startswith(skip)]
+    if not frames:
+        return ""
+    f = frames[-1]
+    return f" at {f.filename}:{f.lineno} in {f.name}" + (f": `{f.line.strip()}`" if f.line else "")
+
+
+def _node_source(node) -> str:
+    """' at file:line in fn' of the model code that produced an FX node, or ''."""
+    trace = [ln.strip() for ln in (node.meta.get("stack_trace") or "").strip().splitlines()]
+    files = [i for i, ln in enumerate(trace) if ln.startswith("File ")]
+    if not files:
+        return ""
+    where = trace[files[-1]][5:]
+    code = trace[files[-1] + 1] if files[-1] + 1 < len(trace) else ""
+    return f" at {where}" + (f": `{code}`" if code else "")
+
+
 def check_supported(gm: torch.fx.GraphModule, model) -> None:
-    """Raise UnsupportedOpError listing every node fxc cannot compile (op, node name, reason)."""
+    """Raise UnsupportedOpError listing every node fxc cannot compile (op, node name, source line, reason)."""
     support, bad = _Support(), []
     for node in gm.graph.nodes:
         if node.op == "call_function":
             ok, reason = support.check(node)
             if not ok:
                 support.reasons[node] = reason
-                bad.append(f"{node.target} (node {node.name!r}): {reason}")
+                bad.append(f"{node.target} (node {node.name!r}{_node_source(node)}): {reason}")
     if bad:
-        hint = " (the model is in training mode: call model.eval() first?)" if model.training else ""
+        training = model.training and any("batch_norm" in b or "dropout" in b for b in bad)
+        hint = " (the model is in training mode: call model.eval() first)" if training else ""
         ops = collections.Counter(b.split(" (")[0] for b in bad)
         raise UnsupportedOpError(f"fxc cannot compile {', '.join(ops)} in {type(model).__name__}{hint}; "
                                  f"fxc.from_torch compiles the whole graph, with no eager fallback:\n  "
-                                 + "\n  ".join(bad))
+                                 + "\n  ".join(bad) + "\nReplace these ops in the model, or use "
+                                 "torch.compile(model, backend='fxc'), which runs them in eager PyTorch")
 
 
 def from_torch(model, example_inputs, target: str = "llvm", **options) -> CompiledModel:

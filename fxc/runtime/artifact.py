@@ -3,25 +3,35 @@
 An artifact is a zip archive with these parts (all listed, with their sha256, in the manifest):
 
     manifest.json      format version, fxc version, target, input/output signature, workspace size,
-                       params layout, the C ABI, the kernels, and sha256 + size of every other part
-    libfxc_model.so    the kernels and the plain C entry points (`fxc_init`, `fxc_main`, ...)
+                       params layout, the execution plan (kernel calls and the buffers each one gets),
+                       the C ABI, the kernels, and sha256 + size of every other part
+    libfxc_model.so    the kernels, the plan compiled into `fxc_run`, and the plain C entry points
+                       (`fxc_init`, `fxc_main`, `fxc_interface`, ...)
     params.bin         constants as raw little-endian bytes, each at a 64-byte aligned offset
                        (dtype, shape and offset in the manifest; never pickle)
     fxc_model.h        the C header of the entry points
     fxc_model.c        the C source of the entry points (for reading; it is already in the library)
 
+`load` verifies the zip's CRCs, every part's sha256, the format version, the target (and CPU features),
+and that the library's own description of itself (`fxc_interface()`: signature, params layout,
+workspace, plan) equals the manifest's, so an edited manifest cannot make the kernels read or write
+out of bounds. Any failure is an `ArtifactError`/`TargetError` that says what to do.
+
 This module is the deploy runtime: it imports only the standard library, numpy, ctypes and
-`fxc.runtime`/`fxc.errors` — never torch, llvmlite or the compiler (a test enforces it).
+`fxc.runtime`/`fxc.errors` — never torch, llvmlite or the compiler (tests/test_export.py enforces it).
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import os
 import shutil
+import struct
 import tempfile
 import weakref
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +51,8 @@ ALIGN = 64
 
 RUNTIME_TARGETS = ("llvm",)                       # targets this runtime can run
 DEVICE_TARGETS = ("opencl", "opengl", "webgl", "clml")   # known targets whose device runtime is not here
+REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
+_REEXPORT = "export the model again with fxc.export (or `fxc compile`)"
 
 
 def read_artifact(path) -> tuple:
@@ -50,21 +62,27 @@ def read_artifact(path) -> tuple:
     """
     path = Path(path)
     if not path.is_file():
-        raise ArtifactError(f"{path}: no such artifact file")
+        raise ArtifactError(f"{path}: no such artifact file; write one with fxc.export or `fxc compile`")
     try:
         with zipfile.ZipFile(path) as z:
             names = z.namelist()
             if MANIFEST not in names:
-                raise ArtifactError(f"{path}: not an fxc artifact (no {MANIFEST})")
+                raise ArtifactError(f"{path}: not an fxc artifact (no {MANIFEST}); {_REEXPORT}")
             manifest = _parse_manifest(path, z.read(MANIFEST))
             listed = manifest["parts"]
             extra = sorted(set(names) - set(listed) - {MANIFEST})
             if extra:
-                raise ArtifactError(f"{path}: part(s) {extra} are not listed in the manifest; the file was modified")
+                raise ArtifactError(f"{path}: part(s) {extra} are not listed in the manifest; the file was "
+                                    f"modified: {_REEXPORT}")
             parts = {name: _read_part(path, z, name, info) for name, info in listed.items()}
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as e:
-        raise ArtifactError(f"{path}: not a readable fxc artifact (truncated or corrupt: {e}); "
-                            f"export it again with fxc.export") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, struct.error, EOFError, NotImplementedError,
+            ValueError) as e:
+        raise ArtifactError(f"{path}: not a readable fxc artifact (truncated or corrupt: {e}); {_REEXPORT}") from None
+    except OSError as e:
+        raise ArtifactError(f"{path}: cannot read the artifact ({e}); check the file's permissions") from None
+    for name in (LIBRARY, PARAMS):
+        if name not in parts:
+            raise ArtifactError(f"{path}: the manifest lists no {name!r} part; {_REEXPORT}")
     return manifest, parts
 
 
@@ -72,30 +90,30 @@ def _parse_manifest(path, raw: bytes) -> dict:
     try:
         m = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON ({e})") from None
+        raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON ({e}); {_REEXPORT}") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
-        raise ArtifactError(f"{path}: {MANIFEST} does not describe an {FORMAT}")
+        raise ArtifactError(f"{path}: {MANIFEST} does not describe an {FORMAT}; {_REEXPORT}")
     if m.get("format_version") != FORMAT_VERSION:
         raise ArtifactError(f"{path}: unknown artifact format version {m.get('format_version')!r} "
                             f"(written by fxc {m.get('fxc_version', '?')}); this runtime reads version "
-                            f"{FORMAT_VERSION}: upgrade fxc or export the model again")
-    for key in ("target", "inputs", "outputs", "workspace_bytes", "parts", "params"):
-        if key not in m:
-            raise ArtifactError(f"{path}: {MANIFEST} has no {key!r} entry")
+                            f"{FORMAT_VERSION}: use the fxc version that wrote it, or export the model again "
+                            f"with this one")
+    missing = [key for key in REQUIRED if key not in m]
+    if missing or not isinstance(m["parts"], dict):
+        raise ArtifactError(f"{path}: {MANIFEST} has no {missing or 'parts'} entry; {_REEXPORT}")
     return m
 
 
-def _read_part(path, z: zipfile.ZipFile, name: str, info: dict) -> bytes:
+def _read_part(path, z: zipfile.ZipFile, name: str, info) -> bytes:
     try:
         data = z.read(name)
     except KeyError:
-        raise ArtifactError(f"{path}: part {name!r} is listed in the manifest but missing") from None
-    except zipfile.BadZipFile as e:
-        raise ArtifactError(f"{path}: part {name!r} is corrupt ({e})") from None
+        raise ArtifactError(f"{path}: part {name!r} is listed in the manifest but missing; {_REEXPORT}") from None
     digest = hashlib.sha256(data).hexdigest()
-    if digest != info.get("sha256") or len(data) != info.get("bytes"):
-        raise ArtifactError(f"{path}: part {name!r} does not match its sha256 in the manifest "
-                            f"(expected {info.get('sha256')}, got {digest}); the artifact was modified or damaged")
+    if not isinstance(info, dict) or digest != info.get("sha256") or len(data) != info.get("bytes"):
+        expected = info.get("sha256") if isinstance(info, dict) else None
+        raise ArtifactError(f"{path}: part {name!r} does not match its sha256 in the manifest (expected "
+                            f"{expected}, got {digest}); the artifact was modified or damaged: {_REEXPORT}")
     return data
 
 
@@ -103,12 +121,14 @@ def check_target(manifest: dict) -> None:
     """Raise TargetError unless this machine can run the artifact's target."""
     target = manifest["target"]
     if target in DEVICE_TARGETS:
-        raise TargetError(f"artifact target {target!r} needs its device runtime, which this fxc runtime does not "
-                          f"have here; runnable targets: {', '.join(RUNTIME_TARGETS)}")
+        raise TargetError(f"artifact target {target!r} needs its device runtime, which is missing here (this fxc "
+                          f"runtime runs: {', '.join(RUNTIME_TARGETS)}); run it on a machine with the {target} "
+                          f"device and its fxc runtime, or export the model for target 'llvm'")
     if target not in RUNTIME_TARGETS:
-        raise TargetError(f"unknown artifact target {target!r}; runnable targets: {', '.join(RUNTIME_TARGETS)}")
-    info = manifest.get("target_info", {})
-    arch = info.get("triple", "").split("-")[0]
+        raise TargetError(f"unknown artifact target {target!r} (this fxc runtime runs: {', '.join(RUNTIME_TARGETS)}); "
+                          f"use the fxc version that wrote it, or export the model for target 'llvm'")
+    info = manifest.get("target_info") or {}
+    arch = str(info.get("triple", "")).split("-")[0]
     here = {"arm64": "aarch64", "amd64": "x86_64"}.get(os.uname().machine.lower(), os.uname().machine.lower())
     if arch and arch != here:
         raise TargetError(f"artifact was built for {info['triple']}, this machine is {here}; "
@@ -131,11 +151,22 @@ def _cpu_flags() -> set:
     return set()
 
 
+def interface(manifest: dict) -> dict:
+    """What the library's `fxc_interface()` must say (as JSON) for this manifest: signature, params
+    layout, workspace size and execution plan. `fxc.export` embeds it; `load` compares the two."""
+    sig = lambda specs: [[s["name"], s["dtype"], list(s["shape"])] for s in specs]  # noqa: E731
+    return {"inputs": sig(manifest["inputs"]), "outputs": sig(manifest["outputs"]),
+            "workspace_bytes": manifest["workspace_bytes"],
+            "consts": [[t["dtype"], list(t["shape"]), t["offset"]] for t in manifest["params"]["tensors"]],
+            "plan": manifest["plan"]}
+
+
 def unpack_params(manifest: dict, blob: bytes) -> list:
     """The constants as numpy arrays (64-byte aligned, read-only views of one buffer)."""
     p = manifest["params"]
-    if p.get("byte_order", "little") != "little" or np.little_endian is False:
-        raise ArtifactError("artifact params are little-endian; this machine is big-endian")
+    if p.get("byte_order", "little") != "little" or not np.little_endian:
+        raise ArtifactError("artifact params are little-endian and this machine is big-endian; fxc cannot run "
+                            "this artifact here")
     raw = np.empty(len(blob) + ALIGN, np.uint8)
     start = (-raw.ctypes.data) % ALIGN
     buf = raw[start:start + len(blob)]
@@ -144,7 +175,8 @@ def unpack_params(manifest: dict, blob: bytes) -> list:
     for t in p["tensors"]:
         n = int(np.prod(t["shape"], dtype=np.int64)) * np_dtype(t["dtype"]).itemsize
         if t["offset"] + n > len(blob) or t["offset"] % ALIGN:
-            raise ArtifactError(f"param {t['index']} lies outside {PARAMS}; the manifest is inconsistent")
+            raise ArtifactError(f"param {t['index']} lies outside {PARAMS}; the manifest is inconsistent: "
+                                f"{_REEXPORT}")
         a = buf[t["offset"]:t["offset"] + n].view(np_dtype(t["dtype"])).reshape(t["shape"])
         a.flags.writeable = False
         out.append(a)
@@ -188,21 +220,51 @@ def load(path) -> ArtifactModule:
         Truncated, corrupt or tampered file, or an unknown format version.
     TargetError
         The artifact's target (or CPU) is not available on this machine.
+    InputError
+        (when called) an input of another shape or dtype than the exported signature.
     """
     manifest, parts = read_artifact(path)
     check_target(manifest)
-    consts = unpack_params(manifest, parts[PARAMS])
-    tmp = tempfile.mkdtemp(prefix="fxc-artifact-")   # private (mode 0700), removed with the module
-    lib = Path(tmp) / LIBRARY
-    lib.write_bytes(parts[LIBRARY])
     try:
-        mod = ArtifactModule(
-            manifest["target"], str(lib),
-            [TensorSpec(s["name"], tuple(s["shape"]), s["dtype"]) for s in manifest["inputs"]],
-            [TensorSpec(s["name"], tuple(s["shape"]), s["dtype"]) for s in manifest["outputs"]],
-            consts, int(manifest["workspace_bytes"]), list(manifest.get("kernels", [])), manifest=manifest)
+        consts = unpack_params(manifest, parts[PARAMS])
+        inputs = [TensorSpec(str(s["name"]), tuple(int(d) for d in s["shape"]), str(s["dtype"]))
+                  for s in manifest["inputs"]]
+        outputs = [TensorSpec(str(s["name"]), tuple(int(d) for d in s["shape"]), str(s["dtype"]))
+                   for s in manifest["outputs"]]
+        for spec in inputs + outputs:
+            np_dtype(spec.dtype)
+        expected = interface(manifest)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
+    tmp = tempfile.mkdtemp(prefix="fxc-artifact-")   # private (mode 0700), removed with the module
+    try:
+        lib = Path(tmp) / LIBRARY
+        lib.write_bytes(parts[LIBRARY])
+        _check_interface(path, lib, expected)
+        mod = ArtifactModule(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs,
+                             consts=consts, workspace_bytes=int(manifest["workspace_bytes"]),
+                             kernels=list(manifest.get("kernels", [])), manifest=manifest)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise TargetError(f"cannot load the artifact's library on this machine: {e}") from None
+        raise TargetError(f"cannot load the artifact's library on this machine ({e}); it needs libgomp, libm "
+                          f"and libc (Debian: apt-get install libgomp1)") from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     weakref.finalize(mod, shutil.rmtree, tmp, True)
     return mod
+
+
+def _check_interface(path, lib: Path, expected: dict) -> None:
+    """Raise ArtifactError unless the library describes itself exactly as the manifest does."""
+    fn = getattr(ctypes.CDLL(str(lib)), "fxc_interface", None)
+    if fn is None:
+        raise ArtifactError(f"{path}: the library has no fxc_interface(); {_REEXPORT}")
+    fn.restype = ctypes.c_char_p
+    try:
+        actual = json.loads(fn().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+        actual = None
+    if actual != json.loads(json.dumps(expected)):
+        raise ArtifactError(f"{path}: the manifest's signature, params layout or plan differs from the one "
+                            f"compiled into {LIBRARY}; the manifest was edited: {_REEXPORT}")
