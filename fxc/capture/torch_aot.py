@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import FxcError, InputError, UnsupportedOpError
+from ..errors import FxcError, InputError, TargetError, UnsupportedOpError
 from ..runtime.module import TensorSpec
 from .torch import _Support, to_graph
 
@@ -184,10 +184,12 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
     TargetError
         Unknown target.
     """
-    from ..build import build
+    from ..build import TARGETS, build
     unknown = set(options) - BUILD_OPTIONS
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
+    if target not in TARGETS:
+        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
     if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
         example_inputs = (example_inputs,)
     args = tuple(torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a

@@ -1,0 +1,468 @@
+"""Deploy: fxc.from_torch -> fxc.export -> fxc.load (and the C entry point), compared with eager PyTorch.
+
+Also: the runtime's import boundary (no torch, llvmlite or compiler module), every bad-artifact case
+(truncated, corrupt, tampered, unknown version, wrong input, missing device) and atomic writes.
+"""
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fxc
+from fxc.errors import ArtifactError, FxcError, InputError, TargetError, UnsupportedOpError
+from fxc.runtime.artifact import LIBRARY, MANIFEST, PARAMS, extract
+
+from .helpers import assert_close_np
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.bn(self.conv(x))).mean((2, 3)))
+
+
+class MultiIO(torch.nn.Module):
+    """Two inputs (one int64), two outputs (one int64)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x, idx):
+        return self.fc(torch.tanh(self.emb(idx).sum(1) + x)), idx * 2 + 1
+
+
+def _convnet():
+    torch.manual_seed(0)
+    m = ConvNet().eval()
+    with torch.no_grad():                        # non-trivial batch-norm statistics
+        m.bn.running_mean.uniform_(-0.5, 0.5)
+        m.bn.running_var.uniform_(0.5, 2.0)
+    return m, (torch.randn(2, 3, 8, 8),)
+
+
+def _multi_io():
+    torch.manual_seed(1)
+    return MultiIO().eval(), (torch.randn(2, 4), torch.randint(0, 10, (2, 3)))
+
+
+@pytest.fixture(scope="module", params=["convnet", "multi_io"])
+def case(request, tmp_path_factory):
+    """(model, inputs, eager outputs as numpy list, CompiledModel, artifact path)."""
+    model, inputs = {"convnet": _convnet, "multi_io": _multi_io}[request.param]()
+    with torch.no_grad():
+        expected = model(*inputs)
+    expected = [t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
+    compiled = fxc.from_torch(model, inputs)
+    path = fxc.export(compiled, tmp_path_factory.mktemp(request.param) / "model.fxc")
+    return model, inputs, expected, compiled, path
+
+
+def _as_list(out):
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+# ---------------------------------------------------------------------------------------------- round trip
+
+def test_from_torch_torch_and_numpy_in_out(case):
+    model, inputs, expected, compiled, _ = case
+    out = compiled(*inputs)
+    assert type(out) is type(model(*inputs))                  # same output structure as the model
+    for a, e in zip(_as_list(out), expected):
+        assert isinstance(a, torch.Tensor)
+        assert_close_np(a.numpy(), e)
+    out = compiled(*[t.numpy() for t in inputs])
+    for a, e in zip(_as_list(out), expected):
+        assert isinstance(a, np.ndarray)
+        assert_close_np(a, e)
+
+
+def test_load_round_trip_matches_eager(case):
+    _, inputs, expected, compiled, path = case
+    loaded = fxc.load(path)
+    assert loaded.inputs == compiled.inputs and loaded.outputs == compiled.outputs
+    for a, e in zip(_as_list(loaded(*[t.numpy() for t in inputs])), expected):
+        assert_close_np(a, e)
+
+
+def test_manifest_parts_and_plan(case):
+    _, inputs, expected, compiled, path = case
+    assert oct(path.stat().st_mode & 0o777) == oct(0o644)
+    with zipfile.ZipFile(path) as z:
+        m = json.loads(z.read(MANIFEST))
+        parts = {n: z.read(n) for n in z.namelist() if n != MANIFEST}
+    assert m["format_version"] == 1 and m["target"] == "llvm"
+    assert [(s["name"], tuple(s["shape"]), s["dtype"]) for s in m["inputs"]] == \
+        [(n, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for n, t in zip(["x", "idx"], inputs)]
+    assert [(tuple(s["shape"]), s["dtype"]) for s in m["outputs"]] == [(e.shape, str(e.dtype)) for e in expected]
+    assert set(parts) == set(m["parts"])
+    for name, data in parts.items():
+        assert m["parts"][name] == {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+    assert parts[LIBRARY][:4] == b"\x7fELF"
+    # params are raw bytes at the manifest's offsets (no pickle): they are the module's constants
+    for t, c in zip(m["params"]["tensors"], compiled.module.consts):
+        raw = parts[PARAMS][t["offset"]:t["offset"] + t["nbytes"]]
+        np.testing.assert_array_equal(np.frombuffer(raw, t["dtype"]).reshape(t["shape"]), c)
+    # the plan is the module's: the kernels fxc_run calls, in its order, with their buffers
+    assert m["plan"] and [s["kernel"] for s in m["plan"]] == [k for k, _ in compiled.module.plan]
+    assert len(m["plan"]) == len(m["kernels"])
+    ir = compiled.module.source
+    entry = ir[ir.index("define i32 @fxc_run"):]
+    called = [ln.split("@")[1].split("(")[0] for ln in entry.splitlines() if ln.strip().startswith("call void @")]
+    assert called == [s["kernel"] for s in m["plan"]]
+
+
+def test_export_is_deterministic(case, tmp_path):
+    _, _, _, compiled, path = case
+    again = fxc.export(compiled, tmp_path / "again.fxc")
+    assert again.read_bytes() == path.read_bytes()
+
+
+# ------------------------------------------------------------------------------------------ import boundary
+
+BLOCKER = """
+import importlib.abc, sys
+BLOCKED = ("torch", "llvmlite", "onnx", "mxnet", "fxc.capture", "fxc.ops", "fxc.lowering", "fxc.relay_like",
+           "fxc.backends", "fxc.build", "fxc.export_artifact", "fxc.testing")
+class Blocker(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.split(".")[0] in BLOCKED or any(name == b or name.startswith(b + ".") for b in BLOCKED):
+            raise ImportError(f"the deploy runtime imported {name}")
+sys.meta_path.insert(0, Blocker())
+"""
+
+LOAD_AND_RUN = BLOCKER + """
+import json, os
+import numpy as np
+import fxc
+module = fxc.load(sys.argv[1])
+outs = module(*[np.load(p) for p in sys.argv[2:-1]])
+np.savez(sys.argv[-1], *(outs if isinstance(outs, list) else [outs]))
+mods = sorted(n for n in sys.modules if n == "fxc" or n.startswith("fxc."))
+bad = sorted(n for n in sys.modules if any(n == b or n.startswith(b + ".") for b in BLOCKED))
+print(json.dumps({"modules": mods, "bytes": sum(os.path.getsize(sys.modules[n].__file__) for n in mods),
+                  "blocked_loaded": bad}))
+"""
+
+
+def test_load_imports_only_the_runtime(case, tmp_path):
+    """fxc.load + run in a fresh interpreter where torch, llvmlite and the compiler cannot be imported."""
+    _, inputs, expected, _, path = case
+    files = []
+    for i, t in enumerate(inputs):
+        np.save(tmp_path / f"in{i}.npy", t.numpy())
+        files.append(str(tmp_path / f"in{i}.npy"))
+    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), *files, str(tmp_path / "out.npz")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["blocked_loaded"] == []
+    assert all(n in ("fxc", "fxc.errors") or n.startswith("fxc.runtime") for n in report["modules"]), report
+    assert report["bytes"] < 40_000, report                   # the runtime stays tiny
+    print(f"runtime: {report['bytes']} bytes in {report['modules']}")
+    with np.load(tmp_path / "out.npz") as z:
+        for k, e in enumerate(expected):
+            assert_close_np(z[f"arr_{k}"], e)
+
+
+def test_cli_run_and_inspect_import_only_the_runtime(case, tmp_path):
+    _, inputs, _, _, path = case
+    args = []
+    for i, t in enumerate(inputs):
+        np.save(tmp_path / f"in{i}.npy", t.numpy())
+        args += ["--input", str(tmp_path / f"in{i}.npy")]
+    script = BLOCKER + "import runpy; runpy.run_module('fxc.cli', run_name='__main__', alter_sys=True)"
+    for argv in (["run", str(path), *args], ["inspect", str(path)]):
+        p = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+
+
+# ----------------------------------------------------------------------------------------------- C entry
+
+def test_c_example_matches_pytorch(case, tmp_path):
+    """examples/c/run_model.c, built with gcc against the extracted artifact, gives PyTorch's outputs."""
+    _, inputs, expected, _, path = case
+    d = extract(path, tmp_path / "model")
+    exe = tmp_path / "run_model"
+    cc = subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", str(ROOT / "examples/c/run_model.c"),
+                         "-I", str(d), "-L", str(d), "-lfxc_model", f"-Wl,-rpath,{d}", "-o", str(exe)],
+                        capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    ins = []
+    for i, t in enumerate(inputs):
+        t.numpy().tofile(tmp_path / f"in{i}.bin")
+        ins.append(str(tmp_path / f"in{i}.bin"))
+    outs = [str(tmp_path / f"out{i}.bin") for i in range(len(expected))]
+    p = subprocess.run([str(exe), str(d), *ins, *outs], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    for o, e in zip(outs, expected):
+        assert_close_np(np.fromfile(o, e.dtype).reshape(e.shape), e)
+    # a wrong-sized input file is refused with a message, not a crash
+    (tmp_path / "short.bin").write_bytes(b"\0" * 3)
+    p = subprocess.run([str(exe), str(d), str(tmp_path / "short.bin"), *ins[1:], *outs], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 1 and "expected" in p.stderr
+    # fxc_init without the params file fails cleanly
+    os.unlink(d / PARAMS)
+    p = subprocess.run([str(exe), str(d), *ins, *outs], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "params.bin" in p.stderr
+
+
+# ------------------------------------------------------------------------------------------- bad artifacts
+
+def _rewrite(src: Path, dst: Path, manifest=None, parts=None, extra=None) -> Path:
+    """Copy an artifact, letting `manifest(dict)` and `parts(name, bytes) -> bytes` edit it."""
+    with zipfile.ZipFile(src) as z:
+        m = json.loads(z.read(MANIFEST))
+        data = {n: z.read(n) for n in z.namelist() if n != MANIFEST}
+    if manifest:
+        manifest(m)
+    if parts:
+        data = {n: parts(n, b) for n, b in data.items()}
+    with zipfile.ZipFile(dst, "w") as z:
+        z.writestr(MANIFEST, json.dumps(m))
+        for n, b in {**data, **(extra or {})}.items():
+            z.writestr(n, b)
+    return dst
+
+
+@pytest.fixture(scope="module")
+def convnet_compiled():
+    model, inputs = _convnet()
+    return model, inputs, fxc.from_torch(model, inputs)
+
+
+@pytest.fixture(scope="module")
+def artifact(convnet_compiled, tmp_path_factory):
+    model, inputs, compiled = convnet_compiled
+    path = fxc.export(compiled, tmp_path_factory.mktemp("bad") / "model.fxc")
+    with torch.no_grad():
+        return path, inputs[0].numpy(), model(*inputs).numpy()
+
+
+def _load_error(path, kind=ArtifactError, *words):
+    with pytest.raises(kind) as e:
+        fxc.load(path)
+    msg = str(e.value)
+    assert all(w in msg for w in words), msg
+    return msg
+
+
+def test_untouched_copy_loads(artifact, tmp_path):
+    path, x, expected = artifact
+    assert_close_np(fxc.load(_rewrite(path, tmp_path / "copy.fxc"))(x), expected)
+
+
+def test_truncated_artifact(artifact, tmp_path):
+    path, _, _ = artifact
+    data = path.read_bytes()
+    for n in (0, 10, len(data) // 3, len(data) // 2, len(data) - 22, len(data) - 1):
+        (tmp_path / "t.fxc").write_bytes(data[:n])
+        _load_error(tmp_path / "t.fxc", ArtifactError, "export the model again")
+
+
+def test_corrupt_bytes_never_load_wrong_or_crash(artifact, tmp_path):
+    """Flip one byte at 64 places over the file: either an ArtifactError, or (metadata nobody reads,
+    such as a zip timestamp) an artifact that still gives exactly the right answer."""
+    path, x, expected = artifact
+    data = path.read_bytes()
+    reference = fxc.load(path)(x)
+    errors = 0
+    for pos in np.linspace(0, len(data) - 1, 64).astype(int):
+        bad = bytearray(data)
+        bad[pos] ^= 0x5A
+        (tmp_path / "c.fxc").write_bytes(bytes(bad))
+        try:
+            out = fxc.load(tmp_path / "c.fxc")(x)
+        except ArtifactError as e:
+            assert "export the model again" in str(e)
+            errors += 1
+        else:
+            np.testing.assert_array_equal(out, reference)
+    assert errors >= 48, errors
+
+
+def test_random_bytes_and_missing_file(tmp_path):
+    (tmp_path / "junk.fxc").write_bytes(os.urandom(4096))
+    _load_error(tmp_path / "junk.fxc", ArtifactError, "truncated or corrupt")
+    _load_error(tmp_path / "missing.fxc", ArtifactError, "no such artifact")
+    with zipfile.ZipFile(tmp_path / "other.zip", "w") as z:
+        z.writestr("hello.txt", "hi")
+    _load_error(tmp_path / "other.zip", ArtifactError, "not an fxc artifact")
+
+
+def test_tampered_part(artifact, tmp_path):
+    path, _, _ = artifact
+
+    def flip_param(name, b):
+        return b[:-1] + bytes([b[-1] ^ 1]) if name == PARAMS else b
+    _load_error(_rewrite(path, tmp_path / "p.fxc", parts=flip_param), ArtifactError, PARAMS, "sha256", "modified")
+    _load_error(_rewrite(path, tmp_path / "x.fxc", extra={"evil.py": b"import os"}), ArtifactError, "evil.py")
+
+    def drop_library(m):
+        m["parts"].pop(LIBRARY)
+    _load_error(_rewrite(path, tmp_path / "l.fxc", manifest=drop_library), ArtifactError, LIBRARY)
+
+
+def test_tampered_manifest_is_caught_by_the_library(artifact, tmp_path):
+    """Parts intact, manifest edited (bigger input, other const shape, other plan): the library's own
+    fxc_interface() disagrees, so load refuses instead of letting kernels run out of bounds."""
+    path, _, _ = artifact
+    edits = [lambda m: m["inputs"][0].update(shape=[4, 3, 8, 8]),
+             lambda m: m["outputs"][0].update(dtype="float64"),
+             lambda m: m["params"]["tensors"][0].update(shape=[1]),
+             lambda m: m.update(workspace_bytes=0),
+             lambda m: m["plan"].reverse()]
+    for i, edit in enumerate(edits):
+        _load_error(_rewrite(path, tmp_path / f"m{i}.fxc", manifest=edit), ArtifactError, "manifest was edited")
+
+
+def test_unknown_format_version(artifact, tmp_path):
+    path, _, _ = artifact
+    msg = _load_error(_rewrite(path, tmp_path / "v.fxc", manifest=lambda m: m.update(format_version=99)),
+                      ArtifactError, "format version 99")
+    assert "export" in msg
+
+
+def test_missing_device_or_cpu(artifact, tmp_path):
+    path, _, _ = artifact
+    _load_error(_rewrite(path, tmp_path / "o.fxc", manifest=lambda m: m.update(target="opencl")),
+                TargetError, "opencl", "device runtime", "export the model for target 'llvm'")
+    _load_error(_rewrite(path, tmp_path / "u.fxc", manifest=lambda m: m.update(target="tpu")),
+                TargetError, "unknown artifact target 'tpu'")
+    _load_error(_rewrite(path, tmp_path / "f.fxc",
+                         manifest=lambda m: m["target_info"].update(cpu_flags=["avx9000"])),
+                TargetError, "avx9000", "export it on")
+    _load_error(_rewrite(path, tmp_path / "a.fxc",
+                         manifest=lambda m: m["target_info"].update(triple="sparc64-unknown-linux")),
+                TargetError, "sparc64")
+
+
+def test_wrong_inputs(artifact):
+    path, x, _ = artifact
+    module = fxc.load(path)
+    with pytest.raises(InputError, match=r"expected shape \[2, 3, 8, 8\], got \[1, 3, 8, 8\]; recompile"):
+        module(x[:1])
+    with pytest.raises(InputError, match=r"expected dtype float32, got float64; convert it with .astype"):
+        module(x.astype(np.float64))
+    with pytest.raises(InputError, match="expected 1 inputs"):
+        module(x, x)
+    with pytest.raises(InputError):
+        module()
+
+
+# ------------------------------------------------------------------------------------------- atomic write
+
+def _assert_untouched(path: Path, old: bytes):
+    assert path.read_bytes() == old
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]     # no temporary file left
+
+
+def test_export_crash_mid_write_keeps_old_artifact(case, tmp_path, monkeypatch):
+    _, inputs, expected, compiled, src = case
+    path = tmp_path / "model.fxc"
+    path.write_bytes(src.read_bytes())
+    old = path.read_bytes()
+    real_fdopen = os.fdopen
+
+    class HalfWritten:
+        """A file that accepts half of the data, then fails like a full disk."""
+        def __init__(self, f):
+            self.f = f
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def write(self, data):
+            self.f.write(data[:len(data) // 2])
+            self.f.flush()
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fdopen", lambda fd, mode="r": HalfWritten(real_fdopen(fd, mode)))
+    with pytest.raises(ArtifactError, match="No space left on device"):
+        fxc.export(compiled, path)
+    monkeypatch.undo()
+    _assert_untouched(path, old)
+
+    def crash(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "fsync", crash)                  # everything written, the fsync fails
+    with pytest.raises(ArtifactError):
+        fxc.export(compiled, path)
+    monkeypatch.undo()
+    _assert_untouched(path, old)
+    for a, e in zip(_as_list(fxc.load(path)(*[t.numpy() for t in inputs])), expected):
+        assert_close_np(a, e)
+
+
+def test_export_crash_on_new_path_leaves_nothing(convnet_compiled, tmp_path, monkeypatch):
+    _, _, compiled = convnet_compiled
+
+    def crash(*args):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(os, "replace", crash)                # the final rename fails
+    with pytest.raises(ArtifactError, match="nothing was written"):
+        fxc.export(compiled, tmp_path / "new.fxc")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------- capture errors
+
+class DataDependent(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+class NoFxcOp(torch.nn.Module):
+    def forward(self, x):
+        return torch.fft.fft(x).real + 1
+
+
+def test_graph_break_names_where():
+    with pytest.raises(UnsupportedOpError) as e:
+        fxc.from_torch(DataDependent(), (torch.randn(4),))
+    msg = str(e.value)
+    assert "graph break in DataDependent" in msg and f"{__file__}:" in msg and "if x.sum() > 0" in msg, msg
+    assert "torch.where" in msg                               # the fix
+
+
+def test_unsupported_op_names_op_and_node():
+    with pytest.raises(UnsupportedOpError) as e:
+        fxc.from_torch(NoFxcOp(), (torch.randn(4),))
+    msg = str(e.value)
+    assert "aten._fft_r2c" in msg and "node '_fft_r2c'" in msg and os.path.basename(__file__) in msg, msg
+    assert "torch.compile(model, backend='fxc')" in msg       # the fix
+
+
+def test_from_torch_bad_arguments(convnet_compiled):
+    model, inputs, _ = convnet_compiled
+    with pytest.raises(FxcError, match="unknown fxc option"):
+        fxc.from_torch(model, inputs, fusion=False)
+    with pytest.raises(TargetError, match="unknown target"):
+        fxc.from_torch(model, inputs, target="nope")
+    with pytest.raises(FxcError, match="expects what fxc.from_torch returns"):
+        fxc.export(model, "/tmp/never-written.fxc")
+    assert not Path("/tmp/never-written.fxc").exists()
