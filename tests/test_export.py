@@ -93,6 +93,17 @@ def test_from_torch_torch_and_numpy_in_out(case):
         assert_close_np(a, e)
 
 
+def test_compiled_model_wrong_inputs(case):
+    _, inputs, _, compiled, _ = case
+    with pytest.raises(InputError, match=r"expected dtype float32, got torch.float64; convert it with "
+                                         r"\.to\(torch.float32\)"):
+        compiled(inputs[0].double(), *inputs[1:])
+    with pytest.raises(InputError, match="expected shape"):
+        compiled(inputs[0][:1], *inputs[1:])
+    with pytest.raises(InputError, match="inputs"):
+        compiled(*inputs, inputs[0])
+
+
 def test_load_round_trip_matches_eager(case):
     _, inputs, expected, compiled, path = case
     loaded = fxc.load(path)

@@ -52,7 +52,10 @@ class CompiledModel:
             if isinstance(a, torch.Tensor):
                 if a.device.type != "cpu":
                     raise InputError(f"input {spec.name!r} is on {a.device}; the {self.module.target} target "
-                                     f"runs on CPU tensors")
+                                     f"runs on CPU tensors: pass x.cpu()")
+                if str(a.dtype).removeprefix("torch.") != spec.dtype:
+                    raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; convert it "
+                                     f"with .to(torch.{spec.dtype})")
                 a = a.detach().numpy()
             arrays.append(a)
         outs = self.module(*arrays, *args[len(self.inputs):])
