@@ -438,6 +438,50 @@ def test_export_crash_on_new_path_leaves_nothing(convnet_compiled, tmp_path, mon
     assert list(tmp_path.iterdir()) == []
 
 
+KILLED_MID_WRITE = """
+import os, signal, sys
+import numpy as np, torch, fxc
+torch.manual_seed(0)
+model, x = torch.nn.Linear(4, 3).eval(), torch.randn(2, 4)
+compiled = fxc.from_torch(model, (x,))
+fxc.export(compiled, sys.argv[1])
+np.save(sys.argv[2], x.numpy())
+np.save(sys.argv[3], model(x).detach().numpy())
+real_fdopen = os.fdopen
+
+class Killed:
+    def __init__(self, f):
+        self.f = f
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        pass
+    def write(self, data):                     # half the bytes reach the disk, then the process dies
+        self.f.write(data[:len(data) // 2])
+        self.f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+
+os.fdopen = lambda fd, mode="r": Killed(real_fdopen(fd, mode))
+torch.manual_seed(1)
+fxc.export(fxc.from_torch(torch.nn.Linear(4, 3).eval(), (x,)), sys.argv[1])
+"""
+
+
+def test_export_killed_mid_write_keeps_old_artifact(tmp_path):
+    """A real crash (SIGKILL halfway through writing): the artifact at the path is the old, complete one."""
+    d = tmp_path / "out"
+    d.mkdir()
+    path = d / "model.fxc"
+    p = subprocess.run([sys.executable, "-c", KILLED_MID_WRITE, str(path), str(tmp_path / "x.npy"),
+                        str(tmp_path / "y.npy")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == -9, p.stderr
+    assert_close_np(fxc.load(path)(np.load(tmp_path / "x.npy")), np.load(tmp_path / "y.npy"))
+    leftovers = sorted(f.name for f in d.iterdir() if f != path)
+    assert leftovers and all(n.startswith(".model.fxc.") and n.endswith(".tmp") for n in leftovers), leftovers
+    with pytest.raises(ArtifactError):                        # the half-written temporary file is broken
+        fxc.load(d / leftovers[0])
+
+
 # ---------------------------------------------------------------------------------------- capture errors
 
 class DataDependent(torch.nn.Module):
