@@ -133,10 +133,12 @@ unary("floor", np.floor, lambda x: un("floor", x) if is_float(x.dtype) else x, [
 unary("ceil", np.ceil, lambda x: un("ceil", x) if is_float(x.dtype) else x, ["aten.ceil.default"], dtypes=NUM, promote=None)
 unary("round", np.round, lambda x: un("round", x) if is_float(x.dtype) else x, ["aten.round.default"], dtypes=NUM, promote=None)
 unary("trunc", np.trunc, lambda x: un("trunc", x) if is_float(x.dtype) else x, ["aten.trunc.default"], dtypes=NUM, promote=None)
-unary("sign", lambda x: np.sign(x).astype(x.dtype),
-      lambda x: select(compare("gt", x, _f(x, 0)), _f(x, 1), select(compare("lt", x, _f(x, 0)), _f(x, -1), x * _f(x, 0))) if is_float(x.dtype)
+unary("sign", lambda x, nan_to_zero=False: np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype) if nan_to_zero
+      else np.sign(x).astype(x.dtype),   # torch: sign(nan) == 0; numpy/ONNX: nan
+      lambda x, nan_to_zero=False: select(compare("gt", x, _f(x, 0)), _f(x, 1), select(compare("lt", x, _f(x, 0)), _f(x, -1),
+                                          _f(x, 0) if nan_to_zero else x * _f(x, 0))) if is_float(x.dtype)
       else cast(x.dtype, compare("gt", x, _f(x, 0))) - cast(x.dtype, compare("lt", x, _f(x, 0))),
-      ["aten.sign.default"], dtypes=NUM, promote=None)
+      {"aten.sign.default": lambda b, x: b.call("sign", [x], nan_to_zero=True)}, dtypes=NUM, promote=None)
 unary("logical_not", np.logical_not, lambda x: un("not", compare("ne", x, _f(x, 0)) if x.dtype != "bool" else x),
       ["aten.logical_not.default"], dtypes=ALL, promote=None, out_dtype="bool")
 unary("bitwise_not", np.invert, lambda x: un("not", x), ["aten.bitwise_not.default"], dtypes=("int32", "int64", "int8", "uint8", "bool"), promote=None,
@@ -179,7 +181,8 @@ def _clamp(x, lo, hi):
 # -- binary arithmetic ------------------------------------------------------------------------------
 def _np_floordiv(a, b):
     if a.dtype.kind == "f":
-        return np.floor(a / b).astype(a.dtype)
+        with np.errstate(all="ignore"):
+            return np.where(b == 0, a / b, np.floor_divide(a, b)).astype(a.dtype)
     return np.floor_divide(a, np.where(b == 0, 1, b)).astype(a.dtype)
 
 
@@ -194,7 +197,23 @@ binary("sub", lambda a, b: (a - b).astype(a.dtype), lambda a, b: a - b, {})
 binary("mul", lambda a, b: (a * b).astype(a.dtype), lambda a, b: a * b, ["aten.mul.Tensor", "aten.mul.Scalar"])
 binary("div", lambda a, b: (a / b).astype(a.dtype), lambda a, b: a / b, {}, dtypes=NUM, promote="float",
        samples=lambda rng: [([rand(rng, (4, 1, 9)), positive(rng, (5, 1))], {})])
-binary("floordiv", _np_floordiv, lambda a, b: binary_expr("floordiv", a, b), {}, promote="common",
+def _floordiv(a, b):
+    """Python/torch floor division; for floats torch's algorithm (fmod first), exact where floor(a / b) is
+    not (1.0 // 0.1 == 9.0); b == 0 gives a / b."""
+    if not is_float(a.dtype):
+        return binary_expr("floordiv", a, b)
+    mod = binary_expr("truncmod", a, b)
+    div = (a - mod) / b
+    div = select(compare("and", compare("ne", mod, _f(a, 0)), compare("ne", compare("lt", b, _f(a, 0)),
+                                                                       compare("lt", mod, _f(a, 0)))),
+                 div - _f(a, 1), div)
+    fl = un("floor", div)
+    fl = select(compare("gt", div - fl, _f(a, 0.5)), fl + _f(a, 1), fl)
+    q = a / b
+    return select(compare("eq", b, _f(a, 0)), q, select(compare("ne", div, _f(a, 0)), fl, q * _f(a, 0)))
+
+
+binary("floordiv", _np_floordiv, _floordiv, {}, promote="common",
        samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}), ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
 binary("truncdiv", _np_truncdiv, lambda a, b: binary_expr("truncdiv", a, b), {}, promote="common",
        samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}), ([rand(rng, (4, 9), "int64"), rand(rng, (4, 9), "int64") + 11], {})])

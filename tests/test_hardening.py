@@ -1,0 +1,191 @@
+"""Hardened inputs: whatever a compiled callable is given, it recompiles (through Dynamo's guards) or raises an
+fxc.errors exception naming the argument and expected vs actual; never a crash or a silently wrong result."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fxc
+from fxc.errors import FxcError, InputError
+
+NAN, INF = float("nan"), float("inf")
+
+
+def compiled(fn, target="llvm"):
+    return torch.compile(fn, backend="fxc", options={"target": target})
+
+
+def same(actual, expected):
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+
+
+# -- torch.compile: anything different recompiles through the guards -----------------------------------
+def test_wrong_dtype_and_rank_recompile(target):
+    def f(x, y):
+        return torch.relu(x) * 2 + y.sum(-1, keepdim=True)
+    c = compiled(f, target)
+    for x, y in [(torch.randn(3, 4), torch.randn(3, 5)),
+                 (torch.randn(3, 4, dtype=torch.float64), torch.randn(3, 5, dtype=torch.float64)),
+                 (torch.randint(-5, 5, (3, 4)), torch.randint(-5, 5, (3, 5))),
+                 (torch.randn(2, 3, 4), torch.randn(2, 3, 5)),      # another rank
+                 (torch.randn(4), torch.randn(7)),
+                 (torch.randn(3, 4), torch.randn(3, 5))]:            # back to the first signature
+        same(c(x, y), f(x, y))
+
+
+def test_non_contiguous_and_offset_inputs(target):
+    def f(x, y):
+        return torch.tanh(x) + y
+    c = compiled(f, target)
+    base = torch.randn(6, 8)
+    for x, y in [(base.t(), torch.randn(8, 6)), (base[1:, ::2], base[:5, 1::2]),
+                 (torch.randn(1, 6).expand(8, 6), base.t()), (base[2:5], base[3:6])]:
+        same(c(x, y), f(x, y))
+
+
+@pytest.mark.parametrize("case", ["relu", "reduce", "softmax", "matmul_k0", "matmul_n0", "cat", "conv_batch0",
+                                  "layer_norm"])
+def test_zero_size_dims(case, target):
+    fns = {"relu": (lambda x: torch.relu(x) + 1, (torch.randn(0, 3),)),
+           "reduce": (lambda x: (x.sum(1), x.amax(0), x.mean(1)), (torch.randn(4, 0),)),
+           "softmax": (lambda x: torch.softmax(x, 0), (torch.randn(0, 5),)),
+           "matmul_k0": (lambda a, b: a @ b, (torch.randn(3, 0), torch.randn(0, 4))),
+           "matmul_n0": (lambda a, b: a @ b + 1, (torch.randn(3, 4), torch.randn(4, 0))),
+           "cat": (lambda a, b: torch.cat([a, b], 0) * 2, (torch.randn(0, 3), torch.randn(2, 3))),
+           "conv_batch0": (lambda x, w: F.conv2d(x, w), (torch.randn(0, 2, 5, 5), torch.randn(3, 2, 3, 3))),
+           "layer_norm": (lambda x: F.layer_norm(x, (4,)), (torch.randn(0, 4),))}
+    fn, args = fns[case]
+    try:
+        expected = fn(*args)
+    except Exception:   # eager rejects it: the compiled callable must raise too
+        with pytest.raises(Exception):
+            compiled(fn, target)(*args)
+        return
+    same(compiled(fn, target)(*args), expected)
+
+
+def test_sizes_past_32_bit_indexing(target):
+    """A 65539 x 32769 broadcast (more than 2**31 elements) reduced without materialising it."""
+    def f(x):
+        return x.expand(2 ** 16 + 3, 2 ** 15 + 1).amax(0) + 1
+    x = torch.arange(2 ** 15 + 1, dtype=torch.int64).reshape(1, -1)
+    assert torch.equal(compiled(f, target)(x), f(x))
+
+
+@pytest.mark.parametrize("name", ["relu", "maximum", "amax", "max_dim", "argmax", "clamp", "softmax", "log_softmax",
+                                  "max_pool2d", "sign", "floor_divide", "remainder", "div_by_zero", "where", "sum",
+                                  "layer_norm", "leaky_relu", "hardtanh", "isinf"])
+def test_nan_inf_values(name, target):
+    fns = {
+        "relu": torch.relu, "maximum": lambda x: torch.maximum(x, torch.zeros_like(x)),
+        "amax": lambda x: (x.amax(1), x.amin(0)), "max_dim": lambda x: x.max(1), "argmax": lambda x: x.argmax(1),
+        "clamp": lambda x: x.clamp(-0.5, 0.5), "softmax": lambda x: torch.softmax(x, 1),
+        "log_softmax": lambda x: torch.log_softmax(x, 0), "max_pool2d": lambda x: F.max_pool2d(x[None], 2, 1),
+        "sign": torch.sign, "floor_divide": lambda x: (torch.floor_divide(x, 0.1), torch.floor_divide(x, -0.7)),
+        "remainder": lambda x: (torch.remainder(x, 0.1), torch.fmod(x, -0.7)),
+        "div_by_zero": lambda x: x / torch.zeros_like(x), "where": lambda x: torch.where(x > 0, x, -x),
+        "sum": lambda x: x.sum(0), "layer_norm": lambda x: F.layer_norm(x, (4,)),
+        "leaky_relu": F.leaky_relu, "hardtanh": F.hardtanh, "isinf": lambda x: (torch.isinf(x), torch.isnan(x)),
+    }
+    x = torch.tensor([[NAN, 1.0, -INF, INF], [2.0, NAN, 0.0, -1.0], [1.0, 2.0, 3.0, 4.0], [-0.0, 0.3, 7.0, -7.5]])
+    fn = fns[name]
+    same(compiled(fn, target)(x.clone()), fn(x.clone()))
+
+
+def test_floor_divide_is_exact(target):
+    """1.0 // 0.1 is 9.0 (0.1 is slightly more than a tenth); floor(1.0 / 0.1) would say 10."""
+    def f(a, b):
+        return torch.floor_divide(a, b)
+    a = torch.tensor([1.0, -1.0, 7.0, 0.3, 5.0, -7.5, 7.5, 2.0])
+    b = torch.tensor([0.1, 0.1, 0.7, 0.1, 0.0, 2.0, -2.0, INF])
+    same(compiled(f, target)(a, b), f(a, b))
+
+
+# -- aliasing, overlapping and in-place mutation ------------------------------------------------------
+def test_aliased_and_overlapping_outputs(target):
+    def f(x):
+        y = x * 2
+        return y, y, y.view(-1), y[1:], x
+    x = torch.randn(3, 4)
+    exp, act = f(x.clone()), compiled(f, target)(x.clone())
+    for a, e in zip(act, exp):
+        same(a, e)
+    act[0].add_(1)   # outputs that alias in eager alias in the compiled result too
+    exp[0].add_(1)
+    for a, e in zip(act, exp):
+        same(a, e)
+
+
+def test_overlapping_inputs(target):
+    def f(a, b):
+        return a * 2 + b
+    base = torch.randn(10)
+    c = compiled(f, target)
+    same(c(base[1:], base[:-1]), f(base[1:], base[:-1]))
+    same(c(base, base), f(base, base))
+
+
+def test_inputs_mutated_in_place(target):
+    def f(x, y):
+        x.add_(1)
+        y[0].mul_(3)
+        return x * y
+    x, y = torch.randn(3, 4), torch.randn(2, 4)
+    xe, ye = x[:2].clone(), y.clone()
+    xc, yc = x[:2].clone(), y.clone()
+    same(compiled(f, target)(xc, yc), f(xe, ye))
+    same(xc, xe)
+    same(yc, ye)
+
+
+def test_mutation_of_aliased_input(target):
+    def f(x, v):
+        v.mul_(2)       # v is a view of x: x changes too
+        return x + 1
+    base = torch.randn(4, 4)
+    be, bc = base.clone(), base.clone()
+    same(compiled(f, target)(bc, bc[1]), f(be, be[1]))
+    same(bc, be)
+
+
+# -- from_torch / runtime Module: a clear InputError ----------------------------------------------------
+class _Tiny(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x) + 1
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return fxc.from_torch(_Tiny(), (torch.randn(2, 3),))
+
+
+@pytest.mark.parametrize("bad, words", [
+    (lambda: (torch.randn(2, 3, dtype=torch.float64),), ["dtype", "float32", "float64"]),
+    (lambda: (torch.randn(2, 3, 1),), ["shape", "[2, 3]", "[2, 3, 1]"]),
+    (lambda: (torch.randn(3, 2),), ["shape", "[2, 3]", "[3, 2]"]),
+    (lambda: (torch.randn(0, 3),), ["shape", "[0, 3]"]),
+    (lambda: (torch.randint(0, 3, (2, 3)),), ["dtype", "int64"]),
+    (lambda: (torch.randn(2, 3, device="meta"),), ["meta"]),
+    (lambda: (), ["expected 1 input"]),
+    (lambda: (torch.randn(2, 3), torch.randn(2, 3)), ["expected 1 input", "got 2"]),
+    (lambda: (np.zeros((2, 3), np.int32),), ["dtype", "int32"]),
+])
+def test_from_torch_rejects_bad_inputs(tiny, bad, words):
+    with pytest.raises(InputError) as e:
+        tiny(*bad())
+    msg = str(e.value)
+    name = tiny.inputs[0].name
+    for w in words:
+        assert w in msg, msg
+    if "input" not in words[0]:
+        assert repr(name) in msg or name in msg, msg
+
+
+def test_from_torch_accepts_equivalent_layouts(tiny):
+    x = torch.randn(3, 2).t()            # non-contiguous, right shape
+    same(tiny(x), torch.relu(x) + 1)
+    np.testing.assert_allclose(tiny(np.asfortranarray(x.numpy())), (torch.relu(x) + 1).numpy())
+
+
+def test_errors_are_fxc_errors():
+    assert issubclass(InputError, FxcError)
