@@ -166,8 +166,9 @@ class _Support:
     """Which FX nodes fxc compiles: ATen ops it can convert (tried on a scratch graph), with
     supported dtypes on CPU, and the size arithmetic that feeds them."""
 
-    def __init__(self):
+    def __init__(self, keep_views=()):
         self.reasons: dict = {}
+        self.keep_views = set(keep_views)   # view nodes that must stay torch views (see _view_outputs)
 
     def __call__(self, submodules, node: torch.fx.Node) -> bool:
         ok, reason = self.check(node)
@@ -183,6 +184,8 @@ class _Support:
             return (src.op == "call_function" and src not in self.reasons and str(src.target) in aten_table()), "getitem"
         if node.target in _SCALAR_FNS or str(node.target) in _SYM_ATEN:
             return False, "size arithmetic"
+        if node in self.keep_views:
+            return False, "view output"
         target = str(node.target)
         if target not in aten_table():
             return False, "no fxc op"
@@ -228,7 +231,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
 
     if options.get("freeze") and is_forward:
         _freeze_params(gm)
-    support = _Support()
+    support = _Support(_view_outputs(gm))
     partitioner = CapabilityBasedPartitioner(gm, create_op_support(support), allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     compiled_ops, fallback = collections.Counter(), collections.Counter()
@@ -237,7 +240,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
             continue
         if node in support.reasons:
             r = support.reasons[node]
-            if r != "size arithmetic":
+            if r not in _NOT_FALLBACK:
                 fallback[str(node.target)] += 1
                 _warn_once(str(node.target), r)
         else:
@@ -249,7 +252,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
             sub = FxcSubgraph(mod, options, name)
             setattr(fused, name, sub)
             subs.append(sub)
-    reasons = {str(n.target): r for n, r in support.reasons.items() if r != "size arithmetic" and n.op == "call_function"}
+    reasons = {str(n.target): r for n, r in support.reasons.items() if r not in _NOT_FALLBACK and n.op == "call_function"}
 
     def rec(r: Explanation):
         r.graphs += 1
@@ -262,6 +265,22 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     for sub in subs:
         sub.warm(gm, example_inputs)
     return make_boxed_func(fused.forward)
+
+
+_NOT_FALLBACK = ("size arithmetic", "view output")
+
+
+def _view_outputs(gm) -> set:
+    """View ops whose result is returned (directly or through further views): they run as torch views of
+    fxc's results, so outputs that alias each other (or an input) in eager alias in the compiled result too
+    (AOT autograd relies on the compiled graph returning real views)."""
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    keep: set = set()
+    for node in reversed(gm.graph.nodes):
+        if node.op == "call_function" and getattr(node.target, "is_view", False) and \
+                any(u is out or u in keep for u in node.users):
+            keep.add(node)
+    return keep
 
 
 def _freeze_params(gm):
