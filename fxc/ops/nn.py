@@ -53,7 +53,9 @@ def _conv2d(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
         c = rc[0] if groups == 1 else binary("idiv", o, og) * cg + rc[0]
         xv = x[n, c, h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
         return te.sum_(xv * w[o, rc[0], rh[0], rw[0]], [rc, rh, rw])
-    return te.compute((x.shape[0], o_, oh, ow), body, "conv2d")
+    depthwise = groups > 1 and cg == 1 and groups == x.shape[1]
+    attrs = {"schedule": "depthwise_conv2d", "x": x, "w": w, "stride": stride, "dilation": dilation} if depthwise else None
+    return te.compute((x.shape[0], o_, oh, ow), body, "conv2d", attrs)
 
 
 def _conv2d_ref(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
@@ -104,6 +106,50 @@ register(OpDef("conv2d", Kind.OUT_FUSABLE, _conv2d_infer, _conv2d_ref, _conv2d,
                             ([rand(rng, (1, 4, 11, 11)), rand(rng, (4, 1, 3, 3))], {"dilation": (2, 2), "groups": 4}),
                             ([rand(rng, (1, 8, 5, 5)), rand(rng, (16, 8, 1, 1))], {})],
                FLT))
+
+
+def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+    x, w = types
+    if x.ndim != 4 or w.ndim != 5 or x.shape[1] != w.shape[1] or w.shape[0] * w.shape[4] < out_channels:
+        raise ShapeError(f"conv2d_packed expects NCHW input and [O/L, C, KH, KW, L] weight, got {x.shape} and {w.shape}")
+    oh = _conv_out(x.shape[2], w.shape[2], stride[0], dilation[0])
+    ow = _conv_out(x.shape[3], w.shape[3], stride[1], dilation[1])
+    return [TensorType((x.shape[0], out_channels, oh, ow), x.dtype)]
+
+
+def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+    """conv2d over a weight packed by pack_lanes (output channels in blocks of L, lanes innermost)."""
+    (_, _, oh, ow) = _conv2d_packed_infer([x, wp], out_channels, stride, dilation)[0].shape
+    _, c_, kh, kw, L = wp.shape
+    rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
+
+    def body(n, o, h, wi):
+        xv = x[n, rc[0], h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
+        wv = wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
+        return te.sum_(xv * wv, [rc, rh, rw])
+    return te.compute((x.shape[0], out_channels, oh, ow), body, "conv2d_packed",
+                      {"schedule": "conv2d_packed", "x": x, "w": wp, "stride": tuple(stride),
+                       "dilation": tuple(dilation), "nv": nv})
+
+
+def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+    from .linalg import unpack_ref
+    return _conv2d_ref(x, unpack_ref(wp, 0, 0, out_channels), stride, dilation)
+
+
+def _packed_w(rng, o, c, k, blocks):
+    from .linalg import _pack_ref
+    return _pack_ref(rand(rng, (o, c, k, k)), 0, 0, blocks)
+
+
+register(OpDef("conv2d_packed", Kind.OUT_FUSABLE, _conv2d_packed_infer, _conv2d_packed_ref, _conv2d_packed, {}, None,
+               lambda rng: [([rand(rng, (1, 3, 9, 10)), _packed_w(rng, 4, 3, 3, 1)], {"out_channels": 4}),
+                            ([rand(rng, (2, 5, 11, 30)), _packed_w(rng, 40, 5, 3, 4)],
+                             {"out_channels": 40, "stride": (2, 2), "nv": 2}),
+                            ([rand(rng, (1, 4, 13, 13)), _packed_w(rng, 20, 4, 3, 2)],
+                             {"out_channels": 20, "dilation": (2, 2), "nv": 2}),
+                            ([rand(rng, (1, 8, 5, 5)), _packed_w(rng, 33, 8, 1, 3)], {"out_channels": 33, "nv": 3})],
+               FLT, doc="conv2d whose weight is pack_lanes(w, axis 0): [O/L, C, KH, KW, L]."))
 
 
 # -- pooling --------------------------------------------------------------------------------------------------------
