@@ -52,31 +52,46 @@ def build(graph, target: str = "llvm", **options) -> Module:
     t0 = time.perf_counter()
     graph = run_pipeline(graph, dbg, _log)
     groups = fuse_ops(graph, enable=options.get("fuse", True))
-    plan = plan_memory(groups, graph.outputs)
+    # weight packing that reads only graph inputs/constants runs as a separate, cached prepack step;
+    # its results live after the planned workspace, untouched by the main plan
+    out_ids = {v.id for v in graph.outputs}
+    prepack = [gr for gr in groups if gr.root.op == "pack_lanes" and all(v.node is None for v in gr.inputs)
+               and not any(o.id in out_ids for o in gr.outputs)]
+    main = [gr for gr in groups if all(gr is not p for p in prepack)]
+    plan = plan_memory(main, graph.outputs)
+    packed_offsets, end = {}, plan.workspace_bytes
+    for gr in prepack:
+        for v in gr.outputs:
+            packed_offsets[v.id] = end
+            end += (v.type.numel * 4 + 63) // 64 * 64
     num_threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
     slots = {v.id: ("in", i) for i, v in enumerate(graph.inputs)}
     consts = graph.constants()
     slots.update({v.id: ("const", i) for i, v in enumerate(consts)})
     slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
     slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
-    kernels, calls, lines = [], [], []
-    for i, gr in enumerate(groups):
+    slots.update({vid: ("work", off) for vid, off in packed_offsets.items()})
+    kernels, calls, pre_calls, lines = [], [], [], []
+    for i, gr in enumerate(prepack + main):
         name = f"k{i}_{gr.root.op}"
         k = group_kernel(gr, name, num_threads)
         kernels.append(k)
-        calls.append((name, [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]))
-        lines.append(f"{name}: {gr.describe()}")
+        (pre_calls if i < len(prepack) else calls).append(
+            (name, [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]))
+        lines.append(f"{name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
         if dbg >= 3:
             _log(format_kernel(k))
     from .backends import llvm
-    ir = llvm.render(kernels, calls)
+    ir = llvm.render(kernels, calls, pre_calls)
     if dbg >= 4:
         _log(ir)
     lib, _ = llvm.build_library(ir)
     if dbg >= 1:
         _log(f"[fxc] built {len(kernels)} kernels in {1e3 * (time.perf_counter() - t0):.1f} ms; "
-             f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B)")
+             f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B) + packed weights {end - plan.workspace_bytes} B")
     return Module(target, str(lib),
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
-                  [c.data for c in consts], plan.workspace_bytes, lines, plan.total_bytes, ir, plan=calls)
+                  [c.data for c in consts], end, lines, plan.total_bytes, ir,
+                  prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs if slots[v.id][0] == "in"}),
+                  plan=pre_calls + calls)

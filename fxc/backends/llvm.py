@@ -40,12 +40,17 @@ def vector_bits() -> int:
     return 128
 
 
-def render(kernels: list, calls: list) -> str:
+def render(kernels: list, calls: list, prepack_calls: list = ()) -> str:
+    """LLVM IR of the kernels and entries: `fxc_run` runs prepack_calls then calls; with prepack calls
+    there are also `fxc_prepack` and `fxc_run_main` so a runtime can skip an unchanged prepack."""
     tm, triple, _, _ = target_machine()
     mw = ModuleWriter(triple, str(tm.target_data))
     for k in kernels:
         mw.kernel(k)
-    mw.entry(calls)
+    mw.entry(list(prepack_calls) + list(calls))
+    if prepack_calls:
+        mw.entry(list(prepack_calls), "fxc_prepack")
+        mw.entry(list(calls), "fxc_run_main")
     return mw.text()
 
 

@@ -10,7 +10,8 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import (Bin, Cast, Const, Expr, Load, Select, Un, Var, FLOATS, walk)
+from ..lowering.expr import (Bin, Broadcast, Cast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, FLOATS,
+                              lanes_of, scalar_of, walk)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
@@ -30,6 +31,12 @@ UNARY_FN = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "sin": "l
 FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
+
+
+def lty(dtype: str) -> str:
+    """LLVM type of a scalar or vector ("float32x16" -> <16 x float>) dtype."""
+    n = lanes_of(dtype)
+    return LTYPE[dtype] if n == 1 else f"<{n} x {LTYPE[scalar_of(dtype)]}>"
 
 
 def float_literal(value: float, dtype: str) -> str:
@@ -78,7 +85,7 @@ class FunctionWriter:
 
     def invalidate(self, buf: Buffer):
         for scope in self.env:
-            for k in [k for k in scope if isinstance(k, Load) and k.args[0] is buf]:
+            for k in [k for k in scope if isinstance(k, (Load, VecLoad)) and k.args[0] is buf]:
                 del scope[k]
 
     def ptr(self, buf: Buffer) -> str:
@@ -180,6 +187,12 @@ class FunctionWriter:
         v = self.expr(s.value)
         idx = self.expr(s.index)
         t = MTYPE[s.buf.dtype]
+        if lanes_of(s.value.dtype) > 1:          # a vector stored at consecutive elements
+            p = self.new("sp")
+            self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.ptr(s.buf)}, i64 {idx}")
+            self.emit(f"store {lty(s.value.dtype)} {v}, ptr {p}, align 4")
+            self.invalidate(s.buf)
+            return
         if s.buf.dtype == "bool":
             w = self.new()
             self.emit(f"{w} = zext i1 {v} to i8")
@@ -203,6 +216,12 @@ class FunctionWriter:
         return v
 
     def const(self, e: Const) -> str:
+        n = lanes_of(e.dtype)
+        if n > 1:
+            one = self.const(Const(e.value, scalar_of(e.dtype)))
+            if one in ("0", "false") or (scalar_of(e.dtype) in FLOATS and e.value == 0 and math.copysign(1, e.value) > 0):
+                return "zeroinitializer"
+            return "<" + ", ".join([f"{LTYPE[scalar_of(e.dtype)]} {one}"] * n) + ">"
         if e.dtype in FLOATS:
             return float_literal(e.value, e.dtype)
         if e.dtype == "bool":
@@ -222,6 +241,22 @@ class FunctionWriter:
                 self.emit(f"{b} = icmp ne i8 {v}, 0")
                 return b
             return v
+        if isinstance(e, VecLoad):
+            return self.vec_load(e)
+        if isinstance(e, Broadcast):
+            x, n = e.args
+            t, vt = LTYPE[x.dtype], lty(e.dtype)
+            one, r = self.new(), self.new()
+            self.emit(f"{one} = insertelement <1 x {t}> poison, {t} {self.expr(x)}, i64 0")
+            self.emit(f"{r} = shufflevector <1 x {t}> {one}, <1 x {t}> poison, <{n} x i32> zeroinitializer")
+            return r
+        if isinstance(e, Fma):
+            t = lty(e.dtype)
+            return self.call(f"llvm.fma.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
+        if isinstance(e, Lane):
+            r = self.new()
+            self.emit(f"{r} = extractelement {lty(e.args[0].dtype)} {self.expr(e.args[0])}, i64 {self.expr(e.args[1])}")
+            return r
         if isinstance(e, Bin):
             return self.binary(e)
         if isinstance(e, Un):
@@ -231,9 +266,34 @@ class FunctionWriter:
         if isinstance(e, Select):
             c, a, b = (self.expr(x) for x in e.args)
             r = self.new()
-            self.emit(f"{r} = select i1 {c}, {LTYPE[e.dtype]} {a}, {LTYPE[e.dtype]} {b}")
+            self.emit(f"{r} = select {lty(e.args[0].dtype)} {c}, {lty(e.dtype)} {a}, {lty(e.dtype)} {b}")
             return r
         raise LoweringError(f"cannot render expression {e!r}")
+
+    def vec_load(self, e: VecLoad) -> str:
+        buf, idx, n, stride = e.args
+        t, i = MTYPE[buf.dtype], self.expr(idx)
+        p = self.new("lp")
+        self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.ptr(buf)}, i64 {i}")
+        if stride == 1:
+            v = self.new("ld")
+            self.emit(f"{v} = load {lty(e.dtype)}, ptr {p}, align 4")
+            return v
+        if 1 < stride <= 4:                      # small strides: one wide load, then pick every stride-th lane
+            w, v = self.new("ld"), self.new()
+            wide = (n - 1) * stride + 1
+            self.emit(f"{w} = load <{wide} x {t}>, ptr {p}, align 4")
+            picks = ", ".join(f"i32 {k * stride}" for k in range(n))
+            self.emit(f"{v} = shufflevector <{wide} x {t}> {w}, <{wide} x {t}> poison, <{n} x i32> <{picks}>")
+            return v
+        v = "poison"                             # a gather of scalar loads
+        for k in range(n):
+            q, x, nv = self.new("lp"), self.new("ld"), self.new()
+            self.emit(f"{q} = getelementptr inbounds {t}, ptr {p}, i64 {k * stride}")
+            self.emit(f"{x} = load {t}, ptr {q}")
+            self.emit(f"{nv} = insertelement {lty(e.dtype)} {v}, {t} {x}, i64 {k}")
+            v = nv
+        return v
 
     def call(self, fn: str, ret: str, args: list) -> str:
         r = self.new()
@@ -244,10 +304,10 @@ class FunctionWriter:
     def binary(self, e: Bin) -> str:
         op, a, b = e.args
         dt = a.dtype
-        t = LTYPE[dt]
+        t = lty(dt)
         x, y = self.expr(a), self.expr(b)
         r = self.new()
-        fl = dt in FLOATS
+        fl = scalar_of(dt) in FLOATS
         if op in FCMP:
             if fl:
                 self.emit(f"{r} = fcmp {FCMP[op]} {t} {x}, {y}")
@@ -358,17 +418,19 @@ class FunctionWriter:
     def unary(self, e: Un) -> str:
         op, a = e.args
         dt = a.dtype
-        t = LTYPE[dt]
+        t = lty(dt)
         x = self.expr(a)
         r = self.new()
+        if lanes_of(dt) > 1 and op not in ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round"):
+            raise LoweringError(f"unary {op} on vectors is not renderable")
         if op == "neg":
-            self.emit(f"{r} = fneg {t} {x}" if dt in FLOATS else f"{r} = sub {t} 0, {x}")
+            self.emit(f"{r} = fneg {t} {x}" if scalar_of(dt) in FLOATS else f"{r} = sub {t} 0, {x}")
             return r
         if op == "not":
             self.emit(f"{r} = xor {t} {x}, {'true' if dt == 'bool' else -1}")
             return r
         if op == "abs":
-            if dt in FLOATS:
+            if scalar_of(dt) in FLOATS:
                 return self.call(f"llvm.fabs.{_suffix(dt)}", t, [(t, x)])
             if dt in UNSIGNED:
                 return x
@@ -381,7 +443,7 @@ class FunctionWriter:
             self.emit(f"{r} = fcmp oeq {t} {f}, {float_literal(math.inf, dt)}")
             return r
         fn = UNARY_FN.get(op)
-        if fn is None or dt not in FLOATS:
+        if fn is None or scalar_of(dt) not in FLOATS:
             raise LoweringError(f"unary {op} on {dt} is not renderable")
         if fn.startswith("libm:"):
             name = fn[5:] + ("f" if dt == "float32" else "")
@@ -390,6 +452,8 @@ class FunctionWriter:
 
     def cast(self, to: str, a: Expr) -> str:
         fr = a.dtype
+        if lanes_of(fr) > 1 or lanes_of(to) > 1:
+            raise LoweringError(f"vector cast {fr} -> {to} is not renderable")
         x = self.expr(a)
         if fr == to:
             return x
@@ -421,7 +485,8 @@ class FunctionWriter:
 
 
 def _suffix(dt: str) -> str:
-    return "f32" if dt == "float32" else "f64"
+    s = "f32" if scalar_of(dt) == "float32" else "f64"
+    return s if lanes_of(dt) == 1 else f"v{lanes_of(dt)}{s}"
 
 
 def _bits(dt: str) -> int:

@@ -354,7 +354,7 @@ class FxcSubgraph(torch.nn.Module):
             ins.append(t if t.is_contiguous() else t.contiguous())
         outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
         with torch.no_grad():
-            module.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs])
+            module.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], _prepack_token(module, ins))
         res = [outs[k] if kind == "t" else k for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
@@ -365,6 +365,18 @@ class FxcSubgraph(torch.nn.Module):
         module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse")})
         _record(lambda r: r.kernels.extend(module.kernels))
         return module, tensor_pos, out_struct
+
+
+def _prepack_token(module, ins):
+    """(tensor, version) of each input the module packs once (weights): packing is redone only when one
+    is a different tensor or was updated in place (optimizer steps and load_state_dict bump `_version`)."""
+    idx = getattr(module, "prepack_inputs", None)
+    if not idx:
+        return None
+    try:
+        return tuple((ins[i], ins[i]._version) for i in idx)
+    except RuntimeError:      # inference-mode tensors have no version counter: always repack
+        return None
 
 
 def to_graph(gm: torch.fx.GraphModule, args):

@@ -22,6 +22,19 @@ def is_float(dtype: str) -> bool:
     return dtype in FLOATS
 
 
+# Vector dtypes are spelled "<scalar>x<lanes>" ("float32x16"); every scalar op applies lane-wise to them.
+def vec(dtype: str, lanes: int) -> str:
+    return dtype if lanes == 1 else f"{dtype}x{lanes}"
+
+
+def scalar_of(dtype: str) -> str:
+    return dtype.split("x")[0] if "x" in dtype else dtype
+
+
+def lanes_of(dtype: str) -> int:
+    return int(dtype.split("x")[1]) if "x" in dtype else 1
+
+
 class Expr:
     """Base of scalar expressions; `dtype` is one of DTYPES."""
 
@@ -73,9 +86,10 @@ class Const(Expr):
 
     @staticmethod
     def _normalize(value, dtype):
-        if dtype == "bool":
+        sdt = scalar_of(dtype)      # a vector constant is the value in every lane
+        if sdt == "bool":
             value = bool(value)
-        elif dtype in INTS:
+        elif sdt in INTS:
             value = int(value)
         else:
             value = float(value)
@@ -193,6 +207,72 @@ class Load(Expr):
 
     def __repr__(self):
         return f"{self.args[0].name}[{self.args[1]}]"
+
+
+class VecLoad(Expr):
+    """`lanes` elements of a buffer at flat indices index + k * stride (stride 1: one vector load)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(buf, index, lanes, stride=1):
+        return (buf, index, int(lanes), int(stride))
+
+    def _infer_dtype(self):
+        return vec(self.args[0].dtype, self.args[2])
+
+    def __repr__(self):
+        b, i, n, s = self.args
+        return f"{b.name}[{i} : +{n}" + (f" : {s}]" if s != 1 else "]")
+
+
+class Broadcast(Expr):
+    """A scalar repeated in every lane."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(x, lanes):
+        return (x, int(lanes))
+
+    def _infer_dtype(self):
+        return vec(self.args[0].dtype, self.args[1])
+
+    def __repr__(self):
+        return f"broadcast({self.args[0]}, {self.args[1]})"
+
+
+class Fma(Expr):
+    """a * b + c with one rounding (scalar or vector floats)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(a, b, c):
+        assert a.dtype == b.dtype == c.dtype and is_float(scalar_of(a.dtype)), (a.dtype, b.dtype, c.dtype)
+        return (a, b, c)
+
+    def _infer_dtype(self):
+        return self.args[0].dtype
+
+    def __repr__(self):
+        return f"fma({self.args[0]}, {self.args[1]}, {self.args[2]})"
+
+
+class Lane(Expr):
+    """Element k (an int64 expression, usually an unrolled loop variable) of a vector."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(v, k):
+        return (v, as_expr(k))
+
+    def _infer_dtype(self):
+        return scalar_of(self.args[0].dtype)
+
+    def __repr__(self):
+        return f"{self.args[0]}.{self.args[1]}"
 
 
 def const(value, dtype: str) -> Const:

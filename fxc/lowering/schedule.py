@@ -106,6 +106,9 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
     rsize = math.prod(e for _, e in rt.body.axes)
     flops = 2 * math.prod(shape) * rsize
     work = math.prod(shape) * max(rsize, 1)
+    special = _special(conv, rt, out, red, value, axes, shape, num_threads)
+    if special is not None:
+        return special, flops
     mode = hint.get("reduce_schedule")
     if mode is None:
         mode = _choose_mode(conv, rt, axes, shape)
@@ -116,6 +119,17 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
     body = seq(conv.reduction(rt, tuple(axes), acc, zero),
                Store(out, flat_index(axes, shape), substitute(value, {red.var: Load(acc, zero)})))
     return Allocate(acc, _outer_loops(axes, shape, body, work, num_threads)), flops
+
+
+def _special(conv, rt, out, red, value, axes, shape, num_threads):
+    """The vector schedules of gemm_schedule.py for ops that say so in their compute's attrs."""
+    from . import gemm_schedule as gs
+    kind = rt.attrs.get("schedule")
+    if kind is None or rt.dtype != "float32":
+        return None
+    fn = {"conv2d_packed": gs.schedule_conv2d_packed, "matmul_packed": gs.schedule_matmul_packed,
+          "depthwise_conv2d": gs.schedule_depthwise}.get(kind)
+    return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 
 
 def _choose_mode(conv, rt, axes, shape) -> str:

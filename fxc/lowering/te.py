@@ -16,12 +16,13 @@ _names = itertools.count()
 
 
 class Tensor:
-    __slots__ = ("name", "shape", "dtype", "axes", "body", "extern", "inputs", "index", "__weakref__")
+    __slots__ = ("name", "shape", "dtype", "axes", "body", "extern", "inputs", "index", "attrs", "__weakref__")
 
-    def __init__(self, name, shape, dtype, axes=(), body=None, extern=None, inputs=(), index=0):
+    def __init__(self, name, shape, dtype, axes=(), body=None, extern=None, inputs=(), index=0, attrs=None):
         self.name, self.shape, self.dtype = name, tuple(int(s) for s in shape), dtype
         self.axes, self.body, self.extern = tuple(axes), body, extern
         self.inputs, self.index = tuple(inputs), index
+        self.attrs = attrs or {}     # schedule facts about the op (e.g. which operand is the packed weight)
 
     @property
     def is_placeholder(self) -> bool:
@@ -100,12 +101,13 @@ def placeholder(shape, dtype: str, name: str = "x") -> Tensor:
     return Tensor(f"{name}", shape, dtype)
 
 
-def compute(shape, fn: Callable[..., Expr], name: str = "t") -> Tensor:
+def compute(shape, fn: Callable[..., Expr], name: str = "t", attrs: dict | None = None) -> Tensor:
+    """attrs: facts a specialised schedule may use (its "schedule" key names it); the body stays the truth."""
     axes = tuple(Var(f"i{d}_") for d in range(len(shape)))
     body = fn(*axes)
     if not isinstance(body, Expr):
         raise TypeError(f"compute {name}: body must be an expression, got {body!r}")
-    return Tensor(name, shape, body.dtype, axes, body)
+    return Tensor(name, shape, body.dtype, axes, body, attrs=attrs)
 
 
 def extern(outputs, inputs, lower: Callable, name: str = "ext"):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import as_expr
+from ..lowering.expr import Const, as_expr, binary, compare, minimum, select
 from ..relay_like.graph import TensorType
 from .common import broadcast_shapes, rand
 from .registry import Kind, OpDef, register
@@ -107,3 +107,101 @@ register(OpDef("matmul", Kind.OUT_FUSABLE, _matmul_infer, _matmul_ref, _matmul,
                             ([rand(rng, (7, 5)), rand(rng, (2, 7, 3))], {"trans_a": True}),
                             ([rand(rng, (4, 33)), rand(rng, (33, 70))], {})],
                NUM))
+
+
+# -- packed operands for the vector GEMM schedules (made by the pack_weights pass) ------------------------------------
+def _pack_infer(types, axis, block_pos, blocks, lanes=16):
+    x = types[0]
+    if not 0 <= axis < x.ndim or blocks * lanes < x.shape[axis]:
+        raise ShapeError(f"pack_lanes: cannot pack axis {axis} of {list(x.shape)} into {blocks} x {lanes}")
+    shape = list(x.shape)
+    del shape[axis]
+    shape.insert(block_pos, blocks)
+    return [TensorType(tuple(shape) + (lanes,), x.dtype)]
+
+
+def _pack(x, axis, block_pos, blocks, lanes=16):
+    shape = _pack_infer([x], axis, block_pos, blocks, lanes)[0].shape
+    n = x.shape[axis]
+
+    def body(*i):
+        rest = list(i[:-1])
+        b = rest.pop(block_pos)
+        src = b * lanes + i[-1]
+        rest.insert(axis, minimum(src, as_expr(n - 1)))
+        return select(compare("lt", src, as_expr(n)), x[tuple(rest)], Const(0, x.dtype))
+    return te.compute(shape, body, "pack_lanes")
+
+
+def _pack_ref(x, axis, block_pos, blocks, lanes=16):
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, blocks * lanes - x.shape[axis])
+    xp = np.pad(x, widths)
+    xp = xp.reshape(x.shape[:axis] + (blocks, lanes) + x.shape[axis + 1:])
+    xp = np.moveaxis(xp, axis + 1, -1)             # lanes last
+    return np.ascontiguousarray(np.moveaxis(xp, axis, block_pos))
+
+
+def unpack_ref(xp, axis, block_pos, n):
+    """Inverse of pack_lanes' reference (drops the zero padding)."""
+    x = np.moveaxis(np.moveaxis(xp, block_pos, axis), -1, axis + 1)
+    x = x.reshape(x.shape[:axis] + (-1,) + x.shape[axis + 2:])
+    return np.take(x, np.arange(n), axis=axis)
+
+
+register(OpDef("pack_lanes", Kind.OPAQUE, _pack_infer, _pack_ref, _pack, {}, None,
+               lambda rng: [([rand(rng, (5, 3, 2))], {"axis": 0, "block_pos": 0, "blocks": 1, "lanes": 16}),
+                            ([rand(rng, (2, 7, 20))], {"axis": 2, "block_pos": 1, "blocks": 2, "lanes": 16}),
+                            ([rand(rng, (20, 7))], {"axis": 0, "block_pos": 0, "blocks": 4, "lanes": 16})],
+               NUM, doc="Split `axis` into blocks of `lanes` (zero padded), blocks at block_pos, lanes last."))
+
+
+def _mmp_dims(ta, tb, trans_a):
+    m, k = (ta.shape[-1], ta.shape[-2]) if trans_a else (ta.shape[-2], ta.shape[-1])
+    if tb.ndim < 3 or tb.shape[-2] != k:
+        raise ShapeError(f"matmul_packed: {list(ta.shape)} (trans_a={trans_a}) x packed {list(tb.shape)}")
+    return m, k
+
+
+def _matmul_packed_infer(types, n, trans_a=False, nv=1):
+    a, b = types
+    m, _ = _mmp_dims(a, b, trans_a)
+    if b.shape[-3] * b.shape[-1] < n:
+        raise ShapeError(f"matmul_packed: packed operand {list(b.shape)} has fewer than {n} columns")
+    return [TensorType(broadcast_shapes(a.shape[:-2], b.shape[:-3]) + (m, n), a.dtype)]
+
+
+def _matmul_packed(a, bp, n, trans_a=False, nv=1):
+    m, k = _mmp_dims(a, bp, trans_a)
+    L = bp.shape[-1]
+    batch = broadcast_shapes(a.shape[:-2], bp.shape[:-3])
+    r = te.reduce_axis(k, "k")
+
+    def bidx(t, i, core):
+        off = len(batch) - (t.ndim - core)
+        return tuple(as_expr(0) if t.shape[d] == 1 else i[d + off] for d in range(t.ndim - core))
+
+    def body(*i):
+        bi, ii, jj = i[:-2], i[-2], i[-1]
+        av = a[bidx(a, bi, 2) + ((r[0], ii) if trans_a else (ii, r[0]))]
+        bv = bp[bidx(bp, bi, 3) + (binary("idiv", jj, as_expr(L)), r[0], binary("imod", jj, as_expr(L)))]
+        return te.sum_(av * bv, [r])
+    return te.compute(batch + (m, n), body, "matmul_packed",
+                      {"schedule": "matmul_packed", "a": a, "b": bp, "trans_a": trans_a, "nv": nv})
+
+
+def _matmul_packed_ref(a, bp, n, trans_a=False, nv=1):
+    b = np.swapaxes(unpack_ref(bp, bp.ndim - 3, bp.ndim - 3, n), -1, -2)     # [..., n, k] -> [..., k, n]
+    return _matmul_ref(a, b, trans_a, False)
+
+
+def _packed_b(rng, k, n, nb):
+    return _pack_ref(rand(rng, (k, n)), 1, 0, nb)
+
+
+register(OpDef("matmul_packed", Kind.OUT_FUSABLE, _matmul_packed_infer, _matmul_packed_ref, _matmul_packed, {}, None,
+               lambda rng: [([rand(rng, (5, 7)), _packed_b(rng, 7, 3, 1)], {"n": 3}),
+                            ([rand(rng, (2, 17, 9)), _packed_b(rng, 9, 40, 4)], {"n": 40, "nv": 2}),
+                            ([rand(rng, (9, 30)), _packed_b(rng, 9, 33, 3)], {"n": 33, "trans_a": True, "nv": 3})],
+               ("float32", "float64"), doc="matmul whose B is pack_lanes(B, n axis) ([..., n/L, k, L])."))
+

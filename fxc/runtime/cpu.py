@@ -18,6 +18,13 @@ class CpuLibrary:
         self.run.argtypes = [ctypes.c_void_p] * 4
         threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
         self.lib.fxc_set_num_threads(ctypes.c_int(threads))
+        try:      # present when the module has a weight-packing step that may be skipped
+            self.prepack, self.run_main = self.lib.fxc_prepack, self.lib.fxc_run_main
+        except AttributeError:
+            self.prepack = self.run_main = None
+        for f in (self.prepack, self.run_main):
+            if f is not None:
+                f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p] * 4
 
 
 class Workspace:
@@ -26,6 +33,13 @@ class Workspace:
     def __init__(self, nbytes: int):
         self.nbytes = nbytes
         self._local = threading.local()
+
+    def state(self) -> dict:
+        """Per-thread facts about the workspace's contents (e.g. which weights are packed in it)."""
+        st = getattr(self._local, "state", None)
+        if st is None:
+            st = self._local.state = {}
+        return st
 
     def pointer(self) -> int:
         buf = getattr(self._local, "buf", None)

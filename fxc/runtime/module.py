@@ -24,6 +24,12 @@ def np_dtype(dtype: str):
     return np.dtype(np.bool_) if dtype == "bool" else np.dtype(dtype)
 
 
+def _same_token(a, b) -> bool:
+    if a is None or b is None or a[0] != b[0] or len(a[1]) != len(b[1]):
+        return False
+    return all(x[0] is y[0] and x[1:] == y[1:] for x, y in zip(a[1], b[1]))
+
+
 @dataclass
 class Module:
     target: str
@@ -35,6 +41,7 @@ class Module:
     kernels: list = field(default_factory=list)     # one line per fused kernel
     intermediate_bytes: int = 0         # sum of intermediate sizes before memory sharing
     source: str = ""                    # generated LLVM IR (for debugging / export)
+    prepack_inputs: list = field(default_factory=list)   # inputs read by the cached weight-packing step
     plan: list = field(default_factory=list)    # execution plan: (kernel, [(slot kind, index or byte offset)])
 
     def __post_init__(self):
@@ -43,9 +50,24 @@ class Module:
         self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
         self._ws = Workspace(self.workspace_bytes)
 
-    def run_pointers(self, in_ptrs: list, out_ptrs: list) -> None:
-        """Run on raw addresses of contiguous buffers of the declared shapes/dtypes (no checks)."""
-        self._lib.run(pointer_array(in_ptrs), pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
+    def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None) -> None:
+        """Run on raw addresses of contiguous buffers of the declared shapes/dtypes (no checks).
+
+        prepack_token: a tuple of (object, version) pairs naming the current contents of the inputs in
+        `prepack_inputs` (e.g. each weight tensor and its version counter). When it matches the previous
+        call's (same objects, same versions, same addresses), the packed weights in the workspace are
+        reused; None always repacks."""
+        args = (pointer_array(in_ptrs), pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
+        if not self.prepack_inputs or self._lib.prepack is None:
+            self._lib.run(*args)
+            return
+        state = self._ws.state()
+        token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
+        if not _same_token(state.get("prepacked"), token):
+            state["prepacked"] = None
+            self._lib.prepack(*args)
+            state["prepacked"] = token
+        self._lib.run_main(*args)
 
     def check_inputs(self, arrays) -> list:
         if len(arrays) != len(self.inputs):

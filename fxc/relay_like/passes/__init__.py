@@ -5,3 +5,4 @@ from .fold_constants import fold_constants
 from .infer_types import infer_types
 from .materialize_outputs import materialize_outputs
 from .simplify import simplify
+from .pack_weights import pack_weights

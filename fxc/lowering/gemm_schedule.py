@@ -1,0 +1,289 @@
+"""Register-blocked vector schedules for conv2d and matmul (explicit vector loop IR, no auto-vectorizer).
+
+Both are the same micro-kernel: a tile of `mr` rows x `nv` vectors of LANES output columns is kept in
+vector accumulators while the reduction loops run; each step loads `nv` vectors of the packed B operand
+(layout [..., blocks, K..., LANES], made by the `pack_lanes` op), broadcasts one A value per row and
+issues mr*nv FMAs. The group's epilogue (bias, batch norm, residual add, activation) is applied when the
+tile is stored: vectorized along the lanes when the output is contiguous there, lane by lane otherwise.
+
+- conv2d_packed: rows = output columns (ow) of one output row, lanes = output channels;
+  parallel over (batch, channel-block group, output row).
+- matmul_packed: rows = m, lanes = n; parallel over (batch, column-block group).
+- depthwise conv2d (groups == channels): lanes = output columns; one accumulator vector per 16 columns.
+Accepts the reduction Tensor (its `attrs` say which op it is) and the group's epilogue expression.
+"""
+from __future__ import annotations
+
+import math
+
+from .expr import (Bin, Broadcast, Cast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, as_expr,
+                   binary, lanes_of, rebuild, scalar_of, substitute, vec, walk)
+from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
+from .lower import Converter, flat_index
+
+LANES = 16                  # float32 lanes of one 512-bit vector register
+ACC_REGISTERS = 28          # accumulator budget of the 32 vector registers (the rest: B vectors, broadcast)
+VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
+
+
+def row_tile(rows: int, nv: int) -> int:
+    """Rows per tile: as many as the accumulator registers allow, preferring a divisor of `rows`."""
+    limit = max(1, min(ACC_REGISTERS // nv, 14 if nv > 1 else 24))
+    if rows <= limit:
+        return rows
+    for mr in range(limit, max(limit // 2, 1) - 1, -1):
+        if rows % mr == 0:
+            return mr
+    return limit
+
+
+def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None):
+    """e as a vector over v, v+1, ..., v+lanes-1 (loads along v become vector loads), or None.
+    replace: scalar variables that stand for a lane of a given vector (e.g. the accumulator)."""
+    replace = replace or {}
+    memo: dict = dict(replace)
+    used = {x for x in walk(e) if any(c is v or c in replace for c in walk(x))}
+
+    def go(x):
+        r = memo.get(x)
+        if r is not None:
+            return r
+        if x not in used:                       # independent of v: the same value in every lane
+            r = Broadcast(x, lanes) if lanes_of(x.dtype) == 1 else None
+        elif isinstance(x, Load):
+            from .schedule import linear_stride
+            buf, idx = x.args
+            s = linear_stride(idx, v)
+            if s is None or s < 0 or buf.dtype == "bool":
+                return None
+            r = VecLoad(buf, idx, lanes, s)
+        elif isinstance(x, (Bin, Un, Select, Fma)) and scalar_of(x.dtype) in ("float32", "float64", "bool"):
+            if isinstance(x, Un) and x.args[0] not in VECTOR_UNARY:
+                return None
+            if isinstance(x, Bin) and x.args[0] not in ("add", "sub", "mul", "div", "max", "min",
+                                                       "lt", "le", "gt", "ge", "eq", "ne"):
+                return None
+            if isinstance(x, Bin) and scalar_of(x.args[1].dtype) not in ("float32", "float64"):
+                return None
+            args = []
+            for a in x.args:
+                if isinstance(a, Expr):
+                    va = go(a)
+                    if va is None:
+                        return None
+                    args.append(va)
+                else:
+                    args.append(a)
+            r = rebuild(x, tuple(args)) if not isinstance(x, Fma) else Fma(*args)
+        else:
+            return None
+        memo[x] = r
+        return r
+
+    return go(e)
+
+
+def _parallel(axes: list, body, work: int, num_threads: int):
+    """Loops over (Var, extent) axes fused into one parallel loop (serial when small)."""
+    axes = [(a, n) for a, n in axes if n > 1] + [(a, n) for a, n in axes if n == 1]
+    from .schedule import PARALLEL_MIN_WORK
+    for a, n in axes:
+        if n == 1:
+            body = LetStmt(a, as_expr(0), body)
+    axes = [(a, n) for a, n in axes if n > 1]
+    if not axes:
+        return body
+    if num_threads <= 1 or work < PARALLEL_MIN_WORK:
+        for a, n in reversed(axes):
+            body = For(a, n, body)
+        return body
+    p = Var("p")
+    shape = [n for _, n in axes]
+    for i in reversed(range(len(axes))):
+        st = math.prod(shape[i + 1:])
+        e = p if st == 1 else binary("idiv", p, st)
+        body = LetStmt(axes[i][0], e if i == 0 else binary("imod", e, shape[i]), body)
+    return For(p, math.prod(shape), body, "parallel")
+
+
+class Tile:
+    """One register tile: rows row0..row0+mr-1, lane blocks blk0..blk0+nv-1 (of LANES columns)."""
+
+    def __init__(self, conv: Converter, mr: int, nv: int, dtype: str):
+        self.mr, self.nv, self.dtype = mr, nv, dtype
+        self.acc = conv.local(dtype, mr * nv * LANES, "vacc")
+
+    def slot(self, i: int, v: int) -> Expr:
+        return as_expr((i * self.nv + v) * LANES)
+
+    def vector(self, i, v) -> Expr:
+        return VecLoad(self.acc, self.slot(i, v), LANES)
+
+    def compute(self, red_loops: list, a_of, b_of):
+        """acc = 0; for red...: acc[i][v] += broadcast(a_of(i)) * b_of(v)."""
+        vt = vec(self.dtype, LANES)
+        init = seq(*[Store(self.acc, self.slot(i, v), Const(0.0, vt)) for i in range(self.mr) for v in range(self.nv)])
+        bvec = [b_of(v) for v in range(self.nv)]
+        upd = []
+        for i in range(self.mr):
+            a = Broadcast(a_of(i), LANES)
+            for v in range(self.nv):
+                upd.append(Store(self.acc, self.slot(i, v), Fma(a, bvec[v], self.vector(i, v))))
+        body = seq(*upd)
+        for var, ext in reversed(red_loops):
+            body = For(var, ext, body)
+        return seq(init, body)
+
+
+def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buffer, out_index: Expr,
+               row0: Expr, col0: Expr, row_axis: Var, lane_axis: Var, n_cols: int):
+    """Write the tile (rows row0.., columns col0..) through the epilogue `value` (an expression over
+    row_axis, lane_axis and red_var): unrolled vector stores when the output is contiguous along the lanes,
+    else the accumulators are spilled to a small local tile and a loop applies the epilogue per element."""
+    width = tile.nv * LANES
+    if linear_stride_is_one(out_index, lane_axis) and n_cols % width == 0:
+        stmts = []
+        for i in range(tile.mr):
+            for v in range(tile.nv):
+                vs = vectorize_expr(value, lane_axis, LANES, {red_var: tile.vector(i, v)})
+                if vs is None:
+                    break
+                sub = {row_axis: row0 + i, lane_axis: col0 + v * LANES}
+                stmts.append(Store(out, substitute(out_index, sub), substitute(vs, sub)))
+            else:
+                continue
+            break
+        else:
+            return seq(*stmts)
+    spill = conv.local(tile.dtype, tile.mr * width, "tile")
+    stmts = [Store(spill, tile.slot(i, v), tile.vector(i, v)) for i in range(tile.mr) for v in range(tile.nv)]
+    ci, ri = Var("ci"), Var("ri")
+    sub = {row_axis: row0 + ri, lane_axis: col0 + ci}
+    body = Store(out, substitute(out_index, sub),
+                 substitute(value, {**sub, red_var: Load(spill, ri * width + ci)}))
+    if n_cols % width:
+        body = IfThen(Bin("lt", col0 + ci, as_expr(n_cols)), body)
+    return seq(*stmts, For(ci, width, For(ri, tile.mr, body, "vectorize")))
+
+
+# -- conv2d over packed weights ------------------------------------------------------------------------------------
+def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
+    a = rt.attrs
+    x, wp = a["x"], a["w"]
+    sh, sw = a["stride"]
+    dh, dw = a["dilation"]
+    N, O, OH, OW = shape
+    OBP, C, KH, KW, L = wp.shape
+    nv = a["nv"]
+    n, o, oh, ow = axes
+    wbuf = conv.bufs[wp]
+    mr = row_tile(OW, nv)
+    c, kh, kw = Var("c"), Var("kh"), Var("kw")
+    obb = Var("obb")
+    stmts = []
+    full = (OW // mr) * mr
+    for start, count, width in ((0, OW // mr, mr), (full, 1, OW - full)):
+        if count == 0 or width == 0:
+            continue
+        tile = Tile(conv, width, nv, rt.dtype)
+        owt = Var("owt")
+        ow0 = as_expr(start) + owt * width
+
+        def a_of(i, ow0=ow0):
+            return conv.convert(x[n, c, oh * sh + kh * dh, (ow0 + i) * sw + kw * dw], None)
+
+        def b_of(v):
+            return VecLoad(wbuf, (((obb * nv + v) * C + c) * KH + kh) * KW * L + kw * L, L)
+
+        body = tile.compute([(c, C), (kh, KH), (kw, KW)], a_of, b_of)
+        body = seq(body, store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L),
+                                    ow, o, O))
+        stmts.append(Allocate(tile.acc, For(owt, count, body) if count > 1 else LetStmt(owt, as_expr(0), body)))
+    work = N * O * OH * OW * C * KH * KW
+    return _parallel([(n, N), (obb, OBP // nv), (oh, OH)], seq(*stmts), work, num_threads)
+
+
+# -- matmul over a packed B -------------------------------------------------------------------------------------------
+def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
+    a = rt.attrs
+    A, bp, trans_a, nv = a["a"], a["b"], a["trans_a"], a["nv"]
+    batch = list(zip(axes[:-2], shape[:-2]))
+    M, N = shape[-2:]
+    NBP, K, L = bp.shape[-3:]
+    m, nn = axes[-2:]
+    bbuf = conv.bufs[bp]
+    k, nbb = Var("k"), Var("nbb")
+    mr = row_tile(M, nv)
+    b_batch = [as_expr(0) if bp.shape[d] == 1 else axes[len(axes) - 2 - (bp.ndim - 3) + d]
+               for d in range(bp.ndim - 3)]
+    a_batch = [as_expr(0) if A.shape[d] == 1 else axes[len(axes) - 2 - (A.ndim - 2) + d] for d in range(A.ndim - 2)]
+    stmts = []
+    full = (M // mr) * mr
+    for start, count, width in ((0, M // mr, mr), (full, 1, M - full)):
+        if count == 0 or width == 0:
+            continue
+        tile = Tile(conv, width, nv, rt.dtype)
+        mt = Var("mt")
+        m0 = as_expr(start) + mt * width
+
+        def a_of(i, m0=m0):
+            idx = (k, m0 + i) if trans_a else (m0 + i, k)
+            return conv.convert(A[tuple(a_batch) + idx], None)
+
+        def b_of(v):
+            base = flat_index(tuple(b_batch) + (nbb * nv + v, k, 0), bp.shape)
+            return VecLoad(bbuf, base, L)
+
+        body = tile.compute([(k, K)], a_of, b_of)
+        body = seq(body, store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), m0, nbb * (nv * L),
+                                    m, nn, N))
+        stmts.append(Allocate(tile.acc, For(mt, count, body) if count > 1 else LetStmt(mt, as_expr(0), body)))
+    work = math.prod(shape) * K
+    return _parallel(batch + [(nbb, NBP // nv)], seq(*stmts), work, num_threads)
+
+
+# -- depthwise conv2d -----------------------------------------------------------------------------------------------
+def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
+    a = rt.attrs
+    x, w = a["x"], a["w"]
+    sh, sw = a["stride"]
+    dh, dw = a["dilation"]
+    N, O, OH, OW = shape
+    _, _, KH, KW = w.shape
+    n, o, oh, ow = axes
+    mult = O // x.shape[1]                      # output channels per input channel
+    kh, kw, owv = Var("kh"), Var("kw"), Var("owv")
+    out_index = flat_index(axes, shape)
+    stmts = []
+    full = (OW // LANES) * LANES
+    for start, count, lanes in ((0, OW // LANES, LANES), (full, 1, OW - full)):
+        if count == 0 or lanes == 0:
+            continue
+        acc = conv.local(rt.dtype, lanes, "dacc")
+        ow0 = as_expr(start) + owv * lanes
+        xv = conv.convert(x[n, binary("idiv", o, mult) if mult > 1 else o, oh * sh + kh * dh, ow * sw + kw * dw], None)
+        xvec = vectorize_expr(xv, ow, lanes)
+        wv = conv.convert(w[o, 0, kh, kw], None)
+        if xvec is None:
+            return None
+        xvec = substitute(xvec, {ow: ow0})
+        vt = vec(rt.dtype, lanes)
+        upd = Store(acc, as_expr(0), Fma(xvec, Broadcast(wv, lanes), VecLoad(acc, as_expr(0), lanes)))
+        body = seq(Store(acc, as_expr(0), Const(0.0, vt)), For(kh, KH, For(kw, KW, upd, "unroll" if KW <= 7 else "serial")))
+        accv = VecLoad(acc, as_expr(0), lanes)
+        vs = vectorize_expr(value, ow, lanes, {red.var: accv}) if linear_stride_is_one(out_index, ow) else None
+        if vs is not None:
+            st = Store(out, substitute(out_index, {ow: ow0}), substitute(vs, {ow: ow0}))
+        else:
+            lane = Var("l")
+            st = For(lane, lanes, Store(out, substitute(out_index, {ow: ow0 + lane}),
+                                        substitute(value, {ow: ow0 + lane, red.var: Lane(accv, lane)})), "unroll")
+        body = seq(body, st)
+        stmts.append(Allocate(acc, For(owv, count, body) if count > 1 else LetStmt(owv, as_expr(0), body)))
+    work = N * O * OH * OW * KH * KW
+    return _parallel([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
+
+
+def linear_stride_is_one(index: Expr, v: Var) -> bool:
+    from .schedule import linear_stride
+    return linear_stride(index, v) == 1

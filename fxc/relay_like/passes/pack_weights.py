@@ -1,0 +1,61 @@
+"""pack_weights: give conv2d and matmul the operand layout of the vector GEMM schedules.
+
+    conv2d(x, w[O,C,KH,KW])        -> conv2d_packed(x, pack_lanes(w, axis 0))    (float32, groups == 1)
+    matmul(a, b[..,K,N] / [..,N,K]) -> matmul_packed(a, pack_lanes(b, n axis))   (float32, N >= 8)
+
+pack_lanes puts the output-channel / column axis in blocks of LANES with the lanes innermost
+([blocks, ..., LANES]) so a micro-kernel step loads whole vectors of it. When the packed operand is a
+graph input (a live weight), the build runs its pack as a cached prepack step; constants (frozen
+weights) are packed by fold_constants at compile time.
+"""
+from __future__ import annotations
+
+from ..graph import Node
+
+LANES = 16
+
+
+def _blocks(n: int, nv: int) -> int:
+    return -(-(-(-n // LANES)) // nv) * nv
+
+
+def _lane_vectors(n: int) -> int:
+    """Vectors of LANES columns per register tile: 2 where the width allows it."""
+    return 2 if n > LANES else 1
+
+
+def pack_weights(g):
+    new_nodes = []
+
+    def add(op, inputs, attrs, like=None):
+        from ...ops.registry import get_op
+        types = get_op(op).infer([v.type for v in inputs], **attrs)
+        n = Node(op, inputs, attrs, types)
+        new_nodes.append(n)
+        return n
+
+    for n in g.nodes:
+        if n.op == "conv2d" and n.attrs.get("groups", 1) == 1 and n.outputs[0].dtype == "float32":
+            x, w = n.inputs
+            o = w.shape[0]
+            nv = _lane_vectors(o)
+            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES)).outputs[0]
+            rep = add("conv2d_packed", [x, wp], dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
+                                                     dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
+        elif n.op == "matmul" and n.outputs[0].dtype == "float32" and n.outputs[0].shape[-1] >= 8:
+            a, b = n.inputs
+            nd = b.type.ndim
+            cols = n.outputs[0].shape[-1]
+            nv = _lane_vectors(cols)
+            axis = nd - 2 if n.attrs.get("trans_b") else nd - 1
+            bp = add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES)).outputs[0]
+            rep = add("matmul_packed", [a, bp], dict(n=cols, trans_a=n.attrs.get("trans_a", False), nv=nv))
+        else:
+            new_nodes.append(n)
+            continue
+        # the replacement keeps the original output Value (its id, name and users stay valid)
+        out = n.outputs[0]
+        rep.outputs[0] = out
+        out.node, out.index = rep, 0
+    g.nodes = new_nodes
+    return g
