@@ -134,7 +134,8 @@ def test_manifest_parts_and_plan(case):
     assert m["plan"] and [s["kernel"] for s in m["plan"]] == [k for k, _ in compiled.module.plan]
     assert len(m["plan"]) == len(m["kernels"])
     ir = compiled.module.source
-    entry = ir[ir.index("define i32 @fxc_run"):]
+    entry = ir[ir.index("define i32 @fxc_run("):]
+    entry = entry[:entry.index("\n}")]
     called = [ln.split("@")[1].split("(")[0] for ln in entry.splitlines() if ln.strip().startswith("call void @")]
     assert called == [s["kernel"] for s in m["plan"]]
 
