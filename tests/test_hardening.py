@@ -189,3 +189,15 @@ def test_from_torch_accepts_equivalent_layouts(tiny):
 
 def test_errors_are_fxc_errors():
     assert issubclass(InputError, FxcError)
+
+
+@pytest.mark.parametrize("k", range(8))
+def test_reductions_of_0d_tensors_over_dim_0(k, target):
+    """A 0-d tensor reduced over dim 0 / -1 (OpInfo samples did this; it used to fail to compile)."""
+    fn = [lambda x: torch.max(x, 0), lambda x: torch.min(x, -1, keepdim=True), lambda x: x.sum(0),
+          lambda x: x.amax(-1, keepdim=True), lambda x: x.argmax(0), lambda x: x.mean(0),
+          lambda x: torch.aminmax(x, dim=0), lambda x: x.argmin(-1, keepdim=True)][k]
+    x = torch.tensor(3.0)
+    same(compiled(fn, target)(x), fn(x))
+    from fxc.capture.torch import explain
+    assert not explain(fn, x).failures

@@ -74,7 +74,7 @@ def norm_axis(axis: int, ndim: int) -> int:
 
 
 def norm_axes(axes, ndim: int) -> tuple:
-    if axes is None or axes == () or axes == []:
+    if axes is None or axes == () or axes == [] or ndim == 0:   # a 0-d tensor: dim 0 / -1 is the tensor itself
         return tuple(range(ndim))
     if isinstance(axes, int):
         axes = (axes,)

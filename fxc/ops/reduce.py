@@ -125,7 +125,7 @@ def _arg_infer(types, axis=None, keepdim=False):
 
 def _arg_compute(kind):
     def compute(x, axis=None, keepdim=False):
-        flat = axis is None
+        flat = axis is None or x.ndim == 0
         if flat:
             from .movement import _reshape
             x = _reshape(x, (max(math.prod(x.shape), 1),)) if x.ndim != 1 else x
