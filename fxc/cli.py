@@ -136,9 +136,15 @@ def cmd_inspect(args) -> int:
     abi = m.get("c_abi", {})
     if abi:
         print(f"C ABI ({abi.get('header')}): {abi.get('init')}; {abi.get('entry')}")
-    print(f"kernels ({len(m.get('kernels', []))}):")
-    for k in m.get("kernels", []):
-        print(f"  {k}")
+    names = {"in": [s["name"] for s in m["inputs"]], "out": [s["name"] for s in m["outputs"]]}
+
+    def slot(kind, ix):
+        return f"work+{ix}" if kind == "work" else f"const{ix}" if kind == "const" else names[kind][ix]
+    kernels = m.get("kernels", [])
+    print(f"plan ({len(m['plan'])} kernel calls; arguments: outputs, then inputs):")
+    for i, step in enumerate(m["plan"]):
+        what = kernels[i].split(":", 1)[1].strip() if i < len(kernels) else ""
+        print(f"  {step['kernel']}({', '.join(slot(k, ix) for k, ix in step['args'])})  {what}")
     return 0
 
 

@@ -79,8 +79,10 @@ def test_inspect_and_extract(compiled, tmp_path):
     _, artifact, _ = compiled
     p = fxc_cli("inspect", artifact)
     for text in ("all sha256 verified", "target: llvm", "input  x: float32[2, 4]", "input  idx: int64[2, 3]",
-                 "libfxc_model.so", "params.bin", "fxc_main", "kernels ("):
+                 "libfxc_model.so", "params.bin", "fxc_main", "plan ("):
         assert text in p.stdout, (text, p.stdout)
+    plan = p.stdout.split("plan (")[1]
+    assert "output0" in plan and "output1" in plan and "idx" in plan and "const" in plan, plan
     m = json.loads(fxc_cli("inspect", artifact, "--json").stdout)
     assert m["format_version"] == 1 and [s["dtype"] for s in m["inputs"]] == ["float32", "int64"]
     fxc_cli("extract", artifact, tmp_path / "dir")
