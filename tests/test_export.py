@@ -112,6 +112,26 @@ def test_load_round_trip_matches_eager(case):
         assert_close_np(a, e)
 
 
+class DictOut(torch.nn.Module):
+    def forward(self, x, y):
+        return {"sum": x.sum(), "greater": x > y, "x": x, "prod": (x * y).to(torch.float64)}
+
+
+def test_outputs_of_every_kind(tmp_path):
+    """A dict of a 0-d tensor, a bool tensor, an input passed through and a float64 (from .to(dtype))."""
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    model = DictOut()
+    compiled = fxc.from_torch(model, (x, y))
+    expected = model(x, y)
+    out = compiled(x, y)
+    assert isinstance(out, dict) and list(out) == list(expected)
+    for k in expected:
+        assert_close_np(out[k].numpy(), expected[k].numpy())
+    loaded = fxc.load(fxc.export(compiled, tmp_path / "dict.fxc"))
+    for a, e in zip(loaded(x.numpy(), y.numpy()), expected.values()):
+        assert_close_np(a, e.numpy())
+
+
 def test_manifest_parts_and_plan(case):
     _, inputs, expected, compiled, path = case
     assert oct(path.stat().st_mode & 0o777) == oct(0o644)

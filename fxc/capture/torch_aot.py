@@ -107,6 +107,9 @@ def capture(model: torch.nn.Module, example_inputs: tuple):
         attr.meta = dict(ph.meta)
         ph.replace_all_uses_with(attr)
         gm.graph.erase_node(ph)
+    for node in list(gm.graph.nodes):      # metadata assertions (e.g. from .to(dtype)): true for static shapes
+        if node.op == "call_function" and not node.users and "assert" in getattr(node.target, "__name__", ""):
+            gm.graph.erase_node(node)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm, ep.call_spec.out_spec
