@@ -364,6 +364,13 @@ class FxcSubgraph(torch.nn.Module):
         self._multi = multi
         module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse")})
         _record(lambda r: r.kernels.extend(module.kernels))
+        if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/check.py)
+            from ..check import CheckError, check_graph
+            fresh = to_graph(self.gm, args)[0]
+            arrays = [args[i].detach().contiguous().numpy() for i in tensor_pos]
+            report = check_graph(fresh, arrays, self.options.get("target", "llvm"))
+            if not report.ok:
+                raise CheckError(f"subgraph {self.name}: {report}")
         return module, tensor_pos, out_struct
 
 
