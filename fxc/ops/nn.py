@@ -77,7 +77,8 @@ def _conv2d_ref(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
 
 def _convolution(b, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
     if transposed:
-        raise UnsupportedOpError("transposed convolution")
+        from .conv_transpose import transposed_convolution
+        return transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padding, groups)
     nd = w.type.ndim - 2
     if nd not in (1, 2):
         raise UnsupportedOpError(f"{nd}-d convolution")

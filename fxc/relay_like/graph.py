@@ -104,7 +104,8 @@ class Graph:
 
     @staticmethod
     def const(array) -> Value:
-        a = np.ascontiguousarray(array)
+        a = np.asarray(array)
+        a = np.ascontiguousarray(a) if a.ndim else a.copy()   # ascontiguousarray would make 0-d arrays 1-d
         from ..lowering.expr import DTYPES
         dtype = str(a.dtype)
         if dtype not in DTYPES:

@@ -1,0 +1,210 @@
+"""Transposed 2-D convolution and the gradients of convolution (`aten.convolution_backward`).
+
+conv_transpose2d is written as a gather: each output pixel sums the input pixels whose stride-spaced
+footprint covers it (no scatter, so it fuses and parallelises like conv2d). conv2d_weight_grad is the
+correlation of the (padded) input with the output gradient. 1-d convolutions reuse both through a
+height of 1; `nn._convolution` calls `transposed_convolution` for `transposed=True`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedOpError
+from ..lowering import te
+from ..lowering.expr import Const, as_expr, binary, compare, is_float, maximum, minimum, select
+from ..relay_like.graph import TensorType
+from .common import rand
+from .registry import Kind, OpDef, register, register_aten
+
+FLT = ("float32", "float64")
+
+
+def _tuple(v, n):
+    v = tuple(v) if isinstance(v, (list, tuple)) else (v,) * n
+    return v * n if len(v) == 1 else v
+
+
+def _and(*cs):
+    out = cs[0]
+    for c in cs[1:]:
+        out = binary("and", out, c)
+    return out
+
+
+# -- conv_transpose2d ------------------------------------------------------------------------------------------------------
+def _ct_size(h, k, s, p, d, op):
+    return (h - 1) * s - 2 * p + d * (k - 1) + op + 1
+
+
+def _ct_infer(types, stride=(1, 1), padding=(0, 0), dilation=(1, 1), output_padding=(0, 0), groups=1):
+    x, w = types
+    if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
+        raise ShapeError(f"conv_transpose2d: input {x.shape} and weight {w.shape} (groups {groups}) do not match")
+    size = [_ct_size(x.shape[2 + a], w.shape[2 + a], stride[a], padding[a], dilation[a], output_padding[a]) for a in range(2)]
+    if min(size) <= 0:
+        raise ShapeError(f"conv_transpose2d: output size {size} is not positive")
+    return [TensorType((x.shape[0], w.shape[1] * groups) + tuple(size), x.dtype)]
+
+
+def _ct(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), output_padding=(0, 0), groups=1):
+    shape = _ct_infer([x, w], stride, padding, dilation, output_padding, groups)[0].shape
+    cin, og, kh, kw = w.shape
+    cg = cin // groups
+    rc, rh, rw = te.reduce_axis(cg, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
+
+    def src(o, k, a):
+        """input position reaching output o through kernel tap k along axis a, and whether it exists."""
+        t = o + padding[a] - k * dilation[a]
+        tc = maximum(t, as_expr(0))
+        i = tc if stride[a] == 1 else binary("idiv", tc, as_expr(stride[a]))
+        ok = [compare("ge", t, as_expr(0)), compare("lt", i, as_expr(x.shape[2 + a]))]
+        if stride[a] != 1:
+            ok.append(compare("eq", binary("imod", tc, as_expr(stride[a])), as_expr(0)))
+        return minimum(i, as_expr(x.shape[2 + a] - 1)), _and(*ok)
+
+    def body(n, o, h, wi):
+        c = rc[0] if groups == 1 else binary("idiv", o, as_expr(og)) * cg + rc[0]
+        oc = o if groups == 1 else binary("imod", o, as_expr(og))
+        ih, okh = src(h, rh[0], 0)
+        iw, okw = src(wi, rw[0], 1)
+        v = x[n, c, ih, iw] * w[c, oc, rh[0], rw[0]]
+        return te.sum_(select(binary("and", okh, okw), v, Const(0.0, x.dtype)), [rc, rh, rw])
+    return te.compute(shape, body, "conv_transpose2d")
+
+
+def _ct_ref(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), output_padding=(0, 0), groups=1):
+    n, cin, h, wd = x.shape
+    _, og, kh, kw = w.shape
+    cg = cin // groups
+    full = (n, og * groups, (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1 + output_padding[0],
+            (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1 + output_padding[1])
+    out = np.zeros(full)
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg].astype(np.float64)
+        for i in range(kh):
+            for j in range(kw):
+                contrib = np.einsum("nchw,co->nohw", xs, w[g * cg:(g + 1) * cg, :, i, j].astype(np.float64))
+                out[:, g * og:(g + 1) * og, i * dilation[0]: i * dilation[0] + stride[0] * (h - 1) + 1: stride[0],
+                    j * dilation[1]: j * dilation[1] + stride[1] * (wd - 1) + 1: stride[1]] += contrib
+    oh, ow = _ct_infer([TensorType(x.shape, "float32"), TensorType(w.shape, "float32")], stride, padding, dilation,
+                       output_padding, groups)[0].shape[2:]
+    return out[:, :, padding[0]:padding[0] + oh, padding[1]:padding[1] + ow].astype(x.dtype)
+
+
+register(OpDef("conv_transpose2d", Kind.OUT_FUSABLE, _ct_infer, _ct_ref, _ct, {}, None,
+               lambda rng: [([rand(rng, (1, 3, 5, 6)), rand(rng, (3, 2, 3, 3))], {}),
+                            ([rand(rng, (2, 4, 4, 5)), rand(rng, (4, 3, 3, 2))],
+                             {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "groups": 2}),
+                            ([rand(rng, (1, 2, 5, 5)), rand(rng, (2, 2, 3, 3))], {"stride": (2, 2), "dilation": (2, 1), "padding": (2, 1)})],
+               FLT))
+
+
+def _as_2d(b, x, w, stride, padding, dilation, output_padding):
+    """Lift a 1-d convolution's operands and attributes to 2-d over a height of 1."""
+    x = b.call("reshape", [x], shape=x.shape[:2] + (1, x.shape[2]))
+    w = b.call("reshape", [w], shape=w.shape[:2] + (1, w.shape[2]))
+    return x, w, (1,) + stride, (0,) + padding, (1,) + dilation, (0,) + output_padding
+
+
+def transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padding, groups):
+    """ATen convolution(transposed=True) for 1-d and 2-d inputs (called from nn._convolution)."""
+    nd = w.type.ndim - 2
+    if nd not in (1, 2) or x.type.ndim != nd + 2:
+        raise UnsupportedOpError(f"{nd}-d transposed convolution")
+    x, w = b.promote(x, w)
+    if not is_float(x.dtype):
+        raise UnsupportedOpError("integer convolution")
+    attrs = [_tuple(v, nd) for v in (stride, padding, dilation, output_padding)]
+    if nd == 1:
+        x, w, *attrs = _as_2d(b, x, w, *attrs)
+    out = b.call("conv_transpose2d", [x, w], stride=attrs[0], padding=attrs[1], dilation=attrs[2],
+                 output_padding=attrs[3], groups=groups)
+    if bias is not None:
+        out = b.call("add", [out, b.call("reshape", [bias], shape=(-1, 1, 1))])
+    if nd == 1:
+        out = b.call("reshape", [out], shape=(out.shape[0], out.shape[1], out.shape[3]))
+    return out
+
+
+# -- gradients of conv2d ------------------------------------------------------------------------------------------------------
+def _wg_infer(types, kernel, stride=(1, 1), dilation=(1, 1), groups=1):
+    x, gy = types
+    return [TensorType((gy.shape[1], x.shape[1] // groups) + tuple(kernel), x.dtype)]
+
+
+def _wg(x, gy, kernel, stride=(1, 1), dilation=(1, 1), groups=1):
+    """dW[o, c, i, j] = sum over n, oh, ow of x[n, g*cg + c, oh*s + i*d, ow*s + j*d] * gy[n, o, oh, ow]."""
+    shape = _wg_infer([x, gy], kernel, stride, dilation, groups)[0].shape
+    n, o_, oh, ow = gy.shape
+    cg, og = x.shape[1] // groups, o_ // groups
+    rn, rh, rw = te.reduce_axis(n, "rn"), te.reduce_axis(oh, "rh"), te.reduce_axis(ow, "rw")
+
+    def body(o, c, i, j):
+        ch = c if groups == 1 else binary("idiv", o, as_expr(og)) * cg + c
+        xv = x[rn[0], ch, rh[0] * stride[0] + i * dilation[0], rw[0] * stride[1] + j * dilation[1]]
+        return te.sum_(xv * gy[rn[0], o, rh[0], rw[0]], [rn, rh, rw])
+    return te.compute(shape, body, "conv2d_weight_grad")
+
+
+def _wg_ref(x, gy, kernel, stride=(1, 1), dilation=(1, 1), groups=1):
+    n, o_, oh, ow = gy.shape
+    cg, og = x.shape[1] // groups, o_ // groups
+    out = np.zeros((o_, cg) + tuple(kernel))
+    for g in range(groups):
+        xs = x[:, g * cg:(g + 1) * cg].astype(np.float64)
+        gs = gy[:, g * og:(g + 1) * og].astype(np.float64)
+        for i in range(kernel[0]):
+            for j in range(kernel[1]):
+                patch = xs[:, :, i * dilation[0]: i * dilation[0] + stride[0] * (oh - 1) + 1: stride[0],
+                           j * dilation[1]: j * dilation[1] + stride[1] * (ow - 1) + 1: stride[1]]
+                out[g * og:(g + 1) * og, :, i, j] = np.einsum("nchw,nohw->oc", patch, gs)
+    return out.astype(x.dtype)
+
+
+register(OpDef("conv2d_weight_grad", Kind.REDUCTION, _wg_infer, _wg_ref, _wg, {}, None,
+               lambda rng: [([rand(rng, (2, 3, 7, 8)), rand(rng, (2, 4, 5, 6))], {"kernel": (3, 3)}),
+                            ([rand(rng, (2, 4, 9, 9)), rand(rng, (2, 6, 4, 3))],
+                             {"kernel": (3, 2), "stride": (2, 3), "dilation": (1, 2), "groups": 2})],
+               FLT))
+
+
+def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
+                          output_mask):
+    if transposed:
+        raise UnsupportedOpError("backward of a transposed convolution")
+    nd = w.type.ndim - 2
+    if nd not in (1, 2):
+        raise UnsupportedOpError(f"backward of a {nd}-d convolution")
+    gy, x, w = b.promote(gy, x, w)
+    if not is_float(x.dtype):
+        raise UnsupportedOpError("integer convolution")
+    stride, padding, dilation = (_tuple(v, nd) for v in (stride, padding, dilation))
+    x4, w4, gy4 = x, w, gy
+    if nd == 1:
+        x4, w4, stride, padding, dilation, _ = _as_2d(b, x, w, stride, padding, dilation, (0,))
+        gy4 = b.call("reshape", [gy], shape=gy.shape[:2] + (1, gy.shape[2]))
+    gx = gw = gb = None
+    if output_mask[0]:
+        size = [_ct_size(gy4.shape[2 + a], w4.shape[2 + a], stride[a], padding[a], dilation[a], 0) for a in range(2)]
+        extra = tuple(x4.shape[2 + a] - size[a] for a in range(2))
+        if min(extra) < 0:
+            raise ShapeError("convolution_backward: output gradient larger than the input allows")
+        # conv_transpose's weight layout is (in, out/groups): here "in" are the forward's outputs
+        gx = b.call("conv_transpose2d", [gy4, w4], stride=stride, padding=padding, dilation=dilation,
+                    output_padding=extra, groups=groups)
+        if nd == 1:
+            gx = b.call("reshape", [gx], shape=x.shape)
+    if output_mask[1]:
+        xp = x4
+        if any(padding):
+            xp = b.call("pad", [x4], pad=(padding[1], padding[1], padding[0], padding[0]), value=0.0, mode="constant")
+        gw = b.call("conv2d_weight_grad", [xp, gy4], kernel=tuple(w4.shape[2:]), stride=stride, dilation=dilation,
+                    groups=groups)
+        if nd == 1:
+            gw = b.call("reshape", [gw], shape=w.shape)
+    if output_mask[2]:
+        gb = b.call("sum", [gy], axes=(0,) + tuple(range(2, gy.type.ndim)), keepdim=False)
+    return gx, gw, gb
+
+
+register_aten("aten.convolution_backward.default", _convolution_backward)

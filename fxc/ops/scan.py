@@ -1,0 +1,264 @@
+"""Ops along one dim that carry state from element to element: cumulative sum/product/logsumexp,
+cumulative max/min with indices, and a stable sort (values + indices) that topk, kthvalue and argsort
+are built from.
+
+All are `te.extern` ops: the loop IR walks each row (the dim, for every position of the other dims) in
+order; rows run in parallel. Sort is a bottom-up merge sort with a row of scratch per thread; ties keep
+their input order, and NaN sorts as the largest value (as in PyTorch).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..lowering import te
+from ..lowering.expr import (ITEMSIZE, Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum,
+                             select, unary)
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
+from ..relay_like.graph import TensorType
+from .common import norm_axis, rand
+from .registry import Kind, OpDef, register, register_aten
+
+NUM = ("float32", "float64", "int32", "int64", "int8", "uint8")
+FLT = ("float32", "float64")
+SCRATCH_LIMIT = 1 << 20       # bytes of per-thread sort scratch (a row of values and indices)
+
+
+def _rows(shape, dim):
+    d = norm_axis(dim, len(shape))
+    return math.prod(shape[:d]), (shape[d] if shape else 1), math.prod(shape[d + 1:])
+
+
+def _row_loop(shape, dim, body, cost: int):
+    """for every row (outer x inner positions, in parallel when worth it): body(at) where at(k) is the flat
+    index of element k of the row."""
+    outer, n, inner = _rows(shape, dim)
+    p = Var("row")
+    o = p if inner == 1 else binary("idiv", p, as_expr(inner))
+    j = as_expr(0) if inner == 1 else binary("imod", p, as_expr(inner))
+    at = lambda k: o * (n * inner) + k * inner + j
+    rows = outer * inner
+    kind = "parallel" if rows > 1 and rows * cost >= 1 << 15 else "serial"
+    return For(p, rows, body(at), kind)
+
+
+def _nan_or(x, c):
+    return binary("or", unary("isnan", x), c) if is_float(x.dtype) else c
+
+
+# -- cumulative sum / product / logsumexp ---------------------------------------------------------------------------------
+def _logaddexp(a, x):
+    hi, lo = maximum(a, x), minimum(a, x)
+    inf = Const(math.inf, a.dtype)
+    easy = binary("or", compare("eq", lo, -inf), compare("eq", hi, inf))
+    return select(easy, hi, hi + unary("log1p", unary("exp", lo - hi)))
+
+
+_SCANS = {"cumsum": (0, lambda a, x: a + x), "cumprod": (1, lambda a, x: a * x),
+          "logcumsumexp": (-math.inf, _logaddexp)}
+
+
+def _scan_compute(kind):
+    init, comb = _SCANS[kind]
+
+    def compute(x, dim):
+        n = _rows(x.shape, dim)[1]
+
+        def lower(outs, ins):
+            out, xb = outs[0], ins[0]
+            acc = Buffer("acc", x.dtype, 1, "local")
+            z, k = as_expr(0), Var("k")
+
+            def row(at):
+                step = seq(Store(acc, z, comb(acc[z], xb[at(k)])), Store(out, at(k), acc[z]))
+                start = Const(init, x.dtype) if is_float(x.dtype) else as_expr(init, x.dtype)
+                return Allocate(acc, seq(Store(acc, z, start), For(k, n, step)))
+            return _row_loop(x.shape, dim, row, n)
+        return te.extern([(x.shape, x.dtype)], [x], lower, kind)[0]
+    return compute
+
+
+def _scan_ref(kind):
+    def ref(x, dim):
+        if kind == "logcumsumexp":
+            with np.errstate(all="ignore"):
+                return np.logaddexp.accumulate(x.astype(np.float64), axis=dim).astype(x.dtype)
+        return (np.cumsum if kind == "cumsum" else np.cumprod)(x, axis=dim, dtype=x.dtype)
+    return ref
+
+
+def _cum_aten(kind):
+    def conv(b, x, dim, dtype=None):
+        out = dtype or (x.dtype if is_float(x.dtype) else "int64")
+        if kind == "logcumsumexp" and not is_float(out):
+            raise UnsupportedOpError("logcumsumexp of an integer tensor")
+        x = b.as_tensor(x, out)
+        if x.type.ndim == 0:
+            return b.call("copy", [x]) if kind != "logcumsumexp" else b.call("copy", [x])
+        return b.call(kind, [x], dim=dim)
+    return conv
+
+
+for _kind in _SCANS:
+    register(OpDef(_kind, Kind.OPAQUE, lambda t, dim: [t[0]], _scan_ref(_kind), _scan_compute(_kind),
+                   {f"aten.{_kind}.default": _cum_aten(_kind)}, None,
+                   (lambda kind: lambda rng: [([rand(rng, (3, 7), low=-1.0, high=1.0)], {"dim": 1}),
+                                              ([rand(rng, (5, 2, 3), low=-1.0, high=1.0)], {"dim": 0}),
+                                              ([rand(rng, (4, 9), "int64" if kind != "logcumsumexp" else "float64")], {"dim": -1})])(_kind),
+                   NUM if _kind != "logcumsumexp" else FLT))
+
+
+# -- cummax / cummin: running extreme and the (last) index reaching it ------------------------------------------------------
+def _cumext_compute(kind):
+    def compute(x, dim):
+        n = _rows(x.shape, dim)[1]
+
+        def lower(outs, ins):
+            vals, idxs, xb = outs[0], outs[1], ins[0]
+            acc, pos = Buffer("acc", x.dtype, 1, "local"), Buffer("pos", "int64", 1, "local")
+            z, k = as_expr(0), Var("k")
+
+            def row(at):
+                v = xb[at(k)]
+                better = compare("ge" if kind == "cummax" else "le", v, acc[z])
+                take = binary("or", compare("eq", k, z), _nan_or(v, better))
+                step = IfThen(take, seq(Store(acc, z, v), Store(pos, z, k)))
+                return Allocate(acc, Allocate(pos, For(k, n, seq(step, Store(vals, at(k), acc[z]), Store(idxs, at(k), pos[z])))))
+            return _row_loop(x.shape, dim, row, n)
+        return te.extern([(x.shape, x.dtype), (x.shape, "int64")], [x], lower, kind)
+    return compute
+
+
+def _cumext_ref(kind):
+    def ref(x, dim):
+        xm = np.moveaxis(x, dim, -1)
+        vals, idxs = np.empty_like(xm), np.zeros(xm.shape, np.int64)
+        for r in np.ndindex(*xm.shape[:-1]):
+            best, at = None, 0
+            for k, v in enumerate(xm[r]):
+                if k == 0 or (v != v) or (v >= best if kind == "cummax" else v <= best):
+                    if best is None or best == best or v != v:
+                        best, at = v, k
+                vals[r + (k,)], idxs[r + (k,)] = best, at
+        return np.ascontiguousarray(np.moveaxis(vals, -1, dim)), np.ascontiguousarray(np.moveaxis(idxs, -1, dim))
+    return ref
+
+
+for _kind in ("cummax", "cummin"):
+    register(OpDef(_kind, Kind.OPAQUE, lambda t, dim: [t[0], TensorType(t[0].shape, "int64")], _cumext_ref(_kind),
+                   _cumext_compute(_kind), {f"aten.{_kind}.default": (lambda k: lambda b, x, dim: b.call(k, [x], dim=dim))(_kind)},
+                   None, lambda rng: [([np.array([[1, 3, 3, np.nan, 2, np.nan, 5], [4, 4, 1, 1, 6, 0, 6]], "float32")], {"dim": 1}),
+                                      ([rand(rng, (6, 3), "int32")], {"dim": 0})],
+                   NUM))
+
+
+# -- sort (stable merge sort), and what is built from it ------------------------------------------------------------------------
+def _before(a, b, descending):
+    """a goes strictly before b (NaN is the largest value)."""
+    if descending:
+        c = compare("gt", a, b)
+        return binary("or", c, binary("and", unary("isnan", a), unary("not", unary("isnan", b)))) if is_float(a.dtype) else c
+    c = compare("lt", a, b)
+    return binary("or", c, binary("and", unary("isnan", b), unary("not", unary("isnan", a)))) if is_float(a.dtype) else c
+
+
+def _sort_check(types, dim=-1, descending=False):
+    n = _rows(types[0].shape, dim)[1]
+    if n * (ITEMSIZE[types[0].dtype] + 8) > SCRATCH_LIMIT:
+        return f"rows of {n} elements need more sort scratch than {SCRATCH_LIMIT} bytes"
+    return None
+
+
+def _sort_compute(x, dim=-1, descending=False):
+    n = _rows(x.shape, dim)[1]
+    widths = []
+    while (1 << len(widths)) < n:
+        widths.append(1 << len(widths))
+
+    def lower(outs, ins):
+        vals, idxs, xb = outs[0], outs[1], ins[0]
+        sv, si = Buffer("sv", x.dtype, n, "local"), Buffer("si", "int64", n, "local")
+        pi, pj = Buffer("pi", "int64", 1, "local"), Buffer("pj", "int64", 1, "local")
+        z = as_expr(0)
+
+        def row(at):
+            out_side = (vals, idxs, at)
+            scratch = (sv, si, lambda k: k)
+            # the data ping-pongs between the output row and the scratch row; start so it ends in the output
+            sides = [out_side, scratch] if len(widths) % 2 == 0 else [scratch, out_side]
+            k = Var("k")
+            v0, i0, a0 = sides[0]
+            stmts = [For(k, n, seq(Store(v0, a0(k), xb[at(k)]), Store(i0, a0(k), k)))]
+            for p, w in enumerate(widths):
+                (srcv, srci, sa), (dstv, dsti, da) = sides[p % 2], sides[(p + 1) % 2]
+                blk, k = Var("blk"), Var("k")
+                s = blk * (2 * w)
+                mid, end = minimum(s + w, as_expr(n)), minimum(s + 2 * w, as_expr(n))
+                i, j, right = Var("i"), Var("j"), Var("right", "bool")
+                li, rj = minimum(i, as_expr(n - 1)), minimum(j, as_expr(n - 1))
+                take_right = binary("and", compare("lt", j, end),
+                                    binary("or", compare("ge", i, mid), _before(srcv[sa(rj)], srcv[sa(li)], descending)))
+                one = lambda c: cast("int64", c)
+                merge = LetStmt(i, pi[z], LetStmt(j, pj[z], LetStmt(right, take_right, seq(
+                    Store(dstv, da(s + k), select(right, srcv[sa(rj)], srcv[sa(li)])),
+                    Store(dsti, da(s + k), select(right, srci[sa(rj)], srci[sa(li)])),
+                    Store(pi, z, i + one(unary("not", right))),
+                    Store(pj, z, j + one(right))))))
+                stmts.append(For(blk, -(-n // (2 * w)), seq(
+                    Store(pi, z, s), Store(pj, z, mid),
+                    For(k, 2 * w, IfThen(compare("lt", s + k, end), merge)))))
+            return Allocate(sv, Allocate(si, Allocate(pi, Allocate(pj, seq(*stmts)))))
+        return _row_loop(x.shape, dim, row, n * max(len(widths), 1))
+    return te.extern([(x.shape, x.dtype), (x.shape, "int64")], [x], lower, "sort")
+
+
+def _sort_ref(x, dim=-1, descending=False):
+    def key(v):
+        nan = bool(v != v)
+        v = 0 if nan else v.item()
+        return (not nan, -v) if descending else (nan, v)
+    xm = np.moveaxis(x, dim, -1)
+    idx = np.empty(xm.shape, np.int64)
+    for r in np.ndindex(*xm.shape[:-1]):
+        row = xm[r]
+        idx[r] = sorted(range(len(row)), key=lambda k: key(row[k]))   # python's sort is stable
+    idx = np.ascontiguousarray(np.moveaxis(idx, -1, dim))
+    return np.take_along_axis(x, idx, axis=dim), idx
+
+
+def _sort_aten(b, x, dim=-1, descending=False, stable=None):
+    if x.type.ndim == 0:
+        return b.call("copy", [x]), b.const(np.zeros((), np.int64))
+    return b.call("sort", [x], dim=dim, descending=bool(descending))
+
+
+def _topk(b, x, k, dim=-1, largest=True, sorted=True):
+    d = norm_axis(dim, x.type.ndim)
+    vals, idxs = _sort_aten(b, x, d, largest)
+    return tuple(b.call("slice", [t], dim=d, start=0, end=k, step=1) for t in (vals, idxs))
+
+
+def _kthvalue(b, x, k, dim=-1, keepdim=False):
+    d = norm_axis(dim, x.type.ndim)
+    vals, idxs = _sort_aten(b, x, d, False)
+    outs = []
+    for t in (vals, idxs):
+        t = b.call("slice", [t], dim=d, start=k - 1, end=k, step=1)
+        outs.append(t if keepdim else b.call("reshape", [t], shape=x.shape[:d] + x.shape[d + 1:]))
+    return tuple(outs)
+
+
+register(OpDef("sort", Kind.OPAQUE, lambda t, dim=-1, descending=False: [t[0], TensorType(t[0].shape, "int64")],
+               _sort_ref, _sort_compute,
+               {"aten.sort.default": _sort_aten,
+                "aten.sort.stable": lambda b, x, stable=None, dim=-1, descending=False: _sort_aten(b, x, dim, descending)},
+               None, lambda rng: [([rand(rng, (3, 13))], {"dim": 1}),
+                                  ([np.array([[2, 1, np.nan, 1, 2, -np.inf, 0, np.nan]], "float32")], {"dim": 1, "descending": True}),
+                                  ([np.array([[2, 1, np.nan, 1, 2, -np.inf, 0, np.nan]], "float64")], {"dim": -1}),
+                                  ([rand(rng, (16, 3), "int32")], {"dim": 0, "descending": True}),
+                                  ([rand(rng, (2, 1, 5), "int64")], {"dim": 1})],
+               NUM, _sort_check))
+register_aten("aten.topk.default", _topk)
+register_aten("aten.kthvalue.default", _kthvalue)
