@@ -257,6 +257,61 @@ def test_c_example_matches_pytorch(case, tmp_path):
     assert p.returncode == 1 and "params.bin" in p.stderr
 
 
+THREADS_C = r"""
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "fxc_model.h"
+#define T 4
+static void *in[FXC_NUM_INPUTS + 1], *out[T][FXC_NUM_OUTPUTS + 1];
+static int rc[T];
+static void *work(void *arg) {
+    int t = (int)(size_t)arg;
+    for (int k = 0; k < 20 && !rc[t]; k++) rc[t] = fxc_main((const void **)in, out[t]);
+    return NULL;
+}
+int main(int argc, char **argv) {
+    /* usage: threads ARTIFACT_DIR INPUT0 OUTPUT0 (a model with one input and one output) */
+    if (argc != 4 || fxc_init(argv[1])) { fprintf(stderr, "init: %s\n", fxc_last_error()); return 1; }
+    in[0] = malloc(fxc_input_info(0)->nbytes);
+    FILE *f = fopen(argv[2], "rb");
+    if (!f || fread(in[0], 1, fxc_input_info(0)->nbytes, f) != fxc_input_info(0)->nbytes) return 1;
+    fclose(f);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < fxc_num_outputs(); i++) out[t][i] = calloc(1, fxc_output_info(i)->nbytes + 1);
+    pthread_t th[T];
+    for (int t = 0; t < T; t++) pthread_create(&th[t], NULL, work, (void *)(size_t)t);
+    for (int t = 0; t < T; t++) pthread_join(th[t], NULL);
+    for (int t = 0; t < T; t++) {
+        if (rc[t]) { fprintf(stderr, "thread %d: %s\n", t, fxc_last_error()); return 1; }
+        for (int i = 0; i < fxc_num_outputs(); i++)
+            if (memcmp(out[t][i], out[0][i], fxc_output_info(i)->nbytes)) { fprintf(stderr, "differ\n"); return 1; }
+    }
+    f = fopen(argv[3], "wb");
+    if (!f || fwrite(out[0][0], 1, fxc_output_info(0)->nbytes, f) != fxc_output_info(0)->nbytes) return 1;
+    fclose(f);
+    printf("ok\n");
+    return 0;
+}
+"""
+
+
+def test_c_entry_from_several_threads(artifact, tmp_path):
+    """fxc_main from 4 threads at once (20 runs each) gives PyTorch's output in every thread."""
+    path, x, expected = artifact
+    x.tofile(tmp_path / "x.bin")
+    d = extract(path, tmp_path / "model")
+    (tmp_path / "threads.c").write_text(THREADS_C)
+    cc = subprocess.run(["gcc", "-std=c11", "-O2", "-pthread", str(tmp_path / "threads.c"), "-I", str(d), "-L", str(d),
+                         "-lfxc_model", f"-Wl,-rpath,{d}", "-o", str(tmp_path / "threads")], capture_output=True, text=True)
+    assert cc.returncode == 0, cc.stderr
+    p = subprocess.run([str(tmp_path / "threads"), str(d), str(tmp_path / "x.bin"), str(tmp_path / "y.bin")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "ok", p.stderr
+    assert_close_np(np.fromfile(tmp_path / "y.bin", np.float32).reshape(expected.shape), expected)
+
+
 # ------------------------------------------------------------------------------------------- bad artifacts
 
 def _rewrite(src: Path, dst: Path, manifest=None, parts=None, extra=None) -> Path:

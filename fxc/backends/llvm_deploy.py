@@ -24,7 +24,7 @@ HEADER = r"""/* fxc_model.h: plain C entry points of an fxc-compiled model (gene
  *   fxc_main(in, out)    runs the model: in[i] / out[i] point to contiguous row-major buffers of the
  *                        shapes and dtypes below; 0 on success; reentrant (workspace per call)
  *   fxc_free()           releases the params
- *   fxc_last_error()     a message for the last nonzero return code
+ *   fxc_last_error()     a message for this thread's last nonzero return code
  *
  * Signature of this model:
 {signature}
@@ -92,7 +92,7 @@ static const fxc_tensor_info outputs_info[] = {{ {outputs} }};
 static const uint64_t const_offsets[] = {{ {offsets} }};
 static void *params = NULL;
 static void *consts[NUM_CONSTS + 1];
-static char last_error[512] = "";
+static _Thread_local char last_error[512] = "";   /* per thread: fxc_main may run on several */
 static const char interface_json[] = {interface};
 
 static int fail(int code, const char *msg, const char *arg) {{
