@@ -81,7 +81,7 @@ def capture(model: torch.nn.Module, example_inputs: tuple):
         where = f"{type(model).__name__}{_user_frame(e)}"
         if not isinstance(e, _graph_breaks()):
             raise FxcError(f"torch.export could not capture {where} ({type(e).__name__}: {first}); "
-                                     f"check that the model runs in eager PyTorch on these example inputs") from e
+                           f"check that the model runs in eager PyTorch on these example inputs") from e
         raise UnsupportedOpError(f"graph break in {where}: torch.export could not capture it as one graph "
                                  f"({type(e).__name__}: {first}); fxc.from_torch needs a single graph: replace "
                                  f"data-dependent control flow (Python `if` on a tensor value, .item(), .tolist()) "
