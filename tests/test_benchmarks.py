@@ -1,0 +1,61 @@
+"""Smoke test of the benchmark harness (benchmarks/run.py): --quick, eager + fxc, one model; checks the JSON."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_harness(tmp_path, *args):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "benchmarks.run", "--out", str(tmp_path), *args],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    files = sorted(tmp_path.glob("bench-*.json"))
+    assert len(files) == 1, list(tmp_path.iterdir())
+    return json.loads(files[0].read_text()), p.stdout
+
+
+@pytest.mark.slow
+def test_quick_run_eager_and_fxc(tmp_path):
+    report, out = _run_harness(tmp_path, "--quick", "--models", "resnet18:1", "--peers", "eager",
+                               "--runs", "3", "--no-subprocess-compile")
+    meta = report["meta"]
+    assert meta["threads"] >= 1 and "threads" in meta["notes"][0]
+    [wl] = report["workloads"]
+    assert (wl["model"], wl["batch"], wl["dtype"]) == ("resnet18", 1, "float32")
+    assert 3.0 < wl["gflop"] < 4.5                      # ResNet-18 at 224x224: ~3.6 GFLOP (2 per MAC)
+    assert set(wl["peers"]) == {"eager", "fxc"}
+    for name, r in wl["peers"].items():
+        assert r["available"], r
+        assert r["runs"] == 3
+        assert 0 < r["min_ms"] <= r["median_ms"]
+        assert r["compile_s"] > 0 and r["gflops"] > 0
+        assert r["max_abs_err"] < 1e-3
+    assert wl["peers"]["eager"]["max_abs_err"] == 0.0
+    assert wl["peers"]["fxc"]["time_vs_fxc"] == 1.0
+    eager = wl["peers"]["eager"]
+    assert eager["time_vs_fxc"] == pytest.approx(eager["median_ms"] / wl["peers"]["fxc"]["median_ms"])
+    mem = wl["fxc_memory"]
+    assert 0 < mem["workspace_bytes"] <= mem["intermediate_bytes"], mem
+    assert "PyTorch eager" in out and "time/fxc" in out
+    try:
+        import matplotlib  # noqa: F401
+        assert len(list(tmp_path.glob("bench-*.png"))) == 1
+    except ImportError:
+        assert "matplotlib is not installed" in out
+
+
+def test_compile_time_subprocess_and_unavailable_peer(tmp_path):
+    # the cold-process compile measurement, on the cheapest peer; a peer without a twin is reported, not fatal
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.run import compile_in_subprocess, parse_args
+    args = parse_args(["--quick"])
+    res = compile_in_subprocess("eager", "resnet18", 1, args, tmp_path)
+    assert res.get("compile_cold_s", 0) > 0 and "compile_warm_s" not in res, res
+    res = compile_in_subprocess("mxnet", "bert", 1, args, tmp_path)
+    assert "compile_cold_s" not in res and "compile_cold_error" in res, res
