@@ -544,15 +544,22 @@ class ModuleWriter:
         self.decls.setdefault(fn, f"declare {ret} @{fn}({', '.join(args)})")
 
     def loop_md(self, kind: str):
-        # vectorize loops are left to LLVM's cost model (forcing it warns where libm calls block it)
-        props = {"unroll": ['!{!"llvm.loop.unroll.full"}']}.get(kind)
-        if props is None:
-            return None
-        ids = []
-        for p in props:
-            k = len(self.md)
-            self.md.append(f"!{k} = {p}")
-            ids.append(f"!{k}")
+        """Loop metadata. Vector work is explicit in the loop IR, so LLVM's loop vectorizer and unroller
+        only see the loops that ask for them (kind vectorize / unroll); every other loop keeps its
+        shape, which also keeps optimisation time proportional to the code we emit."""
+        props = {"unroll": ['!{!"llvm.loop.unroll.full"}'],
+                 "vectorize": ['!{!"llvm.loop.unroll.disable"}']}.get(
+            kind, ['!{!"llvm.loop.unroll.disable"}', '!{!"llvm.loop.vectorize.enable", i1 false}'])
+        key = tuple(props)
+        if key in self.loop_mds:
+            ids = self.loop_mds[key]
+        else:
+            ids = []
+            for p in props:
+                k = len(self.md)
+                self.md.append(f"!{k} = {p}")
+                ids.append(f"!{k}")
+            self.loop_mds[key] = ids
         k = len(self.md)
         self.md.append(f"!{k} = distinct !{{!{k}, {', '.join(ids)}}}")
         return f"!{k}"
@@ -561,7 +568,7 @@ class ModuleWriter:
         w = FunctionWriter(self, k.name, k.params, "%args")
         w.load_params("%args")
         w.stmt(k.body)
-        self.functions.append(w.finish(f"define internal void @{k.name}(ptr noalias %args) nounwind"))
+        self.functions.append(w.finish(f"define internal void @{k.name}(ptr noalias %args) nounwind noinline"))
 
     def entry(self, calls: list, name: str = "fxc_run"):
         """calls: list of (kernel name, [(slot kind, index or byte offset)]). Slot kinds: in, out, const, work."""

@@ -31,7 +31,7 @@ def row_tile(rows: int, nv: int) -> int:
     limit = max(1, min(ACC_REGISTERS // nv, 14 if nv > 1 else 24))
     if rows <= limit:
         return rows
-    for mr in range(limit, max(limit // 2, 1) - 1, -1):
+    for mr in range(limit, max(limit * 3 // 4, 1) - 1, -1):
         if rows % mr == 0:
             return mr
     return limit

@@ -19,9 +19,10 @@ def _blocks(n: int, nv: int) -> int:
     return -(-(-(-n // LANES)) // nv) * nv
 
 
-def _lane_vectors(n: int) -> int:
-    """Vectors of LANES columns per register tile: 2 where the width allows it."""
-    return 2 if n > LANES else 1
+def _lane_vectors(n: int, rows: int = 14) -> int:
+    """Vectors of LANES columns per register tile: 2 where the width allows it, 3 when the tile has
+    few rows (a 7-wide output row) so the accumulators still fill the registers."""
+    return max(1, min(3 if rows < 10 else 2, -(-n // LANES)))
 
 
 def pack_weights(g):
@@ -38,7 +39,7 @@ def pack_weights(g):
         if n.op == "conv2d" and n.attrs.get("groups", 1) == 1 and n.outputs[0].dtype == "float32":
             x, w = n.inputs
             o = w.shape[0]
-            nv = _lane_vectors(o)
+            nv = _lane_vectors(o, n.outputs[0].shape[3])
             wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES)).outputs[0]
             rep = add("conv2d_packed", [x, wp], dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
                                                      dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
