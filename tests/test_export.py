@@ -4,7 +4,6 @@ Also: the runtime's import boundary (no torch, llvmlite or compiler module), eve
 (truncated, corrupt, tampered, unknown version, wrong input, missing device) and atomic writes.
 """
 import hashlib
-import io
 import json
 import os
 import subprocess
