@@ -91,7 +91,7 @@ def export(compiled, path) -> Path:
         "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels),
     }
     iface = json.dumps(interface(manifest), sort_keys=True, separators=(",", ":"))
-    header, source = llvm_deploy.render_c(module, [r["offset"] for r in records], len(params), __version__,
+    header, source = llvm_deploy.render_c(module, [r["offset"] for r in records], params, __version__,
                                           nbytes, iface)
     parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
              HEADER: header.encode(), C_SOURCE: source.encode()}

@@ -250,6 +250,11 @@ def test_c_example_matches_pytorch(case, tmp_path):
     p = subprocess.run([str(exe), str(d), str(tmp_path / "short.bin"), *ins[1:], *outs], capture_output=True,
                        text=True, timeout=60)
     assert p.returncode == 1 and "expected" in p.stderr
+    # fxc_init refuses a damaged params.bin of the right size
+    params = (d / PARAMS).read_bytes()
+    (d / PARAMS).write_bytes(params[:-1] + bytes([params[-1] ^ 0x10]))
+    p = subprocess.run([str(exe), str(d), *ins, *outs], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "checksum" in p.stderr, p.stderr
     # fxc_init without the params file fails cleanly
     os.unlink(d / PARAMS)
     p = subprocess.run([str(exe), str(d), *ins, *outs], capture_output=True, text=True, timeout=60)

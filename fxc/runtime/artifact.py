@@ -247,7 +247,8 @@ def load(path) -> ArtifactModule:
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise TargetError(f"cannot load the artifact's library on this machine ({e}); it needs libgomp, libm "
-                          f"and libc (Debian: apt-get install libgomp1)") from None
+                          f"and libc (Debian: apt-get install libgomp1) and a temporary folder that allows "
+                          f"executables (set TMPDIR if {tempfile.gettempdir()} is mounted noexec)") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
