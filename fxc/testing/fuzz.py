@@ -6,7 +6,10 @@ reshape/permute/slice/cat/expand. It is compiled with `torch.compile(backend="fx
 eager. A failing case is shrunk to a minimal program and saved as a JSON reproducer (tests/regressions/
 runs every saved one).
 
-    .venv/bin/python -m fxc.testing.fuzz --count N --seed S [--save-dir tests/regressions]
+    .venv/bin/python -m fxc.testing.fuzz --count N --seed S [--batch 8] [--save-dir tests/regressions]
+
+Programs are compiled `--batch` at a time as one function (one trace, one build; independent programs do
+not fuse with each other); a batch with a failure is re-checked program by program.
 
 A program is plain JSON: `{"seed", "inputs": [shape, ...], "steps": [{"op", "args", "params"}],
 "outputs": [ref, ...]}`, where a ref indexes the values (inputs first, then one value per step).
@@ -66,6 +69,16 @@ OPS = {
     "cat": lambda a, p: torch.cat(a, p["dim"]), "expand": lambda a, p: a[0].expand(p["shape"]),
     "unsqueeze": lambda a, p: a[0].unsqueeze(p["dim"]), "flatten": lambda a, p: a[0].flatten(p["start"]),
     "contiguous_t": lambda a, p: a[0].transpose(0, -1).contiguous(),
+    "floor_divide": lambda a, p: torch.floor_divide(a[0], a[1] if len(a) > 1 else p["c"]),
+    "remainder": lambda a, p: torch.remainder(a[0], a[1] if len(a) > 1 else p["c"]),
+    "fmod": lambda a, p: torch.fmod(a[0], a[1] if len(a) > 1 else p["c"]),
+    "sign": lambda a, p: torch.sign(a[0]), "round": lambda a, p: torch.round(a[0] * 3),
+    "clamp": lambda a, p: a[0].clamp(p["lo"], p["hi"]), "pow": lambda a, p: (a[0].abs() + 0.1) ** p["c"],
+    "var": lambda a, p: a[0].var(p["dims"], correction=p["correction"], keepdim=p["keepdim"]),
+    "index_select": lambda a, p: a[0].index_select(p["dim"], torch.tensor(p["index"], dtype=torch.int64)),
+    "flip": lambda a, p: a[0].flip(p["dims"]),
+    "pad": lambda a, p: F.pad(a[0], p["pad"], value=p["value"]),
+    "squeeze": lambda a, p: a[0].squeeze(p["dim"]),
 }
 
 
@@ -114,7 +127,7 @@ class _Gen:
 
     def random_shape(self):
         r = self.rng
-        rank = r.choice([1, 2, 2, 3, 3, 4, 4])
+        rank = r.choice([0, 1, 2, 2, 3, 3, 4, 4])
         while True:
             s = [r.choice([1, 2, 3, 4, 5, 7, 8, 16]) for _ in range(rank)]
             if math.prod(s) <= 1024:
@@ -126,7 +139,41 @@ class _Gen:
         sx = self.shape(x)
         rank = len(sx)
         kind = r.choice(["unary"] * 3 + ["binary"] * 3 + ["reduce", "softmax", "layer_norm", "matmul",
-                         "linear", "conv", "pool", "movement", "movement", "movement", "cat", "expand"])
+                         "linear", "conv", "pool", "movement", "movement", "movement", "cat", "expand",
+                         "discontinuous", "more"])
+        if kind == "discontinuous":
+            # floor/round-like ops jump at integers: a 1-ulp difference upstream would flip them, so they
+            # read fresh inputs (exact in both runs), never computed values
+            x = self.new_input(self.random_shape() if r.random() < 0.5 else sx)
+            op = r.choice(["floor_divide", "remainder", "fmod", "sign", "round"])
+            if op in ("sign", "round"):
+                return self.add_step(op, [x], {})
+            if r.random() < 0.5:
+                return self.add_step(op, [x], {"c": r.choice([0.1, 0.7, -0.7, 2.0, -3.0])})
+            return self.add_step(op, [x, self.broadcast_partner(self.shape(x))], {})
+        if kind == "more":
+            op = r.choice(["clamp", "pow", "var", "index_select", "flip", "pad", "squeeze"])
+            if op == "clamp":
+                lo = round(r.uniform(-1, 0.5), 2)
+                return self.add_step(op, [x], {"lo": lo, "hi": r.choice([None, lo + 0.5])})
+            if op == "pow":
+                return self.add_step(op, [x], {"c": r.choice([0.5, 2.0, 3.0, -1.0, 1.7])})
+            if op == "var" and rank:
+                dims = sorted(r.sample(range(rank), r.randint(1, rank)))
+                return self.add_step(op, [x], {"dims": dims, "correction": r.choice([0, 1]),
+                                               "keepdim": r.random() < 0.5})
+            if op == "index_select" and rank:
+                d = r.randrange(rank)
+                return self.add_step(op, [x], {"dim": d, "index": [r.randrange(sx[d]) for _ in range(r.randint(1, 5))]})
+            if op == "flip" and rank:
+                return self.add_step(op, [x], {"dims": sorted(r.sample(range(rank), r.randint(1, rank)))})
+            if op == "pad" and rank:
+                n = r.randint(1, min(rank, 3))
+                return self.add_step(op, [x], {"pad": [r.randint(0, 2) for _ in range(2 * n)],
+                                               "value": r.choice([0.0, 1.5])})
+            if op == "squeeze" and rank:
+                return self.add_step(op, [x], {"dim": r.randrange(-rank, rank)})
+            return None
         if kind == "unary":
             op = r.choice(["relu", "sigmoid", "tanh", "exp", "neg", "abs", "gelu", "silu", "sqrt_abs",
                            "hardswish", "leaky_relu", "scale"])
@@ -140,8 +187,7 @@ class _Gen:
             args = [x, y] + ([self.new_input(self.shape(x))] if op == "where" else [])
             return self.add_step(op, args, {})
         if kind == "reduce":
-            k = r.randint(1, rank)
-            dims = sorted(r.sample(range(rank), k))
+            dims = sorted(r.sample(range(rank), r.randint(1, rank))) if rank else [r.choice([0, -1])]
             return self.add_step(r.choice(["sum", "mean", "amax", "amin"]), [x],
                                  {"dims": dims, "keepdim": r.random() < 0.5})
         if kind == "softmax":
@@ -281,8 +327,30 @@ def make_inputs(program: dict) -> list:
 def check(program: dict, target: str = "llvm") -> str | None:
     """Compile and compare; None when correct, else a one-line description ('wrong: ...', 'crashed: ...')."""
     import torch._dynamo
-    fn = make_fn(program)
-    inputs = make_inputs(program)
+    return _compare_fn(make_fn(program), make_inputs(program), target)
+
+
+def check_batch(programs: list, target: str = "llvm") -> list:
+    """Check several programs compiled together as one function (one trace, one build: faster); a batch
+    with any failure is re-checked program by program. Returns one result per program (see `check`)."""
+    if len(programs) == 1:
+        return [check(programs[0], target)]
+    fns = [make_fn(p) for p in programs]
+    counts = [len(p["inputs"]) for p in programs]
+
+    def fn(*inputs):
+        outs, k = [], 0
+        for f, n in zip(fns, counts):
+            outs += list(f(*inputs[k:k + n]))
+            k += n
+        return tuple(outs)
+    inputs = [t for p in programs for t in make_inputs(p)]
+    ok = _compare_fn(fn, inputs, target) is None
+    return [None] * len(programs) if ok else [check(p, target) for p in programs]
+
+
+def _compare_fn(fn, inputs, target):
+    import torch._dynamo
     with torch.no_grad():
         expected = fn(*[t.clone() for t in inputs])
         torch._dynamo.reset()
@@ -383,21 +451,26 @@ def save_reproducer(program: dict, failure: str, save_dir) -> Path:
     return path
 
 
-def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=print, max_seconds=None) -> dict:
-    """Fuzz `count` programs (seeds seed..seed+count-1); failing ones are shrunk and saved."""
+def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=print, max_seconds=None,
+        batch: int = 8) -> dict:
+    """Fuzz `count` programs (seeds seed..seed+count-1), `batch` per compiled function; failing ones are
+    shrunk and saved."""
     from ..cache import atomic_write
     import logging
     logging.getLogger("fxc").setLevel(logging.ERROR)
     stats = {"graphs": 0, "wrong": 0, "crashed": 0, "failures": []}
     t0 = time.perf_counter()
-    for k in range(count):
-        s = seed + k
-        program = generate(s)
+    next_report = 50
+    for k0 in range(0, count, batch):
+        seeds = list(range(seed + k0, seed + min(k0 + batch, count)))
+        programs = [generate(s) for s in seeds]
         if save_dir:
-            atomic_write(Path(save_dir) / ".fuzz_current.json", json.dumps({"program": program}).encode())
-        failure = check(program, target)
-        stats["graphs"] += 1
-        if failure:
+            atomic_write(Path(save_dir) / ".fuzz_current.json", json.dumps({"program": programs[0], "batch": programs}).encode())
+        results = check_batch(programs, target)
+        stats["graphs"] += len(programs)
+        for s, program, failure in zip(seeds, programs, results):
+            if not failure:
+                continue
             stats[failure.split(":")[0]] += 1
             small = shrink(program, failure, target)
             f2 = check(small, target) or failure
@@ -405,10 +478,11 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
             stats["failures"].append({"seed": s, "failure": f2, "reproducer": str(path) if path else small})
             progress(f"seed {s}: {f2}\n  shrunk to {len(small['steps'])} steps"
                      + (f", saved {path}" if path else f": {json.dumps(small)}"))
-        if (k + 1) % 50 == 0 or k + 1 == count:
+        if stats["graphs"] >= next_report or stats["graphs"] == count:
+            next_report += 50
             el = time.perf_counter() - t0
-            progress(f"[{k + 1}/{count}] {stats['wrong']} wrong, {stats['crashed']} crashed "
-                     f"({el / (k + 1):.2f} s/graph)")
+            progress(f"[{stats['graphs']}/{count}] {stats['wrong']} wrong, {stats['crashed']} crashed "
+                     f"({el / stats['graphs']:.2f} s/graph)")
         if max_seconds and time.perf_counter() - t0 > max_seconds:
             break
     if save_dir:
@@ -423,6 +497,7 @@ def main(argv=None):
     p.add_argument("--target", default="llvm")
     p.add_argument("--save-dir", default="tests/regressions", help="where shrunk reproducers go ('' : nowhere)")
     p.add_argument("--max-seconds", type=float, help="stop after this long")
+    p.add_argument("--batch", type=int, default=8, help="programs compiled together per function (1: one each)")
     p.add_argument("--replay", help="check one saved reproducer (or .fuzz_current.json) and print the result")
     a = p.parse_args(argv)
     if a.replay:
@@ -431,7 +506,7 @@ def main(argv=None):
         print(r or "correct")
         return 1 if r else 0
     stats = run(a.count, a.seed, a.target, a.save_dir or None, progress=lambda m: print(m, flush=True),
-                max_seconds=a.max_seconds)
+                max_seconds=a.max_seconds, batch=a.batch)
     print(f"{stats['graphs']} graphs: {stats['wrong']} wrong, {stats['crashed']} crashed")
     return 1 if stats["wrong"] or stats["crashed"] else 0
 

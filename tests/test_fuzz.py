@@ -1,0 +1,51 @@
+"""Random-graph differential fuzzing (fxc/testing/fuzz.py): a short fixed-seed run, the shrinker on a
+deliberately broken op, and every saved reproducer in tests/regressions/."""
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+import fxc.ops.elementwise as elementwise
+from fxc.lowering.expr import unary as un
+from fxc.ops import registry
+from fxc.testing import fuzz
+
+REGRESSIONS = sorted((Path(__file__).parent / "regressions").glob("*.json"))
+
+
+def test_fixed_seed_run(target):
+    stats = fuzz.run(count=24, seed=0, target=target, save_dir=None, progress=lambda m: None, batch=8)
+    assert stats["graphs"] == 24
+    assert stats["wrong"] == 0 and stats["crashed"] == 0, stats["failures"]
+
+
+def test_programs_are_deterministic_json():
+    p = fuzz.generate(123)
+    assert json.loads(json.dumps(p)) == p == fuzz.generate(123)
+    assert p["steps"] and p["outputs"]
+
+
+@pytest.fixture
+def broken_tanh():
+    op = registry.get_op("tanh")
+    registry._REGISTRY["tanh"] = dataclasses.replace(op, compute=elementwise._map(lambda x: un("tanh", x * 1.1), "tanh"))
+    yield
+    registry._REGISTRY["tanh"] = op
+
+
+def test_a_wrong_kernel_is_found_and_shrunk(broken_tanh, tmp_path, target):
+    program = fuzz.generate(5)      # tanh -> transpose -> expand -> sub
+    assert "tanh" in [s["op"] for s in program["steps"]] and len(program["steps"]) >= 4
+    failure = fuzz.check(program, target)
+    assert failure and failure.startswith("wrong")
+    small = fuzz.shrink(program, failure, target)
+    assert [s["op"] for s in small["steps"]] == ["tanh"], small
+    path = fuzz.save_reproducer(small, failure, tmp_path)
+    assert fuzz.main(["--replay", str(path), "--target", target]) == 1
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=[p.stem for p in REGRESSIONS])
+def test_saved_reproducer(path, target):
+    case = json.loads(path.read_text())
+    assert fuzz.check(case["program"], target) is None, case["failure"]
