@@ -170,8 +170,6 @@ register(OpDef("conv2d_weight_grad", Kind.REDUCTION, _wg_infer, _wg_ref, _wg, {}
 
 def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding, groups,
                           output_mask):
-    if transposed:
-        raise UnsupportedOpError("backward of a transposed convolution")
     nd = w.type.ndim - 2
     if nd not in (1, 2):
         raise UnsupportedOpError(f"backward of a {nd}-d convolution")
@@ -183,6 +181,13 @@ def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, tr
     if nd == 1:
         x4, w4, stride, padding, dilation, _ = _as_2d(b, x, w, stride, padding, dilation, (0,))
         gy4 = b.call("reshape", [gy], shape=gy.shape[:2] + (1, gy.shape[2]))
+    if transposed:
+        gx, gw = _transposed_grads(b, gy4, x4, w4, stride, padding, dilation, groups, output_mask)
+        if nd == 1:
+            gx = gx if gx is None else b.call("reshape", [gx], shape=x.shape)
+            gw = gw if gw is None else b.call("reshape", [gw], shape=w.shape)
+        gb = b.call("sum", [gy], axes=(0,) + tuple(range(2, gy.type.ndim)), keepdim=False) if output_mask[2] else None
+        return gx, gw, gb
     gx = gw = gb = None
     if output_mask[0]:
         size = [_ct_size(gy4.shape[2 + a], w4.shape[2 + a], stride[a], padding[a], dilation[a], 0) for a in range(2)]
@@ -205,6 +210,23 @@ def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, tr
     if output_mask[2]:
         gb = b.call("sum", [gy], axes=(0,) + tuple(range(2, gy.type.ndim)), keepdim=False)
     return gx, gw, gb
+
+
+def _transposed_grads(b, gy, x, w, stride, padding, dilation, groups, output_mask):
+    """conv_transpose is the adjoint of conv2d: its input gradient is a conv2d of the output gradient,
+    its weight gradient the correlation of the output gradient (padded) with the input."""
+    gx = gw = None
+    gyp = gy
+    if any(padding):
+        gyp = b.call("pad", [gy], pad=(padding[1], padding[1], padding[0], padding[0]), value=0.0, mode="constant")
+    if output_mask[0]:
+        gx = b.call("conv2d", [gyp, w], stride=stride, dilation=dilation, groups=groups)
+        if tuple(gx.shape) != tuple(x.shape):
+            raise ShapeError(f"transposed convolution backward: input gradient {gx.shape} != input {x.shape}")
+    if output_mask[1]:
+        gw = b.call("conv2d_weight_grad", [gyp, x], kernel=tuple(w.shape[2:]), stride=stride, dilation=dilation,
+                    groups=groups)
+    return gx, gw
 
 
 register_aten("aten.convolution_backward.default", _convolution_backward)

@@ -194,7 +194,8 @@ def _np_truncdiv(a, b):
 
 binary("add", lambda a, b: (a + b).astype(a.dtype), lambda a, b: a + b, {})
 binary("sub", lambda a, b: (a - b).astype(a.dtype), lambda a, b: a - b, {})
-binary("mul", lambda a, b: (a * b).astype(a.dtype), lambda a, b: a * b, ["aten.mul.Tensor", "aten.mul.Scalar"])
+binary("mul", lambda a, b: (a * b).astype(a.dtype), lambda a, b: binary_expr("and", a, b) if a.dtype == "bool" else a * b,
+       ["aten.mul.Tensor", "aten.mul.Scalar"], dtypes=ALL)
 binary("div", lambda a, b: (a / b).astype(a.dtype), lambda a, b: a / b, {}, dtypes=NUM, promote="float",
        samples=lambda rng: [([rand(rng, (4, 1, 9)), positive(rng, (5, 1))], {})])
 def _floordiv(a, b):
@@ -308,3 +309,22 @@ _ATEN_EXTRA = {   # ATen overloads whose arguments need handling, by the op they
 for _table in _ATEN_EXTRA.values():
     for _target, _conv in _table.items():
         register_aten(_target, _conv)
+
+
+# -- randomized leaky relu in eval mode: the slope is the middle of its range (training draws random slopes) ----------
+def _rrelu(b, x, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
+    if training:
+        from ..errors import UnsupportedOpError
+        raise UnsupportedOpError("rrelu in training mode (random slopes)")
+    return b.call("leaky_relu", [x], slope=(float(lower) + float(upper)) / 2), noise
+
+
+def _rrelu_backward(b, grad, x, noise, lower, upper, training, self_is_result):
+    if training:
+        from ..errors import UnsupportedOpError
+        raise UnsupportedOpError("rrelu backward in training mode")
+    return b.call("where", [b.call("gt", [x, 0]), grad, b.call("mul", [grad, (float(lower) + float(upper)) / 2])])
+
+
+register_aten("aten.rrelu_with_noise_functional.default", _rrelu)
+register_aten("aten.rrelu_with_noise_backward.default", _rrelu_backward)

@@ -356,3 +356,40 @@ register_aten("aten.slice_scatter.default", _slice_scatter)
 register_aten("aten.copy.default", _copy)
 register_aten("aten.masked_fill.Scalar", _masked_fill)
 register_aten("aten.masked_fill.Tensor", _masked_fill)
+
+
+def _new_empty(b, x, size, stride=None, dtype=None, **_):
+    from .common import np_dtype
+    return b.const(np.zeros(tuple(size), dtype=np_dtype(dtype or x.dtype)))
+
+
+def _pad_backward(mode):
+    """Gradient of reflection/replication padding: the output gradient summed onto the input positions
+    each padded position was read from (an accumulating index_put with constant indices)."""
+    def conv(b, gy, x, padding):
+        k = len(padding) // 2
+        nd = x.type.ndim
+        dims, idx = tuple(range(nd - k, nd)), []
+        for a, d in enumerate(dims):
+            before = padding[2 * (nd - 1 - d)]
+            n, m = x.shape[d], gy.shape[d]
+            j = np.arange(m) - before
+            if mode == "replicate":
+                j = np.clip(j, 0, n - 1)
+            else:
+                j = np.abs(j)
+                j = np.where(j >= n, 2 * n - 2 - j, j)
+            shape = [1] * k
+            shape[a] = m
+            idx.append(b.const(j.astype(np.int64).reshape(shape)))
+        zeros = b.const(np.zeros(tuple(x.shape), dtype=np.dtype(gy.dtype)))
+        return b.call("index_put", [zeros, gy] + idx, dims=dims, accumulate=True)
+    return conv
+
+
+register_aten("aten.new_empty_strided.default", _new_empty)
+register_aten("aten.new_empty.default", lambda b, x, size, dtype=None, **_: _new_empty(b, x, size, dtype=dtype))
+register_aten("aten.new_zeros.default", lambda b, x, size, dtype=None, **_: _new_empty(b, x, size, dtype=dtype))
+for _k in (1, 2, 3):
+    register_aten(f"aten.replication_pad{_k}d_backward.default", _pad_backward("replicate"))
+    register_aten(f"aten.reflection_pad{_k}d_backward.default", _pad_backward("reflect"))

@@ -75,3 +75,29 @@ def _group_norm(b, x, weight, bias, N, C, HxW, group, eps):
 register_aten("aten._native_batch_norm_legit_functional.default", _bn_functional)
 register_aten("aten._native_batch_norm_legit.no_stats", _bn_no_stats)
 register_aten("aten.native_group_norm.default", _group_norm)
+
+
+# -- vector norms -------------------------------------------------------------------------------------------------------------
+def _vector_norm(b, x, ord=2, dim=None, keepdim=False, dtype=None):
+    dt = dtype or x.dtype
+    if not is_float(dt):
+        raise UnsupportedOpError("vector norm of an integer tensor")
+    x = b.as_tensor(x, dt)
+    axes = None if dim is None else ((dim,) if isinstance(dim, int) else tuple(dim))
+    if x.type.ndim == 0:
+        axes = None
+    if ord == math.inf or ord == -math.inf:
+        return b.call("amax" if ord > 0 else "amin", [b.call("abs", [x])], axes=axes, keepdim=keepdim)
+    if ord == 0:
+        return b.call("sum", [b.call("cast", [b.call("ne", [x, 0.0])], dtype=dt)], axes=axes, keepdim=keepdim)
+    if ord == 1:
+        return b.call("sum", [b.call("abs", [x])], axes=axes, keepdim=keepdim)
+    if ord == 2:
+        return b.call("sqrt", [b.call("sum", [b.call("mul", [x, x])], axes=axes, keepdim=keepdim)])
+    if not isinstance(ord, (int, float)) or ord < 0:
+        raise UnsupportedOpError(f"vector norm of order {ord}")
+    s = b.call("sum", [b.call("pow", [b.call("abs", [x]), float(ord)])], axes=axes, keepdim=keepdim)
+    return b.call("pow", [s, 1.0 / ord])
+
+
+register_aten("aten.linalg_vector_norm.default", _vector_norm)

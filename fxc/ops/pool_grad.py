@@ -10,7 +10,7 @@ from ..lowering import te
 from ..lowering.expr import Const, as_expr, is_float, binary, cast, compare, maximum, minimum, select
 from ..relay_like.graph import TensorType
 from .common import rand
-from .registry import Kind, OpDef, register
+from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")
 
@@ -142,3 +142,25 @@ register(OpDef("avg_pool2d_grad", Kind.REDUCTION, _grad_infer, _avg_grad_ref, _a
                             ([rand(rng, (2, 3, 4))], {"input_hw": (7, 9), "kernel": (2, 3), "stride": (2, 2), "padding": (0, 1),
                                                       "divisor_override": 4})],
                FLT))
+
+
+# -- adaptive average pooling's gradient: gi = A_h^T gy A_w with constant window-averaging matrices --------------------------
+def _window_matrix(n, o, dtype):
+    a = np.zeros((o, n), dtype=dtype)
+    for i in range(o):
+        s, e = (i * n) // o, -(-((i + 1) * n) // o)
+        a[i, s:e] = 1.0 / (e - s)
+    return a
+
+
+def _adaptive_avg_grad_aten(b, gy, x):
+    if not is_float(gy.dtype) or gy.type.ndim not in (3, 4):
+        raise UnsupportedOpError("adaptive average pooling gradient of a non-float or non-2-d tensor")
+    (H, W), (oh, ow) = x.shape[-2:], gy.shape[-2:]
+    ah = b.const(_window_matrix(H, oh, np.dtype(gy.dtype)))
+    aw = b.const(_window_matrix(W, ow, np.dtype(gy.dtype)))
+    t = b.call("matmul", [ah, gy], trans_a=True)
+    return b.call("matmul", [t, aw])
+
+
+register_aten("aten._adaptive_avg_pool2d_backward.default", _adaptive_avg_grad_aten)

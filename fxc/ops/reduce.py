@@ -181,6 +181,9 @@ for _name, _kind, _fn in (("argmax", "max", np.argmax), ("argmin", "min", np.arg
 
 def _max_dim(name, arg):
     def conv(b, x, dim, keepdim=False):
+        if x.dtype == "bool":   # extremes of a bool tensor: those of its 0/1 values
+            v, i = conv(b, b.as_tensor(x, "int32"), dim, keepdim)
+            return b.as_tensor(v, "bool"), i
         return b.call(name, [x], axes=(dim,), keepdim=keepdim), b.call(arg, [x], axis=dim, keepdim=keepdim)
     return conv
 
