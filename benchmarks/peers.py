@@ -93,7 +93,8 @@ def _fxc_version() -> str:
 # -- ONNX Runtime on torch.onnx.export -----------------------------------------------------------------
 def export_onnx(model, inputs, path: str) -> None:
     with torch.no_grad():
-        torch.onnx.export(_private(model), tuple(inputs), path, dynamo=True, external_data=False)
+        torch.onnx.export(_private(model), tuple(inputs), path, dynamo=True, external_data=False,
+                          verbose=False)
 
 
 def build_onnxruntime(model, inputs, threads) -> Runner:

@@ -46,7 +46,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="warm-up calls per peer after the first (default 3)")
     p.add_argument("--budget", type=float, default=None,
                    help="seconds of timed calls per peer and workload before it stops early, keeping at least "
-                        "5 runs (default 240; --quick 20)")
+                        "5 runs (default 120; --quick 20)")
     p.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                    help="threads for every peer (default: all cores this process may use)")
     p.add_argument("--seq-len", type=int, default=128, help="sequence length of the BERT inputs (default 128)")
@@ -57,7 +57,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--compile-worker", nargs=3, metavar=("PEER", "MODEL", "BATCH"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.runs = a.runs or (5 if a.quick else 30)
-    a.budget = a.budget or (20.0 if a.quick else 240.0)
+    a.budget = a.budget or (20.0 if a.quick else 120.0)
     if a.quick:
         a.warmup = min(a.warmup, 1)
     return a
@@ -130,11 +130,19 @@ def compile_worker(peer_name: str, model_name: str, batch: int, seq_len: int, th
     print(COMPILE_TAG + json.dumps(result), flush=True)
 
 
+CACHE_VARS = ("FXC_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR")
+
+
+def cache_env(cache_root: Path, peer: str, name: str, batch: int) -> dict:
+    """The compile caches of one peer and workload (empty at first; the cold subprocess fills them)."""
+    cache = cache_root / f"{peer}-{name}-{batch}"
+    return {"FXC_CACHE_DIR": str(cache / "fxc"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor")}
+
+
 def compile_in_subprocess(peer: str, name: str, batch: int, args, cache_root: Path) -> dict:
     """Cold process + cold cache, then (peers with a persistent cache) a cold process on the warm cache."""
     from benchmarks.peers import peers_for
-    cache = cache_root / f"{peer}-{name}-{batch}"
-    env = dict(os.environ, FXC_CACHE_DIR=str(cache / "fxc"), TORCHINDUCTOR_CACHE_DIR=str(cache / "inductor"),
+    env = dict(os.environ, **cache_env(cache_root, peer, name, batch),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "benchmarks.run", "--compile-worker", peer, name, str(batch),
            "--threads", str(args.threads), "--seq-len", str(args.seq_len)]
@@ -196,9 +204,11 @@ def time_interleaved(runners: dict, results: dict, args) -> None:
 def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root: Path) -> dict:
     import numpy as np
     import torch
+    import torch._dynamo
     from benchmarks.peers import peers_for
 
     print(f"\n== {name}, batch {batch} ==", flush=True)
+    torch._dynamo.reset()   # no state from the previous workload (it would make the batch dimension dynamic)
     model, inputs = make_workload(name, batch, args.seq_len)
     with torch.inference_mode():
         ref = model(*inputs).detach().float().numpy()
@@ -216,16 +226,21 @@ def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root:
             continue
         if not args.no_subprocess_compile:
             res.update(compile_in_subprocess(pname, name, batch, args, cache_root))
+        saved = {k: os.environ[k] for k in CACHE_VARS}
+        if peer.cached and "compile_warm_s" in res:    # build on the cache the subprocesses populated
+            os.environ.update(cache_env(cache_root, pname, name, batch))
         try:
             t0 = time.perf_counter()
             runner = peer.build(model, inputs, args.threads)
             out = runner.run()
             res["compile_s"] = time.perf_counter() - t0
+            os.environ.update(saved)
             got = runner.to_numpy(out)
             if got.shape != ref.shape:
                 raise ValueError(f"output shape {got.shape}, eager gives {ref.shape}")
             res["max_abs_err"] = float(np.max(np.abs(got.astype(np.float64) - ref)))
         except Exception as e:
+            os.environ.update(saved)
             res.update(available=False, reason=_short(e))
             print(f"  {pname}: unavailable: {res['reason']}", flush=True)
             if os.environ.get("FXC_BENCH_DEBUG"):
@@ -334,7 +349,7 @@ def main(argv=None) -> int:
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     cache_root = Path(tempfile.mkdtemp(prefix="fxc-bench-cache-"))
-    # this process compiles on fresh caches too: its compile times are cold-cache, warm-process
+    # this process's own caches start empty (used as they are with --no-subprocess-compile)
     os.environ["FXC_CACHE_DIR"] = str(cache_root / "main" / "fxc")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_root / "main" / "inductor")
     sys.path.insert(0, str(ROOT))
@@ -362,8 +377,9 @@ def main(argv=None) -> int:
                   f"OpenVINO INFERENCE_NUM_THREADS, TVM_NUM_THREADS, OMP_NUM_THREADS for MXNet, FXC_NUM_THREADS)",
                   "peers timed round-robin in one process, order rotated each round, 5 ms idle gap between calls",
                   "time/fxc = peer median / fxc median (> 1: fxc faster); max|err| vs PyTorch eager fp32",
-                  "compile s: build + first call in this process (cold caches); cold/warm s: fresh subprocess "
-                  "with an empty / the populated FXC_CACHE_DIR or TORCHINDUCTOR_CACHE_DIR",
+                  "compile: build + first call; cold s / warm s: in a fresh subprocess with an empty / the populated "
+                  "FXC_CACHE_DIR or TORCHINDUCTOR_CACHE_DIR (peers without a persistent cache: cold only); "
+                  "compile s: in this process, on that populated cache where there is one",
                   "shared machine: numbers are noisy"],
     }
     print(f"fxc benchmarks: {meta['cpu']}, {args.threads} threads for every peer; runs={args.runs} "
