@@ -136,7 +136,7 @@ def run_op(op, target: str, max_samples: int) -> dict:
         torch._dynamo.reset()
         rec = fxc_torch.Explanation()
         fxc_torch._recorders.append(rec)
-        breaks = sum(counters["graph_break"].values())
+        breaks = dict(counters["graph_break"])
         ins_c = _clone(tensors)
         try:
             compiled = torch.compile(fn, backend="fxc", dynamic=False, options={"target": target})
@@ -156,8 +156,9 @@ def run_op(op, target: str, max_samples: int) -> dict:
             return res
         reasons = {op_: rec.fallback_reasons.get(op_, "") for op_ in rec.fallback_ops}
         reasons.update({f"subgraph failure {k}": f for k, f in enumerate(rec.failures)})
-        if sum(counters["graph_break"].values()) > breaks:
-            reasons["dynamo graph break"] = ", ".join(list(counters["graph_break"])[-3:])[:300]
+        new_breaks = [k for k, n in counters["graph_break"].items() if n > breaks.get(k, 0)]
+        if new_breaks:
+            reasons["dynamo graph break"] = " | ".join(" ".join(str(k).split()) for k in new_breaks)[:300]
         if rec.graphs == 0:
             reasons["dynamo captured no graph"] = ""
         if reasons:
