@@ -201,3 +201,23 @@ def test_reductions_of_0d_tensors_over_dim_0(k, target):
     same(compiled(fn, target)(x), fn(x))
     from fxc.capture.torch import explain
     assert not explain(fn, x).failures
+
+
+def test_lazy_negation_views(target):
+    """torch._neg_view: is_neg() tensors whose raw memory holds -value (resolved before the kernel reads it)."""
+    def f(x, y):
+        return torch.relu(x) + y
+    x, y = torch.randn(5), torch.randn(5)
+    xn = torch._neg_view(x)
+    assert xn.is_neg()
+    same(compiled(f, target)(xn, y), f(xn, y))
+    m = fxc.from_torch(_Tiny(), (torch.randn(5),))
+    same(m(xn), torch.relu(xn) + 1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.complex64, torch.int16])
+def test_unsupported_dtypes_run_eagerly(dtype, target):
+    def f(y):
+        return y * 2 + 1
+    y = torch.randn(5).to(dtype)
+    same(compiled(f, target)(y), f(y))

@@ -351,6 +351,8 @@ class FxcSubgraph(torch.nn.Module):
             t = args[i]
             if t.device.type != "cpu":
                 return self.gm(*args)
+            if t.is_neg() or t.is_conj():   # lazy negation/conjugation views: the raw memory is not the value
+                t = t.resolve_neg().resolve_conj()
             ins.append(t if t.is_contiguous() else t.contiguous())
         outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
         with torch.no_grad():

@@ -56,7 +56,7 @@ class CompiledModel:
                 if str(a.dtype).removeprefix("torch.") != spec.dtype:
                     raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; convert it "
                                      f"with .to(torch.{spec.dtype})")
-                a = a.detach().numpy()
+                a = a.detach().resolve_neg().resolve_conj().numpy()
             arrays.append(a)
         outs = self.module(*arrays, *args[len(self.inputs):])
         outs = outs if isinstance(outs, list) else [outs]
