@@ -421,6 +421,8 @@ class FunctionWriter:
         t = lty(dt)
         x = self.expr(a)
         r = self.new()
+        if lanes_of(dt) > 1 and scalar_of(dt) == "float32" and op in VECTOR_MATH:
+            return VECTOR_MATH[op](VectorMath(self, t), x)
         if lanes_of(dt) > 1 and op not in ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round"):
             raise LoweringError(f"unary {op} on vectors is not renderable")
         if op == "neg":
@@ -482,6 +484,93 @@ class FunctionWriter:
     def _entry_rest(self):
         # first line of self.lines belongs to block "entry" until a label appears
         return self.lines
+
+
+class VectorMath:
+    """Straight-line float32 vector code for functions libm only has as scalars (no vector math library
+    is linked): exp by range reduction to 2^k * poly(r), erf by a Taylor series near 0 and the
+    Abramowitz-Stegun 7.1.26 form elsewhere (absolute error < 2e-7)."""
+
+    def __init__(self, w: "FunctionWriter", t: str):
+        self.w, self.t = w, t
+        self.n = int(t[1:].split(" x ")[0])
+
+    def c(self, v: float) -> str:
+        return "<" + ", ".join([f"float {float_literal(v, 'float32')}"] * self.n) + ">"
+
+    def op(self, code: str, a: str, b: str) -> str:
+        r = self.w.new()
+        self.w.emit(f"{r} = {code} {self.t} {a}, {b}")
+        return r
+
+    def fma(self, a, b, c) -> str:
+        return self.w.call(f"llvm.fma.v{self.n}f32", self.t, [(self.t, a), (self.t, b), (self.t, c)])
+
+    def fn(self, name, *args) -> str:
+        return self.w.call(f"llvm.{name}.v{self.n}f32", self.t, [(self.t, a) for a in args])
+
+    def poly(self, x, coefs) -> str:
+        p = self.c(coefs[0])
+        for k in coefs[1:]:
+            p = self.fma(p, x, self.c(k))
+        return p
+
+    def select(self, cond_code, a, b, yes, no) -> str:
+        m, r = self.w.new(), self.w.new()
+        self.w.emit(f"{m} = fcmp {cond_code} {self.t} {a}, {b}")
+        self.w.emit(f"{r} = select <{self.n} x i1> {m}, {self.t} {yes}, {self.t} {no}")
+        return r
+
+    def exp(self, x) -> str:
+        xc = self.fn("minnum", self.fn("maxnum", x, self.c(-86.5)), self.c(88.72))
+        k = self.fn("roundeven", self.op("fmul", xc, self.c(1.4426950408889634)))   # k in [-125, 128]
+        r = self.fma(k, self.c(-0.693359375), xc)
+        r = self.fma(k, self.c(2.12194440e-4), r)
+        p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                          1.6666665459e-1, 5.0000001201e-1])
+        y = self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
+        ki, b, e, sc = self.w.new(), self.w.new(), self.w.new(), self.w.new()
+        it = f"<{self.n} x i32>"
+        self.w.emit(f"{ki} = fptosi {self.t} {k} to {it}")
+        self.w.emit(f"{b} = add {it} {ki}, <{', '.join(['i32 126'] * self.n)}>")       # 2^(k-1): k = 128 fits
+        self.w.emit(f"{e} = shl {it} {b}, <{', '.join(['i32 23'] * self.n)}>")
+        self.w.emit(f"{sc} = bitcast {it} {e} to {self.t}")
+        y = self.op("fmul", self.op("fmul", y, self.c(2.0)), sc)
+        y = self.select("ogt", x, self.c(88.72283), self.c(math.inf), y)      # overflow -> inf
+        y = self.select("olt", x, self.c(-103.97208), self.c(0.0), y)         # underflow -> 0
+        y = self.select("olt", x, self.c(-86.5), self.exp_small(x), y)         # denormal range
+        return self.select("uno", x, x, x, y)                                  # nan stays nan
+
+    def exp_small(self, x) -> str:
+        """exp(x) for x in [-104, -87]: exp(x + 32 ln 2) * 2^-32."""
+        xs = self.fn("maxnum", self.op("fadd", x, self.c(32 * 0.6931471805599453)), self.c(-87.0))
+        k = self.fn("roundeven", self.op("fmul", xs, self.c(1.4426950408889634)))
+        r = self.fma(k, self.c(-0.693359375), xs)
+        r = self.fma(k, self.c(2.12194440e-4), r)
+        p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
+                          1.6666665459e-1, 5.0000001201e-1])
+        y = self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
+        it = f"<{self.n} x i32>"
+        ki, b, e, sc = self.w.new(), self.w.new(), self.w.new(), self.w.new()
+        self.w.emit(f"{ki} = fptosi {self.t} {k} to {it}")
+        self.w.emit(f"{b} = add {it} {ki}, <{', '.join(['i32 127'] * self.n)}>")
+        self.w.emit(f"{e} = shl {it} {b}, <{', '.join(['i32 23'] * self.n)}>")
+        self.w.emit(f"{sc} = bitcast {it} {e} to {self.t}")
+        return self.op("fmul", self.op("fmul", y, sc), self.c(2.0 ** -32))
+
+    def erf(self, x) -> str:
+        a = self.fn("fabs", x)
+        x2 = self.op("fmul", x, x)
+        small = self.op("fmul", x, self.poly(x2, [0.0001205499, -0.0008548327, 0.0052239776, -0.0268661707,
+                                                  0.1128379167, -0.3761263890, 1.1283791671]))
+        t = self.op("fdiv", self.c(1.0), self.fma(a, self.c(0.3275911), self.c(1.0)))
+        p = self.op("fmul", t, self.poly(t, [1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592]))
+        e = self.exp(self.op("fsub", self.c(-0.0), x2))
+        big = self.fn("copysign", self.op("fsub", self.c(1.0), self.op("fmul", p, e)), x)
+        return self.select("olt", a, self.c(0.5), small, big)
+
+
+VECTOR_MATH = {"exp": VectorMath.exp, "erf": VectorMath.erf}
 
 
 def _suffix(dt: str) -> str:

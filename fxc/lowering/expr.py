@@ -150,7 +150,7 @@ class Bin(Expr):
         return (op, a, b)
 
     def _infer_dtype(self):
-        return "bool" if self.args[0] in COMPARE else self.args[1].dtype
+        return vec("bool", lanes_of(self.args[1].dtype)) if self.args[0] in COMPARE else self.args[1].dtype
 
     def __repr__(self):
         op, a, b = self.args
@@ -187,7 +187,7 @@ class Select(Expr):
 
     @staticmethod
     def _normalize(cond, t, f):
-        assert cond.dtype == "bool" and t.dtype == f.dtype, (cond.dtype, t.dtype, f.dtype)
+        assert scalar_of(cond.dtype) == "bool" and t.dtype == f.dtype, (cond.dtype, t.dtype, f.dtype)
         return (cond, t, f)
 
     def _infer_dtype(self):
@@ -341,9 +341,17 @@ def binary(op: str, a, b) -> Expr:
         if cb and b.value == 1: return a                                   # x * 1 -> x
         if ca and a.value == 1: return b                                   # 1 * x -> x
         if (cb and b.value == 0) or (ca and a.value == 0): return Const(0, a.dtype)  # x * 0 -> 0
+    if op == "add" and _is_bin(a, "mul") and _is_bin(b, "imod"):           # (x // c) * c + x % c -> x
+        q, c = a.args[1], a.args[2]
+        if _is_bin(q, "idiv") and q.args[1] is b.args[1] and q.args[2] is c and b.args[2] is c:
+            return b.args[1]
     if op in ("idiv",) and cb and b.value == 1: return a                   # x // 1 -> x
     if op in ("imod",) and cb and b.value == 1: return Const(0, a.dtype)   # x % 1 -> 0
     return Bin(op, a, b)
+
+
+def _is_bin(e, op: str) -> bool:
+    return isinstance(e, Bin) and e.args[0] == op
 
 
 def unary(op: str, x: Expr) -> Expr:

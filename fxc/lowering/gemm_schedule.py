@@ -24,6 +24,7 @@ from .lower import Converter, flat_index
 LANES = 16                  # float32 lanes of one 512-bit vector register
 ACC_REGISTERS = 28          # accumulator budget of the 32 vector registers (the rest: B vectors, broadcast)
 VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
+VECTOR_MATH_F32 = ("exp", "erf")        # float32 vector forms the renderers provide
 
 
 def row_tile(rows: int, nv: int) -> int:
@@ -48,7 +49,9 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None):
         r = memo.get(x)
         if r is not None:
             return r
-        if x not in used:                       # independent of v: the same value in every lane
+        if isinstance(x, Const):
+            r = Const(x.value, vec(x.dtype, lanes))
+        elif x not in used:                     # independent of v: the same value in every lane
             r = Broadcast(x, lanes) if lanes_of(x.dtype) == 1 else None
         elif isinstance(x, Load):
             from .schedule import linear_stride
@@ -58,7 +61,8 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None):
                 return None
             r = VecLoad(buf, idx, lanes, s)
         elif isinstance(x, (Bin, Un, Select, Fma)) and scalar_of(x.dtype) in ("float32", "float64", "bool"):
-            if isinstance(x, Un) and x.args[0] not in VECTOR_UNARY:
+            if isinstance(x, Un) and x.args[0] not in VECTOR_UNARY and not (
+                    x.args[0] in VECTOR_MATH_F32 and x.dtype == "float32"):
                 return None
             if isinstance(x, Bin) and x.args[0] not in ("add", "sub", "mul", "div", "max", "min",
                                                        "lt", "le", "gt", "ge", "eq", "ne"):
@@ -287,3 +291,80 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
 def linear_stride_is_one(index: Expr, v: Var) -> bool:
     from .schedule import linear_stride
     return linear_stride(index, v) == 1
+
+
+# -- explicit vectorization of `vectorize` loops -------------------------------------------------------------------
+def vectorize_loops(s):
+    """Rewrite every `vectorize` loop whose body is a list of stores into explicit vector code: a store
+    contiguous along the loop becomes a vector store; `acc[c] = acc[c] (+|max|min) f(i)` with an index
+    independent of the loop becomes a vector accumulator folded after the loop; a tail shorter than
+    LANES stays scalar. Loops that do not fit are left for LLVM's vectorizer."""
+    from .loop_ir import Seq
+    if isinstance(s, Seq):
+        return Seq([vectorize_loops(x) for x in s.stmts])
+    if isinstance(s, For):
+        if s.kind == "vectorize" and s.start == 0:
+            v = _vectorize_loop(s)
+            if v is not None:
+                return v
+        return For(s.var, s.extent, vectorize_loops(s.body), s.kind, s.start)
+    if isinstance(s, Allocate):
+        return Allocate(s.buf, vectorize_loops(s.body))
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, vectorize_loops(s.body))
+    if isinstance(s, IfThen):
+        return IfThen(s.cond, vectorize_loops(s.then), None if s.orelse is None else vectorize_loops(s.orelse))
+    return s
+
+
+_COMBINE_OPS = ("add", "max", "min")
+_vred_ids = __import__("itertools").count()
+
+
+def _vectorize_loop(loop: For):
+    from .loop_ir import Seq
+    from .schedule import linear_stride
+    from .expr import Lane
+    stores = loop.body.stmts if isinstance(loop.body, Seq) else [loop.body]
+    v, n = loop.var, loop.extent
+    if n < LANES or not all(isinstance(st, Store) for st in stores):
+        return None
+    full = n // LANES
+    vo = Var("vo")
+    base = vo * LANES
+    vec_body, pre, post = [], [], []
+    for st in stores:
+        if st.buf.dtype != "float32":
+            return None
+        s_idx = linear_stride(st.index, v)
+        val = st.value
+        if s_idx == 1:
+            vs = vectorize_expr(val, v, LANES)
+            if vs is None:
+                return None
+            vec_body.append(Store(st.buf, substitute(st.index, {v: base}), substitute(vs, {v: base})))
+        elif s_idx == 0 and isinstance(val, Bin) and val.args[0] in _COMBINE_OPS and \
+                isinstance(val.args[1], Load) and val.args[1].args[0] is st.buf and val.args[1].args[1] is st.index:
+            op, _, f = val.args
+            vf = vectorize_expr(f, v, LANES)
+            if vf is None or any(isinstance(x, Load) and x.args[0] is st.buf for x in walk(f)):
+                return None
+            vacc = Buffer(f"vred{next(_vred_ids)}", "float32", LANES, "local")
+            zero = as_expr(0)
+            ident = {"add": 0.0, "max": -math.inf, "min": math.inf}[op]
+            pre.append(Store(vacc, zero, Const(ident, vec("float32", LANES))))
+            vec_body.append(Store(vacc, zero, binary(op, VecLoad(vacc, zero, LANES), substitute(vf, {v: base}))))
+            post.extend(Store(st.buf, st.index, binary(op, Load(st.buf, st.index), Lane(VecLoad(vacc, zero, LANES), k)))
+                        for k in range(LANES))
+        else:
+            return None
+    # reductions read their accumulator only through the combine, so folding after the loop is exact
+    # up to reassociation; any other read of a reduced buffer in the loop would see partial sums
+    red_bufs = {st.buf for st in stores if linear_stride(st.index, v) == 0}
+    for st in stores:
+        if linear_stride(st.index, v) == 1 and any(isinstance(x, Load) and x.args[0] in red_bufs for x in walk(st.value)):
+            return None
+    tail = None
+    if n % LANES:
+        tail = For(v, n, loop.body, "serial", full * LANES)
+    return seq(*pre, For(vo, full, seq(*vec_body)), *post, tail)

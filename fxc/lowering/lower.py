@@ -95,6 +95,9 @@ class Converter:
             return Load(acc, Const(0, "int64"))
         return go(substitute(body, dict(zip(t.axes, idx))))
 
+    def _vector_reduction(self, red, rvars, val, acc, slot):
+        return _vector_reduction_impl(self, red, rvars, val, acc, slot)
+
     def reduction(self, t: te.Tensor, idx: tuple, acc: Buffer, slot: Expr, inner=None) -> Seq:
         """acc[slot] = init; for r...: acc[slot] = acc[slot] (+) body   (inner: wraps the update loop)."""
         red: te.Reduce = t.body
@@ -103,6 +106,10 @@ class Converter:
         sub.update({v: nv for (v, _), nv in zip(red.axes, rvars)})
         body_pre: list = []
         val = self.convert(substitute(red.body, sub), body_pre)
+        if inner is None and not body_pre:
+            vector = self._vector_reduction(red, rvars, val, acc, slot)
+            if vector is not None:
+                return vector
         update = seq(*body_pre, Store(acc, slot, binary(COMBINE[red.op], Load(acc, slot), val)))
         if inner is not None:
             update = inner(update)
@@ -112,6 +119,39 @@ class Converter:
         if inner is not None:
             init = inner(init)
         return seq(init, update)
+
+
+VECTOR_REDUCE_MIN = 32     # innermost reduction length from which it runs on a vector accumulator
+
+
+def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
+    """acc[slot] = reduce(val) with the innermost reduce loop on a vector accumulator (float32 rows
+    such as softmax and layer-norm sums): lanes are folded into acc[slot] at the end; None if val
+    does not vectorize along that loop."""
+    from .expr import Const, Lane, VecLoad, vec
+    from .gemm_schedule import LANES, vectorize_expr
+    n = red.axes[-1][1]
+    if val.dtype != "float32" or red.op not in ("sum", "max", "min") or n < VECTOR_REDUCE_MIN:
+        return None
+    last = rvars[-1]
+    vs = vectorize_expr(val, last, LANES)
+    if vs is None:
+        return None
+    comb = COMBINE[red.op]
+    vacc = conv.local("float32", LANES, "racc")
+    zero = Const(0, "int64")
+    vt = vec("float32", LANES)
+    ro, rt = Var("ro"), Var("rt")
+    full = n // LANES
+    body = For(ro, full, Store(vacc, zero, binary(comb, VecLoad(vacc, zero, LANES), substitute(vs, {last: ro * LANES}))))
+    if n % LANES:
+        body = seq(body, For(rt, n % LANES, Store(acc, slot, binary(comb, Load(acc, slot),
+                                                                   substitute(val, {last: rt + full * LANES})))))
+    for v, (_, extent) in reversed(list(zip(rvars[:-1], red.axes[:-1]))):
+        body = For(v, extent, body)
+    init = seq(Store(acc, slot, red.init), Store(vacc, zero, Const(red.init.value, vt)))
+    fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, LANES), k))) for k in range(LANES)]
+    return seq(init, body, *fold)
 
 
 def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threads: int = 1,
@@ -135,6 +175,7 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
         s, f = schedule_root(conv, t, ob, num_threads, schedule_hint or {})
         stmts.append(s)
         flops += f
-    body = seq(*stmts)
+    from .gemm_schedule import vectorize_loops
+    body = vectorize_loops(seq(*stmts))
     params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())]
     return Kernel(name, params, body, flops)

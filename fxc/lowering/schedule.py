@@ -84,15 +84,73 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
     if red is None and holes:              # reductions at other indices: compute them in place
         pre: list = []
         value = conv.convert(t.body, pre)
-        body = seq(*pre, Store(out, flat_index(axes, shape), value))
+        index = flat_index(axes, shape)
+        if axes and not any(axes[-1] in stmt_vars(p) for p in pre):
+            # row reductions (softmax, norms): computed once per row, then the row is written
+            row = _vector_row(out, index, value, axes[-1], shape[-1]) \
+                or For(axes[-1], shape[-1], Store(out, index, value), "vectorize")
+            return _outer_loops(axes[:-1], shape[:-1], seq(*pre, row), math.prod(shape) * 16, num_threads), 0
+        body = seq(*pre, Store(out, index, value))
         return _outer_loops(axes, shape, body, math.prod(shape) * 16, num_threads), 0
     if red is None:                        # injective
         body = Store(out, flat_index(axes, shape), value)
         if axes:
-            body = For(axes[-1], shape[-1], body, "vectorize")
+            body = _vector_row(out, flat_index(axes, shape), value, axes[-1], shape[-1]) \
+                or For(axes[-1], shape[-1], body, "vectorize")
             return _outer_loops(axes[:-1], shape[:-1], body, math.prod(shape), num_threads), 0
         return body, 0
     return _reduction(conv, t, out, red, value, axes, shape, num_threads, hint)
+
+
+def stmt_vars(s) -> set:
+    """Every variable a statement's expressions mention."""
+    out: set = set()
+
+    def ex(e):
+        out.update(x for x in walk(e) if isinstance(x, Var))
+
+    def st(s):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                st(x)
+        elif isinstance(s, For):
+            st(s.body)
+        elif isinstance(s, Store):
+            ex(s.index)
+            ex(s.value)
+        elif isinstance(s, Allocate):
+            st(s.body)
+        elif isinstance(s, LetStmt):
+            ex(s.value)
+            st(s.body)
+        elif isinstance(s, IfThen):
+            ex(s.cond)
+            st(s.then)
+            if s.orelse is not None:
+                st(s.orelse)
+    st(s)
+    return out
+
+
+def _vector_row(out, index, value, v, n):
+    """out[index(v)] = value(v) for v in 0..n as explicit vectors of VECTOR_LANES (and one narrower tail
+    vector), when the row is contiguous in the output and value vectorizes; else None."""
+    from .gemm_schedule import LANES, vectorize_expr
+    if out.dtype != "float32" or n < 4 or linear_stride(index, v) != 1:
+        return None
+    full, tail = n // LANES, n % LANES
+    stmts = []
+    for start, count, lanes in ((0, full, LANES), (full * LANES, 1 if tail else 0, tail)):
+        if not count:
+            continue
+        vs = vectorize_expr(value, v, lanes) if lanes > 1 else value
+        if vs is None:
+            return None
+        vo = Var("vo")
+        base = as_expr(start) + vo * lanes
+        st = Store(out, substitute(index, {v: base}), substitute(vs, {v: base}))
+        stmts.append(For(vo, count, st) if count > 1 else LetStmt(vo, as_expr(0), st))
+    return seq(*stmts)
 
 
 def _is_identity(indices, axes, shape) -> bool:

@@ -231,10 +231,10 @@ def _softmax_compute(log: bool):
             xv = lambda kk: xb[at(kk)]
             body = seq(
                 Store(m, zero, Const(-math.inf, dt)),
-                For(k, n, Store(m, zero, maximum(m[zero], xv(k)))),
+                For(k, n, Store(m, zero, maximum(m[zero], xv(k))), "vectorize"),
                 Store(s, zero, Const(0.0, dt)),
                 For(k, n, seq(Store(out, at(k), unary("exp", xv(k) - m[zero])),
-                              Store(s, zero, s[zero] + out[at(k)]))),
+                              Store(s, zero, s[zero] + out[at(k)])), "vectorize"),
             )
             if log:
                 lse = Var("lse", dt)
@@ -242,7 +242,7 @@ def _softmax_compute(log: bool):
                                          For(k, n, Store(out, at(k), xv(k) - lse))))
             else:
                 inv = Var("inv", dt)
-                body = seq(body, LetStmt(inv, 1.0 / s[zero], For(k, n, Store(out, at(k), out[at(k)] * inv))))
+                body = seq(body, LetStmt(inv, 1.0 / s[zero], For(k, n, Store(out, at(k), out[at(k)] * inv), "vectorize")))
             body = Allocate(m, Allocate(s, body))
             nest = For(j, inner, body)
             work = outer * n * inner
