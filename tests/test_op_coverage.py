@@ -160,6 +160,10 @@ INDEX = {
     "masked_fill": lambda x: x.masked_fill(x > 0.3, -1.0),
     "slice_scatter": lambda x: torch.slice_scatter(x, randn(5, 2, seed=6), 1, 1, 5, 2),
     "one_hot_like": lambda x: torch.zeros(5, 6).scatter(1, torch.tensor([[0], [3], [5], [1], [1]]), 1.0) * x,
+    "masked_scatter": lambda x: x.masked_scatter(x > 0.2, randn(40, seed=8)),
+    "masked_scatter_broadcast": lambda x: x[0].masked_scatter(torch.tensor([[True], [False], [True]]), randn(20, seed=8)),
+    "zero_dim": lambda x: (torch.gather(x[0, 0], 0, torch.tensor(0)), x[1, 1].scatter_add(0, torch.tensor(0), x[2, 2]),
+                           torch.topk(x[3, 3], 1), torch.kthvalue(x[4, 4], 1), x[0, 1].index_select(0, torch.tensor([0]))),
 }
 
 
@@ -193,7 +197,8 @@ NORM = {
     "layer_norm": lambda x: F.layer_norm(x, (6, 7)),
     "vector_norm": lambda x: torch.linalg.vector_norm(x, dim=(1, 2)),
     "vector_norm_orders": lambda x: torch.linalg.vector_norm(x, 1) + torch.linalg.vector_norm(x, float("inf"))
-    + torch.linalg.vector_norm(x, 3, dim=0).sum() + torch.linalg.vector_norm(x, 0),
+    + torch.linalg.vector_norm(x, 3, dim=0).sum() + torch.linalg.vector_norm(x, 0)
+    + torch.linalg.vector_norm(x, -1.5, dim=-1).sum() + torch.linalg.vector_norm(x, -float("inf")),
     "normalize": lambda x: F.normalize(x, dim=1),
     "cosine_similarity": lambda x: F.cosine_similarity(x, x.flip(0), dim=1),
 }

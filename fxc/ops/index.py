@@ -261,6 +261,9 @@ def _scatter_aten(reduce=None):
         src = b.as_tensor(src, x.dtype)
         if x.dtype == "bool" and red is not None:
             raise UnsupportedOpError("scatter reduce on a bool tensor")
+        if x.type.ndim == 0:   # a 0-d tensor stands for a 1-element 1-d one
+            x1, i1, s1 = (b.call("reshape", [t], shape=(-1,)) for t in (x, index, src))
+            return b.call("reshape", [conv(b, x1, 0, i1, s1, red, include_self)], shape=())
         if red == "mean":
             return _scatter_mean(b, x, dim, index, src, include_self)
         return b.call("scatter", [x, index, src], dim=dim, reduce=red, include_self=bool(include_self))
@@ -347,6 +350,20 @@ def _masked_fill(b, x, mask, value):
     return b.call("where", [b.as_tensor(mask, "bool"), b.as_tensor(value, x.dtype), x])
 
 
+def _masked_scatter(b, x, mask, source):
+    """x where mask is false; elsewhere source's elements in order: source.flatten()[cumsum(mask) - 1]."""
+    shape = broadcast_shapes(tuple(x.shape), tuple(mask.shape))
+    m = b.call("expand", [b.as_tensor(mask, "bool")], size=shape)
+    x = b.call("expand", [x], size=shape)
+    n = math.prod(shape)
+    if n == 0 or source.type.numel == 0:
+        return b.call("copy", [x])
+    pos = b.call("cumsum", [b.call("reshape", [b.as_tensor(m, "int64")], shape=(n,))], dim=0)
+    pos = b.call("clamp", [b.call("sub", [pos, 1])], lo=0, hi=source.type.numel - 1)
+    picked = b.call("index", [b.call("reshape", [b.as_tensor(source, x.dtype)], shape=(-1,)), pos], dims=(0,))
+    return b.call("where", [m, b.call("reshape", [picked], shape=shape), x])
+
+
 register_aten("aten.full_like.default", _full_like)
 register_aten("aten.zeros_like.default", lambda b, x, dtype=None, **_: _full_like(b, x, 0, dtype))
 register_aten("aten.ones_like.default", lambda b, x, dtype=None, **_: _full_like(b, x, 1, dtype))
@@ -355,6 +372,7 @@ register_aten("aten.split.Tensor", _split)
 register_aten("aten.slice_scatter.default", _slice_scatter)
 register_aten("aten.copy.default", _copy)
 register_aten("aten.masked_fill.Scalar", _masked_fill)
+register_aten("aten.masked_scatter.default", _masked_scatter)
 register_aten("aten.masked_fill.Tensor", _masked_fill)
 
 

@@ -351,6 +351,16 @@ op("repeat", Kind.INJECTIVE, lambda t, repeats: [TensorType(_repeat_shape(t[0].s
 
 
 # -- gather-style indexing ---------------------------------------------------------------------------------------
+def _on_1d(b, op, x, dim, idx, scalar_shape):
+    """ATen lets a 0-d tensor stand for a 1-element 1-d one: such calls run on 1-d and are reshaped back."""
+    if x.type.ndim:
+        if op == "gather" and idx.type.ndim != x.type.ndim:
+            raise UnsupportedOpError(f"gather of a rank-{x.type.ndim} tensor with a rank-{idx.type.ndim} index")
+        return b.call(op, [x, idx], dim=dim)
+    one = b.call(op, [b.call("reshape", [x], shape=(1,)), b.call("reshape", [idx], shape=(-1,))], dim=0)
+    return b.call("reshape", [one], shape=scalar_shape)
+
+
 def _index_select(x, idx, dim):
     d = norm_axis(dim, x.ndim)
     shape = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
@@ -364,7 +374,7 @@ def _index_select_ref(x, idx, dim):
 op("index_select", Kind.INJECTIVE,
    lambda t, dim: [TensorType(t[0].shape[:norm_axis(dim, t[0].ndim)] + (t[1].shape[0],) + t[0].shape[norm_axis(dim, t[0].ndim) + 1:], t[0].dtype)],
    _index_select_ref, _index_select,
-   {"aten.index_select.default": lambda b, x, dim, idx: b.call("index_select", [x, idx], dim=dim)},
+   {"aten.index_select.default": lambda b, x, dim, idx: _on_1d(b, "index_select", x, dim, idx, ())},
    lambda rng: [([rand(rng, (5, 3)), np.array([4, 0, 2, 2], dtype="int64")], {"dim": 0})])
 
 
@@ -389,7 +399,7 @@ def _gather(x, idx, dim):
 
 
 op("gather", Kind.INJECTIVE, _gather_infer, lambda x, idx, dim: np.take_along_axis(x, idx, axis=dim), _gather,
-   {"aten.gather.default": lambda b, x, dim, idx, sparse_grad=False: b.call("gather", [x, idx], dim=dim)},
+   {"aten.gather.default": lambda b, x, dim, idx, sparse_grad=False: _on_1d(b, "gather", x, dim, idx, tuple(idx.shape))},
    lambda rng: [([rand(rng, (3, 5)), np.array([[0, 4], [1, 1], [3, 2]], dtype="int64")], {"dim": 1})])
 
 

@@ -94,7 +94,7 @@ def _vector_norm(b, x, ord=2, dim=None, keepdim=False, dtype=None):
         return b.call("sum", [b.call("abs", [x])], axes=axes, keepdim=keepdim)
     if ord == 2:
         return b.call("sqrt", [b.call("sum", [b.call("mul", [x, x])], axes=axes, keepdim=keepdim)])
-    if not isinstance(ord, (int, float)) or ord < 0:
+    if not isinstance(ord, (int, float)) or isinstance(ord, bool):
         raise UnsupportedOpError(f"vector norm of order {ord}")
     s = b.call("sum", [b.call("pow", [b.call("abs", [x]), float(ord)])], axes=axes, keepdim=keepdim)
     return b.call("pow", [s, 1.0 / ord])

@@ -234,13 +234,24 @@ def _sort_aten(b, x, dim=-1, descending=False, stable=None):
     return b.call("sort", [x], dim=dim, descending=bool(descending))
 
 
+def _scalar_select(b, x, k):
+    """topk/kthvalue of a 0-d tensor: the tensor itself and index 0."""
+    if k != 1:
+        raise UnsupportedOpError(f"k={k} on a 0-d tensor")
+    return b.call("copy", [x]), b.const(np.zeros((), np.int64))
+
+
 def _topk(b, x, k, dim=-1, largest=True, sorted=True):
+    if x.type.ndim == 0:
+        return _scalar_select(b, x, k)
     d = norm_axis(dim, x.type.ndim)
     vals, idxs = _sort_aten(b, x, d, largest)
     return tuple(b.call("slice", [t], dim=d, start=0, end=k, step=1) for t in (vals, idxs))
 
 
 def _kthvalue(b, x, k, dim=-1, keepdim=False):
+    if x.type.ndim == 0:
+        return _scalar_select(b, x, k)
     d = norm_axis(dim, x.type.ndim)
     vals, idxs = _sort_aten(b, x, d, False)
     outs = []
