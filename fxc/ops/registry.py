@@ -62,8 +62,15 @@ def register_aten(target: str, converter: Callable) -> None:
     _ATEN[target] = (None, converter)
 
 
+_LOADED = []      # non-empty once loading the families started (not `_REGISTRY` being non-empty: a test
+                  # that imports one family file directly must not stop the others from loading)
+
+
 def _load_families():
-    """Import every family file in fxc/ops (each registers its ops when imported)."""
+    """Import every family file in fxc/ops (each registers its ops when imported), once."""
+    if _LOADED:
+        return
+    _LOADED.append(True)
     import importlib
     import pkgutil
     from pathlib import Path
@@ -73,8 +80,7 @@ def _load_families():
 
 
 def get_op(name: str) -> OpDef:
-    if not _REGISTRY:
-        _load_families()
+    _load_families()
     try:
         return _REGISTRY[name]
     except KeyError:
@@ -82,13 +88,11 @@ def get_op(name: str) -> OpDef:
 
 
 def all_ops() -> dict:
-    if not _REGISTRY:
-        _load_families()
+    _load_families()
     return dict(_REGISTRY)
 
 
 def aten_table() -> dict:
     """ATen overload name -> (OpDef or None for compositions, converter or None for the default)."""
-    if not _REGISTRY:
-        _load_families()
+    _load_families()
     return _ATEN
