@@ -1,0 +1,213 @@
+"""The vector schedules (fxc/lowering/gemm_schedule.py) and the pack_weights pass, against numpy references
+on odd shapes: row/column tails, strides, dilation, padding, depthwise multipliers, batch broadcasting,
+fused epilogues (vector and per-element paths), vector exp/erf, vectorized softmax/row reductions, and the
+cached weight-prepack step (live weights repacked only when they change; frozen weights packed at compile)."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fxc.build import build
+from fxc.ops.registry import all_ops, get_op
+from fxc.relay_like.graph import Graph
+from fxc.relay_like.passes import pack_weights
+from tests.helpers import assert_close_np
+
+all_ops()
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def run_graph(make, arrays):
+    g = Graph()
+    ins = [g.input(a.shape, str(a.dtype), f"x{i}") for i, a in enumerate(arrays)]
+    g.outputs = [make(g, *ins)]
+    return build(g)(*arrays), g
+
+
+def conv_ref(x, w, stride, dilation, groups, pad):
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    return get_op("conv2d").reference(xp, w, stride=stride, dilation=dilation, groups=groups)
+
+
+CONVS = [  # N, C, H, W, O, K, stride, dilation, pad
+    (1, 3, 17, 19, 20, 3, 1, 1, 1),      # ow tail (19 = 14 + 5), partial channel block (20 of 32)
+    (2, 5, 11, 30, 40, 3, 2, 1, 0),      # stride 2, batch 2
+    (1, 4, 13, 13, 33, 3, 1, 2, 2),      # dilation, 33 channels
+    (1, 16, 7, 7, 64, 1, 1, 1, 0),       # 7-wide rows: 3 lane vectors
+    (1, 8, 9, 23, 16, 5, 1, 1, 2),       # 5x5 kernel, single block
+    (1, 3, 15, 15, 8, 7, 2, 1, 3),       # 7x7 stride 2 (ResNet stem-like), fewer channels than lanes
+]
+
+
+@pytest.mark.parametrize("case", CONVS, ids=lambda c: "x".join(map(str, c)))
+def test_conv2d_packed_with_epilogue(case):
+    n, c, h, w_, o, k, s, d, p = case
+    x, w, b = rand(n, c, h, w_), rand(o, c, k, k), rand(o)
+
+    def make(g, xv, wv, bv):
+        xv = g.call1("pad", [xv], pad=(p, p, p, p), value=0.0, mode="constant") if p else xv
+        y = g.call1("conv2d", [xv, wv], stride=(s, s), dilation=(d, d), groups=1)
+        y = g.call1("add", [y, g.call1("reshape", [bv], shape=(-1, 1, 1))])
+        return g.call1("relu", [y])
+    out, g = run_graph(make, [x, w, b])
+    assert any(nd.op == "conv2d_packed" for nd in g.nodes)
+    ref = np.maximum(conv_ref(x, w, (s, s), (d, d), 1, p) + b[:, None, None], 0)
+    assert_close_np(out, ref)
+
+
+@pytest.mark.parametrize("case", [(1, 16, 12, 37, 1, 1, 1), (1, 24, 13, 13, 2, 1, 1), (2, 8, 9, 40, 1, 2, 2),
+                                  (1, 4, 11, 11, 1, 1, 2)], ids=str)
+def test_depthwise_conv2d(case):
+    n, c, h, w_, s, d, mult = case
+    x, w = rand(n, c, h, w_), rand(c * mult, 1, 3, 3)
+
+    def make(g, xv, wv):
+        xv = g.call1("pad", [xv], pad=(1, 1, 1, 1), value=0.0, mode="constant")
+        return g.call1("clamp", [g.call1("conv2d", [xv, wv], stride=(s, s), dilation=(d, d), groups=c)], lo=0.0, hi=6.0)
+    out, _ = run_graph(make, [x, w])
+    assert_close_np(out, np.clip(conv_ref(x, w, (s, s), (d, d), c, 1), 0, 6))
+
+
+MATMULS = [  # a shape, b shape, trans_a, trans_b
+    ((37, 19), (19, 70), False, False),          # row tail, column tail (70 = 64 + 6)
+    ((128, 64), (256, 64), False, True),         # linear layer: weight [out, in]
+    ((2, 3, 29, 16), (2, 3, 40, 16), False, True),   # batched, attention-like
+    ((16, 33), (1, 16, 8), True, False),         # trans_a, broadcast batch, 8 columns
+    ((5, 1, 64), (64, 1000), False, False),      # one row (classifier), 1000 columns
+]
+
+
+@pytest.mark.parametrize("case", MATMULS, ids=lambda c: f"{c[0]}x{c[1]}")
+def test_matmul_packed_with_gelu_epilogue(case):
+    sa, sb, ta, tb = case
+    a, b = rand(*sa), rand(*sb)
+    n = sb[-2] if tb else sb[-1]
+    bias = rand(n)
+
+    def make(g, av, bv, cv):
+        y = g.call1("matmul", [av, bv], trans_a=ta, trans_b=tb)
+        return g.call1("gelu", [g.call1("add", [y, cv])])
+    out, g = run_graph(make, [a, b, bias])
+    assert any(nd.op == "matmul_packed" for nd in g.nodes)
+    a64 = np.swapaxes(a, -1, -2) if ta else a
+    b64 = np.swapaxes(b, -1, -2) if tb else b
+    y = np.matmul(a64.astype(np.float64), b64.astype(np.float64)) + bias
+    ref = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
+    assert_close_np(out, ref.astype(np.float32))
+
+
+@pytest.mark.parametrize("n", [16, 37, 128, 1000])
+def test_softmax_and_row_reductions_vectorized(n):
+    x = rand(3, n) * 4
+
+    def make(g, xv):
+        sm = g.call1("softmax", [xv], dim=-1)
+        return g.call1("add", [sm, g.call1("mean", [xv], axes=(-1,), keepdim=True)])
+    out, _ = run_graph(make, [x])
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(-1, keepdims=True))
+    assert_close_np(out, (e / e.sum(-1, keepdims=True) + x64.mean(-1, keepdims=True)).astype(np.float32))
+
+
+@pytest.mark.parametrize("op", ["exp", "erf"])
+def test_vector_exp_erf_accuracy(op):
+    if op == "exp":
+        xs = np.concatenate([np.linspace(-110, 90, 4001), [np.nan, np.inf, -np.inf, 0.0, 88.7, -87.5, -100.0]])
+    else:
+        xs = np.concatenate([np.linspace(-6, 6, 4001), np.logspace(-30, 0, 50), [np.nan, np.inf, -np.inf, 0.0]])
+    xs = xs.astype(np.float32)
+    ref = np.exp(xs.astype(np.float64)) if op == "exp" else np.vectorize(math.erf)(xs.astype(np.float64))
+    out, _ = run_graph(lambda g, xv: g.call1(op, [xv]), [xs])
+    out = out.astype(np.float64)
+    assert np.array_equal(np.isnan(out), np.isnan(ref))
+    assert np.array_equal(out[np.isinf(ref)], ref[np.isinf(ref)])
+    fin = np.isfinite(ref)
+    if op == "exp":
+        normal = fin & (ref > 1.2e-38) & (ref < 3.4e38)
+        assert (np.abs(out[normal] - ref[normal]) / ref[normal]).max() < 5e-7
+        assert np.abs(out[fin & (ref <= 1.2e-38)] - ref[fin & (ref <= 1.2e-38)]).max() < 1e-44
+    else:
+        assert np.abs(out[fin] - ref[fin]).max() < 5e-7
+
+
+def test_pack_weights_pass_rewrites_conv_and_matmul():
+    """before: conv2d(x, w), matmul(a, b^T); expected: conv2d_packed(x, pack_lanes(w)),
+    matmul_packed(a, pack_lanes(b)) with the original output Values."""
+    g = Graph()
+    x, w = g.input((1, 8, 16, 16), "float32"), g.input((40, 8, 3, 3), "float32")
+    a, b = g.input((5, 7), "float32"), g.input((20, 7), "float32")
+    y1 = g.call1("conv2d", [x, w], stride=(1, 1), dilation=(1, 1), groups=1)
+    y2 = g.call1("matmul", [a, b], trans_b=True)
+    g.outputs = [y1, y2]
+    g = pack_weights(g)
+    assert [n.op for n in g.nodes] == ["pack_lanes", "conv2d_packed", "pack_lanes", "matmul_packed"]
+    pw, conv, pb, mm = g.nodes
+    assert pw.inputs == [w] and pw.attrs == dict(axis=0, block_pos=0, blocks=4, lanes=16)
+    assert conv.inputs == [x, pw.outputs[0]] and conv.attrs["out_channels"] == 40 and conv.attrs["nv"] == 2
+    assert pb.inputs == [b] and pb.attrs == dict(axis=0, block_pos=0, blocks=2, lanes=16)
+    assert mm.attrs["n"] == 20 and g.outputs == [y1, y2] and y1.node is conv and y2.node is mm
+    # float64 and grouped convs keep their generic form
+    g2 = Graph()
+    x2, w2 = g2.input((1, 4, 9, 9), "float64"), g2.input((4, 1, 3, 3), "float64")
+    g2.outputs = [g2.call1("conv2d", [x2, w2], stride=(1, 1), dilation=(1, 1), groups=4)]
+    assert [n.op for n in pack_weights(g2).nodes] == ["conv2d"]
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 24, 3, padding=1)
+        self.fc = torch.nn.Linear(24, 10)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
+
+
+def _count_prepacks(monkeypatch):
+    from fxc.runtime import module as rt
+    calls = []
+    real = rt.Module.run_pointers
+
+    def spy(self, ins, outs, token=None):
+        before = self._ws.state().get("prepacked")
+        real(self, ins, outs, token)
+        if self.prepack_inputs and self._ws.state().get("prepacked") is not before:
+            calls.append(1)
+    monkeypatch.setattr(rt.Module, "run_pointers", spy)
+    return calls
+
+
+def test_prepack_cached_until_weights_change(monkeypatch):
+    calls = _count_prepacks(monkeypatch)
+    torch.manual_seed(0)
+    net, x = _Net(), torch.randn(1, 3, 10, 11)
+    f = torch.compile(net, backend="fxc")
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 1                      # packed once for three calls
+        net.conv.weight.mul_(-2.0)                  # in-place update: version bump -> repack
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 2
+        net.load_state_dict(_Net().state_dict())    # copy_ into the parameters
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+
+
+def test_constant_weights_are_packed_at_compile_time():
+    """Frozen weights are graph constants: fold_constants runs pack_lanes' reference at compile time, so
+    the module has no pack kernel and no prepack step."""
+    x, w, b = rand(1, 8, 12, 12), rand(40, 8, 3, 3), rand(20, 40)
+    g = Graph()
+    xv = g.input(x.shape, "float32", "x")
+    y = g.call1("conv2d", [xv, g.const(w)], stride=(1, 1), dilation=(1, 1), groups=1)
+    y = g.call1("matmul", [g.call1("reshape", [y], shape=(40, 100)), g.const(b)], trans_a=True, trans_b=True)
+    g.outputs = [y]
+    m = build(g)
+    assert not any("pack_lanes" in k for k in m.kernels) and m.prepack_inputs == []
+    ref = conv_ref(x, w, (1, 1), (1, 1), 1, 0).reshape(40, 100).T.astype(np.float64) @ b.T.astype(np.float64)
+    assert_close_np(m(x), ref.astype(np.float32))
