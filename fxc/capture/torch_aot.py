@@ -133,14 +133,16 @@ def _user_frame(exc: BaseException) -> str:
 
 
 def _node_source(node) -> str:
-    """' at file:line in fn' of the model code that produced an FX node, or ''."""
+    """' at file:line in fn: `code`' of the model code (the innermost frame outside torch) that produced an FX
+    node, or ''."""
     trace = [ln.strip() for ln in (node.meta.get("stack_trace") or "").strip().splitlines()]
     files = [i for i, ln in enumerate(trace) if ln.startswith("File ")]
+    user = [i for i in files if not trace[i].startswith(f'File "{os.path.dirname(torch.__file__)}')]
     if not files:
         return ""
-    where = trace[files[-1]][5:]
-    code = trace[files[-1] + 1] if files[-1] + 1 < len(trace) else ""
-    return f" at {where}" + (f": `{code}`" if code else "")
+    i = (user or files)[-1]
+    code = trace[i + 1] if i + 1 < len(trace) and not trace[i + 1].startswith("File ") else ""
+    return f" at {trace[i][5:]}" + (f": `{code}`" if code else "")
 
 
 def check_supported(gm: torch.fx.GraphModule, model) -> None:
