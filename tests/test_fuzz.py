@@ -49,3 +49,9 @@ def test_a_wrong_kernel_is_found_and_shrunk(broken_tanh, tmp_path, target):
 def test_saved_reproducer(path, target):
     case = json.loads(path.read_text())
     assert fuzz.check(case["program"], target) is None, case["failure"]
+
+
+def test_fixed_seed_run_with_gradients(target):
+    """Backward graphs compile too: gradients of a random weighting of the outputs match eager."""
+    stats = fuzz.run(count=12, seed=1000, target=target, save_dir=None, progress=lambda m: None, batch=12, grad=True)
+    assert stats["graphs"] == 12 and stats["wrong"] == 0 and stats["crashed"] == 0, stats["failures"]

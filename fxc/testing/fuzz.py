@@ -12,7 +12,7 @@ Programs are compiled `--batch` at a time as one function (one trace, one build;
 not fuse with each other); a batch with a failure is re-checked program by program.
 
 A program is plain JSON: `{"seed", "inputs": [shape, ...], "steps": [{"op", "args", "params"}],
-"outputs": [ref, ...]}`, where a ref indexes the values (inputs first, then one value per step).
+"outputs": [ref, ...], "grad"?}` (`--grad`: gradients are compared too), where a ref indexes the values (inputs first, then one value per step).
 Before it runs, each case is written to `<save-dir>/.fuzz_current.json`, so a case that kills the
 process (segfault) is not lost.
 """
@@ -86,8 +86,8 @@ OPS = {
 class _Gen:
     """Builds a program step by step, running each op eagerly so every step is valid by construction."""
 
-    def __init__(self, rng: random.Random):
-        self.rng = rng
+    def __init__(self, rng: random.Random, grad: bool = False):
+        self.rng, self.grad = rng, grad
         self.torch_gen = torch.Generator().manual_seed(rng.randrange(2 ** 31))
         self.inputs, self.steps, self.values = [], [], []
 
@@ -145,7 +145,7 @@ class _Gen:
             # floor/round-like ops jump at integers: a 1-ulp difference upstream would flip them, so they
             # read fresh inputs (exact in both runs), never computed values
             x = self.new_input(self.random_shape() if r.random() < 0.5 else sx)
-            op = r.choice(["floor_divide", "remainder", "fmod", "sign", "round"])
+            op = r.choice(([] if self.grad else ["floor_divide"]) + ["remainder", "fmod", "sign", "round"])  # no derivative
             if op in ("sign", "round"):
                 return self.add_step(op, [x], {})
             if r.random() < 0.5:
@@ -300,10 +300,11 @@ def _renumber(seed, inputs, values, steps, outs) -> dict:
     return {"seed": seed, "inputs": inputs, "steps": steps, "outputs": sorted(set(ref[o] for o in outs))}
 
 
-def generate(seed: int, n_steps: int | None = None) -> dict:
-    """A random program (plain JSON) from `seed`."""
+def generate(seed: int, n_steps: int | None = None, grad: bool = False) -> dict:
+    """A random program (plain JSON) from `seed`; `grad`: also compare gradients (backward graphs)."""
     rng = random.Random(seed)
-    return _Gen(rng).program(seed, n_steps or rng.randint(1, 8))
+    p = _Gen(rng, grad).program(seed, n_steps or rng.randint(1, 8))
+    return dict(p, grad=True) if grad else p
 
 
 # -- running and checking ---------------------------------------------------------------------------
@@ -327,7 +328,7 @@ def make_inputs(program: dict) -> list:
 def check(program: dict, target: str = "llvm") -> str | None:
     """Compile and compare; None when correct, else a one-line description ('wrong: ...', 'crashed: ...')."""
     import torch._dynamo
-    return _compare_fn(make_fn(program), make_inputs(program), target)
+    return _compare_fn(make_fn(program), make_inputs(program), target, program.get("grad", False))
 
 
 def check_batch(programs: list, target: str = "llvm") -> list:
@@ -345,17 +346,29 @@ def check_batch(programs: list, target: str = "llvm") -> list:
             k += n
         return tuple(outs)
     inputs = [t for p in programs for t in make_inputs(p)]
-    ok = _compare_fn(fn, inputs, target) is None
+    ok = _compare_fn(fn, inputs, target, any(p.get("grad") for p in programs)) is None
     return [None] * len(programs) if ok else [check(p, target) for p in programs]
 
 
-def _compare_fn(fn, inputs, target):
+def _with_grads(fn, inputs):
+    """Outputs, then the gradients of a fixed random weighting of the outputs w.r.t. every input."""
+    ins = [t.clone().requires_grad_(True) for t in inputs]
+    outs = fn(*ins)
+    g = torch.Generator().manual_seed(1)
+    loss = sum((o * torch.randn(o.shape, generator=g)).sum() for o in outs)
+    grads = torch.autograd.grad(loss, ins, allow_unused=True)
+    return tuple(o.detach() for o in outs) + tuple(torch.zeros_like(i) if d is None else d for d, i in zip(grads, ins))
+
+
+def _compare_fn(fn, inputs, target, grad=False):
+    import contextlib
     import torch._dynamo
-    with torch.no_grad():
-        expected = fn(*[t.clone() for t in inputs])
+    run = _with_grads if grad else (lambda f, ins: f(*[t.clone() for t in ins]))
+    with contextlib.nullcontext() if grad else torch.no_grad():
+        expected = run(fn, inputs)
         torch._dynamo.reset()
         try:
-            actual = torch.compile(fn, backend="fxc", dynamic=False, options={"target": target})(*inputs)
+            actual = run(torch.compile(fn, backend="fxc", dynamic=False, options={"target": target}), inputs)
         except Exception as e:
             return f"crashed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         finally:
@@ -384,8 +397,8 @@ def _prune(program: dict) -> dict:
     new = {old: k for k, old in enumerate(keep_in)}
     new.update({n_in + old: len(keep_in) + k for k, old in enumerate(keep_steps)})
     steps = [dict(program["steps"][i], args=[new[a] for a in program["steps"][i]["args"]]) for i in keep_steps]
-    return {"seed": program["seed"], "inputs": [program["inputs"][i] for i in keep_in], "steps": steps,
-            "outputs": [new[o] for o in program["outputs"]]}
+    return dict(program, inputs=[program["inputs"][i] for i in keep_in], steps=steps,
+                outputs=[new[o] for o in program["outputs"]])
 
 
 def _cut(program: dict, i: int) -> dict:
@@ -403,8 +416,7 @@ def _cut(program: dict, i: int) -> dict:
         return a + 1 if a < n_in + i else a
     steps = [dict(s, args=[m(a) for a in s["args"]]) for k, s in enumerate(program["steps"]) if k != i]
     # after removing step i, steps j>i move down by one position: ref n_in+j -> n_in+1+j-1 = n_in+j
-    return _prune({"seed": program["seed"], "inputs": inputs, "steps": steps,
-                   "outputs": [m(o) for o in program["outputs"]]})
+    return _prune(dict(program, inputs=inputs, steps=steps, outputs=[m(o) for o in program["outputs"]]))
 
 
 def _eager_values(program: dict) -> list:
@@ -453,7 +465,7 @@ def save_reproducer(program: dict, failure: str, save_dir) -> Path:
 
 
 def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=print, max_seconds=None,
-        batch: int = 8) -> dict:
+        batch: int = 8, grad: bool = False) -> dict:
     """Fuzz `count` programs (seeds seed..seed+count-1), `batch` per compiled function; failing ones are
     shrunk and saved."""
     from ..cache import atomic_write
@@ -464,7 +476,7 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
     next_report = 50
     for k0 in range(0, count, batch):
         seeds = list(range(seed + k0, seed + min(k0 + batch, count)))
-        programs = [generate(s) for s in seeds]
+        programs = [generate(s, grad=grad) for s in seeds]
         if save_dir:
             atomic_write(Path(save_dir) / ".fuzz_current.json", json.dumps({"program": programs[0], "batch": programs}).encode())
         results = check_batch(programs, target)
@@ -499,6 +511,7 @@ def main(argv=None):
     p.add_argument("--save-dir", default="tests/regressions", help="where shrunk reproducers go ('' : nowhere)")
     p.add_argument("--max-seconds", type=float, help="stop after this long")
     p.add_argument("--batch", type=int, default=8, help="programs compiled together per function (1: one each)")
+    p.add_argument("--grad", action="store_true", help="also compare gradients (compiles the backward graphs)")
     p.add_argument("--replay", help="check one saved reproducer (or .fuzz_current.json) and print the result")
     a = p.parse_args(argv)
     if a.replay:
@@ -507,7 +520,7 @@ def main(argv=None):
         print(r or "correct")
         return 1 if r else 0
     stats = run(a.count, a.seed, a.target, a.save_dir or None, progress=lambda m: print(m, flush=True),
-                max_seconds=a.max_seconds, batch=a.batch)
+                max_seconds=a.max_seconds, batch=a.batch, grad=a.grad)
     print(f"{stats['graphs']} graphs: {stats['wrong']} wrong, {stats['crashed']} crashed")
     return 1 if stats["wrong"] or stats["crashed"] else 0
 
