@@ -162,6 +162,16 @@ def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buff
     spill = conv.local(tile.dtype, tile.mr * width, "tile")
     stmts = [Store(spill, tile.slot(i, v), tile.vector(i, v)) for i in range(tile.mr) for v in range(tile.nv)]
     ci, ri = Var("ci"), Var("ri")
+    if tile.mr > 1 and linear_stride_is_one(out_index, row_axis):
+        # output contiguous along the rows (NCHW conv): per column, the tile's rows as one vector
+        col_vec = VecLoad(spill, ci, tile.mr, width)
+        vs = vectorize_expr(value, row_axis, tile.mr, {red_var: col_vec})
+        if vs is not None:
+            sub = {row_axis: row0, lane_axis: col0 + ci}
+            body = Store(out, substitute(out_index, sub), substitute(vs, sub))
+            if n_cols % width:
+                body = IfThen(Bin("lt", col0 + ci, as_expr(n_cols)), body)
+            return seq(*stmts, For(ci, width, body))
     sub = {row_axis: row0 + ri, lane_axis: col0 + ci}
     body = Store(out, substitute(out_index, sub),
                  substitute(value, {**sub, red_var: Load(spill, ri * width + ci)}))
