@@ -42,13 +42,13 @@ def op_key(op) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def select_ops(names=None) -> list:
-    """OpInfos to sweep: float32 on CPU, deterministic; `names` (op names or keys) narrows the list."""
+def select_ops(names=None, dtype: str = "float32") -> list:
+    """OpInfos to sweep: `dtype` on CPU, deterministic; `names` (op names or keys) narrows the list."""
     import torch
     from torch.testing._internal.common_methods_invocations import op_db
     ops = []
     for op in op_db:
-        if torch.float32 not in op.supported_dtypes("cpu"):
+        if getattr(torch, dtype) not in op.supported_dtypes("cpu"):
             continue
         if op.name.startswith(SKIP_PREFIXES) or op.name in SKIP_NAMES:
             continue
@@ -101,7 +101,7 @@ def _split_sample(sample):
     return [leaves[i] for i in pos], rebuild
 
 
-def run_op(op, target: str, max_samples: int) -> dict:
+def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
     """Run one OpInfo's samples compiled and eagerly; returns its result record."""
     import torch
     import torch._dynamo
@@ -111,7 +111,7 @@ def run_op(op, target: str, max_samples: int) -> dict:
     res = {"status": "compiled", "samples": 0, "compiled_samples": 0, "fallback": {}, "error": None}
     torch.manual_seed(0)
     try:
-        samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=False))
+        samples = list(op.sample_inputs("cpu", getattr(torch, dtype), requires_grad=False))
     except Exception as e:
         res.update(status="skipped", error=f"sample_inputs: {type(e).__name__}: {e}")
         return res
@@ -174,13 +174,13 @@ def run_op(op, target: str, max_samples: int) -> dict:
     return res
 
 
-def worker(target: str, max_samples: int) -> None:
+def worker(target: str, max_samples: int, dtype: str = "float32") -> None:
     """Read op keys from stdin, print one `RESULT <json>` line per op to stdout."""
     import logging
     import warnings
     logging.getLogger("fxc").setLevel(logging.ERROR)
     warnings.simplefilter("ignore")
-    ops = {op_key(o): o for o in select_ops()}
+    ops = {op_key(o): o for o in select_ops(dtype=dtype)}
     out = sys.stdout
     sys.stdout = sys.stderr   # ops that print must not garble the protocol
     print("READY", file=out, flush=True)
@@ -190,7 +190,7 @@ def worker(target: str, max_samples: int) -> None:
             continue
         t0 = time.perf_counter()
         try:
-            r = run_op(ops[key], target, max_samples)
+            r = run_op(ops[key], target, max_samples, dtype)
         except Exception as e:   # a bug in the harness itself: record it against the op
             r = {"status": "crashed", "samples": 0, "compiled_samples": 0, "fallback": {},
                  "error": f"harness: {type(e).__name__}: {e}"}
@@ -200,9 +200,9 @@ def worker(target: str, max_samples: int) -> None:
 
 # -- the driver ---------------------------------------------------------------------------------------
 class _Worker:
-    def __init__(self, target, max_samples, log):
+    def __init__(self, target, max_samples, log, dtype):
         cmd = [sys.executable, "-m", "fxc.testing.opinfo", "--worker", "--target", target,
-               "--max-samples", str(max_samples)]
+               "--max-samples", str(max_samples), "--dtype", dtype]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True)
         self.lines: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -241,10 +241,11 @@ def totals(ops: dict) -> dict:
     return t
 
 
-def sweep(keys, targets, max_samples=8, timeout=600, json_path=None, worker_log=None, progress=print) -> dict:
+def sweep(keys, targets, max_samples=8, timeout=600, json_path=None, worker_log=None, progress=print,
+          dtype="float32") -> dict:
     """Run the OpInfo sweep; returns {"targets": {target: {"totals": ..., "ops": {key: record}}}}."""
     from ..cache import atomic_write
-    report = {"max_samples": max_samples, "targets": {}}
+    report = {"max_samples": max_samples, "dtype": dtype, "targets": {}}
     log = open(worker_log, "a") if worker_log else subprocess.DEVNULL
     for target in targets:
         ops: dict = {}
@@ -253,7 +254,7 @@ def sweep(keys, targets, max_samples=8, timeout=600, json_path=None, worker_log=
         t_start = time.perf_counter()
         for i, key in enumerate(keys):
             if w is None:
-                w = _Worker(target, max_samples, log)
+                w = _Worker(target, max_samples, log, dtype)
                 if w.wait_for("READY", 300) != "":
                     raise RuntimeError("the OpInfo worker did not start (see --worker-log)")
             w.proc.stdin.write(key + "\n")
@@ -290,20 +291,21 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=600, help="seconds per op before it counts as crashed")
     p.add_argument("--json", help="write the report here (atomically, after every op)")
     p.add_argument("--worker-log", help="append the workers' stderr here")
+    p.add_argument("--dtype", default="float32", help="sample dtype (default float32; e.g. int64, float64)")
     p.add_argument("--list", action="store_true", help="list the selected ops and exit")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     targets = a.target or ["llvm"]
     if a.worker:
-        return worker(targets[0], a.max_samples)
-    keys = [op_key(o) for o in select_ops(set(a.ops) if a.ops else None)]
+        return worker(targets[0], a.max_samples, a.dtype)
+    keys = [op_key(o) for o in select_ops(set(a.ops) if a.ops else None, a.dtype)]
     if a.list:
         print("\n".join(keys))
         return 0
     if not keys:
         p.error("no OpInfo matches --ops")
     report = sweep(keys, targets, a.max_samples, a.timeout, a.json, a.worker_log,
-                   progress=lambda m: print(m, flush=True))
+                   progress=lambda m: print(m, flush=True), dtype=a.dtype)
     bad = 0
     for target, r in report["targets"].items():
         t = r["totals"]
