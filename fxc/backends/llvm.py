@@ -3,8 +3,10 @@ object file and link it (with the parallel runtime) into a shared library. Libra
 the hash of their IR, so a second process compiling the same graph skips LLVM and the linker."""
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
+import re
 import os
 import subprocess
 import tempfile
@@ -54,11 +56,11 @@ def render(kernels: list, calls: list, prepack_calls: list = ()) -> str:
     return mw.text()
 
 
-def optimize(ir_text: str):
+def optimize(ir_text: str, context=None, tm=None):
     import llvmlite.binding as llvm
-    tm = target_machine()[0]
+    tm = tm or target_machine()[0]
     try:
-        mod = llvm.parse_assembly(ir_text)
+        mod = llvm.parse_assembly(ir_text, context)
         mod.verify()
     except RuntimeError as e:
         raise CompileError("generated LLVM IR is invalid (an fxc bug; please report it with FXC_DEBUG=4 output)",
@@ -100,14 +102,79 @@ def build_library(ir_text: str) -> tuple:
     lib = cache_dir() / f"fxc-{key}.so"
     if lib.exists():
         return lib, None
-    mod = optimize(ir_text)
-    obj = tm.emit_object(mod)
+    parts = split_module(ir_text, COMPILE_THREADS)
+    with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:   # LLVM runs outside the GIL
+        results = list(pool.map(_compile_part, parts))
     with tempfile.TemporaryDirectory() as d:
-        o, so = Path(d) / "k.o", Path(d) / "k.so"
-        o.write_bytes(obj)
-        _run(["gcc", "-shared", "-fopenmp", "-o", str(so), str(o), str(_runtime_object()), "-lm"], ir_text)
+        objs = []
+        for k, (obj, _) in enumerate(results):
+            objs.append(Path(d) / f"k{k}.o")
+            objs[-1].write_bytes(obj)
+        so = Path(d) / "k.so"
+        _run(["gcc", "-shared", "-fopenmp", "-o", str(so), *map(str, objs), str(_runtime_object()), "-lm"], ir_text)
         atomic_write(lib, so.read_bytes())
-    return lib, str(mod)
+    return lib, "\n".join(text for _, text in results)
+
+
+COMPILE_THREADS = max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+def _compile_part(text: str):
+    """Optimise and emit one part in its own LLVM context and target machine (thread-safe)."""
+    import llvmlite.binding as llvm
+    _, triple, cpu, features = target_machine()
+    tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
+                                                               reloc="pic", codemodel="default")
+    mod = optimize(text, llvm.create_context(), tm)
+    return tm.emit_object(mod), str(mod)
+
+
+def split_module(ir_text: str, n: int) -> list:
+    """Split a rendered module into n modules of about equal size for parallel compilation: each kernel
+    (with its outlined parallel bodies) goes whole to one part and becomes `hidden` instead of internal
+    so the entry functions (in part 0) link to it; declarations and metadata go to every part."""
+    lines = ir_text.split("\n")
+    first = next((i for i, l in enumerate(lines) if l.startswith("define ")), len(lines))
+    head = [l for l in lines[:first]]
+    meta = [l for l in lines[first:] if l.startswith("!")]
+    funcs, cur = [], None
+    for l in lines[first:]:
+        if l.startswith("define "):
+            cur = [l]
+            funcs.append(cur)
+        elif cur is not None and not l.startswith("!"):
+            cur.append(l)
+    name = lambda f: re.match(r"define [^@]*@([\w.]+)\(", f[0]).group(1)
+    kernels: dict = {}
+    entries = []
+    for f in funcs:
+        fn = name(f)
+        m = re.match(r"(k\d+_\w*?)(_par\d+)?$", fn)
+        if m and fn.startswith("k") and not fn.startswith("fxc"):
+            base = fn if m.group(2) is None else fn[: -len(m.group(2))]
+            kernels.setdefault(base, []).append(f)
+        else:
+            entries.append(f)
+    if n <= 1 or len(kernels) < 2:
+        return [ir_text]
+    bins = [[] for _ in range(n)]
+    sizes = [0] * n
+    decl = []
+    for base, fs in sorted(kernels.items(), key=lambda kv: -sum(len(x) for f in kv[1] for x in f)):
+        k = sizes.index(min(sizes))
+        sizes[k] += sum(len(x) for f in fs for x in f)
+        for f in fs:
+            if name(f) == base:
+                f = [f[0].replace(f"define internal void @{base}(", f"define hidden void @{base}(")] + f[1:]
+                decl.append(f"declare hidden void @{base}(ptr)")
+            bins[k].append(f)
+    out = []
+    for k, b in enumerate(bins):
+        body = [l for f in (entries if k == 0 else []) for l in f] + [l for f in b for l in f]
+        mine = {name(f) for f in b}
+        decls = [d for d in decl if d.split("@")[1].split("(")[0] not in mine]
+        out.append("\n".join(head + decls + [""] + body + meta) + "\n")
+    return out
 
 
 def assembly(ir_text: str) -> str:
