@@ -83,6 +83,8 @@ IMAGE = {
     "pad_reflect_1d": lambda x: F.pad(x.flatten(2), (2, 3), mode="reflect"),
     "pixel_shuffle": lambda x: F.pixel_shuffle(x, 2),
     "pixel_unshuffle": lambda x: F.pixel_unshuffle(x[..., :6], 2),
+    "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x.round(), (4, 3), return_indices=True),
+    "adaptive_avg_pool2d": lambda x: F.adaptive_avg_pool2d(x, (4, 5)),
 }
 
 
@@ -128,6 +130,9 @@ SCAN = {
     "topk": (lambda x: torch.topk(x, 3, dim=1), torch.randperm(40, generator=_g()).reshape(4, 10).float()),
     "topk_smallest": (lambda x: torch.topk(x, 2, dim=0, largest=False), torch.randperm(40, generator=_g()).reshape(8, 5).float()),
     "kthvalue": (lambda x: torch.kthvalue(x, 3, 1), torch.randperm(40, generator=_g()).reshape(4, 10).float()),
+    "median": (lambda x: (*torch.median(x, 1), torch.median(x)), TIES),
+    "median_nan": (lambda x: [t.nan_to_num(9.0) for t in (*torch.median(x, 1), *torch.nanmedian(x, 1), torch.nanmedian(x))],
+                   torch.tensor([[3.0, float("nan"), 1.0, float("nan"), 2.0], [float("nan")] * 5, [1.0, 2.0, 2.0, 3.0, 0.0]])),
 }
 
 
@@ -242,7 +247,7 @@ class ConvNet(nn.Module):
         x = F.silu(self.gn(self.up(x)))                              # (N, 6, 8, 8)
         x = F.interpolate(x, scale_factor=0.5, mode="bilinear")     # (N, 6, 4, 4)
         x = F.pad(x, (1, 1, 1, 1), mode="reflect")
-        x = F.avg_pool2d(x, 2, 2, 1) + F.adaptive_avg_pool2d(x, (4, 4))        # (N, 6, 4, 4)
+        x = F.avg_pool2d(x, 2, 2, 1) + F.adaptive_avg_pool2d(x, (4, 4)) + F.adaptive_max_pool2d(x, (4, 4))  # (N, 6, 4, 4)
         x = self.c1d(x[..., :4, :4].flatten(2))                     # (N, 4, 16)
         x = torch.cumsum(x, -1)[..., ::4]                            # (N, 4, 4)
         return self.fc(x.flatten(1))

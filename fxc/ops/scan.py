@@ -271,5 +271,42 @@ register(OpDef("sort", Kind.OPAQUE, lambda t, dim=-1, descending=False: [t[0], T
                                   ([rand(rng, (16, 3), "int32")], {"dim": 0, "descending": True}),
                                   ([rand(rng, (2, 1, 5), "int64")], {"dim": 1})],
                NUM, _sort_check))
+def _median(nan_aware):
+    """median along a dim from a stable sort: the lower middle element. median: a row holding NaN gives its
+    first NaN; nanmedian: the middle of the row's non-NaN values (all NaN: the middle position)."""
+    def conv(b, x, dim=None, keepdim=False):
+        whole, scalar = dim is None, x.type.ndim == 0
+        if whole or scalar:
+            x, dim = b.call("reshape", [x], shape=(-1,)), 0
+        d = norm_axis(dim, x.type.ndim)
+        n = x.shape[d]
+        if n == 0:
+            raise UnsupportedOpError("median of an empty tensor")
+        vals, idxs = b.call("sort", [x], dim=d, descending=False)
+        keep = tuple(1 if k == d else s for k, s in enumerate(x.shape))
+        pos = b.const(np.full(keep, (n - 1) // 2, np.int64))
+        if is_float(x.dtype):
+            nans = b.call("sum", [b.call("cast", [b.call("isnan", [x])], dtype="int64")], axes=(d,), keepdim=True)
+            if nan_aware:
+                valid = b.call("sub", [n, nans])
+                mid = b.call("floordiv", [b.call("sub", [valid, 1]), 2])
+                pos = b.call("where", [b.call("gt", [valid, 0]), mid, pos])
+            else:
+                pos = b.call("where", [b.call("gt", [nans, 0]), b.call("sub", [n, nans]), pos])
+        out = [b.call("gather", [t, pos], dim=d) for t in (vals, idxs)]
+        if whole:
+            return b.call("reshape", [out[0]], shape=())
+        if scalar:
+            return tuple(b.call("reshape", [t], shape=()) for t in out)
+        if not keepdim:
+            out = [b.call("reshape", [t], shape=x.shape[:d] + x.shape[d + 1:]) for t in out]
+        return tuple(out)
+    return conv
+
+
 register_aten("aten.topk.default", _topk)
+register_aten("aten.median.default", lambda b, x: _median(False)(b, x))
+register_aten("aten.median.dim", _median(False))
+register_aten("aten.nanmedian.default", lambda b, x: _median(True)(b, x))
+register_aten("aten.nanmedian.dim", _median(True))
 register_aten("aten.kthvalue.default", _kthvalue)
