@@ -95,8 +95,8 @@ def _cum_aten(kind):
         if kind == "logcumsumexp" and not is_float(out):
             raise UnsupportedOpError("logcumsumexp of an integer tensor")
         x = b.as_tensor(x, out)
-        if x.type.ndim == 0:
-            return b.call("copy", [x]) if kind != "logcumsumexp" else b.call("copy", [x])
+        if x.type.ndim == 0:   # a scan of one element is that element
+            return b.call("copy", [x])
         return b.call(kind, [x], dim=dim)
     return conv
 
