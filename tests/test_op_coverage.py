@@ -85,6 +85,9 @@ IMAGE = {
     "pixel_unshuffle": lambda x: F.pixel_unshuffle(x[..., :6], 2),
     "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x.round(), (4, 3), return_indices=True),
     "adaptive_avg_pool2d": lambda x: F.adaptive_avg_pool2d(x, (4, 5)),
+    "grid_sample_bilinear": lambda x: F.grid_sample(x, torch.rand(2, 5, 3, 2, generator=_g(9)) * 2.4 - 1.2, align_corners=False),
+    "grid_sample_nearest_align": lambda x: F.grid_sample(x, torch.rand(2, 4, 4, 2, generator=_g(9)) * 2.4 - 1.2, mode="nearest",
+                                                         align_corners=True),
 }
 
 
