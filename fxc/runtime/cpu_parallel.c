@@ -1,21 +1,123 @@
-/* fxc CPU runtime: the parallel-for used by generated kernels. Linked into every CPU module. */
+/* fxc CPU runtime: the parallel-for used by generated kernels. Linked into every CPU module.
+
+   A small persistent pool (one per loaded module). The range is cut into chunks that threads claim
+   with a compare-and-swap on (job generation, next chunk); the caller works too and waits only for
+   chunks another thread has actually claimed. So a worker the OS has not scheduled (a busy machine,
+   PyTorch's own threads) never stalls a kernel: the caller simply runs the remaining chunks itself.
+   Workers spin briefly between jobs (kernels follow each other closely), then sleep on a condvar.
+   Concurrent callers (several Python or C threads) do not share the pool: a second one runs serially. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
-#include <omp.h>
+#include <unistd.h>
 
 typedef void (*fxc_body)(int64_t start, int64_t end, void **args);
+
+#define MAX_THREADS 64
+#define SPIN_ROUNDS 20000
+
 static int fxc_threads = 0;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static int started = 0;                      /* workers created (guarded by mu) */
+static atomic_flag busy = ATOMIC_FLAG_INIT;  /* a caller owns the pool */
+
+static struct { fxc_body fn; void **args; int64_t n, nchunks; uint32_t gen; } job;   /* guarded by mu */
+static _Atomic uint64_t next_chunk;          /* gen << 32 | next chunk index */
+static _Atomic int64_t done_chunks;
+static _Atomic uint32_t published_gen;
 
 void fxc_set_num_threads(int n) { fxc_threads = n; }
-int fxc_get_num_threads(void) { return fxc_threads > 0 ? fxc_threads : omp_get_num_procs(); }
+
+int fxc_get_num_threads(void) {
+    if (fxc_threads > 0) return fxc_threads;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#endif
+}
+
+static void run_chunks(fxc_body fn, void **args, int64_t n, int64_t nchunks, uint32_t gen) {
+    for (;;) {
+        uint64_t v = atomic_load(&next_chunk);
+        if ((uint32_t)(v >> 32) != gen) return;
+        int64_t c = (int64_t)(v & 0xffffffffu);
+        if (c >= nchunks) return;
+        if (!atomic_compare_exchange_weak(&next_chunk, &v, v + 1)) continue;
+        fn(n * c / nchunks, n * (c + 1) / nchunks, args);
+        atomic_fetch_add(&done_chunks, 1);
+    }
+}
+
+static void *worker(void *unused) {
+    (void)unused;
+    uint32_t seen = 0;
+    for (;;) {
+        for (int i = 0; i < SPIN_ROUNDS && atomic_load(&published_gen) == seen; i++) cpu_relax();
+        pthread_mutex_lock(&mu);
+        while (job.gen == seen) pthread_cond_wait(&wake, &mu);
+        fxc_body fn = job.fn;
+        void **args = job.args;
+        int64_t n = job.n, nchunks = job.nchunks;
+        seen = job.gen;
+        pthread_mutex_unlock(&mu);
+        run_chunks(fn, args, n, nchunks, seen);
+    }
+    return NULL;
+}
+
+static void reset_after_fork(void) {          /* the child has no workers */
+    pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c = PTHREAD_COND_INITIALIZER;
+    mu = m;
+    wake = c;
+    started = 0;
+    atomic_flag_clear(&busy);
+}
+
+static int start_workers(int nt) {            /* called with mu held; returns workers running */
+    if (!started) {
+        pthread_atfork(NULL, NULL, reset_after_fork);
+        started = 1;
+        for (int i = 1; i < nt && i < MAX_THREADS; i++) {
+            pthread_t t;
+            pthread_attr_t a;
+            pthread_attr_init(&a);
+            pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+            if (pthread_create(&t, &a, worker, NULL) == 0) started++;
+            pthread_attr_destroy(&a);
+        }
+    }
+    return started - 1;
+}
 
 void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     int nt = fxc_get_num_threads();
     if (nt > n) nt = (int)n;
-    if (nt <= 1) { if (n > 0) fn(0, n, args); return; }
-    #pragma omp parallel num_threads(nt)
-    {
-        int t = omp_get_thread_num(), k = omp_get_num_threads();
-        int64_t s = n * t / k, e = n * (t + 1) / k;
-        if (s < e) fn(s, e, args);
+    if (nt <= 1 || atomic_flag_test_and_set(&busy)) { if (n > 0) fn(0, n, args); return; }
+    int64_t nchunks = n < 8 * (int64_t)nt ? n : 8 * (int64_t)nt;
+    pthread_mutex_lock(&mu);
+    if (start_workers(nt) <= 0) {
+        pthread_mutex_unlock(&mu);
+        atomic_flag_clear(&busy);
+        fn(0, n, args);
+        return;
     }
+    uint32_t gen = job.gen + 1;
+    if (gen == 0) gen = 1;
+    job.fn = fn; job.args = args; job.n = n; job.nchunks = nchunks;
+    atomic_store(&done_chunks, 0);
+    atomic_store(&next_chunk, (uint64_t)gen << 32);
+    job.gen = gen;
+    atomic_store(&published_gen, gen);
+    pthread_cond_broadcast(&wake);
+    pthread_mutex_unlock(&mu);
+    run_chunks(fn, args, n, nchunks, gen);
+    while (atomic_load(&done_chunks) < nchunks) sched_yield();
+    atomic_flag_clear(&busy);
 }
