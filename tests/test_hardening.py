@@ -221,3 +221,13 @@ def test_unsupported_dtypes_run_eagerly(dtype, target):
         return y * 2 + 1
     y = torch.randn(5).to(dtype)
     same(compiled(f, target)(y), f(y))
+
+
+@pytest.mark.parametrize("shapes, dim", [([(0, 1, 0), (0, 1, 0)], 0), ([(2, 0, 3), (2, 0, 3)], 1), ([(0, 2), (0, 2)], -1)])
+def test_stack_and_cat_of_empty_tensors_compile(shapes, dim, target):
+    """cat/stack whose inputs are all empty along the joined dim (OpInfo's stack sample failed to compile)."""
+    from fxc.capture.torch import explain
+    ts = [torch.randn(s) for s in shapes]
+    for fn in (lambda *t: torch.stack(t, dim), lambda *t: torch.cat(t, dim) * 2):
+        same(compiled(fn, target)(*ts), fn(*ts))
+        assert not explain(fn, *ts).failures

@@ -234,6 +234,9 @@ def _cat(*xs, dim):
             j = minimum(maximum(i[d] - int(offs[k]), as_expr(0)), as_expr(x.shape[d] - 1))
             v = x[i[:d] + (j,) + i[d + 1:]]
             val = v if val is None else select(compare("lt", i[d], as_expr(int(offs[k + 1]))), v, val)
+        if val is None:   # every input is empty along `dim`: so is the output (never read)
+            dt = xs[0].dtype
+            return as_expr(False if dt == "bool" else 0.0 if dt.startswith("float") else 0, dt)
         return val
     return te.compute(shape, body, "cat")
 
