@@ -300,6 +300,7 @@ def write_chart(report: dict, path: Path) -> str:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         return "chart not written: matplotlib is not installed (pip install -r requirements-bench.txt)"
     wls = report["workloads"]
@@ -316,6 +317,7 @@ def write_chart(report: dict, path: Path) -> str:
                 ratios.append(r.get("time_vs_fxc"))
         ax.barh(labels, vals, color=colors)
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())   # minor labels overlap on short ranges
         ax.invert_yaxis()
         ax.set_title(f"{wl['model']} b{wl['batch']} fp32")
         ax.set_xlabel("median latency, ms (log)")
