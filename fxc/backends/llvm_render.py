@@ -11,8 +11,8 @@ import struct
 
 from ..errors import LoweringError
 from ..lowering.expr import (Bin, Broadcast, Cast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, FLOATS,
-                              lanes_of, scalar_of, walk)
-from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store
+                              lanes_of, scalar_of)
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
          "int8": "i8", "uint8": "i8", "bool": "i1"}
@@ -582,38 +582,6 @@ def _bits(dt: str) -> int:
     return {"bool": 1, "int8": 8, "uint8": 8, "int16": 16, "int32": 32, "int64": 64}[dt]
 
 
-def free_vars(s: Stmt) -> set:
-    bound, used = set(), set()
-
-    def ex(e):
-        for x in walk(e):
-            if isinstance(x, Var):
-                used.add(x)
-
-    def st(s):
-        if isinstance(s, Seq):
-            for x in s.stmts:
-                st(x)
-        elif isinstance(s, For):
-            bound.add(s.var)
-            st(s.body)
-        elif isinstance(s, Store):
-            ex(s.index)
-            ex(s.value)
-        elif isinstance(s, Allocate):
-            st(s.body)
-        elif isinstance(s, LetStmt):
-            bound.add(s.var)
-            ex(s.value)
-            st(s.body)
-        elif isinstance(s, IfThen):
-            ex(s.cond)
-            st(s.then)
-            if s.orelse is not None:
-                st(s.orelse)
-
-    st(s)
-    return used - bound
 
 
 class ModuleWriter:

@@ -5,8 +5,8 @@ vector instructions), unroll. Expressions are those of `expr.py` (Load reads a B
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional, Union
+from dataclasses import dataclass
+from typing import Optional
 
 from .expr import Expr, Load, Var, walk, ITEMSIZE
 
@@ -91,6 +91,42 @@ def seq(*stmts) -> Stmt:
             continue
         flat.extend(s.stmts if isinstance(s, Seq) else [s])
     return flat[0] if len(flat) == 1 else Seq(flat)
+
+
+def walk_stmts(s: Stmt):
+    """Every statement of s (s included), pre-order."""
+    yield s
+    if isinstance(s, Seq):
+        for x in s.stmts:
+            yield from walk_stmts(x)
+    elif isinstance(s, (For, Allocate, LetStmt)):
+        yield from walk_stmts(s.body)
+    elif isinstance(s, IfThen):
+        yield from walk_stmts(s.then)
+        if s.orelse is not None:
+            yield from walk_stmts(s.orelse)
+
+
+def stmt_exprs(s: Stmt) -> tuple:
+    """The expressions a statement itself holds (not those of its sub-statements)."""
+    if isinstance(s, Store):
+        return (s.index, s.value)
+    if isinstance(s, LetStmt):
+        return (s.value,)
+    if isinstance(s, IfThen):
+        return (s.cond,)
+    return ()
+
+
+def used_vars(s: Stmt) -> set:
+    """Every variable the expressions of s mention."""
+    return {x for st in walk_stmts(s) for e in stmt_exprs(st) for x in walk(e) if isinstance(x, Var)}
+
+
+def free_vars(s: Stmt) -> set:
+    """Variables s reads but does not bind (by a loop or a let) itself."""
+    bound = {st.var for st in walk_stmts(s) if isinstance(st, (For, LetStmt))}
+    return used_vars(s) - bound
 
 
 def format_stmt(s: Stmt, indent: int = 0) -> str:

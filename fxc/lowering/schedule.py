@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from . import te
-from .expr import Bin, Const, Expr, Load, Var, as_expr, binary, compare, substitute, walk
-from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Seq, Store, seq
+from .expr import Bin, Const, Expr, Load, Var, as_expr, binary, substitute, walk
+from .loop_ir import Allocate, Buffer, For, LetStmt, Store, seq, used_vars
 from .lower import Converter, flat_index
 
 PARALLEL_MIN_WORK = 1 << 15      # elements x reduce size below which a kernel stays single-threaded
@@ -85,7 +85,7 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         pre: list = []
         value = conv.convert(t.body, pre)
         index = flat_index(axes, shape)
-        if axes and not any(axes[-1] in stmt_vars(p) for p in pre):
+        if axes and not any(axes[-1] in used_vars(p) for p in pre):
             # row reductions (softmax, norms): computed once per row, then the row is written
             row = _vector_row(out, index, value, axes[-1], shape[-1]) \
                 or For(axes[-1], shape[-1], Store(out, index, value), "vectorize")
@@ -100,36 +100,6 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
             return _outer_loops(axes[:-1], shape[:-1], body, math.prod(shape), num_threads), 0
         return body, 0
     return _reduction(conv, t, out, red, value, axes, shape, num_threads, hint)
-
-
-def stmt_vars(s) -> set:
-    """Every variable a statement's expressions mention."""
-    out: set = set()
-
-    def ex(e):
-        out.update(x for x in walk(e) if isinstance(x, Var))
-
-    def st(s):
-        if isinstance(s, Seq):
-            for x in s.stmts:
-                st(x)
-        elif isinstance(s, For):
-            st(s.body)
-        elif isinstance(s, Store):
-            ex(s.index)
-            ex(s.value)
-        elif isinstance(s, Allocate):
-            st(s.body)
-        elif isinstance(s, LetStmt):
-            ex(s.value)
-            st(s.body)
-        elif isinstance(s, IfThen):
-            ex(s.cond)
-            st(s.then)
-            if s.orelse is not None:
-                st(s.orelse)
-    st(s)
-    return out
 
 
 def _vector_row(out, index, value, v, n):
