@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from .expr import (Bin, Broadcast, Cast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, as_expr,
+from .expr import (Bin, Broadcast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, as_expr,
                    binary, lanes_of, rebuild, scalar_of, substitute, vec, walk)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
@@ -180,6 +180,24 @@ def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buff
     return seq(*stmts, For(ci, width, For(ri, tile.mr, body, "vectorize")))
 
 
+# -- register tiles along rows (shared by conv and matmul) -------------------------------------------------------------
+def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_of, b_of, store):
+    """Cover `extent` rows with register tiles of row_tile(extent, nv) rows, then one tail tile: each accumulates
+    a_of(i, r0) (scalar of row r0 + i) x b_of(v) (vector v of the packed operand) over reduce_axes, then store(tile, r0)."""
+    mr = row_tile(extent, nv)
+    full = (extent // mr) * mr
+    stmts = []
+    for start, count, width in ((0, extent // mr, mr), (full, 1, extent - full)):
+        if count == 0 or width == 0:
+            continue
+        tile = Tile(conv, width, nv, dtype)
+        t = Var("rt")
+        r0 = as_expr(start) + t * width
+        body = seq(tile.compute(reduce_axes, lambda i, r0=r0: a_of(i, r0), b_of), store(tile, r0))
+        stmts.append(Allocate(tile.acc, For(t, count, body) if count > 1 else LetStmt(t, as_expr(0), body)))
+    return seq(*stmts)
+
+
 # -- conv2d over packed weights ------------------------------------------------------------------------------------
 def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
     a = rt.attrs
@@ -191,30 +209,21 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     nv = a["nv"]
     n, o, oh, ow = axes
     wbuf = conv.bufs[wp]
-    mr = row_tile(OW, nv)
     c, kh, kw = Var("c"), Var("kh"), Var("kw")
     obb = Var("obb")
-    stmts = []
-    full = (OW // mr) * mr
-    for start, count, width in ((0, OW // mr, mr), (full, 1, OW - full)):
-        if count == 0 or width == 0:
-            continue
-        tile = Tile(conv, width, nv, rt.dtype)
-        owt = Var("owt")
-        ow0 = as_expr(start) + owt * width
 
-        def a_of(i, ow0=ow0):
-            return conv.convert(x[n, c, oh * sh + kh * dh, (ow0 + i) * sw + kw * dw], None)
+    def a_of(i, ow0):
+        return conv.convert(x[n, c, oh * sh + kh * dh, (ow0 + i) * sw + kw * dw], None)
 
-        def b_of(v):
-            return VecLoad(wbuf, (((obb * nv + v) * C + c) * KH + kh) * KW * L + kw * L, L)
+    def b_of(v):
+        return VecLoad(wbuf, (((obb * nv + v) * C + c) * KH + kh) * KW * L + kw * L, L)
 
-        body = tile.compute([(c, C), (kh, KH), (kw, KW)], a_of, b_of)
-        body = seq(body, store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L),
-                                    ow, o, O))
-        stmts.append(Allocate(tile.acc, For(owt, count, body) if count > 1 else LetStmt(owt, as_expr(0), body)))
+    def store(tile, ow0):
+        return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O)
+
+    body = row_tiles(conv, rt.dtype, OW, nv, [(c, C), (kh, KH), (kw, KW)], a_of, b_of, store)
     work = N * O * OH * OW * C * KH * KW
-    return _parallel([(n, N), (obb, OBP // nv), (oh, OH)], seq(*stmts), work, num_threads)
+    return _parallel([(n, N), (obb, OBP // nv), (oh, OH)], body, work, num_threads)
 
 
 # -- matmul over a packed B -------------------------------------------------------------------------------------------
@@ -227,33 +236,23 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     m, nn = axes[-2:]
     bbuf = conv.bufs[bp]
     k, nbb = Var("k"), Var("nbb")
-    mr = row_tile(M, nv)
     b_batch = [as_expr(0) if bp.shape[d] == 1 else axes[len(axes) - 2 - (bp.ndim - 3) + d]
                for d in range(bp.ndim - 3)]
     a_batch = [as_expr(0) if A.shape[d] == 1 else axes[len(axes) - 2 - (A.ndim - 2) + d] for d in range(A.ndim - 2)]
-    stmts = []
-    full = (M // mr) * mr
-    for start, count, width in ((0, M // mr, mr), (full, 1, M - full)):
-        if count == 0 or width == 0:
-            continue
-        tile = Tile(conv, width, nv, rt.dtype)
-        mt = Var("mt")
-        m0 = as_expr(start) + mt * width
 
-        def a_of(i, m0=m0):
-            idx = (k, m0 + i) if trans_a else (m0 + i, k)
-            return conv.convert(A[tuple(a_batch) + idx], None)
+    def a_of(i, m0):
+        idx = (k, m0 + i) if trans_a else (m0 + i, k)
+        return conv.convert(A[tuple(a_batch) + idx], None)
 
-        def b_of(v):
-            base = flat_index(tuple(b_batch) + (nbb * nv + v, k, 0), bp.shape)
-            return VecLoad(bbuf, base, L)
+    def b_of(v):
+        return VecLoad(bbuf, flat_index(tuple(b_batch) + (nbb * nv + v, k, 0), bp.shape), L)
 
-        body = tile.compute([(k, K)], a_of, b_of)
-        body = seq(body, store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), m0, nbb * (nv * L),
-                                    m, nn, N))
-        stmts.append(Allocate(tile.acc, For(mt, count, body) if count > 1 else LetStmt(mt, as_expr(0), body)))
+    def store(tile, m0):
+        return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), m0, nbb * (nv * L), m, nn, N)
+
+    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of, store)
     work = math.prod(shape) * K
-    return _parallel(batch + [(nbb, NBP // nv)], seq(*stmts), work, num_threads)
+    return _parallel(batch + [(nbb, NBP // nv)], body, work, num_threads)
 
 
 # -- depthwise conv2d -----------------------------------------------------------------------------------------------
