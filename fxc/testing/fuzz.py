@@ -115,10 +115,11 @@ class _Gen:
     def shape(self, v):
         return list(self.values[v][2].shape)
 
-    def broadcast_partner(self, shape):
+    def broadcast_partner(self, shape, fresh: bool = False):
+        """A value that broadcasts with `shape`: sometimes an existing one (never when `fresh`), else a new input."""
         r = self.rng
         for v in range(len(self.values)):   # an existing value with exactly this shape
-            if self.shape(v) == shape and r.random() < 0.3:
+            if not fresh and self.shape(v) == shape and r.random() < 0.3:
                 return v
         s = [1 if r.random() < 0.3 else d for d in shape]
         if s and r.random() < 0.3:
@@ -150,7 +151,7 @@ class _Gen:
                 return self.add_step(op, [x], {})
             if r.random() < 0.5:
                 return self.add_step(op, [x], {"c": r.choice([0.1, 0.7, -0.7, 2.0, -3.0])})
-            return self.add_step(op, [x, self.broadcast_partner(self.shape(x))], {})
+            return self.add_step(op, [x, self.broadcast_partner(self.shape(x), fresh=True)], {})
         if kind == "more":
             op = r.choice(["clamp", "pow", "var", "index_select", "flip", "pad", "squeeze"])
             if op == "clamp":
