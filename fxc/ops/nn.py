@@ -250,6 +250,15 @@ register(OpDef("max_pool2d_indices", Kind.REDUCTION, lambda t, **a: [TensorType(
                ("float32", "float64", "int32", "int64")))
 
 
+def avg_pool_count(i, d, n, kernel, stride, padding, count_include_pad):
+    """How many elements average-pooling window i along dim d (input size n) divides by."""
+    start = i * stride[d] - padding[d]
+    end = minimum(start + kernel[d], as_expr(n + padding[d]))
+    if not count_include_pad:
+        return minimum(end, as_expr(n)) - maximum(start, as_expr(0))
+    return end - start
+
+
 def _avg_pool(x, kernel, stride, padding=(0, 0), ceil_mode=False, count_include_pad=True, divisor_override=None):
     shape = _pool_infer([x], kernel, stride, padding, (1, 1), ceil_mode)[0].shape
     r = [te.reduce_axis(kernel[0], "kh"), te.reduce_axis(kernel[1], "kw")]
@@ -261,11 +270,7 @@ def _avg_pool(x, kernel, stride, padding=(0, 0), ceil_mode=False, count_include_
     H, W = x.shape[-2:]
 
     def count(i, d, n):
-        start = i * stride[d] - padding[d]
-        end = minimum(start + kernel[d], as_expr(n + padding[d]))
-        if not count_include_pad:
-            return minimum(end, as_expr(n)) - maximum(start, as_expr(0))
-        return end - start
+        return avg_pool_count(i, d, n, kernel, stride, padding, count_include_pad)
 
     def scale(*i):
         if divisor_override:

@@ -10,6 +10,7 @@ from ..lowering import te
 from ..lowering.expr import Const, as_expr, is_float, binary, cast, compare, maximum, minimum, select
 from ..relay_like.graph import TensorType
 from .common import rand
+from .nn import avg_pool_count
 from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")
@@ -93,11 +94,7 @@ def _avg_grad(gy, input_hw, kernel, stride, padding, ceil_mode=False, count_incl
     H, W = input_hw
 
     def count(o, a, n):
-        start = o * stride[a] - padding[a]
-        end = minimum(start + kernel[a], as_expr(n + padding[a]))
-        if not count_include_pad:
-            return minimum(end, as_expr(n)) - maximum(start, as_expr(0))
-        return end - start
+        return avg_pool_count(o, a, n, kernel, stride, padding, count_include_pad)
 
     def body(*i):
         (oh, ow), ok = _windows(gy, i, r, input_hw, kernel, stride, padding, (1, 1))
