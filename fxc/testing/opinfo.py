@@ -242,44 +242,77 @@ def totals(ops: dict) -> dict:
 
 
 def sweep(keys, targets, max_samples=8, timeout=600, json_path=None, worker_log=None, progress=print,
-          dtype="float32") -> dict:
-    """Run the OpInfo sweep; returns {"targets": {target: {"totals": ..., "ops": {key: record}}}}."""
+          dtype="float32", jobs=1) -> dict:
+    """Run the OpInfo sweep; returns {"targets": {target: {"totals": ..., "ops": {key: record}}}}.
+    `jobs` worker processes run ops side by side (each worker owns one op at a time)."""
     from ..cache import atomic_write
     report = {"max_samples": max_samples, "dtype": dtype, "targets": {}}
     log = open(worker_log, "a") if worker_log else subprocess.DEVNULL
+    lock = threading.Lock()
     for target in targets:
         ops: dict = {}
         report["targets"][target] = {"totals": {}, "ops": ops}
-        w = None
+        todo: queue.Queue = queue.Queue()
+        for key in keys:
+            todo.put(key)
         t_start = time.perf_counter()
-        for i, key in enumerate(keys):
-            if w is None:
-                w = _Worker(target, max_samples, log, dtype)
-                if w.wait_for("READY", 300) != "":
-                    raise RuntimeError("the OpInfo worker did not start (see --worker-log)")
-            w.proc.stdin.write(key + "\n")
-            w.proc.stdin.flush()
-            line = w.wait_for("RESULT ", timeout)
-            if line in ("timeout", "died"):
-                rc = w.proc.poll()
-                w.kill()
-                w = None
-                why = f"timed out after {timeout} s" if line == "timeout" else f"worker died (exit code {rc})"
-                r = {"status": "crashed", "samples": 0, "compiled_samples": 0, "fallback": {}, "error": why}
-            else:
-                r = json.loads(line)
-                r.pop("op", None)
-            ops[key] = r
-            report["targets"][target]["totals"] = totals(ops)
-            if json_path:
-                atomic_write(json_path, json.dumps(report, indent=1, sort_keys=True).encode())
-            eta = (time.perf_counter() - t_start) / (i + 1) * (len(keys) - i - 1)
-            extra = f": {r['error'][:200]}" if r["status"] in ("wrong", "crashed") else ""
-            progress(f"[{target} {i + 1}/{len(keys)} eta {eta / 60:.0f} min] {key}: {r['status']} "
-                     f"({r['compiled_samples']}/{r['samples']} samples compiled){extra}")
-        if w is not None:
-            w.proc.stdin.close()
-            w.kill()
+        failure: list = []
+
+        def record(key, r):
+            with lock:
+                ops[key] = r
+                report["targets"][target]["totals"] = totals(ops)
+                if json_path:
+                    atomic_write(json_path, json.dumps(report, indent=1, sort_keys=True).encode())
+                done = len(ops)
+                eta = (time.perf_counter() - t_start) / done * (len(keys) - done)
+                extra = f": {r['error'][:200]}" if r["status"] in ("wrong", "crashed") else ""
+                progress(f"[{target} {done}/{len(keys)} eta {eta / 60:.0f} min] {key}: {r['status']} "
+                         f"({r['compiled_samples']}/{r['samples']} samples compiled){extra}")
+
+        def drive():
+            w = None
+            try:
+                while not failure:
+                    try:
+                        key = todo.get_nowait()
+                    except queue.Empty:
+                        break
+                    if w is None:
+                        w = _Worker(target, max_samples, log, dtype)
+                        if w.wait_for("READY", 300) != "":
+                            raise RuntimeError("the OpInfo worker did not start (see --worker-log)")
+                    w.proc.stdin.write(key + "\n")
+                    w.proc.stdin.flush()
+                    line = w.wait_for("RESULT ", timeout)
+                    if line in ("timeout", "died"):
+                        rc = w.proc.poll()
+                        w.kill()
+                        w = None
+                        why = f"timed out after {timeout} s" if line == "timeout" else f"worker died (exit code {rc})"
+                        r = {"status": "crashed", "samples": 0, "compiled_samples": 0, "fallback": {}, "error": why}
+                    else:
+                        r = json.loads(line)
+                        r.pop("op", None)
+                    record(key, r)
+            except Exception as e:          # noqa: BLE001 - re-raised in the caller's thread
+                failure.append(e)
+            finally:
+                if w is not None:
+                    w.proc.stdin.close()
+                    w.kill()
+
+        threads = [threading.Thread(target=drive) for _ in range(max(1, jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failure:
+            raise failure[0]
+        order = {k: i for i, k in enumerate(keys)}
+        report["targets"][target]["ops"] = dict(sorted(ops.items(), key=lambda kv: order[kv[0]]))
+    if json_path:
+        atomic_write(json_path, json.dumps(report, indent=1, sort_keys=True).encode())
     return report
 
 
@@ -292,6 +325,7 @@ def main(argv=None):
     p.add_argument("--json", help="write the report here (atomically, after every op)")
     p.add_argument("--worker-log", help="append the workers' stderr here")
     p.add_argument("--dtype", default="float32", help="sample dtype (default float32; e.g. int64, float64)")
+    p.add_argument("--jobs", type=int, default=1, help="worker processes side by side (default 1)")
     p.add_argument("--list", action="store_true", help="list the selected ops and exit")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
@@ -305,7 +339,7 @@ def main(argv=None):
     if not keys:
         p.error("no OpInfo matches --ops")
     report = sweep(keys, targets, a.max_samples, a.timeout, a.json, a.worker_log,
-                   progress=lambda m: print(m, flush=True), dtype=a.dtype)
+                   progress=lambda m: print(m, flush=True), dtype=a.dtype, jobs=a.jobs)
     bad = 0
     for target, r in report["targets"].items():
         t = r["totals"]
