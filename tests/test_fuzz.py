@@ -56,3 +56,15 @@ def test_fixed_seed_run_with_gradients(target):
     """Backward graphs compile too: gradients of a random weighting of the outputs match eager."""
     stats = fuzz.run(count=12, seed=1000, target=target, save_dir=None, progress=lambda m: None, batch=12, grad=True)
     assert stats["graphs"] == 12 and stats["wrong"] == 0 and stats["crashed"] == 0, stats["failures"]
+
+
+def test_float64_judge_forgives_rounding_only():
+    """A float32 difference from eager passes only when eager is as far from the float64 answer."""
+    import torch
+    ref = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    eager = torch.tensor([1.0, 2.0, 3.01])          # eager itself off by 1e-2 (ill-conditioned sum)
+    assert fuzz._as_close_as_eager(torch.tensor([1.0, 2.0, 2.995]), eager, ref, 1.0)
+    assert not fuzz._as_close_as_eager(torch.tensor([1.0, 2.0, 3.5]), eager, ref, 1.0)     # far worse
+    exact = torch.tensor([1.0, 2.0, 3.0])                                                   # eager exact
+    assert not fuzz._as_close_as_eager(torch.tensor([1.0, 2.0, 3.001]), exact, ref, 1.0)
+    assert not fuzz._as_close_as_eager(torch.tensor([1.0, float("nan"), 3.0]), eager, ref, 1.0)

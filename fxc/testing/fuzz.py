@@ -374,6 +374,7 @@ def _compare_fn(fn, inputs, target, grad=False):
             return f"crashed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         finally:
             torch._dynamo.reset()
+    reference = None
     for k, (a, e) in enumerate(zip(actual, expected)):
         if a.shape != e.shape or a.dtype != e.dtype:
             return f"wrong: output {k} is {a.dtype}{list(a.shape)}, eager gives {e.dtype}{list(e.shape)}"
@@ -382,8 +383,35 @@ def _compare_fn(fn, inputs, target, grad=False):
         try:
             torch.testing.assert_close(a, e, rtol=RTOL, atol=ATOL * scale, equal_nan=True)
         except AssertionError as err:
+            if a.is_floating_point():
+                if reference is None:
+                    reference = _float64_reference(fn, inputs, run, grad)
+                if reference is not None and _as_close_as_eager(a, e, reference[k], scale):
+                    continue
             return f"wrong: output {k}: " + " ".join(str(err).split())[:300]
     return None
+
+
+def _float64_reference(fn, inputs, run, grad):
+    """The same program in float64 (None when it cannot run so): the judge when fxc and eager float32 differ."""
+    import contextlib
+    try:
+        with contextlib.nullcontext() if grad else torch.no_grad():
+            return run(fn, [t.double() if t.is_floating_point() else t for t in inputs])
+    except Exception:       # noqa: BLE001 - an op without a float64 kernel: no judge
+        return None
+
+
+def _as_close_as_eager(actual, expected, reference, scale) -> bool:
+    """A float32 difference from eager is only rounding when eager itself is as far from the float64 answer:
+    fxc's largest error against float64 is within 2x eager's, where eager's own error is beyond tolerance."""
+    ref = reference.to(expected.dtype) if reference.dtype != torch.float64 else reference
+    both = torch.isfinite(ref) & torch.isfinite(expected.double()) & torch.isfinite(actual.double())
+    if not torch.equal(torch.isfinite(actual), torch.isfinite(expected)) or not both.any():
+        return False
+    err_fxc = (actual.double() - ref.double())[both].abs().max().item()
+    err_eager = (expected.double() - ref.double())[both].abs().max().item()
+    return err_eager > ATOL * scale and err_fxc <= 2 * err_eager
 
 
 def _prune(program: dict) -> dict:
