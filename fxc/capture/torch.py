@@ -184,6 +184,8 @@ class _Support:
             return (src.op == "call_function" and src not in self.reasons and str(src.target) in aten_table()), "getitem"
         if node.target in _SCALAR_FNS or str(node.target) in _SYM_ATEN:
             return False, "size arithmetic"
+        if str(node.target) == "with_effects" and str(node.args[1]) == "aten._linalg_check_errors.default":
+            return False, "error check"     # raises torch's own error on a bad `info` (compiled by fxc); stays eager
         if node in self.keep_views:
             return False, "view output"
         target = str(node.target)
@@ -267,7 +269,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     return make_boxed_func(fused.forward)
 
 
-_NOT_FALLBACK = ("size arithmetic", "view output")
+_NOT_FALLBACK = ("size arithmetic", "view output", "error check")
 
 
 def _view_outputs(gm) -> set:
