@@ -55,7 +55,7 @@ def build(graph, target: str = "llvm", **options) -> Module:
     # weight packing that reads only graph inputs/constants runs as a separate, cached prepack step;
     # its results live after the planned workspace, untouched by the main plan
     out_ids = {v.id for v in graph.outputs}
-    prepack = [gr for gr in groups if gr.root.op == "pack_lanes" and all(v.node is None for v in gr.inputs)
+    prepack = [gr for gr in groups if gr.root.op in ("pack_lanes", "winograd_weight") and all(v.node is None for v in gr.inputs)
                and not any(o.id in out_ids for o in gr.outputs)]
     main = [gr for gr in groups if all(gr is not p for p in prepack)]
     plan = plan_memory(main, graph.outputs)

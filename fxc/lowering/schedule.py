@@ -136,7 +136,7 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
     work = math.prod(shape) * max(rsize, 1)
     special = _special(conv, rt, out, red, value, axes, shape, num_threads)
     if special is not None:
-        return special, flops
+        return special, rt.attrs.get("flops", flops)
     mode = hint.get("reduce_schedule")
     if mode is None:
         mode = _choose_mode(conv, rt, axes, shape)
@@ -152,11 +152,12 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
 def _special(conv, rt, out, red, value, axes, shape, num_threads):
     """The vector schedules of gemm_schedule.py for ops that say so in their compute's attrs."""
     from . import gemm_schedule as gs
+    from .winograd import schedule_conv2d_winograd
     kind = rt.attrs.get("schedule")
     if kind is None or rt.dtype != "float32":
         return None
     fn = {"conv2d_packed": gs.schedule_conv2d_packed, "matmul_packed": gs.schedule_matmul_packed,
-          "depthwise_conv2d": gs.schedule_depthwise}.get(kind)
+          "depthwise_conv2d": gs.schedule_depthwise, "conv2d_winograd": schedule_conv2d_winograd}.get(kind)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 
 

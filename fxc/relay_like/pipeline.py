@@ -4,11 +4,12 @@ from __future__ import annotations
 import time
 
 from .passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants, infer_types,
-                     materialize_outputs, pack_weights, simplify)
+                     materialize_outputs, pack_weights, simplify, use_winograd)
 
 PIPELINE = [
     infer_types,
     simplify,
+    use_winograd,
     pack_weights,
     fold_constants,
     eliminate_common_subexpr,

@@ -6,3 +6,4 @@ from .infer_types import infer_types
 from .materialize_outputs import materialize_outputs
 from .simplify import simplify
 from .pack_weights import pack_weights
+from .use_winograd import use_winograd

@@ -12,7 +12,7 @@ def fold_constants(g):
     replace, kept = {}, []
     for n in g.nodes:
         n.inputs = [replace.get(v.id, v) for v in n.inputs]
-        small = all(o.type.numel <= MAX_FOLD_ELEMENTS for o in n.outputs) or n.op == "pack_lanes"  # frozen weights
+        small = all(o.type.numel <= MAX_FOLD_ELEMENTS for o in n.outputs) or n.op in ("pack_lanes", "winograd_weight")  # frozen weights
         if n.inputs and all(v.is_const for v in n.inputs) and small:
             res = get_op(n.op).reference(*[v.data for v in n.inputs], **n.attrs)
             res = res if isinstance(res, tuple) else (res,)

@@ -1,0 +1,232 @@
+"""Winograd F(4x4, 3x3) schedule for stride-1 3x3 conv2d (op conv2d_winograd).
+
+Accepts the conv2d_winograd reduction Tensor (attrs: x [N, C, H, W], u = winograd_weight(w) laid out
+[6, 6, KB, C, LANES], padding, nv) and the group's epilogue expression. Produces loop IR:
+
+    parallel over (image n, tile row ty, output-channel group kg):
+      strip[6][Wp][C]  <- the 6 input rows of the tile row, zero padded, channels innermost
+      V[36][TW][C]     <- B^T d B per 6x6 tile, vector over 16 channels
+      per group of mr tiles, per block of nv*LANES output channels:
+        for xi in 0..35:  M[xi] = V[xi](tiles x C) . U[xi](C x nv*LANES)      (register tile, as conv2d_packed)
+        Y = A^T M A per tile (vectors over the channels), kept in a small local tile
+        out[n, k, 4ty+r, ow0:ow0+cols] = epilogue(Y[r, :, k])        (vector along the output row)
+
+Each 4x4 output tile takes 36 products per (input, output) channel instead of 144. Points 0, +-1, +-2, inf
+(Lavin & Gray); the weight transform U = G g G^T is the winograd_weight op (a cached prepack step).
+"""
+from __future__ import annotations
+
+from .expr import Bin, Const, Fma, Load, Var, VecLoad, as_expr, binary, substitute, vec
+from .gemm_schedule import LANES, Tile, _parallel, row_tile, vectorize_expr
+from .loop_ir import Allocate, For, IfThen, LetStmt, Store, seq
+from .lower import flat_index
+
+TILE = 4                    # output tile m x m
+V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
+ALPHA = TILE + 2            # input tile (m + r - 1)
+AT = ((1, 1, 1, 1, 1, 0),
+      (0, 1, -1, 2, -2, 0),
+      (0, 1, 1, 4, 4, 0),
+      (0, 1, -1, 8, -8, 1))
+BT = ((4, 0, -5, 0, 1, 0),
+      (0, -4, -4, 1, 1, 0),
+      (0, 4, -4, -1, 1, 0),
+      (0, -2, -1, 2, 1, 0),
+      (0, 2, -1, -2, 1, 0),
+      (0, 4, 0, -5, 0, 1))
+G = ((1 / 4, 0, 0),
+     (-1 / 6, -1 / 6, -1 / 6),
+     (-1 / 6, 1 / 6, -1 / 6),
+     (1 / 24, 1 / 12, 1 / 6),
+     (1 / 24, -1 / 12, 1 / 6),
+     (0, 0, 1))
+
+
+def tiles(n: int) -> int:
+    return -(-n // TILE)
+
+
+def lane_vectors(tile_cols: int, channel_blocks: int) -> int:
+    """Vectors of LANES output channels per register tile: fill the accumulators for the tile row's
+    width without padding the channel blocks (a padded block is wasted work)."""
+    best, score = 1, 0.0
+    for nv in (1, 2, 3, 4):
+        mr = row_tile(tile_cols, nv)
+        waste = (-(-channel_blocks // nv) * nv) / channel_blocks
+        s = mr * nv / (mr + nv) / waste
+        if s > score + 1e-9:
+            best, score = nv, s
+    return best
+
+
+def _combo(coefs, terms, dtype):
+    """sum_k coefs[k] * terms[k] over the non-zero coefficients."""
+    acc = None
+    for c, t in zip(coefs, terms):
+        if c == 0:
+            continue
+        if acc is None:
+            acc = t if c == 1 else Bin("mul", Const(float(c), dtype), t)
+        elif c == 1:
+            acc = Bin("add", acc, t)
+        elif c == -1:
+            acc = Bin("sub", acc, t)
+        else:
+            acc = Fma(Const(float(c), dtype), t, acc)
+    return acc if acc is not None else Const(0.0, dtype)
+
+
+def _transform(d, left, right, dtype):
+    """left . d . right^T for a matrix d of vector expressions (d[a][b])."""
+    t = [[_combo(row, [d[a][b] for a in range(len(d))], dtype) for b in range(len(d[0]))] for row in left]
+    return [[_combo(row, t[e], dtype) for row in right] for e in range(len(left))]
+
+
+def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads):
+    a = rt.attrs
+    x, u = a["x"], a["u"]
+    ph, pw = a["padding"]
+    nv = a["nv"]
+    dt = rt.dtype
+    N, K, OH, OW = shape
+    _, C, H, W = x.shape
+    KB = u.shape[2]
+    if C % LANES or KB % nv:
+        return None
+    TH, TW = tiles(OH), tiles(OW)
+    Wp = TW * TILE + 2
+    n, o, oh, ow = axes
+    tt, row, kg = Var("tt"), Var("row"), Var("kg")
+    vt = vec(dt, LANES)
+    ubuf = conv.bufs[u]
+    # a task transforms R tile rows once and runs every GEMM over them, so each U[xi] block is read once per task
+    R = max(1, min(TH, V_BUDGET // (ALPHA * ALPHA * TW * C * 4)))
+    TT = -(-TH // R)
+    R = -(-TH // TT)
+    RT = R * TW                                     # tiles per task
+    ty = tt * R + row
+    guard = (lambda st: IfThen(Bin("lt", ty, as_expr(TH)), st)) if TH % R else (lambda st: st)
+
+    # -- input rows of one tile row, zero padded, channels innermost ---------------------------------------------
+    strip = conv.local(dt, ALPHA * Wp * C, "wstrip")
+    r, wq, cv, c = Var("r"), Var("wq"), Var("cv"), Var("c")
+    y = ty * TILE - ph + r
+    xval = conv.convert(x[n, c, y, wq - pw], None)
+    xvec = vectorize_expr(xval, c, LANES)
+    if xvec is None:
+        return None
+    xvec = substitute(xvec, {c: cv * LANES})
+    at = ((r * Wp + wq) * C + cv * LANES)
+    zero = Store(strip, at, Const(0.0, vt))
+    lo, hi = min(pw, Wp), min(pw + W, Wp)
+    inside = seq(For(wq, lo, For(cv, C // LANES, zero)) if lo else None,
+                 For(wq, hi, For(cv, C // LANES, Store(strip, at, xvec)), "serial", lo),
+                 For(wq, Wp, For(cv, C // LANES, zero), "serial", hi) if hi < Wp else None)
+    row_ok = binary("and", Bin("ge", y, as_expr(0)), Bin("lt", y, as_expr(H)))
+    fill = For(r, ALPHA, IfThen(row_ok, inside, For(wq, Wp, For(cv, C // LANES, zero))))
+
+    # -- V = B^T d B per tile ------------------------------------------------------------------------------------
+    V = conv.local(dt, ALPHA * ALPHA * RT * C, "wv")
+    tx = Var("tx")
+    d = [[VecLoad(strip, (as_expr(ai * Wp + bi) + tx * TILE) * C + cv * LANES, LANES) for bi in range(ALPHA)]
+         for ai in range(ALPHA)]
+    v = _transform(d, BT, BT, vt)
+    vstores = [Store(V, ((as_expr(e1 * ALPHA + e2) * RT + row * TW + tx) * C + cv * LANES), v[e1][e2])
+               for e1 in range(ALPHA) for e2 in range(ALPHA)]
+    itrans = For(row, R, guard(seq(fill, For(tx, TW, For(cv, C // LANES, seq(*vstores))))))
+
+    # -- per block of nv*LANES output channels: 36 GEMMs over the task's tiles, output transform, epilogue -------
+    blocks = KB // nv
+    tasks = N * TT
+    KG = next((g for g in range(1, blocks + 1) if blocks % g == 0 and tasks * g >= 2 * num_threads), blocks) \
+        if num_threads > 1 else 1
+    per_kg = blocks // KG
+    width = nv * LANES
+    kbg, xi = Var("kbg"), Var("xi")
+    kb0 = (kg * per_kg + kbg) * nv
+    out_index = flat_index(axes, shape)
+    mr = row_tile(TW, nv)
+    groups = []                     # (first tile, count, tiles per group) along a tile row
+    full = (TW // mr) * mr
+    if TW // mr:
+        groups.append((0, TW // mr, mr))
+    if TW - full:
+        groups.append((full, 1, TW - full))
+    if OW % TILE and groups[-1][1] > 1:           # the last tile is partial: its group gets its own store
+        s0, cnt, m = groups.pop()
+        groups += [(s0, cnt - 1, m), (s0 + (cnt - 1) * m, 1, m)]
+    M = conv.local(dt, ALPHA * ALPHA * RT * width, "wm")
+    gemms, stores, accs = [], [], []
+    for start, count, m in groups:
+        t, r = Var("tg"), Var("yr")
+        tx0 = as_expr(start) + t * m
+        p0 = row * TW + tx0                       # first tile of the group within the task
+        last_cols = OW - (start + (count - 1) * m) * TILE
+        cols = min(m * TILE, last_cols) if count == 1 else m * TILE
+        tile = Tile(conv, m, nv, dt)
+        accs.append(tile.acc)
+        gemm = tile.compute([(c, C)], lambda i, p0=p0: Load(V, ((xi * RT + p0 + i) * C + c)),
+                            lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * C + c) * LANES, LANES))
+        keep = [Store(M, ((xi * RT + p0 + i) * nv + vv) * LANES, tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
+        gemms.append(For(t, count, seq(gemm, *keep)) if count > 1 else LetStmt(t, as_expr(0), seq(gemm, *keep)))
+
+        Y = conv.local(dt, TILE * m * TILE * width, "wy")
+        i_, v_ = Var("ti"), Var("tv")
+        mv = [[VecLoad(M, ((as_expr((ai * ALPHA + bi) * RT) + p0 + i_) * nv + v_) * LANES, LANES) for bi in range(ALPHA)]
+              for ai in range(ALPHA)]
+        yv = _transform(mv, AT, AT, vt)
+        ystores = [Store(Y, ((as_expr(ri * m * TILE + si) + i_ * TILE) * width + v_ * LANES), yv[ri][si])
+                   for ri in range(TILE) for si in range(TILE)]
+        otrans = For(i_, m, For(v_, nv, seq(*ystores)))
+        ci, j = Var("ci"), Var("j")
+        k = kb0 * LANES + ci
+        sub = {o: k, oh: ty * TILE + r, ow: tx0 * TILE}
+        yrow = VecLoad(Y, r * (m * TILE * width) + ci, cols, width)
+        vs = vectorize_expr(value, ow, cols, {red.var: yrow}) if cols > 1 else None
+        if vs is not None:
+            st = Store(out, substitute(out_index, sub), substitute(vs, sub))
+        else:
+            sub1 = {o: k, oh: ty * TILE + r, ow: tx0 * TILE + j}
+            st = For(j, cols, Store(out, substitute(out_index, sub1),
+                                    substitute(value, {**sub1, red.var: Load(Y, (r * (m * TILE) + j) * width + ci)})))
+        if KB * LANES != K:
+            st = IfThen(Bin("lt", k, as_expr(K)), st)
+        st = For(ci, width, st)
+        if OH % TILE:
+            st = IfThen(Bin("lt", ty * TILE + r, as_expr(OH)), st)
+        one = seq(otrans, For(r, TILE, st))
+        stores.append(Allocate(Y, For(t, count, one) if count > 1 else LetStmt(t, as_expr(0), one)))
+    block = seq(For(xi, ALPHA * ALPHA, For(row, R, guard(seq(*gemms)))), For(row, R, guard(seq(*stores))))
+    for acc in accs:
+        block = Allocate(acc, block)
+    per_task = seq(itrans, For(kbg, per_kg, block) if per_kg > 1 else LetStmt(kbg, as_expr(0), block))
+    per_task = Allocate(strip, Allocate(V, Allocate(M, per_task)))
+    work = N * K * OH * OW * C * 9
+    return _parallel([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
+
+
+def weight_transform(k_: int, c_: int, blocks: int, dtype: str):
+    """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*LANES + l, c] G^T)[e1, e2] (zero where the channel >= K): a
+    te.extern lower function. Whole blocks of LANES output channels are one vector (a gather of the weight)."""
+    def lower(outs, ins):
+        ub, wb = outs[0], ins[0]
+        kb, c, l = Var("kb"), Var("c"), Var("l")
+
+        def one(lanes, k0):
+            if lanes > 1:
+                g = [[VecLoad(wb, ((k0 * c_ + c) * 3 + i) * 3 + j, lanes, c_ * 9) for j in range(3)] for i in range(3)]
+            else:
+                g = [[Load(wb, ((k0 * c_ + c) * 3 + i) * 3 + j) for j in range(3)] for i in range(3)]
+            u = _transform(g, G, G, vec(dtype, lanes) if lanes > 1 else dtype)
+            return [Store(ub, ((as_expr(e1 * ALPHA + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES), u[e1][e2])
+                    for e1 in range(ALPHA) for e2 in range(ALPHA)]
+        full = k_ // LANES
+        stmts = [For(kb, full, For(c, c_, seq(*one(LANES, kb * LANES))))] if full else []
+        if blocks > full:       # the partial block (scalar, zero past K) and the padding blocks
+            k = kb * LANES + l
+            body = IfThen(Bin("lt", k, as_expr(k_)), seq(*one(1, k)),
+                          seq(*[Store(ub, ((as_expr(e * blocks) + kb) * c_ + c) * LANES + l, Const(0.0, dtype))
+                                for e in range(ALPHA * ALPHA)]))
+            stmts.append(For(kb, blocks, For(c, c_, For(l, LANES, body)), "serial", full))
+        return seq(*stmts)
+    return lower

@@ -1,0 +1,61 @@
+"""use_winograd: stride-1 3x3 float32 convolutions where Winograd F(4x4,3x3) is faster than the direct kernel.
+
+    conv2d(pad(x, zeros (pw, pw, ph, ph)), w[K, C, 3, 3])  -> conv2d_winograd(x, winograd_weight(w), padding (ph, pw))
+    conv2d(x, w[K, C, 3, 3])                                -> conv2d_winograd(x, winograd_weight(w), padding (0, 0))
+
+The zero padding moves into the kernel (no padded copy). winograd_weight reads only the weight, so the build
+runs it as a cached prepack step (redone when the weight changes) and fold_constants folds it for frozen
+weights. FXC_WINOGRAD=0 turns the pass off (the direct conv2d_packed kernel everywhere).
+"""
+from __future__ import annotations
+
+import os
+
+from ..graph import Node
+
+LANES = 16
+
+
+def winograd_pays(c: int, k: int, oh: int, ow: int) -> bool:
+    """Where Winograd beat the direct kernel when measured per layer (FXC_NUM_THREADS=1, this machine)."""
+    return c % LANES == 0 and c >= 32 and k >= 32 and min(oh, ow) >= 7
+
+
+def use_winograd(g):
+    if os.environ.get("FXC_WINOGRAD", "1") == "0":
+        return g
+    from ...lowering.winograd import lane_vectors, tiles
+    from ...ops.registry import get_op
+    new_nodes = []
+    for n in g.nodes:
+        x, w = n.inputs if n.op == "conv2d" else (None, None)
+        if x is None or n.outputs[0].dtype != "float32" or w.shape[2:] != (3, 3) or n.attrs.get("groups", 1) != 1 \
+                or tuple(n.attrs.get("stride", (1, 1))) != (1, 1) or tuple(n.attrs.get("dilation", (1, 1))) != (1, 1):
+            new_nodes.append(n)
+            continue
+        padding = (0, 0)
+        p = x.node
+        if p is not None and p.op == "pad" and p.attrs.get("mode", "constant") == "constant" \
+                and float(p.attrs.get("value", 0.0)) == 0.0 and len(p.attrs["pad"]) == 4:
+            pl, pr, pt, pb = p.attrs["pad"]
+            if pl == pr >= 0 and pt == pb >= 0:
+                x, padding = p.inputs[0], (pt, pl)
+        _, k, oh, ow = n.outputs[0].shape
+        c = x.shape[1]
+        if not winograd_pays(c, k, oh, ow):
+            new_nodes.append(n)
+            continue
+        nv = lane_vectors(tiles(ow), -(-k // LANES))
+        blocks = -(-(-(-k // LANES)) // nv) * nv
+        attrs_u = dict(blocks=blocks, lanes=LANES)
+        un = Node("winograd_weight", [w], attrs_u, get_op("winograd_weight").infer([w.type], **attrs_u))
+        attrs = dict(out_channels=k, padding=padding, nv=nv)
+        rep = Node("conv2d_winograd", [x, un.outputs[0]], attrs,
+                   get_op("conv2d_winograd").infer([x.type, un.outputs[0].type], **attrs))
+        new_nodes += [un, rep]
+        # the replacement keeps the original output Value (its id, name and users stay valid)
+        out = n.outputs[0]
+        rep.outputs[0] = out
+        out.node, out.index = rep, 0
+    g.nodes = new_nodes
+    return g

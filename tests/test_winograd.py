@@ -1,0 +1,120 @@
+"""Winograd F(4x4,3x3) convolutions (use_winograd pass, conv2d_winograd schedule) against torch eager."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fxc.build import build
+from fxc.relay_like.builder import Builder
+from fxc.relay_like.passes.use_winograd import use_winograd, winograd_pays
+from tests.helpers import assert_close_np, check_module
+
+# (batch, in channels, out channels, height, width, padding)
+SHAPES = [
+    (1, 32, 32, 9, 11, 1),       # partial tiles at the right and the bottom
+    (8, 32, 48, 13, 7, 1),       # batch 8, a 7-wide output (one partial tile per row)
+    (2, 48, 40, 10, 17, 1),      # output channels not a multiple of 16 (a partial lane block)
+    (1, 32, 32, 12, 9, 0),       # no padding
+    (1, 32, 32, 58, 62, 1),      # a long tile row: full register tiles plus a tail tile
+    (1, 128, 32, 34, 34, 1),     # tile rows split over tasks with a shorter last task
+]
+
+
+def _conv_graph(n, c, k, h, w, pad, bias, residual, relu):
+    b = Builder()
+    g = b.graph
+    x = g.input((n, c, h, w), "float32")
+    wt = g.input((k, c, 3, 3), "float32")
+    ins = [x, wt]
+    xp = g.call1("pad", [x], pad=(pad,) * 4, value=0.0, mode="constant") if pad else x
+    y = g.call1("conv2d", [xp, wt])
+    if bias:
+        bv = g.input((k, 1, 1), "float32")
+        ins.append(bv)
+        y = g.call1("add", [y, bv])
+    if residual:
+        r = g.input(tuple(y.shape), "float32")
+        ins.append(r)
+        y = g.call1("add", [y, r])
+    if relu:
+        y = g.call1("relu", [y])
+    g.outputs = [y]
+    return g, ins
+
+
+def _torch_ref(arrays, pad, bias, residual, relu):
+    t = [torch.from_numpy(a) for a in arrays]
+    y = F.conv2d(t[0], t[1], padding=pad)
+    i = 2
+    if bias:
+        y = y + t[i]
+        i += 1
+    if residual:
+        y = y + t[i]
+    return (torch.relu(y) if relu else y).numpy()
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("epilogue", ["plain", "bias_relu", "bias_residual_relu"])
+def test_winograd_conv_matches_torch(shape, epilogue):
+    n, c, k, h, w, pad = shape
+    bias, residual, relu = "bias" in epilogue, "residual" in epilogue, "relu" in epilogue
+    g, ins = _conv_graph(n, c, k, h, w, pad, bias, residual, relu)
+    module = build(g)
+    assert any("conv2d_winograd" in line for line in module.kernels), module.kernels
+    rng = np.random.default_rng(sum(shape))
+    arrays = [rng.standard_normal(v.shape).astype(np.float32) for v in ins]
+    got = module(*arrays)
+    assert_close_np(got, _torch_ref(arrays, pad, bias, residual, relu))
+
+
+def test_winograd_off_by_env(monkeypatch):
+    monkeypatch.setenv("FXC_WINOGRAD", "0")
+    g, ins = _conv_graph(1, 32, 32, 9, 11, 1, True, False, True)
+    module = build(g)
+    assert not any("winograd" in line for line in module.kernels)
+
+
+def test_pass_keeps_other_convs():
+    """Strided, grouped, small-channel and non-3x3 convolutions stay direct."""
+    b = Builder()
+    g = b.graph
+    x = g.input((1, 32, 16, 16), "float32")
+    outs = [g.call1("conv2d", [x, g.input((32, 32, 3, 3), "float32")], stride=(2, 2)),
+            g.call1("conv2d", [x, g.input((32, 16, 3, 3), "float32")], groups=2),
+            g.call1("conv2d", [x, g.input((8, 32, 3, 3), "float32")]),
+            g.call1("conv2d", [x, g.input((32, 32, 1, 1), "float32")])]
+    g.outputs = outs
+    from fxc.relay_like.passes import infer_types
+    g = use_winograd(infer_types(g))
+    assert [n.op for n in g.nodes] == ["conv2d"] * 4
+    assert not winograd_pays(24, 64, 56, 56) and winograd_pays(64, 64, 56, 56)
+
+
+class Block(torch.nn.Module):
+    """conv-bn-relu-conv-bn + residual, relu (a ResNet basic block)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.c1, self.b1 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+        self.c2, self.b2 = torch.nn.Conv2d(c, c, 3, padding=1, bias=False), torch.nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = torch.relu(self.b1(self.c1(x)))
+        return torch.relu(self.b2(self.c2(y)) + x)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_torch_block_and_weight_update(batch):
+    torch.manual_seed(batch)
+    m = Block(32).eval()
+    for bn in (m.b1, m.b2):
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(batch, 32, 14, 15)
+    check_module(m, x)
+    compiled = torch.compile(m, backend="fxc")
+    with torch.no_grad():
+        compiled(x)
+        m.c1.weight.mul_(-0.5)          # the transformed weight is recomputed when the weight changes
+        torch.testing.assert_close(compiled(x), m(x), rtol=1e-4, atol=1e-5 * max(m(x).abs().max().item(), 1.0))
