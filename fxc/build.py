@@ -45,7 +45,10 @@ def group_kernel(gr, name: str, num_threads: int):
 
 
 def build(graph, target: str = "llvm", **options) -> Module:
-    """Compile a graph for `target`; returns a runtime Module (numpy/pointer callable)."""
+    """Compile a graph for `target`; returns a runtime Module (numpy/pointer callable).
+
+    Options: debug (level, or FXC_DEBUG), fuse (default True), profile (or FXC_PROFILE=1: time every
+    kernel call; `Module.profile()` returns the per-kernel table)."""
     if target not in TARGETS:
         raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
     dbg = debug_level(options)
@@ -82,7 +85,8 @@ def build(graph, target: str = "llvm", **options) -> Module:
         if dbg >= 3:
             _log(format_kernel(k))
     from .backends import llvm
-    ir = llvm.render(kernels, calls, pre_calls)
+    profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
+    ir = llvm.render(kernels, calls, pre_calls, profile=profile)
     if dbg >= 4:
         _log(ir)
     lib, _ = llvm.build_library(ir)
@@ -94,4 +98,4 @@ def build(graph, target: str = "llvm", **options) -> Module:
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
                   [c.data for c in consts], end, lines, plan.total_bytes, ir,
                   prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs if slots[v.id][0] == "in"}),
-                  plan=pre_calls + calls)
+                  plan=pre_calls + calls, kernel_flops=[k.flops for k in kernels], profiled=profile)

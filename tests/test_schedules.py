@@ -73,6 +73,26 @@ def test_depthwise_conv2d(case):
     assert_close_np(out, np.clip(conv_ref(x, w, (s, s), (d, d), c, 1), 0, 6))
 
 
+@pytest.mark.parametrize("case", [  # N, C, H, W, K, stride, pad (left, right, top, bottom)
+    (1, 8, 7, 7, 3, 1, (1, 1, 1, 1)),        # 7x7 maps: a 5-column vector interior + 2 border columns
+    (1, 6, 20, 41, 5, 2, (2, 2, 2, 2)),      # 5x5 stride 2, interior of 16 + tail
+    (1, 5, 9, 30, 3, 2, (0, 1, 0, 1)),       # asymmetric (TF "same") padding
+    (2, 4, 4, 3, 3, 1, (2, 2, 1, 3)),        # every column a border column, rows padded past the kernel
+], ids=str)
+def test_depthwise_conv2d_reads_through_fused_pad(case):
+    n, c, h, w_, k, s, pad = case
+    x, w, b = rand(n, c, h, w_), rand(c, 1, k, k), rand(c)
+
+    def make(g, xv, wv, bv):
+        xv = g.call1("pad", [xv], pad=pad, value=0.0, mode="constant")
+        y = g.call1("conv2d", [xv, wv], stride=(s, s), dilation=(1, 1), groups=c)
+        return g.call1("clamp", [g.call1("add", [y, g.call1("reshape", [bv], shape=(-1, 1, 1))])], lo=0.0, hi=6.0)
+    out, g = run_graph(make, [x, w, b])
+    xp = np.pad(x, ((0, 0), (0, 0), (pad[2], pad[3]), (pad[0], pad[1])))
+    ref = get_op("conv2d").reference(xp, w, stride=(s, s), dilation=(1, 1), groups=c) + b[:, None, None]
+    assert_close_np(out, np.clip(ref, 0, 6))
+
+
 MATMULS = [  # a shape, b shape, trans_a, trans_b
     ((37, 19), (19, 70), False, False),          # row tail, column tail (70 = 64 + 6)
     ((128, 64), (256, 64), False, True),         # linear layer: weight [out, in]

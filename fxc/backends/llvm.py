@@ -42,17 +42,23 @@ def vector_bits() -> int:
     return 128
 
 
-def render(kernels: list, calls: list, prepack_calls: list = ()) -> str:
+def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool = False) -> str:
     """LLVM IR of the kernels and entries: `fxc_run` runs prepack_calls then calls; with prepack calls
-    there are also `fxc_prepack` and `fxc_run_main` so a runtime can skip an unchanged prepack."""
+    there are also `fxc_prepack` and `fxc_run_main` so a runtime can skip an unchanged prepack.
+    profile: time every kernel call into the exported `fxc_profile_counters` (counter k = k-th call of
+    prepack_calls + calls)."""
     tm, triple, _, _ = target_machine()
     mw = ModuleWriter(triple, str(tm.target_data))
     for k in kernels:
         mw.kernel(k)
-    mw.entry(list(prepack_calls) + list(calls))
+    every = list(prepack_calls) + list(calls)
+    prof = {name: k for k, (name, _) in enumerate(every)} if profile else None
+    if profile:
+        mw.profile_counters(len(every))
+    mw.entry(every, profile=prof)
     if prepack_calls:
-        mw.entry(list(prepack_calls), "fxc_prepack")
-        mw.entry(list(calls), "fxc_run_main")
+        mw.entry(list(prepack_calls), "fxc_prepack", prof)
+        mw.entry(list(calls), "fxc_run_main", prof)
     return mw.text()
 
 

@@ -627,12 +627,16 @@ class ModuleWriter:
         w.stmt(k.body)
         self.functions.append(w.finish(f"define internal void @{k.name}(ptr noalias %args) nounwind noinline"))
 
-    def entry(self, calls: list, name: str = "fxc_run"):
-        """calls: list of (kernel name, [(slot kind, index or byte offset)]). Slot kinds: in, out, const, work."""
+    def entry(self, calls: list, name: str = "fxc_run", profile: dict | None = None):
+        """calls: list of (kernel name, [(slot kind, index or byte offset)]). Slot kinds: in, out, const, work.
+        profile: kernel name -> counter index; each call then adds its nanoseconds and 1 to the exported
+        `fxc_profile_counters` (pairs of i64: total ns, calls)."""
         lines = ["entry:"]
         n = 0
         for kname, slots in calls:
             n += 1
+            if profile is not None:
+                lines.append(f"  %t0_{n} = call i64 @fxc_profile_now()")
             lines.append(f"  %a{n} = alloca ptr, i64 {max(len(slots), 1)}")
             for j, (kind, ix) in enumerate(slots):
                 if kind == "work":
@@ -644,9 +648,21 @@ class ModuleWriter:
                 lines.append(f"  %d{n}_{j} = getelementptr ptr, ptr %a{n}, i64 {j}")
                 lines.append(f"  store ptr %s{n}_{j}, ptr %d{n}_{j}")
             lines.append(f"  call void @{kname}(ptr %a{n})")
+            if profile is not None:
+                c = profile[kname]
+                lines += [f"  %t1_{n} = call i64 @fxc_profile_now()", f"  %dt{n} = sub i64 %t1_{n}, %t0_{n}",
+                          f"  %pc{n} = getelementptr i64, ptr @fxc_profile_counters, i64 {2 * c}",
+                          f"  %pn{n} = getelementptr i64, ptr @fxc_profile_counters, i64 {2 * c + 1}",
+                          f"  atomicrmw add ptr %pc{n}, i64 %dt{n} monotonic",
+                          f"  atomicrmw add ptr %pn{n}, i64 1 monotonic"]
         lines.append("  ret i32 0")
         self.functions.append(f"define i32 @{name}(ptr %inputs, ptr %outputs, ptr %consts, ptr %work) {{\n"
                               + "\n".join(lines) + "\n}\n")
+
+    def profile_counters(self, n: int):
+        """Export `fxc_profile_counters` ([2n x i64], weak: every split part may define it, the linker keeps one)."""
+        self.declare("fxc_profile_now", "i64", [])
+        self.decls["@fxc_profile_counters"] = f"@fxc_profile_counters = weak global [{2 * n} x i64] zeroinitializer, align 64"
 
     def text(self) -> str:
         self.declare("fxc_parallel_for", "void", ["ptr", "ptr", "i64"])

@@ -30,7 +30,7 @@ TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64:
                 torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
 SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int8", "uint8", "bool"}
-OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check"}
+OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
 _SCALAR_FNS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
@@ -366,8 +366,10 @@ class FxcSubgraph(torch.nn.Module):
         from ..build import build
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args)
         self._multi = multi
-        module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse")})
+        module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile")})
         _record(lambda r: r.kernels.extend(module.kernels))
+        if self.options.get("profile"):     # torch.compile(..., options={"profile": True}): table at exit
+            module.print_profile_at_exit()
         if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/check.py)
             from ..check import CheckError, check_graph
             fresh = to_graph(self.gm, args)[0]

@@ -20,7 +20,7 @@ from ..errors import FxcError, InputError, TargetError, UnsupportedOpError
 from ..runtime.module import TensorSpec
 from .torch import _Support, to_graph
 
-BUILD_OPTIONS = {"debug", "fuse"}
+BUILD_OPTIONS = {"debug", "fuse", "profile"}
 
 
 class CompiledModel:
@@ -177,7 +177,8 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
     target : str
         Compilation target ("llvm": the host CPU).
     **options
-        `debug` (FXC_DEBUG level), `fuse` (bool, default True).
+        `debug` (FXC_DEBUG level), `fuse` (bool, default True), `profile` (bool: per-kernel timers,
+        read with `.module.profile_table()`).
 
     Returns
     -------

@@ -256,7 +256,25 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
 
 
 # -- depthwise conv2d -----------------------------------------------------------------------------------------------
+MAX_BORDER_COLUMNS = 16     # output columns whose taps leave the input run as scalars; more: generic schedule
+
+
+def _unpadded(x):
+    """(tensor read, top pad, left pad): a fused zero pad of H/W (pad's compute attrs) is read through."""
+    pa = x.attrs if x.body is not None else {}
+    w = pa.get("pad_widths")
+    if pa.get("pad_of") is None or pa.get("pad_value") != 0 or w is None or tuple(w[0]) != (0, 0) \
+            or tuple(w[1]) != (0, 0) or min(min(p) for p in w) < 0:
+        return x, 0, 0
+    return pa["pad_of"], w[2][0], w[3][0]
+
+
 def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
+    """Depthwise conv2d, NCHW; lanes = output columns, parallel over (batch, channel, output row).
+
+    A zero pad fused into the group is never materialized: a kernel row whose input row is outside the
+    input is skipped by one branch; output columns whose taps all fall inside the input run as vectors
+    (LANES columns per accumulator), the few border columns as scalars that drop their outside taps."""
     a = rt.attrs
     x, w = a["x"], a["w"]
     sh, sw = a["stride"]
@@ -265,34 +283,71 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     _, _, KH, KW = w.shape
     n, o, oh, ow = axes
     mult = O // x.shape[1]                      # output channels per input channel
+    src, pt, pl = _unpadded(x)
+    H, W = src.shape[2], src.shape[3]
     kh, kw, owv = Var("kh"), Var("kw"), Var("owv")
+    c = binary("idiv", o, mult) if mult > 1 else o
+    ih = oh * sh + kh * dh - pt
+    rows_clip = pt > 0 or (OH - 1) * sh + (KH - 1) * dh - pt >= H
+    row_ok = binary("and", Bin("ge", ih, as_expr(0)), Bin("lt", ih, as_expr(H)))
+    kh_kind = "unroll" if KH <= 7 else "serial"
+    kw_kind = "unroll" if KW <= 7 else "serial"
+    wv = conv.convert(w[o, 0, kh, kw], None)
     out_index = flat_index(axes, shape)
+
+    def over_rows(taps):
+        return For(kh, KH, IfThen(row_ok, taps) if rows_clip else taps, kh_kind)
+
+    # columns [lo, hi) read only inside the input
+    lo = min(-(-pl // sw), OW)
+    hi = (W - 1 + pl - (KW - 1) * dw) // sw + 1 if W - 1 + pl - (KW - 1) * dw >= 0 else 0
+    hi = max(lo, min(OW, hi))
+    border = list(range(0, lo)) + list(range(hi, OW))
+    if len(border) > MAX_BORDER_COLUMNS:
+        return None
     stmts = []
-    full = (OW // LANES) * LANES
-    for start, count, lanes in ((0, OW // LANES, LANES), (full, 1, OW - full)):
+    xv = conv.convert(src[n, c, ih, ow * sw + kw * dw - pl], None)
+    full = (hi - lo) // LANES
+    for start, count, lanes in ((lo, full, LANES), (lo + full * LANES, 1, hi - lo - full * LANES)):
         if count == 0 or lanes == 0:
             continue
         acc = conv.local(rt.dtype, lanes, "dacc")
         ow0 = as_expr(start) + owv * lanes
-        xv = conv.convert(x[n, binary("idiv", o, mult) if mult > 1 else o, oh * sh + kh * dh, ow * sw + kw * dw], None)
-        xvec = vectorize_expr(xv, ow, lanes)
-        wv = conv.convert(w[o, 0, kh, kw], None)
+        xvec = vectorize_expr(xv, ow, lanes) if lanes > 1 else xv
         if xvec is None:
             return None
         xvec = substitute(xvec, {ow: ow0})
-        vt = vec(rt.dtype, lanes)
-        upd = Store(acc, as_expr(0), Fma(xvec, Broadcast(wv, lanes), VecLoad(acc, as_expr(0), lanes)))
-        body = seq(Store(acc, as_expr(0), Const(0.0, vt)), For(kh, KH, For(kw, KW, upd, "unroll" if KW <= 7 else "serial")))
-        accv = VecLoad(acc, as_expr(0), lanes)
-        vs = vectorize_expr(value, ow, lanes, {red.var: accv}) if linear_stride_is_one(out_index, ow) else None
+        vt = vec(rt.dtype, lanes) if lanes > 1 else rt.dtype
+        wb = Broadcast(wv, lanes) if lanes > 1 else wv
+        accv = VecLoad(acc, as_expr(0), lanes) if lanes > 1 else Load(acc, as_expr(0))
+        upd = Store(acc, as_expr(0), Fma(xvec, wb, accv))
+        body = seq(Store(acc, as_expr(0), Const(0.0, vt)), over_rows(For(kw, KW, upd, kw_kind)))
+        vs = None
+        if lanes > 1 and linear_stride_is_one(out_index, ow):
+            vs = vectorize_expr(value, ow, lanes, {red.var: accv})
         if vs is not None:
             st = Store(out, substitute(out_index, {ow: ow0}), substitute(vs, {ow: ow0}))
-        else:
+        elif lanes > 1:
             lane = Var("l")
             st = For(lane, lanes, Store(out, substitute(out_index, {ow: ow0 + lane}),
                                         substitute(value, {ow: ow0 + lane, red.var: Lane(accv, lane)})), "unroll")
+        else:
+            st = Store(out, substitute(out_index, {ow: ow0}), substitute(value, {ow: ow0, red.var: accv}))
         body = seq(body, st)
         stmts.append(Allocate(acc, For(owv, count, body) if count > 1 else LetStmt(owv, as_expr(0), body)))
+    for j in border:                            # scalar columns: taps outside the input are left out
+        acc = conv.local(rt.dtype, 1, "bacc")
+        accs = Load(acc, as_expr(0))
+        taps = []
+        for q in range(KW):
+            iw = j * sw + q * dw - pl
+            if 0 <= iw < W:
+                xs = conv.convert(src[n, c, ih, as_expr(iw)], None)
+                taps.append(Store(acc, as_expr(0), Fma(xs, substitute(wv, {kw: as_expr(q)}), accs)))
+        body = seq(Store(acc, as_expr(0), Const(0.0, rt.dtype)), over_rows(seq(*taps)) if taps else None,
+                   Store(out, substitute(out_index, {ow: as_expr(j)}),
+                         substitute(value, {ow: as_expr(j), red.var: accs})))
+        stmts.append(Allocate(acc, body))
     work = N * O * OH * OW * KH * KW
     return _parallel([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
 

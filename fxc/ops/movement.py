@@ -299,7 +299,9 @@ def _pad(x, pad, value=0.0, mode="constant"):
             from .common import const_like
             v = select(inside, v, const_like(value, x.dtype))
         return v
-    return te.compute(shape, body, "pad")
+    # a consumer's schedule may read x directly and skip the padded taps (depthwise conv fuses its pad)
+    attrs = {"pad_of": x, "pad_widths": tuple(w), "pad_value": value} if mode == "constant" else None
+    return te.compute(shape, body, "pad", attrs)
 
 
 def _pad_ref(x, pad, value=0.0, mode="constant"):

@@ -37,6 +37,16 @@ class Group:
         return f"{ops} -> {', '.join(f'{o.type!r}' for o in self.outputs)}" + (f"  [anchor {a.op}]" if a else "")
 
 
+def _pads_depthwise(p, n) -> bool:
+    """A zero constant pad of H and W only, read by a float32 depthwise conv2d (whose schedule skips the pad)."""
+    if p.op != "pad" or n.op != "conv2d" or p.attrs.get("mode", "constant") != "constant" or p.attrs.get("value", 0.0):
+        return False
+    x, w = n.inputs
+    pad = tuple(p.attrs.get("pad", ()))
+    return (x.dtype == "float32" and len(pad) == 4 and min(pad) >= 0 and len(x.shape) == 4 and w.shape[1] == 1
+            and n.attrs.get("groups", 1) == p.inputs[0].shape[1] > 1)
+
+
 def fuse_ops(g, enable: bool = True) -> list:
     users = g.users()
     out_ids = {v.id for v in g.outputs}
@@ -70,6 +80,9 @@ def fuse_ops(g, enable: bool = True) -> list:
                 if len(users.get(v.id, [])) != 1 or len({id(u) for u, _ in users[v.id]}) != 1:
                     continue
                 kp = get_op(p.op).kind
+                if _pads_depthwise(p, n):
+                    union(p, n)                     # the depthwise schedule reads the unpadded input
+                    continue
                 if len(n.outputs) != 1 and kn != Kind.OPAQUE and kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION:
                     union(p, n)                     # prologue into a multi-output reduction-like op
                 elif len(n.outputs) != 1:

@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef void (*fxc_body)(int64_t start, int64_t end, void **args);
@@ -29,6 +30,13 @@ static _Atomic int64_t done_chunks;
 static _Atomic uint32_t published_gen;
 
 void fxc_set_num_threads(int n) { fxc_threads = n; }
+
+/* Monotonic nanoseconds: the per-kernel profile (modules built with profile=True) reads it around each call. */
+int64_t fxc_profile_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
 
 int fxc_get_num_threads(void) {
     if (fxc_threads > 0) return fxc_threads;

@@ -2,6 +2,7 @@
 Framework-free (numpy and the target's device library only); framework wrappers live in fxc.capture."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,12 +44,40 @@ class Module:
     source: str = ""                    # generated LLVM IR (for debugging / export)
     prepack_inputs: list = field(default_factory=list)   # inputs read by the cached weight-packing step
     plan: list = field(default_factory=list)    # execution plan: (kernel, [(slot kind, index or byte offset)])
+    kernel_flops: list = field(default_factory=list)   # per kernel (same order as `kernels`); 0 when unknown
+    profiled: bool = False              # built with per-kernel timers (profile=True / FXC_PROFILE=1)
 
     def __post_init__(self):
         self._lib = CpuLibrary(self.library)
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
         self._ws = Workspace(self.workspace_bytes)
+        if self.profiled and os.environ.get("FXC_PROFILE", "0") not in ("", "0"):
+            self.print_profile_at_exit()
+
+    def profile(self, reset: bool = False) -> list:
+        """Per-kernel times since the last reset: one dict per kernel (kernel, group, calls, total_ms, mean_us,
+        share, gflops). Needs a module built with profile=True (or FXC_PROFILE=1)."""
+        from . import profile as kernel_profile     # imported only when profiling
+        c = kernel_profile.counters(self._lib.lib, len(self.kernels)) if self.profiled else None
+        if c is None:
+            raise InputError("this module has no kernel timers; build it with profile=True "
+                             "(torch.compile(..., options={'profile': True})) or FXC_PROFILE=1")
+        rows = kernel_profile.profile_rows(self.kernels, self.kernel_flops, c)
+        if reset:
+            c[:] = 0
+        return rows
+
+    def print_profile_at_exit(self) -> None:
+        """Print `profile_table()` to stderr when the process ends (done for every module under FXC_PROFILE=1)."""
+        if self.profiled:
+            from . import profile as kernel_profile
+            kernel_profile.print_at_exit(self._lib.lib, self.kernels, self.kernel_flops)
+
+    def profile_table(self, top: int | None = None, reset: bool = False) -> str:
+        """`profile()` as a text table, slowest kernel first."""
+        from . import profile as kernel_profile
+        return kernel_profile.format_profile(self.profile(reset), top)
 
     def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None) -> None:
         """Run on raw addresses of contiguous buffers of the declared shapes/dtypes (no checks).
