@@ -27,7 +27,8 @@ UNARY_FN = {"exp": "llvm.exp", "log": "llvm.log", "sqrt": "llvm.sqrt", "sin": "l
             "tan": "libm:tan", "tanh": "libm:tanh", "erf": "libm:erf", "asin": "libm:asin", "acos": "libm:acos",
             "atan": "libm:atan", "sinh": "libm:sinh", "cosh": "libm:cosh", "asinh": "libm:asinh",
             "acosh": "libm:acosh", "atanh": "libm:atanh", "expm1": "libm:expm1", "log1p": "libm:log1p",
-            "lgamma": "libm:lgamma"}
+            "lgamma": "libm:lgamma", "erfc": "libm:erfc", "j0": "libm:j0", "j1": "libm:j1", "y0": "libm:y0",
+            "y1": "libm:y1"}
 FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 ICMP_S = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
 ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": "ne"}
@@ -151,9 +152,10 @@ class FunctionWriter:
 
     def loop(self, s: For, start: str | None = None, end: str | None = None):
         head, body, latch, exit_ = (self.label(p) for p in ("head", "body", "latch", "exit"))
+        if end is None:     # an int, or an int64 expression (a data-dependent trip count)
+            end = self.expr(s.extent) if isinstance(s.extent, Expr) else str(s.extent)
         pre = self.block
         start = start if start is not None else str(s.start)
-        end = end if end is not None else str(s.extent)
         i, nxt = self.new("i"), self.new("inext")
         self.emit(f"br label %{head}")
         self.start_block(head)
@@ -325,6 +327,10 @@ class FunctionWriter:
                 return self.call(f"llvm.pow.{_suffix(dt)}", t, [(t, x), (t, y)])
             if op == "atan2":
                 return self.call("atan2f" if dt == "float32" else "atan2", t, [(t, x), (t, y)])
+            if op in ("hypot", "nextafter"):
+                return self.call(op + ("f" if dt == "float32" else ""), t, [(t, x), (t, y)])
+            if op == "copysign":
+                return self.call(f"llvm.copysign.{_suffix(dt)}", t, [(t, x), (t, y)])
             if op in ("floordiv", "truncdiv"):
                 q = self.new()
                 self.emit(f"{q} = fdiv {t} {x}, {y}")
@@ -439,6 +445,11 @@ class FunctionWriter:
             return self.call(f"llvm.abs.{t}", t, [(t, x), ("i1", "false")])
         if op == "isnan":
             self.emit(f"{r} = fcmp uno {t} {x}, {x}")
+            return r
+        if op == "signbit" and scalar_of(dt) in FLOATS:
+            bits, w = self.new(), 32 if dt == "float32" else 64
+            self.emit(f"{bits} = bitcast {t} {x} to i{w}")
+            self.emit(f"{r} = icmp slt i{w} {bits}, 0")
             return r
         if op == "isinf":
             f = self.call(f"llvm.fabs.{_suffix(dt)}", t, [(t, x)])

@@ -130,11 +130,13 @@ class Var(Expr):
 
 
 BINARY = {"add", "sub", "mul", "div", "idiv", "imod", "floordiv", "floormod", "truncdiv", "truncmod",
-          "max", "min", "pow", "atan2", "and", "or", "xor", "shl", "shr"}
+          "max", "min", "pow", "atan2", "and", "or", "xor", "shl", "shr",
+          "copysign", "hypot", "nextafter"}
 COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 UNARY = {"neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "erf", "floor", "ceil", "round",
          "trunc", "not", "isnan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-         "log2", "log10", "exp2", "expm1", "log1p", "lgamma", "erfinv", "isinf"}
+         "log2", "log10", "exp2", "expm1", "log1p", "lgamma", "erfinv", "isinf",
+         "erfc", "j0", "j1", "y0", "y1", "signbit"}
 
 
 class Bin(Expr):
@@ -166,7 +168,7 @@ class Un(Expr):
         return (op, x)
 
     def _infer_dtype(self):
-        return "bool" if self.args[0] in ("isnan", "isinf") else self.args[1].dtype
+        return "bool" if self.args[0] in ("isnan", "isinf", "signbit") else self.args[1].dtype
 
     def __repr__(self):
         return f"{self.args[0]}({self.args[1]})"
