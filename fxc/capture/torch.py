@@ -162,6 +162,14 @@ def _convert_call(b: Builder, target: str, args, kwargs):
     return conv(b, *args, **kwargs)
 
 
+def used_outputs(node):
+    """Indices of a multi-output node's results that its users read (None: any may be); converters of ops
+    whose extra outputs fxc cannot reproduce (e.g. singular vectors) read it as `b.used_outputs`."""
+    if node.users and all(u.op == "call_function" and u.target is operator.getitem for u in node.users):
+        return {u.args[1] for u in node.users}
+    return None
+
+
 class _Support:
     """Which FX nodes fxc compiles: ATen ops it can convert (tried on a scratch graph), with
     supported dtypes on CPU, and the size arithmetic that feeds them."""
@@ -211,6 +219,7 @@ class _Support:
             else:
                 return False, "non-tensor input"
         try:
+            b.used_outputs = used_outputs(node)
             out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get), torch.fx.node.map_arg(node.kwargs, env.get))
         except FxcError as e:
             return False, str(e)
@@ -423,6 +432,7 @@ def to_graph(gm: torch.fx.GraphModule, args):
             elif str(node.target) in _SYM_ATEN and _SYM_ATEN[str(node.target)] is not None:
                 env[node] = _SYM_ATEN[str(node.target)](*a_)
             else:
+                b.used_outputs = used_outputs(node)
                 env[node] = _convert_call(b, str(node.target), a_, k_)
         elif node.op == "output":
             res = node.args[0]
