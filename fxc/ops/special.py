@@ -114,6 +114,15 @@ def _safe_lgamma(v):
         return math.inf
 
 
+def _libm_vec_f(name):
+    f = getattr(_LIBM, name)
+    f.restype = ctypes.c_float
+    f.argtypes = [ctypes.c_float]
+    return np.vectorize(f, otypes=[np.float32])
+
+
+_LIBM_F = {"cos": _libm_vec("cos"), "sin": _libm_vec("sin"), "acos": _libm_vec("acos"),
+           "cosf": _libm_vec_f("cosf"), "sinf": _libm_vec_f("sinf"), "acosf": _libm_vec_f("acosf")}
 _NP_FN = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "cos": np.cos, "tan": np.tan,
           "abs": np.abs, "floor": np.floor, "trunc": np.trunc, "isnan": np.isnan, "isinf": np.isinf,
           "log1p": np.log1p, "expm1": np.expm1, "log2": np.log2, "exp2": np.exp2, "neg": np.negative,
@@ -592,11 +601,21 @@ class _PolyKit:
     def even(self, n):
         return compare("eq", binary("and", n, as_expr(1, "int64")), as_expr(0, "int64")) if self.expr else (n & 1) == 0
 
+    def fma(self, a, b, c):
+        """a * b + c rounded once to the dtype."""
+        if self.expr:
+            f = lambda v: cast("float64", v)
+            return cast(self.dtype, f(a) * f(b) + f(c))
+        f = lambda v: np.asarray(v, np.float64)
+        return (f(a) * f(b) + f(c)).astype(self.dtype)
+
     def fn(self, name, x):
         if self.expr:
             return un(name, x)
         with np.errstate(all="ignore"):
-            return {"cos": np.cos, "sin": np.sin, "acos": np.arccos, "abs": np.abs}[name](x).astype(self.dtype)
+            if name == "abs":
+                return np.abs(x)
+            return _LIBM_F[name + ("f" if self.dtype == "float32" else "")](x).astype(self.dtype)
 
 
 def _cases(M, default, *pairs):
@@ -649,7 +668,7 @@ def _cheb_family(kind, shifted):
             early = M.or_(early, c)
         def step(M, x, q, p, k):
             y = x + x - M.f(1) if shifted else x
-            return (y + y) * q - p
+            return M.fma(y + y, q, -p)
         return early, _cases(M, zero, *conds), q1, step, 2, n + 1
     return spec
 
@@ -663,9 +682,9 @@ def _hermite(kind):
                  (M.cmp("gt", n, limit), M.f(math.nan))]
         early = M.or_(M.or_(conds[0][0], conds[1][0]), M.or_(conds[2][0], conds[3][0]))
         if kind == "h":     # r = 2x q - 2j p for j = 1 .. n-1
-            step = lambda M, x, q, p, j: (x + x) * q - M.fi(j + j) * p
+            step = lambda M, x, q, p, j: M.fma(x + x, q, -(M.fi(j + j) * p))
         else:               # r = x q - k p for k = 1 .. n-1
-            step = lambda M, x, q, p, k: x * q - M.fi(k) * p
+            step = lambda M, x, q, p, k: M.fma(x, q, -(M.fi(k) * p))
         return early, _cases(M, zero, *conds), q1, step, 1, n
     return spec
 
@@ -676,7 +695,7 @@ def _laguerre(M, x, n):
     conds = [(M.cmp("lt", n, M.i(0)), zero), (M.cmp("eq", M.fn("abs", x), zero), one), (M.cmp("eq", n, M.i(0)), one),
              (M.cmp("eq", n, M.i(1)), q1)]
     early = M.or_(M.or_(conds[0][0], conds[1][0]), M.or_(conds[2][0], conds[3][0]))
-    step = lambda M, x, q, p, k: ((M.fi(k + k) + (M.f(1) - x)) * q - M.fi(k) * p) / M.fi(k + 1)
+    step = lambda M, x, q, p, k: M.fma(M.fi(k + k) + (M.f(1) - x), q, -(M.fi(k) * p)) / M.fi(k + 1)
     return early, _cases(M, zero, *conds), q1, step, 1, n
 
 
@@ -686,7 +705,7 @@ def _legendre(M, x, n):
     conds = [(M.cmp("lt", n, M.i(0)), zero), (M.cmp("eq", M.fn("abs", x), one), edge), (M.cmp("eq", n, M.i(0)), one),
              (M.cmp("eq", n, M.i(1)), x)]
     early = M.or_(M.or_(conds[0][0], conds[1][0]), M.or_(conds[2][0], conds[3][0]))
-    step = lambda M, x, q, p, k: (M.fi(k + k + 1) * x * q - M.fi(k) * p) / M.fi(k + 1)
+    step = lambda M, x, q, p, k: M.fma(M.fi(k + k + 1) * x, q, -(M.fi(k) * p)) / M.fi(k + 1)
     return early, _cases(M, zero, *conds), x, step, 1, n
 
 
@@ -703,9 +722,8 @@ def _degree(nf, expr: bool):
 
 
 def _poly_compute(spec, name):
-    """Each step of the recurrence is evaluated in float64 and rounded once to the dtype (PyTorch's CPU kernels
-    contract the step into fused multiply-adds; the state itself is in the dtype, so overflow to inf and the
-    NaN after inf - inf happen as in eager)."""
+    """The recurrence runs in the dtype with each step's a * q - b as one fused multiply-add (as PyTorch's CPU
+    kernels are compiled), so rounding, overflow to inf and the NaN after inf - inf happen as in eager."""
     def compute(x, n):
         size = int(np.prod(x.shape, dtype=np.int64))
 
@@ -719,8 +737,7 @@ def _poly_compute(spec, name):
             z = as_expr(0)
             r = Var("r", x.dtype)
             from ..lowering.loop_ir import LetStmt
-            M64, f64 = _PolyKit(True, "float64"), lambda v: cast("float64", v)
-            new = cast(x.dtype, step(M64, f64(xv), f64(Q[z]), f64(P[z]), k))
+            new = step(M, xv, Q[z], P[z], k)
             loop = For(k, select(early, as_expr(start), maximum(end, as_expr(start))),
                        LetStmt(r, new, seq(Store(P, z, Q[z]), Store(Q, z, r))), "serial", start)
             body = Allocate(P, Allocate(Q, seq(Store(P, z, M.f(1)), Store(Q, z, q1), loop,
@@ -733,7 +750,7 @@ def _poly_compute(spec, name):
 def _poly_ref(spec):
     def ref(x, n):
         dt = x.dtype
-        M, M64 = _PolyKit(False, dt.name), _PolyKit(False, "float64")
+        M = _PolyKit(False, dt.name)
         x, n = np.broadcast_arrays(x, n)
         ni = _degree(n, False)
         with np.errstate(all="ignore"):
@@ -742,7 +759,7 @@ def _poly_ref(spec):
             stop = np.where(early, start, np.maximum(end, start))
             for k in range(start, int(stop.max(initial=start))):
                 go = k < stop
-                r = np.asarray(step(M64, x.astype(np.float64), q.astype(np.float64), p.astype(np.float64), np.int64(k)), dt)
+                r = np.asarray(step(M, x, q, p, np.int64(k)), dt)
                 p, q = np.where(go, q, p), np.where(go, r, q)
         return np.where(early, early_val, q).astype(dt)
     return ref
