@@ -562,7 +562,9 @@ def _polygamma(b, n, x):
         return b.call("digamma", [x])
     if n == 1:
         return b.call("trigamma", [x])
-    raise UnsupportedOpError(f"polygamma of order {n} (needs the Hurwitz zeta function)")
+    (x,) = b.promote(x, to_float=True)
+    z = b.call("zeta", [b.as_tensor(float(n + 1), x.dtype), x])      # (-1)^(n+1) n! zeta(n+1, x)
+    return b.call("mul", [z, (1.0 if n % 2 else -1.0) * math.factorial(n)])
 
 
 register_aten("aten.polygamma.default", _polygamma)
@@ -789,3 +791,83 @@ for _name, _spec in _POLYS.items():
     register(OpDef(_name, Kind.OPAQUE, lambda t, **_: [t[0]], _poly_ref(_spec), _poly_compute(_spec, _name),
                    {f"aten.special_{_name}.{ov}": _conv for ov in ("default", "x_scalar", "n_scalar")}, None,
                    _poly_samples, FLT))
+
+
+# -- Hurwitz zeta (and polygamma of order >= 2 from it), in float64 as PyTorch ----------------------------------------
+_ZETA_A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17,
+           -7.1661652561756670113e18]    # (2k)! / B_2k: the Euler-Maclaurin remainder's coefficients
+
+
+def _zeta_terms(q):
+    """How many terms (q + i)^-x, i = 1.., are summed directly: until i >= 9 and q + i > 9."""
+    return max(9, math.floor(9 - q) + 1) if q == q else 9
+
+
+def _zeta_tail(M, x, a, s):
+    """s + the Euler-Maclaurin remainder after the direct terms, a = q + (number of terms)."""
+    b = M.pow(a, -x)
+    s = s + b * a / (x - 1.0) - 0.5 * b
+    fac, k, bb = M.c(1.0), 0.0, b
+    for c in _ZETA_A:
+        fac = fac * (x + k)
+        bb = bb / a
+        s = s + fac * bb / c
+        k += 1.0
+        fac = fac * (x + k)
+        bb = bb / a
+        k += 1.0
+    return s
+
+
+def _zeta_edges(M, x, q, s):
+    s = M.where(M.and_(M.cmp("le", q, 0.0), M.cmp("ne", x, M.fn("floor", x))), math.nan, s)
+    s = M.where(M.and_(M.cmp("le", q, 0.0), M.cmp("eq", q, M.fn("floor", q))), math.inf, s)
+    s = M.where(M.cmp("lt", x, 1.0), math.nan, s)
+    return M.where(M.cmp("eq", x, 1.0), math.inf, s)
+
+
+def _zeta_ref(x, q):
+    dt = x.dtype
+    x, q = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(q, np.float64))
+    out = np.empty(x.shape, np.float64)
+    with np.errstate(all="ignore"):
+        for idx in np.ndindex(x.shape):
+            xi, qi = x[idx], q[idx]
+            m = _zeta_terms(qi) if qi > -1e6 else 9
+            s = qi ** -xi + sum((qi + i) ** -xi for i in range(1, m + 1))
+            out[idx] = _zeta_edges(_Kit(False), np.float64(xi), np.float64(qi), _zeta_tail(_Kit(False), xi, qi + m, s))
+    return out.astype(dt)
+
+
+def _zeta_compute(x, q):
+    size = int(np.prod(x.shape, dtype=np.int64))
+
+    def lower(outs, ins):
+        out, xb, qb = outs[0], ins[0], ins[1]
+        e, i = Var("e"), Var("i")
+        xv, qv = cast("float64", xb[e]), cast("float64", qb[e])
+        f = lambda v: Const(float(v), "float64")
+        nterm = maximum(as_expr(9), cast("int64", un("floor", f(9) - qv)) + as_expr(1))
+        nterm = select(binary("or", un("isnan", qv), compare("le", qv, f(-1e15))), as_expr(9), nterm)
+        S, z = Buffer("zs", "float64", 1, "local"), as_expr(0)
+        term = binary("pow", qv + cast("float64", i), -xv)
+        loop = For(i, nterm + as_expr(1), Store(S, z, S[z] + term), "serial", 1)
+        res = _zeta_edges(_E64, xv, qv, _zeta_tail(_E64, xv, qv + cast("float64", nterm), S[z]))
+        body = Allocate(S, seq(Store(S, z, binary("pow", qv, -xv)), loop, Store(out, e, cast(x.dtype, res))))
+        return For(e, size, body, "parallel" if size >= 4096 else "serial")
+    return te.extern([(x.shape, x.dtype)], [x, q], lower, "zeta")[0]
+
+
+_E64 = _Kit(True)
+
+
+def _zeta_samples(rng):
+    x = np.concatenate([rng.uniform(-3, 9, 20), [1.0, 2.0, 3.0, 0.5, 4.0, 2.5]]).astype("float32")
+    q = np.concatenate([rng.uniform(-9, 9, 20), [1.0, -2.0, -2.5, 2.0, 0.0, -1.5]]).astype("float32")
+    return [([x, q], {}), ([x.astype("float64"), q.astype("float64")], {})]
+
+
+register(OpDef("zeta", Kind.OPAQUE, lambda t, **_: [t[0]], _zeta_ref, _zeta_compute,
+               {f"aten.special_zeta.{ov}": _poly_aten("zeta") for ov in ("default", "self_scalar", "other_scalar")},
+               None, _zeta_samples, FLT))
