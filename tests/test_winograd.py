@@ -4,7 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import fxc
 from fxc.build import build
+from fxc.check import check_graph
 from fxc.relay_like.builder import Builder
 from fxc.relay_like.passes.use_winograd import use_winograd, winograd_pays
 from tests.helpers import assert_close_np, check_module
@@ -88,7 +90,8 @@ def test_pass_keeps_other_convs():
     from fxc.relay_like.passes import infer_types
     g = use_winograd(infer_types(g))
     assert [n.op for n in g.nodes] == ["conv2d"] * 4
-    assert not winograd_pays(24, 64, 56, 56) and winograd_pays(64, 64, 56, 56)
+    assert not winograd_pays(24, 64, 1, 56, 56) and winograd_pays(64, 64, 1, 56, 56)
+    assert not winograd_pays(512, 512, 1, 7, 7) and winograd_pays(512, 512, 8, 7, 7)
 
 
 class Block(torch.nn.Module):
@@ -118,3 +121,22 @@ def test_torch_block_and_weight_update(batch):
         compiled(x)
         m.c1.weight.mul_(-0.5)          # the transformed weight is recomputed when the weight changes
         torch.testing.assert_close(compiled(x), m(x), rtol=1e-4, atol=1e-5 * max(m(x).abs().max().item(), 1.0))
+
+
+def test_check_mode_and_export(tmp_path):
+    """Check mode compares the Winograd kernel with its numpy reference; an exported artifact runs it."""
+    g, ins = _conv_graph(1, 32, 32, 9, 11, 1, True, True, True)
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(v.shape).astype(np.float32) for v in ins]
+    report = check_graph(g, arrays)
+    assert report.ok and report.groups_checked >= 2, str(report)
+    torch.manual_seed(0)
+    m = Block(32).eval()
+    x = torch.randn(1, 32, 14, 15)
+    compiled = fxc.from_torch(m, [x])
+    path = fxc.export(compiled, tmp_path / "block.fxc")
+    with torch.no_grad():
+        expected = m(x).numpy()
+    loaded = fxc.load(path)
+    assert sum("conv2d_winograd" in line for line in loaded.kernels) == 2, loaded.kernels
+    assert_close_np(loaded(x.numpy()), expected)
