@@ -152,7 +152,8 @@ def swap_rows(Y: Mat, k: int, n_piv: int, piv_at, reverse: bool):
 
 def potrf(A: Mat, W: Mat, n: int, info: Buffer):
     """Cholesky A = L L^T reading A's lower triangle, L into W's lower triangle (left-looking, LAPACK
-    potf2's order); stops at the first pivot that is not positive, setting info[0] to its 1-based index."""
+    potf2's order); stops at the first pivot that is not positive, leaving it at W[j, j] and setting
+    info[0] to its 1-based index (what LAPACK leaves in the matrix then)."""
     z = as_expr(0)
     acc = Buffer("acc", F64, 1, "local")
 
@@ -166,8 +167,9 @@ def potrf(A: Mat, W: Mat, n: int, info: Buffer):
         good = compare("gt", acc[z], f64(0))    # false for NaN too
         return when(compare("eq", info[z], as_expr(0)), dot(j, j), when(
             good, let("d", unary("sqrt", acc[z]), ok), orelse=seq(W.set(j, j, acc[z]), Store(info, z, j + 1))))
-    zero = loop(n, lambda i: loop(n, lambda j: W.set(i, j, f64(0)), name="j"))
-    return Allocate(acc, seq(zero, loop(n, column, name="j")))
+    # W starts as A's lower triangle: after a failed pivot the columns not reached keep A's values, as in LAPACK
+    init = loop(n, lambda i: loop(n, lambda j: W.set(i, j, select(compare("ge", i, j), A(i, j), f64(0))), name="j"))
+    return Allocate(acc, seq(init, loop(n, column, name="j")))
 
 
 # -- lu_factor: (LU, pivots, info) --------------------------------------------------------------------------------------
@@ -350,10 +352,27 @@ def _cholesky(a, upper=False):
 
 def _cholesky_ref(a, upper=False):
     a64 = np.swapaxes(a, -1, -2).astype(np.float64) if upper else a.astype(np.float64)
-    low = np.tril(a64)
-    sym = low + np.swapaxes(np.tril(a64, -1), -1, -2)
-    L = np.linalg.cholesky(sym)
-    return (np.swapaxes(L, -1, -2) if upper else L).astype(a.dtype), np.zeros(a.shape[:-2], np.int32)
+    w, info = np.tril(a64), np.zeros(a.shape[:-2], np.int32)
+    for idx in np.ndindex(*a.shape[:-2]):
+        x = w[idx]
+        for j in range(x.shape[-1]):
+            d = x[j, j] - x[j, :j] @ x[j, :j]
+            if not d > 0:
+                x[j, j], info[idx] = d, j + 1
+                break
+            x[j, j] = math.sqrt(d)
+            x[j + 1:, j] = (x[j + 1:, j] - x[j + 1:, :j] @ x[j, :j]) / x[j, j]
+    return (np.swapaxes(w, -1, -2) if upper else w).astype(a.dtype), info
+
+
+UNBLOCKED_CHOLESKY = 128   # up to this size LAPACK (MKL) factors unblocked, so a failed factorization leaves
+                           # exactly what potf2 leaves; beyond it, its blocked updates leave other partial values
+
+
+def _cholesky_check(n):
+    if n > UNBLOCKED_CHOLESKY:
+        return f"Cholesky of matrices larger than {UNBLOCKED_CHOLESKY} (LAPACK's blocked partial results on failure differ)"
+    return scratch_check(n * n)
 
 
 def spd(rng, shape, dtype="float32"):
@@ -363,8 +382,9 @@ def spd(rng, shape, dtype="float32"):
 
 register(OpDef("cholesky", Kind.OPAQUE, _cholesky_infer, _cholesky_ref, _cholesky, {}, None,
                lambda rng: [([spd(rng, (5, 5))], {}), ([spd(rng, (2, 4, 4), "float64")], {"upper": True}),
-                            ([np.tril(spd(rng, (3, 3))) + np.triu(np.full((3, 3), 7, "float32"), 1)], {})],
-               FLT, lambda types, upper=False: scratch_check(types[0].shape[-1] ** 2),
+                            ([np.tril(spd(rng, (3, 3))) + np.triu(np.full((3, 3), 7, "float32"), 1)], {}),
+                            ([np.array([[4, 2, 1], [2, -3, 1], [1, 1, 5]], "float32")], {"upper": True})],
+               FLT, lambda types, upper=False: _cholesky_check(types[0].shape[-1]),
                doc="Cholesky factor (lower L, or upper U = L^T reading the upper triangle) and LAPACK's info."))
 
 
