@@ -17,7 +17,7 @@ Each 4x4 output tile takes 36 products per (input, output) channel instead of 14
 from __future__ import annotations
 
 from .expr import Bin, Const, Fma, Load, Var, VecLoad, as_expr, binary, substitute, vec
-from .gemm_schedule import LANES, Tile, _parallel, row_tile, vectorize_expr
+from .gemm_schedule import LANES, Tile, _parallel, vectorize_expr
 from .loop_ir import Allocate, For, IfThen, LetStmt, Store, seq
 from .lower import flat_index
 
@@ -46,12 +46,20 @@ def tiles(n: int) -> int:
     return -(-n // TILE)
 
 
+def tile_rows(tile_cols: int, nv: int) -> int:
+    """Tiles per register tile: the nv*mr accumulators, nv weight vectors and one broadcast fit the 32
+    vector registers; a long tile row is cut into equal groups."""
+    limit = max(1, min(14, (31 - nv) // nv))
+    groups = -(-tile_cols // limit)
+    return -(-tile_cols // groups)
+
+
 def lane_vectors(tile_cols: int, channel_blocks: int) -> int:
-    """Vectors of LANES output channels per register tile: fill the accumulators for the tile row's
-    width without padding the channel blocks (a padded block is wasted work)."""
+    """Vectors of LANES output channels per register tile: the most FMAs per load (mr*nv / (mr+nv)) for the
+    tile row's width, without padding the channel blocks (a padded block is wasted work)."""
     best, score = 1, 0.0
     for nv in (1, 2, 3, 4):
-        mr = row_tile(tile_cols, nv)
+        mr = tile_rows(tile_cols, nv)
         waste = (-(-channel_blocks // nv) * nv) / channel_blocks
         s = mr * nv / (mr + nv) / waste
         if s > score + 1e-9:
@@ -145,7 +153,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     kbg, xi = Var("kbg"), Var("xi")
     kb0 = (kg * per_kg + kbg) * nv
     out_index = flat_index(axes, shape)
-    mr = row_tile(TW, nv)
+    mr = tile_rows(TW, nv)
     groups = []                     # (first tile, count, tiles per group) along a tile row
     full = (TW // mr) * mr
     if TW // mr:
