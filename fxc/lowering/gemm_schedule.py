@@ -25,6 +25,7 @@ LANES = 16                  # float32 lanes of one 512-bit vector register
 ACC_REGISTERS = 28          # accumulator budget of the 32 vector registers (the rest: B vectors, broadcast)
 VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
 VECTOR_MATH_F32 = ("exp", "erf")        # float32 vector forms the renderers provide
+CONV1X1_AS_GEMM = True      # 1x1 stride-1 convs: lanes along the output positions (schedule_conv1x1)
 
 
 def row_tile(rows: int, nv: int) -> int:
@@ -201,6 +202,10 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
 # -- conv2d over packed weights ------------------------------------------------------------------------------------
 def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
     a = rt.attrs
+    if CONV1X1_AS_GEMM:
+        flat = schedule_conv1x1(conv, rt, out, red, value, axes, shape, num_threads)
+        if flat is not None:
+            return flat
     x, wp = a["x"], a["w"]
     sh, sw = a["stride"]
     dh, dw = a["dilation"]
@@ -224,6 +229,106 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     body = row_tiles(conv, rt.dtype, OW, nv, [(c, C), (kh, KH), (kw, KW)], a_of, b_of, store)
     work = N * O * OH * OW * C * KH * KW
     return _parallel([(n, N), (obb, OBP // nv), (oh, OH)], body, work, num_threads)
+
+
+# -- 1x1 stride-1 conv2d as a GEMM over all output positions ----------------------------------------------------------
+def _flat_positions(value: Expr, oh: Var, ow: Var, width: int) -> bool:
+    """value uses oh and ow only in load indices of the form ... + s * (oh * width + ow): then it is the same
+    expression over the flat position p = oh * width + ow with oh = 0, ow = p."""
+    from .schedule import linear_stride
+    seen = set()
+
+    def ok(x) -> bool:
+        if x in seen:
+            return True
+        seen.add(x)
+        if x is oh or x is ow:
+            return False
+        if isinstance(x, Load):
+            so, sw = linear_stride(x.args[1], oh), linear_stride(x.args[1], ow)
+            return so is not None and sw is not None and so == width * sw
+        return all(ok(c) for c in x.args if isinstance(c, Expr))
+
+    return ok(value)
+
+
+def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
+    """out[n, o, p] = sum_c w[o, c] * x[n, c, p] over the flat output positions p = oh * OW + ow (NCHW, 1x1 kernel,
+    stride 1): lanes = positions (contiguous in x and in the output, so the epilogue stores whole vectors),
+    rows = output channels (one broadcast weight each). Parallel over (batch, position block, channel tile).
+    None when x is not a group input or the epilogue does not address positions as one flat row."""
+    a = rt.attrs
+    x, wp = a["x"], a["w"]
+    N, O, OH, OW = shape
+    OBP, C, KH, KW, L = wp.shape
+    n, o, oh, ow = axes
+    xbuf = conv.bufs.get(x)
+    if (KH, KW) != (1, 1) or tuple(a["stride"]) != (1, 1) or xbuf is None or tuple(x.shape) != (N, C, OH, OW) \
+            or not _flat_positions(value, oh, ow, OW):
+        return None
+    HW = OH * OW
+    p = Var("p")
+    flat_value = substitute(value, {oh: as_expr(0), ow: p})
+    out_index = (n * O + o) * HW + p
+    wbuf = conv.bufs[wp]
+    c, pb, ot = Var("c"), Var("pb"), Var("ot")
+    nv = 4 if HW >= 64 else max(1, -(-HW // LANES))
+    block = nv * LANES
+    nb_full, rest = HW // block, HW % block
+    blocks = [([LANES] * nv, nb_full)] if nb_full else []
+    if rest:
+        blocks.append(([LANES] * (rest // LANES) + ([rest % LANES] if rest % LANES else []), 1))
+    mr = row_tile(O, nv)
+    n_full, o_tail = O // mr, O % mr
+
+    def tile(widths, p0, o0, rows):
+        total = sum(widths)
+        offs = [sum(widths[:v]) for v in range(len(widths))]
+        acc = conv.local(rt.dtype, rows * total, "cacc")
+        vt = lambda v: vec(rt.dtype, widths[v]) if widths[v] > 1 else rt.dtype
+        slot = lambda i, v: as_expr(i * total + offs[v])
+        accv = lambda i, v: VecLoad(acc, slot(i, v), widths[v]) if widths[v] > 1 else Load(acc, slot(i, v))
+        xrow = (n * C + c) * HW + p0
+        bvec = [VecLoad(xbuf, xrow + offs[v], widths[v]) if widths[v] > 1 else Load(xbuf, xrow + offs[v])
+                for v in range(len(widths))]
+        upd = []
+        for i in range(rows):
+            oi = o0 + i
+            wv = Load(wbuf, (binary("idiv", oi, L) * C + c) * L + binary("imod", oi, L))
+            for v in range(len(widths)):
+                wb = Broadcast(wv, widths[v]) if widths[v] > 1 else wv
+                upd.append(Store(acc, slot(i, v), Fma(wb, bvec[v], accv(i, v))))
+        init = [Store(acc, slot(i, v), Const(0.0, vt(v))) for i in range(rows) for v in range(len(widths))]
+        stores = []
+        for i in range(rows):
+            for v in range(len(widths)):
+                sub = {o: o0 + i, p: p0 + offs[v]}
+                if widths[v] > 1:
+                    vs = vectorize_expr(flat_value, p, widths[v], {red.var: accv(i, v)})
+                    if vs is None:
+                        return None
+                else:
+                    vs = substitute(flat_value, {red.var: accv(i, v)})
+                stores.append(Store(out, substitute(out_index, sub), substitute(vs, sub)))
+        return Allocate(acc, seq(*init, For(c, C, seq(*upd)), *stores))
+
+    def over_channels(widths, p0):
+        full = tile(widths, p0, ot * mr, mr)
+        if o_tail == 0:
+            return full
+        tail = tile(widths, p0, as_expr(n_full * mr), o_tail)
+        if full is None or tail is None:
+            return None
+        return IfThen(Bin("lt", ot, as_expr(n_full)), full, tail)
+
+    n_ot = n_full + (1 if o_tail else 0)
+    main = over_channels(blocks[0][0], pb * block) if nb_full else None
+    tail = over_channels(blocks[-1][0], as_expr(nb_full * block)) if rest else None
+    if (nb_full and main is None) or (rest and tail is None):
+        return None
+    body = main if not rest else tail if not nb_full else IfThen(Bin("lt", pb, as_expr(nb_full)), main, tail)
+    work = N * O * HW * C
+    return _parallel([(n, N), (pb, nb_full + (1 if rest else 0)), (ot, n_ot)], body, work, num_threads)
 
 
 # -- matmul over a packed B -------------------------------------------------------------------------------------------
@@ -293,6 +398,12 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     kh_kind = "unroll" if KH <= 7 else "serial"
     kw_kind = "unroll" if KW <= 7 else "serial"
     wv = conv.convert(w[o, 0, kh, kw], None)
+    wcopy = None
+    if KH * KW <= 49 and kh_kind == kw_kind == "unroll":   # the channel's taps in registers for all its rows
+        wl = conv.local(rt.dtype, KH * KW, "wtap")
+        wcopy = seq(*[Store(wl, as_expr(i * KW + j), substitute(wv, {kh: as_expr(i), kw: as_expr(j)}))
+                      for i in range(KH) for j in range(KW)])
+        wv = Load(wl, kh * KW + kw)
     out_index = flat_index(axes, shape)
 
     def over_rows(taps):
@@ -349,7 +460,9 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
                          substitute(value, {ow: as_expr(j), red.var: accs})))
         stmts.append(Allocate(acc, body))
     work = N * O * OH * OW * KH * KW
-    return _parallel([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
+    if wcopy is None:
+        return _parallel([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
+    return _parallel([(n, N), (o, O)], Allocate(wl, seq(wcopy, For(oh, OH, seq(*stmts)))), work, num_threads)
 
 
 def linear_stride_is_one(index: Expr, v: Var) -> bool:
