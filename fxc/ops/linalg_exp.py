@@ -14,7 +14,7 @@ from ..lowering import te
 from ..lowering.expr import as_expr, cast, compare, maximum, minimum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
 from .linalg_factor import F64, FLT, Mat, batched, copy, f64, let, loop, matrix_dims, scratch, scratch_check, when
-from .registry import Kind, OpDef, register, register_aten
+from .registry import Kind, OpDef, register
 
 DEGREE = 18
 MAX_SQUARINGS = 1100      # enough to bring any finite float64 norm below 1/2

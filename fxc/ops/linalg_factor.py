@@ -525,7 +525,8 @@ def _eye_like(b, bs, n, dtype):
     return b.call("expand", [eye], size=tuple(bs) + (n, n)) if bs else eye
 
 
-def _expand_batch(b, x, bs, core):
+def expand_batch(b, x, bs, core):
+    """x (its last `core` dims kept) broadcast to batch shape bs."""
     want = tuple(bs) + tuple(x.shape[-core:] if core else ())
     return x if tuple(x.shape) == want else b.call("expand", [x], size=want)
 
@@ -544,8 +545,8 @@ def _lu_factor_ex(b, a, pivot=True, check_errors=False):
 
 def _solve_lu(b, lu, piv, rhs, dtype, adjoint=False):
     bs = broadcast_shapes(tuple(lu.shape[:-2]), tuple(rhs.shape[:-2]))
-    x = b.call("lu_solve", [_expand_batch(b, lu, bs, 2), _expand_batch(b, piv, bs, 1),
-                            _expand_batch(b, b.as_tensor(rhs, F64), bs, 2)], adjoint=adjoint)
+    x = b.call("lu_solve", [expand_batch(b, lu, bs, 2), expand_batch(b, piv, bs, 1),
+                            expand_batch(b, b.as_tensor(rhs, F64), bs, 2)], adjoint=adjoint)
     return b.as_tensor(x, dtype)
 
 
@@ -617,7 +618,7 @@ def _lu_solve_aten(b, lu, piv, rhs, left=True, adjoint=False):
 def _tri_solve(b, a, rhs, upper, trans, unit):
     bs = broadcast_shapes(tuple(a.shape[:-2]), tuple(rhs.shape[:-2]))
     a, rhs = b.promote(a, rhs)
-    return b.call("trsm", [_expand_batch(b, a, bs, 2), _expand_batch(b, rhs, bs, 2)], upper=bool(upper),
+    return b.call("trsm", [expand_batch(b, a, bs, 2), expand_batch(b, rhs, bs, 2)], upper=bool(upper),
                   unit=bool(unit), trans=bool(trans))
 
 
@@ -632,7 +633,7 @@ def _triangular_solve(b, rhs, a, upper=True, transpose=False, unitriangular=Fals
     _square(a, "triangular_solve")
     x = _tri_solve(b, a, rhs, upper, transpose, unitriangular)
     bs = tuple(x.shape[:-2])
-    return x, b.call("copy", [_expand_batch(b, a, bs, 2)])
+    return x, b.call("copy", [expand_batch(b, a, bs, 2)])
 
 
 def _cholesky_ex(b, a, upper=False, check_errors=False):
@@ -644,7 +645,7 @@ def _cholesky_solve_aten(b, rhs, l, upper=False):
     _square(l, "cholesky_solve")
     bs = broadcast_shapes(tuple(l.shape[:-2]), tuple(rhs.shape[:-2]))
     rhs, l = b.promote(rhs, l)
-    return b.call("cholesky_solve", [_expand_batch(b, rhs, bs, 2), _expand_batch(b, l, bs, 2)], upper=bool(upper))
+    return b.call("cholesky_solve", [expand_batch(b, rhs, bs, 2), expand_batch(b, l, bs, 2)], upper=bool(upper))
 
 
 def _cholesky_inverse(b, l, upper=False):

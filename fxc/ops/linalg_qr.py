@@ -16,7 +16,7 @@ from ..lowering.expr import as_expr, compare, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
 from ..relay_like.graph import TensorType
 from .common import broadcast_shapes
-from .linalg_factor import (F64, FLT, Mat, batched, copy, f64, let, loop, matrix_dims, rloop, scratch, scratch_check,
+from .linalg_factor import (F64, FLT, Mat, batched, copy, expand_batch, f64, let, loop, matrix_dims, rloop, scratch, scratch_check,
                             when)
 from .registry import Kind, OpDef, register, register_aten
 
@@ -251,11 +251,6 @@ register(OpDef("qr", Kind.OPAQUE, _qr_infer, _qr_ref, _qr, {}, None,
 
 
 # -- ATen --------------------------------------------------------------------------------------------------------------
-def _expand_batch(b, x, bs, core):
-    want = tuple(bs) + tuple(x.shape[len(x.shape) - core:])
-    return x if tuple(x.shape) == want else b.call("expand", [x], size=want)
-
-
 def _linalg_qr(b, a, mode="reduced"):
     if mode not in ("reduced", "complete", "r"):
         raise UnsupportedOpError(f"linalg.qr mode {mode!r}")
@@ -268,7 +263,7 @@ def _householder_product(b, a, tau):
     if n > m or tau.shape[-1] > n:
         raise ShapeError(f"householder_product of {list(a.shape)} with tau {list(tau.shape)}")
     a, tau = b.promote(a, tau)
-    return b.call("householder_product", [a, _expand_batch(b, tau, bs, 1)], cols=n)
+    return b.call("householder_product", [a, expand_batch(b, tau, bs, 1)], cols=n)
 
 
 def _ormqr_aten(b, a, tau, c, left=True, transpose=False):
@@ -277,7 +272,7 @@ def _ormqr_aten(b, a, tau, c, left=True, transpose=False):
     ma = a.shape[-2]
     if (c.shape[-2] if left else c.shape[-1]) != ma or tau.shape[-1] > min(ma, a.shape[-1]):
         raise ShapeError(f"ormqr of {list(a.shape)}, tau {list(tau.shape)}, C {list(c.shape)}")
-    return b.call("ormqr", [_expand_batch(b, a, bs, 2), _expand_batch(b, tau, bs, 1), _expand_batch(b, c, bs, 2)],
+    return b.call("ormqr", [expand_batch(b, a, bs, 2), expand_batch(b, tau, bs, 1), expand_batch(b, c, bs, 2)],
                   left=bool(left), trans=bool(transpose))
 
 
