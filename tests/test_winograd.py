@@ -16,6 +16,7 @@ SHAPES = [
     (1, 32, 32, 9, 11, 1),       # partial tiles at the right and the bottom
     (8, 32, 48, 13, 7, 1),       # batch 8, a 7-wide output (one partial tile per row)
     (2, 48, 40, 10, 17, 1),      # output channels not a multiple of 16 (a partial lane block)
+    (1, 40, 32, 11, 13, 1),      # input channels not a multiple of 16
     (1, 32, 32, 18, 9, 0),       # no padding
     (1, 32, 32, 58, 62, 1),      # a long tile row: full register tiles plus a tail tile
     (1, 128, 32, 34, 34, 1),     # tile rows split over tasks with a shorter last task

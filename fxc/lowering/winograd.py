@@ -4,8 +4,8 @@ Accepts the conv2d_winograd reduction Tensor (attrs: x [N, C, H, W], u = winogra
 [6, 6, KB, C, LANES], padding, nv) and the group's epilogue expression. Produces loop IR:
 
     parallel over (image n, tile row ty, output-channel group kg):
-      strip[6][Wp][C]  <- the 6 input rows of the tile row, zero padded, channels innermost
-      V[36][TW][C]     <- B^T d B per 6x6 tile, vector over 16 channels
+      per input channel c: strip[6][Wp] <- the tile row's 6 input rows, zero padded (vector copies)
+                           V[36][c][tiles] <- B^T d B, one vector lane per tile (stride-4 loads of the strip)
       per group of mr tiles, per block of nv*LANES output channels:
         for xi in 0..35:  M[xi] = V[xi](tiles x C) . U[xi](C x nv*LANES)      (register tile, as conv2d_packed)
         Y = A^T M A per tile (vectors over the channels), kept in a small local tile
@@ -99,7 +99,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     N, K, OH, OW = shape
     _, C, H, W = x.shape
     KB = u.shape[2]
-    if C % LANES or KB % nv:
+    if KB % nv:
         return None
     TH, TW = tiles(OH), tiles(OW)
     Wp = TW * TILE + 2
@@ -115,33 +115,38 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     ty = tt * R + row
     guard = (lambda st: IfThen(Bin("lt", ty, as_expr(TH)), st)) if TH % R else (lambda st: st)
 
-    # -- input rows of one tile row, zero padded, channels innermost ---------------------------------------------
-    strip = conv.local(dt, ALPHA * Wp * C, "wstrip")
-    r, wq, cv, c = Var("r"), Var("wq"), Var("cv"), Var("c")
+    # -- per input channel: the tile row's 6 input rows (zero padded), then V = B^T d B for all its tiles at once --
+    strip = conv.local(dt, ALPHA * Wp, "wstrip")
+    r, wq, c = Var("r"), Var("wq"), Var("c")
     y = ty * TILE - ph + r
     xval = conv.convert(x[n, c, y, wq - pw], None)
-    xvec = vectorize_expr(xval, c, LANES)
-    if xvec is None:
+    if vectorize_expr(xval, wq, LANES) is None:
         return None
-    xvec = substitute(xvec, {c: cv * LANES})
-    at = ((r * Wp + wq) * C + cv * LANES)
-    zero = Store(strip, at, Const(0.0, vt))
-    lo, hi = min(pw, Wp), min(pw + W, Wp)
-    inside = seq(For(wq, lo, For(cv, C // LANES, zero)) if lo else None,
-                 For(wq, hi, For(cv, C // LANES, Store(strip, at, xvec)), "serial", lo),
-                 For(wq, Wp, For(cv, C // LANES, zero), "serial", hi) if hi < Wp else None)
-    row_ok = binary("and", Bin("ge", y, as_expr(0)), Bin("lt", y, as_expr(H)))
-    fill = For(r, ALPHA, IfThen(row_ok, inside, For(wq, Wp, For(cv, C // LANES, zero))))
 
-    # -- V = B^T d B per tile ------------------------------------------------------------------------------------
-    V = conv.local(dt, ALPHA * ALPHA * RT * C, "wv")
-    tx = Var("tx")
-    d = [[VecLoad(strip, (as_expr(ai * Wp + bi) + tx * TILE) * C + cv * LANES, LANES) for bi in range(ALPHA)]
-         for ai in range(ALPHA)]
-    v = _transform(d, BT, BT, vt)
-    vstores = [Store(V, ((as_expr(e1 * ALPHA + e2) * RT + row * TW + tx) * C + cv * LANES), v[e1][e2])
+    def copy(at, lanes):
+        xv = vectorize_expr(xval, wq, lanes) if lanes > 1 else xval
+        return Store(strip, r * Wp + at, substitute(xv, {wq: at}))
+
+    def zero(at, lanes):
+        return Store(strip, r * Wp + at, Const(0.0, vec(dt, lanes) if lanes > 1 else dt))
+
+    def chunks(lo, hi, store_of):
+        """Vector stores covering strip row columns lo..hi-1."""
+        j, full, rest = Var("wj"), (hi - lo) // LANES, (hi - lo) % LANES
+        return seq(For(j, full, store_of(as_expr(lo) + j * LANES, LANES)) if full else None,
+                   store_of(as_expr(lo + full * LANES), rest) if rest else None)
+    lo, hi = min(pw, Wp), min(pw + W, Wp)
+    row_ok = binary("and", Bin("ge", y, as_expr(0)), Bin("lt", y, as_expr(H)))
+    fill = For(r, ALPHA, IfThen(row_ok, seq(chunks(0, lo, zero), chunks(lo, hi, copy), chunks(hi, Wp, zero)),
+                                chunks(0, Wp, zero)))
+    V = conv.local(dt, ALPHA * ALPHA * C * RT, "wv")          # [xi][c][tile]: a GEMM row's tiles are adjacent
+    tvt = vec(dt, TW) if TW > 1 else dt                         # one lane per tile of the row (stride 4 columns)
+    d = [[VecLoad(strip, as_expr(ai * Wp + bi), TW, TILE) if TW > 1 else Load(strip, as_expr(ai * Wp + bi))
+          for bi in range(ALPHA)] for ai in range(ALPHA)]
+    v = _transform(d, BT, BT, tvt)
+    vstores = [Store(V, (as_expr(e1 * ALPHA + e2) * C + c) * RT + row * TW, v[e1][e2])
                for e1 in range(ALPHA) for e2 in range(ALPHA)]
-    itrans = For(row, R, guard(seq(fill, For(tx, TW, For(cv, C // LANES, seq(*vstores))))))
+    itrans = For(row, R, guard(For(c, C, seq(fill, *vstores))))
 
     # -- per block of nv*LANES output channels: 36 GEMMs over the task's tiles, output transform, epilogue -------
     blocks = KB // nv
@@ -173,7 +178,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         cols = min(m * TILE, last_cols) if count == 1 else m * TILE
         tile = Tile(conv, m, nv, dt)
         accs.append(tile.acc)
-        gemm = tile.compute([(c, C)], lambda i, p0=p0: Load(V, ((xi * RT + p0 + i) * C + c)),
+        gemm = tile.compute([(c, C)], lambda i, p0=p0: Load(V, (xi * C + c) * RT + p0 + i),
                             lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * C + c) * LANES, LANES))
         keep = [Store(M, ((xi * RT + p0 + i) * nv + vv) * LANES, tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
         gemms.append(For(t, count, seq(gemm, *keep)) if count > 1 else LetStmt(t, as_expr(0), seq(gemm, *keep)))
