@@ -281,6 +281,15 @@ class FunctionWriter:
             v = self.new("ld")
             self.emit(f"{v} = load {lty(e.dtype)}, ptr {p}, align 4")
             return v
+        if stride == 2 and n >= 4:               # two overlapping n-lane loads covering [0, 2n-1), one two-source shuffle
+            a, b, q, v = self.new("ld"), self.new("ld"), self.new("lp"), self.new()
+            vt = lty(e.dtype)
+            self.emit(f"{a} = load {vt}, ptr {p}, align 4")
+            self.emit(f"{q} = getelementptr inbounds {t}, ptr {p}, i64 {n - 1}")
+            self.emit(f"{b} = load {vt}, ptr {q}, align 4")
+            picks = ", ".join(f"i32 {2 * k if 2 * k < n else 2 * k + 1}" for k in range(n))
+            self.emit(f"{v} = shufflevector {vt} {a}, {vt} {b}, <{n} x i32> <{picks}>")
+            return v
         if 1 < stride <= 4:                      # small strides: one wide load, then pick every stride-th lane
             w, v = self.new("ld"), self.new()
             wide = (n - 1) * stride + 1

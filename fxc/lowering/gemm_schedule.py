@@ -267,6 +267,8 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
             or not _flat_positions(value, oh, ow, OW):
         return None
     HW = OH * OW
+    if HW < 512 and C > O:      # small maps reduced over many channels: the channel-lane tile streams less
+        return None
     p = Var("p")
     flat_value = substitute(value, {oh: as_expr(0), ow: p})
     out_index = (n * O + o) * HW + p
