@@ -11,11 +11,11 @@ import struct
 
 from ..errors import LoweringError
 from ..lowering.expr import (Bin, Broadcast, Cast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, FLOATS,
-                              lanes_of, scalar_of)
+                              STORAGE_FLOATS, lanes_of, scalar_of)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
-         "int8": "i8", "uint8": "i8", "bool": "i1"}
+         "int8": "i8", "uint8": "i8", "bool": "i1", "float16": "half", "bfloat16": "i16"}   # bfloat16: raw bits
 MTYPE = dict(LTYPE, bool="i8")     # in-memory type
 UNSIGNED = ("uint8", "bool")
 FLOAT_FLAGS = "reassoc contract"
@@ -479,12 +479,29 @@ class FunctionWriter:
         x = self.expr(a)
         if fr == to:
             return x
+        return self.cast_value(fr, to, x)
+
+    def cast_value(self, fr: str, to: str, x: str) -> str:
+        """Convert SSA value x from dtype fr to dtype to. float16/bfloat16 go through float32 both ways, as
+        PyTorch converts them (c10::Half/BFloat16 hold a float constructor: double -> float -> half)."""
+        if fr in STORAGE_FLOATS:
+            x, fr = self.widen_storage(fr, x), "float32"
+            if to == fr:
+                return x
+        if to in STORAGE_FLOATS:
+            return self.narrow_storage(to, x if fr == "float32" else self.cast_value(fr, "float32", x))
         tf, tt = LTYPE[fr], LTYPE[to]
         r = self.new()
         if to == "bool":
             self.emit(f"{r} = fcmp une {tf} {x}, 0.0" if fr in FLOATS else f"{r} = icmp ne {tf} {x}, 0")
         elif fr in FLOATS and to in FLOATS:
             self.emit(f"{r} = {'fpext' if to == 'float64' else 'fptrunc'} {tf} {x} to {tt}")
+        elif fr in FLOATS and to == "int16":   # as x86 (and so PyTorch): to int32, INT_MIN out of range, wrap
+            i32 = self.call(f"llvm.fptosi.sat.i32.{_suffix(fr)}", "i32", [(tf, x)])
+            a, ok, w = self.call(f"llvm.fabs.{_suffix(fr)}", tf, [(tf, x)]), self.new(), self.new()
+            self.emit(f"{ok} = fcmp olt {tf} {a}, {float_literal(2.0 ** 31, fr)}")
+            self.emit(f"{w} = select i1 {ok}, i32 {i32}, i32 -2147483648")
+            self.emit(f"{r} = trunc i32 {w} to i16")
         elif fr in FLOATS:
             return self.call(f"llvm.fpto{'u' if to in UNSIGNED else 's'}i.sat.{tt}.{_suffix(fr)}", tt, [(tf, x)])
         elif to in FLOATS:
@@ -495,6 +512,37 @@ class FunctionWriter:
                 return x
             op = "trunc" if bt < bf else ("zext" if fr in UNSIGNED else "sext")
             self.emit(f"{r} = {op} {tf} {x} to {tt}")
+        return r
+
+    def widen_storage(self, fr: str, x: str) -> str:
+        """float16/bfloat16 -> float32 (exact)."""
+        r = self.new()
+        if fr == "float16":
+            self.emit(f"{r} = fpext half {x} to float")
+            return r
+        z, s = self.new(), self.new()      # bfloat16 is the high half of a float32
+        self.emit(f"{z} = zext i16 {x} to i32")
+        self.emit(f"{s} = shl i32 {z}, 16")
+        self.emit(f"{r} = bitcast i32 {s} to float")
+        return r
+
+    def narrow_storage(self, to: str, x: str) -> str:
+        """float32 -> float16/bfloat16, round to nearest even (bfloat16 NaN -> 0x7FC0, as c10::BFloat16)."""
+        r = self.new()
+        if to == "float16":
+            self.emit(f"{r} = fptrunc float {x} to half")
+            return r
+        b, lsb, bias, s, h, t, nan = (self.new() for _ in range(7))
+        self.emit(f"{b} = bitcast float {x} to i32")
+        self.emit(f"{lsb} = lshr i32 {b}, 16")
+        self.emit(f"{bias} = and i32 {lsb}, 1")
+        self.emit(f"{s} = add i32 {b}, {bias}")
+        self.emit(f"{h} = add i32 {s}, 32767")
+        self.emit(f"{t} = lshr i32 {h}, 16")
+        tr = self.new()
+        self.emit(f"{tr} = trunc i32 {t} to i16")
+        self.emit(f"{nan} = fcmp uno float {x}, {x}")
+        self.emit(f"{r} = select i1 {nan}, i16 32704, i16 {tr}")
         return r
 
     def finish(self, header: str) -> str:

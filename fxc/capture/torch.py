@@ -27,9 +27,10 @@ from ..relay_like.graph import Value
 log = logging.getLogger("fxc")
 
 TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
-                torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool"}
+                torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
+                torch.float16: "float16", torch.bfloat16: "bfloat16"}
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
-SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int8", "uint8", "bool"}
+SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16"}
 OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion

@@ -13,7 +13,9 @@ import weakref
 FLOATS = ("float32", "float64")
 INTS = ("int8", "uint8", "int16", "int32", "int64")
 DTYPES = FLOATS + INTS + ("bool",)
-ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4, "float64": 8}
+ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8, "float32": 4, "float64": 8,
+            "float16": 2, "bfloat16": 2}
+STORAGE_FLOATS = ("float16", "bfloat16")   # storage only: loaded, stored and cast (no arithmetic in these dtypes)
 
 _table: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
 
@@ -293,7 +295,7 @@ def cast(dtype: str, x: Expr) -> Expr:
     x = as_expr(x, dtype)
     if x.dtype == dtype:
         return x
-    if isinstance(x, Const):
+    if isinstance(x, Const) and dtype not in STORAGE_FLOATS:   # rounding to float16/bfloat16: the renderer's
         v = x.value
         if dtype == "bool":
             return Const(bool(v), dtype)

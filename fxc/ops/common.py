@@ -8,7 +8,7 @@ from ..lowering.expr import FLOATS, INTS, Const, as_expr, cast
 from ..relay_like.graph import TensorType
 
 # -- dtype promotion (PyTorch's rules: tensors with dims dominate, 0-d and scalars only lift the category)
-_ORDER = ["bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64"]
+_ORDER = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 
 
 def category(dtype: str) -> int:
@@ -20,6 +20,8 @@ def promote_types(a: str, b: str) -> str:
         return a
     if {a, b} == {"uint8", "int8"}:
         return "int16"
+    if {a, b} == {"float16", "bfloat16"}:
+        return "float32"
     return max(a, b, key=_ORDER.index)
 
 
@@ -94,7 +96,23 @@ def same_type(types, **_):
 
 
 def np_dtype(dtype: str):
+    if dtype == "bfloat16":      # numpy has no bfloat16: references carry its raw 16-bit patterns as uint16
+        return np.dtype(np.uint16)
     return np.bool_ if dtype == "bool" else np.dtype(dtype)
+
+
+def cast_array(x, dtype: str):
+    """numpy cast with PyTorch's rounding: float16/bfloat16 go through float32 (uint16 arrays are bfloat16 bits)."""
+    if x.dtype == np.uint16:
+        x = (x.astype(np.uint32) << 16).view(np.float32)
+    if dtype == "float16":
+        return x.astype(np.float32).astype(np.float16)
+    if dtype == "bfloat16":
+        f = np.ascontiguousarray(x.astype(np.float32))
+        b = f.view(np.uint32).astype(np.uint64)
+        r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint16)
+        return np.where(np.isnan(f), np.uint16(0x7FC0), r)
+    return x.astype(np_dtype(dtype))
 
 
 def const_like(value, dtype: str) -> Const:

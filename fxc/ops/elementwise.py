@@ -13,12 +13,13 @@ from ..lowering import te
 from ..lowering.expr import (FLOATS, INTS, Const, as_expr, binary as binary_expr, cast, compare, is_float, maximum,
                              minimum, select, unary as un)
 from ..relay_like.graph import TensorType
-from .common import bcast, broadcast_shapes, np_dtype, positive, rand
+from .common import bcast, broadcast_shapes, cast_array, np_dtype, positive, rand
 from .registry import Kind, OpDef, register, register_aten
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
 NUM = ("float32", "float64", "int32", "int64", "int8", "uint8")
 FLT = ("float32", "float64")
+STORE = ALL + ("int16", "float16", "bfloat16")   # dtypes that are only stored, loaded and converted
 
 
 def _elementwise_infer(out_dtype=None):
@@ -158,13 +159,16 @@ unary("hardswish", lambda x: (x * np.clip(x / 6 + 0.5, 0, 1)).astype(x.dtype),
 unary("leaky_relu", lambda x, slope=0.01: np.where(x > 0, x, x * slope).astype(x.dtype),
       lambda x, slope=0.01: select(compare("gt", x, _f(x, 0)), x, x * _f(x, slope)),
       {"aten.leaky_relu.default": lambda b, x, negative_slope=0.01: b.call("leaky_relu", [x], slope=float(negative_slope))})
-unary("cast", lambda x, dtype: x.astype(np_dtype(dtype)),
+unary("cast", cast_array,
       lambda x, dtype: cast(dtype, compare("ne", x, _f(x, 0))) if dtype == "bool" else cast(dtype, x),
-      {}, dtypes=ALL, promote=None, out_dtype="attr", samples=lambda rng: [([rand(rng, (3, 17))], {"dtype": "int32"}),
-                                                           ([rand(rng, (3, 5), "int64")], {"dtype": "float32"})])
+      {}, dtypes=STORE, promote=None, out_dtype="attr", samples=lambda rng: [([rand(rng, (3, 17))], {"dtype": "int32"}),
+                                                           ([rand(rng, (3, 5), "int64")], {"dtype": "float32"}),
+                                                           ([rand(rng, (3, 7), "float64")], {"dtype": "float16"}),
+                                                           ([rand(rng, (3, 7))], {"dtype": "bfloat16"}),
+                                                           ([rand(rng, (3, 7))], {"dtype": "int16"})])
 register(OpDef("copy", Kind.ELEMWISE, lambda t, **_: [t[0]], lambda x: x.copy(),
                lambda x: te.compute(x.shape, lambda *i: x[i], "copy"), {}, None,
-               lambda rng: [([rand(rng, (3, 4))], {})]))
+               lambda rng: [([rand(rng, (3, 4))], {})], STORE))
 unary("clamp", lambda x, lo=None, hi=None: np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi).astype(x.dtype),
       lambda x, lo=None, hi=None: _clamp(x, lo, hi), {}, dtypes=NUM, promote=None,
       samples=lambda rng: [([rand(rng, (3, 17))], {"lo": -0.5, "hi": 0.7}), ([rand(rng, (3, 5))], {"lo": 0.0})])

@@ -22,6 +22,8 @@ class TensorSpec:
 
 
 def np_dtype(dtype: str):
+    if dtype == "bfloat16":      # numpy has no bfloat16: its buffers are the raw 16-bit patterns
+        return np.dtype(np.uint16)
     return np.dtype(np.bool_) if dtype == "bool" else np.dtype(dtype)
 
 

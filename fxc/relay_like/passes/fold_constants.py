@@ -13,7 +13,8 @@ def fold_constants(g):
     for n in g.nodes:
         n.inputs = [replace.get(v.id, v) for v in n.inputs]
         small = all(o.type.numel <= MAX_FOLD_ELEMENTS for o in n.outputs) or n.op in ("pack_lanes", "winograd_weight")  # frozen weights
-        if n.inputs and all(v.is_const for v in n.inputs) and small:
+        storage = any(o.dtype in ("float16", "bfloat16") for o in n.outputs)   # no such numpy constants
+        if n.inputs and all(v.is_const for v in n.inputs) and small and not storage:
             res = get_op(n.op).reference(*[v.data for v in n.inputs], **n.attrs)
             res = res if isinstance(res, tuple) else (res,)
             for o, r in zip(n.outputs, res):

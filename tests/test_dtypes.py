@@ -1,0 +1,79 @@
+"""Storage dtypes (float16, bfloat16, int16) and complex values through torch.compile, compared with eager:
+conversions must round exactly as PyTorch does, and graphs that take and return these dtypes compile."""
+import numpy as np
+import pytest
+import torch
+
+import fxc
+from fxc.capture.torch import explain
+
+NAN, INF = float("nan"), float("inf")
+
+
+def compiled(fn, target="llvm"):
+    return torch.compile(fn, backend="fxc", options={"target": target})
+
+
+def bits(t):
+    """float16/bfloat16 compared bit for bit (NaNs by class only: their payload is not specified)."""
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return torch.where(t.isnan(), torch.zeros((), dtype=torch.int16), t.view(torch.int16))
+    return t
+
+
+def edge_values(n=257):
+    """Random floats over many binades plus the values where conversions go wrong: ties, overflow, NaN."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, generator=g) * torch.exp2(torch.randint(-30, 30, (n,), generator=g).float())
+    special = [NAN, INF, -INF, 0.0, -0.0, 65504.0, 65519.99, 65520.0, -70000.0, 40000.7, -40000.2, 3e9, -3e9,
+               1.0 + 2 ** -11, 1.0 + 3 * 2 ** -11, 1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 2 ** -24, 2 ** -25, 6e-8,
+               1e-40, 3.4e38, 2.5, -2.5, 32767.4, -32768.6]
+    return torch.cat([x, torch.tensor(special)])
+
+
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.int64, torch.int32])
+@pytest.mark.parametrize("dst", [torch.float16, torch.bfloat16, torch.int16])
+def test_conversion_to_storage_dtypes_matches_eager(src, dst, target):
+    x = edge_values()
+    if src.is_floating_point:
+        x = x.to(src)
+    else:
+        x = x.clamp(-2e9, 2e9).nan_to_num(0.0).to(src)
+    f = lambda x: x.to(dst)  # noqa: E731
+    out = compiled(f, target)(x)
+    assert out.dtype == dst
+    torch.testing.assert_close(bits(out), bits(f(x)), rtol=0, atol=0)
+    assert not explain(f, x).fallback_ops
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int16])
+def test_storage_dtype_inputs_and_round_trips(dtype, target):
+    def f(h, x):
+        return h.float() * 2 + x, h.double(), h.to(torch.int32), x.to(dtype).float(), h.clone()
+    x = edge_values(64)
+    h = x.nan_to_num(0.0).clamp(-3e4, 3e4).to(dtype)
+    outs = compiled(f, target)(h, x)
+    for a, e in zip(outs, f(h, x)):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(bits(a), bits(e), rtol=0, atol=0, equal_nan=True)
+    assert not explain(f, h, x).fallback_ops
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_arithmetic_in_half_dtypes_runs_eagerly(dtype, target):
+    """PyTorch rounds every half-precision op's result; fxc does not compute in these dtypes (eager does)."""
+    def f(h):
+        return h * 3 + 1
+    h = torch.randn(33).to(dtype)
+    torch.testing.assert_close(bits(compiled(f, target)(h)), bits(f(h)), rtol=0, atol=0)
+
+
+def test_bfloat16_numpy_buffers_are_bits():
+    """The runtime's numpy side carries bfloat16 as its raw uint16 patterns."""
+    from fxc.ops.common import cast_array
+    x = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.4e38, np.nan], np.float32)
+    expect = torch.from_numpy(x).bfloat16().view(torch.int16).numpy().view(np.uint16)
+    got = cast_array(x, "bfloat16")
+    assert got.dtype == np.uint16
+    np.testing.assert_array_equal(got[:-1], expect[:-1])
+    assert np.isnan(cast_array(got, "float32")[-1])
