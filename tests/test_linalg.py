@@ -1,0 +1,77 @@
+"""Linear algebra through torch.compile(backend="fxc") vs eager: factorizations, solvers, determinants,
+spectra (fxc/ops/linalg_factor.py, linalg_qr.py, linalg_eigen.py, linalg_exp.py). The kernels themselves are
+checked against their numpy references in test_ops.py (generated from the registry)."""
+import pytest
+import torch
+
+from fxc.capture import torch as fxc_torch
+from fxc.testing import opinfo
+
+COMPILED = ["linalg.inv", "linalg.solve", "linalg.det", "linalg.slogdet", "linalg.lu_factor_ex", "linalg.lu",
+            "lu_unpack", "linalg.lu_solve", "linalg.solve_triangular", "triangular_solve", "linalg.cholesky",
+            "cholesky_solve", "cholesky_inverse", "geqrf", "linalg.qr", "linalg.householder_product", "ormqr",
+            "linalg.eigvalsh", "linalg.svdvals", "linalg.matrix_rank", "linalg.pinv", "linalg.pinv.hermitian"]
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return {opinfo.op_key(o): o for o in opinfo.select_ops(set(COMPILED))}
+
+
+@pytest.mark.parametrize("key", COMPILED)
+def test_opinfo_linalg_compiles(key, ops):
+    r = opinfo.run_op(ops[key], "llvm", max_samples=3)
+    assert r["status"] == "compiled", f"{key}: {r['status']}: {r['error'] or r['fallback']}"
+
+
+def _compare(fn, *xs):
+    expected = fn(*xs)
+    explained = fxc_torch.explain(fn, *xs)
+    actual = torch.compile(fn, backend="fxc", dynamic=False)(*xs)
+    torch.testing.assert_close(actual, expected, equal_nan=True)
+    return explained
+
+
+SINGULAR = torch.tensor([[0., 1, 2], [0, 3, 4], [0, 5, 7]])
+
+
+@pytest.mark.parametrize("fn", [torch.linalg.lu_factor_ex, torch.linalg.inv_ex, torch.linalg.det, torch.linalg.lu],
+                         ids=["lu_factor_ex", "inv_ex", "det", "lu"])
+def test_singular_like_lapack(fn):
+    """An exactly singular matrix: LAPACK's pivots, info and inf/nan pattern."""
+    e = _compare(fn, SINGULAR)
+    assert not e.fallback_ops, e.fallback_ops
+
+
+def test_failed_cholesky_like_lapack():
+    """Not positive definite: info is the failing column, the factor holds what LAPACK potf2 leaves."""
+    a = torch.tensor([[4., 2, 1], [2, -3, 1], [1, 1, 5]])
+    _compare(lambda x: torch.linalg.cholesky_ex(x, upper=True), a)
+    _compare(torch.linalg.cholesky_ex, a)
+
+
+def test_error_check_stays_eager_and_raises():
+    """torch.linalg.inv raises on a singular matrix: the check on fxc's `info` runs in eager and is no fallback."""
+    e = fxc_torch.explain(torch.linalg.inv, torch.eye(3) + 1)
+    assert not e.fallback_ops and e.compiled_ops, str(e)
+    with pytest.raises(torch.linalg.LinAlgError):
+        torch.compile(torch.linalg.inv, backend="fxc", dynamic=False)(SINGULAR)
+
+
+def test_vectors_fall_back_values_compile():
+    """Singular/eigen vectors (LAPACK's signs) fall back; the values alone compile."""
+    a = torch.randn(4, 4)
+    assert "aten._linalg_svd.default" in fxc_torch.explain(lambda x: torch.linalg.svd(x)[0], a).fallback_ops
+    assert "aten._linalg_eigh.default" in fxc_torch.explain(lambda x: torch.linalg.eigh(x)[1], a).fallback_ops
+    assert not _compare(lambda x: torch.linalg.svd(x)[1], a).fallback_ops
+    assert not _compare(lambda x: torch.linalg.eigh(x + x.mT)[0], a).fallback_ops
+
+
+def test_batched_parallel():
+    """Batches large enough to run in parallel."""
+    x = torch.randn(6, 24, 24, dtype=torch.float64)
+    spd = x @ x.mT + 24 * torch.eye(24, dtype=torch.float64)
+    _compare(lambda a: torch.linalg.solve(a, a[..., :3]), spd)
+    _compare(torch.linalg.cholesky, spd)
+    _compare(torch.linalg.eigvalsh, spd)
+    _compare(torch.linalg.qr, x)
