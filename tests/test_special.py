@@ -20,7 +20,7 @@ UNARY = {"erfc": torch.erfc, "lgamma": torch.lgamma, "erfinv": torch.erfinv, "er
          "digamma": torch.digamma, "trigamma": lambda x: torch.polygamma(1, x), "signbit": torch.signbit,
          "angle": torch.angle}
 BINARY = {"copysign": torch.copysign, "hypot": torch.hypot, "nextafter": torch.nextafter, "fmax": torch.fmax,
-          "fmin": torch.fmin, "zeta": torch.special.zeta}
+          "fmin": torch.fmin, "zeta": torch.special.zeta, "igamma": torch.igamma, "igammac": torch.igammac}
 POLYS = ["chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v", "chebyshev_polynomial_w",
          "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
          "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he", "laguerre_polynomial_l",
@@ -53,6 +53,17 @@ def test_binary_special_functions_match_eager():
     b = np.concatenate([EDGES[::-1], rng.uniform(-9, 9, 200)]).astype("float32")
     names = list(BINARY)
     _check(names, _compile(names, [a, b]), [BINARY[n](torch.from_numpy(a), torch.from_numpy(b)) for n in names])
+
+
+def test_incomplete_gamma_matches_eager_for_large_parameters():
+    """Series / continued fraction up to a = 1e5, Temme's uniform expansion beyond; x within a few sqrt(a) of a."""
+    rng = np.random.default_rng(3)
+    a = np.concatenate([rng.uniform(0, 100, 200), rng.uniform(5e4, 2e5, 200), [3e9, 1e12]]).astype("float32")
+    x = np.concatenate([rng.uniform(0, 200, 200), np.abs(a[200:400] + rng.normal(0, 3, 200) * np.sqrt(a[200:400])),
+                        [3e9 + 1e5, 1e12]]).astype("float32")
+    names = ["igamma", "igammac"]
+    _check(names, _compile(names, [a, x]), [torch.igamma(torch.from_numpy(a), torch.from_numpy(x)),
+                                           torch.igammac(torch.from_numpy(a), torch.from_numpy(x))])
 
 
 def test_polynomials_match_eager_to_high_degree():
