@@ -35,3 +35,20 @@ class TargetError(FxcError):
 
 class ArtifactError(FxcError):
     """A deploy artifact that is truncated, corrupt, tampered with or of an unknown format."""
+
+
+class ExecutionError(FxcError, RuntimeError):
+    """A compiled call met a condition on which eager PyTorch raises (e.g. integer division by zero)."""
+
+
+DIV_BY_ZERO = 2     # the return code of a compiled entry whose integer division met a zero divisor
+
+
+def check_return_code(rc: int) -> None:
+    """Raise what a compiled entry's nonzero return code means."""
+    if rc == DIV_BY_ZERO:
+        raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises "
+                             "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
+    if rc:
+        raise ExecutionError(f"a compiled kernel returned error code {rc}")
+

@@ -231,3 +231,17 @@ def test_stack_and_cat_of_empty_tensors_compile(shapes, dim, target):
     for fn in (lambda *t: torch.stack(t, dim), lambda *t: torch.cat(t, dim) * 2):
         same(compiled(fn, target)(*ts), fn(*ts))
         assert not explain(fn, *ts).failures
+
+
+@pytest.mark.parametrize("fn", [lambda a, b: torch.div(a, b, rounding_mode="floor") + 1,
+                                lambda a, b: torch.remainder(a, b) * 2,
+                                lambda a, b: torch.fmod(a, b) - 1])
+def test_integer_division_by_zero_raises_as_eager(fn, target):
+    a, b = torch.arange(6), torch.tensor([1, 2, 0, 1, 1, 1])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, b)
+    compiled = torch.compile(fn, backend="fxc", options={"target": target})
+    with pytest.raises(fxc.errors.ExecutionError, match="division by zero"):
+        compiled(a, b)
+    ok = torch.tensor([1, 2, 3, 1, 1, 1])          # the flag does not stick to the next call
+    torch.testing.assert_close(compiled(a, ok), fn(a, ok))

@@ -31,7 +31,7 @@ HEADER = r"""/* fxc_model.h: plain C entry points of an fxc-compiled model (gene
  *
  * Signature of this model:
 {signature}
- * The library links against libgomp (OpenMP), libm and libc; it exports fxc_* symbols only by
+ * The library links against libpthread, libm and libc; it exports fxc_* symbols only by
  * convention, so load two models in one process with dlopen(RTLD_LOCAL).
  */
 #ifndef FXC_MODEL_H
@@ -47,7 +47,7 @@ extern "C" {{
 #define FXC_NUM_OUTPUTS {n_out}
 
 enum {{ FXC_OK = 0, FXC_ERR_NOT_INITIALIZED = -1, FXC_ERR_PARAMS = -2, FXC_ERR_NO_MEMORY = -3,
-       FXC_ERR_ARGUMENT = -4 }};
+       FXC_ERR_ARGUMENT = -4, FXC_ERR_DIV_BY_ZERO = 2 }};
 
 typedef struct {{
     const char *name;
@@ -151,6 +151,8 @@ int fxc_main(const void **inputs, void **outputs) {{
         return fail(FXC_ERR_NO_MEMORY, "fxc_main: out of memory for the workspace", NULL);
     int rc = fxc_run((void **)inputs, outputs, consts, work);
     free(work);
+    if (rc == FXC_ERR_DIV_BY_ZERO)
+        return fail(rc, "fxc_main: integer division by zero (eager PyTorch raises here too)", NULL);
     return rc;
 }}
 

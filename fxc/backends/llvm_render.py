@@ -365,9 +365,11 @@ class FunctionWriter:
         raise LoweringError(f"integer {op} is not renderable")
 
     def _int_div(self, op, x, y, t, unsigned):
-        """Division that never traps: y == 0 gives x (no SIGFPE), and MIN / -1 wraps."""
+        """Division that never traps: y == 0 gives x (no SIGFPE) and raises the module's division-by-zero flag
+        (the entry then returns DIV_BY_ZERO, as eager raises), and MIN / -1 wraps."""
         z, m1, safe = self.new(), self.new(), self.new()
         self.emit(f"{z} = icmp eq {t} {y}, 0")
+        self._flag_if(z, t)
         if unsigned:
             self.emit(f"{safe} = select i1 {z}, {t} 1, {t} {y}")
             r = self.new()
@@ -395,6 +397,21 @@ class FunctionWriter:
         out = self.new()
         self.emit(f"{out} = select i1 {m1}, {t} 0, {t} {r}")
         return out
+
+    def _flag_if(self, cond: str, t: str):
+        """Set @fxc_div_by_zero when cond (any lane of it) holds: a branch, so the hot path only tests."""
+        if t.startswith("<"):
+            lanes = t[1:].split(" x ")[0]
+            anyc = self.new()
+            self.emit(f"{anyc} = call i1 @llvm.vector.reduce.or.v{lanes}i1(<{lanes} x i1> {cond})")
+            self.m.declare(f"llvm.vector.reduce.or.v{lanes}i1", "i1", [f"<{lanes} x i1>"])
+            cond = anyc
+        set_, cont = self.label("divzero"), self.label("divok")
+        self.emit(f"br i1 {cond}, label %{set_}, label %{cont}")
+        self.start_block(set_)
+        self.emit("store atomic i32 1, ptr @fxc_div_by_zero monotonic, align 4")
+        self.emit(f"br label %{cont}")
+        self.start_block(cont)
 
     def _floor_adjust(self, q, rem, d, t):
         nz, sx, fix, one, out = self.new(), self.new(), self.new(), self.new(), self.new()
@@ -723,7 +740,8 @@ class ModuleWriter:
                           f"  %pn{n} = getelementptr i64, ptr @fxc_profile_counters, i64 {2 * c + 1}",
                           f"  atomicrmw add ptr %pc{n}, i64 %dt{n} monotonic",
                           f"  atomicrmw add ptr %pn{n}, i64 1 monotonic"]
-        lines.append("  ret i32 0")
+        lines += ["  %dz = atomicrmw xchg ptr @fxc_div_by_zero, i32 0 monotonic",     # DIV_BY_ZERO (2) when set
+                  "  %rc = shl i32 %dz, 1", "  ret i32 %rc"]
         self.functions.append(f"define i32 @{name}(ptr %inputs, ptr %outputs, ptr %consts, ptr %work) {{\n"
                               + "\n".join(lines) + "\n}\n")
 
@@ -734,5 +752,7 @@ class ModuleWriter:
 
     def text(self) -> str:
         self.declare("fxc_parallel_for", "void", ["ptr", "ptr", "i64"])
+        # weak: every split part defines it, the linker keeps one per library
+        self.decls["@fxc_div_by_zero"] = "@fxc_div_by_zero = weak global i32 0, align 4"
         head = [f'target triple = "{self.triple}"', f'target datalayout = "{self.datalayout}"', ""]
         return "\n".join(head + list(self.decls.values()) + [""] + self.functions + self.md) + "\n"

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, check_return_code
 from .cpu import CpuLibrary, Workspace, pointer_array
 
 
@@ -90,15 +90,15 @@ class Module:
         reused; None always repacks."""
         args = (pointer_array(in_ptrs), pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
         if not self.prepack_inputs or self._lib.prepack is None:
-            self._lib.run(*args)
+            check_return_code(self._lib.run(*args))
             return
         state = self._ws.state()
         token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
         if not _same_token(state.get("prepacked"), token):
             state["prepacked"] = None
-            self._lib.prepack(*args)
+            check_return_code(self._lib.prepack(*args))
             state["prepacked"] = token
-        self._lib.run_main(*args)
+        check_return_code(self._lib.run_main(*args))
 
     def check_inputs(self, arrays) -> list:
         if len(arrays) != len(self.inputs):
