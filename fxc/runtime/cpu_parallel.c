@@ -4,7 +4,9 @@
    with a compare-and-swap on (job generation, next chunk); the caller works too and waits only for
    chunks another thread has actually claimed. So a worker the OS has not scheduled (a busy machine,
    PyTorch's own threads) never stalls a kernel: the caller simply runs the remaining chunks itself.
-   Workers spin briefly between jobs (kernels follow each other closely), then sleep on a condvar.
+   Workers spin between jobs for at most SPIN_NS (kernels follow each other closely; a bounded spin leaves
+   the cores to PyTorch's own threads soon after a compiled graph returns), then sleep on a condvar; the
+   caller wakes them (a futex syscall) only when one is actually asleep.
    Concurrent callers (several Python or C threads) do not share the pool: a second one runs serially. */
 #include <pthread.h>
 #include <sched.h>
@@ -16,12 +18,13 @@
 typedef void (*fxc_body)(int64_t start, int64_t end, void **args);
 
 #define MAX_THREADS 64
-#define SPIN_ROUNDS 20000
+#define SPIN_NS 200000                     /* 0.2 ms */
 
 static int fxc_threads = 0;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int started = 0;                      /* workers created (guarded by mu) */
+static int sleepers = 0;                     /* workers waiting on `wake` (guarded by mu) */
 static atomic_flag busy = ATOMIC_FLAG_INIT;  /* a caller owns the pool */
 
 static struct { fxc_body fn; void **args; int64_t n, nchunks; uint32_t gen; } job;   /* guarded by mu */
@@ -66,9 +69,17 @@ static void *worker(void *unused) {
     (void)unused;
     uint32_t seen = 0;
     for (;;) {
-        for (int i = 0; i < SPIN_ROUNDS && atomic_load(&published_gen) == seen; i++) cpu_relax();
+        int64_t t0 = fxc_profile_now();
+        for (int i = 1; atomic_load(&published_gen) == seen; i++) {
+            cpu_relax();
+            if (!(i & 255) && fxc_profile_now() - t0 > SPIN_NS) break;
+        }
         pthread_mutex_lock(&mu);
-        while (job.gen == seen) pthread_cond_wait(&wake, &mu);
+        while (job.gen == seen) {
+            sleepers++;
+            pthread_cond_wait(&wake, &mu);
+            sleepers--;
+        }
         fxc_body fn = job.fn;
         void **args = job.args;
         int64_t n = job.n, nchunks = job.nchunks;
@@ -85,6 +96,7 @@ static void reset_after_fork(void) {          /* the child has no workers */
     mu = m;
     wake = c;
     started = 0;
+    sleepers = 0;
     atomic_flag_clear(&busy);
 }
 
@@ -123,7 +135,7 @@ void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     atomic_store(&next_chunk, (uint64_t)gen << 32);
     job.gen = gen;
     atomic_store(&published_gen, gen);
-    pthread_cond_broadcast(&wake);
+    if (sleepers > 0) pthread_cond_broadcast(&wake);
     pthread_mutex_unlock(&mu);
     run_chunks(fn, args, n, nchunks, gen);
     while (atomic_load(&done_chunks) < nchunks) sched_yield();
