@@ -78,6 +78,8 @@ def test_depthwise_conv2d(case):
     (1, 6, 20, 41, 5, 2, (2, 2, 2, 2)),      # 5x5 stride 2, interior of 16 + tail
     (1, 5, 9, 30, 3, 2, (0, 1, 0, 1)),       # asymmetric (TF "same") padding
     (2, 4, 4, 3, 3, 1, (2, 2, 1, 3)),        # every column a border column, rows padded past the kernel
+    (1, 8, 14, 14, 3, 1, (1, 1, 1, 1)),      # 14x14: the padded window copied into a local plane
+    (2, 3, 12, 10, 5, 1, (2, 1, 0, 3)),      # local plane, asymmetric padding, batch 2
 ], ids=str)
 def test_depthwise_conv2d_reads_through_fused_pad(case):
     n, c, h, w_, k, s, pad = case

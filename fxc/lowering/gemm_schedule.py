@@ -416,10 +416,21 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     hi = (W - 1 + pl - (KW - 1) * dw) // sw + 1 if W - 1 + pl - (KW - 1) * dw >= 0 else 0
     hi = max(lo, min(OW, hi))
     border = list(range(0, lo)) + list(range(hi, OW))
+    xv = conv.convert(src[n, c, ih, ow * sw + kw * dw - pl], None)
+    PH, PW = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + (KW - 1) * dw + 1
+    plane = None
+    if (border or rows_clip) and wcopy is not None and sw == 1 and LANES // 2 < OW <= LANES \
+            and PH * PW <= PLANE_FLOATS and conv.bufs.get(src) is not None:
+        # small maps (one vector per row): the channel's padded window copied once into a zeroed local plane,
+        # then every column is a vector column and no row is clipped (border columns would cost as much as the
+        # interior). Measured: 1.2-1.5x at 14x14; at 7x7 and for stride 2 the copy costs more than it saves
+        plane = conv.local(rt.dtype, PH * PW, "plane")
+        plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl, rt.dtype)
+        xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
+        rows_clip, lo, hi, border = False, 0, OW, []
     if len(border) > MAX_BORDER_COLUMNS:
         return None
     stmts = []
-    xv = conv.convert(src[n, c, ih, ow * sw + kw * dw - pl], None)
     full = (hi - lo) // LANES
     for start, count, lanes in ((lo, full, LANES), (lo + full * LANES, 1, hi - lo - full * LANES)):
         if count == 0 or lanes == 0:
@@ -464,7 +475,30 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     work = N * O * OH * OW * KH * KW
     if wcopy is None:
         return _parallel([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
-    return _parallel([(n, N), (o, O)], Allocate(wl, seq(wcopy, For(oh, OH, seq(*stmts)))), work, num_threads)
+    channel = seq(wcopy, For(oh, OH, seq(*stmts)))
+    if plane is not None:
+        channel = Allocate(plane, seq(plane_fill, channel))
+    return _parallel([(n, N), (o, O)], Allocate(wl, channel), work, num_threads)
+
+
+PLANE_FLOATS = 4096         # largest padded window (floats) a depthwise channel copies into a local plane
+
+
+def _fill_plane(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int, dtype: str):
+    """plane[PH, PW] = 0, then input rows r < H (at plane row r + pt, column pl) copied as vectors."""
+    def vstore(buf, at, lanes, value_of):
+        return Store(buf, at, value_of(lanes)) if lanes > 0 else None
+    z = Var("z")
+    nz, tail = (PH * PW) // LANES, (PH * PW) % LANES
+    zero = lambda k: Const(0.0, vec(dtype, k) if k > 1 else dtype)
+    stmts = [For(z, nz, Store(plane, z * LANES, zero(LANES))) if nz else None,
+             vstore(plane, as_expr(nz * LANES), tail, zero)]
+    rows, cols = min(H, PH - pt), min(W, PW - pl)
+    if rows > 0 and cols > 0:
+        r = Var("r")
+        row = lambda k: VecLoad(src, base + r * W, k) if k > 1 else Load(src, base + r * W)
+        stmts.append(For(r, rows, Store(plane, (r + pt) * PW + pl, row(cols))))
+    return seq(*stmts)
 
 
 def linear_stride_is_one(index: Expr, v: Var) -> bool:
