@@ -68,3 +68,10 @@ def test_float64_judge_forgives_rounding_only():
     exact = torch.tensor([1.0, 2.0, 3.0])                                                   # eager exact
     assert not fuzz._as_close_as_eager(torch.tensor([1.0, 2.0, 3.001]), exact, ref, 1.0)
     assert not fuzz._as_close_as_eager(torch.tensor([1.0, float("nan"), 3.0]), eager, ref, 1.0)
+
+
+def test_sharded_run_adds_up(tmp_path):
+    """--jobs: shards of consecutive seeds in subprocesses; their stats add up and no case file is left."""
+    stats = fuzz.run_jobs(2, 4, 40, ["--save-dir", str(tmp_path), "--batch", "2"], progress=lambda m: None)
+    assert stats == {"graphs": 4, "wrong": 0, "crashed": 0, "failures": []}
+    assert not list(tmp_path.glob(".fuzz_current*"))

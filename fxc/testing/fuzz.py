@@ -13,8 +13,8 @@ not fuse with each other); a batch with a failure is re-checked program by progr
 
 A program is plain JSON: `{"seed", "inputs": [shape, ...], "steps": [{"op", "args", "params"}],
 "outputs": [ref, ...], "grad"?}` (`--grad`: gradients are compared too), where a ref indexes the values (inputs first, then one value per step).
-Before it runs, each case is written to `<save-dir>/.fuzz_current.json`, so a case that kills the
-process (segfault) is not lost.
+Before it runs, each case is written to `<save-dir>/.fuzz_current-<seed>.json`, so a case that kills the
+process (segfault) is not lost. `--jobs N` runs N shards of the seeds in parallel processes.
 """
 from __future__ import annotations
 
@@ -496,7 +496,7 @@ def save_reproducer(program: dict, failure: str, save_dir) -> Path:
 def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=print, max_seconds=None,
         batch: int = 8, grad: bool = False) -> dict:
     """Fuzz `count` programs (seeds seed..seed+count-1), `batch` per compiled function; failing ones are
-    shrunk and saved."""
+    shrunk and saved. The case being checked is kept in `<save_dir>/.fuzz_current-<seed>.json`."""
     from ..cache import atomic_write
     import logging
     logging.getLogger("fxc").setLevel(logging.ERROR)
@@ -507,7 +507,8 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
         seeds = list(range(seed + k0, seed + min(k0 + batch, count)))
         programs = [generate(s, grad=grad) for s in seeds]
         if save_dir:
-            atomic_write(Path(save_dir) / ".fuzz_current.json", json.dumps({"program": programs[0], "batch": programs}).encode())
+            atomic_write(Path(save_dir) / f".fuzz_current-{seed}.json",
+                         json.dumps({"program": programs[0], "batch": programs}).encode())
         results = check_batch(programs, target)
         stats["graphs"] += len(programs)
         for s, program, failure in zip(seeds, programs, results):
@@ -528,7 +529,45 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
         if max_seconds and time.perf_counter() - t0 > max_seconds:
             break
     if save_dir:
-        (Path(save_dir) / ".fuzz_current.json").unlink(missing_ok=True)
+        (Path(save_dir) / f".fuzz_current-{seed}.json").unlink(missing_ok=True)
+    return stats
+
+
+def run_jobs(jobs: int, count: int, seed: int, argv: list, progress=print) -> dict:
+    """`run` split into `jobs` shards of consecutive seeds, each in its own process with one kernel thread
+    (a shard that dies, e.g. on a segfault, counts as one crash; its case stays in .fuzz_current-<seed>.json)."""
+    import os
+    import subprocess
+    import threading
+    stats = {"graphs": 0, "wrong": 0, "crashed": 0, "failures": []}
+    lock = threading.Lock()
+    bounds = [count * j // jobs for j in range(jobs + 1)]
+
+    def shard(j):
+        n, s0 = bounds[j + 1] - bounds[j], seed + bounds[j]
+        cmd = [sys.executable, "-m", "fxc.testing.fuzz", "--count", str(n), "--seed", str(s0), "--shard"] + argv
+        env = dict(os.environ, FXC_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        result = None
+        for line in p.stdout:
+            if line.startswith("STATS "):
+                result = json.loads(line[6:])
+            else:
+                progress(f"[job {j} seeds {s0}..{s0 + n - 1}] {line.rstrip()}")
+        rc = p.wait()
+        with lock:
+            if result is None:
+                result = {"graphs": 0, "wrong": 0, "crashed": 1,
+                          "failures": [{"seed": s0, "failure": f"crashed: the shard exited with code {rc}"}]}
+            for k in ("graphs", "wrong", "crashed"):
+                stats[k] += result[k]
+            stats["failures"] += result["failures"]
+
+    threads = [threading.Thread(target=shard, args=(j,)) for j in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     return stats
 
 
@@ -541,15 +580,25 @@ def main(argv=None):
     p.add_argument("--max-seconds", type=float, help="stop after this long")
     p.add_argument("--batch", type=int, default=8, help="programs compiled together per function (1: one each)")
     p.add_argument("--grad", action="store_true", help="also compare gradients (compiles the backward graphs)")
-    p.add_argument("--replay", help="check one saved reproducer (or .fuzz_current.json) and print the result")
+    p.add_argument("--replay", help="check one saved reproducer (or .fuzz_current-*.json) and print the result")
+    p.add_argument("--jobs", type=int, default=1, help="shards of the seeds in parallel processes (one thread each)")
+    p.add_argument("--shard", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if a.replay:
         program = json.loads(Path(a.replay).read_text())["program"]
         r = check(program, a.target)
         print(r or "correct")
         return 1 if r else 0
-    stats = run(a.count, a.seed, a.target, a.save_dir or None, progress=lambda m: print(m, flush=True),
-                max_seconds=a.max_seconds, batch=a.batch, grad=a.grad)
+    out = lambda m: print(m, flush=True)
+    if a.jobs > 1:
+        rest = ["--target", a.target, "--save-dir", a.save_dir, "--batch", str(a.batch)]
+        rest += (["--max-seconds", str(a.max_seconds)] if a.max_seconds else []) + (["--grad"] if a.grad else [])
+        stats = run_jobs(a.jobs, a.count, a.seed, rest, progress=out)
+    else:
+        stats = run(a.count, a.seed, a.target, a.save_dir or None, progress=out,
+                    max_seconds=a.max_seconds, batch=a.batch, grad=a.grad)
+        if a.shard:                                     # a shard of run_jobs: hand the stats back
+            print("STATS " + json.dumps(stats), flush=True)
     print(f"{stats['graphs']} graphs: {stats['wrong']} wrong, {stats['crashed']} crashed")
     return 1 if stats["wrong"] or stats["crashed"] else 0
 
