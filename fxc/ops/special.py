@@ -1,5 +1,5 @@
 """Special functions and float-bit elementwise ops: gamma family, error functions, Bessel functions,
-orthogonal polynomials, and the float-bit ops (signbit, copysign, nextafter, frexp, fmax/fmin, hypot).
+and the float-bit ops (signbit, copysign, nextafter, frexp, fmax/fmin, hypot).
 
 Each algorithm is written once against a small math kit (`_Kit`) and runs two ways: on scalar expressions
 (the op's TE compute, evaluated in float64 and rounded once to the output dtype) and on float64 numpy arrays
@@ -9,9 +9,8 @@ iterations and recurrences; values at poles, zeros, infinities and NaN follow Py
 Functions that glibc's libm provides to full double accuracy (erfc, lgamma, j0/j1/y0/y1, hypot, nextafter)
 are called there, and through ctypes in the references.
 
-The orthogonal polynomials (Chebyshev, Hermite, Laguerre, Legendre) take a per-element degree: they are
-`te.extern` kernels whose recurrence loop runs to that element's degree (a data-dependent trip count), in
-the input dtype as PyTorch does.
+The ops that iterate a data-dependent number of times live beside this file: orthogonal polynomials in
+`special_poly.py`, the Hurwitz zeta and incomplete gamma functions in `special_series.py`.
 """
 from __future__ import annotations
 
@@ -23,9 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import (Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select,
-                             unary as un)
-from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Store, seq
+from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, select, unary as un
 from ..relay_like.graph import TensorType
 from .common import bcast, broadcast_shapes, rand
 from .registry import Kind, OpDef, register, register_aten
@@ -130,6 +127,8 @@ _NP_FN = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "sin": np.sin, "cos": n
           "lgamma": np.vectorize(_safe_lgamma, otypes=[np.float64]),
           "j0": _libm_vec("j0"), "j1": _libm_vec("j1"), "y0": _libm_vec("y0"), "y1": _libm_vec("y1")}
 
+_E64 = _Kit(True)      # float64 expressions
+
 
 def _run(alg, xs, dtype):
     """alg on float64 numpy arrays, result rounded to dtype."""
@@ -138,10 +137,6 @@ def _run(alg, xs, dtype):
 
 
 # -- algorithms (M: the kit; x: float64) --------------------------------------------------------------------------
-def _nan():
-    return math.nan
-
-
 def _erfinv(M, y):
     """Winitzki's closed-form start, then Newton steps on erf(x) = y (quadratic convergence)."""
     a = 0.147
@@ -562,438 +557,18 @@ def _polygamma(b, n, x):
         return b.call("digamma", [x])
     if n == 1:
         return b.call("trigamma", [x])
-    z = _poly_aten("zeta")(b, float(n + 1), x)      # (-1)^(n+1) n! zeta(n+1, x)
+    z = broadcast_pair_aten("zeta")(b, float(n + 1), x)      # (-1)^(n+1) n! zeta(n+1, x)
     return b.call("mul", [z, (1.0 if n % 2 else -1.0) * math.factorial(n)])
 
 
 register_aten("aten.polygamma.default", _polygamma)
 
 
-# -- orthogonal polynomials of a per-element degree: recurrences in the input dtype, as PyTorch -----------------------
-class _PolyKit:
-    """Arithmetic in the op's dtype on expressions or numpy arrays; degrees are int64."""
-
-    def __init__(self, expr: bool, dtype: str):
-        self.expr, self.dtype = expr, dtype
-
-    def f(self, v):
-        return Const(float(v), self.dtype) if self.expr else np.asarray(v, self.dtype)[()]
-
-    def fi(self, n):
-        return cast(self.dtype, n) if self.expr else np.asarray(n).astype(self.dtype)
-
-    def i(self, v):
-        return as_expr(int(v), "int64") if self.expr else np.int64(v)
-
-    def where(self, c, a, b):
-        return select(c, a, b) if self.expr else np.where(c, a, b).astype(np.result_type(a, b))
-
-    def cmp(self, op, a, b):
-        if self.expr:
-            return compare(op, a, b)
-        return {"lt": np.less, "le": np.less_equal, "gt": np.greater, "eq": np.equal, "ne": np.not_equal}[op](a, b)
-
-    def and_(self, a, b):
-        return binary("and", a, b) if self.expr else np.logical_and(a, b)
-
-    def or_(self, a, b):
-        return binary("or", a, b) if self.expr else np.logical_or(a, b)
-
-    def even(self, n):
-        return compare("eq", binary("and", n, as_expr(1, "int64")), as_expr(0, "int64")) if self.expr else (n & 1) == 0
-
-    def fma(self, a, b, c):
-        """a * b + c rounded once to the dtype."""
-        if self.expr:
-            f = lambda v: cast("float64", v)
-            return cast(self.dtype, f(a) * f(b) + f(c))
-        f = lambda v: np.asarray(v, np.float64)
-        return (f(a) * f(b) + f(c)).astype(self.dtype)
-
-    def fn(self, name, x):
-        if self.expr:
-            return un(name, x)
-        with np.errstate(all="ignore"):
-            if name == "abs":
-                return np.abs(x)
-            return _LIBM_F[name + ("f" if self.dtype == "float32" else "")](x).astype(self.dtype)
-
-
-def _cases(M, default, *pairs):
-    """The first (condition, value) pair that holds, else default (PyTorch's early returns, in order)."""
-    out = default
-    for cond, val in reversed(pairs):
-        out = M.where(cond, val, out)
-    return out
-
-
-def _cheb_family(kind, shifted):
-    """Chebyshev T/U/V/W (shifted: of 2x - 1). Returns spec(M, x, n) -> (early?, early value, q1, step, start, end)."""
-    def spec(M, x, n):
-        one, zero = M.f(1), M.f(0)
-        y = x + x - one if shifted else x
-        two_y = y + y
-        a = M.fn("acos", y)
-        nn1, n2 = M.fi(n + 1), M.fi(n + n + 1)
-        even = M.even(n)
-        small = M.cmp("lt", M.fn("abs", y), one)
-        lim = {"t": 6, "u": 6 if shifted else 8, "v": 6 if shifted else 8, "w": 4 if shifted else 8}[kind]
-        closed = M.and_(M.cmp("gt", n, M.i(lim)), small)
-        if shifted:
-            at_one, at_m1 = M.cmp("eq", x, one), M.cmp("eq", x, zero)
-        else:
-            at_one = M.cmp("eq", x, one)
-            at_m1 = M.cmp("eq", x, M.f(-1))
-        pm = lambda v: M.where(even, v, -v)
-        if kind == "t":
-            edge1, edge2, q1 = one, pm(one), y
-            cf = M.fn("cos", M.fi(n) * a)
-        elif kind == "u":
-            edge1, edge2, q1 = nn1, pm(nn1), two_y
-            sa = M.fn("sin", a)
-            cf = M.where(M.cmp("ne", sa, zero), M.fn("sin", nn1 * a) / sa, nn1 * M.fn("cos", nn1 * a) / y)
-        elif kind == "v":
-            edge1, edge2, q1 = one, pm(n2), two_y - one
-            h = a / M.f(2)
-            cf = M.where(M.cmp("ne", M.fn("sin", h), one), M.fn("cos", (M.fi(n) + M.f(0.5)) * a) / M.fn("cos", h), pm(n2))
-        else:
-            edge1, edge2, q1 = n2, pm(one), two_y + one
-            h = a / M.f(2)
-            fallback = M.where(M.cmp("gt", x if not shifted else zero, zero), n2, pm(one)) if not shifted else pm(one)
-            cf = M.where(M.cmp("ne", M.fn("cos", h), one), M.fn("sin", (M.fi(n) + M.f(0.5)) * a) / M.fn("sin", h), fallback)
-        neg = M.cmp("lt", n, M.i(0))
-        conds = [(neg, zero), (at_one, edge1), (at_m1, edge2), (closed, cf), (M.cmp("eq", n, M.i(0)), one),
-                 (M.cmp("eq", n, M.i(1)), q1)]
-        early = neg
-        for c, _ in conds[1:]:
-            early = M.or_(early, c)
-        def step(M, x, q, p, k):
-            y = x + x - M.f(1) if shifted else x
-            return M.fma(y + y, q, -p)
-        return early, _cases(M, zero, *conds), q1, step, 2, n + 1
-    return spec
-
-
-def _hermite(kind):
-    def spec(M, x, n):
-        one, zero = M.f(1), M.f(0)
-        q1 = x + x if kind == "h" else x
-        limit = M.i(128 if M.dtype == "float32" else 512)
-        conds = [(M.cmp("lt", n, M.i(0)), zero), (M.cmp("eq", n, M.i(0)), one), (M.cmp("eq", n, M.i(1)), q1),
-                 (M.cmp("gt", n, limit), M.f(math.nan))]
-        early = M.or_(M.or_(conds[0][0], conds[1][0]), M.or_(conds[2][0], conds[3][0]))
-        if kind == "h":     # r = 2x q - 2j p for j = 1 .. n-1
-            step = lambda M, x, q, p, j: M.fma(x + x, q, -(M.fi(j + j) * p))
-        else:               # r = x q - k p for k = 1 .. n-1
-            step = lambda M, x, q, p, k: M.fma(x, q, -(M.fi(k) * p))
-        return early, _cases(M, zero, *conds), q1, step, 1, n
-    return spec
-
-
-def _laguerre(M, x, n):
-    one, zero = M.f(1), M.f(0)
-    q1 = one - x
-    conds = [(M.cmp("lt", n, M.i(0)), zero), (M.cmp("eq", M.fn("abs", x), zero), one), (M.cmp("eq", n, M.i(0)), one),
-             (M.cmp("eq", n, M.i(1)), q1)]
-    early = M.or_(M.or_(conds[0][0], conds[1][0]), M.or_(conds[2][0], conds[3][0]))
-    step = lambda M, x, q, p, k: M.fma(M.fi(k + k) + (M.f(1) - x), q, -(M.fi(k) * p)) / M.fi(k + 1)
-    return early, _cases(M, zero, *conds), q1, step, 1, n
-
-
-def _legendre(M, x, n):
-    one, zero = M.f(1), M.f(0)
-    edge = M.where(M.or_(M.cmp("gt", x, zero), M.even(n)), one, -one)
-    conds = [(M.cmp("lt", n, M.i(0)), zero), (M.cmp("eq", M.fn("abs", x), one), edge), (M.cmp("eq", n, M.i(0)), one),
-             (M.cmp("eq", n, M.i(1)), x)]
-    early = M.or_(M.or_(conds[0][0], conds[1][0]), M.or_(conds[2][0], conds[3][0]))
-    step = lambda M, x, q, p, k: M.fma(M.fi(k + k + 1) * x, q, -(M.fi(k) * p)) / M.fi(k + 1)
-    return early, _cases(M, zero, *conds), x, step, 1, n
-
-
-_BIG_DEGREE = 9.2e18     # |n| from here on (and NaN) converts to a negative degree, as on PyTorch's CPU
-
-
-def _degree(nf, expr: bool):
-    if expr:
-        bad = binary("or", un("isnan", nf), compare("ge", un("abs", nf), Const(_BIG_DEGREE, nf.dtype)))
-        return select(bad, as_expr(-1, "int64"), cast("int64", un("trunc", nf)))
-    with np.errstate(all="ignore"):
-        bad = np.isnan(nf) | (np.abs(nf) >= _BIG_DEGREE)
-        return np.where(bad, -1, np.trunc(np.where(bad, 0, nf))).astype(np.int64)
-
-
-def _poly_compute(spec, name):
-    """The recurrence runs in the dtype with each step's a * q - b as one fused multiply-add (as PyTorch's CPU
-    kernels are compiled), so rounding, overflow to inf and the NaN after inf - inf happen as in eager."""
-    def compute(x, n):
-        size = int(np.prod(x.shape, dtype=np.int64))
-
-        def lower(outs, ins):
-            out, xb, nb = outs[0], ins[0], ins[1]
-            M = _PolyKit(True, x.dtype)
-            e, k = Var("e"), Var("k")
-            xv, nv = xb[e], _degree(nb[e], True)
-            early, early_val, q1, step, start, end = spec(M, xv, nv)
-            P, Q = Buffer("pp", x.dtype, 1, "local"), Buffer("pq", x.dtype, 1, "local")
-            z = as_expr(0)
-            r = Var("r", x.dtype)
-            from ..lowering.loop_ir import LetStmt
-            new = step(M, xv, Q[z], P[z], k)
-            loop = For(k, select(early, as_expr(start), maximum(end, as_expr(start))),
-                       LetStmt(r, new, seq(Store(P, z, Q[z]), Store(Q, z, r))), "serial", start)
-            body = Allocate(P, Allocate(Q, seq(Store(P, z, M.f(1)), Store(Q, z, q1), loop,
-                                               Store(out, e, select(early, early_val, Q[z])))))
-            return For(e, size, body, "parallel" if size >= 4096 else "serial")
-        return te.extern([(x.shape, x.dtype)], [x, n], lower, name)[0]
-    return compute
-
-
-def _poly_ref(spec):
-    def ref(x, n):
-        dt = x.dtype
-        M = _PolyKit(False, dt.name)
-        x, n = np.broadcast_arrays(x, n)
-        ni = _degree(n, False)
-        with np.errstate(all="ignore"):
-            early, early_val, q1, step, start, end = spec(M, x, ni)
-            p, q = np.ones_like(x), np.asarray(q1, dt) * np.ones_like(x)
-            stop = np.where(early, start, np.maximum(end, start))
-            for k in range(start, int(stop.max(initial=start))):
-                go = k < stop
-                r = np.asarray(step(M, x, q, p, np.int64(k)), dt)
-                p, q = np.where(go, q, p), np.where(go, r, q)
-        return np.where(early, early_val, q).astype(dt)
-    return ref
-
-
-def _poly_aten(name):
+def broadcast_pair_aten(name):
+    """ATen converter for a two-input op whose kernel wants both inputs at the broadcast shape."""
     def conv(b, x, n):
         x, n = b.promote(x, n, to_float=True)
         shape = broadcast_shapes(x.type.shape, n.type.shape)
         x, n = (v if tuple(v.type.shape) == shape else b.call("expand", [v], size=tuple(shape)) for v in (x, n))
         return b.call(name, [x, n])
     return conv
-
-
-def _poly_samples(rng):
-    x = np.concatenate([rng.uniform(-2, 2, 30), [1.0, -1.0, 0.0, 0.5, 0.3, 0.9, -0.7, 1.5]]).astype("float32")
-    n = np.concatenate([rng.integers(-2, 12, 30).astype("float32") + 0.3, [3, 4, 5, 10, 12, 0, 1, 200]]).astype("float32")
-    return [([x, n], {}), ([x.astype("float64"), n.astype("float64")], {})]
-
-
-_POLYS = {f"chebyshev_polynomial_{k}": _cheb_family(k, False) for k in "tuvw"}
-_POLYS.update({f"shifted_chebyshev_polynomial_{k}": _cheb_family(k, True) for k in "tuvw"})
-_POLYS.update({"hermite_polynomial_h": _hermite("h"), "hermite_polynomial_he": _hermite("he"),
-               "laguerre_polynomial_l": _laguerre, "legendre_polynomial_p": _legendre})
-for _name, _spec in _POLYS.items():
-    _conv = _poly_aten(_name)
-    register(OpDef(_name, Kind.OPAQUE, lambda t, **_: [t[0]], _poly_ref(_spec), _poly_compute(_spec, _name),
-                   {f"aten.special_{_name}.{ov}": _conv for ov in ("default", "x_scalar", "n_scalar")}, None,
-                   _poly_samples, FLT))
-
-
-# -- Hurwitz zeta (and polygamma of order >= 2 from it), in float64 as PyTorch ----------------------------------------
-_ZETA_A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
-           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15, 1.8152105401943546773e17,
-           -7.1661652561756670113e18]    # (2k)! / B_2k: the Euler-Maclaurin remainder's coefficients
-
-
-def _zeta_terms(q):
-    """How many terms (q + i)^-x, i = 1.., are summed directly: until i >= 9 and q + i > 9."""
-    return max(9, math.floor(9 - q) + 1) if q == q else 9
-
-
-def _zeta_tail(M, x, a, s):
-    """s + the Euler-Maclaurin remainder after the direct terms, a = q + (number of terms)."""
-    b = M.pow(a, -x)
-    s = s + b * a / (x - 1.0) - 0.5 * b
-    fac, k, bb = M.c(1.0), 0.0, b
-    for c in _ZETA_A:
-        fac = fac * (x + k)
-        bb = bb / a
-        s = s + fac * bb / c
-        k += 1.0
-        fac = fac * (x + k)
-        bb = bb / a
-        k += 1.0
-    return s
-
-
-def _zeta_edges(M, x, q, s):
-    s = M.where(M.and_(M.cmp("le", q, 0.0), M.cmp("ne", x, M.fn("floor", x))), math.nan, s)
-    s = M.where(M.and_(M.cmp("le", q, 0.0), M.cmp("eq", q, M.fn("floor", q))), math.inf, s)
-    s = M.where(M.cmp("lt", x, 1.0), math.nan, s)
-    return M.where(M.cmp("eq", x, 1.0), math.inf, s)
-
-
-def _zeta_ref(x, q):
-    dt = x.dtype
-    x, q = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(q, np.float64))
-    out = np.empty(x.shape, np.float64)
-    with np.errstate(all="ignore"):
-        for idx in np.ndindex(x.shape):
-            xi, qi = x[idx], q[idx]
-            m = _zeta_terms(qi) if qi > -1e6 else 9
-            s = qi ** -xi + sum((qi + i) ** -xi for i in range(1, m + 1))
-            out[idx] = _zeta_edges(_Kit(False), np.float64(xi), np.float64(qi), _zeta_tail(_Kit(False), xi, qi + m, s))
-    return out.astype(dt)
-
-
-def _zeta_compute(x, q):
-    size = int(np.prod(x.shape, dtype=np.int64))
-
-    def lower(outs, ins):
-        out, xb, qb = outs[0], ins[0], ins[1]
-        e, i = Var("e"), Var("i")
-        xv, qv = cast("float64", xb[e]), cast("float64", qb[e])
-        f = lambda v: Const(float(v), "float64")
-        nterm = maximum(as_expr(9), cast("int64", un("floor", f(9) - qv)) + as_expr(1))
-        nterm = select(binary("or", un("isnan", qv), compare("le", qv, f(-1e15))), as_expr(9), nterm)
-        S, z = Buffer("zs", "float64", 1, "local"), as_expr(0)
-        term = binary("pow", qv + cast("float64", i), -xv)
-        loop = For(i, nterm + as_expr(1), Store(S, z, S[z] + term), "serial", 1)
-        res = _zeta_edges(_E64, xv, qv, _zeta_tail(_E64, xv, qv + cast("float64", nterm), S[z]))
-        body = Allocate(S, seq(Store(S, z, binary("pow", qv, -xv)), loop, Store(out, e, cast(x.dtype, res))))
-        return For(e, size, body, "parallel" if size >= 4096 else "serial")
-    return te.extern([(x.shape, x.dtype)], [x, q], lower, "zeta")[0]
-
-
-_E64 = _Kit(True)
-
-
-def _zeta_samples(rng):
-    x = np.concatenate([rng.uniform(-3, 9, 20), [1.0, 2.0, 3.0, 0.5, 4.0, 2.5]]).astype("float32")
-    q = np.concatenate([rng.uniform(-9, 9, 20), [1.0, -2.0, -2.5, 2.0, 0.0, -1.5]]).astype("float32")
-    return [([x, q], {}), ([x.astype("float64"), q.astype("float64")], {})]
-
-
-register(OpDef("zeta", Kind.OPAQUE, lambda t, **_: [t[0]], _zeta_ref, _zeta_compute,
-               {f"aten.special_zeta.{ov}": _poly_aten("zeta") for ov in ("default", "self_scalar", "other_scalar")},
-               None, _zeta_samples, FLT))
-
-
-# -- regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) (igammac), in float64 ------------------------
-# For x < a + 1 the power series P = x^a e^-x / Gamma(a + 1) * sum_k x^k / ((a+1)...(a+k)); otherwise Legendre's
-# continued fraction for Q (modified Lentz). Both converge within 30 + 12 sqrt(a) steps (the series' terms fall
-# like exp(-k^2 / 2a) near x = a), which is the data-dependent trip count; a prefactor that underflows skips the loop.
-# From a = 1e5 on, Temme's uniform asymptotic expansion (two leading terms; the next is below 1e-10) instead.
-_IG_BIG = 1e5
-_TINY = 1e-300
-
-
-def _igammac_temme(M, a, x):
-    """Q(a, x) = erfc(eta sqrt(a/2)) / 2 + exp(-a eta^2 / 2) / sqrt(2 pi a) * C0(eta), for large a."""
-    sig = (x - a) / a
-    eta2 = 2.0 * (sig - M.fn("log1p", sig))
-    eta = M.fn("sqrt", M.max(eta2, M.c(0.0)))
-    eta = M.where(M.cmp("lt", sig, 0.0), -eta, eta)
-    small = M.cmp("lt", M.fn("abs", eta), 1e-4)
-    safe_eta = M.where(small, 1.0, eta)
-    safe_sig = M.where(small, 1.0, sig)
-    c0 = M.where(small, M.poly(eta, [-1.0 / 3, 1.0 / 12, -2.0 / 135]), 1.0 / safe_sig - 1.0 / safe_eta)
-    return M.fn("erfc", eta * M.fn("sqrt", a * 0.5)) * 0.5 + M.fn("exp", -0.5 * a * eta * eta) / M.fn("sqrt", 2.0 * math.pi * a) * c0
-
-
-def _igamma_edges(M, a, x, r, upper: bool):
-    lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)    # values at x == 0 and x == inf
-    r = M.where(M.fn("isinf", x), hi, r)
-    r = M.where(M.fn("isinf", a), M.where(M.fn("isinf", x), math.nan, lo), r)
-    r = M.where(M.cmp("eq", x, 0.0), lo, r)
-    r = M.where(M.cmp("eq", a, 0.0), M.where(M.cmp("gt", x, 0.0), hi, math.nan), r)
-    return M.where(M.or_(M.cmp("lt", x, 0.0), M.cmp("lt", a, 0.0)), math.nan, r)
-
-
-def _igamma_prefactor(M, a, x):
-    """log(x^a e^-x / Gamma(a)) and the step count."""
-    safe_a = M.where(M.cmp("gt", a, 0.0), a, 1.0)
-    logpre = a * M.fn("log", x) - x - M.fn("lgamma", safe_a)
-    live = M.and_(M.cmp("ge", logpre, -800.0), M.cmp("lt", a, _IG_BIG))   # NaN / inf / large a: no steps
-    steps = M.where(live, 30.0 + 12.0 * M.fn("sqrt", M.where(live, M.max(a, M.c(1.0)), 1.0)), 0.0)
-    return logpre, steps
-
-
-def _igamma_finish(M, a, x, logpre, series, frac, upper: bool):
-    pre = M.fn("exp", logpre)
-    p = pre * series / M.where(M.cmp("gt", a, 0.0), a, 1.0)     # series carries 1 + x/(a+1) + ...: P = pre/a * it
-    q = pre * frac
-    use_p = M.cmp("lt", x, a + 1.0)
-    r = M.where(use_p, 1.0 - p, q) if upper else M.where(use_p, p, 1.0 - q)
-    big = M.cmp("ge", a, _IG_BIG)
-    tq = _igammac_temme(M, M.where(big, a, 2.0 * _IG_BIG), M.where(big, x, 2.0 * _IG_BIG))
-    r = M.where(big, tq if upper else 1.0 - tq, r)
-    return _igamma_edges(M, a, x, r, upper)
-
-
-def _igamma_ref(upper):
-    def ref(a, x):
-        dt = a.dtype
-        M = _Kit(False)
-        a, x = (np.asarray(v, np.float64) for v in np.broadcast_arrays(a, x))
-        with np.errstate(all="ignore"):
-            logpre, steps = _igamma_prefactor(M, a, x)
-            term, s = np.ones_like(a), np.ones_like(a)
-            b = x + 1.0 - a
-            c, d = np.full_like(a, 1 / _TINY), 1.0 / b
-            h = d.copy()
-            for k in range(1, int(np.max(steps, initial=0)) + 1):
-                go = k <= steps
-                t2 = term * x / (a + k)
-                an, b2 = -k * (k - a), b + 2.0
-                d2 = an * d + b2
-                d2 = 1.0 / np.where(np.abs(d2) < _TINY, _TINY, d2)
-                c2 = b2 + an / c
-                c2 = np.where(np.abs(c2) < _TINY, _TINY, c2)
-                term, s, b, c, d, h = (np.where(go, u, v) for u, v in
-                                       ((t2, term), (s + t2, s), (b2, b), (c2, c), (d2, d), (h * d2 * c2, h)))
-            return np.asarray(_igamma_finish(M, a, x, logpre, s, h, upper)).astype(dt)
-    return ref
-
-
-def _igamma_compute(upper):
-    def compute(a, x):
-        size = int(np.prod(a.shape, dtype=np.int64))
-
-        def lower(outs, ins):
-            out, ab, xb = outs[0], ins[0], ins[1]
-            e, k = Var("e"), Var("k")
-            av, xv = cast("float64", ab[e]), cast("float64", xb[e])
-            f = lambda v: Const(float(v), "float64")
-            logpre, steps = _igamma_prefactor(_E64, av, xv)
-            st = {n: Buffer(n, "float64", 1, "local") for n in ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h")}
-            z = as_expr(0)
-            T, S, B, C, D, H = (st[n][z] for n in ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h"))
-            kf = cast("float64", k)
-            t2 = T * xv / (av + kf)
-            an, b2 = -(kf * (kf - av)), B + f(2)
-            d2 = an * D + b2
-            d2 = f(1) / select(compare("lt", un("abs", d2), f(_TINY)), f(_TINY), d2)
-            c2 = b2 + an / C
-            c2 = select(compare("lt", un("abs", c2), f(_TINY)), f(_TINY), c2)
-            news = {"ig_t": t2, "ig_s": S + t2, "ig_b": b2, "ig_c": c2, "ig_d": d2, "ig_h": H * d2 * c2}
-            from ..lowering.loop_ir import LetStmt
-            lets = [(Var(n, "float64"), v) for n, v in news.items()]
-            step = seq(*[Store(st[n], z, v) for (v, _), n in zip(lets, news)])
-            for v, val in reversed(lets):
-                step = LetStmt(v, val, step)
-            b0 = xv + f(1) - av
-            init = seq(Store(st["ig_t"], z, f(1)), Store(st["ig_s"], z, f(1)), Store(st["ig_b"], z, b0),
-                       Store(st["ig_c"], z, f(1 / _TINY)), Store(st["ig_d"], z, f(1) / b0), Store(st["ig_h"], z, f(1) / b0))
-            loop = For(k, cast("int64", steps) + as_expr(1), step, "serial", 1)
-            res = _igamma_finish(_E64, av, xv, logpre, S, H, upper)
-            body = seq(init, loop, Store(out, e, cast(a.dtype, res)))
-            for buf in st.values():
-                body = Allocate(buf, body)
-            return For(e, size, body, "parallel" if size >= 1024 else "serial")
-        return te.extern([(a.shape, a.dtype)], [a, x], lower, "igammac" if upper else "igamma")[0]
-    return compute
-
-
-def _igamma_samples(rng):
-    a = np.concatenate([rng.uniform(0, 12, 24), [0.0, 0.0, 1.0, np.inf, np.inf, -1.0, 2.0, 2.0, 150.0, 1e-3]])
-    x = np.concatenate([rng.uniform(0, 12, 24), [1.0, 0.0, 0.0, 1.0, np.inf, 1.0, np.inf, -1.0, 160.0, 0.9]])
-    return [([a.astype("float32"), x.astype("float32")], {}), ([a, x], {})]
-
-
-for _name, _upper in (("igamma", False), ("igammac", True)):
-    register(OpDef(_name, Kind.OPAQUE, lambda t, **_: [t[0]], _igamma_ref(_upper), _igamma_compute(_upper),
-                   {f"aten.{_name}.default": _poly_aten(_name)}, None, _igamma_samples, FLT))
