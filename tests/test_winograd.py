@@ -8,6 +8,7 @@ import fxc
 from fxc.build import build
 from fxc.check import check_graph
 from fxc.relay_like.builder import Builder
+from fxc.lowering.winograd import fits
 from fxc.relay_like.passes.use_winograd import use_winograd, winograd_pays
 from tests.helpers import assert_close_np, check_module
 
@@ -93,6 +94,7 @@ def test_pass_keeps_other_convs():
     assert [n.op for n in g.nodes] == ["conv2d"] * 4
     assert not winograd_pays(24, 64, 1, 56, 56) and winograd_pays(64, 64, 1, 56, 56)
     assert not winograd_pays(512, 512, 1, 7, 7) and winograd_pays(512, 512, 8, 7, 7)
+    assert fits(512, 56) and not fits(1024, 512)      # the kernel's stack scratch stays a few MB
 
 
 class Block(torch.nn.Module):

@@ -46,6 +46,12 @@ def tiles(n: int) -> int:
     return -(-n // TILE)
 
 
+def fits(c: int, ow: int) -> bool:
+    """One tile row's transformed input fits the task's budget (the kernel's scratch lives on the stack:
+    V <= V_BUDGET, M <= V_BUDGET * 64 / C, a few MB at most)."""
+    return ALPHA * ALPHA * tiles(ow) * c * 4 <= V_BUDGET
+
+
 def tile_rows(tile_cols: int, nv: int) -> int:
     """Tiles per register tile: the nv*mr accumulators, nv weight vectors and one broadcast fit the 32
     vector registers; a long tile row is cut into equal groups."""

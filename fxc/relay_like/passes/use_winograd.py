@@ -5,7 +5,8 @@
 
 The zero padding moves into the kernel (no padded copy). winograd_weight reads only the weight, so the build
 runs it as a cached prepack step (redone when the weight changes) and fold_constants folds it for frozen
-weights. FXC_WINOGRAD=0 turns the pass off (the direct conv2d_packed kernel everywhere).
+weights. FXC_WINOGRAD=0 turns the pass off (the direct conv2d_packed kernel everywhere); FXC_WINOGRAD=all uses
+Winograd on every eligible conv, also where winograd_pays says the direct kernel is faster (for measuring).
 """
 from __future__ import annotations
 
@@ -24,9 +25,10 @@ def winograd_pays(c: int, k: int, n: int, oh: int, ow: int) -> bool:
 
 
 def use_winograd(g):
-    if os.environ.get("FXC_WINOGRAD", "1") == "0":
+    mode = os.environ.get("FXC_WINOGRAD", "1")
+    if mode == "0":
         return g
-    from ...lowering.winograd import lane_vectors, tiles
+    from ...lowering.winograd import fits, lane_vectors, tiles
     from ...ops.registry import get_op
     new_nodes = []
     for n in g.nodes:
@@ -44,7 +46,7 @@ def use_winograd(g):
                 x, padding = p.inputs[0], (pt, pl)
         b, k, oh, ow = n.outputs[0].shape
         c = x.shape[1]
-        if not winograd_pays(c, k, b, oh, ow):
+        if not (mode == "all" or winograd_pays(c, k, b, oh, ow)) or not fits(c, ow):
             new_nodes.append(n)
             continue
         nv = lane_vectors(tiles(ow), -(-k // LANES))
