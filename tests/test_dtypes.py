@@ -77,3 +77,85 @@ def test_bfloat16_numpy_buffers_are_bits():
     assert got.dtype == np.uint16
     np.testing.assert_array_equal(got[:-1], expect[:-1])
     assert np.isnan(cast_array(got, "float32")[-1])
+
+
+# -- complex values: real [..., 2] tensors inside fxc --------------------------------------------------------
+def cplx(*shape, dtype=torch.complex64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, dtype=dtype, generator=g) * 3
+
+
+FFTS = {
+    "fft_ortho": lambda x: torch.fft.fft(x, norm="ortho"),
+    "fft_n_dim0": lambda x: torch.fft.fft(x, n=5, dim=0),
+    "ifft": lambda x: torch.fft.ifft(x),
+    "rfft_odd_n": lambda x: torch.fft.rfft(x, n=7),
+    "rfft_forward": lambda x: torch.fft.rfft(x, norm="forward"),
+    "irfft": lambda x: torch.fft.irfft(x),
+    "irfft_n9": lambda x: torch.fft.irfft(x, n=9, norm="ortho"),
+    "hfft": lambda x: torch.fft.hfft(x),
+    "ihfft": lambda x: torch.fft.ihfft(x, n=5),
+    "fft2": lambda x: torch.fft.fft2(x),
+    "ifftn": lambda x: torch.fft.ifftn(x, s=(3, 8), norm="forward"),
+    "rfft2": lambda x: torch.fft.rfft2(x),
+    "irfftn": lambda x: torch.fft.irfftn(x, s=(4, 10)),
+    "hfftn": lambda x: torch.fft.hfftn(x),
+    "ihfft2": lambda x: torch.fft.ihfft2(x),
+    "fft_abs_angle": lambda x: (torch.fft.fft(x).abs(), torch.fft.fft(x).angle()),
+    "round_trip": lambda x: torch.fft.irfft(torch.fft.rfft(x) * 2, n=x.shape[-1]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FFTS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_fft_family_matches_eager(name, dtype, target):
+    f = FFTS[name]
+    x = (torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(1)) * 5).to(dtype)
+    torch.testing.assert_close(compiled(f, target)(x), f(x))
+    e = explain(f, x)
+    assert not e.fallback_ops and not e.failures, e
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_inputs_and_outputs(dtype, target):
+    def f(z, w, x):
+        return (z * w + 1, z / w, (z - x * 2).conj_physical(), z.abs(), z.angle(), torch.view_as_real(z * z) + 1,
+                torch.fft.fft(z, dim=0), torch.fft.ifft2(w), torch.cat([z, w], 1)[:, 1:4], z.real * w.imag)
+    z, w = cplx(3, 5, dtype=dtype), cplx(3, 5, dtype=dtype, seed=1)
+    x = torch.randn(3, 5, dtype=z.real.dtype)
+    for a, e in zip(compiled(f, target)(z, w, x), f(z, w, x)):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(a, e)
+    e = explain(f, z, w, x)
+    assert not e.fallback_ops and not e.failures, e
+
+
+def test_real_to_complex_constructors(target):
+    def f(x, y):
+        return torch.complex(x, y), torch.polar(x.abs(), y), x.cfloat(), x.cdouble(), x.chalf(), torch.view_as_complex(
+            torch.stack([x, y], -1) * 2)
+    x, y = torch.randn(4, 7), torch.randn(4, 7)
+    for a, e in zip(compiled(f, target)(x, y), f(x, y)):
+        assert a.dtype == e.dtype
+        torch.testing.assert_close(a, e)
+    e = explain(f, x, y)
+    assert not e.fallback_ops and not e.failures, e
+
+
+def test_lazy_conjugate_input_and_stft(target):
+    z = cplx(6, 4).conj()
+    assert z.is_conj()
+    f = lambda z: torch.fft.fft(z) * 2  # noqa: E731
+    torch.testing.assert_close(compiled(f, target)(z), f(z))
+    s = lambda x: torch.stft(x, 16, hop_length=4, window=torch.hann_window(16), return_complex=True)  # noqa: E731
+    x = torch.randn(100)
+    torch.testing.assert_close(compiled(s, target)(x), s(x))
+
+
+def test_unsupported_complex_ops_and_long_ffts_run_eagerly(target):
+    def f(z, x):
+        return torch.exp(z), torch.fft.fft(x)     # exp of complex: no fxc op; a 2048-point DFT: too long
+    z, x = cplx(5), torch.randn(2048)
+    for a, e in zip(compiled(f, target)(z, x), f(z, x)):
+        torch.testing.assert_close(a, e)
+    assert explain(f, z, x).fallback_ops

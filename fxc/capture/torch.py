@@ -20,6 +20,7 @@ import torch
 import torch.fx
 
 from ..errors import FxcError, InputError, UnsupportedOpError
+from ..ops.complex import REAL_OF, Complex, complex_table, is_complex_call
 from ..ops.registry import aten_table
 from ..relay_like.builder import Builder
 from ..relay_like.graph import Value
@@ -28,9 +29,11 @@ log = logging.getLogger("fxc")
 
 TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
                 torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
-                torch.float16: "float16", torch.bfloat16: "bfloat16"}
+                torch.float16: "float16", torch.bfloat16: "bfloat16",
+                torch.complex32: "complex32", torch.complex64: "complex64", torch.complex128: "complex128"}
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
-SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16"}
+SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16",
+                    "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors inside (fxc/ops/complex.py)
 OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
@@ -152,12 +155,24 @@ def _norm_arg(a):
     return a
 
 
+def _complex_input(b: Builder, shape, dtype: str, name=None):
+    """A graph input for a tensor of `shape`/`dtype`: complex ones are their real [..., 2] view."""
+    if dtype in REAL_OF:
+        return Complex(b.graph.input(tuple(shape) + (2,), REAL_OF[dtype], name))
+    return b.graph.input(tuple(shape), dtype, name)
+
+
 def _convert_call(b: Builder, target: str, args, kwargs):
+    args, kwargs = _norm_arg(tuple(args)), {k: _norm_arg(v) for k, v in kwargs.items()}
+    if is_complex_call(args, kwargs):    # complex values: only converters that know the [..., 2] form
+        conv = complex_table().get(target)
+        if conv is None:
+            raise UnsupportedOpError(f"{target} on complex values")
+        return conv(b, *args, **kwargs)
     entry = aten_table().get(target)
     if entry is None:
         raise UnsupportedOpError(f"no fxc op for {target}")
     op, conv = entry
-    args, kwargs = _norm_arg(tuple(args)), {k: _norm_arg(v) for k, v in kwargs.items()}
     if conv is None:   # the default: every argument is an input of the op
         return b.call(op.name, list(args), **kwargs)
     return conv(b, *args, **kwargs)
@@ -190,7 +205,8 @@ class _Support:
             return False, "not a call"
         if node.target is operator.getitem:
             src = node.args[0]
-            return (src.op == "call_function" and src not in self.reasons and str(src.target) in aten_table()), "getitem"
+            return (src.op == "call_function" and src not in self.reasons and
+                    (str(src.target) in aten_table() or str(src.target) in complex_table())), "getitem"
         if node.target in _SCALAR_FNS or str(node.target) in _SYM_ATEN:
             return False, "size arithmetic"
         if str(node.target) == "with_effects" and str(node.args[1]) == "aten._linalg_check_errors.default":
@@ -198,7 +214,7 @@ class _Support:
         if node in self.keep_views:
             return False, "view output"
         target = str(node.target)
-        if target not in aten_table():
+        if target not in aten_table() and target not in complex_table():
             return False, "no fxc op"
         vals = [_meta(a) for a in node.all_input_nodes] + [_meta(node)]
         for v in vals:
@@ -214,7 +230,7 @@ class _Support:
             m = _meta(a)
             if isinstance(m, torch.Tensor):
                 shape, dt = _tensor_type(m)
-                env[a] = b.graph.input(shape, dt)
+                env[a] = _complex_input(b, shape, dt)
             elif isinstance(m, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
                 env[a] = _hint(m) if isinstance(m, (int, torch.SymInt)) else (float(m.node.hint) if hasattr(m, "node") else m)
             else:
@@ -230,7 +246,7 @@ class _Support:
         outs = out if isinstance(out, tuple) else (out,)
         metas = m if isinstance(m, (list, tuple)) else (m,)
         for o, t in zip(outs, metas):
-            if isinstance(t, torch.Tensor) and isinstance(o, Value):
+            if isinstance(t, torch.Tensor) and isinstance(o, (Value, Complex)):
                 if _tensor_type(t) != (tuple(o.shape), o.dtype):
                     return False, f"type rule gives {o.type} but torch says {_tensor_type(t)}"
         return True, ""
@@ -365,11 +381,13 @@ class FxcSubgraph(torch.nn.Module):
                 return self.gm(*args)
             if t.is_neg() or t.is_conj():   # lazy negation/conjugation views: the raw memory is not the value
                 t = t.resolve_neg().resolve_conj()
+            if t.is_complex():
+                t = torch.view_as_real(t)
             ins.append(t if t.is_contiguous() else t.contiguous())
         outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
         with torch.no_grad():
             module.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], _prepack_token(module, ins))
-        res = [outs[k] if kind == "t" else k for kind, k in out_struct]
+        res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
     def compile(self, args):
@@ -415,14 +433,14 @@ def to_graph(gm: torch.fx.GraphModule, args):
                 dt = TORCH_DTYPES.get(a.dtype)
                 if dt is None:
                     raise UnsupportedOpError(f"input dtype {a.dtype}")
-                env[node] = b.graph.input(tuple(a.shape), dt, node.name)
+                env[node] = _complex_input(b, a.shape, dt, node.name)
                 tensor_pos.append(ph)
             else:
                 env[node] = a
             ph += 1
         elif node.op == "get_attr":
-            t = getattr(gm, node.target)
-            env[node] = b.const(t.detach().cpu().numpy())
+            t = getattr(gm, node.target).detach().cpu()
+            env[node] = Complex(b.const(torch.view_as_real(t).numpy())) if t.is_complex() else b.const(t.numpy())
         elif node.op == "call_function":
             a_ = torch.fx.node.map_arg(node.args, env.get)
             k_ = torch.fx.node.map_arg(node.kwargs, env.get)
@@ -442,7 +460,10 @@ def to_graph(gm: torch.fx.GraphModule, args):
             outs, struct = [], []
             for r in res:
                 v = env[r] if isinstance(r, torch.fx.Node) else r
-                if isinstance(v, Value):
+                if isinstance(v, Complex):      # returned as a complex view of the real [..., 2] result
+                    struct.append(("c", len(outs)))
+                    outs.append(v.v)
+                elif isinstance(v, Value):
                     struct.append(("t", len(outs)))
                     outs.append(v)
                 else:
