@@ -67,6 +67,18 @@ def test_vectors_fall_back_values_compile():
     assert not _compare(lambda x: torch.linalg.eigh(x + x.mT)[0], a).fallback_ops
 
 
+def test_ldl_float64_like_lapack():
+    """Bunch-Kaufman pivots (2x2 blocks: negative) and info as LAPACK sytrf; float32 falls back (eager's rounding)."""
+    torch.manual_seed(3)
+    for a in [torch.tensor([[0., 1, 2], [1, 0, 3], [2, 3, 0]]), torch.zeros(3, 3), torch.randn(3, 6, 6)]:
+        a = (a + a.mT).double()
+        assert not _compare(lambda x: torch.linalg.ldl_factor_ex(x), a).fallback_ops
+        ld, piv, info = torch.linalg.ldl_factor_ex(a)
+        if not info.any():
+            _compare(lambda x, p, y: torch.linalg.ldl_solve(x, p, y), ld, piv, a[..., :2])
+    assert fxc_torch.explain(lambda x: torch.linalg.ldl_factor_ex(x), torch.eye(3)).fallback_ops
+
+
 def test_batched_parallel():
     """Batches large enough to run in parallel."""
     x = torch.randn(6, 24, 24, dtype=torch.float64)

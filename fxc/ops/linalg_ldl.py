@@ -1,0 +1,310 @@
+"""Symmetric indefinite LDL^T with Bunch-Kaufman pivoting, as LAPACK sytf2 (lower) computes and stores it:
+`ldl_factor` (LD: L's unit lower triangle with D's 1x1 / 2x2 blocks; 1-based pivots, negative for 2x2
+blocks; info), and `ldl_solve` (sytrs). ATen: linalg_ldl_factor_ex, linalg_ldl_solve (real matrices, so
+`hermitian` changes nothing). The pivot search and the block choice follow sytf2 test by test
+(alpha = (1 + sqrt 17) / 8); arithmetic in float64 scratch, batch in parallel.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ShapeError, UnsupportedOpError
+from ..lowering import te
+from ..lowering.expr import as_expr, binary, cast, compare, select, unary
+from ..lowering.loop_ir import Allocate, Buffer, Store, seq
+from ..relay_like.graph import TensorType
+from .common import broadcast_shapes
+from .linalg_factor import (F64, FLT, Mat, batched, both, copy, expand_batch, f64, let, loop, matrix_dims, scratch,
+                            scratch_check, when)
+from .registry import Kind, OpDef, register, register_aten
+
+ALPHA = (1 + math.sqrt(17)) / 8
+I64 = "int64"
+
+
+def _cmp(op):
+    return lambda a, b: compare(op, a, b)
+
+
+gt, lt, ge, eq, ne = (_cmp(op) for op in ("gt", "lt", "ge", "eq", "ne"))
+
+
+def _first_max(buf_val, buf_at, n, cand, value):
+    """buf_val[0] / buf_at[0] <- largest value(i) over i with cand(i) (the first on ties; preset by the caller)."""
+    z = as_expr(0)
+    return loop(n, lambda i: when(both(cand(i), compare("gt", value(i), buf_val[z])),
+                                  Store(buf_val, z, value(i)), Store(buf_at, z, i)), name="s")
+
+
+def sytf2(W: Mat, n: int, set_piv, info: Buffer):
+    """Bunch-Kaufman LDL^T of the lower triangle of the n x n scratch W in place (LAPACK sytf2, UPLO=L).
+    set_piv(k, v) stores pivot entry k (1-based, negative for a 2x2 block); info[0] (preset 0) gets the first
+    zero pivot column (1-based)."""
+    z = as_expr(0)
+    nk, cm, im, rm = (Buffer("nk", I64, 1, "local"), Buffer("cm", F64, 1, "local"), Buffer("im", I64, 1, "local"),
+                      Buffer("rm", F64, 1, "local"))
+    kpb, ksb = Buffer("kp", I64, 1, "local"), Buffer("ks", I64, 1, "local")
+    absw = lambda i, j: unary("abs", W(i, j))
+
+    def swap(i1, j1, i2, j2):
+        return let("t", W(i1, j1), lambda t: seq(W.set(i1, j1, W(i2, j2)), W.set(i2, j2, t)))
+
+    def interchange(k, kk, kp, ks):
+        return when(ne(kp, kk), seq(
+            loop(n, lambda i: when(gt(i, kp), swap(i, kk, i, kp))),
+            loop(n, lambda j: when(both(gt(j, kk), lt(j, kp)), swap(j, kk, kp, j)), name="j"),
+            swap(kk, kk, kp, kp),
+            when(eq(ks, as_expr(2)), swap(k + 1, k, kp, k))))
+
+    def update(k, ks):
+        one = let("d11", f64(1) / W(k, k), lambda d11: seq(
+            loop(n, lambda j: when(gt(j, k), let("tj", -d11 * W(j, k), lambda tj: loop(
+                n, lambda i: when(ge(i, j), W.set(i, j, W(i, j) + W(i, k) * tj))))), name="j"),
+            loop(n, lambda i: when(gt(i, k), W.set(i, k, W(i, k) * d11)))))
+
+        def two_block(d21):
+            d11, d22 = W(k + 1, k + 1) / d21, W(k, k) / d21
+            return let("tt", f64(1) / (d11 * d22 - f64(1)), lambda tt: let("e21", tt / d21, lambda e21: loop(
+                n, lambda j: when(gt(j, k + 1), let("wk", e21 * (d11 * W(j, k) - W(j, k + 1)), lambda wk: let(
+                    "wkp1", e21 * (d22 * W(j, k + 1) - W(j, k)), lambda wkp1: seq(
+                        loop(n, lambda i: when(ge(i, j), W.set(i, j, W(i, j) - (W(i, k) * wk + W(i, k + 1) * wkp1)))),
+                        W.set(j, k, wk), W.set(j, k + 1, wkp1))))), name="j")))
+        return when(eq(ks, as_expr(1)), when(lt(k, as_expr(n - 1)), one),
+                    orelse=when(lt(k, as_expr(n - 2)), let("d21", W(k + 1, k), two_block)))
+
+    def step(k):
+        col = seq(Store(cm, z, f64(0)), Store(im, z, k), _first_max(cm, im, n, lambda i: gt(i, k), lambda i: absw(i, k)))
+
+        def decide(absakk, colmax, imax):
+            rowmax = seq(Store(rm, z, f64(0)), Store(im, z, k),
+                         _first_max(rm, im, n, lambda j: both(ge(j, k), lt(j, imax)), lambda j: absw(imax, j)),
+                         _first_max(rm, im, n, lambda i: gt(i, imax), lambda i: absw(i, imax)))
+            pick = when(unary("not", ge(absakk, f64(ALPHA) * colmax * (colmax / rm[z]))), when(
+                ge(absw(imax, imax), f64(ALPHA) * rm[z]), Store(kpb, z, imax),
+                orelse=seq(Store(kpb, z, imax), Store(ksb, z, as_expr(2)))))
+            return when(unary("not", ge(absakk, f64(ALPHA) * colmax)), rowmax, pick)
+
+        def factor(absakk, colmax, imax):
+            zero = binary("or", eq(select(gt(colmax, absakk), colmax, absakk), f64(0)), unary("isnan", absakk))
+            return when(zero, when(eq(info[z], as_expr(0)), Store(info, z, k + 1)), orelse=seq(
+                decide(absakk, colmax, imax),
+                let("kp", kpb[z], lambda kp: let("ks", ksb[z], lambda ks: seq(
+                    interchange(k, k + ks - 1, kp, ks), update(k, ks))))))
+        record = let("kp", kpb[z], lambda kp: let("ks", ksb[z], lambda ks: seq(
+            when(eq(ks, as_expr(1)), set_piv(k, kp + 1), orelse=seq(set_piv(k, -(kp + 1)), set_piv(k + 1, -(kp + 1)))),
+            Store(nk, z, k + ks))))
+        return when(eq(k, nk[z]), seq(
+            Store(kpb, z, k), Store(ksb, z, as_expr(1)), col,
+            let("absakk", absw(k, k), lambda absakk: let("colmax", cm[z], lambda colmax: let(
+                "imax", im[z], lambda imax: factor(absakk, colmax, imax)))), record))
+    body = seq(Store(nk, z, as_expr(0)), loop(n, step, name="k"))
+    for buf in (nk, cm, im, rm, kpb, ksb):
+        body = Allocate(buf, body)
+    return body
+
+
+def sytrs(LD: Mat, piv, Y: Mat, n: int, k: int):
+    """Solve A X = Y in place from sytf2's lower factors (LAPACK sytrs, UPLO=L); piv(i): pivot i (int64)."""
+    z = as_expr(0)
+    nk = Buffer("nk", I64, 1, "local")
+
+    def swap_rows(a, b):
+        return loop(k, lambda c: let("t", Y(a, c), lambda t: seq(Y.set(a, c, Y(b, c)), Y.set(b, c, t))), name="c")
+
+    def axpy_below(col, src, start):    # Y[i, :] -= LD[i, col] * Y[src, :] for i >= start
+        return loop(n, lambda i: when(ge(i, start), let("l", LD(i, col), lambda l: loop(
+            k, lambda c: Y.set(i, c, Y(i, c) - l * Y(src, c)), name="c"))))
+
+    def dot_below(dst, col, start):     # Y[dst, :] -= sum_{i >= start} LD[i, col] * Y[i, :]
+        return loop(k, lambda c: loop(n, lambda i: when(ge(i, start), Y.set(dst, c, Y(dst, c) - LD(i, col) * Y(i, c)))), name="c")
+
+    def forward(kk):
+        one = seq(let("p", piv(kk) - 1, lambda p: swap_rows(kk, p)), axpy_below(kk, kk, kk + 1),
+                  let("d", f64(1) / LD(kk, kk), lambda d: loop(k, lambda c: Y.set(kk, c, Y(kk, c) * d), name="c")),
+                  Store(nk, z, kk + 1))
+
+        def two(akm1k):
+            akm1, ak = LD(kk, kk) / akm1k, LD(kk + 1, kk + 1) / akm1k
+            return let("den", akm1 * ak - f64(1), lambda den: loop(k, lambda c: let(
+                "bkm1", Y(kk, c) / akm1k, lambda bkm1: let("bk", Y(kk + 1, c) / akm1k, lambda bk: seq(
+                    Y.set(kk, c, (ak * bkm1 - bk) / den), Y.set(kk + 1, c, (akm1 * bk - bkm1) / den)))), name="c"))
+        pair = seq(let("p", -piv(kk) - 1, lambda p: swap_rows(kk + 1, p)),
+                   axpy_below(kk, kk, kk + 2), axpy_below(kk + 1, kk + 1, kk + 2),
+                   let("akm1k", LD(kk + 1, kk), two), Store(nk, z, kk + 2))
+        return when(eq(kk, nk[z]), when(gt(piv(kk), as_expr(0)), one, orelse=pair))
+
+    def backward(t):
+        kk = as_expr(n - 1) - t
+        one = seq(dot_below(kk, kk, kk + 1), let("p", piv(kk) - 1, lambda p: swap_rows(kk, p)), Store(nk, z, kk - 1))
+        pair = seq(dot_below(kk, kk, kk + 1), dot_below(kk - 1, kk - 1, kk + 1),
+                   let("p", -piv(kk) - 1, lambda p: swap_rows(kk, p)), Store(nk, z, kk - 2))
+        return when(eq(kk, nk[z]), when(gt(piv(kk), as_expr(0)), one, orelse=pair))
+    return Allocate(nk, seq(Store(nk, z, as_expr(0)), loop(n, forward, name="kk"),
+                            Store(nk, z, as_expr(n - 1)), loop(n, backward, name="t")))
+
+
+# -- ops ---------------------------------------------------------------------------------------------------------------
+def _ldl_infer(types):
+    bs, n, _ = matrix_dims(types[0], "ldl_factor")
+    return [types[0], TensorType(bs + (n,), "int32"), TensorType(bs, "int32")]
+
+
+def _ldl_factor(a):
+    bs, n, _ = matrix_dims(a, "ldl_factor")
+    batch = math.prod(bs)
+
+    def lower(outs, ins):
+        W, inf = scratch("w", n, n), Buffer("info", I64, 1, "local")
+        z = as_expr(0)
+
+        def item(b):
+            A = Mat(ins[0], b * (n * n), n)
+            fill = loop(n, lambda i: loop(n, lambda j: W.set(i, j, select(compare("ge", i, j), A(i, j), f64(0))), name="j"))
+            return Allocate(W.buf, Allocate(inf, seq(
+                fill, Store(inf, z, as_expr(0)),
+                sytf2(W, n, lambda k, v: Store(outs[1], b * n + k, cast("int32", v)), inf),
+                copy(Mat(outs[0], b * (n * n), n), W, n, n), Store(outs[2], b, cast("int32", inf[z])))))
+        return batched(batch, n ** 3 + 1, item)
+    return te.extern([(t.shape, t.dtype) for t in _ldl_infer([a])], [a], lower, "ldl_factor")
+
+
+def ldl_factor_ref(a):
+    """sytf2 (lower) in numpy."""
+    n = a.shape[-1]
+    w = np.tril(a.astype(np.float64))
+    piv, info = np.zeros(a.shape[:-2] + (n,), np.int32), np.zeros(a.shape[:-2], np.int32)
+    for idx in np.ndindex(*a.shape[:-2]):
+        x, k = w[idx], 0
+        while k < n:
+            ks, kp, absakk = 1, k, abs(x[k, k])
+            imax = k + 1 + int(np.argmax(np.abs(x[k + 1:, k]))) if k < n - 1 else k
+            colmax = abs(x[imax, k]) if k < n - 1 else 0.0
+            if max(absakk, colmax) == 0 or absakk != absakk:
+                info[idx] = info[idx] or k + 1
+            else:
+                if not absakk >= ALPHA * colmax:
+                    rowmax = max([abs(x[imax, j]) for j in range(k, imax)] + [abs(x[i, imax]) for i in range(imax + 1, n)])
+                    if absakk >= ALPHA * colmax * (colmax / rowmax):
+                        pass
+                    elif abs(x[imax, imax]) >= ALPHA * rowmax:
+                        kp = imax
+                    else:
+                        kp, ks = imax, 2
+                kk = k + ks - 1
+                if kp != kk:
+                    x[kp + 1:, [kk, kp]] = x[kp + 1:, [kp, kk]]
+                    for j in range(kk + 1, kp):
+                        x[j, kk], x[kp, j] = x[kp, j], x[j, kk]
+                    x[kk, kk], x[kp, kp] = x[kp, kp], x[kk, kk]
+                    if ks == 2:
+                        x[k + 1, k], x[kp, k] = x[kp, k], x[k + 1, k]
+                if ks == 1 and k < n - 1:
+                    d11 = 1 / x[k, k]
+                    col = x[k + 1:, k].copy()
+                    x[k + 1:, k + 1:] -= np.tril(d11 * np.outer(col, col))
+                    x[k + 1:, k] *= d11
+                elif ks == 2 and k < n - 2:
+                    d21 = x[k + 1, k]
+                    d11, d22 = x[k + 1, k + 1] / d21, x[k, k] / d21
+                    e21 = 1 / (d11 * d22 - 1) / d21
+                    for j in range(k + 2, n):
+                        wk, wkp1 = e21 * (d11 * x[j, k] - x[j, k + 1]), e21 * (d22 * x[j, k + 1] - x[j, k])
+                        x[j:, j] -= x[j:, k] * wk + x[j:, k + 1] * wkp1
+                        x[j, k], x[j, k + 1] = wk, wkp1
+            if ks == 1:
+                piv[idx + (k,)] = kp + 1
+            else:
+                piv[idx + (k,)] = piv[idx + (k + 1,)] = -(kp + 1)
+            k += ks
+    return w.astype(a.dtype), piv, info
+
+
+def _sym(rng, shape, dt="float32"):
+    x = rng.uniform(-2, 2, shape)
+    return (x + np.swapaxes(x, -1, -2)).astype(dt)
+
+
+register(OpDef("ldl_factor", Kind.OPAQUE, _ldl_infer, ldl_factor_ref, _ldl_factor, {}, None,
+               lambda rng: [([_sym(rng, (5, 5))], {}), ([_sym(rng, (3, 6, 6), "float64")], {}),
+                            ([np.array([[0, 1, 2], [1, 0, 3], [2, 3, 0]], "float32")], {}),
+                            ([np.zeros((2, 2), "float32")], {})],
+               FLT, lambda types: scratch_check(types[0].shape[-1] ** 2),
+               doc="Bunch-Kaufman LDL^T as LAPACK sytrf (lower) stores it: LD, pivots, info."))
+
+
+def _ldl_solve(ld, piv, rhs):
+    bs, n, _ = matrix_dims(ld, "ldl_solve")
+    k, batch = rhs.shape[-1], math.prod(bs)
+
+    def lower(outs, ins):
+        Y = scratch("y", n, k)
+
+        def item(b):
+            LD = Mat(ins[0], b * (n * n), n)
+            return Allocate(Y.buf, seq(copy(Y, Mat(ins[2], b * (n * k), k), n, k),
+                                       sytrs(LD, lambda i: cast(I64, ins[1][b * n + i]), Y, n, k),
+                                       copy(Mat(outs[0], b * (n * k), k), Y, n, k)))
+        return batched(batch, 2 * n * n * k + 1, item)
+    return te.extern([(rhs.shape, rhs.dtype)], [ld, piv, rhs], lower, "ldl_solve")[0]
+
+
+def _ldl_solve_ref(ld, piv, rhs):
+    n = ld.shape[-1]
+    out = np.zeros(rhs.shape)
+    for idx in np.ndindex(*ld.shape[:-2]):
+        x, p = ld[idx].astype(np.float64), piv[idx]
+        D, k = np.zeros((n, n)), 0
+        ops = []
+        while k < n:        # A = P_0 L_0 ... : rebuild A from the factorization's steps
+            ks = 1 if p[k] > 0 else 2
+            kp = abs(int(p[k])) - 1
+            ops.append((k, ks, kp))
+            k += ks
+        # A = (prod_k P_k L_k) D (prod_k P_k L_k)^T with L_k holding the block's column(s) below it
+        M = np.eye(n)
+        for k, ks, kp in ops:
+            P = np.eye(n)
+            P[[k + ks - 1, kp]] = P[[kp, k + ks - 1]]
+            Lk = np.eye(n)
+            Lk[k + ks:, k:k + ks] = x[k + ks:, k:k + ks]
+            M = M @ P @ Lk
+            D[k:k + ks, k:k + ks] = x[k:k + ks, k:k + ks]
+            if ks == 2:
+                D[k, k + 1] = D[k + 1, k]
+        out[idx] = np.linalg.solve(M @ D @ M.T, rhs[idx])
+    return out.astype(rhs.dtype)
+
+
+def _ldl_solve_samples(rng):
+    out = []
+    for shape, k, dt in (((5, 5), 2, "float32"), ((2, 6, 6), 3, "float64"), ((3, 3), 1, "float32")):
+        ld, piv, _ = ldl_factor_ref(_sym(rng, shape, dt))
+        out.append(([ld, piv, rng.uniform(-1, 1, shape[:-1] + (k,)).astype(dt)], {}))
+    return out
+
+
+register(OpDef("ldl_solve", Kind.OPAQUE, lambda types: [types[2]], _ldl_solve_ref, _ldl_solve, {}, None, _ldl_solve_samples,
+               ("float32", "float64", "int32"), lambda types: scratch_check(types[2].shape[-2] * types[2].shape[-1]),
+               doc="Solve A X = B from ldl_factor's LD and pivots (LAPACK sytrs, lower); batches equal."))
+
+
+def _ldl_factor_aten(b, a, hermitian=False, check_errors=False):
+    bs, n, m = matrix_dims(a, "linalg.ldl_factor")
+    if n != m:
+        raise ShapeError(f"ldl_factor of non-square {list(a.shape)}")
+    if a.dtype != "float64":   # float32 sytrf's own rounding (1e-5 on OpInfo's samples) exceeds float32 tolerances
+        raise UnsupportedOpError("ldl_factor of float32 (eager's own float32 rounding cannot be reproduced)")
+    return b.call("ldl_factor", [a])
+
+
+def _ldl_solve_aten(b, ld, piv, rhs, hermitian=False):
+    bs = broadcast_shapes(tuple(ld.shape[:-2]), tuple(rhs.shape[:-2]))
+    ld, rhs = b.promote(ld, rhs)
+    return b.call("ldl_solve", [expand_batch(b, ld, bs, 2), expand_batch(b, b.as_tensor(piv, "int32"), bs, 1),
+                                expand_batch(b, rhs, bs, 2)])
+
+
+register_aten("aten.linalg_ldl_factor_ex.default", _ldl_factor_aten)
+register_aten("aten.linalg_ldl_solve.default", _ldl_solve_aten)
