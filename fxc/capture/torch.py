@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import operator
 import os
@@ -106,7 +107,6 @@ def _record(fn):
 # -- the backend ------------------------------------------------------------------------------------
 def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, **kwargs):
     """torch.compile backend entry (registered as `fxc` through the torch_dynamo_backends entry point)."""
-    from torch._decomp import core_aten_decompositions
     from torch._dynamo.backends.common import aot_autograd
     options = dict(options or {}, **kwargs)
     unknown = set(options) - OPTION_NAMES
@@ -124,7 +124,28 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     def bw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=False)
 
-    return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=core_aten_decompositions())(gm, example_inputs)
+    return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
+
+
+# ATen ops outside core ATen whose torch._decomp decomposition is exact and made only of ops fxc has
+_EXTRA_DECOMPS = ("addmv", "dist", "narrow_copy", "permute_copy", "view_copy", "unbind_copy",
+                  "_batch_norm_with_update", "_batch_norm_with_update_functional")
+
+
+def _take(x, index):
+    """torch.take as one gather: core ATen's own decomposition indexes with a Python `[]`, which turns a
+    0-d index into a data-dependent view that AOT autograd replays eagerly (nothing left to compile)."""
+    return torch.ops.aten.index.Tensor(x.reshape(-1), [index])
+
+
+@functools.lru_cache(maxsize=None)
+def decompositions() -> dict:
+    """The decomposition table of the capture: core ATen, plus `_EXTRA_DECOMPS`, plus fxc's own."""
+    from torch._decomp import core_aten_decompositions, get_decompositions
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions([getattr(torch.ops.aten, n) for n in _EXTRA_DECOMPS]))
+    table[torch.ops.aten.take.default] = _take
+    return table
 
 
 def _meta(node):

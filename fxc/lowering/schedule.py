@@ -154,7 +154,7 @@ def _special(conv, rt, out, red, value, axes, shape, num_threads):
     from . import gemm_schedule as gs
     from .winograd import schedule_conv2d_winograd
     kind = rt.attrs.get("schedule")
-    if kind is None or rt.dtype != "float32":
+    if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
         return None
     fn = {"conv2d_packed": gs.schedule_conv2d_packed, "matmul_packed": gs.schedule_matmul_packed,
           "depthwise_conv2d": gs.schedule_depthwise, "conv2d_winograd": schedule_conv2d_winograd}.get(kind)

@@ -170,7 +170,35 @@ def _index_put_ref(x, v, *idx, dims, accumulate=False):
     return out
 
 
+def _index_put_mask(b, x, indices, values, accumulate):
+    """x[mask] = values with one bool mask: a `where`, when values do not run along the (data-dependent)
+    count of true elements, i.e. they broadcast over it."""
+    d = next(k for k, t in enumerate(indices) if t is not None)
+    mask = indices[d]
+    if any(t is not None for t in indices[d + 1:]) or mask.type.ndim == 0:
+        raise UnsupportedOpError("index_put with a bool mask and other indices (data-dependent shape)")
+    k, nd = mask.type.ndim, x.type.ndim
+    if tuple(mask.shape) != tuple(x.shape[d:d + k]):
+        raise ShapeError(f"index_put: mask {mask.shape} does not match the indexed dims {x.shape[d:d + k]}")
+    trailing = nd - d - k
+    v = b.as_tensor(values, x.dtype)
+    vs = tuple(v.shape)
+    if len(vs) > trailing:
+        if vs[len(vs) - trailing - 1] != 1:
+            raise UnsupportedOpError("index_put with a bool mask and one value per true element (data-dependent shape)")
+        vs = vs[:len(vs) - trailing - 1] + (1,) * k + vs[len(vs) - trailing:]
+        v = b.call("reshape", [v], shape=vs)
+    m = b.call("reshape", [mask], shape=(1,) * d + tuple(mask.shape) + (1,) * trailing)
+    new = b.call("add", [x, v]) if accumulate else v
+    if accumulate and x.dtype == "bool":
+        raise UnsupportedOpError("index_put with accumulate on a bool tensor")
+    out = b.call("where", [m, new, x])
+    return b.call("expand", [out], size=tuple(x.shape)) if tuple(out.shape) != tuple(x.shape) else out
+
+
 def _index_put_aten(b, x, indices, values, accumulate=False):
+    if any(t is not None and getattr(t, "dtype", None) == "bool" for t in indices):
+        return _index_put_mask(b, x, indices, values, accumulate)
     dims, vals = _index_args(b, indices, "index_put")
     if accumulate and x.dtype == "bool":
         raise UnsupportedOpError("index_put with accumulate on a bool tensor")

@@ -242,8 +242,8 @@ def _cat(*xs, dim):
 
 
 def _cat_aten(b, tensors, dim=0):
-    tensors = [t for t in tensors if not (t.type.ndim == 1 and t.shape[0] == 0)]
-    tensors = b.promote(*tensors)
+    tensors = b.promote(*tensors)   # empty 1-d inputs take part in the dtype, not in the shape (legacy ATen)
+    tensors = [t for t in tensors if not (t.type.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
     return tensors[0] if len(tensors) == 1 else b.call("cat", list(tensors), dim=dim)
 
 
@@ -358,6 +358,9 @@ op("repeat", Kind.INJECTIVE, lambda t, repeats: [TensorType(_repeat_shape(t[0].s
 # -- gather-style indexing ---------------------------------------------------------------------------------------
 def _on_1d(b, op, x, dim, idx, scalar_shape):
     """ATen lets a 0-d tensor stand for a 1-element 1-d one: such calls run on 1-d and are reshaped back."""
+    if op == "gather" and idx.type.numel == 0:   # ATen skips the rank check for an empty index
+        from .common import np_dtype
+        return b.const(np.zeros(tuple(idx.shape), dtype=np_dtype(x.dtype)))
     if x.type.ndim:
         if op == "gather" and idx.type.ndim != x.type.ndim:
             raise UnsupportedOpError(f"gather of a rank-{x.type.ndim} tensor with a rank-{idx.type.ndim} index")
@@ -440,5 +443,6 @@ op("constant", Kind.OPAQUE, lambda t, **_: [], lambda: None, None,
     "aten.arange.start": _arange, "aten.scalar_tensor.default": _scalar_tensor,
     "aten.zeros.default": lambda b, size, dtype=None, **_: _full(b, size, 0, dtype or "float32"),
     "aten.ones.default": lambda b, size, dtype=None, **_: _full(b, size, 1, dtype or "float32"),
-    "aten.empty.memory_format": _empty, "aten.empty_strided.default": lambda b, size, stride, dtype=None, **_: _empty(b, size, dtype)},
+    "aten.empty.memory_format": _empty,
+    "aten.empty_permuted.default": lambda b, size, physical_layout, dtype=None, **_: _empty(b, size, dtype), "aten.empty_strided.default": lambda b, size, stride, dtype=None, **_: _empty(b, size, dtype)},
    None, doc="ATen factory functions become graph constants (folded); this op itself never appears in a graph")

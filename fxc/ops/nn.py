@@ -80,6 +80,9 @@ def _convolution(b, x, w, bias, stride, padding, dilation, transposed, output_pa
         from .conv_transpose import transposed_convolution
         return transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padding, groups)
     nd = w.type.ndim - 2
+    if nd == 3:
+        from .volume import convolution3d
+        return convolution3d(b, x, w, bias, stride, padding, dilation, groups)
     if nd not in (1, 2):
         raise UnsupportedOpError(f"{nd}-d convolution")
     x, w = b.promote(x, w)

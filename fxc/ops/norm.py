@@ -43,8 +43,10 @@ def _batch_norm_train(b, x, weight, bias, eps):
 
 
 def _bn_functional(b, x, weight, bias, running_mean, running_var, training, momentum, eps):
-    if not training:
-        raise UnsupportedOpError("_native_batch_norm_legit_functional with training=False")
+    if not training:   # the running statistics normalise and come back unchanged
+        from .nn import _batch_norm_inference
+        out, empty, _ = _batch_norm_inference(b, x, weight, bias, running_mean, running_var, momentum, eps)
+        return out, empty, empty, running_mean, running_var
     out, mean, var, rstd, n = _batch_norm_train(b, x, weight, bias, eps)
     m = float(momentum)
     unbiased = b.call("mul", [var, n / (n - 1) if n > 1 else math.inf])
