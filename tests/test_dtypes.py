@@ -159,3 +159,25 @@ def test_unsupported_complex_ops_and_long_ffts_run_eagerly(target):
     for a, e in zip(compiled(f, target)(z, x), f(z, x)):
         torch.testing.assert_close(a, e)
     assert explain(f, z, x).fallback_ops
+
+
+def test_fft_training_gradients_compile(target):
+    """Backward graphs of the FFT family (c2c, where/full/copy/slice_scatter on complex values) compile too."""
+    def f(x, w):
+        return (torch.fft.rfft(x * w).abs() ** 2).sum() + torch.fft.ifft(torch.fft.fft(x)).real.pow(2).sum()
+    x, w = torch.randn(4, 16, requires_grad=True), torch.randn(16, requires_grad=True)
+    compiled(f, target)(x, w).backward()
+    got = x.grad.clone(), w.grad.clone()
+    x.grad = w.grad = None
+    f(x, w).backward()
+    torch.testing.assert_close(got, (x.grad, w.grad))
+
+
+def test_complex_reductions_and_fills(target):
+    def f(z, c):
+        return (z.sum(0), z.sum(), torch.where(c, z, torch.zeros_like(z) + 2j), torch.full((2, 3), 1 + 2j) * z[:2, :3])
+    z, c = cplx(4, 5), torch.randn(4, 5) > 0
+    for a, e in zip(compiled(f, target)(z, c), f(z, c)):
+        torch.testing.assert_close(a, e)
+    e = explain(f, z, c)
+    assert not e.fallback_ops and not e.failures, e

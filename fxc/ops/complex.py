@@ -267,6 +267,58 @@ def _need(x, what):
     return x
 
 
+def _filled(b, size, fill_value, dtype=None):
+    dtype = dtype or ("complex64" if isinstance(fill_value, complex) else None)
+    if REAL_OF.get(dtype) not in ARITH:
+        raise UnsupportedOpError(f"a tensor of {dtype} filled with {fill_value!r}")
+    z = complex(fill_value)
+    c = b.const(np.array([z.real, z.imag], dtype=REAL_OF[dtype]))
+    return Complex(b.call("expand", [c], size=tuple(size) + (2,)))
+
+
+def _full_like(fill):
+    def conv(b, x, *args, dtype=None, **kwargs):
+        value = args[0] if fill is None else fill
+        if dtype in REAL_OF or (dtype is None and isinstance(x, Complex)):
+            return _filled(b, x.shape, value, dtype or x.dtype)
+        real = aten_table()["aten.full_like.default"][1]    # a real tensor shaped like a complex one
+        return real(b, parts(b, _need(x, "full_like"))[0] if isinstance(x, Complex) else x, value, dtype=dtype)
+    return conv
+
+
+def _where(b, cond, x, y):
+    dt = real_dtype(x, y)
+    cx, cy = lift(b, x, dt), lift(b, y, dt)
+    cond = b.as_tensor(cond, "bool")
+    return Complex(b.call("where", [b.call("reshape", [cond], shape=tuple(cond.shape) + (1,)), cx.v, cy.v]))
+
+
+def _copy(b, dst, src, non_blocking=False):
+    """dst's shape and dtype, src's values (a complex src into a real dst: its real part, as PyTorch)."""
+    if not isinstance(dst, Complex):
+        re = parts(b, _need(src, "copy"))[0]
+        return b.call("copy", [b.call("expand", [b.as_tensor(re, dst.dtype)], size=tuple(dst.shape))])
+    c = lift(b, src, _need(dst, "copy").v.dtype)
+    return Complex(b.call("copy", [b.call("expand", [c.v], size=dst.shape + (2,))]))
+
+
+def _slice_scatter(b, x, src, dim=0, start=None, end=None, step=1):
+    x = _need(x, "slice_scatter")
+    conv = aten_table()["aten.slice_scatter.default"][1]
+    return Complex(conv(b, x.v, lift(b, src, x.v.dtype).v, _d(x, dim), start, end, step))
+
+
+def _sum(b, x, dim=None, keepdim=False, dtype=None):
+    x = _need(x, "sum")
+    if dtype is not None and dtype != x.dtype:
+        x = _to_copy(b, x, dtype=dtype)
+    if x.ndim == 0:
+        return Complex(b.call("copy", [x.v]))
+    dims = tuple(range(x.ndim)) if dim is None or dim == [] or dim == () else \
+        tuple(sorted({_d(x, d) for d in (dim if isinstance(dim, (list, tuple)) else [dim])}))
+    return Complex(b.call("sum", [x.v], axes=dims, keepdim=keepdim))
+
+
 register_aten("aten.view_as_complex.default", _view_as_complex)
 register_aten("aten.complex.default", _complex)
 register_aten("aten.polar.default", _polar)
@@ -289,6 +341,15 @@ register_complex("aten.angle.default", lambda b, x: b.call("atan2", list(reverse
 register_complex("aten.real.default", lambda b, x: parts(b, _need(x, "real"))[0])
 register_complex("aten.imag.default", lambda b, x: parts(b, _need(x, "imag"))[1])
 register_complex("aten.cat.default", _cat)
+register_complex("aten.full.default", lambda b, size, fill_value, dtype=None, **_: _filled(b, size, fill_value, dtype))
+register_complex("aten.scalar_tensor.default", lambda b, s, dtype=None, **_: _filled(b, (), s, dtype))
+register_complex("aten.where.self", _where)
+register_complex("aten.full_like.default", _full_like(None))
+register_complex("aten.zeros_like.default", _full_like(0))
+register_complex("aten.ones_like.default", _full_like(1))
+register_complex("aten.copy.default", _copy)
+register_complex("aten.slice_scatter.default", _slice_scatter)
+register_complex(["aten.sum.dim_IntList", "aten.sum.default"], _sum)
 for _t in ("aten.view.default", "aten._unsafe_view.default", "aten.reshape.default"):
     register_complex(_t, _mv(_t, lambda x, shape: ((tuple(shape) + (2,),), {})))
 for _t in ("aten.squeeze.dim", "aten.squeeze.dims", "aten.squeeze.default"):
