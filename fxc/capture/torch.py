@@ -129,7 +129,8 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
 
 # ATen ops outside core ATen whose torch._decomp decomposition is exact and made only of ops fxc has
 _EXTRA_DECOMPS = ("addmv", "dist", "narrow_copy", "permute_copy", "view_copy", "unbind_copy",
-                  "_batch_norm_with_update", "_batch_norm_with_update_functional")
+                  "_batch_norm_with_update", "_batch_norm_with_update_functional", "max_pool3d_with_indices",
+                  "adaptive_max_pool3d")
 
 
 def _take(x, index):

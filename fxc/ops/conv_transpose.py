@@ -109,6 +109,9 @@ def _as_2d(b, x, w, stride, padding, dilation, output_padding):
 def transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padding, groups):
     """ATen convolution(transposed=True) for 1-d and 2-d inputs (called from nn._convolution)."""
     nd = w.type.ndim - 2
+    if nd == 3:
+        from .volume import transposed_convolution3d
+        return transposed_convolution3d(b, x, w, bias, stride, padding, dilation, output_padding, groups)
     if nd not in (1, 2) or x.type.ndim != nd + 2:
         raise UnsupportedOpError(f"{nd}-d transposed convolution")
     x, w = b.promote(x, w)

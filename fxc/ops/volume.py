@@ -1,5 +1,5 @@
-"""3-d (volumetric) convolution and pooling: conv3d as a sum of 2-d convolutions over the depth taps,
-avg_pool3d and adaptive_avg_pool3d as window reductions over three spatial dims.
+"""3-d (volumetric) convolution and pooling: conv3d and conv_transpose3d as sums of 2-d (transposed)
+convolutions over the depth taps, avg_pool3d and adaptive_avg_pool3d as window reductions over three spatial dims.
 
 conv3d reuses conv2d (and so its packed schedules): for each depth tap kd, the input's depth slices that
 tap reads are stacked into the batch, convolved with the weight's kd-th 2-d kernel, and the taps are added.
@@ -46,6 +46,42 @@ def convolution3d(b, x, w, bias, stride, padding, dilation, groups):
         y = b.call("conv2d", [xs, wk], stride=(sh, sw), dilation=(dh, dw), groups=groups)
         acc = y if acc is None else b.call("add", [acc, y])
     out = b.call("permute", [b.call("reshape", [acc], shape=(N, OD) + tuple(acc.shape[1:]))], dims=(0, 2, 1, 3, 4))
+    if bias is not None:
+        out = b.call("add", [out, b.call("reshape", [bias], shape=(-1, 1, 1, 1))])
+    return out
+
+
+def transposed_convolution3d(b, x, w, bias, stride, padding, dilation, output_padding, groups):
+    """ATen convolution(transposed=True) of a 5-d input, built from conv_transpose2d: each depth tap kd
+    maps input depth q to output depth q * stride - padding + kd * dilation (spread, then shifted)."""
+    x, w = b.promote(x, w)
+    if not is_float(x.dtype):
+        raise UnsupportedOpError("integer convolution")
+    if x.type.ndim != 5 or 0 in tuple(x.shape) or 0 in tuple(w.shape):
+        raise UnsupportedOpError("3-d transposed convolution of an unbatched or empty input")
+    (sd, sh, sw), (pd, ph, pw) = _pair(stride, 3), _pair(padding, 3)
+    (dd, dh, dw), (od_, oph, opw) = _pair(dilation, 3), _pair(output_padding, 3)
+    N, C, D, H, W = x.shape
+    KD = w.shape[2]
+    OD = (D - 1) * sd - 2 * pd + dd * (KD - 1) + od_ + 1
+    if OD <= 0:
+        raise ShapeError("conv_transpose3d gives an empty depth")
+    xs = b.call("reshape", [b.call("permute", [x], dims=(0, 2, 1, 3, 4))], shape=(N * D, C, H, W))
+    acc = None
+    for kd in range(KD):
+        wk = b.call("reshape", [b.call("slice", [w], dim=2, start=kd, end=kd + 1, step=1)],
+                    shape=tuple(w.shape[:2]) + tuple(w.shape[3:]))
+        y = b.call("conv_transpose2d", [xs, wk], stride=(sh, sw), padding=(ph, pw), dilation=(dh, dw),
+                   output_padding=(oph, opw), groups=groups)
+        rest = tuple(y.shape[1:])
+        y = b.call("reshape", [y], shape=(N, D, 1) + rest)
+        if sd > 1:   # input depth q at q * sd: sd - 1 zero slices after each
+            y = b.call("pad", [y], pad=(0, 0) * len(rest) + (0, sd - 1), value=0.0, mode="constant")
+        y = b.call("reshape", [y], shape=(N, D * sd) + rest)
+        shift = kd * dd - pd
+        y = b.call("pad", [y], pad=(0, 0) * len(rest) + (shift, OD - D * sd - shift), value=0.0, mode="constant")
+        acc = y if acc is None else b.call("add", [acc, y])
+    out = b.call("permute", [acc], dims=(0, 2, 1, 3, 4))
     if bias is not None:
         out = b.call("add", [out, b.call("reshape", [bias], shape=(-1, 1, 1, 1))])
     return out
