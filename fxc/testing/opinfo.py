@@ -86,6 +86,42 @@ def _compare(actual, expected, what: str):
             raise AssertionError(f"{what}[{k}]: got {a!r}, eager gives {e!r}")
 
 
+def _float64_run(fn, tensors):
+    """The sample run eagerly with its float32 tensors in float64 (None when the op has no float64 kernel)."""
+    import torch
+    try:
+        return _seeded(fn)(*[t.double() if t.dtype == torch.float32 else t.clone() for t in tensors])
+    except Exception:       # noqa: BLE001 - no judge
+        return None
+
+
+def _closer_to_float64(actual, expected, reference) -> bool:
+    """True when every float result that differs from eager is as close to the float64 answer as eager is
+    (eager's own float32 rounding, not an fxc error: the rule PyTorch's compiler tests use)."""
+    import torch
+    import torch.utils._pytree as pytree
+    if reference is None:
+        return False
+    a_l, e_l, r_l = (pytree.tree_flatten(x)[0] for x in (actual, expected, reference))
+    if not len(a_l) == len(e_l) == len(r_l):
+        return False
+    for a, e, r in zip(a_l, e_l, r_l):
+        if not isinstance(e, torch.Tensor):
+            continue
+        try:
+            torch.testing.assert_close(a, e, equal_nan=True)
+            continue
+        except AssertionError:
+            pass
+        if not (e.is_floating_point() and isinstance(a, torch.Tensor) and isinstance(r, torch.Tensor)
+                and a.shape == e.shape == r.shape and a.dtype == e.dtype):
+            return False
+        from .fuzz import closer_than_eager
+        if not closer_than_eager(a, e, r):
+            return False
+    return True
+
+
 def _split_sample(sample):
     """(tensors, rebuild): the sample's tensors become graph inputs; everything else stays constant."""
     import torch
@@ -101,12 +137,36 @@ def _split_sample(sample):
     return [leaves[i] for i in pos], rebuild
 
 
+def _seed_outside_the_op():
+    """OpInfo wraps some ops in `wrapper_set_seed` (seed, run, restore the RNG): Dynamo cannot trace the
+    seeding, so it would never capture the op. Seeding is test scaffolding, not the op: the harness seeds
+    before every call itself (`_seeded`) and the wrapper becomes a plain call."""
+    import sys as _sys
+
+    def plain(op, *args, **kwargs):
+        return op(*args, **kwargs)
+    for name, mod in list(_sys.modules.items()):
+        if name.startswith("torch.testing._internal") and hasattr(mod, "wrapper_set_seed"):
+            mod.wrapper_set_seed = plain
+
+
+def _seeded(f, seed: int = 42):
+    import torch
+
+    def call(*ts):
+        torch.manual_seed(seed)
+        return f(*ts)
+    return call
+
+
 def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
     """Run one OpInfo's samples compiled and eagerly; returns its result record."""
     import torch
     import torch._dynamo
     from torch._dynamo.utils import counters
     from ..capture import torch as fxc_torch
+
+    _seed_outside_the_op()
 
     res = {"status": "compiled", "samples": 0, "compiled_samples": 0, "fallback": {}, "error": None}
     torch.manual_seed(0)
@@ -126,12 +186,14 @@ def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
             return fn_op(inp, *args, **kwargs)
         try:
             ins_e = _clone(tensors)
-            expected = fn(*ins_e)
+            expected = _seeded(fn)(*ins_e)
             ins_e2 = _clone(tensors)
-            expected2 = fn(*ins_e2)
+            expected2 = _seeded(fn)(*ins_e2)
             _compare(expected2, expected, "eager vs eager")
+            _compare(_seeded(fn, 43)(*_clone(tensors)), expected, "eager with another seed")
         except Exception:
-            continue   # eager rejects the sample, or it is not reproducible: nothing to compare with
+            continue   # eager rejects the sample, or it is not reproducible, or its result depends on the RNG
+                       # (e.g. a dropout_p > 0 argument): nothing to compare with
         res["samples"] += 1
         torch._dynamo.reset()
         rec = fxc_torch.Explanation()
@@ -140,14 +202,19 @@ def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
         ins_c = _clone(tensors)
         try:
             compiled = torch.compile(fn, backend="fxc", dynamic=False, options={"target": target})
-            actual = compiled(*ins_c)
+            actual = _seeded(compiled)(*ins_c)
         except Exception as e:
             res.update(status="crashed", error=f"sample {si}: {type(e).__name__}: {str(e)[:2000]}")
             return res
         finally:
             fxc_torch._recorders.remove(rec)
         try:
-            _compare(actual, expected, "output")
+            try:
+                _compare(actual, expected, "output")
+            except AssertionError:
+                if not _closer_to_float64(actual, expected, _float64_run(fn, tensors)):
+                    raise
+                res["float64_judged"] = res.get("float64_judged", 0) + 1
             _compare(ins_c, ins_e, "input after the call")
         except AssertionError as e:
             shapes = [tuple(t.shape) for t in tensors]
