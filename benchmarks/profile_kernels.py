@@ -47,6 +47,7 @@ def main():
     total = sum(r["total_ms"] for r in best)
     for r in best:
         r["share"] = r["total_ms"] / max(total, 1e-12)
+    print(f"each kernel: its minimum over {args.runs} runs")
     print(format_profile(best, args.top))
     print(f"sum of per-kernel minima {total:.3f} ms; end-to-end min {1e3 * min(walls):.3f} ms, "
           f"median {1e3 * sorted(walls)[len(walls) // 2]:.3f} ms; load {os.getloadavg()[0]:.2f}")

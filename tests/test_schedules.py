@@ -95,6 +95,23 @@ def test_depthwise_conv2d_reads_through_fused_pad(case):
     assert_close_np(out, np.clip(ref, 0, 6))
 
 
+@pytest.mark.parametrize("row_term", [False, True], ids=["residual", "per-row-term"])
+def test_conv1x1_over_all_positions_with_epilogue(row_term):
+    """1x1 stride-1 convs run as one GEMM over the flat positions (lanes along oh*OW+ow): a residual of the output
+    shape reads flat too; an epilogue term indexed by the row alone must keep the per-row schedule."""
+    x, w, r = rand(2, 24, 20, 30), rand(40, 24, 1, 1), rand(2, 40, 20, 30)
+    h = rand(1, 1, 20, 1)
+
+    def make(g, xv, wv, rv, hv):
+        y = g.call1("conv2d", [xv, wv], stride=(1, 1), dilation=(1, 1), groups=1)
+        y = g.call1("add", [y, hv if row_term else rv])
+        return g.call1("clamp", [y], lo=0.0, hi=6.0)
+    out, g = run_graph(make, [x, w, r, h])
+    assert any(nd.op == "conv2d_packed" for nd in g.nodes)
+    ref = conv_ref(x, w, (1, 1), (1, 1), 1, 0) + (h if row_term else r)
+    assert_close_np(out, np.clip(ref, 0, 6))
+
+
 MATMULS = [  # a shape, b shape, trans_a, trans_b
     ((37, 19), (19, 70), False, False),          # row tail, column tail (70 = 64 + 6)
     ((128, 64), (256, 64), False, True),         # linear layer: weight [out, in]
