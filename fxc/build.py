@@ -6,6 +6,7 @@ import re
 import sys
 import time
 
+from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
 from .errors import TargetError
 from .lowering import te
 from .lowering.loop_ir import Buffer, format_kernel
@@ -53,6 +54,46 @@ def build(graph, target: str = "llvm", **options) -> Module:
         raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
     dbg = debug_level(options)
     t0 = time.perf_counter()
+    key = _module_key(graph, target, options) if _cacheable(dbg) else None
+    if key is not None:
+        module = load_module(key)
+        if module is not None:
+            module.inputs = [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs]
+            module.outputs = [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs]
+            if dbg >= 1:
+                _log(f"[fxc] module from the cache in {1e3 * (time.perf_counter() - t0):.1f} ms ({key[:12]})")
+            return module
+    module = _build(graph, target, dbg, t0, **options)
+    if key is not None:
+        try:
+            store_module(key, module)
+        except OSError as e:            # a read-only or full cache only costs the next process time
+            _log(f"[fxc] warning: could not cache the module: {e}")
+    return module
+
+
+def _cacheable(dbg: int) -> bool:
+    """Modules come from the on-disk cache unless FXC_MODULE_CACHE=0, debug >= 2 (which shows the passes) or
+    an op of the graph was replaced at run time (a test's deliberately broken kernel)."""
+    from .ops.registry import as_registered
+    return (dbg < 2 and os.environ.get("FXC_MODULE_CACHE", "1") != "0"
+            and as_registered())
+
+
+def _module_key(graph, target: str, options: dict) -> str:
+    """Everything a built module depends on: fxc's source, the graph, the target CPU, the options and fxc's
+    environment variables (FXC_NUM_THREADS, schedule switches)."""
+    import hashlib
+    from .backends.llvm import target_machine
+    _, triple, cpu, features = target_machine()
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
+    opts = sorted((k, repr(v)) for k, v in options.items() if k != "debug")
+    parts = [source_fingerprint(), target, triple, cpu, features, repr(env), repr(opts),
+             str(len(os.sched_getaffinity(0))), graph_fingerprint(graph)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     graph = run_pipeline(graph, dbg, _log)
     groups = fuse_ops(graph, enable=options.get("fuse", True))
     # weight packing that reads only graph inputs/constants runs as a separate, cached prepack step;

@@ -44,10 +44,13 @@ _REGISTRY: dict = {}
 _ATEN: dict = {}
 
 
+_REGISTERED: dict = {}     # name -> the OpDef `register` stored (to tell when an entry was replaced since)
+
+
 def register(op: OpDef) -> OpDef:
     if op.name in _REGISTRY:
         raise ValueError(f"op {op.name} registered twice")
-    _REGISTRY[op.name] = op
+    _REGISTRY[op.name] = _REGISTERED[op.name] = op
     for target, conv in op.aten.items():
         if target in _ATEN:
             raise ValueError(f"ATen target {target} mapped by both {_ATEN[target][0].name} and {op.name}")
@@ -85,6 +88,13 @@ def get_op(name: str) -> OpDef:
         return _REGISTRY[name]
     except KeyError:
         raise UnsupportedOpError(f"fxc has no op named {name!r}") from None
+
+
+def as_registered() -> bool:
+    """True when every op is still the OpDef its family file registered (none replaced at run time, e.g. by
+    a test): only then may a module come from the on-disk cache."""
+    _load_families()
+    return len(_REGISTRY) == len(_REGISTERED) and all(_REGISTRY[n] is op for n, op in _REGISTERED.items())
 
 
 def all_ops() -> dict:
