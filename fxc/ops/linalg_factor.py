@@ -423,7 +423,7 @@ register(OpDef("cholesky_solve", Kind.OPAQUE, _chol_solve_infer, _chol_solve_ref
 
 # -- determinants from LU factors --------------------------------------------------------------------------------------
 def _det_parts(lu, piv):
-    """(product or per-element reducer helpers): batch shape, n, and the permutation's parity tensor."""
+    """Batch shape, n, and the number of row interchanges the pivots make (its parity is the permutation sign)."""
     bs, n, _ = matrix_dims(lu, "det")
     r = te.reduce_axis(n, "r")
     swaps = te.compute(bs, lambda *i: te.reduce("sum", cast("int64", compare("ne", cast("int64", piv[i + (r[0],)]),
