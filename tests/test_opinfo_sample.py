@@ -12,6 +12,10 @@ COMPILED = [   # fxc compiles every sample of these (tricky ones included: round
     "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d", "nn.functional.layer_norm",
     "nn.functional.linear", "nn.functional.pad.constant", "nn.functional.hardswish", "nn.functional.leaky_relu",
     "var_mean", "sign", "where", "cross", "nn.functional.cross_entropy", "matmul", "heaviside",
+    # empty inputs, 0-d indices, view-copies, 3-d conv/pool and ATen compositions
+    "mm", "cat", "gather", "take", "trace", "diagonal_scatter", "unfold", "round.decimals_3", "addbmm",
+    "nn.functional.conv3d", "nn.functional.conv_transpose3d", "nn.functional.avg_pool3d", "searchsorted",
+    "nonzero_static", "index_reduce.mean", "nn.functional.embedding_bag", "nn.functional.bilinear",
 ]
 ANY = [        # correct either way: compiled, or (today, or while another op family lands) eager fallback
     "cumsum", "sort", "nn.functional.conv_transpose2d", "nn.functional.interpolate.bilinear", "index_put",
