@@ -541,9 +541,10 @@ class Killed:
         self.f.flush()
         os.kill(os.getpid(), signal.SIGKILL)
 
-os.fdopen = lambda fd, mode="r": Killed(real_fdopen(fd, mode))
 torch.manual_seed(1)
-fxc.export(fxc.from_torch(torch.nn.Linear(4, 3).eval(), (x,)), sys.argv[1])
+other = fxc.from_torch(torch.nn.Linear(4, 3).eval(), (x,))
+os.fdopen = lambda fd, mode="r": Killed(real_fdopen(fd, mode))
+fxc.export(other, sys.argv[1])
 """
 
 
