@@ -46,7 +46,7 @@ def _layer(n, c, k, h, w, winograd: bool):
     module.run_pointers(ptrs, [out.ctypes.data], token)          # packs (or transforms) the weight
     prepack = time.perf_counter() - t0
 
-    def call():
+    def call(keep=(args, module)):          # the closure keeps the arrays behind the pointers alive
         t = time.perf_counter()
         module.run_pointers(ptrs, [out.ctypes.data], token)
         return time.perf_counter() - t

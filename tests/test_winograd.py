@@ -15,10 +15,10 @@ from tests.helpers import assert_close_np, check_module
 # (batch, in channels, out channels, height, width, padding)
 SHAPES = [
     (1, 32, 32, 9, 11, 1),       # partial tiles at the right and the bottom
-    (8, 32, 48, 13, 7, 1),       # batch 8, a 7-wide output (one partial tile per row)
+    (8, 32, 48, 13, 10, 1),      # batch 8, a partial tile at the end of every row
     (2, 48, 40, 10, 17, 1),      # output channels not a multiple of 16 (a partial lane block)
     (1, 40, 32, 11, 13, 1),      # input channels not a multiple of 16
-    (1, 32, 32, 18, 9, 0),       # no padding
+    (1, 32, 32, 18, 11, 0),      # no padding
     (1, 32, 32, 58, 62, 1),      # a long tile row: full register tiles plus a tail tile
     (1, 128, 32, 34, 34, 1),     # tile rows split over tasks with a shorter last task
 ]
@@ -93,7 +93,8 @@ def test_pass_keeps_other_convs():
     g = use_winograd(infer_types(g))
     assert [n.op for n in g.nodes] == ["conv2d"] * 4
     assert not winograd_pays(24, 64, 1, 56, 56) and winograd_pays(64, 64, 1, 56, 56)
-    assert not winograd_pays(512, 512, 1, 7, 7) and winograd_pays(512, 512, 8, 7, 7)
+    assert not winograd_pays(512, 512, 1, 7, 7) and not winograd_pays(512, 512, 8, 7, 7)
+    assert winograd_pays(256, 256, 1, 14, 14)
     assert fits(512, 56) and not fits(1024, 512)      # the kernel's stack scratch stays a few MB
 
 

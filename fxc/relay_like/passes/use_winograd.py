@@ -18,10 +18,11 @@ LANES = 16
 
 
 def winograd_pays(c: int, k: int, n: int, oh: int, ow: int) -> bool:
-    """Where Winograd beat the direct kernel when measured per layer (this machine, batch 1 and 8): enough
-    channels for the GEMMs, and enough 4x4 tiles per pass over the transformed weight (4x the direct
-    weight's bytes) that reading it does not dominate: 7x7 at batch 1 (4 tiles) stays direct."""
-    return c >= 32 and k >= 32 and min(oh, ow) >= 7 and n * -(-oh // 4) * -(-ow // 4) >= 8
+    """Where Winograd beat the direct kernel when measured per layer (benchmarks/winograd_layers.py, this
+    machine): enough channels for the GEMMs, at least 3 tiles along a row (the input transform runs one
+    vector lane per tile) and enough 4x4 tiles per pass over the transformed weight (4x the direct weight's
+    bytes). 7x7 stays direct (1.7x slower at batch 1, 1.2x at batch 8)."""
+    return c >= 32 and k >= 32 and min(oh, ow) >= 9 and n * -(-oh // 4) * -(-ow // 4) >= 8
 
 
 def use_winograd(g):
