@@ -4,7 +4,7 @@
 
 Each layer is conv2d(pad 1) + bias + relu (the epilogue fused), built twice (FXC_WINOGRAD=0 / all) and timed
 interleaved, one call of each per round on a fixed weight (the weight transform is a cached prepack step
-and is timed once, as `prepack`). Prints the minimum wall time of many calls (the machine is shared: the
+and runs in the first call, timed as `first call` with the one-time costs). Prints the minimum wall time of many calls (the machine is shared: the
 minimum is the least disturbed) and the direct-conv-equivalent GFLOP/s, plus the max error relative to
 the output scale. Default layers: ResNet-18's stride-1 3x3 convs at batch 1.
 """
@@ -73,7 +73,7 @@ def main():
         d, wn = min(td), min(tw)
         err = np.abs(direct[1] - wino[1]).max() / max(np.abs(direct[1]).max(), 1.0)
         print(f"{spec}: direct {1e3 * d:7.3f} ms {flops / d / 1e9:6.1f} GFLOP/s | winograd {1e3 * wn:7.3f} ms "
-              f"{flops / wn / 1e9:6.1f} GFLOP/s-equiv (prepack {1e3 * wino[2]:.1f} ms) | speed-up {d / wn:4.2f}x | "
+              f"{flops / wn / 1e9:6.1f} GFLOP/s-equiv (first call {1e3 * wino[2]:.1f} ms) | speed-up {d / wn:4.2f}x | "
               f"max err / output scale {err:.1e}" + ("" if winograd_pays(c, k, n, h, w) else "  [fxc picks direct]"),
               flush=True)
 
