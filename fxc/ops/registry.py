@@ -94,7 +94,7 @@ def as_registered() -> bool:
     """True when every op is still the OpDef its family file registered (none replaced at run time, e.g. by
     a test): only then may a module come from the on-disk cache."""
     _load_families()
-    return len(_REGISTRY) == len(_REGISTERED) and all(_REGISTRY[n] is op for n, op in _REGISTERED.items())
+    return all(_REGISTERED.get(n) is op for n, op in _REGISTRY.items())
 
 
 def all_ops() -> dict:
