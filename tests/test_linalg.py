@@ -87,3 +87,33 @@ def test_batched_parallel():
     _compare(torch.linalg.cholesky, spd)
     _compare(torch.linalg.eigvalsh, spd)
     _compare(torch.linalg.qr, x)
+
+
+def test_loop_rereads_what_its_previous_iteration_stored():
+    """LLVM renderer regression: a scratch value loaded before a loop must not be reused inside the loop when the
+    loop body stores to it (the sequential linalg kernels update scratch this way)."""
+    import numpy as np
+    from fxc.build import build
+    from fxc.lowering import te
+    from fxc.lowering.expr import Const, Var, as_expr
+    from fxc.lowering.loop_ir import Allocate, Buffer, For, Store, seq
+    from fxc.ops import registry
+    from fxc.relay_like.builder import Builder
+    from fxc.relay_like.graph import TensorType
+
+    def compute(x):
+        def lower(outs, ins):
+            acc, z, k = Buffer("acc", "float32", 1, "local"), as_expr(0), Var("k")
+            return Allocate(acc, seq(Store(acc, z, Const(0.0, "float32")), Store(outs[0], z, acc[z]),
+                                     For(k, 5, Store(acc, z, acc[z] + ins[0][k])), Store(outs[0], as_expr(1), acc[z])))
+        return te.extern([((2,), "float32")], [x], lower, "probe")[0]
+    registry.all_ops()
+    registry.register(registry.OpDef("_loop_probe", registry.Kind.OPAQUE, lambda t: [TensorType((2,), "float32")],
+                                     None, compute, {}, None, None, ("float32",)))
+    try:
+        b = Builder()
+        x = b.graph.input((5,), "float32")
+        b.graph.outputs = [b.graph.call("_loop_probe", [x])[0]]
+        np.testing.assert_array_equal(build(b.graph, target="llvm")(np.ones(5, np.float32)), [0, 5])
+    finally:
+        del registry._REGISTRY["_loop_probe"]

@@ -12,7 +12,7 @@ import struct
 from ..errors import LoweringError
 from ..lowering.expr import (Bin, Broadcast, Cast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, FLOATS,
                               STORAGE_FLOATS, lanes_of, scalar_of)
-from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
          "int8": "i8", "uint8": "i8", "bool": "i1", "float16": "half", "bfloat16": "i16"}   # bfloat16: raw bits
@@ -156,6 +156,9 @@ class FunctionWriter:
             end = self.expr(s.extent) if isinstance(s.extent, Expr) else str(s.extent)
         pre = self.block
         start = start if start is not None else str(s.start)
+        for st in walk_stmts(s.body):   # a load cached before the loop is stale from the 2nd iteration on
+            if isinstance(st, Store):      # if the body stores to its buffer
+                self.invalidate(st.buf)
         i, nxt = self.new("i"), self.new("inext")
         self.emit(f"br label %{head}")
         self.start_block(head)
