@@ -391,10 +391,8 @@ def _batch_norm_inference(b, x, weight, bias, mean, var, momentum, eps):
 def _layer_norm(b, x, normalized_shape, weight=None, bias=None, eps=1e-5):
     k = len(normalized_shape)
     axes = tuple(range(x.type.ndim - k, x.type.ndim))
-    mean = b.call("mean", [x], axes=axes, keepdim=True)
-    xc = b.call("sub", [x, mean])
-    var = b.call("mean", [b.call("mul", [xc, xc])], axes=axes, keepdim=True)
-    rstd = b.call("rsqrt", [b.call("add", [var, float(eps)])])
+    from .norm import _stats
+    mean, _, rstd, xc = _stats(b, x, axes, eps)
     out = b.call("mul", [xc, rstd])
     if weight is not None:
         out = b.call("mul", [out, weight])

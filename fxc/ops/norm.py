@@ -9,13 +9,13 @@ import math
 
 from ..errors import UnsupportedOpError
 from ..lowering.expr import is_float
+from .reduce import centre
 from .registry import register_aten
 
 
 def _stats(b, x, axes, eps):
     """mean and 1/sqrt(biased var + eps) over axes (kept), and the centred input."""
-    mean = b.call("mean", [x], axes=axes, keepdim=True)
-    xc = b.call("sub", [x, mean])
+    mean, xc = centre(b, x, axes)
     var = b.call("mean", [b.call("mul", [xc, xc])], axes=axes, keepdim=True)
     rstd = b.call("rsqrt", [b.call("add", [var, float(eps)])])
     return mean, var, rstd, xc

@@ -193,14 +193,22 @@ register_aten("aten.min.dim", _max_dim("amin", "argmin"))
 
 
 # -- var / std (composite) ------------------------------------------------------------------------------------------
+def centre(b, x, axes):
+    """(mean over `axes`, kept; x minus it), the mean corrected by the mean of the first residuals (the
+    corrected two-pass algorithm): a row of equal values gets exactly that value as its mean and exact zeros
+    as residuals (as eager's Welford moments do), where sum * (1/n) alone can be an ulp off."""
+    m0 = b.call("mean", [x], axes=axes, keepdim=True)
+    mean = b.call("add", [m0, b.call("mean", [b.call("sub", [x, m0])], axes=axes, keepdim=True)])
+    return mean, b.call("sub", [x, mean])
+
+
 def _var_mean(b, x, dim=None, correction=None, keepdim=False, unbiased=None):
     if not is_float(x.dtype):
         raise UnsupportedOpError("var of an integer tensor")
     corr = 1 if correction is None and unbiased in (None, True) else (0 if correction is None else correction)
     ax = norm_axes(_axes(dim), x.type.ndim)
     n = math.prod(x.shape[d] for d in ax)
-    mean = b.call("mean", [x], axes=ax, keepdim=True)
-    xc = b.call("sub", [x, mean])
+    mean, xc = centre(b, x, ax)
     ssq = b.call("sum", [b.call("mul", [xc, xc])], axes=ax, keepdim=keepdim)
     var = b.call("mul", [ssq, (1.0 / (n - corr)) if n - corr > 0 else math.inf])
     return var, (mean if keepdim else b.call("reshape", [mean], shape=_out_shape(x.shape, ax, False)))
