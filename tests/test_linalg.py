@@ -68,7 +68,8 @@ def test_vectors_fall_back_values_compile():
 
 
 def test_ldl_float64_like_lapack():
-    """Bunch-Kaufman pivots (2x2 blocks: negative) and info as LAPACK sytrf; float32 falls back (eager's rounding)."""
+    """Bunch-Kaufman pivots (2x2 blocks: negative) and info as LAPACK sytrf; float32 compiles too (computed in
+    float64: as close to the float64 answer as eager's float32, pivots equal)."""
     torch.manual_seed(3)
     for a in [torch.tensor([[0., 1, 2], [1, 0, 3], [2, 3, 0]]), torch.zeros(3, 3), torch.randn(3, 6, 6)]:
         a = (a + a.mT).double()
@@ -76,7 +77,14 @@ def test_ldl_float64_like_lapack():
         ld, piv, info = torch.linalg.ldl_factor_ex(a)
         if not info.any():
             _compare(lambda x, p, y: torch.linalg.ldl_solve(x, p, y), ld, piv, a[..., :2])
-    assert fxc_torch.explain(lambda x: torch.linalg.ldl_factor_ex(x), torch.eye(3)).fallback_ops
+    a = torch.randn(6, 6)
+    a = a + a.mT
+    f = lambda x: torch.linalg.ldl_factor_ex(x)
+    assert not fxc_torch.explain(f, a).fallback_ops
+    (ld, piv, info), (ld_e, piv_e, info_e) = torch.compile(f, backend="fxc")(a), f(a)
+    ld_64 = f(a.double())[0]
+    assert torch.equal(piv, piv_e) and torch.equal(info, info_e)
+    assert (ld.double() - ld_64).abs().max() <= max(2 * (ld_e.double() - ld_64).abs().max(), 1e-6)
 
 
 def test_batched_parallel():
