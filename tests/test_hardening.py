@@ -249,3 +249,14 @@ def test_integer_division_by_zero_raises_as_eager(fn, target):
         compiled(a, b)
     ok = torch.tensor([1, 2, 3, 1, 1, 1])          # the flag does not stick to the next call
     torch.testing.assert_close(compiled(a, ok), fn(a, ok))
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("src", [torch.float32, torch.float64])
+def test_out_of_range_float_to_int_casts_as_eager(dtype, src, target):
+    """NaN, inf and out-of-range floats convert as PyTorch does on x86 (truncate to int32, or int64; the
+    'integer indefinite' MIN when it does not fit; narrower types wrap), not saturated."""
+    x = torch.tensor([300.0, -1.0, -129.0, 200.7, -0.9, 1e10, -1e10, 3e9, 2.0 ** 31, -2.0 ** 31, 2.0 ** 63,
+                      float("nan"), float("inf"), -float("inf")], dtype=src)
+    f = lambda t: (t * 1.0).to(dtype)
+    torch.testing.assert_close(compiled(f, target)(x), f(x), rtol=0, atol=0)

@@ -516,14 +516,16 @@ class FunctionWriter:
             self.emit(f"{r} = fcmp une {tf} {x}, 0.0" if fr in FLOATS else f"{r} = icmp ne {tf} {x}, 0")
         elif fr in FLOATS and to in FLOATS:
             self.emit(f"{r} = {'fpext' if to == 'float64' else 'fptrunc'} {tf} {x} to {tt}")
-        elif fr in FLOATS and to == "int16":   # as x86 (and so PyTorch): to int32, INT_MIN out of range, wrap
-            i32 = self.call(f"llvm.fptosi.sat.i32.{_suffix(fr)}", "i32", [(tf, x)])
+        elif fr in FLOATS:      # as x86 (and so PyTorch): truncate to int32 (int64 for int64), NaN and out of
+            bits = 64 if to == "int64" else 32      # range give the "integer indefinite" MIN, narrower types wrap
+            wide = f"i{bits}"
+            iv = self.call(f"llvm.fptosi.sat.{wide}.{_suffix(fr)}", wide, [(tf, x)])
             a, ok, w = self.call(f"llvm.fabs.{_suffix(fr)}", tf, [(tf, x)]), self.new(), self.new()
-            self.emit(f"{ok} = fcmp olt {tf} {a}, {float_literal(2.0 ** 31, fr)}")
-            self.emit(f"{w} = select i1 {ok}, i32 {i32}, i32 -2147483648")
-            self.emit(f"{r} = trunc i32 {w} to i16")
-        elif fr in FLOATS:
-            return self.call(f"llvm.fpto{'u' if to in UNSIGNED else 's'}i.sat.{tt}.{_suffix(fr)}", tt, [(tf, x)])
+            self.emit(f"{ok} = fcmp olt {tf} {a}, {float_literal(2.0 ** (bits - 1), fr)}")
+            self.emit(f"{w} = select i1 {ok}, {wide} {iv}, {wide} {-2 ** (bits - 1)}")
+            if tt == wide:
+                return w
+            self.emit(f"{r} = trunc {wide} {w} to {tt}")
         elif to in FLOATS:
             self.emit(f"{r} = {'uitofp' if fr in UNSIGNED else 'sitofp'} {tf} {x} to {tt}")
         else:
