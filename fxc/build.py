@@ -12,7 +12,9 @@ from .lowering import te
 from .lowering.loop_ir import Buffer, format_kernel
 from .lowering.lower import lower_group
 from .ops.registry import get_op
+from .lowering.expr import ITEMSIZE
 from .relay_like.fuse_ops import fuse_ops
+from .relay_like.hoist import hoisted_values
 from .relay_like.pipeline import run_pipeline
 from .relay_like.plan_memory import plan_memory
 from .runtime.module import Module, TensorSpec
@@ -95,19 +97,19 @@ def _module_key(graph, target: str, options: dict) -> str:
 
 def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     graph = run_pipeline(graph, dbg, _log)
-    groups = fuse_ops(graph, enable=options.get("fuse", True))
-    # weight packing that reads only graph inputs/constants runs as a separate, cached prepack step;
-    # its results live after the planned workspace, untouched by the main plan
+    hoisted = hoisted_values(graph)
+    groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
+    # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack
+    # step; its results live after the planned workspace, untouched by the main plan
     out_ids = {v.id for v in graph.outputs}
-    prepack = [gr for gr in groups if gr.root.op in ("pack_lanes", "winograd_weight") and all(v.node is None for v in gr.inputs)
-               and not any(o.id in out_ids for o in gr.outputs)]
+    prepack = [gr for gr in groups if all(o.id in hoisted and o.id not in out_ids for o in gr.outputs)]
     main = [gr for gr in groups if all(gr is not p for p in prepack)]
     plan = plan_memory(main, graph.outputs)
     packed_offsets, end = {}, plan.workspace_bytes
     for gr in prepack:
         for v in gr.outputs:
             packed_offsets[v.id] = end
-            end += (v.type.numel * 4 + 63) // 64 * 64
+            end += (max(v.type.numel * ITEMSIZE[v.dtype], 1) + 63) // 64 * 64
     num_threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
     slots = {v.id: ("in", i) for i, v in enumerate(graph.inputs)}
     consts = graph.constants()

@@ -65,7 +65,7 @@ def graph_fingerprint(graph) -> str:
                 h.update(f"const {ids[v.id]} {v.type!r} ".encode() + hashlib.sha256(v.data.tobytes()).digest())
         return str(ids[v.id])
     for v in graph.inputs:
-        h.update(f"in {ref(v)} {v.type!r}\n".encode())
+        h.update(f"in {ref(v)} {v.type!r}{' weight' if v.id in graph.weights else ''}\n".encode())
     for n in graph.nodes:
         args = ",".join(ref(v) for v in n.inputs)
         outs = ",".join(f"{ref(o)}:{o.type!r}" for o in n.outputs)

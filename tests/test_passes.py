@@ -2,6 +2,7 @@
 import numpy as np
 
 from fxc.relay_like.builder import Builder
+from fxc.relay_like.graph import Graph
 from fxc.relay_like.fuse_ops import fuse_ops
 from fxc.relay_like.passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants,
                                    materialize_outputs, simplify)
@@ -99,3 +100,20 @@ def test_plan_memory_shares_dead_buffers():
     assert plan.total_bytes == 2 * 4096 + 2 * 4
     assert plan.workspace_bytes < plan.total_bytes
     assert plan.offsets[a.id] == plan.offsets[c.id]       # same storage, lifetimes do not overlap
+
+
+def test_hoisted_values_stop_at_activations_and_broadcasts():
+    """hoist.py: values computed from weights and constants only are hoisted; anything reading an
+    activation is not, nor a broadcast that would store a weight at activation size."""
+    from fxc.relay_like.hoist import hoisted_values
+    g = Graph()
+    x = g.input((4, 8), "float32", "x")
+    var = g.input((8,), "float32", "var")
+    g.weights.add(var.id)
+    inv = g.call1("rsqrt", [g.call1("add", [var, g.const(np.float32(1e-5))])])
+    big = g.call1("expand", [inv], size=(4, 8))
+    y = g.call1("mul", [x, inv])
+    g.outputs = [g.call1("add", [y, big])]
+    h = hoisted_values(g)
+    assert inv.id in h and inv.node.inputs[0].id in h
+    assert big.id not in h and y.id not in h and var.id not in h

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+import fxc
+
 from fxc.build import build
 from fxc.ops.registry import all_ops, get_op
 from fxc.relay_like.graph import Graph
@@ -250,3 +252,49 @@ def test_constant_weights_are_packed_at_compile_time():
     assert not any("pack_lanes" in k for k in m.kernels) and m.prepack_inputs == []
     ref = conv_ref(x, w, (1, 1), (1, 1), 1, 0).reshape(40, 100).T.astype(np.float64) @ b.T.astype(np.float64)
     assert_close_np(m(x), ref.astype(np.float32))
+
+
+class _ConvBN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = torch.nn.BatchNorm2d(16)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+def _conv_bn():
+    torch.manual_seed(0)
+    net = _ConvBN().eval()
+    net.bn.running_mean.uniform_(-1, 1)
+    net.bn.running_var.uniform_(0.5, 2)
+    net.bn.weight.data.uniform_(0.5, 1.5)
+    return net, torch.randn(1, 3, 9, 10)
+
+
+def test_weight_only_math_is_hoisted_into_prepack(monkeypatch):
+    """Batch-norm scale and shift computed from parameters/buffers run in the cached prepack step, so the
+    per-call kernels are those of a frozen model (conv + mul + add + relu) and no kernel reads a weight
+    twice; the results still follow in-place writes to the running statistics."""
+    calls = _count_prepacks(monkeypatch)
+    net, x = _conv_bn()
+    rec = fxc.explain(net, x)
+    main = [k.split(": ", 1)[1] for k in rec.kernels if "[prepack]" not in k]
+    assert any(k.startswith("conv2d_packed+mul+add+relu ") for k in main), rec.kernels
+    assert any("rsqrt" in k and "[prepack]" in k for k in rec.kernels), rec.kernels
+    frozen = fxc.explain(net, x, freeze=True)
+    assert not any("[prepack]" in k for k in frozen.kernels), frozen.kernels
+    assert main == [k.split(": ", 1)[1] for k in frozen.kernels]
+    calls.clear()
+    f = torch.compile(net, backend="fxc")
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 1
+        net.bn.running_var.mul_(4.0)                # a buffer written in place: the scale is recomputed
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 2
+        net.bn.bias.data = torch.randn(16)          # a new tensor behind the parameter: recomputed too
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 3

@@ -279,8 +279,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import create_op_support
 
-    if options.get("freeze") and is_forward:
-        _freeze_params(gm)
+    static = _static_placeholders(gm) if is_forward else set()
     support = _Support(_view_outputs(gm))
     partitioner = CapabilityBasedPartitioner(gm, create_op_support(support), allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
@@ -296,10 +295,13 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
         else:
             compiled_ops[str(node.target)] += 1
     fused = partitioner.fuse_partitions(partitions) if partitions else gm
+    calls = {n.target: n for n in fused.graph.nodes if n.op == "call_module"}
     subs = []
     for name, mod in list(fused.named_children()):
         if isinstance(mod, torch.fx.GraphModule):
-            sub = FxcSubgraph(mod, options, name)
+            args = calls[name].args if name in calls else ()
+            weights = {i for i, a in enumerate(args) if isinstance(a, torch.fx.Node) and a.name in static}
+            sub = FxcSubgraph(mod, options, name, weights)
             setattr(fused, name, sub)
             subs.append(sub)
     reasons = {str(n.target): r for n, r in support.reasons.items() if r not in _NOT_FALLBACK and n.op == "call_function"}
@@ -333,42 +335,41 @@ def _view_outputs(gm) -> set:
     return keep
 
 
-def _freeze_params(gm):
-    """options={'freeze': True}: parameters and buffers become constants (folded at compile time)."""
+def _static_placeholders(gm) -> set:
+    """Names of the placeholders that are parameters or buffers (AOT autograd's static inputs): fxc treats
+    them as weights, whose derived values are computed once per weight version (fxc/relay_like/hoist.py),
+    or as constants under options={'freeze': True}."""
     from torch._guards import TracingContext
     ctx = TracingContext.try_get()
-    params = getattr(ctx, "params_flat", None) if ctx is not None else None
-    if not params:
-        return
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    for k, (ph, p) in enumerate(zip(placeholders, params)):
-        if not isinstance(p, torch.Tensor):
-            continue
-        name = f"_fxc_frozen_{k}"
-        gm.register_buffer(name, p.detach())
-        with gm.graph.inserting_after(placeholders[-1]):
-            ga = gm.graph.get_attr(name)
-        ga.meta = dict(ph.meta)
-        ph.replace_all_uses_with(ga)
-    gm.graph.eliminate_dead_code()
-    gm.recompile()
+    idx = getattr(getattr(ctx, "fw_metadata", None), "static_input_indices", None) or ()
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    return {placeholders[i] for i in idx if i < len(placeholders)}
 
 
 class FxcSubgraph(torch.nn.Module):
     """One partition: converted to fxc's graph IR and compiled per concrete input signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: dict, name: str):
+    def __init__(self, gm: torch.fx.GraphModule, options: dict, name: str, weights: set = frozenset()):
         super().__init__()
         self.gm, self.options, self.name = gm, options, name
+        self.weights = weights          # positions of the arguments that are parameters or buffers
         self.cache: dict = {}
         self.eager_keys: set = set()
+        self._dynamic = None            # argument positions in the cache key (all but the weights)
+        self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
 
     def warm(self, parent, example_inputs):
         pass   # compiled lazily at the first call with real tensors (shapes may be symbolic here)
 
     def _key(self, args):
+        """Shapes, dtypes and devices of the arguments: what a compiled module is specialised on. Weights
+        are left out: Dynamo guards their shapes (parameters and buffers are static) and a changed weight
+        brings a new graph, so the per-call key covers only the activations and scalars."""
+        if self._dynamic is None:
+            self._dynamic = [i for i in range(len(args)) if i not in self.weights]
         key = []
-        for a in args:
+        for i in self._dynamic:
+            a = args[i]
             if isinstance(a, torch.Tensor):
                 key.append((tuple(a.shape), a.dtype, a.device.type))
             else:
@@ -396,25 +397,44 @@ class FxcSubgraph(torch.nn.Module):
         module, tensor_pos, out_struct = entry
         if module is None:
             return self.gm(*args)
-        ins = []
-        for i in tensor_pos:
-            t = args[i]
-            if t.device.type != "cpu":
-                return self.gm(*args)
-            if t.is_neg() or t.is_conj():   # lazy negation/conjugation views: the raw memory is not the value
-                t = t.resolve_neg().resolve_conj()
-            if t.is_complex():
-                t = torch.view_as_real(t)
-            ins.append(t if t.is_contiguous() else t.contiguous())
+        ins = self._inputs(key, tensor_pos, args)
+        if ins is None:
+            return self.gm(*args)
         outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
         with torch.no_grad():
             module.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], _prepack_token(module, ins))
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
+    def _inputs(self, key, tensor_pos, args):
+        """The tensors to hand the module (contiguous, real, resolved), or None to run eagerly. The weights'
+        are kept from the previous call while they are the same tensors at the same version and address."""
+        weights = [args[i] for i in tensor_pos if i in self.weights]
+        try:
+            stamp = [(w._version, w.data_ptr()) for w in weights]
+        except RuntimeError:            # inference tensors have no version counter: prepare them every call
+            stamp = None
+        held = self._held.get(key)
+        if stamp is not None and held is not None and held[1] == stamp and all(map(operator.is_, weights, held[0])):
+            ready = iter(held[2])
+        else:
+            prepared = [_prepare(w) for w in weights]
+            if any(t is None for t in prepared):
+                return None
+            if stamp is not None:
+                self._held[key] = (weights, stamp, prepared)
+            ready = iter(prepared)
+        ins = []
+        for i in tensor_pos:
+            t = next(ready) if i in self.weights else _prepare(args[i])
+            if t is None:
+                return None
+            ins.append(t)
+        return ins
+
     def compile(self, args):
         from ..build import build
-        graph, tensor_pos, out_struct, multi = to_graph(self.gm, args)
+        graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"))
         self._multi = multi
         module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile")})
         _record(lambda r: r.kernels.extend(module.kernels))
@@ -422,12 +442,23 @@ class FxcSubgraph(torch.nn.Module):
             module.print_profile_at_exit()
         if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/check.py)
             from ..check import CheckError, check_graph
-            fresh = to_graph(self.gm, args)[0]
+            fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"))[0]
             arrays = [args[i].detach().contiguous().numpy() for i in tensor_pos]
             report = check_graph(fresh, arrays, self.options.get("target", "llvm"))
             if not report.ok:
                 raise CheckError(f"subgraph {self.name}: {report}")
         return module, tensor_pos, out_struct
+
+
+def _prepare(t):
+    """A CPU tensor as the module reads it (contiguous, real [..., 2] for complex), or None (not on the CPU)."""
+    if t.device.type != "cpu":
+        return None
+    if t.is_neg() or t.is_conj():   # lazy negation/conjugation views: the raw memory is not the value
+        t = t.resolve_neg().resolve_conj()
+    if t.is_complex():
+        t = torch.view_as_real(t)
+    return t if t.is_contiguous() else t.contiguous()
 
 
 def _prepack_token(module, ins):
@@ -442,8 +473,10 @@ def _prepack_token(module, ins):
         return None
 
 
-def to_graph(gm: torch.fx.GraphModule, args):
-    """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments."""
+def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False):
+    """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments.
+    weights: positions of the arguments that are parameters/buffers; with `freeze` they become constants
+    (folded at compile time, later changes unseen), otherwise inputs marked in `Graph.weights`."""
     b = Builder()
     env: dict = {}
     tensor_pos = []
@@ -455,7 +488,17 @@ def to_graph(gm: torch.fx.GraphModule, args):
                 dt = TORCH_DTYPES.get(a.dtype)
                 if dt is None:
                     raise UnsupportedOpError(f"input dtype {a.dtype}")
+                if freeze and ph in weights and dt not in ("bfloat16", "float16"):
+                    t = a.detach()
+                    t = torch.view_as_real(t) if t.is_complex() else t    # a copy: later writes are not seen
+                    c = b.const(t.numpy().copy())
+                    env[node] = Complex(c) if a.is_complex() else c
+                    ph += 1
+                    continue
                 env[node] = _complex_input(b, a.shape, dt, node.name)
+                if ph in weights:
+                    v = env[node].v if isinstance(env[node], Complex) else env[node]
+                    b.graph.weights.add(v.id)
                 tensor_pos.append(ph)
             else:
                 env[node] = a

@@ -4,7 +4,9 @@
   when the consumer is elementwise/broadcast/injective or a reduction (prologue);
 - an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
   its group as an epilogue (bias, batch-norm, residual add, activation);
-- a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone.
+- a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone;
+- a value computed from weights only (`hoisted`, see hoist.py) is not fused into a consumer that reads
+  activations: it is computed once in the prepack step and read from memory, as a constant would be.
 Accepts a typed graph; returns Groups in topological order, each with one root node.
 """
 from __future__ import annotations
@@ -47,7 +49,7 @@ def _pads_depthwise(p, n) -> bool:
             and n.attrs.get("groups", 1) == p.inputs[0].shape[1] > 1)
 
 
-def fuse_ops(g, enable: bool = True) -> list:
+def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
     users = g.users()
     out_ids = {v.id for v in g.outputs}
     parent = {n: n for n in g.nodes}
@@ -76,6 +78,8 @@ def fuse_ops(g, enable: bool = True) -> list:
             for v in n.inputs:
                 p = v.node
                 if p is None or v.is_const or len(p.outputs) != 1 or v.id in out_ids:
+                    continue
+                if v.id in hoisted and n.outputs[0].id not in hoisted:
                     continue
                 if len(users.get(v.id, [])) != 1 or len({id(u) for u, _ in users[v.id]}) != 1:
                     continue

@@ -95,6 +95,7 @@ class Graph:
         self.inputs: list = list(inputs)
         self.outputs: list = list(outputs)
         self.nodes: list = list(nodes)
+        self.weights: set = set()       # ids of inputs that are weights (change rarely; see hoist.py)
 
     # -- building ----------------------------------------------------------------------------
     def input(self, shape, dtype: str, name: Optional[str] = None) -> Value:
@@ -148,7 +149,9 @@ class Graph:
         return out
 
     def copy(self) -> "Graph":
-        return Graph(self.inputs, self.outputs, self.nodes)
+        g = Graph(self.inputs, self.outputs, self.nodes)
+        g.weights = set(self.weights)
+        return g
 
     def __str__(self):
         lines = [f"graph({', '.join(f'{v!r}: {v.type!r}' for v in self.inputs)}):"]

@@ -51,7 +51,4 @@ class Workspace:
 
 
 def pointer_array(addresses) -> ctypes.Array:
-    arr = (ctypes.c_void_p * max(len(addresses), 1))()
-    for i, a in enumerate(addresses):
-        arr[i] = a
-    return arr
+    return (ctypes.c_void_p * max(len(addresses), 1))(*addresses)

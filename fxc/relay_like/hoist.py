@@ -1,0 +1,33 @@
+"""Which values depend only on weights: they are computed once, in the cached prepack step, not per call.
+
+A weight is a graph input that changes rarely (the parameters and buffers torch.compile lifts into the
+graph: `Graph.weights`). A node is hoisted when every input is a constant, a weight or a hoisted value,
+and its result is no bigger than its largest input (a broadcast of a bias to activation size stays
+inlined in its consumer instead of becoming a stored copy). Weight packing (pack_lanes, winograd_weight)
+of any graph input is hoisted as well, growth included: that is what the prepack step is for.
+
+The runtime redoes the prepack step when one of its graph inputs is another tensor or was written in
+place (module.run_pointers' token), so hoisting never changes results, only when they are computed.
+"""
+from __future__ import annotations
+
+PACK_OPS = ("pack_lanes", "winograd_weight")
+
+
+def hoisted_values(g) -> set:
+    """Ids of the values of `g` that are computed from weights and constants only."""
+    inputs = {v.id for v in g.inputs}
+    fixed = set(g.weights)
+
+    def ready(v):
+        return v.is_const or v.id in fixed
+
+    for n in g.nodes:
+        if not n.inputs or not all(ready(v) or (n.op in PACK_OPS and v.id in inputs) for v in n.inputs):
+            continue
+        if all(v.is_const for v in n.inputs) and n.op not in PACK_OPS:
+            continue        # fold_constants' business (or too big to fold: inlined where it is read)
+        biggest = max(v.type.numel for v in n.inputs)
+        if n.op in PACK_OPS or all(o.type.numel <= biggest for o in n.outputs):
+            fixed.update(o.id for o in n.outputs)
+    return fixed - inputs
