@@ -166,6 +166,18 @@ def compile_in_subprocess(peer: str, name: str, batch: int, args, cache_root: Pa
     return out
 
 
+def wait_until_idle(window: float = 0.005, limit: float = 0.25) -> None:
+    """Sleep until this process uses (almost) no CPU for one `window`: a runtime's worker threads that
+    keep spinning after its call returns (ONNX Runtime's spin for ~40 ms, OpenMP's for a few) must not
+    take cores from the next peer's timed call. Gives up after `limit` seconds."""
+    end = time.perf_counter() + limit
+    while True:
+        c0 = time.process_time()
+        time.sleep(window)
+        if time.process_time() - c0 < 0.1 * window or time.perf_counter() > end:
+            return
+
+
 def time_interleaved(runners: dict, results: dict, args) -> None:
     """Warm up each runner, then time one call per peer per round (rotating order) until --runs or --budget."""
     for name, r in list(runners.items()):
@@ -188,7 +200,7 @@ def time_interleaved(runners: dict, results: dict, args) -> None:
             ts = times[name]
             if sum(ts) > args.budget and len(ts) >= 5:
                 continue
-            time.sleep(0.005)            # let the previous peer's spinning worker threads go idle
+            wait_until_idle()
             try:
                 t0 = time.perf_counter()
                 runners[name].run()
@@ -377,7 +389,7 @@ def main(argv=None) -> int:
         "fxc_bf16": "fxc exposes no bf16 mode; no bf16 fxc column",
         "notes": [f"every peer pinned to {args.threads} threads (torch.set_num_threads, ORT intra_op_num_threads, "
                   f"OpenVINO INFERENCE_NUM_THREADS, TVM_NUM_THREADS, OMP_NUM_THREADS for MXNet, FXC_NUM_THREADS)",
-                  "peers timed round-robin in one process, order rotated each round, 5 ms idle gap between calls",
+                  "peers timed round-robin in one process, order rotated each round; each call starts once the process is idle (no thread of the previous peer still spinning)",
                   "time/fxc = peer median / fxc median (> 1: fxc faster); max|err| vs PyTorch eager fp32",
                   "compile: build + first call; cold s / warm s: in a fresh subprocess with an empty / the populated "
                   "FXC_CACHE_DIR or TORCHINDUCTOR_CACHE_DIR (peers without a persistent cache: cold only); "
