@@ -30,6 +30,18 @@ def _log(msg):
     print(msg, file=sys.stderr)
 
 
+def group_signature(gr) -> str:
+    """What group_kernel's code depends on: the ops, their attributes, wiring and types (not the values of
+    constants, which are read through pointers). Groups with equal signatures compile to the same kernel."""
+    ref = {v.id: f"in{k}:{v.type!r}" for k, v in enumerate(gr.inputs)}
+    parts = []
+    for j, n in enumerate(gr.nodes):
+        parts.append(f"{n.op}({','.join(ref[v.id] for v in n.inputs)}){sorted(n.attrs.items())!r}")
+        for k, o in enumerate(n.outputs):
+            ref[o.id] = f"n{j}.{k}:{o.type!r}"
+    return ";".join(parts) + " -> " + ",".join(ref[o.id] for o in gr.outputs)
+
+
 def group_kernel(gr, name: str, num_threads: int):
     """Tensor expressions for one fused group, lowered to a loop-IR Kernel."""
     tensors, in_bufs = {}, {}
@@ -117,18 +129,24 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
     slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
     slots.update({vid: ("work", off) for vid, off in packed_offsets.items()})
-    kernels, calls, pre_calls, lines = [], [], [], []
-    for i, gr in enumerate(prepack + main):
-        name = f"k{i}_{gr.root.op}"
-        k = group_kernel(gr, name, num_threads)
-        kernels.append(k)
-        (pre_calls if i < len(prepack) else calls).append(
-            (name, [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]))
-        lines.append(f"{name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
-        if dbg >= 3:
-            _log(format_kernel(k))
-    from .backends import llvm
     profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
+    kernels, calls, pre_calls, lines, flops = [], [], [], [], []
+    same: dict = {}         # group signature -> kernel: groups of the same shape share one (less to compile)
+    for i, gr in enumerate(prepack + main):
+        sig = None if profile else group_signature(gr)    # profiled: one kernel, one counter per call
+        k = same.get(sig)
+        if k is None:
+            k = group_kernel(gr, f"k{i}_{gr.root.op}", num_threads)
+            kernels.append(k)
+            if sig is not None:
+                same[sig] = k
+            if dbg >= 3:
+                _log(format_kernel(k))
+        (pre_calls if i < len(prepack) else calls).append(
+            (k.name, [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]))
+        lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
+        flops.append(k.flops)
+    from .backends import llvm
     ir = llvm.render(kernels, calls, pre_calls, profile=profile)
     if dbg >= 4:
         _log(ir)
@@ -141,4 +159,4 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
                   [c.data for c in consts], end, lines, plan.total_bytes, ir,
                   prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs if slots[v.id][0] == "in"}),
-                  plan=pre_calls + calls, kernel_flops=[k.flops for k in kernels], profiled=profile)
+                  plan=pre_calls + calls, kernel_flops=flops, profiled=profile)

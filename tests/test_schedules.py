@@ -298,3 +298,21 @@ def test_weight_only_math_is_hoisted_into_prepack(monkeypatch):
         net.bn.bias.data = torch.randn(16)          # a new tensor behind the parameter: recomputed too
         torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
         assert len(calls) == 3
+
+
+def test_groups_of_the_same_shape_share_one_kernel():
+    """Two 1x1 conv+bias+relu layers of equal shapes but different weights compile to one kernel called twice
+    (constants are read through pointers, so each call still uses its own weights)."""
+    x, w1, w2, b1, b2 = rand(1, 8, 9, 9), rand(8, 8, 1, 1), rand(8, 8, 1, 1), rand(8), rand(8)
+    g = Graph()
+    v = g.input(x.shape, "float32", "x")
+    for w, b in ((w1, b1), (w2, b2)):
+        y = g.call1("conv2d", [v, g.const(w)], stride=(1, 1), dilation=(1, 1), groups=1)
+        v = g.call1("relu", [g.call1("add", [y, g.const(b.reshape(1, 8, 1, 1))])])
+    g.outputs = [v]
+    m = build(g)
+    names = [k.split(":")[0] for k in m.kernels]
+    assert len(names) == 2 and names[0] == names[1], m.kernels
+    h = np.maximum(conv_ref(x, w1, (1, 1), (1, 1), 1, 0) + b1[:, None, None], 0)
+    ref = np.maximum(conv_ref(h, w2, (1, 1), (1, 1), 1, 0) + b2[:, None, None], 0)
+    assert_close_np(m(x), ref.reshape(m.outputs[0].shape))
