@@ -316,3 +316,28 @@ def test_groups_of_the_same_shape_share_one_kernel():
     h = np.maximum(conv_ref(x, w1, (1, 1), (1, 1), 1, 0) + b1[:, None, None], 0)
     ref = np.maximum(conv_ref(h, w2, (1, 1), (1, 1), 1, 0) + b2[:, None, None], 0)
     assert_close_np(m(x), ref.reshape(m.outputs[0].shape))
+
+
+def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monkeypatch, caplog):
+    """Weights made under inference_mode have no version counter: every call repacks (a write to them could
+    not be seen otherwise), the result follows such a write, and fxc says once why it is slower."""
+    from fxc.runtime import module as rt
+    calls, real = [], rt.Module.run_pointers
+
+    def spy(self, ins, outs, token=None):
+        if self.prepack_inputs and token is None:     # no token: run_pointers always runs the prepack step
+            calls.append(1)
+        real(self, ins, outs, token)
+    monkeypatch.setattr(rt.Module, "run_pointers", spy)
+    import fxc.capture.torch as capture
+    monkeypatch.setattr(capture, "_warned", set())       # said once per process: not yet in this test
+    with torch.inference_mode():
+        net, x = _conv_bn()
+        f = torch.compile(net, backend="fxc")
+        with caplog.at_level("WARNING", logger="fxc"):
+            for _ in range(2):
+                torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+            net.conv.weight.mul_(-1.0)              # no version bump on an inference tensor
+            torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+    assert len(calls) == 3
+    assert "inference tensors" in caplog.text

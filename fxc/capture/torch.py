@@ -414,6 +414,12 @@ class FxcSubgraph(torch.nn.Module):
             stamp = [(w._version, w.data_ptr()) for w in weights]
         except RuntimeError:            # inference tensors have no version counter: prepare them every call
             stamp = None
+            if "inference-tensor weights" not in _warned:
+                _warned.add("inference-tensor weights")
+                log.warning("fxc: the model's parameters are inference tensors (made under torch.inference_mode()), "
+                            "so fxc cannot tell when they change and redoes its weight packing on every call; "
+                            "create the model outside inference_mode, or pass options={'freeze': True} if the "
+                            "weights never change")
         held = self._held.get(key)
         if stamp is not None and held is not None and held[1] == stamp and all(map(operator.is_, weights, held[0])):
             ready = iter(held[2])
@@ -467,8 +473,9 @@ def _prepack_token(module, ins):
     idx = getattr(module, "prepack_inputs", None)
     if not idx:
         return None
+    objs = tuple(ins[i] for i in idx)
     try:
-        return tuple((ins[i], ins[i]._version) for i in idx)
+        return objs, tuple(t._version for t in objs)
     except RuntimeError:      # inference-mode tensors have no version counter: always repack
         return None
 

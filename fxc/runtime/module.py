@@ -2,6 +2,7 @@
 Framework-free (numpy and the target's device library only); framework wrappers live in fxc.capture."""
 from __future__ import annotations
 
+import operator
 import os
 from dataclasses import dataclass, field
 
@@ -28,9 +29,10 @@ def np_dtype(dtype: str):
 
 
 def _same_token(a, b) -> bool:
-    if a is None or b is None or a[0] != b[0] or len(a[1]) != len(b[1]):
+    """Tokens are (input addresses, objects, versions): equal addresses and versions, the very same objects."""
+    if a is None or b is None or a[0] != b[0] or a[1][1] != b[1][1] or len(a[1][0]) != len(b[1][0]):
         return False
-    return all(x[0] is y[0] and x[1:] == y[1:] for x, y in zip(a[1], b[1]))
+    return all(map(operator.is_, a[1][0], b[1][0]))
 
 
 @dataclass
@@ -84,7 +86,7 @@ class Module:
     def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None) -> None:
         """Run on raw addresses of contiguous buffers of the declared shapes/dtypes (no checks).
 
-        prepack_token: a tuple of (object, version) pairs naming the current contents of the inputs in
+        prepack_token: (objects, versions), two tuples naming the current contents of the inputs in
         `prepack_inputs` (e.g. each weight tensor and its version counter). When it matches the previous
         call's (same objects, same versions, same addresses), the packed weights in the workspace are
         reused; None always repacks."""
