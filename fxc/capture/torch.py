@@ -49,12 +49,16 @@ _recorders: list = []
 _lock = threading.Lock()
 
 
-def _warn_once(op: str, reason: str):
+def _say_once(key: str, message: str, *args):
     with _lock:
-        if op in _warned:
+        if key in _warned:
             return
-        _warned.add(op)
-    log.warning("fxc: %s is not supported (%s); it runs in eager PyTorch", op, reason)
+        _warned.add(key)
+    log.warning(message, *args)
+
+
+def _warn_once(op: str, reason: str):
+    _say_once(op, "fxc: %s is not supported (%s); it runs in eager PyTorch", op, reason)
 
 
 # -- explain ----------------------------------------------------------------------------------------
@@ -414,12 +418,10 @@ class FxcSubgraph(torch.nn.Module):
             stamp = [(w._version, w.data_ptr()) for w in weights]
         except RuntimeError:            # inference tensors have no version counter: prepare them every call
             stamp = None
-            if "inference-tensor weights" not in _warned:
-                _warned.add("inference-tensor weights")
-                log.warning("fxc: the model's parameters are inference tensors (made under torch.inference_mode()), "
-                            "so fxc cannot tell when they change and redoes its weight packing on every call; "
-                            "create the model outside inference_mode, or pass options={'freeze': True} if the "
-                            "weights never change")
+            _say_once("inference-tensor weights",
+                      "fxc: the model's parameters are inference tensors (made under torch.inference_mode()), so "
+                      "fxc cannot tell when they change and redoes its weight packing on every call; create the "
+                      "model outside inference_mode, or pass options={'freeze': True} if the weights never change")
         held = self._held.get(key)
         if stamp is not None and held is not None and held[1] == stamp and all(map(operator.is_, weights, held[0])):
             ready = iter(held[2])
@@ -480,6 +482,14 @@ def _prepack_token(module, ins):
         return None
 
 
+def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
+    """A CPU tensor as a graph constant (complex ones as their real [..., 2] view); `copy` detaches it from
+    the tensor's memory."""
+    a = (torch.view_as_real(t) if t.is_complex() else t).numpy()
+    c = b.const(a.copy() if copy else a)
+    return Complex(c) if t.is_complex() else c
+
+
 def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False):
     """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments.
     weights: positions of the arguments that are parameters/buffers; with `freeze` they become constants
@@ -496,10 +506,7 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False):
                 if dt is None:
                     raise UnsupportedOpError(f"input dtype {a.dtype}")
                 if freeze and ph in weights and dt not in ("bfloat16", "float16"):
-                    t = a.detach()
-                    t = torch.view_as_real(t) if t.is_complex() else t    # a copy: later writes are not seen
-                    c = b.const(t.numpy().copy())
-                    env[node] = Complex(c) if a.is_complex() else c
+                    env[node] = _tensor_const(b, a.detach(), copy=True)     # later writes are not seen
                     ph += 1
                     continue
                 env[node] = _complex_input(b, a.shape, dt, node.name)
@@ -512,7 +519,7 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False):
             ph += 1
         elif node.op == "get_attr":
             t = getattr(gm, node.target).detach().cpu()
-            env[node] = Complex(b.const(torch.view_as_real(t).numpy())) if t.is_complex() else b.const(t.numpy())
+            env[node] = _tensor_const(b, t)
         elif node.op == "call_function":
             a_ = torch.fx.node.map_arg(node.args, env.get)
             k_ = torch.fx.node.map_arg(node.kwargs, env.get)
