@@ -16,7 +16,7 @@ from .lowering.expr import ITEMSIZE
 from .relay_like.fuse_ops import fuse_ops
 from .relay_like.hoist import hoisted_values
 from .relay_like.pipeline import run_pipeline
-from .relay_like.plan_memory import plan_memory
+from .relay_like.plan_memory import plan_memory, reshape_views
 from .runtime.module import Module, TensorSpec
 
 TARGETS = ("llvm",)
@@ -116,7 +116,9 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     out_ids = {v.id for v in graph.outputs}
     prepack = [gr for gr in groups if all(o.id in hoisted and o.id not in out_ids for o in gr.outputs)]
     main = [gr for gr in groups if all(gr is not p for p in prepack)]
-    plan = plan_memory(main, graph.outputs)
+    views = reshape_views(main, out_ids)
+    main = [gr for gr in main if gr.outputs[0].id not in views]
+    plan = plan_memory(main, graph.outputs, views)
     packed_offsets, end = {}, plan.workspace_bytes
     for gr in prepack:
         for v in gr.outputs:
@@ -129,6 +131,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
     slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
     slots.update({vid: ("work", off) for vid, off in packed_offsets.items()})
+    slots.update({vid: slots[src.id] for vid, src in views.items()})
     profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
     kernels, calls, pre_calls, lines, flops = [], [], [], [], []
     same: dict = {}         # group signature -> kernel: groups of the same shape share one (less to compile)

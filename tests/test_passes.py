@@ -50,6 +50,32 @@ def test_simplify_removes_noops():
     assert ops(g) == ["relu"] and g.nodes[0].inputs[0] is x
 
 
+def test_simplify_runs_elementwise_ops_before_reshapes():
+    b = Builder()
+    x = b.graph.input((8, 6), "float32")
+    mask = b.graph.input((1, 1, 6), "float32")
+    r = b.call("reshape", [x], shape=(1, 8, 6))
+    y = b.call("add", [b.call("mul", [b.call("gelu", [r]), 2.0]), mask])    # scalar, then broadcast operand
+    b.graph.outputs = [b.call("reshape", [y], shape=(8, 6))]
+    g = eliminate_dead_code(simplify(b.graph))
+    # gelu, mul and add now run at x's shape; the mask loses its extra leading 1; both reshapes cancel
+    assert ops(g) == ["gelu", "mul", "reshape", "add"]
+    assert g.nodes[0].inputs[0] is x and g.outputs[0] is g.nodes[-1].outputs[0]
+    assert g.nodes[2].outputs[0].shape == (1, 6) and g.outputs[0].shape == (8, 6)
+
+
+def test_simplify_keeps_reshapes_that_must_stay():
+    b = Builder()
+    x = b.graph.input((8, 6), "float32")
+    other = b.graph.input((2, 6), "float32")
+    r = b.call("reshape", [x], shape=(4, 2, 6))          # not only leading 1s: only same-shape operands move
+    y = b.call("add", [r, b.call("reshape", [other], shape=(1, 2, 6))])
+    used_twice = b.call("reshape", [x], shape=(2, 4, 6))
+    b.graph.outputs = [y, b.call("exp", [used_twice]), used_twice]
+    g = simplify(b.graph)
+    assert ops(g) == ["reshape", "reshape", "add", "reshape", "exp"]
+
+
 def test_materialize_outputs_copies_inputs_and_duplicates():
     b = Builder()
     x = b.graph.input((2,), "float32")
@@ -100,6 +126,33 @@ def test_plan_memory_shares_dead_buffers():
     assert plan.total_bytes == 2 * 4096 + 2 * 4
     assert plan.workspace_bytes < plan.total_bytes
     assert plan.offsets[a.id] == plan.offsets[c.id]       # same storage, lifetimes do not overlap
+
+
+def test_reshape_groups_are_views_that_keep_their_source_alive():
+    from fxc.build import build
+    from fxc.relay_like.plan_memory import reshape_views
+    b = Builder()
+    x = b.graph.input((64, 32), "float32")
+    y = b.graph.input((32, 64), "float32")
+    a = b.call("exp", [x])
+    v = b.call("reshape", [a], shape=(32, 64))            # read twice: a group of its own, so a view of a
+    c = b.call("sin", [y])                               # could reuse a's storage if the view did not keep a alive
+    b.graph.outputs = [b.call("neg", [a]), b.call("add", [v, c]), b.call("mul", [v, c])]
+    groups = fuse_ops(b.graph)
+    views = reshape_views(groups, {o.id for o in b.graph.outputs})
+    assert {vid: src.id for vid, src in views.items()} == {v.id: a.id}
+    main = [gr for gr in groups if gr.outputs[0].id not in views]
+    plan = plan_memory(main, b.graph.outputs, views)
+    assert plan.offsets[a.id] != plan.offsets[c.id]
+    rng = np.random.default_rng(0)
+    xs, ys = rng.standard_normal((64, 32), "float32"), rng.standard_normal((32, 64), "float32")
+    module = build(b.graph)
+    assert not any(k.split(": ")[1].startswith("reshape ->") for k in module.kernels)
+    n, s, m = module(xs, ys)
+    ea, sy = np.exp(xs).reshape(32, 64), np.sin(ys)
+    np.testing.assert_allclose(n, -np.exp(xs), rtol=1e-6)
+    np.testing.assert_allclose(s, ea + sy, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(m, ea * sy, rtol=1e-5, atol=1e-5)
 
 
 def test_hoisted_values_stop_at_activations_and_broadcasts():

@@ -388,18 +388,4 @@ def _batch_norm_inference(b, x, weight, bias, mean, var, momentum, eps):
     return out, empty, empty
 
 
-def _layer_norm(b, x, normalized_shape, weight=None, bias=None, eps=1e-5):
-    k = len(normalized_shape)
-    axes = tuple(range(x.type.ndim - k, x.type.ndim))
-    from .norm import _stats
-    mean, _, rstd, xc = _stats(b, x, axes, eps)
-    out = b.call("mul", [xc, rstd])
-    if weight is not None:
-        out = b.call("mul", [out, weight])
-    if bias is not None:
-        out = b.call("add", [out, bias])
-    return out, mean, rstd
-
-
 register_aten("aten._native_batch_norm_legit_no_training.default", _batch_norm_inference)
-register_aten("aten.native_layer_norm.default", _layer_norm)

@@ -1,16 +1,22 @@
-"""Normalisation in training form, as compositions of registry ops: batch norm with batch statistics
-(`_native_batch_norm_legit_functional` updates the running statistics functionally, `.no_stats` is
-instance norm's form), and group norm (`native_group_norm`). Each returns what ATen returns: the
-output, the saved mean and inverse standard deviation (for the backward graph), and new running stats.
+"""Normalisation: batch norm with batch statistics (`_native_batch_norm_legit_functional` updates the running
+statistics functionally, `.no_stats` is instance norm's form) and group norm (`native_group_norm`) as compositions
+of registry ops; layer norm (`native_layer_norm`) as one `layer_norm` kernel per row. Each returns what ATen
+returns: the output, the saved mean and inverse standard deviation (for the backward graph), and new running stats.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..errors import UnsupportedOpError
-from ..lowering.expr import is_float
+from ..lowering import te
+from ..lowering.expr import Const, Var, as_expr, is_float, unary
+from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
+from ..relay_like.graph import TensorType
+from .common import rand
 from .reduce import centre
-from .registry import register_aten
+from .registry import Kind, OpDef, register, register_aten
 
 
 def _stats(b, x, axes, eps):
@@ -103,3 +109,101 @@ def _vector_norm(b, x, ord=2, dim=None, keepdim=False, dtype=None):
 
 
 register_aten("aten.linalg_vector_norm.default", _vector_norm)
+
+
+# -- layer norm: one kernel, four passes over each row ---------------------------------------------------------------------
+def _layer_norm_infer(types, ndims, eps, weight, bias):
+    x = types[0]
+    stat = TensorType(x.shape[:x.ndim - ndims] + (1,) * ndims, x.dtype)
+    return [x, stat, stat]
+
+
+def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
+    """Per row: the corrected two-pass mean (as `centre`), the biased variance of the residuals, then
+    (x - mean) * rstd * weight + bias; outputs (out, mean, rstd) as aten.native_layer_norm."""
+    n = math.prod(x.shape[x.ndim - ndims:])
+    rows = math.prod(x.shape[:x.ndim - ndims])
+    dt = x.dtype
+
+    def lower(outs, ins):
+        out, mean_b, rstd_b = outs
+        xb = ins[0]
+        wb = ins[1] if weight else None
+        bb = ins[1 + bool(weight)] if bias else None
+        r, k = Var("r"), Var("k")
+        sums = [Buffer(f"lnsum{i}", dt, 1, "local") for i in range(3)]    # one per pass: a load is one value
+        z = as_expr(0)
+        xk = xb[r * n + k]
+        m0, mean, rstd = Var("m0", dt), Var("mean", dt), Var("rstd", dt)
+
+        def total(s, f):
+            return seq(Store(s, z, Const(0.0, dt)), For(k, n, Store(s, z, s[z] + f), "vectorize"))
+
+        y = (xk - mean) * rstd
+        if wb is not None:
+            y = y * wb[k]
+        if bb is not None:
+            y = y + bb[k]
+        inv = 1.0 / n
+        s0, s1, s2 = sums
+        body = seq(
+            total(s0, xk),
+            LetStmt(m0, s0[z] * inv, seq(
+                total(s1, xk - m0),
+                LetStmt(mean, m0 + s1[z] * inv, seq(
+                    total(s2, (xk - mean) * (xk - mean)),
+                    LetStmt(rstd, 1.0 / unary("sqrt", s2[z] * inv + float(eps)), seq(
+                        Store(mean_b, r, mean), Store(rstd_b, r, rstd),
+                        For(k, n, Store(out, r * n + k, y), "vectorize"))))))))
+        kind = "parallel" if rows > 1 and rows * n >= 1 << 14 else "serial"
+        for s in sums:
+            body = Allocate(s, body)
+        return For(r, rows, body, kind)
+
+    stat = x.shape[:x.ndim - ndims] + (1,) * ndims
+    return tuple(te.extern([(x.shape, dt), (stat, dt), (stat, dt)], [x, *affine], lower, "layer_norm"))
+
+
+def _layer_norm_ref(x, *affine, ndims, eps, weight, bias):
+    axes = tuple(range(x.ndim - ndims, x.ndim))
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=axes, keepdims=True)
+    rstd = 1.0 / np.sqrt(((x64 - mean) ** 2).mean(axis=axes, keepdims=True) + eps)
+    y = (x64 - mean) * rstd
+    if weight:
+        y = y * affine[0].astype(np.float64)
+    if bias:
+        y = y + affine[-1].astype(np.float64)
+    return y.astype(x.dtype), mean.astype(x.dtype), rstd.astype(x.dtype)
+
+
+def layer_norm(b, x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """aten.native_layer_norm as one `layer_norm` kernel (float32/float64 with matching affine dtypes), else as a
+    composition of registry ops."""
+    k = len(normalized_shape)
+    affine = [v for v in (weight, bias) if v is not None]
+    if x.dtype in ("float32", "float64") and all(getattr(v, "dtype", None) == x.dtype for v in affine):
+        return b.call("layer_norm", [x, *affine], ndims=k, eps=float(eps), weight=weight is not None,
+                      bias=bias is not None)
+    axes = tuple(range(x.type.ndim - k, x.type.ndim))
+    mean, _, rstd, xc = _stats(b, x, axes, eps)
+    out = b.call("mul", [xc, rstd])
+    if weight is not None:
+        out = b.call("mul", [out, weight])
+    if bias is not None:
+        out = b.call("add", [out, bias])
+    return out, mean, rstd
+
+
+def _layer_norm_samples(rng):
+    x = rand(rng, (3, 5, 40))
+    return [([x, rand(rng, (40,)), rand(rng, (40,))], {"ndims": 1, "eps": 1e-5, "weight": True, "bias": True}),
+            ([x], {"ndims": 2, "eps": 1e-3, "weight": False, "bias": False}),
+            ([rand(rng, (7, 16)) + 3.0, rand(rng, (16,))], {"ndims": 1, "eps": 1e-5, "weight": True, "bias": False}),
+            ([np.full((2, 33), 0.1, "float32"), rand(rng, (33,))], {"ndims": 1, "eps": 1e-5, "weight": False, "bias": True})]
+
+
+register(OpDef("layer_norm", Kind.OPAQUE, _layer_norm_infer, _layer_norm_ref, _layer_norm_compute, {}, None,
+               _layer_norm_samples, ("float32", "float64"),
+               doc="Layer norm over the trailing `ndims` axes with optional weight/bias: (out, mean, rstd)."))
+register_aten("aten.native_layer_norm.default", layer_norm)

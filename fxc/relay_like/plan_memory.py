@@ -1,4 +1,5 @@
-"""Static memory planning: intermediate buffers whose lifetimes do not overlap share storage.
+"""Static memory planning: intermediate buffers whose lifetimes do not overlap share storage, and a reshape
+that is a kernel of its own is no kernel at all: its output is a view of its input's storage.
 
 Accepts fused groups (in execution order) and the graph's outputs; returns byte offsets into one
 workspace for every intermediate Value, the workspace size, and the sum of all intermediate sizes."""
@@ -18,7 +19,21 @@ class MemoryPlan:
     total_bytes: int       # what it would take without sharing
 
 
-def plan_memory(groups: list, graph_outputs: list) -> MemoryPlan:
+def reshape_views(groups: list, out_ids: set) -> dict:
+    """Value id -> the Value whose storage it reads, for every group that is only a reshape (buffers are
+    contiguous, so a reshape copies nothing) and not a graph output (outputs are the caller's own buffers)."""
+    views = {}
+    for gr in groups:
+        out = gr.outputs[0]
+        if len(gr.nodes) == 1 and gr.root.op == "reshape" and out.id not in out_ids:
+            src = gr.root.inputs[0]
+            views[out.id] = views.get(src.id, src)
+    return views
+
+
+def plan_memory(groups: list, graph_outputs: list, views: dict | None = None) -> MemoryPlan:
+    """views: Value id -> Value whose storage it shares (reshape_views); a read of a view keeps its source live."""
+    views = views or {}
     out_ids = {v.id for v in graph_outputs}
     first, last, size = {}, {}, {}
     for i, gr in enumerate(groups):
@@ -28,6 +43,7 @@ def plan_memory(groups: list, graph_outputs: list) -> MemoryPlan:
                 last[v.id] = i
                 size[v.id] = max(v.type.numel * ITEMSIZE[v.dtype], 1)
         for v in gr.inputs:
+            v = views.get(v.id, v)
             if v.id in first:
                 last[v.id] = i
     placed = []   # (offset, end, first, last)
