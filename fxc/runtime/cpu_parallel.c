@@ -7,7 +7,12 @@
    Workers spin between jobs for at most SPIN_NS (kernels follow each other closely; a bounded spin leaves
    the cores to PyTorch's own threads soon after a compiled graph returns), then sleep on a condvar; the
    caller wakes them (a futex syscall) only when one is actually asleep.
+   A woken worker can land on the caller's own CPU (Linux places a wakee near its waker, and an idle CPU of
+   a virtual machine may not pull it back for milliseconds): the two then share one core and every kernel
+   runs at half speed. A worker that finds itself on the caller's CPU when it takes a job therefore moves
+   off it (its affinity becomes the CPUs it was allowed minus that one).
    Concurrent callers (several Python or C threads) do not share the pool: a second one runs serially. */
+#define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,7 +32,8 @@ static int started = 0;                      /* workers created (guarded by mu) 
 static int sleepers = 0;                     /* workers waiting on `wake` (guarded by mu) */
 static atomic_flag busy = ATOMIC_FLAG_INIT;  /* a caller owns the pool */
 
-static struct { fxc_body fn; void **args; int64_t n, nchunks; uint32_t gen; } job;   /* guarded by mu */
+static struct { fxc_body fn; void **args; int64_t n, nchunks; uint32_t gen; int cpu; } job;   /* guarded by mu */
+static cpu_set_t allowed;                    /* the CPUs the first caller could run on */
 static _Atomic uint64_t next_chunk;          /* gen << 32 | next chunk index */
 static _Atomic int64_t done_chunks;
 static _Atomic uint32_t published_gen;
@@ -65,6 +71,13 @@ static void run_chunks(fxc_body fn, void **args, int64_t n, int64_t nchunks, uin
     }
 }
 
+static void move_off(int cpu) {               /* leave `cpu` (the caller's) if another CPU is allowed */
+    cpu_set_t set = allowed;
+    if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &set)) return;
+    CPU_CLR(cpu, &set);
+    if (CPU_COUNT(&set) > 0) sched_setaffinity(0, sizeof set, &set);
+}
+
 static void *worker(void *unused) {
     (void)unused;
     uint32_t seen = 0;
@@ -84,7 +97,9 @@ static void *worker(void *unused) {
         void **args = job.args;
         int64_t n = job.n, nchunks = job.nchunks;
         seen = job.gen;
+        int caller_cpu = job.cpu;
         pthread_mutex_unlock(&mu);
+        if (sched_getcpu() == caller_cpu) move_off(caller_cpu);
         run_chunks(fn, args, n, nchunks, seen);
     }
     return NULL;
@@ -104,6 +119,7 @@ static int start_workers(int nt) {            /* called with mu held; returns wo
     if (!started) {
         pthread_atfork(NULL, NULL, reset_after_fork);
         started = 1;
+        if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) CPU_ZERO(&allowed);
         for (int i = 1; i < nt && i < MAX_THREADS; i++) {
             pthread_t t;
             pthread_attr_t a;
@@ -130,7 +146,7 @@ void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     }
     uint32_t gen = job.gen + 1;
     if (gen == 0) gen = 1;
-    job.fn = fn; job.args = args; job.n = n; job.nchunks = nchunks;
+    job.fn = fn; job.args = args; job.n = n; job.nchunks = nchunks; job.cpu = sched_getcpu();
     atomic_store(&done_chunks, 0);
     atomic_store(&next_chunk, (uint64_t)gen << 32);
     job.gen = gen;
