@@ -149,7 +149,7 @@ def unpack_ref(xp, axis, block_pos, n):
     return np.take(x, np.arange(n), axis=axis)
 
 
-register(OpDef("pack_lanes", Kind.OPAQUE, _pack_infer, _pack_ref, _pack, {}, None,
+register(OpDef("pack_lanes", Kind.INJECTIVE, _pack_infer, _pack_ref, _pack, {}, None,
                lambda rng: [([rand(rng, (5, 3, 2))], {"axis": 0, "block_pos": 0, "blocks": 1, "lanes": 16}),
                             ([rand(rng, (2, 7, 20))], {"axis": 2, "block_pos": 1, "blocks": 2, "lanes": 16}),
                             ([rand(rng, (20, 7))], {"axis": 0, "block_pos": 0, "blocks": 4, "lanes": 16})],
