@@ -8,7 +8,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..lowering.loop_ir import For, Store, seq
 from ..relay_like.graph import TensorType
 from .common import norm_axis, rand
 from .registry import Kind, OpDef, register, register_aten
@@ -183,14 +184,50 @@ def _window(x, i, r, stride, padding, dilation):
 
 
 def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    """One output row per parallel step: the columns whose windows stay inside the input row range are one
+    vector loop (strided loads, no bounds checks); the few border columns check every tap."""
     shape = _pool_infer([x], kernel, stride, padding, dilation, ceil_mode)[0].shape
-    r = [te.reduce_axis(kernel[0], "kh"), te.reduce_axis(kernel[1], "kw")]
+    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    H, W = x.shape[-2:]
+    OH, OW = shape[-2:]
+    planes = math.prod(x.shape[:-2])
     lo = Const(-math.inf, x.dtype) if is_float(x.dtype) else te.reduce_init("max", x.dtype)
+    offs = [kw * dw - pw for kw in range(KW)]
+    first = max(-(off // sw) for off in offs)                     # columns [first, last]: every tap in the row
+    last = min(OW - 1, min((W - 1 - off) // sw for off in offs))
 
-    def body(*i):
-        _, _, ok, v = _window(x, i, r, stride, padding, dilation)
-        return te.max_(select(ok, v, lo), r)
-    return te.compute(shape, body, "max_pool2d")
+    def lower(outs, ins):
+        out, xb = outs[0], ins[0]
+        p, j = Var("p"), Var("j")
+        plane, oh = binary("idiv", p, OH), binary("imod", p, OH)
+        rows = [(oh * sh - ph + kh * dh) for kh in range(KH)]
+        inside = [binary("and", compare("ge", h, as_expr(0)), compare("lt", h, as_expr(H))) for h in rows]
+        base = [plane * (H * W) + minimum(maximum(h, as_expr(0)), as_expr(H - 1)) * W for h in rows]
+
+        def window(ow, checked):
+            v = lo
+            for kh in range(KH):
+                for off in offs:
+                    w = ow * sw + off
+                    ok = inside[kh]
+                    if checked:
+                        ok = binary("and", ok, binary("and", compare("ge", w, as_expr(0)), compare("lt", w, as_expr(W))))
+                        w = minimum(maximum(w, as_expr(0)), as_expr(W - 1))
+                    v = maximum(v, select(ok, xb[base[kh] + w], lo))
+            return v
+        row = p * OW
+        stmts = []
+        n, vec = last - first + 1, 16
+        if n > 0:       # whole vectors, then one last vector overlapping them (stores are idempotent) for the rest
+            for start, count in ((first, n if n < vec else n // vec * vec), (last + 1 - vec, vec if n > vec and n % vec else 0)):
+                if count:
+                    stmts.append(For(j, count, Store(out, row + start + j, window(j + start, False)), "vectorize"))
+        for start, count in ((0, min(first, OW)), (max(last + 1, first, 0), OW - max(last + 1, first, 0))):
+            if count > 0:
+                stmts.append(For(j, count, Store(out, row + start + j, window(j + start, True))))
+        work = planes * OH * OW * KH * KW
+        return For(p, planes * OH, seq(*stmts), "parallel" if work >= 1 << 15 and planes * OH > 1 else "serial")
+    return te.extern([(shape, x.dtype)], [x], lower, "max_pool2d")[0]
 
 
 def _max_pool_indices(x, vals, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
@@ -242,10 +279,14 @@ def _max_pool_aten(b, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mod
 
 _pool_samples = lambda rng: [([rand(rng, (1, 2, 9, 9))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
                              ([rand(rng, (2, 3, 8, 7))], {"kernel": (2, 2), "stride": (2, 2), "ceil_mode": True})]
-register(OpDef("max_pool2d", Kind.REDUCTION, _pool_infer, _max_pool_ref, _max_pool,
+register(OpDef("max_pool2d", Kind.OPAQUE, _pool_infer, _max_pool_ref, _max_pool,
                {"aten.max_pool2d_with_indices.default": _max_pool_aten,
                 "aten.max_pool2d.default": lambda b, x, *a, **k: _max_pool_aten(b, x, *a, **k)[0]},
-               None, _pool_samples, ("float32", "float64", "int32", "int64")))
+               None, lambda rng: _pool_samples(rng) + [   # rows wide enough for whole and overlapping vectors
+                   ([rand(rng, (1, 2, 5, 70))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
+                   ([rand(rng, (1, 1, 7, 53))], {"kernel": (3, 2), "stride": (1, 3), "padding": (1, 1), "dilation": (2, 2),
+                                                 "ceil_mode": True})],
+               ("float32", "float64", "int32", "int64")))
 register(OpDef("max_pool2d_indices", Kind.REDUCTION, lambda t, **a: [TensorType(_pool_infer(t[:1], **a)[0].shape, "int64")],
                _max_pool_indices_ref, _max_pool_indices, {}, None,
                lambda rng: [([x := rand(rng, (1, 2, 9, 9)), _max_pool_ref(x, (3, 3), (2, 2), (1, 1))],
