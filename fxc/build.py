@@ -63,9 +63,11 @@ def build(graph, target: str = "llvm", **options) -> Module:
     """Compile a graph for `target`; returns a runtime Module (numpy/pointer callable).
 
     Options: debug (level, or FXC_DEBUG), fuse (default True), profile (or FXC_PROFILE=1: time every
-    kernel call; `Module.profile()` returns the per-kernel table)."""
+    kernel call; `Module.profile()` returns the per-kernel table), precision ("fp32", default; "bf16": convs and
+    matmuls over weights take bfloat16 operands and accumulate in float32, on CPUs with AVX-512 BF16)."""
     if target not in TARGETS:
         raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+    check_precision(options.get("precision", "fp32"))
     dbg = debug_level(options)
     t0 = time.perf_counter()
     key = _module_key(graph, target, options) if _cacheable(dbg) else None
@@ -84,6 +86,18 @@ def build(graph, target: str = "llvm", **options) -> Module:
         except OSError as e:            # a read-only or full cache only costs the next process time
             _log(f"[fxc] warning: could not cache the module: {e}")
     return module
+
+
+def check_precision(precision: str):
+    """A known precision the host CPU can run (bf16 needs AVX-512 BF16: vdpbf16ps)."""
+    from .relay_like.pipeline import PRECISIONS
+    if precision not in PRECISIONS:
+        raise TargetError(f"unknown precision {precision!r}; valid: {', '.join(map(repr, PRECISIONS))}")
+    if precision == "bf16":
+        from .backends.llvm import target_machine
+        if "+avx512bf16" not in target_machine()[3].split(","):
+            raise TargetError(f"precision='bf16' needs a CPU with AVX-512 BF16 (vdpbf16ps); this one "
+                              f"({target_machine()[2]}) lacks it: use precision='fp32'")
 
 
 def _cacheable(dbg: int) -> bool:
@@ -108,7 +122,7 @@ def _module_key(graph, target: str, options: dict) -> str:
 
 
 def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
-    graph = run_pipeline(graph, dbg, _log)
+    graph = run_pipeline(graph, dbg, _log, options.get("precision", "fp32"))
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack

@@ -10,8 +10,8 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import (Bin, Broadcast, Cast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, FLOATS,
-                              STORAGE_FLOATS, lanes_of, scalar_of)
+from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, Load, PackBf16, Select,
+                              Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, lanes_of, scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
@@ -258,6 +258,8 @@ class FunctionWriter:
         if isinstance(e, Fma):
             t = lty(e.dtype)
             return self.call(f"llvm.fma.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
+        if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
+            return self.bf16(e)
         if isinstance(e, Lane):
             r = self.new()
             self.emit(f"{r} = extractelement {lty(e.args[0].dtype)} {self.expr(e.args[0])}, i64 {self.expr(e.args[1])}")
@@ -274,6 +276,50 @@ class FunctionWriter:
             self.emit(f"{r} = select {lty(e.args[0].dtype)} {c}, {lty(e.dtype)} {a}, {lty(e.dtype)} {b}")
             return r
         raise LoweringError(f"cannot render expression {e!r}")
+
+    def bf16(self, e: Expr) -> str:
+        """bf16x2 words (int32 holding two bfloat16): pack two float32 values, read one half, or the AVX-512 BF16
+        dot product acc + a.lo * b.lo + a.hi * b.hi (vdpbf16ps)."""
+        n = lanes_of(e.dtype)
+        wt = lty(vec("int32", n))
+        bt = f"<{2 * n} x bfloat>"
+        if isinstance(e, DotBf16) and not self.m.avx512bf16:     # no vdpbf16ps: the same sum by two FMAs
+            acc, a, b = e.args
+            return self.expr(Fma(Bf16Half(a, 1), Bf16Half(b, 1), Fma(Bf16Half(a, 0), Bf16Half(b, 0), acc)))
+        if isinstance(e, DotBf16):
+            acc, a, b = (self.expr(x) for x in e.args)
+            ab, bb = self.new(), self.new()
+            self.emit(f"{ab} = bitcast {wt} {a} to {bt}")
+            self.emit(f"{bb} = bitcast {wt} {b} to {bt}")
+            ft = lty(e.dtype)
+            return self.call(f"llvm.x86.avx512bf16.dpbf16ps.{32 * n}", ft, [(ft, acc), (bt, ab), (bt, bb)])
+        if isinstance(e, Bf16Half):
+            w, k = self.expr(e.args[0]), e.args[1]
+            bits, r = self.new(), self.new()
+            mask = "-65536" if n == 1 else "<" + ", ".join(["i32 -65536"] * n) + ">"
+            sh = "16" if n == 1 else "<" + ", ".join(["i32 16"] * n) + ">"
+            self.emit(f"{bits} = shl {wt} {w}, {sh}" if k == 0 else f"{bits} = and {wt} {w}, {mask}")
+            self.emit(f"{r} = bitcast {wt} {bits} to {lty(e.dtype)}")
+            return r
+        lo, hi = (self.expr(x) for x in e.args)
+        if n == 1:      # scalar: the storage rounding, then the two halves joined
+            parts = []
+            for x in (self.narrow_storage("bfloat16", lo), self.narrow_storage("bfloat16", hi)):
+                z = self.new()
+                self.emit(f"{z} = zext i16 {x} to i32")
+                parts.append(z)
+            s, r = self.new(), self.new()
+            self.emit(f"{s} = shl i32 {parts[1]}, 16")
+            self.emit(f"{r} = or i32 {parts[0]}, {s}")
+            return r
+        ft, ht = lty(e.args[0].dtype), f"<{n} x bfloat>"
+        l, h, j, r = self.new(), self.new(), self.new(), self.new()
+        self.emit(f"{l} = fptrunc {ft} {lo} to {ht}")        # round to nearest even (vcvtneps2bf16)
+        self.emit(f"{h} = fptrunc {ft} {hi} to {ht}")
+        picks = ", ".join(f"i32 {k // 2 + (n if k % 2 else 0)}" for k in range(2 * n))
+        self.emit(f"{j} = shufflevector {ht} {l}, {ht} {h}, <{2 * n} x i32> <{picks}>")
+        self.emit(f"{r} = bitcast {bt} {j} to {wt}")
+        return r
 
     def vec_load(self, e: VecLoad) -> str:
         buf, idx, n, stride = e.args
@@ -682,6 +728,12 @@ class ModuleWriter:
         self.md: list = ["!0 = !{}"]
         self.loop_mds: dict = {}
         self._n = 0
+
+    @property
+    def avx512bf16(self) -> bool:
+        """Capability flag: the host CPU has AVX-512 BF16 (vdpbf16ps)."""
+        from .llvm import target_machine
+        return "+avx512bf16" in target_machine()[3].split(",")
 
     def counter(self) -> int:
         self._n += 1

@@ -35,7 +35,7 @@ TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64:
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
 SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16",
                     "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors inside (fxc/ops/complex.py)
-OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile"}
+OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
 _SCALAR_FNS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
@@ -121,6 +121,8 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     if options.get("target", "llvm") not in TARGETS:
         from ..errors import TargetError
         raise TargetError(f"unknown target {options['target']!r}; available: {', '.join(TARGETS)}")
+    from ..build import check_precision
+    check_precision(options.get("precision", "fp32"))
 
     def fw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=True)
@@ -444,7 +446,7 @@ class FxcSubgraph(torch.nn.Module):
         from ..build import build
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"))
         self._multi = multi
-        module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile")})
+        module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
         _record(lambda r: r.kernels.extend(module.kernels))
         if self.options.get("profile"):     # torch.compile(..., options={"profile": True}): table at exit
             module.print_profile_at_exit()

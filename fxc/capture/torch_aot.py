@@ -20,7 +20,7 @@ from ..errors import FxcError, InputError, TargetError, UnsupportedOpError
 from ..runtime.module import TensorSpec
 from .torch import _Support, to_graph
 
-BUILD_OPTIONS = {"debug", "fuse", "profile"}
+BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
 
 
 class CompiledModel:

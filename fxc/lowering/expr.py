@@ -279,6 +279,67 @@ class Lane(Expr):
         return f"{self.args[0]}.{self.args[1]}"
 
 
+class PackBf16(Expr):
+    """Two float32 values (or vectors) rounded to bfloat16 (nearest even) in one int32 word ("bf16x2"):
+    bits(bf16(lo)) | bits(bf16(hi)) << 16, the operand layout of AVX-512 BF16's vdpbf16ps."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(lo, hi):
+        assert lo.dtype == hi.dtype and scalar_of(lo.dtype) == "float32", (lo.dtype, hi.dtype)
+        return (lo, hi)
+
+    def _infer_dtype(self):
+        return vec("int32", lanes_of(self.args[0].dtype))
+
+    def __repr__(self):
+        return f"bf16x2({self.args[0]}, {self.args[1]})"
+
+
+class Bf16Half(Expr):
+    """The bfloat16 in half k (0: low, 1: high) of a bf16x2 word (or vector of words), as float32 (exact)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(word, k):
+        assert scalar_of(word.dtype) == "int32" and k in (0, 1), (word.dtype, k)
+        return (word, int(k))
+
+    def _infer_dtype(self):
+        return vec("float32", lanes_of(self.args[0].dtype))
+
+    def __repr__(self):
+        return f"bf16_half({self.args[0]}, {self.args[1]})"
+
+
+class DotBf16(Expr):
+    """acc + a.lo * b.lo + a.hi * b.hi per lane, over bf16x2 word vectors a and b (AVX-512 BF16 vdpbf16ps;
+    products exact in float32, accumulated in float32)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(acc, a, b):
+        n = lanes_of(acc.dtype)
+        assert acc.dtype == vec("float32", n) and a.dtype == b.dtype == vec("int32", n), (acc.dtype, a.dtype, b.dtype)
+        return (acc, a, b)
+
+    def _infer_dtype(self):
+        return self.args[0].dtype
+
+    def __repr__(self):
+        return f"dot_bf16({self.args[0]}, {self.args[1]}, {self.args[2]})"
+
+
+def dot_bf16(acc: Expr, a: Expr, b: Expr) -> Expr:
+    """acc + a.lo * b.lo + a.hi * b.hi: vdpbf16ps for 4, 8 or 16 lanes, two fmas over the halves otherwise."""
+    if lanes_of(acc.dtype) in (4, 8, 16):
+        return DotBf16(acc, a, b)
+    return Fma(Bf16Half(a, 1), Bf16Half(b, 1), Fma(Bf16Half(a, 0), Bf16Half(b, 0), acc))
+
+
 def const(value, dtype: str) -> Const:
     return Const(value, dtype)
 

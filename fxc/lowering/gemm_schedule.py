@@ -10,6 +10,8 @@ tile is stored: vectorized along the lanes when the output is contiguous there, 
   parallel over (batch, channel-block group, output row).
 - matmul_packed: rows = m, lanes = n; parallel over (batch, column-block group).
 - depthwise conv2d (groups == channels): lanes = output columns; one accumulator vector per 16 columns.
+bf16 forms (compute attrs bf16=True, ops/bf16.py): the same tiles over bf16x2 int32 words, one word (two
+reduction steps) per step, accumulated by vdpbf16ps (`dot_bf16`) instead of an FMA.
 Accepts the reduction Tensor (its `attrs` say which op it is) and the group's epilogue expression.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import math
 
 from .expr import (Bin, Broadcast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, as_expr,
-                   binary, lanes_of, rebuild, scalar_of, substitute, vec, walk)
+                   binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
 
@@ -124,8 +126,9 @@ class Tile:
     def vector(self, i, v) -> Expr:
         return VecLoad(self.acc, self.slot(i, v), LANES)
 
-    def compute(self, red_loops: list, a_of, b_of):
-        """acc = 0; for red...: acc[i][v] += broadcast(a_of(i)) * b_of(v)."""
+    def compute(self, red_loops: list, a_of, b_of, mac=None):
+        """acc = 0; for red...: acc[i][v] = mac(acc[i][v], broadcast(a_of(i)), b_of(v)) (default: an FMA)."""
+        mac = mac or (lambda acc, a, b: Fma(a, b, acc))
         vt = vec(self.dtype, LANES)
         init = seq(*[Store(self.acc, self.slot(i, v), Const(0.0, vt)) for i in range(self.mr) for v in range(self.nv)])
         bvec = [b_of(v) for v in range(self.nv)]
@@ -133,7 +136,7 @@ class Tile:
         for i in range(self.mr):
             a = Broadcast(a_of(i), LANES)
             for v in range(self.nv):
-                upd.append(Store(self.acc, self.slot(i, v), Fma(a, bvec[v], self.vector(i, v))))
+                upd.append(Store(self.acc, self.slot(i, v), mac(self.vector(i, v), a, bvec[v])))
         body = seq(*upd)
         for var, ext in reversed(red_loops):
             body = For(var, ext, body)
@@ -182,7 +185,7 @@ def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buff
 
 
 # -- register tiles along rows (shared by conv and matmul) -------------------------------------------------------------
-def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_of, b_of, store):
+def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_of, b_of, store, mac=None):
     """Cover `extent` rows with register tiles of row_tile(extent, nv) rows, then one tail tile: each accumulates
     a_of(i, r0) (scalar of row r0 + i) x b_of(v) (vector v of the packed operand) over reduce_axes, then store(tile, r0)."""
     mr = row_tile(extent, nv)
@@ -194,7 +197,7 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
         tile = Tile(conv, width, nv, dtype)
         t = Var("rt")
         r0 = as_expr(start) + t * width
-        body = seq(tile.compute(reduce_axes, lambda i, r0=r0: a_of(i, r0), b_of), store(tile, r0))
+        body = seq(tile.compute(reduce_axes, lambda i, r0=r0: a_of(i, r0), b_of, mac), store(tile, r0))
         stmts.append(Allocate(tile.acc, For(t, count, body) if count > 1 else LetStmt(t, as_expr(0), body)))
     return seq(*stmts)
 
@@ -226,7 +229,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     def store(tile, ow0):
         return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O)
 
-    body = row_tiles(conv, rt.dtype, OW, nv, [(c, C), (kh, KH), (kw, KW)], a_of, b_of, store)
+    mac = dot_bf16 if a.get("bf16") else None
+    body = row_tiles(conv, rt.dtype, OW, nv, [(c, C), (kh, KH), (kw, KW)], a_of, b_of, store, mac)
     work = N * O * OH * OW * C * KH * KW
     return _parallel([(n, N), (obb, OBP // nv), (oh, OH)], body, work, num_threads)
 
@@ -267,7 +271,8 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
             or not _flat_positions(value, oh, ow, OW):
         return None
     HW = OH * OW
-    if HW < 512 and C > O:      # small maps reduced over many channels: the channel-lane tile streams less
+    bf16 = bool(a.get("bf16"))      # C counts bf16x2 words (channel pairs)
+    if HW < 512 and C * (2 if bf16 else 1) > O:   # small maps reduced over many channels: channel lanes stream less
         return None
     p = Var("p")
     flat_value = substitute(value, {oh: as_expr(0), ow: p})
@@ -299,7 +304,8 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
             wv = Load(wbuf, (binary("idiv", oi, L) * C + c) * L + binary("imod", oi, L))
             for v in range(len(widths)):
                 wb = Broadcast(wv, widths[v]) if widths[v] > 1 else wv
-                upd.append(Store(acc, slot(i, v), Fma(wb, bvec[v], accv(i, v))))
+                upd.append(Store(acc, slot(i, v), dot_bf16(accv(i, v), wb, bvec[v]) if bf16
+                                 else Fma(wb, bvec[v], accv(i, v))))
         init = [Store(acc, slot(i, v), Const(0.0, vt(v))) for i in range(rows) for v in range(len(widths))]
         stores = []
         for i in range(rows):
@@ -357,7 +363,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     def store(tile, m0):
         return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), m0, nbb * (nv * L), m, nn, N)
 
-    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of, store)
+    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of, store, dot_bf16 if a.get("bf16") else None)
     work = math.prod(shape) * K
     return _parallel(batch + [(nbb, NBP // nv)], body, work, num_threads)
 

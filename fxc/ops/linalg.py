@@ -110,30 +110,42 @@ register(OpDef("matmul", Kind.OUT_FUSABLE, _matmul_infer, _matmul_ref, _matmul,
 
 
 # -- packed operands for the vector GEMM schedules (made by the pack_weights pass) ------------------------------------
-def _pack_infer(types, axis, block_pos, blocks, lanes=16):
+def _pack_infer(types, axis, block_pos, blocks, lanes=16, pair_axis=None):
     x = types[0]
-    if not 0 <= axis < x.ndim or blocks * lanes < x.shape[axis]:
-        raise ShapeError(f"pack_lanes: cannot pack axis {axis} of {list(x.shape)} into {blocks} x {lanes}")
+    if not 0 <= axis < x.ndim or blocks * lanes < x.shape[axis] or (
+            pair_axis is not None and (x.dtype != "float32" or not 0 <= pair_axis < x.ndim)):
+        raise ShapeError(f"pack_lanes: cannot pack axis {axis} of {list(x.shape)} ({x.dtype}) into {blocks} x {lanes}"
+                         + (f" with bf16 pairs along axis {pair_axis}" if pair_axis is not None else ""))
     shape = list(x.shape)
     del shape[axis]
     shape.insert(block_pos, blocks)
-    return [TensorType(tuple(shape) + (lanes,), x.dtype)]
+    if pair_axis is None:
+        return [TensorType(tuple(shape) + (lanes,), x.dtype)]
+    shape[pair_axis] = -(-shape[pair_axis] // 2)
+    return [TensorType(tuple(shape) + (lanes,), "int32")]
 
 
-def _pack(x, axis, block_pos, blocks, lanes=16):
-    shape = _pack_infer([x], axis, block_pos, blocks, lanes)[0].shape
+def _pack(x, axis, block_pos, blocks, lanes=16, pair_axis=None):
+    shape = _pack_infer([x], axis, block_pos, blocks, lanes, pair_axis)[0].shape
     n = x.shape[axis]
 
-    def body(*i):
+    def packed(i):
         rest = list(i[:-1])
         b = rest.pop(block_pos)
         src = b * lanes + i[-1]
         rest.insert(axis, minimum(src, as_expr(n - 1)))
         return select(compare("lt", src, as_expr(n)), x[tuple(rest)], Const(0, x.dtype))
-    return te.compute(shape, body, "pack_lanes")
+    if pair_axis is None:
+        return te.compute(shape, lambda *i: packed(i), "pack_lanes")
+    from .bf16 import pair_words
+    n_pair = _pack_infer([x], axis, block_pos, blocks, lanes)[0].shape[pair_axis]
+    return te.compute(shape, lambda *i: pair_words(packed, n_pair, pair_axis, i), "pack_lanes")
 
 
-def _pack_ref(x, axis, block_pos, blocks, lanes=16):
+def _pack_ref(x, axis, block_pos, blocks, lanes=16, pair_axis=None):
+    if pair_axis is not None:
+        from .bf16 import bf16_pairs_ref
+        return bf16_pairs_ref(_pack_ref(x, axis, block_pos, blocks, lanes), pair_axis)
     widths = [(0, 0)] * x.ndim
     widths[axis] = (0, blocks * lanes - x.shape[axis])
     xp = np.pad(x, widths)
@@ -152,8 +164,12 @@ def unpack_ref(xp, axis, block_pos, n):
 register(OpDef("pack_lanes", Kind.INJECTIVE, _pack_infer, _pack_ref, _pack, {}, None,
                lambda rng: [([rand(rng, (5, 3, 2))], {"axis": 0, "block_pos": 0, "blocks": 1, "lanes": 16}),
                             ([rand(rng, (2, 7, 20))], {"axis": 2, "block_pos": 1, "blocks": 2, "lanes": 16}),
-                            ([rand(rng, (20, 7))], {"axis": 0, "block_pos": 0, "blocks": 4, "lanes": 16})],
-               NUM, doc="Split `axis` into blocks of `lanes` (zero padded), blocks at block_pos, lanes last."))
+                            ([rand(rng, (20, 7))], {"axis": 0, "block_pos": 0, "blocks": 4, "lanes": 16}),
+                            ([rand(rng, (20, 5, 3, 3))], {"axis": 0, "block_pos": 0, "blocks": 2, "lanes": 16,
+                                                          "pair_axis": 1})],
+               NUM, doc="Split `axis` into blocks of `lanes` (zero padded), blocks at block_pos, lanes last; with "
+                        "pair_axis (float32), adjacent elements along that axis of the result as bf16x2 int32 words "
+                        "(see ops/bf16.py)."))
 
 
 def _mmp_dims(ta, tb, trans_a):
@@ -172,6 +188,11 @@ def _matmul_packed_infer(types, n, trans_a=False, nv=1):
 
 
 def _matmul_packed(a, bp, n, trans_a=False, nv=1):
+    return packed_matmul_compute(a, bp, n, trans_a, nv, lambda x, y: x * y, "matmul_packed", {})
+
+
+def packed_matmul_compute(a, bp, n, trans_a, nv, product, name: str, attrs: dict):
+    """sum_k product(a[.., m, k], b[.., n/L, k, n%L]): the loops of matmul_packed (and of its bf16 form)."""
     m, k = _mmp_dims(a, bp, trans_a)
     L = bp.shape[-1]
     batch = broadcast_shapes(a.shape[:-2], bp.shape[:-3])
@@ -185,9 +206,9 @@ def _matmul_packed(a, bp, n, trans_a=False, nv=1):
         bi, ii, jj = i[:-2], i[-2], i[-1]
         av = a[bidx(a, bi, 2) + ((r[0], ii) if trans_a else (ii, r[0]))]
         bv = bp[bidx(bp, bi, 3) + (binary("idiv", jj, as_expr(L)), r[0], binary("imod", jj, as_expr(L)))]
-        return te.sum_(av * bv, [r])
-    return te.compute(batch + (m, n), body, "matmul_packed",
-                      {"schedule": "matmul_packed", "a": a, "b": bp, "trans_a": trans_a, "nv": nv})
+        return te.sum_(product(av, bv), [r])
+    return te.compute(batch + (m, n), body, name,
+                      {"schedule": "matmul_packed", "a": a, "b": bp, "trans_a": trans_a, "nv": nv, **attrs})
 
 
 def _matmul_packed_ref(a, bp, n, trans_a=False, nv=1):

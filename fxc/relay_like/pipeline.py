@@ -5,11 +5,15 @@ import time
 
 from .passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants, infer_types,
                      materialize_outputs, pack_weights, simplify, use_winograd)
+from .passes.use_bf16 import use_bf16
+
+PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 operands, accumulate in float32
 
 PIPELINE = [
     infer_types,
     simplify,
     use_winograd,
+    use_bf16,               # precision="bf16" only
     pack_weights,
     fold_constants,
     eliminate_common_subexpr,
@@ -18,8 +22,10 @@ PIPELINE = [
 ]
 
 
-def run_pipeline(g, debug: int = 0, log=print):
+def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32"):
     for p in PIPELINE:
+        if p is use_bf16 and precision != "bf16":
+            continue
         t0 = time.perf_counter()
         g = p(g)
         if debug >= 1:

@@ -1,0 +1,181 @@
+"""bfloat16 compute (precision="bf16", see relay_like/passes/use_bf16.py): operands as bf16x2 words.
+
+A bf16x2 word is an int32 holding two bfloat16 values rounded to nearest even from adjacent float32
+elements along a reduction axis: bits(bf16(x[2c])) | bits(bf16(x[2c + 1])) << 16 (an odd length is
+zero-padded). It is the operand layout of AVX-512 BF16's vdpbf16ps, which adds a.lo * b.lo + a.hi * b.hi
+to a float32 accumulator per lane; so a conv/matmul over words does half the reduction steps of the
+float32 kernel, each a bf16 pair, and still accumulates and returns float32.
+
+    pack_bf16_pairs(x, axis)                  float32 [.., C, ..] -> int32 words [.., ceil(C/2), ..]
+    conv2d_packed_bf16(x words, w words)      x [N, C/2, H, W], w = pack_lanes(w, axis 0, pair_axis 1)
+                                              [O/L, C/2, KH, KW, L] -> float32 [N, O, OH, OW]
+    matmul_packed_bf16(a words, b words)      a [.., M, K/2] (or [.., K/2, M] with trans_a),
+                                              b = pack_lanes(b, n axis, pair_axis k) [.., N/L, K/2, L] -> float32
+The references compute in float32 on the bf16 values the words hold, so kernels match them to float32
+rounding; the error against a float32 model is the bf16 rounding of the operands (relative 2^-9 each).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ShapeError
+from ..lowering import te
+from ..lowering.expr import Bf16Half, Const, PackBf16, as_expr, binary, compare, minimum, select
+from ..relay_like.graph import TensorType
+from .common import rand
+from .registry import Kind, OpDef, register
+
+
+# -- numpy: float32 <-> bf16x2 words ------------------------------------------------------------------------------
+def bf16_bits(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint32), round to nearest even; NaN -> 0x7FC0 (as c10::BFloat16)."""
+    b = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint32)
+    return np.where(np.isnan(x), np.uint32(0x7FC0), r)
+
+
+def bf16_pairs_ref(x: np.ndarray, axis: int) -> np.ndarray:
+    """Adjacent elements along `axis` as bf16x2 words (int32; odd lengths zero-padded)."""
+    x = np.asarray(x, np.float32)
+    if x.shape[axis] % 2:
+        w = [(0, 0)] * x.ndim
+        w[axis] = (0, 1)
+        x = np.pad(x, w)
+    lo = np.take(x, np.arange(0, x.shape[axis], 2), axis=axis)
+    hi = np.take(x, np.arange(1, x.shape[axis], 2), axis=axis)
+    return (bf16_bits(lo) | (bf16_bits(hi) << 16)).view(np.int32)
+
+
+def unpair_ref(w: np.ndarray, axis: int, n: int) -> np.ndarray:
+    """bf16x2 words -> the float32 values they hold, `n` along `axis` (inverse of bf16_pairs_ref up to rounding)."""
+    u = np.ascontiguousarray(w).view(np.uint32)
+    lo, hi = (u << 16).view(np.float32), (u & 0xFFFF0000).view(np.float32)
+    x = np.stack([lo, hi], axis=axis + 1)
+    x = x.reshape(w.shape[:axis] + (-1,) + w.shape[axis + 1:])
+    return np.take(x, np.arange(n), axis=axis)
+
+
+# -- pack_bf16_pairs ----------------------------------------------------------------------------------------------
+def _pairs_infer(types, axis):
+    x = types[0]
+    if x.dtype != "float32" or not -x.ndim <= axis < x.ndim:
+        raise ShapeError(f"pack_bf16_pairs: needs float32 and an axis of {list(x.shape)}, got {x.dtype}, axis {axis}")
+    shape = list(x.shape)
+    shape[axis] = -(-shape[axis] // 2)
+    return [TensorType(tuple(shape), "int32")]
+
+
+def pair_words(get, n: int, axis: int, i: tuple):
+    """The bf16x2 word at index i of the paired tensor: get(index) reads the float32 source, n = its length
+    along `axis` (an odd last pair gets a zero high half)."""
+    def at(j):
+        idx = list(i)
+        idx[axis] = j
+        return get(tuple(idx))
+    lo = at(i[axis] * 2)
+    if n % 2 == 0:
+        return PackBf16(lo, at(i[axis] * 2 + 1))
+    j = i[axis] * 2 + 1
+    hi = select(compare("lt", j, as_expr(n)), at(minimum(j, as_expr(n - 1))), Const(0.0, "float32"))
+    return PackBf16(lo, hi)
+
+
+def _pairs(x, axis):
+    shape = _pairs_infer([x], axis)[0].shape
+    axis %= x.ndim
+    return te.compute(shape, lambda *i: pair_words(lambda idx: x[idx], x.shape[axis], axis, i), "pack_bf16_pairs")
+
+
+register(OpDef("pack_bf16_pairs", Kind.INJECTIVE, _pairs_infer, bf16_pairs_ref, _pairs, {}, None,
+               lambda rng: [([rand(rng, (1, 5, 3, 17))], {"axis": 1}),
+                            ([rand(rng, (4, 6))], {"axis": -1})],
+               ("float32",), doc="Adjacent float32 elements along `axis` as bf16x2 int32 words (odd: zero-padded)."))
+
+
+# -- conv2d over bf16x2 words -------------------------------------------------------------------------------------
+def _dot_halves(a, b):
+    return Bf16Half(a, 0) * Bf16Half(b, 0) + Bf16Half(a, 1) * Bf16Half(b, 1)
+
+
+def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+    from .nn import _conv2d_packed_infer
+    x, w = types
+    if x.dtype != "int32" or w.dtype != "int32":
+        raise ShapeError(f"conv2d_packed_bf16 takes bf16x2 int32 words, got {x.dtype} and {w.dtype}")
+    t = _conv2d_packed_infer(types, out_channels, stride, dilation, nv)[0]
+    return [TensorType(t.shape, "float32")]
+
+
+def _conv(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+    (_, _, oh, ow) = _conv_infer([x, wp], out_channels, stride, dilation)[0].shape
+    _, c2, kh, kw, L = wp.shape
+    rc, rh, rw = te.reduce_axis(c2, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
+
+    def body(n, o, h, wi):
+        xv = x[n, rc[0], h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
+        wv = wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
+        return te.sum_(_dot_halves(xv, wv), [rc, rh, rw])
+    return te.compute((x.shape[0], out_channels, oh, ow), body, "conv2d_packed_bf16",
+                      {"schedule": "conv2d_packed", "bf16": True, "x": x, "w": wp, "stride": tuple(stride),
+                       "dilation": tuple(dilation), "nv": nv})
+
+
+def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+    from .linalg import unpack_ref
+    from .nn import _conv2d_ref
+    xs = unpair_ref(x, 1, 2 * x.shape[1])
+    ws = unpair_ref(unpack_ref(wp, 0, 0, out_channels), 1, 2 * wp.shape[1])
+    return _conv2d_ref(xs, ws, stride, dilation).astype(np.float32)
+
+
+def _conv_sample(rng, n, c, h, w, o, k, blocks, **attrs):
+    from .linalg import _pack_ref
+    x = bf16_pairs_ref(rand(rng, (n, c, h, w)), 1)
+    wp = _pack_ref(rand(rng, (o, c, k, k)), 0, 0, blocks)
+    return [x, bf16_pairs_ref(wp, 1)], dict(out_channels=o, **attrs)
+
+
+register(OpDef("conv2d_packed_bf16", Kind.OUT_FUSABLE, _conv_infer, _conv_ref, _conv, {}, None,
+               lambda rng: [_conv_sample(rng, 1, 3, 9, 10, 4, 3, 1),
+                            _conv_sample(rng, 2, 6, 11, 30, 40, 3, 4, stride=(2, 2), nv=2),
+                            _conv_sample(rng, 1, 8, 5, 5, 33, 1, 3, nv=3),
+                            _conv_sample(rng, 1, 7, 14, 14, 20, 1, 2, nv=2)],
+               ("int32",), doc="conv2d over bf16x2 words: x [N, C/2, H, W], w [O/L, C/2, KH, KW, L]; float32 out."))
+
+
+# -- matmul over bf16x2 words -------------------------------------------------------------------------------------
+def _matmul_infer(types, n, trans_a=False, nv=1):
+    from .linalg import _matmul_packed_infer
+    a, b = types
+    if a.dtype != "int32" or b.dtype != "int32":
+        raise ShapeError(f"matmul_packed_bf16 takes bf16x2 int32 words, got {a.dtype} and {b.dtype}")
+    t = _matmul_packed_infer(types, n, trans_a, nv)[0]
+    return [TensorType(t.shape, "float32")]
+
+
+def _matmul(a, bp, n, trans_a=False, nv=1):
+    from .linalg import packed_matmul_compute
+    return packed_matmul_compute(a, bp, n, trans_a, nv, _dot_halves, "matmul_packed_bf16", {"bf16": True})
+
+
+def _matmul_ref(a, bp, n, trans_a=False, nv=1):
+    from .linalg import _matmul_ref as mm, unpack_ref
+    k = 2 * bp.shape[-2]
+    av = unpair_ref(a, a.ndim - 2 if trans_a else a.ndim - 1, k)
+    b = unpair_ref(unpack_ref(bp, bp.ndim - 3, bp.ndim - 3, n), bp.ndim - 2, k)      # [.., n, k]
+    return mm(av, np.swapaxes(b, -1, -2), trans_a, False).astype(np.float32)
+
+
+def _matmul_sample(rng, a_shape, k, n, blocks, trans_a=False, nv=1):
+    from .linalg import _pack_ref
+    a = rand(rng, a_shape)
+    bp = _pack_ref(rand(rng, (k, n)), 1, 0, blocks)
+    return [bf16_pairs_ref(a, a.ndim - 2 if trans_a else a.ndim - 1), bf16_pairs_ref(bp, 1)], \
+        dict(n=n, trans_a=trans_a, nv=nv)
+
+
+register(OpDef("matmul_packed_bf16", Kind.OUT_FUSABLE, _matmul_infer, _matmul_ref, _matmul, {}, None,
+               lambda rng: [_matmul_sample(rng, (5, 8), 8, 3, 1),
+                            _matmul_sample(rng, (2, 17, 9), 9, 40, 4, nv=2),
+                            _matmul_sample(rng, (9, 30), 9, 33, 3, trans_a=True, nv=3)],
+               ("int32",), doc="matmul over bf16x2 words: a [.., M, K/2], b [.., N/L, K/2, L]; float32 out."))

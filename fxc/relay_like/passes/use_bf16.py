@@ -1,0 +1,69 @@
+"""use_bf16: float32 conv2d/matmul over weights computed with bfloat16 operands (precision="bf16" only).
+
+    conv2d(x, w[O,C,KH,KW])         -> conv2d_packed_bf16(pack_bf16_pairs(x, 1), pack_lanes(w, axis 0, pair_axis 1))
+    matmul(a, b[..,K,N] / [..,N,K])  -> matmul_packed_bf16(pack_bf16_pairs(a, k axis), pack_lanes(b, n axis, pair_axis k))
+
+Only ops whose weight operand is a weight or a constant (or computed from them) change; depthwise/grouped
+convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first) and everything else
+stay float32. Accumulation, epilogues and outputs stay float32: only the operands are rounded to bf16.
+An activation read by several convs is paired once; pack_bf16_pairs is injective, so a pad (or permute) feeding
+it joins its kernel. The weight side is packed in the prepack step (hoist.py).
+"""
+from __future__ import annotations
+
+from ..graph import Node
+from .pack_weights import LANES, _blocks, _lane_vectors
+
+
+def use_bf16(g):
+    from ...ops.registry import get_op
+    from ..hoist import hoisted_values
+    fixed = hoisted_values(g) | set(g.weights)
+    new_nodes = []
+    words: dict = {}            # (activation id, axis) -> its bf16x2 words
+
+    def add(op, inputs, attrs):
+        n = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
+        new_nodes.append(n)
+        return n.outputs[0]
+
+    def pairs(x, axis):
+        key = (x.id, axis)
+        if key not in words:
+            words[key] = add("pack_bf16_pairs", [x], dict(axis=axis))
+        return words[key]
+
+    for n in g.nodes:
+        if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
+                or not (n.inputs[1].is_const or n.inputs[1].id in fixed):
+            new_nodes.append(n)
+            continue
+        if n.op == "conv2d" and n.attrs.get("groups", 1) == 1:
+            x, w = n.inputs
+            o = w.shape[0]
+            nv = _lane_vectors(o, n.outputs[0].shape[3])
+            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES, pair_axis=1))
+            rep = add("conv2d_packed_bf16", [pairs(x, 1), wp],
+                      dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
+                           dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
+        elif n.op == "matmul" and n.outputs[0].shape[-1] >= 8:
+            a, b = n.inputs
+            nd = b.type.ndim
+            cols = n.outputs[0].shape[-1]
+            nv = _lane_vectors(cols)
+            trans_a = n.attrs.get("trans_a", False)
+            axis = nd - 2 if n.attrs.get("trans_b") else nd - 1
+            bp = add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES,
+                                             pair_axis=nd - 1))
+            rep = add("matmul_packed_bf16", [pairs(a, a.type.ndim - (2 if trans_a else 1)), bp],
+                      dict(n=cols, trans_a=trans_a, nv=nv))
+        else:
+            new_nodes.append(n)
+            continue
+        # the replacement keeps the original output Value (its id, name and users stay valid)
+        out, node = n.outputs[0], rep.node
+        node.outputs[0] = out
+        out.node, out.index = node, 0
+    g.nodes = new_nodes
+    return g
+
