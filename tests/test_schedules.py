@@ -158,7 +158,7 @@ def test_softmax_and_row_reductions_vectorized(n):
 @pytest.mark.parametrize("op", ["exp", "erf"])
 def test_vector_exp_erf_accuracy(op):
     if op == "exp":
-        xs = np.concatenate([np.linspace(-110, 90, 4001), [np.nan, np.inf, -np.inf, 0.0, 88.7, -87.5, -100.0]])
+        xs = np.concatenate([np.linspace(-110, 90, 4001), [np.nan, np.inf, -np.inf, 0.0, 88.7, 88.722, 88.7228, -87.5, -100.0, -103.9]])
     else:
         xs = np.concatenate([np.linspace(-6, 6, 4001), np.logspace(-30, 0, 50), [np.nan, np.inf, -np.inf, 0.0]])
     xs = xs.astype(np.float32)

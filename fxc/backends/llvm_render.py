@@ -658,41 +658,30 @@ class VectorMath:
         return r
 
     def exp(self, x) -> str:
-        xc = self.fn("minnum", self.fn("maxnum", x, self.c(-86.5)), self.c(88.72))
-        k = self.fn("roundeven", self.op("fmul", xc, self.c(1.4426950408889634)))   # k in [-125, 128]
+        """One polynomial for the whole range: 2^k is applied as 2^(k>>1) * 2^(k-(k>>1)), two normal floats, so
+        k in [-150, 128] neither overflows the exponent field nor needs a second path for denormal results."""
+        xc = self.fn("minnum", self.fn("maxnum", x, self.c(-104.0)), self.c(88.72283))
+        k = self.fn("roundeven", self.op("fmul", xc, self.c(1.4426950408889634)))   # k in [-150, 128]
         r = self.fma(k, self.c(-0.693359375), xc)
         r = self.fma(k, self.c(2.12194440e-4), r)
         p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                           1.6666665459e-1, 5.0000001201e-1])
         y = self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
-        ki, b, e, sc = self.w.new(), self.w.new(), self.w.new(), self.w.new()
         it = f"<{self.n} x i32>"
+        splat = lambda v: f"<{', '.join([f'i32 {v}'] * self.n)}>"
+        ki, k1, k2 = self.w.new(), self.w.new(), self.w.new()
         self.w.emit(f"{ki} = fptosi {self.t} {k} to {it}")
-        self.w.emit(f"{b} = add {it} {ki}, <{', '.join(['i32 126'] * self.n)}>")       # 2^(k-1): k = 128 fits
-        self.w.emit(f"{e} = shl {it} {b}, <{', '.join(['i32 23'] * self.n)}>")
-        self.w.emit(f"{sc} = bitcast {it} {e} to {self.t}")
-        y = self.op("fmul", self.op("fmul", y, self.c(2.0)), sc)
+        self.w.emit(f"{k1} = ashr {it} {ki}, {splat(1)}")
+        self.w.emit(f"{k2} = sub {it} {ki}, {k1}")
+        for half in (k1, k2):
+            b, e, sc = self.w.new(), self.w.new(), self.w.new()
+            self.w.emit(f"{b} = add {it} {half}, {splat(127)}")
+            self.w.emit(f"{e} = shl {it} {b}, {splat(23)}")
+            self.w.emit(f"{sc} = bitcast {it} {e} to {self.t}")
+            y = self.op("fmul", y, sc)
         y = self.select("ogt", x, self.c(88.72283), self.c(math.inf), y)      # overflow -> inf
         y = self.select("olt", x, self.c(-103.97208), self.c(0.0), y)         # underflow -> 0
-        y = self.select("olt", x, self.c(-86.5), self.exp_small(x), y)         # denormal range
         return self.select("uno", x, x, x, y)                                  # nan stays nan
-
-    def exp_small(self, x) -> str:
-        """exp(x) for x in [-104, -87]: exp(x + 32 ln 2) * 2^-32."""
-        xs = self.fn("maxnum", self.op("fadd", x, self.c(32 * 0.6931471805599453)), self.c(-87.0))
-        k = self.fn("roundeven", self.op("fmul", xs, self.c(1.4426950408889634)))
-        r = self.fma(k, self.c(-0.693359375), xs)
-        r = self.fma(k, self.c(2.12194440e-4), r)
-        p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-                          1.6666665459e-1, 5.0000001201e-1])
-        y = self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
-        it = f"<{self.n} x i32>"
-        ki, b, e, sc = self.w.new(), self.w.new(), self.w.new(), self.w.new()
-        self.w.emit(f"{ki} = fptosi {self.t} {k} to {it}")
-        self.w.emit(f"{b} = add {it} {ki}, <{', '.join(['i32 127'] * self.n)}>")
-        self.w.emit(f"{e} = shl {it} {b}, <{', '.join(['i32 23'] * self.n)}>")
-        self.w.emit(f"{sc} = bitcast {it} {e} to {self.t}")
-        return self.op("fmul", self.op("fmul", y, sc), self.c(2.0 ** -32))
 
     def erf(self, x) -> str:
         a = self.fn("fabs", x)
