@@ -1,6 +1,6 @@
 """Per-kernel profile of one test model compiled by fxc: which fused kernels take the time.
 
-    .venv/bin/python -m benchmarks.profile_kernels --model mobilenet_v2 [--runs 50] [--top 25] [--threads 1]
+    .venv/bin/python -m benchmarks.profile_kernels --model mobilenet_v2 [--runs 50] [--top 25] [--threads 1] [--precision bf16]
 
 Compiles the model with fxc.from_torch(..., profile=True) and runs it `runs` times; each kernel's time is
 the minimum over the runs (robust on a shared machine), its share is of the sum of those minima.
@@ -17,6 +17,7 @@ def main():
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--top", type=int, default=25)
     ap.add_argument("--threads", type=int, default=0, help="FXC_NUM_THREADS (0: all cores)")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     args = ap.parse_args()
     if args.threads:
         os.environ["FXC_NUM_THREADS"] = str(args.threads)
@@ -27,7 +28,7 @@ def main():
     model = make_model(args.model)
     inputs = example_inputs(args.model, batch=args.batch)
     with torch.inference_mode():
-        compiled = fxc.from_torch(model, inputs, profile=True)
+        compiled = fxc.from_torch(model, inputs, profile=True, precision=args.precision)
         m = compiled.module
         for _ in range(3):
             compiled(*inputs)

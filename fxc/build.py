@@ -100,6 +100,14 @@ def check_precision(precision: str):
                               f"({target_machine()[2]}) lacks it: use precision='fp32'")
 
 
+def bf16_everywhere() -> bool:
+    """bf16 on every conv/matmul over weights where vdpbf16ps beats FMAs per multiply-add on this CPU (measured
+    once, backends/llvm_probe.py), or FXC_BF16=all; else only on those that stream their weight."""
+    from .backends.llvm_probe import bf16_dot_gain
+    mode = os.environ.get("FXC_BF16", "auto")
+    return mode == "all" or (mode != "weight_bound" and bf16_dot_gain() >= 1.0)
+
+
 def _cacheable(dbg: int) -> bool:
     """Modules come from the on-disk cache unless FXC_MODULE_CACHE=0, debug >= 2 (which shows the passes) or
     an op of the graph was replaced at run time (a test's deliberately broken kernel)."""
@@ -122,7 +130,8 @@ def _module_key(graph, target: str, options: dict) -> str:
 
 
 def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
-    graph = run_pipeline(graph, dbg, _log, options.get("precision", "fp32"))
+    precision = options.get("precision", "fp32")
+    graph = run_pipeline(graph, dbg, _log, precision, precision == "bf16" and bf16_everywhere())
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack

@@ -15,7 +15,12 @@ from ..graph import Node
 from .pack_weights import LANES, _blocks, _lane_vectors
 
 
-def use_bf16(g):
+BANDWIDTH_ROWS = 8      # output rows per weight column at most: the op streams its weight (a GEMV), bf16 halves it
+
+
+def use_bf16(g, everywhere: bool = True):
+    """everywhere=False (a CPU whose vdpbf16ps is slower per multiply-add than its FMAs, see
+    backends/llvm_probe.py): only the ops bound by reading their weight (<= BANDWIDTH_ROWS rows) change."""
     from ...ops.registry import get_op
     from ..hoist import hoisted_values
     fixed = hoisted_values(g) | set(g.weights)
@@ -35,7 +40,8 @@ def use_bf16(g):
 
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
-                or not (n.inputs[1].is_const or n.inputs[1].id in fixed):
+                or not (n.inputs[1].is_const or n.inputs[1].id in fixed) \
+                or not (everywhere or _streams_weight(n)):
             new_nodes.append(n)
             continue
         if n.op == "conv2d" and n.attrs.get("groups", 1) == 1:
@@ -67,3 +73,9 @@ def use_bf16(g):
     g.nodes = new_nodes
     return g
 
+
+def _streams_weight(n) -> bool:
+    """At most BANDWIDTH_ROWS output rows per output channel/column (conv: N*OH*OW, matmul: the rows)."""
+    out = n.outputs[0].type
+    cols = out.shape[1] if n.op == "conv2d" else out.shape[-1]
+    return out.numel <= BANDWIDTH_ROWS * cols

@@ -1,0 +1,186 @@
+"""precision="bf16": conv/matmul over weights with bfloat16 operands (AVX-512 BF16 vdpbf16ps), float32 accumulation.
+
+Error bound used throughout: each operand is rounded to bf16 (relative error <= 2^-9), so a product is off by at
+most (2^-8 + 2^-18)|x w|, and float32 accumulation of K terms adds at most K 2^-24 sum|x w|; so for
+y = sum x_i w_i (+ bias, relu, residual add: 1-Lipschitz, exact up to float32 rounding)
+    |y_bf16 - y| <= (2^-8 + K 2^-23) * sum_i |x_i| |w_i|     (+ 1e-6 for the float32 epilogue),
+checked element by element against float64 eager. A wrong pairing of channels or halves breaks it by O(1).
+Every test also checks that bf16 really ran: the kernels are the bf16 ones, the IR calls vdpbf16ps and the
+result differs from the float32 build.
+"""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import fxc
+from fxc.backends.llvm import target_machine
+from fxc.errors import TargetError
+
+HAS_BF16 = "+avx512bf16" in target_machine()[3].split(",")
+needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="the CPU lacks AVX-512 BF16 (test_bf16_unavailable covers it)")
+
+
+@pytest.fixture(autouse=True)
+def _bf16_everywhere(monkeypatch):
+    """Every eligible op in bf16, also where this CPU's vdpbf16ps is slower than its FMAs (the default there
+    is only the weight-streaming ops; test_weight_bound_mode checks that choice)."""
+    monkeypatch.setenv("FXC_BF16", "all")
+
+
+class ConvBlock(torch.nn.Module):
+    def __init__(self, c, o, k, stride=1, padding=0, residual=False):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(c, o, k, stride=stride, padding=padding)
+        self.residual = residual
+
+    def forward(self, x, r=None):
+        y = self.conv(x)
+        if self.residual:
+            y = y + r
+        return torch.relu(y)
+
+
+def _bound(x, w, k_terms):
+    """(2^-8 + K 2^-23) * conv(|x|, |w|) in float64, plus 1e-6."""
+    return (2.0 ** -8 + k_terms * 2.0 ** -23) * F.conv2d(x.abs().double(), w.abs().double()) + 1e-6
+
+
+def _compile_both(model, inputs):
+    bf = fxc.from_torch(model, inputs, precision="bf16")
+    fp = fxc.from_torch(model, inputs)
+    return bf, fp
+
+
+def _assert_bf16_ran(bf, fp, inputs, anchor):
+    assert any(anchor in line for line in bf.module.kernels), bf.module.kernels
+    assert "llvm.x86.avx512bf16.dpbf16ps" in bf.module.source
+    assert "dpbf16ps" not in fp.module.source
+    assert not torch.equal(bf(*inputs), fp(*inputs))
+
+
+CONVS = [  # (C, O, kernel, stride, padding, H, W): 3x3, 1x1 as GEMM (full and 4-lane tail), 1x1 direct, strided, odd
+    (16, 32, 3, 1, 1, 14, 14),
+    (64, 48, 1, 1, 0, 28, 28),
+    (16, 64, 1, 1, 0, 14, 14),
+    (64, 32, 1, 1, 0, 7, 7),
+    (8, 20, 3, 2, 1, 15, 15),
+    (5, 7, 3, 1, 0, 9, 11),
+    (3, 24, 7, 2, 3, 30, 30),
+]
+
+
+@needs_bf16
+@pytest.mark.parametrize("c,o,k,stride,padding,h,w", CONVS)
+def test_conv_within_bf16_bound(c, o, k, stride, padding, h, w):
+    torch.manual_seed(0)
+    model = ConvBlock(c, o, k, stride, padding).eval()
+    x = torch.randn(2 if c == 8 else 1, c, h, w)
+    bf, fp = _compile_both(model, (x,))
+    got = bf(x)
+    conv = model.conv
+    xp = F.pad(x, (padding,) * 4)
+    exact = torch.relu(F.conv2d(xp.double(), conv.weight.double(), conv.bias.double(), stride))
+    bound = _bound(xp, conv.weight, c * k * k)[..., ::stride, ::stride]
+    err = (got.double() - exact).abs()
+    assert (err <= bound).all(), f"max err {err.max():.3g}, worst err/bound {(err / bound).max():.3g}"
+    assert err.max() > 0
+    _assert_bf16_ran(bf, fp, (x,), "conv2d_packed_bf16")
+
+
+@needs_bf16
+def test_conv_residual_epilogue():
+    torch.manual_seed(1)
+    model = ConvBlock(24, 24, 3, 1, 1, residual=True).eval()      # < 32 channels: not a Winograd conv
+    x, r = torch.randn(1, 24, 10, 10), torch.randn(1, 24, 10, 10)
+    bf, fp = _compile_both(model, (x, r))
+    got = bf(x, r)
+    conv = model.conv
+    exact = torch.relu(F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1) + r.double())
+    bound = _bound(F.pad(x, (1, 1, 1, 1)), conv.weight, 24 * 9)
+    assert ((got.double() - exact).abs() <= bound).all()
+    assert any("conv2d_packed_bf16" in k and "add" in k and "relu" in k for k in bf.module.kernels), bf.module.kernels
+    _assert_bf16_ran(bf, fp, (x, r), "conv2d_packed_bf16")
+
+
+@needs_bf16
+@pytest.mark.parametrize("m,k,n", [(3, 101, 70), (1, 512, 1000), (20, 64, 16)])
+def test_linear_within_bf16_bound(m, k, n):
+    torch.manual_seed(2)
+    model = torch.nn.Linear(k, n).eval()
+    x = torch.randn(m, k)
+    bf, fp = _compile_both(model, (x,))
+    got = bf(x)
+    exact = x.double() @ model.weight.double().T + model.bias.double()
+    bound = (2.0 ** -8 + k * 2.0 ** -23) * (x.abs().double() @ model.weight.abs().double().T) + 1e-6
+    err = (got.double() - exact).abs()
+    assert (err <= bound).all(), f"worst err/bound {(err / bound).max():.3g}"
+    _assert_bf16_ran(bf, fp, (x,), "matmul_packed_bf16")
+
+
+class SmallNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = torch.nn.Conv2d(3, 16, 3, padding=1)
+        self.bn = torch.nn.BatchNorm2d(16)
+        self.c2 = torch.nn.Conv2d(16, 32, 3, stride=2, padding=1)
+        self.dw = torch.nn.Conv2d(32, 32, 3, padding=1, groups=32)
+        self.c3 = torch.nn.Conv2d(32, 24, 1)
+        self.fc = torch.nn.Linear(24, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.bn(self.c1(x)))
+        x = torch.relu(self.c2(x))
+        x = self.c3(torch.relu(self.dw(x)))
+        return self.fc(x.mean((2, 3)))
+
+
+@needs_bf16
+def test_small_model_torch_compile():
+    """torch.compile(options={"precision": "bf16"}) vs float32 eager: within 2% of the output scale (bf16 keeps
+    8 significant bits; a few layers deep the relative errors add up to ~1%), and not the float32 result."""
+    torch.manual_seed(3)
+    model = SmallNet().eval()
+    with torch.no_grad():
+        model.bn.running_mean.uniform_(-0.5, 0.5)
+        model.bn.running_var.uniform_(0.5, 2.0)
+    x = torch.randn(2, 3, 24, 24)
+    with torch.inference_mode():
+        expected = model(x)
+        got = torch.compile(model, backend="fxc", options={"precision": "bf16"})(x)
+        torch._dynamo.reset()
+        fp32 = torch.compile(model, backend="fxc")(x)
+    scale = expected.abs().max().item()
+    err = (got - expected).abs().max().item()
+    assert err <= 2e-2 * scale, (err, scale)
+    assert (got - fp32).abs().max().item() > 0          # bf16 ran: the float32 build gives another result
+    torch.testing.assert_close(fp32, expected, rtol=1e-4, atol=1e-5 * max(scale, 1.0))
+
+
+@needs_bf16
+def test_weight_bound_mode(monkeypatch):
+    """Where vdpbf16ps is slower per multiply-add than FMAs, only the weight-streaming ops (a batch-1 linear) go
+    bf16; FXC_BF16=weight_bound forces that choice on any CPU."""
+    monkeypatch.setenv("FXC_BF16", "weight_bound")
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3), torch.nn.Flatten(), torch.nn.Linear(16 * 6 * 6, 40)).eval()
+    x = torch.randn(1, 8, 8, 8)
+    bf = fxc.from_torch(model, x, precision="bf16")
+    kernels = "\n".join(bf.module.kernels)
+    assert "matmul_packed_bf16" in kernels and "conv2d_packed_bf16" not in kernels, kernels
+    assert "dpbf16ps" in bf.module.source
+    with torch.no_grad():
+        torch.testing.assert_close(bf(x), model(x), rtol=2e-2, atol=2e-2)
+
+
+def test_unknown_precision_is_an_error():
+    model = torch.nn.Linear(4, 4)
+    with pytest.raises(TargetError, match="'fp32', 'bf16'"):
+        fxc.from_torch(model, torch.randn(2, 4), precision="fp16")
+    with pytest.raises(Exception, match="'fp32', 'bf16'"):
+        torch.compile(model, backend="fxc", options={"precision": "half"})(torch.randn(2, 4))
+
+
+@pytest.mark.skipif(HAS_BF16, reason="the CPU has AVX-512 BF16")
+def test_bf16_unavailable():
+    with pytest.raises(TargetError, match="AVX-512 BF16"):
+        fxc.from_torch(torch.nn.Linear(4, 4), torch.randn(2, 4), precision="bf16")
