@@ -81,6 +81,12 @@ def build_fxc(model, inputs, threads) -> Runner:
     return _torch_runner(torch.compile(_private(model), backend="fxc"), inputs)
 
 
+def build_fxc_bf16(model, inputs, threads) -> Runner:
+    # fxc's bf16 mode: convs/matmuls over weights with bfloat16 operands on AVX-512 BF16, float32 accumulation
+    torch.set_num_threads(threads)
+    return _torch_runner(torch.compile(_private(model), backend="fxc", options={"precision": "bf16"}), inputs)
+
+
 def _torch_version() -> str:
     return f"torch {torch.__version__}"
 
@@ -289,6 +295,7 @@ def peers_for(model_name: str) -> dict[str, Peer]:
         Peer("openvino_default", "OpenVINO default", build_openvino_default, _ov_version),
         Peer("tvm", "TVM Relax default", build_tvm, _tvm_version),
         Peer("mxnet", "MXNet Gluon", build_mxnet(model_name), _mxnet_version),
+        Peer("fxc_bf16", "fxc bf16", build_fxc_bf16, _fxc_version, cached=True),
         Peer("fxc", "fxc", build_fxc, _fxc_version, cached=True),
     ]
     return {p.name: p for p in ps}
