@@ -76,6 +76,17 @@ def test_simplify_keeps_reshapes_that_must_stay():
     assert ops(g) == ["reshape", "reshape", "add", "reshape", "exp"]
 
 
+def test_simplify_counts_readers_a_removed_noop_hands_over():
+    b = Builder()
+    x = b.graph.input((2, 3), "float32")
+    c = b.call("cast", [b.call("reshape", [x], shape=(6,))], dtype="float32")   # a no-op with two readers
+    b.graph.outputs = [b.call("exp", [c]), b.call("neg", [c])]
+    g = eliminate_dead_code(simplify(b.graph))
+    produced = {id(n) for n in g.nodes}
+    assert all(v.node is None or id(v.node) in produced for n in g.nodes for v in n.inputs)
+    assert ops(g) == ["reshape", "exp", "neg"]          # the reshape stays: it has two readers
+
+
 def test_materialize_outputs_copies_inputs_and_duplicates():
     b = Builder()
     x = b.graph.input((2,), "float32")

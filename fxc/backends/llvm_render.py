@@ -10,8 +10,8 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, Load, PackBf16, Select,
-                              Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, lanes_of, scalar_of, vec)
+from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, LaneReduce, Load,
+                              PackBf16, Select, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, lanes_of, scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
@@ -260,6 +260,17 @@ class FunctionWriter:
             return self.call(f"llvm.fma.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
+        if isinstance(e, LaneReduce):
+            op, v = e.args
+            t, vt = lty(e.dtype), lty(v.dtype)
+            name = {"add": "fadd", "max": "fmaximum", "min": "fminimum"}[op]
+            r = self.new()
+            start = f"{t} {float_literal(-0.0, e.dtype)}, " if op == "add" else ""
+            flags = "reassoc " if op == "add" else ""
+            fn = f"llvm.vector.reduce.{name}.{_suffix(v.dtype)}"
+            self.m.declare(fn, t, ([t] if op == "add" else []) + [vt])
+            self.emit(f"{r} = call {flags}{t} @{fn}({start}{vt} {self.expr(v)})")
+            return r
         if isinstance(e, Lane):
             r = self.new()
             self.emit(f"{r} = extractelement {lty(e.args[0].dtype)} {self.expr(e.args[0])}, i64 {self.expr(e.args[1])}")

@@ -279,6 +279,18 @@ class Lane(Expr):
         return f"{self.args[0]}.{self.args[1]}"
 
 
+class LaneReduce(Expr):
+    """All lanes of a vector combined by `op` (add, max, min) into a scalar, in a tree (addition reassociates)."""
+
+    __slots__ = ()
+
+    def _infer_dtype(self):
+        return scalar_of(self.args[1].dtype)
+
+    def __repr__(self):
+        return f"{self.args[0]}_lanes({self.args[1]})"
+
+
 class PackBf16(Expr):
     """Two float32 values (or vectors) rounded to bfloat16 (nearest even) in one int32 word ("bf16x2"):
     bits(bf16(lo)) | bits(bf16(hi)) << 16, the operand layout of AVX-512 BF16's vdpbf16ps."""

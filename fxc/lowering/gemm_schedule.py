@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .expr import (Bin, Broadcast, Const, Expr, Fma, Lane, Load, Select, Un, Var, VecLoad, as_expr,
+from .expr import (Bin, Broadcast, Const, Expr, Fma, Lane, LaneReduce, Load, Select, Un, Var, VecLoad, as_expr,
                    binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
@@ -543,7 +543,6 @@ _vred_ids = __import__("itertools").count()
 def _vectorize_loop(loop: For):
     from .loop_ir import Seq
     from .schedule import linear_stride
-    from .expr import Lane
     stores = loop.body.stmts if isinstance(loop.body, Seq) else [loop.body]
     v, n = loop.var, loop.extent
     if n < LANES or not all(isinstance(st, Store) for st in stores):
@@ -573,8 +572,7 @@ def _vectorize_loop(loop: For):
             ident = {"add": 0.0, "max": -math.inf, "min": math.inf}[op]
             pre.append(Store(vacc, zero, Const(ident, vec("float32", LANES))))
             vec_body.append(Store(vacc, zero, binary(op, VecLoad(vacc, zero, LANES), substitute(vf, {v: base}))))
-            post.extend(Store(st.buf, st.index, binary(op, Load(st.buf, st.index), Lane(VecLoad(vacc, zero, LANES), k)))
-                        for k in range(LANES))
+            post.append(Store(st.buf, st.index, binary(op, Load(st.buf, st.index), LaneReduce(op, VecLoad(vacc, zero, LANES)))))
         else:
             return None
     # reductions read their accumulator only through the combine, so folding after the loop is exact

@@ -10,14 +10,16 @@ def simplify(g):
     reshape, so `linear -> view -> gelu -> view` becomes `linear -> gelu` and the activation (or a
     residual add) joins the GEMM's epilogue."""
     replace, kept = {}, []
-    users = g.users()
+    readers = {vid: len(us) for vid, us in g.users().items()}     # kept current as inputs are rewired
     out_ids = {v.id for v in g.outputs}
     for n in g.nodes:
         n.inputs = [replace.get(v.id, v) for v in n.inputs]
         x = n.inputs[0] if n.inputs else None
         if n.op == "reshape" and x.node is not None and x.node.op == "reshape":
             n.inputs = [x.node.inputs[0]]                                       # reshape(reshape(x)) -> reshape(x)
+            readers[x.id] -= 1
             x = n.inputs[0]
+            readers[x.id] = readers.get(x.id, 0) + 1
         noop = (
             (n.op == "cast" and x.dtype == n.outputs[0].dtype)                      # cast(x: T, T) -> x
             or (n.op in ("reshape", "expand") and x.shape == n.outputs[0].shape)    # reshape(x, x.shape) -> x
@@ -25,8 +27,9 @@ def simplify(g):
         )
         if noop:
             replace[n.outputs[0].id] = x
+            readers[x.id] = readers.get(x.id, 0) - 1 + readers.get(n.outputs[0].id, 0)
             continue
-        r = _reshaped_operand(n, users, out_ids)
+        r = _reshaped_operand(n, readers, out_ids)
         if r is not None:                                                       # f(reshape(x), y) -> reshape(f(x, y'))
             kept.pop(next(i for i in range(len(kept) - 1, -1, -1) if kept[i] is r))
             x, shape = r.inputs[0], r.outputs[0].shape
@@ -53,7 +56,7 @@ def simplify(g):
     return g
 
 
-def _reshaped_operand(n, users, out_ids):
+def _reshaped_operand(n, readers, out_ids):
     """The reshape node whose output is an operand of n, when n is elementwise at that shape and the reshape's
     only reader, and every other operand has that shape, or is a scalar, or (when the reshape only adds leading 1s)
     broadcasts against the reshape's input; else None."""
@@ -62,7 +65,7 @@ def _reshaped_operand(n, users, out_ids):
     scalars = [v for v in n.inputs if v.is_const and v.type.numel == 1]
     tensors = [v for v in n.inputs if all(v is not c for c in scalars)]
     v = next((t for t in tensors if t.node is not None and t.node.op == "reshape"), None)
-    if v is None or v.id in out_ids or len(users.get(v.id, ())) != 1 or n.outputs[0].shape != v.shape:
+    if v is None or v.id in out_ids or readers.get(v.id) != 1 or n.outputs[0].shape != v.shape:
         return None
     x = v.node.inputs[0]
     lead = v.type.ndim - x.type.ndim
