@@ -155,6 +155,16 @@ def test_softmax_and_row_reductions_vectorized(n):
     assert_close_np(out, (e / e.sum(-1, keepdims=True) + x64.mean(-1, keepdims=True)).astype(np.float32))
 
 
+@pytest.mark.parametrize("shape,pad,value,dtype", [
+    ((1, 64, 56, 56), (1, 1, 1, 1), 0.0, "float32"), ((2, 3, 5, 7), (2, 0, 0, 3), 1.5, "float32"),
+    ((3, 17), (5, 20), -2.0, "float32"), ((2, 4, 6), (1, 2, 0, 0, 3, 1), 0.0, "float32"),
+    ((2, 3, 9, 9), (1, 1, 1, 1), 7, "int64"), ((2, 5, 8), (-1, 2), 0.0, "float32")])
+def test_constant_pad_written_row_by_row(shape, pad, value, dtype):
+    x = (RNG.standard_normal(shape) * 5).astype(dtype)
+    out, m = run_graph(lambda g, xv: g.call1("pad", [g.call1("abs", [xv])], pad=pad, value=value, mode="constant"), [x])
+    np.testing.assert_array_equal(out, get_op("pad").reference(np.abs(x), pad=pad, value=value, mode="constant"))
+
+
 @pytest.mark.parametrize("op", ["exp", "erf"])
 def test_vector_exp_erf_accuracy(op):
     if op == "exp":

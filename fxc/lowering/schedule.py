@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 
 from . import te
-from .expr import Bin, Const, Expr, Load, Var, as_expr, binary, substitute, walk
-from .loop_ir import Allocate, Buffer, For, LetStmt, Store, seq, used_vars
+from .expr import Bin, Const, Expr, Load, Var, as_expr, binary, compare, const, substitute, walk
+from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
 from .lower import Converter, flat_index
 
 PARALLEL_MIN_WORK = 1 << 15      # elements x reduce size below which a kernel stays single-threaded
@@ -94,6 +94,9 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         return _outer_loops(axes, shape, body, math.prod(shape) * 16, num_threads), 0
     if red is None:                        # injective
         body = Store(out, flat_index(axes, shape), value)
+        row = _padded_row(conv, t, out, axes, shape)
+        if row is not None:
+            return _outer_loops(axes[:-1], shape[:-1], row, math.prod(shape), num_threads), 0
         if axes:
             body = _vector_row(out, flat_index(axes, shape), value, axes[-1], shape[-1]) \
                 or For(axes[-1], shape[-1], body, "vectorize")
@@ -121,6 +124,37 @@ def _vector_row(out, index, value, v, n):
         st = Store(out, substitute(index, {v: base}), substitute(vs, {v: base}))
         stmts.append(For(vo, count, st) if count > 1 else LetStmt(vo, as_expr(0), st))
     return seq(*stmts)
+
+
+def _padded_row(conv, t, out, axes, shape):
+    """A constant pad (its compute's attrs say so) written row by row: a row outside the input is the fill value,
+    any other is the fill, a straight copy of one input row (vector loads, no bounds checks), the fill; None for
+    other tensors or negative pads (crops)."""
+    attrs = t.attrs or {}
+    x, widths = attrs.get("pad_of"), attrs.get("pad_widths")
+    if x is None or not axes or min(min(w) for w in widths) < 0:
+        return None
+    (left, _), W, v = widths[-1], x.shape[-1], axes[-1]
+    index = flat_index(axes, shape)
+    inside = None
+    for d, (a, (lo, _), n) in enumerate(zip(axes[:-1], widths[:-1], x.shape[:-1])):
+        if lo or n != shape[d]:
+            ok = binary("and", compare("ge", a, as_expr(lo)), compare("lt", a, as_expr(lo + n)))
+            inside = ok if inside is None else binary("and", inside, ok)
+    src = conv.convert(x[tuple(a - lo for a, (lo, _) in zip(axes[:-1], widths[:-1])) + (v - left,)], None)
+    fill = const(attrs["pad_value"], out.dtype)
+
+    def segment(start, count, value):
+        if count <= 0:
+            return None
+        j = Var("j")
+        sub = {v: as_expr(start) + j}
+        return _vector_row(out, substitute(index, sub), substitute(value, sub), j, count) \
+            or For(j, count, Store(out, substitute(index, sub), substitute(value, sub)), "vectorize")
+
+    row = seq(*[s for s in (segment(0, left, fill), segment(left, W, src), segment(left + W, shape[-1] - left - W, fill))
+                if s is not None])
+    return row if inside is None else IfThen(inside, row, segment(0, shape[-1], fill))
 
 
 def _is_identity(indices, axes, shape) -> bool:
