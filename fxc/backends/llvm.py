@@ -6,10 +6,13 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import hashlib
-import re
 import os
+import re
 import subprocess
+import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 from ..cache import atomic_write, cache_dir
@@ -62,6 +65,12 @@ def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool =
     return mw.text()
 
 
+# LLVM's O3 without the SLP vectorizer: fxc's loop IR already holds explicit vectors, and its loops ask for the
+# loop vectorizer and unroller only where they want them (see llvm_render.loop_md); SLP was ~15% of the
+# optimisation time for no measured speed. Part of the object-cache key.
+PIPELINE = "O3 loop-vectorize unroll no-slp"
+
+
 def optimize(ir_text: str, context=None, tm=None):
     import llvmlite.binding as llvm
     tm = tm or target_machine()[0]
@@ -73,7 +82,7 @@ def optimize(ir_text: str, context=None, tm=None):
                            source=ir_text, log=str(e)) from None
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
-    pto.slp_vectorization = True
+    pto.slp_vectorization = False
     pto.loop_unrolling = True
     pb = llvm.create_pass_builder(tm, pto)
     pb.getModulePassManager().run(mod, pb)
@@ -102,47 +111,98 @@ def _run(cmd, source=""):
 
 
 def build_library(ir_text: str) -> tuple:
-    """Return (path of the shared library, optimised IR text or None when cached)."""
+    """Return (path of the shared library, names of the parts compiled now: empty when all came from the caches).
+
+    The library is cached by the hash of the whole IR; below that, each kernel's object code is cached by the
+    hash of the kernel's own IR (see split_module), so a kernel shared with another graph (another model, the
+    backward graph, a changed epilogue elsewhere) compiles once."""
     tm, triple, cpu, feats = target_machine()
     key = hashlib.sha256((ir_text + cpu + feats + RUNTIME_C.read_text()).encode()).hexdigest()[:24]
     lib = cache_dir() / f"fxc-{key}.so"
     if lib.exists():
-        return lib, None
-    parts = split_module(ir_text, COMPILE_THREADS)
-    with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:   # LLVM runs outside the GIL
-        results = list(pool.map(_compile_part, parts))
+        return lib, []
+    t0 = time.perf_counter()
+    objs, compiled = compile_objects(ir_text)
+    t1 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
-        objs = []
-        for k, (obj, _) in enumerate(results):
-            objs.append(Path(d) / f"k{k}.o")
-            objs[-1].write_bytes(obj)
+        paths = []
+        for k, obj in enumerate(objs):
+            paths.append(Path(d) / f"k{k}.o")
+            paths[-1].write_bytes(obj)
         so = Path(d) / "k.so"
-        _run(["gcc", "-shared", "-fopenmp", "-o", str(so), *map(str, objs), str(_runtime_object()), "-lm"], ir_text)
+        _run(["gcc", "-shared", "-fopenmp", "-o", str(so), *map(str, paths), str(_runtime_object()), "-lm"], ir_text)
         atomic_write(lib, so.read_bytes())
-    return lib, "\n".join(text for _, text in results)
+    if int(os.environ.get("FXC_DEBUG", "0") or 0) >= 1:
+        print(f"[fxc] llvm: {len(objs)} parts, {len(compiled)} compiled ({PIPELINE}, {COMPILE_THREADS} threads) "
+              f"in {1e3 * (t1 - t0):.0f} ms, link {1e3 * (time.perf_counter() - t1):.0f} ms", file=sys.stderr)
+    return lib, compiled
 
 
 COMPILE_THREADS = max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def _compile_part(text: str):
-    """Optimise and emit one part in its own LLVM context and target machine (thread-safe)."""
+def compile_objects(ir_text: str) -> tuple:
+    """Object code of a rendered module, one object per part of split_module: (objects, names of the parts
+    compiled now). Parts come from the object cache when their IR was compiled before; the others compile
+    in COMPILE_THREADS threads (LLVM runs outside the GIL), the largest first so the threads finish together."""
     import llvmlite.binding as llvm
-    _, triple, cpu, features = target_machine()
-    tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
-                                                               reloc="pic", codemodel="default")
-    mod = optimize(text, llvm.create_context(), tm)
-    return tm.emit_object(mod), str(mod)
+    _, _, cpu, feats = target_machine()
+    salt = f"{cpu}\n{feats}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
+    parts = split_module(ir_text)
+    keys = [hashlib.sha256((salt + text).encode()).hexdigest()[:32] for _, text in parts]
+    objects: dict = {}
+    todo = {}
+    for (name, text), key in zip(parts, keys):
+        if key in objects or key in todo:
+            continue
+        try:
+            objects[key] = (cache_dir() / "objects" / f"{key}.o").read_bytes()
+        except OSError:
+            todo[key] = (name, text)
+    order = sorted(todo, key=lambda k: -len(todo[k][1]))
+    if order:
+        with concurrent.futures.ThreadPoolExecutor(min(COMPILE_THREADS, len(order))) as pool:
+            for key, obj in zip(order, pool.map(lambda k: _compile_part(todo[k][1]), order)):
+                objects[key] = obj
+                try:
+                    atomic_write(cache_dir() / "objects" / f"{key}.o", obj)
+                except OSError:         # a read-only or full cache only costs the next build time
+                    pass
+    return [objects[k] for k in dict.fromkeys(keys)], [todo[k][0] for k in order]
 
 
-def split_module(ir_text: str, n: int) -> list:
-    """Split a rendered module into n modules of about equal size for parallel compilation: each kernel
-    (with its outlined parallel bodies) goes whole to one part and becomes `hidden` instead of internal
-    so the entry functions (in part 0) link to it; declarations and metadata go to every part."""
+_THREAD = threading.local()
+
+
+def _compile_part(text: str) -> bytes:
+    """Optimise and emit one part in its own LLVM context, with this thread's target machine."""
+    import llvmlite.binding as llvm
+    tm = getattr(_THREAD, "tm", None)
+    if tm is None:
+        _, triple, cpu, features = target_machine()
+        tm = _THREAD.tm = llvm.Target.from_triple(triple).create_target_machine(
+            cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
+    return tm.emit_object(optimize(text, llvm.create_context(), tm))
+
+
+_DEFINE = re.compile(r"define [^@]*@([\w.]+)\(")
+_KERNEL = re.compile(r"(k\d+_\w*?)(_par\d+)?$")      # k<i>_<op> and its outlined parallel bodies k<i>_<op>_par<j>
+_GLOBAL = re.compile(r"@([\w.]+)")
+_META = re.compile(r"!(\d+)\b")
+
+
+def split_module(ir_text: str) -> list:
+    """Split a rendered module into parts compiled (and cached) separately: [(name, IR text)], the entries first.
+
+    Each kernel (with its outlined parallel bodies) becomes a part of its own in a canonical form that does
+    not depend on the rest of the graph: the kernel is named fxc_k<hash of its code> (hidden, so the entry
+    part links to it), its parallel bodies <that name>_par<j>, its metadata renumbered from 0, and only the
+    declarations it uses kept. Equal kernels of two graphs therefore have the same text, and the object
+    cache finds them. The entry part keeps everything else (the entry functions call the renamed kernels)."""
     lines = ir_text.split("\n")
     first = next((i for i, l in enumerate(lines) if l.startswith("define ")), len(lines))
-    head = [l for l in lines[:first]]
-    meta = [l for l in lines[first:] if l.startswith("!")]
+    head = lines[:first]
+    meta = {int(m.group(1)): l for l in lines[first:] if (m := re.match(r"!(\d+) = ", l))}
     funcs, cur = [], None
     for l in lines[first:]:
         if l.startswith("define "):
@@ -150,37 +210,47 @@ def split_module(ir_text: str, n: int) -> list:
             funcs.append(cur)
         elif cur is not None and not l.startswith("!"):
             cur.append(l)
-    name = lambda f: re.match(r"define [^@]*@([\w.]+)\(", f[0]).group(1)
     kernels: dict = {}
     entries = []
     for f in funcs:
-        fn = name(f)
-        m = re.match(r"(k\d+_\w*?)(_par\d+)?$", fn)
-        if m and fn.startswith("k") and not fn.startswith("fxc"):
-            base = fn if m.group(2) is None else fn[: -len(m.group(2))]
-            kernels.setdefault(base, []).append(f)
+        fn = _DEFINE.match(f[0]).group(1)
+        m = _KERNEL.match(fn)
+        if m and not fn.startswith("fxc"):
+            kernels.setdefault(m.group(1), []).append((fn, f))
         else:
             entries.append(f)
-    if n <= 1 or len(kernels) < 2:
-        return [ir_text]
-    bins = [[] for _ in range(n)]
-    sizes = [0] * n
-    decl = []
-    for base, fs in sorted(kernels.items(), key=lambda kv: -sum(len(x) for f in kv[1] for x in f)):
-        k = sizes.index(min(sizes))
-        sizes[k] += sum(len(x) for f in fs for x in f)
-        for f in fs:
-            if name(f) == base:
-                f = [f[0].replace(f"define internal void @{base}(", f"define hidden void @{base}(")] + f[1:]
-                decl.append(f"declare hidden void @{base}(ptr)")
-            bins[k].append(f)
-    out = []
-    for k, b in enumerate(bins):
-        body = [l for f in (entries if k == 0 else []) for l in f] + [l for f in b for l in f]
-        mine = {name(f) for f in b}
-        decls = [d for d in decl if d.split("@")[1].split("(")[0] not in mine]
-        out.append("\n".join(head + decls + [""] + body + meta) + "\n")
-    return out
+    if not kernels:
+        return [("entry", ir_text)]
+    rename, parts = {}, []
+    for base, fs in kernels.items():
+        names = {fn: ("KERNEL" if fn == base else f"KERNEL_par{j}") for j, (fn, _) in enumerate(fs)}
+        body = [_GLOBAL.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), l) for _, f in fs for l in f]
+        body = _canonical_meta(body, meta)
+        used = {g for l in body for g in _GLOBAL.findall(l)}
+        decl = [l for l in head if not l.startswith(("declare ", "@")) or _GLOBAL.search(l).group(1) in used]
+        text = "\n".join(decl + [""] + body) + "\n"
+        canon = "fxc_k" + hashlib.sha256(text.encode()).hexdigest()[:20]
+        text = text.replace("define internal void @KERNEL(", "define hidden void @KERNEL(").replace("@KERNEL", "@" + canon)
+        rename[base] = canon
+        parts.append((base, text))
+    decls = [f"declare hidden void @{c}(ptr)" for c in dict.fromkeys(rename.values())]
+    body = [_GLOBAL.sub(lambda m: "@" + rename.get(m.group(1), m.group(1)), l) for f in entries for l in f]
+    entry = "\n".join(head + decls + [""] + body + [meta[k] for k in sorted(meta)]) + "\n"
+    return [("entry", entry)] + parts
+
+
+def _canonical_meta(body: list, meta: dict) -> list:
+    """The body with the metadata it references (transitively) renumbered from 0 in order of first use,
+    followed by those metadata lines."""
+    order: dict = {}
+    pending = [int(i) for l in body for i in _META.findall(l)]
+    while pending:
+        i = pending.pop(0)
+        if i not in order:
+            order[i] = len(order)
+            pending += [int(j) for j in _META.findall(meta[i].split(" = ", 1)[1])]
+    sub = lambda l: _META.sub(lambda m: f"!{order[int(m.group(1))]}", l)
+    return [sub(l) for l in body] + [sub(meta[i]) for i in sorted(order, key=order.get)]
 
 
 def assembly(ir_text: str) -> str:

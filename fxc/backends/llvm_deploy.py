@@ -213,19 +213,21 @@ def build_deploy_library(module, header: str, source: str) -> bytes:
     """Link the module's kernels (from its LLVM IR), the parallel runtime and the C entry points."""
     if not module.source:
         raise CompileError("this module has no LLVM IR to export; export a module built by fxc.build")
-    tm = llvm.target_machine()[0]
-    obj = tm.emit_object(llvm.optimize(module.source))
+    objs, _ = llvm.compile_objects(module.source)      # mostly from the object cache the build filled
     with tempfile.TemporaryDirectory() as d:
         d = Path(d)
         (d / "fxc_model.h").write_text(header)
         (d / "fxc_model.c").write_text(source)
-        (d / "kernels.o").write_bytes(obj)
+        kernels = []
+        for k, obj in enumerate(objs):
+            kernels.append(str(d / f"kernels{k}.o"))
+            Path(kernels[-1]).write_bytes(obj)
         so = d / "libfxc_model.so"
         llvm._run(["gcc", "-O2", "-fPIC", "-std=c11", "-c", str(d / "fxc_model.c"),
                    "-I", str(d), "-o", str(d / "wrapper.o")], source)
         # -Bsymbolic: the library's own calls (fxc_run, fxc_parallel_for) bind inside it, even when another
         # fxc library with the same symbol names is loaded globally in the process
         llvm._run(["gcc", "-shared", "-fopenmp", "-Wl,-soname,libfxc_model.so", "-Wl,-Bsymbolic", "-o", str(so),
-                   str(d / "kernels.o"), str(d / "wrapper.o"), str(llvm._runtime_object()), "-lm"], source)
+                   *kernels, str(d / "wrapper.o"), str(llvm._runtime_object()), "-lm"], source)
         return so.read_bytes()
 
