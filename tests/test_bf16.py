@@ -184,3 +184,40 @@ def test_unknown_precision_is_an_error():
 def test_bf16_unavailable():
     with pytest.raises(TargetError, match="AVX-512 BF16"):
         fxc.from_torch(torch.nn.Linear(4, 4), torch.randn(2, 4), precision="bf16")
+
+
+def _graph():
+    """conv(pad(x), w1), conv(x, w2), conv(x, w3) (x read by two convs); a @ b^T (weight); a @ c (activations)."""
+    from fxc.relay_like.graph import Graph
+    g = Graph()
+    x, a, c = g.input((1, 6, 9, 9), "float32"), g.input((4, 10), "float32"), g.input((10, 16), "float32")
+    w1, w2, b = g.input((16, 6, 3, 3), "float32"), g.input((8, 6, 1, 1), "float32"), g.input((32, 10), "float32")
+    w3 = g.input((4, 6, 1, 1), "float32")
+    g.weights.update({w1.id, w2.id, w3.id, b.id})
+    xp = g.call1("pad", [x], pad=(1, 1, 1, 1), value=0.0, mode="constant")
+    g.outputs = [g.call1("conv2d", [xp, w1]), g.call1("conv2d", [x, w2]), g.call1("conv2d", [x, w3]),
+                 g.call1("matmul", [a, b], trans_b=True), g.call1("matmul", [a, c])]
+    return g
+
+
+def test_use_bf16_rewrites_ops_over_weights_only():
+    from fxc.relay_like.passes.use_bf16 import use_bf16
+    g = use_bf16(_graph())
+    ops = [n.op for n in g.nodes]
+    assert ops.count("conv2d_packed_bf16") == 3 and ops.count("matmul_packed_bf16") == 1
+    assert ops.count("matmul") == 1                       # activation x activation stays float32
+    packs = [n for n in g.nodes if n.op == "pack_bf16_pairs"]
+    assert sorted((n.inputs[0].node.op if n.inputs[0].node else "input", n.attrs["axis"]) for n in packs) == \
+        [("input", 1), ("input", 1), ("pad", 1)]         # x once for its two convs, pad(x), a along K
+    conv = next(n for n in g.nodes if n.op == "conv2d_packed_bf16" and n.outputs[0].shape[1] == 16)
+    assert conv.inputs[0].type.shape == (1, 3, 11, 11) and conv.inputs[0].dtype == "int32"
+    assert conv.inputs[1].node.op == "pack_lanes" and conv.inputs[1].node.attrs["pair_axis"] == 1
+    assert [o.dtype for o in g.outputs] == ["float32"] * 5
+
+
+def test_use_bf16_weight_bound_keeps_compute_bound_ops():
+    from fxc.relay_like.passes.use_bf16 import use_bf16
+    g = use_bf16(_graph(), everywhere=False)
+    ops = [n.op for n in g.nodes]
+    assert "conv2d_packed_bf16" not in ops             # 81 output rows per channel: compute-bound
+    assert ops.count("matmul_packed_bf16") == 1         # 4 rows: streams its weight
