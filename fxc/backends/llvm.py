@@ -65,13 +65,15 @@ def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool =
     return mw.text()
 
 
-# LLVM's O3 without the SLP vectorizer: fxc's loop IR already holds explicit vectors, and its loops ask for the
-# loop vectorizer and unroller only where they want them (see llvm_render.loop_md); SLP was ~15% of the
-# optimisation time for no measured speed. Part of the object-cache key.
-PIPELINE = "O3 loop-vectorize unroll no-slp"
+# Kernels: LLVM's O3 without the SLP vectorizer: fxc's loop IR already holds explicit vectors, and its loops ask
+# for the loop vectorizer and unroller only where they want them (see llvm_render.loop_md); SLP was ~15% of the
+# optimisation time for no measured speed. The entry part (a straight list of kernel calls) gets no IR passes:
+# object code of the same size in a third of the time. Part of the object-cache key.
+PIPELINE = "kernels O3 loop-vectorize unroll no-slp; entry none"
 
 
-def optimize(ir_text: str, context=None, tm=None):
+def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
+    """Parse and verify LLVM IR text, then run the kernels' pipeline over it (unless not passes)."""
     import llvmlite.binding as llvm
     tm = tm or target_machine()[0]
     try:
@@ -80,6 +82,8 @@ def optimize(ir_text: str, context=None, tm=None):
     except RuntimeError as e:
         raise CompileError("generated LLVM IR is invalid (an fxc bug; please report it with FXC_DEBUG=4 output)",
                            source=ir_text, log=str(e)) from None
+    if not passes:
+        return mod
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = False
@@ -149,7 +153,7 @@ def compile_objects(ir_text: str) -> tuple:
     _, _, cpu, feats = target_machine()
     salt = f"{cpu}\n{feats}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
     parts = split_module(ir_text)
-    keys = [hashlib.sha256((salt + text).encode()).hexdigest()[:32] for _, text in parts]
+    keys = [hashlib.sha256((salt + name * (name == "entry") + text).encode()).hexdigest()[:32] for name, text in parts]
     objects: dict = {}
     todo = {}
     for (name, text), key in zip(parts, keys):
@@ -162,7 +166,7 @@ def compile_objects(ir_text: str) -> tuple:
     order = sorted(todo, key=lambda k: -len(todo[k][1]))
     if order:
         with concurrent.futures.ThreadPoolExecutor(min(COMPILE_THREADS, len(order))) as pool:
-            for key, obj in zip(order, pool.map(lambda k: _compile_part(todo[k][1]), order)):
+            for key, obj in zip(order, pool.map(lambda k: _compile_part(todo[k][1], todo[k][0] != "entry"), order)):
                 objects[key] = obj
                 try:
                     atomic_write(cache_dir() / "objects" / f"{key}.o", obj)
@@ -174,15 +178,16 @@ def compile_objects(ir_text: str) -> tuple:
 _THREAD = threading.local()
 
 
-def _compile_part(text: str) -> bytes:
-    """Optimise and emit one part in its own LLVM context, with this thread's target machine."""
+def _compile_part(text: str, optimize_ir: bool = True) -> bytes:
+    """Optimise (unless not optimize_ir) and emit one part in its own LLVM context, with this thread's target
+    machine."""
     import llvmlite.binding as llvm
     tm = getattr(_THREAD, "tm", None)
     if tm is None:
         _, triple, cpu, features = target_machine()
         tm = _THREAD.tm = llvm.Target.from_triple(triple).create_target_machine(
             cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
-    return tm.emit_object(optimize(text, llvm.create_context(), tm))
+    return tm.emit_object(optimize(text, llvm.create_context(), tm, passes=optimize_ir))
 
 
 _DEFINE = re.compile(r"define [^@]*@([\w.]+)\(")

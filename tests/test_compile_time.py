@@ -1,0 +1,132 @@
+"""What keeps cold builds short (fxc/backends/llvm.py): each kernel is a part of its own in a canonical form,
+cached as object code by the hash of its IR, so a kernel shared by two graphs compiles once; the kernels'
+LLVM pipeline (no SLP vectorizer, the loop vectorizer only where a loop asks for it); the Winograd
+transforms as short loops."""
+import numpy as np
+import pytest
+
+import fxc.backends.llvm as llvm
+import fxc.build as fb
+from fxc.relay_like.graph import Graph
+
+HEAD = ['target triple = "x86_64-unknown-linux-gnu"',
+        "declare float @llvm.maximum.f32(float, float)",
+        "declare <4 x float> @llvm.fma.v4f32(<4 x float>, <4 x float>, <4 x float>)",
+        "declare void @fxc_parallel_for(ptr, ptr, i64)",
+        "@fxc_div_by_zero = weak global i32 0, align 4", ""]
+
+
+def _kernel(name: str, par: int, md: int) -> list:
+    """A kernel `name` (relu in place) with its parallel body `name_par<par>`, whose loop has metadata !md."""
+    return [f"define internal void @{name}_par{par}(i64 %start, i64 %end, ptr noalias %args) {{",
+            "entry:", "  %p = load ptr, ptr %args, !invariant.load !0", "  br label %head", "head:",
+            "  %i = phi i64 [ %start, %entry ], [ %n, %head ]", "  %a = getelementptr float, ptr %p, i64 %i",
+            "  %x = load float, ptr %a", "  %y = call float @llvm.maximum.f32(float %x, float 0.0)",
+            "  store float %y, ptr %a", "  %n = add i64 %i, 1", "  %c = icmp slt i64 %n, %end",
+            f"  br i1 %c, label %head, label %exit, !llvm.loop !{md}", "exit:", "  ret void", "}", "",
+            f"define internal void @{name}(ptr noalias %args) nounwind noinline {{", "entry:",
+            f"  call void @fxc_parallel_for(ptr @{name}_par{par}, ptr %args, i64 64)", "  ret void", "}", ""]
+
+
+def _module(kernels: list) -> str:
+    """kernels: (name, parallel body number, loop metadata number >= 2)."""
+    calls = [f"  call void @{k}(ptr %inputs)" for k, _, _ in kernels]
+    entry = ["define i32 @fxc_run(ptr %inputs, ptr %outputs, ptr %consts, ptr %work) {", "entry:", *calls,
+             "  ret i32 0", "}", ""]
+    meta = ["!0 = !{}", '!1 = !{!"llvm.loop.unroll.disable"}']
+    for _, _, md in kernels:
+        meta.append(f"!{md} = distinct !{{!{md}, !1}}")
+    body = [line for k, par, md in kernels for line in _kernel(k, par, md)]
+    return "\n".join(HEAD + body + entry + meta) + "\n"
+
+
+def test_split_module_gives_a_kernel_the_same_part_in_any_graph():
+    # the same kernel at another index, with another parallel body number and other metadata numbers
+    a = dict(llvm.split_module(_module([("k3_relu", 7, 4)])))
+    b = dict(llvm.split_module(_module([("k0_pad", 0, 2), ("k9_relu", 2, 6)])))
+    assert a["k3_relu"] == b["k9_relu"]
+    part = a["k3_relu"]
+    name = part.split("define hidden void @")[1].split("(")[0]
+    assert name.startswith("fxc_k") and f"@{name}_par0(" in part and "k3_relu" not in part
+    assert "!llvm.loop !1" in part and "!0 = !{}" in part          # metadata renumbered from 0
+    assert "@llvm.maximum.f32" in part and "@llvm.fma" not in part  # only the declarations it uses
+    assert f"call void @{name}(ptr %inputs)" in a["entry"] and f"declare hidden void @{name}(ptr)" in a["entry"]
+    assert list(a) == ["entry", "k3_relu"]
+
+
+def test_split_module_library_runs(tmp_path, monkeypatch):
+    """The parts link back into one library whose entry calls every kernel (here: relu in place)."""
+    import ctypes
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
+    lib, compiled = llvm.build_library(_module([("k0_relu", 0, 2), ("k1_relu", 1, 3)]))
+    assert sorted(compiled) == ["entry", "k0_relu"]     # k1_relu is the same kernel: one part, one object
+    x = (ctypes.c_float * 64)(*[float(i - 32) for i in range(64)])
+    args = (ctypes.c_void_p * 1)(ctypes.addressof(x))
+    run = ctypes.CDLL(str(lib)).fxc_run
+    run.argtypes = [ctypes.c_void_p] * 4
+    assert run(args, None, None, None) == 0
+    assert list(x) == [max(float(i - 32), 0.0) for i in range(64)]
+
+
+def _graph(extra: bool):
+    g = Graph()
+    x = g.input((4, 40), "float32", "x")
+    out = [g.call1("sum", [g.call1("mul", [g.call1("tanh", [x]), Graph.const(np.full((40,), 3.0, np.float32))])],
+                   axes=(1,), keepdim=False)]
+    if extra:                               # a kernel before: the shared one gets another index and names
+        out.insert(0, g.call1("amax", [g.call1("exp", [x])], axes=(1,), keepdim=False))
+    g.outputs = out
+    return g
+
+
+@pytest.fixture
+def compiles(tmp_path, monkeypatch):
+    """FXC_CACHE_DIR in tmp_path, no module cache; returns (texts of the parts compiled, of all parts split)."""
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    seen, split = [], []
+    compile_part, split_module = llvm._compile_part, llvm.split_module
+    monkeypatch.setattr(llvm, "_compile_part", lambda text, *a: seen.append(text) or compile_part(text, *a))
+    monkeypatch.setattr(llvm, "split_module", lambda ir: split.append(split_module(ir)) or split[-1])
+    return seen, split
+
+
+def test_kernel_objects_are_cached_across_graphs(compiles):
+    seen, split = compiles
+    x = np.random.default_rng(0).standard_normal((4, 40)).astype(np.float32)
+    first = fb.build(_graph(False))
+    n_first = len(seen)
+    second = fb.build(_graph(True))
+    shared = {t for name, t in split[0] if name != "entry"} & {t for name, t in split[1] if name != "entry"}
+    assert shared and len(split[1]) > len(split[0])         # the tanh kernel is in both, under other names
+    assert not shared & set(seen[n_first:])                # ... and compiled only for the first graph
+    assert len(seen[n_first:]) == len(split[1]) - len(shared)
+    np.testing.assert_allclose(first(x), (np.tanh(x) * 3).sum(1), rtol=1e-5)
+    a, b = second(x)
+    np.testing.assert_allclose(a, np.exp(x).max(1), rtol=1e-5)
+    np.testing.assert_allclose(b, (np.tanh(x) * 3).sum(1), rtol=1e-5)
+    n = len(seen)
+    fb.build(_graph(False))                                 # same IR: the library cache, nothing compiles
+    assert len(seen) == n
+
+
+def test_kernel_pipeline_has_no_slp_but_loop_vectorizer_where_asked():
+    tm, triple, _, _ = llvm.target_machine()
+    scalar = "\n".join([
+        f'target triple = "{triple}"', f'target datalayout = "{tm.target_data}"',
+        "define void @f(ptr noalias %a, ptr noalias %b) {", "entry:"]
+        + [line for i in range(8) for line in (
+            f"  %pa{i} = getelementptr float, ptr %a, i64 {i}", f"  %pb{i} = getelementptr float, ptr %b, i64 {i}",
+            f"  %x{i} = load float, ptr %pa{i}", f"  %y{i} = load float, ptr %pb{i}",
+            f"  %s{i} = fadd float %x{i}, %y{i}", f"  store float %s{i}, ptr %pa{i}")]
+        + ["  ret void", "}",
+           "define void @g(ptr noalias %a, ptr noalias %b) {", "entry:", "  br label %loop", "loop:",
+           "  %i = phi i64 [ 0, %entry ], [ %n, %loop ]", "  %pa = getelementptr float, ptr %a, i64 %i",
+           "  %pb = getelementptr float, ptr %b, i64 %i", "  %x = load float, ptr %pa", "  %y = load float, ptr %pb",
+           "  %s = fadd float %x, %y", "  store float %s, ptr %pa", "  %n = add i64 %i, 1",
+           "  %c = icmp slt i64 %n, 4096", "  br i1 %c, label %loop, label %exit, !llvm.loop !0", "exit:",
+           "  ret void", "}", '!0 = distinct !{!0, !1}', '!1 = !{!"llvm.loop.unroll.disable"}', ""])
+    mod = llvm.optimize(scalar)
+    f, g = str(mod.get_function("f")), str(mod.get_function("g"))
+    assert "x float>" not in f            # SLP off: fxc's straight-line scalar code stays scalar
+    assert "x float>" in g                # a loop without vectorize.enable=false is still vectorized
