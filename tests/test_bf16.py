@@ -207,9 +207,10 @@ def test_use_bf16_rewrites_ops_over_weights_only():
     assert ops.count("conv2d_packed_bf16") == 3 and ops.count("matmul_packed_bf16") == 1
     assert ops.count("matmul") == 1                       # activation x activation stays float32
     packs = [n for n in g.nodes if n.op == "pack_bf16_pairs"]
-    assert sorted((n.inputs[0].node.op if n.inputs[0].node else "input", n.attrs["axis"]) for n in packs) == \
-        [("input", 1), ("input", 1), ("pad", 1)]         # x once for its two convs, pad(x), a along K
+    assert sorted((n.inputs[0].shape, n.attrs["axis"]) for n in packs) == \
+        [((1, 6, 9, 9), 1), ((4, 10), 1)]               # x once for its three convs (the pad moves after), a along K
     conv = next(n for n in g.nodes if n.op == "conv2d_packed_bf16" and n.outputs[0].shape[1] == 16)
+    assert conv.inputs[0].node.op == "pad" and conv.inputs[0].node.inputs[0].node.op == "pack_bf16_pairs"
     assert conv.inputs[0].type.shape == (1, 3, 11, 11) and conv.inputs[0].dtype == "int32"
     assert conv.inputs[1].node.op == "pack_lanes" and conv.inputs[1].node.attrs["pair_axis"] == 1
     assert [o.dtype for o in g.outputs] == ["float32"] * 5

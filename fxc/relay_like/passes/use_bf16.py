@@ -1,13 +1,15 @@
 """use_bf16: float32 conv2d/matmul over weights computed with bfloat16 operands (precision="bf16" only).
 
     conv2d(x, w[O,C,KH,KW])         -> conv2d_packed_bf16(pack_bf16_pairs(x, 1), pack_lanes(w, axis 0, pair_axis 1))
+    conv2d(pad(x, zeros on H, W), w) -> conv2d_packed_bf16(pad(pack_bf16_pairs(x, 1)), ...)
     matmul(a, b[..,K,N] / [..,N,K])  -> matmul_packed_bf16(pack_bf16_pairs(a, k axis), pack_lanes(b, n axis, pair_axis k))
 
 Only ops whose weight operand is a weight or a constant (or computed from them) change; depthwise/grouped
 convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first) and everything else
 stay float32. Accumulation, epilogues and outputs stay float32: only the operands are rounded to bf16.
-An activation read by several convs is paired once; pack_bf16_pairs is injective, so a pad (or permute) feeding
-it joins its kernel. The weight side is packed in the prepack step (hoist.py).
+An activation read by several convs is paired once. A zero pad of other axes moves after the pairing
+(pad(pack_bf16_pairs(x)): one kernel, as the pack is injective, and the row-wise pad lowering copies half the
+bytes: 64x56x56 -> 52 us vs 198 us for pack(pad(x))). The weight side is packed in the prepack step (hoist.py).
 """
 from __future__ import annotations
 
@@ -35,7 +37,11 @@ def use_bf16(g, everywhere: bool = True):
     def pairs(x, axis):
         key = (x.id, axis)
         if key not in words:
-            words[key] = add("pack_bf16_pairs", [x], dict(axis=axis))
+            p = x.node
+            if p is not None and p.op == "pad" and axis not in _padded_axes(p):   # pad the words: zero words are
+                words[key] = add("pad", [pairs(p.inputs[0], axis)], dict(p.attrs))  # bf16 zeros, the copy is half
+            else:
+                words[key] = add("pack_bf16_pairs", [x], dict(axis=axis))
         return words[key]
 
     for n in g.nodes:
@@ -79,3 +85,12 @@ def _streams_weight(n) -> bool:
     out = n.outputs[0].type
     cols = out.shape[1] if n.op == "conv2d" else out.shape[-1]
     return out.numel <= BANDWIDTH_ROWS * cols
+
+
+def _padded_axes(p) -> set:
+    """Axes a constant zero pad changes (all axes when it is not one: then the pad stays before the pairing)."""
+    pad = tuple(p.attrs.get("pad", ()))
+    nd = p.inputs[0].type.ndim
+    if p.attrs.get("mode", "constant") != "constant" or float(p.attrs.get("value", 0.0)) != 0.0 or len(pad) % 2:
+        return set(range(nd))
+    return {nd - 1 - k // 2 for k in range(len(pad)) if pad[k]}
