@@ -16,12 +16,13 @@ HEAD = ['target triple = "x86_64-unknown-linux-gnu"',
         "@fxc_div_by_zero = weak global i32 0, align 4", ""]
 
 
-def _kernel(name: str, par: int, md: int) -> list:
-    """A kernel `name` (relu in place) with its parallel body `name_par<par>`, whose loop has metadata !md."""
+def _kernel(name: str, par: int, md: int, floor: float = 0.0) -> list:
+    """A kernel `name` (x = max(x, floor) in place) with its parallel body `name_par<par>`, whose loop has
+    metadata !md."""
     return [f"define internal void @{name}_par{par}(i64 %start, i64 %end, ptr noalias %args) {{",
             "entry:", "  %p = load ptr, ptr %args, !invariant.load !0", "  br label %head", "head:",
             "  %i = phi i64 [ %start, %entry ], [ %n, %head ]", "  %a = getelementptr float, ptr %p, i64 %i",
-            "  %x = load float, ptr %a", "  %y = call float @llvm.maximum.f32(float %x, float 0.0)",
+            "  %x = load float, ptr %a", f"  %y = call float @llvm.maximum.f32(float %x, float {floor:.1f})",
             "  store float %y, ptr %a", "  %n = add i64 %i, 1", "  %c = icmp slt i64 %n, %end",
             f"  br i1 %c, label %head, label %exit, !llvm.loop !{md}", "exit:", "  ret void", "}", "",
             f"define internal void @{name}(ptr noalias %args) nounwind noinline {{", "entry:",
@@ -29,14 +30,14 @@ def _kernel(name: str, par: int, md: int) -> list:
 
 
 def _module(kernels: list) -> str:
-    """kernels: (name, parallel body number, loop metadata number >= 2)."""
-    calls = [f"  call void @{k}(ptr %inputs)" for k, _, _ in kernels]
+    """kernels: (name, parallel body number, loop metadata number >= 2[, floor])."""
+    calls = [f"  call void @{k[0]}(ptr %inputs)" for k in kernels]
     entry = ["define i32 @fxc_run(ptr %inputs, ptr %outputs, ptr %consts, ptr %work) {", "entry:", *calls,
              "  ret i32 0", "}", ""]
     meta = ["!0 = !{}", '!1 = !{!"llvm.loop.unroll.disable"}']
-    for _, _, md in kernels:
-        meta.append(f"!{md} = distinct !{{!{md}, !1}}")
-    body = [line for k, par, md in kernels for line in _kernel(k, par, md)]
+    for k in kernels:
+        meta.append(f"!{k[2]} = distinct !{{!{k[2]}, !1}}")
+    body = [line for k in kernels for line in _kernel(*k)]
     return "\n".join(HEAD + body + entry + meta) + "\n"
 
 
@@ -130,3 +131,41 @@ def test_kernel_pipeline_has_no_slp_but_loop_vectorizer_where_asked():
     f, g = str(mod.get_function("f")), str(mod.get_function("g"))
     assert "x float>" not in f            # SLP off: fxc's straight-line scalar code stays scalar
     assert "x float>" in g                # a loop without vectorize.enable=false is still vectorized
+
+
+@pytest.fixture
+def workers(monkeypatch):
+    """Parts go to a compile worker process whatever their size."""
+    monkeypatch.setattr(llvm, "WORKER_MIN_IR", 0)
+    monkeypatch.setattr(llvm, "COMPILE_PROCESSES", 2)
+    sent = []
+    real = llvm._Worker.compile
+    monkeypatch.setattr(llvm._Worker, "compile", lambda self, text, passes: sent.append(self.ok) or real(self, text, passes))
+    return sent
+
+
+def test_worker_process_compiles_parts(tmp_path, monkeypatch, workers):
+    """Parts compiled by the worker process link and run like the others (x = max(x, -i) for i < 6)."""
+    import ctypes
+    import time
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
+    assert llvm._workers(1)[0].ready()
+    here = llvm._compile_part       # slower here, so that the worker surely takes parts
+    monkeypatch.setattr(llvm, "_compile_part", lambda *a: time.sleep(0.05) or here(*a))
+    kernels = [(f"k{i}_relu", i, i + 2, -float(i)) for i in range(6)]      # six different kernels
+    lib, compiled = llvm.build_library(_module(kernels))
+    assert len(compiled) == 7 and workers and all(workers)      # the worker was up and took some parts
+    x = (ctypes.c_float * 64)(*[float(i - 32) for i in range(64)])
+    args = (ctypes.c_void_p * 1)(ctypes.addressof(x))
+    run = ctypes.CDLL(str(lib)).fxc_run
+    run.argtypes = [ctypes.c_void_p] * 4
+    assert run(args, None, None, None) == 0
+    assert list(x) == [max(float(i - 32), 0.0) for i in range(64)]
+
+
+def test_invalid_part_raises_compile_error_through_workers(workers):
+    from fxc.errors import CompileError
+    bad = [("k0_a", 0, 2), ("k1_b", 1, 3), ("k2_c", 2, 4)]
+    text = _module(bad).replace("@llvm.maximum.f32(float %x, float 0.0)", "@llvm.maximum.f32(float %x, i32 0)")
+    with pytest.raises(CompileError, match="invalid"):
+        llvm.compile_objects(text)

@@ -3,7 +3,7 @@ object file and link it (with the parallel runtime) into a shared library. Libra
 the hash of their IR, so a second process compiling the same graph skips LLVM and the linker."""
 from __future__ import annotations
 
-import concurrent.futures
+import atexit
 import functools
 import hashlib
 import os
@@ -76,12 +76,18 @@ def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
     """Parse and verify LLVM IR text, then run the kernels' pipeline over it (unless not passes)."""
     import llvmlite.binding as llvm
     tm = tm or target_machine()[0]
+    mod = None
     try:
-        mod = llvm.parse_assembly(ir_text, context)
+        mod, log = llvm.parse_assembly(ir_text, context), None
         mod.verify()
     except RuntimeError as e:
+        log = str(e)
+    if log is not None:
+        # raised outside the handler and without the LLVM objects in this frame: an error kept until the
+        # interpreter exits (a test's excinfo) would otherwise free them after LLVM itself (a crash)
+        del context, tm, mod
         raise CompileError("generated LLVM IR is invalid (an fxc bug; please report it with FXC_DEBUG=4 output)",
-                           source=ir_text, log=str(e)) from None
+                           source=ir_text, log=log)
     if not passes:
         return mod
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
@@ -137,18 +143,19 @@ def build_library(ir_text: str) -> tuple:
         _run(["gcc", "-shared", "-fopenmp", "-o", str(so), *map(str, paths), str(_runtime_object()), "-lm"], ir_text)
         atomic_write(lib, so.read_bytes())
     if int(os.environ.get("FXC_DEBUG", "0") or 0) >= 1:
-        print(f"[fxc] llvm: {len(objs)} parts, {len(compiled)} compiled ({PIPELINE}, {COMPILE_THREADS} threads) "
+        print(f"[fxc] llvm: {len(objs)} parts, {len(compiled)} compiled ({PIPELINE}, {COMPILE_PROCESSES} processes) "
               f"in {1e3 * (t1 - t0):.0f} ms, link {1e3 * (time.perf_counter() - t1):.0f} ms", file=sys.stderr)
     return lib, compiled
 
 
-COMPILE_THREADS = max(1, min(4, len(os.sched_getaffinity(0))))
+COMPILE_PROCESSES = max(1, min(4, len(os.sched_getaffinity(0))))     # this process and its compile workers
+WORKER_MIN_IR = 200_000     # characters of IR to compile (~0.2 s of LLVM) that pay for starting a worker (~0.2 s)
 
 
 def compile_objects(ir_text: str) -> tuple:
     """Object code of a rendered module, one object per part of split_module: (objects, names of the parts
     compiled now). Parts come from the object cache when their IR was compiled before; the others compile
-    in COMPILE_THREADS threads (LLVM runs outside the GIL), the largest first so the threads finish together."""
+    here and in COMPILE_PROCESSES - 1 worker processes, the largest first so that all finish about together."""
     import llvmlite.binding as llvm
     _, _, cpu, feats = target_machine()
     salt = f"{cpu}\n{feats}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
@@ -164,30 +171,135 @@ def compile_objects(ir_text: str) -> tuple:
         except OSError:
             todo[key] = (name, text)
     order = sorted(todo, key=lambda k: -len(todo[k][1]))
-    if order:
-        with concurrent.futures.ThreadPoolExecutor(min(COMPILE_THREADS, len(order))) as pool:
-            for key, obj in zip(order, pool.map(lambda k: _compile_part(todo[k][1], todo[k][0] != "entry"), order)):
-                objects[key] = obj
-                try:
-                    atomic_write(cache_dir() / "objects" / f"{key}.o", obj)
-                except OSError:         # a read-only or full cache only costs the next build time
-                    pass
+    for key, obj in zip(order, _compile_all([(todo[k][1], todo[k][0] != "entry") for k in order])):
+        objects[key] = obj
+        try:
+            atomic_write(cache_dir() / "objects" / f"{key}.o", obj)
+        except OSError:             # a read-only or full cache only costs the next build time
+            pass
     return [objects[k] for k in dict.fromkeys(keys)], [todo[k][0] for k in order]
 
 
-_THREAD = threading.local()
+def _compile_all(jobs: list) -> list:
+    """Object code of (IR text, run the kernels' pipeline) jobs, in order. This process and the ready workers
+    each take the next job until none is left. (llvmlite runs all LLVM calls of a process under one lock, so
+    threads alone would take turns.)"""
+    results = [None] * len(jobs)
+    state = {"next": 0, "done": 0, "error": None}
+    cond = threading.Condition()
+
+    def take():
+        with cond:
+            if state["error"] is not None or state["next"] == len(jobs):
+                return None
+            state["next"] += 1
+            return state["next"] - 1
+
+    def run(compile_one, alive=lambda: True):
+        while alive() and (i := take()) is not None:
+            try:
+                results[i], error = compile_one(*jobs[i]), None
+            except BaseException as e:      # raised below, in the caller's thread
+                error = e
+            with cond:
+                state["done"] += 1
+                state["error"] = state["error"] or error
+                cond.notify_all()
+
+    def remote(worker):
+        if worker.ready():
+            run(worker.compile, lambda: worker.ok)
+    if len(jobs) > 1 and sum(len(text) for text, _ in jobs) >= WORKER_MIN_IR:
+        for worker in _workers(COMPILE_PROCESSES - 1):
+            threading.Thread(target=remote, args=(worker,), daemon=True).start()
+    run(_compile_part)
+    with cond:
+        cond.wait_for(lambda: state["done"] == state["next"])      # the workers' last jobs
+    if state["error"] is not None:
+        raise state["error"]
+    return results
+
+
+class _Worker:
+    """A compile worker process (fxc/backends/llvm_worker.py), started once and kept for the process's life.
+    Whatever goes wrong with it (it cannot start, builds for another CPU, dies, reports an error), the part
+    compiles in this process instead, where a bad part raises its CompileError."""
+
+    def __init__(self):
+        root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-m", "fxc.backends.llvm_worker"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+            self.ok = None          # not known until its first message
+        except OSError:
+            self.proc, self.ok = None, False
+        self.lock = threading.Lock()
+
+    def ready(self) -> bool:
+        """Wait for the worker's first message (its host CPU) and check it matches this process's."""
+        from . import llvm_worker
+        with self.lock:
+            if self.ok is None:
+                try:
+                    kind, payload = llvm_worker.read(self.proc.stdout)
+                    self.ok = kind == b"H" and payload == llvm_worker.host()
+                except OSError:
+                    self.ok = False
+            return self.ok
+
+    def compile(self, text: str, passes: bool) -> bytes:
+        from . import llvm_worker
+        with self.lock:
+            if self.ok:
+                try:
+                    llvm_worker.write(self.proc.stdin, b"K" if passes else b"E", text.encode())
+                    kind, payload = llvm_worker.read(self.proc.stdout)
+                    if kind == b"O":
+                        return payload
+                    self.ok = kind == b"X"          # an error in the part: compiled here, it raises
+                except OSError:
+                    self.ok = False
+        return _compile_part(text, passes)
+
+    def close(self):
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.stdin.close()
+                self.proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+
+
+_WORKERS: list = []
+
+
+def _workers(n: int) -> list:
+    """n compile workers (started on first use; the ones that failed are replaced)."""
+    _WORKERS[:] = [w for w in _WORKERS if w.ok is not False]
+    while len(_WORKERS) < n:
+        _WORKERS.append(_Worker())
+    return _WORKERS[:n]
+
+
+@atexit.register
+def _close_workers():
+    for w in _WORKERS:
+        w.close()
 
 
 def _compile_part(text: str, optimize_ir: bool = True) -> bytes:
-    """Optimise (unless not optimize_ir) and emit one part in its own LLVM context, with this thread's target
-    machine."""
+    """Optimise (unless not optimize_ir) and emit one part in its own LLVM context and target machines."""
     import llvmlite.binding as llvm
-    tm = getattr(_THREAD, "tm", None)
-    if tm is None:
-        _, triple, cpu, features = target_machine()
-        tm = _THREAD.tm = llvm.Target.from_triple(triple).create_target_machine(
-            cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
-    return tm.emit_object(optimize(text, llvm.create_context(), tm, passes=optimize_ir))
+    return _host_machine().emit_object(optimize(text, llvm.create_context(), _host_machine(), passes=optimize_ir))
+
+
+def _host_machine():
+    """A new target machine for the host CPU (one per thread: they are not shared)."""
+    import llvmlite.binding as llvm
+    _, triple, cpu, features = target_machine()
+    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
+                                                                 reloc="pic", codemodel="default")
 
 
 _DEFINE = re.compile(r"define [^@]*@([\w.]+)\(")
