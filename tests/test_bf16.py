@@ -222,3 +222,14 @@ def test_use_bf16_weight_bound_keeps_compute_bound_ops():
     ops = [n.op for n in g.nodes]
     assert "conv2d_packed_bf16" not in ops             # 81 output rows per channel: compute-bound
     assert ops.count("matmul_packed_bf16") == 1         # 4 rows: streams its weight
+
+
+@needs_bf16
+def test_default_mode_follows_the_measured_dot_rate(monkeypatch):
+    """Without FXC_BF16, bf16 goes everywhere only where vdpbf16ps does more multiply-adds per second than FMAs."""
+    from fxc.backends.llvm_probe import bf16_dot_gain
+    from fxc.build import bf16_everywhere
+    monkeypatch.delenv("FXC_BF16")
+    gain = bf16_dot_gain()
+    assert 0.1 < gain < 8.0, gain
+    assert bf16_everywhere() == (gain >= 1.0)
