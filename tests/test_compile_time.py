@@ -41,10 +41,16 @@ def _module(kernels: list) -> str:
     return "\n".join(HEAD + body + entry + meta) + "\n"
 
 
-def test_split_module_gives_a_kernel_the_same_part_in_any_graph():
+@pytest.fixture
+def per_kernel(monkeypatch):
+    """Every kernel is a part of its own, however small."""
+    monkeypatch.setattr(llvm, "SMALL_PART", 0)
+
+
+def test_split_module_gives_a_kernel_the_same_part_in_any_graph(per_kernel):
     # the same kernel at another index, with another parallel body number and other metadata numbers
     a = dict(llvm.split_module(_module([("k3_relu", 7, 4)])))
-    b = dict(llvm.split_module(_module([("k0_pad", 0, 2), ("k9_relu", 2, 6)])))
+    b = dict(llvm.split_module(_module([("k0_pad", 0, 2, -1.0), ("k9_relu", 2, 6)])))
     assert a["k3_relu"] == b["k9_relu"]
     part = a["k3_relu"]
     name = part.split("define hidden void @")[1].split("(")[0]
@@ -55,18 +61,34 @@ def test_split_module_gives_a_kernel_the_same_part_in_any_graph():
     assert list(a) == ["entry", "k3_relu"]
 
 
-def test_split_module_library_runs(tmp_path, monkeypatch):
-    """The parts link back into one library whose entry calls every kernel (here: relu in place)."""
+def _run_in_place(lib) -> list:
+    """fxc_run of a test module on x = -32..31 (its kernels work in place); returns x."""
     import ctypes
-    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
-    lib, compiled = llvm.build_library(_module([("k0_relu", 0, 2), ("k1_relu", 1, 3)]))
-    assert sorted(compiled) == ["entry", "k0_relu"]     # k1_relu is the same kernel: one part, one object
     x = (ctypes.c_float * 64)(*[float(i - 32) for i in range(64)])
     args = (ctypes.c_void_p * 1)(ctypes.addressof(x))
     run = ctypes.CDLL(str(lib)).fxc_run
     run.argtypes = [ctypes.c_void_p] * 4
     assert run(args, None, None, None) == 0
-    assert list(x) == [max(float(i - 32), 0.0) for i in range(64)]
+    return list(x)
+
+
+def test_split_module_library_runs(tmp_path, monkeypatch, per_kernel):
+    """The parts link back into one library whose entry calls every kernel (here: relu in place)."""
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
+    lib, compiled = llvm.build_library(_module([("k0_relu", 0, 2), ("k1_relu", 1, 3)]))
+    assert sorted(compiled) == ["entry", "k0_relu"]     # k1_relu is the same kernel: one part, one object
+    assert _run_in_place(lib) == [max(float(i - 32), 0.0) for i in range(64)]
+
+
+def test_small_kernels_share_parts(tmp_path, monkeypatch):
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
+    kernels = [(f"k{i}_clamp", i, i + 2, -float(i)) for i in range(5)]       # x = max(x, -i), five kernels
+    parts = llvm.split_module(_module(kernels))
+    assert len(parts) == 2 and sorted(parts[1][0].split(",")) == [k[0] for k in kernels]
+    assert parts[1][1].count("define hidden void @fxc_k") == 5
+    assert "\n!14 = " in parts[1][1] and "!15" not in parts[1][1]     # each kernel's 3 metadata, numbered on
+    lib, compiled = llvm.build_library(_module(kernels))
+    assert len(compiled) == 2 and _run_in_place(lib) == [max(float(i - 32), 0.0) for i in range(64)]
 
 
 def _graph(extra: bool):
@@ -81,7 +103,7 @@ def _graph(extra: bool):
 
 
 @pytest.fixture
-def compiles(tmp_path, monkeypatch):
+def compiles(tmp_path, monkeypatch, per_kernel):
     """FXC_CACHE_DIR in tmp_path, no module cache; returns (texts of the parts compiled, of all parts split)."""
     monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
@@ -144,9 +166,8 @@ def workers(monkeypatch):
     return sent
 
 
-def test_worker_process_compiles_parts(tmp_path, monkeypatch, workers):
+def test_worker_process_compiles_parts(tmp_path, monkeypatch, workers, per_kernel):
     """Parts compiled by the worker process link and run like the others (x = max(x, -i) for i < 6)."""
-    import ctypes
     import time
     monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
     assert llvm._workers(1)[0].ready()
@@ -155,15 +176,10 @@ def test_worker_process_compiles_parts(tmp_path, monkeypatch, workers):
     kernels = [(f"k{i}_relu", i, i + 2, -float(i)) for i in range(6)]      # six different kernels
     lib, compiled = llvm.build_library(_module(kernels))
     assert len(compiled) == 7 and workers and all(workers)      # the worker was up and took some parts
-    x = (ctypes.c_float * 64)(*[float(i - 32) for i in range(64)])
-    args = (ctypes.c_void_p * 1)(ctypes.addressof(x))
-    run = ctypes.CDLL(str(lib)).fxc_run
-    run.argtypes = [ctypes.c_void_p] * 4
-    assert run(args, None, None, None) == 0
-    assert list(x) == [max(float(i - 32), 0.0) for i in range(64)]
+    assert _run_in_place(lib) == [max(float(i - 32), 0.0) for i in range(64)]
 
 
-def test_invalid_part_raises_compile_error_through_workers(workers):
+def test_invalid_part_raises_compile_error_through_workers(workers, per_kernel):
     from fxc.errors import CompileError
     bad = [("k0_a", 0, 2), ("k1_b", 1, 3), ("k2_c", 2, 4)]
     text = _module(bad).replace("@llvm.maximum.f32(float %x, float 0.0)", "@llvm.maximum.f32(float %x, i32 0)")

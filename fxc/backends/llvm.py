@@ -308,14 +308,19 @@ _GLOBAL = re.compile(r"@([\w.]+)")
 _META = re.compile(r"!(\d+)\b")
 
 
+SMALL_PART = 10_000      # characters of IR: smaller kernels share parts (a part costs ~4 ms of LLVM however small)
+BATCH_PART = 40_000
+
+
 def split_module(ir_text: str) -> list:
     """Split a rendered module into parts compiled (and cached) separately: [(name, IR text)], the entries first.
 
-    Each kernel (with its outlined parallel bodies) becomes a part of its own in a canonical form that does
-    not depend on the rest of the graph: the kernel is named fxc_k<hash of its code> (hidden, so the entry
-    part links to it), its parallel bodies <that name>_par<j>, its metadata renumbered from 0, and only the
-    declarations it uses kept. Equal kernels of two graphs therefore have the same text, and the object
-    cache finds them. The entry part keeps everything else (the entry functions call the renamed kernels)."""
+    Each kernel (with its outlined parallel bodies) is put in a canonical form that does not depend on the
+    rest of the graph: the kernel is named fxc_k<hash of its code> (hidden, so the entry part links to it),
+    its parallel bodies <that name>_par<j>, its metadata numbered from 0, only the declarations it uses
+    kept. A kernel of SMALL_PART characters or more is a part of its own, so equal kernels of two graphs
+    have the same text and the object cache finds them; smaller ones are packed, in the order of their
+    names, into parts of about BATCH_PART. The entry part keeps everything else (calling the renamed kernels)."""
     lines = ir_text.split("\n")
     first = next((i for i, l in enumerate(lines) if l.startswith("define ")), len(lines))
     head = lines[:first]
@@ -338,27 +343,52 @@ def split_module(ir_text: str) -> list:
             entries.append(f)
     if not kernels:
         return [("entry", ir_text)]
-    rename, parts = {}, []
+    rename, units = {}, {}
     for base, fs in kernels.items():
         names = {fn: ("KERNEL" if fn == base else f"KERNEL_par{j}") for j, (fn, _) in enumerate(fs)}
         body = [_GLOBAL.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), l) for _, f in fs for l in f]
-        body = _canonical_meta(body, meta)
-        used = {g for l in body for g in _GLOBAL.findall(l)}
-        decl = [l for l in head if not l.startswith(("declare ", "@")) or _GLOBAL.search(l).group(1) in used]
-        text = "\n".join(decl + [""] + body) + "\n"
-        canon = "fxc_k" + hashlib.sha256(text.encode()).hexdigest()[:20]
-        text = text.replace("define internal void @KERNEL(", "define hidden void @KERNEL(").replace("@KERNEL", "@" + canon)
+        unit = (base, *_canonical_meta(body, meta))
+        canon = "fxc_k" + hashlib.sha256(_part_text(head, [unit]).encode()).hexdigest()[:20]
+        named = [l.replace("define internal void @KERNEL(", "define hidden void @KERNEL(").replace("@KERNEL", "@" + canon)
+                 for l in unit[1]]
         rename[base] = canon
-        parts.append((base, text))
-    decls = [f"declare hidden void @{c}(ptr)" for c in dict.fromkeys(rename.values())]
+        units.setdefault(canon, (base, named, unit[2]))
+    parts, batch = [], []
+    for canon in sorted(units, key=lambda c: (_size(units[c]) < SMALL_PART, c)):
+        if _size(units[canon]) >= SMALL_PART:
+            parts.append((units[canon][0], _part_text(head, [units[canon]])))
+            continue
+        batch.append(units[canon])
+        if sum(map(_size, batch)) >= BATCH_PART:
+            parts.append((",".join(u[0] for u in batch), _part_text(head, batch)))
+            batch = []
+    if batch:
+        parts.append((",".join(u[0] for u in batch), _part_text(head, batch)))
+    decls = [f"declare hidden void @{c}(ptr)" for c in units]
     body = [_GLOBAL.sub(lambda m: "@" + rename.get(m.group(1), m.group(1)), l) for f in entries for l in f]
     entry = "\n".join(head + decls + [""] + body + [meta[k] for k in sorted(meta)]) + "\n"
     return [("entry", entry)] + parts
 
 
-def _canonical_meta(body: list, meta: dict) -> list:
-    """The body with the metadata it references (transitively) renumbered from 0 in order of first use,
-    followed by those metadata lines."""
+def _size(unit) -> int:
+    return sum(len(l) + 1 for l in unit[1])
+
+
+def _part_text(head: list, units: list) -> str:
+    """The IR text of one part: head without the declarations no unit uses, then each unit's functions and
+    metadata, its metadata numbers shifted past the previous units'. unit: (name, functions' lines, metadata lines)."""
+    used = {g for _, body, _ in units for l in body for g in _GLOBAL.findall(l)}
+    decl = [l for l in head if not l.startswith(("declare ", "@")) or _GLOBAL.search(l).group(1) in used]
+    body, meta = [], []
+    for _, lines, md in units:
+        shift = lambda l, off=len(meta): _META.sub(lambda m: f"!{int(m.group(1)) + off}", l)
+        body += [shift(l) for l in lines]
+        meta += [shift(l) for l in md]
+    return "\n".join(decl + [""] + body + meta) + "\n"
+
+
+def _canonical_meta(body: list, meta: dict) -> tuple:
+    """(body, metadata lines): the metadata it references (transitively) renumbered from 0 in order of first use."""
     order: dict = {}
     pending = [int(i) for l in body for i in _META.findall(l)]
     while pending:
@@ -367,7 +397,7 @@ def _canonical_meta(body: list, meta: dict) -> list:
             order[i] = len(order)
             pending += [int(j) for j in _META.findall(meta[i].split(" = ", 1)[1])]
     sub = lambda l: _META.sub(lambda m: f"!{order[int(m.group(1))]}", l)
-    return [sub(l) for l in body] + [sub(meta[i]) for i in sorted(order, key=order.get)]
+    return [sub(l) for l in body], [sub(meta[i]) for i in sorted(order, key=order.get)]
 
 
 def assembly(ir_text: str) -> str:
