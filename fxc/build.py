@@ -130,6 +130,8 @@ def _module_key(graph, target: str, options: dict) -> str:
 
 
 def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
+    from .backends import llvm
+    llvm.start_workers()
     precision = options.get("precision", "fp32")
     graph = run_pipeline(graph, dbg, _log, precision, precision == "bf16" and bf16_everywhere())
     hoisted = hoisted_values(graph)
@@ -172,7 +174,6 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
             (k.name, [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]))
         lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
         flops.append(k.flops)
-    from .backends import llvm
     ir = llvm.render(kernels, calls, pre_calls, profile=profile)
     if dbg >= 4:
         _log(ir)

@@ -274,6 +274,12 @@ class _Worker:
 _WORKERS: list = []
 
 
+def start_workers() -> None:
+    """Start the compile workers now (a build calls this before lowering, which hides their start-up)."""
+    if COMPILE_PROCESSES > 1:
+        _workers(COMPILE_PROCESSES - 1)
+
+
 def _workers(n: int) -> list:
     """n compile workers (started on first use; the ones that failed are replaced)."""
     _WORKERS[:] = [w for w in _WORKERS if w.ok is not False]
