@@ -135,11 +135,17 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     TT = -(-TH // R)
     R = -(-TH // TT)
     RT = R * TW                                     # tiles per task
+    # a tile row's transform works on TWV >= TW lanes, a power of two (no split loads and stores of odd widths);
+    # the extra lanes (stride-4 reads past the row) land in the next row's slots of V, written after, or past
+    # the task's last row (V's row of a (xi, c) is RT + TWV - TW long)
+    TWV = 1 << (TW - 1).bit_length()
+    RTV = RT + TWV - TW
     ty = tt * R + row
     guard = (lambda st: IfThen(Bin("lt", ty, as_expr(TH)), st)) if TH % R else (lambda st: st)
 
     # -- per input channel: the tile row's 6 input rows (zero padded), then V = B^T d B for all its tiles at once --
-    strip = conv.local(dt, ALPHA * Wp, "wstrip")
+    over = TILE * (TWV - TW)                        # what the widest stride-4 read passes the strip's end
+    strip = conv.local(dt, ALPHA * Wp + over, "wstrip")
     r, wq, c = Var("r"), Var("wq"), Var("c")
     y = ty * TILE - ph + r
     xval = conv.convert(x[n, c, y, wq - pw], None)
@@ -162,15 +168,16 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     row_ok = binary("and", Bin("ge", y, as_expr(0)), Bin("lt", y, as_expr(H)))
     fill = For(r, ALPHA, IfThen(row_ok, seq(chunks(0, lo, zero), chunks(lo, hi, copy), chunks(hi, Wp, zero)),
                                 chunks(0, Wp, zero)))
-    V = conv.local(dt, ALPHA * ALPHA * C * RT, "wv")          # [xi][c][tile]: a GEMM row's tiles are adjacent
-    tvt = vec(dt, TW) if TW > 1 else dt                         # one lane per tile of the row (stride 4 columns)
-    d = [[VecLoad(strip, as_expr(ai * Wp + bi), TW, TILE) if TW > 1 else Load(strip, as_expr(ai * Wp + bi))
+    V = conv.local(dt, ALPHA * ALPHA * C * RTV, "wv")         # [xi][c][tile]: a GEMM row's tiles are adjacent
+    tvt = vec(dt, TWV) if TWV > 1 else dt                       # one lane per tile of the row (stride 4 columns)
+    d = [[VecLoad(strip, as_expr(ai * Wp + bi), TWV, TILE) if TWV > 1 else Load(strip, as_expr(ai * Wp + bi))
           for bi in range(ALPHA)] for ai in range(ALPHA)]
-    # unrolled: as two loops (_transform_loops) the odd-width tile-row vectors (14, 7 lanes) cost 5-10% more time
     v = _transform(d, BT, BT, tvt)
-    vstores = [Store(V, (as_expr(e1 * ALPHA + e2) * C + c) * RT + row * TW, v[e1][e2])
+    vstores = [Store(V, (as_expr(e1 * ALPHA + e2) * C + c) * RTV + row * TW, v[e1][e2])
                for e1 in range(ALPHA) for e2 in range(ALPHA)]
     itrans = For(row, R, guard(For(c, C, seq(fill, *vstores))))
+    if over:        # read but never used: zeros rather than whatever the stack held (a denormal is slow)
+        itrans = seq(Store(strip, as_expr(ALPHA * Wp), Const(0.0, vec(dt, over))), itrans)
 
     # -- per block of nv*LANES output channels: 36 GEMMs over the task's tiles, output transform, epilogue -------
     blocks = KB // nv
@@ -203,7 +210,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         cols = min(m * TILE, last_cols) if count == 1 else m * TILE
         tile = Tile(conv, m, nv, dt)
         accs.append(tile.acc)
-        gemm = tile.compute([(c, C)], lambda i, p0=p0: Load(V, (xi * C + c) * RT + p0 + i),
+        gemm = tile.compute([(c, C)], lambda i, p0=p0: Load(V, (xi * C + c) * RTV + p0 + i),
                             lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * C + c) * LANES, LANES))
         keep = [Store(M, ((xi * RT + p0 + i) * nv + vv) * LANES, tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
         gemms.append(For(t, count, seq(gemm, *keep)) if count > 1 else LetStmt(t, as_expr(0), seq(gemm, *keep)))
