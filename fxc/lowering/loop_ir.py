@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from .expr import Expr, Load, Var, walk, ITEMSIZE
+from .expr import Expr, Load, Var, children, ITEMSIZE
 
 
 @dataclass(eq=False)
@@ -119,8 +119,20 @@ def stmt_exprs(s: Stmt) -> tuple:
 
 
 def used_vars(s: Stmt) -> set:
-    """Every variable the expressions of s mention."""
-    return {x for st in walk_stmts(s) for e in stmt_exprs(st) for x in walk(e) if isinstance(x, Var)}
+    """Every variable the expressions of s mention (each shared sub-expression visited once)."""
+    seen, found = set(), set()
+
+    def go(x):
+        if x not in seen:
+            seen.add(x)
+            if isinstance(x, Var):
+                found.add(x)
+            for c in children(x):
+                go(c)
+    for st in walk_stmts(s):
+        for e in stmt_exprs(st):
+            go(e)
+    return found
 
 
 def free_vars(s: Stmt) -> set:
