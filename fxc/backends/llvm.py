@@ -381,10 +381,12 @@ def _size(unit) -> int:
 
 
 def _part_text(head: list, units: list) -> str:
-    """The IR text of one part: head without the declarations no unit uses, then each unit's functions and
-    metadata, its metadata numbers shifted past the previous units'. unit: (name, functions' lines, metadata lines)."""
+    """The IR text of one part: head's target lines and the declarations the units use (sorted: their order in
+    head depends on the other kernels), then each unit's functions and metadata, its metadata numbers shifted
+    past the previous units'. unit: (name, functions' lines, metadata lines)."""
     used = {g for _, body, _ in units for l in body for g in _GLOBAL.findall(l)}
-    decl = [l for l in head if not l.startswith(("declare ", "@")) or _GLOBAL.search(l).group(1) in used]
+    decl = [l for l in head if l.strip() and not l.startswith(("declare ", "@"))]
+    decl += sorted(l for l in head if l.startswith(("declare ", "@")) and _GLOBAL.search(l).group(1) in used)
     body, meta = [], []
     for _, lines, md in units:
         shift = lambda l, off=len(meta): _META.sub(lambda m: f"!{int(m.group(1)) + off}", l)
