@@ -180,8 +180,12 @@ def test_unknown_precision_is_an_error():
         torch.compile(model, backend="fxc", options={"precision": "half"})(torch.randn(2, 4))
 
 
-@pytest.mark.skipif(HAS_BF16, reason="the CPU has AVX-512 BF16")
-def test_bf16_unavailable():
+def test_bf16_unavailable(monkeypatch):
+    """On a CPU without AVX-512 BF16 (simulated here by removing the feature) bf16 is refused with a clear error."""
+    import fxc.backends.llvm as llvm
+    tm, triple, cpu, feats = target_machine()
+    no_bf16 = ",".join(f for f in feats.split(",") if f != "+avx512bf16")
+    monkeypatch.setattr(llvm, "target_machine", lambda: (tm, triple, cpu, no_bf16))
     with pytest.raises(TargetError, match="AVX-512 BF16"):
         fxc.from_torch(torch.nn.Linear(4, 4), torch.randn(2, 4), precision="bf16")
 
