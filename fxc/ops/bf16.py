@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import Bf16Half, Const, PackBf16, as_expr, binary, compare, minimum, select
+from ..lowering.expr import Bf16Half, Const, PackBf16, as_expr, compare, minimum, select
 from ..relay_like.graph import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register
@@ -107,17 +107,8 @@ def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
 
 
 def _conv(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
-    (_, _, oh, ow) = _conv_infer([x, wp], out_channels, stride, dilation)[0].shape
-    _, c2, kh, kw, L = wp.shape
-    rc, rh, rw = te.reduce_axis(c2, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
-
-    def body(n, o, h, wi):
-        xv = x[n, rc[0], h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
-        wv = wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
-        return te.sum_(_dot_halves(xv, wv), [rc, rh, rw])
-    return te.compute((x.shape[0], out_channels, oh, ow), body, "conv2d_packed_bf16",
-                      {"schedule": "conv2d_packed", "bf16": True, "x": x, "w": wp, "stride": tuple(stride),
-                       "dilation": tuple(dilation), "nv": nv})
+    from .nn import _conv2d_packed
+    return _conv2d_packed(x, wp, out_channels, stride, dilation, nv, _dot_halves, "conv2d_packed_bf16", bf16=True)
 
 
 def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):

@@ -11,7 +11,7 @@ from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..lowering.loop_ir import For, Store, seq
 from ..relay_like.graph import TensorType
-from .common import norm_axis, rand
+from .common import rand
 from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")
@@ -122,18 +122,22 @@ def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv
     return [TensorType((x.shape[0], out_channels, oh, ow), x.dtype)]
 
 
-def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
-    """conv2d over a weight packed by pack_lanes (output channels in blocks of L, lanes innermost)."""
-    (_, _, oh, ow) = _conv2d_packed_infer([x, wp], out_channels, stride, dilation)[0].shape
+def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, product=None, name="conv2d_packed",
+                   **facts):
+    """conv2d over a weight packed by pack_lanes (output channels in blocks of L, lanes innermost). product(x, w)
+    is what is summed (default x * w; bf16 words use their own); facts go to the schedule with the attrs."""
     _, c_, kh, kw, L = wp.shape
+    oh = _conv_out(x.shape[2], kh, stride[0], dilation[0])
+    ow = _conv_out(x.shape[3], kw, stride[1], dilation[1])
     rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
+    product = product or (lambda a, b: a * b)
 
     def body(n, o, h, wi):
         xv = x[n, rc[0], h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
         wv = wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
-        return te.sum_(xv * wv, [rc, rh, rw])
-    return te.compute((x.shape[0], out_channels, oh, ow), body, "conv2d_packed",
-                      {"schedule": "conv2d_packed", "x": x, "w": wp, "stride": tuple(stride),
+        return te.sum_(product(xv, wv), [rc, rh, rw])
+    return te.compute((x.shape[0], out_channels, oh, ow), body, name,
+                      {"schedule": "conv2d_packed", **facts, "x": x, "w": wp, "stride": tuple(stride),
                        "dilation": tuple(dilation), "nv": nv})
 
 
