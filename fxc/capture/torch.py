@@ -403,18 +403,20 @@ class FxcSubgraph(torch.nn.Module):
         module, tensor_pos, out_struct = entry
         if module is None:
             return self.gm(*args)
-        ins = self._inputs(key, tensor_pos, args)
-        if ins is None:
+        got = self._inputs(key, tensor_pos, args, module)
+        if got is None:
             return self.gm(*args)
+        ins, ptrs, token = got        # ins keeps contiguous copies alive while the module reads them
         outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
         with torch.no_grad():
-            module.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], _prepack_token(module, ins))
+            module.run_pointers(ptrs, [o.data_ptr() for o in outs], token)
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
-    def _inputs(self, key, tensor_pos, args):
-        """The tensors to hand the module (contiguous, real, resolved), or None to run eagerly. The weights'
-        are kept from the previous call while they are the same tensors at the same version and address."""
+    def _inputs(self, key, tensor_pos, args, module):
+        """(the tensors to hand the module: contiguous, real, resolved; their addresses; its prepack token), or
+        None to run eagerly. The weights' tensors, addresses and token are kept from the previous call while the
+        weights are the same tensors at the same version and address."""
         weights = [args[i] for i in tensor_pos if i in self.weights]
         try:
             stamp = [(w._version, w.data_ptr()) for w in weights]
@@ -426,21 +428,29 @@ class FxcSubgraph(torch.nn.Module):
                       "model outside inference_mode, or pass options={'freeze': True} if the weights never change")
         held = self._held.get(key)
         if stamp is not None and held is not None and held[1] == stamp and all(map(operator.is_, weights, held[0])):
-            ready = iter(held[2])
+            prepared, wptrs, token = held[2:]
         else:
             prepared = [_prepare(w) for w in weights]
             if any(t is None for t in prepared):
                 return None
-            if stamp is not None:
-                self._held[key] = (weights, stamp, prepared)
-            ready = iter(prepared)
-        ins = []
+            wptrs, token = [t.data_ptr() for t in prepared], None
+        ready = iter(zip(prepared, wptrs))
+        ins, ptrs = [], []
         for i in tensor_pos:
-            t = next(ready) if i in self.weights else _prepare(args[i])
-            if t is None:
-                return None
+            if i in self.weights:
+                t, p = next(ready)
+            else:
+                t = _prepare(args[i])
+                if t is None:
+                    return None
+                p = t.data_ptr()
             ins.append(t)
-        return ins
+            ptrs.append(p)
+        if token is None:
+            token = _prepack_token(module, ins)
+            if stamp is not None:
+                self._held[key] = (weights, stamp, prepared, wptrs, token)
+        return ins, ptrs, token
 
     def compile(self, args):
         from ..build import build
