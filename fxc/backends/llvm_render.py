@@ -11,7 +11,8 @@ import struct
 
 from ..errors import LoweringError
 from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, LaneReduce, Load,
-                              PackBf16, Select, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, lanes_of, scalar_of, vec)
+                              PackBf16, Select, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
+                              scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
@@ -56,6 +57,7 @@ class FunctionWriter:
         self.tmp = 0
         self.block = "entry"
         self.env: list = [{}]          # scopes: Expr/Var -> ssa value
+        self._reads: dict = {}         # Expr -> the buffers it loads from (see invalidate)
         self.bufptr: dict = {}
         self.arg_names = arg_names
 
@@ -84,9 +86,21 @@ class FunctionWriter:
     def bind(self, e, v):
         self.env[-1][e] = v
 
+    def reads(self, e: Expr) -> frozenset:
+        """The buffers whose contents e's value depends on (those of its loads, at any depth)."""
+        r = self._reads.get(e)
+        if r is None:
+            r = frozenset().union(*(self.reads(c) for c in children(e)))
+            if isinstance(e, (Load, VecLoad)):
+                r = r | {e.args[0]}
+            self._reads[e] = r
+        return r
+
     def invalidate(self, buf: Buffer):
+        """After a store to buf: forget every cached value computed from it (a load, and anything built on one;
+        LetStmt variables keep the value they were given)."""
         for scope in self.env:
-            for k in [k for k in scope if isinstance(k, (Load, VecLoad)) and k.args[0] is buf]:
+            for k in [k for k in scope if isinstance(k, Expr) and not isinstance(k, Var) and buf in self.reads(k)]:
                 del scope[k]
 
     def ptr(self, buf: Buffer) -> str:

@@ -131,12 +131,12 @@ def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
         wb = ins[1] if weight else None
         bb = ins[1 + bool(weight)] if bias else None
         r, k = Var("r"), Var("k")
-        sums = [Buffer(f"lnsum{i}", dt, 1, "local") for i in range(3)]    # one per pass: a load is one value
+        s = Buffer("lnsum", dt, 1, "local")
         z = as_expr(0)
         xk = xb[r * n + k]
         m0, mean, rstd = Var("m0", dt), Var("mean", dt), Var("rstd", dt)
 
-        def total(s, f):
+        def total(f):
             return seq(Store(s, z, Const(0.0, dt)), For(k, n, Store(s, z, s[z] + f), "vectorize"))
 
         y = (xk - mean) * rstd
@@ -145,20 +145,17 @@ def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
         if bb is not None:
             y = y + bb[k]
         inv = 1.0 / n
-        s0, s1, s2 = sums
         body = seq(
-            total(s0, xk),
-            LetStmt(m0, s0[z] * inv, seq(
-                total(s1, xk - m0),
-                LetStmt(mean, m0 + s1[z] * inv, seq(
-                    total(s2, (xk - mean) * (xk - mean)),
-                    LetStmt(rstd, 1.0 / unary("sqrt", s2[z] * inv + float(eps)), seq(
+            total(xk),
+            LetStmt(m0, s[z] * inv, seq(
+                total(xk - m0),
+                LetStmt(mean, m0 + s[z] * inv, seq(
+                    total((xk - mean) * (xk - mean)),
+                    LetStmt(rstd, 1.0 / unary("sqrt", s[z] * inv + float(eps)), seq(
                         Store(mean_b, r, mean), Store(rstd_b, r, rstd),
                         For(k, n, Store(out, r * n + k, y), "vectorize"))))))))
         kind = "parallel" if rows > 1 and rows * n >= 1 << 14 else "serial"
-        for s in sums:
-            body = Allocate(s, body)
-        return For(r, rows, body, kind)
+        return For(r, rows, Allocate(s, body), kind)
 
     stat = x.shape[:x.ndim - ndims] + (1,) * ndims
     return tuple(te.extern([(x.shape, dt), (stat, dt), (stat, dt)], [x, *affine], lower, "layer_norm"))
