@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..lowering.gemm_schedule import LANES
 from ..lowering.loop_ir import For, Store, seq
 from ..relay_like.graph import TensorType
 from .common import rand
@@ -221,7 +222,7 @@ def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=Fals
             return v
         row = p * OW
         stmts = []
-        n, vec = last - first + 1, 16
+        n, vec = last - first + 1, LANES
         if n > 0:       # whole vectors, then one last vector overlapping them (stores are idempotent) for the rest
             for start, count in ((first, n if n < vec else n // vec * vec), (last + 1 - vec, vec if n > vec and n % vec else 0)):
                 if count:
