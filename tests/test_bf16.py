@@ -104,7 +104,7 @@ def test_conv_residual_epilogue():
 
 
 @needs_bf16
-@pytest.mark.parametrize("m,k,n", [(3, 101, 70), (1, 512, 1000), (20, 64, 16)])
+@pytest.mark.parametrize("m,k,n", [(3, 101, 70), (1, 512, 1000), (20, 64, 16), (30, 2048, 64)])
 def test_linear_within_bf16_bound(m, k, n):
     torch.manual_seed(2)
     model = torch.nn.Linear(k, n).eval()

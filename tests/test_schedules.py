@@ -142,6 +142,37 @@ def test_matmul_packed_with_gelu_epilogue(case):
     assert_close_np(out, ref.astype(np.float32))
 
 
+def test_rows_per_set():
+    from fxc.lowering.gemm_schedule import rows_per_set
+    assert rows_per_set(4096, 14) == 14        # rows of 1024 floats: every row in the same L1 set
+    assert rows_per_set(1024, 14) == 4         # rows of 256 floats: four sets in turn
+    assert rows_per_set(4160, 14) == 1         # padded by one line: a set each
+
+
+@pytest.mark.parametrize("case", [((2, 37, 1024), (1024, 256)), ((40, 2048), (2048, 48))], ids=str)
+def test_matmul_rows_of_4k_stride_read_through_a_padded_panel(case, monkeypatch):
+    """A's rows 4 KiB apart would share one L1 set: each row tile copies them into a padded local panel first
+    (one copy per several column blocks); row tails, batch and column tails still match numpy."""
+    import fxc.lowering.lower as lower
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    names = []
+    local = lower.Converter.local
+
+    def spy(self, dtype, size=1, name="acc"):
+        names.append(name)
+        return local(self, dtype, size, name)
+    monkeypatch.setattr(lower.Converter, "local", spy)
+    sa, sb = case
+    a, b, bias = rand(*sa), rand(*sb), rand(sb[1])
+
+    def make(g, av, bv, cv):
+        return g.call1("relu", [g.call1("add", [g.call1("matmul", [av, bv], trans_a=False, trans_b=False), cv])])
+    out, _ = run_graph(make, [a, b, bias])
+    assert "apanel" in names
+    ref = np.maximum(np.matmul(a.astype(np.float64), b.astype(np.float64)) + bias, 0)
+    assert_close_np(out, ref.astype(np.float32))
+
+
 @pytest.mark.parametrize("n", [16, 37, 128, 1000])
 def test_softmax_and_row_reductions_vectorized(n):
     x = rand(3, n) * 4

@@ -185,10 +185,13 @@ def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buff
 
 
 # -- register tiles along rows (shared by conv and matmul) -------------------------------------------------------------
-def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_of, b_of, store, mac=None):
-    """Cover `extent` rows with register tiles of row_tile(extent, nv) rows, then one tail tile: each accumulates
-    a_of(i, r0) (scalar of row r0 + i) x b_of(v) (vector v of the packed operand) over reduce_axes, then store(tile, r0)."""
-    mr = row_tile(extent, nv)
+def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_of, b_of, store, mac=None,
+              mr: int | None = None, prologue=None, inner=None):
+    """Cover `extent` rows with register tiles of `mr` (default row_tile(extent, nv)) rows, then one tail tile: each
+    accumulates a_of(i, r0) (scalar of row r0 + i) x b_of(v) (vector v of the packed operand) over reduce_axes, then
+    store(tile, r0). prologue(rows, r0): a statement run once per tile before it; inner: a (Var, extent) loop around
+    the accumulate-and-store, so one prologue serves several column blocks."""
+    mr = mr or row_tile(extent, nv)
     full = (extent // mr) * mr
     stmts = []
     for start, count, width in ((0, extent // mr, mr), (full, 1, extent - full)):
@@ -198,8 +201,23 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
         t = Var("rt")
         r0 = as_expr(start) + t * width
         body = seq(tile.compute(reduce_axes, lambda i, r0=r0: a_of(i, r0), b_of, mac), store(tile, r0))
+        if inner is not None:
+            body = For(inner[0], inner[1], body)
+        if prologue is not None:
+            body = seq(prologue(width, r0), body)
         stmts.append(Allocate(tile.acc, For(t, count, body) if count > 1 else LetStmt(t, as_expr(0), body)))
     return seq(*stmts)
+
+
+L1_SET_SPAN = 4096          # bytes: addresses this far apart share an L1 data-cache set (64 sets of 64-byte lines)
+L1_ROWS_PER_SET = 8         # rows a tile may keep in one set (12 ways, the rest for the streaming operand)
+
+
+def rows_per_set(stride_bytes: int, rows: int) -> int:
+    """The most of `rows` rows, `stride_bytes` apart, that fall in one L1 set: a tile whose broadcast operand
+    keeps more lines than the set has ways evicts its own rows on every step (e.g. rows of 1024 floats)."""
+    sets = [(i * stride_bytes) % L1_SET_SPAN // 64 for i in range(rows)]
+    return max(sets.count(x) for x in set(sets))
 
 
 # -- conv2d over packed weights ------------------------------------------------------------------------------------
@@ -341,6 +359,7 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
 
 # -- matmul over a packed B -------------------------------------------------------------------------------------------
 def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
+    from .schedule import linear_stride
     a = rt.attrs
     A, bp, trans_a, nv = a["a"], a["b"], a["trans_a"], a["nv"]
     batch = list(zip(axes[:-2], shape[:-2]))
@@ -357,15 +376,41 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         idx = (k, m0 + i) if trans_a else (m0 + i, k)
         return conv.convert(A[tuple(a_batch) + idx], None)
 
-    def b_of(v):
-        return VecLoad(bbuf, flat_index(tuple(b_batch) + (nbb * nv + v, k, 0), bp.shape), L)
+    def b_of_block(blk):
+        return lambda v: VecLoad(bbuf, flat_index(tuple(b_batch) + (blk * nv + v, k, 0), bp.shape), L)
 
-    def store(tile, m0):
-        return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), m0, nbb * (nv * L), m, nn, N)
+    def store_block(blk):
+        return lambda tile, m0: store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), m0,
+                                           blk * (nv * L), m, nn, N)
 
-    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of, store, dot_bf16 if a.get("bf16") else None)
+    mac = dot_bf16 if a.get("bf16") else None
     work = math.prod(shape) * K
-    return _parallel(batch + [(nbb, NBP // nv)], body, work, num_threads)
+    groups = NBP // nv
+    mr = row_tile(M, nv)
+    row = conv.convert(A[tuple(a_batch) + ((k, m) if trans_a else (m, k))], None)
+    stride = linear_stride(row.args[1], m) if isinstance(row, Load) else None
+    itemsize = 4 if row.dtype in ("float32", "int32") else 2
+    if stride is None or K < 64 or rows_per_set(abs(stride) * itemsize, mr) <= L1_ROWS_PER_SET:
+        body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr)
+        return _parallel(batch + [(nbb, groups)], body, work, num_threads)
+    # The tile's rows of A would crowd into a few L1 sets (e.g. a row stride of a multiple of 4 KiB) and evict each
+    # other on every step: each tile first copies its rows into a local panel of a padded stride, and one copy
+    # serves `per` column blocks in a row.
+    pstride = -(-K // LANES) * LANES
+    while rows_per_set(pstride * itemsize, mr) > L1_ROWS_PER_SET:
+        pstride += LANES
+    panel = conv.local(row.dtype, mr * pstride, "apanel")
+    per = max(d for d in range(1, groups + 1) if groups % d == 0 and d <= max(1, groups // max(num_threads, 1)))
+    chunk, g, kk = Var("nchunk"), Var("ng"), Var("kk")
+    blk = chunk * per + g
+
+    def copy_rows(rows, m0):
+        return seq(*[For(kk, K, Store(panel, as_expr(i * pstride) + kk, substitute(a_of(i, m0), {k: kk})), "vectorize")
+                     for i in range(rows)])
+
+    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], lambda i, m0: Load(panel, as_expr(i * pstride) + k),
+                     b_of_block(blk), store_block(blk), mac, mr, prologue=copy_rows, inner=(g, per))
+    return _parallel(batch + [(chunk, groups // per)], Allocate(panel, body), work, num_threads)
 
 
 # -- depthwise conv2d -----------------------------------------------------------------------------------------------
