@@ -253,14 +253,14 @@ class _Net(torch.nn.Module):
 def _count_prepacks(monkeypatch):
     from fxc.runtime import module as rt
     calls = []
-    real = rt.Module.run_pointers
+    real = rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):
         before = self._ws.state().get("prepacked")
         real(self, ins, outs, token)
         if self.prepack_inputs and self._ws.state().get("prepacked") is not before:
             calls.append(1)
-    monkeypatch.setattr(rt.Module, "run_pointers", spy)
+    monkeypatch.setattr(rt.Module, "run_prepared", spy)
     return calls
 
 
@@ -363,13 +363,13 @@ def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monke
     """Weights made under inference_mode have no version counter: every call repacks (a write to them could
     not be seen otherwise), the result follows such a write, and fxc says once why it is slower."""
     from fxc.runtime import module as rt
-    calls, real = [], rt.Module.run_pointers
+    calls, real = [], rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):
-        if self.prepack_inputs and token is None:     # no token: run_pointers always runs the prepack step
+        if self.prepack_inputs and token is None:     # no token: run_prepared always runs the prepack step
             calls.append(1)
         real(self, ins, outs, token)
-    monkeypatch.setattr(rt.Module, "run_pointers", spy)
+    monkeypatch.setattr(rt.Module, "run_prepared", spy)
     import fxc.capture.torch as capture
     monkeypatch.setattr(capture, "_warned", set())       # said once per process: not yet in this test
     with torch.inference_mode():

@@ -25,6 +25,7 @@ from ..ops.complex import REAL_OF, Complex, complex_table, is_complex_call
 from ..ops.registry import aten_table
 from ..relay_like.builder import Builder
 from ..relay_like.graph import Value
+from ..runtime.cpu import pointer_array
 
 log = logging.getLogger("fxc")
 
@@ -406,51 +407,59 @@ class FxcSubgraph(torch.nn.Module):
         got = self._inputs(key, tensor_pos, args, module)
         if got is None:
             return self.gm(*args)
-        ins, ptrs, token = got        # ins keeps contiguous copies alive while the module reads them
+        ins, array, token = got       # ins keeps contiguous copies alive while the module reads them
         outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
         with torch.no_grad():
-            module.run_pointers(ptrs, [o.data_ptr() for o in outs], token)
+            module.run_prepared(array, [o.data_ptr() for o in outs], token)
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
     def _inputs(self, key, tensor_pos, args, module):
-        """(the tensors to hand the module: contiguous, real, resolved; their addresses; its prepack token), or
-        None to run eagerly. The weights' tensors, addresses and token are kept from the previous call while the
-        weights are the same tensors at the same version and address."""
-        weights = [args[i] for i in tensor_pos if i in self.weights]
+        """(the tensors to keep alive while the module reads them, a ctypes array of the input addresses, the
+        prepack token for Module.run_prepared), or None to run eagerly. While the weights are the same tensors at
+        the same versions and addresses, their prepared forms, the address array and the token are reused from
+        the previous call: only the activations are looked at."""
+        held = self._held.get(key)
+        if held is not None:
+            wpos, objs, versions, addrs, prepared, acts, array, token = held
+            weights = [args[i] for i in wpos]
+            if list(map(_VERSION, weights)) == versions and list(map(_DATA_PTR, weights)) == addrs \
+                    and all(map(operator.is_, weights, objs)):
+                array = type(array).from_buffer_copy(array)     # a private copy: concurrent callers
+                ins = [prepared]
+                for slot, i in acts:
+                    t = _prepare(args[i])
+                    if t is None:
+                        return None
+                    ins.append(t)
+                    array[slot] = t.data_ptr()
+                return ins, array, token
+        ins = []
+        for i in tensor_pos:
+            t = _prepare(args[i])
+            if t is None:
+                return None
+            ins.append(t)
+        ptrs = [t.data_ptr() for t in ins]
+        wpos = [i for i in tensor_pos if i in self.weights]
+        weights = [args[i] for i in wpos]
+        prepack = _prepack_token(module, ins)
+        token = None if prepack is None else (tuple(ptrs[i] for i in module.prepack_inputs), prepack)
         try:
-            stamp = [(w._version, w.data_ptr()) for w in weights]
+            versions = list(map(_VERSION, weights))
         except RuntimeError:            # inference tensors have no version counter: prepare them every call
-            stamp = None
             _say_once("inference-tensor weights",
                       "fxc: the model's parameters are inference tensors (made under torch.inference_mode()), so "
                       "fxc cannot tell when they change and redoes its weight packing on every call; create the "
                       "model outside inference_mode, or pass options={'freeze': True} if the weights never change")
-        held = self._held.get(key)
-        if stamp is not None and held is not None and held[1] == stamp and all(map(operator.is_, weights, held[0])):
-            prepared, wptrs, token = held[2:]
-        else:
-            prepared = [_prepare(w) for w in weights]
-            if any(t is None for t in prepared):
-                return None
-            wptrs, token = [t.data_ptr() for t in prepared], None
-        ready = iter(zip(prepared, wptrs))
-        ins, ptrs = [], []
-        for i in tensor_pos:
-            if i in self.weights:
-                t, p = next(ready)
-            else:
-                t = _prepare(args[i])
-                if t is None:
-                    return None
-                p = t.data_ptr()
-            ins.append(t)
-            ptrs.append(p)
-        if token is None:
-            token = _prepack_token(module, ins)
-            if stamp is not None:
-                self._held[key] = (weights, stamp, prepared, wptrs, token)
-        return ins, ptrs, token
+            return ins, pointer_array(ptrs), token
+        acts = [(slot, i) for slot, i in enumerate(tensor_pos) if i not in self.weights]
+        fixed = {slot for slot, i in enumerate(tensor_pos) if i in self.weights}
+        if token is not None and not set(module.prepack_inputs) <= fixed:   # an activation is packed: no reuse
+            return ins, pointer_array(ptrs), token
+        self._held[key] = (wpos, weights, versions, list(map(_DATA_PTR, weights)),
+                           [ins[slot] for slot in sorted(fixed)], acts, pointer_array(ptrs), token)
+        return ins, pointer_array(ptrs), token
 
     def compile(self, args):
         from ..build import build
@@ -479,6 +488,10 @@ def _prepare(t):
     if t.is_complex():
         t = torch.view_as_real(t)
     return t if t.is_contiguous() else t.contiguous()
+
+
+_VERSION = operator.attrgetter("_version")
+_DATA_PTR = torch.Tensor.data_ptr
 
 
 def _prepack_token(module, ins):

@@ -90,13 +90,21 @@ class Module:
         `prepack_inputs` (e.g. each weight tensor and its version counter). When it matches the previous
         call's (same objects, same versions, same addresses), the packed weights in the workspace are
         reused; None always repacks."""
-        args = (pointer_array(in_ptrs), pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
+        token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
+        self.run_prepared(pointer_array(in_ptrs), out_ptrs, token)
+
+    def run_prepared(self, in_array, out_ptrs: list, token=None) -> None:
+        """run_pointers with the input addresses already a ctypes array and the whole token given:
+        (addresses of the `prepack_inputs`, (objects, versions)). The very token object of the previous call on
+        this thread is taken as unchanged without comparing it (a caller reuses one only while it has checked
+        that the weights behind it are unchanged)."""
+        args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
         if not self.prepack_inputs or self._lib.prepack is None:
             check_return_code(self._lib.run(*args))
             return
         state = self._ws.state()
-        token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
-        if not _same_token(state.get("prepacked"), token):
+        last = state.get("prepacked")
+        if token is None or (last is not token and not _same_token(last, token)):
             state["prepacked"] = None
             check_return_code(self._lib.prepack(*args))
             state["prepacked"] = token
