@@ -108,6 +108,16 @@ def bf16_everywhere() -> bool:
     return mode == "all" or (mode != "weight_bound" and bf16_dot_gain() >= 1.0)
 
 
+BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 direct conv outruns float32 Winograd
+
+
+def bf16_direct_fast() -> bool:
+    """A bf16 direct conv runs at about twice the float32 rate here (measured, backends/llvm_probe.py): then
+    Winograd (float32) keeps only the large maps where it still wins (passes/use_winograd.py)."""
+    from .backends.llvm_probe import bf16_dot_gain
+    return bf16_everywhere() and bf16_dot_gain() >= BF16_FAST_GAIN
+
+
 def _cacheable(dbg: int) -> bool:
     """Modules come from the on-disk cache unless FXC_MODULE_CACHE=0, debug >= 2 (which shows the passes) or
     an op of the graph was replaced at run time (a test's deliberately broken kernel)."""
@@ -133,7 +143,8 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     from .backends import llvm
     llvm.start_workers()
     precision = options.get("precision", "fp32")
-    graph = run_pipeline(graph, dbg, _log, precision, precision == "bf16" and bf16_everywhere())
+    bf16 = precision == "bf16"
+    graph = run_pipeline(graph, dbg, _log, precision, bf16 and bf16_everywhere(), bf16 and bf16_direct_fast())
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack

@@ -98,6 +98,20 @@ def test_pass_keeps_other_convs():
     assert fits(512, 56) and not fits(1024, 512)      # the kernel's stack scratch stays a few MB
 
 
+def test_bf16_direct_keeps_small_maps_direct():
+    """With a bf16 direct conv at twice the float32 rate, Winograd (float32) keeps only the large maps."""
+    assert not winograd_pays(256, 256, 1, 14, 14, bf16_direct=True)
+    assert winograd_pays(128, 128, 1, 28, 28, bf16_direct=True) and winograd_pays(64, 64, 1, 56, 56, bf16_direct=True)
+    b = Builder()
+    g = b.graph
+    x14, x28 = g.input((1, 64, 16, 16), "float32"), g.input((1, 64, 30, 30), "float32")   # outputs 14x14, 28x28
+    w = g.input((64, 64, 3, 3), "float32")
+    g.outputs = [g.call1("conv2d", [x14, w]), g.call1("conv2d", [x28, w])]
+    from fxc.relay_like.passes import infer_types
+    ops = [n.op for n in use_winograd(infer_types(g), bf16_direct=True).nodes]
+    assert ops.count("conv2d") == 1 and ops.count("conv2d_winograd") == 1, ops
+
+
 class Block(torch.nn.Module):
     """conv-bn-relu-conv-bn + residual, relu (a ResNet basic block)."""
 

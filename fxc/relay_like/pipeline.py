@@ -22,14 +22,17 @@ PIPELINE = [
 ]
 
 
-def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True):
+def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True,
+                 bf16_direct: bool = False):
     """precision "bf16": use_bf16 runs (on every conv/matmul over weights, or with bf16_everywhere=False only
-    on those that stream their weight)."""
+    on those that stream their weight); bf16_direct (its direct convs at twice the float32 rate): Winograd
+    keeps only the layers where it still beats them."""
     for p in PIPELINE:
         if p is use_bf16 and precision != "bf16":
             continue
         t0 = time.perf_counter()
-        g = use_bf16(g, bf16_everywhere) if p is use_bf16 else p(g)
+        g = use_bf16(g, bf16_everywhere) if p is use_bf16 else use_winograd(g, bf16_direct) if p is use_winograd \
+            else p(g)
         if debug >= 1:
             log(f"[fxc] pass {p.__name__:<28} {1e3 * (time.perf_counter() - t0):7.2f} ms  {len(g.nodes)} nodes")
         if debug >= 2:

@@ -17,15 +17,25 @@ from ..graph import Node
 LANES = 16
 
 
-def winograd_pays(c: int, k: int, n: int, oh: int, ow: int) -> bool:
+BF16_MIN_SIDE = 28      # with a bf16 direct kernel at twice the FMA rate: Winograd (float32) only on maps this large
+
+
+def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False) -> bool:
     """Where Winograd beat the direct kernel when measured per layer (benchmarks/winograd_layers.py, this
     machine): enough channels for the GEMMs, at least 3 tiles along a row (the input transform runs one
     vector lane per tile) and enough 4x4 tiles per pass over the transformed weight (4x the direct weight's
-    bytes). 7x7 stays direct (1.7x slower at batch 1, 1.2x at batch 8)."""
+    bytes). 7x7 stays direct (1.7x slower at batch 1, 1.2x at batch 8).
+    bf16_direct: the direct kernel would run in bf16 on a CPU whose vdpbf16ps does twice the multiply-adds of
+    an FMA (precision="bf16", backends/llvm_probe.py). Measured on ResNet-18 (Zen 4): 256 channels at 14x14
+    take 0.53 ms direct in bf16 against 0.78 ms in float32 Winograd, while 128 at 28x28 (0.54 vs 0.43 ms) and
+    64 at 56x56 (0.58 vs 0.40-0.55 ms) still favour Winograd."""
+    if bf16_direct and min(oh, ow) < BF16_MIN_SIDE:
+        return False
     return c >= 32 and k >= 32 and min(oh, ow) >= 9 and n * -(-oh // 4) * -(-ow // 4) >= 8
 
 
-def use_winograd(g):
+def use_winograd(g, bf16_direct: bool = False):
+    """bf16_direct: see winograd_pays."""
     mode = os.environ.get("FXC_WINOGRAD", "1")
     if mode == "0":
         return g
@@ -47,7 +57,7 @@ def use_winograd(g):
                 x, padding = p.inputs[0], (pt, pl)
         b, k, oh, ow = n.outputs[0].shape
         c = x.shape[1]
-        if not (mode == "all" or winograd_pays(c, k, b, oh, ow)) or not fits(c, ow):
+        if not (mode == "all" or winograd_pays(c, k, b, oh, ow, bf16_direct)) or not fits(c, ow):
             new_nodes.append(n)
             continue
         nv = lane_vectors(tiles(ow), -(-k // LANES))
