@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from .expr import (Bin, Broadcast, Const, Expr, Fma, Lane, LaneReduce, Load, Select, Un, Var, VecLoad, as_expr,
-                   binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
+from .expr import (Bin, Broadcast, Const, Expr, Fma, Lane, LaneReduce, Load, PackBf16, Select, Un, Var, VecLoad,
+                   as_expr, binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
 
@@ -63,6 +63,9 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None):
             if s is None or s < 0 or buf.dtype == "bool":
                 return None
             r = VecLoad(buf, idx, lanes, s)
+        elif isinstance(x, PackBf16):            # float32 pairs -> bf16x2 words (vcvtne2ps2bf16)
+            lo, hi = go(x.args[0]), go(x.args[1])
+            r = None if lo is None or hi is None else PackBf16(lo, hi)
         elif isinstance(x, (Bin, Un, Select, Fma)) and scalar_of(x.dtype) in ("float32", "float64", "bool"):
             if isinstance(x, Un) and x.args[0] not in VECTOR_UNARY and not (
                     x.args[0] in VECTOR_MATH_F32 and x.dtype == "float32"):

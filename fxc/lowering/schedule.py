@@ -108,8 +108,10 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
 def _vector_row(out, index, value, v, n):
     """out[index(v)] = value(v) for v in 0..n as explicit vectors of VECTOR_LANES (and one narrower tail
     vector), when the row is contiguous in the output and value vectorizes; else None."""
+    from .expr import PackBf16
     from .gemm_schedule import LANES, vectorize_expr
-    if out.dtype != "float32" or n < 4 or linear_stride(index, v) != 1:
+    words = out.dtype == "int32" and isinstance(value, PackBf16)       # float32 pairs packed to bf16x2 words
+    if (out.dtype != "float32" and not words) or n < 4 or linear_stride(index, v) != 1:
         return None
     full, tail = n // LANES, n % LANES
     stmts = []
