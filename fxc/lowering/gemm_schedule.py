@@ -277,29 +277,41 @@ def _flat_positions(value: Expr, oh: Var, ow: Var, width: int) -> bool:
     return ok(value)
 
 
+def conv1x1_as_gemm(channels: int, out_channels: int, positions: int) -> bool:
+    """A 1x1 stride-1 conv runs as the GEMM over its positions (schedule_conv1x1) unless the map is small and
+    reduced over more channels than it makes: then channel lanes (conv2d_packed) stream less."""
+    return not (positions < 512 and channels > out_channels)
+
+
 def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
     """out[n, o, p] = sum_c w[o, c] * x[n, c, p] over the flat output positions p = oh * OW + ow (NCHW, 1x1 kernel,
     stride 1): lanes = positions (contiguous in x and in the output, so the epilogue stores whole vectors),
     rows = output channels (one broadcast weight each). Parallel over (batch, position block, channel tile).
-    None when x is not a group input or the epilogue does not address positions as one flat row."""
+    x is a group input, or computed in the group and read through (the bf16 words of float32 channel pairs,
+    fuse_ops.py). None when the epilogue (or x) does not address positions as one flat row."""
     a = rt.attrs
     x, wp = a["x"], a["w"]
     N, O, OH, OW = shape
     OBP, C, KH, KW, L = wp.shape
     n, o, oh, ow = axes
     xbuf = conv.bufs.get(x)
-    if (KH, KW) != (1, 1) or tuple(a["stride"]) != (1, 1) or xbuf is None or tuple(x.shape) != (N, C, OH, OW) \
-            or not _flat_positions(value, oh, ow, OW):
+    bf16 = bool(a.get("bf16"))      # C counts bf16x2 words (channel pairs)
+    if (KH, KW) != (1, 1) or tuple(a["stride"]) != (1, 1) or tuple(x.shape) != (N, C, OH, OW) \
+            or not conv1x1_as_gemm(C * (2 if bf16 else 1), O, OH * OW) or not _flat_positions(value, oh, ow, OW):
         return None
     HW = OH * OW
-    bf16 = bool(a.get("bf16"))      # C counts bf16x2 words (channel pairs)
-    if HW < 512 and C * (2 if bf16 else 1) > O:   # small maps reduced over many channels: channel lanes stream less
-        return None
     p = Var("p")
+    c = Var("c")
+    xflat = None
+    if xbuf is None:    # x computed in the group (the bf16 words of float32 channel pairs): read through it
+        xe = conv.convert(x[n, c, oh, ow], None)
+        if not _flat_positions(xe, oh, ow, OW):
+            return None
+        xflat = substitute(xe, {oh: as_expr(0), ow: p})
     flat_value = substitute(value, {oh: as_expr(0), ow: p})
     out_index = (n * O + o) * HW + p
     wbuf = conv.bufs[wp]
-    c, pb, ot = Var("c"), Var("pb"), Var("ot")
+    pb, ot = Var("pb"), Var("ot")
     nv = 4 if HW >= 64 else max(1, -(-HW // LANES))
     block = nv * LANES
     nb_full, rest = HW // block, HW % block
@@ -316,8 +328,8 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
         vt = lambda v: vec(rt.dtype, widths[v]) if widths[v] > 1 else rt.dtype
         slot = lambda i, v: as_expr(i * total + offs[v])
         accv = lambda i, v: VecLoad(acc, slot(i, v), widths[v]) if widths[v] > 1 else Load(acc, slot(i, v))
-        xrow = (n * C + c) * HW + p0
-        bvec = [VecLoad(xbuf, xrow + offs[v], widths[v]) if widths[v] > 1 else Load(xbuf, xrow + offs[v])
+        src, xrow = (xbuf, (n * C + c) * HW + p0) if xflat is None else (xblock, c * block)
+        bvec = [VecLoad(src, xrow + offs[v], widths[v]) if widths[v] > 1 else Load(src, xrow + offs[v])
                 for v in range(len(widths))]
         upd = []
         for i in range(rows):
@@ -351,13 +363,38 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
         return IfThen(Bin("lt", ot, as_expr(n_full)), full, tail)
 
     n_ot = n_full + (1 if o_tail else 0)
-    main = over_channels(blocks[0][0], pb * block) if nb_full else None
-    tail = over_channels(blocks[-1][0], as_expr(nb_full * block)) if rest else None
+    n_pb = nb_full + (1 if rest else 0)
+    per = 1
+    if xflat is not None:
+        # x is computed (bf16 words of float32 pairs): each work item makes the block's words once into a local
+        # buffer for `per` channel tiles in a row, as few per item as keep 8 items per thread
+        per = max(d for d in range(1, n_ot + 1) if n_ot % d == 0 and (d == 1 or N * n_pb * (n_ot // d) >= 8 * num_threads))
+
+    def item(widths, p0):
+        tiles = over_channels(widths, p0)
+        if tiles is None or xflat is None:
+            return tiles
+        otc = Var("otc")
+        tiles = For(otc, per, LetStmt(ot, oti * per + otc, tiles)) if per > 1 else LetStmt(ot, oti, tiles)
+        fill = []
+        for v, off in enumerate([sum(widths[:k]) for k in range(len(widths))]):
+            xv = vectorize_expr(xflat, p, widths[v]) if widths[v] > 1 else xflat
+            if xv is None:
+                return None
+            fill.append(Store(xblock, c * block + off, substitute(xv, {p: p0 + off})))
+        return seq(For(c, C, seq(*fill)), tiles)
+
+    xblock = conv.local(x.dtype, C * block, "xblock") if xflat is not None else None
+    oti = Var("oti") if xflat is not None else ot
+    main = item(blocks[0][0], pb * block) if nb_full else None
+    tail = item(blocks[-1][0], as_expr(nb_full * block)) if rest else None
     if (nb_full and main is None) or (rest and tail is None):
         return None
     body = main if not rest else tail if not nb_full else IfThen(Bin("lt", pb, as_expr(nb_full)), main, tail)
+    if xblock is not None:
+        body = Allocate(xblock, body)
     work = N * O * HW * C
-    return _parallel([(n, N), (pb, nb_full + (1 if rest else 0)), (ot, n_ot)], body, work, num_threads)
+    return _parallel([(n, N), (pb, n_pb), (oti, n_ot // per)], body, work, num_threads)
 
 
 # -- matmul over a packed B -------------------------------------------------------------------------------------------

@@ -5,6 +5,8 @@
 - an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
   its group as an epilogue (bias, batch-norm, residual add, activation);
 - a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone;
+- a zero pad into a depthwise conv, and bf16 pairing into a 1x1 bf16 conv run as a GEMM: their schedules
+  read through the producer;
 - a value computed from weights only (`hoisted`, see hoist.py) is not fused into a consumer that reads
   activations: it is computed once in the prepack step and read from memory, as a constant would be.
 Accepts a typed graph; returns Groups in topological order, each with one root node.
@@ -49,6 +51,18 @@ def _pads_depthwise(p, n) -> bool:
             and n.attrs.get("groups", 1) == p.inputs[0].shape[1] > 1)
 
 
+def _pairs_for_gemm(p, n) -> bool:
+    """The bf16 words of float32 channel pairs read by a 1x1 stride-1 bf16 conv that runs as a GEMM over the
+    positions: its schedule packs each vector of words as it loads it (no words tensor, no kernel of its own)."""
+    if p.op != "pack_bf16_pairs" or n.op != "conv2d_packed_bf16" or p.attrs.get("axis") != 1:
+        return False
+    from ..lowering.gemm_schedule import conv1x1_as_gemm
+    x, wp = n.inputs
+    return (len(x.shape) == 4 and wp.shape[2:4] == (1, 1) and tuple(n.attrs.get("stride", (1, 1))) == (1, 1)
+            and x.shape[2:] == n.outputs[0].shape[2:]
+            and conv1x1_as_gemm(p.inputs[0].shape[1], n.outputs[0].shape[1], x.shape[2] * x.shape[3]))
+
+
 def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
     users = g.users()
     out_ids = {v.id for v in g.outputs}
@@ -84,8 +98,8 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
                 if len(users.get(v.id, [])) != 1 or len({id(u) for u, _ in users[v.id]}) != 1:
                     continue
                 kp = get_op(p.op).kind
-                if _pads_depthwise(p, n):
-                    union(p, n)                     # the depthwise schedule reads the unpadded input
+                if _pads_depthwise(p, n) or _pairs_for_gemm(p, n):
+                    union(p, n)                     # the conv's schedule reads through it (no copy)
                     continue
                 if len(n.outputs) != 1 and kn != Kind.OPAQUE and kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION:
                     union(p, n)                     # prologue into a multi-output reduction-like op
