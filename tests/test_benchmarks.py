@@ -22,14 +22,14 @@ def _run_harness(tmp_path, *args):
 
 @pytest.mark.slow
 def test_quick_run_eager_and_fxc(tmp_path):
-    report, out = _run_harness(tmp_path, "--quick", "--models", "resnet18:1", "--peers", "eager",
+    report, out = _run_harness(tmp_path, "--quick", "--models", "resnet18:1", "--peers", "eager,fxc_aot",
                                "--runs", "3", "--no-subprocess-compile")
     meta = report["meta"]
     assert meta["threads"] >= 1 and "threads" in meta["notes"][0]
     [wl] = report["workloads"]
     assert (wl["model"], wl["batch"], wl["dtype"]) == ("resnet18", 1, "float32")
     assert 3.0 < wl["gflop"] < 4.5                      # ResNet-18 at 224x224: ~3.6 GFLOP (2 per MAC)
-    assert set(wl["peers"]) == {"eager", "fxc"}
+    assert set(wl["peers"]) == {"eager", "fxc_aot", "fxc"}     # fxc_aot: fxc.from_torch, weights baked in
     for name, r in wl["peers"].items():
         assert r["available"], r
         assert r["runs"] == 3
@@ -42,7 +42,7 @@ def test_quick_run_eager_and_fxc(tmp_path):
     assert eager["time_vs_fxc"] == pytest.approx(eager["median_ms"] / wl["peers"]["fxc"]["median_ms"])
     mem = wl["fxc_memory"]
     assert 0 < mem["workspace_bytes"] <= mem["intermediate_bytes"], mem
-    assert "PyTorch eager" in out and "time/fxc" in out
+    assert "PyTorch eager" in out and "time/fxc" in out and "fxc.from_torch (frozen)" in out
     try:
         import matplotlib  # noqa: F401
         assert len(list(tmp_path.glob("bench-*.png"))) == 1
