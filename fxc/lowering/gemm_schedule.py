@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 
-from .expr import (Bin, Broadcast, Const, Expr, Fma, Lane, LaneReduce, Load, PackBf16, Select, Un, Var, VecLoad,
-                   as_expr, binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
+from .expr import (ITEMSIZE, Bin, Broadcast, Const, Expr, Fma, Lane, LaneReduce, Load, PackBf16, Select, Un, Var,
+                   VecLoad, as_expr, binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
 
@@ -91,6 +91,12 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None):
         return r
 
     return go(e)
+
+
+def largest_divisor(n: int, min_quotient: int) -> int:
+    """The largest d dividing n with n // d >= min_quotient (work items of d steps each, at least min_quotient of
+    them); 1 when none."""
+    return max([d for d in range(1, n + 1) if n % d == 0 and n // d >= min_quotient] or [1])
 
 
 def _parallel(axes: list, body, work: int, num_threads: int):
@@ -368,7 +374,7 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     if xflat is not None:
         # x is computed (bf16 words of float32 pairs): each work item makes the block's words once into a local
         # buffer for `per` channel tiles in a row, as few per item as keep 8 items per thread
-        per = max(d for d in range(1, n_ot + 1) if n_ot % d == 0 and (d == 1 or N * n_pb * (n_ot // d) >= 8 * num_threads))
+        per = largest_divisor(n_ot, -(-8 * num_threads // (N * n_pb)))
 
     def item(widths, p0):
         tiles = over_channels(widths, p0)
@@ -429,7 +435,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     mr = row_tile(M, nv)
     row = conv.convert(A[tuple(a_batch) + ((k, m) if trans_a else (m, k))], None)
     stride = linear_stride(row.args[1], m) if isinstance(row, Load) else None
-    itemsize = 4 if row.dtype in ("float32", "int32") else 2
+    itemsize = ITEMSIZE[row.dtype]
     if stride is None or K < 64 or rows_per_set(abs(stride) * itemsize, mr) <= L1_ROWS_PER_SET:
         body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr)
         return _parallel(batch + [(nbb, groups)], body, work, num_threads)
@@ -440,7 +446,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     while rows_per_set(pstride * itemsize, mr) > L1_ROWS_PER_SET:
         pstride += LANES
     panel = conv.local(row.dtype, mr * pstride, "apanel")
-    per = max(d for d in range(1, groups + 1) if groups % d == 0 and d <= max(1, groups // max(num_threads, 1)))
+    per = largest_divisor(groups, num_threads)
     chunk, g, kk = Var("nchunk"), Var("ng"), Var("kk")
     blk = chunk * per + g
 

@@ -53,7 +53,8 @@ def _pads_depthwise(p, n) -> bool:
 
 def _pairs_for_gemm(p, n) -> bool:
     """The bf16 words of float32 channel pairs read by a 1x1 stride-1 bf16 conv that runs as a GEMM over the
-    positions: its schedule packs each vector of words as it loads it (no words tensor, no kernel of its own)."""
+    positions: its schedule makes the words of each position block in a local buffer (no words tensor in memory,
+    no kernel of its own)."""
     if p.op != "pack_bf16_pairs" or n.op != "conv2d_packed_bf16" or p.attrs.get("axis") != 1:
         return False
     from ..lowering.gemm_schedule import conv1x1_as_gemm
