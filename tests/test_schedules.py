@@ -256,9 +256,10 @@ def _count_prepacks(monkeypatch):
     real = rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):
-        before = self._ws.state().get("prepacked")
+        state = self._ws.state()
+        before = state.get("prepacked"), state.get("fingerprint")
         real(self, ins, outs, token)
-        if self.prepack_inputs and self._ws.state().get("prepacked") is not before:
+        if self.prepack_inputs and (state.get("prepacked") is not before[0] or state.get("fingerprint") != before[1]):
             calls.append(1)
     monkeypatch.setattr(rt.Module, "run_prepared", spy)
     return calls
@@ -278,6 +279,25 @@ def test_prepack_cached_until_weights_change(monkeypatch):
         assert len(calls) == 2
         net.load_state_dict(_Net().state_dict())    # copy_ into the parameters
         torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+
+
+def test_writes_through_data_are_seen(monkeypatch):
+    """p.data.copy_(w) writes the parameter's memory without bumping its version counter: the cached packing
+    is redone because a sample of the packed inputs' words changed (Module.run_prepared), not served stale."""
+    calls = _count_prepacks(monkeypatch)
+    torch.manual_seed(0)
+    net, x = _Net(), torch.randn(1, 3, 10, 11)
+    f = torch.compile(net, backend="fxc")
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        version = net.fc.weight._version
+        net.fc.weight.data.copy_(torch.randn_like(net.fc.weight))
+        net.conv.weight.data.mul_(-0.5)
+        assert net.fc.weight._version == version      # the version counter did not see it
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 2
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 2                          # unchanged weights: the packing is reused
 
 
 def test_constant_weights_are_packed_at_compile_time():

@@ -25,6 +25,10 @@ class CpuLibrary:
         for f in (self.prepack, self.run_main):
             if f is not None:
                 f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p] * 4
+        self.fingerprint = getattr(self.lib, "fxc_fingerprint", None)      # absent from older libraries
+        if self.fingerprint is not None:
+            self.fingerprint.restype = ctypes.c_uint64
+            self.fingerprint.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
 
 
 class Workspace:

@@ -47,6 +47,20 @@ int64_t fxc_profile_now(void) {
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/* A sample of the weights the prepack step read: the 32-bit words at offsets[k] bytes into inputs[index[k]], mixed
+   into one 64-bit value. A write that bypasses the framework's version counter (PyTorch's `p.data.copy_(w)`) and
+   changes a sampled word changes it, so the cached packing is redone (fxc/runtime/module.py). */
+uint64_t fxc_fingerprint(void **inputs, const int64_t *index, const int64_t *offsets, int64_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t w;
+        __builtin_memcpy(&w, (const char *)inputs[index[k]] + offsets[k], 4);
+        h = (h ^ w) * 0x100000001B3ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
 int fxc_get_num_threads(void) {
     if (fxc_threads > 0) return fxc_threads;
     long n = sysconf(_SC_NPROCESSORS_ONLN);

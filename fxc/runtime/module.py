@@ -2,6 +2,7 @@
 Framework-free (numpy and the target's device library only); framework wrappers live in fxc.capture."""
 from __future__ import annotations
 
+import ctypes
 import operator
 import os
 from dataclasses import dataclass, field
@@ -35,6 +36,9 @@ def _same_token(a, b) -> bool:
     return all(map(operator.is_, a[1][0], b[1][0]))
 
 
+FINGERPRINT_WORDS = 4      # sampled words per prepacked input (fxc_fingerprint)
+
+
 @dataclass
 class Module:
     target: str
@@ -56,8 +60,32 @@ class Module:
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
         self._ws = Workspace(self.workspace_bytes)
+        self._samples = self._weight_samples()
         if self.profiled and os.environ.get("FXC_PROFILE", "0") not in ("", "0"):
             self.print_profile_at_exit()
+
+    def _weight_samples(self):
+        """(input index, byte offset) arrays of FINGERPRINT_WORDS evenly spaced 32-bit words of each input the prepack
+        step reads, for the runtime's fxc_fingerprint; None without one."""
+        if not self.prepack_inputs or self._lib.fingerprint is None:
+            return None
+        index, offsets = [], []
+        for i in self.prepack_inputs:
+            spec = self.inputs[i]
+            nbytes = int(np.prod(spec.shape, dtype=np.int64)) * np_dtype(spec.dtype).itemsize
+            if nbytes < 4:
+                continue
+            picks = sorted({k * (nbytes - 4) // max(FINGERPRINT_WORDS - 1, 1) // 4 * 4 for k in range(FINGERPRINT_WORDS)})
+            index += [i] * len(picks)
+            offsets += picks
+        n = len(index)
+        return (ctypes.c_int64 * max(n, 1))(*index), (ctypes.c_int64 * max(n, 1))(*offsets), n
+
+    def _fingerprint(self, in_array):
+        if self._samples is None:
+            return None
+        index, offsets, n = self._samples
+        return self._lib.fingerprint(in_array, index, offsets, n)
 
     def profile(self, reset: bool = False) -> list:
         """Per-kernel times since the last reset: one dict per kernel (kernel, group, calls, total_ms, mean_us,
@@ -97,17 +125,21 @@ class Module:
         """run_pointers with the input addresses already a ctypes array and the whole token given:
         (addresses of the `prepack_inputs`, (objects, versions)). The very token object of the previous call on
         this thread is taken as unchanged without comparing it (a caller reuses one only while it has checked
-        that the weights behind it are unchanged)."""
+        that the weights behind it are unchanged). Either way the packing is redone when a sample of the packed
+        inputs' words differs from the last packing's (a write the version counter did not see, e.g. PyTorch's
+        `p.data.copy_(w)`; a write missing every sampled word goes unseen)."""
         args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
         if not self.prepack_inputs or self._lib.prepack is None:
             check_return_code(self._lib.run(*args))
             return
         state = self._ws.state()
         last = state.get("prepacked")
-        if token is None or (last is not token and not _same_token(last, token)):
+        fingerprint = self._fingerprint(in_array)
+        if token is None or (last is not token and not _same_token(last, token)) \
+                or fingerprint != state.get("fingerprint"):
             state["prepacked"] = None
             check_return_code(self._lib.prepack(*args))
-            state["prepacked"] = token
+            state["prepacked"], state["fingerprint"] = token, fingerprint
         check_return_code(self._lib.run_main(*args))
 
     def check_inputs(self, arrays) -> list:
