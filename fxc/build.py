@@ -112,10 +112,11 @@ BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 di
 
 
 def bf16_direct_fast() -> bool:
-    """A bf16 direct conv runs at about twice the float32 rate here (measured, backends/llvm_probe.py): then
-    Winograd (float32) keeps only the large maps where it still wins (passes/use_winograd.py)."""
+    """A bf16 direct conv runs at about twice the float32 rate here (measured, backends/llvm_probe.py): where
+    bf16 is used everywhere, Winograd (float32) then keeps only the large maps where it still wins
+    (passes/use_winograd.py)."""
     from .backends.llvm_probe import bf16_dot_gain
-    return bf16_everywhere() and bf16_dot_gain() >= BF16_FAST_GAIN
+    return bf16_dot_gain() >= BF16_FAST_GAIN
 
 
 def _cacheable(dbg: int) -> bool:
@@ -143,8 +144,8 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     from .backends import llvm
     llvm.start_workers()
     precision = options.get("precision", "fp32")
-    bf16 = precision == "bf16"
-    graph = run_pipeline(graph, dbg, _log, precision, bf16 and bf16_everywhere(), bf16 and bf16_direct_fast())
+    everywhere = precision == "bf16" and bf16_everywhere()
+    graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast())
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack

@@ -441,6 +441,7 @@ class FxcSubgraph(torch.nn.Module):
                 return None
             ins.append(t)
         ptrs = [t.data_ptr() for t in ins]
+        array = pointer_array(ptrs)       # read only: a later call copies it before writing
         wpos = [i for i in tensor_pos if i in self.weights]
         weights = [args[i] for i in wpos]
         prepack = _prepack_token(module, ins)
@@ -452,14 +453,14 @@ class FxcSubgraph(torch.nn.Module):
                       "fxc: the model's parameters are inference tensors (made under torch.inference_mode()), so "
                       "fxc cannot tell when they change and redoes its weight packing on every call; create the "
                       "model outside inference_mode, or pass options={'freeze': True} if the weights never change")
-            return ins, pointer_array(ptrs), token
+            return ins, array, token
         acts = [(slot, i) for slot, i in enumerate(tensor_pos) if i not in self.weights]
         fixed = {slot for slot, i in enumerate(tensor_pos) if i in self.weights}
         if token is not None and not set(module.prepack_inputs) <= fixed:   # an activation is packed: no reuse
-            return ins, pointer_array(ptrs), token
+            return ins, array, token
         self._held[key] = (wpos, weights, versions, list(map(_DATA_PTR, weights)),
-                           [ins[slot] for slot in sorted(fixed)], acts, pointer_array(ptrs), token)
-        return ins, pointer_array(ptrs), token
+                           [ins[slot] for slot in sorted(fixed)], acts, array, token)
+        return ins, array, token
 
     def compile(self, args):
         from ..build import build
