@@ -335,15 +335,17 @@ def _conv_bn():
 
 
 def test_weight_only_math_is_hoisted_into_prepack(monkeypatch):
-    """Batch-norm scale and shift computed from parameters/buffers run in the cached prepack step, so the
-    per-call kernels are those of a frozen model (conv + mul + add + relu) and no kernel reads a weight
-    twice; the results still follow in-place writes to the running statistics."""
+    """Batch-norm scale and shift computed from parameters/buffers run in the cached prepack step, the scale
+    folded into the packed weight (fold_scale_axis), so the per-call kernels are those of a frozen model
+    (conv + add + relu) and no kernel reads a weight twice; the results still follow in-place writes to the
+    running statistics."""
     calls = _count_prepacks(monkeypatch)
     net, x = _conv_bn()
     rec = fxc.explain(net, x)
     main = [k.split(": ", 1)[1] for k in rec.kernels if "[prepack]" not in k]
-    assert any(k.startswith("conv2d_packed+mul+add+relu ") for k in main), rec.kernels
+    assert any(k.startswith("conv2d_packed+add+relu ") for k in main), rec.kernels
     assert any("rsqrt" in k and "[prepack]" in k for k in rec.kernels), rec.kernels
+    assert any("mul+pack_lanes" in k and "[prepack]" in k for k in rec.kernels), rec.kernels
     frozen = fxc.explain(net, x, freeze=True)
     assert not any("[prepack]" in k for k in frozen.kernels), frozen.kernels
     assert main == [k.split(": ", 1)[1] for k in frozen.kernels]

@@ -168,7 +168,7 @@ def _is_identity(indices, axes, shape) -> bool:
 def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
     rt: te.Tensor = red.tensor
     rsize = math.prod(e for _, e in rt.body.axes)
-    flops = 2 * math.prod(shape) * rsize
+    flops = 2 * math.prod(shape) * rsize * (2 if rt.attrs.get("bf16") else 1)    # a bf16x2 word step: 2 multiply-adds
     work = math.prod(shape) * max(rsize, 1)
     special = _special(conv, rt, out, red, value, axes, shape, num_threads)
     if special is not None:

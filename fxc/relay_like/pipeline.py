@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from .passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants, infer_types,
+from .passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants, fold_scale_axis, infer_types,
                      materialize_outputs, pack_weights, simplify, use_winograd)
 from .passes.use_bf16 import use_bf16
 
@@ -12,6 +12,7 @@ PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 o
 PIPELINE = [
     infer_types,
     simplify,
+    fold_scale_axis,
     use_winograd,
     use_bf16,               # precision="bf16" only
     pack_weights,

@@ -2,6 +2,7 @@
 from .eliminate_common_subexpr import eliminate_common_subexpr
 from .eliminate_dead_code import eliminate_dead_code
 from .fold_constants import fold_constants
+from .fold_scale_axis import fold_scale_axis
 from .infer_types import infer_types
 from .materialize_outputs import materialize_outputs
 from .simplify import simplify
