@@ -87,14 +87,19 @@ def build_fxc_bf16(model, inputs, threads) -> Runner:
     return _torch_runner(torch.compile(_private(model), backend="fxc", options={"precision": "bf16"}), inputs)
 
 
-def build_fxc_aot(model, inputs, threads) -> Runner:
+def build_fxc_aot(model, inputs, threads, precision: str = "fp32") -> Runner:
     # fxc's ahead-of-time path: torch.export of the model, weights baked in as constants (as ONNX Runtime and
     # OpenVINO have them), no Dynamo guards or AOT-autograd wrappers around the call
     import fxc
     torch.set_num_threads(threads)
     with torch.no_grad():
-        compiled = fxc.from_torch(_private(model), tuple(inputs))
+        compiled = fxc.from_torch(_private(model), tuple(inputs), precision=precision)
     return _torch_runner(compiled, inputs)
+
+
+def build_fxc_aot_bf16(model, inputs, threads) -> Runner:
+    # the ahead-of-time path in fxc's bf16 mode: what OpenVINO's bf16 default compares with call for call
+    return build_fxc_aot(model, inputs, threads, precision="bf16")
 
 
 def _torch_version() -> str:
@@ -307,6 +312,7 @@ def peers_for(model_name: str) -> dict[str, Peer]:
         Peer("mxnet", "MXNet Gluon", build_mxnet(model_name), _mxnet_version),
         Peer("fxc_bf16", "fxc bf16", build_fxc_bf16, _fxc_version, cached=True),
         Peer("fxc_aot", "fxc.from_torch (frozen)", build_fxc_aot, _fxc_version, cached=True),
+        Peer("fxc_aot_bf16", "fxc.from_torch bf16", build_fxc_aot_bf16, _fxc_version, cached=True),
         Peer("fxc", "fxc", build_fxc, _fxc_version, cached=True),
     ]
     return {p.name: p for p in ps}

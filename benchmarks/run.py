@@ -408,7 +408,8 @@ def main(argv=None) -> int:
         "cpu": cpu_name(), "cores_available": len(os.sched_getaffinity(0)), "threads": args.threads,
         "torch": torch.__version__, "numpy": np.__version__, "python": sys.version.split()[0],
         "runs": args.runs, "warmup": args.warmup, "budget_s": args.budget, "seq_len": args.seq_len,
-        "fxc_bf16": "fxc_bf16: torch.compile(backend='fxc', options={'precision': 'bf16'}); its max|err| is vs eager fp32",
+        "fxc_bf16": "fxc_bf16: torch.compile(backend='fxc', options={'precision': 'bf16'}), fxc_aot_bf16: "
+                    "fxc.from_torch(..., precision='bf16'); their max|err| is vs eager fp32",
         "notes": [f"every peer pinned to {args.threads} threads (torch.set_num_threads, ORT intra_op_num_threads, "
                   f"OpenVINO INFERENCE_NUM_THREADS, TVM_NUM_THREADS, OMP_NUM_THREADS for MXNet, FXC_NUM_THREADS)",
                   "peers timed round-robin in one process, order rotated each round; each call starts once the process is idle (no thread of the previous peer still spinning)",

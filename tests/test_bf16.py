@@ -246,3 +246,23 @@ def test_default_mode_follows_the_measured_dot_rate(monkeypatch):
     gain = bf16_dot_gain()
     assert 0.1 < gain < 8.0, gain
     assert bf16_everywhere() == (gain >= 1.0)
+
+
+def test_use_bf16_takes_a_weight_folded_with_a_constant_scale():
+    """A batch norm folded into a constant weight (fold_scale_axis; fxc.from_torch bakes the weights in) leaves a
+    conv over mul(w, scale), values of constants only: still a conv over a weight, so it runs in bf16 (it once
+    stayed float32 for every batch-normed conv of a from_torch model)."""
+    from fxc.relay_like.graph import Graph
+    from fxc.relay_like.passes import fold_scale_axis, infer_types
+    from fxc.relay_like.passes.use_bf16 import use_bf16
+    rng = np.random.default_rng(0)
+    g = Graph()
+    x = g.input((1, 4, 8, 8), "float32", "x")
+    w = g.const(rng.standard_normal((8, 4, 1, 1)).astype(np.float32))
+    var = g.const(rng.random(8).astype(np.float32) + 0.5)
+    scale = g.call1("reshape", [g.call1("rsqrt", [var])], shape=(8, 1, 1))
+    y = g.call1("mul", [g.call1("conv2d", [x, w]), scale])
+    g.outputs = [g.call1("add", [y, g.const(np.ones((8, 1, 1), np.float32))])]
+    g = use_bf16(fold_scale_axis(infer_types(g)))
+    ops = [n.op for n in g.nodes]
+    assert "conv2d_packed_bf16" in ops and "conv2d" not in ops, ops

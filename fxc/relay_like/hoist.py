@@ -14,6 +14,16 @@ from __future__ import annotations
 PACK_OPS = ("pack_lanes", "winograd_weight")
 
 
+def weight_derived(g) -> set:
+    """Ids of the weights and of the values computed from weights and constants only (at any size; constants
+    themselves are told by Value.is_const)."""
+    fixed = set(g.weights)
+    for n in g.nodes:
+        if n.inputs and all(v.is_const or v.id in fixed for v in n.inputs):
+            fixed.update(o.id for o in n.outputs)
+    return fixed
+
+
 def hoisted_values(g) -> set:
     """Ids of the values of `g` that are computed from weights and constants only."""
     inputs = {v.id for v in g.inputs}

@@ -12,15 +12,7 @@ from __future__ import annotations
 
 from ...ops.registry import get_op
 from ..graph import Node
-
-
-def _fixed_values(g) -> set:
-    """Ids of the values computed from weights and constants only."""
-    fixed = set(g.weights)
-    for n in g.nodes:
-        if n.inputs and all(v.is_const or v.id in fixed for v in n.inputs):
-            fixed.update(o.id for o in n.outputs)
-    return fixed
+from ..hoist import weight_derived
 
 
 def _channel_scale(s, channels: int) -> bool:
@@ -28,7 +20,7 @@ def _channel_scale(s, channels: int) -> bool:
 
 
 def fold_scale_axis(g):
-    fixed = _fixed_values(g)
+    fixed = weight_derived(g)
     readers = {vid: len(us) for vid, us in g.users().items()}
     out_ids = {v.id for v in g.outputs}
     producer = {o.id: n for n in g.nodes for o in n.outputs}

@@ -24,8 +24,8 @@ def use_bf16(g, everywhere: bool = True):
     """everywhere=False (a CPU whose vdpbf16ps is slower per multiply-add than its FMAs, see
     backends/llvm_probe.py): only the ops bound by reading their weight (<= BANDWIDTH_ROWS rows) change."""
     from ...ops.registry import get_op
-    from ..hoist import hoisted_values
-    fixed = hoisted_values(g) | set(g.weights)
+    from ..hoist import weight_derived
+    fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
     new_nodes = []
     words: dict = {}            # (activation id, axis) -> its bf16x2 words
 
