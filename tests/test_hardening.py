@@ -260,3 +260,36 @@ def test_out_of_range_float_to_int_casts_as_eager(dtype, src, target):
                       float("nan"), float("inf"), -float("inf")], dtype=src)
     f = lambda t: (t * 1.0).to(dtype)
     torch.testing.assert_close(compiled(f, target)(x), f(x), rtol=0, atol=0)
+
+
+def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch):
+    """Module.wake (the runtime's fxc_wake) wakes the sleeping workers ahead of a call: woken with no call
+    following, they go back to sleep; woken twice, or while a call runs from another thread, results stay right."""
+    import threading
+    import time
+    monkeypatch.setenv("FXC_NUM_THREADS", "2")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 1)).eval()
+    x = torch.randn(2, 8, 20, 20)
+    with torch.no_grad():
+        compiled = fxc.from_torch(net, (x,))
+        ref = net(x)
+        module = compiled.module
+        assert module._lib.wake is not None
+        for pause in (0.0, 0.01, 0.0):           # 10 ms: past both spins (the workers are asleep again)
+            module.wake()
+            module.wake()
+            time.sleep(pause)
+            torch.testing.assert_close(compiled(x), ref, rtol=1e-4, atol=1e-5)
+        errors = []
+
+        def calls():
+            for _ in range(20):
+                if not torch.allclose(compiled(x), ref, rtol=1e-4, atol=1e-5):
+                    errors.append("wrong")
+        t = threading.Thread(target=calls)
+        t.start()
+        for _ in range(200):
+            module.wake()
+        t.join(timeout=60)
+        assert not t.is_alive() and not errors

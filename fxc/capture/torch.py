@@ -404,6 +404,7 @@ class FxcSubgraph(torch.nn.Module):
         module, tensor_pos, out_struct = entry
         if module is None:
             return self.gm(*args)
+        module.wake()
         got = self._inputs(key, tensor_pos, args, module)
         if got is None:
             return self.gm(*args)

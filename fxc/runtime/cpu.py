@@ -25,6 +25,9 @@ class CpuLibrary:
         for f in (self.prepack, self.run_main):
             if f is not None:
                 f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p] * 4
+        self.wake = getattr(self.lib, "fxc_wake", None)                    # absent from older libraries
+        if self.wake is not None:
+            self.wake.restype, self.wake.argtypes = None, []
         self.fingerprint = getattr(self.lib, "fxc_fingerprint", None)      # absent from older libraries
         if self.fingerprint is not None:
             self.fingerprint.restype = ctypes.c_uint64

@@ -24,12 +24,14 @@ typedef void (*fxc_body)(int64_t start, int64_t end, void **args);
 
 #define MAX_THREADS 64
 #define SPIN_NS 200000                     /* 0.2 ms */
+#define WAKE_SPIN_NS 2000000               /* 2 ms: from fxc_wake to the call's first kernel */
 
 static int fxc_threads = 0;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
 static int started = 0;                      /* workers created (guarded by mu) */
 static int sleepers = 0;                     /* workers waiting on `wake` (guarded by mu) */
+static uint32_t wakes = 0;                   /* fxc_wake calls that found sleepers (guarded by mu) */
 static atomic_flag busy = ATOMIC_FLAG_INIT;  /* a caller owns the pool */
 
 static struct { fxc_body fn; void **args; int64_t n, nchunks; uint32_t gen; int cpu; } job;   /* guarded by mu */
@@ -95,18 +97,26 @@ static void move_off(int cpu) {               /* leave `cpu` (the caller's) if a
 static void *worker(void *unused) {
     (void)unused;
     uint32_t seen = 0;
+    int64_t spin = SPIN_NS;
     for (;;) {
         int64_t t0 = fxc_profile_now();
         for (int i = 1; atomic_load(&published_gen) == seen; i++) {
             cpu_relax();
-            if (!(i & 255) && fxc_profile_now() - t0 > SPIN_NS) break;
+            if (!(i & 255) && fxc_profile_now() - t0 > spin) break;
         }
         pthread_mutex_lock(&mu);
-        while (job.gen == seen) {
+        if (job.gen == seen) {
+            uint32_t w = wakes;
             sleepers++;
-            pthread_cond_wait(&wake, &mu);
+            while (job.gen == seen && wakes == w) pthread_cond_wait(&wake, &mu);
             sleepers--;
+            if (job.gen == seen) {           /* woken ahead of a call (fxc_wake): spin for its first job */
+                pthread_mutex_unlock(&mu);
+                spin = WAKE_SPIN_NS;
+                continue;
+            }
         }
+        spin = SPIN_NS;
         fxc_body fn = job.fn;
         void **args = job.args;
         int64_t n = job.n, nchunks = job.nchunks;
@@ -146,6 +156,17 @@ static int start_workers(int nt) {            /* called with mu held; returns wo
     return started - 1;
 }
 
+/* A call is about to run kernels (the caller still has its own preparations to make): sleeping workers wake now
+   and spin for its first job, so the wake-up (a futex syscall, on a virtual machine often an idle vCPU's exit)
+   overlaps those preparations instead of delaying the first kernel. Cheap when they are already awake. */
+void fxc_wake(void) {
+    pthread_mutex_lock(&mu);
+    if (sleepers > 0) {
+        wakes++;
+        pthread_cond_broadcast(&wake);
+    }
+    pthread_mutex_unlock(&mu);
+}
 void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     int nt = fxc_get_num_threads();
     if (nt > n) nt = (int)n;

@@ -111,6 +111,12 @@ class Module:
         from . import profile as kernel_profile
         return kernel_profile.format_profile(self.profile(reset), top)
 
+    def wake(self) -> None:
+        """Wake the runtime's sleeping worker threads ahead of a call, so they are spinning by its first kernel:
+        callers do this before preparing the inputs (the wake-up then overlaps that work)."""
+        if self._lib.wake is not None:
+            self._lib.wake()
+
     def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None) -> None:
         """Run on raw addresses of contiguous buffers of the declared shapes/dtypes (no checks).
 
@@ -160,6 +166,7 @@ class Module:
 
     def __call__(self, *arrays):
         """numpy in, numpy out (a list when the module has several outputs)."""
+        self.wake()
         ins = self.check_inputs(arrays)
         outs = [np.empty(s.shape, np_dtype(s.dtype)) for s in self.outputs]
         self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs])
