@@ -364,6 +364,7 @@ class FxcSubgraph(torch.nn.Module):
         self.eager_keys: set = set()
         self._dynamic = None            # argument positions in the cache key (all but the weights)
         self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
+        self._last = None               # the module of the previous call: woken first thing (Module.wake)
 
     def warm(self, parent, example_inputs):
         pass   # compiled lazily at the first call with real tensors (shapes may be symbolic here)
@@ -384,6 +385,8 @@ class FxcSubgraph(torch.nn.Module):
         return tuple(key)
 
     def forward(self, *args):
+        if self._last is not None:     # before anything else: the wake-up overlaps this call's preparations
+            self._last.wake()
         key = self._key(args)
         entry = self.cache.get(key)
         if entry is None:
@@ -404,7 +407,9 @@ class FxcSubgraph(torch.nn.Module):
         module, tensor_pos, out_struct = entry
         if module is None:
             return self.gm(*args)
-        module.wake()
+        if module is not self._last:
+            self._last = module
+            module.wake()
         got = self._inputs(key, tensor_pos, args, module)
         if got is None:
             return self.gm(*args)
