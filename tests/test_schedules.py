@@ -300,6 +300,25 @@ def test_writes_through_data_are_seen(monkeypatch):
         assert len(calls) == 2                          # unchanged weights: the packing is reused
 
 
+def test_writes_through_data_of_non_contiguous_weights_are_seen(monkeypatch):
+    """A channels_last model's conv weights are not contiguous: fxc reads them through contiguous copies, which a
+    write through .data left stale (max error 1.8) until the copies' sources are sampled too (_Sampler)."""
+    calls = _count_prepacks(monkeypatch)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 4, 1))
+    net = net.eval().to(memory_format=torch.channels_last)
+    assert not net[0].weight.is_contiguous()
+    x = torch.randn(1, 8, 12, 12)
+    f = torch.compile(net, backend="fxc")
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 1                          # unchanged: the copies and the packing are reused
+        net[0].weight.data.mul_(-2.0)
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 2
+
+
 def test_constant_weights_are_packed_at_compile_time():
     """Frozen weights are graph constants: fold_constants runs pack_lanes' reference at compile time, so
     the module has no pack kernel and no prepack step."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import ctypes
 import functools
 import logging
 import operator
@@ -26,6 +27,7 @@ from ..ops.registry import aten_table
 from ..relay_like.builder import Builder
 from ..relay_like.graph import Value
 from ..runtime.cpu import pointer_array
+from ..runtime.module import FINGERPRINT_WORDS
 
 log = logging.getLogger("fxc")
 
@@ -427,10 +429,10 @@ class FxcSubgraph(torch.nn.Module):
         the previous call: only the activations are looked at."""
         held = self._held.get(key)
         if held is not None:
-            wpos, objs, versions, addrs, prepared, acts, array, token = held
+            wpos, objs, versions, addrs, prepared, acts, array, token, copied = held
             weights = [args[i] for i in wpos]
             if list(map(_VERSION, weights)) == versions and list(map(_DATA_PTR, weights)) == addrs \
-                    and all(map(operator.is_, weights, objs)):
+                    and all(map(operator.is_, weights, objs)) and (copied is None or copied.unchanged()):
                 array = type(array).from_buffer_copy(array)     # a private copy: concurrent callers
                 ins = [prepared]
                 for slot, i in acts:
@@ -464,8 +466,10 @@ class FxcSubgraph(torch.nn.Module):
         fixed = {slot for slot, i in enumerate(tensor_pos) if i in self.weights}
         if token is not None and not set(module.prepack_inputs) <= fixed:   # an activation is packed: no reuse
             return ins, array, token
+        copies = [args[i] for slot, i in enumerate(tensor_pos) if slot in fixed and ins[slot] is not args[i]]
         self._held[key] = (wpos, weights, versions, list(map(_DATA_PTR, weights)),
-                           [ins[slot] for slot in sorted(fixed)], acts, array, token)
+                           [ins[slot] for slot in sorted(fixed)], acts, array, token,
+                           _Sampler.of(copies, module._lib.fingerprint) if copies else None)
         return ins, array, token
 
     def compile(self, args):
@@ -484,6 +488,38 @@ class FxcSubgraph(torch.nn.Module):
             if not report.ok:
                 raise CheckError(f"subgraph {self.name}: {report}")
         return module, tensor_pos, out_struct
+
+
+class _Sampler:
+    """A fingerprint of sampled words of weights that fxc reads through a copy (non-contiguous ones, e.g. the conv
+    weights of a channels_last model): a write through `.data` changes neither their version nor their address,
+    and the module's own fingerprint (Module.run_prepared) only sees the copy, so this one tells when the copy is
+    stale. A write missing every sampled word goes unseen, as for contiguous weights."""
+
+    def __init__(self, tensors, fingerprint):
+        index, offsets = [], []
+        for k, t in enumerate(tensors):
+            size = t.element_size()
+            extent = (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * size   # bytes the view spans
+            if t.numel() == 0 or extent < 4:
+                continue
+            for j in sorted({q * (t.numel() - 1) // max(FINGERPRINT_WORDS - 1, 1) for q in range(FINGERPRINT_WORDS)}):
+                at, rest = 0, j
+                for n, st in zip(reversed(t.shape), reversed(t.stride())):
+                    at, rest = at + (rest % n) * st, rest // n
+                index.append(k)
+                offsets.append(min(at * size, extent - 4))
+        self.fn, self.n = fingerprint, len(index)
+        self.args = (pointer_array([t.data_ptr() for t in tensors]), (ctypes.c_int64 * max(self.n, 1))(*index),
+                     (ctypes.c_int64 * max(self.n, 1))(*offsets), self.n)
+        self.value = self.fn(*self.args)
+
+    @classmethod
+    def of(cls, tensors, fingerprint):
+        return None if fingerprint is None else cls(tensors, fingerprint)
+
+    def unchanged(self) -> bool:
+        return self.fn(*self.args) == self.value
 
 
 def _prepare(t):
