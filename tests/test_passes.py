@@ -183,8 +183,9 @@ def test_hoisted_values_stop_at_activations_and_broadcasts():
     assert big.id not in h and y.id not in h and var.id not in h
 
 
-def _conv_bn_graph(groups=1, reread=False):
-    """x -> conv2d(x, w) -> mul(., scale) -> add(., shift), scale and shift from weights (an inference batch norm)."""
+def _conv_bn_graph(groups=1, reread=False, bias=False):
+    """x -> conv2d(x, w) [-> add(., bias)] -> mul(., scale) -> add(., shift), scale and shift from weights (an
+    inference batch norm). Inputs: x, w, gamma, var, shift[, bias]."""
     g = Graph()
     x = g.input((1, 4, 6, 6), "float32", "x")
     w = g.input((8, 4 // groups, 3, 3), "float32", "w")
@@ -195,39 +196,48 @@ def _conv_bn_graph(groups=1, reread=False):
     scale = g.call1("reshape", [g.call1("mul", [g.call1("rsqrt", [g.call1("add", [var, g.const(np.float32(1e-5))])]), gamma])],
                     shape=(8, 1, 1))
     c = g.call1("conv2d", [x, w], stride=(1, 1), dilation=(1, 1), groups=groups)
+    if bias:
+        b = g.input((8, 1, 1), "float32", "bias")
+        g.weights.add(b.id)
+        c = g.call1("add", [c, b])
     y = g.call1("add", [g.call1("mul", [c, scale]), shift])
     g.outputs = [y, c] if reread else [y]
     return g
 
 
 def test_fold_scale_axis_moves_a_channel_scale_into_the_weight():
+    import torch
     from fxc.build import build
     from fxc.relay_like.passes import fold_scale_axis, infer_types
-    for groups in (1, 4):
-        g = fold_scale_axis(infer_types(_conv_bn_graph(groups)))
+    for groups, bias in ((1, False), (4, False), (1, True), (4, True)):
+        g = fold_scale_axis(infer_types(_conv_bn_graph(groups, bias=bias)))
         conv = next(n for n in g.nodes if n.op == "conv2d")
         assert conv.inputs[1].node.op == "mul", "the conv reads the scaled weight"
-        assert [n.op for n in g.nodes if n.inputs and n.inputs[0] is conv.outputs[0]] == ["add"]
-        assert g.outputs[0].node.op == "add" and g.outputs[0].node.inputs[0].node is conv
+        readers = [n for n in g.nodes if conv.outputs[0] in n.inputs]
+        assert [n.op for n in readers] == ["add"] and not any(n.op == "mul" and readers[0].outputs[0] in n.inputs
+                                                              for n in g.nodes), "no multiply left after the conv"
+        if bias:
+            assert readers[0].inputs[1].node.op == "mul", "the bias is scaled too"
         # numerically: against numpy, and again after the scale's inputs change (the prepack is redone)
         rng = np.random.default_rng(groups)
-        module = build(_conv_bn_graph(groups))
+        module = build(_conv_bn_graph(groups, bias=bias))
         x, w = rng.standard_normal((1, 4, 6, 6), dtype=np.float32), rng.standard_normal((8, 4 // groups, 3, 3), dtype=np.float32)
-        shift = rng.standard_normal((8, 1, 1), dtype=np.float32)
+        shift, b = rng.standard_normal((8, 1, 1), dtype=np.float32), rng.standard_normal((8, 1, 1), dtype=np.float32)
         for gamma in (rng.standard_normal(8, dtype=np.float32), np.full(8, 3.0, np.float32)):
             var = rng.random(8, dtype=np.float32) + 0.5
-            import torch
             ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), groups=groups).numpy()
-            ref = ref * (gamma / np.sqrt(var + 1e-5)).reshape(8, 1, 1) + shift
-            np.testing.assert_allclose(module(x, w, gamma, var, shift), ref, rtol=1e-4, atol=1e-4)
+            ref = ((ref + b) if bias else ref) * (gamma / np.sqrt(var + 1e-5)).reshape(8, 1, 1) + shift
+            got = module(x, w, gamma, var, shift, *([b] if bias else []))
+            np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
 def test_fold_scale_axis_leaves_a_conv_read_elsewhere():
     from fxc.relay_like.passes import fold_scale_axis, infer_types
-    g = fold_scale_axis(infer_types(_conv_bn_graph(reread=True)))
-    assert [n.op for n in g.nodes].count("mul") == 2        # the scale's own mul and the one after the conv
-    conv = next(n for n in g.nodes if n.op == "conv2d")
-    assert conv.inputs[1].name == "w"
+    for bias in (False, True):      # the conv's result (or conv + bias) is also a graph output: nothing folds
+        g = fold_scale_axis(infer_types(_conv_bn_graph(reread=True, bias=bias)))
+        assert [n.op for n in g.nodes].count("mul") == 2    # the scale's own mul and the one after the conv
+        conv = next(n for n in g.nodes if n.op == "conv2d")
+        assert conv.inputs[1].name == "w"
 
 
 def test_frozen_batch_normed_conv_packs_its_weight_at_compile_time():
