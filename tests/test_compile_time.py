@@ -188,3 +188,39 @@ def test_invalid_part_raises_compile_error_through_workers(workers, per_kernel):
     text = _module(bad).replace("@llvm.maximum.f32(float %x, float 0.0)", "@llvm.maximum.f32(float %x, i32 0)")
     with pytest.raises(CompileError, match="invalid"):
         llvm.compile_objects(text)
+
+
+def test_builds_run_with_the_cyclic_gc_paused_and_restore_it(monkeypatch):
+    # every full collection walks torch's whole heap (0.1-0.2 s each); a build pauses the collector and puts
+    # it back as it found it, also when the build fails
+    import gc
+    seen = []
+    real = fb._build
+
+    def spy(*a, **k):
+        seen.append(gc.isenabled())
+        return real(*a, **k)
+    monkeypatch.setattr(fb, "_build", spy)
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    g = Graph()
+    x = g.input((4,), "float32", "x")
+    g.outputs.append(g.call1("relu", [x]))
+    assert gc.isenabled()
+    m = fb.build(g)
+    assert seen == [False] and gc.isenabled()
+    np.testing.assert_array_equal(m(np.array([-1, 2, -3, 4], np.float32)), [0, 2, 0, 4])
+
+    def broken(*a, **k):
+        assert not gc.isenabled()
+        raise RuntimeError("boom")
+    monkeypatch.setattr(fb, "_build", broken)
+    with pytest.raises(RuntimeError):
+        fb.build(g)
+    assert gc.isenabled()
+    gc.disable()
+    try:                                # off stays off
+        monkeypatch.setattr(fb, "_build", spy)
+        fb.build(g)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -133,7 +133,9 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     def bw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=False)
 
-    return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
+    from ..build import gc_paused
+    with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
+        return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
 
 
 # ATen ops outside core ATen whose torch._decomp decomposition is exact and made only of ops fxc has
