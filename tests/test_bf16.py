@@ -266,3 +266,44 @@ def test_use_bf16_takes_a_weight_folded_with_a_constant_scale():
     g = use_bf16(fold_scale_axis(infer_types(g)))
     ops = [n.op for n in g.nodes]
     assert "conv2d_packed_bf16" in ops and "conv2d" not in ops, ops
+
+
+def _winograd_abs(x, w, m):
+    """|A^T| [ |G| |w| |G^T| . |B^T| |d| |B| ] |A| per m x m tile (float64, padding 1, stride 1): what bounds the
+    rounding of Winograd's operands, as conv(|x|, |w|) does for the direct conv's."""
+    from fxc.lowering.winograd import MATRICES
+    at, bt, g = [np.abs(np.array(t, np.float64)) for t in MATRICES[m]]
+    n, c, h, wd = x.shape
+    a = m + 2
+    th, tw = -(-h // m), -(-wd // m)
+    xp = np.zeros((n, c, th * m + 2, tw * m + 2))
+    xp[:, :, 1:1 + h, 1:1 + wd] = np.abs(x)
+    d = np.stack([np.stack([xp[:, :, i * m:i * m + a, j * m:j * m + a] for j in range(tw)], 2) for i in range(th)], 2)
+    v = np.einsum("ai,nctuij,bj->nctuab", bt, d, bt)
+    u = np.einsum("ai,kcij,bj->kcab", g, np.abs(w), g)
+    y = np.einsum("ia,nktuab,jb->nktiuj", at, np.einsum("kcab,nctuab->nktuab", u, v), at)
+    return y.reshape(n, w.shape[0], th * m, tw * m)[:, :, :h, :wd]
+
+
+@needs_bf16
+@pytest.mark.parametrize("batch,c,hw", [(1, 64, 14), (8, 64, 7)])
+def test_winograd_f2_conv_within_bf16_bound(batch, c, hw, monkeypatch):
+    """Small maps in bf16 (a bf16 direct conv at twice the FMA rate) take Winograd F(2x2,3x3) with bf16 operands:
+    V = B^T d B and U = G w G^T rounded to bf16 (2^-8 each), products accumulated in float32, so the error is at
+    most (2^-7 + K 2^-23) times the same transforms over |x| and |w| (plus the float32 transforms' rounding)."""
+    import fxc.build as fb
+    monkeypatch.setattr(fb, "bf16_direct_fast", lambda: True)      # the choice a Zen 4 makes, on any AVX-512 BF16 CPU
+    torch.manual_seed(batch)
+    model = ConvBlock(c, c, 3, 1, 1).eval()
+    x = torch.randn(batch, c, hw, hw)
+    bf, fp = _compile_both(model, (x,))
+    assert any("conv2d_winograd" in k and "pack_bf16_pairs" not in k for k in bf.module.kernels), bf.module.kernels
+    got = bf(x).double().detach()
+    conv = model.conv
+    with torch.no_grad():
+        exact = torch.relu(F.conv2d(x.double(), conv.weight.double(), conv.bias.double(), padding=1))
+    bound = (2.0 ** -7 + c * 16 * 2.0 ** -23) * _winograd_abs(x.numpy(), conv.weight.detach().numpy(), 2) + 1e-5
+    err = (got - exact).abs().numpy()
+    assert (err <= bound).all(), f"max err {err.max():.3g}, worst err/bound {(err / bound).max():.3g}"
+    assert err.max() > 1e-4 * exact.abs().max().item()         # bf16 rounding shows: not the float32 kernel
+    _assert_bf16_ran(bf, fp, (x,), "conv2d_winograd")

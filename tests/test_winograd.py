@@ -1,4 +1,4 @@
-"""Winograd F(4x4,3x3) convolutions (use_winograd pass, conv2d_winograd schedule) against torch eager."""
+"""Winograd F(4x4,3x3) and F(2x2,3x3) convolutions (use_winograd pass, conv2d_winograd schedule) against torch eager."""
 import numpy as np
 import pytest
 import torch
@@ -9,7 +9,7 @@ from fxc.build import build
 from fxc.check import check_graph
 from fxc.relay_like.builder import Builder
 from fxc.lowering.winograd import fits
-from fxc.relay_like.passes.use_winograd import use_winograd, winograd_pays
+from fxc.relay_like.passes.use_winograd import f2_pays, use_winograd, winograd_pays, winograd_tile
 from tests.helpers import assert_close_np, check_module
 
 # (batch, in channels, out channels, height, width, padding)
@@ -72,6 +72,20 @@ def test_winograd_conv_matches_torch(shape, epilogue):
     assert_close_np(got, _torch_ref(arrays, pad, bias, residual, relu))
 
 
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_winograd_f2_conv_matches_torch(shape, monkeypatch):
+    """F(2x2,3x3) (float32) on the same shapes: partial tiles, batches, channel tails, tasks."""
+    import sys
+    monkeypatch.setattr(sys.modules["fxc.relay_like.passes.use_winograd"], "winograd_tile", lambda *a, **k: (2, False))
+    n, c, k, h, w, pad = shape
+    g, ins = _conv_graph(n, c, k, h, w, pad, True, True, True)
+    module = build(g)
+    assert any("conv2d_winograd" in line for line in module.kernels), module.kernels
+    rng = np.random.default_rng(sum(shape))
+    arrays = [rng.standard_normal(v.shape).astype(np.float32) for v in ins]
+    assert_close_np(module(*arrays), _torch_ref(arrays, pad, True, True, True))
+
+
 def test_winograd_off_by_env(monkeypatch):
     monkeypatch.setenv("FXC_WINOGRAD", "0")
     g, ins = _conv_graph(1, 32, 32, 9, 11, 1, True, False, True)
@@ -98,18 +112,33 @@ def test_pass_keeps_other_convs():
     assert fits(512, 56) and not fits(1024, 512)      # the kernel's stack scratch stays a few MB
 
 
-def test_bf16_direct_keeps_small_maps_direct():
-    """With a bf16 direct conv at twice the float32 rate, Winograd (float32) keeps only the large maps."""
-    assert not winograd_pays(256, 256, 1, 14, 14, bf16_direct=True)
-    assert winograd_pays(128, 128, 1, 28, 28, bf16_direct=True) and winograd_pays(64, 64, 1, 56, 56, bf16_direct=True)
+def test_tile_choice():
+    """F(4x4) where it pays; F(2x2) on 7x7 maps with enough tiles per pass over the weight; with a bf16 direct conv at
+    twice the float32 rate, F(2x2) in bf16 on the maps below 28 where it pays, else the bf16 direct conv."""
+    assert winograd_tile(256, 256, 1, 14, 14) == (4, False) and winograd_tile(64, 64, 1, 56, 56) == (4, False)
+    assert winograd_tile(512, 512, 1, 7, 7) is None and winograd_tile(512, 512, 8, 7, 7) == (2, False)
+    assert winograd_tile(256, 256, 1, 14, 14, bf16_direct=True) == (2, True)
+    assert winograd_tile(512, 512, 8, 7, 7, bf16_direct=True) == (2, True)
+    assert winograd_tile(512, 512, 1, 7, 7, bf16_direct=True) is None          # 16 tiles: direct bf16
+    assert winograd_tile(128, 128, 1, 28, 28, bf16_direct=True) == (4, False)  # large maps: float32 F(4x4)
+    assert winograd_tile(63, 64, 8, 14, 14, bf16_direct=True) is None          # odd channels: no pairs
+    assert not f2_pays(32, 64, 8, 14, 14) and f2_pays(64, 64, 1, 14, 14) and not f2_pays(64, 64, 1, 7, 7)
+
+
+def test_bf16_pass_takes_f2_on_small_maps_over_weights_only():
+    """bf16_direct: a conv over a weight at 14x14 becomes F(2x2) over bf16 words of the transformed weight; at
+    28x28 float32 F(4x4); a conv over an activation (no weight) stays float32 (F(4x4))."""
     b = Builder()
     g = b.graph
     x14, x28 = g.input((1, 64, 16, 16), "float32"), g.input((1, 64, 30, 30), "float32")   # outputs 14x14, 28x28
-    w = g.input((64, 64, 3, 3), "float32")
-    g.outputs = [g.call1("conv2d", [x14, w]), g.call1("conv2d", [x28, w])]
+    w, act = g.input((64, 64, 3, 3), "float32"), g.input((64, 64, 3, 3), "float32")
+    g.weights.add(w.id)
+    g.outputs = [g.call1("conv2d", [x14, w]), g.call1("conv2d", [x28, w]), g.call1("conv2d", [x14, act])]
     from fxc.relay_like.passes import infer_types
-    ops = [n.op for n in use_winograd(infer_types(g), bf16_direct=True).nodes]
-    assert ops.count("conv2d") == 1 and ops.count("conv2d_winograd") == 1, ops
+    nodes = use_winograd(infer_types(g), bf16_direct=True).nodes
+    convs = [n for n in nodes if n.op == "conv2d_winograd"]
+    assert [(n.attrs["tile"], n.inputs[1].dtype) for n in convs] == [(2, "int32"), (4, "float32"), (4, "float32")]
+    assert convs[0].inputs[1].node.op == "pack_bf16_pairs" and convs[0].inputs[1].node.inputs[0].node.op == "winograd_weight"
 
 
 class Block(torch.nn.Module):

@@ -1,55 +1,77 @@
-"""Winograd F(4x4, 3x3) schedule for stride-1 3x3 conv2d (op conv2d_winograd).
+"""Winograd F(m x m, 3x3) schedules for stride-1 3x3 conv2d (op conv2d_winograd), m = 4 or 2.
 
 Accepts the conv2d_winograd reduction Tensor (attrs: x [N, C, H, W], u = winograd_weight(w) laid out
-[6, 6, KB, C, LANES], padding, nv) and the group's epilogue expression. Produces loop IR:
+[a, a, KB, C, LANES] with a = m + 2, padding, nv, tile m; or, for bf16, u = pack_bf16_pairs(.., axis 3):
+[a, a, KB, C/2, LANES] words) and the group's epilogue expression. Produces loop IR:
 
     parallel over (image n, tile row ty, output-channel group kg):
-      per input channel c: strip[6][Wp] <- the tile row's 6 input rows, zero padded (vector copies)
-                           V[36][c][tiles] <- B^T d B, one vector lane per tile (stride-4 loads of the strip)
+      per input channel c: strip[a][Wp] <- the tile row's a input rows, zero padded (vector copies)
+                           V[a*a][c][tiles] <- B^T d B, one vector lane per tile (stride-m loads of the strip)
+                           (bf16: per channel pair, both transforms packed into bf16x2 words)
       per group of mr tiles, per block of nv*LANES output channels:
-        for xi in 0..35:  M[xi] = V[xi](tiles x C) . U[xi](C x nv*LANES)      (register tile, as conv2d_packed)
+        for xi in 0..a*a-1: M[xi] = V[xi](tiles x C) . U[xi](C x nv*LANES)      (register tile, as conv2d_packed;
+                                                                             bf16: vdpbf16ps over channel pairs)
         Y = A^T M A per tile (vectors over the channels), kept in a small local tile
-        out[n, k, 4ty+r, ow0:ow0+cols] = epilogue(Y[r, :, k])        (vector along the output row)
+        out[n, k, m*ty+r, ow0:ow0+cols] = epilogue(Y[r, :, k])        (vector along the output row)
 
-Each 4x4 output tile takes 36 products per (input, output) channel instead of 144. Points 0, +-1, +-2, inf
-(Lavin & Gray); the weight transform U = G g G^T is the winograd_weight op (a cached prepack step).
+F(4x4, 3x3) takes 36 products per output tile and (input, output) channel pair instead of 144; F(2x2, 3x3)
+16 instead of 36, with transforms that round far less: its bf16 form (operands V and U rounded to bf16) has
+about 1.5x the error of a bf16 direct conv, F(4x4)'s about 10x, so bf16 uses m = 2 only. Points 0, +-1, +-2,
+inf for m = 4 (Lavin & Gray), 0, +-1, inf for m = 2; the weight transform U = G g G^T is the winograd_weight
+op (a cached prepack step).
 """
 from __future__ import annotations
 
-from .expr import Bin, Const, Fma, Load, Var, VecLoad, as_expr, binary, substitute, vec
+from .expr import Bin, Const, Fma, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
 from .gemm_schedule import LANES, Tile, _parallel, vectorize_expr
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import flat_index
 
-TILE = 4                    # output tile m x m
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
-ALPHA = TILE + 2            # input tile (m + r - 1)
-AT = ((1, 1, 1, 1, 1, 0),
-      (0, 1, -1, 2, -2, 0),
-      (0, 1, 1, 4, 4, 0),
-      (0, 1, -1, 8, -8, 1))
-BT = ((4, 0, -5, 0, 1, 0),
-      (0, -4, -4, 1, 1, 0),
-      (0, 4, -4, -1, 1, 0),
-      (0, -2, -1, 2, 1, 0),
-      (0, 2, -1, -2, 1, 0),
-      (0, 4, 0, -5, 0, 1))
-G = ((1 / 4, 0, 0),
-     (-1 / 6, -1 / 6, -1 / 6),
-     (-1 / 6, 1 / 6, -1 / 6),
-     (1 / 24, 1 / 12, 1 / 6),
-     (1 / 24, -1 / 12, 1 / 6),
-     (0, 0, 1))
+MATRICES = {                # m -> (A^T, B^T, G)
+    4: (((1, 1, 1, 1, 1, 0),
+         (0, 1, -1, 2, -2, 0),
+         (0, 1, 1, 4, 4, 0),
+         (0, 1, -1, 8, -8, 1)),
+        ((4, 0, -5, 0, 1, 0),
+         (0, -4, -4, 1, 1, 0),
+         (0, 4, -4, -1, 1, 0),
+         (0, -2, -1, 2, 1, 0),
+         (0, 2, -1, -2, 1, 0),
+         (0, 4, 0, -5, 0, 1)),
+        ((1 / 4, 0, 0),
+         (-1 / 6, -1 / 6, -1 / 6),
+         (-1 / 6, 1 / 6, -1 / 6),
+         (1 / 24, 1 / 12, 1 / 6),
+         (1 / 24, -1 / 12, 1 / 6),
+         (0, 0, 1))),
+    2: (((1, 1, 1, 0),
+         (0, 1, -1, -1)),
+        ((1, 0, -1, 0),
+         (0, 1, 1, 0),
+         (0, -1, 1, 0),
+         (0, 1, 0, -1)),
+        ((1, 0, 0),
+         (1 / 2, 1 / 2, 1 / 2),
+         (1 / 2, -1 / 2, 1 / 2),
+         (0, 0, 1))),
+}
+TILES = tuple(MATRICES)
 
 
-def tiles(n: int) -> int:
-    return -(-n // TILE)
+def alpha(m: int) -> int:
+    """The input tile's side: m + r - 1."""
+    return m + 2
 
 
-def fits(c: int, ow: int) -> bool:
+def tiles(n: int, m: int = 4) -> int:
+    return -(-n // m)
+
+
+def fits(c: int, ow: int, m: int = 4, bf16: bool = False) -> bool:
     """One tile row's transformed input fits the task's budget (the kernel's scratch lives on the stack:
-    V <= V_BUDGET, M <= V_BUDGET * 64 / C, a few MB at most)."""
-    return ALPHA * ALPHA * tiles(ow) * c * 4 <= V_BUDGET
+    V <= V_BUDGET, M <= V_BUDGET * 64 / C, a few MB at most). bf16: two bytes a channel."""
+    return alpha(m) ** 2 * tiles(ow, m) * c * (2 if bf16 else 4) <= V_BUDGET
 
 
 def tile_rows(tile_cols: int, nv: int) -> int:
@@ -119,67 +141,83 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     x, u = a["x"], a["u"]
     ph, pw = a["padding"]
     nv = a["nv"]
+    T = a.get("tile", 4)
+    AL = alpha(T)
+    AT, BT, _ = MATRICES[T]
     dt = rt.dtype
     N, K, OH, OW = shape
     _, C, H, W = x.shape
     KB = u.shape[2]
-    if KB % nv:
+    bf16 = u.dtype == "int32"           # U in bf16x2 words over channel pairs: V is made the same way
+    CW = u.shape[3]                     # GEMM reduction steps: channels, or channel pairs
+    if KB % nv or (bf16 and C != 2 * CW):
         return None
-    TH, TW = tiles(OH), tiles(OW)
-    Wp = TW * TILE + 2
+    TH, TW = tiles(OH, T), tiles(OW, T)
+    Wp = TW * T + 2
     n, o, oh, ow = axes
     tt, row, kg = Var("tt"), Var("row"), Var("kg")
     ubuf = conv.bufs[u]
     # a task transforms R tile rows once and runs every GEMM over them, so each U[xi] block is read once per task
-    R = max(1, min(TH, V_BUDGET // (ALPHA * ALPHA * TW * C * 4)))
+    R = max(1, min(TH, V_BUDGET // (AL * AL * TW * CW * 4)))
     TT = -(-TH // R)
     R = -(-TH // TT)
     RT = R * TW                                     # tiles per task
     # a tile row's transform works on TWV >= TW lanes, a power of two (no split loads and stores of odd widths);
-    # the extra lanes (stride-4 reads past the row) land in the next row's slots of V, written after, or past
+    # the extra lanes (stride-m reads past the row) land in the next row's slots of V, written after, or past
     # the task's last row (V's row of a (xi, c) is RT + TWV - TW long)
     TWV = 1 << (TW - 1).bit_length()
     RTV = RT + TWV - TW
     ty = tt * R + row
     guard = (lambda st: IfThen(Bin("lt", ty, as_expr(TH)), st)) if TH % R else (lambda st: st)
 
-    # -- per input channel: the tile row's 6 input rows (zero padded), then V = B^T d B for all its tiles at once --
-    over = TILE * (TWV - TW)                        # what the widest stride-4 read passes the strip's end
-    strip = conv.local(dt, ALPHA * Wp + over, "wstrip")
+    # -- per input channel: the tile row's a input rows (zero padded), then V = B^T d B for all its tiles at once --
+    over = T * (TWV - TW)                           # what the widest stride-m read passes the strip's end
     r, wq, c = Var("r"), Var("wq"), Var("c")
-    y = ty * TILE - ph + r
+    y = ty * T - ph + r
     xval = conv.convert(x[n, c, y, wq - pw], None)
     if vectorize_expr(xval, wq, LANES) is None:
         return None
-
-    def copy(at, lanes):
-        xv = vectorize_expr(xval, wq, lanes) if lanes > 1 else xval
-        return Store(strip, r * Wp + at, substitute(xv, {wq: at}))
-
-    def zero(at, lanes):
-        return Store(strip, r * Wp + at, Const(0.0, vec(dt, lanes) if lanes > 1 else dt))
-
-    def chunks(lo, hi, store_of):
-        """Vector stores covering strip row columns lo..hi-1."""
-        j, full, rest = Var("wj"), (hi - lo) // LANES, (hi - lo) % LANES
-        return seq(For(j, full, store_of(as_expr(lo) + j * LANES, LANES)) if full else None,
-                   store_of(as_expr(lo + full * LANES), rest) if rest else None)
     lo, hi = min(pw, Wp), min(pw + W, Wp)
     row_ok = binary("and", Bin("ge", y, as_expr(0)), Bin("lt", y, as_expr(H)))
-    fill = For(r, ALPHA, IfThen(row_ok, seq(chunks(0, lo, zero), chunks(lo, hi, copy), chunks(hi, Wp, zero)),
-                                chunks(0, Wp, zero)))
-    V = conv.local(dt, ALPHA * ALPHA * C * RTV, "wv")         # [xi][c][tile]: a GEMM row's tiles are adjacent
-    tvt = vec(dt, TWV) if TWV > 1 else dt                       # one lane per tile of the row (stride 4 columns)
-    d = [[VecLoad(strip, as_expr(ai * Wp + bi), TWV, TILE) if TWV > 1 else Load(strip, as_expr(ai * Wp + bi))
-          for bi in range(ALPHA)] for ai in range(ALPHA)]
-    v = _transform(d, BT, BT, tvt)
-    vstores = [Store(V, (as_expr(e1 * ALPHA + e2) * C + c) * RTV + row * TW, v[e1][e2])
-               for e1 in range(ALPHA) for e2 in range(ALPHA)]
-    itrans = For(row, R, guard(For(c, C, seq(fill, *vstores))))
-    if over:        # read but never used: zeros rather than whatever the stack held (a denormal is slow)
-        itrans = seq(Store(strip, as_expr(ALPHA * Wp), Const(0.0, vec(dt, over))), itrans)
+    tvt = vec(dt, TWV) if TWV > 1 else dt                       # one lane per tile of the row (stride m columns)
 
-    # -- per block of nv*LANES output channels: 36 GEMMs over the task's tiles, output transform, epilogue -------
+    def transformed(strip, channel):
+        """(the statements filling `strip` with input channel `channel`'s rows, B^T d B of its tiles)."""
+        xc = substitute(xval, {c: channel})
+
+        def copy(at, lanes):
+            xv = vectorize_expr(xc, wq, lanes) if lanes > 1 else xc
+            return Store(strip, r * Wp + at, substitute(xv, {wq: at}))
+
+        def zero(at, lanes):
+            return Store(strip, r * Wp + at, Const(0.0, vec(dt, lanes) if lanes > 1 else dt))
+
+        def chunks(lo, hi, store_of):
+            """Vector stores covering strip row columns lo..hi-1."""
+            j, full, rest = Var("wj"), (hi - lo) // LANES, (hi - lo) % LANES
+            return seq(For(j, full, store_of(as_expr(lo) + j * LANES, LANES)) if full else None,
+                       store_of(as_expr(lo + full * LANES), rest) if rest else None)
+        fill = For(r, AL, IfThen(row_ok, seq(chunks(0, lo, zero), chunks(lo, hi, copy), chunks(hi, Wp, zero)),
+                                 chunks(0, Wp, zero)))
+        d = [[VecLoad(strip, as_expr(ai * Wp + bi), TWV, T) if TWV > 1 else Load(strip, as_expr(ai * Wp + bi))
+              for bi in range(AL)] for ai in range(AL)]
+        return fill, _transform(d, BT, BT, tvt)
+
+    strips = [conv.local(dt, AL * Wp + over, "wstrip") for _ in range(2 if bf16 else 1)]
+    V = conv.local("int32" if bf16 else dt, AL * AL * CW * RTV, "wv")   # [xi][c][tile]: a GEMM row's tiles adjacent
+    at_v = lambda e1, e2: (as_expr(e1 * AL + e2) * CW + c) * RTV + row * TW
+    if bf16:            # channels 2c and 2c + 1 as one bf16x2 word per tile
+        (fill0, v0), (fill1, v1) = transformed(strips[0], c * 2), transformed(strips[1], c * 2 + 1)
+        fills = seq(fill0, fill1)
+        vstores = [Store(V, at_v(e1, e2), PackBf16(v0[e1][e2], v1[e1][e2])) for e1 in range(AL) for e2 in range(AL)]
+    else:
+        fills, v = transformed(strips[0], c)
+        vstores = [Store(V, at_v(e1, e2), v[e1][e2]) for e1 in range(AL) for e2 in range(AL)]
+    itrans = For(row, R, guard(For(c, CW, seq(fills, *vstores))))
+    if over:        # read but never used: zeros rather than whatever the stack held (a denormal is slow)
+        itrans = seq(*[Store(st, as_expr(AL * Wp), Const(0.0, vec(dt, over))) for st in strips], itrans)
+
+    # -- per block of nv*LANES output channels: a*a GEMMs over the task's tiles, output transform, epilogue -------
     blocks = KB // nv
     tasks = N * TT
     KG = next((g for g in range(1, blocks + 1) if blocks % g == 0 and tasks * g >= 2 * num_threads), blocks) \
@@ -196,72 +234,76 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         groups.append((0, TW // mr, mr))
     if TW - full:
         groups.append((full, 1, TW - full))
-    if OW % TILE and groups[-1][1] > 1:           # the last tile is partial: its group gets its own store
+    if OW % T and groups[-1][1] > 1:           # the last tile is partial: its group gets its own store
         s0, cnt, m = groups.pop()
         groups += [(s0, cnt - 1, m), (s0 + (cnt - 1) * m, 1, m)]
-    M = conv.local(dt, ALPHA * ALPHA * RT * width, "wm")
-    yt_tmp = conv.local(dt, TILE * ALPHA * LANES, "wyt")
+    M = conv.local(dt, AL * AL * RT * width, "wm")
+    yt_tmp = conv.local(dt, T * AL * LANES, "wyt")
     gemms, stores, accs = [], [], []
     for start, count, m in groups:
         t, r = Var("tg"), Var("yr")
         tx0 = as_expr(start) + t * m
         p0 = row * TW + tx0                       # first tile of the group within the task
-        last_cols = OW - (start + (count - 1) * m) * TILE
-        cols = min(m * TILE, last_cols) if count == 1 else m * TILE
+        last_cols = OW - (start + (count - 1) * m) * T
+        cols = min(m * T, last_cols) if count == 1 else m * T
         tile = Tile(conv, m, nv, dt)
         accs.append(tile.acc)
-        gemm = tile.compute([(c, C)], lambda i, p0=p0: Load(V, (xi * C + c) * RTV + p0 + i),
-                            lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * C + c) * LANES, LANES))
+        gemm = tile.compute([(c, CW)], lambda i, p0=p0: Load(V, (xi * CW + c) * RTV + p0 + i),
+                            lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * CW + c) * LANES, LANES),
+                            dot_bf16 if bf16 else None)
         keep = [Store(M, ((xi * RT + p0 + i) * nv + vv) * LANES, tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
         gemms.append(For(t, count, seq(gemm, *keep)) if count > 1 else LetStmt(t, as_expr(0), seq(gemm, *keep)))
 
-        Y = conv.local(dt, TILE * m * TILE * width, "wy")
+        Y = conv.local(dt, T * m * T * width, "wy")
         i_, v_ = Var("ti"), Var("tv")
-        mv = lambda ai, bi: VecLoad(M, (((as_expr(ai * ALPHA) + bi) * RT + p0 + i_) * nv + v_) * LANES, LANES)
-        ystore = lambda ri, si, val: Store(Y, (ri * m * TILE + si + i_ * TILE) * width + v_ * LANES, val)
+        mv = lambda ai, bi: VecLoad(M, (((as_expr(ai * AL) + bi) * RT + p0 + i_) * nv + v_) * LANES, LANES)
+        ystore = lambda ri, si, val: Store(Y, (ri * m * T + si + i_ * T) * width + v_ * LANES, val)
         otrans = For(i_, m, For(v_, nv, _transform_loops(mv, AT, AT, yt_tmp, ystore, LANES)))
         ci, j = Var("ci"), Var("j")
         k = kb0 * LANES + ci
-        sub = {o: k, oh: ty * TILE + r, ow: tx0 * TILE}
-        yrow = VecLoad(Y, r * (m * TILE * width) + ci, cols, width)
+        sub = {o: k, oh: ty * T + r, ow: tx0 * T}
+        yrow = VecLoad(Y, r * (m * T * width) + ci, cols, width)
         vs = vectorize_expr(value, ow, cols, {red.var: yrow}) if cols > 1 else None
         if vs is not None:
             st = Store(out, substitute(out_index, sub), substitute(vs, sub))
         else:
-            sub1 = {o: k, oh: ty * TILE + r, ow: tx0 * TILE + j}
+            sub1 = {o: k, oh: ty * T + r, ow: tx0 * T + j}
             st = For(j, cols, Store(out, substitute(out_index, sub1),
-                                    substitute(value, {**sub1, red.var: Load(Y, (r * (m * TILE) + j) * width + ci)})))
+                                    substitute(value, {**sub1, red.var: Load(Y, (r * (m * T) + j) * width + ci)})))
         if KB * LANES != K:
             st = IfThen(Bin("lt", k, as_expr(K)), st)
         st = For(ci, width, st)
-        if OH % TILE:
-            st = IfThen(Bin("lt", ty * TILE + r, as_expr(OH)), st)
-        one = seq(otrans, For(r, TILE, st))
+        if OH % T:
+            st = IfThen(Bin("lt", ty * T + r, as_expr(OH)), st)
+        one = seq(otrans, For(r, T, st))
         stores.append(Allocate(Y, For(t, count, one) if count > 1 else LetStmt(t, as_expr(0), one)))
-    block = seq(For(xi, ALPHA * ALPHA, For(row, R, guard(seq(*gemms)))), For(row, R, guard(seq(*stores))))
+    block = seq(For(xi, AL * AL, For(row, R, guard(seq(*gemms)))), For(row, R, guard(seq(*stores))))
     for acc in accs:
         block = Allocate(acc, block)
     per_task = seq(itrans, For(kbg, per_kg, block) if per_kg > 1 else LetStmt(kbg, as_expr(0), block))
-    per_task = Allocate(strip, Allocate(V, Allocate(M, Allocate(yt_tmp, per_task))))
+    per_task = Allocate(V, Allocate(M, Allocate(yt_tmp, per_task)))
+    for st in strips:
+        per_task = Allocate(st, per_task)
     work = N * K * OH * OW * C * 9
     return _parallel([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
 
 
-def weight_transform(k_: int, c_: int, blocks: int, dtype: str):
+def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4):
     """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*LANES + l, c] G^T)[e1, e2] (zero where the channel >= K): a
     te.extern lower function. Whole blocks of LANES output channels are one vector (a gather of the weight)."""
     def lower(outs, ins):
         ub, wb = outs[0], ins[0]
         kb, c, l = Var("kb"), Var("c"), Var("l")
 
-        tmp = Buffer("wgt", dtype, ALPHA * 3 * LANES, "local")
+        AL, G = alpha(m), MATRICES[m][2]
+        tmp = Buffer("wgt", dtype, AL * 3 * LANES, "local")
 
         def one(lanes, k0):
             if lanes > 1:
                 g = lambda i, j: VecLoad(wb, ((k0 * c_ + c) * 3 + i) * 3 + j, lanes, c_ * 9)
             else:
                 g = lambda i, j: Load(wb, ((k0 * c_ + c) * 3 + i) * 3 + j)
-            u = lambda e1, e2, val: Store(ub, (((e1 * ALPHA + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES), val)
+            u = lambda e1, e2, val: Store(ub, (((e1 * AL + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES), val)
             return _transform_loops(g, G, G, tmp, u, lanes)
         full = k_ // LANES
         stmts = [For(kb, full, For(c, c_, one(LANES, kb * LANES)))] if full else []
@@ -269,7 +311,7 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str):
             k = kb * LANES + l
             body = IfThen(Bin("lt", k, as_expr(k_)), one(1, k),
                           seq(*[Store(ub, ((as_expr(e * blocks) + kb) * c_ + c) * LANES + l, Const(0.0, dtype))
-                                for e in range(ALPHA * ALPHA)]))
+                                for e in range(AL * AL)]))
             stmts.append(For(kb, blocks, For(c, c_, For(l, LANES, body)), "serial", full))
         return Allocate(tmp, seq(*stmts))
     return lower
