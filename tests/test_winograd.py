@@ -120,17 +120,19 @@ def test_tile_choice():
     assert winograd_tile(256, 256, 1, 14, 14, bf16_direct=True) == (2, True)
     assert winograd_tile(512, 512, 8, 7, 7, bf16_direct=True) == (2, True)
     assert winograd_tile(512, 512, 1, 7, 7, bf16_direct=True) is None          # 16 tiles: direct bf16
-    assert winograd_tile(128, 128, 1, 28, 28, bf16_direct=True) == (4, False)  # large maps: float32 F(4x4)
+    assert winograd_tile(128, 128, 1, 28, 28, bf16_direct=True) == (2, True)   # few tiles a pass over the weight
+    assert winograd_tile(64, 64, 1, 56, 56, bf16_direct=True) == (2, True)
+    assert winograd_tile(64, 64, 8, 56, 56, bf16_direct=True) == (4, False)   # many: float32 F(4x4)
     assert winograd_tile(63, 64, 8, 14, 14, bf16_direct=True) is None          # odd channels: no pairs
     assert not f2_pays(32, 64, 8, 14, 14) and f2_pays(64, 64, 1, 14, 14) and not f2_pays(64, 64, 1, 7, 7)
 
 
 def test_bf16_pass_takes_f2_on_small_maps_over_weights_only():
     """bf16_direct: a conv over a weight at 14x14 becomes F(2x2) over bf16 words of the transformed weight; at
-    28x28 float32 F(4x4); a conv over an activation (no weight) stays float32 (F(4x4))."""
+    28x28, batch 8, float32 F(4x4); a conv over an activation (no weight) stays float32 (F(4x4))."""
     b = Builder()
     g = b.graph
-    x14, x28 = g.input((1, 64, 16, 16), "float32"), g.input((1, 64, 30, 30), "float32")   # outputs 14x14, 28x28
+    x14, x28 = g.input((1, 64, 16, 16), "float32"), g.input((8, 64, 30, 30), "float32")   # outputs 14x14, 28x28
     w, act = g.input((64, 64, 3, 3), "float32"), g.input((64, 64, 3, 3), "float32")
     g.weights.add(w.id)
     g.outputs = [g.call1("conv2d", [x14, w]), g.call1("conv2d", [x28, w]), g.call1("conv2d", [x14, act])]

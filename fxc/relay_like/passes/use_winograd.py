@@ -21,6 +21,9 @@ LANES = 16
 
 
 BF16_MIN_SIDE = 28      # with a bf16 direct kernel at twice the FMA rate: Winograd (float32) only on maps this large
+F4_BF16_TILES = 256     # and, in bf16, only with this many 4x4 tiles per pass over its (8x larger) transformed weight:
+                        # ResNet-18 bf16 at batch 1 runs 6% faster with F(2x2) bf16 on its 56x56 and 28x28 layers
+                        # too (196 and 49 tiles; less weight to stream), at batch 8 float32 F(4x4) keeps up
 
 
 def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False) -> bool:
@@ -40,14 +43,18 @@ def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
 def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False):
     """(tile m, bf16) of the Winograd form to use for a stride-1 3x3 conv over a weight, or None for the direct
     kernel: F(4x4) where winograd_pays, else F(2x2) where f2_pays. bf16_direct (precision="bf16" on a CPU whose
-    vdpbf16ps runs at twice the FMA rate): the maps where the bf16 direct conv beats float32 F(4x4) take F(2x2) in
-    bf16 where it pays (its rounding error is about 1.5x a bf16 direct conv's; F(4x4)'s would be 10x, so bf16
-    never uses it)."""
+    vdpbf16ps runs at twice the FMA rate): F(2x2) in bf16 where it pays, on the maps where the bf16 direct conv beats
+    float32 F(4x4) and on those with few tiles per pass over the weight (F4_BF16_TILES); its rounding error is about
+    1.5x a bf16 direct conv's (F(4x4)'s would be 10x, so bf16 never uses it)."""
     mode = os.environ.get("FXC_WINOGRAD", "1")
     if mode == "0":
         return None
+    f4_tiles = n * -(-oh // 4) * -(-ow // 4)
+    if bf16_direct and c % 2 == 0 and (min(oh, ow) < BF16_MIN_SIDE or f4_tiles < F4_BF16_TILES) \
+            and (mode == "all" or f2_pays(c, k, n, oh, ow)):
+        return (2, True)
     if bf16_direct and min(oh, ow) < BF16_MIN_SIDE:
-        return (2, True) if c % 2 == 0 and (mode == "all" or f2_pays(c, k, n, oh, ow)) else None
+        return None
     if mode == "all" or winograd_pays(c, k, n, oh, ow, bf16_direct):
         return (4, False)
     return (2, False) if f2_pays(c, k, n, oh, ow) else None
