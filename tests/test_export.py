@@ -602,3 +602,18 @@ def test_from_torch_bad_arguments(convnet_compiled):
     with pytest.raises(FxcError, match="expects what fxc.from_torch returns"):
         fxc.export(model, "/tmp/never-written.fxc")
     assert not Path("/tmp/never-written.fxc").exists()
+
+
+def test_compiled_model_takes_tensors_by_address():
+    """Tensors go to the kernels by address (no numpy on the way): views that are not plain memory (transposed,
+    a lazy negation) are made contiguous first; every call returns new output tensors."""
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU()).eval()
+    x = torch.randn(6, 4)
+    compiled = fxc.from_torch(model, (x.t().contiguous(),))
+    with torch.no_grad():
+        expected = model(x.t())
+    a = compiled(x.t())                                   # non-contiguous
+    b = compiled(torch._neg_view(-x.t()))                  # a lazy negation of a non-contiguous view
+    assert isinstance(a, torch.Tensor) and a.dtype == torch.float32 and a.data_ptr() != b.data_ptr()
+    torch.testing.assert_close(a, expected)
+    torch.testing.assert_close(b, expected)

@@ -39,6 +39,12 @@ def _same_token(a, b) -> bool:
 FINGERPRINT_WORDS = 4      # sampled words per prepacked input (fxc_fingerprint)
 
 
+def check_shape(spec, shape) -> None:
+    if tuple(shape) != tuple(spec.shape):
+        raise InputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)}; "
+                         f"recompile for the new shape")
+
+
 @dataclass
 class Module:
     target: str
@@ -158,9 +164,7 @@ class Module:
             if a.dtype != np_dtype(spec.dtype):
                 raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; "
                                  f"convert it with .astype({spec.dtype!r})")
-            if tuple(a.shape) != tuple(spec.shape):
-                raise InputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(a.shape)}; "
-                                 f"recompile for the new shape")
+            check_shape(spec, a.shape)
             out.append(np.ascontiguousarray(a))
         return out
 
