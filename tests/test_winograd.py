@@ -113,10 +113,13 @@ def test_pass_keeps_other_convs():
 
 
 def test_tile_choice():
-    """F(4x4) where it pays; F(2x2) on 7x7 maps with enough tiles per pass over the weight; with a bf16 direct conv at
-    twice the float32 rate, F(2x2) in bf16 on the maps below 28 where it pays, else the bf16 direct conv."""
-    assert winograd_tile(256, 256, 1, 14, 14) == (4, False) and winograd_tile(64, 64, 1, 56, 56) == (4, False)
-    assert winograd_tile(512, 512, 1, 7, 7) is None and winograd_tile(512, 512, 8, 7, 7) == (2, False)
+    """float32: F(4x4) where it pays with at least 32 4x4 tiles a pass over the weight, else F(2x2) where it pays
+    (ResNet-18's 14x14 and 7x7 layers at batch 1); with a bf16 direct conv at twice the float32 rate, F(2x2) in bf16
+    on the maps below 28 (and on larger ones with few tiles) where it pays, else the bf16 direct conv."""
+    assert winograd_tile(64, 64, 1, 56, 56) == (4, False) and winograd_tile(128, 128, 1, 28, 28) == (4, False)
+    assert winograd_tile(256, 256, 1, 14, 14) == (2, False) and winograd_tile(256, 256, 8, 14, 14) == (4, False)
+    assert winograd_tile(512, 512, 1, 7, 7) == (2, False) and winograd_tile(512, 512, 8, 7, 7) == (2, False)
+    assert winograd_tile(32, 32, 1, 14, 14) == (4, False)                       # too few channels for F(2x2)
     assert winograd_tile(256, 256, 1, 14, 14, bf16_direct=True) == (2, True)
     assert winograd_tile(512, 512, 8, 7, 7, bf16_direct=True) == (2, True)
     assert winograd_tile(512, 512, 1, 7, 7, bf16_direct=True) is None          # 16 tiles: direct bf16
@@ -129,7 +132,7 @@ def test_tile_choice():
 
 def test_bf16_pass_takes_f2_on_small_maps_over_weights_only():
     """bf16_direct: a conv over a weight at 14x14 becomes F(2x2) over bf16 words of the transformed weight; at
-    28x28, batch 8, float32 F(4x4); a conv over an activation (no weight) stays float32 (F(4x4))."""
+    28x28, batch 8, float32 F(4x4); a conv over an activation (no weight) stays float32 (F(2x2) at 14x14)."""
     b = Builder()
     g = b.graph
     x14, x28 = g.input((1, 64, 16, 16), "float32"), g.input((8, 64, 30, 30), "float32")   # outputs 14x14, 28x28
@@ -139,7 +142,7 @@ def test_bf16_pass_takes_f2_on_small_maps_over_weights_only():
     from fxc.relay_like.passes import infer_types
     nodes = use_winograd(infer_types(g), bf16_direct=True).nodes
     convs = [n for n in nodes if n.op == "conv2d_winograd"]
-    assert [(n.attrs["tile"], n.inputs[1].dtype) for n in convs] == [(2, "int32"), (4, "float32"), (4, "float32")]
+    assert [(n.attrs["tile"], n.inputs[1].dtype) for n in convs] == [(2, "int32"), (4, "float32"), (2, "float32")]
     assert convs[0].inputs[1].node.op == "pack_bf16_pairs" and convs[0].inputs[1].node.inputs[0].node.op == "winograd_weight"
 
 

@@ -1,5 +1,5 @@
-"""use_winograd: stride-1 3x3 float32 convolutions where Winograd F(4x4,3x3) (or, in bf16, F(2x2,3x3)) is faster
-than the direct kernel.
+"""use_winograd: stride-1 3x3 float32 convolutions where Winograd F(4x4,3x3) or F(2x2,3x3) (in bf16: F(2x2,3x3) over
+bf16 operands) is faster than the direct kernel (winograd_tile).
 
     conv2d(pad(x, zeros (pw, pw, ph, ph)), w[K, C, 3, 3])  -> conv2d_winograd(x, winograd_weight(w), padding (ph, pw))
     conv2d(x, w[K, C, 3, 3])                                -> conv2d_winograd(x, winograd_weight(w), padding (0, 0))
@@ -21,6 +21,7 @@ LANES = 16
 
 
 BF16_MIN_SIDE = 28      # with a bf16 direct kernel at twice the FMA rate: Winograd (float32) only on maps this large
+F4_MIN_TILES = 32       # float32 F(4x4) with fewer 4x4 tiles a pass over its weight: F(2x2) instead where it pays
 F4_BF16_TILES = 256     # and, in bf16, only with this many 4x4 tiles per pass over its (8x larger) transformed weight:
                         # ResNet-18 bf16 at batch 1 runs 6% faster with F(2x2) bf16 on its 56x56 and 28x28 layers
                         # too (196 and 49 tiles; less weight to stream), at batch 8 float32 F(4x4) keeps up
@@ -42,7 +43,7 @@ def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
 
 def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False):
     """(tile m, bf16) of the Winograd form to use for a stride-1 3x3 conv over a weight, or None for the direct
-    kernel: F(4x4) where winograd_pays, else F(2x2) where f2_pays. bf16_direct (precision="bf16" on a CPU whose
+    kernel: F(4x4) where winograd_pays with F4_MIN_TILES tiles a pass, else F(2x2) where f2_pays. bf16_direct (precision="bf16" on a CPU whose
     vdpbf16ps runs at twice the FMA rate): F(2x2) in bf16 where it pays, on the maps where the bf16 direct conv beats
     float32 F(4x4) and on those with few tiles per pass over the weight (F4_BF16_TILES); its rounding error is about
     1.5x a bf16 direct conv's (F(4x4)'s would be 10x, so bf16 never uses it)."""
@@ -50,23 +51,29 @@ def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
     if mode == "0":
         return None
     f4_tiles = n * -(-oh // 4) * -(-ow // 4)
-    if bf16_direct and c % 2 == 0 and (min(oh, ow) < BF16_MIN_SIDE or f4_tiles < F4_BF16_TILES) \
-            and (mode == "all" or f2_pays(c, k, n, oh, ow)):
-        return (2, True)
-    if bf16_direct and min(oh, ow) < BF16_MIN_SIDE:
-        return None
-    if mode == "all" or winograd_pays(c, k, n, oh, ow, bf16_direct):
+    if bf16_direct:
+        if c % 2 == 0 and (min(oh, ow) < BF16_MIN_SIDE or f4_tiles < F4_BF16_TILES) \
+                and (mode == "all" or f2_pays(c, k, n, oh, ow)):
+            return (2, True)
+        if min(oh, ow) < BF16_MIN_SIDE:
+            return None
+        return (4, False) if mode == "all" or winograd_pays(c, k, n, oh, ow, True) else None
+    f4 = mode == "all" or winograd_pays(c, k, n, oh, ow)
+    if f4 and (f4_tiles >= F4_MIN_TILES or mode == "all"):
         return (4, False)
-    return (2, False) if f2_pays(c, k, n, oh, ow) else None
+    if f2_pays(c, k, n, oh, ow, bf16=False):
+        return (2, False)
+    return (4, False) if f4 else None
 
 
-def f2_pays(c: int, k: int, n: int, oh: int, ow: int) -> bool:
-    """Where F(2x2) beat the direct kernel per layer (ResNet-18's, Zen 4, minimum of 60 interleaved calls): at
-    least 32 2x2 tiles per pass over the transformed weight (16/9 the direct weight's bytes). float32 on 7x7
-    maps, 512 channels: 5.9 against 8.6 ms at batch 8, 0.99-1.02 against 1.08 ms at batch 1 (16 tiles: left
-    direct, as F(2x2) costs as much again to compile); bf16: 256 channels at 14x14 0.45 against 0.58 ms, 512
-    at 7x7 3.04 against 4.37 ms at batch 8 and a tie at batch 1."""
-    return c >= 64 and k >= 64 and min(oh, ow) >= 7 and n * -(-oh // 2) * -(-ow // 2) >= 32
+def f2_pays(c: int, k: int, n: int, oh: int, ow: int, bf16: bool = True) -> bool:
+    """Where F(2x2) beat the direct kernel per layer (ResNet-18's, Zen 4, minimum of 60 interleaved calls; float32
+    F(2x2) also beats F(4x4) below F4_MIN_TILES 4x4 tiles a pass). float32 on 7x7 maps, 512 channels: 5.9 against
+    8.6 ms at batch 8, 0.99-1.05 against 1.13-1.23 ms at batch 1; 256 channels at 14x14, batch 1: 0.74-0.77 against
+    0.79-0.83 ms for F(4x4). bf16 needs 32 2x2 tiles a pass over the transformed weight (16/9 the direct weight's
+    bytes): 256 channels at 14x14 0.45 against 0.58 ms, 512 at 7x7 3.04 against 4.37 ms at batch 8 and a tie at
+    batch 1."""
+    return c >= 64 and k >= 64 and min(oh, ow) >= 7 and (not bf16 or n * -(-oh // 2) * -(-ow // 2) >= 32)
 
 
 def use_winograd(g, bf16_direct: bool = False):
