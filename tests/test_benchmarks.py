@@ -59,3 +59,22 @@ def test_compile_time_subprocess_and_unavailable_peer(tmp_path):
     assert res.get("compile_cold_s", 0) > 0 and "compile_warm_s" not in res, res
     res = compile_in_subprocess("mxnet", "bert", 1, args, tmp_path)
     assert "compile_cold_s" not in res and "compile_cold_error" in res, res
+
+
+def test_winograd_layers_times_every_form(capsys, monkeypatch):
+    """benchmarks/winograd_layers.py builds each form of a 3x3 conv as asked (a wrong form is left out, not timed
+    as another) and compares every output with the float32 direct kernel's."""
+    from benchmarks import winograd_layers
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")        # what the tool would set for itself, undone after the test
+    monkeypatch.setenv("FXC_BF16", "all")
+    monkeypatch.setattr(sys, "argv", ["winograd_layers", "--runs", "2", "1x64x64x14x14"])
+    winograd_layers.main()
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("1x64x64x14x14:"))
+    cells = dict((c.split()[0].rstrip("*"), c) for c in line.split(": ", 1)[1].split(" | "))
+    from fxc.backends.llvm import target_machine
+    bf16 = "+avx512bf16" in target_machine()[3].split(",")
+    assert list(cells) == ["direct", "F4", "F2"] + (["direct-bf16", "F2-bf16"] if bf16 else []), line
+    errs = {f: float(c.split("err ")[1]) for f, c in cells.items()}
+    assert errs["direct"] == 0 and 0 < errs["F4"] < 1e-4 and 0 < errs["F2"] < 1e-4
+    if bf16:
+        assert 1e-4 < errs["direct-bf16"] < 2e-2 and 1e-4 < errs["F2-bf16"] < 2e-2
