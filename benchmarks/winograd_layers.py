@@ -1,6 +1,7 @@
 """Per-layer: every form fxc can give a stride-1 3x3 conv, timed side by side.
 
-    .venv/bin/python -m benchmarks.winograd_layers [--runs 60] [--forms direct,F4,F2,direct-bf16,F2-bf16] [NxCxKxHxW ...]
+    .venv/bin/python -m benchmarks.winograd_layers [--runs 60] [--forms direct,F4,F2,direct-bf16,F2-bf16]
+        [NxCxKxHxW ...]
 
 Forms: the direct conv2d_packed kernel (`direct`), Winograd F(4x4,3x3) (`F4`) and F(2x2,3x3) (`F2`) in float32,
 and with precision="bf16" the bf16 direct kernel (`direct-bf16`) and F(2x2,3x3) over bf16 operands (`F2-bf16`).

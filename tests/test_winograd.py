@@ -143,7 +143,8 @@ def test_bf16_pass_takes_f2_on_small_maps_over_weights_only():
     nodes = use_winograd(infer_types(g), bf16_direct=True).nodes
     convs = [n for n in nodes if n.op == "conv2d_winograd"]
     assert [(n.attrs["tile"], n.inputs[1].dtype) for n in convs] == [(2, "int32"), (4, "float32"), (2, "float32")]
-    assert convs[0].inputs[1].node.op == "pack_bf16_pairs" and convs[0].inputs[1].node.inputs[0].node.op == "winograd_weight"
+    packed = convs[0].inputs[1].node
+    assert packed.op == "pack_bf16_pairs" and packed.inputs[0].node.op == "winograd_weight"
 
 
 class Block(torch.nn.Module):

@@ -303,7 +303,8 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4):
                 g = lambda i, j: VecLoad(wb, ((k0 * c_ + c) * 3 + i) * 3 + j, lanes, c_ * 9)
             else:
                 g = lambda i, j: Load(wb, ((k0 * c_ + c) * 3 + i) * 3 + j)
-            u = lambda e1, e2, val: Store(ub, (((e1 * AL + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES), val)
+            u = lambda e1, e2, val: Store(ub, (((e1 * AL + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES),
+                                          val)
             return _transform_loops(g, G, G, tmp, u, lanes)
         full = k_ // LANES
         stmts = [For(kb, full, For(c, c_, one(LANES, kb * LANES)))] if full else []

@@ -117,7 +117,8 @@ def _conv(x, u, out_channels, padding=(1, 1), nv=1, tile=4):
             uv = select(compare("eq", binary("imod", rc[0], as_expr(2)), as_expr(0)), Bf16Half(uw, 0), Bf16Half(uw, 1))
         else:
             uv = u[e1, e2, kb, rc[0], kl]
-        coef = (_table(at, binary("imod", h, as_expr(tile)), e1, x.dtype) * _table(at, binary("imod", w, as_expr(tile)), e2, x.dtype)
+        coef = (_table(at, binary("imod", h, as_expr(tile)), e1, x.dtype)
+                * _table(at, binary("imod", w, as_expr(tile)), e2, x.dtype)
                 * _table(bt, e1, a1, x.dtype) * _table(bt, e2, a2, x.dtype))
         return te.sum_(coef * uv * d, [rc, r1, r2, ra, rb])
     flops = 2 * n_ * out_channels * oh_ * ow_ * c_ * 9
@@ -155,7 +156,7 @@ def _sample(rng, n, c, k, h, w, padding, nv, tile=4, bf16=False):
         from .bf16 import bf16_pairs_ref
         u = bf16_pairs_ref(u, 3)
     x = rand(rng, (n, c, h, w))
-    if bf16:        # small integers: V = B^T d B is exact in bf16, so the kernel's rounding of it matches the reference's
+    if bf16:        # small integers: V = B^T d B is exact in bf16, so the kernel rounds it as the reference does
         x = np.round(x * 2).astype(np.float32)
     return [x, u], {"out_channels": k, "padding": padding, "nv": nv, "tile": tile}
 

@@ -3,7 +3,7 @@ bf16 operands) is faster than the direct kernel (winograd_tile).
 
     conv2d(pad(x, zeros (pw, pw, ph, ph)), w[K, C, 3, 3])  -> conv2d_winograd(x, winograd_weight(w), padding (ph, pw))
     conv2d(x, w[K, C, 3, 3])                                -> conv2d_winograd(x, winograd_weight(w), padding (0, 0))
-    bf16, small maps:                                          conv2d_winograd(x, pack_bf16_pairs(winograd_weight(w,
+    in bf16 (winograd_tile):                                   conv2d_winograd(x, pack_bf16_pairs(winograd_weight(w,
                                                                    tile 2), axis 3), tile 2)
 
 The zero padding moves into the kernel (no padded copy). winograd_weight reads only the weight, so the build
@@ -43,10 +43,11 @@ def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
 
 def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False):
     """(tile m, bf16) of the Winograd form to use for a stride-1 3x3 conv over a weight, or None for the direct
-    kernel: F(4x4) where winograd_pays with F4_MIN_TILES tiles a pass, else F(2x2) where f2_pays. bf16_direct (precision="bf16" on a CPU whose
-    vdpbf16ps runs at twice the FMA rate): F(2x2) in bf16 where it pays, on the maps where the bf16 direct conv beats
-    float32 F(4x4) and on those with few tiles per pass over the weight (F4_BF16_TILES); its rounding error is about
-    1.5x a bf16 direct conv's (F(4x4)'s would be 10x, so bf16 never uses it)."""
+    kernel: F(4x4) where winograd_pays with F4_MIN_TILES tiles a pass, else F(2x2) where f2_pays.
+    bf16_direct (precision="bf16" on a CPU whose vdpbf16ps runs at twice the FMA rate): F(2x2) in bf16 where it
+    pays, on the maps where the bf16 direct conv beats float32 F(4x4) and on those with few tiles a pass over the
+    weight (F4_BF16_TILES); its rounding error is about 1.5x a bf16 direct conv's (F(4x4)'s would be 10x, so bf16
+    never uses it). `python -m benchmarks.winograd_layers` times every form of a layer."""
     mode = os.environ.get("FXC_WINOGRAD", "1")
     if mode == "0":
         return None
