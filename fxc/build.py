@@ -13,6 +13,7 @@ from .errors import TargetError
 from .lowering import te
 from .lowering.loop_ir import Buffer, format_kernel
 from .lowering.lower import lower_group
+from .lowering.optional import optional_input
 from .ops.registry import get_op
 from .lowering.expr import ITEMSIZE
 from .relay_like.fuse_ops import fuse_ops
@@ -32,16 +33,55 @@ def _log(msg):
     print(msg, file=sys.stderr)
 
 
-def group_signature(gr) -> str:
+def group_signature(gr, drop=None) -> str:
     """What group_kernel's code depends on: the ops, their attributes, wiring and types (not the values of
-    constants, which are read through pointers). Groups with equal signatures compile to the same kernel."""
-    ref = {v.id: f"in{k}:{v.type!r}" for k, v in enumerate(gr.inputs)}
+    constants, which are read through pointers). Groups with equal signatures compile to the same kernel.
+    drop: (an `add` node of the group, its operand that is a group input): the signature of the group without
+    that add (its users reading its other operand) and without that input."""
+    node, gone = drop or (None, None)
+    ref = {v.id: f"in{k}:{v.type!r}" for k, v in enumerate(v for v in gr.inputs if v is not gone)}
     parts = []
-    for j, n in enumerate(gr.nodes):
+    for n in gr.nodes:
+        if n is node:
+            ref[n.outputs[0].id] = ref[n.inputs[1 if n.inputs[0] is gone else 0].id]
+            continue
         parts.append(f"{n.op}({','.join(ref[v.id] for v in n.inputs)}){sorted(n.attrs.items())!r}")
         for k, o in enumerate(n.outputs):
-            ref[o.id] = f"n{j}.{k}:{o.type!r}"
+            ref[o.id] = f"n{len(parts) - 1}.{k}:{o.type!r}"
     return ";".join(parts) + " -> " + ",".join(ref[o.id] for o in gr.outputs)
+
+
+def optional_add(gr):
+    """(node, input) when the group ends in adding one of its inputs at full size (a residual): the same group
+    without that add can run this group's kernel with the input left out (lowering/optional.py)."""
+    if len(gr.nodes) < 2:
+        return None
+    inner = {o.id for n in gr.nodes for o in n.outputs}
+    for n in gr.nodes[1:]:
+        if n.op != "add" or len(n.inputs) != 2:
+            continue
+        for v, other in ((n.inputs[1], n.inputs[0]), (n.inputs[0], n.inputs[1])):
+            if v.id not in inner and other.id in inner and v.type == n.outputs[0].type and v is not other \
+                    and any(v is i for i in gr.inputs) and sum(v is x for m in gr.nodes for x in m.inputs) == 1:
+                return n, v
+    return None
+
+
+def _served_without_input(groups, sigs, first: int) -> dict:
+    """signature -> (index of the group whose kernel runs it, position of the input it leaves out): groups from
+    `first` on whose signature is another's with a final add of an input dropped (optional_add)."""
+    index: dict = {}
+    for i, s in enumerate(sigs):
+        index.setdefault(s, i)
+    served = {}
+    for j in range(first, len(groups)):
+        d = optional_add(groups[j]) if sigs[j] is not None else None
+        if d is None:
+            continue
+        plain = group_signature(groups[j], d)
+        if index.get(plain, -1) >= first and plain not in served:
+            served[plain] = (j, next(q for q, v in enumerate(groups[j].inputs) if v is d[1]))
+    return {s: p for s, p in served.items() if sigs[p[0]] not in served}       # no chains
 
 
 def group_kernel(gr, name: str, num_threads: int):
@@ -188,19 +228,40 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     slots.update({vid: slots[src.id] for vid, src in views.items()})
     profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
     kernels, calls, pre_calls, lines, flops = [], [], [], [], []
+    ordered = prepack + main
+    sigs = [None if profile else group_signature(gr) for gr in ordered]   # profiled: a kernel, a counter per call
+    served = _served_without_input(ordered, sigs, len(prepack))
+    providers = {j: pos for j, pos in served.values()}
     same: dict = {}         # group signature -> kernel: groups of the same shape share one (less to compile)
-    for i, gr in enumerate(prepack + main):
-        sig = None if profile else group_signature(gr)    # profiled: one kernel, one counter per call
-        k = same.get(sig)
-        if k is None:
-            k = group_kernel(gr, f"k{i}_{gr.root.op}", num_threads)
-            kernels.append(k)
-            if sig is not None:
-                same[sig] = k
-            if dbg >= 3:
-                _log(format_kernel(k))
-        (pre_calls if i < len(prepack) else calls).append(
-            (k.name, [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]))
+
+    def kernel_of(j):
+        """The kernel of group j, its input providers[j] optional where it can be (else j leaves providers)."""
+        if sigs[j] in same:
+            return same[sigs[j]]
+        k = group_kernel(ordered[j], f"k{j}_{ordered[j].root.op}", num_threads)
+        if j in providers:
+            opt = optional_input(k, k.params[len(ordered[j].outputs) + providers[j]])
+            if opt is None:
+                providers.pop(j)
+            k = opt or k
+        kernels.append(k)
+        if sigs[j] is not None:
+            same[sigs[j]] = k
+        if dbg >= 3:
+            _log(format_kernel(k))
+        return k
+
+    for i, gr in enumerate(ordered):
+        args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
+        j, pos = served.get(sigs[i], (i, None))
+        if j != i:      # the kernel of the same group with one add more, that input left out (a null address)
+            kernel_of(j)
+            if j in providers:      # (unless that kernel could not take the input as optional)
+                args.insert(len(gr.outputs) + pos, ("null", 0))
+            else:
+                j = i
+        k = kernel_of(j)
+        (pre_calls if i < len(prepack) else calls).append((k.name, args))
         lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
         flops.append(k.flops)
     ir = llvm.render(kernels, calls, pre_calls, profile=profile)

@@ -224,3 +224,54 @@ def test_builds_run_with_the_cyclic_gc_paused_and_restore_it(monkeypatch):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_a_group_and_the_same_group_with_a_residual_add_share_one_kernel(monkeypatch):
+    """conv(+bias, relu) and conv(+bias + residual, relu) of one shape compile once: the plain call passes a null
+    residual (lowering/optional.py), the kernel skips its loads then. Both results match numpy, as a Winograd conv
+    and as a direct one."""
+    import torch
+    import torch.nn.functional as F
+    from fxc.relay_like.builder import Builder
+    from tests.helpers import assert_close_np
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    for c in (32, 8):           # 32 channels: Winograd; 8: the direct conv
+        g = Builder().graph
+        x, r = g.input((1, c, 12, 12), "float32"), g.input((1, c, 12, 12), "float32")
+        w1, w2 = g.input((c, c, 3, 3), "float32"), g.input((c, c, 3, 3), "float32")
+        b = g.input((c, 1, 1), "float32")
+
+        def conv(v, w):
+            padded = g.call1("pad", [v], pad=(1,) * 4, value=0.0, mode="constant")
+            return g.call1("add", [g.call1("conv2d", [padded, w]), b])
+        y1 = g.call1("relu", [conv(x, w1)])
+        y2 = g.call1("relu", [g.call1("add", [conv(y1, w2), r])])
+        g.outputs = [y1, y2]
+        m = fb.build(g)
+        names = [line.split(":")[0] for line in m.kernels if "conv2d" in line]
+        assert len(names) == 2 and names[0] == names[1], m.kernels
+        assert "store ptr null" in m.source and "icmp ne ptr" in m.source
+        rng = np.random.default_rng(c)
+        arrays = [rng.standard_normal(v.shape).astype(np.float32) for v in (x, r, w1, w2, b)]
+        t = [torch.from_numpy(a) for a in arrays]
+        e1 = torch.relu(F.conv2d(t[0], t[2], padding=1) + t[4])
+        e2 = torch.relu(F.conv2d(e1, t[3], padding=1) + t[4] + t[1])
+        got = m(*arrays)
+        assert_close_np(got[0], e1.numpy())
+        assert_close_np(got[1], e2.numpy())
+
+
+def test_optional_input_only_where_the_input_is_a_term_of_a_stored_sum():
+    from fxc.lowering.expr import Const, Load, Var
+    from fxc.lowering.loop_ir import Buffer, For, IfThen, Kernel, LetStmt, Store
+    from fxc.lowering.optional import optional_input
+    out, a, r = Buffer("out0", "float32", 8), Buffer("in0", "float32", 8), Buffer("in1", "float32", 8)
+    i, t = Var("i"), Var("t")
+    summed = Kernel("k", [out, a, r], For(i, 8, Store(out, i, Load(a, i) + Load(r, i))))
+    k = optional_input(summed, r)
+    assert isinstance(k.body.body, IfThen) and k.body.body.orelse.value is Load(a, i)
+    scaled = Kernel("k", [out, a, r], For(i, 8, Store(out, i, Load(a, i) * Load(r, i))))
+    assert optional_input(scaled, r) is None                       # not a term of a sum
+    let = Kernel("k", [out, a, r], For(i, 8, LetStmt(t, Load(r, i), Store(out, i, Load(a, i) + Const(1.0, "float32")))))
+    assert optional_input(let, r) is None                          # read outside a stored value
+    assert optional_input(summed, a) is not None and optional_input(Kernel("k", [out, a, r], summed.body), out) is None

@@ -10,7 +10,7 @@ import math
 
 from ..errors import LoweringError
 from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, LaneReduce, Load,
-                              PackBf16, Select, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
+                              PackBf16, Present, Select, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
                               scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 from .llvm_math import VECTOR_MATH, VectorMath, float_literal
@@ -268,6 +268,10 @@ class FunctionWriter:
             return self.call(f"llvm.fma.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
+        if isinstance(e, Present):
+            r = self.new()
+            self.emit(f"{r} = icmp ne ptr {self.ptr(e.args[0])}, null")
+            return r
         if isinstance(e, LaneReduce):
             op, v = e.args
             t, vt = lty(e.dtype), lty(v.dtype)
@@ -704,7 +708,8 @@ class ModuleWriter:
         self.functions.append(w.finish(f"define internal void @{k.name}(ptr noalias %args) nounwind noinline"))
 
     def entry(self, calls: list, name: str = "fxc_run", profile: dict | None = None):
-        """calls: list of (kernel name, [(slot kind, index or byte offset)]). Slot kinds: in, out, const, work.
+        """calls: list of (kernel name, [(slot kind, index or byte offset)]). Slot kinds: in, out, const, work,
+        null (an optional input left out).
         profile: kernel name -> counter index; each call then adds its nanoseconds and 1 to the exported
         `fxc_profile_counters` (pairs of i64: total ns, calls)."""
         lines = ["entry:"]
@@ -715,6 +720,10 @@ class ModuleWriter:
                 lines.append(f"  %t0_{n} = call i64 @fxc_profile_now()")
             lines.append(f"  %a{n} = alloca ptr, i64 {max(len(slots), 1)}")
             for j, (kind, ix) in enumerate(slots):
+                if kind == "null":          # an optional input left out (fxc/lowering/optional.py)
+                    lines.append(f"  %d{n}_{j} = getelementptr ptr, ptr %a{n}, i64 {j}")
+                    lines.append(f"  store ptr null, ptr %d{n}_{j}")
+                    continue
                 if kind == "work":
                     lines.append(f"  %s{n}_{j} = getelementptr i8, ptr %work, i64 {ix}")
                 else:

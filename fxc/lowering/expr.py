@@ -213,6 +213,19 @@ class Load(Expr):
         return f"{self.args[0].name}[{self.args[1]}]"
 
 
+class Present(Expr):
+    """Whether a buffer parameter was passed (a non-null address): a kernel serving groups with and without one
+    input (fxc/lowering/optional.py) reads it only where this holds."""
+
+    __slots__ = ()
+
+    def _infer_dtype(self):
+        return "bool"
+
+    def __repr__(self):
+        return f"present({self.args[0].name})"
+
+
 class VecLoad(Expr):
     """`lanes` elements of a buffer at flat indices index + k * stride (stride 1: one vector load)."""
 
