@@ -22,3 +22,7 @@ fi
 # every fresh process would otherwise compile fxc's sources again (~0.2 s of each cold torch.compile here).
 # Quick when they are current.
 .venv/bin/python -m compileall -q fxc >/dev/null
+# the thread-pool runtime's object file beside its source, as a wheel would ship it (a first compile in a fresh
+# cache then skips gcc on it); quick when it is there
+ls fxc/runtime/_prebuilt/cpu_parallel-*.o >/dev/null 2>&1 && [ -z "$(find fxc/runtime/cpu_parallel.c -newer fxc/runtime/_prebuilt -print)" ] \
+  || .venv/bin/python -c "from fxc.backends.llvm import prebuild_runtime; prebuild_runtime()"

@@ -275,3 +275,22 @@ def test_optional_input_only_where_the_input_is_a_term_of_a_stored_sum():
     let = Kernel("k", [out, a, r], For(i, 8, LetStmt(t, Load(r, i), Store(out, i, Load(a, i) + Const(1.0, "float32")))))
     assert optional_input(let, r) is None                          # read outside a stored value
     assert optional_input(summed, a) is not None and optional_input(Kernel("k", [out, a, r], summed.body), out) is None
+
+
+def test_the_runtime_object_built_at_install_is_used(monkeypatch, tmp_path):
+    """scripts/setup.sh builds the thread-pool runtime's object file beside its source; a build in a fresh cache
+    links that one instead of running gcc on it, and builds its own into the cache when there is none."""
+    monkeypatch.setattr(llvm, "PREBUILT", tmp_path / "prebuilt")
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path / "cache"))
+    llvm.prebuild_runtime()
+    built = list((tmp_path / "prebuilt").glob("cpu_parallel-*.o"))
+    assert len(built) == 1 and built[0].stat().st_size > 1000
+
+    def no_gcc(*a, **k):
+        raise AssertionError("gcc ran")
+    with monkeypatch.context() as m:
+        m.setattr(llvm, "_run", no_gcc)
+        assert llvm._runtime_object() == built[0]
+    built[0].unlink()
+    own = llvm._runtime_object()
+    assert own.parent == tmp_path / "cache" and own.name == built[0].name and own.exists()

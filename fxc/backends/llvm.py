@@ -99,15 +99,32 @@ def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
     return mod
 
 
-def _runtime_object() -> Path:
+PREBUILT = RUNTIME_C.parent / "_prebuilt"      # the runtime's object file made at install (scripts/setup.sh)
+
+
+def _runtime_object(where: Path | None = None) -> Path:
+    """The thread-pool runtime (runtime/cpu_parallel.c) as an object file, by the hash of its source: the one
+    built at install when there is one, else one built now into the cache (or into `where`)."""
     src = RUNTIME_C.read_bytes()
-    out = cache_dir() / f"cpu_parallel-{hashlib.sha256(src).hexdigest()[:16]}.o"
+    name = f"cpu_parallel-{hashlib.sha256(src).hexdigest()[:16]}.o"
+    if where is None and (PREBUILT / name).exists():
+        return PREBUILT / name
+    out = (where or cache_dir()) / name
     if not out.exists():
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d) / "rt.o"
             _run(["gcc", "-O2", "-fPIC", "-fopenmp", "-c", str(RUNTIME_C), "-o", str(tmp)], RUNTIME_C.read_text())
             atomic_write(out, tmp.read_bytes())
     return out
+
+
+def prebuild_runtime() -> None:
+    """Build the runtime's object file beside its source, as an installed package has it (scripts/setup.sh):
+    a first compile in a fresh cache then does not run gcc on it (0.06-0.1 s)."""
+    try:
+        _runtime_object(PREBUILT)
+    except (OSError, CompileError):     # read-only, or no gcc yet: the cache gets it at the first build
+        pass
 
 
 def _run(cmd, source=""):
