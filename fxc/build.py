@@ -4,7 +4,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
-import re
 import sys
 import time
 

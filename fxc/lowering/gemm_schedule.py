@@ -609,22 +609,12 @@ def vectorize_loops(s):
     contiguous along the loop becomes a vector store; `acc[c] = acc[c] (+|max|min) f(i)` with an index
     independent of the loop becomes a vector accumulator folded after the loop; a tail shorter than
     LANES stays scalar. Loops that do not fit are left for LLVM's vectorizer."""
-    from .loop_ir import Seq
-    if isinstance(s, Seq):
-        return Seq([vectorize_loops(x) for x in s.stmts])
-    if isinstance(s, For):
-        if s.kind == "vectorize" and s.start == 0:
-            v = _vectorize_loop(s)
-            if v is not None:
-                return v
-        return For(s.var, s.extent, vectorize_loops(s.body), s.kind, s.start)
-    if isinstance(s, Allocate):
-        return Allocate(s.buf, vectorize_loops(s.body))
-    if isinstance(s, LetStmt):
-        return LetStmt(s.var, s.value, vectorize_loops(s.body))
-    if isinstance(s, IfThen):
-        return IfThen(s.cond, vectorize_loops(s.then), None if s.orelse is None else vectorize_loops(s.orelse))
-    return s
+    from .loop_ir import map_body
+    if isinstance(s, For) and s.kind == "vectorize" and s.start == 0:
+        v = _vectorize_loop(s)
+        if v is not None:
+            return v
+    return map_body(s, vectorize_loops)
 
 
 _COMBINE_OPS = ("add", "max", "min")

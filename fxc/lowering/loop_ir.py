@@ -107,6 +107,22 @@ def walk_stmts(s: Stmt):
             yield from walk_stmts(s.orelse)
 
 
+def map_body(s: Stmt, f) -> Stmt:
+    """s rebuilt around f of each statement directly inside it (a leaf statement as it is): the step of a
+    rewriting walk, f being the walk."""
+    if isinstance(s, Seq):
+        return Seq([f(x) for x in s.stmts])
+    if isinstance(s, For):
+        return For(s.var, s.extent, f(s.body), s.kind, s.start)
+    if isinstance(s, Allocate):
+        return Allocate(s.buf, f(s.body))
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, s.value, f(s.body))
+    if isinstance(s, IfThen):
+        return IfThen(s.cond, f(s.then), None if s.orelse is None else f(s.orelse))
+    return s
+
+
 def stmt_exprs(s: Stmt) -> tuple:
     """The expressions a statement itself holds (not those of its sub-statements)."""
     if isinstance(s, Store):

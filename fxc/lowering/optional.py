@@ -12,7 +12,7 @@ that reads it becomes
 from __future__ import annotations
 
 from .expr import Bin, Expr, Load, Present, VecLoad, children, rebuild
-from .loop_ir import Allocate, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, stmt_exprs, walk_stmts
+from .loop_ir import IfThen, Kernel, Stmt, Store, map_body, stmt_exprs, walk_stmts
 
 
 def _reads(e: Expr, buf, memo: dict) -> bool:
@@ -65,17 +65,7 @@ def optional_input(kernel: Kernel, buf) -> Kernel | None:
         if any(_reads(e, buf, reads) for e in stmt_exprs(s)):
             failed.append(s)
             return s
-        if isinstance(s, Seq):
-            return Seq([go(x) for x in s.stmts])
-        if isinstance(s, For):
-            return For(s.var, s.extent, go(s.body), s.kind, s.start)
-        if isinstance(s, Allocate):
-            return Allocate(s.buf, go(s.body))
-        if isinstance(s, LetStmt):
-            return LetStmt(s.var, s.value, go(s.body))
-        if isinstance(s, IfThen):
-            return IfThen(s.cond, go(s.then), None if s.orelse is None else go(s.orelse))
-        return s
+        return map_body(s, go)
 
     body = go(kernel.body)
     if failed or not any(isinstance(s, IfThen) and s.cond is Present(buf) for s in walk_stmts(body)):
