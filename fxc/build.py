@@ -51,24 +51,23 @@ def group_signature(gr, drop=None) -> str:
 
 
 def optional_add(gr):
-    """(node, input) when the group ends in adding one of its inputs at full size (a residual): the same group
-    without that add can run this group's kernel with the input left out (lowering/optional.py)."""
-    if len(gr.nodes) < 2:
-        return None
+    """(node, input) when the group adds one of its inputs, read nowhere else in it, at full size to a value it
+    computes (a residual): the same group without that add can run this group's kernel with the input left out
+    (lowering/optional.py)."""
     inner = {o.id for n in gr.nodes for o in n.outputs}
     for n in gr.nodes[1:]:
         if n.op != "add" or len(n.inputs) != 2:
             continue
         for v, other in ((n.inputs[1], n.inputs[0]), (n.inputs[0], n.inputs[1])):
-            if v.id not in inner and other.id in inner and v.type == n.outputs[0].type and v is not other \
-                    and any(v is i for i in gr.inputs) and sum(v is x for m in gr.nodes for x in m.inputs) == 1:
+            if v.id not in inner and other.id in inner and v.type == n.outputs[0].type \
+                    and sum(v is x for m in gr.nodes for x in m.inputs) == 1:
                 return n, v
     return None
 
 
 def _served_without_input(groups, sigs, first: int) -> dict:
     """signature -> (index of the group whose kernel runs it, position of the input it leaves out): groups from
-    `first` on whose signature is another's with a final add of an input dropped (optional_add)."""
+    `first` on whose signature is another's with its add of an input dropped (optional_add)."""
     index: dict = {}
     for i, s in enumerate(sigs):
         index.setdefault(s, i)
