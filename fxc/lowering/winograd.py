@@ -56,7 +56,6 @@ MATRICES = {                # m -> (A^T, B^T, G)
          (1 / 2, -1 / 2, 1 / 2),
          (0, 0, 1))),
 }
-TILES = tuple(MATRICES)
 
 
 def alpha(m: int) -> int:
