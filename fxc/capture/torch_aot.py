@@ -44,6 +44,7 @@ class CompiledModel:
 
     def __init__(self, module, out_spec):
         self.module, self.out_spec = module, out_spec
+        self._real_outputs = all(s.dtype in _TORCH_DTYPE for s in module.outputs)     # _call_tensors makes them
 
     @property
     def inputs(self) -> list:
@@ -55,8 +56,7 @@ class CompiledModel:
 
     def __call__(self, *args):
         as_torch = any(isinstance(a, torch.Tensor) for a in args)
-        if as_torch and len(args) == len(self.inputs) and all(map(_plain_cpu_tensor, args)) \
-                and all(s.dtype in _TORCH_DTYPE for s in self.outputs):
+        if as_torch and self._real_outputs and len(args) == len(self.inputs) and all(map(_plain_cpu_tensor, args)):
             return self._call_tensors(args)
         arrays = []
         for spec, a in zip(self.inputs, args):
