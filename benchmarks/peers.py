@@ -35,6 +35,7 @@ class Peer:
     build: Callable[..., Runner]
     versions: Callable[[], str]       # raises ImportError (or any error) when the peer is not installed
     cached: bool = False              # has a persistent compile cache (warm-cache compile time is measured)
+    computes: bool = True             # runs the model (False: a floor of overheads; no GFLOP/s)
 
 
 def _first(out) -> Any:
@@ -74,6 +75,23 @@ def build_inductor_freezing(model, inputs, threads) -> Runner:
     # backend object, so dynamo keeps its compiled code apart from the plain inductor peer's.
     torch.set_num_threads(threads)
     return _torch_runner(torch.compile(_private(model), options={"freezing": True}), inputs)
+
+
+def build_dynamo_alone(model, inputs, threads) -> Runner:
+    # what every torch.compile backend pays per call before and after its own code: Dynamo's guards and the loads
+    # of every parameter it passes to the compiled graph. The backend computes nothing: it returns the eager
+    # result of the first call (so max|err| is 0), and the time is the floor under the torch.compile peers.
+    torch.set_num_threads(threads)
+
+    def backend(gm, example_inputs):
+        first = []
+
+        def run(*args):
+            if not first:
+                first.append(gm(*args))
+            return first[0]
+        return run
+    return _torch_runner(torch.compile(_private(model), backend=backend), inputs)
 
 
 def build_fxc(model, inputs, threads) -> Runner:
@@ -305,6 +323,7 @@ def peers_for(model_name: str) -> dict[str, Peer]:
         Peer("eager", "PyTorch eager", build_eager, _torch_version),
         Peer("inductor", "torch.compile (inductor)", build_inductor, _torch_version, cached=True),
         Peer("inductor_freezing", "inductor, freezing", build_inductor_freezing, _torch_version, cached=True),
+        Peer("dynamo_alone", "Dynamo alone, no compute", build_dynamo_alone, _torch_version, computes=False),
         Peer("onnxruntime", "ONNX Runtime", build_onnxruntime, _ort_version),
         Peer("openvino_f32", "OpenVINO f32", build_openvino_f32, _ov_version),
         Peer("openvino_default", "OpenVINO default", build_openvino_default, _ov_version),

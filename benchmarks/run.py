@@ -283,9 +283,10 @@ def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root:
         print(f"  {pname}: compiled in {res['compile_s']:.1f} s", flush=True)
     time_interleaved(runners, results, args)
     fxc_med = results.get("fxc", {}).get("median_ms")
-    for res in results.values():
+    for pname, res in results.items():
         if res.get("median_ms"):
-            res["gflops"] = flops / (res["median_ms"] * 1e-3) / 1e9
+            if table[pname].computes:
+                res["gflops"] = flops / (res["median_ms"] * 1e-3) / 1e9
             if fxc_med:
                 res["time_vs_fxc"] = res["median_ms"] / fxc_med
     return {"model": name, "batch": batch, "dtype": "float32", "gflop": flops / 1e9,
@@ -347,7 +348,7 @@ def write_chart(report: dict, path: Path) -> str:
             if r and r.get("median_ms"):
                 labels.append(r["label"])
                 vals.append(r["median_ms"])
-                colors.append("tab:red" if p == "fxc" else "tab:blue")
+                colors.append("tab:red" if p == "fxc" else "tab:gray" if p == "dynamo_alone" else "tab:blue")
                 ratios.append(r.get("time_vs_fxc"))
         ax.barh(labels, vals, color=colors)
         ax.set_xscale("log")

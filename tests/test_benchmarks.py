@@ -78,3 +78,31 @@ def test_winograd_layers_times_every_form(capsys, monkeypatch):
     assert errs["direct"] == 0 and 0 < errs["F4"] < 1e-4 and 0 < errs["F2"] < 1e-4
     if bf16:
         assert 1e-4 < errs["direct-bf16"] < 2e-2 and 1e-4 < errs["F2-bf16"] < 2e-2
+
+
+def test_dynamo_alone_peer_computes_nothing():
+    """The `dynamo_alone` peer (the per-call floor under every torch.compile backend) returns eager's result of the
+    first call and runs no model code after it: the same tensor object comes back, whatever the input holds."""
+    import torch
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.peers import build_dynamo_alone
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    x = torch.randn(2, 8)
+    runner = build_dynamo_alone(model, [x], torch.get_num_threads())
+    first = runner.run()
+    with torch.no_grad():
+        assert torch.equal(first, model(x))
+    x.zero_()                        # a compute would now give relu(bias); the floor peer hands back the same object
+    assert runner.run() is first
+    torch._dynamo.reset()
+
+
+def test_profile_kernels_cold(capsys, monkeypatch):
+    """benchmarks/profile_kernels.py --cold: caches flushed and an idle spell before each run, medians per kernel."""
+    from benchmarks import profile_kernels
+    monkeypatch.setattr(sys, "argv", ["profile_kernels", "--model", "bert", "--runs", "3", "--top", "3", "--cold"])
+    profile_kernels.main()
+    out = capsys.readouterr().out
+    assert "its median over 3 runs (caches flushed, then 5 ms idle, before each)" in out, out
+    assert "sum of per-kernel medians" in out and "more kernels" in out, out
