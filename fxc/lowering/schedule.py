@@ -193,7 +193,8 @@ def _special(conv, rt, out, red, value, axes, shape, num_threads):
     if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
         return None
     fn = {"conv2d_packed": gs.schedule_conv2d_packed, "matmul_packed": gs.schedule_matmul_packed,
-          "depthwise_conv2d": gs.schedule_depthwise, "conv2d_winograd": schedule_conv2d_winograd}.get(kind)
+          "depthwise_conv2d": gs.schedule_depthwise, "depthwise_blocked": gs.schedule_depthwise_blocked,
+          "conv2d_winograd": schedule_conv2d_winograd}.get(kind)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 
 

@@ -108,7 +108,8 @@ def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
 
 def _conv(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
     from .nn import _conv2d_packed
-    return _conv2d_packed(x, wp, out_channels, stride, dilation, nv, _dot_halves, "conv2d_packed_bf16", bf16=True)
+    return _conv2d_packed(x, wp, out_channels, stride, dilation, nv, product=_dot_halves, name="conv2d_packed_bf16",
+                          bf16=True)
 
 
 def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):

@@ -114,37 +114,65 @@ register(OpDef("conv2d", Kind.OUT_FUSABLE, _conv2d_infer, _conv2d_ref, _conv2d,
                FLT))
 
 
-def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+def to_blocked_ref(x, lanes=LANES):
+    """NCHW -> NCHW16c (numpy): [N, C, H, W] as [N, ceil(C/16), H, W, 16], channel c at block c // 16, lane c % 16,
+    the lanes past C zero."""
+    n, c, h, w = x.shape
+    cb = -(-c // lanes)
+    x = np.pad(x, [(0, 0), (0, cb * lanes - c), (0, 0), (0, 0)])
+    return np.ascontiguousarray(x.reshape(n, cb, lanes, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def from_blocked_ref(x, channels=None):
+    n, cb, h, w, lanes = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, cb * lanes, h, w)[:, :channels])
+
+
+def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False,
+                         blocked_out=False):
     x, w = types
-    if x.ndim != 4 or w.ndim != 5 or x.shape[1] != w.shape[1] or w.shape[0] * w.shape[4] < out_channels:
-        raise ShapeError(f"conv2d_packed expects NCHW input and [O/L, C, KH, KW, L] weight, got {x.shape} and {w.shape}")
+    c = -(-w.shape[1] // LANES) if blocked_in else w.shape[1]       # NCHW16c: the blocks holding the weight's channels
+    if x.ndim != (5 if blocked_in else 4) or (blocked_in and x.shape[4] != LANES) or w.ndim != 5 \
+            or x.shape[1] != c or w.shape[0] * w.shape[4] < out_channels:
+        raise ShapeError(f"conv2d_packed expects {'NCHW16c' if blocked_in else 'NCHW'} input and [O/L, C, KH, KW, L] "
+                         f"weight, got {x.shape} and {w.shape}")
     oh = _conv_out(x.shape[2], w.shape[2], stride[0], dilation[0])
     ow = _conv_out(x.shape[3], w.shape[3], stride[1], dilation[1])
-    return [TensorType((x.shape[0], out_channels, oh, ow), x.dtype)]
+    shape = (x.shape[0], -(-out_channels // LANES), oh, ow, LANES) if blocked_out else (x.shape[0], out_channels, oh, ow)
+    return [TensorType(shape, x.dtype)]
 
 
-def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, product=None, name="conv2d_packed",
-                   **facts):
+def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False,
+                   product=None, name="conv2d_packed", **facts):
     """conv2d over a weight packed by pack_lanes (output channels in blocks of L, lanes innermost). product(x, w)
-    is what is summed (default x * w; bf16 words use their own); facts go to the schedule with the attrs."""
+    is what is summed (default x * w; bf16 words use their own); facts go to the schedule with the attrs.
+    blocked_in / blocked_out: the input / output is NCHW16c ([N, ceil(C/16), H, W, 16], use_blocked_layout); the
+    reduction reads the weight's C channels only, and an output's lanes past out_channels hold the packing's zero
+    weights' sums (the epilogue of 0), which no reader takes for a channel."""
     _, c_, kh, kw, L = wp.shape
     oh = _conv_out(x.shape[2], kh, stride[0], dilation[0])
     ow = _conv_out(x.shape[3], kw, stride[1], dilation[1])
     rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
     product = product or (lambda a, b: a * b)
 
-    def body(n, o, h, wi):
-        xv = x[n, rc[0], h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
-        wv = wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
+    def body(n, o, h, wi, ol=None):
+        ih, iw = h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]
+        xv = x[n, binary("idiv", rc[0], as_expr(L)), ih, iw, binary("imod", rc[0], as_expr(L))] if blocked_in \
+            else x[n, rc[0], ih, iw]
+        wv = wp[o, rc[0], rh[0], rw[0], ol] if blocked_out else \
+            wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
         return te.sum_(product(xv, wv), [rc, rh, rw])
-    return te.compute((x.shape[0], out_channels, oh, ow), body, name,
+    shape = _conv2d_packed_infer([x, wp], out_channels, stride, dilation, nv, blocked_in, blocked_out)[0].shape
+    return te.compute(shape, body, name,
                       {"schedule": "conv2d_packed", **facts, "x": x, "w": wp, "stride": tuple(stride),
-                       "dilation": tuple(dilation), "nv": nv})
+                       "dilation": tuple(dilation), "nv": nv, "blocked_in": blocked_in, "blocked_out": blocked_out})
 
 
-def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
     from .linalg import unpack_ref
-    return _conv2d_ref(x, unpack_ref(wp, 0, 0, out_channels), stride, dilation)
+    out = _conv2d_ref(from_blocked_ref(x, wp.shape[1]) if blocked_in else x, unpack_ref(wp, 0, 0, out_channels), stride,
+                      dilation)
+    return to_blocked_ref(out) if blocked_out else out
 
 
 def _packed_w(rng, o, c, k, blocks):
@@ -158,8 +186,55 @@ register(OpDef("conv2d_packed", Kind.OUT_FUSABLE, _conv2d_packed_infer, _conv2d_
                              {"out_channels": 40, "stride": (2, 2), "nv": 2}),
                             ([rand(rng, (1, 4, 13, 13)), _packed_w(rng, 20, 4, 3, 2)],
                              {"out_channels": 20, "dilation": (2, 2), "nv": 2}),
-                            ([rand(rng, (1, 8, 5, 5)), _packed_w(rng, 33, 8, 1, 3)], {"out_channels": 33, "nv": 3})],
-               FLT, doc="conv2d whose weight is pack_lanes(w, axis 0): [O/L, C, KH, KW, L]."))
+                            ([rand(rng, (1, 8, 5, 5)), _packed_w(rng, 33, 8, 1, 3)], {"out_channels": 33, "nv": 3}),
+                            ([rand(rng, (1, 3, 9, 20)), _packed_w(rng, 48, 3, 3, 4)],
+                             {"out_channels": 48, "stride": (2, 2), "nv": 2, "blocked_out": True}),
+                            ([rand(rng, (2, 2, 7, 9, 16)), _packed_w(rng, 24, 32, 1, 2)],
+                             {"out_channels": 24, "nv": 2, "blocked_in": True}),
+                            ([rand(rng, (1, 2, 11, 11, 16)), _packed_w(rng, 32, 32, 3, 3)],
+                             {"out_channels": 32, "nv": 3, "blocked_in": True, "blocked_out": True}),
+                            ([rand(rng, (1, 2, 6, 7, 16)), _packed_w(rng, 24, 20, 1, 3)],
+                             {"out_channels": 24, "nv": 3, "blocked_in": True, "blocked_out": True})],
+               FLT, doc="conv2d whose weight is pack_lanes(w, axis 0): [O/L, C, KH, KW, L]; its input and output NCHW, "
+                        "or NCHW16c where blocked_in / blocked_out say so."))
+
+
+def _depthwise_blocked_infer(types, stride=(1, 1), dilation=(1, 1)):
+    x, w = types
+    if x.ndim != 5 or w.ndim != 4 or x.shape[1] != w.shape[0] or x.shape[4] != w.shape[3]:
+        raise ShapeError(f"depthwise_blocked expects an NCHW16c input and a [C/16, KH, KW, 16] weight, got {x.shape} "
+                         f"and {w.shape}")
+    oh = _conv_out(x.shape[2], w.shape[1], stride[0], dilation[0])
+    ow = _conv_out(x.shape[3], w.shape[2], stride[1], dilation[1])
+    return [TensorType((x.shape[0], x.shape[1], oh, ow, x.shape[4]), x.dtype)]
+
+
+def _depthwise_blocked(x, w, stride=(1, 1), dilation=(1, 1)):
+    """Depthwise conv2d on NCHW16c: out[n, cb, h, w, l] = sum over taps of x[n, cb, h*s + kh*d, w*s + kw*d, l] *
+    w[cb, kh, kw, l] (w: the [C, 1, KH, KW] weight as [C/16, KH, KW, 16])."""
+    shape = _depthwise_blocked_infer([x, w], stride, dilation)[0].shape
+    rh, rw = te.reduce_axis(w.shape[1], "rh"), te.reduce_axis(w.shape[2], "rw")
+
+    def body(n, cb, h, wi, lane):
+        xv = x[n, cb, h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1], lane]
+        return te.sum_(xv * w[cb, rh[0], rw[0], lane], [rh, rw])
+    return te.compute(shape, body, "depthwise_blocked",
+                      {"schedule": "depthwise_blocked", "x": x, "w": w, "stride": tuple(stride),
+                       "dilation": tuple(dilation)})
+
+
+def _depthwise_blocked_ref(x, w, stride=(1, 1), dilation=(1, 1)):
+    cb, kh, kw, lanes = w.shape
+    wt = w.transpose(0, 3, 1, 2).reshape(cb * lanes, 1, kh, kw)
+    return to_blocked_ref(_conv2d_ref(from_blocked_ref(x), wt, stride, dilation, groups=cb * lanes))
+
+
+register(OpDef("depthwise_blocked", Kind.OUT_FUSABLE, _depthwise_blocked_infer, _depthwise_blocked_ref,
+               _depthwise_blocked, {}, None,
+               lambda rng: [([rand(rng, (1, 2, 9, 10, 16)), rand(rng, (2, 3, 3, 16))], {}),
+                            ([rand(rng, (2, 1, 12, 11, 16)), rand(rng, (1, 3, 3, 16))], {"stride": (2, 2)}),
+                            ([rand(rng, (1, 1, 13, 13, 16)), rand(rng, (1, 5, 5, 16))], {"dilation": (2, 2)})],
+               FLT, doc="depthwise conv2d on NCHW16c activations (use_blocked_layout)."))
 
 
 # -- pooling --------------------------------------------------------------------------------------------------------

@@ -42,11 +42,15 @@ class Group:
 
 
 def _pads_depthwise(p, n) -> bool:
-    """A zero constant pad of H and W only, read by a float32 depthwise conv2d (whose schedule skips the pad)."""
-    if p.op != "pad" or n.op != "conv2d" or p.attrs.get("mode", "constant") != "constant" or p.attrs.get("value", 0.0):
+    """A zero constant pad of H and W only, read by a float32 depthwise conv2d, NCHW or NCHW16c (whose schedules skip
+    the pad)."""
+    if p.op != "pad" or n.op not in ("conv2d", "depthwise_blocked") or p.attrs.get("mode", "constant") != "constant" \
+            or p.attrs.get("value", 0.0):
         return False
     x, w = n.inputs
     pad = tuple(p.attrs.get("pad", ()))
+    if n.op == "depthwise_blocked":
+        return x.dtype == "float32" and len(pad) == 6 and pad[:2] == (0, 0) and min(pad) >= 0
     return (x.dtype == "float32" and len(pad) == 4 and min(pad) >= 0 and len(x.shape) == 4 and w.shape[1] == 1
             and n.attrs.get("groups", 1) == p.inputs[0].shape[1] > 1)
 

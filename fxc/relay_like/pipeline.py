@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 from .passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants, fold_scale_axis, infer_types,
-                     materialize_outputs, pack_weights, simplify, use_winograd)
+                     materialize_outputs, pack_weights, simplify, use_blocked_layout, use_winograd)
 from .passes.use_bf16 import use_bf16
 
 PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 operands, accumulate in float32
@@ -16,6 +16,7 @@ PIPELINE = [
     use_winograd,
     use_bf16,               # precision="bf16" only
     pack_weights,
+    use_blocked_layout,
     fold_constants,
     eliminate_common_subexpr,
     eliminate_dead_code,

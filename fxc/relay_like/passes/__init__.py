@@ -8,3 +8,4 @@ from .materialize_outputs import materialize_outputs
 from .simplify import simplify
 from .pack_weights import pack_weights
 from .use_winograd import use_winograd
+from .use_blocked_layout import use_blocked_layout

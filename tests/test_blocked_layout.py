@@ -1,0 +1,136 @@
+"""use_blocked_layout (NCHW16c regions around depthwise convs): results against PyTorch eager, which values go
+blocked, and where the layout changes."""
+import pytest
+import torch
+
+import fxc
+from fxc.relay_like.passes.use_blocked_layout import blocked_values
+
+
+class InvertedResidual(torch.nn.Module):
+    """MobileNetV2's block: 1x1 expand, 3x3 depthwise (stride 1 or 2), 1x1 project, residual when shapes allow."""
+
+    def __init__(self, cin, cout, stride, expand=6):
+        super().__init__()
+        mid = cin * expand
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(cin, mid, 1, bias=False), torch.nn.BatchNorm2d(mid), torch.nn.ReLU6(),
+            torch.nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), torch.nn.BatchNorm2d(mid), torch.nn.ReLU6(),
+            torch.nn.Conv2d(mid, cout, 1, bias=False), torch.nn.BatchNorm2d(cout))
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        y = self.body(x)
+        return x + y if self.residual else y
+
+
+def _net():
+    """Stem (3 -> 16, NCHW in, blocked out), blocks with 24 channels (padded to 2 blocks) and a residual, a stride-2
+    depthwise conv over 9x9 (odd sizes, border columns), a head conv and the global mean (NCHW again)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, 2, 1, bias=False), torch.nn.BatchNorm2d(16), torch.nn.ReLU6(),
+        InvertedResidual(16, 24, 1), InvertedResidual(24, 24, 1), InvertedResidual(24, 32, 2),
+        torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU6(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            with torch.no_grad():
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+    return net.eval()
+
+
+def _groups(kernels):
+    return [k.split(": ", 1)[1] for k in kernels]
+
+
+def test_blocked_region_matches_eager_and_changes_layout_only_at_its_ends():
+    net, x = _net(), torch.randn(2, 3, 18, 18)
+    with torch.no_grad():
+        ref = net(x)
+        compiled = fxc.from_torch(net, (x,))
+        torch.testing.assert_close(compiled(x), ref, rtol=1e-4, atol=1e-4)
+    groups = _groups(compiled.module.kernels)
+    assert sum("depthwise_blocked" in k for k in groups) == 3, groups
+    assert any("pad+depthwise_blocked" in k for k in groups), "the zero pad is read through, not made"
+    assert not any("permute" in k or "slice" in k for k in groups), f"no layout conversion kernel: {groups}"
+    # the stem writes NCHW16c ([N, 1, 9, 9, 16]); the head conv writes NCHW for the mean
+    assert any(k.startswith("conv2d_packed") and k.endswith("float32[2, 1, 9, 9, 16]  [anchor conv2d_packed]")
+               for k in groups), groups
+    assert any(k.startswith("conv2d_packed") and "-> float32[2, 64, 5, 5]" in k for k in groups), groups
+
+
+def test_blocked_layout_through_torch_compile_follows_weight_changes():
+    """The depthwise weight's blocked copy (reshape + permute) is a prepack step: redone when the weight changes."""
+    net, x = _net(), torch.randn(1, 3, 18, 18)
+    compiled = torch.compile(net, backend="fxc")
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), net(x), rtol=1e-4, atol=1e-4)
+        net[3].body[3].weight.mul_(-2.0)          # a depthwise weight, in place
+        net[6].bias.add_(1.0)                      # the head conv's bias (a per-channel operand, reshaped)
+        torch.testing.assert_close(compiled(x), net(x), rtol=1e-4, atol=1e-4)
+    torch._dynamo.reset()
+
+
+def test_blocked_value_read_in_nchw_mid_region():
+    """A depthwise result (24 channels: padded lanes) also read by an op that needs NCHW: one conversion back,
+    dropping the padding, while the region goes on blocked."""
+    torch.manual_seed(1)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.expand = torch.nn.Conv2d(8, 24, 1)
+            self.dw = torch.nn.Conv2d(24, 24, 3, padding=1, groups=24)
+            self.project = torch.nn.Conv2d(24, 16, 1)
+
+        def forward(self, x):
+            d = torch.relu(self.dw(torch.relu(self.expand(x))))
+            return self.project(d), d.amax(dim=(2, 3))
+
+    net, x = Net().eval(), torch.randn(1, 8, 10, 10)
+    with torch.no_grad():
+        compiled = fxc.from_torch(net, (x,))
+        out, side = compiled(x)
+        ref, ref_side = net(x)
+    torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(side, ref_side, rtol=1e-5, atol=1e-5)
+    groups = _groups(compiled.module.kernels)
+    assert any("depthwise_blocked" in k for k in groups) and any("permute" in k for k in groups), groups
+    assert any(k.startswith("conv2d_packed") and "-> float32[1, 16, 10, 10]" in k for k in groups), groups
+
+
+def test_no_region_without_a_depthwise_conv(monkeypatch):
+    """ResNet-style graphs (no depthwise conv) keep NCHW everywhere; FXC_BLOCKED=0 turns the pass off."""
+    from fxc.capture.torch_aot import capture
+    from fxc.capture.torch import to_graph
+    from fxc.relay_like.pipeline import PIPELINE
+    from fxc.relay_like.passes import use_blocked_layout
+
+    def graph_before_layout(net, x):
+        gm, _ = capture(net, (x,))
+        g = to_graph(gm, (x,), freeze=True)[0]
+        for p in PIPELINE[:PIPELINE.index(use_blocked_layout)]:
+            g = g if p.__name__ == "use_bf16" else p(g)       # as run_pipeline does for fp32
+        return g
+    torch.manual_seed(0)
+    plain = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 1)).eval()
+    assert blocked_values(graph_before_layout(plain, torch.randn(1, 3, 8, 8))) == set()
+    g = graph_before_layout(_net(), torch.randn(1, 3, 18, 18))
+    assert blocked_values(g)
+    monkeypatch.setenv("FXC_BLOCKED", "0")
+    assert not any(n.op == "depthwise_blocked" for n in use_blocked_layout(g).nodes)
+
+
+@pytest.mark.parametrize("stride,hw", [(1, 7), (2, 9), (1, 16)])
+def test_depthwise_blocked_shapes(stride, hw):
+    """The schedule's column tiles (8 a tile), tails and border columns at several widths, strides and paddings."""
+    torch.manual_seed(hw)
+    net = torch.nn.Sequential(torch.nn.Conv2d(4, 32, 1), torch.nn.Conv2d(32, 32, 3, stride, 1, groups=32),
+                              torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 1)).eval()
+    x = torch.randn(1, 4, hw, hw + 3)
+    with torch.no_grad():
+        compiled = fxc.from_torch(net, (x,))
+        torch.testing.assert_close(compiled(x), net(x), rtol=1e-4, atol=1e-4)
+    assert any("depthwise_blocked" in k for k in _groups(compiled.module.kernels))
