@@ -134,3 +134,20 @@ def test_depthwise_blocked_shapes(stride, hw):
         compiled = fxc.from_torch(net, (x,))
         torch.testing.assert_close(compiled(x), net(x), rtol=1e-4, atol=1e-4)
     assert any("depthwise_blocked" in k for k in _groups(compiled.module.kernels))
+
+
+def test_training_through_torch_compile_with_depthwise_convs():
+    """Forward and backward graphs of a depthwise network (AOT autograd saves activations for the backward: graph
+    outputs, which stay NCHW) give eager's loss and gradients."""
+    torch.manual_seed(2)
+    net = torch.nn.Sequential(torch.nn.Conv2d(4, 32, 1), torch.nn.ReLU6(),
+                              torch.nn.Conv2d(32, 32, 3, 1, 1, groups=32), torch.nn.ReLU6(),
+                              torch.nn.Conv2d(32, 16, 1), torch.nn.Flatten(), torch.nn.Linear(16 * 36, 3))
+    ref = __import__("copy").deepcopy(net)
+    x = torch.randn(2, 4, 6, 6)
+    compiled = torch.compile(net, backend="fxc")
+    compiled(x).square().sum().backward()
+    ref(x).square().sum().backward()
+    for (name, p), q in zip(net.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
+    torch._dynamo.reset()

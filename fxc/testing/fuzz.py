@@ -141,7 +141,7 @@ class _Gen:
         rank = len(sx)
         kind = r.choice(["unary"] * 3 + ["binary"] * 3 + ["reduce", "softmax", "layer_norm", "matmul",
                          "linear", "conv", "pool", "movement", "movement", "movement", "cat", "expand",
-                         "discontinuous", "more"])
+                         "discontinuous", "more", "inverted_residual"])
         if kind == "discontinuous":
             # floor/round-like ops jump at integers: a 1-ulp difference upstream would flip them, so they
             # read fresh inputs (exact in both runs), never computed values
@@ -208,13 +208,34 @@ class _Gen:
             n = r.choice([1, 4, 8, 12])
             args = [x, self.new_input([n, sx[-1]])] + ([self.new_input([n])] if r.random() < 0.5 else [])
             return self.add_step("linear", args, {})
+        if kind == "inverted_residual":
+            # MobileNetV2's block: 1x1 conv to 16+ channels, activation, depthwise 3x3, activation, 1x1 conv (the
+            # NCHW16c regions of use_blocked_layout, with channel counts off a multiple of 16 too)
+            if rank != 4 or sx[1] > 8 or math.prod(sx[2:]) > 100:
+                x = self.new_input([1, r.choice([3, 4, 8]), r.randint(3, 10), r.randint(3, 10)])
+            m = r.choice([16, 24, 32])
+            steps = [("conv2d", m, 1, 1), ("act",), ("conv2d", m, 3, m), ("act",), ("conv2d", r.choice([8, 16, 24]), 1, 1)]
+            for st in steps:
+                if x is None:
+                    return None
+                if st[0] == "act":
+                    x = self.add_step(r.choice(["relu", "hardswish", "silu", "tanh"]), [x], {})
+                    continue
+                _, cout, k, groups = st
+                c = self.shape(x)[1]
+                args = [x, self.new_input([cout, c // groups, k, k])] + ([self.new_input([cout])] if r.random() < 0.5 else [])
+                x = self.add_step("conv2d", args, {"stride": r.choice([1, 2]) if k == 3 else 1, "padding": k // 2,
+                                                   "dilation": 1, "groups": groups})
+            return x
         if kind == "conv":
             if rank != 4:
-                x = self.new_input([r.choice([1, 2]), r.choice([1, 2, 3, 4, 8]), r.randint(3, 12), r.randint(3, 12)])
+                x = self.new_input([r.choice([1, 2]), r.choice([1, 2, 3, 4, 8, 16, 24]), r.randint(3, 12), r.randint(3, 12)])
                 sx = self.shape(x)
             c = sx[1]
-            groups = r.choice([g for g in (1, 2, 4, c) if c % g == 0])
-            cout = groups * r.choice([1, 2, 3])
+            # 16 channels and more, depthwise convs after convs: the NCHW16c regions of use_blocked_layout
+            depthwise = c >= 16 and r.random() < 0.5
+            groups = c if depthwise else r.choice([g for g in (1, 2, 4, c) if c % g == 0])
+            cout = c if depthwise else groups * r.choice([1, 2, 3]) if groups > 1 else r.choice([1, 2, 3, 16, 24])
             k = r.choice([1, 2, 3, 5])
             args = [x, self.new_input([cout, c // groups, k, r.choice([k, 1])])]
             if r.random() < 0.5:
