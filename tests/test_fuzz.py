@@ -35,7 +35,7 @@ def broken_tanh():
 
 
 def test_a_wrong_kernel_is_found_and_shrunk(broken_tanh, tmp_path, target):
-    program = fuzz.generate(5)      # tanh -> transpose -> expand -> sub
+    program = fuzz.generate(89)     # transpose -> hardswish -> clamp -> expand -> tanh
     assert "tanh" in [s["op"] for s in program["steps"]] and len(program["steps"]) >= 4
     failure = fuzz.check(program, target)
     assert failure and failure.startswith("wrong")
