@@ -51,6 +51,7 @@ class FunctionWriter:
         self.tmp = 0
         self.block = "entry"
         self.env: list = [{}]          # scopes: Expr/Var -> ssa value
+        self._by_buf: dict = {}         # buffer -> the cached expressions that read it (invalidate)
         self._reads: dict = {}         # Expr -> the buffers it loads from (see invalidate)
         self.bufptr: dict = {}
         self.arg_names = arg_names
@@ -79,6 +80,9 @@ class FunctionWriter:
 
     def bind(self, e, v):
         self.env[-1][e] = v
+        if isinstance(e, Expr) and not isinstance(e, Var):    # LetStmt variables keep the value they were given
+            for buf in self.reads(e):
+                self._by_buf.setdefault(buf, []).append(e)
 
     def reads(self, e: Expr) -> frozenset:
         """The buffers whose contents e's value depends on (those of its loads, at any depth)."""
@@ -92,10 +96,14 @@ class FunctionWriter:
 
     def invalidate(self, buf: Buffer):
         """After a store to buf: forget every cached value computed from it (a load, and anything built on one;
-        LetStmt variables keep the value they were given)."""
-        for scope in self.env:
-            for k in [k for k in scope if isinstance(k, Expr) and not isinstance(k, Var) and buf in self.reads(k)]:
-                del scope[k]
+        LetStmt variables keep the value they were given). _by_buf lists, per buffer, the expressions bound since
+        its last store that read it (some perhaps forgotten already, or of a closed scope: popping them again is
+        harmless), so a store costs what it forgets, not a scan of every cached value."""
+        keys = self._by_buf.pop(buf, None)
+        if keys:
+            for scope in self.env:
+                for k in keys:
+                    scope.pop(k, None)
 
     def ptr(self, buf: Buffer) -> str:
         """Pointer of a buffer; local buffers live in this function's entry block (thread-private)."""

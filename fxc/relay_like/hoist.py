@@ -4,7 +4,9 @@ A weight is a graph input that changes rarely (the parameters and buffers torch.
 graph: `Graph.weights`). A node is hoisted when every input is a constant, a weight or a hoisted value,
 and its result is no bigger than its largest input (a broadcast of a bias to activation size stays
 inlined in its consumer instead of becoming a stored copy). Weight packing (pack_lanes, winograd_weight)
-of any graph input is hoisted as well, growth included: that is what the prepack step is for.
+of any graph input is hoisted as well, growth included: that is what the prepack step is for; so is a pad of a
+hoisted value (use_blocked_layout's zero channels up to whole blocks: inlined, its bounds test would keep the
+conv epilogue that reads it from vectorizing).
 
 The runtime redoes the prepack step when one of its graph inputs is another tensor or was written in
 place (module.run_pointers' token), so hoisting never changes results, only when they are computed.
@@ -38,6 +40,6 @@ def hoisted_values(g) -> set:
         if all(v.is_const for v in n.inputs) and n.op not in PACK_OPS:
             continue        # fold_constants' business (or too big to fold: inlined where it is read)
         biggest = max(v.type.numel for v in n.inputs)
-        if n.op in PACK_OPS or all(o.type.numel <= biggest for o in n.outputs):
+        if n.op in PACK_OPS or n.op == "pad" or all(o.type.numel <= biggest for o in n.outputs):
             fixed.update(o.id for o in n.outputs)
     return fixed - inputs
