@@ -151,3 +151,23 @@ def test_training_through_torch_compile_with_depthwise_convs():
     for (name, p), q in zip(net.named_parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
     torch._dynamo.reset()
+
+
+def test_bf16_leaves_the_convs_next_to_depthwise_convs_in_the_float32_region():
+    """precision="bf16": the convs feeding or fed by a depthwise conv stay float32 (blocked region); the convs away
+    from them (the stem, followed by an expanding conv here, and the head conv) take bf16 operands."""
+    from fxc.backends.llvm import target_machine
+    from fxc.build import bf16_everywhere
+    if "+avx512bf16" not in target_machine()[3].split(",") or not bf16_everywhere():
+        pytest.skip("this CPU runs no bf16 conv here (no AVX-512 BF16, or bf16 only where a weight streams)")
+    net = torch.nn.Sequential(_net()[:6], torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 3, 18, 18)
+    with torch.no_grad():
+        compiled = fxc.from_torch(net, (x,), precision="bf16")
+        ref = net(x)
+        torch.testing.assert_close(compiled(x), ref, rtol=2e-2, atol=2e-2 * ref.abs().max().item())
+    groups = _groups(compiled.module.kernels)
+    bf16 = [k for k in groups if "conv2d_packed_bf16" in k]
+    assert len(bf16) == 2 and "-> float32[1, 16, 9, 9]" in bf16[0] and "-> float32[1, 64, 5, 5]" in bf16[1], groups
+    assert sum("depthwise_blocked" in k for k in groups) == 3, groups
+    assert sum(k.startswith("conv2d_packed+") for k in groups) == 6, groups       # expand and project, 3 blocks

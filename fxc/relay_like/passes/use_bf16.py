@@ -5,8 +5,9 @@
     matmul(a, b[..,K,N] / [..,N,K])  -> matmul_packed_bf16(pack_bf16_pairs(a, k axis), pack_lanes(b, n axis, pair_axis k))
 
 Only ops whose weight operand is a weight or a constant (or computed from them) change; depthwise/grouped
-convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first) and everything else
-stay float32. Accumulation, epilogues and outputs stay float32: only the operands are rounded to bf16.
+convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first), convs next to a depthwise
+conv (they run in use_blocked_layout's NCHW16c regions, float32: MobileNetV2 runs 4.0 ms that way, 4.5 ms with
+them in bf16 and NCHW) and everything else stay float32. Accumulation, epilogues and outputs stay float32: only the operands are rounded to bf16.
 An activation read by several convs is paired once. A zero pad of other axes moves after the pairing
 (pad(pack_bf16_pairs(x)): one kernel, as the pack is injective, and the row-wise pad lowering copies half the
 bytes: 64x56x56 -> 52 us vs 198 us for pack(pad(x))). The weight side is packed in the prepack step (hoist.py).
@@ -26,6 +27,7 @@ def use_bf16(g, everywhere: bool = True):
     from ...ops.registry import get_op
     from ..hoist import weight_derived
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
+    blocked = _next_to_depthwise(g)
     new_nodes = []
     words: dict = {}            # (activation id, axis) -> its bf16x2 words
 
@@ -47,7 +49,7 @@ def use_bf16(g, everywhere: bool = True):
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
                 or not (n.inputs[1].is_const or n.inputs[1].id in fixed) \
-                or not (everywhere or _streams_weight(n)):
+                or not (everywhere or _streams_weight(n)) or n in blocked:
             new_nodes.append(n)
             continue
         if n.op == "conv2d" and n.attrs.get("groups", 1) == 1:
@@ -78,6 +80,39 @@ def use_bf16(g, everywhere: bool = True):
         out.node, out.index = node, 0
     g.nodes = new_nodes
     return g
+
+
+def _next_to_depthwise(g) -> set:
+    """The convs whose input comes from a depthwise conv, or whose output goes to one, through elementwise ops and
+    pads (use_blocked_layout's regions; empty when FXC_BLOCKED=0)."""
+    import os
+    from .use_blocked_layout import _depthwise, _elementwise, _hw_pad
+    if os.environ.get("FXC_BLOCKED", "1") == "0":
+        return set()
+    users = g.users()
+    up: dict = {}
+    down: dict = {}
+
+    def through(n, v) -> list:
+        """The values of n's own shape among its inputs, when n passes a layout through (elementwise, pad)."""
+        if not (_elementwise(n) or _hw_pad(n)):
+            return []
+        return [u for u in n.inputs if _hw_pad(n) or tuple(u.shape) == tuple(v.shape)]
+
+    def from_dw(v) -> bool:
+        if v.id not in up:
+            p = v.node
+            up[v.id] = p is not None and (_depthwise(p) or any(from_dw(u) for u in through(p, v)))
+        return up[v.id]
+
+    def to_dw(v) -> bool:
+        if v.id not in down:
+            down[v.id] = False
+            down[v.id] = any(_depthwise(n) and pos == 0 or (through(n, n.outputs[0]) and to_dw(n.outputs[0]))
+                             for n, pos in users.get(v.id, ()))
+        return down[v.id]
+    return {n for n in g.nodes if n.op == "conv2d" and n.attrs.get("groups", 1) == 1
+            and (from_dw(n.inputs[0]) or to_dw(n.outputs[0]))}
 
 
 def _streams_weight(n) -> bool:
