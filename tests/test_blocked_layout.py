@@ -171,3 +171,15 @@ def test_bf16_leaves_the_convs_next_to_depthwise_convs_in_the_float32_region():
     assert len(bf16) == 2 and "-> float32[1, 16, 9, 9]" in bf16[0] and "-> float32[1, 64, 5, 5]" in bf16[1], groups
     assert sum("depthwise_blocked" in k for k in groups) == 3, groups
     assert sum(k.startswith("conv2d_packed+") for k in groups) == 6, groups       # expand and project, 3 blocks
+
+
+def test_blocked_model_exports_and_loads(tmp_path):
+    """An artifact of a model with NCHW16c regions runs in the framework-free runtime with eager's results."""
+    net, x = _net(), torch.randn(1, 3, 18, 18)
+    with torch.no_grad():
+        compiled = fxc.from_torch(net, (x,))
+        ref = net(x).numpy()
+    loaded = fxc.load(fxc.export(compiled, tmp_path / "mobile.fxc"))
+    out = loaded(x.numpy())
+    import numpy as np
+    np.testing.assert_allclose(out if not isinstance(out, list) else out[0], ref, rtol=1e-4, atol=1e-4)
