@@ -41,9 +41,55 @@ def row_tile(rows: int, nv: int) -> int:
     return limit
 
 
-def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None):
+def aligned_stride(e: Expr, v: Var, lanes: int):
+    """The stride of index e along v, v+1, ..., v+lanes-1 when v is a multiple of `lanes` (a vector loop's chunk):
+    as linear_stride, and also through idiv / imod by a multiple of `lanes` of an index that advances by 1 from a
+    multiple of `lanes` (within the chunk its quotient stays and its remainder advances: a reshape's unravelled
+    index, out[i, j] = in[(j // 64) * 8192 + i * 64 + j % 64]); None otherwise."""
+    from .schedule import linear_stride
+
+    def residue(x):
+        """x mod lanes when v is a multiple of lanes, or None when unknown."""
+        if x is v:
+            return 0
+        if isinstance(x, Const):
+            return x.value % lanes
+        if isinstance(x, Bin) and x.args[0] in ("add", "sub", "mul"):
+            ra, rb = residue(x.args[1]), residue(x.args[2])
+            if x.args[0] == "mul" and (ra == 0 or rb == 0):
+                return 0
+            if ra is None or rb is None:
+                return None
+            return (ra + rb if x.args[0] == "add" else ra - rb if x.args[0] == "sub" else ra * rb) % lanes
+        return None
+
+    def go(x):
+        if not any(y is v for y in walk(x)):
+            return 0
+        if isinstance(x, Bin):
+            op, a, b = x.args
+            if op in ("idiv", "imod") and isinstance(b, Const) and b.value % lanes == 0 and go(a) == 1 \
+                    and residue(a) == 0:
+                return 0 if op == "idiv" else 1
+            sa, sb = go(a), go(b)
+            if sa is None or sb is None:
+                return None
+            if op in ("add", "sub"):
+                return sa + sb if op == "add" else sa - sb
+            if op == "mul" and isinstance(b, Const) and sb == 0:
+                return sa * b.value
+            if op == "mul" and isinstance(a, Const) and sa == 0:
+                return sb * a.value
+            return None
+        return linear_stride(x, v)
+
+    return go(e)
+
+
+def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, aligned: bool = False):
     """e as a vector over v, v+1, ..., v+lanes-1 (loads along v become vector loads), or None.
-    replace: scalar variables that stand for a lane of a given vector (e.g. the accumulator)."""
+    replace: scalar variables that stand for a lane of a given vector (e.g. the accumulator). aligned: v is a
+    multiple of `lanes` (load strides then also through idiv / imod, aligned_stride)."""
     replace = replace or {}
     memo: dict = dict(replace)
     used = {x for x in walk(e) if any(c is v or c in replace for c in walk(x))}
@@ -60,6 +106,8 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None):
             from .schedule import linear_stride
             buf, idx = x.args
             s = linear_stride(idx, v)
+            if s is None and aligned:
+                s = aligned_stride(idx, v, lanes)
             if s is None or s < 0 or buf.dtype == "bool":
                 return None
             r = VecLoad(buf, idx, lanes, s)
@@ -755,14 +803,14 @@ def _vectorize_loop(loop: For):
         s_idx = linear_stride(st.index, v)
         val = st.value
         if s_idx == 1:
-            vs = vectorize_expr(val, v, LANES)
+            vs = vectorize_expr(val, v, LANES, aligned=True)
             if vs is None:
                 return None
             vec_body.append(Store(st.buf, substitute(st.index, {v: base}), substitute(vs, {v: base})))
         elif s_idx == 0 and isinstance(val, Bin) and val.args[0] in _COMBINE_OPS and \
                 isinstance(val.args[1], Load) and val.args[1].args[0] is st.buf and val.args[1].args[1] is st.index:
             op, _, f = val.args
-            vf = vectorize_expr(f, v, LANES)
+            vf = vectorize_expr(f, v, LANES, aligned=True)
             if vf is None or any(isinstance(x, Load) and x.args[0] is st.buf for x in walk(f)):
                 return None
             vacc = Buffer(f"vred{next(_vred_ids)}", "float32", LANES, "local")

@@ -64,9 +64,49 @@ def _reshape_infer(types, shape):
     return [TensorType(resolve_shape(shape, types[0].numel), types[0].dtype)]
 
 
+def reshape_groups(out_shape, in_shape):
+    """[(output dims, input dims)]: the runs of dims of the two shapes with equal products, shortest first (a
+    reshape splits or merges dims within each run, never across); None when a shape has a zero."""
+    if 0 in out_shape or 0 in in_shape:
+        return None
+    groups, j, k = [], 0, 0
+    while j < len(out_shape) or k < len(in_shape):
+        gj, gk, pj, pk = [], [], 1, 1
+        while True:
+            if j < len(out_shape) and (pj < pk or k == len(in_shape) or (pj == pk and not gj)):
+                pj *= out_shape[j]
+                gj.append(j)
+                j += 1
+            elif k < len(in_shape):
+                pk *= in_shape[k]
+                gk.append(k)
+                k += 1
+            if pj == pk and gj and gk or (j == len(out_shape) and k == len(in_shape)):
+                break
+        while j < len(out_shape) and out_shape[j] == 1 and k == len(in_shape):   # trailing size-1 dims
+            gj.append(j)
+            j += 1
+        groups.append((gj, gk))
+    return groups
+
+
+def reshape_index(i, out_shape, in_shape):
+    """The input index of output index i: per run of reshape_groups, the run's flat index unravelled into its input
+    dims, so an unchanged dim reads its own index (no division across the whole flat index)."""
+    groups = reshape_groups(out_shape, in_shape)
+    if groups is None:
+        return unravel(flat_of(i, out_shape), in_shape)
+    idx = [None] * len(in_shape)
+    for gj, gk in groups:
+        flat = flat_of([i[j] for j in gj], [out_shape[j] for j in gj])
+        for k, e in zip(gk, unravel(flat, [in_shape[k] for k in gk])):
+            idx[k] = e
+    return tuple(idx)
+
+
 def _reshape(x, shape):
     shape = resolve_shape(shape, math.prod(x.shape))
-    return te.compute(shape, lambda *i: x[unravel(flat_of(i, shape), x.shape)] if x.shape else x[()], "reshape")
+    return te.compute(shape, lambda *i: x[reshape_index(i, shape, x.shape)] if x.shape else x[()], "reshape")
 
 
 def _view(b, x, shape):
