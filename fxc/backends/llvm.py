@@ -369,11 +369,12 @@ def split_module(ir_text: str) -> list:
     rename, units = {}, {}
     for base, fs in kernels.items():
         names = {fn: ("KERNEL" if fn == base else f"KERNEL_par{j}") for j, (fn, _) in enumerate(fs)}
-        body = [_GLOBAL.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), l) for _, f in fs for l in f]
+        body = [_GLOBAL.sub(lambda m: "@" + names.get(m.group(1), m.group(1)), l) if "@" in l else l
+                for _, f in fs for l in f]
         unit = (base, *_canonical_meta(body, meta))
         canon = "fxc_k" + hashlib.sha256(_part_text(head, [unit]).encode()).hexdigest()[:20]
         named = [l.replace("define internal void @KERNEL(", "define hidden void @KERNEL(").replace("@KERNEL", "@" + canon)
-                 for l in unit[1]]
+                 if "@KERNEL" in l else l for l in unit[1]]
         rename[base] = canon
         units.setdefault(canon, (base, named, unit[2]))
     parts, batch = [], []
@@ -388,7 +389,8 @@ def split_module(ir_text: str) -> list:
     if batch:
         parts.append((",".join(u[0] for u in batch), _part_text(head, batch)))
     decls = [f"declare hidden void @{c}(ptr)" for c in units]
-    body = [_GLOBAL.sub(lambda m: "@" + rename.get(m.group(1), m.group(1)), l) for f in entries for l in f]
+    body = [_GLOBAL.sub(lambda m: "@" + rename.get(m.group(1), m.group(1)), l) if "@" in l else l
+            for f in entries for l in f]
     entry = "\n".join(head + decls + [""] + body + [meta[k] for k in sorted(meta)]) + "\n"
     return [("entry", entry)] + parts
 
@@ -401,12 +403,12 @@ def _part_text(head: list, units: list) -> str:
     """The IR text of one part: head's target lines and the declarations the units use (sorted: their order in
     head depends on the other kernels), then each unit's functions and metadata, its metadata numbers shifted
     past the previous units'. unit: (name, functions' lines, metadata lines)."""
-    used = {g for _, body, _ in units for l in body for g in _GLOBAL.findall(l)}
+    used = {g for _, body, _ in units for l in body if "@" in l for g in _GLOBAL.findall(l)}
     decl = [l for l in head if l.strip() and not l.startswith(("declare ", "@"))]
     decl += sorted(l for l in head if l.startswith(("declare ", "@")) and _GLOBAL.search(l).group(1) in used)
     body, meta = [], []
     for _, lines, md in units:
-        shift = lambda l, off=len(meta): _META.sub(lambda m: f"!{int(m.group(1)) + off}", l)
+        shift = lambda l, off=len(meta): _META.sub(lambda m: f"!{int(m.group(1)) + off}", l) if off and "!" in l else l
         body += [shift(l) for l in lines]
         meta += [shift(l) for l in md]
     return "\n".join(decl + [""] + body + meta) + "\n"
@@ -415,13 +417,13 @@ def _part_text(head: list, units: list) -> str:
 def _canonical_meta(body: list, meta: dict) -> tuple:
     """(body, metadata lines): the metadata it references (transitively) renumbered from 0 in order of first use."""
     order: dict = {}
-    pending = [int(i) for l in body for i in _META.findall(l)]
+    pending = [int(i) for l in body if "!" in l for i in _META.findall(l)]
     while pending:
         i = pending.pop(0)
         if i not in order:
             order[i] = len(order)
             pending += [int(j) for j in _META.findall(meta[i].split(" = ", 1)[1])]
-    sub = lambda l: _META.sub(lambda m: f"!{order[int(m.group(1))]}", l)
+    sub = lambda l: _META.sub(lambda m: f"!{order[int(m.group(1))]}", l) if "!" in l else l
     return [sub(l) for l in body], [sub(meta[i]) for i in sorted(order, key=order.get)]
 
 
