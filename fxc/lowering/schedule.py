@@ -188,12 +188,13 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
 def _special(conv, rt, out, red, value, axes, shape, num_threads):
     """The vector schedules of gemm_schedule.py for ops that say so in their compute's attrs."""
     from . import gemm_schedule as gs
+    from .depthwise_schedule import schedule_depthwise, schedule_depthwise_blocked
     from .winograd import schedule_conv2d_winograd
     kind = rt.attrs.get("schedule")
     if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
         return None
     fn = {"conv2d_packed": gs.schedule_conv2d_packed, "matmul_packed": gs.schedule_matmul_packed,
-          "depthwise_conv2d": gs.schedule_depthwise, "depthwise_blocked": gs.schedule_depthwise_blocked,
+          "depthwise_conv2d": schedule_depthwise, "depthwise_blocked": schedule_depthwise_blocked,
           "conv2d_winograd": schedule_conv2d_winograd}.get(kind)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 
