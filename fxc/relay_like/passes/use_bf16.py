@@ -7,7 +7,8 @@
 Only ops whose weight operand is a weight or a constant (or computed from them) change; depthwise/grouped
 convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first), convs next to a depthwise
 conv (they run in use_blocked_layout's NCHW16c regions, float32: MobileNetV2 runs 4.0 ms that way, 4.5 ms with
-them in bf16 and NCHW) and everything else stay float32. Accumulation, epilogues and outputs stay float32: only the operands are rounded to bf16.
+them in bf16 and NCHW) and everything else stay float32. Accumulation, epilogues and outputs stay float32: only
+the operands are rounded to bf16.
 An activation read by several convs is paired once. A zero pad of other axes moves after the pairing
 (pad(pack_bf16_pairs(x)): one kernel, as the pack is injective, and the row-wise pad lowering copies half the
 bytes: 64x56x56 -> 52 us vs 198 us for pack(pad(x))). The weight side is packed in the prepack step (hoist.py).
@@ -85,19 +86,16 @@ def use_bf16(g, everywhere: bool = True):
 def _next_to_depthwise(g) -> set:
     """The convs whose input comes from a depthwise conv, or whose output goes to one, through elementwise ops and
     pads (use_blocked_layout's regions; empty when FXC_BLOCKED=0)."""
-    import os
-    from .use_blocked_layout import _depthwise, _elementwise, _hw_pad
-    if os.environ.get("FXC_BLOCKED", "1") == "0":
+    from .use_blocked_layout import _depthwise, enabled, layout_inputs
+    if not enabled():
         return set()
     users = g.users()
     up: dict = {}
     down: dict = {}
 
     def through(n, v) -> list:
-        """The values of n's own shape among its inputs, when n passes a layout through (elementwise, pad)."""
-        if not (_elementwise(n) or _hw_pad(n)):
-            return []
-        return [u for u in n.inputs if _hw_pad(n) or tuple(u.shape) == tuple(v.shape)]
+        """The inputs that n, an elementwise op or a pad, passes its layout through to v."""
+        return [] if _depthwise(n) else layout_inputs(n, v)
 
     def from_dw(v) -> bool:
         if v.id not in up:

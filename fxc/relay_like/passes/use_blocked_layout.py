@@ -76,6 +76,21 @@ def _gemm_in_nchw(conv) -> bool:
     return wp.shape[2:4] == (1, 1) and tuple(conv.attrs.get("stride", (1, 1))) == (1, 1) and oh * ow >= GEMM_POSITIONS
 
 
+def enabled() -> bool:
+    """FXC_BLOCKED=0 turns the pass off (and use_bf16's rule for the convs next to depthwise convs with it)."""
+    return os.environ.get("FXC_BLOCKED", "1") != "0"
+
+
+def layout_inputs(n, v) -> list:
+    """The inputs of node n that share the layout of its output v: a depthwise conv's or a pad's data input, an
+    elementwise op's full-size inputs; none for any other op (a conv reads either layout)."""
+    if _depthwise(n) or _hw_pad(n):
+        return [n.inputs[0]]
+    if _elementwise(n):
+        return [u for u in n.inputs if tuple(u.shape) == tuple(v.shape)]
+    return []
+
+
 def _candidate(v) -> bool:
     return v.type.ndim == 4 and v.dtype == "float32" and v.shape[1] >= LANES and v.node is not None
 
@@ -88,13 +103,7 @@ def blocked_values(g) -> set:
     S = set(values) - outputs
 
     def full_inputs(v) -> list:
-        """The inputs of v's maker that must be blocked with it (a conv reads either layout)."""
-        p = v.node
-        if _depthwise(p) or _hw_pad(p):
-            return [p.inputs[0]]
-        if _elementwise(p):
-            return [u for u in p.inputs if tuple(u.shape) == tuple(v.shape)]
-        return []
+        return layout_inputs(v.node, v)
 
     def made_ok(v) -> bool:
         p = v.node
@@ -147,7 +156,7 @@ def _widen(attrs, wp, add):
 
 
 def use_blocked_layout(g):
-    if os.environ.get("FXC_BLOCKED", "1") == "0":
+    if not enabled():
         return g
     S = blocked_values(g)
     if not S:
