@@ -122,6 +122,11 @@ def build(graph, target: str = "llvm", **options) -> Module:
     if target not in TARGETS:
         raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
     check_precision(options.get("precision", "fp32"))
+    with gc_paused():
+        return _cached_build(graph, target, **options)
+
+
+def _cached_build(graph, target: str, **options) -> Module:
     dbg = debug_level(options)
     t0 = time.perf_counter()
     key = _module_key(graph, target, options) if _cacheable(dbg) else None
@@ -133,8 +138,7 @@ def build(graph, target: str = "llvm", **options) -> Module:
             if dbg >= 1:
                 _log(f"[fxc] module from the cache in {1e3 * (time.perf_counter() - t0):.1f} ms ({key[:12]})")
             return module
-    with gc_paused():
-        module = _build(graph, target, dbg, t0, **options)
+    module = _build(graph, target, dbg, t0, **options)
     if key is not None:
         try:
             store_module(key, module)
@@ -226,6 +230,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     slots.update({vid: slots[src.id] for vid, src in views.items()})
     profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
     kernels, calls, pre_calls, lines, flops = [], [], [], [], []
+    mw = llvm.module_writer()
     ordered = prepack + main
     sigs = [None if profile else group_signature(gr) for gr in ordered]   # profiled: a kernel, a counter per call
     served = _served_without_input(ordered, sigs, len(prepack))
@@ -243,29 +248,34 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
                 providers.pop(j)
             k = opt or k
         kernels.append(k)
+        llvm.add_kernel(mw, k, queue)
         if sigs[j] is not None:
             same[sigs[j]] = k
         if dbg >= 3:
             _log(format_kernel(k))
         return k
 
-    for i, gr in enumerate(ordered):
-        args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
-        j, pos = served.get(sigs[i], (i, None))
-        if j != i:      # the kernel of the same group with one add more, that input left out (a null address)
-            kernel_of(j)
-            if j in providers:      # (unless that kernel could not take the input as optional)
-                args.insert(len(gr.outputs) + pos, ("null", 0))
-            else:
-                j = i
-        k = kernel_of(j)
-        (pre_calls if i < len(prepack) else calls).append((k.name, args))
-        lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
-        flops.append(k.flops)
-    ir = llvm.render(kernels, calls, pre_calls, profile=profile)
-    if dbg >= 4:
-        _log(ir)
-    lib, _ = llvm.build_library(ir)
+    queue = llvm.CompileQueue().start()     # each kernel compiles in the workers as soon as it is rendered
+    try:
+        for i, gr in enumerate(ordered):
+            args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
+            j, pos = served.get(sigs[i], (i, None))
+            if j != i:      # the kernel of the same group with one add more, that input left out (a null address)
+                kernel_of(j)
+                if j in providers:      # (unless that kernel could not take the input as optional)
+                    args.insert(len(gr.outputs) + pos, ("null", 0))
+                else:
+                    j = i
+            k = kernel_of(j)
+            (pre_calls if i < len(prepack) else calls).append((k.name, args))
+            lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
+            flops.append(k.flops)
+        ir = llvm.finish_module(mw, calls, pre_calls, profile)
+        if dbg >= 4:
+            _log(ir)
+        lib, _ = llvm.build_library(ir, queue)
+    finally:
+        queue.close()
     if dbg >= 1:
         _log(f"[fxc] built {len(kernels)} kernels in {1e3 * (time.perf_counter() - t0):.1f} ms; "
              f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B) + packed weights {end - plan.workspace_bytes} B")

@@ -111,8 +111,9 @@ def compiles(tmp_path, monkeypatch, per_kernel):
     monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     seen, split = [], []
-    compile_part, split_module = llvm._compile_part, llvm.split_module
+    compile_part, split_module, remote = llvm._compile_part, llvm.split_module, llvm._Worker.compile
     monkeypatch.setattr(llvm, "_compile_part", lambda text, *a: seen.append(text) or compile_part(text, *a))
+    monkeypatch.setattr(llvm._Worker, "compile", lambda w, text, *a: seen.append(text) or remote(w, text, *a))
     monkeypatch.setattr(llvm, "split_module", lambda ir: split.append(split_module(ir)) or split[-1])
     return seen, split
 
@@ -294,3 +295,63 @@ def test_the_runtime_object_built_at_install_is_used(monkeypatch, tmp_path):
     built[0].unlink()
     own = llvm._runtime_object()
     assert own.parent == tmp_path / "cache" and own.name == built[0].name and own.exists()
+
+
+def test_build_starts_each_kernel_part_as_it_is_rendered(tmp_path, monkeypatch, workers, per_kernel):
+    # a build hands each kernel's part to the compile queue as soon as the kernel is rendered (the workers compile
+    # it while the next kernels are lowered); the module's split at the end gives the very same parts, so each
+    # compiles once, and the library runs
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    added, split, compiled = [], [], []
+    real_add, real_finish, real_split = llvm.CompileQueue.add, llvm.CompileQueue.finish, llvm.split_module
+    monkeypatch.setattr(llvm.CompileQueue, "add", lambda q, key, *a: added.append((key, q.closed)) or real_add(q, key, *a))
+    monkeypatch.setattr(llvm, "split_module", lambda ir: split.append(real_split(ir)) or split[-1])
+    here = llvm._compile_part
+    monkeypatch.setattr(llvm, "_compile_part", lambda text, *a: compiled.append(text) or here(text, *a))
+    m = fb.build(_graph(True))
+    kernel_keys = {llvm.part_key(name, text) for name, text in split[0] if name != "entry"}
+    early = {key for key, closed in added[:len(kernel_keys)]}
+    assert len(kernel_keys) == 2 and early == kernel_keys and not any(closed for _, closed in added[:2])
+    assert len(workers) + len(compiled) == len(split[0])           # every part once: the two kernels, the entry
+    x = np.random.default_rng(1).standard_normal((4, 40)).astype(np.float32)
+    a, b = m(x)
+    np.testing.assert_allclose(a, np.exp(x).max(1), rtol=1e-5)
+    np.testing.assert_allclose(b, (np.tanh(x) * 3).sum(1), rtol=1e-5)
+
+
+def test_failed_build_closes_its_compile_queue(monkeypatch, workers):
+    # a build that fails after its first kernel leaves no thread waiting for parts and restores the GIL's switch
+    # interval it lowered while the workers were fed
+    import sys
+    import threading
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    interval = sys.getswitchinterval()
+    real, calls = fb.group_kernel, []
+
+    def second_fails(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("boom")
+        return real(*a, **k)
+    monkeypatch.setattr(fb, "group_kernel", second_fails)
+    with pytest.raises(RuntimeError, match="boom"):
+        fb.build(_graph(True))
+    assert sys.getswitchinterval() == interval
+    for t in threading.enumerate():
+        if t.name.startswith("fxc-compile"):
+            t.join(timeout=10)
+            assert not t.is_alive()
+
+
+def test_compile_queue_raises_a_bad_parts_error(tmp_path, monkeypatch, workers, per_kernel):
+    from fxc.errors import CompileError
+    monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
+    good = llvm.split_module(_module([("k0_a", 0, 2)]))[1]
+    bad = (good[0], good[1].replace("@llvm.maximum.f32(float %x, float 0.0)", "@llvm.maximum.f32(float %x, i32 0)"))
+    q = llvm.CompileQueue().start()
+    for name, text in (good, bad):
+        q.add(llvm.part_key(name, text), name, text, True)
+    with pytest.raises(CompileError, match="invalid"):
+        q.finish()
+    assert q.closed and not q.running and not q.started     # finished: the workers' feeding threads are done

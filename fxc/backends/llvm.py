@@ -50,10 +50,38 @@ def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool =
     there are also `fxc_prepack` and `fxc_run_main` so a runtime can skip an unchanged prepack.
     profile: time every kernel call into the exported `fxc_profile_counters` (counter k = k-th call of
     prepack_calls + calls)."""
-    tm, triple, _, _ = target_machine()
-    mw = ModuleWriter(triple, str(tm.target_data))
+    mw = module_writer()
     for k in kernels:
         mw.kernel(k)
+    return finish_module(mw, calls, prepack_calls, profile)
+
+
+def module_writer() -> ModuleWriter:
+    tm, triple, _, _ = target_machine()
+    return ModuleWriter(triple, str(tm.target_data))
+
+
+def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) -> None:
+    """Render one kernel into mw; with a queue, its part (when it is a part of its own, see split_module) starts
+    compiling now, in the workers, while the build lowers the next kernels. The whole module's split later
+    gives the same part text, which the queue then already has."""
+    n = len(mw.functions)
+    mw.kernel(kernel)
+    functions = mw.functions[n:]
+    if queue is None or sum(map(len, functions)) < SMALL_PART:       # a small kernel goes in a batch part
+        return
+    used, todo = set(), [int(i) for f in functions for i in _META.findall(f)]
+    while todo:                     # the metadata the kernel refers to, directly or not (mw.md[i] is !i)
+        i = todo.pop()
+        if i not in used:
+            used.add(i)
+            todo += [int(j) for j in _META.findall(mw.md[i].split("=", 1)[1])]
+    for name, text in _split(mw.text(functions, [mw.md[i] for i in sorted(used)]))[1]:
+        queue.add(part_key(name, text), name, text, True)
+
+
+def finish_module(mw: ModuleWriter, calls: list, prepack_calls: list = (), profile: bool = False) -> str:
+    """The module's text once every kernel is in mw: the entries (see render) added."""
     every = list(prepack_calls) + list(calls)
     prof = {name: k for k, (name, _) in enumerate(every)} if profile else None
     if profile:
@@ -137,19 +165,22 @@ def _run(cmd, source=""):
         raise CompileError(f"{cmd[0]} failed", source=source, log=p.stderr)
 
 
-def build_library(ir_text: str) -> tuple:
+def build_library(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
     """Return (path of the shared library, names of the parts compiled now: empty when all came from the caches).
 
     The library is cached by the hash of the whole IR; below that, each kernel's object code is cached by the
     hash of the kernel's own IR (see split_module), so a kernel shared with another graph (another model, the
-    backward graph, a changed epilogue elsewhere) compiles once."""
+    backward graph, a changed epilogue elsewhere) compiles once. queue: the build's CompileQueue, holding the
+    parts it has started already (closed here in any case)."""
     tm, triple, cpu, feats = target_machine()
     key = hashlib.sha256((ir_text + cpu + feats + RUNTIME_C.read_text()).encode()).hexdigest()[:24]
     lib = cache_dir() / f"fxc-{key}.so"
     if lib.exists():
+        if queue is not None:
+            queue.finish()
         return lib, []
     t0 = time.perf_counter()
-    objs, compiled = compile_objects(ir_text)
+    objs, compiled = compile_objects(ir_text, queue)
     t1 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         paths = []
@@ -169,72 +200,157 @@ COMPILE_PROCESSES = max(1, min(4, len(os.sched_getaffinity(0))))     # this proc
 WORKER_MIN_IR = 200_000     # characters of IR to compile (~0.2 s of LLVM) that pay for starting a worker (~0.2 s)
 
 
-def compile_objects(ir_text: str) -> tuple:
+def compile_objects(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
     """Object code of a rendered module, one object per part of split_module: (objects, names of the parts
     compiled now). Parts come from the object cache when their IR was compiled before; the others compile
-    here and in COMPILE_PROCESSES - 1 worker processes, the largest first so that all finish about together."""
-    import llvmlite.binding as llvm
-    _, _, cpu, feats = target_machine()
-    salt = f"{cpu}\n{feats}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
+    here and in COMPILE_PROCESSES - 1 worker processes (see CompileQueue). queue: one holding parts already
+    started (a build's); it is finished here."""
     parts = split_module(ir_text)
-    keys = [hashlib.sha256((salt + name * (name == "entry") + text).encode()).hexdigest()[:32] for name, text in parts]
+    keys = [part_key(name, text) for name, text in parts]
+    if queue is None:
+        queue = CompileQueue()
+        if len(parts) > 1 and sum(len(text) for _, text in parts) >= WORKER_MIN_IR:
+            queue.start()
     objects: dict = {}
-    todo = {}
     for (name, text), key in zip(parts, keys):
-        if key in objects or key in todo:
+        if key in objects or queue.has(key):
             continue
         try:
             objects[key] = (cache_dir() / "objects" / f"{key}.o").read_bytes()
         except OSError:
-            todo[key] = (name, text)
-    order = sorted(todo, key=lambda k: -len(todo[k][1]))
-    for key, obj in zip(order, _compile_all([(todo[k][1], todo[k][0] != "entry") for k in order])):
-        objects[key] = obj
-        try:
-            atomic_write(cache_dir() / "objects" / f"{key}.o", obj)
-        except OSError:             # a read-only or full cache only costs the next build time
-            pass
-    return [objects[k] for k in dict.fromkeys(keys)], [todo[k][0] for k in order]
+            queue.add(key, name, text, name != "entry")
+    objects.update(queue.finish())
+    return [objects[k] for k in dict.fromkeys(keys)], queue.names
 
 
-def _compile_all(jobs: list) -> list:
-    """Object code of (IR text, run the kernels' pipeline) jobs, in order. This process and the ready workers
-    each take the next job until none is left. (llvmlite runs all LLVM calls of a process under one lock, so
-    threads alone would take turns.)"""
-    results = [None] * len(jobs)
-    state = {"next": 0, "done": 0, "error": None}
-    cond = threading.Condition()
+@functools.lru_cache(maxsize=None)
+def _key_salt() -> str:
+    import llvmlite.binding as llvm
+    _, _, cpu, feats = target_machine()
+    return f"{cpu}\n{feats}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
 
-    def take():
-        with cond:
-            if state["error"] is not None or state["next"] == len(jobs):
-                return None
-            state["next"] += 1
-            return state["next"] - 1
 
-    def run(compile_one, alive=lambda: True):
-        while alive() and (i := take()) is not None:
-            try:
-                results[i], error = compile_one(*jobs[i]), None
-            except BaseException as e:      # raised below, in the caller's thread
-                error = e
-            with cond:
-                state["done"] += 1
-                state["error"] = state["error"] or error
-                cond.notify_all()
+def part_key(name: str, text: str) -> str:
+    """The object cache's key of a part: its IR (and the entry's name), the CPU, the pipeline, LLVM's version."""
+    return hashlib.sha256((_key_salt() + name * (name == "entry") + text).encode()).hexdigest()[:32]
 
-    def remote(worker):
+
+_SWITCH = {"open": 0, "interval": None}
+_SWITCH_LOCK = threading.Lock()
+
+
+def _responsive(on: bool) -> None:
+    """While a queue's workers are fed, this process's threads hand over the GIL every 0.5 ms instead of 5: the
+    thread feeding a worker needs it a few times a part (to send it, to read the object), and the build's own
+    thread holds it while it lowers the next kernels; at 5 ms a turn the workers sat idle for a third of the time."""
+    with _SWITCH_LOCK:
+        if on:
+            _SWITCH["open"] += 1
+            if _SWITCH["open"] == 1:
+                _SWITCH["interval"] = sys.getswitchinterval()
+                sys.setswitchinterval(min(_SWITCH["interval"], 0.0005))
+        else:
+            _SWITCH["open"] -= 1
+            if _SWITCH["open"] == 0:
+                sys.setswitchinterval(_SWITCH["interval"])
+
+
+class CompileQueue:
+    """The parts of one module compiling, added while the build is still producing them.
+
+    The compile workers (COMPILE_PROCESSES - 1 other processes, llvmlite allowing one LLVM call per process at a
+    time) take each part as it is added, while this process lowers and renders the next kernels; finish() closes
+    the queue, has this process take what is left too and waits for the rest. The largest waiting part goes
+    first, so that all finish about together. Objects go to the object cache as they come."""
+
+    def __init__(self):
+        self.waiting: dict = {}         # key -> (name, IR text, run the kernels' pipeline)
+        self.running: set = set()
+        self.objects: dict = {}         # key -> object code
+        self.names: list = []           # of the parts added, in order
+        self.error = None
+        self.closed = self.started = False
+        self.cond = threading.Condition()
+
+    def has(self, key: str) -> bool:
+        with self.cond:
+            return key in self.waiting or key in self.running or key in self.objects
+
+    def add(self, key: str, name: str, text: str, passes: bool) -> None:
+        with self.cond:
+            if key in self.waiting or key in self.running or key in self.objects:
+                return
+            if (cache_dir() / "objects" / f"{key}.o").exists():
+                return                  # compile_objects reads it
+            self.waiting[key] = (name, text, passes)
+            self.names.append(name)
+            self.cond.notify_all()
+
+    def start(self) -> "CompileQueue":
+        """Let the worker processes take parts (from now until the queue is finished)."""
+        workers = _workers(COMPILE_PROCESSES - 1)
+        if workers:
+            _responsive(True)
+            self.started = True
+        for worker in workers:
+            threading.Thread(target=self._remote, args=(worker,), name="fxc-compile-feed", daemon=True).start()
+        return self
+
+    def close(self) -> None:
+        """No more parts: the workers stop taking parts once none waits (a failed build's queue)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+            started, self.started = self.started, False
+        if started:
+            _responsive(False)
+
+    def finish(self) -> dict:
+        """key -> object code of every part added; raises the first part's error."""
+        self.close()
+        self._run(_compile_part, block=False)
+        with self.cond:
+            self.cond.wait_for(lambda: not self.running)
+        if self.error is not None:
+            raise self.error
+        return self.objects
+
+    def _remote(self, worker):
         if worker.ready():
-            run(worker.compile, lambda: worker.ok)
-    if len(jobs) > 1 and sum(len(text) for text, _ in jobs) >= WORKER_MIN_IR:
-        for worker in _workers(COMPILE_PROCESSES - 1):
-            threading.Thread(target=remote, args=(worker,), daemon=True).start()
-    run(_compile_part)
-    with cond:
-        cond.wait_for(lambda: state["done"] == state["next"])      # the workers' last jobs
-    if state["error"] is not None:
-        raise state["error"]
-    return results
+            self._run(worker.compile, block=True, alive=lambda: worker.ok)
+
+    def _take(self, block: bool):
+        with self.cond:
+            while True:
+                if self.error is not None:
+                    return None
+                if self.waiting:
+                    key = max(self.waiting, key=lambda k: len(self.waiting[k][1]))
+                    self.running.add(key)
+                    return key, self.waiting.pop(key)
+                if self.closed or not block:
+                    return None
+                self.cond.wait()
+
+    def _run(self, compile_one, block: bool, alive=lambda: True):
+        while alive() and (job := self._take(block)) is not None:
+            key, (_, text, passes) = job
+            try:
+                obj, error = compile_one(text, passes), None
+            except BaseException as e:      # raised by finish(), in the build's thread
+                obj, error = None, e
+            if error is None:
+                try:
+                    atomic_write(cache_dir() / "objects" / f"{key}.o", obj)
+                except OSError:             # a read-only or full cache only costs the next build time
+                    pass
+            with self.cond:
+                self.running.discard(key)
+                if error is None:
+                    self.objects[key] = obj
+                else:
+                    self.error = self.error or error
+                self.cond.notify_all()
 
 
 class _Worker:
@@ -344,6 +460,12 @@ def split_module(ir_text: str) -> list:
     kept. A kernel of SMALL_PART characters or more is a part of its own, so equal kernels of two graphs
     have the same text and the object cache finds them; smaller ones are packed, in the order of their
     names, into parts of about BATCH_PART. The entry part keeps everything else (calling the renamed kernels)."""
+    entry, own, batches = _split(ir_text)
+    return [("entry", entry)] + own + batches
+
+
+def _split(ir_text: str) -> tuple:
+    """split_module's parts as (the entry's text, [the kernels that are parts of their own], [the batches])."""
     lines = ir_text.split("\n")
     first = next((i for i, l in enumerate(lines) if l.startswith("define ")), len(lines))
     head = lines[:first]
@@ -353,7 +475,9 @@ def split_module(ir_text: str) -> list:
         if l.startswith("define "):
             cur = [l]
             funcs.append(cur)
-        elif cur is not None and not l.startswith("!"):
+        elif l.startswith("!"):         # the metadata, after every function
+            cur = None
+        elif cur is not None:
             cur.append(l)
     kernels: dict = {}
     entries = []
@@ -365,7 +489,7 @@ def split_module(ir_text: str) -> list:
         else:
             entries.append(f)
     if not kernels:
-        return [("entry", ir_text)]
+        return ir_text, [], []
     rename, units = {}, {}
     for base, fs in kernels.items():
         names = {fn: ("KERNEL" if fn == base else f"KERNEL_par{j}") for j, (fn, _) in enumerate(fs)}
@@ -377,22 +501,22 @@ def split_module(ir_text: str) -> list:
                  if "@KERNEL" in l else l for l in unit[1]]
         rename[base] = canon
         units.setdefault(canon, (base, named, unit[2]))
-    parts, batch = [], []
+    own, batches, batch = [], [], []
     for canon in sorted(units, key=lambda c: (_size(units[c]) < SMALL_PART, c)):
         if _size(units[canon]) >= SMALL_PART:
-            parts.append((units[canon][0], _part_text(head, [units[canon]])))
+            own.append((units[canon][0], _part_text(head, [units[canon]])))
             continue
         batch.append(units[canon])
         if sum(map(_size, batch)) >= BATCH_PART:
-            parts.append((",".join(u[0] for u in batch), _part_text(head, batch)))
+            batches.append((",".join(u[0] for u in batch), _part_text(head, batch)))
             batch = []
     if batch:
-        parts.append((",".join(u[0] for u in batch), _part_text(head, batch)))
+        batches.append((",".join(u[0] for u in batch), _part_text(head, batch)))
     decls = [f"declare hidden void @{c}(ptr)" for c in units]
     body = [_GLOBAL.sub(lambda m: "@" + rename.get(m.group(1), m.group(1)), l) if "@" in l else l
             for f in entries for l in f]
     entry = "\n".join(head + decls + [""] + body + [meta[k] for k in sorted(meta)]) + "\n"
-    return [("entry", entry)] + parts
+    return entry, own, batches
 
 
 def _size(unit) -> int:

@@ -758,9 +758,12 @@ class ModuleWriter:
         self.declare("fxc_profile_now", "i64", [])
         self.decls["@fxc_profile_counters"] = f"@fxc_profile_counters = weak global [{2 * n} x i64] zeroinitializer, align 64"
 
-    def text(self) -> str:
-        self.declare("fxc_parallel_for", "void", ["ptr", "ptr", "i64"])
+    def text(self, functions: list | None = None, md: list | None = None) -> str:
+        """The module's text: its declarations, the functions and the metadata (all, or the given ones)."""
+        decls = dict(self.decls)
+        decls.setdefault("fxc_parallel_for", "declare void @fxc_parallel_for(ptr, ptr, i64)")
         # weak: every split part defines it, the linker keeps one per library
-        self.decls["@fxc_div_by_zero"] = "@fxc_div_by_zero = weak global i32 0, align 4"
+        decls["@fxc_div_by_zero"] = "@fxc_div_by_zero = weak global i32 0, align 4"
         head = [f'target triple = "{self.triple}"', f'target datalayout = "{self.datalayout}"', ""]
-        return "\n".join(head + list(self.decls.values()) + [""] + self.functions + self.md) + "\n"
+        fns = self.functions if functions is None else functions
+        return "\n".join(head + list(decls.values()) + [""] + fns + (self.md if md is None else md)) + "\n"

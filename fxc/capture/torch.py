@@ -126,6 +126,8 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         raise TargetError(f"unknown target {options['target']!r}; available: {', '.join(TARGETS)}")
     from ..build import check_precision
     check_precision(options.get("precision", "fp32"))
+    from ..backends.llvm import start_workers
+    start_workers()         # their start-up overlaps AOT autograd's tracing: ready when the first kernel is
 
     def fw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=True)
@@ -478,6 +480,11 @@ class FxcSubgraph(torch.nn.Module):
         return ins, array, token
 
     def compile(self, args):
+        from ..build import gc_paused
+        with gc_paused():       # converting and building: see gc_paused
+            return self._compile(args)
+
+    def _compile(self, args):
         from ..build import build
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"))
         self._multi = multi

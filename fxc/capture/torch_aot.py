@@ -236,6 +236,8 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
         raise FxcError("fxc.from_torch takes example inputs that are all tensors (torch or numpy)")
     if not isinstance(model, torch.nn.Module):
         model = _Wrap(model)
+    from ..backends.llvm import start_workers
+    start_workers()         # their start-up overlaps torch.export's tracing
     gm, out_spec = capture(model, args)
     check_supported(gm, model)
     graph, _, struct, _ = to_graph(gm, args)
