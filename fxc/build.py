@@ -255,6 +255,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
             _log(format_kernel(k))
         return k
 
+    scratch = 0
     queue = llvm.CompileQueue().start()     # each kernel compiles in the workers as soon as it is rendered
     try:
         for i, gr in enumerate(ordered):
@@ -267,6 +268,12 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
                 else:
                     j = i
             k = kernel_of(j)
+            at = end            # scratch: after the packed weights, shared by the kernels (they run one at a time)
+            for b in k.params:
+                if b.scope == "scratch":
+                    args.append(("work", at))
+                    at += (b.nbytes + 63) // 64 * 64
+            scratch = max(scratch, at - end)
             (pre_calls if i < len(prepack) else calls).append((k.name, args))
             lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
             flops.append(k.flops)
@@ -278,10 +285,11 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
         queue.close()
     if dbg >= 1:
         _log(f"[fxc] built {len(kernels)} kernels in {1e3 * (time.perf_counter() - t0):.1f} ms; "
-             f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B) + packed weights {end - plan.workspace_bytes} B")
+             f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B) + packed weights {end - plan.workspace_bytes} B"
+             f" + kernel scratch {scratch} B")
     return Module(target, str(lib),
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
-                  [c.data for c in consts], end, lines, plan.total_bytes, ir,
+                  [c.data for c in consts], end + scratch, lines, plan.total_bytes, ir,
                   prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs if slots[v.id][0] == "in"}),
                   plan=pre_calls + calls, kernel_flops=flops, profiled=profile)

@@ -193,3 +193,31 @@ def test_check_mode_and_export(tmp_path):
     loaded = fxc.load(path)
     assert sum("conv2d_winograd" in line for line in loaded.kernels) == 2, loaded.kernels
     assert_close_np(loaded(x.numpy()), expected)
+
+
+@pytest.mark.parametrize("tile", [4, 2])
+def test_output_channel_groups_share_one_transformed_input(tile, monkeypatch):
+    """With few tile rows (batch 1, a small map) the output channel groups run as separate tasks; they share one
+    transformed input V, made first in parallel over channel chunks in the kernel's scratch memory (not once a
+    group); with many tasks (batch 8) each task keeps its own V. Both match torch."""
+    import sys
+    from fxc.lowering.loop_ir import walk_stmts, For
+    monkeypatch.setattr(sys.modules["fxc.relay_like.passes.use_winograd"], "winograd_tile",
+                        lambda *a, **k: (tile, False))
+    monkeypatch.setenv("FXC_NUM_THREADS", "2")
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    kernels = []
+    real = sys.modules["fxc.build"].group_kernel
+    monkeypatch.setattr(sys.modules["fxc.build"], "group_kernel", lambda *a: kernels.append(real(*a)) or kernels[-1])
+    for n, shared in ((1, True), (8, False)):
+        kernels.clear()
+        g, ins = _conv_graph(n, 64, 96, 7, 7, 1, True, True, True)
+        module = build(g)
+        (name,) = [line.split(":")[0] for line in module.kernels if "conv2d_winograd" in line]
+        (k,) = [k for k in kernels if k.name == name]
+        scratch = [p for p in k.params if p.scope == "scratch"]
+        loops = [s for s in walk_stmts(k.body) if isinstance(s, For) and s.kind == "parallel"]
+        assert bool(scratch) == shared and len(loops) == (2 if shared else 1)
+        rng = np.random.default_rng(n)
+        arrays = [rng.standard_normal(v.shape).astype(np.float32) for v in ins]
+        assert_close_np(module(*arrays), _torch_ref(arrays, 1, True, True, True))

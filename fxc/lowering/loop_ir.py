@@ -16,7 +16,8 @@ class Buffer:
     name: str
     dtype: str
     size: int                 # elements
-    scope: str = "global"     # global (kernel parameter) or local (kernel-private)
+    scope: str = "global"     # global (kernel parameter), local (kernel-private) or scratch (a parameter the build
+                              # points at a workspace area that lives only during the kernel's call)
 
     @property
     def nbytes(self) -> int:

@@ -45,10 +45,18 @@ class Converter:
     def __init__(self, bufs: dict):
         self.bufs = bufs
         self.locals: list = []
+        self.scratches: list = []
 
     def local(self, dtype: str, size: int = 1, name: str = "acc") -> Buffer:
         b = Buffer(f"{name}{len(self.locals)}", dtype, size, "local")
         self.locals.append(b)
+        return b
+
+    def scratch(self, dtype: str, size: int, name: str = "scratch") -> Buffer:
+        """Memory the kernel's parallel tasks share during one call (a local is private to its task): the kernel
+        takes it as a parameter after its inputs, and the build points it at the workspace."""
+        b = Buffer(f"{name}{len(self.scratches)}", dtype, size, "scratch")
+        self.scratches.append(b)
         return b
 
     def convert(self, e: Expr, pre: list | None, holes: list | None = None) -> Expr:
@@ -177,5 +185,5 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
         flops += f
     from .gemm_schedule import vectorize_loops
     body = vectorize_loops(seq(*stmts))
-    params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())]
+    params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())] + conv.scratches
     return Kernel(name, params, body, flops)

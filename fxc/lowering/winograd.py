@@ -28,6 +28,7 @@ from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import flat_index
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
+SHARED_V = 850 << 10        # bytes of a task's V up to which output channel groups share one (see the schedule)
 MATRICES = {                # m -> (A^T, B^T, G)
     4: (((1, 1, 1, 1, 1, 0),
          (0, 1, -1, 2, -2, 0),
@@ -202,9 +203,24 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
               for bi in range(AL)] for ai in range(AL)]
         return fill, _transform(d, BT, BT, tvt)
 
+    # output channel groups, so that every thread has tasks (each runs the GEMMs of its group over the task's tiles)
+    blocks = KB // nv
+    tasks = N * TT
+    KG = next((g for g in range(1, blocks + 1) if blocks % g == 0 and tasks * g >= 2 * num_threads), blocks) \
+        if num_threads > 1 else 1
+    # one group a task: V is the task's own (a local, in L2). Several: every group would transform the same input
+    # again (4x for ResNet-18's layers at batch 1), so V is made once, in parallel over channels, in memory the
+    # groups share (scratch), and the GEMMs follow
+    VSZ = AL * AL * CW * RTV
+    shared = KG > 1 and VSZ * 4 <= SHARED_V
     strips = [conv.local(dt, AL * Wp + over, "wstrip") for _ in range(2 if bf16 else 1)]
-    V = conv.local("int32" if bf16 else dt, AL * AL * CW * RTV, "wv")   # [xi][c][tile]: a GEMM row's tiles adjacent
-    at_v = lambda e1, e2: (as_expr(e1 * AL + e2) * CW + c) * RTV + row * TW
+    if shared:
+        V = conv.scratch("int32" if bf16 else dt, tasks * VSZ, "wvs")
+        vbase = (n * TT + tt) * VSZ
+    else:
+        V = conv.local("int32" if bf16 else dt, VSZ, "wv")   # [xi][c][tile]: a GEMM row's tiles adjacent
+        vbase = as_expr(0)
+    at_v = lambda e1, e2: vbase + (as_expr(e1 * AL + e2) * CW + c) * RTV + row * TW
     if bf16:            # channels 2c and 2c + 1 as one bf16x2 word per tile
         (fill0, v0), (fill1, v1) = transformed(strips[0], c * 2), transformed(strips[1], c * 2 + 1)
         fills = seq(fill0, fill1)
@@ -212,15 +228,19 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     else:
         fills, v = transformed(strips[0], c)
         vstores = [Store(V, at_v(e1, e2), v[e1][e2]) for e1 in range(AL) for e2 in range(AL)]
-    itrans = For(row, R, guard(For(c, CW, seq(fills, *vstores))))
+    if shared:          # channel chunks: CS channels each, enough chunks for every thread
+        cc, cl = Var("cc"), Var("cl")
+        CC = next(g for g in range(1, CW + 1) if CW % g == 0 and (tasks * g >= 4 * num_threads or g == CW))
+        CS = CW // CC
+        itrans = For(row, R, guard(For(cl, CS, LetStmt(c, cc * CS + cl, seq(fills, *vstores)))))
+    else:
+        itrans = For(row, R, guard(For(c, CW, seq(fills, *vstores))))
     if over:        # read but never used: zeros rather than whatever the stack held (a denormal is slow)
         itrans = seq(*[Store(st, as_expr(AL * Wp), Const(0.0, vec(dt, over))) for st in strips], itrans)
+    for st in strips:
+        itrans = Allocate(st, itrans)
 
     # -- per block of nv*LANES output channels: a*a GEMMs over the task's tiles, output transform, epilogue -------
-    blocks = KB // nv
-    tasks = N * TT
-    KG = next((g for g in range(1, blocks + 1) if blocks % g == 0 and tasks * g >= 2 * num_threads), blocks) \
-        if num_threads > 1 else 1
     per_kg = blocks // KG
     width = nv * LANES
     kbg, xi = Var("kbg"), Var("xi")
@@ -247,7 +267,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         cols = min(m * T, last_cols) if count == 1 else m * T
         tile = Tile(conv, m, nv, dt)
         accs.append(tile.acc)
-        gemm = tile.compute([(c, CW)], lambda i, p0=p0: Load(V, (xi * CW + c) * RTV + p0 + i),
+        gemm = tile.compute([(c, CW)], lambda i, p0=p0: Load(V, vbase + (xi * CW + c) * RTV + p0 + i),
                             lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * CW + c) * LANES, LANES),
                             dot_bf16 if bf16 else None)
         keep = [Store(M, ((xi * RT + p0 + i) * nv + vv) * LANES, tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
@@ -279,11 +299,13 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     block = seq(For(xi, AL * AL, For(row, R, guard(seq(*gemms)))), For(row, R, guard(seq(*stores))))
     for acc in accs:
         block = Allocate(acc, block)
-    per_task = seq(itrans, For(kbg, per_kg, block) if per_kg > 1 else LetStmt(kbg, as_expr(0), block))
-    per_task = Allocate(V, Allocate(M, Allocate(yt_tmp, per_task)))
-    for st in strips:
-        per_task = Allocate(st, per_task)
+    gemms_task = For(kbg, per_kg, block) if per_kg > 1 else LetStmt(kbg, as_expr(0), block)
     work = N * K * OH * OW * C * 9
+    if shared:
+        first = _parallel([(n, N), (tt, TT), (cc, CC)], itrans, N * C * TH * TW * AL * AL * 8, num_threads)
+        return seq(first, _parallel([(n, N), (tt, TT), (kg, KG)], Allocate(M, Allocate(yt_tmp, gemms_task)),
+                                    work, num_threads))
+    per_task = Allocate(V, Allocate(M, Allocate(yt_tmp, seq(itrans, gemms_task))))
     return _parallel([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
 
 
