@@ -445,6 +445,7 @@ _DEFINE = re.compile(r"define [^@]*@([\w.]+)\(")
 _KERNEL = re.compile(r"(k\d+_\w*?)(_par\d+)?$")      # k<i>_<op> and its outlined parallel bodies k<i>_<op>_par<j>
 _GLOBAL = re.compile(r"@([\w.]+)")
 _META = re.compile(r"!(\d+)\b")
+_META_LINE = re.compile(r"!(\d+) = ")
 
 
 SMALL_PART = 10_000      # characters of IR: smaller kernels share parts (a part costs ~4 ms of LLVM however small)
@@ -469,14 +470,15 @@ def _split(ir_text: str) -> tuple:
     lines = ir_text.split("\n")
     first = next((i for i, l in enumerate(lines) if l.startswith("define ")), len(lines))
     head = lines[:first]
-    meta = {int(m.group(1)): l for l in lines[first:] if (m := re.match(r"!(\d+) = ", l))}
-    funcs, cur = [], None
+    meta, funcs, cur = {}, [], None
     for l in lines[first:]:
         if l.startswith("define "):
             cur = [l]
             funcs.append(cur)
         elif l.startswith("!"):         # the metadata, after every function
             cur = None
+            if m := _META_LINE.match(l):
+                meta[int(m.group(1))] = l
         elif cur is not None:
             cur.append(l)
     kernels: dict = {}
