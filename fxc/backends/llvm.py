@@ -77,7 +77,9 @@ def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) ->
             used.add(i)
             todo += [int(j) for j in _META.findall(mw.md[i].split("=", 1)[1])]
     for name, text in _split(mw.text(functions, [mw.md[i] for i in sorted(used)]))[1]:
-        queue.add(part_key(name, text), name, text, True)
+        key = part_key(name, text)
+        if not (cache_dir() / "objects" / f"{key}.o").exists():      # else compile_objects reads it
+            queue.add(key, name, text, True)
 
 
 def finish_module(mw: ModuleWriter, calls: list, prepack_calls: list = (), profile: bool = False) -> str:
@@ -280,8 +282,6 @@ class CompileQueue:
         with self.cond:
             if key in self.waiting or key in self.running or key in self.objects:
                 return
-            if (cache_dir() / "objects" / f"{key}.o").exists():
-                return                  # compile_objects reads it
             self.waiting[key] = (name, text, passes)
             self.names.append(name)
             self.cond.notify_all()

@@ -14,6 +14,10 @@ Accepts the conv2d_winograd reduction Tensor (attrs: x [N, C, H, W], u = winogra
         Y = A^T M A per tile (vectors over the channels), kept in a small local tile
         out[n, k, m*ty+r, ow0:ow0+cols] = epilogue(Y[r, :, k])        (vector along the output row)
 
+Where a task's V is small and several output-channel groups run as tasks of the same tile rows (batch 1, small
+maps), V is made once instead, by a first parallel loop over channel chunks into the kernel's scratch memory,
+and the groups' tasks only run the GEMMs over it.
+
 F(4x4, 3x3) takes 36 products per output tile and (input, output) channel pair instead of 144; F(2x2, 3x3)
 16 instead of 36, with transforms that round far less: its bf16 form (operands V and U rounded to bf16) has
 about 1.5x the error of a bf16 direct conv, F(4x4)'s about 10x, so bf16 uses m = 2 only. Points 0, +-1, +-2,
