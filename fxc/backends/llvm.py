@@ -70,13 +70,7 @@ def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) ->
     functions = mw.functions[n:]
     if queue is None or sum(map(len, functions)) < SMALL_PART:       # a small kernel goes in a batch part
         return
-    used, todo = set(), [int(i) for f in functions for i in _META.findall(f)]
-    while todo:                     # the metadata the kernel refers to, directly or not (mw.md[i] is !i)
-        i = todo.pop()
-        if i not in used:
-            used.add(i)
-            todo += [int(j) for j in _META.findall(mw.md[i].split("=", 1)[1])]
-    for name, text in _split(mw.text(functions, [mw.md[i] for i in sorted(used)]))[1]:
+    for name, text in _split(mw.text(functions, []), dict(enumerate(mw.md)))[1]:      # mw.md[i] is !i
         key = part_key(name, text)
         if not (cache_dir() / "objects" / f"{key}.o").exists():      # else compile_objects reads it
             queue.add(key, name, text, True)
@@ -280,7 +274,7 @@ class CompileQueue:
 
     def add(self, key: str, name: str, text: str, passes: bool) -> None:
         with self.cond:
-            if key in self.waiting or key in self.running or key in self.objects:
+            if self.has(key):
                 return
             self.waiting[key] = (name, text, passes)
             self.names.append(name)
@@ -465,12 +459,13 @@ def split_module(ir_text: str) -> list:
     return [("entry", entry)] + own + batches
 
 
-def _split(ir_text: str) -> tuple:
-    """split_module's parts as (the entry's text, [the kernels that are parts of their own], [the batches])."""
+def _split(ir_text: str, meta: dict | None = None) -> tuple:
+    """split_module's parts as (the entry's text, [the kernels that are parts of their own], [the batches]).
+    meta: the module's metadata lines by number, when the text leaves them out."""
     lines = ir_text.split("\n")
     first = next((i for i, l in enumerate(lines) if l.startswith("define ")), len(lines))
     head = lines[:first]
-    meta, funcs, cur = {}, [], None
+    meta, funcs, cur = dict(meta or {}), [], None
     for l in lines[first:]:
         if l.startswith("define "):
             cur = [l]
@@ -481,6 +476,9 @@ def _split(ir_text: str) -> tuple:
                 meta[int(m.group(1))] = l
         elif cur is not None:
             cur.append(l)
+    for f in funcs:                     # one blank line after each (the text's end adds another to the last)
+        while f[-2:] == ["", ""]:
+            f.pop()
     kernels: dict = {}
     entries = []
     for f in funcs:
