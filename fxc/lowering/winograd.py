@@ -332,12 +332,14 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4):
                                           val)
             return _transform_loops(g, G, G, tmp, u, lanes)
         full = k_ // LANES
-        stmts = [For(kb, full, For(c, c_, one(LANES, kb * LANES)))] if full else []
+        # whole blocks in parallel (a weight update repacks: every training step)
+        stmts = [For(kb, full, Allocate(tmp, For(c, c_, one(LANES, kb * LANES))), "parallel" if full > 1 else "serial")] \
+            if full else []
         if blocks > full:       # the partial block (scalar, zero past K) and the padding blocks
             k = kb * LANES + l
             body = IfThen(Bin("lt", k, as_expr(k_)), one(1, k),
                           seq(*[Store(ub, ((as_expr(e * blocks) + kb) * c_ + c) * LANES + l, Const(0.0, dtype))
                                 for e in range(AL * AL)]))
-            stmts.append(For(kb, blocks, For(c, c_, For(l, LANES, body)), "serial", full))
-        return Allocate(tmp, seq(*stmts))
+            stmts.append(Allocate(tmp, For(kb, blocks, For(c, c_, For(l, LANES, body)), "serial", full)))
+        return seq(*stmts)
     return lower
