@@ -685,8 +685,8 @@ class ModuleWriter:
         self._n += 1
         return self._n
 
-    def declare(self, fn: str, ret: str, args: list):
-        self.decls.setdefault(fn, f"declare {ret} @{fn}({', '.join(args)})")
+    def declare(self, fn: str, ret: str, args: list, decls: dict | None = None):
+        (self.decls if decls is None else decls).setdefault(fn, f"declare {ret} @{fn}({', '.join(args)})")
 
     def loop_md(self, kind: str):
         """Loop metadata. Vector work is explicit in the loop IR, so LLVM's loop vectorizer and unroller
@@ -760,8 +760,8 @@ class ModuleWriter:
 
     def text(self, functions: list | None = None, md: list | None = None) -> str:
         """The module's text: its declarations, the functions and the metadata (all, or the given ones)."""
-        decls = dict(self.decls)
-        decls.setdefault("fxc_parallel_for", "declare void @fxc_parallel_for(ptr, ptr, i64)")
+        decls = dict(self.decls)        # a copy: a text of some functions leaves the module's order as it is
+        self.declare("fxc_parallel_for", "void", ["ptr", "ptr", "i64"], decls)
         # weak: every split part defines it, the linker keeps one per library
         decls["@fxc_div_by_zero"] = "@fxc_div_by_zero = weak global i32 0, align 4"
         head = [f'target triple = "{self.triple}"', f'target datalayout = "{self.datalayout}"', ""]
