@@ -1,5 +1,7 @@
 """use_blocked_layout (NCHW16c regions around depthwise convs): results against PyTorch eager, which values go
 blocked, and where the layout changes."""
+import re
+
 import pytest
 import torch
 
@@ -153,24 +155,54 @@ def test_training_through_torch_compile_with_depthwise_convs():
     torch._dynamo.reset()
 
 
-def test_bf16_leaves_the_convs_next_to_depthwise_convs_in_the_float32_region():
-    """precision="bf16": the convs feeding or fed by a depthwise conv stay float32 (blocked region); the convs away
-    from them (the stem, followed by an expanding conv here, and the head conv) take bf16 operands."""
+@pytest.mark.parametrize("batch", [1, 2])
+def test_bf16_convs_of_the_blocked_region_read_nchw16c_words(batch):
+    """precision="bf16": every conv takes bf16 operands, the ones next to depthwise convs in NCHW16c. Their words
+    (an activation's bytes in bfloat16) are made per row tile inside the conv's kernel, never a tensor of their own;
+    the depthwise convs stay float32."""
     from fxc.backends.llvm import target_machine
     from fxc.build import bf16_everywhere
     if "+avx512bf16" not in target_machine()[3].split(",") or not bf16_everywhere():
         pytest.skip("this CPU runs no bf16 conv here (no AVX-512 BF16, or bf16 only where a weight streams)")
-    net = torch.nn.Sequential(_net()[:6], torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU()).eval()
-    x = torch.randn(1, 3, 18, 18)
+    net = _net()
+    x = torch.randn(batch, 3, 18, 18)
+    with torch.no_grad():
+        compiled = fxc.from_torch(net, (x,), precision="bf16")
+        ref = net(x)
+        out = compiled(x)
+        torch.testing.assert_close(out, ref, rtol=2e-2, atol=2e-2 * ref.abs().max().item())
+        fp32 = fxc.from_torch(net, (x,))(x)
+    assert (out - ref).abs().max() > 4 * (fp32 - ref).abs().max(), "bf16 operands round more than float32"
+    groups = _groups(compiled.module.kernels)
+    convs = [k for k in groups if "conv2d_packed" in k]
+    assert len(convs) == 8 and all("conv2d_packed_bf16" in k for k in convs), groups     # stem, 3 x 2, head
+    read_through = [k for k in convs if k.startswith("pack_bf16_pairs+conv2d_packed_bf16")]
+    assert sum(k.endswith("16]  [anchor conv2d_packed_bf16]") for k in read_through) == 4, groups   # NCHW16c out
+    words = [re.search(r"int32\[([^\]]*)\]", k).group(1) for k in groups if k.startswith("pack_bf16_pairs ->")]
+    assert words and all(len(w.split(",")) == 4 for w in words), f"no words tensor of an NCHW16c value: {groups}"
+    assert sum("depthwise_blocked" in k for k in groups) == 3, groups
+
+
+@pytest.mark.parametrize("stride,dilation", [(1, 1), (2, 1), (1, 2)])
+def test_bf16_blocked_conv_with_taps_reads_its_words_through(stride, dilation):
+    """A 3x3 conv between depthwise convs (NCHW16c in and out, no pad of its own) in bf16: its row tiles' panels
+    hold every tap's input columns (strided, dilated, a tail tile of 17 - 2 * dilation columns at stride 1)."""
+    from fxc.backends.llvm import target_machine
+    from fxc.build import bf16_everywhere
+    if "+avx512bf16" not in target_machine()[3].split(",") or not bf16_everywhere():
+        pytest.skip("this CPU runs no bf16 conv here (no AVX-512 BF16, or bf16 only where a weight streams)")
+    torch.manual_seed(1)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 1), torch.nn.Conv2d(32, 32, 3, 1, 1, groups=32), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 48, 3, stride, 0, dilation), torch.nn.ReLU(),
+        torch.nn.Conv2d(48, 48, 3, 1, 1, groups=48)).eval()
+    x = torch.randn(1, 3, 17, 17)
     with torch.no_grad():
         compiled = fxc.from_torch(net, (x,), precision="bf16")
         ref = net(x)
         torch.testing.assert_close(compiled(x), ref, rtol=2e-2, atol=2e-2 * ref.abs().max().item())
     groups = _groups(compiled.module.kernels)
-    bf16 = [k for k in groups if "conv2d_packed_bf16" in k]
-    assert len(bf16) == 2 and "-> float32[1, 16, 9, 9]" in bf16[0] and "-> float32[1, 64, 5, 5]" in bf16[1], groups
-    assert sum("depthwise_blocked" in k for k in groups) == 3, groups
-    assert sum(k.startswith("conv2d_packed+") for k in groups) == 6, groups       # expand and project, 3 blocks
+    assert any(k.startswith("pack_bf16_pairs+conv2d_packed_bf16") and "16]  [anchor" in k for k in groups), groups
 
 
 def test_blocked_model_exports_and_loads(tmp_path):

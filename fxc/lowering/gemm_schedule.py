@@ -298,24 +298,54 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     OBP, C, KH, KW, L = wp.shape
     nv = a["nv"]
     wbuf = conv.bufs[wp]
+    bf16 = bool(a.get("bf16"))          # C counts bf16x2 words (channel pairs)
     c, kh, kw = Var("c"), Var("kh"), Var("kw")
-    obb = Var("obb")
+    li = x.shape[4] if blocked_in else L        # the elements of an input block: 16 channels (8 bf16x2 words)
 
     # NCHW16c input: channel c at block c // 16, lane c % 16. A reduction over whole blocks at least as long as the
     # output's channels (a projecting conv) runs as (block, taps, lane), the lane loop innermost: 16 steps at constant
     # offsets once unrolled (MobileNetV2's 96 -> 24 and 576 -> 96 convs: 0.110 -> 0.090 ms, 0.116 -> 0.100 ms; its
     # expanding convs ran 10% slower that way)
-    split = blocked_in and C % L == 0 and C >= (OB * L if blocked_out else O)
+    split = blocked_in and C % li == 0 and C * (2 if bf16 else 1) >= (OB * L if blocked_out else O)
     cb, cl = Var("cb"), Var("cl")
-    cc = cb * L + cl if split else c
+    cc = cb * li + cl if split else c
+
+    # bf16 words of an NCHW16c input computed in the group (pack_bf16_pairs read through, fuse_ops): each row tile
+    # first makes the words of the input columns it reads into a local panel [KH][span][CB * 8], which serves
+    # `per` channel-block groups in a row
+    staged = blocked_in and conv.bufs.get(x) is None
+    groups = OBP // nv
+    per, chunk, g = 1, Var("obc"), Var("obg")
+    if staged:
+        per = largest_divisor(groups, -(-8 * num_threads // (N * OH)))
+        obb = chunk * per + g
+    else:
+        obb = Var("obb")
+    mr = row_tile(OW, nv)
+    span = (mr - 1) * sw + (KW - 1) * dw + 1
+    CP = x.shape[1] * li
+    panel = conv.local(x.dtype, KH * span * CP, "xpanel") if staged else None
 
     def a_of(i, ow0):
         ih, iw = oh * sh + kh * dh, (ow0 + i) * sw + kw * dw
+        if staged:
+            return Load(panel, (kh * span + i * sw + kw * dw) * CP + cc)
         if split:
             return conv.convert(x[n, cb, ih, iw, cl], None)
         if blocked_in:
-            return conv.convert(x[n, binary("idiv", c, L), ih, iw, binary("imod", c, L)], None)
+            return conv.convert(x[n, binary("idiv", c, li), ih, iw, binary("imod", c, li)], None)
         return conv.convert(x[n, c, ih, iw], None)
+
+    def fill(rows, ow0):
+        """The panel of a tile of `rows` output columns from ow0: its input columns' words, a vector per block."""
+        khs, col, blk, lane = Var("skh"), Var("scol"), Var("sblk"), Var("slane")
+        xe = conv.convert(x[n, blk, oh * sh + khs * dh, ow0 * sw + col, lane], None)
+        xv = vectorize_expr(xe, lane, li)
+        at = (khs * span + col) * CP + blk * li
+        st = Store(panel, at, substitute(xv, {lane: as_expr(0)})) if xv is not None \
+            else For(lane, li, Store(panel, at + lane, xe))
+        cols = (rows - 1) * sw + (KW - 1) * dw + 1
+        return For(khs, KH, For(col, cols, For(blk, x.shape[1], st)))
 
     def b_of(v):
         return VecLoad(wbuf, (((obb * nv + v) * C + cc) * KH + kh) * KW * L + kw * L, L)
@@ -325,11 +355,14 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
             return store_blocked(tile, value, red.var, out, axes, shape, ow0, obb * nv)
         return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O)
 
-    mac = dot_bf16 if a.get("bf16") else None
-    reduce = [(cb, C // L), (kh, KH), (kw, KW), (cl, L)] if split else [(c, C), (kh, KH), (kw, KW)]
-    body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac)
+    mac = dot_bf16 if bf16 else None
+    reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
     work = N * (OB * L if blocked_out else O) * OH * OW * C * KH * KW
-    return _parallel([(n, N), (obb, OBP // nv), (oh, OH)], body, work, num_threads)
+    if not staged:
+        body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr)
+        return _parallel([(n, N), (obb, groups), (oh, OH)], body, work, num_threads)
+    body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, prologue=fill, inner=(g, per))
+    return _parallel([(n, N), (chunk, groups // per), (oh, OH)], Allocate(panel, body), work, num_threads)
 
 
 def _store_vector(value: Expr, red_var: Var, out: Buffer, index: Expr, lane: Var, acc: Expr, sub: dict):

@@ -8,7 +8,9 @@ float32 kernel, each a bf16 pair, and still accumulates and returns float32.
 
     pack_bf16_pairs(x, axis)                  float32 [.., C, ..] -> int32 words [.., ceil(C/2), ..]
     conv2d_packed_bf16(x words, w words)      x [N, C/2, H, W], w = pack_lanes(w, axis 0, pair_axis 1)
-                                              [O/L, C/2, KH, KW, L] -> float32 [N, O, OH, OW]
+                                              [O/L, C/2, KH, KW, L] -> float32 [N, O, OH, OW]; or NCHW16c
+                                              (blocked_in / blocked_out): x = pack_bf16_pairs(x16, 4)
+                                              [N, C/16, H, W, 8], the same bytes as x16 in bfloat16
     matmul_packed_bf16(a words, b words)      a [.., M, K/2] (or [.., K/2, M] with trans_a),
                                               b = pack_lanes(b, n axis, pair_axis k) [.., N/L, K/2, L] -> float32
 The references compute in float32 on the bf16 values the words hold, so kernels match them to float32
@@ -97,32 +99,36 @@ def _dot_halves(a, b):
     return Bf16Half(a, 0) * Bf16Half(b, 0) + Bf16Half(a, 1) * Bf16Half(b, 1)
 
 
-def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
-    from .nn import _conv2d_packed_infer
+def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
+    from .nn import LANES, _conv2d_packed_infer
     x, w = types
     if x.dtype != "int32" or w.dtype != "int32":
         raise ShapeError(f"conv2d_packed_bf16 takes bf16x2 int32 words, got {x.dtype} and {w.dtype}")
-    t = _conv2d_packed_infer(types, out_channels, stride, dilation, nv)[0]
+    t = _conv2d_packed_infer(types, out_channels, stride, dilation, nv, blocked_in, blocked_out, LANES // 2)[0]
     return [TensorType(t.shape, "float32")]
 
 
-def _conv(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+def _conv(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
     from .nn import _conv2d_packed
-    return _conv2d_packed(x, wp, out_channels, stride, dilation, nv, product=_dot_halves, name="conv2d_packed_bf16",
-                          bf16=True)
+    return _conv2d_packed(x, wp, out_channels, stride, dilation, nv, blocked_in, blocked_out, product=_dot_halves,
+                          name="conv2d_packed_bf16", bf16=True)
 
 
-def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1):
+def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
     from .linalg import unpack_ref
-    from .nn import _conv2d_ref
-    xs = unpair_ref(x, 1, 2 * x.shape[1])
-    ws = unpair_ref(unpack_ref(wp, 0, 0, out_channels), 1, 2 * wp.shape[1])
-    return _conv2d_ref(xs, ws, stride, dilation).astype(np.float32)
+    from .nn import _conv2d_ref, from_blocked_ref, to_blocked_ref
+    c = 2 * wp.shape[1]
+    xs = from_blocked_ref(unpair_ref(x, 4, 2 * x.shape[4]), c) if blocked_in else unpair_ref(x, 1, c)
+    ws = unpair_ref(unpack_ref(wp, 0, 0, out_channels), 1, c)
+    out = _conv2d_ref(xs, ws, stride, dilation).astype(np.float32)
+    return to_blocked_ref(out) if blocked_out else out
 
 
 def _conv_sample(rng, n, c, h, w, o, k, blocks, **attrs):
     from .linalg import _pack_ref
-    x = bf16_pairs_ref(rand(rng, (n, c, h, w)), 1)
+    from .nn import to_blocked_ref
+    x = rand(rng, (n, c, h, w))
+    x = bf16_pairs_ref(to_blocked_ref(x), 4) if attrs.get("blocked_in") else bf16_pairs_ref(x, 1)
     wp = _pack_ref(rand(rng, (o, c, k, k)), 0, 0, blocks)
     return [x, bf16_pairs_ref(wp, 1)], dict(out_channels=o, **attrs)
 
@@ -131,8 +137,13 @@ register(OpDef("conv2d_packed_bf16", Kind.OUT_FUSABLE, _conv_infer, _conv_ref, _
                lambda rng: [_conv_sample(rng, 1, 3, 9, 10, 4, 3, 1),
                             _conv_sample(rng, 2, 6, 11, 30, 40, 3, 4, stride=(2, 2), nv=2),
                             _conv_sample(rng, 1, 8, 5, 5, 33, 1, 3, nv=3),
-                            _conv_sample(rng, 1, 7, 14, 14, 20, 1, 2, nv=2)],
-               ("int32",), doc="conv2d over bf16x2 words: x [N, C/2, H, W], w [O/L, C/2, KH, KW, L]; float32 out."))
+                            _conv_sample(rng, 1, 7, 14, 14, 20, 1, 2, nv=2),
+                            _conv_sample(rng, 1, 3, 9, 20, 48, 3, 4, stride=(2, 2), nv=2, blocked_out=True),
+                            _conv_sample(rng, 2, 32, 7, 9, 24, 1, 2, nv=2, blocked_in=True),
+                            _conv_sample(rng, 1, 32, 11, 11, 32, 3, 3, nv=3, blocked_in=True, blocked_out=True),
+                            _conv_sample(rng, 1, 20, 6, 7, 24, 1, 3, nv=3, blocked_in=True, blocked_out=True)],
+               ("int32",), doc="conv2d over bf16x2 words: x [N, C/2, H, W] (or NCHW16c words [N, C/16, H, W, 8] with "
+                               "blocked_in), w [O/L, C/2, KH, KW, L]; float32 out, NCHW16c with blocked_out."))
 
 
 # -- matmul over bf16x2 words -------------------------------------------------------------------------------------

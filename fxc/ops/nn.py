@@ -129,10 +129,11 @@ def from_blocked_ref(x, channels=None):
 
 
 def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False,
-                         blocked_out=False):
+                         blocked_out=False, in_lanes=LANES):
+    """in_lanes: the elements of one NCHW16c block (16 float32 values, or 8 bf16x2 words of 16 channels)."""
     x, w = types
-    c = -(-w.shape[1] // LANES) if blocked_in else w.shape[1]       # NCHW16c: the blocks holding the weight's channels
-    if x.ndim != (5 if blocked_in else 4) or (blocked_in and x.shape[4] != LANES) or w.ndim != 5 \
+    c = -(-w.shape[1] // in_lanes) if blocked_in else w.shape[1]    # NCHW16c: the blocks holding the weight's channels
+    if x.ndim != (5 if blocked_in else 4) or (blocked_in and x.shape[4] != in_lanes) or w.ndim != 5 \
             or x.shape[1] != c or w.shape[0] * w.shape[4] < out_channels:
         raise ShapeError(f"conv2d_packed expects {'NCHW16c' if blocked_in else 'NCHW'} input and [O/L, C, KH, KW, L] "
                          f"weight, got {x.shape} and {w.shape}")
@@ -150,6 +151,7 @@ def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, bl
     reduction reads the weight's C channels only, and an output's lanes past out_channels hold the packing's zero
     weights' sums (the epilogue of 0), which no reader takes for a channel."""
     _, c_, kh, kw, L = wp.shape
+    li = x.shape[4] if blocked_in else L       # the elements of an input block: 16 channels (8 bf16x2 words)
     oh = _conv_out(x.shape[2], kh, stride[0], dilation[0])
     ow = _conv_out(x.shape[3], kw, stride[1], dilation[1])
     rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
@@ -157,12 +159,12 @@ def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, bl
 
     def body(n, o, h, wi, ol=None):
         ih, iw = h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]
-        xv = x[n, binary("idiv", rc[0], as_expr(L)), ih, iw, binary("imod", rc[0], as_expr(L))] if blocked_in \
+        xv = x[n, binary("idiv", rc[0], as_expr(li)), ih, iw, binary("imod", rc[0], as_expr(li))] if blocked_in \
             else x[n, rc[0], ih, iw]
         wv = wp[o, rc[0], rh[0], rw[0], ol] if blocked_out else \
             wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
         return te.sum_(product(xv, wv), [rc, rh, rw])
-    shape = _conv2d_packed_infer([x, wp], out_channels, stride, dilation, nv, blocked_in, blocked_out)[0].shape
+    shape = _conv2d_packed_infer([x, wp], out_channels, stride, dilation, nv, blocked_in, blocked_out, li)[0].shape
     return te.compute(shape, body, name,
                       {"schedule": "conv2d_packed", **facts, "x": x, "w": wp, "stride": tuple(stride),
                        "dilation": tuple(dilation), "nv": nv, "blocked_in": blocked_in, "blocked_out": blocked_out})

@@ -5,8 +5,8 @@
 - an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
   its group as an epilogue (bias, batch-norm, residual add, activation);
 - a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone;
-- a zero pad into a depthwise conv, and bf16 pairing into a 1x1 bf16 conv run as a GEMM: their schedules
-  read through the producer;
+- a zero pad into a depthwise conv, and bf16 pairing into a 1x1 bf16 conv run as a GEMM or into a bf16 conv
+  over NCHW16c: their schedules read through the producer;
 - a value computed from weights only (`hoisted`, see hoist.py) is not fused into a consumer that reads
   activations: it is computed once in the prepack step and read from memory, as a constant would be.
 Accepts a typed graph; returns Groups in topological order, each with one root node.
@@ -59,7 +59,11 @@ def _pairs_for_gemm(p, n) -> bool:
     """The bf16 words of float32 channel pairs read by a 1x1 stride-1 bf16 conv that runs as a GEMM over the
     positions: its schedule makes the words of each position block in a local buffer (no words tensor in memory,
     no kernel of its own)."""
-    if p.op != "pack_bf16_pairs" or n.op != "conv2d_packed_bf16" or p.attrs.get("axis") != 1:
+    if p.op != "pack_bf16_pairs" or n.op != "conv2d_packed_bf16":
+        return False
+    if n.attrs.get("blocked_in"):       # NCHW16c words: made per row tile into a local panel (gemm_schedule)
+        return p.attrs.get("axis") == 4
+    if p.attrs.get("axis") != 1:
         return False
     from ..lowering.gemm_schedule import conv1x1_as_gemm
     x, wp = n.inputs

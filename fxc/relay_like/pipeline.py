@@ -5,7 +5,7 @@ import time
 
 from .passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants, fold_scale_axis, infer_types,
                      materialize_outputs, pack_weights, simplify, use_blocked_layout, use_winograd)
-from .passes.use_bf16 import use_bf16
+from .passes.use_bf16 import use_bf16, use_bf16_blocked
 
 PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 operands, accumulate in float32
 
@@ -17,6 +17,7 @@ PIPELINE = [
     use_bf16,               # precision="bf16" only
     pack_weights,
     use_blocked_layout,
+    use_bf16_blocked,       # precision="bf16" only
     fold_constants,
     eliminate_common_subexpr,
     eliminate_dead_code,
@@ -26,15 +27,15 @@ PIPELINE = [
 
 def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True,
                  bf16_direct: bool = False):
-    """precision "bf16": use_bf16 runs (on every conv/matmul over weights, or with bf16_everywhere=False only
-    on those that stream their weight); bf16_direct (its direct convs at twice the float32 rate): Winograd
-    keeps only the layers where it still beats them."""
+    """precision "bf16": use_bf16 and use_bf16_blocked run (on every conv/matmul over weights, or with
+    bf16_everywhere=False only on those that stream their weight); bf16_direct (its direct convs at twice the
+    float32 rate): Winograd keeps only the layers where it still beats them."""
+    bf16_passes = (use_bf16, use_bf16_blocked)
     for p in PIPELINE:
-        if p is use_bf16 and precision != "bf16":
+        if p in bf16_passes and precision != "bf16":
             continue
         t0 = time.perf_counter()
-        g = use_bf16(g, bf16_everywhere) if p is use_bf16 else use_winograd(g, bf16_direct) if p is use_winograd \
-            else p(g)
+        g = p(g, bf16_everywhere) if p in bf16_passes else use_winograd(g, bf16_direct) if p is use_winograd else p(g)
         if debug >= 1:
             log(f"[fxc] pass {p.__name__:<28} {1e3 * (time.perf_counter() - t0):7.2f} ms  {len(g.nodes)} nodes")
         if debug >= 2:

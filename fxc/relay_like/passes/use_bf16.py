@@ -5,9 +5,9 @@
     matmul(a, b[..,K,N] / [..,N,K])  -> matmul_packed_bf16(pack_bf16_pairs(a, k axis), pack_lanes(b, n axis, pair_axis k))
 
 Only ops whose weight operand is a weight or a constant (or computed from them) change; depthwise/grouped
-convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first), convs next to a depthwise
-conv (they run in use_blocked_layout's NCHW16c regions, float32: MobileNetV2 runs 4.0 ms that way, 4.5 ms with
-them in bf16 and NCHW) and everything else stay float32. Accumulation, epilogues and outputs stay float32: only
+convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first) and everything else stay
+float32. Convs next to a depthwise conv are left to use_blocked_layout, which places them in its NCHW16c regions;
+use_bf16_blocked then gives them bf16 operands in that layout. Accumulation, epilogues and outputs stay float32: only
 the operands are rounded to bf16.
 An activation read by several convs is paired once. A zero pad of other axes moves after the pairing
 (pad(pack_bf16_pairs(x)): one kernel, as the pack is injective, and the row-wise pad lowering copies half the
@@ -22,45 +22,57 @@ from .pack_weights import LANES, _blocks, _lane_vectors
 BANDWIDTH_ROWS = 8      # output rows per weight column at most: the op streams its weight (a GEMV), bf16 halves it
 
 
+class _Rewrite:
+    """The new node list of a graph being rewritten, with the bf16 words of each activation made once."""
+
+    def __init__(self):
+        self.nodes: list = []
+        self.words: dict = {}           # (activation id, axis) -> its bf16x2 words
+
+    def add(self, op, inputs, attrs):
+        from ...ops.registry import get_op
+        n = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
+        self.nodes.append(n)
+        return n.outputs[0]
+
+    def pairs(self, x, axis):
+        key = (x.id, axis)
+        if key not in self.words:
+            p = x.node
+            if p is not None and p.op == "pad" and axis not in _padded_axes(p):   # pad the words: zero words are
+                self.words[key] = self.add("pad", [self.pairs(p.inputs[0], axis)], dict(p.attrs))  # bf16 zeros,
+            else:                                                                  # the copy is half
+                self.words[key] = self.add("pack_bf16_pairs", [x], dict(axis=axis))
+        return self.words[key]
+
+    def replace(self, n, rep):
+        """rep's node takes n's place: it keeps n's output Value (its id, name and users stay valid)."""
+        out, node = n.outputs[0], rep.node
+        node.outputs[0] = out
+        out.node, out.index = node, 0
+
+
 def use_bf16(g, everywhere: bool = True):
     """everywhere=False (a CPU whose vdpbf16ps is slower per multiply-add than its FMAs, see
     backends/llvm_probe.py): only the ops bound by reading their weight (<= BANDWIDTH_ROWS rows) change."""
-    from ...ops.registry import get_op
     from ..hoist import weight_derived
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
     blocked = _next_to_depthwise(g)
-    new_nodes = []
-    words: dict = {}            # (activation id, axis) -> its bf16x2 words
-
-    def add(op, inputs, attrs):
-        n = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
-        new_nodes.append(n)
-        return n.outputs[0]
-
-    def pairs(x, axis):
-        key = (x.id, axis)
-        if key not in words:
-            p = x.node
-            if p is not None and p.op == "pad" and axis not in _padded_axes(p):   # pad the words: zero words are
-                words[key] = add("pad", [pairs(p.inputs[0], axis)], dict(p.attrs))  # bf16 zeros, the copy is half
-            else:
-                words[key] = add("pack_bf16_pairs", [x], dict(axis=axis))
-        return words[key]
-
+    r = _Rewrite()
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
                 or not (n.inputs[1].is_const or n.inputs[1].id in fixed) \
                 or not (everywhere or _streams_weight(n)) or n in blocked:
-            new_nodes.append(n)
+            r.nodes.append(n)
             continue
         if n.op == "conv2d" and n.attrs.get("groups", 1) == 1:
             x, w = n.inputs
             o = w.shape[0]
             nv = _lane_vectors(o, n.outputs[0].shape[3])
-            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES, pair_axis=1))
-            rep = add("conv2d_packed_bf16", [pairs(x, 1), wp],
-                      dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
-                           dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
+            wp = r.add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES, pair_axis=1))
+            rep = r.add("conv2d_packed_bf16", [r.pairs(x, 1), wp],
+                        dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
+                             dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
         elif n.op == "matmul" and n.outputs[0].shape[-1] >= 8:
             a, b = n.inputs
             nd = b.type.ndim
@@ -68,18 +80,45 @@ def use_bf16(g, everywhere: bool = True):
             nv = _lane_vectors(cols)
             trans_a = n.attrs.get("trans_a", False)
             axis = nd - 2 if n.attrs.get("trans_b") else nd - 1
-            bp = add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES,
-                                             pair_axis=nd - 1))
-            rep = add("matmul_packed_bf16", [pairs(a, a.type.ndim - (2 if trans_a else 1)), bp],
-                      dict(n=cols, trans_a=trans_a, nv=nv))
+            bp = r.add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES,
+                                               pair_axis=nd - 1))
+            rep = r.add("matmul_packed_bf16", [r.pairs(a, a.type.ndim - (2 if trans_a else 1)), bp],
+                        dict(n=cols, trans_a=trans_a, nv=nv))
         else:
-            new_nodes.append(n)
+            r.nodes.append(n)
             continue
-        # the replacement keeps the original output Value (its id, name and users stay valid)
-        out, node = n.outputs[0], rep.node
-        node.outputs[0] = out
-        out.node, out.index = node, 0
-    g.nodes = new_nodes
+        r.replace(n, rep)
+    g.nodes = r.nodes
+    return g
+
+
+def use_bf16_blocked(g, everywhere: bool = True):
+    """The convs use_bf16 leaves to use_blocked_layout (those next to a depthwise conv), once it has placed them:
+
+        conv2d_packed(x16, pack_lanes(w), blocked_in, ..) -> conv2d_packed_bf16(pack_bf16_pairs(x16, 4),
+                                                                                pack_lanes(w, pair_axis 1), ..)
+        conv2d_packed(x, pack_lanes(w), ..) (NCHW input)  -> conv2d_packed_bf16(pack_bf16_pairs(x, 1), ..)
+
+    The words of an NCHW16c activation are its bytes in bfloat16: block b's 16 channels as 8 words. The conv reads
+    them through (fuse_ops), packing each row tile's input columns once into a local panel (gemm_schedule), so no
+    words tensor goes through memory. A conv over an odd number of channels from NCHW16c stays float32 (a pair
+    would join a channel to a padding lane)."""
+    from ..hoist import weight_derived
+    fixed = weight_derived(g)
+    r = _Rewrite()
+    for n in g.nodes:
+        pack = n.inputs[1].node if n.op == "conv2d_packed" else None
+        if pack is None or pack.op != "pack_lanes" or pack.attrs.get("pair_axis") is not None \
+                or not (pack.inputs[0].is_const or pack.inputs[0].id in fixed) \
+                or n.outputs[0].dtype != "float32" or not (everywhere or _streams_weight(n)) \
+                or (n.attrs.get("blocked_in") and pack.inputs[0].shape[1] % 2):
+            r.nodes.append(n)
+            continue
+        wp = r.add("pack_lanes", list(pack.inputs), dict(pack.attrs, pair_axis=1))
+        rep = r.add("conv2d_packed_bf16", [r.pairs(n.inputs[0], 4 if n.attrs.get("blocked_in") else 1), wp],
+                    dict(n.attrs))
+        r.replace(n, rep)
+    g.nodes = r.nodes
     return g
 
 
@@ -116,7 +155,7 @@ def _next_to_depthwise(g) -> set:
 def _streams_weight(n) -> bool:
     """At most BANDWIDTH_ROWS output rows per output channel/column (conv: N*OH*OW, matmul: the rows)."""
     out = n.outputs[0].type
-    cols = out.shape[1] if n.op == "conv2d" else out.shape[-1]
+    cols = out.shape[1] if n.op == "conv2d" else n.attrs["out_channels"] if n.op == "conv2d_packed" else out.shape[-1]
     return out.numel <= BANDWIDTH_ROWS * cols
 
 
