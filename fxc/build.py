@@ -5,6 +5,7 @@ import contextlib
 import gc
 import os
 import sys
+import threading
 import time
 
 from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
@@ -99,18 +100,28 @@ def group_kernel(gr, name: str, num_threads: int):
     return lower_group(name, roots, out_bufs, in_bufs, num_threads)
 
 
+_gc_pauses = {"depth": 0, "was": False}
+_gc_lock = threading.Lock()
+
+
 @contextlib.contextmanager
 def gc_paused():
-    """Python's cyclic garbage collector off for the duration (as it was before, after). A compile allocates
-    hundreds of thousands of objects; each full collection then walks the whole heap, torch's included (0.1-0.2 s
-    a time here). What the compile leaves behind is freed by reference counting or by the next collection."""
-    was = gc.isenabled()
-    gc.disable()
+    """Python's cyclic garbage collector off for the duration (as it was before, after the last of the pauses
+    that overlap, in any threads). A compile allocates hundreds of thousands of objects; each full collection then
+    walks the whole heap, torch's included (0.1-0.2 s a time here). What the compile leaves behind is freed by
+    reference counting or by the next collection."""
+    with _gc_lock:
+        if _gc_pauses["depth"] == 0:
+            _gc_pauses["was"] = gc.isenabled()
+            gc.disable()
+        _gc_pauses["depth"] += 1
     try:
         yield
     finally:
-        if was:
-            gc.enable()
+        with _gc_lock:
+            _gc_pauses["depth"] -= 1
+            if _gc_pauses["depth"] == 0 and _gc_pauses["was"]:
+                gc.enable()
 
 
 def build(graph, target: str = "llvm", **options) -> Module:

@@ -227,6 +227,89 @@ def test_builds_run_with_the_cyclic_gc_paused_and_restore_it(monkeypatch):
         gc.enable()
 
 
+def test_gc_pauses_that_overlap_in_two_threads_restore_it_after_the_last():
+    import gc
+    import threading
+    entered, release = threading.Event(), threading.Event()
+
+    def other():
+        with fb.gc_paused():
+            entered.set()
+            release.wait(10)
+    t = threading.Thread(target=other)
+    assert gc.isenabled()
+    with fb.gc_paused():
+        t.start()
+        assert entered.wait(10)
+    assert not gc.isenabled()           # the other thread's pause goes on after this one ended
+    release.set()
+    t.join()
+    assert gc.isenabled()
+
+
+def _early_net():
+    import torch
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1)).eval()
+
+
+def _build_threads(monkeypatch):
+    import threading
+    from fxc.capture.torch import FxcSubgraph
+    threads = []
+    real = FxcSubgraph.compile
+
+    def spy(self, args):
+        threads.append(threading.current_thread().name)
+        return real(self, args)
+    monkeypatch.setattr(FxcSubgraph, "compile", spy)
+    return threads
+
+
+def test_torch_compile_starts_the_build_before_the_first_call(monkeypatch):
+    """The backend starts building the partition for the traced shapes on a thread (its LLVM parts compile while
+    Dynamo builds its guards); the first call waits for that module and builds nothing itself."""
+    import torch
+    threads = _build_threads(monkeypatch)
+    net, x = _early_net(), torch.randn(2, 3, 10, 9)
+    f = torch.compile(net, backend="fxc")
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+    assert threads == ["fxc-early-build"]
+
+
+def test_a_failed_early_build_leaves_the_first_call_to_build(monkeypatch):
+    import torch
+    from fxc.capture.torch import FxcSubgraph
+    threads = _build_threads(monkeypatch)
+    spied = FxcSubgraph.compile
+
+    def fails_on_fake_tensors(self, args):
+        if any(isinstance(a, torch._subclasses.FakeTensor) for a in args):
+            threads.append("failed")
+            raise RuntimeError("boom")
+        return spied(self, args)
+    monkeypatch.setattr(FxcSubgraph, "compile", fails_on_fake_tensors)
+    net, x = _early_net(), torch.randn(1, 3, 8, 8)
+    f = torch.compile(net, backend="fxc")
+    with torch.no_grad():
+        torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+    assert threads == ["failed", "MainThread"]
+
+
+def test_symbolic_shapes_build_at_the_first_call(monkeypatch):
+    import torch
+    threads = _build_threads(monkeypatch)
+    net = _early_net()
+    f = torch.compile(net, backend="fxc", dynamic=True)
+    with torch.no_grad():
+        for w in (9, 12):
+            x = torch.randn(1, 3, 10, w)
+            torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+    assert threads and set(threads) == {"MainThread"}
+
+
 def test_a_group_and_the_same_group_with_a_residual_add_share_one_kernel(monkeypatch):
     """conv(+bias, relu) and conv(+bias + residual, relu) of one shape compile once: the plain call passes a null
     residual (lowering/optional.py), the kernel skips its loads then. Both results match numpy, as a Winograd conv

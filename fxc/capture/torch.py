@@ -330,9 +330,42 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
         r.fallback_reasons.update(reasons)
     _record(rec)
     fused.recompile()
-    for sub in subs:
-        sub.warm(gm, example_inputs)
+    _build_early([(sub, [_meta(a) if isinstance(a, torch.fx.Node) else a for a in calls[sub.name].args])
+                  for sub in subs if sub.name in calls])
     return make_boxed_func(fused.forward)
+
+
+def _build_early(subs) -> None:
+    """Start building the partitions for the argument shapes of the trace (its FakeTensors), in one thread, in
+    order: their kernels lower, and compile in the LLVM worker processes, while Dynamo goes on to build its
+    guards; a partition's first call with those shapes waits for its build (FxcSubgraph.forward). Partitions
+    with symbolic shapes or other non-static arguments, and the freeze/check modes (which read the weights'
+    values), build at their first call instead."""
+    early = [(sub, args, sub.expect(args)) for sub, args in subs if _static(args)
+             and not (sub.options.get("freeze") or sub.options.get("check"))]
+    if not early:
+        return
+
+    def run():
+        for sub, args, slot in early:
+            try:
+                slot["entry"] = sub.compile(args)
+            except Exception:       # the first call builds again, with its real arguments, and reports it
+                pass
+            finally:
+                slot["done"].set()
+    threading.Thread(target=run, name="fxc-early-build", daemon=True).start()
+
+
+def _static(args) -> bool:
+    """Every argument a tensor of concrete shape and strides, or a plain Python scalar."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if not all(type(d) is int for d in (*a.shape, *a.stride())):
+                return False
+        elif type(a) not in (int, float, bool):
+            return False
+    return True
 
 
 _NOT_FALLBACK = ("size arithmetic", "view output", "error check")
@@ -374,9 +407,13 @@ class FxcSubgraph(torch.nn.Module):
         self._dynamic = None            # argument positions in the cache key (all but the weights)
         self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
         self._last = None               # the module of the previous call: woken first thing (Module.wake)
+        self._early: dict = {}          # key -> the slot of its build started at compile time (_build_early)
 
-    def warm(self, parent, example_inputs):
-        pass   # compiled lazily at the first call with real tensors (shapes may be symbolic here)
+    def expect(self, args) -> dict:
+        """The slot an early build (_build_early) of these arguments' shapes fills: {"done": Event, "entry"}."""
+        slot = {"done": threading.Event()}
+        self._early[self._key(args)] = slot
+        return slot
 
     def _key(self, args):
         """Shapes, dtypes and devices of the arguments: what a compiled module is specialised on. Weights
@@ -401,6 +438,13 @@ class FxcSubgraph(torch.nn.Module):
         if entry is None:
             if key in self.eager_keys:
                 return self.gm(*args)
+            early = self._early.pop(key, None)
+            if early is not None:
+                early["done"].wait()
+                entry = early.get("entry")
+                if entry is not None:
+                    self.cache[key] = entry
+        if entry is None:
             try:
                 entry = self.cache[key] = self.compile(args)
             except Exception as e:   # never crash the user's program: run this part eagerly instead
