@@ -205,6 +205,25 @@ def test_bf16_blocked_conv_with_taps_reads_its_words_through(stride, dilation):
     assert any(k.startswith("pack_bf16_pairs+conv2d_packed_bf16") and "16]  [anchor" in k for k in groups), groups
 
 
+def test_bf16_conv_over_an_odd_channel_count_in_nchw16c_stays_float32():
+    """23 channels in NCHW16c: their last bf16 pair would join channel 22 to a padding lane, so that conv keeps
+    float32 operands (the stem, reading NCHW, pairs with a zero channel as everywhere)."""
+    from fxc.backends.llvm import target_machine
+    from fxc.build import bf16_everywhere
+    if "+avx512bf16" not in target_machine()[3].split(",") or not bf16_everywhere():
+        pytest.skip("this CPU runs no bf16 conv here (no AVX-512 BF16, or bf16 only where a weight streams)")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 23, 1), torch.nn.Conv2d(23, 23, 3, 1, 1, groups=23), torch.nn.ReLU(),
+                              torch.nn.Conv2d(23, 32, 1), torch.nn.Conv2d(32, 32, 3, 1, 1, groups=32)).eval()
+    x = torch.randn(1, 3, 12, 12)
+    with torch.no_grad():
+        compiled = fxc.from_torch(net, (x,), precision="bf16")
+        ref = net(x)
+        torch.testing.assert_close(compiled(x), ref, rtol=2e-2, atol=2e-2 * ref.abs().max().item())
+    convs = [k for k in _groups(compiled.module.kernels) if "conv2d_packed" in k]
+    assert len(convs) == 2 and "conv2d_packed_bf16" in convs[0] and convs[1].startswith("conv2d_packed+"), convs
+
+
 def test_blocked_model_exports_and_loads(tmp_path):
     """An artifact of a model with NCHW16c regions runs in the framework-free runtime with eager's results."""
     net, x = _net(), torch.randn(1, 3, 18, 18)
