@@ -174,6 +174,13 @@ def test_torch_block_and_weight_update(batch):
         compiled(x)
         m.c1.weight.mul_(-0.5)          # the transformed weight is recomputed when the weight changes
         torch.testing.assert_close(compiled(x), m(x), rtol=1e-4, atol=1e-5 * max(m(x).abs().max().item(), 1.0))
+        m.b1.weight.mul_(1.5)           # and when the batch-norm scale folded into it does
+        m.b2.running_var.mul_(0.5)
+        torch.testing.assert_close(compiled(x), m(x), rtol=1e-4, atol=1e-5 * max(m(x).abs().max().item(), 1.0))
+    # the folded batch-norm scale is applied by the weight transform: no scaled copy of the weight is made
+    kernels = fxc.explain(m, x).kernels
+    transforms = [k for k in kernels if "winograd_weight" in k]
+    assert len(transforms) == 2 and not any("mul -> float32[32, 32, 3, 3]" in k for k in kernels), kernels
 
 
 def test_check_mode_and_export(tmp_path):

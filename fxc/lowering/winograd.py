@@ -314,10 +314,12 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
 
 
 def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4):
-    """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*LANES + l, c] G^T)[e1, e2] (zero where the channel >= K): a
-    te.extern lower function. Whole blocks of LANES output channels are one vector (a gather of the weight)."""
+    """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*LANES + l, c] G^T)[e1, e2] (zero where the channel >= K), times
+    scale[kb*LANES + l] when the op has that second input: a te.extern lower function. Whole blocks of LANES output
+    channels are one vector (a gather of the weight)."""
     def lower(outs, ins):
         ub, wb = outs[0], ins[0]
+        sb = ins[1] if len(ins) > 1 else None
         kb, c, l = Var("kb"), Var("c"), Var("l")
 
         AL, G = alpha(m), MATRICES[m][2]
@@ -326,10 +328,12 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4):
         def one(lanes, k0):
             if lanes > 1:
                 g = lambda i, j: VecLoad(wb, ((k0 * c_ + c) * 3 + i) * 3 + j, lanes, c_ * 9)
+                scale = VecLoad(sb, k0, lanes) if sb is not None else None
             else:
                 g = lambda i, j: Load(wb, ((k0 * c_ + c) * 3 + i) * 3 + j)
-            u = lambda e1, e2, val: Store(ub, (((e1 * AL + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES),
-                                          val)
+                scale = Load(sb, k0) if sb is not None else None
+            at = lambda e1, e2: (((e1 * AL + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES)
+            u = lambda e1, e2, val: Store(ub, at(e1, e2), val if scale is None else binary("mul", val, scale))
             return _transform_loops(g, G, G, tmp, u, lanes)
         full = k_ // LANES
         # whole blocks in parallel (a weight update repacks: every training step)

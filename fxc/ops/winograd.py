@@ -2,6 +2,8 @@
 
     winograd_weight(w[K, C, 3, 3], blocks, tile m) -> U[a, a, blocks, C, 16]  U = G w G^T (a = m + 2), output
                                                      channels in blocks of 16 lanes (zero padded), a prepack step
+    winograd_weight(w, scale[K], ..)                 U = G (w[k] scale[k]) G^T: a batch norm folded into the
+                                                     weight (fold_scale_axis) scales the transform's result
     conv2d_winograd(x[N, C, H, W], U, out_channels, padding, nv, tile m) -> y[N, K, H + 2ph - 2, W + 2pw - 2]
                                                      conv2d of x zero padded by `padding` (schedule: lowering/winograd.py)
 
@@ -47,35 +49,45 @@ def _weight_infer(types, blocks, lanes=LANES, tile=4):
     _matrices(tile)
     if w.ndim != 4 or w.shape[2:] != (3, 3) or blocks * lanes < w.shape[0]:
         raise ShapeError(f"winograd_weight expects a [K, C, 3, 3] weight and {blocks} x {lanes} >= K, got {w.shape}")
+    if len(types) > 1 and (types[1].shape != (w.shape[0],) or types[1].dtype != w.dtype):
+        raise ShapeError(f"winograd_weight's scale must be {w.dtype}[{w.shape[0]}], one per output channel, got "
+                         f"{types[1].dtype}{list(types[1].shape)}")
     return [TensorType((alpha(tile), alpha(tile), blocks, w.shape[1], lanes), w.dtype)]
 
 
-def _weight(w, blocks, lanes=LANES, tile=4):
-    shape = _weight_infer([w], blocks, lanes, tile)[0].shape
+def _weight(w, scale=None, blocks=1, lanes=LANES, tile=4):
+    ins = [w] if scale is None else [w, scale]
+    shape = _weight_infer(ins, blocks, lanes, tile)[0].shape
     if lanes != LANES:
         raise ShapeError(f"winograd_weight packs output channels in {LANES} lanes, got lanes={lanes}")
-    return te.extern([(shape, w.dtype)], [w], weight_transform(w.shape[0], w.shape[1], blocks, w.dtype, tile),
+    return te.extern([(shape, w.dtype)], ins, weight_transform(w.shape[0], w.shape[1], blocks, w.dtype, tile),
                      "winograd_weight")[0]
 
 
-def _weight_ref(w, blocks, lanes=LANES, tile=4):
-    """G w G^T as two GEMMs over every (channel, output channel) at once (it is the compile-time fold of a frozen
-    weight: ResNet-18's took 0.9 s as one einsum, 0.1 s this way)."""
+def _weight_ref(w, scale=None, blocks=1, lanes=LANES, tile=4):
+    """G (w[k] * scale[k]) G^T as two GEMMs over every (channel, output channel) at once (it is the compile-time
+    fold of a frozen weight: ResNet-18's took 0.9 s as one einsum, 0.1-0.3 s this way)."""
     g = _matrices(tile)[2]
     k, c = w.shape[:2]
     a = alpha(tile)
     wp = np.zeros((3, 3, c, blocks * lanes))                    # [i, j, C, K padded], float64
     wp[..., :k] = w.transpose(2, 3, 1, 0)
     t = (g @ wp.reshape(3, -1)).reshape(a, 3, -1)               # G w: [a, j, C * K]
-    u = np.matmul(g, t).reshape(a, a, c, blocks, lanes)         # (G w) G^T: [a, b, C, blocks, lanes]
+    u = np.matmul(g, t).reshape(a, a, c, blocks * lanes)        # (G w) G^T: [a, b, C, K padded]
+    if scale is not None:
+        u[..., :k] *= scale
+    u = u.reshape(a, a, c, blocks, lanes)
     return np.ascontiguousarray(u.transpose(0, 1, 3, 2, 4), dtype=w.dtype)
 
 
 register(OpDef("winograd_weight", Kind.OPAQUE, _weight_infer, _weight_ref, _weight, {}, None,
                lambda rng: [([rand(rng, (5, 3, 3, 3))], {"blocks": 1}),
                             ([rand(rng, (40, 16, 3, 3))], {"blocks": 4}),
-                            ([rand(rng, (20, 6, 3, 3))], {"blocks": 2, "tile": 2})],
-               ("float32",), doc="Winograd F(m x m,3x3) weight transform G w G^T, output channels packed in lanes."))
+                            ([rand(rng, (20, 6, 3, 3))], {"blocks": 2, "tile": 2}),
+                            ([rand(rng, (40, 16, 3, 3)), rand(rng, (40,))], {"blocks": 3}),
+                            ([rand(rng, (20, 6, 3, 3)), rand(rng, (20,))], {"blocks": 2, "tile": 2})],
+               ("float32",), doc="Winograd F(m x m,3x3) weight transform G w G^T, output channels packed in lanes; "
+                                 "times scale[k] per output channel k when given (a folded batch norm)."))
 
 
 # -- the convolution --------------------------------------------------------------------------------------------------
@@ -156,7 +168,7 @@ def _conv_ref(x, u, out_channels, padding=(1, 1), nv=1, tile=4):
 
 def _sample(rng, n, c, k, h, w, padding, nv, tile=4, bf16=False):
     blocks = -(-(-(-k // LANES)) // nv) * nv
-    u = _weight_ref(rand(rng, (k, c, 3, 3)), blocks, tile=tile)
+    u = _weight_ref(rand(rng, (k, c, 3, 3)), blocks=blocks, tile=tile)
     if bf16:
         from .bf16 import bf16_pairs_ref
         u = bf16_pairs_ref(u, 3)

@@ -77,6 +77,21 @@ def f2_pays(c: int, k: int, n: int, oh: int, ow: int, bf16: bool = True) -> bool
     return c >= 64 and k >= 64 and min(oh, ow) >= 7 and (not bf16 or n * -(-oh // 2) * -(-ow // 2) >= 32)
 
 
+def _scaled(w, add) -> list:
+    """winograd_weight's inputs for weight w: [w0, scale] when w = w0 * s with s [K, 1, 1, 1] (fold_scale_axis'
+    batch norm folded into the weight; the transform is linear per output channel, so it scales its result
+    instead, and no scaled copy of the weight is made: a prepack pass over the weight less, every training
+    step), else [w]."""
+    p = w.node
+    if p is None or p.op != "mul" or len(p.inputs) != 2:
+        return [w]
+    for w0, s in (p.inputs, p.inputs[::-1]):
+        if tuple(w0.shape) == tuple(w.shape) and w0.dtype == s.dtype == w.dtype \
+                and tuple(s.shape) == (w.shape[0], 1, 1, 1):
+            return [w0, add("reshape", [s], {"shape": (w.shape[0],)})]
+    return [w]
+
+
 def use_winograd(g, bf16_direct: bool = False):
     """bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16)."""
     from ...lowering.winograd import fits, lane_vectors, tiles
@@ -112,7 +127,7 @@ def use_winograd(g, bf16_direct: bool = False):
         m, bf16 = choice
         nv = lane_vectors(tiles(ow, m), -(-k // LANES))
         blocks = -(-(-(-k // LANES)) // nv) * nv
-        u = add("winograd_weight", [w], dict(blocks=blocks, lanes=LANES, tile=m))
+        u = add("winograd_weight", _scaled(w, add), dict(blocks=blocks, lanes=LANES, tile=m))
         if bf16:
             u = add("pack_bf16_pairs", [u], dict(axis=3))
         rep = add("conv2d_winograd", [x, u], dict(out_channels=k, padding=padding, nv=nv, tile=m))
