@@ -91,9 +91,11 @@ def finish_module(mw: ModuleWriter, calls: list, prepack_calls: list = (), profi
 
 # Kernels: LLVM's O3 without the SLP vectorizer: fxc's loop IR already holds explicit vectors, and its loops ask
 # for the loop vectorizer and unroller only where they want them (see llvm_render.loop_md); SLP was ~15% of the
-# optimisation time for no measured speed. The entry part (a straight list of kernel calls) gets no IR passes:
-# object code of the same size in a third of the time. Part of the object-cache key.
-PIPELINE = "kernels O3 loop-vectorize unroll no-slp; entry none"
+# optimisation time for no measured speed. The entry part (a straight list of kernel calls) gets no IR passes,
+# and codegen at O0 (fast instruction selection, no scheduling): it is compiled last, after every kernel is
+# rendered, so its time is the build's tail (ResNet-18's: 36 -> 17 ms of codegen); its code only passes addresses.
+# Part of the object-cache key.
+PIPELINE = "kernels O3 loop-vectorize unroll no-slp; entry none, codegen O0"
 
 
 def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
@@ -422,16 +424,18 @@ def _close_workers():
 
 
 def _compile_part(text: str, optimize_ir: bool = True) -> bytes:
-    """Optimise (unless not optimize_ir) and emit one part in its own LLVM context and target machines."""
+    """Optimise and emit one part in its own LLVM context and target machines; a part not optimize_ir (the entry)
+    gets no IR passes and O0 codegen (PIPELINE)."""
     import llvmlite.binding as llvm
-    return _host_machine().emit_object(optimize(text, llvm.create_context(), _host_machine(), passes=optimize_ir))
+    tm = _host_machine(3 if optimize_ir else 0)
+    return tm.emit_object(optimize(text, llvm.create_context(), _host_machine(), passes=optimize_ir))
 
 
-def _host_machine():
+def _host_machine(opt: int = 3):
     """A new target machine for the host CPU (one per thread: they are not shared)."""
     import llvmlite.binding as llvm
     _, triple, cpu, features = target_machine()
-    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
+    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt,
                                                                  reloc="pic", codemodel="default")
 
 
