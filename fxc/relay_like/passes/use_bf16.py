@@ -39,9 +39,10 @@ class _Rewrite:
         key = (x.id, axis)
         if key not in self.words:
             p = x.node
-            if p is not None and p.op == "pad" and axis not in _padded_axes(p):   # pad the words: zero words are
-                self.words[key] = self.add("pad", [self.pairs(p.inputs[0], axis)], dict(p.attrs))  # bf16 zeros,
-            else:                                                                  # the copy is half
+            if p is not None and p.op == "pad" and axis not in _padded_axes(p):
+                # pad the words: zero words are bf16 zeros, and the copy is half the bytes
+                self.words[key] = self.add("pad", [self.pairs(p.inputs[0], axis)], dict(p.attrs))
+            else:
                 self.words[key] = self.add("pack_bf16_pairs", [x], dict(axis=axis))
         return self.words[key]
 
