@@ -148,6 +148,12 @@ def largest_divisor(n: int, min_quotient: int) -> int:
     return max([d for d in range(1, n + 1) if n % d == 0 and n // d >= min_quotient] or [1])
 
 
+def groups_per_item(groups: int, items: int, num_threads: int) -> int:
+    """How many of `groups` (channel tiles) one parallel work item runs in a row, sharing a local copy of its input,
+    when there are `items` work items per group: as many as still leave 8 work items per thread."""
+    return largest_divisor(groups, -(-8 * num_threads // items))
+
+
 def _parallel(axes: list, body, work: int, num_threads: int):
     """Loops over (Var, extent) axes fused into one parallel loop (serial when small)."""
     axes = [(a, n) for a, n in axes if n > 1] + [(a, n) for a, n in axes if n == 1]
@@ -317,7 +323,7 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     groups = OBP // nv
     per, chunk, g = 1, Var("obc"), Var("obg")
     if staged:
-        per = largest_divisor(groups, -(-8 * num_threads // (N * OH)))
+        per = groups_per_item(groups, N * OH, num_threads)
         obb = chunk * per + g
     else:
         obb = Var("obb")
@@ -502,7 +508,7 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     if xflat is not None:
         # x is computed (bf16 words of float32 pairs): each work item makes the block's words once into a local
         # buffer for `per` channel tiles in a row, as few per item as keep 8 items per thread
-        per = largest_divisor(n_ot, -(-8 * num_threads // (N * n_pb)))
+        per = groups_per_item(n_ot, N * n_pb, num_threads)
 
     def item(widths, p0):
         tiles = over_channels(widths, p0)
