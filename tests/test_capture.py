@@ -86,6 +86,41 @@ def test_training_step_matches_eager(target):
         torch.testing.assert_close(p1, p2, rtol=1e-4, atol=1e-5)
 
 
+class _Heads(nn.Module):
+    """Attention-like reshapes between linear layers: the training forward returns views (of the projections) that
+    AOT autograd saves for the backward, and the compiled ops after them read them too."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 16)
+
+    def forward(self, x):
+        h = self.a(x).view(2, 4, 32).relu().permute(1, 0, 2).reshape(8, 32)
+        return torch.tanh(self.b(h)).view(2, 4, 16).sum(1)
+
+
+def test_views_saved_for_the_backward_do_not_cut_the_graph(target):
+    from fxc.capture.torch import Explanation, _recorders
+    torch.manual_seed(0)
+    m1, m2 = _Heads(), _Heads()
+    m2.load_state_dict(m1.state_dict())
+    x = torch.randn(8, 16)
+    rec = Explanation()
+    _recorders.append(rec)
+    try:
+        c = torch.compile(m2, backend="fxc", options={"target": target})
+        out = c(x)
+        out.square().sum().backward()
+    finally:
+        _recorders.remove(rec)
+    ref = m1(x)
+    ref.square().sum().backward()
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-5)
+    assert (rec.graphs, rec.subgraphs) == (2, 2), str(rec)     # the forward and the backward, one partition each
+
+
 def test_freeze_option(target):
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()

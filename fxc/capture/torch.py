@@ -296,7 +296,9 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     from torch.fx.passes.operator_support import create_op_support
 
     static = _static_placeholders(gm) if is_forward else set()
-    support = _Support(_view_outputs(gm))
+    views = _view_outputs(gm)
+    _twin_views(gm, views)
+    support = _Support(views)
     partitioner = CapabilityBasedPartitioner(gm, create_op_support(support), allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     compiled_ops, fallback = collections.Counter(), collections.Counter()
@@ -382,6 +384,27 @@ def _view_outputs(gm) -> set:
                 any(u is out or u in keep for u in node.users):
             keep.add(node)
     return keep
+
+
+def _twin_views(gm, views: set) -> None:
+    """Give the compiled ops that read a view kept in torch (`_view_outputs`) a twin of it to read instead, made
+    the same way from the twins of its own kept inputs. The kept view then only feeds the output (and other kept
+    views), so it no longer cuts the compiled ops around it into separate partitions: a training graph returns the
+    views AOT autograd saves for the backward, and BERT's forward was 29 partitions that way. The outputs stay
+    real views."""
+    twins: dict = {}
+
+    def twin(v):
+        if v not in twins:
+            with gm.graph.inserting_after(v):
+                t = gm.graph.call_function(v.target, *torch.fx.node.map_arg((v.args, v.kwargs),
+                                                                            lambda a: twin(a) if a in views else a))
+            t.meta = dict(v.meta)
+            twins[v] = t
+        return twins[v]
+    for v in [n for n in gm.graph.nodes if n in views]:
+        for u in [u for u in v.users if u.op != "output" and u not in views]:
+            u.replace_input_with(v, twin(v))
 
 
 def _static_placeholders(gm) -> set:
