@@ -262,12 +262,16 @@ def test_out_of_range_float_to_int_casts_as_eager(dtype, src, target):
     torch.testing.assert_close(compiled(f, target)(x), f(x), rtol=0, atol=0)
 
 
-def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch):
+@pytest.mark.parametrize("openmp", ["0", "1"])
+def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch, openmp):
     """Module.wake (the runtime's fxc_wake) wakes the sleeping workers ahead of a call: woken with no call
-    following, they go back to sleep; woken twice, or while a call runs from another thread, results stay right."""
+    following, they go back to sleep; woken twice, or while a call runs from another thread, results stay right.
+    With FXC_OPENMP=1 (the default beside PyTorch) the loops run on OpenMP's team instead, where wake does nothing
+    and two callers each get a team."""
     import threading
     import time
     monkeypatch.setenv("FXC_NUM_THREADS", "2")
+    monkeypatch.setenv("FXC_OPENMP", openmp)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 1)).eval()
     x = torch.randn(2, 8, 20, 20)
@@ -275,7 +279,7 @@ def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch):
         compiled = fxc.from_torch(net, (x,))
         ref = net(x)
         module = compiled.module
-        assert module._lib.wake is not None
+        assert module._lib.wake is not None and module._lib.lib.fxc_uses_openmp() == int(openmp)
         for pause in (0.0, 0.01, 0.0):           # 10 ms: past both spins (the workers are asleep again)
             module.wake()
             module.wake()

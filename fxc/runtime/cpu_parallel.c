@@ -11,7 +11,10 @@
    a virtual machine may not pull it back for milliseconds): the two then share one core and every kernel
    runs at half speed. A worker that finds itself on the caller's CPU when it takes a job therefore moves
    off it (its affinity becomes the CPUs it was allowed minus that one).
-   Concurrent callers (several Python or C threads) do not share the pool: a second one runs serially. */
+   Concurrent callers (several Python or C threads) do not share the pool: a second one runs serially.
+   In a process with PyTorch the loops run on OpenMP's team instead (fxc_use_openmp, runtime/cpu.py): PyTorch's
+   own libgomp.so.1 is the one loaded, and its threads spin for a few ms after each of PyTorch's ops, so a separate
+   pool would share the cores with them; on its team they take fxc's chunks instead. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -167,9 +170,32 @@ void fxc_wake(void) {
     }
     pthread_mutex_unlock(&mu);
 }
+/* OpenMP's team (libgomp.so.1: PyTorch's own copy once torch is loaded, the soname being the same) instead of
+   this pool: fxc_use_openmp(1). Its threads claim the same chunks; the call returns at the team's barrier. */
+extern void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags) __attribute__((weak));
+static int use_openmp = 0;
+void fxc_use_openmp(int on) { use_openmp = on && GOMP_parallel != 0; }
+int fxc_uses_openmp(void) { return use_openmp; }
+
+struct omp_job { fxc_body fn; void **args; int64_t n, nchunks; _Atomic int64_t next; };
+
+static void omp_body(void *p) {
+    struct omp_job *j = p;
+    for (;;) {
+        int64_t c = atomic_fetch_add(&j->next, 1);
+        if (c >= j->nchunks) return;
+        j->fn(j->n * c / j->nchunks, j->n * (c + 1) / j->nchunks, j->args);
+    }
+}
+
 void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     int nt = fxc_get_num_threads();
     if (nt > n) nt = (int)n;
+    if (nt > 1 && use_openmp) {
+        struct omp_job j = {fn, args, n, n < 8 * (int64_t)nt ? n : 8 * (int64_t)nt, 0};
+        GOMP_parallel(omp_body, &j, (unsigned)nt, 0);
+        return;
+    }
     if (nt <= 1 || atomic_flag_test_and_set(&busy)) { if (n > 0) fn(0, n, args); return; }
     int64_t nchunks = n < 8 * (int64_t)nt ? n : 8 * (int64_t)nt;
     pthread_mutex_lock(&mu);
