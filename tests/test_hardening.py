@@ -297,3 +297,33 @@ def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch, openmp):
             module.wake()
         t.join(timeout=60)
         assert not t.is_alive() and not errors
+
+
+FORK_CHILD = """
+import os, sys, torch, fxc
+net = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 1)).eval()
+x = torch.randn(2, 8, 20, 20)
+with torch.no_grad():
+    compiled = fxc.from_torch(net, (x,))
+    ref = net(x)
+    assert torch.allclose(compiled(x), ref, rtol=1e-4, atol=1e-5)
+    lib = compiled.module._lib.lib
+    assert lib.fxc_uses_openmp() == 1
+    pid = os.fork()
+    if pid == 0:
+        ok = torch.allclose(compiled(x), ref, rtol=1e-4, atol=1e-5) and lib.fxc_uses_openmp() == 0
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    print("child", status)
+"""
+
+
+def test_a_forked_child_runs_kernels_on_fxcs_pool(tmp_path):
+    """Beside PyTorch the kernels use OpenMP's team, whose threads a forked child does not have (libgomp then hangs
+    at the first parallel loop, as PyTorch's own ops do): the child turns to fxc's pool, which restarts after fork."""
+    import subprocess
+    import sys
+    env = dict(__import__("os").environ, FXC_CACHE_DIR=str(tmp_path), FXC_NUM_THREADS="2")
+    env.pop("FXC_OPENMP", None)
+    p = subprocess.run([sys.executable, "-c", FORK_CHILD], capture_output=True, text=True, timeout=120, env=env)
+    assert p.returncode == 0 and p.stdout.strip().endswith("child 0"), p.stdout + p.stderr

@@ -174,7 +174,12 @@ void fxc_wake(void) {
    this pool: fxc_use_openmp(1). Its threads claim the same chunks; the call returns at the team's barrier. */
 extern void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags) __attribute__((weak));
 static int use_openmp = 0;
-void fxc_use_openmp(int on) { use_openmp = on && GOMP_parallel != 0; }
+static void openmp_off(void) { use_openmp = 0; }    /* a forked child: libgomp's team is the parent's (it hangs) */
+void fxc_use_openmp(int on) {
+    static int hooked = 0;
+    if (on && !hooked && pthread_atfork(NULL, NULL, openmp_off) == 0) hooked = 1;
+    use_openmp = on && hooked && GOMP_parallel != 0;
+}
 int fxc_uses_openmp(void) { return use_openmp; }
 
 struct omp_job { fxc_body fn; void **args; int64_t n, nchunks; _Atomic int64_t next; };
