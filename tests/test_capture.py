@@ -121,6 +121,37 @@ def test_views_saved_for_the_backward_do_not_cut_the_graph(target):
     assert (rec.graphs, rec.subgraphs) == (2, 2), str(rec)     # the forward and the backward, one partition each
 
 
+@pytest.mark.parametrize("flag", ["", "0"])
+def test_a_training_steps_graphs_run_on_pytorchs_openmp_team(monkeypatch, flag):
+    """The forward and backward graphs of a training step follow PyTorch's ops (loss, optimizer), whose OpenMP
+    threads spin a few ms afterwards: their modules run on that team; inference graphs keep fxc's pool, which
+    wakes faster after idle; FXC_OPENMP=0 keeps the pool everywhere."""
+    from fxc.capture.torch import FxcSubgraph
+    monkeypatch.setenv("FXC_OPENMP", flag)
+    modes = []
+    real = FxcSubgraph._compile
+
+    def spy(self, args):
+        entry = real(self, args)
+        modes.append((self.training_step, entry[0]._lib.lib.fxc_uses_openmp()))
+        return entry
+    monkeypatch.setattr(FxcSubgraph, "_compile", spy)
+    torch.manual_seed(0)
+    m1, m2 = _Heads(), _Heads()
+    m2.load_state_dict(m1.state_dict())
+    x = torch.randn(8, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(m2, backend="fxc")(x), m1(x), rtol=1e-5, atol=1e-5)
+    assert modes == [(False, 0)]
+    modes.clear()
+    c = torch.compile(m2, backend="fxc")
+    c(x).square().sum().backward()
+    m1(x).square().sum().backward()
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p2.grad, p1.grad, rtol=1e-4, atol=1e-5)
+    assert modes == [(True, int(flag != "0"))] * 2, modes
+
+
 def test_freeze_option(target):
     torch.manual_seed(0)
     m = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU()).eval()

@@ -266,8 +266,8 @@ def test_out_of_range_float_to_int_casts_as_eager(dtype, src, target):
 def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch, openmp):
     """Module.wake (the runtime's fxc_wake) wakes the sleeping workers ahead of a call: woken with no call
     following, they go back to sleep; woken twice, or while a call runs from another thread, results stay right.
-    With FXC_OPENMP=1 (the default beside PyTorch) the loops run on OpenMP's team instead, where wake does nothing
-    and two callers each get a team."""
+    With FXC_OPENMP=1 the loops run on OpenMP's team instead, where wake does nothing and two callers each get a
+    team."""
     import threading
     import time
     monkeypatch.setenv("FXC_NUM_THREADS", "2")
@@ -319,11 +319,11 @@ with torch.no_grad():
 
 
 def test_a_forked_child_runs_kernels_on_fxcs_pool(tmp_path):
-    """Beside PyTorch the kernels use OpenMP's team, whose threads a forked child does not have (libgomp then hangs
-    at the first parallel loop, as PyTorch's own ops do): the child turns to fxc's pool, which restarts after fork."""
+    """On OpenMP's team (FXC_OPENMP=1, or a training step's graphs), whose threads a forked child does not have
+    (libgomp then hangs at the first parallel loop, as PyTorch's own ops do), the child turns to fxc's pool, which
+    restarts after fork."""
     import subprocess
     import sys
-    env = dict(__import__("os").environ, FXC_CACHE_DIR=str(tmp_path), FXC_NUM_THREADS="2")
-    env.pop("FXC_OPENMP", None)
+    env = dict(__import__("os").environ, FXC_CACHE_DIR=str(tmp_path), FXC_NUM_THREADS="2", FXC_OPENMP="1")
     p = subprocess.run([sys.executable, "-c", FORK_CHILD], capture_output=True, text=True, timeout=120, env=env)
     assert p.returncode == 0 and p.stdout.strip().endswith("child 0"), p.stdout + p.stderr

@@ -319,7 +319,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
         if isinstance(mod, torch.fx.GraphModule):
             args = calls[name].args if name in calls else ()
             weights = {i for i, a in enumerate(args) if isinstance(a, torch.fx.Node) and a.name in static}
-            sub = FxcSubgraph(mod, options, name, weights)
+            sub = FxcSubgraph(mod, options, name, weights, training=not is_forward or _saves_for_backward(gm))
             setattr(fused, name, sub)
             subs.append(sub)
     reasons = {str(n.target): r for n, r in support.reasons.items() if r not in _NOT_FALLBACK and n.op == "call_function"}
@@ -407,6 +407,17 @@ def _twin_views(gm, views: set) -> None:
             u.replace_input_with(v, twin(v))
 
 
+def _saves_for_backward(gm) -> bool:
+    """A forward graph of a training step: it returns more than the user's outputs (what AOT autograd saves for
+    the backward)."""
+    from torch._guards import TracingContext
+    meta = getattr(TracingContext.try_get(), "fw_metadata", None)
+    returns = getattr(meta, "num_forward", None)
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outs = out.args[0] if isinstance(out.args[0], (list, tuple)) else (out.args[0],)
+    return returns is not None and len(outs) > returns
+
+
 def _static_placeholders(gm) -> set:
     """Names of the placeholders that are parameters or buffers (AOT autograd's static inputs): fxc treats
     them as weights, whose derived values are computed once per weight version (fxc/relay_like/hoist.py),
@@ -421,9 +432,11 @@ def _static_placeholders(gm) -> set:
 class FxcSubgraph(torch.nn.Module):
     """One partition: converted to fxc's graph IR and compiled per concrete input signature."""
 
-    def __init__(self, gm: torch.fx.GraphModule, options: dict, name: str, weights: set = frozenset()):
+    def __init__(self, gm: torch.fx.GraphModule, options: dict, name: str, weights: set = frozenset(),
+                 training: bool = False):
         super().__init__()
         self.gm, self.options, self.name = gm, options, name
+        self.training_step = training   # a part of a training step's graphs: its modules use OpenMP's team
         self.weights = weights          # positions of the arguments that are parameters or buffers
         self.cache: dict = {}
         self.eager_keys: set = set()
@@ -556,6 +569,8 @@ class FxcSubgraph(torch.nn.Module):
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"))
         self._multi = multi
         module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
+        if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
+            module.use_openmp()
         _record(lambda r: r.kernels.extend(module.kernels))
         if self.options.get("profile"):     # torch.compile(..., options={"profile": True}): table at exit
             module.print_profile_at_exit()

@@ -10,13 +10,12 @@ import numpy as np
 
 
 def openmp_wanted() -> bool:
-    """Whether kernels run their parallel loops on OpenMP's team rather than fxc's own pool: FXC_OPENMP=1 / 0, by
-    default when PyTorch is loaded. Its libgomp.so.1 is then the one the module links (same soname), so fxc's
-    loops go to the threads PyTorch's ops just used, which spin for a few ms after each op: beside them, fxc's own
-    workers got half a core (BERT right after three 256x256 matmuls: 9.1-10.7 ms against 6.1-6.7 ms)."""
-    import sys
-    flag = os.environ.get("FXC_OPENMP", "")
-    return flag == "1" or (flag != "0" and "torch" in sys.modules)
+    """FXC_OPENMP=1: kernels run their parallel loops on OpenMP's team rather than fxc's own pool (see
+    cpu_parallel.c). Beside PyTorch that is PyTorch's team (its libgomp.so.1 is the one the module links): the
+    torch.compile backend turns it on for the graphs of a training step (capture/torch.py), whose calls follow
+    PyTorch's ops, after which those threads spin for a few ms and fxc's own workers got half a core. After idle
+    fxc's pool wakes faster: with every peer in one process, MobileNetV2 took 8.9 ms on OpenMP's team, 6.4 on fxc's."""
+    return os.environ.get("FXC_OPENMP", "") == "1"
 
 
 class CpuLibrary:
@@ -28,9 +27,10 @@ class CpuLibrary:
         self.run.argtypes = [ctypes.c_void_p] * 4
         threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
         self.lib.fxc_set_num_threads(ctypes.c_int(threads))
-        use_openmp = getattr(self.lib, "fxc_use_openmp", None)         # absent from older libraries
-        if use_openmp is not None:
-            use_openmp(ctypes.c_int(int(openmp_wanted())))
+        self.use_openmp = getattr(self.lib, "fxc_use_openmp", None)    # absent from older libraries
+        if self.use_openmp is not None:
+            self.use_openmp.restype, self.use_openmp.argtypes = None, [ctypes.c_int]
+            self.use_openmp(int(openmp_wanted()))
         try:      # present when the module has a weight-packing step that may be skipped
             self.prepack, self.run_main = self.lib.fxc_prepack, self.lib.fxc_run_main
         except AttributeError:

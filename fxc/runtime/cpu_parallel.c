@@ -12,9 +12,10 @@
    runs at half speed. A worker that finds itself on the caller's CPU when it takes a job therefore moves
    off it (its affinity becomes the CPUs it was allowed minus that one).
    Concurrent callers (several Python or C threads) do not share the pool: a second one runs serially.
-   In a process with PyTorch the loops run on OpenMP's team instead (fxc_use_openmp, runtime/cpu.py): PyTorch's
-   own libgomp.so.1 is the one loaded, and its threads spin for a few ms after each of PyTorch's ops, so a separate
-   pool would share the cores with them; on its team they take fxc's chunks instead. */
+   The modules of a training step's graphs (and all with FXC_OPENMP=1) run their loops on OpenMP's team instead
+   (fxc_use_openmp, runtime/cpu.py): beside PyTorch its own libgomp.so.1 is the one loaded, and its threads spin
+   for a few ms after each of PyTorch's ops, so this pool would share the cores with them; on its team they take
+   fxc's chunks instead. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>

@@ -117,6 +117,12 @@ class Module:
         from . import profile as kernel_profile
         return kernel_profile.format_profile(self.profile(reset), top)
 
+    def use_openmp(self) -> None:
+        """Run the parallel loops on OpenMP's team (PyTorch's, beside PyTorch) from now on, unless FXC_OPENMP=0:
+        for calls that follow PyTorch's own ops (runtime/cpu.py, openmp_wanted)."""
+        if self._lib.use_openmp is not None and os.environ.get("FXC_OPENMP", "") != "0":
+            self._lib.use_openmp(1)
+
     def wake(self) -> None:
         """Wake the runtime's sleeping worker threads ahead of a call, so they are spinning by its first kernel:
         callers do this before preparing the inputs (the wake-up then overlaps that work)."""
