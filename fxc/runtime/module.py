@@ -119,8 +119,9 @@ class Module:
 
     def use_openmp(self) -> None:
         """Run the parallel loops on OpenMP's team (PyTorch's, beside PyTorch) from now on, unless FXC_OPENMP=0:
-        for calls that follow PyTorch's own ops (runtime/cpu.py, openmp_wanted)."""
-        if self._lib.use_openmp is not None and os.environ.get("FXC_OPENMP", "") != "0":
+        for a training step's graphs, whose calls follow PyTorch's own ops (runtime/cpu.py, openmp_wanted)."""
+        from .cpu import openmp_wanted
+        if self._lib.use_openmp is not None and openmp_wanted(training_step=True):
             self._lib.use_openmp(1)
 
     def wake(self) -> None:
