@@ -10,12 +10,12 @@ import numpy as np
 
 
 def openmp_wanted(training_step: bool = False) -> bool:
-    """Whether kernels run their parallel loops on OpenMP's team rather than fxc's own pool: for every module with
-    FXC_OPENMP=1, for none with FXC_OPENMP=0, else for a training step's graphs only (see
-    cpu_parallel.c). Beside PyTorch that is PyTorch's team (its libgomp.so.1 is the one the module links): the
-    torch.compile backend turns it on for the graphs of a training step (capture/torch.py), whose calls follow
-    PyTorch's ops, after which those threads spin for a few ms and fxc's own workers got half a core. After idle
-    fxc's pool wakes faster: with every peer in one process, MobileNetV2 took 8.9 ms on OpenMP's team, 6.4 on fxc's."""
+    """Whether kernels run their parallel loops on OpenMP's team rather than fxc's own pool (cpu_parallel.c): for
+    every module with FXC_OPENMP=1, for none with FXC_OPENMP=0, else for a training step's graphs only
+    (capture/torch.py). Beside PyTorch that is PyTorch's team (its libgomp.so.1 is the one the module links), and a
+    training step's calls follow PyTorch's ops, after which those threads spin for a few ms: fxc's own workers got
+    half a core beside them. After idle fxc's pool wakes faster: with every peer in one process, MobileNetV2 took
+    8.9 ms on OpenMP's team, 6.4 on fxc's."""
     flag = os.environ.get("FXC_OPENMP", "")
     return flag == "1" or (training_step and flag != "0")
 

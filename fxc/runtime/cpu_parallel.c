@@ -197,13 +197,13 @@ static void omp_body(void *p) {
 void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     int nt = fxc_get_num_threads();
     if (nt > n) nt = (int)n;
+    int64_t nchunks = n < 8 * (int64_t)nt ? n : 8 * (int64_t)nt;
     if (nt > 1 && use_openmp) {
-        struct omp_job j = {fn, args, n, n < 8 * (int64_t)nt ? n : 8 * (int64_t)nt, 0};
+        struct omp_job j = {fn, args, n, nchunks, 0};
         GOMP_parallel(omp_body, &j, (unsigned)nt, 0);
         return;
     }
     if (nt <= 1 || atomic_flag_test_and_set(&busy)) { if (n > 0) fn(0, n, args); return; }
-    int64_t nchunks = n < 8 * (int64_t)nt ? n : 8 * (int64_t)nt;
     pthread_mutex_lock(&mu);
     if (start_workers(nt) <= 0) {
         pthread_mutex_unlock(&mu);
