@@ -428,7 +428,7 @@ def _compile_part(text: str, optimize_ir: bool = True) -> bytes:
     gets no IR passes and O0 codegen (PIPELINE)."""
     import llvmlite.binding as llvm
     tm = _host_machine(3 if optimize_ir else 0)
-    return tm.emit_object(optimize(text, llvm.create_context(), _host_machine(), passes=optimize_ir))
+    return tm.emit_object(optimize(text, llvm.create_context(), tm, passes=optimize_ir))
 
 
 def _host_machine(opt: int = 3):
