@@ -16,10 +16,30 @@ def float_literal(value: float, dtype: str) -> str:
     return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
 
 
+# Polynomial coefficients, highest power first, fitted for these forms by iteratively reweighted least squares
+# against mpmath (near-minimax relative error of the whole function, in float64):
+LOG1P_Q = [0.08734598010778427, -0.14307177066802979, 0.1491791009902954, -0.16570548713207245,
+           0.1996208131313324, -0.25001755356788635, 0.33333951234817505, -0.49999991059303284]
+"""log(1 + f) = f + f^2 Q(f) for f in [sqrt(1/2) - 1, sqrt(2) - 1]: 3.0e-8"""
+EXPM1_R = [0.00019849756790790707, 0.0013996155466884375, 0.008333578705787659, 0.04166536033153534,
+           0.166666641831398, 0.5000000596046448]
+"""expm1(x) = x + x^2 R(x) for |x| <= 0.5: 3.2e-9"""
+TANH_T = [-0.005705144722014666, 0.020639223977923393, -0.0537397563457489, 0.13331443071365356,
+          -0.3333328068256378]
+"""tanh(x) = x + x^3 T(x^2) for |x| <= 0.625: 4.4e-9"""
+SIN_S = [2.7180296910955803e-06, -0.00019839302694890648, 0.008333329111337662, -0.1666666716337204]
+"""sin(r) = r + r^3 S(r^2) for |r| <= pi/4: 5.2e-12"""
+COS_C = [-2.720487373153446e-07, 2.4799450329737738e-05, -0.0013888883404433727, 0.0416666679084301]
+"""cos(r) = 1 - r^2/2 + r^4 C(r^2) for |r| <= pi/4: 1.2e-13"""
+PIO2 = (1.5707963705062866, -4.371139000186243e-08, -1.7151245100059818e-15)   # pi/2 as three floats
+TRIG_LIMIT = 65536.0    # |x| beyond it (or inf, nan): sin/cos of the whole vector by libm, lane by lane
+
+
 class VectorMath:
     """Straight-line float32 vector code for functions libm only has as scalars (no vector math library
     is linked): exp by range reduction to 2^k * poly(r), erf by a Taylor series near 0 and the
-    Abramowitz-Stegun 7.1.26 form elsewhere (absolute error < 2e-7)."""
+    Abramowitz-Stegun 7.1.26 form elsewhere (absolute error < 2e-7); log by exponent and mantissa,
+    log1p, expm1 and tanh from them with polynomials near 0, sin and cos by reduction modulo pi/2."""
 
     def __init__(self, w: FunctionWriter, t: str):
         self.w, self.t = w, t
@@ -89,4 +109,129 @@ class VectorMath:
         return self.select("olt", a, self.c(0.5), small, big)
 
 
-VECTOR_MATH = {"exp": VectorMath.exp, "erf": VectorMath.erf}
+    def ints(self, code: str, a: str, b: str) -> str:
+        r = self.w.new()
+        self.w.emit(f"{r} = {code} <{self.n} x i32> {a}, {b}")
+        return r
+
+    def isplat(self, v: int) -> str:
+        return "<" + ", ".join([f"i32 {v}"] * self.n) + ">"
+
+    def convert(self, code: str, a: str, src: str, dst: str) -> str:
+        r = self.w.new()
+        self.w.emit(f"{r} = {code} {src} {a} to {dst}")
+        return r
+
+    def log(self, x) -> str:
+        """x = 2^e * m with m in [sqrt(1/2), sqrt(2)), log(x) = e ln 2 + log1p(m - 1); denormals are scaled by 2^23
+        first."""
+        it = f"<{self.n} x i32>"
+        tiny = self.w.new()
+        self.w.emit(f"{tiny} = fcmp olt {self.t} {x}, {self.c(1.1754943508222875e-38)}")
+        xs = self.select_mask(tiny, self.op("fmul", x, self.c(8388608.0)), x)
+        bits = self.convert("bitcast", xs, self.t, it)
+        mbits = self.ints("or", self.ints("and", bits, self.isplat(0x7FFFFF)), self.isplat(0x3F800000))
+        m = self.convert("bitcast", mbits, it, self.t)
+        e = self.convert("sitofp", self.ints("sub", self.ints("ashr", bits, self.isplat(23)), self.isplat(127)),
+                         it, self.t)
+        e = self.op("fsub", e, self.select_mask(tiny, self.c(23.0), self.c(0.0)))
+        hi = self.w.new()
+        self.w.emit(f"{hi} = fcmp ogt {self.t} {m}, {self.c(1.4142135623730951)}")
+        m = self.select_mask(hi, self.op("fmul", m, self.c(0.5)), m)
+        e = self.op("fadd", e, self.select_mask(hi, self.c(1.0), self.c(0.0)))
+        f = self.op("fsub", m, self.c(1.0))
+        y = self.fma(self.op("fmul", f, f), self.poly(f, LOG1P_Q), f)
+        y = self.fma(e, self.c(-2.12194440e-4), y)
+        y = self.fma(e, self.c(0.693359375), y)
+        y = self.select("oeq", x, self.c(math.inf), self.c(math.inf), y)
+        y = self.select("oeq", x, self.c(0.0), self.c(-math.inf), y)
+        y = self.select("olt", x, self.c(0.0), self.c(math.nan), y)
+        return self.select("uno", x, x, x, y)
+
+    def log2(self, x) -> str:
+        return self.op("fmul", self.log(x), self.c(1.4426950408889634))
+
+    def log10(self, x) -> str:
+        return self.op("fmul", self.log(x), self.c(0.4342944819032518))
+
+    def log1p(self, x) -> str:
+        """log(u) for u = 1 + x, plus the rounding error of u relative to u."""
+        u = self.op("fadd", x, self.c(1.0))
+        lu = self.log(u)
+        fix = self.op("fdiv", self.op("fsub", x, self.op("fsub", u, self.c(1.0))), u)
+        y = self.op("fadd", lu, fix)
+        y = self.select("ogt", u, self.c(0.0), y, lu)                 # u <= 0 or nan: log's -inf / nan
+        return self.select("oeq", u, self.c(math.inf), lu, y)        # u = inf: inf
+
+    def expm1(self, x) -> str:
+        small = self.fma(self.op("fmul", x, x), self.poly(x, EXPM1_R), x)
+        big = self.op("fsub", self.exp(x), self.c(1.0))
+        return self.select("olt", self.fn("fabs", x), self.c(0.5), small, big)
+
+    def tanh(self, x) -> str:
+        """x + x^3 T(x^2) near 0, else sign(x) (1 - 2 / (exp(2|x|) + 1))."""
+        a = self.fn("fabs", x)
+        x2 = self.op("fmul", x, x)
+        small = self.fma(self.op("fmul", x, x2), self.poly(x2, TANH_T), x)
+        e = self.exp(self.op("fadd", a, a))
+        big = self.op("fsub", self.c(1.0), self.op("fdiv", self.c(2.0), self.op("fadd", e, self.c(1.0))))
+        big = self.fn("copysign", big, x)
+        return self.select("olt", a, self.c(0.625), small, big)
+
+    def sin(self, x) -> str:
+        return self.trig(x, 0)
+
+    def cos(self, x) -> str:
+        return self.trig(x, 1)
+
+    def trig(self, x, quarter: int) -> str:
+        """sin (quarter 0) or cos (quarter 1) of x = k pi/2 + r, |r| <= pi/4: by k mod 4, +-sin(r) or +-cos(r).
+        A vector with a lane beyond TRIG_LIMIT (where three floats of pi/2 no longer reduce exactly), inf or
+        nan goes to libm's scalar sin/cos instead, lane by lane."""
+        it = f"<{self.n} x i32>"
+        k = self.fn("roundeven", self.op("fmul", x, self.c(0.6366197723675814)))
+        k = self.fn("minnum", self.fn("maxnum", k, self.c(-1048576.0)), self.c(1048576.0))
+        r = x
+        for part in PIO2:
+            r = self.fma(k, self.c(-part), r)
+        r2 = self.op("fmul", r, r)
+        s = self.fma(self.op("fmul", r, r2), self.poly(r2, SIN_S), r)
+        c = self.fma(self.op("fmul", r2, r2), self.poly(r2, COS_C), self.fma(r2, self.c(-0.5), self.c(1.0)))
+        q = self.ints("add", self.convert("fptosi", k, self.t, it), self.isplat(quarter))
+        odd = self.w.new()
+        self.w.emit(f"{odd} = icmp ne {it} {self.ints('and', q, self.isplat(1))}, zeroinitializer")
+        v = self.select_mask(odd, c, s)
+        neg = self.w.new()
+        self.w.emit(f"{neg} = icmp ne {it} {self.ints('and', q, self.isplat(2))}, zeroinitializer")
+        fast = self.select_mask(neg, self.op("fsub", self.c(-0.0), v), v)
+        far = self.w.new()
+        self.w.emit(f"{far} = fcmp ugt {self.t} {self.fn('fabs', x)}, {self.c(TRIG_LIMIT)}")
+        return self.unless(far, fast, lambda: self.fn("cos" if quarter else "sin", x))
+
+    def select_mask(self, mask, yes, no) -> str:
+        r = self.w.new()
+        self.w.emit(f"{r} = select <{self.n} x i1> {mask}, {self.t} {yes}, {self.t} {no}")
+        return r
+
+    def unless(self, mask, value, other) -> str:
+        """value, or other() (emitted in a block of its own) when any lane of mask is set."""
+        w = self.w
+        fn = f"llvm.vector.reduce.or.v{self.n}i1"
+        w.m.declare(fn, "i1", [f"<{self.n} x i1>"])
+        anyl = w.new()
+        w.emit(f"{anyl} = call i1 @{fn}(<{self.n} x i1> {mask})")
+        pre, slow, join = w.block, w.label("mslow"), w.label("mjoin")
+        w.emit(f"br i1 {anyl}, label %{slow}, label %{join}")
+        w.start_block(slow)
+        alt = other()
+        end = w.block
+        w.emit(f"br label %{join}")
+        w.start_block(join)
+        r = w.new()
+        w.emit(f"{r} = phi {self.t} [ {value}, %{pre} ], [ {alt}, %{end} ]")
+        return r
+
+
+VECTOR_MATH = {"exp": VectorMath.exp, "erf": VectorMath.erf, "log": VectorMath.log, "log2": VectorMath.log2,
+               "log10": VectorMath.log10, "log1p": VectorMath.log1p, "expm1": VectorMath.expm1,
+               "tanh": VectorMath.tanh, "sin": VectorMath.sin, "cos": VectorMath.cos}
