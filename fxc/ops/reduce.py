@@ -219,7 +219,7 @@ register_aten("aten.var_mean.correction", lambda b, x, dim=None, **kw: _var_mean
 register_aten("aten.std.correction", lambda b, x, dim=None, **kw: b.call("sqrt", [_var_mean(b, x, dim, **kw)[0]]))
 
 
-# -- softmax / log_softmax: one kernel, three passes over each row ------------------------------------------------------
+# -- softmax / log_softmax: one kernel, three passes over each row (log_softmax writes it in the last only) ------------------------------------------------------
 def _rows(shape, dim):
     d = norm_axis(dim, len(shape))
     return math.prod(shape[:d]), (shape[d] if shape else 1), math.prod(shape[d + 1:])
@@ -241,16 +241,17 @@ def _softmax_compute(log: bool):
                 Store(m, zero, Const(-math.inf, dt)),
                 For(k, n, Store(m, zero, maximum(m[zero], xv(k))), "vectorize"),
                 Store(s, zero, Const(0.0, dt)),
-                For(k, n, seq(Store(out, at(k), unary("exp", xv(k) - m[zero])),
-                              Store(s, zero, s[zero] + out[at(k)])), "vectorize"),
             )
-            if log:
+            if log:     # the sum of exps alone, then x - log-sum-exp: one pass writes the row
                 lse = Var("lse", dt)
-                body = seq(body, LetStmt(lse, m[zero] + unary("log", s[zero]),
-                                         For(k, n, Store(out, at(k), xv(k) - lse))))
+                body = seq(body, For(k, n, Store(s, zero, s[zero] + unary("exp", xv(k) - m[zero])), "vectorize"),
+                           LetStmt(lse, m[zero] + unary("log", s[zero]),
+                                   For(k, n, Store(out, at(k), xv(k) - lse), "vectorize")))
             else:
                 inv = Var("inv", dt)
-                body = seq(body, LetStmt(inv, 1.0 / s[zero], For(k, n, Store(out, at(k), out[at(k)] * inv), "vectorize")))
+                body = seq(body, For(k, n, seq(Store(out, at(k), unary("exp", xv(k) - m[zero])),
+                                               Store(s, zero, s[zero] + out[at(k)])), "vectorize"),
+                           LetStmt(inv, 1.0 / s[zero], For(k, n, Store(out, at(k), out[at(k)] * inv), "vectorize")))
             body = Allocate(m, Allocate(s, body))
             nest = For(j, inner, body)
             work = outer * n * inner
