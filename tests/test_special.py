@@ -84,3 +84,22 @@ def test_frexp_matches_eager():
     em, ee = torch.frexp(torch.from_numpy(x))
     torch.testing.assert_close(torch.from_numpy(m), em, equal_nan=True)
     assert (torch.from_numpy(e) == ee).all()
+
+
+def test_pow_by_a_constant_matches_eager():
+    """x ** c as torch computes it: its own fast forms (2, 3, -2, 0.5, -0.5, -1, rewritten at capture into
+    mul / sqrt / rsqrt / reciprocal) and libm's pow for any other exponent, edge values included."""
+    import fxc
+    x = torch.from_numpy(np.concatenate([EDGES, np.linspace(-40, 40, 997)]).astype(np.float32))
+    exponents = (2, 3, -2, 0.5, -0.5, -1, 2.5, -1.5, 7)
+
+    class Powers(torch.nn.Module):
+        def __init__(self, exps):
+            super().__init__()
+            self.exps = exps
+
+        def forward(self, t):
+            return tuple(t ** e for e in self.exps)
+    for e, got, want in zip(exponents, fxc.from_torch(Powers(exponents), (x,))(x), Powers(exponents)(x)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=2e-7, atol=0, equal_nan=True, err_msg=f"x ** {e}")
+    assert not any("pow" in line for line in fxc.from_torch(Powers(exponents[:6]), (x,)).module.kernels)

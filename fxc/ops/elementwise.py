@@ -228,8 +228,21 @@ binary("remainder", lambda a, b: np.remainder(a, b).astype(a.dtype), lambda a, b
 binary("fmod", lambda a, b: np.fmod(a, b).astype(a.dtype), lambda a, b: binary_expr("truncmod", a, b),
        ["aten.fmod.Tensor", "aten.fmod.Scalar"],
        samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}), ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
+def _pow_scalar(b, x, exponent):
+    """x ** c: the exponents torch's CPU kernel computes without pow (2, 3, -2, 0.5, -0.5, -1) the same way
+    here, with no libm call per element; any other through pow."""
+    if is_float(x.dtype) and isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+        square = lambda: b.call("mul", [x, x])
+        special = {2: square, 3: lambda: b.call("mul", [square(), x]),
+                   -2: lambda: b.call("reciprocal", [square()]), 0.5: lambda: b.call("sqrt", [x]),
+                   -0.5: lambda: b.call("rsqrt", [x]), -1: lambda: b.call("reciprocal", [x])}.get(exponent)
+        if special is not None:
+            return special()
+    return b.call("pow", [x, exponent])
+
+
 binary("pow", lambda a, b: np.power(a, b).astype(a.dtype), lambda a, b: binary_expr("pow", a, b),
-       ["aten.pow.Tensor_Tensor", "aten.pow.Tensor_Scalar", "aten.pow.Scalar"], dtypes=FLT,
+       {"aten.pow.Tensor_Tensor": None, "aten.pow.Tensor_Scalar": _pow_scalar, "aten.pow.Scalar": None}, dtypes=FLT,
        samples=lambda rng: [([positive(rng, (4, 9)), rand(rng, (4, 9))], {})])
 binary("atan2", lambda a, b: np.arctan2(a, b).astype(a.dtype), lambda a, b: binary_expr("atan2", a, b),
        ["aten.atan2.default"], dtypes=FLT, promote="float")
