@@ -247,3 +247,41 @@ def test_debug_levels_print_ir(capfd):
     assert "graph(" in err                        # 2: graph after each pass
     assert "kernel k0_relu" in err                # 3: loop IR
     assert "define i32 @fxc_run" in err           # 4: LLVM IR
+
+
+CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W
+    (8, 16, 3, 1, 1, 1, 1, 12, 13),             # Winograd-shaped: the input gradient is a 3x3 stride-1 conv
+    (8, 16, 3, 2, 1, 1, 2, 13, 14),             # stride 2: the output gradient spread over every other pixel
+    (5, 7, 1, 2, 0, 1, 1, 9, 10),               # a 1x1 downsample
+    (3, 16, 7, 2, 3, 1, 1, 20, 21),             # the ResNet stem
+    (6, 10, 3, 1, 2, 2, 2, 11, 12),             # dilation
+    (4, 6, 3, 2, 0, 1, 1, 10, 11),              # rows and columns the stride leaves out
+    (4, 6, (3, 2), (2, 1), (1, 0), 1, 2, 10, 9),
+]
+
+
+@pytest.mark.parametrize("case", CONV_GRADS, ids=lambda c: "-".join(map(str, c)))
+def test_conv_gradients_run_as_convs_and_gemms(case):
+    """The backward of a conv2d (groups 1): its input gradient is a stride-1 conv2d (fxc's packed and Winograd
+    schedules) and its weight gradient one GEMM over the im2col patches, not the naive conv_transpose2d and
+    conv2d_weight_grad loops; the gradients match eager's."""
+    from fxc.capture.torch import Explanation, _recorders
+    c, o, k, s, p, d, n, h, w = case
+    torch.manual_seed(0)
+    conv = nn.Conv2d(c, o, k, stride=s, padding=p, dilation=d)
+    x = torch.randn(n, c, h, w, requires_grad=True)
+    rec = Explanation()
+    _recorders.append(rec)
+    try:
+        f = torch.compile(lambda t: torch.relu(conv(t)).square().sum(), backend="fxc")
+        f(x).backward()
+    finally:
+        _recorders.remove(rec)
+        torch._dynamo.reset()
+    gx, gw, gb = x.grad, conv.weight.grad, conv.bias.grad
+    x.grad = conv.weight.grad = conv.bias.grad = None
+    torch.relu(conv(x)).square().sum().backward()
+    for got, want in ((gx, x.grad), (gw, conv.weight.grad), (gb, conv.bias.grad)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    kernels = " ".join(rec.kernels)
+    assert "im2col" in kernels and "conv2d_weight_grad" not in kernels and "conv_transpose2d" not in kernels, kernels

@@ -197,22 +197,97 @@ def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, tr
         extra = tuple(x4.shape[2 + a] - size[a] for a in range(2))
         if min(extra) < 0:
             raise ShapeError("convolution_backward: output gradient larger than the input allows")
-        # conv_transpose's weight layout is (in, out/groups): here "in" are the forward's outputs
-        gx = b.call("conv_transpose2d", [gy4, w4], stride=stride, padding=padding, dilation=dilation,
-                    output_padding=extra, groups=groups)
+        gx = _input_grad_as_conv(b, gy4, w4, stride, padding, dilation, extra) if groups == 1 else None
+        if gx is None:      # conv_transpose's weight layout is (in, out/groups): here "in" are the forward's outputs
+            gx = b.call("conv_transpose2d", [gy4, w4], stride=stride, padding=padding, dilation=dilation,
+                        output_padding=extra, groups=groups)
         if nd == 1:
             gx = b.call("reshape", [gx], shape=x.shape)
     if output_mask[1]:
         xp = x4
         if any(padding):
             xp = b.call("pad", [x4], pad=(padding[1], padding[1], padding[0], padding[0]), value=0.0, mode="constant")
-        gw = b.call("conv2d_weight_grad", [xp, gy4], kernel=tuple(w4.shape[2:]), stride=stride, dilation=dilation,
-                    groups=groups)
+        if groups == 1:
+            gw = _weight_grad_as_gemm(b, xp, gy4, tuple(w4.shape[2:]), stride, dilation)
+        else:
+            gw = b.call("conv2d_weight_grad", [xp, gy4], kernel=tuple(w4.shape[2:]), stride=stride, dilation=dilation,
+                        groups=groups)
         if nd == 1:
             gw = b.call("reshape", [gw], shape=w.shape)
     if output_mask[2]:
         gb = b.call("sum", [gy], axes=(0,) + tuple(range(2, gy.type.ndim)), keepdim=False)
     return gx, gw, gb
+
+
+def _input_grad_as_conv(b, gy, w, stride, padding, dilation, extra):
+    """The input gradient of a conv2d (groups 1) as a stride-1 conv2d, which fxc runs on its packed and Winograd
+    schedules: the output gradient, spread to every stride-th position (zeros between) and padded by
+    (k - 1) * dilation - padding (plus `extra` rows and columns the forward's stride left out at the end), convolved
+    with the weight flipped in space and with in and out swapped. None when a side would need negative padding."""
+    n, o, oh, ow = gy.shape
+    k = w.shape[2:]
+    lo = [(k[a] - 1) * dilation[a] - padding[a] for a in range(2)]
+    if min(lo) < 0 or min(lo[a] + extra[a] for a in range(2)) < 0:
+        return None
+    if stride != (1, 1):
+        sh, sw = stride
+        spread = b.call("reshape", [gy], shape=(n, o, oh, 1, ow, 1))
+        spread = b.call("pad", [spread], pad=(0, sw - 1, 0, 0, 0, sh - 1), value=0.0, mode="constant")
+        spread = b.call("reshape", [spread], shape=(n, o, oh * sh, ow * sw))
+        gy = b.call("slice", [b.call("slice", [spread], dim=2, start=0, end=(oh - 1) * sh + 1, step=1)],
+                    dim=3, start=0, end=(ow - 1) * sw + 1, step=1)
+    gyp = b.call("pad", [gy], pad=(lo[1], lo[1] + extra[1], lo[0], lo[0] + extra[0]), value=0.0, mode="constant")
+    wt = b.call("permute", [b.call("flip", [w], dims=(2, 3))], dims=(1, 0, 2, 3))
+    return b.call("conv2d", [gyp, wt], stride=(1, 1), dilation=tuple(dilation), groups=1)
+
+
+def _weight_grad_as_gemm(b, xp, gy, kernel, stride, dilation):
+    """conv2d_weight_grad (groups 1) as one GEMM over the N*OH*OW output positions: the input's patches
+    (im2col, [C*KH*KW, positions]) against the output gradient ([O, positions]). With more positions than output
+    channels the patches are the row operand (a streamed copy) and the small gradient the packed one, the product
+    [C*KH*KW, O] then transposed; else the gradient is the row operand and the patches are packed."""
+    n, o, oh, ow = gy.shape
+    c = xp.shape[1]
+    kk = kernel[0] * kernel[1]
+    cols = b.call("im2col", [xp], kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation), out=(oh, ow))
+    cols = b.call("reshape", [cols], shape=(c * kk, n * oh * ow))
+    if n > 1:
+        gy = b.call("permute", [gy], dims=(1, 0, 2, 3))
+    gy = b.call("reshape", [gy], shape=(o, n * oh * ow))
+    if n * oh * ow > o:
+        gwt = b.call("matmul", [cols, gy], trans_b=True)
+        return b.call("permute", [b.call("reshape", [gwt], shape=(c,) + tuple(kernel) + (o,))], dims=(3, 0, 1, 2))
+    return b.call("reshape", [b.call("matmul", [gy, cols], trans_b=True)], shape=(o, c) + tuple(kernel))
+
+
+def _im2col_infer(types, kernel, stride, dilation, out):
+    x = types[0]
+    if x.ndim != 4 or any((out[a] - 1) * stride[a] + (kernel[a] - 1) * dilation[a] >= x.shape[2 + a] for a in range(2)):
+        raise ShapeError(f"im2col: {kernel} patches every {stride} over {list(x.shape)} do not give {out} positions")
+    return [TensorType((x.shape[1],) + tuple(kernel) + (x.shape[0],) + tuple(out), x.dtype)]
+
+
+def _im2col(x, kernel, stride, dilation, out):
+    shape = _im2col_infer([x], kernel, stride, dilation, out)[0].shape
+    return te.compute(shape, lambda c, i, j, n, h, w: x[n, c, h * stride[0] + i * dilation[0],
+                                                         w * stride[1] + j * dilation[1]], "im2col")
+
+
+def _im2col_ref(x, kernel, stride, dilation, out):
+    n, c = x.shape[:2]
+    r = np.empty((c,) + tuple(kernel) + (n,) + tuple(out), x.dtype)
+    for i in range(kernel[0]):
+        for j in range(kernel[1]):
+            r[:, i, j] = x[:, :, i * dilation[0]: i * dilation[0] + stride[0] * (out[0] - 1) + 1: stride[0],
+                           j * dilation[1]: j * dilation[1] + stride[1] * (out[1] - 1) + 1: stride[1]].transpose(1, 0, 2, 3)
+    return r
+
+
+register(OpDef("im2col", Kind.INJECTIVE, _im2col_infer, _im2col_ref, _im2col, {}, None,
+               lambda rng: [([rand(rng, (2, 3, 7, 8))], {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "out": (5, 6)}),
+                            ([rand(rng, (1, 4, 9, 9))], {"kernel": (3, 2), "stride": (2, 3), "dilation": (1, 2), "out": (4, 2)})],
+               FLT, doc="The patches of a (padded) NCHW input: [C, KH, KW, N, OH, OW], the input pixel under tap (i, j) "
+                        "of output position (oh, ow)."))
 
 
 def _transposed_grads(b, gy, x, w, stride, padding, dilation, groups, output_mask):

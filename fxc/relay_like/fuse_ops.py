@@ -8,7 +8,8 @@
 - a zero pad into a depthwise conv, and bf16 pairing into a 1x1 bf16 conv run as a GEMM or into a bf16 conv
   over NCHW16c: their schedules read through the producer;
 - a value computed from weights only (`hoisted`, see hoist.py) is not fused into a consumer that reads
-  activations: it is computed once in the prepack step and read from memory, as a constant would be.
+  activations: it is computed once in the prepack step and read from memory, as a constant would be;
+- a reshape is never a group's root: it stays a view of its producer's output (plan_memory.reshape_views).
 Accepts a typed graph; returns Groups in topological order, each with one root node.
 """
 from __future__ import annotations
@@ -124,8 +125,17 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
     members: dict = {}
     for n in g.nodes:
         members.setdefault(find(n), []).append(n)
+    lists = []
+    for nodes in members.values():
+        last = nodes[-1]
+        if last.op == "reshape" and len(nodes) > 1 and last.inputs[0].node is nodes[-2] and \
+                last.outputs[0].id not in out_ids:
+            lists += [nodes[:-1], [last]]     # a reshape as the root would index its producers through its own
+        else:                                 # flat shape (div/mod); alone it is a view of their output
+            lists.append(nodes)
     groups = []
-    for root, nodes in members.items():
+    for nodes in lists:
+        root = nodes[-1]
         inside = {o.id for n in nodes for o in n.outputs}
         ins = []
         for n in nodes:
