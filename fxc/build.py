@@ -19,7 +19,7 @@ from .lowering.expr import ITEMSIZE
 from .relay_like.fuse_ops import fuse_ops
 from .relay_like.hoist import hoisted_values
 from .relay_like.pipeline import run_pipeline
-from .relay_like.plan_memory import plan_memory, reshape_views
+from .relay_like.plan_memory import output_sources, plan_memory, reshape_views
 from .runtime.module import Module, TensorSpec
 
 TARGETS = ("llvm",)
@@ -225,7 +225,9 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     main = [gr for gr in groups if all(gr is not p for p in prepack)]
     views = reshape_views(main, out_ids)
     main = [gr for gr in main if gr.outputs[0].id not in views]
-    plan = plan_memory(main, graph.outputs, views)
+    into_out = output_sources(main, graph.outputs, views)
+    main = [gr for gr in main if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
+    plan = plan_memory(main, graph.outputs, views, set(into_out))
     packed_offsets, end = {}, plan.workspace_bytes
     for gr in prepack:
         for v in gr.outputs:
@@ -236,6 +238,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     consts = graph.constants()
     slots.update({v.id: ("const", i) for i, v in enumerate(consts)})
     slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
+    slots.update({vid: ("out", i) for vid, i in into_out.items()})
     slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
     slots.update({vid: ("work", off) for vid, off in packed_offsets.items()})
     slots.update({vid: slots[src.id] for vid, src in views.items()})

@@ -250,7 +250,8 @@ def test_debug_levels_print_ir(capfd):
 
 
 CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W
-    (8, 16, 3, 1, 1, 1, 1, 12, 13),             # Winograd-shaped: the input gradient is a 3x3 stride-1 conv
+    (8, 16, 3, 1, 1, 1, 1, 12, 13),             # the input gradient is a 3x3 stride-1 conv
+    (32, 48, 3, 1, 1, 1, 1, 16, 18),            # ... on Winograd, its weight transform reading the forward's weight
     (8, 16, 3, 2, 1, 1, 2, 13, 14),             # stride 2: the output gradient spread over every other pixel
     (5, 7, 1, 2, 0, 1, 1, 9, 10),               # a 1x1 downsample
     (3, 16, 7, 2, 3, 1, 1, 20, 21),             # the ResNet stem
@@ -285,3 +286,5 @@ def test_conv_gradients_run_as_convs_and_gemms(case):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     kernels = " ".join(rec.kernels)
     assert "im2col" in kernels and "conv2d_weight_grad" not in kernels and "conv_transpose2d" not in kernels, kernels
+    if c >= 32:
+        assert "conv2d_winograd" in kernels and "flip" not in kernels, kernels

@@ -313,10 +313,10 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     return _parallel([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
 
 
-def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4):
+def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4, adjoint: bool = False):
     """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*LANES + l, c] G^T)[e1, e2] (zero where the channel >= K), times
     scale[kb*LANES + l] when the op has that second input: a te.extern lower function. Whole blocks of LANES output
-    channels are one vector (a gather of the weight)."""
+    channels are one vector (a gather of the weight). adjoint: w[k, c, i, j] is read as w_in[c, k, 2 - i, 2 - j]."""
     def lower(outs, ins):
         ub, wb = outs[0], ins[0]
         sb = ins[1] if len(ins) > 1 else None
@@ -326,11 +326,13 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4):
         tmp = Buffer("wgt", dtype, AL * 3 * LANES, "local")
 
         def one(lanes, k0):
+            src = (lambda i, j: ((c * k_ + k0) * 3 + 2 - i) * 3 + 2 - j) if adjoint else \
+                (lambda i, j: ((k0 * c_ + c) * 3 + i) * 3 + j)
             if lanes > 1:
-                g = lambda i, j: VecLoad(wb, ((k0 * c_ + c) * 3 + i) * 3 + j, lanes, c_ * 9)
+                g = lambda i, j: VecLoad(wb, src(i, j), lanes, 9 if adjoint else c_ * 9)
                 scale = VecLoad(sb, k0, lanes) if sb is not None else None
             else:
-                g = lambda i, j: Load(wb, ((k0 * c_ + c) * 3 + i) * 3 + j)
+                g = lambda i, j: Load(wb, src(i, j))
                 scale = Load(sb, k0) if sb is not None else None
             at = lambda e1, e2: (((e1 * AL + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES)
             u = lambda e1, e2, val: Store(ub, at(e1, e2), val if scale is None else binary("mul", val, scale))

@@ -44,29 +44,34 @@ def _table(matrix, row, col, dtype) -> "te.Expr":
 
 
 # -- the weight transform ---------------------------------------------------------------------------------------------
-def _weight_infer(types, blocks, lanes=LANES, tile=4):
+def _weight_infer(types, blocks, lanes=LANES, tile=4, adjoint=False):
     w = types[0]
     _matrices(tile)
-    if w.ndim != 4 or w.shape[2:] != (3, 3) or blocks * lanes < w.shape[0]:
-        raise ShapeError(f"winograd_weight expects a [K, C, 3, 3] weight and {blocks} x {lanes} >= K, got {w.shape}")
-    if len(types) > 1 and (types[1].shape != (w.shape[0],) or types[1].dtype != w.dtype):
-        raise ShapeError(f"winograd_weight's scale must be {w.dtype}[{w.shape[0]}], one per output channel, got "
+    k = w.shape[1 if adjoint else 0] if w.ndim == 4 else 0
+    if w.ndim != 4 or w.shape[2:] != (3, 3) or blocks * lanes < k:
+        raise ShapeError(f"winograd_weight expects a [K, C, 3, 3] weight ([C, K, 3, 3] adjoint) and {blocks} x {lanes} "
+                         f">= K, got {w.shape}")
+    if len(types) > 1 and (adjoint or types[1].shape != (k,) or types[1].dtype != w.dtype):
+        raise ShapeError(f"winograd_weight's scale must be {w.dtype}[{k}], one per output channel (and no adjoint), got "
                          f"{types[1].dtype}{list(types[1].shape)}")
-    return [TensorType((alpha(tile), alpha(tile), blocks, w.shape[1], lanes), w.dtype)]
+    return [TensorType((alpha(tile), alpha(tile), blocks, w.shape[0 if adjoint else 1], lanes), w.dtype)]
 
 
-def _weight(w, scale=None, blocks=1, lanes=LANES, tile=4):
+def _weight(w, scale=None, blocks=1, lanes=LANES, tile=4, adjoint=False):
     ins = [w] if scale is None else [w, scale]
-    shape = _weight_infer(ins, blocks, lanes, tile)[0].shape
+    shape = _weight_infer(ins, blocks, lanes, tile, adjoint)[0].shape
     if lanes != LANES:
         raise ShapeError(f"winograd_weight packs output channels in {LANES} lanes, got lanes={lanes}")
-    return te.extern([(shape, w.dtype)], ins, weight_transform(w.shape[0], w.shape[1], blocks, w.dtype, tile),
+    k, c = (w.shape[1], w.shape[0]) if adjoint else w.shape[:2]
+    return te.extern([(shape, w.dtype)], ins, weight_transform(k, c, blocks, w.dtype, tile, adjoint),
                      "winograd_weight")[0]
 
 
-def _weight_ref(w, scale=None, blocks=1, lanes=LANES, tile=4):
+def _weight_ref(w, scale=None, blocks=1, lanes=LANES, tile=4, adjoint=False):
     """G (w[k] * scale[k]) G^T as two GEMMs over every (channel, output channel) at once (it is the compile-time
     fold of a frozen weight: ResNet-18's took 0.9 s as one einsum, 0.1-0.3 s this way)."""
+    if adjoint:
+        w = w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1]
     g = _matrices(tile)[2]
     k, c = w.shape[:2]
     a = alpha(tile)
@@ -85,9 +90,12 @@ register(OpDef("winograd_weight", Kind.OPAQUE, _weight_infer, _weight_ref, _weig
                             ([rand(rng, (40, 16, 3, 3))], {"blocks": 4}),
                             ([rand(rng, (20, 6, 3, 3))], {"blocks": 2, "tile": 2}),
                             ([rand(rng, (40, 16, 3, 3)), rand(rng, (40,))], {"blocks": 3}),
-                            ([rand(rng, (20, 6, 3, 3)), rand(rng, (20,))], {"blocks": 2, "tile": 2})],
+                            ([rand(rng, (20, 6, 3, 3)), rand(rng, (20,))], {"blocks": 2, "tile": 2}),
+                            ([rand(rng, (6, 20, 3, 3))], {"blocks": 2, "adjoint": True}),
+                            ([rand(rng, (5, 40, 3, 3))], {"blocks": 3, "tile": 2, "adjoint": True})],
                ("float32",), doc="Winograd F(m x m,3x3) weight transform G w G^T, output channels packed in lanes; "
-                                 "times scale[k] per output channel k when given (a folded batch norm)."))
+                                 "times scale[k] per output channel k when given (a folded batch norm); adjoint: the "
+                                 "weight is given as [C, K, 3, 3] flipped in space (a conv's input gradient)."))
 
 
 # -- the convolution --------------------------------------------------------------------------------------------------

@@ -31,10 +31,28 @@ def reshape_views(groups: list, out_ids: set) -> dict:
     return views
 
 
-def plan_memory(groups: list, graph_outputs: list, views: dict | None = None) -> MemoryPlan:
-    """views: Value id -> Value whose storage it shares (reshape_views); a read of a view keeps its source live."""
+def output_sources(groups: list, graph_outputs: list, views: dict) -> dict:
+    """Value id -> output index, for each intermediate that a graph output only reshapes (a group that is a lone
+    reshape of it, the output listed once): the intermediate is written straight into that output's buffer, and
+    the reshape, a copy otherwise, disappears."""
+    made = {v.id for gr in groups for v in gr.outputs}
+    ids = [v.id for v in graph_outputs]
+    taken, out = set(ids) | set(views), {}
+    for gr in groups:
+        o = gr.outputs[0]
+        if len(gr.nodes) == 1 and gr.root.op == "reshape" and ids.count(o.id) == 1:
+            src = gr.root.inputs[0]
+            if src.id in made and src.id not in taken and src.dtype == o.dtype:
+                out[src.id] = ids.index(o.id)
+                taken.add(src.id)
+    return out
+
+
+def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in_outputs=frozenset()) -> MemoryPlan:
+    """views: Value id -> Value whose storage it shares (reshape_views); a read of a view keeps its source live.
+    in_outputs: ids of values written into an output's buffer (output_sources), not planned either."""
     views = views or {}
-    out_ids = {v.id for v in graph_outputs}
+    out_ids = {v.id for v in graph_outputs} | set(in_outputs)
     first, last, size = {}, {}, {}
     for i, gr in enumerate(groups):
         for v in gr.outputs:

@@ -92,6 +92,17 @@ def _scaled(w, add) -> list:
     return [w]
 
 
+def _adjoint(w):
+    """(the forward weight, True) when w = permute(flip(w0, (2, 3)), (1, 0, 2, 3)), a conv's input-gradient weight
+    (conv_transpose._input_grad_as_conv): winograd_weight reads w0 so, with no flipped copy made; else (w, False)."""
+    p = w.node
+    if p is not None and p.op == "permute" and tuple(p.attrs.get("dims", ())) == (1, 0, 2, 3):
+        f = p.inputs[0].node
+        if f is not None and f.op == "flip" and tuple(sorted(d % 4 for d in f.attrs.get("dims", ()))) == (2, 3):
+            return f.inputs[0], True
+    return w, False
+
+
 def use_winograd(g, bf16_direct: bool = False):
     """bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16)."""
     from ...lowering.winograd import fits, lane_vectors, tiles
@@ -127,7 +138,9 @@ def use_winograd(g, bf16_direct: bool = False):
         m, bf16 = choice
         nv = lane_vectors(tiles(ow, m), -(-k // LANES))
         blocks = -(-(-(-k // LANES)) // nv) * nv
-        u = add("winograd_weight", _scaled(w, add), dict(blocks=blocks, lanes=LANES, tile=m))
+        w0, adjoint = _adjoint(w)
+        u = add("winograd_weight", [w0] if adjoint else _scaled(w, add),
+                dict(blocks=blocks, lanes=LANES, tile=m, **({"adjoint": True} if adjoint else {})))
         if bf16:
             u = add("pack_bf16_pairs", [u], dict(axis=3))
         rep = add("conv2d_winograd", [x, u], dict(out_channels=k, padding=padding, nv=nv, tile=m))
