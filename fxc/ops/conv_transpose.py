@@ -283,7 +283,7 @@ def _im2col_ref(x, kernel, stride, dilation, out):
     return r
 
 
-register(OpDef("im2col", Kind.INJECTIVE, _im2col_infer, _im2col_ref, _im2col, {}, None,
+register(OpDef("im2col", Kind.OPAQUE, _im2col_infer, _im2col_ref, _im2col, {}, None,
                lambda rng: [([rand(rng, (2, 3, 7, 8))], {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "out": (5, 6)}),
                             ([rand(rng, (1, 4, 9, 9))], {"kernel": (3, 2), "stride": (2, 3), "dilation": (1, 2), "out": (4, 2)})],
                FLT, doc="The patches of a (padded) NCHW input: [C, KH, KW, N, OH, OW], the input pixel under tap (i, j) "
