@@ -41,12 +41,29 @@ def _grad_infer(types, input_hw, **_):
     return [TensorType(gy.shape[:-2] + tuple(input_hw), gy.dtype)]
 
 
+def _covering(gy, i, r, kernel, stride, padding):
+    """Undilated windows: the r-th last of the (at most ceil(k / s)) output positions whose window holds input pixel
+    i[-2:], as (clamped position, whether it exists): fewer steps than one per kernel tap, and no division in them."""
+    out, ok = [], None
+    for a in range(2):
+        t = i[-2 + a] + padding[a]
+        o = (t if stride[a] == 1 else binary("idiv", t, as_expr(stride[a]))) - r[a][0]
+        c = binary("and", binary("and", compare("ge", o, as_expr(0)), compare("lt", o, as_expr(gy.shape[-2 + a]))),
+                   compare("lt", t - o * stride[a], as_expr(kernel[a])))
+        ok = c if ok is None else binary("and", ok, c)
+        out.append(minimum(maximum(o, as_expr(0)), as_expr(gy.shape[-2 + a] - 1)))
+    return out, ok
+
+
 def _max_grad(gy, idx, input_hw, kernel, stride, padding, dilation):
-    r = [te.reduce_axis(kernel[0], "kh"), te.reduce_axis(kernel[1], "kw")]
+    undilated = tuple(dilation) == (1, 1)
+    ext = [-(-kernel[a] // stride[a]) if undilated else kernel[a] for a in range(2)]
+    r = [te.reduce_axis(ext[0], "kh"), te.reduce_axis(ext[1], "kw")]
     W = input_hw[1]
 
     def body(*i):
-        (oh, ow), ok = _windows(gy, i, r, input_hw, kernel, stride, padding, dilation)
+        (oh, ow), ok = _covering(gy, i, r, kernel, stride, padding) if undilated else \
+            _windows(gy, i, r, input_hw, kernel, stride, padding, dilation)
         at = tuple(i[:-2]) + (oh, ow)
         hit = binary("and", ok, compare("eq", idx[at], i[-2] * W + i[-1]))
         return te.sum_(select(hit, gy[at], Const(0.0, gy.dtype)), r)
@@ -84,6 +101,8 @@ register(OpDef("max_pool2d_grad", Kind.REDUCTION, _grad_infer, _max_grad_ref, _m
                {"aten.max_pool2d_with_indices_backward.default": _max_grad_aten}, None,
                lambda rng: [([rand(rng, (1, 2, 5, 5)), _argmax_of_windows(rng, (1, 2, 9, 9), (3, 3), (2, 2), (1, 1))],
                              {"input_hw": (9, 9), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "dilation": (1, 1)}),
+                            ([rand(rng, (1, 2, 3, 6)), _argmax_of_windows(rng, (1, 2, 8, 11), (2, 3), (3, 2), (0, 1))],
+                             {"input_hw": (8, 11), "kernel": (2, 3), "stride": (3, 2), "padding": (0, 1), "dilation": (1, 1)}),
                             ([rand(rng, (2, 3, 2)), _argmax_of_windows(rng, (2, 7, 7), (3, 3), (2, 2), (0, 0), (1, 2))],
                              {"input_hw": (7, 7), "kernel": (3, 3), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 2)})],
                FLT + ("int64",)))
