@@ -120,6 +120,8 @@ MATMULS = [  # a shape, b shape, trans_a, trans_b
     ((2, 3, 29, 16), (2, 3, 40, 16), False, True),   # batched, attention-like
     ((16, 33), (1, 16, 8), True, False),         # trans_a, broadcast batch, 8 columns
     ((5, 1, 64), (64, 1000), False, False),      # one row (classifier), 1000 columns
+    ((128, 1024), (128, 40), True, False),       # a weight gradient dY^T X: A's columns copied into a panel
+    ((2, 64, 1024), (2, 64, 33), True, False),   # ... batched, column tail
 ]
 
 

@@ -571,6 +571,11 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     row = conv.convert(A[tuple(a_batch) + ((k, m) if trans_a else (m, k))], None)
     stride = linear_stride(row.args[1], m) if isinstance(row, Load) else None
     itemsize = ITEMSIZE[row.dtype]
+    kstride = linear_stride(row.args[1], k) if isinstance(row, Load) else None
+    if trans_a and stride == 1 and kstride is not None and K >= 64 and \
+            rows_per_set(abs(kstride) * itemsize, min(K, 64)) > L1_ROWS_PER_SET:
+        return _matmul_trans_a_panel(conv, rt, row, M, K, nv, mr, groups, batch, a_of, b_of_block, store_block, mac,
+                                     work, num_threads, k)
     if stride is None or K < 64 or rows_per_set(abs(stride) * itemsize, mr) <= L1_ROWS_PER_SET:
         body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr)
         return _parallel(batch + [(nbb, groups)], body, work, num_threads)
@@ -591,6 +596,27 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
 
     body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], lambda i, m0: Load(panel, as_expr(i * pstride) + k),
                      b_of_block(blk), store_block(blk), mac, mr, prologue=copy_rows, inner=(g, per))
+    return _parallel(batch + [(chunk, groups // per)], Allocate(panel, body), work, num_threads)
+
+
+def _matmul_trans_a_panel(conv, rt, row, M, K, nv, mr, groups, batch, a_of, b_of_block, store_block, mac, work,
+                          num_threads, k):
+    """matmul_packed over a transposed A (a[k, m], e.g. a weight gradient's dY^T): a tile's rows of one k are
+    adjacent, but consecutive k a whole row of A apart (4 KiB for M = 1024: one L1 set, evicted every step). Each
+    tile first copies its columns of A, one vector of its rows per k, into a dense local panel [K][mr], and one copy
+    serves `per` column blocks in a row (weight-gradient GEMMs: 90 -> ~200 GFLOP/s)."""
+    panel = conv.local(row.dtype, K * mr, "atpanel")
+    per = largest_divisor(groups, num_threads)
+    chunk, g, kk = Var("nchunk"), Var("ng"), Var("kk")
+    blk = chunk * per + g
+
+    def copy_cols(rows, m0):
+        first = substitute(a_of(0, m0), {k: kk})
+        value = first if rows == 1 else VecLoad(first.args[0], first.args[1], rows, 1)
+        return For(kk, K, Store(panel, kk * mr, value))
+
+    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], lambda i, m0: Load(panel, k * mr + i),
+                     b_of_block(blk), store_block(blk), mac, mr, prologue=copy_cols, inner=(g, per))
     return _parallel(batch + [(chunk, groups // per)], Allocate(panel, body), work, num_threads)
 
 
