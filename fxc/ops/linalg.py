@@ -133,6 +133,9 @@ def _pack(x, axis, block_pos, blocks, lanes=16, pair_axis=None):
         rest = list(i[:-1])
         b = rest.pop(block_pos)
         src = b * lanes + i[-1]
+        if blocks * lanes == n:     # no padding lanes: an affine read, which vectorizes
+            rest.insert(axis, src)
+            return x[tuple(rest)]
         rest.insert(axis, minimum(src, as_expr(n - 1)))
         return select(compare("lt", src, as_expr(n)), x[tuple(rest)], Const(0, x.dtype))
     if pair_axis is None:
@@ -165,6 +168,7 @@ register(OpDef("pack_lanes", Kind.INJECTIVE, _pack_infer, _pack_ref, _pack, {}, 
                lambda rng: [([rand(rng, (5, 3, 2))], {"axis": 0, "block_pos": 0, "blocks": 1, "lanes": 16}),
                             ([rand(rng, (2, 7, 20))], {"axis": 2, "block_pos": 1, "blocks": 2, "lanes": 16}),
                             ([rand(rng, (20, 7))], {"axis": 0, "block_pos": 0, "blocks": 4, "lanes": 16}),
+                            ([rand(rng, (3, 32))], {"axis": 1, "block_pos": 0, "blocks": 2, "lanes": 16}),
                             ([rand(rng, (20, 5, 3, 3))], {"axis": 0, "block_pos": 0, "blocks": 2, "lanes": 16,
                                                           "pair_axis": 1})],
                NUM, doc="Split `axis` into blocks of `lanes` (zero padded), blocks at block_pos, lanes last; with "
