@@ -249,7 +249,7 @@ def test_debug_levels_print_ir(capfd):
     assert "define i32 @fxc_run" in err           # 4: LLVM IR
 
 
-CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W
+CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W (, groups)
     (8, 16, 3, 1, 1, 1, 1, 12, 13),             # the input gradient is a 3x3 stride-1 conv
     (32, 48, 3, 1, 1, 1, 1, 16, 18),            # ... on Winograd, its weight transform reading the forward's weight
     (8, 16, 3, 2, 1, 1, 2, 13, 14),             # stride 2: the output gradient spread over every other pixel
@@ -258,18 +258,23 @@ CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W
     (6, 10, 3, 1, 2, 2, 2, 11, 12),             # dilation
     (4, 6, 3, 2, 0, 1, 1, 10, 11),              # rows and columns the stride leaves out
     (4, 6, (3, 2), (2, 1), (1, 0), 1, 2, 10, 9),
+    (16, 16, 3, 1, 1, 1, 1, 12, 12, 16),        # depthwise: the input gradient a depthwise conv
+    (16, 16, 3, 2, 1, 1, 2, 13, 12, 16),
+    (8, 12, 3, 1, 1, 1, 1, 9, 10, 4),           # groups of 2 inputs and 3 outputs
+    (4, 8, 3, 2, 1, 1, 1, 9, 10, 4),            # one input, 2 outputs a group
+    (8, 4, 3, 1, 1, 1, 1, 9, 10, 4),            # 2 inputs, one output a group
 ]
 
 
 @pytest.mark.parametrize("case", CONV_GRADS, ids=lambda c: "-".join(map(str, c)))
 def test_conv_gradients_run_as_convs_and_gemms(case):
-    """The backward of a conv2d (groups 1): its input gradient is a stride-1 conv2d (fxc's packed and Winograd
-    schedules) and its weight gradient one GEMM over the im2col patches, not the naive conv_transpose2d and
-    conv2d_weight_grad loops; the gradients match eager's."""
+    """The backward of a conv2d: its input gradient is a stride-1 conv2d (fxc's packed, Winograd and depthwise
+    schedules) and, with groups 1, its weight gradient one GEMM over the im2col patches, not the naive
+    conv_transpose2d and conv2d_weight_grad loops; the gradients match eager's."""
     from fxc.capture.torch import Explanation, _recorders
-    c, o, k, s, p, d, n, h, w = case
+    c, o, k, s, p, d, n, h, w, *groups = case
     torch.manual_seed(0)
-    conv = nn.Conv2d(c, o, k, stride=s, padding=p, dilation=d)
+    conv = nn.Conv2d(c, o, k, stride=s, padding=p, dilation=d, groups=groups[0] if groups else 1)
     x = torch.randn(n, c, h, w, requires_grad=True)
     rec = Explanation()
     _recorders.append(rec)
@@ -285,6 +290,9 @@ def test_conv_gradients_run_as_convs_and_gemms(case):
     for got, want in ((gx, x.grad), (gw, conv.weight.grad), (gb, conv.bias.grad)):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
     kernels = " ".join(rec.kernels)
-    assert "im2col" in kernels and "conv2d_weight_grad" not in kernels and "conv_transpose2d" not in kernels, kernels
+    assert "conv_transpose2d" not in kernels, kernels
+    if groups:      # grouped: the weight gradient stays conv2d_weight_grad
+        return
+    assert "im2col" in kernels and "conv2d_weight_grad" not in kernels, kernels
     if c >= 32:
         assert "conv2d_winograd" in kernels and "flip" not in kernels, kernels

@@ -197,7 +197,7 @@ def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, tr
         extra = tuple(x4.shape[2 + a] - size[a] for a in range(2))
         if min(extra) < 0:
             raise ShapeError("convolution_backward: output gradient larger than the input allows")
-        gx = _input_grad_as_conv(b, gy4, w4, stride, padding, dilation, extra) if groups == 1 else None
+        gx = _input_grad_as_conv(b, gy4, w4, stride, padding, dilation, extra, groups)
         if gx is None:      # conv_transpose's weight layout is (in, out/groups): here "in" are the forward's outputs
             gx = b.call("conv_transpose2d", [gy4, w4], stride=stride, padding=padding, dilation=dilation,
                         output_padding=extra, groups=groups)
@@ -219,11 +219,12 @@ def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, tr
     return gx, gw, gb
 
 
-def _input_grad_as_conv(b, gy, w, stride, padding, dilation, extra):
-    """The input gradient of a conv2d (groups 1) as a stride-1 conv2d, which fxc runs on its packed and Winograd
+def _input_grad_as_conv(b, gy, w, stride, padding, dilation, extra, groups=1):
+    """The input gradient of a conv2d as a stride-1 conv2d, which fxc runs on its packed, Winograd and depthwise
     schedules: the output gradient, spread to every stride-th position (zeros between) and padded by
     (k - 1) * dilation - padding (plus `extra` rows and columns the forward's stride left out at the end), convolved
-    with the weight flipped in space and with in and out swapped. None when a side would need negative padding."""
+    with the weight flipped in space and with in and out swapped within each group. None when a side would need
+    negative padding."""
     n, o, oh, ow = gy.shape
     k = w.shape[2:]
     lo = [(k[a] - 1) * dilation[a] - padding[a] for a in range(2)]
@@ -237,8 +238,16 @@ def _input_grad_as_conv(b, gy, w, stride, padding, dilation, extra):
         gy = b.call("slice", [b.call("slice", [spread], dim=2, start=0, end=(oh - 1) * sh + 1, step=1)],
                     dim=3, start=0, end=(ow - 1) * sw + 1, step=1)
     gyp = b.call("pad", [gy], pad=(lo[1], lo[1] + extra[1], lo[0], lo[0] + extra[0]), value=0.0, mode="constant")
-    wt = b.call("permute", [b.call("flip", [w], dims=(2, 3))], dims=(1, 0, 2, 3))
-    return b.call("conv2d", [gyp, wt], stride=(1, 1), dilation=tuple(dilation), groups=1)
+    wt = b.call("flip", [w], dims=(2, 3))
+    og, cg = o // groups, w.shape[1]
+    if groups == 1:
+        wt = b.call("permute", [wt], dims=(1, 0, 2, 3))
+    elif og > 1 or cg > 1:      # [groups, og, cg] -> [groups, cg, og] (a depthwise weight stays as it is)
+        wt = b.call("reshape", [wt], shape=(groups, og, cg) + tuple(k))
+        if og > 1 and cg > 1:
+            wt = b.call("permute", [wt], dims=(0, 2, 1, 3, 4))
+        wt = b.call("reshape", [wt], shape=(groups * cg, og) + tuple(k))
+    return b.call("conv2d", [gyp, wt], stride=(1, 1), dilation=tuple(dilation), groups=groups)
 
 
 def _weight_grad_as_gemm(b, xp, gy, kernel, stride, dilation):
