@@ -106,3 +106,15 @@ def test_profile_kernels_cold(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "its median over 3 runs (caches flushed, then 5 ms idle, before each)" in out, out
     assert "sum of per-kernel medians" in out and "more kernels" in out, out
+
+
+def test_training_benchmark_checks_gradients(capsys):
+    """benchmarks/training.py: one timed step of the BERT-style encoder, eager and fxc, gradients against float64."""
+    from benchmarks import training
+    assert training.main(["--models", "bert", "--steps", "1", "--peers", "eager,fxc"]) == 0
+    out = capsys.readouterr().out
+    rows = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.split()[:1] in (["eager"], ["fxc"])}
+    assert set(rows) == {"eager", "fxc"}, out
+    assert float(rows["fxc"][5]) == 1.0                 # step/fxc of fxc itself
+    for r in rows.values():
+        assert 0 < float(r[4]) and float(r[6]) < 1e-4   # step time; grad err of both against float64
