@@ -296,3 +296,30 @@ def test_conv_gradients_run_as_convs_and_gemms(case):
     assert "im2col" in kernels and "conv2d_weight_grad" not in kernels, kernels
     if c >= 32:
         assert "conv2d_winograd" in kernels and "flip" not in kernels, kernels
+
+
+def test_permuted_inputs_are_read_in_place(monkeypatch):
+    """An argument that is a permutation of a dense tensor (a transposed weight saved for the backward, an attention
+    head's view) is read in its own memory order, through a permute in the graph, not copied; a later call with the
+    same shape in another layout (contiguous, or a different permutation) still gets the right result."""
+    from fxc.capture import torch as capture
+    copies = []
+    real = torch.Tensor.contiguous
+    monkeypatch.setattr(torch.Tensor, "contiguous", lambda t, *a, **k: (copies.append(tuple(t.shape)), real(t, *a, **k))[1])
+    torch.manual_seed(0)
+    w = torch.randn(24, 40)
+    f = torch.compile(lambda a, b: torch.relu(a @ b + 1.0), backend="fxc")
+    x = torch.randn(8, 24)
+    for b in (w, torch.randn(40, 24).t(), torch.randn(24, 40)):                     # built for a contiguous one
+        torch.testing.assert_close(f(x, b), torch.relu(x @ b + 1.0))
+    bt = torch.randn(40, 24).t()
+    torch._dynamo.reset()
+    f2 = torch.compile(lambda a, b: torch.relu(a @ b + 1.0), backend="fxc")
+    torch.testing.assert_close(f2(x, bt), torch.relu(x @ bt + 1.0))                  # built for the transposed one
+    copies.clear()
+    torch.testing.assert_close(f2(x, bt), torch.relu(x @ bt + 1.0))
+    assert (24, 40) not in copies, copies                                            # read in place
+    c = torch.randn(24, 40)
+    torch.testing.assert_close(f2(x, c), torch.relu(x @ c + 1.0))                    # another layout: a copy
+    assert capture._dense_order(bt) == (1, 0) and capture._dense_order(c) is None
+    assert capture._dense_order(torch.randn(4, 6)[:, ::2]) is None                   # gaps: no order

@@ -493,13 +493,13 @@ class FxcSubgraph(torch.nn.Module):
                 if self.options.get("debug"):
                     raise
                 return self.gm(*args)
-        module, tensor_pos, out_struct = entry
+        module, tensor_pos, out_struct, orders = entry
         if module is None:
             return self.gm(*args)
         if module is not self._last:
             self._last = module
             module.wake()
-        got = self._inputs(key, tensor_pos, args, module)
+        got = self._inputs(key, tensor_pos, orders, args, module)
         if got is None:
             return self.gm(*args)
         ins, array, token = got       # ins keeps contiguous copies alive while the module reads them
@@ -509,11 +509,12 @@ class FxcSubgraph(torch.nn.Module):
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
-    def _inputs(self, key, tensor_pos, args, module):
+    def _inputs(self, key, tensor_pos, orders, args, module):
         """(the tensors to keep alive while the module reads them, a ctypes array of the input addresses, the
         prepack token for Module.run_prepared), or None to run eagerly. While the weights are the same tensors at
         the same versions and addresses, their prepared forms, the address array and the token are reused from
-        the previous call: only the activations are looked at."""
+        the previous call: only the activations are looked at. orders: each input's dimension order in memory
+        (to_graph's `layouts`)."""
         held = self._held.get(key)
         if held is not None:
             wpos, objs, versions, addrs, prepared, acts, array, token, copied = held
@@ -523,15 +524,15 @@ class FxcSubgraph(torch.nn.Module):
                 array = type(array).from_buffer_copy(array)     # a private copy: concurrent callers
                 ins = [prepared]
                 for slot, i in acts:
-                    t = _prepare(args[i])
+                    t = _prepare(args[i], orders[slot])
                     if t is None:
                         return None
                     ins.append(t)
                     array[slot] = t.data_ptr()
                 return ins, array, token
         ins = []
-        for i in tensor_pos:
-            t = _prepare(args[i])
+        for i, order in zip(tensor_pos, orders):
+            t = _prepare(args[i], order)
             if t is None:
                 return None
             ins.append(t)
@@ -553,7 +554,8 @@ class FxcSubgraph(torch.nn.Module):
         fixed = {slot for slot, i in enumerate(tensor_pos) if i in self.weights}
         if token is not None and not set(module.prepack_inputs) <= fixed:   # an activation is packed: no reuse
             return ins, array, token
-        copies = [args[i] for slot, i in enumerate(tensor_pos) if slot in fixed and ins[slot] is not args[i]]
+        copies = [args[i] for slot, i in enumerate(tensor_pos)
+                  if slot in fixed and ins[slot].data_ptr() != args[i].data_ptr()]
         self._held[key] = (wpos, weights, versions, list(map(_DATA_PTR, weights)),
                            [ins[slot] for slot in sorted(fixed)], acts, array, token,
                            _Sampler.of(copies, module._lib.fingerprint) if copies else None)
@@ -566,7 +568,9 @@ class FxcSubgraph(torch.nn.Module):
 
     def _compile(self, args):
         from ..build import build
-        graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"))
+        graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"),
+                                                        layouts=True)
+        orders = graph.input_orders
         self._multi = multi
         module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
@@ -576,12 +580,12 @@ class FxcSubgraph(torch.nn.Module):
             module.print_profile_at_exit()
         if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/check.py)
             from ..check import CheckError, check_graph
-            fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"))[0]
-            arrays = [args[i].detach().contiguous().numpy() for i in tensor_pos]
+            fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"), layouts=True)[0]
+            arrays = [_prepare(args[i].detach(), order).numpy() for i, order in zip(tensor_pos, orders)]
             report = check_graph(fresh, arrays, self.options.get("target", "llvm"))
             if not report.ok:
                 raise CheckError(f"subgraph {self.name}: {report}")
-        return module, tensor_pos, out_struct
+        return module, tensor_pos, out_struct, orders
 
 
 class _Sampler:
@@ -616,15 +620,27 @@ class _Sampler:
         return self.fn(*self.args) == self.value
 
 
-def _prepare(t):
-    """A CPU tensor as the module reads it (contiguous, real [..., 2] for complex), or None (not on the CPU)."""
+def _prepare(t, order=None):
+    """A CPU tensor as the module reads it (contiguous, real [..., 2] for complex; with `order`, its dimensions in
+    that order: a transposed tensor so ordered is its own memory), or None (not on the CPU)."""
     if t.device.type != "cpu":
         return None
     if t.is_neg() or t.is_conj():   # lazy negation/conjugation views: the raw memory is not the value
         t = t.resolve_neg().resolve_conj()
     if t.is_complex():
         t = torch.view_as_real(t)
+    if order is not None:
+        t = t.permute(order)
     return t if t.is_contiguous() else t.contiguous()
+
+
+def _dense_order(t):
+    """The order of t's dimensions in memory when t is a permutation of a dense tensor (a transposed weight, an
+    attention head's view), else None (contiguous already, or gaps and overlaps: read through a copy)."""
+    if t.is_contiguous() or t.is_complex() or t.dim() < 2:
+        return None
+    order = tuple(sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d])))
+    return order if t.permute(order).is_contiguous() else None
 
 
 _VERSION = operator.attrgetter("_version")
@@ -652,13 +668,16 @@ def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
     return Complex(c) if t.is_complex() else c
 
 
-def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False):
+def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False):
     """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments.
     weights: positions of the arguments that are parameters/buffers; with `freeze` they become constants
-    (folded at compile time, later changes unseen), otherwise inputs marked in `Graph.weights`."""
+    (folded at compile time, later changes unseen), otherwise inputs marked in `Graph.weights`.
+    layouts: an argument that is a permutation of a dense tensor (_dense_order) becomes an input in its memory's
+    order and a permute in the graph, so the caller passes its memory as it is (`_prepare(t, order)`), not a
+    contiguous copy; `graph.input_orders` lists each tensor input's order (None: as it is)."""
     b = Builder()
     env: dict = {}
-    tensor_pos = []
+    tensor_pos, orders = [], []
     ph = 0
     for node in gm.graph.nodes:
         if node.op == "placeholder":
@@ -671,11 +690,17 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False):
                     env[node] = _tensor_const(b, a.detach(), copy=True)     # later writes are not seen
                     ph += 1
                     continue
-                env[node] = _complex_input(b, a.shape, dt, node.name)
-                if ph in weights:
+                order = _dense_order(a) if layouts else None
+                if order is None:
+                    env[node] = _complex_input(b, a.shape, dt, node.name)
                     v = env[node].v if isinstance(env[node], Complex) else env[node]
+                else:
+                    v = b.graph.input(tuple(a.shape[d] for d in order), dt, node.name)
+                    env[node] = b.call("permute", [v], dims=tuple(order.index(d) for d in range(len(order))))
+                if ph in weights:
                     b.graph.weights.add(v.id)
                 tensor_pos.append(ph)
+                orders.append(order)
             else:
                 env[node] = a
             ph += 1
@@ -710,5 +735,6 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False):
                 else:
                     struct.append(("s", v))
             b.graph.outputs = outs
+            b.graph.input_orders = orders
             return b.graph, tensor_pos, struct, multi
     raise FxcError("graph has no output node")
