@@ -226,7 +226,8 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     views = reshape_views(main, out_ids)
     main = [gr for gr in main if gr.outputs[0].id not in views]
     into_out = output_sources(main, graph.outputs, views)
-    main = [gr for gr in main if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
+    main = [gr for gr in main
+            if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
     plan = plan_memory(main, graph.outputs, views, set(into_out))
     packed_offsets, end = {}, plan.workspace_bytes
     for gr in prepack:

@@ -4,6 +4,10 @@ conv_transpose2d is written as a gather: each output pixel sums the input pixels
 footprint covers it (no scatter, so it fuses and parallelises like conv2d). conv2d_weight_grad is the
 correlation of the (padded) input with the output gradient. 1-d convolutions reuse both through a
 height of 1; `nn._convolution` calls `transposed_convolution` for `transposed=True`.
+
+A conv2d's own backward avoids both loops where it can: its input gradient becomes a stride-1 conv2d (the
+packed, Winograd and depthwise schedules) and, with groups 1, its weight gradient one GEMM over `im2col`.
+im2col is opaque to fusion: a zero pad fused into it would make its rows clamped scalar gathers.
 """
 from __future__ import annotations
 

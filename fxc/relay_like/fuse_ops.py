@@ -10,7 +10,8 @@
   prologue;
 - a value computed from weights only (`hoisted`, see hoist.py) is not fused into a consumer that reads
   activations: it is computed once in the prepack step and read from memory, as a constant would be;
-- a reshape is never a group's root: it stays a view of its producer's output (plan_memory.reshape_views).
+- a reshape is not a group's root (unless a graph output): it stays a view of its producer's output
+  (plan_memory.reshape_views).
 Accepts a typed graph; returns Groups in topological order, each with one root node.
 """
 from __future__ import annotations
