@@ -223,6 +223,8 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     out_ids = {v.id for v in graph.outputs}
     prepack = [gr for gr in groups if all(o.id in hoisted and o.id not in out_ids for o in gr.outputs)]
     main = [gr for gr in groups if all(gr is not p for p in prepack)]
+    packed_views = reshape_views(prepack, out_ids)      # a weight's reshape (a batch norm's scale): no copy either
+    prepack = [gr for gr in prepack if gr.outputs[0].id not in packed_views]
     views = reshape_views(main, out_ids)
     main = [gr for gr in main if gr.outputs[0].id not in views]
     into_out = output_sources(main, graph.outputs, views)
@@ -242,6 +244,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     slots.update({vid: ("out", i) for vid, i in into_out.items()})
     slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
     slots.update({vid: ("work", off) for vid, off in packed_offsets.items()})
+    slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
     slots.update({vid: slots[src.id] for vid, src in views.items()})
     profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
     kernels, calls, pre_calls, lines, flops = [], [], [], [], []
