@@ -323,3 +323,42 @@ def test_permuted_inputs_are_read_in_place(monkeypatch):
     torch.testing.assert_close(f2(x, c), torch.relu(x @ c + 1.0))                    # another layout: a copy
     assert capture._dense_order(bt) == (1, 0) and capture._dense_order(c) is None
     assert capture._dense_order(torch.randn(4, 6)[:, ::2]) is None                   # gaps: no order
+
+
+def test_dropout_in_training_compiles_with_its_own_generator():
+    """Training-mode dropout compiles (no graph cut): the keep mask comes from fxc's counter-based generator, seeded
+    from PyTorch's on every call, so torch.manual_seed repeats a run; each call and each dropout draws anew, about
+    1 - p of the elements are kept and scaled by 1 / (1 - p), and the gradient goes through the same mask."""
+    from fxc.capture.torch import Explanation, _recorders
+    import fxc
+    p = 0.3
+    w = torch.randn(300, 200)
+    rec = Explanation()
+    _recorders.append(rec)
+    try:
+        f = torch.compile(lambda t: (nn.functional.dropout(t, p, training=True) * w,
+                                     nn.functional.dropout(t, p, training=True)), backend="fxc")
+        x = (torch.rand(300, 200) + 0.5).requires_grad_()
+        torch.manual_seed(7)
+        out, other = f(x)
+        out.sum().backward()
+    finally:
+        _recorders.remove(rec)
+        torch._dynamo.reset()
+    assert not rec.fallback_ops and (rec.graphs, rec.subgraphs) == (2, 2), str(rec)
+    kept = out != 0
+    assert abs(float(kept.float().mean()) - (1 - p)) < 0.01
+    torch.testing.assert_close(out, x.detach() * kept * w / (1 - p))
+    torch.testing.assert_close(x.grad, kept * w / (1 - p))
+    assert not torch.equal(kept, other != 0)                    # two dropouts in one graph: two masks
+    f2 = torch.compile(lambda t: nn.functional.dropout(t, p, training=True), backend="fxc")
+    ones = torch.ones(300, 200)
+    torch.manual_seed(7)
+    a = f2(ones)
+    torch.manual_seed(7)
+    assert torch.equal(a, f2(ones)) and not torch.equal(a, f2(ones))     # repeated by the seed, new on each call
+    assert torch.unique(a).tolist() == [0.0, pytest.approx(1 / (1 - p))]
+    torch._dynamo.reset()
+    net = nn.Sequential(nn.Linear(8, 8), nn.Dropout(p)).train()
+    with pytest.raises(fxc.errors.UnsupportedOpError, match="eval"):
+        fxc.from_torch(net, (torch.randn(2, 8),))

@@ -228,9 +228,10 @@ class _Support:
     """Which FX nodes fxc compiles: ATen ops it can convert (tried on a scratch graph), with
     supported dtypes on CPU, and the size arithmetic that feeds them."""
 
-    def __init__(self, keep_views=()):
+    def __init__(self, keep_views=(), random: bool = False):
         self.reasons: dict = {}
         self.keep_views = set(keep_views)   # view nodes that must stay torch views (see _view_outputs)
+        self.random = random                # random ops (dropout) convert: the caller feeds their seed
 
     def __call__(self, submodules, node: torch.fx.Node) -> bool:
         ok, reason = self.check(node)
@@ -262,7 +263,7 @@ class _Support:
                         return False, f"device {t.device}"
                     if TORCH_DTYPES.get(t.dtype) not in SUPPORTED_DTYPES:
                         return False, f"dtype {t.dtype}"
-        b = Builder()
+        b = Builder(random=self.random)
         env = {}
         for a in node.all_input_nodes:
             m = _meta(a)
@@ -298,7 +299,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     static = _static_placeholders(gm) if is_forward else set()
     views = _view_outputs(gm)
     _twin_views(gm, views)
-    support = _Support(views)
+    support = _Support(views, random=True)
     partitioner = CapabilityBasedPartitioner(gm, create_op_support(support), allows_single_node_partition=True)
     partitions = partitioner.propose_partitions()
     compiled_ops, fallback = collections.Counter(), collections.Counter()
@@ -524,7 +525,7 @@ class FxcSubgraph(torch.nn.Module):
                 array = type(array).from_buffer_copy(array)     # a private copy: concurrent callers
                 ins = [prepared]
                 for slot, i in acts:
-                    t = _prepare(args[i], orders[slot])
+                    t = _prepare(_arg(args, i), orders[slot])
                     if t is None:
                         return None
                     ins.append(t)
@@ -532,7 +533,7 @@ class FxcSubgraph(torch.nn.Module):
                 return ins, array, token
         ins = []
         for i, order in zip(tensor_pos, orders):
-            t = _prepare(args[i], order)
+            t = _prepare(_arg(args, i), order)
             if t is None:
                 return None
             ins.append(t)
@@ -569,7 +570,7 @@ class FxcSubgraph(torch.nn.Module):
     def _compile(self, args):
         from ..build import build
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"),
-                                                        layouts=True)
+                                                        layouts=True, random=True)
         orders = graph.input_orders
         self._multi = multi
         module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
@@ -580,8 +581,8 @@ class FxcSubgraph(torch.nn.Module):
             module.print_profile_at_exit()
         if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/check.py)
             from ..check import CheckError, check_graph
-            fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"), layouts=True)[0]
-            arrays = [_prepare(args[i].detach(), order).numpy() for i, order in zip(tensor_pos, orders)]
+            fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"), layouts=True, random=True)[0]
+            arrays = [_prepare(_arg(args, i).detach(), order).numpy() for i, order in zip(tensor_pos, orders)]
             report = check_graph(fresh, arrays, self.options.get("target", "llvm"))
             if not report.ok:
                 raise CheckError(f"subgraph {self.name}: {report}")
@@ -618,6 +619,13 @@ class _Sampler:
 
     def unchanged(self) -> bool:
         return self.fn(*self.args) == self.value
+
+
+SEED = -1      # in tensor_pos: the graph's seed input (fxc/ops/random.py), drawn from PyTorch's generator per call
+
+
+def _arg(args, i):
+    return torch.randint(0, 1 << 62, (1,), dtype=torch.int64) if i == SEED else args[i]
 
 
 def _prepare(t, order=None):
@@ -668,14 +676,17 @@ def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
     return Complex(c) if t.is_complex() else c
 
 
-def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False):
+def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
+             random: bool = False):
     """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments.
     weights: positions of the arguments that are parameters/buffers; with `freeze` they become constants
     (folded at compile time, later changes unseen), otherwise inputs marked in `Graph.weights`.
     layouts: an argument that is a permutation of a dense tensor (_dense_order) becomes an input in its memory's
     order and a permute in the graph, so the caller passes its memory as it is (`_prepare(t, order)`), not a
-    contiguous copy; `graph.input_orders` lists each tensor input's order (None: as it is)."""
-    b = Builder()
+    contiguous copy; `graph.input_orders` lists each tensor input's order (None: as it is).
+    random: random ops (dropout) convert, and their seed is the graph's last input, SEED in `tensor_pos` (a
+    partition's placeholders can come after its first random op)."""
+    b = Builder(random=random)
     env: dict = {}
     tensor_pos, orders = [], []
     ph = 0
@@ -735,6 +746,11 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, l
                 else:
                     struct.append(("s", v))
             b.graph.outputs = outs
+            if b.seed is not None:      # made at the first random op: moved to the end, after every placeholder
+                b.graph.inputs.remove(b.seed)
+                b.graph.inputs.append(b.seed)
+                tensor_pos.append(SEED)
+                orders.append(None)
             b.graph.input_orders = orders
             return b.graph, tensor_pos, struct, multi
     raise FxcError("graph has no output node")

@@ -11,9 +11,23 @@ from .graph import Graph, Value
 
 
 class Builder:
-    def __init__(self, graph: Graph | None = None):
+    def __init__(self, graph: Graph | None = None, random: bool = False):
         self.graph = graph if graph is not None else Graph()
         self._scalars: dict = {}
+        self.random = random        # the caller feeds a seed input (rng_seed) on every call: random ops convert
+        self.seed = None
+        self._streams = 0
+
+    def rng_seed(self) -> Value:
+        """The graph's int64[1] seed input (fxc/ops/random.py), made at the first random op."""
+        if self.seed is None:
+            self.seed = self.graph.input((1,), "int64", "fxc_rng_seed")
+        return self.seed
+
+    def next_stream(self) -> int:
+        """A number of its own for each random op, so two draw different numbers from one seed."""
+        self._streams += 1
+        return self._streams
 
     def const(self, array) -> Value:
         return Graph.const(array)
