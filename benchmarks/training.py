@@ -3,10 +3,10 @@
 
     .venv/bin/python -m benchmarks.training [--models resnet18,mobilenet_v2,bert] [--steps 20] [--peers eager,fxc,inductor]
 
-Every peer trains its own copy of the same model (same weights) on the same batch; before timing, the gradients of
-its first step are compared with eager PyTorch's in float64 ("grad err": the max abs difference over all parameters,
-relative to the largest gradient; batch norm over batch 1 makes some models' gradients ill-conditioned, so eager
-float32 has an error of its own there). Then each round runs
+Every peer trains its own copy of the same model (same weights) on the same batch. Before timing, the gradients of
+one step of each peer on a copy with its dropout off (fxc draws its own masks) are compared with eager PyTorch's in
+float64 ("grad err": the max abs difference over all parameters, relative to the largest gradient; batch norm over
+batch 1 makes some models' gradients ill-conditioned, so eager float32 has an error of its own there). Then each round runs
 one step of every peer, the order rotated each round, and the medians of the phases are printed with each peer's
 step time divided by fxc's. The loss is out.pow(2).mean(), so every output takes part.
 """
@@ -35,6 +35,14 @@ def _step(fn, model, opt, inputs, times=None):
             times[k].append(v)
 
 
+def _no_dropout(model):
+    m = copy.deepcopy(model)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.modules.dropout._DropoutNd):
+            mod.eval()
+    return m
+
+
 def bench(name: str, peers: list, steps: int, batch: int) -> None:
     from fxc.testing.models import example_inputs, make_model
     torch.manual_seed(0)
@@ -45,14 +53,12 @@ def bench(name: str, peers: list, steps: int, batch: int) -> None:
         model = copy.deepcopy(base)
         runs[p] = (PEERS[p](model), model, torch.optim.SGD(model.parameters(), lr=1e-4))
     grads = {}
-    for p, (fn, model, opt) in runs.items():            # first step: compile, and the gradients to check
-        torch.manual_seed(1)                            # the same dropout masks
-        model.zero_grad(set_to_none=True)
-        fn(*inputs).float().pow(2).mean().backward()
-        grads[p] = [q.grad.clone() for q in model.parameters()]
-        opt.zero_grad(set_to_none=False)
-    ref64 = copy.deepcopy(base).double()                # the gradients' reference: eager in float64
-    torch.manual_seed(1)
+    for p in peers:                                     # one step of a copy without dropout (whose masks no two
+        model = _no_dropout(base)                       # generators share): the gradients to check
+        torch.manual_seed(1)
+        PEERS[p](model)(*inputs).float().pow(2).mean().backward()
+        grads[p] = [q.grad for q in model.parameters()]
+    ref64 = _no_dropout(base).double()                  # the gradients' reference: eager in float64
     ref64(*[t.double() if t.is_floating_point() else t for t in inputs]).pow(2).mean().backward()
     grads["fp64"] = [q.grad for q in ref64.parameters()]
     scale = max(float(g.abs().max()) for g in grads["fp64"]) or 1.0
