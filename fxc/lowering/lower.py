@@ -129,7 +129,7 @@ class Converter:
         return seq(init, update)
 
 
-VECTOR_REDUCE_MIN = 32     # innermost reduction length from which it runs on a vector accumulator
+VECTOR_REDUCE_MIN = 16     # innermost reduction length from which it runs on a vector accumulator
 
 
 def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
@@ -152,13 +152,22 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     ro, rt = Var("ro"), Var("rt")
     full = n // LANES
     body = For(ro, full, Store(vacc, zero, binary(comb, VecLoad(vacc, zero, LANES), substitute(vs, {last: ro * LANES}))))
-    if n % LANES:
-        body = seq(body, For(rt, n % LANES, Store(acc, slot, binary(comb, Load(acc, slot),
-                                                                   substitute(val, {last: rt + full * LANES})))))
+    tail = n % LANES
+    tv = vectorize_expr(val, last, tail) if tail >= 4 else None      # a narrower vector (a conv weight gradient's
+    if tv is not None:                                                # rows of 28: one of 16 and one of 12 lanes)
+        tacc = conv.local("float32", tail, "racc")
+        at = Const(full * LANES, "int64")
+        body = seq(body, Store(tacc, zero, binary(comb, VecLoad(tacc, zero, tail), substitute(tv, {last: at}))))
+    elif tail:
+        body = seq(body, For(rt, tail, Store(acc, slot, binary(comb, Load(acc, slot),
+                                                              substitute(val, {last: rt + full * LANES})))))
     for v, (_, extent) in reversed(list(zip(rvars[:-1], red.axes[:-1]))):
         body = For(v, extent, body)
     init = seq(Store(acc, slot, red.init), Store(vacc, zero, Const(red.init.value, vt)))
     fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, LANES), k))) for k in range(LANES)]
+    if tv is not None:
+        init = seq(init, Store(tacc, zero, Const(red.init.value, vec("float32", tail))))
+        fold += [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(tacc, zero, tail), k))) for k in range(tail)]
     return seq(init, body, *fold)
 
 
