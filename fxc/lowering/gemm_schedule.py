@@ -572,51 +572,45 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     stride = linear_stride(row.args[1], m) if isinstance(row, Load) else None
     itemsize = ITEMSIZE[row.dtype]
     kstride = linear_stride(row.args[1], k) if isinstance(row, Load) else None
+    kk = Var("kk")
     if trans_a and stride == 1 and kstride is not None and K >= 64 and \
             rows_per_set(abs(kstride) * itemsize, min(K, 64)) > L1_ROWS_PER_SET:
-        return _matmul_trans_a_panel(conv, rt, row, M, K, nv, mr, groups, batch, a_of, b_of_block, store_block, mac,
-                                     work, num_threads, k)
+        # a[k, m] (a weight gradient's dY^T): a tile's rows of one k are adjacent, but consecutive k a whole row of A
+        # apart (4 KiB for M = 1024: one L1 set, evicted every step). Each tile copies its columns, one vector of its
+        # rows per k, into a dense panel [K][mr] (weight-gradient GEMMs: 92 -> 187 GFLOP/s).
+        def copy_cols(rows, m0):
+            first = substitute(a_of(0, m0), {k: kk})
+            value = first if rows == 1 else VecLoad(first.args[0], first.args[1], rows, 1)
+            return For(kk, K, Store(panel, kk * mr, value))
+        panel = conv.local(row.dtype, K * mr, "apanel")
+        return _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block, mac, work, num_threads, k,
+                            panel, lambda i, m0: Load(panel, k * mr + i), copy_cols)
     if stride is None or K < 64 or rows_per_set(abs(stride) * itemsize, mr) <= L1_ROWS_PER_SET:
         body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr)
         return _parallel(batch + [(nbb, groups)], body, work, num_threads)
     # The tile's rows of A would crowd into a few L1 sets (e.g. a row stride of a multiple of 4 KiB) and evict each
-    # other on every step: each tile first copies its rows into a local panel of a padded stride, and one copy
-    # serves `per` column blocks in a row.
+    # other on every step: each tile first copies its rows into a local panel of a padded stride.
     pstride = -(-K // LANES) * LANES
     while rows_per_set(pstride * itemsize, mr) > L1_ROWS_PER_SET:
         pstride += LANES
     panel = conv.local(row.dtype, mr * pstride, "apanel")
-    per = largest_divisor(groups, num_threads)
-    chunk, g, kk = Var("nchunk"), Var("ng"), Var("kk")
-    blk = chunk * per + g
 
     def copy_rows(rows, m0):
         return seq(*[For(kk, K, Store(panel, as_expr(i * pstride) + kk, substitute(a_of(i, m0), {k: kk})), "vectorize")
                      for i in range(rows)])
-
-    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], lambda i, m0: Load(panel, as_expr(i * pstride) + k),
-                     b_of_block(blk), store_block(blk), mac, mr, prologue=copy_rows, inner=(g, per))
-    return _parallel(batch + [(chunk, groups // per)], Allocate(panel, body), work, num_threads)
+    return _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block, mac, work, num_threads, k,
+                        panel, lambda i, m0: Load(panel, as_expr(i * pstride) + k), copy_rows)
 
 
-def _matmul_trans_a_panel(conv, rt, row, M, K, nv, mr, groups, batch, a_of, b_of_block, store_block, mac, work,
-                          num_threads, k):
-    """matmul_packed over a transposed A (a[k, m], e.g. a weight gradient's dY^T): a tile's rows of one k are
-    adjacent, but consecutive k a whole row of A apart (4 KiB for M = 1024: one L1 set, evicted every step). Each
-    tile first copies its columns of A, one vector of its rows per k, into a dense local panel [K][mr], and one copy
-    serves `per` column blocks in a row (weight-gradient GEMMs: 90 -> ~200 GFLOP/s)."""
-    panel = conv.local(row.dtype, K * mr, "atpanel")
+def _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block, mac, work, num_threads, k, panel,
+                 a_of, copy):
+    """matmul_packed's row tiles over a local copy of their part of A (`copy(rows, m0)` fills `panel`, `a_of` reads
+    it): one copy serves `per` column blocks in a row."""
     per = largest_divisor(groups, num_threads)
-    chunk, g, kk = Var("nchunk"), Var("ng"), Var("kk")
+    chunk, g = Var("nchunk"), Var("ng")
     blk = chunk * per + g
-
-    def copy_cols(rows, m0):
-        first = substitute(a_of(0, m0), {k: kk})
-        value = first if rows == 1 else VecLoad(first.args[0], first.args[1], rows, 1)
-        return For(kk, K, Store(panel, kk * mr, value))
-
-    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], lambda i, m0: Load(panel, k * mr + i),
-                     b_of_block(blk), store_block(blk), mac, mr, prologue=copy_cols, inner=(g, per))
+    body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(blk), store_block(blk), mac, mr,
+                     prologue=copy, inner=(g, per))
     return _parallel(batch + [(chunk, groups // per)], Allocate(panel, body), work, num_threads)
 
 
