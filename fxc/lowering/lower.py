@@ -129,7 +129,7 @@ class Converter:
         return seq(init, update)
 
 
-VECTOR_REDUCE_MIN = 8      # innermost reduction length from which it runs on vector accumulators
+VECTOR_REDUCE_MIN = 16     # innermost reduction length from which it runs on a vector accumulator
 
 
 def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
@@ -151,8 +151,7 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     vt = vec("float32", LANES)
     ro, rt = Var("ro"), Var("rt")
     full = n // LANES
-    step = Store(vacc, zero, binary(comb, VecLoad(vacc, zero, LANES), substitute(vs, {last: ro * LANES})))
-    body = For(ro, full, step) if full else None
+    body = For(ro, full, Store(vacc, zero, binary(comb, VecLoad(vacc, zero, LANES), substitute(vs, {last: ro * LANES}))))
     tail = n % LANES
     tv = vectorize_expr(val, last, tail) if tail >= 4 else None      # a narrower vector (a conv weight gradient's
     if tv is not None:                                                # rows of 28: one of 16 and one of 12 lanes)
@@ -164,9 +163,8 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
                                                               substitute(val, {last: rt + full * LANES})))))
     for v, (_, extent) in reversed(list(zip(rvars[:-1], red.axes[:-1]))):
         body = For(v, extent, body)
-    init = seq(Store(acc, slot, red.init), Store(vacc, zero, Const(red.init.value, vt)) if full else None)
-    fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, LANES), k)))
-            for k in range(LANES if full else 0)]
+    init = seq(Store(acc, slot, red.init), Store(vacc, zero, Const(red.init.value, vt)))
+    fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, LANES), k))) for k in range(LANES)]
     if tv is not None:
         init = seq(init, Store(tacc, zero, Const(red.init.value, vec("float32", tail))))
         fold += [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(tacc, zero, tail), k))) for k in range(tail)]
