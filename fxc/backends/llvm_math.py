@@ -49,6 +49,7 @@ class VectorMath:
     def __init__(self, w: FunctionWriter, t: str):
         self.w, self.t = w, t
         self.n = int(t[1:].split(" x ")[0])
+        self.it = f"<{self.n} x i32>"
 
     def c(self, v: float) -> str:
         return "<" + ", ".join([f"float {float_literal(v, 'float32')}"] * self.n) + ">"
@@ -70,10 +71,18 @@ class VectorMath:
             p = self.fma(p, x, self.c(k))
         return p
 
+    def mask(self, cond_code, a, b, ints: bool = False) -> str:
+        """Lanes where a <cond_code> b: fcmp over the float vectors, icmp over the int32 ones."""
+        m = self.w.new()
+        self.w.emit(f"{m} = {'icmp' if ints else 'fcmp'} {cond_code} {self.it if ints else self.t} {a}, {b}")
+        return m
+
     def select(self, cond_code, a, b, yes, no) -> str:
-        m, r = self.w.new(), self.w.new()
-        self.w.emit(f"{m} = fcmp {cond_code} {self.t} {a}, {b}")
-        self.w.emit(f"{r} = select <{self.n} x i1> {m}, {self.t} {yes}, {self.t} {no}")
+        return self.select_mask(self.mask(cond_code, a, b), yes, no)
+
+    def select_mask(self, mask, yes, no) -> str:
+        r = self.w.new()
+        self.w.emit(f"{r} = select <{self.n} x i1> {mask}, {self.t} {yes}, {self.t} {no}")
         return r
 
     def exp(self, x) -> str:
@@ -86,18 +95,12 @@ class VectorMath:
         p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                           1.6666665459e-1, 5.0000001201e-1])
         y = self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
-        it = f"<{self.n} x i32>"
-        splat = lambda v: f"<{', '.join([f'i32 {v}'] * self.n)}>"
-        ki, k1, k2 = self.w.new(), self.w.new(), self.w.new()
-        self.w.emit(f"{ki} = fptosi {self.t} {k} to {it}")
-        self.w.emit(f"{k1} = ashr {it} {ki}, {splat(1)}")
-        self.w.emit(f"{k2} = sub {it} {ki}, {k1}")
+        ki = self.convert("fptosi", k, self.t, self.it)
+        k1 = self.ints("ashr", ki, self.isplat(1))
+        k2 = self.ints("sub", ki, k1)
         for half in (k1, k2):
-            b, e, sc = self.w.new(), self.w.new(), self.w.new()
-            self.w.emit(f"{b} = add {it} {half}, {splat(127)}")
-            self.w.emit(f"{e} = shl {it} {b}, {splat(23)}")
-            self.w.emit(f"{sc} = bitcast {it} {e} to {self.t}")
-            y = self.op("fmul", y, sc)
+            e = self.ints("shl", self.ints("add", half, self.isplat(127)), self.isplat(23))
+            y = self.op("fmul", y, self.convert("bitcast", e, self.it, self.t))
         y = self.select("ogt", x, self.c(88.72283), self.c(math.inf), y)      # overflow -> inf
         y = self.select("olt", x, self.c(-103.97208), self.c(0.0), y)         # underflow -> 0
         return self.select("uno", x, x, x, y)                                  # nan stays nan
@@ -112,7 +115,7 @@ class VectorMath:
 
     def ints(self, code: str, a: str, b: str) -> str:
         r = self.w.new()
-        self.w.emit(f"{r} = {code} <{self.n} x i32> {a}, {b}")
+        self.w.emit(f"{r} = {code} {self.it} {a}, {b}")
         return r
 
     def isplat(self, v: int) -> str:
@@ -126,18 +129,15 @@ class VectorMath:
     def log(self, x) -> str:
         """x = 2^e * m with m in [sqrt(1/2), sqrt(2)), log(x) = e ln 2 + log1p(m - 1); denormals are scaled by 2^23
         first."""
-        it = f"<{self.n} x i32>"
-        tiny = self.w.new()
-        self.w.emit(f"{tiny} = fcmp olt {self.t} {x}, {self.c(1.1754943508222875e-38)}")
+        tiny = self.mask("olt", x, self.c(1.1754943508222875e-38))
         xs = self.select_mask(tiny, self.op("fmul", x, self.c(8388608.0)), x)
-        bits = self.convert("bitcast", xs, self.t, it)
+        bits = self.convert("bitcast", xs, self.t, self.it)
         mbits = self.ints("or", self.ints("and", bits, self.isplat(0x7FFFFF)), self.isplat(0x3F800000))
-        m = self.convert("bitcast", mbits, it, self.t)
+        m = self.convert("bitcast", mbits, self.it, self.t)
         e = self.convert("sitofp", self.ints("sub", self.ints("ashr", bits, self.isplat(23)), self.isplat(127)),
-                         it, self.t)
+                         self.it, self.t)
         e = self.op("fsub", e, self.select_mask(tiny, self.c(23.0), self.c(0.0)))
-        hi = self.w.new()
-        self.w.emit(f"{hi} = fcmp ogt {self.t} {m}, {self.c(1.4142135623730951)}")
+        hi = self.mask("ogt", m, self.c(1.4142135623730951))
         m = self.select_mask(hi, self.op("fmul", m, self.c(0.5)), m)
         e = self.op("fadd", e, self.select_mask(hi, self.c(1.0), self.c(0.0)))
         f = self.op("fsub", m, self.c(1.0))
@@ -189,7 +189,6 @@ class VectorMath:
         """sin (quarter 0) or cos (quarter 1) of x = k pi/2 + r, |r| <= pi/4: by k mod 4, +-sin(r) or +-cos(r).
         A vector with a lane beyond TRIG_LIMIT (where three floats of pi/2 no longer reduce exactly), inf or
         nan goes to libm's scalar sin/cos instead, lane by lane."""
-        it = f"<{self.n} x i32>"
         k = self.fn("roundeven", self.op("fmul", x, self.c(0.6366197723675814)))
         k = self.fn("minnum", self.fn("maxnum", k, self.c(-1048576.0)), self.c(1048576.0))
         r = x
@@ -198,21 +197,13 @@ class VectorMath:
         r2 = self.op("fmul", r, r)
         s = self.fma(self.op("fmul", r, r2), self.poly(r2, SIN_S), r)
         c = self.fma(self.op("fmul", r2, r2), self.poly(r2, COS_C), self.fma(r2, self.c(-0.5), self.c(1.0)))
-        q = self.ints("add", self.convert("fptosi", k, self.t, it), self.isplat(quarter))
-        odd = self.w.new()
-        self.w.emit(f"{odd} = icmp ne {it} {self.ints('and', q, self.isplat(1))}, zeroinitializer")
+        q = self.ints("add", self.convert("fptosi", k, self.t, self.it), self.isplat(quarter))
+        odd = self.mask("ne", self.ints("and", q, self.isplat(1)), "zeroinitializer", ints=True)
         v = self.select_mask(odd, c, s)
-        neg = self.w.new()
-        self.w.emit(f"{neg} = icmp ne {it} {self.ints('and', q, self.isplat(2))}, zeroinitializer")
+        neg = self.mask("ne", self.ints("and", q, self.isplat(2)), "zeroinitializer", ints=True)
         fast = self.select_mask(neg, self.op("fsub", self.c(-0.0), v), v)
-        far = self.w.new()
-        self.w.emit(f"{far} = fcmp ugt {self.t} {self.fn('fabs', x)}, {self.c(TRIG_LIMIT)}")
+        far = self.mask("ugt", self.fn("fabs", x), self.c(TRIG_LIMIT))
         return self.unless(far, fast, lambda: self.fn("cos" if quarter else "sin", x))
-
-    def select_mask(self, mask, yes, no) -> str:
-        r = self.w.new()
-        self.w.emit(f"{r} = select <{self.n} x i1> {mask}, {self.t} {yes}, {self.t} {no}")
-        return r
 
     def unless(self, mask, value, other) -> str:
         """value, or other() (emitted in a block of its own) when any lane of mask is set."""
