@@ -262,12 +262,12 @@ def test_out_of_range_float_to_int_casts_as_eager(dtype, src, target):
     torch.testing.assert_close(compiled(f, target)(x), f(x), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("openmp", ["0", "1"])
+@pytest.mark.parametrize("openmp", ["0", "1", ""])
 def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch, openmp):
     """Module.wake (the runtime's fxc_wake) wakes the sleeping workers ahead of a call: woken with no call
     following, they go back to sleep; woken twice, or while a call runs from another thread, results stay right.
     With FXC_OPENMP=1 the loops run on OpenMP's team instead, where wake does nothing and two callers each get a
-    team."""
+    team; by default (2) a call takes whichever is awake, and a second calling thread takes the pool."""
     import threading
     import time
     monkeypatch.setenv("FXC_NUM_THREADS", "2")
@@ -279,7 +279,7 @@ def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch, openmp):
         compiled = fxc.from_torch(net, (x,))
         ref = net(x)
         module = compiled.module
-        assert module._lib.wake is not None and module._lib.lib.fxc_uses_openmp() == int(openmp)
+        assert module._lib.wake is not None and module._lib.lib.fxc_uses_openmp() == int(openmp or 2)
         for pause in (0.0, 0.01, 0.0):           # 10 ms: past both spins (the workers are asleep again)
             module.wake()
             module.wake()
@@ -297,6 +297,40 @@ def test_worker_wake_ahead_of_calls_keeps_results_right(monkeypatch, openmp):
             module.wake()
         t.join(timeout=60)
         assert not t.is_alive() and not errors
+
+
+def test_a_call_right_after_a_pytorch_op_runs_on_its_openmp_team(monkeypatch):
+    """By default a module's parallel loops run on PyTorch's OpenMP team while its threads are awake (they spin
+    for some ms after each parallel op of PyTorch's; fxc's workers would share the cores with them) and on fxc's
+    pool once they sleep. Results are the same either way."""
+    import time
+    monkeypatch.setenv("FXC_NUM_THREADS", "2")
+    monkeypatch.delenv("FXC_OPENMP", raising=False)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(8, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 16, 1)).eval()
+    x = torch.randn(2, 8, 20, 20)
+    a = torch.randn(384, 384)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with torch.no_grad():
+            compiled = fxc.from_torch(net, (x,))
+            ref = net(x)
+            lib = compiled.module._lib.lib
+            assert lib.fxc_uses_openmp() == 2
+            compiled(x)                              # the first loop finds the team (it runs on it)
+            seen = set()
+            for _ in range(3):
+                time.sleep(0.3)                      # the team's threads are asleep by now
+                torch.testing.assert_close(compiled(x), ref, rtol=1e-4, atol=1e-5)
+                seen.add(("idle", lib.fxc_last_loop_on_team()))
+                for _ in range(4):
+                    a = (a @ a).tanh_()              # PyTorch's parallel ops: its team spins afterwards
+                torch.testing.assert_close(compiled(x), ref, rtol=1e-4, atol=1e-5)
+                seen.add(("after an op", lib.fxc_last_loop_on_team()))
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == {("idle", 0), ("after an op", 1)}, seen
 
 
 FORK_CHILD = """

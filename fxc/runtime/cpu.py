@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 import threading
 
 import numpy as np
 
 
-def openmp_wanted(training_step: bool = False) -> bool:
-    """Whether kernels run their parallel loops on OpenMP's team rather than fxc's own pool (cpu_parallel.c): for
-    every module with FXC_OPENMP=1, for none with FXC_OPENMP=0, else for a training step's graphs only
-    (capture/torch.py). Beside PyTorch that is PyTorch's team (its libgomp.so.1 is the one the module links), and a
-    training step's calls follow PyTorch's ops, after which those threads spin for a few ms: fxc's own workers got
-    half a core beside them. After idle fxc's pool wakes faster: with every peer in one process, MobileNetV2 took
-    8.9 ms on OpenMP's team, 6.4 on fxc's."""
+def openmp_mode(training_step: bool = False) -> int:
+    """Where kernels run their parallel loops (cpu_parallel.c): 0 on fxc's own pool, 1 on OpenMP's team (beside
+    PyTorch, PyTorch's: its libgomp.so.1 is the one the module links), 2 on whichever is awake at the call. FXC_OPENMP=1
+    / 0 force 1 / 0. Else a training step's graphs take 1 (their calls follow PyTorch's ops: loss, optimizer), every
+    other module 2 when PyTorch is loaded (right after a PyTorch op its team is spinning and takes the loops at once,
+    where fxc's workers would get half a core beside it; after idle fxc's pool wakes faster), 0 without it (nothing
+    else uses the team)."""
     flag = os.environ.get("FXC_OPENMP", "")
-    return flag == "1" or (training_step and flag != "0")
+    if flag in ("0", "1"):
+        return int(flag)
+    return 1 if training_step else 2 if "torch" in sys.modules else 0
 
 
 class CpuLibrary:
@@ -32,7 +35,7 @@ class CpuLibrary:
         self.use_openmp = getattr(self.lib, "fxc_use_openmp", None)    # absent from older libraries
         if self.use_openmp is not None:
             self.use_openmp.restype, self.use_openmp.argtypes = None, [ctypes.c_int]
-            self.use_openmp(int(openmp_wanted()))
+            self.use_openmp(openmp_mode())
         try:      # present when the module has a weight-packing step that may be skipped
             self.prepack, self.run_main = self.lib.fxc_prepack, self.lib.fxc_run_main
         except AttributeError:

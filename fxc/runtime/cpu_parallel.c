@@ -22,6 +22,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <time.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 typedef void (*fxc_body)(int64_t start, int64_t end, void **args);
@@ -43,6 +47,8 @@ static cpu_set_t allowed;                    /* the CPUs the first caller could 
 static _Atomic uint64_t next_chunk;          /* gen << 32 | next chunk index */
 static _Atomic int64_t done_chunks;
 static _Atomic uint32_t published_gen;
+static int use_openmp = 0;                  /* 0: this pool, 1: OpenMP's team, 2: whichever is awake (below) */
+static int on_team(int nt);
 
 void fxc_set_num_threads(int n) { fxc_threads = n; }
 
@@ -164,6 +170,7 @@ static int start_workers(int nt) {            /* called with mu held; returns wo
    and spin for its first job, so the wake-up (a futex syscall, on a virtual machine often an idle vCPU's exit)
    overlaps those preparations instead of delaying the first kernel. Cheap when they are already awake. */
 void fxc_wake(void) {
+    if (use_openmp && on_team(fxc_get_num_threads())) return;    /* the call runs on OpenMP's team */
     pthread_mutex_lock(&mu);
     if (sleepers > 0) {
         wakes++;
@@ -172,16 +179,79 @@ void fxc_wake(void) {
     pthread_mutex_unlock(&mu);
 }
 /* OpenMP's team (libgomp.so.1: PyTorch's own copy once torch is loaded, the soname being the same) instead of
-   this pool: fxc_use_openmp(1). Its threads claim the same chunks; the call returns at the team's barrier. */
+   this pool: fxc_use_openmp(1). Its threads claim the same chunks; the call returns at the team's barrier.
+   fxc_use_openmp(2), the default beside PyTorch, picks per call: the team while its threads are awake (they spin
+   for 6-10 ms after each of PyTorch's parallel ops; beside them this pool's workers got half a core, and a
+   MobileNetV2 call right after one took 6-8 ms instead of 3.7), this pool after idle (it wakes faster, and its
+   workers step off the caller's CPU). Awake is read from the team threads' state in /proc (R: running), at most
+   once every OMP_CHECK_NS. */
 extern void GOMP_parallel(void (*fn)(void *), void *data, unsigned num_threads, unsigned flags) __attribute__((weak));
-static int use_openmp = 0;
-static void openmp_off(void) { use_openmp = 0; }    /* a forked child: libgomp's team is the parent's (it hangs) */
+#define OMP_CHECK_NS 500000                 /* 0.5 ms */
+static int team_fds[MAX_THREADS], team_n = -1;   /* /proc/self/task/<tid>/stat of the team's other threads */
+static pthread_t team_caller;
+static int64_t team_checked = 0;
+static int team_awake = 0;
+
+static void openmp_off(void) {              /* a forked child: libgomp's team is the parent's (it hangs) */
+    use_openmp = 0;
+    for (int i = 0; i < team_n; i++) close(team_fds[i]);
+    team_n = -1;
+}
 void fxc_use_openmp(int on) {
     static int hooked = 0;
     if (on && !hooked && pthread_atfork(NULL, NULL, openmp_off) == 0) hooked = 1;
-    use_openmp = on && hooked && GOMP_parallel != 0;
+    use_openmp = hooked && GOMP_parallel != 0 ? on : 0;
 }
 int fxc_uses_openmp(void) { return use_openmp; }
+static int last_on_team = 0;
+int fxc_last_loop_on_team(void) { return last_on_team; }   /* where the last parallel loop ran (1: OpenMP's team) */
+
+static void record_tid(void *p) {           /* a team thread opens its own /proc stat file */
+    pthread_t *caller = p;
+    if (pthread_equal(pthread_self(), *caller)) return;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%ld/stat", (long)syscall(SYS_gettid));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    int k = __atomic_fetch_add(&team_n, 1, __ATOMIC_RELAXED);
+    if (k < MAX_THREADS) team_fds[k] = fd; else close(fd);
+}
+
+static int team_is_awake(int nt) {          /* is a thread of the caller's OpenMP team running? */
+    pthread_t self = pthread_self();
+    if (team_n < 0) {                         /* the first caller's team (another caller's runs on this pool) */
+        team_n = 0;
+        team_caller = self;
+        GOMP_parallel(record_tid, &self, (unsigned)nt, 0);
+        return 1;                             /* it has just run */
+    }
+    if (!pthread_equal(self, team_caller)) return 0;
+    char buf[512];
+    for (int i = 0; i < team_n && i < MAX_THREADS; i++) {
+        ssize_t got = pread(team_fds[i], buf, sizeof buf - 1, 0);
+        if (got <= 0) {                       /* the thread is gone: the team is recorded again next time */
+            for (int k = 0; k < team_n && k < MAX_THREADS; k++) close(team_fds[k]);
+            team_n = -1;
+            return 0;
+        }
+        buf[got] = 0;
+        char *close_paren = strrchr(buf, ')');
+        if (close_paren && close_paren[1] == ' ' && close_paren[2] == 'R') return 1;
+    }
+    return 0;
+}
+
+static int on_team(int nt) {                /* does this parallel loop run on OpenMP's team? */
+    static atomic_flag checking = ATOMIC_FLAG_INIT;
+    if (use_openmp != 2) return use_openmp;
+    int64_t now = fxc_profile_now();
+    if (now - team_checked > OMP_CHECK_NS && !atomic_flag_test_and_set(&checking)) {
+        team_awake = team_is_awake(nt);
+        team_checked = now;
+        atomic_flag_clear(&checking);
+    }
+    return team_awake;
+}
 
 struct omp_job { fxc_body fn; void **args; int64_t n, nchunks; _Atomic int64_t next; };
 
@@ -198,7 +268,8 @@ void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     int nt = fxc_get_num_threads();
     if (nt > n) nt = (int)n;
     int64_t nchunks = n < 8 * (int64_t)nt ? n : 8 * (int64_t)nt;
-    if (nt > 1 && use_openmp) {
+    last_on_team = nt > 1 && use_openmp && on_team(nt);
+    if (last_on_team) {
         struct omp_job j = {fn, args, n, nchunks, 0};
         GOMP_parallel(omp_body, &j, (unsigned)nt, 0);
         return;

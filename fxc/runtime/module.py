@@ -119,10 +119,10 @@ class Module:
 
     def use_openmp(self) -> None:
         """Run the parallel loops on OpenMP's team (PyTorch's, beside PyTorch) from now on, unless FXC_OPENMP=0:
-        for a training step's graphs, whose calls follow PyTorch's own ops (runtime/cpu.py, openmp_wanted)."""
-        from .cpu import openmp_wanted
-        if self._lib.use_openmp is not None and openmp_wanted(training_step=True):
-            self._lib.use_openmp(1)
+        for a training step's graphs, whose calls follow PyTorch's own ops (runtime/cpu.py, openmp_mode)."""
+        from .cpu import openmp_mode
+        if self._lib.use_openmp is not None:
+            self._lib.use_openmp(openmp_mode(training_step=True))
 
     def wake(self) -> None:
         """Wake the runtime's sleeping worker threads ahead of a call, so they are spinning by its first kernel:
