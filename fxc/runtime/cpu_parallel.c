@@ -15,7 +15,7 @@
    The modules of a training step's graphs (and all with FXC_OPENMP=1) run their loops on OpenMP's team instead
    (fxc_use_openmp, runtime/cpu.py): beside PyTorch its own libgomp.so.1 is the one loaded, and its threads spin
    for a few ms after each of PyTorch's ops, so this pool would share the cores with them; on its team they take
-   fxc's chunks instead. */
+   fxc's chunks instead. Other modules beside PyTorch take the team only while it is awake (fxc_use_openmp(2)). */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
