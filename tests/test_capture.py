@@ -362,3 +362,46 @@ def test_dropout_in_training_compiles_with_its_own_generator():
     net = nn.Sequential(nn.Linear(8, 8), nn.Dropout(p)).train()
     with pytest.raises(fxc.errors.UnsupportedOpError, match="eval"):
         fxc.from_torch(net, (torch.randn(2, 8),))
+
+
+def test_rand_randn_and_bernoulli_compile_with_fxcs_generator():
+    """rand, rand_like, randn_like (a VAE's reparameterisation) and bernoulli (core ATen's rand < p) compile on the
+    same generator as dropout: uniform draws in [0, 1) with mean 1/2 and variance 1/12, normal draws with mean 0,
+    variance 1 and 68.3% within one standard deviation, seeded from PyTorch's generator, new on every call, two ops
+    of one graph drawing different numbers; the gradient flows through the draws as through constants."""
+    from fxc.capture.torch import Explanation, _recorders
+    n = 300 * 200
+
+    def sample(mu, std):
+        eps = torch.randn_like(std)
+        return mu + std * eps, torch.rand_like(mu), torch.rand(300, 200, dtype=torch.float64), \
+            torch.bernoulli(torch.full_like(mu, 0.3)), torch.randn_like(std, dtype=torch.bfloat16)
+    rec = Explanation()
+    _recorders.append(rec)
+    try:
+        f = torch.compile(sample, backend="fxc")
+        mu = torch.randn(300, 200, requires_grad=True)
+        std = (torch.rand(300, 200) + 0.5).requires_grad_()
+        torch.manual_seed(3)
+        z, u, u64, coin, zb = f(mu, std)
+        z.sum().backward()
+        torch.manual_seed(3)
+        again = f(mu, std)
+        fresh = f(mu, std)
+    finally:
+        _recorders.remove(rec)
+        torch._dynamo.reset()
+    assert not rec.fallback_ops and rec.subgraphs == rec.graphs, str(rec)
+    eps = ((z - mu) / std).detach()
+    for draws, mean, var in ((u, 0.5, 1 / 12), (u64, 0.5, 1 / 12), (eps, 0.0, 1.0), (zb.float(), 0.0, 1.0)):
+        assert draws.shape == (300, 200) and abs(float(draws.double().mean()) - mean) < 4 * (var / n) ** 0.5 + 1e-3
+        assert abs(float(draws.double().var()) - var) < 0.02 * var
+    assert (u.dtype, u64.dtype, zb.dtype) == (torch.float32, torch.float64, torch.bfloat16)
+    assert float(u.min()) >= 0 and float(u.max()) < 1 and float(u64.max()) < 1
+    assert abs(float((eps.abs() < 1).double().mean()) - 0.6827) < 0.01
+    assert set(torch.unique(coin).tolist()) == {0.0, 1.0} and abs(float(coin.mean()) - 0.3) < 0.01
+    torch.testing.assert_close(mu.grad, torch.ones_like(mu))
+    torch.testing.assert_close(std.grad, eps, rtol=1e-4, atol=1e-4)
+    assert all(torch.equal(a, b) for a, b in zip(again, (z, u, u64, coin, zb)))    # torch.manual_seed repeats
+    assert not any(torch.equal(a, b) for a, b in zip(fresh, again))                  # each call draws anew
+    assert not torch.equal(u, u64.float()) and float(torch.corrcoef(torch.stack([u.flatten(), eps.flatten()]))[0, 1]) < 0.02
