@@ -120,10 +120,10 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, ali
             if isinstance(x, Un) and x.args[0] not in VECTOR_UNARY and not (
                     x.args[0] in VECTOR_MATH_F32 and x.dtype == "float32"):
                 return None
-            if isinstance(x, Bin) and x.args[0] not in ("add", "sub", "mul", "div", "max", "min",
-                                                       "lt", "le", "gt", "ge", "eq", "ne"):
-                return None
-            if isinstance(x, Bin) and scalar_of(x.args[1].dtype) not in ("float32", "float64"):
+            if isinstance(x, Bin) and not (
+                    x.args[0] in ("add", "sub", "mul", "div", "max", "min", "lt", "le", "gt", "ge", "eq", "ne")
+                    and scalar_of(x.args[1].dtype) in ("float32", "float64")
+                    or x.args[0] in ("and", "or", "xor") and x.dtype == "bool"):     # masks: ReLU6's backward
                 return None
             args = []
             for a in x.args:
