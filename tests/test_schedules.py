@@ -135,6 +135,29 @@ def test_conv1x1_with_a_mask_epilogue_stays_over_positions():
     assert_close_np(out, np.where((a <= 0) | (a >= 6), 0.0, np.where(odd, -y, y)))
 
 
+
+@pytest.mark.parametrize("kind", ["conv1x1", "matmul"])
+def test_vector_epilogues_read_and_write_masks_as_bytes(kind):
+    """A bool tensor is a byte per element: a vector epilogue that makes one (conv + bias > t) stores bytes, not
+    LLVM's packed <n x i1> (which wrote half the mask wrong), and one that reads one (dropout's backward,
+    y * mask * 2) loads bytes and compares them, then converts the lanes to 0.0 / 1.0."""
+    if kind == "conv1x1":
+        x, w, b, m = rand(1, 24, 8, 125), rand(40, 24, 1, 1), rand(40, 1, 1), rand(1, 40, 8, 125) > 0.2
+        y = conv_ref(x, w, (1, 1), (1, 1), 1, 0) + b
+        op, attrs = "conv2d", dict(stride=(1, 1), dilation=(1, 1), groups=1)
+    else:
+        x, w, b, m = rand(37, 48), rand(48, 128), rand(128), rand(37, 128) > 0.2
+        y = x @ w + b
+        op, attrs = "matmul", {}
+    c = lambda v: Graph.const(np.array(v, np.float32))
+    made, _ = run_graph(lambda g, xv, wv, bv: g.call1("gt", [g.call1("add", [g.call1(op, [xv, wv], **attrs), bv]),
+                                                             c(0.1)]), [x, w, b])
+    assert made.dtype == np.bool_ and np.array_equal(made, y > 0.1)
+    read, _ = run_graph(lambda g, xv, wv, bv, mv: g.call1("mul", [
+        g.call1("mul", [g.call1("add", [g.call1(op, [xv, wv], **attrs), bv]), g.call1("cast", [mv], dtype="float32")]),
+        c(2.0)]), [x, w, b, m])
+    assert_close_np(read, y * m * 2.0)
+
 MATMULS = [  # a shape, b shape, trans_a, trans_b
     ((37, 19), (19, 70), False, False),          # row tail, column tail (70 = 64 + 6)
     ((128, 64), (256, 64), False, True),         # linear layer: weight [out, in]

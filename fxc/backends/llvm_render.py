@@ -209,9 +209,14 @@ class FunctionWriter:
         idx = self.expr(s.index)
         t = MTYPE[s.buf.dtype]
         if lanes_of(s.value.dtype) > 1:          # a vector stored at consecutive elements
+            n, vt, align = lanes_of(s.value.dtype), lty(s.value.dtype), 4
+            if s.buf.dtype == "bool":            # a byte per element (a <n x i1> in memory would be packed bits)
+                w, vt, align = self.new(), f"<{n} x i8>", 1
+                self.emit(f"{w} = zext <{n} x i1> {v} to {vt}")
+                v = w
             p = self.new("sp")
             self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.ptr(s.buf)}, i64 {idx}")
-            self.emit(f"store {lty(s.value.dtype)} {v}, ptr {p}, align 4")
+            self.emit(f"store {vt} {v}, ptr {p}, align {align}")
             self.invalidate(s.buf)
             return
         if s.buf.dtype == "bool":
@@ -355,35 +360,38 @@ class FunctionWriter:
     def vec_load(self, e: VecLoad) -> str:
         buf, idx, n, stride = e.args
         t, i = MTYPE[buf.dtype], self.expr(idx)
+        vt = f"<{n} x {t}>"                      # in memory: a bool is a byte (<n x i1> would be packed bits)
+        align = 1 if t == "i8" else 4
         p = self.new("lp")
         self.emit(f"{p} = getelementptr inbounds {t}, ptr {self.ptr(buf)}, i64 {i}")
         if stride == 1:
             v = self.new("ld")
-            self.emit(f"{v} = load {lty(e.dtype)}, ptr {p}, align 4")
-            return v
-        if stride == 2 and n >= 4:               # two overlapping n-lane loads covering [0, 2n-1), one two-source shuffle
+            self.emit(f"{v} = load {vt}, ptr {p}, align {align}")
+        elif stride == 2 and n >= 4:             # two overlapping n-lane loads covering [0, 2n-1), one two-source shuffle
             a, b, q, v = self.new("ld"), self.new("ld"), self.new("lp"), self.new()
-            vt = lty(e.dtype)
-            self.emit(f"{a} = load {vt}, ptr {p}, align 4")
+            self.emit(f"{a} = load {vt}, ptr {p}, align {align}")
             self.emit(f"{q} = getelementptr inbounds {t}, ptr {p}, i64 {n - 1}")
-            self.emit(f"{b} = load {vt}, ptr {q}, align 4")
+            self.emit(f"{b} = load {vt}, ptr {q}, align {align}")
             picks = ", ".join(f"i32 {2 * k if 2 * k < n else 2 * k + 1}" for k in range(n))
             self.emit(f"{v} = shufflevector {vt} {a}, {vt} {b}, <{n} x i32> <{picks}>")
-            return v
-        if 1 < stride <= 4:                      # small strides: one wide load, then pick every stride-th lane
+        elif 1 < stride <= 4:                    # small strides: one wide load, then pick every stride-th lane
             w, v = self.new("ld"), self.new()
             wide = (n - 1) * stride + 1
-            self.emit(f"{w} = load <{wide} x {t}>, ptr {p}, align 4")
+            self.emit(f"{w} = load <{wide} x {t}>, ptr {p}, align {align}")
             picks = ", ".join(f"i32 {k * stride}" for k in range(n))
             self.emit(f"{v} = shufflevector <{wide} x {t}> {w}, <{wide} x {t}> poison, <{n} x i32> <{picks}>")
-            return v
-        v = "poison"                             # a gather of scalar loads
-        for k in range(n):
-            q, x, nv = self.new("lp"), self.new("ld"), self.new()
-            self.emit(f"{q} = getelementptr inbounds {t}, ptr {p}, i64 {k * stride}")
-            self.emit(f"{x} = load {t}, ptr {q}")
-            self.emit(f"{nv} = insertelement {lty(e.dtype)} {v}, {t} {x}, i64 {k}")
-            v = nv
+        else:
+            v = "poison"                         # a gather of scalar loads
+            for k in range(n):
+                q, x, nv = self.new("lp"), self.new("ld"), self.new()
+                self.emit(f"{q} = getelementptr inbounds {t}, ptr {p}, i64 {k * stride}")
+                self.emit(f"{x} = load {t}, ptr {q}")
+                self.emit(f"{nv} = insertelement {vt} {v}, {t} {x}, i64 {k}")
+                v = nv
+        if buf.dtype == "bool":
+            r = self.new()
+            self.emit(f"{r} = icmp ne {vt} {v}, zeroinitializer")
+            return r
         return v
 
     def call(self, fn: str, ret: str, args: list) -> str:
@@ -571,6 +579,11 @@ class FunctionWriter:
 
     def cast(self, to: str, a: Expr) -> str:
         fr = a.dtype
+        if lanes_of(fr) > 1 and scalar_of(fr) == "bool" and scalar_of(to) in ("float32", "float64") \
+                and lanes_of(to) == lanes_of(fr):            # a mask as 0.0 / 1.0 lanes (dropout's backward)
+            r = self.new()
+            self.emit(f"{r} = uitofp {lty(fr)} {self.expr(a)} to {lty(to)}")
+            return r
         if lanes_of(fr) > 1 or lanes_of(to) > 1:
             raise LoweringError(f"vector cast {fr} -> {to} is not renderable")
         x = self.expr(a)

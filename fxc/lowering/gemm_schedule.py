@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .expr import (ITEMSIZE, Bin, Broadcast, Const, Expr, Fma, Lane, LaneReduce, Load, PackBf16, Select, Un, Var,
+from .expr import (ITEMSIZE, Bin, Broadcast, Cast, Const, Expr, Fma, Lane, LaneReduce, Load, PackBf16, Select, Un, Var,
                    VecLoad, as_expr, binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
@@ -110,9 +110,12 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, ali
             s = linear_stride(idx, v)
             if s is None and aligned:
                 s = aligned_stride(idx, v, lanes)
-            if s is None or s < 0 or buf.dtype == "bool":
+            if s is None or s < 0:
                 return None
             r = VecLoad(buf, idx, lanes, s)
+        elif isinstance(x, Cast) and x.args[1].dtype == "bool" and x.dtype in ("float32", "float64"):
+            m = go(x.args[1])                    # a mask's 0 / 1 (dropout's backward)
+            r = None if m is None else Cast(vec(x.dtype, lanes), m)
         elif isinstance(x, PackBf16):            # float32 pairs -> bf16x2 words (vcvtne2ps2bf16)
             lo, hi = go(x.args[0]), go(x.args[1])
             r = None if lo is None or hi is None else PackBf16(lo, hi)
