@@ -364,6 +364,37 @@ def test_dropout_in_training_compiles_with_its_own_generator():
         fxc.from_torch(net, (torch.randn(2, 8),))
 
 
+def test_an_embeddings_gradient_is_one_fill_and_scatter(monkeypatch):
+    """An embedding's backward is index_put(zeros, [ids], grad, accumulate=True): the zeros are not a table-sized
+    constant copied on every call but a fill value of the scatter's own output (BERT's 30522 x 256 gradient took
+    4.5 ms that way, eager 1.3). Repeated ids accumulate."""
+    from fxc.capture.torch import Explanation, FxcSubgraph, _recorders
+    modules = []
+    real = FxcSubgraph._compile
+
+    def spy(self, args):
+        entry = real(self, args)
+        modules.append(entry[0])
+        return entry
+    monkeypatch.setattr(FxcSubgraph, "_compile", spy)
+    m1, m2 = nn.Embedding(1000, 24), nn.Embedding(1000, 24)
+    m2.load_state_dict(m1.state_dict())
+    ids = torch.randint(0, 1000, (3, 50))
+    ids[0, :5] = 7
+    g = torch.randn(3, 50, 24)
+    rec = Explanation()
+    _recorders.append(rec)
+    try:
+        torch.compile(m2, backend="fxc")(ids).backward(g)
+    finally:
+        _recorders.remove(rec)
+        torch._dynamo.reset()
+    m1(ids).backward(g)
+    torch.testing.assert_close(m2.weight.grad, m1.weight.grad)
+    table = [k for k in rec.kernels if "[1000, 24]" in k]
+    assert len(table) == 1 and "index_put" in table[0], rec.kernels
+    assert len(modules) == 2 and max(sum(c.nbytes for c in m.consts) for m in modules) < 1000 * 24 * 4
+
 def test_rand_randn_and_bernoulli_compile_with_fxcs_generator():
     """rand, rand_like, randn_like (a VAE's reparameterisation) and bernoulli (core ATen's rand < p) compile on the
     same generator as dropout: uniform draws in [0, 1) with mean 1/2 and variance 1/12, normal draws with mean 0,

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..lowering.loop_ir import For, Store, seq
 from ..relay_like.graph import TensorType
 from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, rand
@@ -51,10 +51,17 @@ def bload(buf, shape, idx):
     return buf[flat(idx[off:], shape)]
 
 
-def copy_stmt(dst, src, n: int):
-    """dst[:] = src[:] (parallel when large)."""
-    i = Var("c")
-    return For(i, n, Store(dst, i, src[i]), "parallel" if n >= 1 << 16 else "serial") if n else None
+def copy_stmt(dst, src, n: int, fill: bool = False):
+    """dst[:] = src[:], or with fill dst[:] = src[0]: whole vectors of 16 (parallel when large), then a scalar tail."""
+    if not n:
+        return None
+    i, k = Var("c"), Var("ct")
+    lanes, full = 16, n // 16 * 16
+    value = (lambda at, w: Broadcast(src[0], w)) if fill else (lambda at, w: VecLoad(src, at, w))
+    body = For(i, full // lanes, Store(dst, i * lanes, value(i * lanes, lanes)),
+               "parallel" if n >= 1 << 16 else "serial") if full else None
+    tail = For(k, n - full, Store(dst, k + full, src[0] if fill else src[k + full])) if n > full else None
+    return seq(body, tail)
 
 
 # -- index: x[idx_0, ..., idx_k] over the dims `dims` ------------------------------------------------------------------
@@ -129,16 +136,21 @@ register(OpDef("index", Kind.INJECTIVE, _index_infer, _index_ref, _index,
 
 
 # -- index_put: out = x; out[idx] = values (or += values) ---------------------------------------------------------------
-def _index_put_infer(types, dims, accumulate=False):
+def _index_put_infer(types, dims, accumulate=False, shape=None):
+    """shape: x is a 0-d fill value of a tensor of that shape (index_put into zeros: an embedding's gradient)."""
     x, v, idx = types[0], types[1], types[2:]
-    shape = _index_layout(x.shape, dims, [t.shape for t in idx])[0]
-    if broadcast_shapes(shape, v.shape) != shape:
-        raise ShapeError(f"index_put: values {v.shape} do not broadcast to the indexed shape {shape}")
-    return [x]
+    if shape is not None and x.ndim:
+        raise ShapeError(f"index_put: a fill value of shape {tuple(shape)} is 0-d, got {x.shape}")
+    xshape = tuple(shape) if shape is not None else x.shape
+    ishape = _index_layout(xshape, dims, [t.shape for t in idx])[0]
+    if broadcast_shapes(ishape, v.shape) != ishape:
+        raise ShapeError(f"index_put: values {v.shape} do not broadcast to the indexed shape {ishape}")
+    return [TensorType(xshape, x.dtype)]
 
 
-def _index_put(x, v, *idx, dims, accumulate=False):
-    shape, pos, bshape, rest = _index_layout(x.shape, dims, [t.shape for t in idx])
+def _index_put(x, v, *idx, dims, accumulate=False, shape=None):
+    xshape = tuple(shape) if shape is not None else tuple(x.shape)
+    ishape, pos, bshape, rest = _index_layout(xshape, dims, [t.shape for t in idx])
     nb = len(bshape)
 
     def lower(outs, ins):
@@ -149,19 +161,19 @@ def _index_put(x, v, *idx, dims, accumulate=False):
             others = iter(i[:pos] + i[pos + nb:])
             coords = {d: next(others) for d in rest}
             for t, b_, d in zip(idx, ib, dims):
-                coords[d] = clamp_index(bload(b_, t.shape, bi), x.shape[d])
-            at = flat([coords[d] for d in range(x.ndim)], x.shape)
+                coords[d] = clamp_index(bload(b_, t.shape, bi), xshape[d])
+            at = flat([coords[d] for d in range(len(xshape))], xshape)
             val = bload(vb, v.shape, i)
             return Store(out, at, out[at] + val if accumulate else val)
-        return seq(copy_stmt(out, xb, math.prod(x.shape)), nest(shape, body))
-    return te.extern([(x.shape, x.dtype)], [x, v] + list(idx), lower, "index_put")[0]
+        return seq(copy_stmt(out, xb, math.prod(xshape), fill=shape is not None), nest(ishape, body))
+    return te.extern([(xshape, x.dtype)], [x, v] + list(idx), lower, "index_put")[0]
 
 
-def _index_put_ref(x, v, *idx, dims, accumulate=False):
-    out = x.copy()
-    key = [slice(None)] * x.ndim
+def _index_put_ref(x, v, *idx, dims, accumulate=False, shape=None):
+    out = np.broadcast_to(x, shape).copy() if shape is not None else x.copy()
+    key = [slice(None)] * out.ndim
     for t, d in zip(idx, dims):
-        key[d] = np.where(t < 0, t + x.shape[d], t)
+        key[d] = np.where(t < 0, t + out.shape[d], t)
     key = tuple(key)
     if accumulate:
         np.add.at(out, key, np.broadcast_to(v, out[key].shape).astype(x.dtype))
@@ -202,6 +214,9 @@ def _index_put_aten(b, x, indices, values, accumulate=False):
     dims, vals = _index_args(b, indices, "index_put")
     if accumulate and x.dtype == "bool":
         raise UnsupportedOpError("index_put with accumulate on a bool tensor")
+    if x.is_const and x.data.ndim and x.data.size > 1 and (x.data == x.data.flat[0]).all():   # into zeros: a fill
+        return b.call("index_put", [b.const(x.data.flat[0].copy()), b.as_tensor(values, x.dtype)] + vals, dims=dims,
+                      accumulate=bool(accumulate), shape=tuple(x.shape))
     return b.call("index_put", [x, b.as_tensor(values, x.dtype)] + vals, dims=dims, accumulate=bool(accumulate))
 
 
@@ -210,7 +225,10 @@ register(OpDef("index_put", Kind.OPAQUE, _index_put_infer, _index_put_ref, _inde
                lambda rng: [([rand(rng, (6, 3)), rand(rng, (4, 3)), np.array([0, 5, -1, 2])], {"dims": (0,)}),
                             ([rand(rng, (6, 3)), rand(rng, (5, 1)), np.array([1, 5, 1, -1, 1])], {"dims": (0,), "accumulate": True}),
                             ([rand(rng, (4, 5, 2), "int64"), rand(rng, (2,), "int64"), np.array([[0, 3], [3, 3]]), np.array([4, -1])],
-                             {"dims": (0, 1), "accumulate": True})],
+                             {"dims": (0, 1), "accumulate": True}),
+                            ([np.array(0.0, np.float32), rand(rng, (5, 19)), np.array([3, 40, 3, -1, 0])],   # into zeros
+                             {"dims": (0,), "accumulate": True, "shape": (41, 19)}),
+                            ([np.array(True), rand(rng, (2, 3)) > 0, np.array([1, 4])], {"dims": (1,), "shape": (2, 5, 3)})],
                ALL))
 
 
