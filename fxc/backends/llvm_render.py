@@ -10,7 +10,7 @@ import math
 
 from ..errors import LoweringError
 from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, LaneReduce, Load,
-                              PackBf16, Present, Select, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
+                              PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
                               scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 from .llvm_math import VECTOR_MATH, VectorMath, float_literal
@@ -295,6 +295,12 @@ class FunctionWriter:
             fn = f"llvm.vector.reduce.{name}.{_suffix(v.dtype)}"
             self.m.declare(fn, t, ([t] if op == "add" else []) + [vt])
             self.emit(f"{r} = call {flags}{t} @{fn}({start}{vt} {self.expr(v)})")
+            return r
+        if isinstance(e, Shuffle):
+            a, b, mask = e.args
+            t, r = lty(a.dtype), self.new()
+            picks = ", ".join(f"i32 {k}" for k in mask)
+            self.emit(f"{r} = shufflevector {t} {self.expr(a)}, {t} {self.expr(b)}, <{len(mask)} x i32> <{picks}>")
             return r
         if isinstance(e, Lane):
             r = self.new()

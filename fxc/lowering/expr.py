@@ -292,6 +292,23 @@ class Lane(Expr):
         return f"{self.args[0]}.{self.args[1]}"
 
 
+class Shuffle(Expr):
+    """Lanes of two vectors of one type picked by a constant mask: k < n is lane k of the first, else lane k - n
+    of the second (LLVM's shufflevector)."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(a, b, mask):
+        return (a, b, tuple(int(k) for k in mask))
+
+    def _infer_dtype(self):
+        return vec(scalar_of(self.args[0].dtype), len(self.args[2]))
+
+    def __repr__(self):
+        return f"shuffle({self.args[0]}, {self.args[1]}, {list(self.args[2])})"
+
+
 class LaneReduce(Expr):
     """All lanes of a vector combined by `op` (add, max, min) into a scalar, in a tree (addition reassociates)."""
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from . import te
-from .expr import Bin, Const, Expr, Load, Var, as_expr, binary, compare, const, substitute, walk
+from .expr import (Bin, Const, Expr, Load, Shuffle, Var, VecLoad, as_expr, binary, compare, const, select,
+                   substitute, walk)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
 from .lower import Converter, flat_index
 
@@ -93,6 +94,9 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         body = seq(*pre, Store(out, index, value))
         return _outer_loops(axes, shape, body, math.prod(shape) * 16, num_threads), 0
     if red is None:                        # injective
+        packed = _transposed_pack(conv, t, out, num_threads)
+        if packed is not None:
+            return packed, 0
         body = Store(out, flat_index(axes, shape), value)
         row = _padded_row(conv, t, out, axes, shape)
         if row is not None:
@@ -125,6 +129,62 @@ def _vector_row(out, index, value, v, n):
         base = as_expr(start) + vo * lanes
         st = Store(out, substitute(index, {v: base}), substitute(vs, {v: base}))
         stmts.append(For(vo, count, st) if count > 1 else LetStmt(vo, as_expr(0), st))
+    return seq(*stmts)
+
+
+def transpose16(rows: list) -> list:
+    """The 16 columns of 16 vectors of 16 lanes, by 64 two-vector shuffles: stage d swaps bit d of every element's
+    row and column (rows i and i + d trade their lanes j with bit d set / clear), and the four stages together
+    move element (i, j) to (j, i)."""
+    n = len(rows)
+    rows = list(rows)
+    d = n // 2
+    while d:
+        for i in range(n):
+            if i & d:
+                continue
+            a, b = rows[i], rows[i + d]
+            rows[i] = Shuffle(a, b, [j if not j & d else n + j - d for j in range(n)])
+            rows[i + d] = Shuffle(a, b, [j + d if not j & d else n + j for j in range(n)])
+        d //= 2
+    return rows
+
+
+def _transposed_pack(conv, t, out, num_threads):
+    """pack_lanes of a matrix x[N, M...] along its first axis into [blocks, M..., 16] (a weight's lanes along its
+    output channels, every step of a training run): lane l of row m is x[16 b + l, m], 16 rows of x apart. Each 16 x 16
+    tile is read as 16 row vectors and transposed in registers (transpose16) instead of gathered element by element;
+    the m tail and the blocks past N's last whole block (zeros past N) are scalar. None for other packs, and when the
+    source is computed in the group (the generic path reads through it)."""
+    from .gemm_schedule import LANES
+    attrs = t.attrs or {}
+    x = attrs.get("pack_of")
+    if x is None or attrs.get("pack_axis") != 0 or attrs.get("pack_block_pos") != 0 or t.shape[-1] != LANES \
+            or x.dtype not in ("float32", "int32") or x not in conv.bufs:
+        return None
+    xb, N, M, B = conv.bufs[x], x.shape[0], math.prod(x.shape[1:]), t.shape[0]
+    full_b, full_m = N // LANES, M // LANES
+    if not full_b or not full_m:
+        return None
+    p, b, mb = Var("p"), Var("pb"), Var("pm")
+    rows = [VecLoad(xb, (b * LANES + r) * M + mb * LANES, LANES) for r in range(LANES)]
+    cols = transpose16(rows)
+    tile = seq(*[Store(out, ((b * M) + mb * LANES + j) * LANES, cols[j]) for j in range(LANES)])
+    body = LetStmt(b, binary("idiv", p, full_m), LetStmt(mb, binary("imod", p, full_m), tile))
+    work = full_b * full_m
+    stmts = [For(p, work, body, "parallel" if num_threads > 1 and work * 256 >= PARALLEL_MIN_WORK else "serial")]
+    # the rest, element by element: m past the whole tiles in whole blocks, then every m of the other blocks
+    m, r, bb = Var("tm"), Var("tr"), Var("tb")
+
+    def cell(blk, col):
+        row = blk * LANES + r
+        src = select(compare("lt", row, as_expr(N)), Load(xb, binary("min", row, as_expr(N - 1)) * M + col),
+                     Const(0, x.dtype))
+        return For(r, LANES, Store(out, ((blk * M) + col) * LANES + r, src))
+    if M > full_m * LANES:
+        stmts.append(For(bb, full_b, For(m, M - full_m * LANES, cell(bb, m + full_m * LANES))))
+    if B > full_b:
+        stmts.append(For(bb, B - full_b, For(m, M, cell(bb + full_b, m))))
     return seq(*stmts)
 
 

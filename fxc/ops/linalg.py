@@ -138,8 +138,9 @@ def _pack(x, axis, block_pos, blocks, lanes=16, pair_axis=None):
             return x[tuple(rest)]
         rest.insert(axis, minimum(src, as_expr(n - 1)))
         return select(compare("lt", src, as_expr(n)), x[tuple(rest)], Const(0, x.dtype))
-    if pair_axis is None:
-        return te.compute(shape, lambda *i: packed(i), "pack_lanes")
+    if pair_axis is None:       # attrs: a schedule of its own when it reads x directly (schedule._transposed_pack)
+        return te.compute(shape, lambda *i: packed(i), "pack_lanes",
+                          {"pack_of": x, "pack_axis": axis, "pack_block_pos": block_pos})
     from .bf16 import pair_words
     n_pair = _pack_infer([x], axis, block_pos, blocks, lanes)[0].shape[pair_axis]
     return te.compute(shape, lambda *i: pair_words(packed, n_pair, pair_axis, i), "pack_lanes")
@@ -168,6 +169,9 @@ register(OpDef("pack_lanes", Kind.INJECTIVE, _pack_infer, _pack_ref, _pack, {}, 
                lambda rng: [([rand(rng, (5, 3, 2))], {"axis": 0, "block_pos": 0, "blocks": 1, "lanes": 16}),
                             ([rand(rng, (2, 7, 20))], {"axis": 2, "block_pos": 1, "blocks": 2, "lanes": 16}),
                             ([rand(rng, (20, 7))], {"axis": 0, "block_pos": 0, "blocks": 4, "lanes": 16}),
+                            # transposed 16 x 16 tiles: 2 whole blocks and a part, 2 whole tiles of m and a tail
+                            ([rand(rng, (37, 3, 15))], {"axis": 0, "block_pos": 0, "blocks": 4, "lanes": 16}),
+                            ([rand(rng, (32, 16), "int32")], {"axis": 0, "block_pos": 0, "blocks": 2, "lanes": 16}),
                             ([rand(rng, (3, 32))], {"axis": 1, "block_pos": 0, "blocks": 2, "lanes": 16}),
                             ([rand(rng, (20, 5, 3, 3))], {"axis": 0, "block_pos": 0, "blocks": 2, "lanes": 16,
                                                           "pair_axis": 1})],
