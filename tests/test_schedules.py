@@ -158,6 +158,19 @@ def test_vector_epilogues_read_and_write_masks_as_bytes(kind):
         c(2.0)]), [x, w, b, m])
     assert_close_np(read, y * m * 2.0)
 
+
+@pytest.mark.parametrize("shape,blocks", [((40, 37), 3), ((64, 50), 4), ((16, 16), 1)], ids=str)
+def test_pack_lanes_through_a_permute_transposes_tiles(shape, blocks):
+    """A pack whose source is a permute computed in its group (a transposed weight of a training step's backward):
+    lanes far apart in x, the axis before them contiguous, so whole blocks go as 16 x 16 tiles transposed in
+    registers; the tail of that axis, the padding lanes and an all-padding block element by element."""
+    x = rand(*shape)
+    out, _ = run_graph(lambda g, xv: g.call1("pack_lanes", [g.call1("permute", [xv], dims=(1, 0))], axis=1, block_pos=0,
+                                             blocks=blocks, lanes=16), [x])
+    assert_close_np(out, get_op("pack_lanes").reference(np.ascontiguousarray(x.T), axis=1, block_pos=0, blocks=blocks,
+                                                        lanes=16))
+
+
 MATMULS = [  # a shape, b shape, trans_a, trans_b
     ((37, 19), (19, 70), False, False),          # row tail, column tail (70 = 64 + 6)
     ((128, 64), (256, 64), False, True),         # linear layer: weight [out, in]

@@ -98,6 +98,10 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         if packed is not None:
             return packed, 0
         body = Store(out, flat_index(axes, shape), value)
+        packed = _transposed_tiles(conv, t, out, axes, shape, value, num_threads) \
+            or _whole_blocks_first(conv, t, out, axes, shape, value, num_threads)
+        if packed is not None:
+            return packed, 0
         row = _padded_row(conv, t, out, axes, shape)
         if row is not None:
             return _outer_loops(axes[:-1], shape[:-1], row, math.prod(shape), num_threads), 0
@@ -186,6 +190,87 @@ def _transposed_pack(conv, t, out, num_threads):
     if B > full_b:
         stmts.append(For(bb, B - full_b, For(m, M, cell(bb + full_b, m))))
     return seq(*stmts)
+
+
+def _transposed_tiles(conv, t, out, axes, shape, value, num_threads):
+    """A pack_lanes computed in its group (a transposed weight read through a permute) whose lanes are far apart in
+    the source while the axis before them (m) is contiguous there: out[..., m, l] = src(..., 16 b + l, m). Its whole
+    blocks run as 16 x 16 tiles, 16 vectors along m transposed in registers (transpose16); the rest of m and the
+    blocks past the packed axis's whole blocks element by element. None for any other tensor."""
+    from .gemm_schedule import LANES, vectorize_expr
+    attrs = t.attrs or {}
+    whole, exact = attrs.get("pack_whole"), attrs.get("pack_exact")
+    if exact is None or len(axes) < 3 or shape[-1] != LANES or shape[-2] < LANES or not whole \
+            or out.dtype not in ("float32", "int32"):
+        return None
+    bp = attrs["pack_block_pos"]
+    m, l = axes[-2], axes[-1]
+    if bp == len(axes) - 2:
+        return None
+    fast = conv.convert(exact(*axes), None)
+    along_m, along_l = load_strides(fast, m), load_strides(fast, l)
+    if not along_m or any(st != 1 for st in along_m) or all(st == 1 for st in along_l):
+        return None
+    rows = [vectorize_expr(substitute(fast, {l: as_expr(r)}), m, LANES) for r in range(LANES)]
+    if any(r is None for r in rows):
+        return None
+    index = flat_index(axes, shape)
+    mt = Var("mt")
+    base = {m: mt * LANES}
+    cols = transpose16([substitute(r, base) for r in rows])
+    tile = seq(*[Store(out, substitute(index, {m: mt * LANES + j, l: as_expr(0)}), cols[j]) for j in range(LANES)])
+    head = list(shape[:-2])
+    head[bp] = whole
+    full_m = shape[-2] // LANES
+    stmts = [_outer_loops(axes[:-2] + [mt], head + [full_m], tile, math.prod(head) * full_m * 256, num_threads)]
+    generic = For(l, LANES, Store(out, index, value))
+    if shape[-2] > full_m * LANES:              # m past the whole tiles, in the whole blocks
+        m2 = Var("mrest")
+        stmts.append(_outer_loops(axes[:-2] + [m2], head + [shape[-2] - full_m * LANES],
+                                  substitute_stmt(generic, {m: m2 + full_m * LANES}), 0, 1))
+    if shape[bp] > whole:                       # the blocks past the whole ones: zeros past the packed axis
+        b2 = Var("brest")
+        rest = list(shape[:-1])
+        rest[bp] -= whole
+        tail_axes = list(axes[:-1])
+        tail_axes[bp] = b2
+        stmts.append(_outer_loops(tail_axes, rest, substitute_stmt(generic, {axes[bp]: b2 + whole}), 0, 1))
+    return seq(*stmts)
+
+
+def substitute_stmt(st, mapping):
+    """A For over one Store with the mapping applied to its index and value (the loops here are that simple)."""
+    if isinstance(st, For):
+        return For(st.var, st.extent, substitute_stmt(st.body, mapping), st.kind)
+    return Store(st.buf, substitute(st.index, mapping), substitute(st.value, mapping))
+
+
+def _whole_blocks_first(conv, t, out, axes, shape, value, num_threads):
+    """A pack_lanes with padding lanes (its last block runs past the packed axis) whose lanes read contiguously:
+    the blocks before that one read with no bounds check (the pack's exact form, vector rows), the rest as
+    written (clamped reads, zeros past the end). None for any other tensor."""
+    attrs = t.attrs or {}
+    whole, exact = attrs.get("pack_whole"), attrs.get("pack_exact")
+    if exact is None or not axes or whole is None:
+        return None
+    bp = attrs["pack_block_pos"]
+    if not 0 < whole < shape[bp]:
+        return None
+    index = flat_index(axes, shape)
+    fast = _vector_row(out, index, conv.convert(exact(*axes), None), axes[-1], shape[-1])
+    if fast is None:
+        return None
+    head = list(shape[:-1])
+    head[bp] = whole
+    rest = list(shape[:-1])
+    rest[bp] -= whole
+    b, b2 = axes[bp], Var("tail_b")
+    tail_sub = {b: b2 + whole}
+    tail = For(axes[-1], shape[-1], Store(out, substitute(index, tail_sub), substitute(value, tail_sub)), "vectorize")
+    tail_axes = list(axes[:-1])
+    tail_axes[bp] = b2
+    return seq(_outer_loops(axes[:-1], head, fast, math.prod(head) * shape[-1], num_threads),
+               _outer_loops(tail_axes, rest, tail, math.prod(rest) * shape[-1], num_threads))
 
 
 def _padded_row(conv, t, out, axes, shape):

@@ -129,18 +129,19 @@ def _pack(x, axis, block_pos, blocks, lanes=16, pair_axis=None):
     shape = _pack_infer([x], axis, block_pos, blocks, lanes, pair_axis)[0].shape
     n = x.shape[axis]
 
-    def packed(i):
+    def packed(i, exact=False):
         rest = list(i[:-1])
         b = rest.pop(block_pos)
         src = b * lanes + i[-1]
-        if blocks * lanes == n:     # no padding lanes: an affine read, which vectorizes
+        if exact or blocks * lanes == n:     # no padding lanes: an affine read, which vectorizes
             rest.insert(axis, src)
             return x[tuple(rest)]
         rest.insert(axis, minimum(src, as_expr(n - 1)))
         return select(compare("lt", src, as_expr(n)), x[tuple(rest)], Const(0, x.dtype))
-    if pair_axis is None:       # attrs: a schedule of its own when it reads x directly (schedule._transposed_pack)
+    if pair_axis is None:       # attrs: the schedules of packs (schedule._transposed_pack, _whole_blocks_first)
         return te.compute(shape, lambda *i: packed(i), "pack_lanes",
-                          {"pack_of": x, "pack_axis": axis, "pack_block_pos": block_pos})
+                          {"pack_of": x, "pack_axis": axis, "pack_block_pos": block_pos, "pack_whole": n // lanes,
+                           "pack_exact": lambda *i: packed(i, exact=True)})
     from .bf16 import pair_words
     n_pair = _pack_infer([x], axis, block_pos, blocks, lanes)[0].shape[pair_axis]
     return te.compute(shape, lambda *i: pair_words(packed, n_pair, pair_axis, i), "pack_lanes")
