@@ -254,6 +254,8 @@ CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W (, groups
     (32, 48, 3, 1, 1, 1, 1, 16, 18),            # ... on Winograd, its weight transform reading the forward's weight
     (8, 16, 3, 2, 1, 1, 2, 13, 14),             # stride 2: the output gradient spread over every other pixel
     (5, 7, 1, 2, 0, 1, 1, 9, 10),               # a 1x1 downsample
+    (24, 40, 1, 1, 0, 1, 1, 9, 10),             # a 1x1 conv over every pixel: the weight gradient reads the input as
+    (24, 40, 1, 1, 0, 1, 2, 9, 10),             # its own patches (no im2col), batch 2 through a permute
     (3, 16, 7, 2, 3, 1, 1, 20, 21),             # the ResNet stem
     (6, 10, 3, 1, 2, 2, 2, 11, 12),             # dilation
     (4, 6, 3, 2, 0, 1, 1, 10, 11),              # rows and columns the stride leaves out
@@ -269,8 +271,8 @@ CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W (, groups
 @pytest.mark.parametrize("case", CONV_GRADS, ids=lambda c: "-".join(map(str, c)))
 def test_conv_gradients_run_as_convs_and_gemms(case):
     """The backward of a conv2d: its input gradient is a stride-1 conv2d (fxc's packed, Winograd and depthwise
-    schedules) and, with groups 1, its weight gradient one GEMM over the im2col patches, not the naive
-    conv_transpose2d and conv2d_weight_grad loops; the gradients match eager's."""
+    schedules) and, with groups 1, its weight gradient one GEMM over the im2col patches (a 1x1 conv's input is its
+    own), not the naive conv_transpose2d and conv2d_weight_grad loops; the gradients match eager's."""
     from fxc.capture.torch import Explanation, _recorders
     c, o, k, s, p, d, n, h, w, *groups = case
     torch.manual_seed(0)
@@ -293,7 +295,9 @@ def test_conv_gradients_run_as_convs_and_gemms(case):
     assert "conv_transpose2d" not in kernels, kernels
     if groups:      # grouped: the weight gradient stays conv2d_weight_grad
         return
-    assert "im2col" in kernels and "conv2d_weight_grad" not in kernels, kernels
+    assert ("im2col" in kernels) != (k == 1 and s == 1) and "conv2d_weight_grad" not in kernels, kernels
+    if k == 1 and s == 1:       # and the input gradient's pad by nothing is no kernel
+        assert " pad " not in kernels and "pad+" not in kernels, kernels
     if c >= 32:
         assert "conv2d_winograd" in kernels and "flip" not in kernels, kernels
 

@@ -262,7 +262,10 @@ def _weight_grad_as_gemm(b, xp, gy, kernel, stride, dilation):
     n, o, oh, ow = gy.shape
     c = xp.shape[1]
     kk = kernel[0] * kernel[1]
-    cols = b.call("im2col", [xp], kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation), out=(oh, ow))
+    if kk == 1 and tuple(xp.shape[2:]) == (oh, ow):     # a 1x1 conv over every pixel: the input is its own patches
+        cols = b.call("permute", [xp], dims=(1, 0, 2, 3)) if n > 1 else xp
+    else:
+        cols = b.call("im2col", [xp], kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation), out=(oh, ow))
     cols = b.call("reshape", [cols], shape=(c * kk, n * oh * ow))
     if n > 1:
         gy = b.call("permute", [gy], dims=(1, 0, 2, 3))

@@ -4,11 +4,11 @@ from ..graph import Node, TensorType
 
 def simplify(g):
     """Remove no-op nodes and move reshapes out of the way of fusion (rules, one per line):
-    cast to own dtype, reshape to own shape, copy of an intermediate (outputs are materialized later by
-    materialize_outputs); reshape of a reshape reads the first one's input; an elementwise op of a reshape
-    (its only reader; other operands of the same shape, or broadcasting ones, reshaped too) runs before the
-    reshape, so `linear -> view -> gelu -> view` becomes `linear -> gelu` and the activation (or a
-    residual add) joins the GEMM's epilogue."""
+    cast to own dtype, reshape to own shape, a pad by nothing, a slice of everything, copy of an intermediate
+    (outputs are materialized later by materialize_outputs); reshape of a reshape reads the first one's input;
+    an elementwise op of a reshape (its only reader; other operands of the same shape, or broadcasting ones,
+    reshaped too) runs before the reshape, so `linear -> view -> gelu -> view` becomes `linear -> gelu` and the
+    activation (or a residual add) joins the GEMM's epilogue."""
     replace, kept = {}, []
     readers = {vid: len(us) for vid, us in g.users().items()}     # kept current as inputs are rewired
     out_ids = {v.id for v in g.outputs}
@@ -24,6 +24,9 @@ def simplify(g):
             (n.op == "cast" and x.dtype == n.outputs[0].dtype)                      # cast(x: T, T) -> x
             or (n.op in ("reshape", "expand") and x.shape == n.outputs[0].shape)    # reshape(x, x.shape) -> x
             or (n.op == "copy")                                                     # copy(x) -> x
+            or (n.op == "pad" and not any(n.attrs["pad"]))                          # pad(x, 0...) -> x
+            or (n.op == "slice" and x.shape == n.outputs[0].shape                   # x[0:n] -> x
+                and n.attrs.get("start", 0) in (0, None) and n.attrs.get("step", 1) == 1)
         )
         if noop:
             replace[n.outputs[0].id] = x
