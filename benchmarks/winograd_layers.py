@@ -1,13 +1,14 @@
 """Per-layer: every form fxc can give a stride-1 3x3 conv, timed side by side.
 
     .venv/bin/python -m benchmarks.winograd_layers [--runs 60] [--forms direct,F4,F2,direct-bf16,F2-bf16]
-        [NxCxKxHxW ...]
+        [--varying] [NxCxKxHxW ...]
 
 Forms: the direct conv2d_packed kernel (`direct`), Winograd F(4x4,3x3) (`F4`) and F(2x2,3x3) (`F2`) in float32,
 and with precision="bf16" the bf16 direct kernel (`direct-bf16`) and F(2x2,3x3) over bf16 operands (`F2-bf16`).
 Each layer is conv2d(pad 1) + bias + relu (the epilogue fused) over a weight, built once per form (the pass's
 choice replaced by the form's) and timed interleaved, one call of each per round on a fixed weight (the weight
-transform is a cached prepack step and runs in the first call). Prints the minimum wall time of the calls (the
+transform is a cached prepack step and runs in the first call; with --varying every call packs or transforms the
+weight again, as a training step does). Prints the minimum wall time of the calls (the
 machine is shared: the minimum is the least disturbed), the direct-conv-equivalent GFLOP/s and the max error
 relative to the output scale against the float32 direct kernel, and marks the form fxc picks
 (`use_winograd.winograd_tile`; bf16 as on a CPU whose vdpbf16ps runs at twice the FMA rate). Default layers:
@@ -35,7 +36,7 @@ def _pass_module():
     return sys.modules["fxc.relay_like.passes.use_winograd"]
 
 
-def _layer(n, c, k, h, w, form):
+def _layer(n, c, k, h, w, form, varying=False):
     """(call, output) of the layer built in `form`, or None when the form does not apply."""
     choice, precision = FORMS[form]
     uw = _pass_module()
@@ -59,7 +60,7 @@ def _layer(n, c, k, h, w, form):
     args[1] *= np.sqrt(2.0 / (c * 9))
     out = np.empty((n, k, h, w), np.float32)
     ptrs = [a.ctypes.data for a in args]
-    token = tuple((id(a), 0) for a in args)
+    token = None if varying else tuple((id(a), 0) for a in args)    # None: the weight is packed again every call
     module.run_pointers(ptrs, [out.ctypes.data], token)          # packs (or transforms) the weight
 
     def call(keep=(args, module)):          # the closure keeps the arrays behind the pointers alive
@@ -74,6 +75,7 @@ def main():
     ap.add_argument("layers", nargs="*", default=RESNET18, help="NxCxKxHxW (padding 1, stride 1)")
     ap.add_argument("--runs", type=int, default=60)
     ap.add_argument("--forms", default=",".join(FORMS), help=f"comma-separated, of {', '.join(FORMS)}")
+    ap.add_argument("--varying", action="store_true", help="pack or transform the weight in every call (training)")
     args = ap.parse_args()
     forms = args.forms.split(",")
     unknown = set(forms) - set(FORMS)
@@ -90,7 +92,7 @@ def main():
     for spec in args.layers:
         n, c, k, h, w = map(int, spec.split("x"))
         flops = 2 * n * k * h * w * c * 9
-        built = {f: b for f in forms if (b := _layer(n, c, k, h, w, f)) is not None}
+        built = {f: b for f in forms if (b := _layer(n, c, k, h, w, f, args.varying)) is not None}
         best = {f: float("inf") for f in built}
         for _ in range(args.runs):
             for f, (call, _) in built.items():

@@ -129,7 +129,9 @@ def build(graph, target: str = "llvm", **options) -> Module:
 
     Options: debug (level, or FXC_DEBUG), fuse (default True), profile (or FXC_PROFILE=1: time every
     kernel call; `Module.profile()` returns the per-kernel table), precision ("fp32", default; "bf16": convs and
-    matmuls over weights take bfloat16 operands and accumulate in float32, on CPUs with AVX-512 BF16)."""
+    matmuls over weights take bfloat16 operands and accumulate in float32, on CPUs with AVX-512 BF16),
+    weights_vary (the weight inputs change on every call, as in a training step, so their transforms are redone
+    every call: passes/use_winograd.py)."""
     if target not in TARGETS:
         raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
     check_precision(options.get("precision", "fp32"))
@@ -215,7 +217,8 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     llvm.start_workers()
     precision = options.get("precision", "fp32")
     everywhere = precision == "bf16" and bf16_everywhere()
-    graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast())
+    graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast(),
+                         bool(options.get("weights_vary")))
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack

@@ -302,6 +302,36 @@ def test_conv_gradients_run_as_convs_and_gemms(case):
         assert "conv2d_winograd" in kernels and "flip" not in kernels, kernels
 
 
+def test_training_keeps_winograd_off_small_maps_whose_weight_changes_every_step():
+    """A training step's graphs redo every weight transform on every call: there a 3x3 conv on a 7x7 map, which
+    inference runs as F(2x2) Winograd over a transform made once, runs as the direct kernel (its repack writes
+    less); gradients still match eager's."""
+    from fxc.capture.torch import Explanation, _recorders
+    torch.manual_seed(0)
+    conv = nn.Conv2d(64, 64, 3, padding=1)
+    x = torch.randn(1, 64, 7, 7, requires_grad=True)
+    runs = {}
+    for mode in ("inference", "training"):
+        rec = Explanation()
+        _recorders.append(rec)
+        try:
+            f = torch.compile(lambda t: torch.relu(conv(t)), backend="fxc")
+            with torch.set_grad_enabled(mode == "training"):
+                y = f(x)
+            if mode == "training":
+                y.square().sum().backward()
+        finally:
+            _recorders.remove(rec)
+            torch._dynamo.reset()
+        runs[mode] = " ".join(rec.kernels)
+    assert "conv2d_winograd" in runs["inference"], runs["inference"]
+    assert "conv2d_winograd" not in runs["training"] and "winograd_weight" not in runs["training"], runs["training"]
+    gx, gw = x.grad, conv.weight.grad
+    x.grad = conv.weight.grad = conv.bias.grad = None
+    torch.relu(conv(x)).square().sum().backward()
+    torch.testing.assert_close(gx, x.grad, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(gw, conv.weight.grad, rtol=1e-4, atol=1e-4)
+
 def test_permuted_inputs_are_read_in_place(monkeypatch):
     """An argument that is a permutation of a dense tensor (a transposed weight saved for the backward, an attention
     head's view) is read in its own memory order, through a permute in the graph, not copied; a later call with the

@@ -573,7 +573,8 @@ class FxcSubgraph(torch.nn.Module):
                                                         layouts=True, random=True)
         orders = graph.input_orders
         self._multi = multi
-        module = build(graph, **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
+        module = build(graph, weights_vary=self.training_step,
+                       **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
             module.use_openmp()
         _record(lambda r: r.kernels.extend(module.kernels))

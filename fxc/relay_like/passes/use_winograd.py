@@ -103,8 +103,17 @@ def _adjoint(w):
     return w, False
 
 
-def use_winograd(g, bf16_direct: bool = False):
-    """bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16)."""
+VARYING_F2_MIN_SIDE = 14    # weights that change every call (training): float32 F(2x2) only on maps this large
+
+
+def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False):
+    """bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
+    weights_vary: the weight inputs change on every call (a training step's graphs), so the weight's transform is
+    redone every call, as the direct kernel's repack is; float32 F(2x2), whose transform writes 16/9 of the weight's
+    bytes, then keeps only maps of VARYING_F2_MIN_SIDE and more. Measured with `python -m benchmarks.winograd_layers
+    --forms direct,F4,F2 --varying` (ResNet-18's layers, minimum of 40 calls): 512 channels at 7x7 1.58 ms direct
+    against 1.72 in F(2x2), where a fixed weight gives 1.20 against 1.02; 256 at 14x14 1.13 against 0.73; F(4x4) on
+    28x28 and 56x56 0.47 and 0.44 against 1.08 and 1.07."""
     from ...lowering.winograd import fits, lane_vectors, tiles
     from ...ops.registry import get_op
     from ..hoist import weight_derived
@@ -136,6 +145,9 @@ def use_winograd(g, bf16_direct: bool = False):
             new_nodes.append(n)
             continue
         m, bf16 = choice
+        if weights_vary and not over_weight and m == 2 and not bf16 and min(oh, ow) < VARYING_F2_MIN_SIDE:
+            new_nodes.append(n)
+            continue
         nv = lane_vectors(tiles(ow, m), -(-k // LANES))
         blocks = -(-(-(-k // LANES)) // nv) * nv
         w0, adjoint = _adjoint(w)
