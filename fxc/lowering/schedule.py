@@ -94,14 +94,12 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         body = seq(*pre, Store(out, index, value))
         return _outer_loops(axes, shape, body, math.prod(shape) * 16, num_threads), 0
     if red is None:                        # injective
-        packed = _transposed_pack(conv, t, out, num_threads)
-        if packed is not None:
-            return packed, 0
-        body = Store(out, flat_index(axes, shape), value)
-        packed = _transposed_tiles(conv, t, out, axes, shape, value, num_threads) \
+        packed = _transposed_pack(conv, t, out, num_threads) \
+            or _transposed_tiles(conv, t, out, axes, shape, value, num_threads) \
             or _whole_blocks_first(conv, t, out, axes, shape, value, num_threads)
         if packed is not None:
             return packed, 0
+        body = Store(out, flat_index(axes, shape), value)
         row = _padded_row(conv, t, out, axes, shape)
         if row is not None:
             return _outer_loops(axes[:-1], shape[:-1], row, math.prod(shape), num_threads), 0

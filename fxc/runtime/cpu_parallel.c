@@ -192,10 +192,14 @@ static pthread_t team_caller;
 static int64_t team_checked = 0;
 static int team_awake = 0;
 
+static void forget_team(void) {             /* close the recorded stat files: the team is recorded again */
+    for (int i = 0; i < team_n && i < MAX_THREADS; i++) close(team_fds[i]);
+    team_n = -1;
+}
+
 static void openmp_off(void) {              /* a forked child: libgomp's team is the parent's (it hangs) */
     use_openmp = 0;
-    for (int i = 0; i < team_n; i++) close(team_fds[i]);
-    team_n = -1;
+    forget_team();
 }
 void fxc_use_openmp(int on) {
     static int hooked = 0;
@@ -230,8 +234,7 @@ static int team_is_awake(int nt) {          /* is a thread of the caller's OpenM
     for (int i = 0; i < team_n && i < MAX_THREADS; i++) {
         ssize_t got = pread(team_fds[i], buf, sizeof buf - 1, 0);
         if (got <= 0) {                       /* the thread is gone: the team is recorded again next time */
-            for (int k = 0; k < team_n && k < MAX_THREADS; k++) close(team_fds[k]);
-            team_n = -1;
+            forget_team();
             return 0;
         }
         buf[got] = 0;
