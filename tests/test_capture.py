@@ -7,6 +7,7 @@ import textwrap
 import pytest
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 import fxc
 from tests.helpers import check_module
@@ -266,6 +267,69 @@ CONV_GRADS = [  # C, O, kernel, stride, padding, dilation, batch, H, W (, groups
     (4, 8, 3, 2, 1, 1, 1, 9, 10, 4),            # one input, 2 outputs a group
     (8, 4, 3, 1, 1, 1, 1, 9, 10, 4),            # 2 inputs, one output a group
 ]
+
+
+CONV_TRANSPOSES = [  # in, out, kernel, stride, padding, output padding, dilation, groups, H, W
+    (16, 8, 2, 2, 0, 0, 1, 1, 6, 7),            # a U-Net's up-conv: every phase one 1x1 tap, a GEMM each
+    (8, 6, 3, 2, 1, 1, 1, 1, 6, 5),             # phases of 1x1, 1x2, 2x1 and 2x2 taps
+    (8, 6, 4, 2, 1, 0, 1, 2, 4, 4),             # groups
+    (6, 6, 3, 3, 2, 2, 1, 3, 5, 4),
+    (4, 4, 3, 2, 0, 1, 2, 4, 5, 5),             # dilation 2 with stride 2: one phase of taps, one of none
+    (4, 8, 1, 2, 0, 1, 1, 1, 5, 5),             # three of the four phases get no tap: zeros
+    (5, 3, (3, 5), (2, 3), (1, 2), (1, 0), (1, 2), 1, 6, 7),
+    (5, 3, 5, 4, 3, 3, 1, 1, 3, 2),             # padding past the first taps: each phase's input cropped
+    (5, 3, 3, 1, 1, 0, 1, 1, 6, 7),             # stride 1: one conv over the padded input
+    (16, 16, 4, 2, 1, 0, 1, 16, 8, 8),          # depthwise
+]
+
+
+@pytest.mark.parametrize("case", CONV_TRANSPOSES, ids=lambda c: "-".join(map(str, c)))
+def test_conv_transpose_runs_as_a_conv2d_per_output_phase(case):
+    """A transposed conv is a stride-1 conv2d per output phase (the output pixels at one position modulo the
+    stride), interleaved: its multiply-adds on fxc's conv schedules, not the conv_transpose2d gather (which ran a
+    U-Net's 2x2 up-conv at 5 GFLOP/s); results and gradients match eager's."""
+    from fxc.capture.torch import Explanation, _recorders
+    ci, co, k, s, p, op, d, g, h, w = case
+    torch.manual_seed(0)
+    up = nn.ConvTranspose2d(ci, co, k, stride=s, padding=p, output_padding=op, dilation=d, groups=g)
+    x = torch.randn(2, ci, h, w, requires_grad=True)
+    rec = Explanation()
+    _recorders.append(rec)
+    try:
+        y = torch.compile(up, backend="fxc")(x)
+        y.square().sum().backward()
+    finally:
+        _recorders.remove(rec)
+        torch._dynamo.reset()
+    got = (y.detach(), x.grad, up.weight.grad)
+    x.grad = up.weight.grad = None
+    want = up(x)
+    want.square().sum().backward()
+    for a, b in zip(got, (want.detach(), x.grad, up.weight.grad)):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    assert "conv_transpose2d" not in " ".join(rec.kernels), rec.kernels
+    assert any("conv2d" in k for k in rec.kernels), rec.kernels
+
+
+def test_a_transposed_conv_whose_output_is_smaller_than_its_stride_runs_as_a_gather():
+    up = nn.ConvTranspose2d(3, 4, 1, stride=3).eval()
+    x = torch.randn(1, 3, 1, 2)
+    rep = fxc.explain(up, x)
+    assert any("conv_transpose2d" in k for k in rep.kernels), rep.kernels
+    with torch.no_grad():
+        torch.testing.assert_close(torch.compile(up, backend="fxc")(x), up(x))
+    torch._dynamo.reset()
+
+
+def test_a_bilinear_upsample_is_one_kernel():
+    """Its decomposition reads each of its four gathers twice (a lerp): fusion joins a producer whose readers all
+    ended in one group, so the gathers, lerps and the epilogue are one pass over memory (four before)."""
+    f = lambda t: F.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False) * 2 + 1
+    x = torch.randn(2, 5, 9, 12)
+    rep = fxc.explain(f, x)
+    assert len(rep.kernels) == 1 and "index+index+index+index" in rep.kernels[0], rep.kernels
+    torch.testing.assert_close(torch.compile(f, backend="fxc")(x), f(x))
+    torch._dynamo.reset()
 
 
 @pytest.mark.parametrize("case", CONV_GRADS, ids=lambda c: "-".join(map(str, c)))

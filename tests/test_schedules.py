@@ -83,6 +83,8 @@ def test_depthwise_conv2d(case):
     (2, 4, 4, 3, 3, 1, (2, 2, 1, 3)),        # every column a border column, rows padded past the kernel
     (1, 8, 14, 14, 3, 1, (1, 1, 1, 1)),      # 14x14: the padded window copied into a local plane
     (2, 3, 12, 10, 5, 1, (2, 1, 0, 3)),      # local plane, asymmetric padding, batch 2
+    (1, 4, 21, 37, 7, 1, (3, 3, 3, 3)),      # 7x7 (ConvNeXt's): 6 border columns, so a plane; 2 vectors + a tail
+    (2, 3, 9, 24, 5, 1, (2, 2, 1, 3)),       # 5x5, 4 border columns: a plane, asymmetric rows
 ], ids=str)
 def test_depthwise_conv2d_reads_through_fused_pad(case):
     n, c, h, w_, k, s, pad = case

@@ -68,11 +68,12 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     xv = conv.convert(src[n, c, ih, ow * sw + kw * dw - pl], None)
     PH, PW = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + (KW - 1) * dw + 1
     plane = None
-    if (border or rows_clip) and wcopy is not None and sw == 1 and LANES // 2 < OW <= LANES \
-            and PH * PW <= PLANE_FLOATS and conv.bufs.get(src) is not None:
-        # small maps (one vector per row): the channel's padded window copied once into a zeroed local plane,
-        # then every column is a vector column and no row is clipped (border columns would cost as much as the
-        # interior). Measured: 1.2-1.5x at 14x14; at 7x7 and for stride 2 the copy costs more than it saves
+    if (border or rows_clip) and wcopy is not None and sw == 1 and LANES // 2 < OW \
+            and (OW <= LANES or len(border) >= PLANE_BORDER) and PH * PW <= PLANE_FLOATS and conv.bufs.get(src) is not None:
+        # small maps (one vector per row), or wide borders (5x5 and 7x7 kernels): the channel's padded window
+        # copied once into a zeroed local plane, then every column is a vector column and no row is clipped
+        # (border columns would cost as much as the interior). Measured: 1.2-1.5x at 14x14; at 7x7 and for
+        # stride 2 the copy costs more than it saves
         plane = conv.local(rt.dtype, PH * PW, "plane")
         plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl, rt.dtype)
         xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
@@ -201,6 +202,7 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
     return _parallel([(n, N), (cb, CB), (oh, OH)], Allocate(wl, seq(wcopy, *stmts)), work, num_threads)
 
 
+PLANE_BORDER = 4            # scalar border columns from which a wider map also takes the plane
 PLANE_FLOATS = 4096         # largest padded window (floats) a depthwise channel copies into a local plane
 
 

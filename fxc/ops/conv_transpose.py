@@ -1,13 +1,16 @@
 """Transposed 2-D convolution and the gradients of convolution (`aten.convolution_backward`).
 
-conv_transpose2d is written as a gather: each output pixel sums the input pixels whose stride-spaced
-footprint covers it (no scatter, so it fuses and parallelises like conv2d). conv2d_weight_grad is the
-correlation of the (padded) input with the output gradient. 1-d convolutions reuse both through a
-height of 1; `nn._convolution` calls `transposed_convolution` for `transposed=True`.
+A transposed conv runs as stride-1 conv2ds on fxc's conv schedules, one per output phase (the output pixels at
+the same position modulo the stride: `conv_transpose_as_convs`), interleaved into the output. The op
+conv_transpose2d, a gather (each output pixel sums the input pixels whose stride-spaced footprint covers it), is
+left for outputs smaller than the stride. conv2d_weight_grad is the correlation of the (padded) input with the
+output gradient. 1-d convolutions reuse both through a height of 1; `nn._convolution` calls
+`transposed_convolution` for `transposed=True`.
 
-A conv2d's own backward avoids both loops where it can: its input gradient becomes a stride-1 conv2d (the
-packed, Winograd and depthwise schedules) and, with groups 1, its weight gradient one GEMM over `im2col`.
-im2col is opaque to fusion: a zero pad fused into it would make its rows clamped scalar gathers.
+A conv2d's own backward avoids both loops where it can: its input gradient (a transposed conv) becomes the
+phases' conv2ds, or for a strided 3x3 conv one stride-1 conv2d over the output gradient spread with zeros (which
+can run as Winograd), and, with groups 1, its weight gradient one GEMM over `im2col`. im2col is opaque to fusion:
+a zero pad fused into it would make its rows clamped scalar gathers.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, as_expr, binary, compare, is_float, maximum, minimum, select
 from ..relay_like.graph import TensorType
-from .common import rand
+from .common import np_dtype, rand
 from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")
@@ -103,6 +106,85 @@ register(OpDef("conv_transpose2d", Kind.OUT_FUSABLE, _ct_infer, _ct_ref, _ct, {}
                FLT))
 
 
+def _phase(k, s, p, d, r):
+    """One axis of one output phase of a transposed conv (the outputs o = q*s + r): (first tap, tap step, taps J,
+    input offset, input dilation) with out_r[q] = sum over j < J of x[q + offset + j*dilation] * w[first + (J-1-j)*step],
+    a stride-1 correlation; None when no tap reaches this phase."""
+    taps = [t for t in range(k) if (r + p - t * d) % s == 0]
+    if not taps:
+        return None
+    step = taps[1] - taps[0] if len(taps) > 1 else 1
+    dil = step * d // s if len(taps) > 1 else 1
+    return taps[0], step, len(taps), (r + p - taps[0] * d) // s - (len(taps) - 1) * dil, dil
+
+
+def _ct_weight_as_conv(b, w, groups):
+    """A transposed conv's weight [in, out/groups, kh, kw] as the weight of the conv2d that gathers the same sums:
+    flipped in space, in and out swapped within each group ([out, in/groups, kh, kw])."""
+    w = b.call("flip", [w], dims=(2, 3))
+    cin, og = w.shape[:2]
+    cg = cin // groups
+    if groups == 1:
+        return b.call("permute", [w], dims=(1, 0, 2, 3))
+    if og > 1 and cg > 1:
+        w = b.call("reshape", [w], shape=(groups, cg, og) + tuple(w.shape[2:]))
+        w = b.call("permute", [w], dims=(0, 2, 1, 3, 4))
+    return b.call("reshape", [w], shape=(groups * og, cg) + tuple(w.shape[-2:]))
+
+
+def conv_transpose_as_convs(b, x, w, stride, padding, dilation, output_padding, groups):
+    """conv_transpose2d as stride-1 conv2ds, one per output phase (the outputs whose position is r modulo the stride
+    along each axis): each phase is a correlation of the input with the taps that reach it, so the convs do exactly
+    the transposed conv's multiply-adds (no zeros spread between the input's pixels) on fxc's conv2d schedules; the
+    phases are then interleaved into the output. None where a phase would be empty (output smaller than the
+    stride)."""
+    n, cin, h, wd = x.shape
+    k = w.shape[2:]
+    size = [_ct_size((h, wd)[a], k[a], stride[a], padding[a], dilation[a], output_padding[a]) for a in range(2)]
+    if min(size[a] - stride[a] for a in range(2)) < 0:
+        return None
+    o = w.shape[1] * groups
+    qs = [[(size[a] - r + stride[a] - 1) // stride[a] for r in range(stride[a])] for a in range(2)]
+    rows = []
+    for rh in range(stride[0]):
+        row = []
+        for rw in range(stride[1]):
+            ph, pw = (_phase(k[a], stride[a], padding[a], dilation[a], r) for a, r in ((0, rh), (1, rw)))
+            full = (n, o, qs[0][0], qs[1][0])
+            if ph is None or pw is None:
+                row.append(b.call("expand", [b.const(np.zeros((), dtype=np_dtype(x.dtype)))], size=full))
+                continue
+            xs, crop, pad = x, [], []
+            for a, (t0, step, taps, base, dil), q in ((0, ph, qs[0][rh]), (1, pw, qs[1][rw])):
+                right = q + (taps - 1) * dil - (h, wd)[a] + base     # input positions needed past the end
+                if base > 0 or right < 0:
+                    xs = b.call("slice", [xs], dim=2 + a, start=max(base, 0), end=(h, wd)[a] + min(right, 0), step=1)
+                pad.append((max(-base, 0), max(right, 0)))
+            if any(v for pr in pad for v in pr):
+                xs = b.call("pad", [xs], pad=pad[1] + pad[0], value=0.0, mode="constant")
+            ws = w
+            for a, (t0, step, taps, _, _) in ((2, ph), (3, pw)):
+                if (t0, step, taps) != (0, 1, k[a - 2]):
+                    ws = b.call("slice", [ws], dim=a, start=t0, end=t0 + (taps - 1) * step + 1, step=step)
+            y = b.call("conv2d", [xs, _ct_weight_as_conv(b, ws, groups)], stride=(1, 1), dilation=(ph[4], pw[4]),
+                       groups=groups)
+            if tuple(y.shape) != full:
+                y = b.call("pad", [y], pad=(0, full[3] - y.shape[3], 0, full[2] - y.shape[2]), value=0.0, mode="constant")
+            row.append(y)
+        rows.append(row)
+    if stride == (1, 1):
+        return rows[0][0]
+    n_, o_, qh, qw = rows[0][0].shape
+    cols = [b.call("cat", [b.call("reshape", [y], shape=(n_, o_, qh, 1, qw, 1)) for y in row], dim=5)
+            if len(row) > 1 else b.call("reshape", [row[0]], shape=(n_, o_, qh, 1, qw, 1)) for row in rows]
+    out = b.call("cat", cols, dim=3) if len(cols) > 1 else cols[0]
+    out = b.call("reshape", [out], shape=(n_, o_, qh * stride[0], qw * stride[1]))
+    for a in range(2):
+        if out.shape[2 + a] != size[a]:
+            out = b.call("slice", [out], dim=2 + a, start=0, end=size[a], step=1)
+    return out
+
+
 def _as_2d(b, x, w, stride, padding, dilation, output_padding):
     """Lift a 1-d convolution's operands and attributes to 2-d over a height of 1."""
     x = b.call("reshape", [x], shape=x.shape[:2] + (1, x.shape[2]))
@@ -124,8 +206,10 @@ def transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padd
     attrs = [_tuple(v, nd) for v in (stride, padding, dilation, output_padding)]
     if nd == 1:
         x, w, *attrs = _as_2d(b, x, w, *attrs)
-    out = b.call("conv_transpose2d", [x, w], stride=attrs[0], padding=attrs[1], dilation=attrs[2],
-                 output_padding=attrs[3], groups=groups)
+    out = conv_transpose_as_convs(b, x, w, *attrs, groups)
+    if out is None:
+        out = b.call("conv_transpose2d", [x, w], stride=attrs[0], padding=attrs[1], dilation=attrs[2],
+                     output_padding=attrs[3], groups=groups)
     if bias is not None:
         out = b.call("add", [out, b.call("reshape", [bias], shape=(-1, 1, 1))])
     if nd == 1:
@@ -201,7 +285,11 @@ def _convolution_backward(b, gy, x, w, bias_sizes, stride, padding, dilation, tr
         extra = tuple(x4.shape[2 + a] - size[a] for a in range(2))
         if min(extra) < 0:
             raise ShapeError("convolution_backward: output gradient larger than the input allows")
-        gx = _input_grad_as_conv(b, gy4, w4, stride, padding, dilation, extra, groups)
+        gx = None
+        if stride != (1, 1) and not (tuple(w4.shape[2:]) == (3, 3) and dilation == (1, 1) and groups == 1):
+            gx = conv_transpose_as_convs(b, gy4, w4, stride, padding, dilation, extra, groups)
+        if gx is None:
+            gx = _input_grad_as_conv(b, gy4, w4, stride, padding, dilation, extra, groups)
         if gx is None:      # conv_transpose's weight layout is (in, out/groups): here "in" are the forward's outputs
             gx = b.call("conv_transpose2d", [gy4, w4], stride=stride, padding=padding, dilation=dilation,
                         output_padding=extra, groups=groups)

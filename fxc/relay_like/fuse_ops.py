@@ -75,6 +75,32 @@ def _pairs_for_gemm(p, n) -> bool:
             and conv1x1_as_gemm(p.inputs[0].shape[1], n.outputs[0].shape[1], x.shape[2] * x.shape[3]))
 
 
+DIAMOND_NODES = 8       # the most nodes of an anchorless group that joins the one group of all its readers
+DIAMOND_READERS = 4
+
+
+def _join_diamond(p, users, out_ids, hoisted, find, anchors, size, union) -> bool:
+    """Join p's group (no anchor, at most DIAMOND_NODES nodes, ending in an elementwise or injective p) into
+    the group of its readers when they are several nodes that all ended in that one group, each a consumer
+    that could take p as a prologue: the shape of a diamond, e.g. a bilinear interpolation's gathers, each read
+    twice by its lerp. p's expression is then inlined at each read (lower.py), where LLVM's CSE merges the
+    copies, instead of a pass over memory of its own. True if it joined."""
+    if len(p.outputs) != 1 or get_op(p.op).kind > Kind.INJECTIVE:
+        return False
+    v = p.outputs[0]
+    readers = {id(u): u for u, _ in users.get(v.id, [])}
+    if v.id in out_ids or not 2 <= len(readers) <= DIAMOND_READERS:
+        return False
+    a = find(p)
+    if anchors[a] is not None or size[a] > DIAMOND_NODES or len({id(find(u)) for u in readers.values()}) != 1:
+        return False
+    for n in readers.values():
+        if find(n) is a or len(n.outputs) != 1 or get_op(n.op).kind > Kind.REDUCTION \
+                or n.op == "conv2d_weight_grad" or (v.id in hoisted and n.outputs[0].id not in hoisted):
+            return False
+    return union(p, next(iter(readers.values())))
+
+
 def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
     users = g.users()
     out_ids = {v.id for v in g.outputs}
@@ -130,6 +156,8 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
                 elif kp in (Kind.REDUCTION, Kind.OUT_FUSABLE) and kn <= Kind.BROADCAST \
                         and n.outputs[0].shape == v.shape and n.outputs[0].dtype == v.dtype:
                     union(p, n)                     # elementwise epilogue
+        while any(_join_diamond(p, users, out_ids, hoisted, find, anchors, size, union) for p in reversed(g.nodes)):
+            pass
 
     members: dict = {}
     for n in g.nodes:
