@@ -7,6 +7,7 @@ import torch
 
 import fxc
 from fxc.testing.models import example_inputs, make_model
+from fxc.testing.zoo import ZOO_NAMES, make_zoo_model, zoo_inputs
 from tests.helpers import check_module
 
 MODELS = ["resnet18", "mobilenet_v2", "bert"]
@@ -34,3 +35,23 @@ def test_resnet18_batch_of_two_and_repeated_calls(target):
             x = example_inputs("resnet18", batch=2, seed=seed)[0]
             expected = model(x)
             torch.testing.assert_close(compiled(x), expected, rtol=0, atol=1e-4 * expected.abs().max().item())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in ZOO_NAMES if n != "lstm"])
+def test_other_architectures_match_eager_with_nothing_left_to_eager(name, target):
+    """Reduced twins of the families in fxc/testing/zoo.py (7x7 depthwise and channel LayerNorm, SiLU and
+    squeeze-excite, a ViT's patch conv and nn.TransformerEncoder, causal attention with a tied head, a U-Net's
+    transposed convs, bilinear upsampling and concatenation), batch 2, against eager."""
+    model, inputs = make_zoo_model(name, small=True), zoo_inputs(name, small=True)
+    rep = fxc.explain(model, *inputs, target=target)
+    assert rep.graphs and not rep.fallback_ops, f"{name}: {rep}"
+    out = check_module(model, *inputs, target=target, rtol=0, atol=1e-4)
+    assert torch.isfinite(out).all() and out.std() > 1e-3, "degenerate model output: the test would be vacuous"
+
+
+def test_an_lstm_model_runs_in_eager_and_stays_right(target):
+    """Dynamo does not capture nn.LSTM (without torch._dynamo.config.allow_rnn): torch.compile with fxc must still
+    give eager's result."""
+    model, inputs = make_zoo_model("lstm", small=True), zoo_inputs("lstm", small=True)
+    check_module(model, *inputs, target=target, rtol=0, atol=1e-5)
