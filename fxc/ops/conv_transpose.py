@@ -330,16 +330,8 @@ def _input_grad_as_conv(b, gy, w, stride, padding, dilation, extra, groups=1):
         gy = b.call("slice", [b.call("slice", [spread], dim=2, start=0, end=(oh - 1) * sh + 1, step=1)],
                     dim=3, start=0, end=(ow - 1) * sw + 1, step=1)
     gyp = b.call("pad", [gy], pad=(lo[1], lo[1] + extra[1], lo[0], lo[0] + extra[0]), value=0.0, mode="constant")
-    wt = b.call("flip", [w], dims=(2, 3))
-    og, cg = o // groups, w.shape[1]
-    if groups == 1:
-        wt = b.call("permute", [wt], dims=(1, 0, 2, 3))
-    elif og > 1 or cg > 1:      # [groups, og, cg] -> [groups, cg, og] (a depthwise weight stays as it is)
-        wt = b.call("reshape", [wt], shape=(groups, og, cg) + tuple(k))
-        if og > 1 and cg > 1:
-            wt = b.call("permute", [wt], dims=(0, 2, 1, 3, 4))
-        wt = b.call("reshape", [wt], shape=(groups * cg, og) + tuple(k))
-    return b.call("conv2d", [gyp, wt], stride=(1, 1), dilation=tuple(dilation), groups=groups)
+    return b.call("conv2d", [gyp, _ct_weight_as_conv(b, w, groups)], stride=(1, 1), dilation=tuple(dilation),
+                  groups=groups)
 
 
 def _weight_grad_as_gemm(b, xp, gy, kernel, stride, dilation):
