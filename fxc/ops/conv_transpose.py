@@ -145,16 +145,16 @@ def conv_transpose_as_convs(b, x, w, stride, padding, dilation, output_padding, 
         return None
     o = w.shape[1] * groups
     qs = [[(size[a] - r + stride[a] - 1) // stride[a] for r in range(stride[a])] for a in range(2)]
+    full = (n, o, qs[0][0], qs[1][0])       # every phase padded to the first's (the largest) size
     rows = []
     for rh in range(stride[0]):
         row = []
         for rw in range(stride[1]):
             ph, pw = (_phase(k[a], stride[a], padding[a], dilation[a], r) for a, r in ((0, rh), (1, rw)))
-            full = (n, o, qs[0][0], qs[1][0])
             if ph is None or pw is None:
                 row.append(b.call("expand", [b.const(np.zeros((), dtype=np_dtype(x.dtype)))], size=full))
                 continue
-            xs, crop, pad = x, [], []
+            xs, pad = x, []
             for a, (t0, step, taps, base, dil), q in ((0, ph, qs[0][rh]), (1, pw, qs[1][rw])):
                 right = q + (taps - 1) * dil - (h, wd)[a] + base     # input positions needed past the end
                 if base > 0 or right < 0:
@@ -174,11 +174,11 @@ def conv_transpose_as_convs(b, x, w, stride, padding, dilation, output_padding, 
         rows.append(row)
     if stride == (1, 1):
         return rows[0][0]
-    n_, o_, qh, qw = rows[0][0].shape
-    cols = [b.call("cat", [b.call("reshape", [y], shape=(n_, o_, qh, 1, qw, 1)) for y in row], dim=5)
-            if len(row) > 1 else b.call("reshape", [row[0]], shape=(n_, o_, qh, 1, qw, 1)) for row in rows]
+    qh, qw = full[2:]
+    cols = [b.call("cat", [b.call("reshape", [y], shape=(n, o, qh, 1, qw, 1)) for y in row], dim=5)
+            if len(row) > 1 else b.call("reshape", [row[0]], shape=(n, o, qh, 1, qw, 1)) for row in rows]
     out = b.call("cat", cols, dim=3) if len(cols) > 1 else cols[0]
-    out = b.call("reshape", [out], shape=(n_, o_, qh * stride[0], qw * stride[1]))
+    out = b.call("reshape", [out], shape=(n, o, qh * stride[0], qw * stride[1]))
     for a in range(2):
         if out.shape[2 + a] != size[a]:
             out = b.call("slice", [out], dim=2 + a, start=0, end=size[a], step=1)

@@ -2,6 +2,8 @@
 
 - an elementwise/broadcast/injective producer with a single consumer is inlined into that consumer
   when the consumer is elementwise/broadcast/injective or a reduction (prologue);
+- an elementwise/injective producer read by a few nodes that all ended in one group joins that group too
+  (a diamond, `_join_diamond`): its expression is inlined at each read;
 - an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
   its group as an epilogue (bias, batch-norm, residual add, activation);
 - a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone;
