@@ -255,3 +255,23 @@ def test_frozen_batch_normed_conv_packs_its_weight_at_compile_time():
         torch.testing.assert_close(compiled(x), net(x), rtol=1e-4, atol=1e-4)
     groups = [k.split(": ", 1)[1] for k in compiled.module.kernels]
     assert not any("pack_lanes" in k or "winograd_weight" in k or k.startswith("mul") for k in groups), groups
+
+
+def test_constant_indices_in_range_are_wrapped_and_loaded_unclamped():
+    """fold_constants: an index whose index tensors are constants within [-size, size) gets its negative entries
+    wrapped and is marked in_range (its kernel skips the per-element wrap and clamp); one with an entry out of
+    range keeps the clamping gather; both compute numpy's result (out of range: clamped)."""
+    from fxc.build import build
+    b = Builder()
+    x = b.graph.input((4, 6), "float32")
+    fine = b.call("index", [x, b.const(np.array([[5, -1], [0, -6]]))], dims=(1,))
+    wild = b.call("index", [x, b.const(np.array([1, 6]))], dims=(1,))
+    b.graph.outputs = [fine, wild]
+    g = fold_constants(b.graph)
+    fine_node, wild_node = (v.node for v in g.outputs)
+    assert fine_node.attrs.get("in_range") and not wild_node.attrs.get("in_range")
+    np.testing.assert_array_equal(fine_node.inputs[1].data, [[5, 5], [0, 0]])
+    a = np.random.default_rng(0).standard_normal((4, 6)).astype("float32")
+    got_fine, got_wild = build(g)(a)
+    np.testing.assert_array_equal(got_fine, a[:, [[5, -1], [0, -6]]])
+    np.testing.assert_array_equal(got_wild, a[:, [1, 5]])

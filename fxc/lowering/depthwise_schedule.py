@@ -85,7 +85,10 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     for start, count, lanes in ((lo, full, LANES), (lo + full * LANES, 1, hi - lo - full * LANES)):
         if count == 0 or lanes == 0:
             continue
-        acc = conv.local(rt.dtype, lanes, "dacc")
+        # kernel rows alternate between `parts` accumulators (summed at the end): that many FMA chains in flight
+        # instead of one chain of KH*KW dependent FMAs per vector of columns
+        parts = min(ACC_PARTS, KH) if lanes > 1 and kh_kind == "unroll" else 1
+        acc = conv.local(rt.dtype, lanes * parts, "dacc")
         ow0 = as_expr(start) + owv * lanes
         xvec = vectorize_expr(xv, ow, lanes) if lanes > 1 else xv
         if xvec is None:
@@ -93,9 +96,14 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
         xvec = substitute(xvec, {ow: ow0})
         vt = vec(rt.dtype, lanes) if lanes > 1 else rt.dtype
         wb = Broadcast(wv, lanes) if lanes > 1 else wv
+        slot = binary("imod", kh, as_expr(parts)) * lanes if parts > 1 else as_expr(0)
+        part = VecLoad(acc, slot, lanes) if lanes > 1 else Load(acc, slot)
+        upd = Store(acc, slot, Fma(xvec, wb, part))
         accv = VecLoad(acc, as_expr(0), lanes) if lanes > 1 else Load(acc, as_expr(0))
-        upd = Store(acc, as_expr(0), Fma(xvec, wb, accv))
-        body = seq(Store(acc, as_expr(0), Const(0.0, vt)), over_rows(For(kw, KW, upd, kw_kind)))
+        for q in range(1, parts):
+            accv = binary("add", accv, VecLoad(acc, as_expr(q * lanes), lanes))
+        body = seq(*[Store(acc, as_expr(q * lanes), Const(0.0, vt)) for q in range(parts)],
+                   over_rows(For(kw, KW, upd, kw_kind)))
         vs = None
         if lanes > 1 and linear_stride_is_one(out_index, ow):
             vs = vectorize_expr(value, ow, lanes, {red.var: accv})
@@ -202,6 +210,7 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
     return _parallel([(n, N), (cb, CB), (oh, OH)], Allocate(wl, seq(wcopy, *stmts)), work, num_threads)
 
 
+ACC_PARTS = 4               # accumulators per vector of columns in the NCHW depthwise conv (one per kernel row mod 4)
 PLANE_BORDER = 4            # scalar border columns from which a wider map also takes the plane
 PLANE_FLOATS = 4096         # largest padded window (floats) a depthwise channel copies into a local plane
 

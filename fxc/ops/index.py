@@ -77,14 +77,16 @@ def _index_layout(xshape, dims, ishapes):
     return shape, len(before), bshape, before + after
 
 
-def _index_infer(types, dims):
+def _index_infer(types, dims, in_range=False):
     x, idx = types[0], types[1:]
     if len(dims) != len(idx) or not dims or max(dims) >= x.ndim:
         raise ShapeError(f"index: {len(idx)} index tensors for dims {dims} of a rank-{x.ndim} tensor")
     return [TensorType(_index_layout(x.shape, dims, [t.shape for t in idx])[0], x.dtype)]
 
 
-def _index(x, *idx, dims):
+def _index(x, *idx, dims, in_range=False):
+    """in_range: the indices are known to lie in [0, size) (constants checked at compile time, fold_constants), so
+    they are loaded as they are instead of wrapped and clamped."""
     shape, pos, bshape, rest = _index_layout(x.shape, dims, [t.shape for t in idx])
     nb = len(bshape)
 
@@ -93,12 +95,12 @@ def _index(x, *idx, dims):
         others = iter(i[:pos] + i[pos + nb:])
         coords = {d: next(others) for d in rest}
         for t, d in zip(idx, dims):
-            coords[d] = clamp_index(bcast(t, bi), x.shape[d])
+            coords[d] = cast("int64", bcast(t, bi)) if in_range else clamp_index(bcast(t, bi), x.shape[d])
         return x[tuple(coords[d] for d in range(x.ndim))]
     return te.compute(shape, body, "index")
 
 
-def _index_ref(x, *idx, dims):
+def _index_ref(x, *idx, dims, in_range=False):
     key = [slice(None)] * x.ndim
     for t, d in zip(idx, dims):
         key[d] = t
