@@ -1,6 +1,6 @@
 """Per-kernel profile of one test model compiled by fxc: which fused kernels take the time.
 
-    .venv/bin/python -m benchmarks.profile_kernels --model mobilenet_v2 [--runs 50] [--top 25] [--threads 1] [--precision bf16] [--cold]
+    .venv/bin/python -m benchmarks.profile_kernels --model mobilenet_v2|convnext|... [--runs 50] [--top 25] [--threads 1] [--precision bf16] [--cold]
 
 Compiles the model with fxc.from_torch(..., profile=True) and runs it `runs` times; each kernel's time is
 the minimum over the runs (robust on a shared machine), its share is of the sum of those minima. With --cold,
@@ -15,7 +15,9 @@ import time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="mobilenet_v2", choices=["resnet18", "mobilenet_v2", "bert"])
+    from fxc.testing.zoo import ZOO_NAMES
+    ap.add_argument("--model", default="mobilenet_v2", choices=["resnet18", "mobilenet_v2", "bert", *ZOO_NAMES],
+                    help="a harness model or one of the zoo's (fxc/testing/zoo.py, batch 1)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--top", type=int, default=25)
@@ -29,8 +31,11 @@ def main():
     import fxc
     from fxc.runtime.profile import format_profile
     from fxc.testing.models import example_inputs, make_model
-    model = make_model(args.model)
-    inputs = example_inputs(args.model, batch=args.batch)
+    from fxc.testing.zoo import make_zoo_model, zoo_inputs
+    if args.model in ZOO_NAMES:
+        model, inputs = make_zoo_model(args.model), zoo_inputs(args.model)
+    else:
+        model, inputs = make_model(args.model), example_inputs(args.model, batch=args.batch)
     with torch.inference_mode():
         compiled = fxc.from_torch(model, inputs, profile=True, precision=args.precision)
         m = compiled.module

@@ -173,6 +173,25 @@ def test_pack_lanes_through_a_permute_transposes_tiles(shape, blocks):
                                                         lanes=16))
 
 
+@pytest.mark.parametrize("shape,dims,dtype", [((2, 37, 50, 20), (0, 3, 1, 2), "float32"),     # u and v tails
+                                               ((1, 16, 16, 16), (0, 3, 1, 2), "float32"),     # whole tiles only
+                                               ((1, 40, 9, 33), (0, 2, 3, 1), "int32"),        # NCHW -> NHWC
+                                               ((3, 70, 18), (0, 2, 1), "float32")], ids=str)
+def test_a_permute_across_the_rows_runs_as_transposed_tiles(shape, dims, dtype):
+    """An injective kernel whose output row strides through its source (NHWC -> NCHW) while an outer axis reads it
+    contiguously goes as 16 x 16 tiles transposed in registers, not a gather per lane; the tails of both axes and a
+    broadcast operand (stride 0) are read right (96x56x56 NHWC -> NCHW: 186-225 -> 78-83 us)."""
+    x = RNG.integers(-50, 50, shape).astype(dtype) if dtype == "int32" else rand(*shape)
+    if dtype == "int32":            # a plain copy (integer arithmetic is not vectorized)
+        out, m = run_graph(lambda g, xv: g.call1("permute", [xv], dims=dims), [x])
+        np.testing.assert_array_equal(out, x.transpose(dims))
+    else:
+        s = np.full((1,) * len(shape), 3, dtype)
+        out, m = run_graph(lambda g, xv, sv: g.call1("mul", [g.call1("permute", [xv], dims=dims), sv]), [x, s])
+        np.testing.assert_array_equal(out, x.transpose(dims) * s)
+    assert m.source.count("shufflevector") >= 64
+
+
 MATMULS = [  # a shape, b shape, trans_a, trans_b
     ((37, 19), (19, 70), False, False),          # row tail, column tail (70 = 64 + 6)
     ((128, 64), (256, 64), False, True),         # linear layer: weight [out, in]

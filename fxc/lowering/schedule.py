@@ -96,7 +96,8 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
     if red is None:                        # injective
         packed = _transposed_pack(conv, t, out, num_threads) \
             or _transposed_tiles(conv, t, out, axes, shape, value, num_threads) \
-            or _whole_blocks_first(conv, t, out, axes, shape, value, num_threads)
+            or _whole_blocks_first(conv, t, out, axes, shape, value, num_threads) \
+            or _transposing_tiles(out, axes, shape, value, num_threads)
         if packed is not None:
             return packed, 0
         body = Store(out, flat_index(axes, shape), value)
@@ -233,6 +234,48 @@ def _transposed_tiles(conv, t, out, axes, shape, value, num_threads):
         tail_axes = list(axes[:-1])
         tail_axes[bp] = b2
         stmts.append(_outer_loops(tail_axes, rest, substitute_stmt(generic, {axes[bp]: b2 + whole}), 0, 1))
+    return seq(*stmts)
+
+
+def _transposing_tiles(out, axes, shape, value, num_threads):
+    """An injective root that reads across its output rows: the output's last axis v strides through the source
+    (a gather per lane on the generic path) while an outer axis u reads it contiguously, e.g. a permute from NHWC
+    to NCHW. Each 16 x 16 tile of (u, v) is 16 vectors along u transposed in registers (transpose16) and stored as
+    16 rows along v; the v tail of the whole u tiles and the u tail run as written. None for other roots."""
+    from .gemm_schedule import LANES, vectorize_expr
+    if out.dtype not in ("float32", "int32") or len(axes) < 2 or shape[-1] < LANES:
+        return None
+    v, index = axes[-1], flat_index(axes, shape)
+    along_v = load_strides(value, v)
+    if linear_stride(index, v) != 1 or all(st in (0, 1) for st in along_v):
+        return None
+    k = next((k for k in reversed(range(len(axes) - 1)) if shape[k] >= LANES
+              and 1 in load_strides(value, axes[k]) and set(load_strides(value, axes[k])) <= {0, 1}), None)
+    if k is None:
+        return None
+    u = axes[k]
+    along_u = vectorize_expr(value, u, LANES)
+    if along_u is None:
+        return None
+    ut, vt = Var("ut"), Var("vt")
+    rows = [substitute(along_u, {u: ut * LANES, v: vt * LANES + r}) for r in range(LANES)]
+    cols = transpose16(rows)
+    tile = seq(*[Store(out, substitute(index, {u: ut * LANES + j, v: vt * LANES}), cols[j]) for j in range(LANES)])
+    full_u, full_v = shape[k] // LANES, shape[-1] // LANES
+    outer = [a for i, a in enumerate(axes[:-1]) if i != k]
+    outer_shape = [n for i, n in enumerate(shape[:-1]) if i != k]
+    stmts = [_outer_loops(outer + [ut, vt], outer_shape + [full_u, full_v], tile,
+                          math.prod(outer_shape) * full_u * full_v * LANES * LANES, num_threads)]
+    if shape[-1] > full_v * LANES:              # the v tail of the whole u tiles
+        u2, v2 = Var("utail"), Var("vtail")
+        at = {u: u2, v: v2 + full_v * LANES}
+        stmts.append(_outer_loops(outer + [u2, v2], outer_shape + [full_u * LANES, shape[-1] - full_v * LANES],
+                                  Store(out, substitute(index, at), substitute(value, at)), 0, 1))
+    if shape[k] > full_u * LANES:               # the u tail, every v
+        u3 = Var("urest")
+        at = {u: u3 + full_u * LANES}
+        stmts.append(_outer_loops(outer + [u3, v], outer_shape + [shape[k] - full_u * LANES, shape[-1]],
+                                  Store(out, substitute(index, at), substitute(value, at)), 0, 1))
     return seq(*stmts)
 
 
