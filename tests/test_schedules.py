@@ -3,6 +3,7 @@ on odd shapes: row/column tails, strides, dilation, padding, depthwise multiplie
 fused epilogues (vector and per-element paths), vector exp/erf, vectorized softmax/row reductions, and the
 cached weight-prepack step (live weights repacked only when they change; frozen weights packed at compile)."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -220,6 +221,21 @@ def test_matmul_packed_with_gelu_epilogue(case):
     y = np.matmul(a64.astype(np.float64), b64.astype(np.float64)) + bias
     ref = 0.5 * y * (1 + np.vectorize(math.erf)(y / math.sqrt(2)))
     assert_close_np(out, ref.astype(np.float32))
+
+
+def test_matmul_with_a_column_tail_stores_its_whole_tiles_as_vectors(capfd):
+    """Columns past a multiple of the tile width (ViT's 197 x 197 attention scores): every tile but the last stores
+    its accumulators straight through the epilogue as vectors; only the last one goes element by element (the
+    whole matmul did before: 145 -> 92 us for [3, 197, 64] x [3, 64, 197])."""
+    a, b = rand(2, 40, 64), rand(2, 64, 50)
+    g = Graph()
+    av, bv = g.input(a.shape, "float32", "a"), g.input(b.shape, "float32", "b")
+    g.outputs = [g.call1("mul", [g.call1("matmul", [av, bv]), g.const(np.float32(0.5))])]
+    out = build(g, debug=3)(a, b)
+    assert_close_np(out, (a @ b) * 0.5)
+    lowered = capfd.readouterr().err
+    assert re.search(r"out0\[[^\n]*\] = \(vacc\d+\[\d+ : \+16\] mul", lowered)     # accumulator -> output, one vector
+    assert re.search(r"if \(\(\(nbb\d+ mul 32\) add 32\) le 50\)", lowered)
 
 
 def test_rows_per_set():
