@@ -238,6 +238,50 @@ def test_matmul_with_a_column_tail_stores_its_whole_tiles_as_vectors(capfd):
     assert re.search(r"if \(\(\(nbb\d+ mul 32\) add 32\) le 50\)", lowered)
 
 
+@pytest.mark.parametrize("case", ["nhwc-mean", "blocked-mean", "nhwc-max"])
+def test_reduction_strided_along_its_rows_runs_with_lanes_along_the_output(case, capfd):
+    """A pool whose reads are contiguous along the output's channels but 16 floats or more apart along its own
+    loops (a squeeze-and-excitation pool of an NCHW16c map, a pool of NHWC) keeps 16 channels on one vector
+    accumulator; 40 channels: two vectors and a scalar tail (145 -> 14 us for 32 x 112 x 112 NCHW16c)."""
+    if case == "blocked-mean":
+        x = rand(1, 3, 9, 11, 16)
+        def make(g, xv):
+            nchw = g.call1("reshape", [g.call1("permute", [xv], dims=(0, 1, 4, 2, 3))], shape=(1, 48, 9, 11))
+            return g.call1("mean", [nchw], axes=(2, 3), keepdim=True)
+        ref = x.transpose(0, 1, 4, 2, 3).reshape(1, 48, 9, 11).mean((2, 3), keepdims=True)
+    else:
+        x = rand(2, 9, 11, 40)
+        op = "mean" if case == "nhwc-mean" else "amax"
+        def make(g, xv):
+            return g.call1(op, [xv], axes=(1, 2), keepdim=False)
+        ref = x.mean((1, 2)) if op == "mean" else x.max((1, 2))
+    g = Graph()
+    g.outputs = [make(g, g.input(x.shape, "float32", "x"))]
+    out = build(g, debug=3)(x)
+    assert_close_np(out, ref)
+    assert re.search(r"racc\d+\[0\] = \(?\(?racc\d+\[0 : \+16\] (add|max) in0\[[^\n]*: \+16\]", capfd.readouterr().err)
+
+
+def test_short_contiguous_reduce_loops_merge_into_one_vector_row(capfd):
+    """A global pool of a 7 x 7 NCHW map with a SiLU read through: the two reduce loops walk one contiguous run of
+    49, which the vector accumulator takes (each 7 was too short; EfficientNet's head pool 181 -> 23 us). A pad
+    inside the reduction breaks the run and keeps the loops apart."""
+    x = rand(1, 40, 7, 7)
+    g = Graph()
+    xv = g.input(x.shape, "float32", "x")
+    g.outputs = [g.call1("mean", [g.call1("mul", [xv, g.call1("sigmoid", [xv])])], axes=(2, 3), keepdim=True)]
+    out = build(g, debug=3)(x)
+    assert_close_np(out, (x / (1 + np.exp(-x))).mean((2, 3), keepdims=True))
+    assert re.search(r"for ro\d+ in 0\.\.3:", capfd.readouterr().err)      # 49 = 3 vectors + a tail of 1
+    g = Graph()
+    xv = g.input(x.shape, "float32", "x")
+    g.outputs = [g.call1("mean", [g.call1("pad", [xv], pad=(1, 1, 1, 1), value=0.0, mode="constant")], axes=(2, 3),
+                         keepdim=True)]
+    out = build(g, debug=3)(x)
+    assert_close_np(out, np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))).mean((2, 3), keepdims=True))
+    assert not re.search(r"for ro\d+ in", capfd.readouterr().err)
+
+
 def test_rows_per_set():
     from fxc.lowering.gemm_schedule import rows_per_set
     assert rows_per_set(4096, 14) == 14        # rows of 1024 floats: every row in the same L1 set

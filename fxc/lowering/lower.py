@@ -104,6 +104,9 @@ class Converter:
         return go(substitute(body, dict(zip(t.axes, idx))))
 
     def _vector_reduction(self, red, rvars, val, acc, slot):
+        merged = _merge_inner_axes(red, rvars, val)
+        if merged is not None:
+            red, rvars, val = merged
         return _vector_reduction_impl(self, red, rvars, val, acc, slot)
 
     def reduction(self, t: te.Tensor, idx: tuple, acc: Buffer, slot: Expr, inner=None) -> Seq:
@@ -130,6 +133,32 @@ class Converter:
 
 
 VECTOR_REDUCE_MIN = 16     # innermost reduction length from which it runs on a vector accumulator
+
+
+def _merge_inner_axes(red, rvars, val):
+    """The last two reduce loops as one when every read walks them as one contiguous run (index stride of the
+    outer = extent x stride of the inner) and nothing else uses them: a global average pool of a 7 x 7 map is one
+    row of 49, which the vector accumulator takes (7 is too short for it); None otherwise."""
+    from types import SimpleNamespace
+    from .expr import walk
+    if len(rvars) < 2 or red.axes[-1][1] >= VECTOR_REDUCE_MIN:
+        return None
+    from .schedule import linear_stride
+    a, b = rvars[-2], rvars[-1]
+    na, nb = red.axes[-2][1], red.axes[-1][1]
+    r = Var("rm")
+    mapping = {}
+    for x in walk(val):
+        if isinstance(x, Load):
+            sa, sb = linear_stride(x.args[1], a), linear_stride(x.args[1], b)
+            if sa is None or sb is None or sa != nb * sb:
+                return None
+            mapping[x] = Load(x.args[0], substitute(x.args[1], {a: as_expr(0), b: r}))
+    merged = substitute(val, mapping)
+    if any(x is a or x is b for x in walk(merged)):
+        return None
+    axes = list(red.axes[:-2]) + [(r, na * nb)]
+    return SimpleNamespace(op=red.op, init=red.init, axes=axes), rvars[:-2] + [r], merged
 
 
 def _vector_reduction_impl(conv, red, rvars, val, acc, slot):

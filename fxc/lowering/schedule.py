@@ -360,6 +360,9 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
     if special is not None:
         return special, rt.attrs.get("flops", flops)
     mode = hint.get("reduce_schedule")
+    lanes = None if mode else _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_threads)
+    if lanes is not None:
+        return lanes, flops
     if mode is None:
         mode = _choose_mode(conv, rt, axes, shape)
     if mode == "tile" and axes:
@@ -383,6 +386,67 @@ def _special(conv, rt, out, red, value, axes, shape, num_threads):
           "depthwise_conv2d": schedule_depthwise, "depthwise_blocked": schedule_depthwise_blocked,
           "conv2d_winograd": schedule_conv2d_winograd}.get(kind)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
+
+
+def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_threads):
+    """A float32 sum / max / min whose reads are contiguous along an output axis j but strided along its own
+    innermost axis, e.g. a global average pool of an NCHW16c map (squeeze-and-excitation: a channel's pixels are 16
+    floats apart, 16 channels side by side): 16 outputs along j at a time on one vector accumulator, then the
+    epilogue as a vector (lane by lane where the output is not contiguous along j); j past its whole chunks as
+    scalar loops. The scalar loops alone read one float per 64-byte line: 145 us for a 32 x 112 x 112 pool.
+    None for other reductions (contiguous rows take the row schedules)."""
+    from .expr import Lane, vec
+    from .gemm_schedule import LANES, aligned_stride, vectorize_expr
+    from .lower import COMBINE
+    rb: te.Reduce = rt.body
+    if rt.dtype != "float32" or rb.op not in ("sum", "max", "min") or not rb.axes or not axes:
+        return None
+    rvars = [Var("r") for _ in rb.axes]
+    sub = dict(zip(rt.axes, axes))
+    sub.update({v: n for (v, _), n in zip(rb.axes, rvars)})
+    pre: list = []
+    val = conv.convert(substitute(rb.body, sub), pre)
+    loads = [x.args[1] for x in walk(val) if isinstance(x, Load) and x.args[0].scope == "global"]
+    along_red = [linear_stride(i, rvars[-1]) for i in loads]
+    if pre or not loads or (1 in along_red and set(along_red) <= {0, 1}):
+        return None
+
+    def contiguous(j):
+        st = [aligned_stride(i, j, LANES) for i in loads]
+        return 1 in st and set(st) <= {0, 1}
+    k = next((k for k in reversed(range(len(axes))) if shape[k] >= LANES and contiguous(axes[k])), None)
+    vs = None if k is None else vectorize_expr(val, axes[k], LANES, aligned=True)
+    if vs is None:
+        return None
+    j, full = axes[k], shape[k] // LANES
+    comb, zero, jo = COMBINE[rb.op], Const(0, "int64"), Var("jo")
+    vacc = conv.local("float32", LANES, "racc")
+    acc = VecLoad(vacc, zero, LANES)
+    base = {j: jo * LANES}
+    update = Store(vacc, zero, binary(comb, acc, substitute(vs, base)))
+    for v, (_, extent) in reversed(list(zip(rvars, rb.axes))):
+        update = For(v, extent, update)
+    index = flat_index(axes, shape)
+    ev = vectorize_expr(value, j, LANES, {red.var: acc}, aligned=True) if linear_stride(index, j) == 1 else None
+    if ev is not None:
+        store = Store(out, substitute(index, base), substitute(ev, base))
+    else:
+        store = seq(*[Store(out, substitute(index, at), substitute(value, {red.var: Lane(acc, lane), **at}))
+                      for lane in range(LANES) for at in [{j: jo * LANES + lane}]])
+    chunk = Allocate(vacc, seq(Store(vacc, zero, Const(rb.init.value, vec("float32", LANES))), update, store))
+    outer = [a for a in axes if a is not j] + [jo]
+    outer_shape = [n for a, n in zip(axes, shape) if a is not j] + [full]
+    stmts = [_outer_loops(outer, outer_shape, chunk, work, num_threads)]
+    if shape[k] > full * LANES:                 # j past the whole chunks: the scalar loops
+        jt, sacc = Var("jt"), conv.local(rt.dtype)
+        at = {j: jt + full * LANES}
+        idx = tuple(at.get(a, a) for a in axes)
+        body = seq(conv.reduction(rt, idx, sacc, zero),
+                   Store(out, substitute(index, at), substitute(value, {red.var: Load(sacc, zero), **at})))
+        rest = [a for a in axes if a is not j] + [jt]
+        rest_shape = [n for a, n in zip(axes, shape) if a is not j] + [shape[k] - full * LANES]
+        stmts.append(Allocate(sacc, _outer_loops(rest, rest_shape, body, 0, 1)))
+    return seq(*stmts)
 
 
 def _choose_mode(conv, rt, axes, shape) -> str:
