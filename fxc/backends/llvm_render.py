@@ -575,6 +575,13 @@ class FunctionWriter:
             f = self.call(f"llvm.fabs.{_suffix(dt)}", t, [(t, x)])
             self.emit(f"{r} = fcmp oeq {t} {f}, {float_literal(math.inf, dt)}")
             return r
+        if op == "sigmoid" and scalar_of(dt) in FLOATS:         # 1 / (1 + exp(-x))
+            n, d = self.new(), self.new()
+            self.emit(f"{n} = fneg {t} {x}")
+            e = self.call(f"llvm.exp.{_suffix(dt)}", t, [(t, n)])
+            self.emit(f"{d} = fadd {t} {e}, {float_literal(1.0, dt)}")
+            self.emit(f"{r} = fdiv {t} {float_literal(1.0, dt)}, {d}")
+            return r
         fn = UNARY_FN.get(op)
         if fn is None or scalar_of(dt) not in FLOATS:
             raise LoweringError(f"unary {op} on {dt} is not renderable")

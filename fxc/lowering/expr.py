@@ -138,7 +138,7 @@ COMPARE = {"lt", "le", "gt", "ge", "eq", "ne"}
 UNARY = {"neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tan", "tanh", "erf", "floor", "ceil", "round",
          "trunc", "not", "isnan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
          "log2", "log10", "exp2", "expm1", "log1p", "lgamma", "erfinv", "isinf",
-         "erfc", "j0", "j1", "y0", "y1", "signbit"}
+         "erfc", "j0", "j1", "y0", "y1", "signbit", "sigmoid"}
 
 
 class Bin(Expr):

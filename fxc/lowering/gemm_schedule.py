@@ -27,7 +27,7 @@ from .lower import Converter, flat_index
 LANES = 16                  # float32 lanes of one 512-bit vector register
 ACC_REGISTERS = 28          # accumulator budget of the 32 vector registers (the rest: B vectors, broadcast)
 VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
-VECTOR_MATH_F32 = ("exp", "erf", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos")   # float32
+VECTOR_MATH_F32 = ("exp", "erf", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "sigmoid")   # float32
 # vector forms the renderers provide (llvm_math.VECTOR_MATH)
 CONV1X1_AS_GEMM = True      # 1x1 stride-1 convs: lanes along the output positions (schedule_conv1x1)
 

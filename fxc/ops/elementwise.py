@@ -60,7 +60,8 @@ def _f(x, v):
 
 
 def _sigmoid(x):
-    return 1.0 / (1.0 + un("exp", -x))
+    """float32: the `sigmoid` unary, which a vector renders in one reduction of -x (llvm_math.VectorMath.sigmoid)."""
+    return un("sigmoid", x) if x.dtype == "float32" else 1.0 / (1.0 + un("exp", -x))
 
 
 def _np_sigmoid(x):

@@ -5,7 +5,8 @@
 - an elementwise/injective producer read by a few nodes that all ended in one group joins that group too
   (a diamond, `_join_diamond`): its expression is inlined at each read;
 - an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
-  its group as an epilogue (bias, batch-norm, residual add, activation);
+  its group as an epilogue (bias, batch-norm, residual add, activation); so does a group of elementwise
+  nodes that read that output several times (x * sigmoid(x), `_reread_epilogue`);
 - a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone;
 - a zero pad into a depthwise conv, and bf16 pairing into a 1x1 bf16 conv run as a GEMM or into a bf16 conv
   over NCHW16c: their schedules read through the producer (that node alone); conv2d_weight_grad takes no
@@ -103,6 +104,25 @@ def _join_diamond(p, users, out_ids, hoisted, find, anchors, size, union) -> boo
     return union(p, next(iter(readers.values())))
 
 
+def _reread_epilogue(v, n, users, out_ids, find, anchors) -> bool:
+    """v, the output of an anchor's group, is read by several elementwise nodes at its own shape that all ended in
+    n's group (no anchor of its own), n the last of them: x * sigmoid(x) after a conv. That group joins v's as its
+    epilogue, each read of v being the accumulator at the same element, instead of v going through memory to a
+    kernel of its own."""
+    p = v.node
+    if p is None or v.is_const or v.id in out_ids or len(p.outputs) != 1 or anchors[find(p)] is None \
+            or anchors[find(n)] is not None or find(p) is find(n):
+        return False
+    readers = {id(u): u for u, _ in users.get(v.id, [])}
+    if len(readers) < 2:
+        return False
+    for u in readers.values():
+        if len(u.outputs) != 1 or get_op(u.op).kind > Kind.BROADCAST or u.outputs[0].shape != v.shape \
+                or find(u) is not find(n):
+            return False
+    return n.outputs[0].dtype == v.dtype and get_op(n.op).kind <= Kind.BROADCAST
+
+
 def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
     users = g.users()
     out_ids = {v.id for v in g.outputs}
@@ -158,6 +178,9 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
                 elif kp in (Kind.REDUCTION, Kind.OUT_FUSABLE) and kn <= Kind.BROADCAST \
                         and n.outputs[0].shape == v.shape and n.outputs[0].dtype == v.dtype:
                     union(p, n)                     # elementwise epilogue
+            for v in n.inputs:
+                if _reread_epilogue(v, n, users, out_ids, find, anchors):
+                    union(v.node, n)                # an epilogue that reads the anchor's value twice (SiLU)
         while any(_join_diamond(p, users, out_ids, hoisted, find, anchors, size, union) for p in reversed(g.nodes)):
             pass
 
