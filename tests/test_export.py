@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import fxc
 from fxc.errors import ArtifactError, FxcError, InputError, TargetError, UnsupportedOpError
@@ -90,6 +91,20 @@ def test_from_torch_torch_and_numpy_in_out(case):
     for a, e in zip(_as_list(out), expected):
         assert isinstance(a, np.ndarray)
         assert_close_np(a, e)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+def test_from_torch_decomposes_what_core_aten_keeps_and_fxc_has_no_op_for(mode):
+    """torch.export's core ATen keeps upsample_bilinear2d.vec and upsample_nearest2d.vec whole (torch.compile's
+    tracing decomposes them): fxc.from_torch decomposes the ops it has no converter for where torch._decomp can,
+    so a U-Net's upsampling compiles instead of raising UnsupportedOpError."""
+    class Up(torch.nn.Module):
+        def forward(self, x):
+            kw = {} if mode == "nearest" else {"align_corners": False}
+            return F.interpolate(x, scale_factor=2, mode=mode, **kw) * 2 + 1
+    x = torch.randn(1, 3, 7, 9)
+    compiled = fxc.from_torch(Up().eval(), (x,))
+    assert_close_np(compiled(x).numpy(), Up()(x).numpy())
 
 
 def test_compiled_model_wrong_inputs(case):

@@ -98,13 +98,28 @@ class CompiledModel:
         return f"CompiledModel({sig}) -> {', '.join(s.describe() for s in self.outputs)} [{self.module.target}]"
 
 
+def _decompose_unconverted(ep):
+    """Ops core ATen keeps that fxc has no converter for but torch._decomp can decompose (a bilinear or nearest
+    upsample, which torch.compile's tracing decomposes on its way), decomposed in turn, a few rounds deep."""
+    from torch._decomp import decomposition_table
+    from ..ops.registry import aten_table
+    for _ in range(3):
+        ops = {n.target for n in ep.graph_module.graph.nodes
+               if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+               and str(n.target) not in aten_table() and n.target in decomposition_table}
+        if not ops:
+            break
+        ep = ep.run_decompositions({op: decomposition_table[op] for op in ops})
+    return ep
+
+
 def capture(model: torch.nn.Module, example_inputs: tuple):
     """torch.export + core-ATen decompositions; returns (GraphModule with params as get_attr, out_spec)."""
     from torch._decomp import core_aten_decompositions
     from torch.export.graph_signature import InputKind, OutputKind
     try:
         ep = torch.export.export(model, tuple(example_inputs), strict=False)
-        ep = ep.run_decompositions(core_aten_decompositions())
+        ep = _decompose_unconverted(ep.run_decompositions(core_aten_decompositions()))
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         where = f"{type(model).__name__}{_user_frame(e)}"
