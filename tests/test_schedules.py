@@ -282,17 +282,20 @@ def test_short_contiguous_reduce_loops_merge_into_one_vector_row(capfd):
     assert not re.search(r"for ro\d+ in", capfd.readouterr().err)
 
 
-def test_matmul_with_fewer_column_blocks_than_threads_share_splits_its_rows(capfd, monkeypatch):
+@pytest.mark.parametrize("shape,trans_a", [((61, 80, 96), False), ((1024, 128, 96), True)], ids=["rows", "panel"])
+def test_matmul_with_fewer_column_blocks_than_threads_share_splits_its_rows(shape, trans_a, capfd, monkeypatch):
     """Three column blocks of 32 on two threads: the rows split in two, so six tasks share evenly (one thread sat
     idle a third of the time: ConvNeXt's [3136, 384] x [384, 96] 1380-1490 -> 1050-1130 us); the tail rows go with
-    the last part."""
+    the last part. Also where A's columns are copied into a panel (a weight gradient's dY^T X: 73 row tiles, the
+    second part one shorter)."""
     monkeypatch.setenv("FXC_NUM_THREADS", "2")
-    a, b = rand(61, 80), rand(80, 96)
+    M, K, N = shape
+    a, b = (rand(K, M) if trans_a else rand(M, K)), rand(K, N)
     g = Graph()
     av, bv = g.input(a.shape, "float32", "a"), g.input(b.shape, "float32", "b")
-    g.outputs = [g.call1("matmul", [av, bv])]
+    g.outputs = [g.call1("matmul", [g.call1("permute", [av], dims=(1, 0)) if trans_a else av, bv])]
     out = build(g, debug=3)(a, b)
-    assert_close_np(out, a @ b)
+    assert_close_np(out, (a.T if trans_a else a) @ b)
     assert re.search(r"for p\d+ in 0\.\.6  # parallel", capfd.readouterr().err)
 
 

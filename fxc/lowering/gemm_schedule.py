@@ -267,7 +267,7 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
     accumulates a_of(i, r0) (scalar of row r0 + i) x b_of(v) (vector v of the packed operand) over reduce_axes, then
     store(tile, r0). prologue(rows, r0): a statement run once per tile before it; inner: a (Var, extent) loop around
     the accumulate-and-store, so one prologue serves several column blocks. chunk: (Var c, parts) to cover only
-    part c of the whole tiles (parts divides their count), the tail tile with the last part."""
+    part c of the whole tiles (the last part shorter when parts does not divide them), the tail tile with it."""
     mr = mr or row_tile(extent, nv)
     full = (extent // mr) * mr
     stmts = []
@@ -276,8 +276,12 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
             continue
         tile = Tile(conv, width, nv, dtype)
         t = Var("rt")
+        guard = None
         if chunk is not None and start == 0:
-            count //= chunk[1]
+            per = -(-count // chunk[1])
+            if count % chunk[1]:
+                guard = Bin("lt", chunk[0] * per + t, as_expr(count))
+            count = per
             r0 = (chunk[0] * count + t) * width
         else:
             r0 = as_expr(start) + t * width
@@ -286,6 +290,8 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
             body = For(inner[0], inner[1], body)
         if prologue is not None:
             body = seq(prologue(width, r0), body)
+        if guard is not None:
+            body = IfThen(guard, body)
         loop = Allocate(tile.acc, For(t, count, body) if count > 1 else LetStmt(t, as_expr(0), body))
         if chunk is not None and start != 0:
             loop = IfThen(Bin("eq", chunk[0], as_expr(chunk[1] - 1)), loop)
@@ -295,12 +301,12 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
 
 def row_parts(whole_tiles: int, tasks: int, num_threads: int) -> int:
     """Into how many parts a matmul's rows split so that its parallel tasks (tasks: column blocks x batch) share
-    evenly among the threads: 1 when they already do, else the fewest parts (a divisor of the whole row tiles, at
-    most 8) that make a multiple of the threads. ConvNeXt's [3136, 384] x [384, 96]: 3 column blocks on 2 threads
-    left one idle a third of the time (1380-1490 -> 1050-1130 us)."""
+    evenly among the threads: 1 when they already do, else the fewest parts (at most 8, each at least two whole
+    row tiles) that make a multiple of the threads. ConvNeXt's [3136, 384] x [384, 96]: 3 column blocks on 2
+    threads left one idle a third of the time (1380-1490 -> 1050-1130 us)."""
     if num_threads <= 1 or tasks % num_threads == 0:
         return 1
-    return next((p for p in range(2, 9) if whole_tiles % p == 0 and tasks * p % num_threads == 0), 1)
+    return next((p for p in range(2, 9) if 2 * p <= whole_tiles and tasks * p % num_threads == 0), 1)
 
 
 L1_SET_SPAN = 4096          # bytes: addresses this far apart share an L1 data-cache set (64 sets of 64-byte lines)
@@ -639,11 +645,13 @@ def _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block,
     """matmul_packed's row tiles over a local copy of their part of A (`copy(rows, m0)` fills `panel`, `a_of` reads
     it): one copy serves `per` column blocks in a row."""
     per = largest_divisor(groups, num_threads)
-    chunk, g = Var("nchunk"), Var("ng")
+    chunk, g, rc = Var("nchunk"), Var("ng"), Var("rc")
     blk = chunk * per + g
+    parts = row_parts(M // mr, math.prod(n for _, n in batch) * (groups // per), num_threads)
     body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(blk), store_block(blk), mac, mr,
-                     prologue=copy, inner=(g, per))
-    return _parallel(batch + [(chunk, groups // per)], Allocate(panel, body), work, num_threads)
+                     prologue=copy, inner=(g, per), chunk=(rc, parts) if parts > 1 else None)
+    return _parallel(batch + [(chunk, groups // per)] + ([(rc, parts)] if parts > 1 else []), Allocate(panel, body),
+                     work, num_threads)
 
 
 def linear_stride_is_one(index: Expr, v: Var) -> bool:

@@ -405,11 +405,12 @@ def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_thread
     sub = dict(zip(rt.axes, axes))
     sub.update({v: n for (v, _), n in zip(rb.axes, rvars)})
     pre: list = []
-    val = conv.convert(substitute(rb.body, sub), pre)
+    val = Converter(conv.bufs).convert(substitute(rb.body, sub), pre)     # a probe: no locals made in conv
     loads = [x.args[1] for x in walk(val) if isinstance(x, Load) and x.args[0].scope == "global"]
     along_red = [linear_stride(i, rvars[-1]) for i in loads]
     if pre or not loads or (1 in along_red and set(along_red) <= {0, 1}):
         return None
+    val = conv.convert(substitute(rb.body, sub), pre)
 
     def contiguous(j):
         st = [aligned_stride(i, j, LANES) for i in loads]
