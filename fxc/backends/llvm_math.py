@@ -89,12 +89,7 @@ class VectorMath:
         """One polynomial for the whole range: 2^k is applied as 2^(k>>1) * 2^(k-(k>>1)), two normal floats, so
         k in [-150, 128] neither overflows the exponent field nor needs a second path for denormal results."""
         xc = self.fn("minnum", self.fn("maxnum", x, self.c(-104.0)), self.c(88.72283))
-        k = self.fn("roundeven", self.op("fmul", xc, self.c(1.4426950408889634)))   # k in [-150, 128]
-        r = self.fma(k, self.c(-0.693359375), xc)
-        r = self.fma(k, self.c(2.12194440e-4), r)
-        p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
-                          1.6666665459e-1, 5.0000001201e-1])
-        y = self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
+        k, y = self._exp_reduced(xc)                                             # k in [-150, 128]
         ki = self.convert("fptosi", k, self.t, self.it)
         k1 = self.ints("ashr", ki, self.isplat(1))
         k2 = self.ints("sub", ki, k1)
@@ -105,15 +100,19 @@ class VectorMath:
         y = self.select("olt", x, self.c(-103.97208), self.c(0.0), y)         # underflow -> 0
         return self.select("uno", x, x, x, y)                                  # nan stays nan
 
-    def exp_within(self, t) -> str:
-        """exp(t) for t already within +-87.6 (no nan): exp's reduction and polynomial with 2^k one normal float,
-        so one scaling and no overflow, underflow or nan selects."""
-        k = self.fn("roundeven", self.op("fmul", t, self.c(1.4426950408889634)))      # k in [-126, 126]
+    def _exp_reduced(self, t):
+        """(k, exp(r)) with t = k ln2 + r, |r| <= ln2 / 2: exp(t) is that times 2^k."""
+        k = self.fn("roundeven", self.op("fmul", t, self.c(1.4426950408889634)))
         r = self.fma(k, self.c(-0.693359375), t)
         r = self.fma(k, self.c(2.12194440e-4), r)
         p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                           1.6666665459e-1, 5.0000001201e-1])
-        y = self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
+        return k, self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
+
+    def exp_within(self, t) -> str:
+        """exp(t) for t already within +-87.6 (no nan): k in [-126, 126], so 2^k is one normal float: one scaling
+        and no overflow, underflow or nan selects."""
+        k, y = self._exp_reduced(t)
         e = self.ints("shl", self.ints("add", self.convert("fptosi", k, self.t, self.it), self.isplat(127)),
                       self.isplat(23))
         return self.op("fmul", y, self.convert("bitcast", e, self.it, self.t))
