@@ -332,6 +332,34 @@ def test_a_bilinear_upsample_is_one_kernel():
     torch._dynamo.reset()
 
 
+def test_safe_softmax_is_one_softmax_kernel_with_empty_rows_zero():
+    """scaled_dot_product_attention's math path softmaxes through aten._safe_softmax, whose decomposition tested
+    each row for -inf only and masked it in two more passes (ViT: 57 us a layer). fxc keeps it whole, as its softmax
+    with a row of -inf only giving zeros (not nan), through torch.compile and fxc.from_torch, gradients included."""
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 3, 9, 8, requires_grad=True) for _ in range(3))
+    mask = torch.rand(2, 1, 9, 9) > 0.3
+    mask[0, 0, 4] = False                        # a query with nothing to attend to: eager gives zeros
+    f = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    rep = fxc.explain(f, q.detach(), k.detach(), v.detach())
+    assert sum("softmax" in kn for kn in rep.kernels) == 1 and not any("amax" in kn or "logical_not" in kn
+                                                                        for kn in rep.kernels), rep.kernels
+    out, ref = torch.compile(f, backend="fxc")(q, k, v), f(q, k, v)
+    torch.testing.assert_close(out, ref)
+    assert torch.all(ref[0, :, 4] == 0)
+    got = torch.autograd.grad(out.square().sum(), (q, k, v))
+    want = torch.autograd.grad(ref.square().sum(), (q, k, v))
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b)
+    torch._dynamo.reset()
+
+    class Attn(nn.Module):
+        def forward(self, q, k, v):
+            return f(q, k, v)
+    args = (q.detach(), k.detach(), v.detach())
+    torch.testing.assert_close(fxc.from_torch(Attn(), args)(*args), f(*args))
+
+
 @pytest.mark.parametrize("where", ["conv", "depthwise", "linear", "kept"])
 def test_a_silu_after_a_conv_is_its_epilogue(where):
     """x * sigmoid(x) reads the conv's output twice: fusion joins the group of its readers to the conv's as its

@@ -162,6 +162,7 @@ def decompositions() -> dict:
     table = dict(_core_aten_decompositions_post_autograd())
     table.update(get_decompositions([getattr(torch.ops.aten, n) for n in _EXTRA_DECOMPS]))
     table[torch.ops.aten.take.default] = _take
+    table.pop(torch.ops.aten._safe_softmax.default, None)     # one softmax kernel (ops/reduce.py), not three passes
     return table
 
 

@@ -226,7 +226,7 @@ def _rows(shape, dim):
 
 
 def _softmax_compute(log: bool):
-    def compute(x, dim):
+    def compute(x, dim, safe=False):
         outer, n, inner = _rows(x.shape, dim)
 
         def lower(outs, ins):
@@ -249,9 +249,15 @@ def _softmax_compute(log: bool):
                                    For(k, n, Store(out, at(k), xv(k) - lse), "vectorize")))
             else:
                 inv = Var("inv", dt)
+                scale = 1.0 / s[zero]
+                if safe:    # a row of -inf only (m = -inf): zeros, not nan: exp(-inf - 0) = 0, a sum of 0 (any
+                    # other row sums to 1 or more), then times 0
+                    empty = compare("eq", m[zero], Const(-math.inf, dt))
+                    body = seq(body, Store(m, zero, select(empty, Const(0.0, dt), m[zero])))
+                    scale = select(compare("eq", s[zero], Const(0.0, dt)), Const(0.0, dt), scale)
                 body = seq(body, For(k, n, seq(Store(out, at(k), unary("exp", xv(k) - m[zero])),
                                                Store(s, zero, s[zero] + out[at(k)])), "vectorize"),
-                           LetStmt(inv, 1.0 / s[zero], For(k, n, Store(out, at(k), out[at(k)] * inv), "vectorize")))
+                           LetStmt(inv, scale, For(k, n, Store(out, at(k), out[at(k)] * inv), "vectorize")))
             body = Allocate(m, Allocate(s, body))
             nest = For(j, inner, body)
             work = outer * n * inner
@@ -262,16 +268,29 @@ def _softmax_compute(log: bool):
 
 
 def _softmax_ref(log):
-    def ref(x, dim):
+    def ref(x, dim, safe=False):
         x64 = x.astype(np.float64)
         m = np.max(x64, axis=dim, keepdims=True)
-        e = np.exp(x64 - m)
-        s = e.sum(axis=dim, keepdims=True)
-        return (x64 - m - np.log(s) if log else e / s).astype(x.dtype)
+        with np.errstate(invalid="ignore"):
+            e = np.exp(x64 - m)
+            s = e.sum(axis=dim, keepdims=True)
+            out = x64 - m - np.log(s) if log else e / s
+        if safe:
+            out = np.where(np.all(x64 == -np.inf, axis=dim, keepdims=True), 0.0, out)
+        return out.astype(x.dtype)
     return ref
 
 
+def _safe_softmax_aten(b, x, dim, dtype=None):
+    """aten._safe_softmax (scaled_dot_product_attention's math path): softmax with rows of -inf only giving zeros,
+    in the one softmax kernel (its decomposition took a pass for the -inf test and one for the where)."""
+    if dtype is not None and dtype != x.dtype:
+        x = b.call("cast", [x], dtype=dtype)
+    return b.call("softmax", [x], dim=dim, safe=True)
+
+
 for _name, _log in (("softmax", False), ("log_softmax", True)):
-    register(OpDef(_name, Kind.OPAQUE, lambda t, dim: [t[0]], _softmax_ref(_log), _softmax_compute(_log),
+    register(OpDef(_name, Kind.OPAQUE, lambda t, dim, safe=False: [t[0]], _softmax_ref(_log), _softmax_compute(_log),
                    {f"aten._{_name}.default": (lambda nm: lambda b, x, dim, half_to_float=False: b.call(nm, [x], dim=dim))(_name)},
                    None, lambda rng: [([rand(rng, (3, 17))], {"dim": 1}), ([rand(rng, (2, 5, 3))], {"dim": 1})], FLT))
+register_aten("aten._safe_softmax.default", _safe_softmax_aten)
