@@ -101,6 +101,26 @@ def test_depthwise_conv2d_reads_through_fused_pad(case):
     assert_close_np(out, np.clip(ref, 0, 6))
 
 
+@pytest.mark.parametrize("h", [21, 4], ids=["5-blocks-and-a-row", "one-block"])
+def test_depthwise_plane_computes_rows_in_blocks(h, capfd):
+    """Over its padded plane a depthwise conv computes ROW_BLOCK output rows together: each plane vector is loaded
+    once for every row its kernel reaches (ConvNeXt's 7x7 over 96x56x56 345 -> 188-215 us); the rows past the
+    whole blocks take the row-by-row loops."""
+    x, w, b = rand(2, 3, h, 37), rand(3, 1, 7, 7), rand(3)
+
+    def make(g, xv, wv, bv):
+        xv = g.call1("pad", [xv], pad=(3, 3, 3, 3), value=0.0, mode="constant")
+        y = g.call1("conv2d", [xv, wv], stride=(1, 1), dilation=(1, 1), groups=3)
+        return g.call1("add", [y, g.call1("reshape", [bv], shape=(-1, 1, 1))])
+    g = Graph()
+    g.outputs = [make(g, *[g.input(a.shape, "float32", f"x{i}") for i, a in enumerate((x, w, b))])]
+    out = build(g, debug=3)(x, w, b)
+    xp = np.pad(x, ((0, 0), (0, 0), (3, 3), (3, 3)))
+    assert_close_np(out, get_op("conv2d").reference(xp, w, stride=(1, 1), dilation=(1, 1), groups=3)
+                    + b[:, None, None])
+    assert re.search(rf"for ob\d+ in 0\.\.{h // 4}:", capfd.readouterr().err)
+
+
 @pytest.mark.parametrize("row_term", [False, True], ids=["residual", "per-row-term"])
 def test_conv1x1_over_all_positions_with_epilogue(row_term):
     """1x1 stride-1 convs run as one GEMM over the flat positions (lanes along oh*OW+ow): a residual of the output

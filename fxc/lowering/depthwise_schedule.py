@@ -133,10 +133,65 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     work = N * O * OH * OW * KH * KW
     if wcopy is None:
         return _parallel([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
-    channel = seq(wcopy, For(oh, OH, seq(*stmts)))
+    rows = For(oh, OH, seq(*stmts))
+    if plane is not None and sh == 1 and dh == 1 and dw == 1 and OH >= ROW_BLOCK:
+        blocks = OH // ROW_BLOCK
+        ob, orest = Var("ob"), Var("orest")
+        rows = seq(For(ob, blocks, _row_block(conv, rt, out, red, value, out_index, oh, ow, ob * ROW_BLOCK, plane,
+                                              PW, wl, KH, KW, OW)),
+                   For(orest, OH - blocks * ROW_BLOCK,
+                       LetStmt(oh, orest + blocks * ROW_BLOCK, seq(*stmts))) if OH % ROW_BLOCK else None)
+    channel = seq(wcopy, rows)
     if plane is not None:
         channel = Allocate(plane, seq(plane_fill, channel))
     return _parallel([(n, N), (o, O)], Allocate(wl, channel), work, num_threads)
+
+
+ROW_BLOCK = 4               # output rows the plane path of the NCHW depthwise conv computes together
+
+
+def _row_block(conv, rt, out, red, value, out_index, oh, ow, oh0, plane, PW, wl, KH, KW, OW):
+    """ROW_BLOCK output rows from oh0 over a channel's padded plane (stride and dilation 1): each vector of the
+    plane's rows is loaded once and feeds every output row whose kernel reaches it, (ROW_BLOCK - 1 + KH) x KW
+    loads for ROW_BLOCK x KH x KW FMAs instead of one load per FMA (7x7 over 96 x 56 x 56: 345 -> 188-215 us,
+    over 192 x 28 x 28: 198 -> 104-112 us; 5x5 over 96 x 56 x 56: 256 -> 98-160 us). One accumulator per row;
+    columns in whole vectors, then one narrower vector."""
+    R, owv = ROW_BLOCK, Var("owv")
+    stmts = []
+    full = OW // LANES
+    for start, count, lanes in ((0, full, LANES), (full * LANES, 1, OW - full * LANES)):
+        if count == 0 or lanes == 0:
+            continue
+        acc = conv.local(rt.dtype, R * lanes, "racc")
+        ow0 = as_expr(start) + owv * lanes
+        accv = [VecLoad(acc, as_expr(r * lanes), lanes) if lanes > 1 else Load(acc, as_expr(r)) for r in range(R)]
+        zero = Const(0.0, vec(rt.dtype, lanes) if lanes > 1 else rt.dtype)
+        body = [Store(acc, as_expr(r * lanes), zero) for r in range(R)]
+        for ir in range(R - 1 + KH):
+            for q in range(KW):
+                at = (oh0 + ir) * PW + ow0 + q
+                xvec = VecLoad(plane, at, lanes) if lanes > 1 else Load(plane, at)
+                for r in range(R):
+                    kh = ir - r
+                    if 0 <= kh < KH:
+                        wt = Load(wl, as_expr(kh * KW + q))
+                        body.append(Store(acc, as_expr(r * lanes),
+                                          Fma(xvec, Broadcast(wt, lanes) if lanes > 1 else wt, accv[r])))
+        for r in range(R):
+            at = {oh: oh0 + r, ow: ow0}
+            vs = vectorize_expr(value, ow, lanes, {red.var: accv[r]}) if lanes > 1 else None
+            if vs is not None and linear_stride_is_one(out_index, ow):
+                body.append(Store(out, substitute(out_index, at), substitute(vs, at)))
+            elif lanes > 1:
+                lane = Var("l")
+                body.append(For(lane, lanes, Store(out, substitute(out_index, {oh: oh0 + r, ow: ow0 + lane}),
+                                                   substitute(value, {oh: oh0 + r, ow: ow0 + lane,
+                                                                      red.var: Lane(accv[r], lane)})), "unroll"))
+            else:
+                body.append(Store(out, substitute(out_index, at), substitute(value, {**at, red.var: accv[r]})))
+        body = seq(*body)
+        stmts.append(Allocate(acc, For(owv, count, body) if count > 1 else LetStmt(owv, as_expr(0), body)))
+    return seq(*stmts)
 
 
 DW_COLUMNS = 8             # output columns per register tile of the NCHW16c depthwise conv
