@@ -121,6 +121,21 @@ def test_depthwise_plane_computes_rows_in_blocks(h, capfd):
     assert re.search(rf"for ob\d+ in 0\.\.{h // 4}:", capfd.readouterr().err)
 
 
+@pytest.mark.parametrize("ow", [14, 9, 5], ids=str)
+def test_short_reduce_rows_run_again_and_again_take_one_narrower_vector(ow, capfd):
+    """A depthwise weight gradient over a 14 x 14 map sums rows of 14 (the padded input's rows are 16 apart, so
+    they do not merge): rows of 8 to 15 that outer reduce loops run 4 times or more go on one narrower vector
+    accumulator (MobileNetV2's 576-channel 3x3 weight gradient 422 -> 64 us); rows under 8 stay scalar."""
+    x, gy = rand(2, 6, ow + 2, ow + 2), rand(2, 6, ow, ow)
+    g = Graph()
+    xv, gv = g.input(x.shape, "float32", "x"), g.input(gy.shape, "float32", "gy")
+    g.outputs = [g.call1("conv2d_weight_grad", [xv, gv], kernel=(3, 3), groups=6)]
+    out = build(g, debug=3)(x, gy)
+    assert_close_np(out, get_op("conv2d_weight_grad").reference(x, gy, kernel=(3, 3), groups=6))
+    narrow = re.search(rf"racc\d+\[0\] = \(racc\d+\[0 : \+{ow}\] add", capfd.readouterr().err)
+    assert bool(narrow) == (ow >= 8)
+
+
 @pytest.mark.parametrize("row_term", [False, True], ids=["residual", "per-row-term"])
 def test_conv1x1_over_all_positions_with_epilogue(row_term):
     """1x1 stride-1 convs run as one GEMM over the flat positions (lanes along oh*OW+ow): a residual of the output

@@ -7,6 +7,8 @@ becomes an accumulation statement in the epilogue's loop nest. Schedules live in
 """
 from __future__ import annotations
 
+import math
+
 from ..errors import LoweringError
 from . import te
 from .expr import Const, Expr, Load, Var, as_expr, binary, substitute
@@ -133,6 +135,8 @@ class Converter:
 
 
 VECTOR_REDUCE_MIN = 16     # innermost reduction length from which it runs on a vector accumulator
+SHORT_ROW = 8              # ... and from which it does when outer reduce loops run it SHORT_ROWS_MIN times or more:
+SHORT_ROWS_MIN = 4         # one narrower vector a row (a depthwise weight gradient over 14 x 14: 422 -> 64 us)
 
 
 def _merge_inner_axes(red, rvars, val):
@@ -168,19 +172,26 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     from .expr import Const, Lane, VecLoad, vec
     from .gemm_schedule import LANES, vectorize_expr
     n = red.axes[-1][1]
-    if val.dtype != "float32" or red.op not in ("sum", "max", "min") or n < VECTOR_REDUCE_MIN:
+    outer = math.prod(e for _, e in red.axes[:-1])
+    if val.dtype != "float32" or red.op not in ("sum", "max", "min") \
+            or n < (VECTOR_REDUCE_MIN if outer < SHORT_ROWS_MIN else SHORT_ROW):
         return None
     last = rvars[-1]
     vs = vectorize_expr(val, last, LANES)
     if vs is None:
         return None
     comb = COMBINE[red.op]
-    vacc = conv.local("float32", LANES, "racc")
     zero = Const(0, "int64")
-    vt = vec("float32", LANES)
     ro, rt = Var("ro"), Var("rt")
     full = n // LANES
-    body = For(ro, full, Store(vacc, zero, binary(comb, VecLoad(vacc, zero, LANES), substitute(vs, {last: ro * LANES}))))
+    body, init, fold = None, Store(acc, slot, red.init), []
+    if full:                                # whole vectors (none for a row shorter than LANES: the tail alone)
+        vacc = conv.local("float32", LANES, "racc")
+        body = For(ro, full, Store(vacc, zero, binary(comb, VecLoad(vacc, zero, LANES),
+                                                      substitute(vs, {last: ro * LANES}))))
+        init = seq(init, Store(vacc, zero, Const(red.init.value, vec("float32", LANES))))
+        fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, LANES), k)))
+                for k in range(LANES)]
     tail = n % LANES
     tv = vectorize_expr(val, last, tail) if tail >= 4 else None      # a narrower vector (a conv weight gradient's
     if tv is not None:                                                # rows of 28: one of 16 and one of 12 lanes)
@@ -192,8 +203,6 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
                                                               substitute(val, {last: rt + full * LANES})))))
     for v, (_, extent) in reversed(list(zip(rvars[:-1], red.axes[:-1]))):
         body = For(v, extent, body)
-    init = seq(Store(acc, slot, red.init), Store(vacc, zero, Const(red.init.value, vt)))
-    fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, LANES), k))) for k in range(LANES)]
     if tv is not None:
         init = seq(init, Store(tacc, zero, Const(red.init.value, vec("float32", tail))))
         fold += [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(tacc, zero, tail), k))) for k in range(tail)]
