@@ -179,7 +179,8 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
                         and n.outputs[0].shape == v.shape and n.outputs[0].dtype == v.dtype:
                     union(p, n)                     # elementwise epilogue
             for v in n.inputs:
-                if _reread_epilogue(v, n, users, out_ids, find, anchors):
+                if not (v.id in hoisted and n.outputs[0].id not in hoisted) \
+                        and _reread_epilogue(v, n, users, out_ids, find, anchors):
                     union(v.node, n)                # an epilogue that reads the anchor's value twice (SiLU)
         while any(_join_diamond(p, users, out_ids, hoisted, find, anchors, size, union) for p in reversed(g.nodes)):
             pass
