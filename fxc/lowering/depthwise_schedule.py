@@ -104,18 +104,7 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
             accv = binary("add", accv, VecLoad(acc, as_expr(q * lanes), lanes))
         body = seq(*[Store(acc, as_expr(q * lanes), Const(0.0, vt)) for q in range(parts)],
                    over_rows(For(kw, KW, upd, kw_kind)))
-        vs = None
-        if lanes > 1 and linear_stride_is_one(out_index, ow):
-            vs = vectorize_expr(value, ow, lanes, {red.var: accv})
-        if vs is not None:
-            st = Store(out, substitute(out_index, {ow: ow0}), substitute(vs, {ow: ow0}))
-        elif lanes > 1:
-            lane = Var("l")
-            st = For(lane, lanes, Store(out, substitute(out_index, {ow: ow0 + lane}),
-                                        substitute(value, {ow: ow0 + lane, red.var: Lane(accv, lane)})), "unroll")
-        else:
-            st = Store(out, substitute(out_index, {ow: ow0}), substitute(value, {ow: ow0, red.var: accv}))
-        body = seq(body, st)
+        body = seq(body, _store_columns(out, out_index, value, red.var, ow, ow0, lanes, accv))
         stmts.append(Allocate(acc, For(owv, count, body) if count > 1 else LetStmt(owv, as_expr(0), body)))
     for j in border:                            # scalar columns: taps outside the input are left out
         acc = conv.local(rt.dtype, 1, "bacc")
@@ -145,6 +134,21 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     if plane is not None:
         channel = Allocate(plane, seq(plane_fill, channel))
     return _parallel([(n, N), (o, O)], Allocate(wl, channel), work, num_threads)
+
+
+def _store_columns(out, out_index, value, red_var, ow, ow0, lanes, accv, at=None):
+    """The epilogue of `lanes` output columns from ow0 (red_var: their accumulator accv; at: other axes fixed): one
+    vector store where the output is contiguous along ow and the epilogue vectorizes, else lane by lane."""
+    at = dict(at or {})
+    vs = vectorize_expr(value, ow, lanes, {red_var: accv}) \
+        if lanes > 1 and linear_stride_is_one(out_index, ow) else None
+    if vs is not None:
+        return Store(out, substitute(out_index, {**at, ow: ow0}), substitute(vs, {**at, ow: ow0}))
+    if lanes > 1:
+        lane = Var("l")
+        return For(lane, lanes, Store(out, substitute(out_index, {**at, ow: ow0 + lane}),
+                                      substitute(value, {**at, ow: ow0 + lane, red_var: Lane(accv, lane)})), "unroll")
+    return Store(out, substitute(out_index, {**at, ow: ow0}), substitute(value, {**at, ow: ow0, red_var: accv}))
 
 
 ROW_BLOCK = 4               # output rows the plane path of the NCHW depthwise conv computes together
@@ -177,18 +181,8 @@ def _row_block(conv, rt, out, red, value, out_index, oh, ow, oh0, plane, PW, wl,
                         wt = Load(wl, as_expr(kh * KW + q))
                         body.append(Store(acc, as_expr(r * lanes),
                                           Fma(xvec, Broadcast(wt, lanes) if lanes > 1 else wt, accv[r])))
-        for r in range(R):
-            at = {oh: oh0 + r, ow: ow0}
-            vs = vectorize_expr(value, ow, lanes, {red.var: accv[r]}) if lanes > 1 else None
-            if vs is not None and linear_stride_is_one(out_index, ow):
-                body.append(Store(out, substitute(out_index, at), substitute(vs, at)))
-            elif lanes > 1:
-                lane = Var("l")
-                body.append(For(lane, lanes, Store(out, substitute(out_index, {oh: oh0 + r, ow: ow0 + lane}),
-                                                   substitute(value, {oh: oh0 + r, ow: ow0 + lane,
-                                                                      red.var: Lane(accv[r], lane)})), "unroll"))
-            else:
-                body.append(Store(out, substitute(out_index, at), substitute(value, {**at, red.var: accv[r]})))
+        body += [_store_columns(out, out_index, value, red.var, ow, ow0, lanes, accv[r], {oh: oh0 + r})
+                 for r in range(R)]
         body = seq(*body)
         stmts.append(Allocate(acc, For(owv, count, body) if count > 1 else LetStmt(owv, as_expr(0), body)))
     return seq(*stmts)

@@ -309,6 +309,15 @@ def row_parts(whole_tiles: int, tasks: int, num_threads: int) -> int:
     return next((p for p in range(2, 9) if 2 * p <= whole_tiles and tasks * p % num_threads == 0), 1)
 
 
+def _row_split(whole_tiles: int, tasks: int, num_threads: int):
+    """(row_tiles' chunk, the parallel axis it adds) for row_parts' split; (None, []) when the rows stay whole."""
+    parts = row_parts(whole_tiles, tasks, num_threads)
+    if parts == 1:
+        return None, []
+    rc = Var("rc")
+    return (rc, parts), [(rc, parts)]
+
+
 L1_SET_SPAN = 4096          # bytes: addresses this far apart share an L1 data-cache set (64 sets of 64-byte lines)
 L1_ROWS_PER_SET = 8         # rows a tile may keep in one set (12 ways, the rest for the streaming operand)
 
@@ -621,11 +630,10 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         return _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block, mac, work, num_threads, k,
                             panel, lambda i, m0: Load(panel, k * mr + i), copy_cols)
     if stride is None or K < 64 or rows_per_set(abs(stride) * itemsize, mr) <= L1_ROWS_PER_SET:
-        parts = row_parts(M // mr, math.prod(n for _, n in batch) * groups, num_threads)
-        rc = Var("rc")
+        chunk, split = _row_split(M // mr, math.prod(n for _, n in batch) * groups, num_threads)
         body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr,
-                         chunk=(rc, parts) if parts > 1 else None)
-        return _parallel(batch + [(nbb, groups)] + ([(rc, parts)] if parts > 1 else []), body, work, num_threads)
+                         chunk=chunk)
+        return _parallel(batch + [(nbb, groups)] + split, body, work, num_threads)
     # The tile's rows of A would crowd into a few L1 sets (e.g. a row stride of a multiple of 4 KiB) and evict each
     # other on every step: each tile first copies its rows into a local panel of a padded stride.
     pstride = -(-K // LANES) * LANES
@@ -645,13 +653,12 @@ def _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block,
     """matmul_packed's row tiles over a local copy of their part of A (`copy(rows, m0)` fills `panel`, `a_of` reads
     it): one copy serves `per` column blocks in a row."""
     per = largest_divisor(groups, num_threads)
-    chunk, g, rc = Var("nchunk"), Var("ng"), Var("rc")
+    chunk, g = Var("nchunk"), Var("ng")
     blk = chunk * per + g
-    parts = row_parts(M // mr, math.prod(n for _, n in batch) * (groups // per), num_threads)
+    rows, split = _row_split(M // mr, math.prod(n for _, n in batch) * (groups // per), num_threads)
     body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(blk), store_block(blk), mac, mr,
-                     prologue=copy, inner=(g, per), chunk=(rc, parts) if parts > 1 else None)
-    return _parallel(batch + [(chunk, groups // per)] + ([(rc, parts)] if parts > 1 else []), Allocate(panel, body),
-                     work, num_threads)
+                     prologue=copy, inner=(g, per), chunk=rows)
+    return _parallel(batch + [(chunk, groups // per)] + split, Allocate(panel, body), work, num_threads)
 
 
 def linear_stride_is_one(index: Expr, v: Var) -> bool:
