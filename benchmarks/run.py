@@ -39,7 +39,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=None,
-                   help="comma list of MODEL or MODEL:BATCH (models: resnet18, mobilenet_v2, bert); "
+                   help="comma list of MODEL or MODEL:BATCH (models: resnet18, mobilenet_v2, bert, and at batch 1 the zoo's "
+                        "convnext, efficientnet, vit, gpt, unet, lstm); "
                         "default: resnet18:1,mobilenet_v2:1,bert:1,resnet18:8 (--quick: resnet18:1)")
     p.add_argument("--peers", default=None, help="comma list of peers (default: all); fxc is always added")
     p.add_argument("--runs", type=int, default=None, help="timed calls per peer after warm-up (default 30; --quick 5)")
@@ -91,6 +92,11 @@ def _short(e: BaseException) -> str:
 # -- one workload ----------------------------------------------------------------------------------------
 def make_workload(name: str, batch: int, seq_len: int):
     from fxc.testing.models import example_inputs, make_model
+    from fxc.testing.zoo import ZOO_NAMES, make_zoo_model, zoo_inputs
+    if name in ZOO_NAMES:       # the zoo's architectures: batch 1 only, their own input
+        if batch != 1:
+            raise SystemExit(f"{name}: the zoo's models run at batch 1 only")
+        return make_zoo_model(name), zoo_inputs(name)
     model = make_model(name)
     inputs = example_inputs(name, batch, seq_len=seq_len) if name == "bert" else example_inputs(name, batch)
     return model, inputs

@@ -702,6 +702,12 @@ class ModuleWriter:
         self._n = 0
 
     @property
+    def avx512f(self) -> bool:
+        """Capability flag: the host CPU has AVX-512F (512-bit vectors, vscalefps)."""
+        from .llvm import target_machine
+        return "+avx512f" in target_machine()[3].split(",")
+
+    @property
     def avx512bf16(self) -> bool:
         """Capability flag: the host CPU has AVX-512 BF16 (vdpbf16ps)."""
         from .llvm import target_machine
