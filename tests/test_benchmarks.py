@@ -61,6 +61,23 @@ def test_compile_time_subprocess_and_unavailable_peer(tmp_path):
     assert "compile_cold_s" not in res and "compile_cold_error" in res, res
 
 
+def test_harness_takes_the_zoo_models_at_batch_1():
+    """`--models efficientnet:1` (any zoo name) meets the peers with the zoo's own model and input; another batch
+    is refused by name rather than run on a batch-1 input."""
+    sys.path.insert(0, str(ROOT))
+    import torch
+    from benchmarks.run import make_workload, parse_workloads
+    from fxc.testing.zoo import make_zoo_model, zoo_inputs
+    assert parse_workloads("gpt,unet:1", False) == [("gpt", 1), ("unet", 1)]
+    model, inputs = make_workload("gpt", 1, 128)
+    ref_model, ref_inputs = make_zoo_model("gpt"), zoo_inputs("gpt")
+    assert len(inputs) == len(ref_inputs) and all(torch.equal(a, b) for a, b in zip(inputs, ref_inputs))
+    with torch.inference_mode():
+        assert torch.equal(model(*inputs), ref_model(*ref_inputs))
+    with pytest.raises(SystemExit, match="batch 1 only"):
+        make_workload("gpt", 8, 128)
+
+
 def test_winograd_layers_times_every_form(capsys, monkeypatch):
     """benchmarks/winograd_layers.py builds each form of a 3x3 conv as asked (a wrong form is left out, not timed
     as another) and compares every output with the float32 direct kernel's."""
