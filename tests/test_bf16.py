@@ -286,7 +286,7 @@ def _winograd_abs(x, w, m):
 
 
 @needs_bf16
-@pytest.mark.parametrize("batch,c,hw", [(1, 64, 14), (8, 64, 7)])
+@pytest.mark.parametrize("batch,c,hw", [(1, 64, 14), (8, 64, 7), (1, 256, 14)])   # 256: channel chunks
 def test_winograd_f2_conv_within_bf16_bound(batch, c, hw, monkeypatch):
     """Small maps in bf16 (a bf16 direct conv at twice the FMA rate) take Winograd F(2x2,3x3) with bf16 operands:
     V = B^T d B and U = G w G^T rounded to bf16 (2^-8 each), products accumulated in float32, so the error is at

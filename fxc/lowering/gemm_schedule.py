@@ -194,11 +194,13 @@ class Tile:
     def vector(self, i, v) -> Expr:
         return VecLoad(self.acc, self.slot(i, v), LANES)
 
-    def compute(self, red_loops: list, a_of, b_of, mac=None):
-        """acc = 0; for red...: acc[i][v] = mac(acc[i][v], broadcast(a_of(i)), b_of(v)) (default: an FMA)."""
+    def compute(self, red_loops: list, a_of, b_of, mac=None, start=None):
+        """acc = start (0, or start(i, v): a partial sum kept from an earlier part of the reduction);
+        for red...: acc[i][v] = mac(acc[i][v], broadcast(a_of(i)), b_of(v)) (default: an FMA)."""
         mac = mac or (lambda acc, a, b: Fma(a, b, acc))
         vt = vec(self.dtype, LANES)
-        init = seq(*[Store(self.acc, self.slot(i, v), Const(0.0, vt)) for i in range(self.mr) for v in range(self.nv)])
+        init = seq(*[Store(self.acc, self.slot(i, v), Const(0.0, vt) if start is None else start(i, v))
+                     for i in range(self.mr) for v in range(self.nv)])
         bvec = [b_of(v) for v in range(self.nv)]
         upd = []
         for i in range(self.mr):

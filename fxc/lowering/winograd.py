@@ -33,6 +33,7 @@ from .lower import flat_index
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
 SHARED_V = 850 << 10        # bytes of a task's V up to which output channel groups share one (see the schedule)
+U_CHUNK = 16 << 10          # bytes of a U[xi] block's channel chunk that the task's tile rows take in turn (L1)
 MATRICES = {                # m -> (A^T, B^T, G)
     4: (((1, 1, 1, 1, 1, 0),
          (0, 1, -1, 2, -2, 0),
@@ -261,6 +262,14 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         s0, cnt, m = groups.pop()
         groups += [(s0, cnt - 1, m), (s0 + (cnt - 1) * m, 1, m)]
     M = conv.local(dt, AL * AL * RT * width, "wm")
+    # the task's tile rows each run the GEMM over the same U[xi] block (CW channels x width): in chunks of CS_U
+    # channels, the rows in turn, a chunk is read from L2 once and from L1 by the other rows (the partial sums
+    # wait in M between chunks). A 512-channel 7x7 layer alone 1.10 -> 0.90 ms; ResNet-18 at batch 8, every
+    # Winograd layer 5-9% faster (at batch 1 in the model its U streams from DRAM, and the layers stay the same)
+    cu, cl = Var("cu"), Var("cl")
+    CU = next((g for g in range(1, CW + 1) if CW % g == 0 and CW // g * width * 4 <= U_CHUNK), CW) if R > 1 else 1
+    CS_U = CW // CU
+    ch = cu * CS_U + cl if CU > 1 else as_expr(cl)
     yt_tmp = conv.local(dt, T * AL * LANES, "wyt")
     gemms, stores, accs = [], [], []
     for start, count, m in groups:
@@ -271,10 +280,12 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         cols = min(m * T, last_cols) if count == 1 else m * T
         tile = Tile(conv, m, nv, dt)
         accs.append(tile.acc)
-        gemm = tile.compute([(c, CW)], lambda i, p0=p0: Load(V, vbase + (xi * CW + c) * RTV + p0 + i),
-                            lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * CW + c) * LANES, LANES),
-                            dot_bf16 if bf16 else None)
-        keep = [Store(M, ((xi * RT + p0 + i) * nv + vv) * LANES, tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
+        at_m = lambda i, vv, p0=p0: ((xi * RT + p0 + i) * nv + vv) * LANES
+        gemm = tile.compute([(cl, CS_U)], lambda i, p0=p0: Load(V, vbase + (xi * CW + ch) * RTV + p0 + i),
+                            lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * CW + ch) * LANES, LANES),
+                            dot_bf16 if bf16 else None,
+                            (lambda i, vv: VecLoad(M, at_m(i, vv), LANES)) if CU > 1 else None)
+        keep = [Store(M, at_m(i, vv), tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
         gemms.append(For(t, count, seq(gemm, *keep)) if count > 1 else LetStmt(t, as_expr(0), seq(gemm, *keep)))
 
         Y = conv.local(dt, T * m * T * width, "wy")
@@ -300,7 +311,13 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
             st = IfThen(Bin("lt", ty * T + r, as_expr(OH)), st)
         one = seq(otrans, For(r, T, st))
         stores.append(Allocate(Y, For(t, count, one) if count > 1 else LetStmt(t, as_expr(0), one)))
-    block = seq(For(xi, AL * AL, For(row, R, guard(seq(*gemms)))), For(row, R, guard(seq(*stores))))
+    if CU > 1:      # the first chunk adds to zeros
+        zi = Var("zi")
+        zero = Store(M, ((xi * RT + row * TW) * nv + zi) * LANES, Const(0.0, vec(dt, LANES)))
+        gemm_loop = seq(For(row, R, guard(For(zi, TW * nv, zero))), For(cu, CU, For(row, R, guard(seq(*gemms)))))
+    else:
+        gemm_loop = For(row, R, guard(seq(*gemms)))
+    block = seq(For(xi, AL * AL, gemm_loop), For(row, R, guard(seq(*stores))))
     for acc in accs:
         block = Allocate(acc, block)
     gemms_task = For(kbg, per_kg, block) if per_kg > 1 else LetStmt(kbg, as_expr(0), block)
