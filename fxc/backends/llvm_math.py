@@ -110,15 +110,17 @@ class VectorMath:
         y = self.select("olt", x, self.c(-103.97208), self.c(0.0), y)         # underflow -> 0
         return self.select("uno", x, x, x, y)                                  # nan stays nan
 
-    def _exp_reduced(self, t, k=None, r=None):
-        """(k, exp(r)) with t = k ln2 + r, |r| <= ln2 / 2: exp(t) is that times 2^k (or of the given k and r)."""
-        if r is None:
-            k = self.fn("roundeven", self.op("fmul", t, self.c(1.4426950408889634)))
-            r = self.fma(k, self.c(-0.693359375), t)
-            r = self.fma(k, self.c(2.12194440e-4), r)
+    def _exp_reduced(self, t):
+        """(k, exp(r)) with t = k ln2 + r, |r| <= ln2 / 2: exp(t) is that times 2^k."""
+        k = self.fn("roundeven", self.op("fmul", t, self.c(1.4426950408889634)))
+        r = self.fma(k, self.c(-0.693359375), t)
+        return k, self._exp_poly(self.fma(k, self.c(2.12194440e-4), r))
+
+    def _exp_poly(self, r) -> str:
+        """exp(r) for |r| <= ln2 / 2: 1 + r + r^2 P(r)."""
         p = self.poly(r, [1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2,
                           1.6666665459e-1, 5.0000001201e-1])
-        return k, self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
+        return self.fma(self.op("fmul", p, r), r, self.op("fadd", r, self.c(1.0)))
 
     def exp_within(self, t) -> str:
         """exp(t) for t already within +-87.6: k in [-126, 126], so 2^k is one normal float: one scaling
@@ -127,8 +129,8 @@ class VectorMath:
         return self._times_2k(y, k)
 
     def _times_2k(self, y, k) -> str:
-        """y * 2^k for integral float k (in [-126, 126] unless AVX-512's): AVX-512's vscalefps where a 16-lane vector has it, else the
-        exponent bits of 2^k built as integers (three more instructions)."""
+        """y * 2^k for an integral float k: one vscalefps for a 16-lane vector on AVX-512 (any k), else 2^k's
+        exponent bits built as integers (three more instructions; k in [-126, 126])."""
         if self.n == 16 and self.w.m.avx512f:
             return self.w.call("llvm.x86.avx512.mask.scalef.ps.512", self.t,
                                [(self.t, y), (self.t, k), (self.t, y), ("i16", "-1"), ("i32", "4")])
@@ -148,9 +150,8 @@ class VectorMath:
         no select of its own; -x folds into the reduction's first FMA."""
         xc = self.clamp_keep_nan(x, -87.6, 87.6)
         k = self.fn("roundeven", self.op("fmul", xc, self.c(-1.4426950408889634)))
-        r = self.fma(k, self.c(-0.693359375), self.neg(xc))
-        k, y = self._exp_reduced(None, k, self.fma(k, self.c(2.12194440e-4), r))
-        return self.op("fdiv", self.c(1.0), self.op("fadd", self._times_2k(y, k), self.c(1.0)))
+        r = self.fma(k, self.c(2.12194440e-4), self.fma(k, self.c(-0.693359375), self.neg(xc)))
+        return self.op("fdiv", self.c(1.0), self.op("fadd", self._times_2k(self._exp_poly(r), k), self.c(1.0)))
 
     def erf(self, x) -> str:
         """x P(x^2) / Q(x^2) on x clamped to +-ERF_CLAMP (erf is 1 in float32 beyond)."""
