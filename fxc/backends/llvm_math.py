@@ -95,7 +95,7 @@ class VectorMath:
         k in [-150, 128] neither overflows the exponent field nor needs a second path for denormal results. With
         AVX-512, vscalefps applies 2^k in one step, rounding a denormal result once and an overflow to inf, so x
         clamped to [-104, 89] (a nan staying nan) needs no selects."""
-        if self.n == 16 and self.w.m.avx512f:
+        if self.n == 16 and self.w.m.has("avx512f"):
             k, y = self._exp_reduced(self.clamp_keep_nan(x, -104.0, 89.0))
             return self._times_2k(y, k)
         xc = self.fn("minnum", self.fn("maxnum", x, self.c(-104.0)), self.c(88.72283))
@@ -131,7 +131,7 @@ class VectorMath:
     def _times_2k(self, y, k) -> str:
         """y * 2^k for an integral float k: one vscalefps for a 16-lane vector on AVX-512 (any k), else 2^k's
         exponent bits built as integers (three more instructions; k in [-126, 126])."""
-        if self.n == 16 and self.w.m.avx512f:
+        if self.n == 16 and self.w.m.has("avx512f"):
             return self.w.call("llvm.x86.avx512.mask.scalef.ps.512", self.t,
                                [(self.t, y), (self.t, k), (self.t, y), ("i16", "-1"), ("i32", "4")])
         e = self.ints("shl", self.ints("add", self.convert("fptosi", k, self.t, self.it), self.isplat(127)),

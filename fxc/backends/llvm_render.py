@@ -325,7 +325,7 @@ class FunctionWriter:
         n = lanes_of(e.dtype)
         wt = lty(vec("int32", n))
         bt = f"<{2 * n} x bfloat>"
-        if isinstance(e, DotBf16) and not self.m.avx512bf16:     # no vdpbf16ps: the same sum by two FMAs
+        if isinstance(e, DotBf16) and not self.m.has("avx512bf16"):     # no vdpbf16ps: the same sum by two FMAs
             acc, a, b = e.args
             return self.expr(Fma(Bf16Half(a, 1), Bf16Half(b, 1), Fma(Bf16Half(a, 0), Bf16Half(b, 0), acc)))
         if isinstance(e, DotBf16):
@@ -701,17 +701,10 @@ class ModuleWriter:
         self.loop_mds: dict = {}
         self._n = 0
 
-    @property
-    def avx512f(self) -> bool:
-        """Capability flag: the host CPU has AVX-512F (512-bit vectors, vscalefps)."""
+    def has(self, feature: str) -> bool:
+        """Capability flag: the host CPU has this LLVM feature ("avx512f": vscalefps; "avx512bf16": vdpbf16ps)."""
         from .llvm import target_machine
-        return "+avx512f" in target_machine()[3].split(",")
-
-    @property
-    def avx512bf16(self) -> bool:
-        """Capability flag: the host CPU has AVX-512 BF16 (vdpbf16ps)."""
-        from .llvm import target_machine
-        return "+avx512bf16" in target_machine()[3].split(",")
+        return f"+{feature}" in target_machine()[3].split(",")
 
     def counter(self) -> int:
         self._n += 1
