@@ -463,6 +463,24 @@ def test_vector_exp_and_sigmoid_scale_by_vscalef_without_selects(op, monkeypatch
     assert "fcmp uno" not in body and "fptosi" not in body
 
 
+def test_vector_sigmoid_without_vscalef_selects_its_nan_lanes(monkeypatch):
+    """Where 2^k is built from integer bits (no AVX-512F), a nan argument would reach fptosi, whose result is then
+    poison: sigmoid selects its nan lanes back from the argument, and its other lanes agree with the vscalefps form
+    bit for bit."""
+    from fxc.backends.llvm_render import ModuleWriter
+    monkeypatch.setenv("FXC_MODULE_CACHE", "0")
+    x = np.concatenate([np.linspace(-120, 120, 4096), [np.nan, np.inf, -np.inf] * 5 + [0.0]]).astype(np.float32)
+    with_scalef, _ = run_graph(lambda g, xv: g.call1("sigmoid", [xv]), [x])
+    real = ModuleWriter.has
+    monkeypatch.setattr(ModuleWriter, "has", lambda self, f: f != "avx512f" and real(self, f))
+    out, m = run_graph(lambda g, xv: g.call1("sigmoid", [xv]), [x])
+    body = m.source[m.source.index("define"):]
+    assert "fcmp uno" in body and "fptosi" in body and "scalef" not in body
+    assert np.array_equal(np.isnan(out), np.isnan(x))
+    ok = ~np.isnan(x)
+    assert np.array_equal(out[ok].view(np.int32), with_scalef[ok].view(np.int32))
+
+
 VECTOR_MATH_REFS = {"log": np.log, "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "expm1": np.expm1,
                     "tanh": np.tanh, "sin": np.sin, "cos": np.cos}
 

@@ -50,6 +50,7 @@ class VectorMath:
         self.w, self.t = w, t
         self.n = int(t[1:].split(" x ")[0])
         self.it = f"<{self.n} x i32>"
+        self.scalef = self.n == 16 and w.m.has("avx512f")     # 2^k by one vscalefps (_times_2k)
 
     def c(self, v: float) -> str:
         return "<" + ", ".join([f"float {float_literal(v, 'float32')}"] * self.n) + ">"
@@ -95,7 +96,7 @@ class VectorMath:
         k in [-150, 128] neither overflows the exponent field nor needs a second path for denormal results. With
         AVX-512, vscalefps applies 2^k in one step, rounding a denormal result once and an overflow to inf, so x
         clamped to [-104, 89] (a nan staying nan) needs no selects."""
-        if self.n == 16 and self.w.m.has("avx512f"):
+        if self.scalef:
             k, y = self._exp_reduced(self.clamp_keep_nan(x, -104.0, 89.0))
             return self._times_2k(y, k)
         xc = self.fn("minnum", self.fn("maxnum", x, self.c(-104.0)), self.c(88.72283))
@@ -131,7 +132,7 @@ class VectorMath:
     def _times_2k(self, y, k) -> str:
         """y * 2^k for an integral float k: one vscalefps for a 16-lane vector on AVX-512 (any k), else 2^k's
         exponent bits built as integers (three more instructions; k in [-126, 126])."""
-        if self.n == 16 and self.w.m.has("avx512f"):
+        if self.scalef:
             return self.w.call("llvm.x86.avx512.mask.scalef.ps.512", self.t,
                                [(self.t, y), (self.t, k), (self.t, y), ("i16", "-1"), ("i32", "4")])
         e = self.ints("shl", self.ints("add", self.convert("fptosi", k, self.t, self.it), self.isplat(127)),
@@ -146,12 +147,14 @@ class VectorMath:
 
     def sigmoid(self, x) -> str:
         """1 / (1 + exp(-x)) with x clamped to +-87.6 (exp_within; beyond, sigmoid is 1 in float32, or under
-        9.1e-39 where this gives 9.1e-39). A nan goes through the clamp and the arithmetic as a nan, so it needs
-        no select of its own; -x folds into the reduction's first FMA."""
+        9.1e-39 where this gives 9.1e-39). With vscalefps a nan goes through the clamp and the arithmetic as a nan,
+        so it needs no select of its own; -x folds into the reduction's first FMA."""
         xc = self.clamp_keep_nan(x, -87.6, 87.6)
         k = self.fn("roundeven", self.op("fmul", xc, self.c(-1.4426950408889634)))
         r = self.fma(k, self.c(2.12194440e-4), self.fma(k, self.c(-0.693359375), self.neg(xc)))
-        return self.op("fdiv", self.c(1.0), self.op("fadd", self._times_2k(self._exp_poly(r), k), self.c(1.0)))
+        s = self.op("fdiv", self.c(1.0), self.op("fadd", self._times_2k(self._exp_poly(r), k), self.c(1.0)))
+        # without vscalefps, 2^k goes through fptosi, which makes a nan k poison: the nan lanes are selected back
+        return s if self.scalef else self.select("uno", x, x, x, s)
 
     def erf(self, x) -> str:
         """x P(x^2) / Q(x^2) on x clamped to +-ERF_CLAMP (erf is 1 in float32 beyond)."""
