@@ -162,7 +162,14 @@ def decompositions() -> dict:
     table = dict(_core_aten_decompositions_post_autograd())
     table.update(get_decompositions([getattr(torch.ops.aten, n) for n in _EXTRA_DECOMPS]))
     table[torch.ops.aten.take.default] = _take
-    table.pop(torch.ops.aten._safe_softmax.default, None)     # one softmax kernel (ops/reduce.py), not three passes
+    return keep_whole(table)
+
+
+def keep_whole(table: dict) -> dict:
+    """A decomposition table without the ops fxc converts whole, better than their decompositions (both captures:
+    torch.compile's and fxc.from_torch's): aten._safe_softmax is one softmax kernel (ops/reduce.py), not three
+    passes."""
+    table.pop(torch.ops.aten._safe_softmax.default, None)
     return table
 
 

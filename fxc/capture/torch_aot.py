@@ -18,7 +18,7 @@ import torch.utils._pytree as pytree
 
 from ..errors import FxcError, InputError, TargetError, UnsupportedOpError
 from ..runtime.module import TensorSpec, check_shape
-from .torch import FROM_STR, _Support, to_graph
+from .torch import FROM_STR, _Support, keep_whole, to_graph
 
 BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
 
@@ -119,9 +119,7 @@ def capture(model: torch.nn.Module, example_inputs: tuple):
     from torch.export.graph_signature import InputKind, OutputKind
     try:
         ep = torch.export.export(model, tuple(example_inputs), strict=False)
-        table = core_aten_decompositions()
-        table.pop(torch.ops.aten._safe_softmax.default, None)     # one softmax kernel (ops/reduce.py)
-        ep = _decompose_unconverted(ep.run_decompositions(table))
+        ep = _decompose_unconverted(ep.run_decompositions(keep_whole(core_aten_decompositions())))
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         where = f"{type(model).__name__}{_user_frame(e)}"
