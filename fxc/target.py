@@ -1,0 +1,199 @@
+"""Targets: what a compile is for, parsed from a TVM-style string, and the capabilities every layer reads.
+
+    Target.parse("llvm")                       # the host CPU (-mcpu detected)
+    Target.parse("llvm -mcpu=haswell")         # AVX2 + FMA, 16 vector registers (runs on any newer x86 host)
+    Target.parse("llvm -mcpu=x86-64-v2 -mattr=+popcnt")
+    Target.parse("opencl -device=0")           # an OpenCL device (FXC_OPENCL_DEVICE picks one too)
+
+A target carries `Caps`: vector lanes and registers, threads, local memory, work-group limits, index width,
+dtypes, math functions. Passes, schedules and renderers read these instead of constants. Parsing never needs
+the device: `Target.parse` is pure text (plus the host's CPU for a bare `llvm`); a device target's
+capabilities are filled by its device API (`with_caps`). `check_runnable` says before any kernel runs
+whether this host can run code built for the target.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import shlex
+from dataclasses import dataclass, field
+
+from .errors import TargetError
+
+KINDS = ("llvm", "opencl", "opengl", "webgl", "webgpu", "wasm", "clml")
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What a target's code may use. Lanes and registers are float32 lanes of one vector register and the count
+    of those registers (a register tile's budget); threads: parallel workers (CPU) or compute units (device)."""
+    vector_bits: int = 128
+    vector_registers: int = 16
+    threads: int = 1
+    features: frozenset = frozenset()       # LLVM feature names without '+', e.g. {"avx2", "fma", "avx512f"}
+    local_memory_bytes: int = 0             # work-group shared memory (0: none, a CPU)
+    max_work_group_size: int = 1
+    index_bits: int = 64                    # width of the integers kernels index with
+    dtypes: frozenset = frozenset({"float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+                                   "bfloat16", "float16", "complex64", "complex128"})
+    scatter: bool = True                    # stores at data-dependent addresses
+    math: frozenset = frozenset({"exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "atan2"})
+
+    @property
+    def lanes(self) -> int:
+        """float32 lanes of one vector register."""
+        return max(1, self.vector_bits // 32)
+
+    def has(self, feature: str) -> bool:
+        return feature.lstrip("+") in self.features
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str
+    attrs: tuple = ()                       # sorted (key, value) pairs from -key=value options
+    caps: Caps = field(default_factory=Caps, compare=False)
+
+    # ------------------------------------------------------------------ parsing
+    @staticmethod
+    def parse(spec: "str | Target | None") -> "Target":
+        """A Target from a string such as "llvm -mcpu=haswell" (a Target is returned as it is; None is "llvm")."""
+        if isinstance(spec, Target):
+            return spec
+        return _parse(spec or "llvm")
+
+    def attr(self, key: str, default=None):
+        return dict(self.attrs).get(key, default)
+
+    def with_caps(self, caps: Caps) -> "Target":
+        return dataclasses.replace(self, caps=caps)
+
+    def __str__(self):
+        return " ".join([self.kind] + [f"-{k}={v}" for k, v in self.attrs])
+
+    # ------------------------------------------------------------------ CPU
+    @property
+    def is_cpu(self) -> bool:
+        return self.kind == "llvm"
+
+    @property
+    def mcpu(self) -> str:
+        """The CPU an llvm target's code is for (LLVM's name, e.g. "znver4", "haswell")."""
+        return self.attr("mcpu", "")
+
+    @property
+    def llvm_features(self) -> str:
+        """LLVM's feature string for an llvm target: "+avx2,+fma,..."."""
+        return ",".join("+" + f for f in sorted(self.caps.features))
+
+    def check_runnable(self) -> None:
+        """Raise TargetError when this host cannot run code built for the target (an llvm target whose CPU
+        features the host lacks). Compiling and exporting for such a target is allowed; running is not."""
+        if self.kind != "llvm":
+            return
+        missing = sorted(self.caps.features - host_features())
+        if missing:
+            raise TargetError(f"target {self}: this host's CPU ({host_cpu()}) lacks {', '.join(missing)}; code "
+                              f"built for it cannot run here. Compile for target='llvm' (the host) to run, or "
+                              f"export the artifact and run it on a CPU that has these features")
+
+
+def _parse(text: str) -> Target:
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise TargetError(f"cannot parse target {text!r}: {e}") from None
+    if not words:
+        raise TargetError("empty target string; use 'llvm' for this CPU")
+    kind, opts = words[0], {}
+    if kind not in KINDS:
+        raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(KINDS)} "
+                          f"(e.g. 'llvm -mcpu=haswell', 'opencl -device=0')")
+    for w in words[1:]:
+        if not w.startswith("-") or "=" not in w:
+            raise TargetError(f"target {text!r}: option {w!r} is not of the form -key=value")
+        k, v = w.lstrip("-").split("=", 1)
+        opts[k] = v
+    if kind == "llvm":
+        return _llvm_target(opts)
+    return Target(kind, tuple(sorted(opts.items())))
+
+
+LLVM_OPTIONS = ("mcpu", "mattr", "mtriple", "num-threads")
+
+
+def _llvm_target(opts: dict) -> Target:
+    unknown = sorted(set(opts) - set(LLVM_OPTIONS))
+    if unknown:
+        raise TargetError(f"llvm target: unknown option(s) {', '.join('-' + u for u in unknown)}; "
+                          f"known: {', '.join('-' + o for o in LLVM_OPTIONS)}")
+    cpu = opts.get("mcpu") or host_cpu()
+    features = set(host_features()) if cpu == host_cpu() else set(cpu_features(cpu))
+    for f in filter(None, opts.get("mattr", "").split(",")):
+        if f[0] not in "+-":
+            raise TargetError(f"llvm target: -mattr entries start with + or -, got {f!r} (e.g. -mattr=+avx2,-fma)")
+        (features.add if f[0] == "+" else features.discard)(f[1:])
+    opts["mcpu"] = cpu
+    feats = frozenset(features)
+    bits = 512 if "avx512f" in feats else 256 if "avx" in feats else 128
+    regs = 32 if "avx512f" in feats else 16
+    threads = int(opts.get("num-threads", 0) or 0) or _host_threads()
+    return Target("llvm", tuple(sorted(opts.items())), Caps(vector_bits=bits, vector_registers=regs, threads=threads,
+                                                            features=feats))
+
+
+def _host_threads() -> int:
+    import os
+    return len(os.sched_getaffinity(0))
+
+
+@functools.lru_cache(maxsize=None)
+def host_cpu() -> str:
+    import llvmlite.binding as llvm
+    return llvm.get_host_cpu_name()
+
+
+@functools.lru_cache(maxsize=None)
+def host_features() -> frozenset:
+    import llvmlite.binding as llvm
+    return frozenset(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+"))
+
+
+def cpu_features(cpu: str) -> frozenset:
+    """The vector-ISA features of a named x86 CPU, as LLVM's -mcpu=cpu enables them (llvmlite exposes no query for a
+    named CPU, so fxc keeps the table below for the features its code generation reads)."""
+    if cpu not in X86_CPUS:
+        raise TargetError(f"llvm target: unknown CPU {cpu!r}; known: {', '.join(X86_CPUS)} (or leave -mcpu out "
+                          f"for this host's CPU, {host_cpu()})")
+    return frozenset(X86_CPUS[cpu])
+
+
+# x86 CPU names -> the features LLVM enables for -mcpu=name that fxc's code generation reads.
+_V2 = ("sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "popcnt", "cx16", "sahf")
+_V3 = _V2 + ("avx", "avx2", "fma", "f16c", "bmi", "bmi2", "lzcnt", "movbe")
+_V4 = _V3 + ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+X86_CPUS = {
+    "x86-64": ("sse2",),
+    "x86-64-v2": _V2,
+    "x86-64-v3": _V3,
+    "x86-64-v4": _V4,
+    "haswell": _V3,
+    "broadwell": _V3,
+    "skylake": _V3,
+    "skylake-avx512": _V4,
+    "cascadelake": _V4 + ("avx512vnni",),
+    "cooperlake": _V4 + ("avx512vnni", "avx512bf16"),
+    "icelake-server": _V4 + ("avx512vnni", "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq"),
+    "sapphirerapids": _V4 + ("avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2", "amx-tile",
+                             "amx-bf16", "amx-int8"),
+    "emeraldrapids": _V4 + ("avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2"),
+    "znver2": _V3,
+    "znver3": _V3,
+    "znver4": _V4 + ("avx512vnni", "avx512bf16", "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq"),
+    "znver5": _V4 + ("avx512vnni", "avx512bf16", "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq"),
+}
+
+
+def as_target(target) -> Target:
+    """Target from a Target, a string or None (the host CPU)."""
+    return Target.parse(target)
