@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Quick start, tests: set up .venv if needed, then run the whole suite on every target (2 workers).
+# Arguments go to pytest: test paths (default: pyproject.toml's testpaths, i.e. tests/) and options.
+# Verbosity comes from pyproject.toml's addopts (-q) alone: a second -q would hide the closing "N passed" line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-exec .venv/bin/python -m pytest tests -n "${FXC_TEST_WORKERS:-2}" -q "$@"
+exec .venv/bin/python -m pytest -n "${FXC_TEST_WORKERS:-2}" "$@"
