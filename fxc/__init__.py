@@ -1,7 +1,7 @@
 """fxc: a deep-learning compiler that works inside your framework.
 
     torch.compile(model, backend="fxc")          # PyTorch, no import needed
-    fxc.explain(model, *example_inputs)          # what compiled, what fell back, which kernels
+    fxc.explain(model)(*args, **kwargs)          # what compiled, what fell back, which kernels
     m = fxc.from_torch(model, example_inputs)    # the whole graph, ahead of time
     fxc.export(m, "model.fxc"); fxc.load("model.fxc")   # deploy artifact; the runtime needs no torch
 """
@@ -10,16 +10,21 @@ from .errors import FxcError  # noqa: F401
 __version__ = "0.1.0"
 
 
-def explain(model, *example_inputs, **options):
-    """Compile `model` with torch.compile(backend="fxc") on the inputs and report what happened.
+def explain(model, *example_inputs, options: dict | None = None, **option_keywords):
+    """Compile `model` with torch.compile(backend="fxc") and report what happened.
+
+    ``fxc.explain(model, options={...})(*args, **kwargs)`` runs the model on any inputs, keyword inputs included
+    (torch._dynamo.explain's form); ``fxc.explain(model, *example_inputs, **options)`` runs at once on positional
+    inputs, every keyword an fxc option.
 
     Returns
     -------
     fxc.capture.torch.Explanation with .compiled_ops, .fallback_ops (collections.Counter of op name ->
-    count over all captured graphs), .kernels (one line per fused kernel) and a readable str().
+    count over all captured graphs), .kernels (one line per fused kernel), .failures (subgraphs that could not
+    compile) and a readable str(); in the first form, a callable that returns it.
     """
     from .capture.torch import explain as _explain
-    return _explain(model, *example_inputs, **options)
+    return _explain(model, *example_inputs, options=options, **option_keywords)
 
 
 def from_torch(model, example_inputs, target: str = "llvm", **options):

@@ -91,19 +91,50 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain(model, *example_inputs, **options) -> Explanation:
-    import torch._dynamo
-    torch._dynamo.reset()
+@contextlib.contextmanager
+def recording():
+    """An Explanation that every fxc compile and call inside the block fills (fxc.explain, the fuzzer)."""
     rec = Explanation()
     _recorders.append(rec)
     try:
-        compiled = torch.compile(model, backend=fxc_backend, options=options or None)
-        with torch.no_grad():
-            compiled(*example_inputs)
+        yield rec
     finally:
         _recorders.remove(rec)
+
+
+def explain(model, *example_inputs, options: dict | None = None, **option_keywords):
+    """Compile `model` with torch.compile(backend="fxc") and report what happened (an Explanation).
+
+    Two forms:
+
+    - ``explain(model, options=None)(*args, **kwargs)``: torch._dynamo.explain's form. The call runs the model on
+      `args` and `kwargs` (keyword inputs, e.g. a Hugging Face model's ``input_ids=..., attention_mask=...``)
+      and returns the Explanation; fxc's options come only through `options`.
+    - ``explain(model, *example_inputs, **options)``: runs at once on the positional inputs, every keyword an fxc
+      option (the form before keyword inputs; `options=` may be given too).
+
+    An unknown option raises fxc.errors.FxcError naming the form for keyword inputs.
+    """
+    opts = dict(options or {}, **option_keywords)
+    unknown = sorted(set(opts) - OPTION_NAMES)
+    if unknown:
+        raise FxcError(f"fxc.explain: {', '.join(unknown)}: not an fxc option (known: "
+                       f"{', '.join(sorted(OPTION_NAMES))}); to give the model keyword inputs, write "
+                       f"fxc.explain(model, options={{...}})(*args, **kwargs)")
+
+    def run(*args, **kwargs) -> Explanation:
+        import torch._dynamo
         torch._dynamo.reset()
-    return rec
+        try:
+            with recording() as rec:
+                compiled = torch.compile(model, backend=fxc_backend, options=opts or None)
+                with torch.no_grad():
+                    compiled(*args, **kwargs)
+        finally:
+            torch._dynamo.reset()
+        return rec
+
+    return run(*example_inputs) if example_inputs or option_keywords else run
 
 
 def _record(fn):

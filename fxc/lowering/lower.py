@@ -88,7 +88,9 @@ class Converter:
         if buf is not None:
             return Load(buf, flat_index(idx, t.shape))
         if t.extern is not None or t.body is None:
-            raise LoweringError(f"tensor {t.name} must be materialized before it is read")
+            raise LoweringError(f"tensor {t.name} must be materialized before it is read: it is loop IR written "
+                                f"whole (te.extern), which only an op that stands_alone may compute "
+                                f"(fxc/ops/registry.py; fuse_ops never joins such an op to another node)")
         body = t.body
         if isinstance(body, te.Reduce):
             if holes is not None:

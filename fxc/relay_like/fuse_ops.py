@@ -7,7 +7,9 @@
 - an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
   its group as an epilogue (bias, batch-norm, residual add, activation); so does a group of elementwise
   nodes that read that output several times (x * sigmoid(x), `_reread_epilogue`);
-- a group holds at most one reduction/conv/matmul anchor; opaque and multi-output ops stand alone;
+- a group holds at most one reduction/conv/matmul anchor; an op that `stands_alone` (Kind.OPAQUE: its kernel may be
+  loop IR written whole, which lowering cannot inline) is a group of its own: `union` refuses it, whichever rule
+  asks; multi-output ops take prologues only;
 - a zero pad into a depthwise conv, and bf16 pairing into a 1x1 bf16 conv run as a GEMM or into a bf16 conv
   over NCHW16c: their schedules read through the producer (that node alone); conv2d_weight_grad takes no
   prologue;
@@ -135,14 +137,14 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
         return n
 
     anchors = {n: (n if get_op(n.op).kind >= Kind.REDUCTION else None) for n in g.nodes}
-
+    alone = {n for n in g.nodes if get_op(n.op).stands_alone}     # never joined: each stays its own group's root
     size = {n: 1 for n in g.nodes}
 
     def union(producer, consumer) -> bool:
         a, b = find(producer), find(consumer)
         if a is b:
             return True
-        if anchors[a] is not None and anchors[b] is not None:
+        if a in alone or b in alone or (anchors[a] is not None and anchors[b] is not None):
             return False
         parent[a] = b
         anchors[b] = anchors[b] or anchors[a]
@@ -168,7 +170,7 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
                 if n.op == "conv2d_weight_grad":
                     continue                        # its reduction vectorizes over affine reads only (a fused zero
                                                     # pad: clamped scalar reads, 6.1 against 0.9 ms at 96x112x112)
-                if len(n.outputs) != 1 and kn != Kind.OPAQUE and kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION:
+                if len(n.outputs) != 1 and kp <= Kind.INJECTIVE and kn <= Kind.REDUCTION:
                     union(p, n)                     # prologue into a multi-output reduction-like op
                 elif len(n.outputs) != 1:
                     continue

@@ -1,8 +1,8 @@
 """Random-graph differential fuzzing of the torch.compile backend.
 
 A case is a random straight-line program of torch ops over random shapes: elementwise ops with
-broadcasting, reductions, softmax/layer-norm, matmul/linear, conv2d, pooling, and
-reshape/permute/slice/cat/expand. It is compiled with `torch.compile(backend="fxc")` and compared with
+broadcasting, reductions, scans (cumsum/cumprod/logcumsumexp/cummax), softmax/layer-norm, matmul/linear, conv2d,
+pooling, and reshape/permute/slice/cat/expand. It is compiled with `torch.compile(backend="fxc")` and compared with
 eager. A failing case is shrunk to a minimal program and saved as a JSON reproducer (tests/regressions/
 runs every saved one).
 
@@ -79,6 +79,10 @@ OPS = {
     "flip": lambda a, p: a[0].flip(p["dims"]),
     "pad": lambda a, p: F.pad(a[0], p["pad"], value=p["value"]),
     "squeeze": lambda a, p: a[0].squeeze(p["dim"]),
+    "erf": lambda a, p: torch.erf(a[0]),
+    "cumsum": lambda a, p: torch.cumsum(a[0], p["dim"]), "cumprod": lambda a, p: torch.cumprod(a[0], p["dim"]),
+    "logcumsumexp": lambda a, p: torch.logcumsumexp(a[0], p["dim"]),
+    "cummax": lambda a, p: torch.cummax(a[0], p["dim"]).values,
 }
 
 
@@ -141,7 +145,7 @@ class _Gen:
         rank = len(sx)
         kind = r.choice(["unary"] * 3 + ["binary"] * 3 + ["reduce", "softmax", "layer_norm", "matmul",
                          "linear", "conv", "pool", "movement", "movement", "movement", "cat", "expand",
-                         "discontinuous", "more", "inverted_residual"])
+                         "discontinuous", "more", "inverted_residual", "scan"])
         if kind == "discontinuous":
             # floor/round-like ops jump at integers: a 1-ulp difference upstream would flip them, so they
             # read fresh inputs (exact in both runs), never computed values
@@ -177,7 +181,7 @@ class _Gen:
             return None
         if kind == "unary":
             op = r.choice(["relu", "sigmoid", "tanh", "exp", "neg", "abs", "gelu", "silu", "sqrt_abs",
-                           "hardswish", "leaky_relu", "scale"])
+                           "hardswish", "leaky_relu", "scale", "erf"])
             params = {"c": round(r.uniform(-2, 2), 3), "d": round(r.uniform(-1, 1), 3)} if op == "scale" else {}
             return self.add_step(op, [x], params)
         if kind == "binary":
@@ -191,6 +195,9 @@ class _Gen:
             dims = sorted(r.sample(range(rank), r.randint(1, rank))) if rank else [r.choice([0, -1])]
             return self.add_step(r.choice(["sum", "mean", "amax", "amin"]), [x],
                                  {"dims": dims, "keepdim": r.random() < 0.5})
+        if kind == "scan":
+            op = r.choice(["cumsum", "cumsum", "cumprod", "logcumsumexp", "cummax"])
+            return self.add_step(op, [x], {"dim": r.randrange(-rank, rank) if rank else 0})
         if kind == "softmax":
             return self.add_step(r.choice(["softmax", "log_softmax"]), [x], {"dim": r.randrange(-rank, rank)})
         if kind == "layer_norm":
@@ -348,7 +355,8 @@ def make_inputs(program: dict) -> list:
 
 
 def check(program: dict, target: str = "llvm") -> str | None:
-    """Compile and compare; None when correct, else a one-line description ('wrong: ...', 'crashed: ...')."""
+    """Compile and compare; None when correct and compiled, else a one-line description: 'wrong: ...', 'crashed:
+    ...' or 'uncompiled: ...' (a subgraph fxc could not compile ran in eager PyTorch: right, but a failure)."""
     import torch._dynamo
     return _compare_fn(make_fn(program), make_inputs(program), target, program.get("grad", False))
 
@@ -385,12 +393,14 @@ def _with_grads(fn, inputs):
 def _compare_fn(fn, inputs, target, grad=False):
     import contextlib
     import torch._dynamo
+    from ..capture.torch import recording
     run = _with_grads if grad else (lambda f, ins: f(*[t.clone() for t in ins]))
     with contextlib.nullcontext() if grad else torch.no_grad():
         expected = run(fn, inputs)
         torch._dynamo.reset()
         try:
-            actual = run(torch.compile(fn, backend="fxc", dynamic=False, options={"target": target}), inputs)
+            with recording() as rec:
+                actual = run(torch.compile(fn, backend="fxc", dynamic=False, options={"target": target}), inputs)
         except Exception as e:
             return f"crashed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         finally:
@@ -410,6 +420,8 @@ def _compare_fn(fn, inputs, target, grad=False):
                 if reference is not None and closer_than_eager(a, e, reference[k], ATOL * scale):
                     continue
             return f"wrong: output {k}: " + " ".join(str(err).split())[:300]
+    if rec.failures:            # right (that part ran in eager PyTorch), but fxc could not compile it
+        return "uncompiled: subgraph " + " ".join(rec.failures[0].split())[:300]
     return None
 
 
@@ -524,7 +536,7 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
     from ..cache import atomic_write
     import logging
     logging.getLogger("fxc").setLevel(logging.ERROR)
-    stats = {"graphs": 0, "wrong": 0, "crashed": 0, "failures": []}
+    stats = {"graphs": 0, "wrong": 0, "crashed": 0, "uncompiled": 0, "failures": []}
     t0 = time.perf_counter()
     next_report = 50
     for k0 in range(0, count, batch):
@@ -548,7 +560,8 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
         if stats["graphs"] >= next_report or stats["graphs"] == count:
             next_report += 50
             el = time.perf_counter() - t0
-            progress(f"[{stats['graphs']}/{count}] {stats['wrong']} wrong, {stats['crashed']} crashed "
+            progress(f"[{stats['graphs']}/{count}] {stats['wrong']} wrong, {stats['crashed']} crashed, "
+                     f"{stats['uncompiled']} uncompiled "
                      f"({el / stats['graphs']:.2f} s/graph)")
         if max_seconds and time.perf_counter() - t0 > max_seconds:
             break
@@ -563,7 +576,7 @@ def run_jobs(jobs: int, count: int, seed: int, argv: list, progress=print) -> di
     import os
     import subprocess
     import threading
-    stats = {"graphs": 0, "wrong": 0, "crashed": 0, "failures": []}
+    stats = {"graphs": 0, "wrong": 0, "crashed": 0, "uncompiled": 0, "failures": []}
     lock = threading.Lock()
     bounds = [count * j // jobs for j in range(jobs + 1)]
 
@@ -581,9 +594,9 @@ def run_jobs(jobs: int, count: int, seed: int, argv: list, progress=print) -> di
         rc = p.wait()
         with lock:
             if result is None:
-                result = {"graphs": 0, "wrong": 0, "crashed": 1,
+                result = {"graphs": 0, "wrong": 0, "crashed": 1, "uncompiled": 0,
                           "failures": [{"seed": s0, "failure": f"crashed: the shard exited with code {rc}"}]}
-            for k in ("graphs", "wrong", "crashed"):
+            for k in ("graphs", "wrong", "crashed", "uncompiled"):
                 stats[k] += result[k]
             stats["failures"] += result["failures"]
 
@@ -623,8 +636,9 @@ def main(argv=None):
                     max_seconds=a.max_seconds, batch=a.batch, grad=a.grad)
         if a.shard:                                     # a shard of run_jobs: hand the stats back
             print("STATS " + json.dumps(stats), flush=True)
-    print(f"{stats['graphs']} graphs: {stats['wrong']} wrong, {stats['crashed']} crashed")
-    return 1 if stats["wrong"] or stats["crashed"] else 0
+    print(f"{stats['graphs']} graphs: {stats['wrong']} wrong, {stats['crashed']} crashed, "
+          f"{stats['uncompiled']} uncompiled")
+    return 1 if stats["wrong"] or stats["crashed"] or stats["uncompiled"] else 0
 
 
 if __name__ == "__main__":
