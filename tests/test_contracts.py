@@ -100,7 +100,7 @@ def assert_ldl_contract(a, ld, piv):
     rebuilt, mag = lapack_rebuild(ld, piv)
     a64 = a.double().numpy()
     err, bound = np.abs(rebuilt - a64), 4 * n * U * (np.abs(a64) + mag)
-    assert (err <= bound).all(), f"A rebuilt from fxc's factors is off by {(err / bound)[err > bound].max():.2f}x the bound"
+    assert (err <= bound).all(), f"A rebuilt from fxc's factors is off by {(err / bound)[err > bound].max():.2f}x"
     b = torch.rand(a.shape[:-1] + (2,), generator=_gen(3)) * 2 - 1
 
     def backward_error(x):

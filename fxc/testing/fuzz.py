@@ -392,7 +392,9 @@ def _with_grads(fn, inputs):
 
 def _compare_fn(fn, inputs, target, grad=False):
     import contextlib
+
     import torch._dynamo
+
     from ..capture.torch import recording
     run = _with_grads if grad else (lambda f, ins: f(*[t.clone() for t in ins]))
     with contextlib.nullcontext() if grad else torch.no_grad():
