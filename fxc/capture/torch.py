@@ -23,7 +23,7 @@ import torch.fx
 
 from ..errors import FxcError, InputError, UnsupportedOpError
 from ..ops.complex import REAL_OF, Complex, complex_table, is_complex_call
-from ..ops.registry import aten_table
+from ..ops.registry import aten_table, get_op
 from ..relay_like.builder import Builder
 from ..relay_like.graph import Value
 from ..runtime.cpu import pointer_array
@@ -399,6 +399,10 @@ def _build_early(subs) -> None:
     threading.Thread(target=run, name="fxc-early-build", daemon=True).start()
 
 
+def _finite(t: torch.Tensor) -> bool:
+    return not t.is_floating_point() or bool(torch.isfinite(t).all())
+
+
 def _static(args) -> bool:
     """Every argument a tensor of concrete shape and strides, or a plain Python scalar."""
     for a in args:
@@ -480,6 +484,8 @@ class FxcSubgraph(torch.nn.Module):
         self.weights = weights          # positions of the arguments that are parameters or buffers
         self.cache: dict = {}
         self.eager_keys: set = set()
+        self.finite_only = False        # a call whose results are not all finite reruns eagerly (an op of the
+                                        # graph is OpDef.eager_unless_finite)
         self._dynamic = None            # argument positions in the cache key (all but the weights)
         self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
         self._last = None               # the module of the previous call: woken first thing (Module.wake)
@@ -546,6 +552,8 @@ class FxcSubgraph(torch.nn.Module):
         outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
         with torch.no_grad():
             module.run_prepared(array, [o.data_ptr() for o in outs], token)
+        if self.finite_only and not all(map(_finite, outs)):
+            return self.gm(*args)
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
@@ -612,6 +620,7 @@ class FxcSubgraph(torch.nn.Module):
                                                         layouts=True, random=True)
         orders = graph.input_orders
         self._multi = multi
+        self.finite_only = self.finite_only or any(get_op(n.op).eager_unless_finite for n in graph.nodes)
         module = build(graph, weights_vary=self.training_step,
                        **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team

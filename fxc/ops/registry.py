@@ -38,6 +38,8 @@ class OpDef:
     dtypes: tuple = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")  # supported input dtypes
     check: Optional[Callable] = None  # check(list[TensorType], **attrs) -> None | reason string (unsupported)
     doc: str = ""
+    eager_unless_finite: bool = False  # torch.compile: a call whose results are not all finite reruns in eager
+                                       # (fxc cannot show its inf/NaN pattern to be eager's: matrix_exp's overflow)
 
     @property
     def stands_alone(self) -> bool:
