@@ -23,7 +23,6 @@ This module is the deploy runtime: it imports only the standard library, numpy, 
 from __future__ import annotations
 
 import ctypes
-import errno
 import hashlib
 import json
 import os
@@ -51,6 +50,8 @@ HEADER = "fxc_model.h"
 C_SOURCE = "fxc_model.c"
 PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE)      # the only part names an artifact may have (plain, relative)
 ALIGN = 64
+SIGNATURE = "manifest.sig"       # optional: the Ed25519 signature of the manifest's bytes (runtime/signing.py)
+SIGNATURE_BYTES = 64
 MAX_MANIFEST = 64 << 20          # bytes: a manifest is a few KiB to a few MiB
 MAX_RATIO = 200                  # uncompressed / compressed size past which a part is refused before inflating
 SLOT_KINDS = ("in", "out", "const", "work", "null")
@@ -76,7 +77,6 @@ def read_artifact(path, trusted_keys=None) -> tuple:
 
 def read_verified(path, trusted_keys=None) -> tuple:
     """read_artifact's (manifest, parts), then the manifest's exact bytes and its signature (or None)."""
-    from .signing import SIGNATURE, SIGNATURE_BYTES
     path = Path(path)
     if not path.is_file():
         raise ArtifactError(f"{path}: no such artifact file; write one with fxc.export or `fxc compile`")
@@ -217,8 +217,9 @@ def _manifest_problem(m: dict) -> str:
     if not isinstance(m.get("kernels", []), list) or not all(isinstance(k, str) for k in m.get("kernels", [])):
         return "'kernels' is not a list of strings"
     info = m.get("target_info", {})
-    if not isinstance(info, dict) or not isinstance(info.get("triple", ""), str) \
-            or not isinstance(info.get("cpu_flags", []), list) or not all(isinstance(f, str) for f in info.get("cpu_flags", [])):
+    flags = info.get("cpu_flags", []) if isinstance(info, dict) else None
+    if not isinstance(flags, list) or not isinstance(info.get("triple", ""), str) \
+            or not all(isinstance(f, str) for f in flags):
         return "'target_info' is not {triple, cpu, cpu_flags}"
     if not isinstance(m.get("c_abi", {}), dict):
         return "'c_abi' is not an object"
@@ -306,41 +307,9 @@ def unpack_params(manifest: dict, blob: bytes) -> list:
 
 
 def extract(path, directory, trusted_keys=None) -> Path:
-    """Verify an artifact and write its parts into `directory` (for C programs: fxc_init(directory)).
-
-    The manifest is written as the exact bytes stored (and signed), with `manifest.sig` when the artifact is
-    signed, so `fxc verify DIR` can check the folder later. `directory` must not exist, or be an empty folder
-    that is not a link; files are created new (never through a link, never over an existing file).
-    """
-    from .signing import SIGNATURE
-    manifest, parts, raw, signature = read_verified(path, trusted_keys)
-    d = Path(directory)
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except FileExistsError:
-        raise ArtifactError(f"cannot extract into {d}: it exists and is not a folder; name a new folder") from None
-    except OSError as e:
-        what = "it is a link" if e.errno == errno.ELOOP else e.strerror or str(e)
-        raise ArtifactError(f"cannot extract into {d} ({what}); name a new folder you can write") from None
-    try:
-        if os.listdir(fd):
-            raise ArtifactError(f"cannot extract into {d}: the folder is not empty; name a new or empty folder")
-        files = {MANIFEST: raw, **({SIGNATURE: signature} if signature is not None else {}), **parts}
-        for name, data in files.items():
-            _write_new(fd, name, data, 0o755 if name == LIBRARY else 0o644)
-    except OSError as e:
-        raise ArtifactError(f"cannot extract into {d} ({e.strerror or e}); name a new folder you can write") from None
-    finally:
-        os.close(fd)
-    return d
-
-
-def _write_new(dir_fd: int, name: str, data: bytes, mode: int) -> None:
-    """Create the file `name` in the folder dir_fd (never following or replacing anything) and write data."""
-    fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode, dir_fd=dir_fd)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
+    """Verify an artifact and write its parts into a new folder: see fxc.runtime.extract."""
+    from .extract import extract as _extract
+    return _extract(path, directory, trusted_keys)
 
 
 @dataclass
