@@ -23,17 +23,16 @@ def workloads():
     import torch
     g = torch.Generator().manual_seed(0)
     emb = torch.nn.Embedding(30000, 256).eval()
+    ints = lambda lo, hi, shape: torch.randint(lo, hi, shape, generator=g)   # noqa: E731
+    floats = lambda *shape: torch.randn(*shape, generator=g)                 # noqa: E731
     return {
-        "embedding 30000x256, 4096 ids": (emb, (torch.randint(0, 30000, (4096,), generator=g),)),
-        "gather 512x1024 along 1": (lambda x, i: x.gather(1, i) + 1,
-                                    (torch.randn(512, 1024, generator=g), torch.randint(0, 1024, (512, 1024), generator=g))),
-        "index x[i], 1M of 100k": (lambda x, i: x[i] * 2, (torch.randn(100000, generator=g),
-                                                          torch.randint(-100000, 100000, (1 << 20,), generator=g))),
+        "embedding 30000x256, 4096 ids": (emb, (ints(0, 30000, (4096,)),)),
+        "gather 512x1024 along 1": (lambda x, i: x.gather(1, i) + 1, (floats(512, 1024), ints(0, 1024, (512, 1024)))),
+        "index x[i], 1M of 100k": (lambda x, i: x[i] * 2, (floats(100000), ints(-100000, 100000, (1 << 20,)))),
         "index_select 4096 rows of 8192x64": (lambda x, i: x.index_select(0, i) + 1,
-                                              (torch.randn(8192, 64, generator=g), torch.randint(0, 8192, (4096,), generator=g))),
-        "scatter_add 50000x64 into 10000x64": (lambda x, i, s: x.scatter_add(0, i, s),
-                                               (torch.zeros(10000, 64), torch.randint(0, 10000, (50000, 64), generator=g),
-                                                torch.randn(50000, 64, generator=g))),
+                                              (floats(8192, 64), ints(0, 8192, (4096,)))),
+        "scatter_add 50000x64 into 10000x64": (lambda x, i, s: x.scatter_add(0, i, s), (
+            torch.zeros(10000, 64), ints(0, 10000, (50000, 64)), floats(50000, 64))),
     }
 
 
@@ -76,7 +75,8 @@ def main(argv=None) -> None:
         with torch.no_grad():
             np.testing.assert_allclose(_first(checked(*arrays)), model(*inputs).numpy(), rtol=1e-5, atol=1e-5)
         times = {"eager": [], "clamped": [], "checked": []}
-        calls = {"eager": lambda: model(*inputs), "clamped": lambda: clamp(*arrays), "checked": lambda: checked(*arrays)}
+        calls = {"eager": lambda: model(*inputs), "clamped": lambda: clamp(*arrays),
+                 "checked": lambda: checked(*arrays)}
         with torch.no_grad():
             for _ in range(5):
                 for f in calls.values():

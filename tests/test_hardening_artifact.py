@@ -223,7 +223,7 @@ def test_cli_signs_and_refuses_untrusted(art, keys, tmp_path, capsys):
     assert cli(["keygen", str(tmp_path / "k.pem")]) == 1          # never overwrites a key
 
 
-# -- 7. zip bombs -------------------------------------------------------------------------------------------------------
+# -- 7. zip bombs ------------------------------------------------------------------------------------------------------
 def test_part_larger_than_declared_is_refused_before_inflating(art, tmp_path):
     entries = _relisted(_entries(art[0]))
     m = json.loads(entries[MANIFEST])
@@ -250,7 +250,7 @@ def test_real_artifacts_compress_far_below_the_limit(art):
             assert info.file_size <= MAX_RATIO / 4 * max(info.compress_size, 1), (info.filename, info.file_size)
 
 
-# -- 8. inspect every model the tests export -----------------------------------------------------------------------------
+# -- 8. inspect every model the tests export ---------------------------------------------------------------------------
 def test_inspect_shows_null_slots(art, capsys):
     for path in art[:3]:
         assert cli(["inspect", str(path)]) == 0
@@ -300,7 +300,7 @@ def test_stale_library_folders_are_removed_on_the_next_load(art, tmp_path):
     assert Path(mine.library).exists()                    # a live process's folder stays
 
 
-# -- 10. malformed manifests and zip headers ---------------------------------------------------------------------------------
+# -- 10. malformed manifests and zip headers ---------------------------------------------------------------------------
 @pytest.mark.parametrize("edit, words", [
     (lambda m: m["params"].update(byte_order="big"), ["byte_order is 'big'", "little-endian on every machine"]),
     (lambda m: m.update(inputs=[{"name": 1}]), ["'inputs' is not a list"]),

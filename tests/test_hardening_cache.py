@@ -17,7 +17,6 @@ import pytest
 import fxc.build as fb
 from fxc import cache
 from fxc.cache import read_entry
-from fxc.relay_like.graph import Graph
 
 ROOT = Path(__file__).resolve().parent.parent
 X = np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)
@@ -147,7 +146,7 @@ def test_entry_writable_by_others_is_ignored(filled, tmp_path):
     assert report["built"] == 1 and _warned(report, "others can write to it")
 
 
-# -- 4 / 5. damaged entries are misses ------------------------------------------------------------------------------------
+# -- 4 / 5. damaged entries are misses ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("size", [2000, 8000, 15000])
 def test_truncated_library_is_rebuilt_not_a_crash(filled, tmp_path, size):
     d = _copy(filled, tmp_path)
@@ -204,7 +203,7 @@ def test_copied_cache_uses_its_own_files(filled, tmp_path, monkeypatch, fresh):
     np.testing.assert_allclose(module(X), EXPECTED["a"], rtol=1e-5, atol=1e-5)
 
 
-# -- 6. read-only, unwritable or full caches ---------------------------------------------------------------------------------
+# -- 6. read-only, unwritable or full caches ---------------------------------------------------------------------------
 def test_full_cache_builds_in_a_private_folder(fresh, tmp_path, monkeypatch):
     full = tmp_path / "full"
     monkeypatch.setenv("FXC_CACHE_DIR", str(full))
@@ -240,7 +239,7 @@ def test_read_only_cache_builds_in_a_private_folder(fresh, tmp_path, monkeypatch
         np.testing.assert_allclose(fb.build(graph("a"))(X), EXPECTED["a"], rtol=1e-5, atol=1e-5)   # noqa: F821
 
 
-# -- fuzz: bit flips over a whole cache -------------------------------------------------------------------------------------
+# -- fuzz: bit flips over a whole cache --------------------------------------------------------------------------------
 FUZZ = CHILD.split("import json, shutil")[0] + '''
 import json, os, shutil, sys, warnings
 from pathlib import Path

@@ -69,8 +69,8 @@ def test_embedding_out_of_range_raises_in_from_torch_and_load(tmp_path):
 CASES = {   # name: (fn, args builder(index), in-range indices incl. eager's negative ones, a bad index, op in message)
     "gather": (lambda x, i: x.gather(1, i) + 1, lambda i: (torch.randn(3, 5), torch.tensor([[0, 4], [1, 2], [i, 0]])),
                [0, 4], 5, "gather"),
-    "gather_negative": (lambda x, i: x.gather(1, i) + 1, lambda i: (torch.randn(3, 5), torch.tensor([[0, 4], [1, 2], [i, 0]])),
-                        [3], -1, "gather"),
+    "gather_negative": (lambda x, i: x.gather(1, i) + 1,
+                        lambda i: (torch.randn(3, 5), torch.tensor([[0, 4], [1, 2], [i, 0]])), [3], -1, "gather"),
     "index_select": (lambda x, i: x.index_select(0, i) * 2, lambda i: (torch.randn(6, 3), torch.tensor([1, i, 0])),
                      [5], 6, "index_select"),
     "index": (lambda x, i: x[i] * 2, lambda i: (torch.randn(6, 3), torch.tensor([1, i])), [-6, -1, 5], -7, "index"),
@@ -81,12 +81,12 @@ CASES = {   # name: (fn, args builder(index), in-range indices incl. eager's neg
                   [-6, 5], 6, "index_put"),
     "index_put_acc": (lambda x, i: x.index_put((i,), torch.ones(2, 3), accumulate=True),
                       lambda i: (torch.randn(6, 3), torch.tensor([i, 1])), [-1, 0], -7, "index_put"),
-    "scatter": (lambda x, i: x.scatter(0, i, torch.ones(1, 3)), lambda i: (torch.randn(4, 3), torch.tensor([[i, 0, 1]])),
-                [3], 4, "scatter"),
+    "scatter": (lambda x, i: x.scatter(0, i, torch.ones(1, 3)),
+                lambda i: (torch.randn(4, 3), torch.tensor([[i, 0, 1]])), [3], 4, "scatter"),
     "scatter_negative": (lambda x, i: x.scatter(0, i, torch.ones(1, 3)),
                          lambda i: (torch.randn(4, 3), torch.tensor([[i, 0, 1]])), [0], -1, "scatter"),
-    "scatter_add": (lambda x, i: x.scatter_add(1, i, torch.ones(4, 2)), lambda i: (torch.randn(4, 3), torch.tensor([[i, 0]] * 4)),
-                    [2], 3, "scatter"),
+    "scatter_add": (lambda x, i: x.scatter_add(1, i, torch.ones(4, 2)),
+                    lambda i: (torch.randn(4, 3), torch.tensor([[i, 0]] * 4)), [2], 3, "scatter"),
 }
 
 

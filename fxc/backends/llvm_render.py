@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 from ..errors import LoweringError
-from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, LaneReduce, Load,
-                              PackBf16, Present, CheckIndex, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
-                              scalar_of, vec)
+from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, CheckIndex, Const, DotBf16, Expr, Fma, Lane, LaneReduce,
+                              Load, PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS,
+                              children, lanes_of, scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 from .llvm_math import VECTOR_MATH, VectorMath, float_literal
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, cast, is_float, maximum, minimum
 from ..lowering.loop_ir import For, Store, seq
 from ..relay_like.graph import TensorType
 from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, rand

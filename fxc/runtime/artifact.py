@@ -136,8 +136,9 @@ def _inflate(path, z: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int) -> byt
         raise ArtifactError(f"{path}: entry {info.filename!r} is {info.file_size} bytes, more than the "
                             f"{limit} expected; {_REEXPORT}")
     if info.compress_type != zipfile.ZIP_STORED and info.file_size > MAX_RATIO * info.compress_size + 4096:
-        raise ArtifactError(f"{path}: entry {info.filename!r} inflates {info.file_size / max(info.compress_size, 1):.0f}"
-                            f"-fold (a zip bomb?); fxc artifacts never compress past {MAX_RATIO}x: {_REEXPORT}")
+        ratio = info.file_size / max(info.compress_size, 1)
+        raise ArtifactError(f"{path}: entry {info.filename!r} inflates {ratio:.0f}-fold (a zip bomb?); fxc "
+                            f"artifacts never compress past {MAX_RATIO}x: {_REEXPORT}")
     with z.open(info) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
