@@ -194,7 +194,7 @@ def cmd_inspect(args) -> int:
     kernels = m.get("kernels", [])
     print(f"plan ({len(m['plan'])} kernel calls; arguments: outputs, then inputs):")
     for i, step in enumerate(m["plan"]):
-        what = kernels[i].split(":", 1)[1].strip() if i < len(kernels) else ""
+        what = kernels[i].split(":", 1)[-1].strip() if i < len(kernels) else ""
         print(f"  {step['kernel']}({', '.join(slot(k, ix) for k, ix in step['args'])})  {what}")
     return 0
 

@@ -51,6 +51,7 @@ with warnings.catch_warnings(record=True) as w:
     for kind in sys.argv[1].split(","):
         module = fb.build(graph(kind))
         report["outs"][kind] = module(x).tolist()
+        report.setdefault("libraries", {})[kind] = module.library.rsplit("/", 1)[-1]
         if len(sys.argv) > 2:                   # export too, then load the artifact
             import fxc
             report["exported"] = fxc.load(fxc.export(module, sys.argv[2]))(x).tolist()
@@ -88,8 +89,13 @@ def fresh(monkeypatch):
 def filled(tmp_path_factory):
     """A cache holding graphs a and b (libraries, objects, modules), built in another process."""
     d = tmp_path_factory.mktemp("filled")
-    assert child(d, "a,b")["built"] == 2
+    report = child(d, "a,b")
+    assert report["built"] == 2
+    LIBRARIES.update(report["libraries"])
     return d
+
+
+LIBRARIES: dict = {}        # graph kind -> its library's name in the cache
 
 
 def _copy(filled, tmp_path) -> Path:
@@ -99,10 +105,7 @@ def _copy(filled, tmp_path) -> Path:
 
 
 def _library(d, kind) -> Path:
-    """The library of graph `kind`'s cached module (the child computes the same key: same source and environment)."""
-    key = fb._module_key(graph(kind), "llvm", {})       # noqa: F821 (graph comes from GRAPHS)
-    meta = json.loads(read_entry(f"modules/{key}.json", d / "modules" / f"{key}.json"))
-    return d / meta["library"]
+    return d / LIBRARIES[kind]
 
 
 def _warned(report, *words) -> bool:

@@ -12,10 +12,13 @@ An artifact is a zip archive with these parts (all listed, with their sha256, in
     fxc_model.h        the C header of the entry points
     fxc_model.c        the C source of the entry points (for reading; it is already in the library)
 
-`load` verifies the zip's CRCs, every part's sha256, the format version, the target (and CPU features),
-and that the library's own description of itself (`fxc_interface()`: signature, params layout,
-workspace, plan) equals the manifest's, so an edited manifest cannot make the kernels read or write
-out of bounds. Any failure is an `ArtifactError`/`TargetError` that says what to do.
+`load` verifies the zip's entries (only the names above and `manifest.sig`: no paths, links or encryption;
+inflated as streams bounded by their declared sizes), with `trusted_keys` the manifest's Ed25519 signature
+before anything else (runtime/signing.py), the manifest's schema, every part's sha256, the format version,
+the target (and CPU features), that the library's own description of itself (`fxc_interface()`:
+signature, params layout, workspace, plan) equals the manifest's, so an edited manifest cannot make the
+kernels read or write out of bounds, and that the library accepts the params (`fxc_check_params`, as its
+C `fxc_init` does). Any failure is an `ArtifactError`/`TargetError` that says what to do.
 
 This module is the deploy runtime: it imports only the standard library, numpy, ctypes and
 `fxc.runtime`/`fxc.errors` — never torch, llvmlite or the compiler (tests/test_export.py enforces it).
@@ -203,7 +206,7 @@ def _manifest_problem(m: dict) -> str:
     for t in p["tensors"]:
         if not (isinstance(t, dict) and _is_int(t.get("index")) and _known_dtype(t.get("dtype"))
                 and isinstance(t.get("shape"), list) and all(_is_int(d) for d in t["shape"])
-                and _is_int(t.get("offset")) and _is_int(t.get("nbytes", 0))):
+                and _is_int(t.get("offset")) and _is_int(t.get("nbytes"))):
             return "a params tensor is not {index, dtype, shape, offset, nbytes}"
     for step in m["plan"] if isinstance(m["plan"], list) else [None]:
         if not (isinstance(step, dict) and isinstance(step.get("kernel"), str) and isinstance(step.get("args"), list)
