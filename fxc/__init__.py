@@ -36,16 +36,18 @@ def from_torch(model, example_inputs, target: str = "llvm", **options):
     return _from_torch(model, example_inputs, target=target, **options)
 
 
-def export(compiled, path):
-    """Write a compiled model as one deploy artifact (atomically); see fxc.export_artifact.export."""
+def export(compiled, path, sign_key=None):
+    """Write a compiled model as one deploy artifact (atomically), signed with the Ed25519 `sign_key` when given;
+    see fxc.export_artifact.export."""
     from .export_artifact import export as _export
-    return _export(compiled, path)
+    return _export(compiled, path, sign_key=sign_key)
 
 
-def load(path):
+def load(path, trusted_keys=None):
     """Load a deploy artifact with the framework-free runtime; see fxc.runtime.artifact.load.
 
-    Checks every part's sha256; returns a module callable on numpy arrays.
+    Checks every part's sha256 (and, with trusted_keys, the artifact's Ed25519 signature before anything else);
+    returns a module callable on numpy arrays.
     """
     from .runtime.artifact import load as _load
-    return _load(path)
+    return _load(path, trusted_keys=trusted_keys)

@@ -1,15 +1,82 @@
-"""The on-disk cache (compiled libraries, tuning logs): one folder, atomic writes only."""
+"""The on-disk cache (compiled libraries, object files, modules, tuning logs): one folder, atomic writes only.
+
+Takes: FXC_CACHE_DIR (default ~/.cache/fxc). Produces: `cache_dir()`, the folder to use, and checked entries.
+
+Nothing in the cache is trusted blindly (docs/deploy.md, "The compile cache"):
+- the folder must belong to this user and be writable by nobody else (as pip and ccache require); otherwise,
+  or when it cannot be written at all (a read-only mount or HOME), or once a write fails (a full disk), this
+  process builds in a private temporary folder instead, with one warning, and compiles normally;
+- every entry is written by `write_entry`: its bytes, then a trailer holding the sha256 of (its name, its
+  bytes). `read_entry` returns the bytes only when the trailer matches, the file is this user's and nobody
+  else can write it; anything else (truncated, damaged, another entry's content copied over it) is a miss,
+  with one warning, and is rebuilt. A library keeps its trailer on disk: the ELF loader ignores bytes past
+  the sections, so `dlopen` takes the checked file as it is.
+"""
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
+import shutil
+import stat
 import tempfile
+import warnings
 from pathlib import Path
+
+TRAILER_MAGIC = b"\0FXCSUM1"
+TRAILER = len(TRAILER_MAGIC) + 32
+
+_state = {"wanted": None, "dir": None, "private": None}
+_warned: set = set()
+
+
+def warn_once(key: str, message: str) -> None:
+    """One RuntimeWarning per distinct key and process."""
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(f"fxc: {message}", RuntimeWarning, stacklevel=3)
+
+
+def _unsafe(st: os.stat_result) -> str:
+    """Why a cache folder or entry with this stat must not be used ('' when it may)."""
+    if st.st_uid != os.geteuid():
+        return f"it belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()})"
+    if st.st_mode & 0o022:
+        return f"others can write to it (mode {stat.filemode(st.st_mode)})"
+    return ""
+
+
+def _private_dir(reason: str) -> Path:
+    """The process's private build folder (mode 0700, removed at exit), used from now on."""
+    if _state["private"] is None:
+        d = Path(tempfile.mkdtemp(prefix="fxc-cache-"))
+        atexit.register(shutil.rmtree, d, True)
+        _state["private"] = d
+    warn_once("private", f"not using the compile cache {_state['wanted']}: {reason}; this process builds in "
+                         f"{_state['private']} (compiles are not reused across processes). Fix: set FXC_CACHE_DIR "
+                         f"to a folder of your own that only you can write (chmod go-w)")
+    _state["dir"] = _state["private"]
+    return _state["private"]
 
 
 def cache_dir() -> Path:
-    d = Path(os.environ.get("FXC_CACHE_DIR") or Path.home() / ".cache" / "fxc")
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    """The folder to cache in: FXC_CACHE_DIR (or ~/.cache/fxc), once it is known to be safe and writable; else
+    the process's private folder (see the module's doc)."""
+    wanted = Path(os.environ.get("FXC_CACHE_DIR") or Path.home() / ".cache" / "fxc")
+    if _state["wanted"] == wanted and _state["dir"] is not None:
+        return _state["dir"]
+    _state["wanted"], _state["dir"] = wanted, None
+    try:
+        wanted.mkdir(mode=0o700, parents=True, exist_ok=True)
+        why = _unsafe(wanted.stat())
+        if not why and not os.access(wanted, os.W_OK | os.X_OK):
+            why = "it is not writable"
+    except OSError as e:
+        why = f"it cannot be created ({e.strerror or e})"
+    if why:
+        return _private_dir(why)
+    _state["dir"] = wanted
+    return wanted
 
 
 def atomic_write(path, data: bytes, mode: int = 0o644) -> None:
@@ -30,6 +97,64 @@ def atomic_write(path, data: bytes, mode: int = 0o644) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+# -- checked entries --------------------------------------------------------------------------------------
+def _seal(name: str, data: bytes) -> bytes:
+    return TRAILER_MAGIC + hashlib.sha256(name.encode() + b"\0" + data).digest()
+
+
+def entry_path(relative: str) -> Path:
+    """Where the entry `relative` (e.g. 'objects/<key>.o') lives in the cache in use."""
+    return cache_dir() / relative
+
+
+def write_entry(relative: str, data: bytes, mode: int = 0o644) -> Path:
+    """Store `data` as the entry `relative` (atomically, with its trailer); returns its path. A failed write (a full
+    or read-only cache) moves this process to its private folder (one warning) and writes there."""
+    sealed = data + _seal(Path(relative).name, data)
+    path = entry_path(relative)
+    try:
+        atomic_write(path, sealed, mode)
+    except OSError as e:
+        if _state["dir"] == _state["private"] and _state["private"] is not None:
+            raise                           # the private folder itself failed: a real error
+        path = _private_dir(f"writing {relative} failed ({e.strerror or e})") / relative
+        atomic_write(path, sealed, mode)
+    return path
+
+
+def read_entry(relative: str, path: Path | None = None):
+    """The bytes stored as entry `relative` (without the trailer), or None when it is missing or must not be used
+    (damaged, truncated, someone else's content, or writable by others: one warning, and the file is removed)."""
+    path = path or entry_path(relative)
+    try:
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            data = f.read()
+    except OSError:
+        return None
+    why = "" if stat.S_ISREG(st.st_mode) else "not a regular file"
+    why = why or _unsafe(st)
+    if not why and (len(data) < TRAILER or data[-TRAILER:] != _seal(Path(relative).name, data[:-TRAILER])):
+        why = "its content does not match its checksum (truncated, damaged or replaced)"
+    if why:
+        warn_once("entry", f"ignoring the cache entry {path}: {why}; it is rebuilt (further bad entries are "
+                           f"rebuilt without a warning)")
+        if st.st_uid == os.geteuid():
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+        return None
+    return data[:-TRAILER]
+
+
+def checked_file(relative: str):
+    """The path of entry `relative` once its content is checked (for files used in place: libraries, the runtime's
+    object file), or None (see read_entry)."""
+    path = entry_path(relative)
+    return path if read_entry(relative, path) is not None else None
 
 
 # -- compiled modules, by graph fingerprint ---------------------------------------------------------------
@@ -75,44 +200,55 @@ def graph_fingerprint(graph) -> str:
 
 
 def load_module(key: str):
-    """The Module cached under `key`, or None (missing, damaged, or its library is gone)."""
+    """The Module cached under `key`, or None (missing, damaged, or its library is gone or damaged)."""
+    import io
     import json
+    import re
+    import zipfile
     import zlib
     import numpy as np
+    from .errors import FxcError
     from .runtime.module import Module, TensorSpec
-    d = cache_dir() / "modules"
     try:
-        meta = json.loads((d / f"{key}.json").read_text())
-        if not Path(meta["library"]).exists():
+        raw = [read_entry(f"modules/{key}{ext}") for ext in (".json", ".npz", ".ll.z")]
+        if any(r is None for r in raw):
             return None
-        with np.load(d / f"{key}.npz", allow_pickle=False) as z:
+        meta = json.loads(raw[0])
+        if not re.fullmatch(r"fxc-[0-9a-f]+\.so", str(meta["library"])):   # relative to the cache, a plain name
+            return None
+        library = checked_file(meta["library"])
+        if library is None:
+            return None
+        with np.load(io.BytesIO(raw[1]), allow_pickle=False) as z:
             consts = [z[f"c{i}"] for i in range(meta["n_consts"])]
-        source = zlib.decompress((d / f"{key}.ll.z").read_bytes()).decode()
-    except (OSError, ValueError, KeyError, zlib.error):
+        source = zlib.decompress(raw[2]).decode()
+        spec = lambda t: TensorSpec(t[0], tuple(t[1]), t[2])   # noqa: E731
+        plan = [(name, [tuple(s) for s in slots]) for name, slots in meta["plan"]]
+        return Module(meta["target"], str(library), [spec(t) for t in meta["inputs"]],
+                      [spec(t) for t in meta["outputs"]], consts, meta["workspace_bytes"], meta["kernels"],
+                      meta["intermediate_bytes"], source, prepack_inputs=meta["prepack_inputs"], plan=plan,
+                      kernel_flops=meta["kernel_flops"], profiled=meta["profiled"])
+    except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zlib.error, zipfile.BadZipFile,
+            UnicodeDecodeError, FxcError) as e:
+        warn_once("entry", f"ignoring the cached module {key[:16]} ({type(e).__name__}: {e}); it is rebuilt")
         return None
-    spec = lambda t: TensorSpec(t[0], tuple(t[1]), t[2])
-    plan = [(name, [tuple(s) for s in slots]) for name, slots in meta["plan"]]
-    return Module(meta["target"], meta["library"], [spec(t) for t in meta["inputs"]], [spec(t) for t in meta["outputs"]],
-                  consts, meta["workspace_bytes"], meta["kernels"], meta["intermediate_bytes"], source,
-                  prepack_inputs=meta["prepack_inputs"], plan=plan, kernel_flops=meta["kernel_flops"],
-                  profiled=meta["profiled"])
 
 
 def store_module(key: str, module) -> None:
-    """Cache a built Module under `key` (metadata, constants and IR; the library is already cached)."""
+    """Cache a built Module under `key` (metadata, constants and IR; the library is already cached, and is named
+    relative to the cache, so a copied cache uses its own files)."""
     import io
     import json
     import zlib
     import numpy as np
-    d = cache_dir() / "modules"
     buf = io.BytesIO()
     np.savez(buf, **{f"c{i}": c for i, c in enumerate(module.consts)})
-    atomic_write(d / f"{key}.npz", buf.getvalue())
-    atomic_write(d / f"{key}.ll.z", zlib.compress(module.source.encode(), 1))
-    spec = lambda t: [t.name, list(t.shape), t.dtype]
-    meta = {"target": module.target, "library": str(module.library), "inputs": [spec(t) for t in module.inputs],
+    write_entry(f"modules/{key}.npz", buf.getvalue())
+    write_entry(f"modules/{key}.ll.z", zlib.compress(module.source.encode(), 1))
+    spec = lambda t: [t.name, list(t.shape), t.dtype]   # noqa: E731
+    meta = {"target": module.target, "library": Path(module.library).name, "inputs": [spec(t) for t in module.inputs],
             "outputs": [spec(t) for t in module.outputs], "n_consts": len(module.consts),
             "workspace_bytes": module.workspace_bytes, "kernels": module.kernels,
             "intermediate_bytes": module.intermediate_bytes, "prepack_inputs": module.prepack_inputs,
             "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled}
-    atomic_write(d / f"{key}.json", json.dumps(meta).encode())      # last: the entry exists once this does
+    write_entry(f"modules/{key}.json", json.dumps(meta).encode())      # last: the entry exists once this does

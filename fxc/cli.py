@@ -4,8 +4,13 @@
     fxc run model.fxc --input x.npy [-o y.npy]
     fxc inspect model.fxc
     fxc extract model.fxc model_dir        # verified parts, for C programs (fxc_init("model_dir"))
+    fxc keygen signer.pem                  # an Ed25519 key pair: signer.pem (private) and signer.pub.pem
+    fxc compile ... --sign-key signer.pem  # a signed artifact
+    fxc verify model.fxc --key signer.pub.pem      # (or an extracted folder) signature and every sha256
+    fxc run / inspect / extract ... --trusted-key signer.pub.pem   # refuse what that key did not sign
 
-`run`, `inspect` and `extract` use only the deploy runtime (numpy + ctypes): they never import torch.
+`run`, `inspect`, `extract` and `verify` use only the deploy runtime (numpy + ctypes; `cryptography` for
+signatures): they never import torch. Every failure is one `fxc: error:` line and exit status 1.
 """
 from __future__ import annotations
 
@@ -23,9 +28,22 @@ from .errors import FxcError
 
 def _shape(text: str) -> tuple:
     try:
-        return tuple(int(s) for s in text.split(",") if s.strip())
+        shape = tuple(int(s) for s in text.split(",") if s.strip())
     except ValueError:
-        raise argparse.ArgumentTypeError(f"bad shape {text!r}; write it like 1,3,224,224") from None
+        shape = (-1,)
+    if any(d < 0 for d in shape):
+        raise argparse.ArgumentTypeError(f"bad shape {text!r}; write non-negative sizes like 1,3,224,224")
+    return shape
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return n
 
 
 def _load_factory(ref: str):
@@ -36,16 +54,23 @@ def _load_factory(ref: str):
     mod_ref, sep, name = ref.rpartition(":")
     if not sep or not mod_ref or not name:
         raise FxcError(f"model reference {ref!r} should look like model.py:make_model or pkg.module:make_model")
-    if mod_ref.endswith(".py") or Path(mod_ref).is_file():
-        spec = importlib.util.spec_from_file_location(Path(mod_ref).stem, mod_ref)
-        if spec is None or not Path(mod_ref).is_file():
-            raise FxcError(f"no such model file {mod_ref!r}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(mod_ref)
-    if not hasattr(module, name):
-        raise FxcError(f"{mod_ref} has no {name!r}")
+    try:
+        if mod_ref.endswith(".py") or Path(mod_ref).exists():
+            if not Path(mod_ref).is_file():
+                raise FxcError(f"{mod_ref!r} is not a model file (a folder, or missing); give file.py:factory")
+            spec = importlib.util.spec_from_file_location(Path(mod_ref).stem, mod_ref)
+            if spec is None:
+                raise FxcError(f"cannot import {mod_ref!r} as Python; give file.py:factory")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(mod_ref)
+    except FxcError:
+        raise
+    except Exception as e:         # the user's file: a syntax error, a failing import...
+        raise FxcError(f"cannot import the model {mod_ref!r}: {type(e).__name__}: {e}") from None
+    if not callable(getattr(module, name, None)):
+        raise FxcError(f"{mod_ref} has no {name!r} (a function that returns the model)")
     return getattr(module, name)
 
 
@@ -58,7 +83,13 @@ def cmd_compile(args) -> int:
         dtypes = dtypes * len(args.input_shape)
     if len(dtypes) != len(args.input_shape):
         raise FxcError(f"give one --input-dtype, or one per --input-shape ({len(args.input_shape)})")
-    model = _load_factory(args.model)()
+    factory = _load_factory(args.model)
+    try:
+        model = factory()
+    except Exception as e:
+        raise FxcError(f"the factory {args.model} raised {type(e).__name__}: {e}") from None
+    if not callable(model):
+        raise FxcError(f"the factory {args.model} returned a {type(model).__name__}, not a model")
     if isinstance(model, torch.nn.Module):
         model.eval()
     gen = torch.Generator().manual_seed(0)
@@ -73,7 +104,7 @@ def cmd_compile(args) -> int:
             inputs.append(torch.randint(0, 2 if dtype == torch.bool else 10, shape, generator=gen).to(dtype))
     t0 = time.perf_counter()
     compiled = from_torch(model, tuple(inputs), target=args.target)
-    path = export(compiled, args.output)
+    path = export(compiled, args.output, sign_key=args.sign_key)
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs]})
     return 0
@@ -85,9 +116,21 @@ def _print_signature(m: dict) -> None:
             print(f"  {kind[:-1]:<6} {s['name']}: {s['dtype']}{list(s['shape'])}")
 
 
+def _check_output_paths(paths) -> None:
+    """Each -o names a new or existing file in an existing folder (nothing is created but the file)."""
+    from pathlib import Path
+    for p in paths or ():
+        p = Path(p)
+        if p.is_dir():
+            raise FxcError(f"-o {p}: is a folder; name a file such as {p / 'y.npy'}")
+        if not p.parent.is_dir():
+            raise FxcError(f"-o {p}: the folder {p.parent} does not exist; create it first")
+
+
 def cmd_run(args) -> int:
     from .runtime.artifact import load
-    module = load(args.artifact)
+    _check_output_paths(args.output)
+    module = load(args.artifact, trusted_keys=args.trusted_key)
     arrays = []
     for p in args.input:
         try:
@@ -107,7 +150,10 @@ def cmd_run(args) -> int:
         if args.output:
             buf = io.BytesIO()
             np.save(buf, o, allow_pickle=False)
-            atomic_write(args.output[i], buf.getvalue())
+            try:
+                atomic_write(args.output[i], buf.getvalue())
+            except OSError as e:
+                raise FxcError(f"cannot write {args.output[i]}: {e.strerror or e}") from None
             print(f"{spec.name}: {o.dtype}{list(o.shape)} -> {args.output[i]}")
         else:
             summary = "" if o.size == 0 else (f" min {o.min():.6g} max {o.max():.6g} mean {o.mean():.6g}"
@@ -117,13 +163,16 @@ def cmd_run(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .runtime.artifact import read_artifact
-    m, parts = read_artifact(args.artifact)
+    from .runtime.artifact import read_verified
+    m, parts, _, signature = read_verified(args.artifact, args.trusted_key)
     if args.json:
         print(json.dumps(m, indent=1))
         return 0
     info = m.get("target_info", {})
-    print(f"{args.artifact}: fxc artifact v{m['format_version']} (fxc {m.get('fxc_version', '?')}), all sha256 verified")
+    signed = ("signed, signature verified" if args.trusted_key else "signed (give --trusted-key to verify)") \
+        if signature is not None else "unsigned"
+    print(f"{args.artifact}: fxc artifact v{m['format_version']} (fxc {m.get('fxc_version', '?')}), all sha256 "
+          f"verified, {signed}")
     print(f"target: {m['target']} {info.get('triple', '')} cpu={info.get('cpu', '?')} "
           f"flags={','.join(info.get('cpu_flags', [])) or '-'}")
     _print_signature(m)
@@ -139,19 +188,41 @@ def cmd_inspect(args) -> int:
     names = {"in": [s["name"] for s in m["inputs"]], "out": [s["name"] for s in m["outputs"]]}
 
     def slot(kind, ix):
-        return f"work+{ix}" if kind == "work" else f"const{ix}" if kind == "const" else names[kind][ix]
+        if kind in names:
+            return names[kind][ix] if ix < len(names[kind]) else f"{kind}{ix}?"
+        return {"work": f"work+{ix}", "const": f"const{ix}", "null": "null"}.get(kind, f"{kind}{ix}")
     kernels = m.get("kernels", [])
     print(f"plan ({len(m['plan'])} kernel calls; arguments: outputs, then inputs):")
     for i, step in enumerate(m["plan"]):
-        what = kernels[i].split(":", 1)[1].strip() if i < len(kernels) else ""
+        what = kernels[i].split(":", 1)[-1].strip() if i < len(kernels) else ""
         print(f"  {step['kernel']}({', '.join(slot(k, ix) for k, ix in step['args'])})  {what}")
     return 0
 
 
 def cmd_extract(args) -> int:
     from .runtime.artifact import extract
-    d = extract(args.artifact, args.directory)
+    d = extract(args.artifact, args.directory, trusted_keys=args.trusted_key)
     print(f"extracted {args.artifact} -> {d}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from .runtime.artifact import read_verified
+    from .runtime.extract import verify_folder
+    from pathlib import Path
+    if Path(args.artifact).is_dir():
+        verify_folder(args.artifact, args.key)
+    else:
+        read_verified(args.artifact, args.key)
+    print(f"{args.artifact}: signature valid ({len(args.key)} trusted key(s)), every part's sha256 verified")
+    return 0
+
+
+def cmd_keygen(args) -> int:
+    from .runtime.signing import generate
+    private, public = generate(args.key)
+    print(f"private key (keep it secret; sign with --sign-key): {private}\npublic key (give it to the loaders: "
+          f"--trusted-key / fxc.load(..., trusted_keys=[...])): {public}")
     return 0
 
 
@@ -164,12 +235,13 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--input-dtype", action="append", help="float32 (default), int64, ...; once, or once per input")
     c.add_argument("-o", "--output", required=True, help="artifact file to write")
     c.add_argument("--target", default="llvm")
+    c.add_argument("--sign-key", help="Ed25519 private key (PEM, see `fxc keygen`): sign the artifact")
     c.set_defaults(fn=cmd_compile)
     r = sub.add_parser("run", help="run an artifact on .npy inputs")
     r.add_argument("artifact")
     r.add_argument("--input", action="append", default=[], help=".npy file; once per input, in order")
     r.add_argument("-o", "--output", action="append", help=".npy file; once per output")
-    r.add_argument("--repeat", type=int, default=1, help="also time this many runs")
+    r.add_argument("--repeat", type=_positive, default=1, help="also time this many runs")
     r.set_defaults(fn=cmd_run)
     i = sub.add_parser("inspect", help="verify an artifact and print its manifest")
     i.add_argument("artifact")
@@ -177,8 +249,18 @@ def parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=cmd_inspect)
     e = sub.add_parser("extract", help="verify an artifact and unpack its parts into a directory (for C)")
     e.add_argument("artifact")
-    e.add_argument("directory")
+    e.add_argument("directory", help="a new (or empty) folder")
     e.set_defaults(fn=cmd_extract)
+    for sp in (r, i, e):
+        sp.add_argument("--trusted-key", action="append", help="Ed25519 public key (PEM): the artifact must be "
+                        "signed by it (repeat for several keys)")
+    v = sub.add_parser("verify", help="check an artifact's (or an extracted folder's) signature and sha256 values")
+    v.add_argument("artifact", help="model.fxc, or a folder written by `fxc extract`")
+    v.add_argument("--key", action="append", required=True, help="trusted Ed25519 public key (PEM); repeatable")
+    v.set_defaults(fn=cmd_verify)
+    k = sub.add_parser("keygen", help="make an Ed25519 key pair for signing artifacts")
+    k.add_argument("key", help="private key file to write (its public key goes to <name>.pub.pem)")
+    k.set_defaults(fn=cmd_keygen)
     return p
 
 
@@ -188,6 +270,9 @@ def main(argv=None) -> int:
         return args.fn(args)
     except FxcError as e:
         print(f"fxc: error: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:            # a file the command was given: unreadable, a folder, a full disk...
+        print(f"fxc: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
         return 1
 
 

@@ -41,14 +41,35 @@ class ExecutionError(FxcError, RuntimeError):
     """A compiled call met a condition on which eager PyTorch raises (e.g. integer division by zero)."""
 
 
-DIV_BY_ZERO = 2     # the return code of a compiled entry whose integer division met a zero divisor
+class IndexOutOfRangeError(ExecutionError, IndexError):
+    """A compiled index op (embedding, gather, index, index_put, scatter, take...) met an index outside its
+    dimension, where eager PyTorch raises IndexError (or RuntimeError): it is both."""
 
 
-def check_return_code(rc: int) -> None:
-    """Raise what a compiled entry's nonzero return code means."""
+class LibraryError(FxcError):
+    """A compiled shared library that is truncated, damaged or not fxc's (it is never loaded)."""
+
+
+DIV_BY_ZERO = 2     # bit of a compiled entry's return code: an integer division met a zero divisor
+INDEX_OUT_OF_RANGE = 4   # bit of a compiled entry's return code: an index op met an out-of-range index
+
+# the index ops a kernel names by number in its index-error record (fxc_index_error: op, index, size)
+INDEX_OPS = ("index", "index_put", "embedding", "gather", "index_select", "scatter")
+
+
+def index_error_message(op: int, index: int, size: int) -> str:
+    name = INDEX_OPS[op] if 0 <= op < len(INDEX_OPS) else "an index op"
+    return (f"{name}: index {index} is out of range for a dimension of size {size} (eager PyTorch raises "
+            f"IndexError here too); keep the indices in range")
+
+
+def check_return_code(rc: int, index_error=None) -> None:
+    """Raise what a compiled entry's nonzero return code means. index_error: () -> (op, index, size), the
+    library's record of the (first) out-of-range index."""
+    if rc & INDEX_OUT_OF_RANGE:
+        raise IndexOutOfRangeError(index_error_message(*(index_error() if index_error else (-1, "?", "?"))))
     if rc == DIV_BY_ZERO:
         raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises "
                              "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
     if rc:
         raise ExecutionError(f"a compiled kernel returned error code {rc}")
-

@@ -19,6 +19,7 @@ from .cache import atomic_write
 from .errors import ArtifactError, FxcError, TargetError
 from .runtime.artifact import (ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS,
                                interface)
+from .runtime import signing
 from .runtime.module import Module, np_dtype
 
 C_ABI = {
@@ -50,7 +51,7 @@ def pack_params(consts: list) -> tuple:
     return bytes(blob), records
 
 
-def export(compiled, path) -> Path:
+def export(compiled, path, sign_key=None) -> Path:
     """Write `compiled` as one deploy artifact at `path` (atomically).
 
     Parameters
@@ -60,6 +61,10 @@ def export(compiled, path) -> Path:
     path : str or os.PathLike
         Destination file; an existing file is replaced only once the new one is complete (a crash or an
         error mid-write leaves it as it was, and no temporary file behind).
+    sign_key : optional
+        An Ed25519 private key (a cryptography key object, PEM bytes, a PEM file's path; `fxc keygen` makes
+        one): the artifact then carries `manifest.sig`, the signature of its manifest, which
+        `fxc.load(path, trusted_keys=[public key])` checks before using any part. Needs `cryptography`.
 
     Returns
     -------
@@ -79,6 +84,7 @@ def export(compiled, path) -> Path:
     if module.target != "llvm":
         raise TargetError(f"export of target {module.target!r} is not implemented; available: llvm")
     from .backends import llvm_deploy
+    key = signing.private_key(sign_key) if sign_key is not None else None     # a bad key fails before the build
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
     manifest = {
@@ -96,9 +102,13 @@ def export(compiled, path) -> Path:
     parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
              HEADER: header.encode(), C_SOURCE: source.encode()}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
+    raw = json.dumps(manifest, indent=1).encode()
+    signature = signing.sign(key, raw) if key is not None else None
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
-        _add(z, MANIFEST, json.dumps(manifest, indent=1).encode(), zipfile.ZIP_DEFLATED)
+        _add(z, MANIFEST, raw, zipfile.ZIP_DEFLATED)
+        if signature is not None:
+            _add(z, signing.SIGNATURE, signature, zipfile.ZIP_STORED)
         for name, data in parts.items():
             _add(z, name, data, zipfile.ZIP_STORED if name == PARAMS else zipfile.ZIP_DEFLATED,
                  0o755 if name == LIBRARY else 0o644)

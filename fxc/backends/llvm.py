@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..cache import atomic_write, cache_dir
+from ..cache import atomic_write, cache_dir, checked_file, read_entry, write_entry
 from ..errors import CompileError
 from .llvm_render import ModuleWriter
 
@@ -130,18 +130,21 @@ PREBUILT = RUNTIME_C.parent / "_prebuilt"      # the runtime's object file made 
 
 def _runtime_object(where: Path | None = None) -> Path:
     """The thread-pool runtime (runtime/cpu_parallel.c) as an object file, by the hash of its source: the one
-    built at install when there is one, else one built now into the cache (or into `where`)."""
+    built at install when there is one, else the cache's (checked, fxc/cache.py) or one built now into the cache
+    (or into `where`)."""
     src = RUNTIME_C.read_bytes()
     name = f"cpu_parallel-{hashlib.sha256(src).hexdigest()[:16]}.o"
     if where is None and (PREBUILT / name).exists():
         return PREBUILT / name
-    out = (where or cache_dir()) / name
-    if not out.exists():
-        with tempfile.TemporaryDirectory() as d:
-            tmp = Path(d) / "rt.o"
-            _run(["gcc", "-O2", "-fPIC", "-fopenmp", "-c", str(RUNTIME_C), "-o", str(tmp)], RUNTIME_C.read_text())
-            atomic_write(out, tmp.read_bytes())
-    return out
+    if where is None and (cached := checked_file(name)) is not None:
+        return cached
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d) / "rt.o"
+        _run(["gcc", "-O2", "-fPIC", "-fopenmp", "-c", str(RUNTIME_C), "-o", str(tmp)], RUNTIME_C.read_text())
+        if where is None:
+            return write_entry(name, tmp.read_bytes())     # its checksum trailer is past the ELF sections
+        atomic_write(where / name, tmp.read_bytes())
+    return where / name
 
 
 def prebuild_runtime() -> None:
@@ -172,8 +175,8 @@ def build_library(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
     parts it has started already (closed here in any case)."""
     tm, triple, cpu, feats = target_machine()
     key = hashlib.sha256((ir_text + cpu + feats + RUNTIME_C.read_text()).encode()).hexdigest()[:24]
-    lib = cache_dir() / f"fxc-{key}.so"
-    if lib.exists():
+    lib = checked_file(f"fxc-{key}.so")        # a damaged or replaced library is a miss (fxc/cache.py)
+    if lib is not None:
         if queue is not None:
             queue.finish()
         return lib, []
@@ -187,7 +190,7 @@ def build_library(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
             paths[-1].write_bytes(obj)
         so = Path(d) / "k.so"
         _run(["gcc", "-shared", "-fopenmp", "-o", str(so), *map(str, paths), str(_runtime_object()), "-lm"], ir_text)
-        atomic_write(lib, so.read_bytes())
+        lib = write_entry(f"fxc-{key}.so", so.read_bytes())
     if int(os.environ.get("FXC_DEBUG", "0") or 0) >= 1:
         print(f"[fxc] llvm: {len(objs)} parts, {len(compiled)} compiled ({PIPELINE}, {COMPILE_PROCESSES} processes) "
               f"in {1e3 * (t1 - t0):.0f} ms, link {1e3 * (time.perf_counter() - t1):.0f} ms", file=sys.stderr)
@@ -213,9 +216,10 @@ def compile_objects(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
     for (name, text), key in zip(parts, keys):
         if key in objects or queue.has(key):
             continue
-        try:
-            objects[key] = (cache_dir() / "objects" / f"{key}.o").read_bytes()
-        except OSError:
+        obj = read_entry(f"objects/{key}.o")     # None when missing or damaged (fxc/cache.py)
+        if obj is not None:
+            objects[key] = obj
+        else:
             queue.add(key, name, text, name != "entry")
     objects.update(queue.finish())
     return [objects[k] for k in dict.fromkeys(keys)], queue.names
@@ -337,7 +341,7 @@ class CompileQueue:
                 obj, error = None, e
             if error is None:
                 try:
-                    atomic_write(cache_dir() / "objects" / f"{key}.o", obj)
+                    write_entry(f"objects/{key}.o", obj)
                 except OSError:             # a read-only or full cache only costs the next build time
                     pass
             with self.cond:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 from ..errors import LoweringError
-from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, LaneReduce, Load,
-                              PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
-                              scalar_of, vec)
+from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, CheckIndex, Const, DotBf16, Expr, Fma, Lane, LaneReduce,
+                              Load, PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS,
+                              children, lanes_of, scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
 from .llvm_math import VECTOR_MATH, VectorMath, float_literal
 
@@ -281,6 +281,8 @@ class FunctionWriter:
             return self.call(f"llvm.fma.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
+        if isinstance(e, CheckIndex):
+            return self.check_index(*e.args)
         if isinstance(e, Present):
             r = self.new()
             self.emit(f"{r} = icmp ne ptr {self.ptr(e.args[0])}, null")
@@ -506,6 +508,33 @@ class FunctionWriter:
         self.emit("store atomic i32 1, ptr @fxc_div_by_zero monotonic, align 4")
         self.emit(f"br label %{cont}")
         self.start_block(cont)
+
+    def check_index(self, i, size, wrap, op) -> str:
+        """CheckIndex: the (wrapped) index when in range, else 0; the first out-of-range index of a call records
+        (op, index, size) in @fxc_index_error and raises @fxc_index_flag (the entry returns INDEX_OUT_OF_RANGE)."""
+        x = self.expr(i)
+        if wrap:
+            neg, plus, x0, x = self.new(), self.new(), x, self.new()
+            self.emit(f"{neg} = icmp slt i64 {x0}, 0\n  {plus} = add i64 {x0}, {size}")
+            self.emit(f"{x} = select i1 {neg}, i64 {plus}, i64 {x0}")
+        ok, first, won = self.new(), self.new(), self.new()
+        self.emit(f"{ok} = icmp ult i64 {x}, {size}")
+        bad, record, cont = self.label("idxbad"), self.label("idxrec"), self.label("idxok")
+        self.emit(f"br i1 {ok}, label %{cont}, label %{bad}")
+        self.start_block(bad)
+        self.emit(f"{won} = cmpxchg ptr @fxc_index_flag, i32 0, i32 1 monotonic monotonic")
+        self.emit(f"{first} = extractvalue {{ i32, i1 }} {won}, 1")
+        self.emit(f"br i1 {first}, label %{record}, label %{cont}")
+        self.start_block(record)
+        for k, v in enumerate((op, self.expr(i), size)):
+            slot = self.new()
+            self.emit(f"{slot} = getelementptr i64, ptr @fxc_index_error, i64 {k}")
+            self.emit(f"store atomic i64 {v}, ptr {slot} monotonic, align 8")
+        self.emit(f"br label %{cont}")
+        self.start_block(cont)
+        r = self.new()
+        self.emit(f"{r} = select i1 {ok}, i64 {x}, i64 0")
+        return r
 
     def _floor_adjust(self, q, rem, d, t):
         nz, sx, fix, one, out = self.new(), self.new(), self.new(), self.new(), self.new()
@@ -774,7 +803,8 @@ class ModuleWriter:
                           f"  atomicrmw add ptr %pc{n}, i64 %dt{n} monotonic",
                           f"  atomicrmw add ptr %pn{n}, i64 1 monotonic"]
         lines += ["  %dz = atomicrmw xchg ptr @fxc_div_by_zero, i32 0 monotonic",     # DIV_BY_ZERO (2) when set
-                  "  %rc = shl i32 %dz, 1", "  ret i32 %rc"]
+                  "  %ie = atomicrmw xchg ptr @fxc_index_flag, i32 0 monotonic",      # INDEX_OUT_OF_RANGE (4)
+                  "  %dz2 = shl i32 %dz, 1", "  %ie4 = shl i32 %ie, 2", "  %rc = or i32 %dz2, %ie4", "  ret i32 %rc"]
         self.functions.append(f"define i32 @{name}(ptr %inputs, ptr %outputs, ptr %consts, ptr %work) {{\n"
                               + "\n".join(lines) + "\n}\n")
 
@@ -789,6 +819,8 @@ class ModuleWriter:
         self.declare("fxc_parallel_for", "void", ["ptr", "ptr", "i64"], decls)
         # weak: every split part defines it, the linker keeps one per library
         decls["@fxc_div_by_zero"] = "@fxc_div_by_zero = weak global i32 0, align 4"
+        decls["@fxc_index_flag"] = "@fxc_index_flag = weak global i32 0, align 4"
+        decls["@fxc_index_error"] = "@fxc_index_error = weak global [3 x i64] zeroinitializer, align 8"
         head = [f'target triple = "{self.triple}"', f'target datalayout = "{self.datalayout}"', ""]
         fns = self.functions if functions is None else functions
         return "\n".join(head + list(decls.values()) + [""] + fns + (self.md if md is None else md)) + "\n"

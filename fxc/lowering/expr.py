@@ -226,6 +226,26 @@ class Present(Expr):
         return f"present({self.args[0].name})"
 
 
+class CheckIndex(Expr):
+    """A data-dependent index checked against a dimension of `size`, as eager PyTorch checks it: i when
+    0 <= i < size (with wrap, -size <= i < 0 too, counted from the end); otherwise 0, and the kernel records
+    (op, i, size) so that its call fails with fxc.errors.IndexOutOfRangeError. op: the op's number in
+    fxc.errors.INDEX_OPS. Scalar int64."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(i, size, wrap, op):
+        return (cast("int64", i), int(size), bool(wrap), int(op))
+
+    def _infer_dtype(self):
+        return "int64"
+
+    def __repr__(self):
+        i, size, wrap, op = self.args
+        return f"check_index({i}, {'-' if wrap else ''}{size}, op {op})"
+
+
 class VecLoad(Expr):
     """`lanes` elements of a buffer at flat indices index + k * stride (stride 1: one vector load)."""
 

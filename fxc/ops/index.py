@@ -4,8 +4,9 @@ scatter-reduce, and the ATen glue that composes them (slice_scatter, full_like, 
 `index` is a gather (each output element reads one input element), so it is injective and fuses.
 `index_put` and `scatter` write data-dependent positions: they are `te.extern` ops whose loop IR copies
 the destination and then walks the index tensor serially, so duplicate indices accumulate in a fixed
-order. Data-dependent indices are wrapped (negative -> from the end) and clamped into range, so a bad
-index can never touch memory outside a buffer.
+order. Data-dependent indices are checked as eager PyTorch checks them (movement.check_index: index and index_put
+count negative ones from the end, scatter does not): an out-of-range one fails the call with
+fxc.errors.IndexOutOfRangeError; none touches memory outside a buffer.
 """
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, cast, is_float, maximum, minimum
 from ..lowering.loop_ir import For, Store, seq
 from ..relay_like.graph import TensorType
 from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, rand
-from .movement import clamp_index
+from .movement import check_index
 from .registry import Kind, OpDef, register, register_aten
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
@@ -86,7 +87,7 @@ def _index_infer(types, dims, in_range=False):
 
 def _index(x, *idx, dims, in_range=False):
     """in_range: the indices are known to lie in [0, size) (constants checked at compile time, fold_constants), so
-    they are loaded as they are instead of wrapped and clamped."""
+    they are loaded as they are instead of wrapped and checked."""
     shape, pos, bshape, rest = _index_layout(x.shape, dims, [t.shape for t in idx])
     nb = len(bshape)
 
@@ -95,7 +96,7 @@ def _index(x, *idx, dims, in_range=False):
         others = iter(i[:pos] + i[pos + nb:])
         coords = {d: next(others) for d in rest}
         for t, d in zip(idx, dims):
-            coords[d] = cast("int64", bcast(t, bi)) if in_range else clamp_index(bcast(t, bi), x.shape[d])
+            coords[d] = cast("int64", bcast(t, bi)) if in_range else check_index(bcast(t, bi), x.shape[d], "index", wrap=True)
         return x[tuple(coords[d] for d in range(x.ndim))]
     return te.compute(shape, body, "index")
 
@@ -163,7 +164,7 @@ def _index_put(x, v, *idx, dims, accumulate=False, shape=None):
             others = iter(i[:pos] + i[pos + nb:])
             coords = {d: next(others) for d in rest}
             for t, b_, d in zip(idx, ib, dims):
-                coords[d] = clamp_index(bload(b_, t.shape, bi), xshape[d])
+                coords[d] = check_index(bload(b_, t.shape, bi), xshape[d], "index_put", wrap=True)
             at = flat([coords[d] for d in range(len(xshape))], xshape)
             val = bload(vb, v.shape, i)
             return Store(out, at, out[at] + val if accumulate else val)
@@ -261,7 +262,7 @@ def _scatter(x, idx, src, dim, reduce=None, include_self=True):
         out, xb, ib, sb = outs[0], ins[0], ins[1], ins[2]
 
         def target(i):
-            j = clamp_index(ib[flat(i, idx.shape)], x.shape[d])
+            j = check_index(ib[flat(i, idx.shape)], x.shape[d], "scatter")
             return flat(list(i[:d]) + [j] + list(i[d + 1:]), x.shape)
 
         def update(i):
@@ -334,12 +335,12 @@ register(OpDef("scatter", Kind.OPAQUE, _scatter_infer, _scatter_ref, _scatter,
                 "aten.scatter_add.default": _scatter_aten("sum"),
                 "aten.scatter_reduce.two": lambda b, x, dim, index, src, reduce, include_self=True:
                     _scatter_aten()(b, x, dim, index, src, reduce, include_self)}, None,
-               lambda rng: [([rand(rng, (4, 5)), np.array([[0, 3, -1], [2, 0, 1]]), rand(rng, (2, 4))], {"dim": 1}),
+               lambda rng: [([rand(rng, (4, 5)), np.array([[0, 3, 4], [2, 0, 1]]), rand(rng, (2, 4))], {"dim": 1}),
                             ([rand(rng, (4, 5)), np.array([[0, 3, 3], [3, 3, 0]]), rand(rng, (3, 3))], {"dim": 0, "reduce": "sum"}),
                             ([rand(rng, (3, 4)), np.array([[1, 1], [0, 1]]), rand(rng, (2, 2))], {"dim": 1, "reduce": "prod", "include_self": False}),
                             ([rand(rng, (3, 4), "int64"), np.array([[1, 1, 3], [0, 1, 1]]), rand(rng, (2, 3), "int64")],
                              {"dim": 1, "reduce": "amax", "include_self": False}),
-                            ([rand(rng, (3, 4)), np.array([[2, 2, -1, 0]]), rand(rng, (1, 4))], {"dim": 0, "reduce": "amin"})],
+                            ([rand(rng, (3, 4)), np.array([[2, 2, 1, 0]]), rand(rng, (1, 4))], {"dim": 0, "reduce": "amin"})],
                ALL))
 
 

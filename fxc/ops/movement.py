@@ -1,8 +1,8 @@
 """Movement / injective ops: reshape, permute, expand, slice, select, cat, pad, flip, repeat, gather,
 index_select, embedding-style indexing, full/arange constants.
 
-Data-dependent indices are wrapped (negative -> from the end) and clamped into range, so a bad index
-can never read outside a buffer.
+Data-dependent indices are checked as eager PyTorch checks them (check_index): an out-of-range one fails the call
+with fxc.errors.IndexOutOfRangeError, naming the op and the index; none is clamped, none reads outside a buffer.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import INDEX_OPS, ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import as_expr, binary, cast, compare, maximum, minimum, select
+from ..lowering.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, select
 from ..relay_like.graph import TensorType
 from .common import contiguous_strides, norm_axis, rand
 from .registry import Kind, OpDef, register
@@ -40,11 +40,11 @@ def flat_of(idx, shape):
     return f
 
 
-def clamp_index(i, n):
-    """Wrap a negative data-dependent index and clamp it into [0, n)."""
-    i = cast("int64", i)
-    i = select(compare("lt", i, as_expr(0)), i + n, i)
-    return minimum(maximum(i, as_expr(0)), as_expr(max(n - 1, 0)))
+def check_index(i, n, op: str, wrap: bool = False):
+    """A data-dependent index into a dimension of size n, checked as eager PyTorch checks it (lowering/expr.py,
+    CheckIndex): outside [0, n), or [-n, n) where the op counts negative indices from the end (wrap), the call
+    fails with fxc.errors.IndexOutOfRangeError naming `op` and the index, and no buffer is read out of bounds."""
+    return CheckIndex(i, n, wrap, INDEX_OPS.index(op))
 
 
 # -- reshape ------------------------------------------------------------------------------------------
@@ -412,7 +412,7 @@ def _on_1d(b, op, x, dim, idx, scalar_shape):
 def _index_select(x, idx, dim):
     d = norm_axis(dim, x.ndim)
     shape = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
-    return te.compute(shape, lambda *i: x[i[:d] + (clamp_index(idx[i[d]], x.shape[d]),) + i[d + 1:]], "index_select")
+    return te.compute(shape, lambda *i: x[i[:d] + (check_index(idx[i[d]], x.shape[d], "index_select"),) + i[d + 1:]], "index_select")
 
 
 def _index_select_ref(x, idx, dim):
@@ -428,7 +428,7 @@ op("index_select", Kind.INJECTIVE,
 
 def _embedding(w, idx):
     shape = idx.shape + (w.shape[1],)
-    return te.compute(shape, lambda *i: w[clamp_index(idx[i[:-1]], w.shape[0]), i[-1]], "embedding")
+    return te.compute(shape, lambda *i: w[check_index(idx[i[:-1]], w.shape[0], "embedding"), i[-1]], "embedding")
 
 
 op("embedding", Kind.INJECTIVE, lambda t: [TensorType(t[1].shape + (t[0].shape[1],), t[0].dtype)],
@@ -443,7 +443,7 @@ def _gather_infer(types, dim):
 
 def _gather(x, idx, dim):
     d = norm_axis(dim, x.ndim)
-    return te.compute(idx.shape, lambda *i: x[i[:d] + (clamp_index(idx[i], x.shape[d]),) + i[d + 1:]], "gather")
+    return te.compute(idx.shape, lambda *i: x[i[:d] + (check_index(idx[i], x.shape[d], "gather"),) + i[d + 1:]], "gather")
 
 
 op("gather", Kind.INJECTIVE, _gather_infer, lambda x, idx, dim: np.take_along_axis(x, idx, axis=dim), _gather,

@@ -4,10 +4,37 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 import sys
 import threading
 
 import numpy as np
+
+from ..errors import LibraryError
+
+
+def check_elf(path: str) -> None:
+    """Raise LibraryError unless `path` is a whole 64-bit little-endian ELF shared library: every segment the loader
+    maps lies inside the file (a truncated library would otherwise be mapped past its end: SIGBUS in dlopen)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if len(head) < 64 or head[:6] != b"\x7fELF\x02\x01" or struct.unpack_from("<H", head, 16)[0] != 3:
+                raise LibraryError(f"{path} is not a 64-bit little-endian ELF shared library (damaged?)")
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            if phentsize < 56 or phoff + phentsize * phnum > size:
+                raise LibraryError(f"{path} is truncated (its program headers lie past its end)")
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError as e:
+        raise LibraryError(f"cannot read the library {path}: {e}") from None
+    for k in range(phnum):
+        offset, filesz = struct.unpack_from("<QQ", table, k * phentsize + 8)[0], \
+            struct.unpack_from("<Q", table, k * phentsize + 32)[0]
+        if offset + filesz > size:
+            raise LibraryError(f"{path} is truncated ({size} bytes; a segment ends at {offset + filesz})")
 
 
 def openmp_mode(training_step: bool = False) -> int:
@@ -26,8 +53,12 @@ def openmp_mode(training_step: bool = False) -> int:
 class CpuLibrary:
     def __init__(self, path: str):
         self.path = str(path)
-        self.lib = ctypes.CDLL(self.path)
-        self.run = self.lib.fxc_run
+        check_elf(self.path)
+        try:
+            self.lib = ctypes.CDLL(self.path)
+            self.run = self.lib.fxc_run
+        except (OSError, AttributeError) as e:
+            raise LibraryError(f"cannot load the compiled library {self.path}: {e}") from None
         self.run.restype = ctypes.c_int
         self.run.argtypes = [ctypes.c_void_p] * 4
         threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
@@ -46,10 +77,20 @@ class CpuLibrary:
         self.wake = getattr(self.lib, "fxc_wake", None)                    # absent from older libraries
         if self.wake is not None:
             self.wake.restype, self.wake.argtypes = None, []
+        try:        # the record of an out-of-range index (op, index, size); absent from older libraries
+            self.index_record = (ctypes.c_int64 * 3).in_dll(self.lib, "fxc_index_error")
+        except ValueError:
+            self.index_record = None
         self.fingerprint = getattr(self.lib, "fxc_fingerprint", None)      # absent from older libraries
         if self.fingerprint is not None:
             self.fingerprint.restype = ctypes.c_uint64
             self.fingerprint.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+
+
+    def index_error(self) -> tuple:
+        """(op number, index, size) of the out-of-range index the last failed call met (fxc.errors.INDEX_OPS)."""
+        r = self.index_record
+        return (int(r[0]), int(r[1]), int(r[2])) if r is not None else (-1, "?", "?")
 
 
 class Workspace:

@@ -149,7 +149,7 @@ class Module:
         `p.data.copy_(w)`; a write missing every sampled word goes unseen)."""
         args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
         if not self.prepack_inputs or self._lib.prepack is None:
-            check_return_code(self._lib.run(*args))
+            check_return_code(self._lib.run(*args), self._lib.index_error)
             return
         state = self._ws.state()
         last = state.get("prepacked")
@@ -157,9 +157,9 @@ class Module:
         if token is None or (last is not token and not _same_token(last, token)) \
                 or fingerprint != state.get("fingerprint"):
             state["prepacked"] = None
-            check_return_code(self._lib.prepack(*args))
+            check_return_code(self._lib.prepack(*args), self._lib.index_error)
             state["prepacked"], state["fingerprint"] = token, fingerprint
-        check_return_code(self._lib.run_main(*args))
+        check_return_code(self._lib.run_main(*args), self._lib.index_error)
 
     def check_inputs(self, arrays) -> list:
         if len(arrays) != len(self.inputs):
