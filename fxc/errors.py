@@ -52,3 +52,7 @@ def check_return_code(rc: int) -> None:
     if rc:
         raise ExecutionError(f"a compiled kernel returned error code {rc}")
 
+
+
+class ModelFileError(FxcError):
+    """A model (a symbol JSON, a params file, an ONNX file) that is missing, truncated, corrupt or inconsistent."""
