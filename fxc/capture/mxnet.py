@@ -18,10 +18,9 @@ import numpy as np
 
 from ..errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ..runtime.module import TensorSpec
-from .mxnet_ops import CONVERTERS, Node, output_count, parse_dtype, unsupported
+from .mxnet_ops import CONVERTERS, LABEL_OPS, Node, output_count, parse_dtype, unsupported
 
 BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
-LABEL_OPS = {"SoftmaxOutput": 1, "LinearRegressionOutput": 1, "LogisticRegressionOutput": 1, "MAERegressionOutput": 1}
 
 
 def import_mxnet():
@@ -145,8 +144,8 @@ def load_params(params, mx=None) -> tuple:
 class Model:
     """A symbol with its params, checked against each other: what `from_mxnet` compiles for given input shapes."""
 
-    def __init__(self, graph: dict, text: str, arg: dict, aux: dict, mx, where: str):
-        self.graph, self.mx, self.where = graph, mx, where
+    def __init__(self, graph: dict, text: str, arg: dict, aux: dict, mx, where: str, input_names=None):
+        self.graph, self.mx, self.where, self._given_inputs = graph, mx, where, input_names or ()
         try:
             self.sym = mx.sym.load_json(text)
         except _mx_error(mx) as e:
@@ -160,7 +159,7 @@ class Model:
         self.arg_names, self.aux_names = self.sym.list_arguments(), self.sym.list_auxiliary_states()
         self.arg, self.aux = self._bind(arg, aux)
         labels = self._labels()
-        self.input_names = [n for n in self.arg_names if n not in self.arg and n not in labels]
+        self.input_names = input_names or [n for n in self.arg_names if n not in self.arg and n not in labels]
 
     def _bind(self, arg: dict, aux: dict) -> tuple:
         """Params sorted into args and aux states by the symbol; extra and missing aux states named."""
@@ -174,8 +173,8 @@ class Model:
                 known = ", ".join(self.arg_names + self.aux_names)
                 raise InputError(f"param {name!r} is not an argument or auxiliary state of {self.where} "
                                  f"(it has: {known}); remove it, or pass the symbol it belongs to")
-        missing = [n for n in self.aux_names if n not in auxs]
-        if missing and (args or auxs):
+        missing = [n for n in self.aux_names if n not in auxs and n not in self._given_inputs]
+        if missing:
             raise InputError(f"params lack the auxiliary state(s) {', '.join(map(repr, missing))} of {self.where} "
                              f"(BatchNorm's moving mean and var); pass them as aux:name")
         return args, auxs

@@ -358,6 +358,9 @@ def _identity(b, ins, n: Node):
     return b.call("copy", [ins[0]])
 
 
+LABEL_OPS = {"SoftmaxOutput": 1, "LinearRegressionOutput": 1, "LogisticRegressionOutput": 1,
+             "MAERegressionOutput": 1}      # loss ops: input slot of their label, which inference does not read
+
 CONVERTERS = {
     "Convolution": _convolution, "Deconvolution": _deconvolution, "FullyConnected": _fully_connected,
     "BatchNorm": _batch_norm, "LayerNorm": _layer_norm, "Pooling": _pooling,
