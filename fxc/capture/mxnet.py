@@ -64,6 +64,11 @@ def parse_symbol_json(text: str, where: str = "the symbol JSON") -> dict:
     return graph
 
 
+def is_checkpoint(ref) -> bool:
+    """Whether `ref` is an MXNet checkpoint prefix (`ref-symbol.json` exists); needs no mxnet."""
+    return isinstance(ref, (str, os.PathLike)) and Path(f"{ref}-symbol.json").is_file()
+
+
 def load_symbol(sym, epoch=None) -> tuple:
     """(symbol JSON text, params file path or None, where) from a Symbol, JSON text, a JSON file or a checkpoint
     prefix (with `epoch`)."""
