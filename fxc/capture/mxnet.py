@@ -222,6 +222,19 @@ class Model:
                              f"params, they are missing from params")
         return need, types, inner
 
+    def check_missing_params(self, shapes: dict) -> None:
+        """Inputs without a shape whose shape MXNet infers from the given ones are weights missing from params."""
+        try:
+            arg_shapes = self.sym.infer_shape_partial(**shapes)[0]
+        except _mx_error(self.mx):
+            return              # infer() at the build says what contradicts
+        inferred = dict(zip(self.arg_names, arg_shapes or ()))
+        missing = [n for n in self.input_names if n not in shapes and inferred.get(n) and 0 not in inferred[n]]
+        if missing:
+            raise InputError(f"{', '.join(map(repr, missing))} of {self.where} have no value and no shape, and "
+                             f"their shape follows from the inputs': they look like params missing from params; "
+                             f"pass them in params (or their shape in shapes= if they are inputs)")
+
     def to_graph(self, shapes: dict, dtypes: dict):
         """The fxc graph of the symbol for these input shapes and dtypes; params are constants."""
         from ..relay_like.builder import Builder
@@ -298,13 +311,17 @@ class MXNetModel:
         self.input_names = list(model.input_names)
         if all(n in shapes for n in self.input_names):
             self._build()
+        elif shapes and model.arg:
+            model.check_missing_params(shapes)
 
-    def _build(self) -> None:
+    def _build(self, shapes: dict | None = None, dtypes: dict | None = None) -> None:
+        """Compile for these input shapes and dtypes (kept only once the build succeeds)."""
         from ..build import build
-        graph = self._model.to_graph(self._shapes, self._dtypes)
+        shapes, dtypes = shapes or self._shapes, dtypes or self._dtypes
+        graph = self._model.to_graph(shapes, dtypes)
         module = build(graph, target=self.target, **self.options)
         module.outputs = [TensorSpec(f"output{i}", s.shape, s.dtype) for i, s in enumerate(module.outputs)]
-        self._module = module
+        self._module, self._shapes, self._dtypes = module, shapes, dtypes
 
     @property
     def module(self):
@@ -334,9 +351,8 @@ class MXNetModel:
                 raise InputError(f"input {name!r} is a {type(a).__name__}; pass an mx.nd.NDArray or a numpy array")
             arrays.append(a)
         if self._module is None:
-            self._shapes = {**{n: tuple(a.shape) for n, a in zip(self.input_names, arrays)}, **self._shapes}
-            self._dtypes = {n: self._dtypes.get(n, str(a.dtype)) for n, a in zip(self.input_names, arrays)}
-            self._build()
+            self._build({n: self._shapes.get(n, tuple(a.shape)) for n, a in zip(self.input_names, arrays)},
+                        {n: self._dtypes.get(n, str(a.dtype)) for n, a in zip(self.input_names, arrays)})
         outs = self._module(*arrays)
         outs = outs if isinstance(outs, list) else [outs]
         if as_nd:
