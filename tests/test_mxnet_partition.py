@@ -40,6 +40,11 @@ def test_symbol_optimize_for_mixes_fxc_and_mxnet():
     assert _ops(part) == ["_fxc_subgraph", "LRN", "_fxc_subgraph"]
     out = part.bind(mx.cpu(), {"data": x, **args}, aux_states=aux).forward()[0]
     close(out, ref)
+    # freeze=False: the weights stay inputs of the compiled subgraphs, so other weights at bind time are seen
+    other = {k: v * 0.5 for k, v in args.items()}
+    ref2 = sym.bind(mx.cpu(), {"data": x, **other}, aux_states=aux).forward()[0].asnumpy()
+    live = sym.optimize_for("fxc", args, aux, freeze="False")
+    close(live.bind(mx.cpu(), {"data": x, **other}, aux_states=aux).forward()[0], ref2)
 
 
 def test_gluon_block_optimize_for_matches_mxnet():

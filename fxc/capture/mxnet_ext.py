@@ -23,21 +23,28 @@ import threading
 import traceback
 from pathlib import Path
 
+import numpy as np
+
 from ..cache import cache_dir
 from ..errors import CompileError, FxcError
 from .mxnet import Model, import_mxnet, parse_symbol_json
-from .mxnet_ops import CONVERTERS, LABEL_OPS, Node
+from .mxnet_ops import CONVERTERS, LABEL_OPS, WEIGHT_SLOTS, Node
 
 SOURCE = Path(__file__).with_name("mxnet_fxc.cc")
 MX_DTYPES = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 5: "int8", 6: "int64"}
+NP_DTYPES = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32, 5: np.int8, 6: np.int64}
 COMPILED_DTYPES = ("float32", "float64")
 
 _SUPPORTED_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int), ctypes.c_int)
-_COMPILE_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
-                               ctypes.c_int)
+_REVIEW_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+                              ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.POINTER(ctypes.c_int64)),
+                              ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.c_void_p, ctypes.c_int)
+_COMPILE_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                               ctypes.c_void_p, ctypes.c_int)
 _lock = threading.Lock()
 _state: dict = {}           # "path", "lib" and the callbacks (kept alive while the library may call them)
 _folders: list = []         # extracted subgraph artifacts, removed at exit
+_weights: dict = {}         # token -> {input name: array}: the weights optimize_for gave a subgraph (copies)
 
 
 def _wheel_sources(mx) -> tuple:
@@ -89,9 +96,9 @@ def register() -> Path:
         path = library_path(mx)
         mx.library.load(str(path), verbose=False)
         lib = ctypes.CDLL(str(path))            # the same handle mx.library.load opened: its globals
-        supported_cb, compile_cb = _SUPPORTED_CB(_supported), _COMPILE_CB(_compile)
-        lib.fxc_mx_set_callbacks(supported_cb, compile_cb)
-        _state.update(path=path, lib=lib, callbacks=(supported_cb, compile_cb))
+        callbacks = _SUPPORTED_CB(_supported), _REVIEW_CB(_review), _COMPILE_CB(_compile)
+        lib.fxc_mx_set_callbacks(*callbacks)
+        _state.update(path=path, lib=lib, callbacks=callbacks)
         return path
 
 
@@ -157,10 +164,44 @@ def _supported(graph_json: bytes, ids, n: int) -> int:
         return 1
 
 
+# -- the weights optimize_for was given -----------------------------------------------------------------------------
+def weight_inputs(graph: dict) -> set:
+    """Names of the subgraph's inputs read only at weight slots (a conv's weight and bias, BN's gamma, beta and
+    moving statistics...): the values optimize_for gave for these are baked in; data inputs never are."""
+    nodes, slots = graph["nodes"], {}
+    for nd in nodes:
+        for k, ref in enumerate(nd.get("inputs", [])):
+            slots.setdefault(ref[0], []).append(k in WEIGHT_SLOTS.get(nd["op"], ()))
+    return {nodes[i]["name"] for i, s in slots.items() if nodes[i]["op"] == "null" and all(s)}
+
+
+def _review(text: bytes, n: int, names, data, shapes, ndims, dtypes, out, out_len: int) -> int:
+    try:
+        weights = weight_inputs(json.loads(text.decode()))
+        kept = {}
+        for i in range(n):
+            name = names[i].decode()
+            if name in weights and dtypes[i] in NP_DTYPES and data[i]:
+                shape = tuple(shapes[i][d] for d in range(ndims[i]))
+                count = int(np.prod(shape, dtype=np.int64))
+                buf = (ctypes.c_char * (count * np.dtype(NP_DTYPES[dtypes[i]]).itemsize)).from_address(data[i])
+                kept[name] = np.frombuffer(buf, dtype=NP_DTYPES[dtypes[i]]).reshape(shape).copy()
+        token = ""
+        if kept:
+            token = str(len(_weights) + 1)
+            _weights[token] = kept
+        msg, rc = token, 0
+    except Exception as e:      # noqa: BLE001  (a callback from C must not raise: MXNet reports the failure)
+        msg, rc = f"{type(e).__name__}: {e}", 1
+    _answer(out, out_len, msg)
+    return rc
+
+
 # -- compiling one subgraph -----------------------------------------------------------------------------------------
-def compile_subgraph(text: str, shapes: list, types: list) -> Path:
-    """An MXNet subgraph (its symbol JSON, the shapes and MXNet dtype codes of its inputs in MXNet's order) compiled
-    by fxc and extracted as a deploy artifact into a fresh folder; returns the folder."""
+def compile_subgraph(text: str, shapes: list, types: list, weights: dict | None = None) -> tuple:
+    """An MXNet subgraph (its symbol JSON, the shapes and MXNet dtype codes of its inputs in MXNet's order, and the
+    values of those inputs to bake in) compiled by fxc and extracted as a deploy artifact into a fresh folder;
+    returns (the folder, the positions of the inputs the compiled code takes)."""
     from ..build import build
     from ..export_artifact import export
     from ..runtime.artifact import extract
@@ -171,27 +212,35 @@ def compile_subgraph(text: str, shapes: list, types: list) -> Path:
     names = mx.sym.load_json(text).list_inputs()
     if len(names) != len(shapes):
         raise FxcError(f"the fxc subgraph has inputs {names} but MXNet passed {len(shapes)} shapes")
-    model = Model(graph, text, {}, {}, mx, "an fxc subgraph", input_names=names)
-    dtypes = {n: MX_DTYPES.get(t, str(t)) for n, t in zip(names, types)}
+    weights = weights or {}
+    used = [i for i, n in enumerate(names) if n not in weights]
+    model = Model(graph, text, dict(weights), {}, mx, "an fxc subgraph", input_names=[names[i] for i in used])
+    dtypes = {names[i]: MX_DTYPES.get(types[i], str(types[i])) for i in used}
     bad = {n: t for n, t in dtypes.items() if t not in COMPILED_DTYPES}
     if bad:
         raise FxcError(f"fxc subgraph inputs of dtype(s) {bad}; fxc compiles {COMPILED_DTYPES} here")
-    module = build(model.to_graph({n: tuple(s) for n, s in zip(names, shapes)}, dtypes), target="llvm")
+    module = build(model.to_graph({names[i]: tuple(shapes[i]) for i in used}, dtypes), target="llvm")
     folder = Path(tempfile.mkdtemp(prefix="fxc-mxnet-subgraph-"))
     _folders.append(folder)
     export(module, folder / "subgraph.fxc")
     extract(folder / "subgraph.fxc", folder)
-    return folder
+    return folder, used
 
 
-def _compile(text: bytes, shapes: bytes, types: bytes, out, out_len: int) -> int:
+def _compile(text: bytes, shapes: bytes, types: bytes, token: bytes, out, out_len: int) -> int:
     try:
-        msg, rc = str(compile_subgraph(text.decode(), json.loads(shapes), json.loads(types))), 0
+        folder, used = compile_subgraph(text.decode(), json.loads(shapes), json.loads(types),
+                                        _weights.get(token.decode()))
+        msg, rc = f"{folder}\n{','.join(map(str, used))}", 0
     except Exception as e:      # noqa: BLE001  (reported through MXNet's error, with fxc's message)
         msg, rc = f"{type(e).__name__}: {e}", 1
+    _answer(out, out_len, msg)
+    return rc
+
+
+def _answer(out, out_len: int, msg: str) -> None:
     data = msg.encode()[:max(out_len - 1, 0)] + b"\0"
     ctypes.memmove(out, data, len(data))
-    return rc
 
 
 @atexit.register

@@ -5,10 +5,14 @@
  * fxc_mx_set_callbacks:
  *   supported(graph_json, ids, n)  fills ids[i] with -1 (fxc compiles node i) or -2 (MXNet keeps it); graph_json
  *                                  lists the nodes in the partitioner's index order with their attributes
- *   compile(subgraph_json, shapes_json, types_json, out, out_len)
- *                                  compiles one selected subgraph for its input shapes and dtypes, writes it as an
- *                                  fxc deploy artifact, and puts the folder it extracted it to in `out` (or the
- *                                  error message, returning nonzero)
+ *   review(subgraph_json, n, names, data, shapes, ndims, dtypes, out, out_len)
+ *                                  the values optimize_for was given for a subgraph's inputs: fxc copies those
+ *                                  that are weights and answers a token for them
+ *   compile(subgraph_json, shapes_json, types_json, token, out, out_len)
+ *                                  compiles one selected subgraph for its input shapes and dtypes (the token's
+ *                                  weights baked in), writes it as an fxc deploy artifact, and puts the folder it
+ *                                  extracted it to and the inputs it takes in `out` (or the error, returning
+ *                                  nonzero)
  * The subgraph op then runs the artifact's library through its plain C entry points (fxc_init, fxc_main), each
  * subgraph in a library of its own (dlopen RTLD_LOCAL): a forward call never enters Python.
  */
@@ -32,14 +36,18 @@ using mxnet::ext::Node;
 using mxnet::ext::OpResource;
 
 typedef int (*supported_cb_t)(const char *graph_json, int *ids, int n);
-typedef int (*compile_cb_t)(const char *subgraph_json, const char *shapes_json, const char *types_json, char *out,
-                            int out_len);
+typedef int (*review_cb_t)(const char *subgraph_json, int n, const char *const *names, void *const *data,
+                           const int64_t *const *shapes, const int *ndims, const int *dtypes, char *out, int out_len);
+typedef int (*compile_cb_t)(const char *subgraph_json, const char *shapes_json, const char *types_json,
+                            const char *params_token, char *out, int out_len);
 
 static supported_cb_t supported_cb = nullptr;
+static review_cb_t review_cb = nullptr;
 static compile_cb_t compile_cb = nullptr;
 
-extern "C" void fxc_mx_set_callbacks(supported_cb_t supported, compile_cb_t compile) {
+extern "C" void fxc_mx_set_callbacks(supported_cb_t supported, review_cb_t review, compile_cb_t compile) {
   supported_cb = supported;
+  review_cb = review;
   compile_cb = compile;
 }
 
@@ -97,22 +105,57 @@ static MXReturnValue supported_ops(const Graph *graph, std::vector<int> *ids,
   return MX_SUCCESS;
 }
 
+/* Accepts every subgraph; hands the values of its inputs that MXNet knows (the args and aux given to optimize_for)
+ * to fxc, which keeps those that are weights to bake into the compiled subgraph (unless the option freeze=False),
+ * and records fxc's token for them in the subgraph's attribute fxc_params. */
+static MXReturnValue review_subgraph(const Graph *subgraph, int subgraph_id, bool *accept,
+                                     const std::unordered_map<std::string, std::string> &options,
+                                     std::unordered_map<std::string, std::string> *attrs) {
+  *accept = true;
+  auto freeze = options.find("freeze");
+  if (!review_cb || (freeze != options.end() && (freeze->second == "False" || freeze->second == "0")))
+    return MX_SUCCESS;
+  std::vector<const char *> names;
+  std::vector<void *> data;
+  std::vector<const int64_t *> shapes;
+  std::vector<int> ndims, dtypes;
+  for (const Node *n : subgraph->inputs) {
+    if (!n->tensor || !n->tensor->data_ptr) continue;
+    names.push_back(n->name.c_str());
+    data.push_back(n->tensor->data_ptr);
+    shapes.push_back(n->tensor->shape.data());
+    ndims.push_back(static_cast<int>(n->tensor->shape.size()));
+    dtypes.push_back(static_cast<int>(n->tensor->dtype));
+  }
+  if (names.empty()) return MX_SUCCESS;
+  std::string json = subgraph->toString();
+  std::vector<char> out(256, 0);
+  if (review_cb(json.c_str(), static_cast<int>(names.size()), names.data(), data.data(), shapes.data(),
+                ndims.data(), dtypes.data(), out.data(), static_cast<int>(out.size())) != 0) {
+    MX_ERROR_MSG << "fxc: reading the subgraph's weights failed: " << out.data();
+    return MX_FAIL;
+  }
+  if (out[0]) (*attrs)["fxc_params"] = out.data();
+  return MX_SUCCESS;
+}
+
 class FxcSubgraph : public CustomStatefulOp {
  public:
-  FxcSubgraph(void *lib, int (*main)(const void **, void **), void (*release)(void),
-              const char *(*last_error)(void))
-      : lib_(lib), main_(main), release_(release), last_error_(last_error) {}
+  FxcSubgraph(int (*main)(const void **, void **), void (*release)(void), const char *(*last_error)(void),
+              std::vector<int> used)
+      : main_(main), release_(release), last_error_(last_error), used_(used) {}
 
+  // The library stays loaded: its thread pool's workers may still be parked in its code (dlclose would unmap it
+  // under them); fxc_free releases the params.
   ~FxcSubgraph() override {
     if (release_) release_();
-    if (lib_) dlclose(lib_);
   }
 
   MXReturnValue Forward(std::vector<MXTensor> *inputs, std::vector<MXTensor> *outputs,
                         const OpResource &res) override {
     std::vector<const void *> ins;
     std::vector<void *> outs;
-    for (auto &t : *inputs) ins.push_back(t.data_ptr);
+    for (int i : used_) ins.push_back((*inputs)[i].data_ptr);
     for (auto &t : *outputs) outs.push_back(t.data_ptr);
     int rc = main_(ins.data(), outs.data());
     if (rc != 0) {
@@ -123,10 +166,10 @@ class FxcSubgraph : public CustomStatefulOp {
   }
 
  private:
-  void *lib_;
   int (*main_)(const void **, void **);
   void (*release_)(void);
   const char *(*last_error_)(void);
+  std::vector<int> used_;       // the inputs fxc_main takes (the others are weights baked into the library)
 };
 
 static MXReturnValue create_op_state(const std::unordered_map<std::string, std::string> &attrs,
@@ -152,13 +195,21 @@ static MXReturnValue create_op_state(const std::unordered_map<std::string, std::
   }
   shapes << "]";
   types << "]";
+  auto token = attrs.find("fxc_params");
   std::vector<char> out(8192, 0);
-  if (compile_cb(sym->second.c_str(), shapes.str().c_str(), types.str().c_str(), out.data(),
-                 static_cast<int>(out.size())) != 0) {
+  if (compile_cb(sym->second.c_str(), shapes.str().c_str(), types.str().c_str(),
+                 token == attrs.end() ? "" : token->second.c_str(), out.data(), static_cast<int>(out.size())) != 0) {
     MX_ERROR_MSG << "fxc could not compile a subgraph: " << out.data();
     return MX_FAIL;
   }
-  std::string dir(out.data());
+  // fxc's answer: the artifact's folder, a newline, the indices of the inputs fxc_main takes ("0,3")
+  std::string answer(out.data());
+  size_t newline = answer.find('\n');
+  std::string dir = answer.substr(0, newline);
+  std::vector<int> used;
+  std::istringstream list(newline == std::string::npos ? "" : answer.substr(newline + 1));
+  for (std::string item; std::getline(list, item, ',');)
+    if (!item.empty()) used.push_back(std::stoi(item));
   void *lib = dlopen((dir + "/libfxc_model.so").c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     MX_ERROR_MSG << "fxc: cannot load the compiled subgraph: " << dlerror();
@@ -174,7 +225,7 @@ static MXReturnValue create_op_state(const std::unordered_map<std::string, std::
     dlclose(lib);
     return MX_FAIL;
   }
-  *op_inst = CustomStatefulOp::create<FxcSubgraph>(lib, main, release, last_error);
+  *op_inst = CustomStatefulOp::create<FxcSubgraph>(main, release, last_error, used);
   return MX_SUCCESS;
 }
 
@@ -184,7 +235,8 @@ REGISTER_OP(_fxc_subgraph)
 
 REGISTER_PARTITIONER(fxc)
 .addStrategy("fxc", "_fxc_subgraph")
-.setSupportedOps("fxc", supported_ops);
+.setSupportedOps("fxc", supported_ops)
+.setReviewSubgraph("fxc", review_subgraph);
 
 MXReturnValue initialize(int version) {
   if (version < 10700) {

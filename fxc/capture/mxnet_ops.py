@@ -358,6 +358,8 @@ def _identity(b, ins, n: Node):
     return b.call("copy", [ins[0]])
 
 
+WEIGHT_SLOTS = {"Convolution": (1, 2), "Deconvolution": (1, 2), "FullyConnected": (1, 2), "BatchNorm": (1, 2, 3, 4),
+                "LayerNorm": (1, 2), "LeakyReLU": (1,)}     # input slots that hold weights (baked by optimize_for)
 LABEL_OPS = {"SoftmaxOutput": 1, "LinearRegressionOutput": 1, "LogisticRegressionOutput": 1,
              "MAERegressionOutput": 1}      # loss ops: input slot of their label, which inference does not read
 
