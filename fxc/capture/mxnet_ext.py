@@ -31,6 +31,7 @@ from .mxnet import Model, import_mxnet, parse_symbol_json
 from .mxnet_ops import CONVERTERS, LABEL_OPS, WEIGHT_SLOTS, Node
 
 SOURCE = Path(__file__).with_name("mxnet_fxc.cc")
+PREBUILT = SOURCE.parent / "_prebuilt"
 MX_DTYPES = {0: "float32", 1: "float64", 2: "float16", 3: "uint8", 4: "int32", 5: "int8", 6: "int64"}
 NP_DTYPES = {0: np.float32, 1: np.float64, 2: np.float16, 3: np.uint8, 4: np.int32, 5: np.int8, 6: np.int64}
 COMPILED_DTYPES = ("float32", "float64")
@@ -56,8 +57,10 @@ def _wheel_sources(mx) -> tuple:
     return include, lib_api
 
 
-def library_path(mx=None) -> Path:
-    """The extension's shared library, built with g++ on first use (cached; an atomic rename puts it in place)."""
+def library_path(mx=None, where: Path | None = None) -> Path:
+    """The extension's shared library: the one built at setup beside this file (`_prebuilt/`, as a wheel would ship
+    it) when there is one, else one built now with g++ into the cache (or into `where`), by the hash of its sources,
+    g++'s and mxnet's versions; an atomic rename puts it in place."""
     mx = mx or import_mxnet()
     include, lib_api = _wheel_sources(mx)
     gxx = shutil.which("g++")
@@ -68,7 +71,10 @@ def library_path(mx=None) -> Path:
     for part in (SOURCE.read_bytes(), lib_api.read_bytes(), (include / "mxnet" / "lib_api.h").read_bytes(),
                  mx.__version__.encode(), "".join(version).encode()):
         h.update(part)
-    out = cache_dir() / "mxnet_ext" / f"libfxc_mxnet-{h.hexdigest()[:16]}.so"
+    name = f"libfxc_mxnet-{h.hexdigest()[:16]}.so"
+    if where is None and (PREBUILT / name).is_file():
+        return PREBUILT / name
+    out = (where or cache_dir() / "mxnet_ext") / name
     if out.is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +91,14 @@ def library_path(mx=None) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return out
+
+
+def prebuild_extension() -> None:
+    """Build the extension beside its source at setup (scripts/setup.sh), so no first use waits for g++ (~30 s)."""
+    try:
+        library_path(where=PREBUILT)
+    except (OSError, FxcError, ImportError) as e:     # no mxnet or g++ yet: the cache gets it at the first use
+        print(f"fxc: MXNet extension not prebuilt ({e})")
 
 
 def register() -> Path:
