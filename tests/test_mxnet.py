@@ -167,3 +167,28 @@ def test_cli_compiles_a_checkpoint(tmp_path):
                               "-o", str(tmp_path / "bad.fxc")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 1 and "ModelFileError" in p.stderr and "epoch 7" in p.stderr
     assert not (tmp_path / "bad.fxc").exists()
+
+
+def test_more_ops_and_a_label_input(target):
+    """1-d conv, Pad, slice, LayerNorm, PReLU, dot/batch_dot, Cast and SoftmaxOutput (its label is not an input)."""
+    a, v = mx.sym.var("a"), mx.sym.var("v")
+    c = mx.sym.Convolution(v, kernel=(3,), num_filter=4, pad=(1,), stride=(2,), name="c1d")
+    c = mx.sym.LeakyReLU(c, act_type="prelu", name="prelu")
+    c = mx.sym.LayerNorm(mx.sym.Cast(c, dtype="float32"), axis=-1, name="ln")
+    p = mx.sym.Pad(a, mode="reflect", pad_width=(0, 0, 0, 0, 1, 2, 2, 1))
+    p = mx.sym.slice(p, begin=(None, 1, 1, 0), end=(None, 3, -1, None))
+    d = mx.sym.batch_dot(mx.sym.reshape(p, shape=(0, -1, 5)), mx.sym.reshape(p, shape=(0, -1, 5)), transpose_b=True)
+    d = mx.sym.dot(mx.sym.reshape(d, shape=(-1, 4)), mx.sym.var("m"))
+    out = mx.sym.SoftmaxOutput(mx.sym.FullyConnected(c, num_hidden=3, name="fc"), name="softmax")
+    sym = mx.sym.Group([out, d])
+    shapes = {"a": (2, 3, 4, 5), "v": (2, 2, 9), "m": (4, 3)}
+    rng = np.random.RandomState(3)
+    arg_shapes = dict(zip(sym.list_arguments(), sym.infer_shape(**shapes)[0]))
+    params = {k: mx.nd.array(rng.rand(*s).astype(np.float32)) for k, s in arg_shapes.items()
+              if k not in shapes and k != "softmax_label"}
+    ins = {k: rng.randn(*s).astype(np.float32) for k, s in shapes.items()}
+    refs = mxnet_forward(sym, params, {}, softmax_label=np.zeros(arg_shapes["softmax_label"], np.float32), **ins)
+    m = fxc.from_mxnet(sym, params, shapes=shapes, target=target)
+    assert m.input_names == ["v", "a", "m"]
+    for o, r in zip(m(ins["v"], ins["a"], ins["m"]), refs):
+        close(o, r)
