@@ -61,6 +61,7 @@ def cmd_compile(args) -> int:
     if is_checkpoint(args.model):           # an MXNet checkpoint prefix (prefix-symbol.json + prefix-%04d.params)
         return _compile_mxnet(args, dtypes)
     import torch
+
     from .capture.torch_aot import from_torch
     model = _load_factory(args.model)()
     if isinstance(model, torch.nn.Module):

@@ -18,7 +18,7 @@ def checkpoint(tmp_path):
 
 
 def test_truncated_and_corrupt_symbol_json(checkpoint, tmp_path):
-    prefix, sym, args, aux = checkpoint
+    _, _, args, aux = checkpoint
     text = (tmp_path / "net-symbol.json").read_text()
     (tmp_path / "cut.json").write_text(text[: len(text) // 2])
     with pytest.raises(ModelFileError, match="cut.json.*not valid JSON"):
@@ -41,7 +41,7 @@ def test_truncated_and_corrupt_symbol_json(checkpoint, tmp_path):
 
 
 def test_truncated_and_corrupt_params_file(checkpoint, tmp_path):
-    prefix, sym, args, aux = checkpoint
+    sym = checkpoint[1]
     blob = (tmp_path / "net-0000.params").read_bytes()
     for name, content in (("cut", blob[: len(blob) - 40]), ("junk", b"not a params file" * 10), ("empty", b"")):
         (tmp_path / f"{name}.params").write_bytes(content)
@@ -86,6 +86,6 @@ def test_input_shape_that_contradicts_the_model():
         m(np.zeros((2, 3, 10), np.float32))                                       # 3-d into a 2-d conv
     with pytest.raises(InputError, match="takes 1 input"):
         m(data(), data())
-    x = data()
-    np.testing.assert_allclose(m(x), mxnet_forward(sym, args, aux, data=x)[0], rtol=1e-5, atol=1e-5)   # nothing
-    assert m.module.inputs[0].shape == SHAPE                                # half-built was kept by the failures
+    x = data()          # the failed first calls left nothing half-built: a good call compiles and runs
+    np.testing.assert_allclose(m(x), mxnet_forward(sym, args, aux, data=x)[0], rtol=1e-5, atol=1e-5)
+    assert m.module.inputs[0].shape == SHAPE

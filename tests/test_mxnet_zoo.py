@@ -6,6 +6,7 @@ import pytest
 
 from fxc.testing.mxnet_zoo import GLUON_ZOO, import_mxnet, make_gluon, symbol_and_params
 
+
 @pytest.mark.parametrize("name", list(GLUON_ZOO))
 def test_gluon_zoo_matches_mxnet(name, target):
     import fxc

@@ -238,7 +238,7 @@ class Model:
     def to_graph(self, shapes: dict, dtypes: dict):
         """The fxc graph of the symbol for these input shapes and dtypes; params are constants."""
         from ..relay_like.builder import Builder
-        need, types, inner = self.infer(shapes, dtypes)
+        _, types, inner = self.infer(shapes, dtypes)
         b = Builder()
         env: dict = {}
         for i, nd in enumerate(self.graph["nodes"]):

@@ -4,10 +4,12 @@ MXNet.
 
 Takes the installed mxnet wheel (its `include/mxnet/lib_api.h` and `src/lib_api.cc`) and `mxnet_fxc.cc` beside
 this file; `library_path` builds them with g++ into one shared library in fxc's cache (once per source, g++ and
-mxnet version; written atomically), `register` loads it with `mx.library.load` and installs the two callbacks it
+mxnet version; written atomically), `register` loads it with `mx.library.load` and installs the three callbacks it
 calls: `supported` (which nodes fxc converts: the op has a converter and, where MXNet gave the shapes, converting
-the node alone succeeds with MXNet's output shape) and `compile_subgraph` (one selected subgraph for its input
-shapes and dtypes -> an fxc deploy artifact, extracted to a folder the C++ op loads and runs through `fxc_main`).
+the node alone succeeds with MXNet's output shape), `review` (copies the values optimize_for was given for a
+subgraph's weight inputs, `weight_inputs`, to bake them in) and `compile_subgraph` (one selected subgraph for its
+input shapes and dtypes -> an fxc deploy artifact, extracted to a folder the C++ op loads and runs through
+`fxc_main`, with the positions of the inputs it still takes).
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def library_path(mx=None, where: Path | None = None) -> Path:
     gxx = shutil.which("g++")
     if gxx is None:
         raise CompileError("fxc's MXNet extension needs g++ to build (once): apt-get install g++")
-    version = subprocess.run([gxx, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
+    version = subprocess.run([gxx, "--version"], capture_output=True, text=True, check=False).stdout.splitlines()[:1]
     h = hashlib.sha256()
     for part in (SOURCE.read_bytes(), lib_api.read_bytes(), (include / "mxnet" / "lib_api.h").read_bytes(),
                  mx.__version__.encode(), "".join(version).encode()):
@@ -83,7 +85,7 @@ def library_path(mx=None, where: Path | None = None) -> Path:
     try:
         cmd = [gxx, "-shared", "-fPIC", "-O2", "-std=c++17", f"-I{include}", str(SOURCE), str(lib_api), "-o", tmp,
                "-ldl"]
-        r = subprocess.run(cmd, capture_output=True, text=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if r.returncode:
             raise CompileError(f"g++ could not build fxc's MXNet extension ({' '.join(cmd)})", str(SOURCE), r.stderr)
         os.replace(tmp, out)

@@ -15,7 +15,7 @@ from ..errors import UnsupportedOpError
 from .mxnet import from_mxnet, import_mxnet
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _block_class():
     mx = import_mxnet()
 
