@@ -193,3 +193,18 @@ def test_more_ops_and_a_label_input(target):
     assert m.input_names == ["v", "a", "m"]
     for o, r in zip(m(ins["v"], ins["a"], ins["m"]), refs):
         close(o, r)
+
+
+def test_float64_inputs_cast_params_as_mxnet_does(target):
+    sym, args, aux = small_net()
+    x = data().astype(np.float64)
+    m = fxc.from_mxnet(sym, (args, aux), shapes={"data": SHAPE}, dtype="float64", target=target)
+    out = m(x)
+    assert out.dtype == np.float64
+    ex = sym.simple_bind(mx.cpu(), data=SHAPE, type_dict={"data": np.float64})
+    for k, v in {**args, **aux}.items():
+        (ex.arg_dict if k in ex.arg_dict else ex.aux_dict)[k][:] = v.astype(np.float64)
+    ex.arg_dict["data"][:] = x
+    close(out, ex.forward()[0].asnumpy(), tol=1e-9)
+    with pytest.raises(InputError):
+        m(x.astype(np.float32))

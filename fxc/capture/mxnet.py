@@ -194,13 +194,13 @@ class Model:
                 if nodes[i]["op"] == "null" and all(LABEL_OPS.get(op) == slot for op, slot in r)}
 
     def infer(self, shapes: dict, dtypes: dict) -> tuple:
-        """(arg shapes, arg dtypes, {internal output name: shape}) by MXNet's own inference; the params' shapes
-        checked against what the model needs for these input shapes."""
+        """(arg shapes, arg dtypes, {internal output name: shape}, output dtypes) by MXNet's own inference; the
+        params' shapes checked against what the model needs for these input shapes."""
         mx, where = self.mx, self.where
         desc = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
         try:
             arg_shapes, _, aux_shapes = self.sym.infer_shape(**shapes)
-            arg_types, _, aux_types = self.sym.infer_type(**{k: np.dtype(v) for k, v in dtypes.items()})
+            arg_types, out_types, aux_types = self.sym.infer_type(**{k: np.dtype(v) for k, v in dtypes.items()})
             internals = self.sym.get_internals()
             inner = dict(zip(internals.list_outputs(), internals.infer_shape(**shapes)[1]))
         except _mx_error(mx) as e:
@@ -220,7 +220,7 @@ class Model:
         if missing:
             raise InputError(f"no shape for input(s) {', '.join(map(repr, missing))} of {where}; if they are "
                              f"params, they are missing from params")
-        return need, types, inner
+        return need, types, inner, [np.dtype(t).name for t in out_types or ()]
 
     def check_missing_params(self, shapes: dict) -> None:
         """Inputs without a shape whose shape MXNet infers from the given ones are weights missing from params."""
@@ -238,7 +238,7 @@ class Model:
     def to_graph(self, shapes: dict, dtypes: dict):
         """The fxc graph of the symbol for these input shapes and dtypes; params are constants."""
         from ..relay_like.builder import Builder
-        _, types, inner = self.infer(shapes, dtypes)
+        _, types, inner, out_types = self.infer(shapes, dtypes)
         b = Builder()
         env: dict = {}
         for i, nd in enumerate(self.graph["nodes"]):
@@ -265,7 +265,9 @@ class Model:
                 raise UnsupportedOpError(f"output {self.graph['nodes'][ref[0]]['name']!r} of {self.where} is an "
                                          f"input or a label; fxc compiles outputs computed by ops")
             heads.append(v if v.node is not None else b.call("copy", [v]))     # an output that is a param
-        b.graph.outputs = heads
+        # each output in the dtype MXNet infers for it (MXNet states its types; fxc's promotion rules may differ)
+        b.graph.outputs = [h if k >= len(out_types) or h.dtype == out_types[k] else
+                           b.call("cast", [h], dtype=out_types[k]) for k, h in enumerate(heads)]
         return b.graph
 
 
