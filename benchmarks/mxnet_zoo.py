@@ -141,15 +141,18 @@ def main(argv=None) -> int:
     os.environ["OMP_NUM_THREADS"] = os.environ["FXC_NUM_THREADS"] = str(args.threads)
     sys.path.insert(0, str(ROOT))
     from fxc.cache import atomic_write
+    from fxc.target import host_cpu
     from fxc.testing.mxnet_zoo import import_mxnet
     mx = import_mxnet()
     meta = {"command": " ".join(["python -m benchmarks.mxnet_zoo"] + (sys.argv[1:] if argv is None else list(argv))),
             "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": lscpu_model(),
+            "llvm_cpu": host_cpu(), "load_average": os.getloadavg(),
             "threads": args.threads, "mxnet": mx.__version__, "runs": args.runs, "batch": 1,
             "notes": ["mxnet_over_this > 1: that peer is faster than MXNet",
                       "max_err_rel: max abs error against MXNet's output / max abs of MXNet's output",
                       "NDArrays in and out for every peer"]}
-    print(f"MXNet Gluon zoo: {meta['cpu']}, {args.threads} threads, {args.runs} interleaved runs", flush=True)
+    print(f"MXNet Gluon zoo: {meta['cpu']} ({meta['llvm_cpu']}), {args.threads} threads, {args.runs} interleaved "
+          f"runs, load average {meta['load_average'][0]:.1f}", flush=True)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"mxnet-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.json"
