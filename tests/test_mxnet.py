@@ -208,3 +208,12 @@ def test_float64_inputs_cast_params_as_mxnet_does(target):
     close(out, ex.forward()[0].asnumpy(), tol=1e-9)
     with pytest.raises(InputError):
         m(x.astype(np.float32))
+
+
+def test_full_reductions_keep_mxnet_shape(target):
+    a = mx.sym.var("a")
+    sym = mx.sym.sum(a) * 2 + mx.sym.max(a, axis=1).sum()          # MXNet's full reductions have shape (1,)
+    x = data((3, 4))
+    out = fxc.from_mxnet(sym, None, shapes={"a": (3, 4)}, target=target)(x)
+    assert out.shape == (1,)
+    close(out, mxnet_forward(sym, {}, {}, a=x)[0])

@@ -307,7 +307,10 @@ def _reduce(op: str):
         axes = tuple(a % x.type.ndim for a in n.tuple("axis")) or tuple(range(x.type.ndim))
         if n.bool("exclude"):
             axes = tuple(a for a in range(x.type.ndim) if a not in axes)
-        return b.call(op, [x], axes=axes, keepdim=n.bool("keepdims"))
+        y = b.call(op, [x], axes=axes, keepdim=n.bool("keepdims"))
+        if n.shapes and y.shape == () and tuple(n.shapes[0]) == (1,):     # MXNet's full reduction has shape (1,)
+            y = b.call("reshape", [y], shape=(1,))
+        return y
     return convert
 
 
