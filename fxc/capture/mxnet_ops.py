@@ -57,6 +57,11 @@ def _nchw(n: Node, key: str = "layout") -> None:
         raise n.unsupported(f"layout {layout}")
 
 
+def _like(b, value: float, x):
+    """A scalar constant of x's dtype: MXNet computes `x op scalar` in x's type (no promotion)."""
+    return b.scalar(value if x.dtype.startswith("float") else int(value), x.dtype)
+
+
 def _pair(t: tuple, default: int, nd: int = 2) -> tuple:
     t = tuple(int(v) for v in t) or (default,) * nd
     return t * nd if len(t) == 1 else t
@@ -121,7 +126,7 @@ def _batch_norm(b, ins, n: Node):
     """Inference: (x - moving_mean) / sqrt(moving_var + eps) * gamma + beta (gamma taken as 1 with fix_gamma)."""
     x, gamma, beta, mean, var = ins
     axis = n.int("axis", 1) % x.type.ndim
-    scale = b.call("rsqrt", [b.call("add", [var, n.float("eps", 1e-3)])])
+    scale = b.call("rsqrt", [b.call("add", [var, _like(b, n.float("eps", 1e-3), var)])])
     if not n.bool("fix_gamma", True):
         scale = b.call("mul", [scale, gamma])
     shift = b.call("sub", [beta, b.call("mul", [mean, scale])])
@@ -136,7 +141,7 @@ def _layer_norm(b, ins, n: Node):
     mean = b.call("mean", [x], axes=(axis,), keepdim=True)
     d = b.call("sub", [x, mean])
     var = b.call("mean", [b.call("mul", [d, d])], axes=(axis,), keepdim=True)
-    y = b.call("mul", [d, b.call("rsqrt", [b.call("add", [var, n.float("eps", 1e-5)])])])
+    y = b.call("mul", [d, b.call("rsqrt", [b.call("add", [var, _like(b, n.float("eps", 1e-5), var)])])])
     return b.call("add", [b.call("mul", [y, _channel(b, gamma, x.type.ndim, axis)]),
                           _channel(b, beta, x.type.ndim, axis)])
 
@@ -193,7 +198,7 @@ def _leaky_relu(b, ins, n: Node):
     if act == "prelu":
         gamma = ins[1]
         g = gamma if x.type.ndim < 2 or gamma.shape == (1,) else _channel(b, gamma, x.type.ndim, 1)
-        return b.call("where", [b.call("gt", [x, 0.0]), x, b.call("mul", [x, g])])
+        return b.call("where", [b.call("gt", [x, _like(b, 0.0, x)]), x, b.call("mul", [x, g])])
     raise n.unsupported(f"act_type {act}")
 
 
@@ -208,10 +213,11 @@ _UNARY = {
     "reciprocal": _unary("reciprocal"), "sin": _unary("sin"), "cos": _unary("cos"), "log1p": _unary("log1p"),
     "expm1": _unary("expm1"), "sign": _unary("sign"),
     "square": lambda b, ins, n: b.call("mul", [ins[0], ins[0]]),
-    "softsign": lambda b, ins, n: b.call("div", [ins[0], b.call("add", [b.call("abs", [ins[0]]), 1.0])]),
+    "softsign": lambda b, ins, n: b.call("div", [ins[0], b.call("add", [b.call("abs", [ins[0]]), _like(b, 1.0, ins[0])])]),
     "softrelu": lambda b, ins, n: b.call("softplus", [ins[0]], beta=1.0, threshold=20.0),
-    "hard_sigmoid": lambda b, ins, n: b.call("clamp", [b.call("add", [b.call("mul", [ins[0], n.float("alpha", 0.2)]),
-                                                                      n.float("beta", 0.5)])], lo=0.0, hi=1.0),
+    "hard_sigmoid": lambda b, ins, n: b.call("clamp", [b.call("add", [
+        b.call("mul", [ins[0], _like(b, n.float("alpha", 0.2), ins[0])]), _like(b, n.float("beta", 0.5), ins[0])])],
+        lo=0.0, hi=1.0),
     "clip": lambda b, ins, n: b.call("clamp", [ins[0]], lo=n.float("a_min"), hi=n.float("a_max")),
 }
 for _name in ("relu", "sigmoid", "tanh"):
@@ -228,8 +234,7 @@ def _binary(op: str):
 def _scalar(op: str, reverse: bool = False):
     def convert(b, ins, n: Node):
         x = ins[0]
-        s = n.float("scalar", 0.0)
-        s = int(s) if not x.dtype.startswith("float") else s
+        s = _like(b, n.float("scalar", 0.0), x)
         return b.call(op, [s, x] if reverse else [x, s])
     return convert
 
@@ -318,7 +323,7 @@ def _softmax(log: bool):
     def convert(b, ins, n: Node):
         x = ins[0]
         if n.float("temperature") not in (None, 1.0):
-            x = b.call("div", [x, n.float("temperature")])
+            x = b.call("div", [x, _like(b, n.float("temperature"), x)])
         if len(ins) > 1 or n.bool("use_length"):
             raise n.unsupported("use_length")
         return b.call("log_softmax" if log else "softmax", [x], dim=n.int("axis", -1) % x.type.ndim)
