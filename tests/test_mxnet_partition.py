@@ -65,3 +65,13 @@ def test_unsupported_tail_stays_in_mxnet():
     part = y.optimize_for("fxc", {"data": d, "fc_weight": w, "fc_bias": b}, {})
     assert _ops(part) == ["_fxc_subgraph", "topk"]
     close(part.bind(mx.cpu(), {"data": d, "fc_weight": w, "fc_bias": b}).forward()[0], ref)
+
+
+def test_attributes_fxc_lacks_stay_in_mxnet_without_shapes():
+    """Without input shapes, fxc selects by op and attributes: an lp pooling and a 3-d kernel stay with MXNet."""
+    x = mx.sym.var("data")
+    y = mx.sym.Pooling(mx.sym.relu(x), kernel=(2, 2), pool_type="lp", p_value=2, name="lp")
+    y = mx.sym.relu(mx.sym.Convolution(y, kernel=(1, 1, 1), num_filter=2, no_bias=True, name="c3d"))
+    w = mx.nd.array(np.ones((2, 3, 1, 1, 1), np.float32))
+    part = mx.sym.relu(y).optimize_for("fxc", {"c3d_weight": w}, {})
+    assert _ops(part) == ["_fxc_subgraph", "Pooling", "Convolution", "_fxc_subgraph"]

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ..runtime.module import TensorSpec
-from .mxnet_ops import CONVERTERS, LABEL_OPS, Node, output_count, parse_dtype, unsupported
+from .mxnet_ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
 
 BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
 
@@ -279,6 +279,9 @@ def _node_shapes(inner: dict, name: str):
 
 
 def _convert(b, node: Node, ins: list):
+    problem = attribute_problem(node)
+    if problem:
+        raise node.unsupported(problem)
     try:
         return CONVERTERS[node.op](b, ins, node)
     except (ShapeError, UnsupportedOpError) as e:

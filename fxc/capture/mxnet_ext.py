@@ -30,7 +30,7 @@ import numpy as np
 from ..cache import cache_dir
 from ..errors import CompileError, FxcError
 from .mxnet import Model, import_mxnet, parse_symbol_json
-from .mxnet_ops import CONVERTERS, LABEL_OPS, WEIGHT_SLOTS, Node
+from .mxnet_ops import CONVERTERS, LABEL_OPS, WEIGHT_SLOTS, Node, attribute_problem
 
 SOURCE = Path(__file__).with_name("mxnet_fxc.cc")
 PREBUILT = SOURCE.parent / "_prebuilt"
@@ -146,6 +146,9 @@ def node_supported(nodes: list, i: int) -> bool:
     if nd["op"] == "null" or nd["op"] not in CONVERTERS or nd["op"] in LABEL_OPS:
         return False
     attrs = nd.get("attrs", {})
+    params = {k: v for k, v in attrs.items() if not k.startswith("__")}
+    if attribute_problem(Node(nd["name"], nd["op"], params)):
+        return False
     types = _dtypes(attrs)
     if types is not None and types[0] not in COMPILED_DTYPES:     # (a max Pooling's second output is int32)
         return False
@@ -155,11 +158,10 @@ def node_supported(nodes: list, i: int) -> bool:
         src = nodes[ref[0]].get("attrs", {})
         s, t = _shapes(src), _dtypes(src)
         if s is None or ref[1] >= len(s):
-            return True             # no shapes to try it on: the op's converter decides at compile time
+            return True             # no shapes to try it on (no input shapes given): its attributes decided
         ins.append((s[ref[1]], t[ref[1]] if t and ref[1] < len(t) else "float32"))
     from ..relay_like.builder import Builder
     b = Builder()
-    params = {k: v for k, v in attrs.items() if not k.startswith("__")}
     try:
         vals = [b.graph.input(s, t if t in COMPILED_DTYPES else "float32") for s, t in ins]
         got = CONVERTERS[nd["op"]](b, vals, Node(nd["name"], nd["op"], params, outs))

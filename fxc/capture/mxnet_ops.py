@@ -67,6 +67,40 @@ def _pair(t: tuple, default: int, nd: int = 2) -> tuple:
     return t * nd if len(t) == 1 else t
 
 
+POOL_TYPES, POOL_CONVENTIONS = ("max", "avg", "sum"), ("valid", "full")
+ACT_TYPES = ("relu", "sigmoid", "tanh", "softsign", "softrelu")
+LEAKY_TYPES = ("leaky", "elu", "selu", "gelu", "prelu")
+PAD_MODES = {"constant": "constant", "edge": "replicate", "reflect": "reflect"}
+
+
+def attribute_problem(n: Node) -> str | None:
+    """What in a node's attributes alone fxc does not support (before any shape is known), or None."""
+    layout = n.text("layout")
+    if layout not in (None, "NCHW", "NCW"):
+        return f"layout {layout}"
+    if n.op in ("Convolution", "Deconvolution") and len(n.tuple("kernel")) not in (1, 2):
+        return f"a {len(n.tuple('kernel'))}-d kernel"
+    if n.op == "Deconvolution" and n.tuple("target_shape"):
+        return "target_shape"
+    if n.op == "Pooling":
+        if n.text("pool_type", "max") not in POOL_TYPES:
+            return f"pool_type {n.text('pool_type')}"
+        if not n.bool("global_pool") and (n.text("pooling_convention", "valid") not in POOL_CONVENTIONS
+                                          or len(n.tuple("kernel")) != 2):
+            return f"pooling_convention {n.text('pooling_convention')} with kernel {n.tuple('kernel')}"
+    if n.op == "Activation" and n.text("act_type") not in ACT_TYPES:
+        return f"act_type {n.text('act_type')}"
+    if n.op == "LeakyReLU" and n.text("act_type", "leaky") not in LEAKY_TYPES:
+        return f"act_type {n.text('act_type')}"
+    if n.op in ("Pad", "pad") and n.text("mode", "constant") not in PAD_MODES:
+        return f"mode {n.text('mode')}"
+    if n.op == "slice" and any(v not in (None, 1) for v in n.tuple("step")):
+        return "a step other than 1"
+    if n.op in ("softmax", "log_softmax") and n.bool("use_length"):
+        return "use_length"
+    return None
+
+
 # -- convolution, dense, normalisation -------------------------------------------------------------------------------
 def _spatial(n: Node, x) -> int:
     kernel = n.tuple("kernel")
@@ -151,7 +185,7 @@ def _pooling(b, ins, n: Node):
     _nchw(n)
     x = ins[0]
     kind = n.text("pool_type", "max")
-    if kind not in ("max", "avg", "sum"):
+    if kind not in POOL_TYPES:
         raise n.unsupported(f"pool_type {kind}")
     if x.type.ndim != 4:
         raise n.unsupported(f"pooling over a {x.type.ndim}-d input")
@@ -161,7 +195,7 @@ def _pooling(b, ins, n: Node):
     kernel = _pair(n.tuple("kernel"), 1)
     stride, pad = _pair(n.tuple("stride"), 1), _pair(n.tuple("pad"), 0)
     convention = n.text("pooling_convention", "valid")
-    if convention not in ("valid", "full"):
+    if convention not in POOL_CONVENTIONS:
         raise n.unsupported(f"pooling_convention {convention}")
     ceil = convention == "full"
     if kind == "max":
@@ -179,7 +213,7 @@ def _activation(b, ins, n: Node):
     x = ins[0]
     if act == "relu":
         return b.call("relu", [x])
-    if act in ("sigmoid", "tanh", "softsign", "softrelu"):
+    if act in ACT_TYPES:
         return _UNARY[act](b, [x], n)
     raise n.unsupported(f"act_type {act}")
 
@@ -299,7 +333,7 @@ def _slice(b, ins, n: Node):
 def _pad(b, ins, n: Node):
     x = ins[0]
     width = n.tuple("pad_width")
-    mode = {"constant": "constant", "edge": "replicate", "reflect": "reflect"}.get(n.text("mode", "constant"))
+    mode = PAD_MODES.get(n.text("mode", "constant"))
     if mode is None or len(width) != 2 * x.type.ndim or any(width[:4]):
         raise n.unsupported(f"mode {n.text('mode')} with pad_width {width}")
     pad = tuple(int(v) for pair in reversed([width[i:i + 2] for i in range(4, len(width), 2)]) for v in pair)
