@@ -17,7 +17,8 @@ from .errors import FxcError
 
 try:
     register()
-except FxcError as _e:          # from_mxnet and compile still work; only optimize_for(backend="fxc") lacks fxc
+except (FxcError, OSError, RuntimeError) as _e:     # (MXNetError is a RuntimeError) from_mxnet and compile still
+    # work; only optimize_for(backend="fxc") lacks fxc, and MXNet says so when it is asked for it
     warnings.warn(f"fxc's MXNet partitioner is not registered: {_e}", stacklevel=2)
 
 __all__ = ["MXNetModel", "compile", "from_mxnet", "library_path", "register"]
