@@ -212,16 +212,10 @@ def _tvm_version() -> str:
 
 # -- MXNet: the Gluon model-zoo twin with the PyTorch model's weights copied in -----------------------
 MXNET_ZOO = {"resnet18": "resnet18_v1", "mobilenet_v2": "mobilenetv2_1.0"}
-_NUMPY_ALIASES = {"bool": bool, "int": int, "float": float, "complex": complex, "object": object, "str": str}
-
-
 def import_mxnet():
-    """Import MXNet 1.9.1 on numpy 1.2x: it needs the numpy scalar aliases that numpy 1.24 removed."""
-    for alias, typ in _NUMPY_ALIASES.items():
-        if alias not in np.__dict__:
-            setattr(np, alias, typ)
-    import mxnet
-    return mxnet
+    """Import MXNet 1.9.1 on numpy 1.2x through the shim in compat/ (it restores the aliases numpy removed)."""
+    from compat.numpy_aliases import import_mxnet as _import
+    return _import()
 
 
 def _torch_param_list(model) -> list[np.ndarray]:

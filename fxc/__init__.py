@@ -3,6 +3,7 @@
     torch.compile(model, backend="fxc")          # PyTorch, no import needed
     fxc.explain(model)(*args, **kwargs)          # what compiled, what fell back, which kernels
     m = fxc.from_torch(model, example_inputs)    # the whole graph, ahead of time
+    m = fxc.from_mxnet(sym, params)              # an MXNet model (import fxc.mxnet for Gluon and optimize_for)
     fxc.export(m, "model.fxc"); fxc.load("model.fxc")   # deploy artifact; the runtime needs no torch
 """
 from .errors import FxcError  # noqa: F401
@@ -34,6 +35,15 @@ def from_torch(model, example_inputs, target: str = "llvm", **options):
     """
     from .capture.torch_aot import from_torch as _from_torch
     return _from_torch(model, example_inputs, target=target, **options)
+
+
+def from_mxnet(sym, params=None, shapes=None, dtype="float32", target: str = "llvm", **options):
+    """Compile an MXNet model (symbol, JSON, file or checkpoint prefix + params); see fxc.capture.mxnet.from_mxnet.
+
+    Returns an MXNetModel: NDArrays (or numpy arrays) in, the same kind out; `fxc.export` writes it.
+    """
+    from .capture.mxnet import from_mxnet as _from_mxnet
+    return _from_mxnet(sym, params, shapes=shapes, dtype=dtype, target=target, **options)
 
 
 def export(compiled, path, sign_key=None):

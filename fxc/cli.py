@@ -1,6 +1,7 @@
 """The `fxc` command line: compile a PyTorch model to a deploy artifact, run it, inspect it.
 
     fxc compile model.py:make_model --input-shape 1,3,224,224 -o model.fxc [--target llvm]
+    fxc compile prefix --epoch 3 --input-shape 1,3,224,224 -o model.fxc     # an MXNet checkpoint
     fxc run model.fxc --input x.npy [-o y.npy]
     fxc inspect model.fxc
     fxc extract model.fxc model_dir        # verified parts, for C programs (fxc_init("model_dir"))
@@ -75,14 +76,18 @@ def _load_factory(ref: str):
 
 
 def cmd_compile(args) -> int:
-    import torch
-    from .capture.torch_aot import from_torch
     from .export_artifact import export
     dtypes = args.input_dtype or ["float32"]
     if len(dtypes) == 1:
         dtypes = dtypes * len(args.input_shape)
     if len(dtypes) != len(args.input_shape):
         raise FxcError(f"give one --input-dtype, or one per --input-shape ({len(args.input_shape)})")
+    from .capture.mxnet import is_checkpoint
+    if is_checkpoint(args.model):           # an MXNet checkpoint prefix (prefix-symbol.json + prefix-%04d.params)
+        return _compile_mxnet(args, dtypes)
+    import torch
+
+    from .capture.torch_aot import from_torch
     factory = _load_factory(args.model)
     try:
         model = factory()
@@ -106,6 +111,21 @@ def cmd_compile(args) -> int:
     compiled = from_torch(model, tuple(inputs), target=args.target)
     path = export(compiled, args.output, sign_key=args.sign_key)
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
+    _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs]})
+    return 0
+
+
+def _compile_mxnet(args, dtypes) -> int:
+    from .capture.mxnet import from_mxnet
+    from .export_artifact import export
+    t0 = time.perf_counter()
+    probe = from_mxnet(args.model, epoch=args.epoch)        # the input names, in call order
+    if len(probe.input_names) != len(args.input_shape):
+        raise FxcError(f"{args.model} has inputs {probe.input_names}: give one --input-shape per input")
+    compiled = from_mxnet(args.model, shapes=dict(zip(probe.input_names, args.input_shape)),
+                          dtype=dict(zip(probe.input_names, dtypes)), target=args.target, epoch=args.epoch)
+    path = export(compiled, args.output, sign_key=args.sign_key)
+    print(f"compiled {args.model} (epoch {args.epoch}) for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs]})
     return 0
 
@@ -230,12 +250,13 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fxc", description="fxc deep-learning compiler: deploy artifacts")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile a PyTorch model (factory returning an nn.Module) to an artifact")
-    c.add_argument("model", help="model.py:factory or package.module:factory")
+    c.add_argument("model", help="model.py:factory or package.module:factory, or an MXNet checkpoint prefix")
     c.add_argument("--input-shape", type=_shape, action="append", required=True, help="e.g. 1,3,224,224; once per input")
     c.add_argument("--input-dtype", action="append", help="float32 (default), int64, ...; once, or once per input")
     c.add_argument("-o", "--output", required=True, help="artifact file to write")
     c.add_argument("--target", default="llvm")
     c.add_argument("--sign-key", help="Ed25519 private key (PEM, see `fxc keygen`): sign the artifact")
+    c.add_argument("--epoch", type=int, default=0, help="the epoch of an MXNet checkpoint prefix given as the model")
     c.set_defaults(fn=cmd_compile)
     r = sub.add_parser("run", help="run an artifact on .npy inputs")
     r.add_argument("artifact")

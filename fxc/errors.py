@@ -73,3 +73,7 @@ def check_return_code(rc: int, index_error=None) -> None:
                              "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
     if rc:
         raise ExecutionError(f"a compiled kernel returned error code {rc}")
+
+
+class ModelFileError(FxcError):
+    """A model (a symbol JSON, a params file, an ONNX file) that is missing, truncated, corrupt or inconsistent."""

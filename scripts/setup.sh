@@ -8,8 +8,9 @@ py=${PYTHON:-python3.11}
 command -v "$py" >/dev/null || py=python3
 stamp=.venv/.fxc-setup-$(cat requirements.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  if [ "$(id -u)" = 0 ] && ! command -v gcc >/dev/null; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc >/dev/null
+  if [ "$(id -u)" = 0 ] && { ! command -v gcc >/dev/null || ! command -v g++ >/dev/null; }; then
+    # gcc links the kernels; g++ builds fxc's MXNet extension (fxc/capture/mxnet_fxc.cc)
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc g++ >/dev/null
   fi
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
@@ -26,3 +27,7 @@ fi
 # cache then skips gcc on it); quick when it is there
 ls fxc/runtime/_prebuilt/cpu_parallel-*.o >/dev/null 2>&1 && [ -z "$(find fxc/runtime/cpu_parallel.c -newer fxc/runtime/_prebuilt -print)" ] \
   || .venv/bin/python -c "from fxc.backends.llvm import prebuild_runtime; prebuild_runtime()"
+# fxc's MXNet extension (the partitioner behind optimize_for(backend="fxc")) beside its source, as a wheel would ship
+# it: no first `import fxc.mxnet` then waits for g++; quick when it is there
+ls fxc/capture/_prebuilt/libfxc_mxnet-*.so >/dev/null 2>&1 && [ -z "$(find fxc/capture/mxnet_fxc.cc -newer fxc/capture/_prebuilt -print)" ] \
+  || .venv/bin/python -c "from fxc.capture.mxnet_ext import prebuild_extension; prebuild_extension()"
