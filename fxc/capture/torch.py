@@ -136,6 +136,8 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         return compile_aten_graph(g, ins, options, is_forward=False)
 
     from ..build import gc_paused
+    from .torch_fused import route_rnn_calls
+    route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
         return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
 
@@ -168,8 +170,11 @@ def decompositions() -> dict:
 def keep_whole(table: dict) -> dict:
     """A decomposition table without the ops fxc converts whole, better than their decompositions (both captures:
     torch.compile's and fxc.from_torch's): aten._safe_softmax is one softmax kernel (ops/reduce.py), not three
-    passes."""
+    passes; and with fxc's own for PyTorch's fused module fast paths and its recurrent modules (torch_fused.py:
+    a TransformerEncoderLayer's fused op as its GEMMs, an LSTM as one op that runs a loop over time steps)."""
+    from .torch_fused import fused_decompositions
     table.pop(torch.ops.aten._safe_softmax.default, None)
+    table.update(fused_decompositions(table))
     return table
 
 
