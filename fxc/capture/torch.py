@@ -74,10 +74,12 @@ class Explanation:
     graphs: int = 0
     subgraphs: int = 0
     failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
+    notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
 
     def __str__(self):
         lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
                  f"{sum(self.compiled_ops.values())} ops compiled, {sum(self.fallback_ops.values())} fell back"]
+        lines += [f"note: {n}" for n in self.notes]
         if self.failures:
             lines.append("subgraphs that failed to compile (ran in eager PyTorch):")
             lines += [f"  {f}" for f in self.failures]
@@ -94,7 +96,7 @@ class Explanation:
 def explain(model, *example_inputs, **options) -> Explanation:
     import torch._dynamo
     torch._dynamo.reset()
-    rec = Explanation()
+    rec = Explanation(notes=uncaptured_rnn_notes(model))
     _recorders.append(rec)
     try:
         compiled = torch.compile(model, backend=fxc_backend, options=options or None)
@@ -104,6 +106,17 @@ def explain(model, *example_inputs, **options) -> Explanation:
         _recorders.remove(rec)
         torch._dynamo.reset()
     return rec
+
+
+def uncaptured_rnn_notes(model) -> list:
+    """A note per kind of recurrent module in `model` that Dynamo leaves out of its graphs (it runs in eager PyTorch
+    whole) while torch._dynamo.config.allow_rnn is off."""
+    import torch._dynamo
+    if torch._dynamo.config.allow_rnn or not isinstance(model, torch.nn.Module):
+        return []
+    kinds = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
+    return [f"{k} ran uncaptured in eager PyTorch: Dynamo captures recurrent modules only with "
+            f"torch._dynamo.config.allow_rnn = True (then fxc compiles it as a loop over time steps)" for k in kinds]
 
 
 def _record(fn):
