@@ -7,8 +7,14 @@ import torch
 import torch.nn as nn
 
 import fxc
-from fxc.testing.standard import RNN_NAMES, STANDARD_NAMES, RNNClassifier, make_standard_model, standard_inputs
-from fxc.testing.standard import transformer_encoder
+from fxc.testing.standard import (
+    RNN_NAMES,
+    STANDARD_NAMES,
+    RNNClassifier,
+    make_standard_model,
+    standard_inputs,
+    transformer_encoder,
+)
 from tests.helpers import check_module
 
 HEAVY = ("mm", "bmm", "addmm", "linear", "matmul", "lstm", "gru", "rnn", "_transformer_encoder_layer_fwd",
@@ -210,7 +216,7 @@ def test_unsupported_recurrent_forms_stay_right():
 
 
 def test_explain_names_the_switch_for_uncaptured_rnns():
-    model, inputs = make_standard_model("gru", small=True), standard_inputs("gru", small=True)
+    model, inputs = make_standard_model("gru_classifier", small=True), standard_inputs("gru_classifier", small=True)
     with _allow_rnn(False):
         rep = fxc.explain(model, *inputs)
     assert any("GRU" in n and "torch._dynamo.config.allow_rnn" in n for n in rep.notes), str(rep)

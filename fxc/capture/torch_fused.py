@@ -55,7 +55,8 @@ def _multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qk
     else:
         ws, bs = qkv_weight.chunk(3, dim=0), qkv_bias.chunk(3, dim=0)
         q, k, v = (F.linear(x, w, b_) for x, w, b_ in zip((query, key, value), ws, bs))
-    heads = lambda x: x.reshape(B, T, num_head, dh).transpose(1, 2)
+    def heads(x):
+        return x.reshape(B, T, num_head, dh).transpose(1, 2)
     q, k, v = heads(q) * (1.0 / math.sqrt(dh)), heads(k), heads(v)
     scores = q @ k.transpose(-2, -1)
     if mask is not None:
@@ -98,7 +99,7 @@ def _encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
     return x if norm_first else norm(x, norm_weight_2, norm_bias_2)
 
 
-# -- recurrent modules: one op for the whole module -----------------------------------------------------------------------
+# -- recurrent modules: one op for the whole module ------------------------------------------------------------------
 @torch.library.custom_op("fxc::lstm", mutates_args=())
 def lstm(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor], has_biases: bool, num_layers: int,
          bidirectional: bool, batch_first: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -109,7 +110,8 @@ def lstm(input: torch.Tensor, hx: list[torch.Tensor], params: list[torch.Tensor]
 
 @lstm.register_fake
 def _lstm_fake(input, hx, params, has_biases, num_layers, bidirectional, batch_first):
-    return _rnn_out(input, hx[0], bidirectional, batch_first), torch.empty_like(hx[0]), torch.empty_like(hx[1])
+    out = _rnn_out(input, hx[0], bidirectional, batch_first)
+    return out, torch.empty_like(hx[0]), torch.empty_like(hx[1])
 
 
 @torch.library.custom_op("fxc::rnn", mutates_args=())

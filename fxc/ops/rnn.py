@@ -46,7 +46,8 @@ def _dims(types, mode, batch_first):
         raise ShapeError(f"rnn_layer: unknown mode {mode!r}; one of {sorted(GATES)}")
     xp, w, h0 = types[:3]
     B, H = h0.shape
-    if xp.ndim != 2 or B == 0 or xp.shape[0] % B or xp.shape[1] != GATES[mode] * H or tuple(w.shape) != (H, xp.shape[1]):
+    if xp.ndim != 2 or B == 0 or xp.shape[0] % B or xp.shape[1] != GATES[mode] * H \
+            or tuple(w.shape) != (H, xp.shape[1]):
         raise ShapeError(f"rnn_layer ({mode}): xp {list(xp.shape)}, W_hh^T {list(w.shape)} and h0 {list(h0.shape)} "
                          f"do not agree (xp [T*B, {GATES[mode]}*H], W_hh^T [H, {GATES[mode]}*H], h0 [B, H])")
     return xp.shape[0] // B, B, H
@@ -61,7 +62,6 @@ def _infer(types, mode, reverse=False, batch_first=False):
 
 
 def _compute(xp, w, h0, *rest, mode, reverse=False, batch_first=False):
-    G = GATES[mode]
     GH, H, B = xp.shape[1], h0.shape[1], h0.shape[0]
     T, dt = xp.shape[0] // B, xp.dtype
     lstm, gru = mode == "lstm", mode == "gru"
@@ -75,7 +75,12 @@ def _compute(xp, w, h0, *rest, mode, reverse=False, batch_first=False):
         bv, s, k, g, j = Var("b"), Var("s"), Var("k"), Var("g"), Var("j")
         t = as_expr(T - 1) - s if reverse else s
         row = bv * T + t if batch_first else t * B + bv
-        x = lambda q: xb[row * GH + q * H + j]             # gate q of this step's projected input, unit j
+
+        def x(q):       # gate q of this step's projected input, unit j
+            return xb[row * GH + q * H + j]
+
+        def gate(q):    # gate q of the recurrent GEMM's row, unit j
+            return gates[q * H + j]
 
         def mac(k0, n):       # gates[g] + sum over n hidden units from k0 of h[k] W_hh^T[k, g]
             acc = gates[g]
@@ -88,9 +93,11 @@ def _compute(xp, w, h0, *rest, mode, reverse=False, batch_first=False):
         gemm = seq(For(g, GH, Store(gates, g, start), "vectorize"),
                    For(k, full, For(g, GH, mac(k * UNROLL, UNROLL), "vectorize")) if full else None,
                    For(g, GH, mac(full * UNROLL, tail), "vectorize") if tail else None)
-        sig = lambda e: unary("sigmoid", e)
-        tanh = lambda e: unary("tanh", e)
-        gate = lambda q: gates[q * H + j]
+        def sig(e):
+            return unary("sigmoid", e)
+
+        def tanh(e):
+            return unary("tanh", e)
         if lstm:
             act = [Store(cl, j, sig(gate(1)) * cl[j] + sig(gate(0)) * tanh(gate(2))),
                    Store(hl, j, sig(gate(3)) * tanh(cl[j]))]
@@ -134,8 +141,8 @@ def _reference(xp, w, h0, *rest, mode, reverse=False, batch_first=False):
         else:
             a = x[t] + h @ w64
             if mode == "lstm":
-                i, f, g, o = _sigmoid(a[:, :H]), _sigmoid(a[:, H:2 * H]), np.tanh(a[:, 2 * H:3 * H]), _sigmoid(a[:, 3 * H:])
-                c = f * c + i * g
+                i, f, o = _sigmoid(a[:, :H]), _sigmoid(a[:, H:2 * H]), _sigmoid(a[:, 3 * H:])
+                c = f * c + i * np.tanh(a[:, 2 * H:3 * H])
                 h = o * np.tanh(c)
             else:
                 h = np.tanh(a) if mode == "rnn_tanh" else np.maximum(a, 0.0)
@@ -149,7 +156,7 @@ def _reference(xp, w, h0, *rest, mode, reverse=False, batch_first=False):
 
 def _check(types, mode, reverse=False, batch_first=False):
     if len(types) != 3 + (mode == "lstm") and not (mode == "gru" and len(types) == 4):
-        return f"{mode} takes xp, W_hh^T, h0" + (", c0" if mode == "lstm" else "") + (" [, b_hh]" if mode == "gru" else "")
+        return f"{mode} takes xp, W_hh^T, h0" + {"lstm": ", c0", "gru": " [, b_hh]"}.get(mode, "")
     T, B, H = _dims(types, mode, batch_first)
     if T == 0 or H == 0:
         return "an empty sequence"
@@ -197,7 +204,8 @@ def _layers(b, mode, x, h0s, c0s, params, has_biases, num_layers, bidirectional,
                 b_ih, b_hh = params[at * per + 2], params[at * per + 3]
                 xp = b.call("add", [xp, b_ih if mode == "gru" else b.call("add", [b_ih, b_hh])])
                 extra = [b_hh] if mode == "gru" else []
-            state = lambda s: b.call("reshape", [b.call("slice", [s], dim=0, start=at, end=at + 1, step=1)], shape=(batch, H))
+            def state(s):       # this layer and direction's [B, H] of the [layers * directions, B, H] states
+                return b.call("reshape", [b.call("slice", [s], dim=0, start=at, end=at + 1, step=1)], shape=(batch, H))
             ins = [xp, b.call("permute", [w_hh], dims=(1, 0)), state(h0s)] + ([state(c0s)] if mode == "lstm" else extra)
             res = b.call("rnn_layer", ins, mode=mode, reverse=d == 1, batch_first=bool(batch_first))
             outs.append(res[0])

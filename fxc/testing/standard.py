@@ -9,8 +9,9 @@ In eval mode these reach PyTorch's fused fast paths and recurrent kernels (fxc/c
   batch_first=True), causal self-attention (`tgt_is_causal=True`), target [1, 64, 256], memory [1, 128, 256];
 - mha: nn.MultiheadAttention(256, 4, batch_first=True) self-attention with a key padding mask (the last 16 of 128
   keys masked), input [1, 128, 256];
-- lstm, gru: a 2-layer nn.LSTM / nn.GRU(64, 128, batch_first=True) classifier (a linear head on the last step),
-  input [1, 32, 64]. Dynamo captures them only with `torch._dynamo.config.allow_rnn = True` (`RNN_NAMES`).
+- lstm_classifier, gru_classifier: a 2-layer nn.LSTM / nn.GRU(64, 128, batch_first=True) classifier (a linear
+  head on the last step), input [1, 32, 64]. Dynamo captures them only with `torch._dynamo.config.allow_rnn =
+  True` (`RNN_NAMES`).
 
 `make_standard_model(name, small=True)` gives a reduced size for tests; `standard_inputs` its inputs.
 """
@@ -78,18 +79,19 @@ def _padding(batch, steps, masked):
 _STANDARD = {
     "transformer_encoder": (transformer_encoder, lambda: (torch.randn(1, 128, 256),),
                             lambda: transformer_encoder(64, 4, 128, 2), lambda: (torch.randn(2, 16, 64),)),
-    "transformer_decoder": (TransformerDecoder, lambda: (torch.randn(1, 64, 256), torch.randn(1, 128, 256)),
+    "transformer_decoder": (TransformerDecoder,
+                            lambda: (torch.randn(1, 64, 256), torch.randn(1, 128, 256)),
                             lambda: TransformerDecoder(64, 4, 128, 2, 12),
                             lambda: (torch.randn(2, 12, 64), torch.randn(2, 16, 64))),
     "mha": (SelfAttention, lambda: (torch.randn(1, 128, 256), _padding(1, 128, 16)),
             lambda: SelfAttention(64, 4), lambda: (torch.randn(2, 16, 64), _padding(2, 16, 5))),
-    "lstm": (lambda: RNNClassifier("lstm"), lambda: (torch.randn(1, 32, 64),),
-             lambda: RNNClassifier("lstm", 8, 16, 2, 4), lambda: (torch.randn(2, 6, 8),)),
-    "gru": (lambda: RNNClassifier("gru"), lambda: (torch.randn(1, 32, 64),),
-            lambda: RNNClassifier("gru", 8, 16, 2, 4), lambda: (torch.randn(2, 6, 8),)),
+    "lstm_classifier": (lambda: RNNClassifier("lstm"), lambda: (torch.randn(1, 32, 64),),
+                        lambda: RNNClassifier("lstm", 8, 16, 2, 4), lambda: (torch.randn(2, 6, 8),)),
+    "gru_classifier": (lambda: RNNClassifier("gru"), lambda: (torch.randn(1, 32, 64),),
+                       lambda: RNNClassifier("gru", 8, 16, 2, 4), lambda: (torch.randn(2, 6, 8),)),
 }
 STANDARD_NAMES = tuple(_STANDARD)
-RNN_NAMES = ("lstm", "gru")     # captured by Dynamo only with torch._dynamo.config.allow_rnn = True
+RNN_NAMES = ("lstm_classifier", "gru_classifier")     # Dynamo captures them with torch._dynamo.config.allow_rnn
 
 
 def standard_inputs(name: str, small: bool = False, seed: int = 0) -> tuple:
@@ -99,7 +101,7 @@ def standard_inputs(name: str, small: bool = False, seed: int = 0) -> tuple:
 
 def make_standard_model(name: str, small: bool = False, seed: int = 0) -> nn.Module:
     """`name` in eval mode with fixed-seed weights (layer norms' affine parameters and the attention biases, which
-    PyTorch starts at one and zero, randomised too, so that no part is an identity a wrong kernel could hide behind)."""
+    PyTorch starts at one and zero, randomised too: no part is an identity a wrong kernel could hide behind)."""
     torch.manual_seed(seed)
     model = _STANDARD[name][2 if small else 0]()
     randomize_batchnorm(model, seed)
