@@ -223,3 +223,19 @@ def test_explain_names_the_switch_for_uncaptured_rnns():
     assert "allow_rnn" in str(rep)
     with _allow_rnn():
         assert not fxc.explain(model, *inputs).notes
+
+
+def test_recurrent_module_in_a_training_step():
+    """With gradients needed, the LSTM goes through PyTorch's own (unrolled) decomposition, which fxc compiles
+    forward and backward: gradients as eager's."""
+    torch.manual_seed(5)
+    model = RNNClassifier("lstm", 6, 8, 2, 3).train()
+    twin = RNNClassifier("lstm", 6, 8, 2, 3).train()
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(2, 5, 6)
+    with _allow_rnn():
+        compiled = torch.compile(model, backend="fxc")
+        compiled(x).pow(2).sum().backward()
+    twin(x).pow(2).sum().backward()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)

@@ -147,7 +147,11 @@ def _whole_rnn(input, hx, params, has_biases, num_layers, dropout, train, bidire
 def _lstm_decomposition(fallback):
     def decompose(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
         if not _whole_rnn(input, hx, params, has_biases, num_layers, dropout, train, bidirectional):
-            return fallback(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
+            # torch._decomp's oneDNN form (mkldnn_rnn_layer, taken when the input needs no gradient) saves
+            # nothing AOT autograd can replay for the backward (PyTorch's own aot_eager fails on it): its portable
+            # form instead, for every graph that gets here
+            with torch.backends.mkldnn.flags(enabled=False):
+                return fallback(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
         return torch.ops.fxc.lstm(input, list(hx), list(params), has_biases, num_layers, bidirectional, batch_first)
     return decompose
 
