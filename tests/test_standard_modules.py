@@ -239,3 +239,21 @@ def test_recurrent_module_in_a_training_step():
     twin(x).pow(2).sum().backward()
     for p, q in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_harness_takes_the_standard_modules():
+    """`python -m benchmarks.run --models transformer_encoder:1` (any standard name) meets the peers with the family's
+    model and input, at batch 1; a model with recurrent modules turns on Dynamo's allow_rnn, as its user would."""
+    from benchmarks.run import count_flops, make_workload
+    with _allow_rnn(False):
+        model, inputs = make_workload("gru_classifier", 1, 128)
+        assert torch._dynamo.config.allow_rnn
+    ref, ref_inputs = make_standard_model("gru_classifier"), standard_inputs("gru_classifier")
+    assert all(torch.equal(a, b) for a, b in zip(inputs, ref_inputs))
+    with torch.no_grad():
+        assert torch.equal(model(*inputs), ref(*ref_inputs))
+    model, inputs = make_workload("transformer_encoder", 1, 128)
+    assert tuple(inputs[0].shape) == (1, 128, 256) and len(model.layers) == 4
+    assert count_flops(model, inputs) >= 4 * 2 * 128 * 256 * 256 * 12    # its projections and FFNs, not 0
+    with pytest.raises(SystemExit, match="batch 1 only"):
+        make_workload("mha", 2, 128)
