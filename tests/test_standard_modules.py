@@ -45,6 +45,25 @@ def test_standard_module_compiles_and_matches_eager(name, target):
     assert torch.isfinite(out).all() and out.std() > 1e-3, "degenerate model output: the test would be vacuous"
 
 
+@pytest.mark.parametrize("name", ["transformer_encoder", "lstm_classifier"])
+def test_standard_module_under_inference_mode(name):
+    """Called under torch.inference_mode() (inference tensors, no version counters): the fused path and the
+    recurrent op compile the same way."""
+    import fxc.capture.torch as fxc_torch
+    model, inputs = make_standard_model(name, small=True), standard_inputs(name, small=True)
+    rec = fxc_torch.Explanation()
+    fxc_torch._recorders.append(rec)
+    try:
+        with _allow_rnn(), torch.inference_mode():
+            expected = model(*inputs)
+            actual = torch.compile(model, backend="fxc")(*inputs)
+    finally:
+        fxc_torch._recorders.remove(rec)
+    assert rec.graphs and not rec.fallback_ops and not rec.failures, str(rec)
+    assert ("fxc.lstm.default" if name == "lstm_classifier" else "aten.native_layer_norm.default") in rec.compiled_ops
+    torch.testing.assert_close(actual, expected, rtol=0, atol=1e-4 * expected.abs().max().item())
+
+
 class _Encoder(nn.Module):
     def __init__(self, **kw):
         super().__init__()
