@@ -129,9 +129,9 @@ class _FusedAttention(nn.Module):
             self.m.out_proj.bias.normal_(0, 0.1)
         self.need_weights, self.average, self.mask_type = need_weights, average, mask_type
 
-    def forward(self, x, mask=None):
-        m = self.m
-        return torch._native_multi_head_attention(x, x, x, 32, 4, m.in_proj_weight, m.in_proj_bias, m.out_proj.weight,
+    def forward(self, x, mask=None, kv=None):
+        m, kv = self.m, (x if kv is None else kv)
+        return torch._native_multi_head_attention(x, kv, kv, 32, 4, m.in_proj_weight, m.in_proj_bias, m.out_proj.weight,
                                                   m.out_proj.bias, mask, self.need_weights, self.average,
                                                   self.mask_type)
 
@@ -160,6 +160,18 @@ def test_native_multi_head_attention(need_weights, average, mask_type):
         scale = max(e[e.isfinite()].abs().max().item(), 1.0)
         torch.testing.assert_close(a, e, rtol=0, atol=1e-4 * scale, equal_nan=True)    # nan exactly where eager's
     assert expected[0].isnan().any() == (mask_type == 1)
+
+
+def test_native_multi_head_attention_over_other_keys():
+    """Keys and values another tensor than the queries: the projection's weight splits in three, as in the kernel."""
+    model = _FusedAttention(True, True, 1).eval()
+    x, kv = torch.randn(2, 12, 32), torch.randn(2, 12, 32)
+    pad = _masks(2, 12)[1]
+    with torch.no_grad():
+        rep = fxc.explain(model, x, pad, kv)
+    assert rep.graphs and not _heavy_left(rep), str(rep)
+    torch._dynamo.reset()
+    check_module(model, x, pad, kv, rtol=0, atol=1e-4)
 
 
 @pytest.mark.parametrize("kind,kw,given_state", [
