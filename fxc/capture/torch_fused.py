@@ -19,12 +19,14 @@ between layers in training mode, LSTM projections, inputs that are not 3-d float
 """
 from __future__ import annotations
 
+import logging
 import math
 
 import torch
 import torch.nn.functional as F
 
 aten = torch.ops.aten
+log = logging.getLogger("fxc")
 RNN_MODES = {"gru": torch.gru, "rnn_tanh": torch.rnn_tanh, "rnn_relu": torch.rnn_relu}
 
 
@@ -133,20 +135,33 @@ def _rnn_out(input, h0, bidirectional, batch_first):
     return input.new_empty((batch, steps, feat) if batch_first else (steps, batch, feat))
 
 
-def _whole_rnn(input, hx, params, has_biases, num_layers, dropout, train, bidirectional):
-    """Whether fxc's one-op form covers this call (else torch._decomp's unrolled decomposition is used)."""
+def _unrolled_because(input, hx, params, has_biases, num_layers, dropout, train, bidirectional) -> str | None:
+    """Why fxc's one-op form does not cover this call (torch._decomp's unrolled decomposition is used instead), or
+    None when it does."""
     tensors = [input, *hx, *params]
     per = (4 if has_biases else 2) * (2 if bidirectional else 1)
-    return (input.dim() == 3 and input.dtype in (torch.float32, torch.float64)
-            and all(t.dtype == input.dtype for t in tensors)
-            and len(params) == per * num_layers
-            and not (train and dropout and num_layers > 1)
-            and not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)))
+    if input.dim() != 3 or input.dtype not in (torch.float32, torch.float64) \
+            or any(t.dtype != input.dtype for t in tensors):
+        return "inputs other than 3-d float32/float64 tensors of one dtype"
+    if len(params) != per * num_layers:
+        return "projections (proj_size)"
+    if train and dropout and num_layers > 1:
+        return "dropout between layers in training mode"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "gradients needed (training)"
+    return None
+
+
+def _unrolled(mode, reason):
+    log.info("fxc: %s with %s runs as PyTorch's decomposition, a graph of ops per time step, not fxc's recurrent "
+             "loop", mode, reason)
 
 
 def _lstm_decomposition(fallback):
     def decompose(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-        if not _whole_rnn(input, hx, params, has_biases, num_layers, dropout, train, bidirectional):
+        reason = _unrolled_because(input, hx, params, has_biases, num_layers, dropout, train, bidirectional)
+        if reason:
+            _unrolled("lstm", reason)
             # torch._decomp's oneDNN form (mkldnn_rnn_layer, taken when the input needs no gradient) saves
             # nothing AOT autograd can replay for the backward (PyTorch's own aot_eager fails on it): its portable
             # form instead, for every graph that gets here
@@ -158,7 +173,9 @@ def _lstm_decomposition(fallback):
 
 def _rnn_decomposition(mode, fallback):
     def decompose(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-        if not _whole_rnn(input, [hx], params, has_biases, num_layers, dropout, train, bidirectional):
+        reason = _unrolled_because(input, [hx], params, has_biases, num_layers, dropout, train, bidirectional)
+        if reason:
+            _unrolled(mode, reason)
             return fallback(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)
         return torch.ops.fxc.rnn(mode, input, hx, list(params), has_biases, num_layers, bidirectional, batch_first)
     return decompose
