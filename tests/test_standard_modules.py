@@ -237,6 +237,15 @@ def test_recurrent_module_from_torch(kind):
     torch.testing.assert_close(compiled(x), expected, rtol=0, atol=1e-5)
 
 
+def test_encoder_from_torch():
+    """fxc.from_torch: torch.export's decompositions get the same entries (fxc.capture.torch.keep_whole)."""
+    model, inputs = make_standard_model("transformer_encoder", small=True), standard_inputs("transformer_encoder", True)
+    compiled = fxc.from_torch(model, inputs)
+    with torch.no_grad():
+        expected = model(*inputs)
+    torch.testing.assert_close(compiled(*inputs), expected, rtol=0, atol=1e-4 * expected.abs().max().item())
+
+
 def test_unsupported_recurrent_forms_stay_right():
     """An LSTM with projections (proj_size) is not fxc's recurrent op: PyTorch's own decomposition runs instead,
     and the result is eager's."""

@@ -164,18 +164,19 @@ def _check(types, mode, reverse=False, batch_first=False):
 
 
 def _samples(rng):
-    def case(mode, T, B, H, bias=False, **attrs):
+    def case(mode, T, B, H, bias=False, dt="float32", **attrs):
         G = GATES[mode]
-        ins = [rand(rng, (T * B, G * H), low=-1.0, high=1.0), rand(rng, (H, G * H), low=-0.5, high=0.5),
-               rand(rng, (B, H), low=-1.0, high=1.0)]
+        ins = [rand(rng, (T * B, G * H), dt, -1.0, 1.0), rand(rng, (H, G * H), dt, -0.5, 0.5),
+               rand(rng, (B, H), dt, -1.0, 1.0)]
         if mode == "lstm":
-            ins.append(rand(rng, (B, H), low=-1.0, high=1.0))
+            ins.append(rand(rng, (B, H), dt, -1.0, 1.0))
         elif bias:
-            ins.append(rand(rng, (G * H,), low=-0.5, high=0.5))
+            ins.append(rand(rng, (G * H,), dt, -0.5, 0.5))
         return ins, dict(mode=mode, **attrs)
     return [case("lstm", 5, 2, 8), case("lstm", 4, 3, 19, reverse=True, batch_first=True),
             case("gru", 6, 2, 18, bias=True), case("gru", 3, 1, 5, reverse=True),
-            case("rnn_tanh", 4, 2, 33, batch_first=True), case("rnn_relu", 3, 2, 7)]
+            case("rnn_tanh", 4, 2, 33, batch_first=True), case("rnn_relu", 3, 2, 7),
+            case("lstm", 3, 2, 20, dt="float64", reverse=True), case("gru", 2, 3, 17, bias=True, dt="float64")]
 
 
 register(OpDef("rnn_layer", Kind.OPAQUE, _infer, _reference, _compute, {}, "out", _samples, FLT, _check,
