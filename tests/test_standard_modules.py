@@ -64,6 +64,18 @@ def test_standard_module_under_inference_mode(name):
     torch.testing.assert_close(actual, expected, rtol=0, atol=1e-4 * expected.abs().max().item())
 
 
+def test_the_issues_transformer_encoder_compiles():
+    """Issue 27's report: a 4-layer nn.TransformerEncoder(TransformerEncoderLayer(256, 4, 1024, dropout=0.0,
+    activation="gelu", batch_first=True), enable_nested_tensor=False) on [1, 128, 256] under no_grad gave
+    `0 ops compiled, 4 fell back: aten._transformer_encoder_layer_fwd`."""
+    model, inputs = make_standard_model("transformer_encoder"), standard_inputs("transformer_encoder")
+    assert "aten._transformer_encoder_layer_fwd.default" in _eager_ops(model, *inputs)
+    rep = fxc.explain(model, *inputs)
+    assert not rep.fallback_ops and rep.compiled_ops["aten.addmm.default"] == 16, str(rep)
+    torch._dynamo.reset()
+    check_module(model, *inputs, rtol=0, atol=1e-4)
+
+
 class _Encoder(nn.Module):
     def __init__(self, **kw):
         super().__init__()
