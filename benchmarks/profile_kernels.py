@@ -34,8 +34,8 @@ def main():
     import fxc
     from fxc.runtime.profile import format_profile
     from fxc.testing.models import example_inputs, make_model
-    from fxc.testing.zoo import make_zoo_model, zoo_inputs
     from fxc.testing.standard import make_standard_model, standard_inputs
+    from fxc.testing.zoo import make_zoo_model, zoo_inputs
     if args.model in ZOO_NAMES:
         model, inputs = make_zoo_model(args.model), zoo_inputs(args.model)
     elif args.model in STANDARD_NAMES:
