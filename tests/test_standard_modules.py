@@ -267,6 +267,26 @@ def test_unsupported_recurrent_forms_stay_right():
         _check_all(model, torch.randn(2, 5, 6))
 
 
+def test_explain_notes_a_model_dynamo_did_not_capture():
+    """A float causal mask without is_causal=: PyTorch compares the mask's values, Dynamo captures nothing, and the
+    model runs in eager PyTorch, right but uncompiled; explain says so. With is_causal=True it compiles."""
+    model = _Encoder().eval()
+    x = torch.randn(2, 10, 32)
+    causal = nn.Transformer.generate_square_subsequent_mask(10)
+
+    class Plain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = model.enc
+
+        def forward(self, x, mask):
+            return self.enc(x, mask=mask)
+    rep = fxc.explain(Plain().eval(), x, causal)
+    assert not rep.graphs and any("captured no graph" in n for n in rep.notes), str(rep)
+    rep = fxc.explain(model, x, causal)         # _Encoder passes is_causal explicitly
+    assert rep.graphs and not rep.fallback_ops and not rep.notes, str(rep)
+
+
 def test_explain_names_the_switch_for_uncaptured_rnns():
     model, inputs = make_standard_model("gru_classifier", small=True), standard_inputs("gru_classifier", small=True)
     with _allow_rnn(False):

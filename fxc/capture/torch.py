@@ -105,6 +105,10 @@ def explain(model, *example_inputs, **options) -> Explanation:
     finally:
         _recorders.remove(rec)
         torch._dynamo.reset()
+    if not rec.graphs:
+        rec.notes.append("Dynamo captured no graph: the whole model ran in eager PyTorch (torch._dynamo.explain(model)"
+                         "(*inputs) lists its graph breaks; e.g. nn.Transformer* with a mask but no is_causal= compares "
+                         "the mask's values, which Dynamo cannot trace)")
     return rec
 
 
