@@ -15,9 +15,12 @@ import time
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from fxc.testing.standard import STANDARD_NAMES
     from fxc.testing.zoo import ZOO_NAMES
-    ap.add_argument("--model", default="mobilenet_v2", choices=["resnet18", "mobilenet_v2", "bert", *ZOO_NAMES],
-                    help="a harness model or one of the zoo's (fxc/testing/zoo.py, batch 1)")
+    ap.add_argument("--model", default="mobilenet_v2",
+                    choices=["resnet18", "mobilenet_v2", "bert", *ZOO_NAMES, *STANDARD_NAMES],
+                    help="a harness model, one of the zoo's (fxc/testing/zoo.py) or a standard module "
+                         "(fxc/testing/standard.py), batch 1")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--runs", type=int, default=50)
     ap.add_argument("--top", type=int, default=25)
@@ -31,9 +34,12 @@ def main():
     import fxc
     from fxc.runtime.profile import format_profile
     from fxc.testing.models import example_inputs, make_model
+    from fxc.testing.standard import make_standard_model, standard_inputs
     from fxc.testing.zoo import make_zoo_model, zoo_inputs
     if args.model in ZOO_NAMES:
         model, inputs = make_zoo_model(args.model), zoo_inputs(args.model)
+    elif args.model in STANDARD_NAMES:
+        model, inputs = make_standard_model(args.model), standard_inputs(args.model)
     else:
         model, inputs = make_model(args.model), example_inputs(args.model, batch=args.batch)
     with torch.inference_mode():

@@ -40,7 +40,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=None,
                    help="comma list of MODEL or MODEL:BATCH (models: resnet18, mobilenet_v2, bert, and at batch 1 the zoo's "
-                        "convnext, efficientnet, vit, gpt, unet, lstm); "
+                        "convnext, efficientnet, vit, gpt, unet, lstm, and the standard modules of fxc/testing/standard.py: "
+                        "transformer_encoder, transformer_decoder, mha, lstm_classifier, gru_classifier); "
                         "default: resnet18:1,mobilenet_v2:1,bert:1,resnet18:8 (--quick: resnet18:1)")
     p.add_argument("--peers", default=None, help="comma list of peers (default: all); fxc is always added")
     p.add_argument("--runs", type=int, default=None, help="timed calls per peer after warm-up (default 30; --quick 5)")
@@ -92,22 +93,40 @@ def _short(e: BaseException) -> str:
 # -- one workload ----------------------------------------------------------------------------------------
 def make_workload(name: str, batch: int, seq_len: int):
     from fxc.testing.models import example_inputs, make_model
+    from fxc.testing.standard import STANDARD_NAMES, make_standard_model, standard_inputs
     from fxc.testing.zoo import ZOO_NAMES, make_zoo_model, zoo_inputs
-    if name in ZOO_NAMES:       # the zoo's architectures: batch 1 only, their own input
+    if name in ZOO_NAMES or name in STANDARD_NAMES:     # the zoo's and the standard modules: batch 1, their own input
         if batch != 1:
-            raise SystemExit(f"{name}: the zoo's models run at batch 1 only")
-        return make_zoo_model(name), zoo_inputs(name)
+            raise SystemExit(f"{name}: the zoo's and the standard modules run at batch 1 only")
+        model, inputs = (make_zoo_model(name), zoo_inputs(name)) if name in ZOO_NAMES else \
+            (make_standard_model(name), standard_inputs(name))
+        allow_rnn(model)
+        return model, inputs
     model = make_model(name)
     inputs = example_inputs(name, batch, seq_len=seq_len) if name == "bert" else example_inputs(name, batch)
     return model, inputs
+
+
+def allow_rnn(model) -> None:
+    """A model with recurrent modules: Dynamo captures them only with torch._dynamo.config.allow_rnn, which a user
+    compiling such a model turns on; so does the harness, for every peer that goes through Dynamo."""
+    import torch
+    import torch._dynamo
+    if any(isinstance(m, torch.nn.RNNBase) for m in model.modules()):
+        torch._dynamo.config.allow_rnn = True
 
 
 def count_flops(model, inputs) -> int:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     counter = FlopCounterMode(display=False)
-    with torch.inference_mode(), counter:
-        model(*inputs)
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)      # fused fast paths have no FLOP formula: count their parts
+    try:
+        with torch.inference_mode(), counter:
+            model(*inputs)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
     return int(counter.get_total_flops())
 
 

@@ -50,8 +50,19 @@ def test_other_architectures_match_eager_with_nothing_left_to_eager(name, target
     assert torch.isfinite(out).all() and out.std() > 1e-3, "degenerate model output: the test would be vacuous"
 
 
-def test_an_lstm_model_runs_in_eager_and_stays_right(target):
-    """Dynamo does not capture nn.LSTM (without torch._dynamo.config.allow_rnn): torch.compile with fxc must still
-    give eager's result."""
+def test_an_lstm_model_runs_in_eager_without_allow_rnn_and_compiles_with_it(target):
+    """Dynamo captures nn.LSTM only with torch._dynamo.config.allow_rnn: without it the LSTM runs in eager PyTorch
+    (fxc compiles the head, and explain names the switch); with it fxc compiles the LSTM too, as a loop over time
+    steps (fxc/ops/rnn.py). Either way the result is eager's."""
     model, inputs = make_zoo_model("lstm", small=True), zoo_inputs("lstm", small=True)
-    check_module(model, *inputs, target=target, rtol=0, atol=1e-5)
+    with torch._dynamo.config.patch(allow_rnn=False):
+        rep = fxc.explain(model, *inputs, target=target)
+        assert "fxc.lstm.default" not in rep.compiled_ops and any("allow_rnn" in n for n in rep.notes), str(rep)
+        torch._dynamo.reset()
+        check_module(model, *inputs, target=target, rtol=0, atol=1e-5)
+    torch._dynamo.reset()
+    with torch._dynamo.config.patch(allow_rnn=True):
+        rep = fxc.explain(model, *inputs, target=target)
+        assert rep.compiled_ops["fxc.lstm.default"] == 1 and not rep.fallback_ops and not rep.notes, str(rep)
+        torch._dynamo.reset()
+        check_module(model, *inputs, target=target, rtol=0, atol=1e-5)

@@ -74,10 +74,12 @@ class Explanation:
     graphs: int = 0
     subgraphs: int = 0
     failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
+    notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
 
     def __str__(self):
         lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
                  f"{sum(self.compiled_ops.values())} ops compiled, {sum(self.fallback_ops.values())} fell back"]
+        lines += [f"note: {n}" for n in self.notes]
         if self.failures:
             lines.append("subgraphs that failed to compile (ran in eager PyTorch):")
             lines += [f"  {f}" for f in self.failures]
@@ -127,14 +129,30 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
         torch._dynamo.reset()
         try:
             with recording() as rec:
+                rec.notes.extend(uncaptured_rnn_notes(model))
                 compiled = torch.compile(model, backend=fxc_backend, options=opts or None)
                 with torch.no_grad():
                     compiled(*args, **kwargs)
         finally:
             torch._dynamo.reset()
+        if not rec.graphs:
+            rec.notes.append("Dynamo captured no graph: the whole model ran in eager PyTorch (torch._dynamo.explain"
+                             "(model)(*inputs) lists its graph breaks; e.g. nn.Transformer* with a mask but no "
+                             "is_causal= compares the mask's values, which Dynamo cannot trace)")
         return rec
 
     return run(*example_inputs) if example_inputs or option_keywords else run
+
+
+def uncaptured_rnn_notes(model) -> list:
+    """A note per kind of recurrent module in `model` that Dynamo leaves out of its graphs (it runs in eager PyTorch
+    whole) while torch._dynamo.config.allow_rnn is off."""
+    import torch._dynamo
+    if torch._dynamo.config.allow_rnn or not isinstance(model, torch.nn.Module):
+        return []
+    kinds = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
+    return [f"{k} ran uncaptured in eager PyTorch: Dynamo captures recurrent modules only with "
+            f"torch._dynamo.config.allow_rnn = True (then fxc compiles it as a loop over time steps)" for k in kinds]
 
 
 def _record(fn):
@@ -167,6 +185,8 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         return compile_aten_graph(g, ins, options, is_forward=False)
 
     from ..build import gc_paused
+    from .torch_fused import route_rnn_calls
+    route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
         return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
 
@@ -199,8 +219,11 @@ def decompositions() -> dict:
 def keep_whole(table: dict) -> dict:
     """A decomposition table without the ops fxc converts whole, better than their decompositions (both captures:
     torch.compile's and fxc.from_torch's): aten._safe_softmax is one softmax kernel (ops/reduce.py), not three
-    passes."""
+    passes; and with fxc's own for PyTorch's fused module fast paths and its recurrent modules (torch_fused.py:
+    a TransformerEncoderLayer's fused op as its GEMMs, an LSTM as one op that runs a loop over time steps)."""
+    from .torch_fused import fused_decompositions
     table.pop(torch.ops.aten._safe_softmax.default, None)
+    table.update(fused_decompositions(table))
     return table
 
 

@@ -7,7 +7,8 @@ user brings (no weights can be downloaded here): what `benchmarks/zoo.py` times 
 - vit: a 16x16 stride-16 patch conv, class token, nn.TransformerEncoder (pre-norm, GELU);
 - gpt: causal scaled_dot_product_attention, tanh GELU, an output projection tied to the embedding;
 - unet: transposed 2x2 up-convs, bilinear upsampling, channel concatenation, max pooling;
-- lstm: nn.LSTM (fxc has no LSTM op: it runs in eager PyTorch and fxc compiles the head).
+- lstm: nn.LSTM (Dynamo captures it only with torch._dynamo.config.allow_rnn = True; fxc then compiles it as a
+  loop over time steps, fxc/ops/rnn.py; without the switch it runs in eager PyTorch and fxc compiles the head).
 
 `make_zoo_model(name, small=True)` gives a reduced size for tests.
 """
