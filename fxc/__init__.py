@@ -44,3 +44,12 @@ def load(path):
     """
     from .runtime.artifact import load as _load
     return _load(path)
+
+
+def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options):
+    """Compile an ONNX model (a ModelProto, its bytes or a .onnx path); see fxc.capture.onnx.from_onnx.
+
+    Returns an OnnxModel: numpy arrays (or torch tensors) in, the same kind out; `fxc.export` writes it.
+    """
+    from .capture.onnx import from_onnx as _from_onnx
+    return _from_onnx(model_or_path, shapes=shapes, target=target, **options)

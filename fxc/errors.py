@@ -37,6 +37,11 @@ class ArtifactError(FxcError):
     """A deploy artifact that is truncated, corrupt, tampered with or of an unknown format."""
 
 
+class ModelFileError(FxcError):
+    """A model file or its weights (ONNX, MXNet symbol JSON or params) that are missing, truncated, corrupt or that
+    contradict themselves."""
+
+
 class ExecutionError(FxcError, RuntimeError):
     """A compiled call met a condition on which eager PyTorch raises (e.g. integer division by zero)."""
 
