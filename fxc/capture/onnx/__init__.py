@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import FxcError, InputError, ModelFileError, TargetError, UnsupportedOpError
 from ...runtime.module import TensorSpec
-from . import ops_math, ops_nn, ops_tensor  # noqa: F401  (each registers its converters)
+from . import ops_math, ops_nn, ops_resize, ops_tensor  # noqa: F401  (each registers its converters)
 from .ops_tensor import as_array, fxc_dtype
 from ...ops.common import np_dtype
 from .table import Context, FoldingBuilder, NeedsValues, lookup
@@ -66,10 +66,15 @@ def opset_of(model) -> int:
     return 1
 
 
-def unsupported_nodes(model) -> list:
+def unsupported_nodes(model, nodes=None) -> list:
     """'OpType (node 'name')' for every node no converter handles at the model's opset."""
     opset, bad = opset_of(model), []
-    for i, n in enumerate(model.graph.node):
+    for i, n in enumerate(nodes if nodes is not None else model.graph.node):
+        if n.op_type == "If" and n.domain in ("", "ai.onnx"):     # inlined when its condition is constant
+            from onnx import helper
+            for a in n.attribute:
+                bad += unsupported_nodes(model, helper.get_attribute_value(a).node)
+            continue
         if n.domain not in ("", "ai.onnx") or lookup(n.op_type, opset) is None:
             dom = f"{n.domain}." if n.domain not in ("", "ai.onnx") else ""
             bad.append(f"{dom}{n.op_type} (node {n.name or n.output[0] or i!r})")
@@ -125,20 +130,7 @@ def to_graph(model, shapes: list, values: dict | None = None):
             env[name] = b.const(np.asarray(values[name]).astype(np_dtype(fxc_dtype(cx, elem))))
         else:
             env[name] = b.graph.input(tuple(shape), fxc_dtype(cx, elem), name)
-    for node in model.graph.node:
-        cx.node = node
-        missing = [i for i in node.input if i not in env]
-        if missing:
-            raise ModelFileError(f"{node.op_type} (node {node.name!r}) reads {missing}, which no node, input or "
-                                 f"initializer makes; the model is corrupt")
-        ins = [env[i] for i in node.input]
-        while ins and ins[-1] is None:
-            ins.pop()
-        outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
-        outs = outs if isinstance(outs, tuple) else (outs,)
-        for name, v in zip(node.output, outs):
-            if name:
-                env[name] = v
+    _convert_nodes(cx, model.graph.node, env)
     results = []
     for vi in model.graph.output:
         v = env.get(vi.name)
@@ -150,6 +142,41 @@ def to_graph(model, shapes: list, values: dict | None = None):
         results.append(v)
     b.graph.outputs = results
     return b.graph
+
+
+def _convert_nodes(cx, nodes, env: dict) -> None:
+    """Convert `nodes` in order, binding their outputs in `env` (name -> Value)."""
+    for node in nodes:
+        cx.node = node
+        missing = [i for i in node.input if i not in env]
+        if missing:
+            raise ModelFileError(f"{node.op_type} (node {node.name!r}) reads {missing}, which no node, input or "
+                                 f"initializer makes; the model is corrupt")
+        ins = [env[i] for i in node.input]
+        while ins and ins[-1] is None:
+            ins.pop()
+        if node.op_type == "If":
+            outs = _inline_if(cx, node, ins, env)
+        else:
+            outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for name, v in zip(node.output, outs):
+            if name:
+                env[name] = v
+
+
+def _inline_if(cx, node, ins, env):
+    """If over a constant condition: the branch it takes, converted in place (it reads the outer scope)."""
+    from onnx import helper
+    cond = bool(np.asarray(cx.const(ins[0], "condition")).reshape(-1)[0])
+    branch = {a.name: helper.get_attribute_value(a) for a in node.attribute}["then_branch" if cond else "else_branch"]
+    inner = dict(env)
+    for t in branch.initializer:
+        inner[t.name] = cx.b.const(as_array(t))
+    outer = cx.node
+    _convert_nodes(cx, branch.node, inner)
+    cx.node = outer
+    return tuple(inner[o.name] for o in branch.output)
 
 
 def _check_output(cx, vi, v) -> None:
@@ -248,6 +275,9 @@ class OnnxModel:
     @property
     def module(self):
         if self._last is None:
+            if self._specialized:
+                raise FxcError(f"the model's shapes come from the values of its inputs {sorted(self._specialized)}: "
+                               f"call it once with them first")
             raise FxcError("the model's input shapes are not bound yet: call it once, or pass shapes= to "
                            "fxc.from_onnx")
         return self._last

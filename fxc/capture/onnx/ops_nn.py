@@ -302,6 +302,7 @@ def lp_normalization(cx, ins, at):
         norm = cx.op("sum", [cx.op("abs", [x])], axes=(axis,), keepdim=True)
     else:
         norm = cx.op("sqrt", [cx.op("sum", [cx.op("mul", [x, x])], axes=(axis,), keepdim=True)])
+    norm = cx.op("where", [cx.op("eq", [norm, 0.0]), cx.scalar(1.0, x.dtype), norm])     # 0 / 0 is 0, as in ONNX
     return cx.op("div", [x, norm])
 
 

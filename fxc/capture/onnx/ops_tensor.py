@@ -409,7 +409,8 @@ def space_to_depth(cx, ins, at):
     bs = int(at["blocksize"])
     n, c, h, w = x.shape
     t = cx.op("reshape", [x], shape=(n, c, h // bs, bs, w // bs, bs))
-    t = cx.op("permute", [t], dims=(0, 3, 5, 1, 2, 4))
+    crd = (at.get("mode") or "DCR") == "CRD"
+    t = cx.op("permute", [t], dims=(0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4))
     return cx.op("reshape", [t], shape=(n, c * bs * bs, h // bs, w // bs))
 
 
