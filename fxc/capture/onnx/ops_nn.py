@@ -382,3 +382,43 @@ def quantize(cx, ins, at):
     lo, hi = _QRANGE[out]
     return cx.op("cast", [cx.op("clamp", [y], lo=float(lo), hi=float(hi))], dtype=out)
 
+
+
+# -- losses ------------------------------------------------------------------------------------------------------
+def nll_loss(cx, x, target, weight, at):
+    """NegativeLogLikelihoodLoss over log-probabilities x [N, C, d...] and class indices target [N, d...]."""
+    t = target if target.dtype == "int64" else cx.op("cast", [target], dtype="int64")
+    ignore = at.get("ignore_index")
+    valid = cx.op("ne", [t, int(ignore)]) if ignore is not None else None
+    if valid is not None:
+        t = cx.op("where", [valid, t, cx.scalar(0, "int64")])
+    shape = list(t.shape)
+    picked = cx.op("gather", [x, cx.op("reshape", [t], shape=tuple(shape[:1] + [1] + shape[1:]))], dim=1)
+    picked = cx.op("reshape", [picked], shape=tuple(shape))
+    w = cx.op("index", [weight, t], dims=(0,)) if weight is not None else None
+    if valid is not None:
+        mask = cx.op("cast", [valid], dtype=x.dtype)
+        w = mask if w is None else cx.op("mul", [w, mask])
+    loss = cx.op("neg", [picked if w is None else cx.op("mul", [picked, w])])
+    red = at.get("reduction", "mean")
+    if red == "none":
+        return loss
+    total = cx.op("sum", [loss], axes=tuple(range(loss.type.ndim)), keepdim=False)
+    if red == "sum":
+        return total
+    if w is None:
+        return cx.op("div", [total, float(loss.type.numel)])
+    return cx.op("div", [total, cx.op("sum", [w], axes=tuple(range(w.type.ndim)), keepdim=False)])
+
+
+@converter("NegativeLogLikelihoodLoss", since=12)
+def negative_log_likelihood_loss(cx, ins, at):
+    return nll_loss(cx, ins[0], ins[1], ins[2] if len(ins) > 2 else None, at)
+
+
+@converter("SoftmaxCrossEntropyLoss", since=12)
+def softmax_cross_entropy_loss(cx, ins, at):
+    scores = ins[0]
+    logp = cx.op("log_softmax", [scores], dim=1)
+    loss = nll_loss(cx, logp, ins[1], ins[2] if len(ins) > 2 else None, at)
+    return loss, logp
