@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import FxcError, InputError, ModelFileError, TargetError, UnsupportedOpError
 from ...runtime.module import TensorSpec
-from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_tensor  # noqa: F401  (registers converters)
+from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
 from ...ops.common import np_dtype
 from .table import Context, FoldingBuilder, NeedsValues, lookup

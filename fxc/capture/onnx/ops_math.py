@@ -307,3 +307,34 @@ def _hardmax(coerce: bool):
 
 converter("Hardmax")(_hardmax(True))
 converter("Hardmax", since=13)(_hardmax(False))
+
+
+@converter("BitShift", since=11)
+def bit_shift(cx, ins, at):
+    """x << s as x * 2^s (wrapping) and x >> s as floor(x / 2^s) (arithmetic), 2^s from a constant table; a
+    shift that is negative or not below the bit width gives the sign fill (0, or -1 right of a negative x)."""
+    x, s = ins
+    if x.dtype not in ("int8", "int32", "int64", "uint8"):
+        raise cx.unsupported(f"BitShift of {x.dtype}")
+    bits = np.iinfo(x.dtype).bits
+    table = cx.b.const((np.ones(bits, dtype=np.uint64) << np.arange(bits, dtype=np.uint64)).astype(x.dtype))
+    zero = cx.scalar(0, x.dtype)
+    right = at.get("direction") == "RIGHT"
+    top = bits - 1 if right and x.dtype != "uint8" else bits      # 2^(bits-1) is negative in a signed type
+    ok = cx.op("logical_and", [cx.op("ge", [s, 0]), cx.op("lt", [s, top])])
+    factor = cx.op("index", [table, cx.op("where", [ok, s, zero])], dims=(0,))
+    fill = cx.op("where", [cx.op("lt", [x, 0]), cx.scalar(-1, x.dtype), zero]) if right else zero
+    shifted = cx.op("floordiv" if right else "mul", [x, factor])
+    return cx.op("where", [ok, shifted, fill])
+
+
+@converter("Pow", since=12)
+def pow_12(cx, ins, at):
+    """Pow with integer operands computes in float64 and rounds back (exact for the results int64 holds)."""
+    x, y = ins
+    if x.dtype in FLOATS:
+        return cx.op("pow", [x, y if y.dtype == x.dtype else cx.op("cast", [y], dtype=x.dtype)])
+    if x.dtype not in ("int32", "int64"):
+        raise cx.unsupported(f"Pow of {x.dtype}")
+    r = cx.op("pow", [cx.op("cast", [x], dtype="float64"), cx.op("cast", [y], dtype="float64")])
+    return cx.op("cast", [cx.op("round", [r])], dtype=x.dtype)

@@ -130,7 +130,7 @@ class Context:
 
     def where(self) -> str:
         n = self.node
-        return f"{n.op_type} (node {n.name or n.output[0]!r})" if n is not None else "node"
+        return f"{n.op_type} (node {n.name or n.output[0]!r})" if n is not None else "the model's inputs"
 
     def unsupported(self, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.where()}: {what} is not supported by fxc")
