@@ -422,3 +422,23 @@ def softmax_cross_entropy_loss(cx, ins, at):
     logp = cx.op("log_softmax", [scores], dim=1)
     loss = nll_loss(cx, logp, ins[1], ins[2] if len(ins) > 2 else None, at)
     return loss, logp
+
+
+@converter("CausalConvWithState", since=27)
+def causal_conv_with_state(cx, ins, at):
+    """Depthwise causal conv1d over [past_state, input]; the state's next value is the last k - 1 positions."""
+    x, w = ins[0], ins[1]
+    bias, past = (ins[2] if len(ins) > 2 else None), (ins[3] if len(ins) > 3 else None)
+    b, c, _ = x.shape
+    k = w.shape[2]
+    act = at.get("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise cx.unsupported(f"activation {act!r}")
+    if past is None:
+        past = cx.b.const(np.zeros((b, c, k - 1), dtype=x.dtype))
+    padded = cx.op("cat", [past, x], dim=2) if k > 1 else x
+    y = cx.aten("aten.convolution.default", padded, w, bias, [1], [0], [1], False, [0], c)
+    if act != "none":
+        y = cx.op("silu", [y])
+    n = padded.shape[2]
+    return y, cx.op("slice", [padded], dim=2, start=n - (k - 1), end=n, step=1)

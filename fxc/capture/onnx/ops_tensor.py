@@ -338,13 +338,26 @@ converter("Scatter", since=9)(scatter_elements)
 def scatter_nd(cx, ins, at):
     x, idx, upd = ins
     red = at.get("reduction", "none")
-    red = red.decode() if isinstance(red, bytes) else red
-    if red not in ("none", "add"):
-        raise cx.unsupported(f"reduction {red!r}")
     k = idx.shape[-1]
     cols = [_nonneg(cx, cx.op("reshape", [cx.op("slice", [idx], dim=idx.type.ndim - 1, start=j, end=j + 1,
                                                   step=1)], shape=idx.shape[:-1]), x.shape[j]) for j in range(k)]
-    return cx.op("index_put", [x, upd] + cols, dims=tuple(range(k)), accumulate=red == "add")
+    if red in ("none", "add"):
+        return cx.op("index_put", [x, upd] + cols, dims=tuple(range(k)), accumulate=red == "add")
+    reduce = {"mul": "prod", "max": "amax", "min": "amin"}.get(red)
+    if reduce is None:
+        raise cx.unsupported(f"reduction {red!r}")
+    # as ScatterElements over x's first k dims flattened: row = the index tuple's linear offset
+    rows, rest = int(np.prod(x.shape[:k], dtype=np.int64)), tuple(x.shape[k:])
+    stride = np.cumprod((x.shape[1:k] + (1,))[::-1])[::-1]
+    lin = cols[0] if k == 1 else None
+    for j in range(k):
+        term = cx.op("mul", [cols[j], int(stride[j])])
+        lin = term if j == 0 else cx.op("add", [lin, term])
+    m = int(np.prod(idx.shape[:-1], dtype=np.int64))
+    lin = cx.op("expand", [cx.op("reshape", [lin], shape=(m,) + (1,) * len(rest))], size=(m,) + rest)
+    out = cx.op("scatter", [cx.op("reshape", [x], shape=(rows,) + rest), lin,
+                            cx.op("reshape", [upd], shape=(m,) + rest)], dim=0, reduce=reduce, include_self=True)
+    return cx.op("reshape", [out], shape=x.shape)
 
 
 @converter("Trilu")
