@@ -68,6 +68,7 @@ def cmd_compile(args) -> int:
     if not args.input_shape:
         raise FxcError("give --input-shape once per input of the model (e.g. --input-shape 1,3,224,224)")
     import torch
+
     from .capture.torch_aot import from_torch
     from .export_artifact import export
     dtypes = args.input_dtype or ["float32"]

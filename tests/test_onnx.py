@@ -18,7 +18,7 @@ from fxc.testing import onnx_conformance as conf
 # one or more cases of every converter family; the whole suite is `python -m fxc.testing.onnx_conformance`
 NODE_SAMPLE = [
     "test_abs", "test_add_bcast", "test_argmax_keepdims_example", "test_averagepool_2d_pads",
-    "test_averagepool_2d_same_upper", "test_basic_conv_with_padding", "test_batchnorm_example", "test_cast_FLOAT_to_INT32",
+    "test_averagepool_2d_same_upper", "test_basic_conv_with_padding", "test_batchnorm_example", "test_mean_example",
     "test_clip_default_inbounds", "test_concat_3d_axis_negative_1", "test_constantofshape_int_zeros",
     "test_conv_with_strides_and_asymmetric_padding", "test_convtranspose_pads", "test_cumsum_1d_reverse_exclusive",
     "test_depthtospace_crd_mode_example", "test_div", "test_einsum_batch_diagonal", "test_elu_default", "test_equal",
@@ -26,12 +26,12 @@ NODE_SAMPLE = [
     "test_gathernd_example_int32_batch_dim1", "test_gemm_all_attributes", "test_globalaveragepool", "test_hardmax_axis_0",
     "test_instancenorm_example", "test_layer_normalization_4d_axis1", "test_leakyrelu", "test_logsoftmax_axis_0",
     "test_lrn", "test_matmul_4d", "test_maxpool_2d_pads", "test_maxpool_with_argmax_2d_precomputed_strides",
-    "test_mod_mixed_sign_int64", "test_onehot_negative_indices", "test_pad", "test_pow_bcast_array", "test_prelu_broadcast",
+    "test_mod_mixed_sign_int64", "test_onehot_negative_indices", "test_constant_pad", "test_reflect_pad", "test_pow_bcast_array", "test_prelu_broadcast",
     "test_reduce_log_sum_exp_keepdims_random", "test_reduce_sum_negative_axes_keepdims_random",
     "test_reshape_negative_extended_dims", "test_scatter_elements_with_reduction_max", "test_scatternd",
     "test_selu", "test_slice_neg_steps", "test_softmax_axis_1_expanded", "test_split_variable_parts_2d_opset18",
     "test_squeeze_negative_axes", "test_tile", "test_top_k_negative_axis", "test_transpose_all_permutations_3",
-    "test_trilu_lower", "test_unsqueeze_two_axes", "test_where_long_example", "test_xor_bcast4v4d",
+    "test_tril_neg", "test_unsqueeze_two_axes", "test_where_long_example", "test_xor_bcast4v4d",
 ]
 
 _CASES = {}
@@ -142,12 +142,13 @@ def test_qdq_int8_model_matches_onnxruntime():
 
 def test_external_data(tmp_path):
     m = _convnet(batch=1)
+    x = np.ones((1, 3, 8, 8), np.float32)
+    ref = _ort(m, x)[0]
     path = tmp_path / "m.onnx"
     onnx.save_model(m, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="m.data",
                     size_threshold=0)
     assert (tmp_path / "m.data").exists()
-    x = np.ones((1, 3, 8, 8), np.float32)
-    np.testing.assert_allclose(fxc.from_onnx(path)(x), _ort(m, x)[0], rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(fxc.from_onnx(path)(x), ref, rtol=1e-4, atol=1e-5)
     (tmp_path / "m.data").unlink()
     with pytest.raises(ModelFileError, match="external data"):
         fxc.from_onnx(path)
@@ -156,7 +157,7 @@ def test_external_data(tmp_path):
 def test_shape_input_specialises_and_guards():
     m = _model([h.make_node("Reshape", ["x", "s"], ["y"])],
                [h.make_tensor_value_info("x", T.FLOAT, [2, 6]), h.make_tensor_value_info("s", T.INT64, [2])],
-               [h.make_tensor_value_info("y", T.FLOAT, None)])
+               [h.make_tensor_value_info("y", T.FLOAT, ["a", "b"])])
     f = fxc.from_onnx(m)
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     assert f(x, np.array([3, 4])).shape == (3, 4)
@@ -207,9 +208,9 @@ def test_invalid_graph_and_wrong_inputs():
 
 def test_unsupported_ops_listed_together():
     nodes = [h.make_node("Unique", ["x"], ["u"], name="uniq"), h.make_node("Relu", ["u"], ["r"]),
-             h.make_node("Det", ["r"], ["y"], name="det")]
+             h.make_node("Einsum", ["r"], ["y"], name="ein", equation="ii->")]
     m = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3, 3])], [h.make_tensor_value_info("y", T.FLOAT, [])])
-    with pytest.raises(UnsupportedOpError, match=r"2 node\(s\)[\s\S]*Unique \(node 'uniq'\)[\s\S]*Det \(node 'det'\)"):
+    with pytest.raises(UnsupportedOpError, match=r"2 node\(s\)[\s\S]*Unique \(node 'uniq'\)[\s\S]*Einsum \(node 'ein'\)"):
         fxc.from_onnx(m)
 
 
@@ -229,7 +230,7 @@ def test_conformance_command_writes_report(tmp_path):
     out = tmp_path / "r.json"
     p = subprocess.run([sys.executable, "-m", "fxc.testing.onnx_conformance", "--no-models", "--filter",
                         "^test_(relu|unique_not_sorted_without_axis)$", "--all-dtypes", "--json", str(out)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 0, p.stderr
     import json
     r = json.loads(out.read_text())

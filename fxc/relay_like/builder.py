@@ -15,7 +15,6 @@ from ..ops.common import np_dtype, result_type
 from ..ops.registry import get_op
 from .graph import Graph, Value
 
-
 torch_promotion = result_type       # PyTorch's result dtype (fxc.ops.common.result_type)
 
 

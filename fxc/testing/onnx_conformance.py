@@ -40,6 +40,7 @@ def goal_case(model) -> bool:
 def node_cases(all_dtypes: bool = False, pattern: str | None = None) -> list:
     """(name, op, model, data_sets, rtol, atol) of the node test cases, in name order."""
     import warnings
+
     from onnx.backend.test.case.node import collect_testcases
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

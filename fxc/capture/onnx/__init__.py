@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import FxcError, InputError, ModelFileError, TargetError, UnsupportedOpError
+from ...ops.common import np_dtype
 from ...runtime.module import TensorSpec
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
-from ...ops.common import np_dtype
 from .table import Context, FoldingBuilder, NeedsValues, lookup
 
 BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
@@ -42,12 +42,14 @@ def load_model(model_or_path):
             raise ModelFileError(f"no ONNX file at {path}; check the path")
         try:
             model = onnx.load(str(path))
+        except (OSError, onnx.checker.ValidationError) as e:
+            if isinstance(e, OSError) or "stored in" in str(e) or "external" in str(e).lower():
+                raise ModelFileError(f"{path}: its external data cannot be read ({e}); keep the data files next "
+                                     f"to the model, under the names it records") from e
+            raise ModelFileError(f"{path} is not a valid ONNX model ({e}); export it again") from e
         except (DecodeError, ValueError, RuntimeError) as e:
             raise ModelFileError(f"{path} is not a readable ONNX model: it is truncated or corrupt ({e}); export "
                                  f"it again") from e
-        except OSError as e:
-            raise ModelFileError(f"{path}: its external data cannot be read ({e}); keep the data files next to "
-                                 f"the model, under the names it records") from e
     else:
         raise FxcError(f"fxc.from_onnx takes an onnx.ModelProto, its bytes or a path, got {type(model_or_path)}")
     try:

@@ -106,7 +106,7 @@ def _pool(kind):
         ceil = bool(at.get("ceil_mode", 0))
         want_idx = kind == "max" and len(cx.node.output) > 1 and cx.node.output[1]
         if nd == 3 and kind == "avg" and dil == [1, 1, 1]:
-            pool = lambda t, p: cx.op("avg_pool3d", [t], kernel=tuple(kernel), stride=tuple(strides),  # noqa: E731
+            pool = lambda t, p: cx.op("avg_pool3d", [t], kernel=tuple(kernel), stride=tuple(strides),
                                       padding=tuple(p), ceil_mode=ceil, count_include_pad=True)
         elif nd not in (1, 2) or (kind != "max" and any(d != 1 for d in dil)):
             raise cx.unsupported(f"{nd}-d {kind} pooling" + (" with dilations" if nd in (1, 2) else ""))

@@ -117,7 +117,7 @@ def _plan(cx, x, scales, sizes, at):
         if policy != "stretch":
             r = min(ratio) if policy == "not_larger" else max(ratio)
             ratio = [r] * len(axes)
-            sizes = [int(math.floor(r * x.shape[a] + 0.5)) for a in axes]
+            sizes = [math.floor(r * x.shape[a] + 0.5) for a in axes]
         full_sizes, full_scales = list(x.shape), [1.0] * nd
         for i, a in enumerate(axes):
             full_sizes[a], full_scales[a] = sizes[i], ratio[i]
@@ -125,7 +125,7 @@ def _plan(cx, x, scales, sizes, at):
     full_sizes, full_scales = list(x.shape), [1.0] * nd
     for i, a in enumerate(axes):
         full_scales[a] = float(scales[i])
-        full_sizes[a] = int(math.floor(x.shape[a] * float(scales[i])))
+        full_sizes[a] = math.floor(x.shape[a] * float(scales[i]))
     return full_sizes, full_scales
 
 

@@ -10,7 +10,7 @@ composition from the op registry (`cx.aten`); they never compute on data, except
 from __future__ import annotations
 
 import bisect
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
