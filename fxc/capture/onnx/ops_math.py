@@ -202,6 +202,20 @@ def _sum(cx, x, axes, keep, op="sum"):
     return out if out.dtype == dt else cx.op("cast", [out], dtype=dt)
 
 
+def _empty_extreme(cx, x, axes, keep, is_max):
+    """Max/min over an empty axis: the identity (-inf / +inf, the dtype's extremes, False / True)."""
+    axes = tuple(axes if axes is not None else range(x.type.ndim))
+    shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keep or d not in axes)
+    dt = np.dtype(bool if x.dtype == "bool" else x.dtype)
+    if dt == bool:
+        value = not is_max
+    elif dt.kind == "f":
+        value = -np.inf if is_max else np.inf
+    else:
+        value = np.iinfo(dt).min if is_max else np.iinfo(dt).max
+    return cx.b.const(np.full(shape, value, dtype=dt))
+
+
 def _reduce(kind):
     def conv(cx, ins, at, axes_input):
         x = ins[0]
@@ -215,8 +229,8 @@ def _reduce(kind):
         if kind == "ReduceProd":
             return _sum(cx, x, axes, keep, "prod")
         if kind in ("ReduceMax", "ReduceMin"):
-            if axes is not None and any(x.shape[a] == 0 for a in axes):
-                raise cx.unsupported("a max/min over an empty axis")
+            if any(x.shape[a] == 0 for a in (axes if axes is not None else range(x.type.ndim))):
+                return _empty_extreme(cx, x, axes, keep, kind == "ReduceMax")
             return cx.op("amax" if kind == "ReduceMax" else "amin", [x],
                          axes=axes if axes is not None else tuple(range(x.type.ndim)), keepdim=keep)
         if kind == "ReduceMean":

@@ -200,10 +200,19 @@ def _channel(cx, v, nd):
 @converter("BatchNormalization", since=7)
 def batch_norm(cx, ins, at):
     x, scale, bias, mean, var = ins[:5]
-    if at.get("training_mode", 0):
-        raise cx.unsupported("BatchNormalization in training mode")
     nd = x.type.ndim
-    inv = cx.op("div", [scale, cx.op("sqrt", [cx.op("add", [var, float(at.get("epsilon", 1e-5))])])])
+    eps = float(at.get("epsilon", 1e-5))
+    if at.get("training_mode", 0):      # batch statistics; the running ones move by momentum
+        axes = (0,) + tuple(range(2, nd))
+        y, m, _ = _normalize(cx, x, axes, eps)
+        y = cx.op("add", [cx.op("mul", [y, _channel(cx, scale, nd)]), _channel(cx, bias, nd)])
+        bm = cx.op("reshape", [m], shape=(x.shape[1],))
+        d = cx.op("sub", [x, m])
+        bv = cx.op("reshape", [cx.op("mean", [cx.op("mul", [d, d])], axes=axes, keepdim=True)], shape=(x.shape[1],))
+        mom = float(at.get("momentum", 0.9))
+        run = [cx.op("add", [cx.op("mul", [r, mom]), cx.op("mul", [b, 1.0 - mom])]) for r, b in ((mean, bm), (var, bv))]
+        return y, run[0], run[1]
+    inv = cx.op("div", [scale, cx.op("sqrt", [cx.op("add", [var, eps])])])
     shift = cx.op("sub", [bias, cx.op("mul", [mean, inv])])
     if nd < 2:
         return cx.op("add", [cx.op("mul", [x, inv]), shift])

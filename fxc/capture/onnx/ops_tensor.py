@@ -87,8 +87,10 @@ def eye_like(cx, ins, at):
 @converter("Dropout")
 def dropout(cx, ins, at):
     x = ins[0]
-    if len(ins) > 2 and ins[2] is not None and cx.const(ins[2], "training_mode").item():
-        raise cx.unsupported("Dropout in training mode")
+    training = len(ins) > 2 and ins[2] is not None and cx.const(ins[2], "training_mode").item()
+    ratio = cx.const(ins[1], "ratio").item() if training and len(ins) > 1 and ins[1] is not None else 0.5
+    if training and ratio != 0:
+        raise cx.unsupported("Dropout in training mode (random)")
     return x, cx.b.const(np.ones(x.shape, dtype=bool))
 
 
