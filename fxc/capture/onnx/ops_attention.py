@@ -96,3 +96,51 @@ def attention(cx, ins, at):
         y = cx.op("permute", [y], dims=(0, 2, 1, 3))
         y = cx.op("reshape", [y], shape=(y.shape[0], y.shape[1], y.shape[2] * y.shape[3]))
     return y, present_k, present_v, qk_out
+
+
+def _step(cx, x, t):
+    """x[:, :, t] of a (B, H, T, D) tensor as (B, H, D)."""
+    b, h, _, d = x.shape
+    return cx.op("reshape", [cx.op("slice", [x], dim=2, start=t, end=t + 1, step=1)], shape=(b, h, d))
+
+
+@converter("LinearAttention", since=27)
+def linear_attention(cx, ins, at):
+    """The recurrent form onnx's reference states: per step, decay the state (gated rules), correct the value
+    by what the state already retrieves for the key (delta rules), add key x value, read it with the query."""
+    ins = list(ins) + [None] * (6 - len(ins))
+    q, k, v, past, decay, beta = ins[:6]
+    rule = at.get("update_rule", "gated_delta")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta") or gating != (decay is not None) \
+            or delta != (beta is not None):
+        raise cx.unsupported(f"update_rule {rule!r} with these inputs")
+    hq, hkv = int(at["q_num_heads"]), int(at["kv_num_heads"])
+    b, steps, _ = q.shape
+    q4, k4, v4 = _heads(cx, q, hq), _heads(cx, k, hkv), _heads(cx, v, hkv)
+    dk, dv = q4.shape[3], v4.shape[3]
+    scale = float(at.get("scale", 0.0)) or 1.0 / math.sqrt(dk)
+    if decay is not None:
+        decay = _heads(cx, decay, hkv) if decay.shape[-1] != hkv else cx.op(
+            "permute", [cx.op("reshape", [decay], shape=(b, steps, hkv, 1))], dims=(0, 2, 1, 3))
+    if beta is not None:
+        beta = cx.op("permute", [cx.op("reshape", [beta], shape=(b, steps, beta.shape[-1], 1))], dims=(0, 2, 1, 3))
+    state = past if past is not None else cx.b.const(np.zeros((b, hkv, dk, dv), dtype=q.dtype))
+    outs = []
+    for t in range(steps):
+        kt, vt = _step(cx, k4, t), _step(cx, v4, t)
+        if gating:
+            g = _step(cx, decay, t)
+            state = cx.op("mul", [state, cx.op("reshape", [cx.op("exp", [g])], shape=g.shape + (1,))])
+        if delta:
+            got = cx.op("reshape", [cx.op("matmul", [cx.op("reshape", [kt], shape=(b, hkv, 1, dk)), state])],
+                        shape=(b, hkv, dv))
+            vt = cx.op("mul", [_step(cx, beta, t), cx.op("sub", [vt, got])])
+        state = cx.op("add", [state, cx.op("mul", [cx.op("reshape", [kt], shape=(b, hkv, dk, 1)),
+                                                   cx.op("reshape", [vt], shape=(b, hkv, 1, dv))])])
+        read = state if hq == hkv else _repeat_heads(cx, state, hq // hkv)
+        qt = cx.op("reshape", [_step(cx, q4, t)], shape=(b, hq, 1, dk))
+        outs.append(cx.op("mul", [cx.op("matmul", [qt, read]), scale]))
+    y = cx.op("cat", outs, dim=2) if len(outs) > 1 else outs[0]
+    y = cx.op("reshape", [cx.op("permute", [y], dims=(0, 2, 1, 3))], shape=(b, steps, hq * dv))
+    return y, state
