@@ -105,6 +105,8 @@ def _pool(kind):
         strides, dil, pads = _geometry(cx, x, at, kernel)
         ceil = bool(at.get("ceil_mode", 0))
         want_idx = kind == "max" and len(cx.node.output) > 1 and cx.node.output[1]
+        if nd == 3 and kind == "max" and not want_idx and not ceil:
+            return _max_pool3d(cx, x, kernel, strides, dil, pads)
         if nd == 3 and kind == "avg" and dil == [1, 1, 1]:
             pool = lambda t, p: cx.op("avg_pool3d", [t], kernel=tuple(kernel), stride=tuple(strides),
                                       padding=tuple(p), ceil_mode=ceil, count_include_pad=True)
@@ -145,6 +147,23 @@ def _pool(kind):
             y = cx.op("div", [y, cnt])
         return _finish(cx, y, nd)
     return conv_
+
+
+def _max_pool3d(cx, x, kernel, strides, dil, pads):
+    """3-d max pooling as the maximum over the depth taps of 2-d max pools of the depth slices each tap reads."""
+    x = pad_nd(cx, x, [0, 0] + pads[:3] + [0, 0] + pads[3:], value=float("-inf"))
+    n, c, d, h, w = x.shape
+    od = (d - dil[0] * (kernel[0] - 1) - 1) // strides[0] + 1
+    out = None
+    for a in range(kernel[0]):
+        start = a * dil[0]
+        xs = cx.op("slice", [x], dim=2, start=start, end=start + strides[0] * (od - 1) + 1, step=strides[0])
+        xs = cx.op("reshape", [cx.op("permute", [xs], dims=(0, 2, 1, 3, 4))], shape=(n * od, c, h, w))
+        y = cx.op("max_pool2d", [xs], kernel=tuple(kernel[1:]), stride=tuple(strides[1:]), padding=(0, 0),
+                  dilation=tuple(dil[1:]), ceil_mode=False)
+        y = cx.op("permute", [cx.op("reshape", [y], shape=(n, od, c) + y.shape[2:])], dims=(0, 2, 1, 3, 4))
+        out = y if out is None else cx.op("maximum", [out, y])
+    return out
 
 
 def _finish(cx, y, nd):
