@@ -55,6 +55,7 @@ def test_node_case(name):
 KNOWN_UNSUPPORTED = {"test_einsum_batch_diagonal"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [p.stem for p in sorted(
     (Path(onnx.__file__).parent / "backend/test/data/light").glob("light_*.onnx"))])
 def test_light_model(name):
