@@ -32,8 +32,7 @@ def affine_grid(cx, ins, at):
         if align:
             return np.linspace(-1, 1, k) if k > 1 else np.zeros(1)
         return (np.arange(k) * 2 + 1) / k - 1
-    axes = [lin(k) for k in spatial][::-1]          # x (width) first, as the grid's last dim orders them
-    mesh = np.meshgrid(*axes[::-1], indexing="ij")[::-1]
+    mesh = np.meshgrid(*[lin(k) for k in spatial], indexing="ij")[::-1]    # x (the width) first, then y (, z)
     base = np.stack(mesh + [np.ones_like(mesh[0])], -1).reshape(-1, len(spatial) + 1).astype(theta.dtype)
     flat = cx.op("matmul", [cx.op("expand", [cx.b.const(base[None])], size=(n,) + base.shape), theta], trans_b=True)
     return cx.op("reshape", [flat], shape=(n,) + tuple(spatial) + (len(spatial),))
