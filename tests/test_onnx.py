@@ -179,6 +179,16 @@ def test_cli_compiles_onnx(tmp_path):
 
 
 # -- bad input ---------------------------------------------------------------------------------------------------
+def test_named_dim_must_agree_across_inputs():
+    m = _model([h.make_node("Add", ["a", "b"], ["y"])],
+               [h.make_tensor_value_info("a", T.FLOAT, ["N", 3]), h.make_tensor_value_info("b", T.FLOAT, ["N", 3])],
+               [h.make_tensor_value_info("y", T.FLOAT, ["N", 3])])
+    f = fxc.from_onnx(m)
+    np.testing.assert_array_equal(f(np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)), np.full((2, 3), 2.0))
+    with pytest.raises(InputError, match="dim 'N' is 2 in input 'a'"):
+        f(np.ones((2, 3), np.float32), np.ones((1, 3), np.float32))
+
+
 def test_truncated_and_corrupt_files(tmp_path):
     data = _convnet().SerializeToString()
     (tmp_path / "t.onnx").write_bytes(data[: len(data) // 2])

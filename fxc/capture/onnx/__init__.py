@@ -98,7 +98,8 @@ def _attrs(node) -> dict:
 
 
 def model_inputs(model) -> list:
-    """(name, elem_type, dims) of the graph inputs that are not initializers; a dim is an int or its name."""
+    """(name, elem_type, dims) of the graph inputs that are not initializers; a dim is an int, its name or None
+    (unknown), dims None where the model states no shape."""
     inits = {t.name for t in model.graph.initializer}
     out = []
     for vi in model.graph.input:
@@ -107,7 +108,8 @@ def model_inputs(model) -> list:
         tt = vi.type.tensor_type
         if not vi.type.HasField("tensor_type"):
             raise UnsupportedOpError(f"input {vi.name!r} is not a tensor (sequence, map or optional)")
-        dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+        dims = ([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+                if tt.HasField("shape") else None)
         out.append((vi.name, tt.elem_type, dims))
     return out
 
@@ -214,7 +216,8 @@ class OnnxModel:
         self._last = None
         self._specialized: set = set()      # inputs whose values the model is compiled for (see NeedsValues)
         bound = self._bind(shapes) if shapes is not None else None
-        if bound is None and all(isinstance(d, int) for _, _, dims in self._inputs for d in dims):
+        if bound is None and all(dims is not None and all(isinstance(d, int) for d in dims)
+                                 for _, _, dims in self._inputs):
             bound = tuple(tuple(dims) for _, _, dims in self._inputs)
         if bound is not None:
             self._module_for(bound)
@@ -227,19 +230,32 @@ class OnnxModel:
             if unknown:
                 raise InputError(f"shapes= names {sorted(unknown)}, which are not inputs of the model; its inputs "
                                  f"are {names}")
-            missing = [n for n, _, dims in self._inputs if n not in shapes and not all(isinstance(d, int)
-                                                                                      for d in dims)]
+            missing = [n for n, _, dims in self._inputs
+                       if n not in shapes and (dims is None or not all(isinstance(d, int) for d in dims))]
             if missing:
                 raise InputError(f"shapes= gives no shape for {missing}, whose dims the model leaves open")
             shapes = [shapes.get(n, dims) for n, _, dims in self._inputs]
         if len(shapes) != len(names):
             raise InputError(f"{len(shapes)} shapes for the model's {len(names)} inputs {names}")
-        return tuple(self._check(n, dims, s) for (n, _, dims), s in zip(self._inputs, shapes))
+        return self._named(tuple(self._check(n, dims, s) for (n, _, dims), s in zip(self._inputs, shapes)))
+
+    def _named(self, bound: tuple) -> tuple:
+        """`bound` after checking that a dim name the model uses in several places gets one value."""
+        seen: dict = {}
+        for (name, _, dims), shape in zip(self._inputs, bound):
+            for i, (d, s) in enumerate(zip(dims or (), shape)):
+                if isinstance(d, str) and seen.setdefault(d, (s, name, i))[0] != s:
+                    s0, n0, i0 = seen[d]
+                    raise InputError(f"dim {d!r} is {s0} in input {n0!r} (dim {i0}) but {s} in input {name!r} (dim "
+                                     f"{i}); the model names them the same, so they must agree")
+        return bound
 
     @staticmethod
     def _check(name, dims, shape) -> tuple:
         shape = tuple(int(s) for s in shape)
-        if dims and len(dims) != len(shape):
+        if dims is None:
+            return shape
+        if len(dims) != len(shape):
             raise InputError(f"input {name!r}: the model states rank {len(dims)} ({dims}), got shape {list(shape)}")
         for i, (d, s) in enumerate(zip(dims, shape)):
             if isinstance(d, int) and d != s:
@@ -305,7 +321,7 @@ class OnnxModel:
             if elem == FLOAT16 and a.dtype == np.float16:
                 a = a.astype(np.float32)
             arrays.append(a)
-        bound = tuple(self._check(n, dims, a.shape) for (n, _, dims), a in zip(self._inputs, arrays))
+        bound = self._named(tuple(self._check(n, dims, a.shape) for (n, _, dims), a in zip(self._inputs, arrays)))
         module = self._module_for(bound, arrays)
         outs = module(*[a for (n, _, _), a in zip(self._inputs, arrays) if n not in self._specialized])
         outs = outs if isinstance(outs, list) else [outs]
@@ -316,7 +332,7 @@ class OnnxModel:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def __repr__(self):
-        sig = ", ".join(f"{n}: {dims}" for n, _, dims in self._inputs)
+        sig = ", ".join(f"{n}: {dims if dims is not None else '?'}" for n, _, dims in self._inputs)
         return f"OnnxModel({sig}) [{self.target}, opset {opset_of(self.proto)}]"
 
 
