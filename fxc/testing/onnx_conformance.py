@@ -149,14 +149,21 @@ def compare(outputs, expected, rtol, atol) -> None:
             np.testing.assert_allclose(out, ref, rtol=rtol, atol=atol)
 
 
+def _array(x) -> np.ndarray:
+    """A data set's tensor as numpy (some cases store TensorProtos, as onnx's runner normalises them)."""
+    import onnx
+    from onnx import numpy_helper
+    return numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else np.asarray(x)
+
+
 def run_case(backend, model, data_sets, rtol, atol) -> tuple:
     """(status, message, seconds) of one case."""
     t0 = time.perf_counter()
     try:
         prepared = backend.prepare(model)
         for inputs, expected in data_sets:
-            outputs = backend.run(prepared, [np.asarray(x) for x in inputs])
-            compare(outputs, [np.asarray(e) for e in expected], rtol, atol)
+            outputs = backend.run(prepared, [_array(x) for x in inputs])
+            compare(outputs, [_array(e) for e in expected], rtol, atol)
         status, msg = "pass", ""
     except AssertionError as e:
         status, msg = "fail", "wrong result: " + " ".join(str(e).split())[:400]
