@@ -3,6 +3,7 @@
     torch.compile(model, backend="fxc")          # PyTorch, no import needed
     fxc.explain(model, *example_inputs)          # what compiled, what fell back, which kernels
     m = fxc.from_torch(model, example_inputs)    # the whole graph, ahead of time
+    m = fxc.from_onnx("model.onnx")              # an ONNX model (numpy arrays or torch tensors in and out)
     fxc.export(m, "model.fxc"); fxc.load("model.fxc")   # deploy artifact; the runtime needs no torch
 """
 from .errors import FxcError  # noqa: F401
