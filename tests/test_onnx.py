@@ -52,7 +52,7 @@ def test_node_case(name):
     assert status == "pass", msg
 
 
-KNOWN_UNSUPPORTED = {"test_einsum_batch_diagonal"}
+KNOWN_UNSUPPORTED: set = set()
 
 
 @pytest.mark.slow

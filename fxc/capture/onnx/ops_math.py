@@ -352,3 +352,45 @@ def pow_12(cx, ins, at):
         raise cx.unsupported(f"Pow of {x.dtype}")
     r = cx.op("pow", [cx.op("cast", [x], dtype="float64"), cx.op("cast", [y], dtype="float64")])
     return cx.op("cast", [cx.op("round", [r])], dtype=x.dtype)
+
+
+@converter("Einsum", since=12)
+def einsum(cx, ins, at):
+    """Einsum as a broadcast product and a sum: repeated letters of an operand take its diagonal, every operand
+    is laid out over (output letters, summed letters), multiplied, and the summed letters reduced."""
+    eq = at["equation"].replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ins):
+        raise cx.unsupported(f"Einsum {eq!r} with {len(ins)} inputs")
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    ell = max((x.type.ndim - len(t.replace("...", "")) for t, x in zip(terms, ins) if "..." in t), default=0)
+    terms = [t.replace("...", "".join(free[ell - (x.type.ndim - len(t.replace("...", ""))):ell]))
+             for t, x in zip(terms, ins)]
+    if not arrow:
+        letters = "".join(terms)
+        out = "".join(free[:ell]) + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c.islower()))
+    out = out.replace("...", "".join(free[:ell]))
+    ops, sizes = [], {}
+    for t, x in zip(terms, ins):
+        t = list(t)
+        while len(set(t)) < len(t):         # a repeated letter: its diagonal, moved last
+            c = next(c for c in t if t.count(c) > 1)
+            p, q = t.index(c), t.index(c, t.index(c) + 1)
+            x = cx.op("diagonal", [x], offset=0, dim1=p, dim2=q)
+            t = [a for i, a in enumerate(t) if i not in (p, q)] + [c]
+        for c, n in zip(t, x.shape):
+            sizes[c] = max(sizes.get(c, 1), n)
+        ops.append((t, x))
+    order = list(out) + sorted({c for t, _ in ops for c in t} - set(out))
+    prod = None
+    for t, x in ops:
+        present = [c for c in order if c in t]
+        if present != t:
+            x = cx.op("permute", [x], dims=tuple(t.index(c) for c in present))
+        x = cx.op("reshape", [x], shape=tuple(sizes[c] if c in t else 1 for c in order))
+        prod = x if prod is None else cx.op("mul", [prod, x])
+    if len(order) > len(out):
+        prod = cx.op("sum", [prod], axes=tuple(range(len(out), len(order))), keepdim=False)
+    return prod if prod.shape == tuple(sizes[c] for c in out) else cx.op(
+        "expand", [prod], size=tuple(sizes[c] for c in out))
