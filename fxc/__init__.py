@@ -4,6 +4,7 @@
     fxc.explain(model)(*args, **kwargs)          # what compiled, what fell back, which kernels
     m = fxc.from_torch(model, example_inputs)    # the whole graph, ahead of time
     m = fxc.from_mxnet(sym, params)              # an MXNet model (import fxc.mxnet for Gluon and optimize_for)
+    m = fxc.from_onnx("model.onnx")              # an ONNX model (numpy arrays or torch tensors in and out)
     fxc.export(m, "model.fxc"); fxc.load("model.fxc")   # deploy artifact; the runtime needs no torch
 """
 from .errors import FxcError  # noqa: F401
@@ -61,3 +62,13 @@ def load(path, trusted_keys=None):
     """
     from .runtime.artifact import load as _load
     return _load(path, trusted_keys=trusted_keys)
+
+
+
+def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options):
+    """Compile an ONNX model (a ModelProto, its bytes or a .onnx path); see fxc.capture.onnx.from_onnx.
+
+    Returns an OnnxModel: numpy arrays (or torch tensors) in, the same kind out; `fxc.export` writes it.
+    """
+    from .capture.onnx import from_onnx as _from_onnx
+    return _from_onnx(model_or_path, shapes=shapes, target=target, **options)

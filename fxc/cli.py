@@ -2,6 +2,7 @@
 
     fxc compile model.py:make_model --input-shape 1,3,224,224 -o model.fxc [--target llvm]
     fxc compile prefix --epoch 3 --input-shape 1,3,224,224 -o model.fxc     # an MXNet checkpoint
+    fxc compile model.onnx -o model.fxc              # input shapes from the model (--input-shape where it names dims)
     fxc run model.fxc --input x.npy [-o y.npy]
     fxc inspect model.fxc
     fxc extract model.fxc model_dir        # verified parts, for C programs (fxc_init("model_dir"))
@@ -75,7 +76,23 @@ def _load_factory(ref: str):
     return getattr(module, name)
 
 
+def _compile_onnx(args) -> int:
+    """`fxc compile model.onnx`: input shapes from the model, or --input-shape for the dims it leaves open."""
+    from .capture.onnx import from_onnx
+    from .export_artifact import export
+    t0 = time.perf_counter()
+    compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target)
+    path = export(compiled, args.output, sign_key=args.sign_key)
+    print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
+    _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs]})
+    return 0
+
+
 def cmd_compile(args) -> int:
+    if args.model.endswith(".onnx"):
+        return _compile_onnx(args)
+    if not args.input_shape:
+        raise FxcError("give --input-shape once per input of the model (e.g. --input-shape 1,3,224,224)")
     from .export_artifact import export
     dtypes = args.input_dtype or ["float32"]
     if len(dtypes) == 1:
@@ -250,8 +267,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fxc", description="fxc deep-learning compiler: deploy artifacts")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile a PyTorch model (factory returning an nn.Module) to an artifact")
-    c.add_argument("model", help="model.py:factory or package.module:factory, or an MXNet checkpoint prefix")
-    c.add_argument("--input-shape", type=_shape, action="append", required=True, help="e.g. 1,3,224,224; once per input")
+    c.add_argument("model", help="model.py:factory, package.module:factory, model.onnx or an MXNet checkpoint prefix")
+    c.add_argument("--input-shape", type=_shape, action="append",
+                   help="e.g. 1,3,224,224; once per input (an ONNX model's stated shapes need none)")
     c.add_argument("--input-dtype", action="append", help="float32 (default), int64, ...; once, or once per input")
     c.add_argument("-o", "--output", required=True, help="artifact file to write")
     c.add_argument("--target", default="llvm")

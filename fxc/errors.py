@@ -37,6 +37,11 @@ class ArtifactError(FxcError):
     """A deploy artifact that is truncated, corrupt, tampered with or of an unknown format."""
 
 
+class ModelFileError(FxcError):
+    """A model file or its weights (ONNX, MXNet symbol JSON or params) that are missing, truncated, corrupt or that
+    contradict themselves."""
+
+
 class ExecutionError(FxcError, RuntimeError):
     """A compiled call met a condition on which eager PyTorch raises (e.g. integer division by zero)."""
 
@@ -73,7 +78,3 @@ def check_return_code(rc: int, index_error=None) -> None:
                              "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
     if rc:
         raise ExecutionError(f"a compiled kernel returned error code {rc}")
-
-
-class ModelFileError(FxcError):
-    """A model (a symbol JSON, a params file, an ONNX file) that is missing, truncated, corrupt or inconsistent."""

@@ -1,0 +1,375 @@
+"""ONNX frontend: `fxc.from_onnx(model_or_path, shapes=None, target="llvm", **options)`.
+
+Takes an `onnx.ModelProto`, its serialized bytes or a `.onnx` path (external data files next to it are read),
+converts the graph with one converter per ONNX op, chosen by the model's opset (`table.py`, `ops_*.py`), into
+fxc's graph IR and builds it for the target. Initializers become the module's constants (its params in an
+exported artifact); dims the model names (`dim_param`) are bound by `shapes=` or at the first call, and every new
+binding compiles once more. float16 tensors compute in float32 (inputs and outputs are converted at the call);
+QDQ models (QuantizeLinear/DequantizeLinear) compute in float32 too.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import FxcError, InputError, ModelFileError, TargetError, UnsupportedOpError
+from ...ops.common import np_dtype
+from ...runtime.module import TensorSpec
+from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
+from .ops_tensor import as_array, fxc_dtype
+from .table import Context, FoldingBuilder, NeedsValues, lookup
+
+BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
+FLOAT16 = 10
+
+
+def load_model(model_or_path):
+    """An onnx.ModelProto from a ModelProto, serialized bytes or a path (with its external data)."""
+    import onnx
+    from google.protobuf.message import DecodeError
+    if isinstance(model_or_path, onnx.ModelProto):
+        model = model_or_path
+    elif isinstance(model_or_path, (bytes, bytearray)):
+        try:
+            model = onnx.load_model_from_string(bytes(model_or_path))
+        except (DecodeError, ValueError) as e:
+            raise ModelFileError(f"these bytes are not an ONNX model ({e}); pass the bytes of a .onnx file") from e
+    elif isinstance(model_or_path, (str, os.PathLike)):
+        path = Path(model_or_path)
+        if not path.is_file():
+            raise ModelFileError(f"no ONNX file at {path}; check the path")
+        try:
+            model = onnx.load(str(path))
+        except (OSError, onnx.checker.ValidationError) as e:
+            if isinstance(e, OSError) or "stored in" in str(e) or "external" in str(e).lower():
+                raise ModelFileError(f"{path}: its external data cannot be read ({e}); keep the data files next "
+                                     f"to the model, under the names it records") from e
+            raise ModelFileError(f"{path} is not a valid ONNX model ({e}); export it again") from e
+        except (DecodeError, ValueError, RuntimeError) as e:
+            raise ModelFileError(f"{path} is not a readable ONNX model: it is truncated or corrupt ({e}); export "
+                                 f"it again") from e
+    else:
+        raise FxcError(f"fxc.from_onnx takes an onnx.ModelProto, its bytes or a path, got {type(model_or_path)}")
+    try:
+        onnx.checker.check_model(model)
+    except (onnx.checker.ValidationError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelFileError(f"the ONNX model is not valid ({first}); it is truncated, corrupt or was written "
+                             f"wrongly: export it again") from e
+    return model
+
+
+def opset_of(model) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return int(o.version)
+    return 1
+
+
+def unsupported_nodes(model, nodes=None) -> list:
+    """'OpType (node 'name')' for every node no converter handles at the model's opset."""
+    opset, bad = opset_of(model), []
+    for i, n in enumerate(nodes if nodes is not None else model.graph.node):
+        if n.op_type == "If" and n.domain in ("", "ai.onnx"):     # inlined when its condition is constant
+            from onnx import helper
+            for a in n.attribute:
+                bad += unsupported_nodes(model, helper.get_attribute_value(a).node)
+            continue
+        if n.domain not in ("", "ai.onnx") or lookup(n.op_type, opset) is None:
+            dom = f"{n.domain}." if n.domain not in ("", "ai.onnx") else ""
+            bad.append(f"{dom}{n.op_type} (node {n.name or n.output[0] or i!r})")
+    return bad
+
+
+def _attrs(node) -> dict:
+    from onnx import helper
+    out = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if a.type == a.TENSOR:
+            v = as_array(v)
+        elif a.type in (a.GRAPH, a.GRAPHS, a.SPARSE_TENSOR, a.TYPE_PROTO):
+            raise UnsupportedOpError(f"{node.op_type} (node {node.name or node.output[0]!r}): attribute {a.name!r} "
+                                     f"holds a subgraph or sparse tensor, which fxc does not compile")
+        out[a.name] = v.decode() if isinstance(v, bytes) else v
+    return out
+
+
+def model_inputs(model) -> list:
+    """(name, elem_type, dims) of the graph inputs that are not initializers; a dim is an int, its name or None
+    (unknown), dims None where the model states no shape."""
+    inits = {t.name for t in model.graph.initializer}
+    out = []
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tt = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type"):
+            raise UnsupportedOpError(f"input {vi.name!r} is not a tensor (sequence, map or optional)")
+        dims = ([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
+                if tt.HasField("shape") else None)
+        out.append((vi.name, tt.elem_type, dims))
+    return out
+
+
+def to_graph(model, shapes: list, values: dict | None = None):
+    """The fxc Graph of `model` with its inputs of these concrete shapes; inputs named in `values` are constants
+    of these values (the model specialises on them: they give a shape, axes, pads...)."""
+    bad = unsupported_nodes(model)
+    if bad:
+        raise UnsupportedOpError(f"fxc has no converter for {len(bad)} node(s) of this ONNX model (opset "
+                                 f"{opset_of(model)}):\n  " + "\n  ".join(bad))
+    b = FoldingBuilder()
+    cx = Context(b, opset_of(model))
+    env: dict = {"": None}
+    for t in model.graph.initializer:
+        try:
+            env[t.name] = b.const(as_array(t))
+        except FxcError:
+            raise UnsupportedOpError(f"initializer {t.name!r} of an unsupported dtype") from None
+    for (name, elem, _), shape in zip(model_inputs(model), shapes):
+        if values and name in values:
+            env[name] = b.const(np.asarray(values[name]).astype(np_dtype(fxc_dtype(cx, elem))))
+        else:
+            env[name] = b.graph.input(tuple(shape), fxc_dtype(cx, elem), name)
+    _convert_nodes(cx, model.graph.node, env)
+    results = []
+    for vi in model.graph.output:
+        v = env.get(vi.name)
+        if v is None:
+            raise ModelFileError(f"graph output {vi.name!r} is made by no node; the model is corrupt")
+        if v.is_const or v.node is None:        # an input or a constant returned as it is: a copy the module makes
+            v = b.graph.call1("copy", [v])
+        _check_output(cx, vi, v)
+        results.append(v)
+    b.graph.outputs = results
+    return b.graph
+
+
+def _convert_nodes(cx, nodes, env: dict) -> None:
+    """Convert `nodes` in order, binding their outputs in `env` (name -> Value)."""
+    for node in nodes:
+        cx.node = node
+        missing = [i for i in node.input if i not in env]
+        if missing:
+            raise ModelFileError(f"{node.op_type} (node {node.name!r}) reads {missing}, which no node, input or "
+                                 f"initializer makes; the model is corrupt")
+        ins = [env[i] for i in node.input]
+        while ins and ins[-1] is None:
+            ins.pop()
+        if node.op_type == "If":
+            outs = _inline_if(cx, node, ins, env)
+        else:
+            outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        for name, v in zip(node.output, outs):
+            if name:
+                env[name] = v
+
+
+def _inline_if(cx, node, ins, env):
+    """If over a constant condition: the branch it takes, converted in place (it reads the outer scope)."""
+    from onnx import helper
+    cond = bool(np.asarray(cx.const(ins[0], "condition")).reshape(-1)[0])
+    branch = {a.name: helper.get_attribute_value(a) for a in node.attribute}["then_branch" if cond else "else_branch"]
+    inner = dict(env)
+    for t in branch.initializer:
+        inner[t.name] = cx.b.const(as_array(t))
+    outer = cx.node
+    _convert_nodes(cx, branch.node, inner)
+    cx.node = outer
+    return tuple(inner[o.name] for o in branch.output)
+
+
+def _check_output(cx, vi, v) -> None:
+    """The converted output has the dtype and the static dims the model declares (a converter bug otherwise)."""
+    tt = vi.type.tensor_type
+    want = fxc_dtype(cx, tt.elem_type)
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+    ok = want == v.dtype and (not tt.HasField("shape") or (len(dims) == len(v.shape) and all(
+        d is None or d == s for d, s in zip(dims, v.shape))))
+    if not ok:
+        raise FxcError(f"fxc converted output {vi.name!r} to {v.dtype}{list(v.shape)}, but the model declares "
+                       f"{want}{dims}; please report this fxc bug with the model")
+
+
+class OnnxModel:
+    """An ONNX model compiled by fxc: numpy arrays (or torch tensors) in, the same kind out.
+
+    Attributes
+    ----------
+    module : fxc.runtime.module.Module
+        The runtime module of the latest binding of the model's input shapes: what `fxc.export` writes. An
+        integer input that gives a shape, axes or pads (not data) is compiled in as the value of the call that
+        bound it, and is not an input of the module; a call with other values compiles again.
+    inputs, outputs : list of TensorSpec
+        Its flat signature (float16 tensors of the model appear as float32).
+    """
+
+    def __init__(self, proto, shapes, target: str, options: dict):
+        self.proto, self.target, self.options = proto, target, options
+        self._inputs = model_inputs(proto)
+        self._fp16_out = [vi.type.tensor_type.elem_type == FLOAT16 for vi in proto.graph.output]
+        self._modules: dict = {}
+        self._last = None
+        self._specialized: set = set()      # inputs whose values the model is compiled for (see NeedsValues)
+        bound = self._bind(shapes) if shapes is not None else None
+        if bound is None and all(dims is not None and all(isinstance(d, int) for d in dims)
+                                 for _, _, dims in self._inputs):
+            bound = tuple(tuple(dims) for _, _, dims in self._inputs)
+        if bound is not None:
+            self._module_for(bound)
+
+    def _bind(self, shapes) -> tuple:
+        """Concrete input shapes from `shapes` (a dict name -> shape, or a list in input order)."""
+        names = [n for n, _, _ in self._inputs]
+        if isinstance(shapes, dict):
+            unknown = set(shapes) - set(names)
+            if unknown:
+                raise InputError(f"shapes= names {sorted(unknown)}, which are not inputs of the model; its inputs "
+                                 f"are {names}")
+            missing = [n for n, _, dims in self._inputs
+                       if n not in shapes and (dims is None or not all(isinstance(d, int) for d in dims))]
+            if missing:
+                raise InputError(f"shapes= gives no shape for {missing}, whose dims the model leaves open")
+            shapes = [shapes.get(n, dims) for n, _, dims in self._inputs]
+        if len(shapes) != len(names):
+            raise InputError(f"{len(shapes)} shapes for the model's {len(names)} inputs {names}")
+        return self._named(tuple(self._check(n, dims, s) for (n, _, dims), s in zip(self._inputs, shapes)))
+
+    def _named(self, bound: tuple) -> tuple:
+        """`bound` after checking that a dim name the model uses in several places gets one value."""
+        seen: dict = {}
+        for (name, _, dims), shape in zip(self._inputs, bound):
+            for i, (d, s) in enumerate(zip(dims or (), shape)):
+                if isinstance(d, str) and seen.setdefault(d, (s, name, i))[0] != s:
+                    s0, n0, i0 = seen[d]
+                    raise InputError(f"dim {d!r} is {s0} in input {n0!r} (dim {i0}) but {s} in input {name!r} (dim "
+                                     f"{i}); the model names them the same, so they must agree")
+        return bound
+
+    @staticmethod
+    def _check(name, dims, shape) -> tuple:
+        shape = tuple(int(s) for s in shape)
+        if dims is None:
+            return shape
+        if len(dims) != len(shape):
+            raise InputError(f"input {name!r}: the model states rank {len(dims)} ({dims}), got shape {list(shape)}")
+        for i, (d, s) in enumerate(zip(dims, shape)):
+            if isinstance(d, int) and d != s:
+                raise InputError(f"input {name!r}: dim {i} is {d} in the model, got {s} (shape {list(shape)}); "
+                                 f"pass an input of shape {dims}")
+        return shape
+
+    def _module_for(self, bound: tuple, arrays=None):
+        """The module for these input shapes (and the values of the inputs it specialises on), built once; None
+        when it needs input values and `arrays` are not given yet."""
+        names = [n for n, _, _ in self._inputs]
+        while True:
+            if arrays is None and self._specialized:
+                return None
+            values = {n: arrays[names.index(n)] for n in self._specialized}
+            key = (bound, tuple(sorted((n, v.dtype.str, v.shape, v.tobytes()) for n, v in values.items())))
+            m = self._modules.get(key)
+            if m is not None:
+                break
+            try:
+                graph = to_graph(self.proto, bound, values)
+            except NeedsValues as e:
+                if e.names <= self._specialized:
+                    raise
+                self._specialized |= e.names
+                continue
+            from ...build import build
+            m = build(graph, target=self.target, **self.options)
+            m.outputs = [TensorSpec(vi.name, s.shape, s.dtype) for vi, s in zip(self.proto.graph.output, m.outputs)]
+            self._modules[key] = m
+            break
+        self._last = m
+        return m
+
+    @property
+    def module(self):
+        if self._last is None:
+            if self._specialized:
+                raise FxcError(f"the model's shapes come from the values of its inputs {sorted(self._specialized)}: "
+                               f"call it once with them first")
+            raise FxcError("the model's input shapes are not bound yet: call it once, or pass shapes= to "
+                           "fxc.from_onnx")
+        return self._last
+
+    @property
+    def inputs(self) -> list:
+        return self.module.inputs
+
+    @property
+    def outputs(self) -> list:
+        return self.module.outputs
+
+    def __call__(self, *args):
+        if len(args) != len(self._inputs):
+            raise InputError(f"the model takes {len(self._inputs)} inputs {[n for n, _, _ in self._inputs]}, "
+                             f"got {len(args)}")
+        as_torch = any(type(a).__module__.startswith("torch") for a in args)
+        arrays = []
+        for (name, elem, _), a in zip(self._inputs, args):
+            if type(a).__module__.startswith("torch"):
+                a = a.detach().cpu().numpy()
+            a = np.asarray(a)
+            if elem == FLOAT16 and a.dtype == np.float16:
+                a = a.astype(np.float32)
+            arrays.append(a)
+        bound = self._named(tuple(self._check(n, dims, a.shape) for (n, _, dims), a in zip(self._inputs, arrays)))
+        module = self._module_for(bound, arrays)
+        outs = module(*[a for (n, _, _), a in zip(self._inputs, arrays) if n not in self._specialized])
+        outs = outs if isinstance(outs, list) else [outs]
+        outs = [o.astype(np.float16) if f16 else o for o, f16 in zip(outs, self._fp16_out)]
+        if as_torch:
+            import torch
+            outs = [torch.from_numpy(np.ascontiguousarray(o)) for o in outs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __repr__(self):
+        sig = ", ".join(f"{n}: {dims if dims is not None else '?'}" for n, _, dims in self._inputs)
+        return f"OnnxModel({sig}) [{self.target}, opset {opset_of(self.proto)}]"
+
+
+def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> OnnxModel:
+    """Compile an ONNX model.
+
+    Parameters
+    ----------
+    model_or_path : onnx.ModelProto, bytes, str or os.PathLike
+        The model; a path may have external data files next to it.
+    shapes : dict or list, optional
+        Input shapes (name -> shape, or one shape per input in order) for dims the model leaves open; without
+        it they are bound at the first call.
+    target : str
+        Compilation target ("llvm": the host CPU).
+    **options
+        `debug`, `fuse`, `profile`, `precision`, as for `fxc.from_torch`.
+
+    Returns
+    -------
+    OnnxModel
+        Callable on numpy arrays (returns numpy arrays) or torch tensors (returns tensors); one output as it is,
+        several as a tuple. `.module` is what `fxc.export` writes.
+
+    Raises
+    ------
+    ModelFileError
+        The file is missing, truncated, corrupt or not a valid ONNX model.
+    UnsupportedOpError
+        Ops (all listed, with their nodes) or dtypes fxc cannot compile.
+    InputError
+        A shape that contradicts the model.
+    """
+    from ...build import TARGETS
+    unknown = set(options) - BUILD_OPTIONS
+    if unknown:
+        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
+    if target not in TARGETS:
+        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+    return OnnxModel(load_model(model_or_path), shapes, target, options)

@@ -1,0 +1,167 @@
+"""ONNX converters: Resize and Upsample (see table.py for the protocol).
+
+Each resized axis is one constant table computed here from the ONNX coordinate rules: nearest modes gather
+along the axis (`index` with constant indices, exact for every dtype); linear and cubic modes multiply by a
+constant [out, in] interpolation matrix along the axis (each row holds the 2 or 4 taps' weights, edges
+clamped as ONNX's reference does). tf_crop_and_resize's points outside the input take `extrapolation_value`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .table import converter
+
+
+def _coords(mode, i, n, m, scale, roi):
+    """The input coordinate of output index i (numpy array) along an axis of n -> m."""
+    if mode == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        adj = m / (scale * n)
+        return n / 2 * (1 - adj) + (i + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if m > 1 else np.zeros_like(i, dtype=np.float64)
+    if mode == "align_corners":     # ONNX's reference divides by the unrounded output length n * scale
+        return i * (n - 1) / (n * scale - 1) if m > 1 else np.zeros_like(i, dtype=np.float64)
+    if mode == "asymmetric":
+        return i / scale
+    if mode == "tf_crop_and_resize":
+        start, end = roi
+        if m > 1:
+            return start * (n - 1) + i * (end - start) * (n - 1) / (m - 1)
+        return np.full(i.shape, 0.5 * (start + end) * (n - 1))
+    raise ValueError(mode)
+
+
+def _nearest(x, rule):
+    if rule == "round_prefer_floor":
+        return np.where(x == np.floor(x) + 0.5, np.floor(x), np.round(x))
+    if rule == "round_prefer_ceil":
+        return np.floor(x + 0.5)
+    return np.floor(x) if rule == "floor" else np.ceil(x)
+
+
+def _cubic(r, a):
+    """The 4 weights of taps floor-1 .. floor+2 at fraction r (Keys' kernel with coefficient a)."""
+    def k(t):
+        t = np.abs(t)
+        return np.where(t <= 1, (a + 2) * t ** 3 - (a + 3) * t ** 2 + 1,
+                        np.where(t < 2, a * t ** 3 - 5 * a * t ** 2 + 8 * a * t - 4 * a, 0.0))
+    return np.stack([k(r + 1), k(r), k(1 - r), k(2 - r)], -1)
+
+
+def _matrix(x, n, mode, a, exclude_outside):
+    """[m, n] interpolation weights for input coordinates x (linear: 2 taps, cubic: 4), edges clamped."""
+    base = np.floor(x)
+    r = x - base
+    if mode == "linear":
+        taps, w = np.stack([base, base + 1], -1), np.stack([1 - r, r], -1)
+    else:
+        taps, w = base[:, None] + np.arange(-1, 3), _cubic(r, a)
+        if exclude_outside:
+            w = np.where((taps < 0) | (taps > n - 1), 0.0, w)
+            w = w / w.sum(-1, keepdims=True)
+    mat = np.zeros((len(x), n))
+    for j in range(taps.shape[1]):
+        np.add.at(mat, (np.arange(len(x)), np.clip(taps[:, j], 0, n - 1).astype(np.int64)), w[:, j])
+    return mat
+
+
+def resize_axes(cx, x, sizes, scales, at, roi=None):
+    """Resize x to `sizes` (one per axis) with `scales`, by the attributes' mode and coordinate rule."""
+    mode = at.get("mode", "nearest")
+    ctm = at.get("coordinate_transformation_mode", "half_pixel")
+    if at.get("antialias", 0) and mode != "nearest" and any(s < 1 for s in scales):
+        raise cx.unsupported("antialiased downsampling")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise cx.unsupported(f"Resize mode {mode!r}")
+    if mode != "nearest" and x.dtype not in ("float32", "float64"):
+        raise cx.unsupported(f"{mode} Resize of {x.dtype}")
+    nd = x.type.ndim
+    outside = None
+    for ax in range(nd):
+        n, m, s = x.shape[ax], sizes[ax], scales[ax]
+        if n == m and s == 1 and ctm != "tf_crop_and_resize":
+            continue
+        coords = _coords(ctm, np.arange(m, dtype=np.float64), n, m, s, (roi[ax], roi[nd + ax]) if roi else None)
+        if ctm == "tf_crop_and_resize":
+            out = (coords < 0) | (coords > n - 1)
+            if out.any():
+                o = out.reshape([-1 if d == ax else 1 for d in range(nd)])
+                outside = o if outside is None else outside | o
+        if mode == "nearest":
+            idx = np.clip(_nearest(coords, at.get("nearest_mode", "round_prefer_floor")), 0, n - 1).astype(np.int64)
+            x = cx.op("index", [x, cx.b.const(idx)], dims=(ax,))
+            continue
+        mat = _matrix(coords, n, mode, float(at.get("cubic_coeff_a", -0.75)), at.get("exclude_outside", 0))
+        perm = [d for d in range(nd) if d != ax] + [ax]
+        t = cx.op("permute", [x], dims=tuple(perm)) if ax != nd - 1 else x
+        t = cx.op("matmul", [t, cx.b.const(mat.T.astype(x.dtype))])
+        x = cx.op("permute", [t], dims=tuple(int(i) for i in np.argsort(perm))) if ax != nd - 1 else t
+    if outside is not None:
+        mask = np.broadcast_to(outside, x.shape)
+        x = cx.op("where", [cx.b.const(mask.copy()), cx.scalar(float(at.get("extrapolation_value", 0.0)), x.dtype), x])
+    return x
+
+
+def _plan(cx, x, scales, sizes, at):
+    """(sizes, scales) for every axis from the given scales or sizes (for `axes`, keep_aspect_ratio_policy)."""
+    nd = x.type.ndim
+    axes = [a % nd for a in at.get("axes") or range(nd)]
+    if sizes is not None:
+        sizes = list(sizes)
+        ratio = [sizes[i] / x.shape[a] for i, a in enumerate(axes)]
+        policy = at.get("keep_aspect_ratio_policy", "stretch")
+        if policy != "stretch":
+            r = min(ratio) if policy == "not_larger" else max(ratio)
+            ratio = [r] * len(axes)
+            sizes = [math.floor(r * x.shape[a] + 0.5) for a in axes]
+        full_sizes, full_scales = list(x.shape), [1.0] * nd
+        for i, a in enumerate(axes):
+            full_sizes[a], full_scales[a] = sizes[i], ratio[i]
+        return full_sizes, full_scales
+    full_sizes, full_scales = list(x.shape), [1.0] * nd
+    for i, a in enumerate(axes):
+        full_scales[a] = float(scales[i])
+        full_sizes[a] = math.floor(x.shape[a] * float(scales[i]))
+    return full_sizes, full_scales
+
+
+@converter("Resize", since=10)
+def resize_10(cx, ins, at):
+    x, scales = ins[0], cx.const(ins[1], "scales")
+    sizes, scales = _plan(cx, x, scales, None, at)
+    return resize_axes(cx, x, sizes, scales, dict(at, coordinate_transformation_mode="asymmetric",
+                                                  nearest_mode="floor" if at.get("mode", "nearest") == "nearest"
+                                                  else "round_prefer_floor"))
+
+
+@converter("Resize", since=11)
+def resize(cx, ins, at):
+    x = ins[0]
+    roi = cx.const(ins[1], "roi") if len(ins) > 1 and ins[1] is not None else None
+    scales = cx.const(ins[2], "scales") if len(ins) > 2 and ins[2] is not None else None
+    sizes = cx.ints(ins[3], "sizes") if len(ins) > 3 and ins[3] is not None else None
+    if scales is not None and scales.size == 0:
+        scales = None
+    sizes, scales = _plan(cx, x, scales, sizes, at)
+    if roi is not None and roi.size and at.get("axes"):
+        nd, axes = x.type.ndim, [a % x.type.ndim for a in at["axes"]]
+        full = [0.0] * nd + [1.0] * nd
+        for i, a in enumerate(axes):
+            full[a], full[nd + a] = roi[i], roi[len(axes) + i]
+        roi = full
+    roi = [float(r) for r in roi] if roi is not None and np.size(roi) else None
+    return resize_axes(cx, x, sizes, scales, at, roi)
+
+
+@converter("Upsample", since=7)
+def upsample(cx, ins, at):
+    x = ins[0]
+    scales = at["scales"] if "scales" in at else cx.const(ins[1], "scales")
+    sizes, scales = _plan(cx, x, scales, None, {})
+    mode = at.get("mode", "nearest")
+    return resize_axes(cx, x, sizes, scales, {"mode": mode, "coordinate_transformation_mode": "asymmetric",
+                                              "nearest_mode": "floor"})
