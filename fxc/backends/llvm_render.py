@@ -354,6 +354,8 @@ class FunctionWriter:
             self.emit(f"{s} = shl i32 {parts[1]}, 16")
             self.emit(f"{r} = or i32 {parts[0]}, {s}")
             return r
+        if not self.m.has("avx512bf16"):    # no vcvtne2ps2bf16 (LLVM would call __truncsfbf2): integer rounding
+            return self.pack_bf16_words(wt, lo, hi)
         ft, ht = lty(e.args[0].dtype), f"<{n} x bfloat>"
         l, h, j, r = self.new(), self.new(), self.new(), self.new()
         self.emit(f"{l} = fptrunc {ft} {lo} to {ht}")        # round to nearest even (vcvtneps2bf16)
@@ -670,6 +672,29 @@ class FunctionWriter:
         self.emit(f"{r} = select i1 {nan}, i16 32704, i16 {tr}")
         return r
 
+    def pack_bf16_words(self, wt: str, lo: str, hi: str) -> str:
+        """Vectors lo, hi of float32 -> int32 words (lo rounded in the low half, hi in the high half), each rounded
+        to the nearest bfloat16, ties to even, a NaN made the quiet NaN 0x7FC0: narrow_storage, lane-wise."""
+        n = int(wt[1:].split(" x ")[0])
+        splat = lambda v: "<" + ", ".join([f"i32 {v}"] * n) + ">"
+        ft = f"<{n} x float>"
+        halves = []
+        for x in (lo, hi):
+            b, lsb, bias, s, h, nan, r = (self.new() for _ in range(7))
+            self.emit(f"{b} = bitcast {ft} {x} to {wt}")
+            self.emit(f"{lsb} = lshr {wt} {b}, {splat(16)}")
+            self.emit(f"{bias} = and {wt} {lsb}, {splat(1)}")
+            self.emit(f"{s} = add {wt} {b}, {bias}")
+            self.emit(f"{h} = add {wt} {s}, {splat(32767)}")
+            self.emit(f"{nan} = fcmp uno {ft} {x}, {x}")
+            self.emit(f"{r} = select <{n} x i1> {nan}, {wt} {splat(0x7FC00000)}, {wt} {h}")
+            halves.append(r)
+        low, high, w = self.new(), self.new(), self.new()
+        self.emit(f"{low} = lshr {wt} {halves[0]}, {splat(16)}")
+        self.emit(f"{high} = and {wt} {halves[1]}, {splat(-65536)}")
+        self.emit(f"{w} = or {wt} {low}, {high}")
+        return w
+
     def finish(self, header: str) -> str:
         body = ["entry:"] + ["  " + a for a in self.allocas] + self._entry_rest()
         return header + " {\n" + "\n".join(body) + "\n  ret void\n}\n"
@@ -693,8 +718,10 @@ def _bits(dt: str) -> int:
 
 
 class ModuleWriter:
-    def __init__(self, triple: str, datalayout: str):
-        self.triple, self.datalayout = triple, datalayout
+    """One LLVM module being written for a target: its triple, data layout and CPU features (`has`)."""
+
+    def __init__(self, triple: str, datalayout: str, features: frozenset = frozenset()):
+        self.triple, self.datalayout, self.features = triple, datalayout, frozenset(features)
         self.functions: list = []
         self.decls: dict = {}
         self.md: list = ["!0 = !{}"]
@@ -702,9 +729,9 @@ class ModuleWriter:
         self._n = 0
 
     def has(self, feature: str) -> bool:
-        """Capability flag: the host CPU has this LLVM feature ("avx512f": vscalefps; "avx512bf16": vdpbf16ps)."""
-        from .llvm import target_machine
-        return f"+{feature}" in target_machine()[3].split(",")
+        """Capability flag: the target CPU has this LLVM feature ("avx512f": vscalefps; "avx512bf16": vdpbf16ps,
+        vcvtne2ps2bf16)."""
+        return feature in self.features
 
     def counter(self) -> int:
         self._n += 1

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import FxcError, InputError, TargetError, UnsupportedOpError
+from ..errors import FxcError, InputError, UnsupportedOpError
 from ..runtime.module import TensorSpec, check_shape
 from .torch import FROM_STR, _Support, keep_whole, to_graph
 
@@ -237,12 +237,12 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
     TargetError
         Unknown target.
     """
-    from ..build import TARGETS, build
+    from ..build import build
+    from ..target import Target
     unknown = set(options) - BUILD_OPTIONS
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
-    if target not in TARGETS:
-        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+    target = Target.parse(target)       # TargetError for an unknown kind, CPU or option
     if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
         example_inputs = (example_inputs,)
     args = tuple(torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a
