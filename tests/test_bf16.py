@@ -289,7 +289,7 @@ def test_winograd_f2_conv_within_bf16_bound(batch, c, hw, monkeypatch):
     V = B^T d B and U = G w G^T rounded to bf16 (2^-8 each), products accumulated in float32, so the error is at
     most (2^-7 + K 2^-23) times the same transforms over |x| and |w| (plus the float32 transforms' rounding)."""
     import fxc.build as fb
-    monkeypatch.setattr(fb, "bf16_direct_fast", lambda target=None: True)      # the choice a Zen 4 makes, on any AVX-512 BF16 CPU
+    monkeypatch.setattr(fb, "bf16_direct_fast", lambda target=None: True)   # a Zen 4's choice, on any AVX-512 BF16 CPU
     torch.manual_seed(batch)
     model = ConvBlock(c, c, 3, 1, 1).eval()
     x = torch.randn(batch, c, hw, hw)

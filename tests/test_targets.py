@@ -15,8 +15,8 @@ from fxc.build import build, check_precision
 from fxc.errors import CompileError, TargetError
 from fxc.relay_like.builder import Builder
 from fxc.target import Target, host_features
-from tests.helpers import assert_close_np
 from tests import test_ops
+from tests.helpers import assert_close_np
 
 LOWER_ISAS = ["llvm -mcpu=haswell", "llvm -mcpu=x86-64-v2"]
 NO_BF16 = ["llvm -mcpu=skylake-avx512", "llvm -mcpu=cascadelake"]     # AVX-512 without vcvtne2ps2bf16/vdpbf16ps

@@ -13,7 +13,7 @@ from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Exp
                               PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS, children, lanes_of,
                               scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
-from .llvm_math import VECTOR_MATH, VectorMath, float_literal
+from .llvm_math import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
          "int8": "i8", "uint8": "i8", "bool": "i1", "float16": "half", "bfloat16": "i16"}   # bfloat16: raw bits
@@ -355,7 +355,7 @@ class FunctionWriter:
             self.emit(f"{r} = or i32 {parts[0]}, {s}")
             return r
         if not self.m.has("avx512bf16"):    # no vcvtne2ps2bf16 (LLVM would call __truncsfbf2): integer rounding
-            return self.pack_bf16_words(wt, lo, hi)
+            return pack_bf16_words(self, wt, lo, hi)
         ft, ht = lty(e.args[0].dtype), f"<{n} x bfloat>"
         l, h, j, r = self.new(), self.new(), self.new(), self.new()
         self.emit(f"{l} = fptrunc {ft} {lo} to {ht}")        # round to nearest even (vcvtneps2bf16)
@@ -671,29 +671,6 @@ class FunctionWriter:
         self.emit(f"{nan} = fcmp uno float {x}, {x}")
         self.emit(f"{r} = select i1 {nan}, i16 32704, i16 {tr}")
         return r
-
-    def pack_bf16_words(self, wt: str, lo: str, hi: str) -> str:
-        """Vectors lo, hi of float32 -> int32 words (lo rounded in the low half, hi in the high half), each rounded
-        to the nearest bfloat16, ties to even, a NaN made the quiet NaN 0x7FC0: narrow_storage, lane-wise."""
-        n = int(wt[1:].split(" x ")[0])
-        splat = lambda v: "<" + ", ".join([f"i32 {v}"] * n) + ">"
-        ft = f"<{n} x float>"
-        halves = []
-        for x in (lo, hi):
-            b, lsb, bias, s, h, nan, r = (self.new() for _ in range(7))
-            self.emit(f"{b} = bitcast {ft} {x} to {wt}")
-            self.emit(f"{lsb} = lshr {wt} {b}, {splat(16)}")
-            self.emit(f"{bias} = and {wt} {lsb}, {splat(1)}")
-            self.emit(f"{s} = add {wt} {b}, {bias}")
-            self.emit(f"{h} = add {wt} {s}, {splat(32767)}")
-            self.emit(f"{nan} = fcmp uno {ft} {x}, {x}")
-            self.emit(f"{r} = select <{n} x i1> {nan}, {wt} {splat(0x7FC00000)}, {wt} {h}")
-            halves.append(r)
-        low, high, w = self.new(), self.new(), self.new()
-        self.emit(f"{low} = lshr {wt} {halves[0]}, {splat(16)}")
-        self.emit(f"{high} = and {wt} {halves[1]}, {splat(-65536)}")
-        self.emit(f"{w} = or {wt} {low}, {high}")
-        return w
 
     def finish(self, header: str) -> str:
         body = ["entry:"] + ["  " + a for a in self.allocas] + self._entry_rest()
