@@ -87,6 +87,24 @@ def test_code_uses_only_the_targets_vector_registers(spec, forbidden):
         assert "zmm" in _disassembly(build(_matmul_gelu_graph(16, 64, 64), target="llvm").library)
 
 
+def test_compile_worker_builds_for_the_requested_target(tmp_path):
+    """A compile worker process takes the target machine with each part: haswell code from it has no zmm even
+    though the worker runs on this (AVX-512) host."""
+    worker = llvm._workers(1)[0]
+    if not worker.ready():
+        pytest.skip("no compile worker process could start here")
+    ir = (llvm.module_writer("llvm -mcpu=haswell").text([], []) + "\ndefine void @k0_twice(ptr %p) {\n"
+          "  %v = load <16 x float>, ptr %p\n  %w = fadd <16 x float> %v, %v\n  store <16 x float> %w, ptr %p\n"
+          "  ret void\n}\n")
+    for spec, wide in [("llvm -mcpu=haswell", "ymm"), ("llvm", "zmm" if Target.parse("llvm").caps.has("avx512f")
+                                                         else None)]:
+        (tmp_path / "k.o").write_bytes(worker.compile(ir, True, llvm.machine_spec(spec)))
+        code = _disassembly(tmp_path / "k.o")
+        assert worker.ok and (wide is None or wide in code)
+        if spec != "llvm":
+            assert "zmm" not in code
+
+
 def test_module_cache_key_is_the_targets():
     """Two targets, one graph: two libraries (the cache key holds the target's CPU and features)."""
     libs = {build(_matmul_gelu_graph(), target=spec).library for spec in ["llvm"] + LOWER_ISAS}

@@ -218,8 +218,10 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
         (call `model.eval()` first for inference behaviour of dropout/batch-norm).
     example_inputs : tuple of torch.Tensor or numpy.ndarray (or one tensor)
         Fixes the input shapes and dtypes of the compiled model.
-    target : str
-        Compilation target ("llvm": the host CPU).
+    target : str or fxc.target.Target
+        Compilation target: "llvm" (this CPU), or a TVM-style string naming another ("llvm -mcpu=haswell",
+        "llvm -mcpu=x86-64-v2 -mattr=+avx2"). Code for a CPU this host lacks compiles and exports; calling it here
+        raises TargetError.
     **options
         `debug` (FXC_DEBUG level), `fuse` (bool, default True), `profile` (bool: per-kernel timers,
         read with `.module.profile_table()`).
@@ -235,7 +237,7 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
     UnsupportedOpError
         The model does not capture as one graph, or uses an op/dtype fxc cannot compile (named with its node).
     TargetError
-        Unknown target.
+        Unknown target kind, CPU or option.
     """
     from ..build import build
     from ..target import Target
