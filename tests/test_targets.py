@@ -87,6 +87,15 @@ def test_code_uses_only_the_targets_vector_registers(spec, forbidden):
         assert "zmm" in _disassembly(build(_matmul_gelu_graph(16, 64, 64), target="llvm").library)
 
 
+def test_multiply_adds_without_an_fma_unit_call_no_libm():
+    """x86-64-v2 has no FMA: a GEMM's multiply-adds are a multiply and an add there, not a call of libm's fmaf per
+    lane (which made ResNet-18 50x slower than on haswell)."""
+    lib = build(_matmul_gelu_graph(16, 64, 64), target="llvm -mcpu=x86-64-v2").library
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(lib)], capture_output=True, text=True,
+                               check=True).stdout
+    assert "fmaf" not in undefined
+
+
 def test_compile_worker_builds_for_the_requested_target(tmp_path):
     """A compile worker process takes the target machine with each part: haswell code from it has no zmm even
     though the worker runs on this (AVX-512) host."""

@@ -90,8 +90,11 @@ class VectorMath:
         self.w.emit(f"{r} = fneg {self.t} {a}")
         return r
 
-    def fma(self, a, b, c) -> str:
-        return self.w.call(f"llvm.fma.v{self.n}f32", self.t, [(self.t, a), (self.t, b), (self.t, c)])
+    def fma(self, a, b, c, exact: bool = False) -> str:
+        """a * b + c: fused where the target has FMA or `exact` (an argument reduction whose constant has all 24
+        bits; elsewhere a multiply and an add, as Cephes' constants are made for, not a libm call per lane)."""
+        fn = "fma" if exact or self.w.m.has("fma") else "fmuladd"
+        return self.w.call(f"llvm.{fn}.v{self.n}f32", self.t, [(self.t, a), (self.t, b), (self.t, c)])
 
     def fn(self, name, *args) -> str:
         return self.w.call(f"llvm.{name}.v{self.n}f32", self.t, [(self.t, a) for a in args])
@@ -270,7 +273,7 @@ class VectorMath:
         k = self.fn("minnum", self.fn("maxnum", k, self.c(-1048576.0)), self.c(1048576.0))
         r = x
         for part in PIO2:
-            r = self.fma(k, self.c(-part), r)
+            r = self.fma(k, self.c(-part), r, exact=True)
         r2 = self.op("fmul", r, r)
         s = self.fma(self.op("fmul", r, r2), self.poly(r2, SIN_S), r)
         c = self.fma(self.op("fmul", r2, r2), self.poly(r2, COS_C), self.fma(r2, self.c(-0.5), self.c(1.0)))

@@ -276,9 +276,10 @@ class FunctionWriter:
             self.emit(f"{one} = insertelement <1 x {t}> poison, {t} {self.expr(x)}, i64 0")
             self.emit(f"{r} = shufflevector <1 x {t}> {one}, <1 x {t}> poison, <{n} x i32> zeroinitializer")
             return r
-        if isinstance(e, Fma):
-            t = lty(e.dtype)
-            return self.call(f"llvm.fma.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
+        if isinstance(e, Fma):      # a schedule's multiply-add: without an FMA unit a multiply and an add (llvm.fma
+            t = lty(e.dtype)        # would be a call of libm's fmaf per lane, ~50x slower in a GEMM)
+            fn = "fma" if self.m.has("fma") else "fmuladd"
+            return self.call(f"llvm.{fn}.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
         if isinstance(e, Present):
