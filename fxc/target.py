@@ -143,6 +143,7 @@ def _llvm_target(opts: dict) -> Target:
         raise TargetError(f"llvm target: unknown option(s) {', '.join('-' + u for u in unknown)}; "
                           f"known: {', '.join('-' + o for o in LLVM_OPTIONS)}")
     cpu = opts.get("mcpu") or host_cpu()
+    cpu = host_cpu() if cpu == "native" else cpu
     features = set(host_features()) if cpu == host_cpu() else set(cpu_features(cpu))
     for f in filter(None, opts.get("mattr", "").split(",")):
         if f[0] not in "+-":
@@ -204,6 +205,8 @@ X86_CPUS = {
     "x86-64-v2": _V2,
     "x86-64-v3": _V3,
     "x86-64-v4": _V4,
+    "sandybridge": _V2 + ("avx",),
+    "ivybridge": _V2 + ("avx", "f16c"),
     "haswell": _V3,
     "broadwell": _V3,
     "skylake": _V3,
@@ -214,6 +217,8 @@ X86_CPUS = {
     "sapphirerapids": _V4 + ("avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2", "amx-tile",
                              "amx-bf16", "amx-int8"),
     "emeraldrapids": _V4 + ("avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2"),
+    "alderlake": _V3 + ("avxvnni",),
+    "znver1": _V3,
     "znver2": _V3,
     "znver3": _V3,
     "znver4": _V4 + ("avx512vnni", "avx512bf16", "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq"),

@@ -64,7 +64,8 @@ def test_target_capabilities(spec, lanes, registers, has, lacks):
 
 def test_bare_llvm_is_this_host():
     t = Target.parse("llvm")
-    assert t.mcpu == Target.parse(f"llvm -mcpu={t.mcpu}").mcpu and t.caps.features == host_features()
+    assert t == Target.parse(f"llvm -mcpu={t.mcpu}") == Target.parse("llvm -mcpu=native")
+    assert t.caps.features == host_features()
     t.check_runnable()
 
 
