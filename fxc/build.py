@@ -21,6 +21,7 @@ from .relay_like.hoist import hoisted_values
 from .relay_like.pipeline import run_pipeline
 from .relay_like.plan_memory import output_sources, plan_memory, reshape_views
 from .runtime.module import Module, TensorSpec
+from .target import Target
 
 TARGETS = ("llvm",)
 
@@ -83,7 +84,7 @@ def _served_without_input(groups, sigs, first: int) -> dict:
     return {s: p for s, p in served.items() if sigs[p[0]] not in served}       # no chains
 
 
-def group_kernel(gr, name: str, num_threads: int):
+def group_kernel(gr, name: str, num_threads: int, target: Target | None = None):
     """Tensor expressions for one fused group, lowered to a loop-IR Kernel."""
     tensors, in_bufs = {}, {}
     for k, v in enumerate(gr.inputs):
@@ -97,7 +98,7 @@ def group_kernel(gr, name: str, num_threads: int):
             tensors[o.id] = t
     roots = [tensors[o.id] for o in gr.outputs]
     out_bufs = [Buffer(f"out{k}", o.dtype, o.type.numel) for k, o in enumerate(gr.outputs)]
-    return lower_group(name, roots, out_bufs, in_bufs, num_threads)
+    return lower_group(name, roots, out_bufs, in_bufs, num_threads, caps=Target.parse(target).caps)
 
 
 _gc_pauses = {"depth": 0, "was": False}
@@ -124,22 +125,31 @@ def gc_paused():
                 gc.enable()
 
 
-def build(graph, target: str = "llvm", **options) -> Module:
+def build(graph, target: "str | Target" = "llvm", **options) -> Module:
     """Compile a graph for `target`; returns a runtime Module (numpy/pointer callable).
 
+    target: a `fxc.target.Target` or its string: "llvm" (this CPU), "llvm -mcpu=haswell", "llvm -mcpu=x86-64-v2
+    -mattr=+avx2", ... Code for a CPU this host is not builds (and exports); running it raises TargetError.
     Options: debug (level, or FXC_DEBUG), fuse (default True), profile (or FXC_PROFILE=1: time every
     kernel call; `Module.profile()` returns the per-kernel table), precision ("fp32", default; "bf16": convs and
     matmuls over weights take bfloat16 operands and accumulate in float32, on CPUs with AVX-512 BF16),
     weights_vary (the weight inputs change on every call, as in a training step, so their transforms are redone
     every call: passes/use_winograd.py)."""
-    if target not in TARGETS:
-        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
-    check_precision(options.get("precision", "fp32"))
+    target = Target.parse(target)
+    if target.kind not in TARGETS:
+        raise TargetError(f"target {str(target)!r} cannot be built yet; available: {', '.join(TARGETS)}")
+    check_precision(options.get("precision", "fp32"), target)
     with gc_paused():
-        return _cached_build(graph, target, **options)
+        module = _cached_build(graph, target, **options)
+    module.target_spec = str(target)
+    try:
+        target.check_runnable()
+    except TargetError as e:            # built (and exportable); its calls raise this before any kernel runs
+        module.unrunnable = str(e)
+    return module
 
 
-def _cached_build(graph, target: str, **options) -> Module:
+def _cached_build(graph, target: Target, **options) -> Module:
     dbg = debug_level(options)
     t0 = time.perf_counter()
     key = _module_key(graph, target, options) if _cacheable(dbg) else None
@@ -160,35 +170,44 @@ def _cached_build(graph, target: str, **options) -> Module:
     return module
 
 
-def check_precision(precision: str):
-    """A known precision the host CPU can run (bf16 needs AVX-512 BF16: vdpbf16ps)."""
+def check_precision(precision: str, target: "str | Target | None" = None):
+    """A known precision the target CPU can run (bf16 needs AVX-512 BF16: vdpbf16ps). Without it bf16 is a
+    TargetError rather than emulated: two FMAs per bf16 pair plus the unpacking do no fewer multiply-adds than
+    float32 and round more."""
     from .relay_like.pipeline import PRECISIONS
     if precision not in PRECISIONS:
         raise TargetError(f"unknown precision {precision!r}; valid: {', '.join(map(repr, PRECISIONS))}")
-    if precision == "bf16":
-        from .backends.llvm import target_machine
-        if "+avx512bf16" not in target_machine()[3].split(","):
-            raise TargetError(f"precision='bf16' needs a CPU with AVX-512 BF16 (vdpbf16ps); this one "
-                              f"({target_machine()[2]}) lacks it: use precision='fp32'")
+    target = Target.parse(target)
+    if precision == "bf16" and not target.caps.has("avx512bf16"):
+        raise TargetError(f"precision='bf16' needs a CPU with AVX-512 BF16 (vdpbf16ps); target '{target}' "
+                          f"({target.mcpu}) lacks it: use precision='fp32', or a target such as "
+                          f"'llvm -mcpu=sapphirerapids' for a CPU that has it")
 
 
-def bf16_everywhere() -> bool:
-    """bf16 on every conv/matmul over weights where vdpbf16ps beats FMAs per multiply-add on this CPU (measured
-    once, backends/llvm_probe.py), or FXC_BF16=all; else only on those that stream their weight."""
-    from .backends.llvm_probe import bf16_dot_gain
+def bf16_everywhere(target: "Target | None" = None) -> bool:
+    """bf16 on every conv/matmul over weights where vdpbf16ps beats FMAs per multiply-add on the target CPU
+    (measured once on this host when it runs the target, backends/llvm_probe.py; a CPU it cannot run counts as
+    not faster), or FXC_BF16=all; else only on those that stream their weight."""
     mode = os.environ.get("FXC_BF16", "auto")
-    return mode == "all" or (mode != "weight_bound" and bf16_dot_gain() >= 1.0)
+    return mode == "all" or (mode != "weight_bound" and _bf16_gain(target) >= 1.0)
+
+
+def _bf16_gain(target: "Target | None") -> float:
+    from .backends.llvm_probe import bf16_dot_gain
+    target = Target.parse(target)
+    if target.mcpu != Target.parse("llvm").mcpu or not target.caps.has("avx512bf16"):
+        return 0.0      # measured only for this host's own CPU
+    return bf16_dot_gain()
 
 
 BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 direct conv outruns float32 Winograd
 
 
-def bf16_direct_fast() -> bool:
-    """A bf16 direct conv runs at about twice the float32 rate here (measured, backends/llvm_probe.py): where
-    bf16 is used everywhere, Winograd (float32) then keeps only the large maps where it still wins
+def bf16_direct_fast(target: "Target | None" = None) -> bool:
+    """A bf16 direct conv runs at about twice the float32 rate on the target (measured, backends/llvm_probe.py):
+    where bf16 is used everywhere, Winograd (float32) then keeps only the large maps where it still wins
     (passes/use_winograd.py)."""
-    from .backends.llvm_probe import bf16_dot_gain
-    return bf16_dot_gain() >= BF16_FAST_GAIN
+    return _bf16_gain(target) >= BF16_FAST_GAIN
 
 
 def _cacheable(dbg: int) -> bool:
@@ -199,26 +218,24 @@ def _cacheable(dbg: int) -> bool:
             and as_registered())
 
 
-def _module_key(graph, target: str, options: dict) -> str:
-    """Everything a built module depends on: fxc's source, the graph, the target CPU, the options and fxc's
-    environment variables (FXC_NUM_THREADS, schedule switches)."""
+def _module_key(graph, target: Target, options: dict) -> str:
+    """Everything a built module depends on: fxc's source, the graph, the target (its CPU, features and threads,
+    not the host's), the options and fxc's environment variables (FXC_NUM_THREADS, schedule switches)."""
     import hashlib
-    from .backends.llvm import target_machine
-    _, triple, cpu, features = target_machine()
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
     opts = sorted((k, repr(v)) for k, v in options.items() if k != "debug")
-    parts = [source_fingerprint(), target, triple, cpu, features, repr(env), repr(opts),
-             str(len(os.sched_getaffinity(0))), graph_fingerprint(graph)]
+    parts = [source_fingerprint(), str(target), target.machine_key, repr(env), repr(opts),
+             str(target.caps.threads), graph_fingerprint(graph)]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
+def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     from .backends import llvm
     llvm.start_workers()
     precision = options.get("precision", "fp32")
-    everywhere = precision == "bf16" and bf16_everywhere()
-    graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast(),
-                         bool(options.get("weights_vary")))
+    everywhere = precision == "bf16" and bf16_everywhere(target)
+    graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast(target),
+                         bool(options.get("weights_vary")), target.caps)
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack
@@ -239,7 +256,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
         for v in gr.outputs:
             packed_offsets[v.id] = end
             end += (max(v.type.numel * ITEMSIZE[v.dtype], 1) + 63) // 64 * 64
-    num_threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
+    num_threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or target.caps.threads
     slots = {v.id: ("in", i) for i, v in enumerate(graph.inputs)}
     consts = graph.constants()
     slots.update({v.id: ("const", i) for i, v in enumerate(consts)})
@@ -251,7 +268,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
     slots.update({vid: slots[src.id] for vid, src in views.items()})
     profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
     kernels, calls, pre_calls, lines, flops = [], [], [], [], []
-    mw = llvm.module_writer()
+    mw = llvm.module_writer(target)
     ordered = prepack + main
     sigs = [None if profile else group_signature(gr) for gr in ordered]   # profiled: a kernel, a counter per call
     served = _served_without_input(ordered, sigs, len(prepack))
@@ -262,7 +279,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
         """The kernel of group j, its input providers[j] optional where it can be (else j leaves providers)."""
         if sigs[j] in same:
             return same[sigs[j]]
-        k = group_kernel(ordered[j], f"k{j}_{ordered[j].root.op}", num_threads)
+        k = group_kernel(ordered[j], f"k{j}_{ordered[j].root.op}", num_threads, target)
         if j in providers:
             opt = optional_input(k, k.params[len(ordered[j].outputs) + providers[j]])
             if opt is None:
@@ -277,7 +294,7 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
         return k
 
     scratch = 0
-    queue = llvm.CompileQueue().start()     # each kernel compiles in the workers as soon as it is rendered
+    queue = llvm.CompileQueue(target).start()     # each kernel compiles in the workers as soon as it is rendered
     try:
         for i, gr in enumerate(ordered):
             args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
@@ -301,14 +318,14 @@ def _build(graph, target: str, dbg: int, t0: float, **options) -> Module:
         ir = llvm.finish_module(mw, calls, pre_calls, profile)
         if dbg >= 4:
             _log(ir)
-        lib, _ = llvm.build_library(ir, queue)
+        lib, _ = llvm.build_library(ir, queue, target)
     finally:
         queue.close()
     if dbg >= 1:
         _log(f"[fxc] built {len(kernels)} kernels in {1e3 * (time.perf_counter() - t0):.1f} ms; "
              f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B) + packed weights {end - plan.workspace_bytes} B"
              f" + kernel scratch {scratch} B")
-    return Module(target, str(lib),
+    return Module(target.kind, str(lib),
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
                   [c.data for c in consts], end + scratch, lines, plan.total_bytes, ir,

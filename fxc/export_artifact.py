@@ -89,7 +89,7 @@ def export(compiled, path, sign_key=None) -> Path:
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "fxc_version": __version__,
-        "target": module.target, "target_info": llvm_deploy.target_info(),
+        "target": module.target, "target_info": llvm_deploy.target_info(module.target_spec or None),
         "inputs": sig(module.inputs), "outputs": sig(module.outputs),
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},

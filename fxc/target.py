@@ -82,9 +82,24 @@ class Target:
         return self.attr("mcpu", "")
 
     @property
+    def triple(self) -> str:
+        """The LLVM target triple of an llvm target (-mtriple, else this process's)."""
+        return self.attr("mtriple") or host_triple()
+
+    @property
     def llvm_features(self) -> str:
-        """LLVM's feature string for an llvm target: "+avx2,+fma,..."."""
-        return ",".join("+" + f for f in sorted(self.caps.features))
+        """LLVM's feature string for an llvm target's machine: the host's full feature list for the host's CPU, else
+        the -mattr entries on top of the named CPU's own (LLVM knows every CPU's features; fxc's table only those
+        its code generation reads)."""
+        extra = [f for f in self.attr("mattr", "").split(",") if f]
+        if self.mcpu == host_cpu():
+            return ",".join([host_feature_string()] + extra)
+        return ",".join(extra)
+
+    @property
+    def machine_key(self) -> str:
+        """What code built for this target depends on (cache keys): triple, CPU and feature string."""
+        return f"{self.triple}\n{self.mcpu}\n{self.llvm_features}"
 
     def check_runnable(self) -> None:
         """Raise TargetError when this host cannot run code built for the target (an llvm target whose CPU
@@ -128,6 +143,7 @@ def _llvm_target(opts: dict) -> Target:
         raise TargetError(f"llvm target: unknown option(s) {', '.join('-' + u for u in unknown)}; "
                           f"known: {', '.join('-' + o for o in LLVM_OPTIONS)}")
     cpu = opts.get("mcpu") or host_cpu()
+    cpu = host_cpu() if cpu == "native" else cpu
     features = set(host_features()) if cpu == host_cpu() else set(cpu_features(cpu))
     for f in filter(None, opts.get("mattr", "").split(",")):
         if f[0] not in "+-":
@@ -154,9 +170,21 @@ def host_cpu() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def host_features() -> frozenset:
+def host_feature_string() -> str:
+    """LLVM's feature string of this host's CPU ("+avx2,-avx512fp16,...")."""
     import llvmlite.binding as llvm
-    return frozenset(f[1:] for f in llvm.get_host_cpu_features().flatten().split(",") if f.startswith("+"))
+    return llvm.get_host_cpu_features().flatten()
+
+
+@functools.lru_cache(maxsize=None)
+def host_features() -> frozenset:
+    return frozenset(f[1:] for f in host_feature_string().split(",") if f.startswith("+"))
+
+
+@functools.lru_cache(maxsize=None)
+def host_triple() -> str:
+    import llvmlite.binding as llvm
+    return llvm.get_process_triple()
 
 
 def cpu_features(cpu: str) -> frozenset:
@@ -177,6 +205,8 @@ X86_CPUS = {
     "x86-64-v2": _V2,
     "x86-64-v3": _V3,
     "x86-64-v4": _V4,
+    "sandybridge": _V2 + ("avx",),
+    "ivybridge": _V2 + ("avx", "f16c"),
     "haswell": _V3,
     "broadwell": _V3,
     "skylake": _V3,
@@ -187,6 +217,8 @@ X86_CPUS = {
     "sapphirerapids": _V4 + ("avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2", "amx-tile",
                              "amx-bf16", "amx-int8"),
     "emeraldrapids": _V4 + ("avx512vnni", "avx512bf16", "avx512fp16", "avx512vbmi", "avx512vbmi2"),
+    "alderlake": _V3 + ("avxvnni",),
+    "znver1": _V3,
     "znver2": _V3,
     "znver3": _V3,
     "znver4": _V4 + ("avx512vnni", "avx512bf16", "avx512vbmi", "avx512vbmi2", "avx512bitalg", "avx512vpopcntdq"),

@@ -166,7 +166,7 @@ def workers(monkeypatch):
     monkeypatch.setattr(llvm, "COMPILE_PROCESSES", 2)
     sent = []
     real = llvm._Worker.compile
-    monkeypatch.setattr(llvm._Worker, "compile", lambda self, text, passes: sent.append(self.ok) or real(self, text, passes))
+    monkeypatch.setattr(llvm._Worker, "compile", lambda self, text, *a: sent.append(self.ok) or real(self, text, *a))
     return sent
 
 

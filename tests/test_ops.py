@@ -36,6 +36,38 @@ def test_op_matches_reference(name, k, target):
         assert_close_np(g, r)
 
 
+# A fixed sample of registry ops covering every fusion kind (every sample of the conv/matmul kind, whose schedules
+# read the target's vector width and registers; float16/bfloat16 casts and packs, which need library helpers or
+# instructions a lower ISA lacks), run on lower ISAs than this host's: their code must run here and be right.
+LOWER_ISAS = ("llvm -mcpu=haswell", "llvm -mcpu=x86-64-v2")
+LOWER_ISA_OPS = {
+    "elementwise": ["cast", "exp", "erf", "gelu", "sigmoid", "tanh", "log1p", "round", "frexp"],
+    "broadcast": ["add", "div", "pow", "where", "fmod"],
+    "injective": ["cat", "gather", "pack_lanes", "pack_bf16_pairs", "pad", "permute", "index"],
+    "reduction": ["sum", "amax", "mean", "avg_pool2d", "max_pool2d_indices", "adaptive_avg_pool2d"],
+    "out_elemwise_fusable": sorted(n for n, op in all_ops().items() if int(op.kind) == 4),
+    "opaque": ["cumsum", "argmax", "softmax", "log_softmax", "layer_norm", "max_pool2d", "sort", "cholesky",
+               "matrix_exp", "winograd_weight", "scatter", "index_put"],
+}
+LOWER_ISA_CASES = [(name, k) for names in LOWER_ISA_OPS.values() for name in names for n, k in CASES if n == name]
+
+
+@pytest.mark.parametrize("isa", LOWER_ISAS)
+@pytest.mark.parametrize("name,k", LOWER_ISA_CASES, ids=[f"{n}-{k}" for n, k in LOWER_ISA_CASES])
+def test_op_on_a_lower_isa(name, k, isa):
+    """The op's kernel built for a lower ISA (AVX2, SSE4.2) runs on this host and matches the reference."""
+    from fxc.target import Target, host_features
+    missing = Target.parse(isa).caps.features - host_features()
+    if missing:
+        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    test_op_matches_reference(name, k, isa)
+
+
+def test_lower_isa_sample_covers_every_op_kind():
+    kinds = {int(op.kind) for op in all_ops().values() if op.samples and op.compute}
+    assert {int(all_ops()[n].kind) for n, _ in LOWER_ISA_CASES} == kinds
+
+
 DEFAULT_ATEN = sorted((t, op.name) for t, (op, conv) in aten_table().items() if op is not None and conv is None)
 
 

@@ -1,6 +1,10 @@
-"""The `llvm` target: render kernels to LLVM IR, optimise with llvmlite for the host CPU, emit an
-object file and link it (with the parallel runtime) into a shared library. Libraries are cached by
-the hash of their IR, so a second process compiling the same graph skips LLVM and the linker."""
+"""The `llvm` target: render kernels to LLVM IR, optimise with llvmlite for the target's CPU (`fxc.target.Target`:
+its -mcpu and features; the host by default), emit an object file and link it (with the parallel runtime) into a
+shared library whose every undefined symbol the C runtime libraries define. Libraries are cached by the hash of
+their IR and the target machine, so a second process compiling the same graph skips LLVM and the linker.
+
+A target machine is named by its `spec`, "triple\ncpu\nfeatures" (`Target.machine_key`): the text that goes into
+every cache key and to the compile workers."""
 from __future__ import annotations
 
 import atexit
@@ -17,48 +21,55 @@ from pathlib import Path
 
 from ..cache import atomic_write, cache_dir, checked_file, read_entry, write_entry
 from ..errors import CompileError
+from ..target import Target
 from .llvm_render import ModuleWriter
 
 RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime" / "cpu_parallel.c"
 
 
+def target_machine(target=None):
+    """(LLVM target machine, triple, cpu, feature string) for an llvm target (a Target or its string; None: the
+    host). The machine is shared: a thread that optimises or emits makes its own (new_machine)."""
+    return _shared_machine(machine_spec(target))
+
+
+def machine_spec(target=None) -> str:
+    """The spec ("triple\ncpu\nfeatures") of an llvm target's machine."""
+    return Target.parse(target).machine_key
+
+
 @functools.lru_cache(maxsize=None)
-def target_machine():
+def _shared_machine(spec: str):
+    triple, cpu, features = spec.split("\n")
+    return new_machine(spec), triple, cpu, features
+
+
+def new_machine(spec: str, opt: int = 3):
+    """A new LLVM target machine for a spec (one per thread: they are not shared)."""
     import llvmlite.binding as llvm
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
-    triple = llvm.get_process_triple()
-    cpu = llvm.get_host_cpu_name()
-    features = llvm.get_host_cpu_features().flatten()
-    tm = llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=3,
-                                                               reloc="pic", codemodel="default")
-    return tm, triple, cpu, features
+    triple, cpu, features = spec.split("\n")
+    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt,
+                                                                 reloc="pic", codemodel="default")
 
 
-def vector_bits() -> int:
-    """Widest float vector the host CPU offers (512 with AVX-512F, 256 with AVX2...)."""
-    _, _, _, feats = target_machine()
-    if "+avx512f" in feats:
-        return 512
-    if "+avx" in feats:
-        return 256
-    return 128
-
-
-def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool = False) -> str:
+def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool = False, target=None) -> str:
     """LLVM IR of the kernels and entries: `fxc_run` runs prepack_calls then calls; with prepack calls
     there are also `fxc_prepack` and `fxc_run_main` so a runtime can skip an unchanged prepack.
     profile: time every kernel call into the exported `fxc_profile_counters` (counter k = k-th call of
     prepack_calls + calls)."""
-    mw = module_writer()
+    mw = module_writer(target)
     for k in kernels:
         mw.kernel(k)
     return finish_module(mw, calls, prepack_calls, profile)
 
 
-def module_writer() -> ModuleWriter:
-    tm, triple, _, _ = target_machine()
-    return ModuleWriter(triple, str(tm.target_data))
+def module_writer(target=None) -> ModuleWriter:
+    """A ModuleWriter for an llvm target (None: the host): its data layout, and its CPU features for `has`."""
+    target = Target.parse(target)
+    tm, triple, _, _ = target_machine(target)
+    return ModuleWriter(triple, str(tm.target_data), target.caps.features)
 
 
 def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) -> None:
@@ -71,7 +82,7 @@ def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) ->
     if queue is None or sum(map(len, functions)) < SMALL_PART:       # a small kernel goes in a batch part
         return
     for name, text in _split(mw.text(functions, []), dict(enumerate(mw.md)))[1]:      # mw.md[i] is !i
-        key = part_key(name, text)
+        key = part_key(name, text, queue.spec)
         if not (cache_dir() / "objects" / f"{key}.o").exists():      # else compile_objects reads it
             queue.add(key, name, text, True)
 
@@ -99,7 +110,8 @@ PIPELINE = "kernels O3 loop-vectorize unroll no-slp; entry none, codegen O0"
 
 
 def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
-    """Parse and verify LLVM IR text, then run the kernels' pipeline over it (unless not passes)."""
+    """Parse and verify LLVM IR text, then run the kernels' pipeline over it (unless not passes) for target
+    machine tm (the host's by default)."""
     import llvmlite.binding as llvm
     tm = tm or target_machine()[0]
     mod = None
@@ -166,22 +178,24 @@ def _run(cmd, source=""):
         raise CompileError(f"{cmd[0]} failed", source=source, log=p.stderr)
 
 
-def build_library(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
+def build_library(ir_text: str, queue: "CompileQueue | None" = None, target=None) -> tuple:
     """Return (path of the shared library, names of the parts compiled now: empty when all came from the caches).
 
-    The library is cached by the hash of the whole IR; below that, each kernel's object code is cached by the
-    hash of the kernel's own IR (see split_module), so a kernel shared with another graph (another model, the
-    backward graph, a changed epilogue elsewhere) compiles once. queue: the build's CompileQueue, holding the
-    parts it has started already (closed here in any case)."""
-    tm, triple, cpu, feats = target_machine()
-    key = hashlib.sha256((ir_text + cpu + feats + RUNTIME_C.read_text()).encode()).hexdigest()[:24]
+    The library is cached by the hash of the whole IR and the target machine; below that, each kernel's object
+    code is cached by the hash of the kernel's own IR (see split_module), so a kernel shared with another graph
+    (another model, the backward graph, a changed epilogue elsewhere) compiles once. queue: the build's
+    CompileQueue (for the same target), holding the parts it has started already (closed here in any case).
+    target: the llvm target (None: the host). Raises CompileError when the library would need a symbol that the
+    C runtime libraries do not define (check_link)."""
+    spec = machine_spec(target)
+    key = hashlib.sha256((ir_text + spec + RUNTIME_C.read_text()).encode()).hexdigest()[:24]
     lib = checked_file(f"fxc-{key}.so")        # a damaged or replaced library is a miss (fxc/cache.py)
     if lib is not None:
         if queue is not None:
             queue.finish()
         return lib, []
     t0 = time.perf_counter()
-    objs, compiled = compile_objects(ir_text, queue)
+    objs, compiled = compile_objects(ir_text, queue, target)
     t1 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         paths = []
@@ -189,7 +203,7 @@ def build_library(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
             paths.append(Path(d) / f"k{k}.o")
             paths[-1].write_bytes(obj)
         so = Path(d) / "k.so"
-        _run(["gcc", "-shared", "-fopenmp", "-o", str(so), *map(str, paths), str(_runtime_object()), "-lm"], ir_text)
+        link_shared(["-o", str(so), *map(str, paths), str(_runtime_object())], ir_text)
         lib = write_entry(f"fxc-{key}.so", so.read_bytes())
     if int(os.environ.get("FXC_DEBUG", "0") or 0) >= 1:
         print(f"[fxc] llvm: {len(objs)} parts, {len(compiled)} compiled ({PIPELINE}, {COMPILE_PROCESSES} processes) "
@@ -201,15 +215,35 @@ COMPILE_PROCESSES = max(1, min(4, len(os.sched_getaffinity(0))))     # this proc
 WORKER_MIN_IR = 200_000     # characters of IR to compile (~0.2 s of LLVM) that pay for starting a worker (~0.2 s)
 
 
-def compile_objects(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
+def link_shared(args: list, source: str = "") -> None:
+    """gcc -shared with the parallel runtime's libraries (OpenMP, libm, libc, libpthread, libgcc_s), refusing an
+    undefined symbol (-z defs): a library that links loads. A symbol none of them defines (a compiler-runtime
+    helper such as __truncsfbf2, which LLVM calls where the target CPU lacks an instruction and Debian's libgcc
+    lacks) is a CompileError naming it, never an OSError when the library is loaded."""
+    cmd = ["gcc", "-shared", "-fopenmp", "-Wl,-z,defs", *args, "-lm"]
+    try:
+        _run(cmd, source)
+    except CompileError as e:
+        missing = sorted(set(re.findall(r"undefined reference to [`']([^']+)'", e.log or "")))
+        if not missing:
+            raise
+        raise CompileError(f"the kernel library needs {', '.join(missing)}, which none of the runtime's libraries "
+                           f"(libc, libm, libpthread, libgcc_s, libgomp) defines: LLVM calls such helpers where the "
+                           f"target CPU lacks an instruction. This is an fxc bug (please report it with FXC_DEBUG=4 "
+                           f"output); meanwhile compile for a target with the CPU features the op needs",
+                           source=source, log=e.log) from None
+
+
+def compile_objects(ir_text: str, queue: "CompileQueue | None" = None, target=None) -> tuple:
     """Object code of a rendered module, one object per part of split_module: (objects, names of the parts
     compiled now). Parts come from the object cache when their IR was compiled before; the others compile
     here and in COMPILE_PROCESSES - 1 worker processes (see CompileQueue). queue: one holding parts already
-    started (a build's); it is finished here."""
+    started (a build's, for the same target); it is finished here. target: the llvm target (None: the host)."""
+    spec = machine_spec(target) if queue is None else queue.spec
     parts = split_module(ir_text)
-    keys = [part_key(name, text) for name, text in parts]
+    keys = [part_key(name, text, spec) for name, text in parts]
     if queue is None:
-        queue = CompileQueue()
+        queue = CompileQueue(target)
         if len(parts) > 1 and sum(len(text) for _, text in parts) >= WORKER_MIN_IR:
             queue.start()
     objects: dict = {}
@@ -226,15 +260,16 @@ def compile_objects(ir_text: str, queue: "CompileQueue | None" = None) -> tuple:
 
 
 @functools.lru_cache(maxsize=None)
-def _key_salt() -> str:
+def _key_salt(spec: str) -> str:
     import llvmlite.binding as llvm
-    _, _, cpu, feats = target_machine()
-    return f"{cpu}\n{feats}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
+    return f"{spec}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
 
 
-def part_key(name: str, text: str) -> str:
-    """The object cache's key of a part: its IR (and the entry's name), the CPU, the pipeline, LLVM's version."""
-    return hashlib.sha256((_key_salt() + name * (name == "entry") + text).encode()).hexdigest()[:32]
+def part_key(name: str, text: str, spec: str | None = None) -> str:
+    """The object cache's key of a part: its IR (and the entry's name), the target machine (spec; None: the
+    host's), the pipeline, LLVM's version."""
+    salt = _key_salt(spec or machine_spec())
+    return hashlib.sha256((salt + name * (name == "entry") + text).encode()).hexdigest()[:32]
 
 
 _SWITCH = {"open": 0, "interval": None}
@@ -263,9 +298,11 @@ class CompileQueue:
     The compile workers (COMPILE_PROCESSES - 1 other processes, llvmlite allowing one LLVM call per process at a
     time) take each part as it is added, while this process lowers and renders the next kernels; finish() closes
     the queue, has this process take what is left too and waits for the rest. The largest waiting part goes
-    first, so that all finish about together. Objects go to the object cache as they come."""
+    first, so that all finish about together. Objects go to the object cache as they come. target: the llvm
+    target every part is compiled for (None: the host)."""
 
-    def __init__(self):
+    def __init__(self, target=None):
+        self.spec = machine_spec(target)
         self.waiting: dict = {}         # key -> (name, IR text, run the kernels' pipeline)
         self.running: set = set()
         self.objects: dict = {}         # key -> object code
@@ -336,7 +373,7 @@ class CompileQueue:
         while alive() and (job := self._take(block)) is not None:
             key, (_, text, passes) = job
             try:
-                obj, error = compile_one(text, passes), None
+                obj, error = compile_one(text, passes, self.spec), None
             except BaseException as e:      # raised by finish(), in the build's thread
                 obj, error = None, e
             if error is None:
@@ -381,19 +418,19 @@ class _Worker:
                     self.ok = False
             return self.ok
 
-    def compile(self, text: str, passes: bool) -> bytes:
+    def compile(self, text: str, passes: bool, spec: str) -> bytes:
         from . import llvm_worker
         with self.lock:
             if self.ok:
                 try:
-                    llvm_worker.write(self.proc.stdin, b"K" if passes else b"E", text.encode())
+                    llvm_worker.write(self.proc.stdin, b"K" if passes else b"E", f"{spec}\0{text}".encode())
                     kind, payload = llvm_worker.read(self.proc.stdout)
                     if kind == b"O":
                         return payload
                     self.ok = kind == b"X"          # an error in the part: compiled here, it raises
                 except OSError:
                     self.ok = False
-        return _compile_part(text, passes)
+        return _compile_part(text, passes, spec)
 
     def close(self):
         if self.proc is not None and self.proc.poll() is None:
@@ -427,20 +464,12 @@ def _close_workers():
         w.close()
 
 
-def _compile_part(text: str, optimize_ir: bool = True) -> bytes:
-    """Optimise and emit one part in its own LLVM context and target machines; a part not optimize_ir (the entry)
-    gets no IR passes and O0 codegen (PIPELINE)."""
+def _compile_part(text: str, optimize_ir: bool = True, spec: str | None = None) -> bytes:
+    """Optimise and emit one part for the target machine `spec` (None: the host) in its own LLVM context and
+    target machine; a part not optimize_ir (the entry) gets no IR passes and O0 codegen (PIPELINE)."""
     import llvmlite.binding as llvm
-    tm = _host_machine(3 if optimize_ir else 0)
+    tm = new_machine(spec or machine_spec(), 3 if optimize_ir else 0)
     return tm.emit_object(optimize(text, llvm.create_context(), tm, passes=optimize_ir))
-
-
-def _host_machine(opt: int = 3):
-    """A new target machine for the host CPU (one per thread: they are not shared)."""
-    import llvmlite.binding as llvm
-    _, triple, cpu, features = target_machine()
-    return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt,
-                                                                 reloc="pic", codemodel="default")
 
 
 _DEFINE = re.compile(r"define [^@]*@([\w.]+)\(")
@@ -559,6 +588,6 @@ def _canonical_meta(body: list, meta: dict) -> tuple:
     return [sub(l) for l in body], [sub(meta[i]) for i in sorted(order, key=order.get)]
 
 
-def assembly(ir_text: str) -> str:
-    tm = target_machine()[0]
-    return tm.emit_assembly(optimize(ir_text))
+def assembly(ir_text: str, target=None) -> str:
+    tm = target_machine(target)[0]
+    return tm.emit_assembly(optimize(ir_text, tm=tm))

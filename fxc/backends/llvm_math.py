@@ -1,5 +1,5 @@
-"""Float literals in LLVM IR and straight-line float32 vector math for what libm has only as scalars (exp, erf):
-the bodies FunctionWriter (llvm_render.py) emits for a vector `exp` or `erf`."""
+"""Float literals in LLVM IR, straight-line float32 vector math for what libm has only as scalars (exp, erf): the
+bodies FunctionWriter (llvm_render.py) emits for a vector `exp` or `erf`, and the bf16 pack by integer rounding."""
 from __future__ import annotations
 
 import math
@@ -41,6 +41,31 @@ PIO2 = (1.5707963705062866, -4.371139000186243e-08, -1.7151245100059818e-15)   #
 TRIG_LIMIT = 65536.0    # |x| beyond it (or inf, nan): sin/cos of the whole vector by libm, lane by lane
 
 
+def pack_bf16_words(w: "FunctionWriter", wt: str, lo: str, hi: str) -> str:
+    """Vectors lo, hi of float32 -> int32 words of type wt (lo rounded in the low half, hi in the high half), each
+    rounded to the nearest bfloat16, ties to even, a NaN made the quiet NaN 0x7FC0 (FunctionWriter.narrow_storage,
+    lane-wise): the pack on a target without vcvtne2ps2bf16, where LLVM would call __truncsfbf2."""
+    n = int(wt[1:].split(" x ")[0])
+    splat = lambda v: "<" + ", ".join([f"i32 {v}"] * n) + ">"
+    ft = f"<{n} x float>"
+    halves = []
+    for x in (lo, hi):
+        b, lsb, bias, s, h, nan, r = (w.new() for _ in range(7))
+        w.emit(f"{b} = bitcast {ft} {x} to {wt}")
+        w.emit(f"{lsb} = lshr {wt} {b}, {splat(16)}")
+        w.emit(f"{bias} = and {wt} {lsb}, {splat(1)}")
+        w.emit(f"{s} = add {wt} {b}, {bias}")
+        w.emit(f"{h} = add {wt} {s}, {splat(32767)}")
+        w.emit(f"{nan} = fcmp uno {ft} {x}, {x}")
+        w.emit(f"{r} = select <{n} x i1> {nan}, {wt} {splat(0x7FC00000)}, {wt} {h}")
+        halves.append(r)
+    low, high, word = w.new(), w.new(), w.new()
+    w.emit(f"{low} = lshr {wt} {halves[0]}, {splat(16)}")
+    w.emit(f"{high} = and {wt} {halves[1]}, {splat(-65536)}")
+    w.emit(f"{word} = or {wt} {low}, {high}")
+    return word
+
+
 class VectorMath:
     """Straight-line float32 vector code for functions libm only has as scalars (no vector math library
     is linked): exp by range reduction to 2^k * poly(r), erf as a rational function; log by exponent and mantissa,
@@ -65,8 +90,11 @@ class VectorMath:
         self.w.emit(f"{r} = fneg {self.t} {a}")
         return r
 
-    def fma(self, a, b, c) -> str:
-        return self.w.call(f"llvm.fma.v{self.n}f32", self.t, [(self.t, a), (self.t, b), (self.t, c)])
+    def fma(self, a, b, c, exact: bool = False) -> str:
+        """a * b + c: fused where the target has FMA or `exact` (an argument reduction whose constant has all 24
+        bits; elsewhere a multiply and an add, as Cephes' constants are made for, not a libm call per lane)."""
+        fn = "fma" if exact or self.w.m.has("fma") else "fmuladd"
+        return self.w.call(f"llvm.{fn}.v{self.n}f32", self.t, [(self.t, a), (self.t, b), (self.t, c)])
 
     def fn(self, name, *args) -> str:
         return self.w.call(f"llvm.{name}.v{self.n}f32", self.t, [(self.t, a) for a in args])
@@ -245,7 +273,7 @@ class VectorMath:
         k = self.fn("minnum", self.fn("maxnum", k, self.c(-1048576.0)), self.c(1048576.0))
         r = x
         for part in PIO2:
-            r = self.fma(k, self.c(-part), r)
+            r = self.fma(k, self.c(-part), r, exact=True)
         r2 = self.op("fmul", r, r)
         s = self.fma(self.op("fmul", r, r2), self.poly(r2, SIN_S), r)
         c = self.fma(self.op("fmul", r2, r2), self.poly(r2, COS_C), self.fma(r2, self.c(-0.5), self.c(1.0)))

@@ -13,7 +13,7 @@ from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, CheckIndex, Const, 
                               Load, PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS,
                               children, lanes_of, scalar_of, vec)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
-from .llvm_math import VECTOR_MATH, VectorMath, float_literal
+from .llvm_math import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
          "int8": "i8", "uint8": "i8", "bool": "i1", "float16": "half", "bfloat16": "i16"}   # bfloat16: raw bits
@@ -276,9 +276,10 @@ class FunctionWriter:
             self.emit(f"{one} = insertelement <1 x {t}> poison, {t} {self.expr(x)}, i64 0")
             self.emit(f"{r} = shufflevector <1 x {t}> {one}, <1 x {t}> poison, <{n} x i32> zeroinitializer")
             return r
-        if isinstance(e, Fma):
-            t = lty(e.dtype)
-            return self.call(f"llvm.fma.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
+        if isinstance(e, Fma):      # a schedule's multiply-add: without an FMA unit a multiply and an add (llvm.fma
+            t = lty(e.dtype)        # would be a call of libm's fmaf per lane, ~50x slower in a GEMM)
+            fn = "fma" if self.m.has("fma") else "fmuladd"
+            return self.call(f"llvm.{fn}.{_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
         if isinstance(e, CheckIndex):
@@ -356,6 +357,8 @@ class FunctionWriter:
             self.emit(f"{s} = shl i32 {parts[1]}, 16")
             self.emit(f"{r} = or i32 {parts[0]}, {s}")
             return r
+        if not self.m.has("avx512bf16"):    # no vcvtne2ps2bf16 (LLVM would call __truncsfbf2): integer rounding
+            return pack_bf16_words(self, wt, lo, hi)
         ft, ht = lty(e.args[0].dtype), f"<{n} x bfloat>"
         l, h, j, r = self.new(), self.new(), self.new(), self.new()
         self.emit(f"{l} = fptrunc {ft} {lo} to {ht}")        # round to nearest even (vcvtneps2bf16)
@@ -722,8 +725,10 @@ def _bits(dt: str) -> int:
 
 
 class ModuleWriter:
-    def __init__(self, triple: str, datalayout: str):
-        self.triple, self.datalayout = triple, datalayout
+    """One LLVM module being written for a target: its triple, data layout and CPU features (`has`)."""
+
+    def __init__(self, triple: str, datalayout: str, features: frozenset = frozenset()):
+        self.triple, self.datalayout, self.features = triple, datalayout, frozenset(features)
         self.functions: list = []
         self.decls: dict = {}
         self.md: list = ["!0 = !{}"]
@@ -731,9 +736,9 @@ class ModuleWriter:
         self._n = 0
 
     def has(self, feature: str) -> bool:
-        """Capability flag: the host CPU has this LLVM feature ("avx512f": vscalefps; "avx512bf16": vdpbf16ps)."""
-        from .llvm import target_machine
-        return f"+{feature}" in target_machine()[3].split(",")
+        """Capability flag: the target CPU has this LLVM feature ("avx512f": vscalefps; "avx512bf16": vdpbf16ps,
+        vcvtne2ps2bf16)."""
+        return feature in self.features
 
     def counter(self) -> int:
         self._n += 1

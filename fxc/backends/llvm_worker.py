@@ -2,9 +2,10 @@
 
 llvmlite runs every LLVM call of a process under one lock, so parts of a module compile in parallel only in
 separate processes. The worker first writes its host CPU (name and features) so the parent can check it
-builds for the same target, then answers requests until its stdin closes. Every message is a kind byte, an
+runs the same LLVM on the same host, then answers requests until its stdin closes. Every message is a kind byte, an
 8-byte little-endian length and that many bytes:
-    request  b"K" + LLVM IR text (a kernel part: the kernels' pipeline)  or  b"E" + text (no IR passes)
+    request  b"K" + spec + NUL + LLVM IR text (a kernel part: the kernels' pipeline)  or  b"E" + ... (no IR
+             passes); spec: the target machine the part is for, "triple\ncpu\nfeatures" (llvm.machine_spec)
     answer   b"O" + object code  or  b"X" + the error message
 """
 from __future__ import annotations
@@ -45,7 +46,8 @@ def main() -> None:
         if kind is None:
             return
         try:
-            write(out, b"O", _compile_part(text.decode(), kind == b"K"))
+            spec, _, ir = text.decode().partition("\0")
+            write(out, b"O", _compile_part(ir, kind == b"K", spec))
         except Exception as e:          # reported to the parent, which compiles the part itself
             write(out, b"X", f"{type(e).__name__}: {e}".encode())
 

@@ -169,12 +169,11 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     if unknown:
         from ..errors import FxcError as _E
         raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
-    from ..build import TARGETS
-    if options.get("target", "llvm") not in TARGETS:
-        from ..errors import TargetError
-        raise TargetError(f"unknown target {options['target']!r}; available: {', '.join(TARGETS)}")
+    from ..target import Target
+    target = Target.parse(options.get("target", "llvm"))   # "llvm", "llvm -mcpu=haswell", ...: TargetError if bad
+    target.check_runnable()         # torch.compile runs what it compiles: a CPU this host is not is an error now
     from ..build import check_precision
-    check_precision(options.get("precision", "fp32"))
+    check_precision(options.get("precision", "fp32"), target)
     from ..backends.llvm import start_workers
     start_workers()         # their start-up overlaps AOT autograd's tracing: ready when the first kernel is
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ..errors import FxcError, InputError, TargetError, UnsupportedOpError
+from ..errors import FxcError, InputError, UnsupportedOpError
 from ..runtime.module import TensorSpec, check_shape
 from .torch import FROM_STR, _Support, keep_whole, to_graph
 
@@ -218,8 +218,10 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
         (call `model.eval()` first for inference behaviour of dropout/batch-norm).
     example_inputs : tuple of torch.Tensor or numpy.ndarray (or one tensor)
         Fixes the input shapes and dtypes of the compiled model.
-    target : str
-        Compilation target ("llvm": the host CPU).
+    target : str or fxc.target.Target
+        Compilation target: "llvm" (this CPU), or a TVM-style string naming another ("llvm -mcpu=haswell",
+        "llvm -mcpu=x86-64-v2 -mattr=+avx2"). Code for a CPU this host lacks compiles and exports; calling it here
+        raises TargetError.
     **options
         `debug` (FXC_DEBUG level), `fuse` (bool, default True), `profile` (bool: per-kernel timers,
         read with `.module.profile_table()`).
@@ -235,14 +237,14 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
     UnsupportedOpError
         The model does not capture as one graph, or uses an op/dtype fxc cannot compile (named with its node).
     TargetError
-        Unknown target.
+        Unknown target kind, CPU or option.
     """
-    from ..build import TARGETS, build
+    from ..build import build
+    from ..target import Target
     unknown = set(options) - BUILD_OPTIONS
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
-    if target not in TARGETS:
-        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+    target = Target.parse(target)       # TargetError for an unknown kind, CPU or option
     if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
         example_inputs = (example_inputs,)
     args = tuple(torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a

@@ -24,17 +24,26 @@ from .expr import (ITEMSIZE, Bin, Broadcast, Cast, Const, Expr, Fma, Lane, LaneR
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
 
-LANES = 16                  # float32 lanes of one 512-bit vector register
-ACC_REGISTERS = 28          # accumulator budget of the 32 vector registers (the rest: B vectors, broadcast)
+LANES = 16                  # float32 lanes of one vector of the loop IR (one AVX-512 register; LLVM splits it in two
+                            # on an AVX2 target, in four on SSE: acc_vectors counts them)
+RESERVED_REGISTERS = 4      # vector registers a register tile leaves to the B vectors and the broadcast
 VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
 VECTOR_MATH_F32 = ("exp", "erf", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "sigmoid")   # float32
 # vector forms the renderers provide (llvm_math.VECTOR_MATH)
 CONV1X1_AS_GEMM = True      # 1x1 stride-1 convs: lanes along the output positions (schedule_conv1x1)
 
 
-def row_tile(rows: int, nv: int) -> int:
-    """Rows per tile: as many as the accumulator registers allow, preferring a divisor of `rows`."""
-    limit = max(1, min(ACC_REGISTERS // nv, 14 if nv > 1 else 24))
+def acc_vectors(caps) -> int:
+    """The accumulator budget of a register tile, in LANES-wide vectors: the target's vector registers but
+    RESERVED_REGISTERS, each vector taking LANES * 32 / vector_bits of them (28 of AVX-512's 32; 6 on AVX2)."""
+    per = max(1, LANES * 32 // caps.vector_bits)
+    return max(2, (caps.vector_registers - RESERVED_REGISTERS) // per)
+
+
+def row_tile(rows: int, nv: int, caps) -> int:
+    """Rows per tile: as many as the target's accumulator registers allow, preferring a divisor of `rows`."""
+    acc = acc_vectors(caps)
+    limit = max(1, min(acc // nv, 14 if nv > 1 else 24 * acc // 28))
     if rows <= limit:
         return rows
     for mr in range(limit, max(limit * 3 // 4, 1) - 1, -1):
@@ -270,7 +279,7 @@ def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_
     store(tile, r0). prologue(rows, r0): a statement run once per tile before it; inner: a (Var, extent) loop around
     the accumulate-and-store, so one prologue serves several column blocks. chunk: (Var c, parts) to cover only
     part c of the whole tiles (the last part shorter when parts does not divide them), the tail tile with it."""
-    mr = mr or row_tile(extent, nv)
+    mr = mr or row_tile(extent, nv, conv.caps)
     full = (extent // mr) * mr
     stmts = []
     for start, count, width in ((0, extent // mr, mr), (full, 1, extent - full)):
@@ -374,7 +383,7 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         obb = chunk * per + g
     else:
         obb = Var("obb")
-    mr = row_tile(OW, nv)
+    mr = row_tile(OW, nv, conv.caps)
     span = (mr - 1) * sw + (KW - 1) * dw + 1
     CP = x.shape[1] * li
     panel = conv.local(x.dtype, KH * span * CP, "xpanel") if staged else None
@@ -505,7 +514,7 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     blocks = [([LANES] * nv, nb_full)] if nb_full else []
     if rest:
         blocks.append(([LANES] * (rest // LANES) + ([rest % LANES] if rest % LANES else []), 1))
-    mr = row_tile(O, nv)
+    mr = row_tile(O, nv, conv.caps)
     n_full, o_tail = O // mr, O % mr
 
     def tile(widths, p0, o0, rows):
@@ -613,7 +622,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     mac = dot_bf16 if a.get("bf16") else None
     work = math.prod(shape) * K
     groups = NBP // nv
-    mr = row_tile(M, nv)
+    mr = row_tile(M, nv, conv.caps)
     row = conv.convert(A[tuple(a_batch) + ((k, m) if trans_a else (m, k))], None)
     stride = linear_stride(row.args[1], m) if isinstance(row, Load) else None
     itemsize = ITEMSIZE[row.dtype]

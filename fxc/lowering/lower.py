@@ -44,8 +44,10 @@ class Converter:
     """TE expression -> loop-IR expression. TRefs to buffers become Loads; computes are inlined;
     reductions become holes (collected) or, in `pre` mode, accumulation statements."""
 
-    def __init__(self, bufs: dict):
+    def __init__(self, bufs: dict, caps=None):
+        from ..target import Target
         self.bufs = bufs
+        self.caps = caps or Target.parse("llvm").caps      # the target's capabilities the schedules read
         self.locals: list = []
         self.scratches: list = []
 
@@ -212,12 +214,13 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
 
 
 def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threads: int = 1,
-                schedule_hint: dict | None = None) -> Kernel:
-    """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers."""
+                schedule_hint: dict | None = None, caps=None) -> Kernel:
+    """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; caps: the target's
+    capabilities (None: this host's)."""
     from .schedule import schedule_root
     bufs = dict(in_bufs)
     stmts, flops = [], 0
-    conv = Converter(bufs)
+    conv = Converter(bufs, caps)
     done = set()
     for t, ob in zip(roots, out_bufs):
         if t.extern is not None:

@@ -405,7 +405,7 @@ def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_thread
     sub = dict(zip(rt.axes, axes))
     sub.update({v: n for (v, _), n in zip(rb.axes, rvars)})
     pre: list = []
-    val = Converter(conv.bufs).convert(substitute(rb.body, sub), pre)     # a probe: no locals made in conv
+    val = Converter(conv.bufs, conv.caps).convert(substitute(rb.body, sub), pre)     # a probe: no locals made in conv
     loads = [x.args[1] for x in walk(val) if isinstance(x, Load) and x.args[0].scope == "global"]
     along_red = [linear_stride(i, rvars[-1]) for i in loads]
     if pre or not loads or (1 in along_red and set(along_red) <= {0, 1}):
@@ -454,7 +454,7 @@ def _choose_mode(conv, rt, axes, shape) -> str:
     if not axes or shape[-1] < 4:
         return "inner"
     red: te.Reduce = rt.body
-    probe = Converter(conv.bufs)
+    probe = Converter(conv.bufs, conv.caps)
     sub = dict(zip(rt.axes, axes))
     rv = [Var("r") for _ in red.axes]
     sub.update({v: n for (v, _), n in zip(red.axes, rv)})

@@ -79,20 +79,22 @@ def fits(c: int, ow: int, m: int = 4, bf16: bool = False) -> bool:
     return alpha(m) ** 2 * tiles(ow, m) * c * (2 if bf16 else 4) <= V_BUDGET
 
 
-def tile_rows(tile_cols: int, nv: int) -> int:
-    """Tiles per register tile: the nv*mr accumulators, nv weight vectors and one broadcast fit the 32
-    vector registers; a long tile row is cut into equal groups."""
-    limit = max(1, min(14, (31 - nv) // nv))
+def tile_rows(tile_cols: int, nv: int, caps) -> int:
+    """Tiles per register tile: the nv*mr accumulators, nv weight vectors and one broadcast fit the target's
+    vector registers (32 of AVX-512; AVX2's 16 hold 8 LANES-wide vectors); a long tile row is cut into equal
+    groups."""
+    vectors = caps.vector_registers * caps.vector_bits // (32 * LANES)
+    limit = max(1, min(14, (vectors - 1 - nv) // nv))
     groups = -(-tile_cols // limit)
     return -(-tile_cols // groups)
 
 
-def lane_vectors(tile_cols: int, channel_blocks: int) -> int:
+def lane_vectors(tile_cols: int, channel_blocks: int, caps) -> int:
     """Vectors of LANES output channels per register tile: the most FMAs per load (mr*nv / (mr+nv)) for the
-    tile row's width, without padding the channel blocks (a padded block is wasted work)."""
+    tile row's width on the target (caps), without padding the channel blocks (a padded block is wasted work)."""
     best, score = 1, 0.0
     for nv in (1, 2, 3, 4):
-        mr = tile_rows(tile_cols, nv)
+        mr = tile_rows(tile_cols, nv, caps)
         waste = (-(-channel_blocks // nv) * nv) / channel_blocks
         s = mr * nv / (mr + nv) / waste
         if s > score + 1e-9:
@@ -251,7 +253,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     kbg, xi = Var("kbg"), Var("xi")
     kb0 = (kg * per_kg + kbg) * nv
     out_index = flat_index(axes, shape)
-    mr = tile_rows(TW, nv)
+    mr = tile_rows(TW, nv, conv.caps)
     groups = []                     # (first tile, count, tiles per group) along a tile row
     full = (TW // mr) * mr
     if TW // mr:

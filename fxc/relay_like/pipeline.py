@@ -26,8 +26,9 @@ PIPELINE = [
 
 
 def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True,
-                 bf16_direct: bool = False, weights_vary: bool = False):
-    """precision "bf16": use_bf16 and use_bf16_blocked run (on every conv/matmul over weights, or with
+                 bf16_direct: bool = False, weights_vary: bool = False, caps=None):
+    """caps: the target's capabilities (None: this host's), read by the CPU passes (use_winograd, pack_weights).
+    precision "bf16": use_bf16 and use_bf16_blocked run (on every conv/matmul over weights, or with
     bf16_everywhere=False only on those that stream their weight); bf16_direct (its direct convs at twice the
     float32 rate): Winograd keeps only the layers where it still beats them; weights_vary (a training step's
     graphs): and only those where it beats them with its weight transform paid on every call."""
@@ -36,7 +37,14 @@ def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_eve
         if p in bf16_passes and precision != "bf16":
             continue
         t0 = time.perf_counter()
-        g = p(g, bf16_everywhere) if p in bf16_passes else use_winograd(g, bf16_direct, weights_vary) if p is use_winograd else p(g)
+        if p in bf16_passes:
+            g = p(g, bf16_everywhere)
+        elif p is use_winograd:
+            g = use_winograd(g, bf16_direct, weights_vary, caps)
+        elif p is pack_weights:
+            g = pack_weights(g, caps)
+        else:
+            g = p(g)
         if debug >= 1:
             log(f"[fxc] pass {p.__name__:<28} {1e3 * (time.perf_counter() - t0):7.2f} ms  {len(g.nodes)} nodes")
         if debug >= 2:

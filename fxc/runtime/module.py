@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, check_return_code
+from ..errors import InputError, TargetError, check_return_code
 from .cpu import CpuLibrary, Workspace, pointer_array
 
 
@@ -60,6 +60,8 @@ class Module:
     plan: list = field(default_factory=list)    # execution plan: (kernel, [(slot kind, index or byte offset)])
     kernel_flops: list = field(default_factory=list)   # per kernel (same order as `kernels`); 0 when unknown
     profiled: bool = False              # built with per-kernel timers (profile=True / FXC_PROFILE=1)
+    target_spec: str = ""               # the full target string ("llvm -mcpu=haswell"); "" for `target`
+    unrunnable: str = ""                # why this host cannot run the kernels (built for a CPU it is not), or ""
 
     def __post_init__(self):
         self._lib = CpuLibrary(self.library)
@@ -147,6 +149,8 @@ class Module:
         that the weights behind it are unchanged). Either way the packing is redone when a sample of the packed
         inputs' words differs from the last packing's (a write the version counter did not see, e.g. PyTorch's
         `p.data.copy_(w)`; a write missing every sampled word goes unseen)."""
+        if self.unrunnable:
+            raise TargetError(self.unrunnable)
         args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
         if not self.prepack_inputs or self._lib.prepack is None:
             check_return_code(self._lib.run(*args), self._lib.index_error)

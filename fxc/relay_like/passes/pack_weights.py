@@ -19,13 +19,19 @@ def _blocks(n: int, nv: int) -> int:
     return -(-(-(-n // LANES)) // nv) * nv
 
 
-def _lane_vectors(n: int, rows: int = 14) -> int:
+def _lane_vectors(n: int, rows: int = 14, caps=None) -> int:
     """Vectors of LANES columns per register tile: 2 where the width allows it, 3 when the tile has
-    few rows (a 7-wide output row) so the accumulators still fill the registers."""
-    return max(1, min(3 if rows < 10 else 2, -(-n // LANES)))
+    few rows (a 7-wide output row) so the accumulators still fill the registers; on a target with fewer
+    accumulator registers (caps; None: AVX-512's 32) one vector per 4 of them (AVX2: 1, tiles of 5 rows)."""
+    from ...lowering.gemm_schedule import acc_vectors
+    most = acc_vectors(caps) // 4 if caps is not None else 3
+    return max(1, min(3 if rows < 10 else 2, -(-n // LANES), most))
 
 
-def pack_weights(g):
+def pack_weights(g, caps=None):
+    """caps: the target's capabilities (None: this host's), for the register tile's width."""
+    from ...target import Target
+    caps = caps or Target.parse("llvm").caps
     new_nodes = []
 
     def add(op, inputs, attrs, like=None):
@@ -39,7 +45,7 @@ def pack_weights(g):
         if n.op == "conv2d" and n.attrs.get("groups", 1) == 1 and n.outputs[0].dtype == "float32":
             x, w = n.inputs
             o = w.shape[0]
-            nv = _lane_vectors(o, n.outputs[0].shape[3])
+            nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
             wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES)).outputs[0]
             rep = add("conv2d_packed", [x, wp], dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
                                                      dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
@@ -47,7 +53,7 @@ def pack_weights(g):
             a, b = n.inputs
             nd = b.type.ndim
             cols = n.outputs[0].shape[-1]
-            nv = _lane_vectors(cols)
+            nv = _lane_vectors(cols, caps=caps)
             axis = nd - 2 if n.attrs.get("trans_b") else nd - 1
             bp = add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES)).outputs[0]
             rep = add("matmul_packed", [a, bp], dict(n=cols, trans_a=n.attrs.get("trans_a", False), nv=nv))

@@ -106,8 +106,9 @@ def _adjoint(w):
 VARYING_F2_MIN_SIDE = 14    # weights that change every call (training): float32 F(2x2) only on maps this large
 
 
-def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False):
-    """bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
+def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=None):
+    """caps: the target's capabilities (None: this host's), for the register tile's shape.
+    bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
     weights_vary: the weight inputs change on every call (a training step's graphs), so the weight's transform is
     redone every call, as the direct kernel's repack is; float32 F(2x2), whose transform writes 16/9 of the weight's
     bytes, then keeps only maps of VARYING_F2_MIN_SIDE and more. Measured with `python -m benchmarks.winograd_layers
@@ -115,6 +116,8 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False):
     against 1.72 in F(2x2), where a fixed weight gives 1.20 against 1.02; 256 at 14x14 1.13 against 0.73; F(4x4) on
     28x28 and 56x56 0.47 and 0.44 against 1.08 and 1.07."""
     from ...lowering.winograd import fits, lane_vectors, tiles
+    from ...target import Target
+    caps = caps or Target.parse("llvm").caps
     from ...ops.registry import get_op
     from ..hoist import weight_derived
     fixed = weight_derived(g) if bf16_direct else set()
@@ -148,7 +151,7 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False):
         if weights_vary and not over_weight and m == 2 and not bf16 and min(oh, ow) < VARYING_F2_MIN_SIDE:
             new_nodes.append(n)
             continue
-        nv = lane_vectors(tiles(ow, m), -(-k // LANES))
+        nv = lane_vectors(tiles(ow, m), -(-k // LANES), caps)
         blocks = -(-(-(-k // LANES)) // nv) * nv
         w0, adjoint = _adjoint(w)
         u = add("winograd_weight", [w0] if adjoint else _scaled(w, add),
