@@ -238,11 +238,11 @@ def compile_subgraph(text: str, shapes: list, types: list, weights: dict | None 
     if bad:
         raise FxcError(f"fxc subgraph inputs of dtype(s) {bad}; fxc compiles {COMPILED_DTYPES} here")
     module = build(model.to_graph({names[i]: tuple(shapes[i]) for i in used}, dtypes), target="llvm")
-    folder = Path(tempfile.mkdtemp(prefix="fxc-mxnet-subgraph-"))
-    _folders.append(folder)
-    export(module, folder / "subgraph.fxc")
-    extract(folder / "subgraph.fxc", folder)
-    return folder, used
+    root = Path(tempfile.mkdtemp(prefix="fxc-mxnet-subgraph-"))
+    _folders.append(root)
+    export(module, root / "subgraph.fxc")
+    extract(root / "subgraph.fxc", root / "parts")       # extraction writes into a new folder only
+    return root / "parts", used
 
 
 def _compile(text: bytes, shapes: bytes, types: bytes, token: bytes, out, out_len: int) -> int:
