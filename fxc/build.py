@@ -131,7 +131,12 @@ def build(graph, target: str = "llvm", **options) -> Module:
     kernel call; `Module.profile()` returns the per-kernel table), precision ("fp32", default; "bf16": convs and
     matmuls over weights take bfloat16 operands and accumulate in float32, on CPUs with AVX-512 BF16),
     weights_vary (the weight inputs change on every call, as in a training step, so their transforms are redone
-    every call: passes/use_winograd.py)."""
+    every call: passes/use_winograd.py). A device target ("opencl", "opencl -device=1") builds through
+    fxc.build_device."""
+    if not str(target).startswith("llvm"):      # every device target: one dispatch, no backend named here
+        from .build_device import build_device
+        from .target import Target
+        return build_device(graph, Target.parse(target), **options)
     if target not in TARGETS:
         raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
     check_precision(options.get("precision", "fp32"))
