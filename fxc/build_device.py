@@ -120,7 +120,7 @@ def build_device(graph, target: Target, **options):
     if dbg >= 1:
         _log(f"[fxc] built {len(kernels)} {target.kind} kernels ({len(steps)} launches) in "
              f"{1e3 * (time.perf_counter() - t0):.1f} ms; workspace {plan.workspace_bytes} B")
-    if profile:
+    if profile and os.environ.get("FXC_PROFILE", "0") not in ("", "0"):     # FXC_PROFILE=1: a table at exit
         module.print_profile_at_exit()
     return module
 

@@ -52,7 +52,19 @@ def _helper(name):
     return code
 
 
+def _wrapping(sym):
+    """+, -, * on int32 / int64 wrap (two's complement, as on the CPU): through the unsigned type, since signed
+    overflow is undefined in C and the compiler may assume it away."""
+    def code(r, dt, a, b):
+        if dt in ("int64", "int32"):
+            u = "ulong" if dt == "int64" else "uint"
+            return f"(({VALUE[dt]})(({u}){a} {sym} ({u}){b}))"
+        return f"({a} {sym} {b})"
+    return code
+
+
 CODE_FOR_OP = {
+    "add.i": _wrapping("+"), "sub.i": _wrapping("-"), "mul.i": _wrapping("*"),
     # float arithmetic beyond C's infix operators
     "max.f": _fmaxmin("fmax"), "min.f": _fmaxmin("fmin"), "max.i": "max({0}, {1})", "min.i": "min({0}, {1})",
     "max.b": "({0} | {1})", "min.b": "({0} & {1})",

@@ -122,8 +122,8 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
     from ..build import TARGETS
     if options.get("target", "llvm") not in TARGETS:
-        from ..errors import TargetError
-        raise TargetError(f"unknown target {options['target']!r}; available: {', '.join(TARGETS)}")
+        from ..target import Target
+        Target.parse(options["target"])     # an unknown kind is a TargetError; a device target builds on its own
     from ..build import check_precision
     check_precision(options.get("precision", "fp32"))
     from ..backends.llvm import start_workers

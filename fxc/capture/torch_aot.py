@@ -242,7 +242,8 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
     if target not in TARGETS:
-        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+        from ..target import Target
+        Target.parse(target)        # an unknown kind is a TargetError; a device target builds on its own
     if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
         example_inputs = (example_inputs,)
     args = tuple(torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a

@@ -48,6 +48,7 @@ PARAMS = "params.bin"
 HEADER = "fxc_model.h"
 C_SOURCE = "fxc_model.c"
 ALIGN = 64
+PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
 
 RUNTIME_TARGETS = ("llvm",)                       # targets this runtime can run
 DEVICE_TARGETS = ("opencl", "opengl", "webgl", "clml")   # known targets whose device runtime is not here
@@ -80,7 +81,7 @@ def read_artifact(path) -> tuple:
         raise ArtifactError(f"{path}: not a readable fxc artifact (truncated or corrupt: {e}); {_REEXPORT}") from None
     except OSError as e:
         raise ArtifactError(f"{path}: cannot read the artifact ({e}); check the file's permissions") from None
-    for name in (LIBRARY, PARAMS):
+    for name in (PROGRAM if is_device_artifact(manifest) else LIBRARY, PARAMS):
         if name not in parts:
             raise ArtifactError(f"{path}: the manifest lists no {name!r} part; {_REEXPORT}")
     return manifest, parts
@@ -224,6 +225,8 @@ def load(path) -> ArtifactModule:
         (when called) an input of another shape or dtype than the exported signature.
     """
     manifest, parts = read_artifact(path)
+    if is_device_artifact(manifest):
+        return load_device(path, manifest, parts)
     check_target(manifest)
     try:
         consts = unpack_params(manifest, parts[PARAMS])
@@ -269,3 +272,36 @@ def _check_interface(path, lib: Path, expected: dict) -> None:
     if actual != json.loads(json.dumps(expected)):
         raise ArtifactError(f"{path}: the manifest's signature, params layout or plan differs from the one "
                             f"compiled into {LIBRARY}; the manifest was edited: {_REEXPORT}")
+
+
+# -- device (OpenCL) artifacts: program source + plan + params, run by fxc.runtime.device_module ------------------
+def is_device_artifact(manifest: dict) -> bool:
+    return str(manifest.get("target", "")).split(" ")[0] == "opencl"
+
+
+def device_interface_line(manifest: dict) -> str:
+    """The first line of a device artifact's program: the sha256 of its interface (signature, params layout,
+    workspace, plan with launch shapes), so a manifest edited apart from the program is refused."""
+    iface = json.dumps(interface(manifest), sort_keys=True, separators=(",", ":"))
+    return f"/* fxc_interface {hashlib.sha256(iface.encode()).hexdigest()} */"
+
+
+def load_device(path, manifest: dict, parts: dict):
+    """A DeviceModule from a verified device artifact (numpy and pyopencl only)."""
+    from .device_module import DeviceModule, Launch
+    try:
+        source = parts[PROGRAM].decode()
+        if source.split("\n", 1)[0] != device_interface_line(manifest):
+            raise ArtifactError(f"{path}: the manifest's signature, params layout or plan differs from the one the "
+                                f"program was exported with; the manifest was edited: {_REEXPORT}")
+        consts = unpack_params(manifest, parts[PARAMS])
+        spec = lambda s: TensorSpec(str(s["name"]), tuple(int(d) for d in s["shape"]), str(s["dtype"]))  # noqa: E731
+        inputs, outputs = [spec(s) for s in manifest["inputs"]], [spec(s) for s in manifest["outputs"]]
+        plan = [Launch(str(st["kernel"]), [(str(k), int(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
+                       tuple(map(int, st["block"]))) for st in manifest["plan"]]
+        workspace = int(manifest["workspace_bytes"])
+    except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
+    return DeviceModule(manifest["target"], source, inputs, outputs, consts, workspace, plan,
+                        kernels=list(manifest.get("kernels", [])),
+                        prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])
