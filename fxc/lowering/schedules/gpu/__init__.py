@@ -4,6 +4,8 @@
 list (outputs, inputs, then scratch buffers) and run in order on one queue; each has its launch geometry
 (grid / thread loops) and scalar expressions. Each root is scheduled by the entry of `SCHEDULES` for its kind:
 
+- "gemm": an epilogue of a matrix product (matmul, linear, batched attention products): tile x tile work-groups
+  staging blocks of both operands in shared memory (tiled_gemm.py);
 - "reduce": a root that is a reduction with few outputs and long rows: one work-group per output, a
   work-group tree reduction in shared memory with barriers (reduction.py);
 - "compute": every other compute op (elementwise, injective, reductions, conv/dense written as computes):
@@ -22,6 +24,7 @@ from ...te import Tensor
 from .from_loops import extern_launches
 from .one_per_output import DeviceConverter, one_per_output
 from .reduction import tree_reduction
+from .tiled_gemm import tiled_gemm
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Knobs:
     reduce_threads: int = 64            # work-items that reduce one output together (tree reduction)
     reduce_min_length: int = 1024       # rows at least this long reduce in a work-group ...
     reduce_max_outputs: int = 256       # ... when there are at most this many of them
+    gemm_tile: int = 16                 # a tiled GEMM's work-group is gemm_tile x gemm_tile (1: no tiled GEMM)
 
     @staticmethod
     def for_caps(caps) -> "Knobs":
@@ -38,19 +42,23 @@ class Knobs:
         threads = 1
         while threads * 2 <= min(caps.max_work_group_size, 256) and threads * 2 * 8 <= caps.local_memory_bytes:
             threads *= 2
-        return Knobs(work_group_size=wg, reduce_threads=threads,
-                     reduce_max_outputs=max(4, 4 * caps.threads))
+        tile = next((t for t in (16, 8) if t * t <= caps.max_work_group_size and 2 * t * t * 4 <= caps.local_memory_bytes),
+                    1)
+        return Knobs(work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
+                     gemm_tile=tile)
 
 
-def root_kind(t: Tensor, knobs: Knobs) -> str:
+def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
     if t.extern is not None:
         return "extern"
+    if tiled_gemm.applies(conv, t, knobs):
+        return "gemm"
     if knobs.reduce_threads >= 8 and tree_reduction.applies(t, knobs):
         return "reduce"
     return "compute"
 
 
-SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "extern": extern_launches}
+SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_gemm, "extern": extern_launches}
 
 
 def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, knobs: Knobs | None = None) -> list:
@@ -72,7 +80,7 @@ def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, ca
         if t.is_placeholder:        # an alias of an input: copy it
             src = t
             t = te.compute(src.shape, lambda *i: src[i], "copy")
-        bodies += SCHEDULES[root_kind(t, knobs)](conv, t, ob, knobs)
+        bodies += SCHEDULES[root_kind(conv, t, knobs)](conv, t, ob, knobs)
     params = list(out_bufs) + list(dict.fromkeys(in_bufs.values())) + conv.scratches
     kernels = []
     for k, body in enumerate(bodies):

@@ -1,0 +1,100 @@
+"""Local-memory tiled GEMM: a root whose value is an epilogue of one matrix-product reduction
+(out[..., i, j] = f(sum_k a(..., i, k) * b(..., k, j)), a not reading j and b not reading i: matmul, linear,
+batched attention products).
+
+A work-group of tile x tile work-items computes a tile x tile block of outputs (one each); the reduction runs over
+k in steps of `tile`: the group stages the a-block and the b-block of the step in shared memory (each work-item
+loads one element of each, zero outside the matrices), waits at a barrier, accumulates its dot product from
+shared memory, and waits again before the next step overwrites the blocks. Grid: (column tiles, row tiles,
+batch). Knob: `knobs.gemm_tile` (Knobs.for_caps: the largest of 16 / 8 whose two blocks fit the device's local
+memory and whose work-group fits its limit)."""
+from __future__ import annotations
+
+import math
+
+from ....errors import LoweringError
+from ...expr import Bin, Const, Var, as_expr, binary, compare, substitute, walk
+from ...loop_ir import Barrier, Buffer, For, IfThen, Load, Store, seq
+from ...lower import Hole
+from ... import te
+from .one_per_output import unflatten
+
+
+def _match(conv, t):
+    """(hole, reduce tensor, a, b, value with the hole) when t is a matrix-product epilogue, else None."""
+    if len(t.shape) < 2 or t.dtype != "float32":
+        return None
+    if isinstance(t.body, te.Reduce):
+        h = Hole(Var("red", t.dtype), t, tuple(t.axes))
+        holes, value = [h], h.var
+    else:
+        holes = []
+        try:
+            value = conv.convert(t.body, None, holes)
+        except LoweringError:   # reductions at other indices: not this schedule's shape
+            return None
+    if len(holes) != 1 or not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
+                                  for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
+        return None
+    red_t = holes[0].tensor
+    red = red_t.body
+    if red.op != "sum" or len(red.axes) != 1 or not isinstance(red.body, Bin) or red.body.args[0] != "mul" \
+            or tuple(red_t.shape) != tuple(t.shape):
+        return None
+    _, a, b = red.body.args
+    i_ax, j_ax = red_t.axes[-2], red_t.axes[-1]
+    uses = lambda e, v: any(x is v for x in walk(e))        # noqa: E731
+    if uses(a, j_ax) or uses(b, i_ax):
+        return None
+    return holes[0], red_t, a, b, value
+
+
+class _TiledGemm:
+    def applies(self, conv, t, knobs) -> bool:
+        return knobs.gemm_tile > 1 and _match(conv, t) is not None
+
+    def __call__(self, conv, t, out, knobs) -> list:
+        hole, red_t, a, b, value = _match(conv, t)
+        red = red_t.body
+        (kv, kdim), = red.axes
+        T = knobs.gemm_tile
+        *batch, m, n = t.shape
+        nb = math.prod(batch)
+        gj, gi, gb, tj, ti, ks, kk = (Var(s) for s in ("gj", "gi", "gb", "tj", "ti", "ks", "kk"))
+        As = Buffer(f"ga{len(conv.locals)}", "float32", T * T, "shared")
+        Bs = Buffer(f"gb{len(conv.locals)}", "float32", T * T, "shared")
+        acc = conv.local("float32", 1, "gacc")
+        zero, fzero = Const(0, "int64"), Const(0.0, "float32")
+        bidx = unflatten(gb, batch) if batch else []
+        row, col = gi * T + ti, gj * T + tj
+        base = dict(zip(red_t.axes[:-2], bidx))
+
+        def operand(e, sub):
+            pre: list = []
+            v = conv.convert(substitute(e, {**base, **sub}), pre)
+            return pre, v
+
+        ka, kb = ks * T + tj, ks * T + ti
+        pa, va = operand(a, {red_t.axes[-2]: row, kv: ka})
+        pb, vb = operand(b, {red_t.axes[-1]: col, kv: kb})
+        inside = lambda x, lim: compare("lt", x, as_expr(lim))      # noqa: E731
+        load_a = IfThen(binary("and", inside(row, m), inside(ka, kdim)), seq(*pa, Store(As, ti * T + tj, va)),
+                        Store(As, ti * T + tj, fzero))
+        load_b = IfThen(binary("and", inside(kb, kdim), inside(col, n)), seq(*pb, Store(Bs, ti * T + tj, vb)),
+                        Store(Bs, ti * T + tj, fzero))
+        dot = For(kk, T, Store(acc, zero, Load(acc, zero) + Load(As, ti * T + kk) * Load(Bs, kk * T + tj)), "unroll")
+        steps = For(ks, math.ceil(kdim / T), seq(load_a, load_b, Barrier(), dot, Barrier()))
+        idx = list(bidx) + [row, col]
+        pre: list = []
+        outv = conv.convert(substitute(value, {**dict(zip(t.axes, idx)), hole.var: Load(acc, zero)}), pre)
+        flat = (gb * (m * n) if batch else zero) + row * n + col
+        write = IfThen(binary("and", inside(row, m), inside(col, n)), seq(*pre, Store(out, flat, outv)))
+        body = seq(Store(acc, zero, fzero), steps, write)
+        loops = For(tj, T, body, "thread", axis=0)
+        loops = For(ti, T, loops, "thread", axis=1)
+        loops = For(gj, math.ceil(n / T), loops, "grid", axis=0)
+        loops = For(gi, math.ceil(m / T), loops, "grid", axis=1)
+        return [For(gb, nb, loops, "grid", axis=2) if batch else loops]
+
+
+tiled_gemm = _TiledGemm()
