@@ -18,7 +18,7 @@ for p in cl.get_platforms():
         print("device:", p.name, "|", d.name, "|", d.version, "| driver", d.driver_version, "| CUs", d.max_compute_units,
               "| local", d.local_mem_size, "| wg", d.max_work_group_size)
 PY
-timeout 420 python3 -m pytest tests/test_opencl.py -q -n 0 -p no:cacheprovider -k "op_sample or fixture or tree or profile or torch_compile" -p no:randomly \
+timeout 420 python3 -m pytest tests/test_opencl.py -q -n 0 -p no:cacheprovider -k "op_sample or fixture or tree or profile or torch_compile" \
   2>&1 | tail -25
 python3 - <<'PY'
 import time, numpy as np
