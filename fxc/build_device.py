@@ -50,6 +50,11 @@ def group_launches(gr, name: str, caps) -> list:
     return lower_group_device(name, roots, out_bufs, in_bufs, caps)
 
 
+def _single(k) -> bool:
+    """A launch of one work-item: hand-written sequential loop IR that runs on the device, correct but serial."""
+    return all(g == 1 for g in k.launch.grid) and all(b == 1 for b in k.launch.block)
+
+
 def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.build.build for options)."""
     from .build import debug_level, gc_paused, group_signature
@@ -97,7 +102,7 @@ def build_device(graph, target: Target, **options):
             scratch = max(scratch, at - plan.workspace_bytes)
             for k in launches:
                 steps.append(Launch(k.name, list(args), k.launch.grid, k.launch.block))
-            shapes = ", ".join(f"{k.name} {k.launch}" for k in launches)
+            shapes = ", ".join(f"{k.name} {k.launch}" + (" (single work-item)" if _single(k) else "") for k in launches)
             lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]")
         if dbg >= 3:
             for k in kernels:

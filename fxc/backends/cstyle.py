@@ -22,6 +22,23 @@ INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "imod": "%
          "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
 
+def index_exprs(body: Stmt) -> set:
+    """The integer expressions that compute addresses (the indices of loads and stores, and their parts): in bounds
+    by the loop IR's contract, so they cannot overflow, and a language's wrapping arithmetic is not needed there."""
+    from ..lowering.expr import walk
+    from ..lowering.loop_ir import stmt_exprs
+    roots = []
+    for st in walk_stmts(body):
+        if isinstance(st, Store):
+            roots.append(st.index)
+        for e in stmt_exprs(st):
+            roots += [x.args[1] for x in walk(e) if isinstance(x, Load)]
+    found: set = set()
+    for r in roots:
+        found.update(x for x in walk(r) if not isinstance(x, Load))
+    return found
+
+
 class CStyleRenderer:
     """Loop IR -> C-like source. Subclasses set the flags and tables below."""
 
@@ -42,6 +59,7 @@ class CStyleRenderer:
         self.names: dict = {}           # Buffer -> its C name
         self.private: dict = {}         # private / shared Buffers, in order of first use
         self.used: set = set()          # helper functions the code calls (the preamble defines them)
+        self.index_exprs = index_exprs(kernel.body)
         for b in kernel.params:
             self.name_of(b)
 
@@ -214,6 +232,8 @@ class CStyleRenderer:
             return self.load_code(buf, self.name_of(buf), self.expr(idx))
         if isinstance(e, Bin):
             op, a, b = e.args
+            if e in self.index_exprs and op in ("add", "sub", "mul"):     # addresses never overflow: plain C
+                return f"({self.expr(a)} {INFIX[op]} {self.expr(b)})"      # (the compiler may then vectorise)
             return self.op_code(op, a.dtype, self.expr(a), self.expr(b))
         if isinstance(e, Un):
             op, a = e.args
