@@ -42,6 +42,7 @@ def clblast_gemm_ms(m: int, n: int, k: int, runs: int, device: str) -> float | N
         return None
     import pyopencl as cl
     import pyopencl.array as cla
+
     from fxc.runtime.opencl import open_device
     dev = open_device(device)
     q = dev.queue

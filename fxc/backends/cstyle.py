@@ -13,10 +13,36 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import (Bf16Half, Bin, Cast, Const, Expr, Fma, Load, PackBf16, Present, Select, Un, Var,
-                              children, lanes_of)
-from ..lowering.loop_ir import (BOUND_KINDS, Allocate, Barrier, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt,
-                                Store, walk_stmts)
+from ..lowering.expr import (
+    Bf16Half,
+    Bin,
+    Cast,
+    Const,
+    Expr,
+    Fma,
+    Load,
+    PackBf16,
+    Present,
+    Select,
+    Un,
+    Var,
+    children,
+    lanes_of,
+)
+from ..lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    Kernel,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
 
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "imod": "%", "and": "&", "or": "|",
          "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}

@@ -193,7 +193,8 @@ class OpenCLRenderer(CStyleRenderer):
         wg = "x".join(map(str, k.launch.block))
         attr = f"__attribute__((reqd_work_group_size({', '.join(map(str, (list(k.launch.block) + [1, 1])[:3]))})))"
         head = f"__kernel {attr} void {k.name}({', '.join(args)})"
-        return f"/* {k.name}: {k.launch} (work-group {wg}) */\n{head} {{\n" + "\n".join(prologue) + "\n" + body + "\n}\n"
+        text = "\n".join([f"/* {k.name}: {k.launch} (work-group {wg}) */", f"{head} {{", *prologue, body, "}"])
+        return text + "\n"
 
 
 def helper_text(used: set) -> str:

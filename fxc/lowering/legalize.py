@@ -9,8 +9,33 @@ has 2, 3, 4, 8 and 16 lanes; GLSL 2 to 4) renders the result instead; devices ve
 from __future__ import annotations
 
 from ..errors import LoweringError
-from .expr import (Bf16Half, Bin, Broadcast, Cast, Const, DotBf16, Expr, Fma, Lane, LaneReduce, Load, PackBf16,
-                   Select, Shuffle, Un, Var, VecLoad, as_expr, binary, cast, compare, lanes_of, rebuild, scalar_of, select)
+from .expr import (
+    Bf16Half,
+    Bin,
+    Broadcast,
+    Cast,
+    Const,
+    DotBf16,
+    Expr,
+    Fma,
+    Lane,
+    LaneReduce,
+    Load,
+    PackBf16,
+    Select,
+    Shuffle,
+    Un,
+    Var,
+    VecLoad,
+    as_expr,
+    binary,
+    cast,
+    compare,
+    lanes_of,
+    rebuild,
+    scalar_of,
+    select,
+)
 from .loop_ir import Allocate, For, IfThen, LetStmt, Seq, Stmt, Store, map_body, seq
 
 _FOLD = {"add": "add", "max": "max", "min": "min", "mul": "mul"}

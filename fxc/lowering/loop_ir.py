@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import LoweringError
-from .expr import Expr, Load, Var, children, ITEMSIZE
-
+from .expr import ITEMSIZE, Expr, Load, Var, children
 
 SCOPES = ("global", "private", "shared", "scratch")
 FOR_KINDS = ("serial", "parallel", "vectorize", "unroll", "grid", "thread")

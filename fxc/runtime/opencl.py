@@ -93,10 +93,11 @@ class Device:
         """TargetError when buffers of these byte sizes do not fit the device."""
         total, biggest = sum(sizes), max(sizes, default=0)
         if total > self.info["global_memory_bytes"] or biggest > self.info["max_alloc_bytes"]:
-            raise TargetError(f"{what} needs {total / 2**20:.1f} MiB of device memory (largest buffer "
-                              f"{biggest / 2**20:.1f} MiB) but {self} has {self.info['global_memory_bytes'] / 2**20:.1f}"
-                              f" MiB (at most {self.info['max_alloc_bytes'] / 2**20:.1f} MiB per buffer); use a "
-                              f"smaller batch, or another -device=")
+            mib = 2 ** 20
+            raise TargetError(f"{what} needs {total / mib:.1f} MiB of device memory (largest buffer {biggest / mib:.1f}"
+                              f" MiB) but {self} has {self.info['global_memory_bytes'] / mib:.1f} MiB (at most "
+                              f"{self.info['max_alloc_bytes'] / mib:.1f} MiB per buffer); use a smaller batch, or "
+                              f"another -device=")
 
     def buffer(self, nbytes: int):
         cl = self.cl

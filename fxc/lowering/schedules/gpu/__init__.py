@@ -42,8 +42,8 @@ class Knobs:
         threads = 1
         while threads * 2 <= min(caps.max_work_group_size, 256) and threads * 2 * 8 <= caps.local_memory_bytes:
             threads *= 2
-        tile = next((t for t in (16, 8) if t * t <= caps.max_work_group_size and 2 * t * t * 4 <= caps.local_memory_bytes),
-                    1)
+        fits = lambda t: t * t <= caps.max_work_group_size and 2 * t * t * 4 <= caps.local_memory_bytes  # noqa: E731
+        tile = next((t for t in (16, 8) if fits(t)), 1)
         return Knobs(work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
                      gemm_tile=tile)
 
@@ -63,9 +63,9 @@ SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_
 
 def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, knobs: Knobs | None = None) -> list:
     """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; returns the launches."""
-    from ...loop_ir import Kernel, index_bits_of, launch_of
-    from ...legalize import scalarize
     from ... import te
+    from ...legalize import scalarize
+    from ...loop_ir import Kernel, index_bits_of, launch_of
     knobs = knobs or Knobs.for_caps(caps)
     conv = DeviceConverter(dict(in_bufs))
     bodies, done = [], set()

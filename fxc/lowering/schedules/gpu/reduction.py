@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import math
 
+from ... import te
 from ...expr import Const, Load, Var, as_expr, binary, compare, substitute
 from ...loop_ir import Barrier, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import COMBINE
-from ... import te
 from .one_per_output import unflatten
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 
 from ....errors import LoweringError
+from ... import te
 from ...expr import Bin, Const, Var, as_expr, binary, compare, substitute, walk
 from ...loop_ir import Barrier, Buffer, For, IfThen, Load, Store, seq
 from ...lower import Hole
-from ... import te
 from .one_per_output import unflatten
 
 
