@@ -83,6 +83,7 @@ class Device:
             "preferred_vector_width_float": int(dev.preferred_vector_width_float),
             "fp64": "cl_khr_fp64" in ext or bool(getattr(dev, "double_fp_config", 0)),
             "fp16": "cl_khr_fp16" in ext, "global_memory_bytes": int(dev.global_mem_size),
+            "dedicated_local_memory": int(dev.local_mem_type) == int(cl.device_local_mem_type.LOCAL),
             "max_alloc_bytes": int(dev.max_mem_alloc_size), "extensions": sorted(ext),
         }
 

@@ -34,6 +34,9 @@ class Knobs:
     reduce_min_length: int = 1024       # rows at least this long reduce in a work-group ...
     reduce_max_outputs: int = 256       # ... when there are at most this many of them
     gemm_tile: int = 16                 # a tiled GEMM's work-group is gemm_tile x gemm_tile (1: no tiled GEMM)
+    gemm_shared: bool = True            # stage GEMM blocks in shared memory (False: register tiles, for devices
+    gemm_rows: int = 4                  # whose local memory is plain memory) of gemm_rows x gemm_cols outputs
+    gemm_cols: int = 4                  # per work-item
 
     @staticmethod
     def for_caps(caps) -> "Knobs":
@@ -44,8 +47,9 @@ class Knobs:
             threads *= 2
         fits = lambda t: t * t <= caps.max_work_group_size and 2 * t * t * 4 <= caps.local_memory_bytes  # noqa: E731
         tile = next((t for t in (16, 8) if fits(t)), 1)
+        shared = caps.has("dedicated_local_memory")
         return Knobs(work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
-                     gemm_tile=tile)
+                     gemm_tile=tile, gemm_shared=shared)
 
 
 def root_kind(conv, t: Tensor, knobs: Knobs) -> str:

@@ -54,6 +54,8 @@ class _TiledGemm:
         return knobs.gemm_tile > 1 and _match(conv, t) is not None
 
     def __call__(self, conv, t, out, knobs) -> list:
+        if not knobs.gemm_shared:
+            return register_tiles(conv, t, out, knobs)
         hole, red_t, a, b, value = _match(conv, t)
         red = red_t.body
         (kv, kdim), = red.axes
@@ -95,6 +97,53 @@ class _TiledGemm:
         loops = For(gj, math.ceil(n / T), loops, "grid", axis=0)
         loops = For(gi, math.ceil(m / T), loops, "grid", axis=1)
         return [For(gb, nb, loops, "grid", axis=2) if batch else loops]
+
+
+def register_tiles(conv, t, out, knobs) -> list:
+    """The GEMM for devices whose local memory is ordinary memory (CPU devices such as PoCL's): no staging; each
+    work-item accumulates gemm_rows x gemm_cols outputs in registers, its rows and columns interleaved with its
+    work-group's (row r of work-item ti is ti + r * tile), so the work-items of a row read consecutive columns of
+    b (the device vectorises across them) and every loaded element feeds several multiply-adds. Loads past the
+    matrices' edges read the last row / column instead (in bounds; their results are not stored)."""
+    hole, red_t, a, b, value = _match(conv, t)
+    (kv, kdim), = red_t.body.axes
+    T, R, C = knobs.gemm_tile, knobs.gemm_rows, knobs.gemm_cols
+    *batch, m, n = t.shape
+    gj, gi, gb, tj, ti, k = (Var(s) for s in ("gj", "gi", "gb", "tj", "ti", "k"))
+    acc = conv.local("float32", R * C, "gacc")
+    bidx = unflatten(gb, batch) if batch else []
+    base = dict(zip(red_t.axes[:-2], bidx))
+    rows = [gi * (T * R) + ti + r * T for r in range(R)]
+    cols = [gj * (T * C) + tj + c * T for c in range(C)]
+    clamp = lambda x, lim: binary("min", x, as_expr(lim - 1))      # noqa: E731
+    inside = lambda x, lim: compare("lt", x, as_expr(lim))       # noqa: E731
+
+    def operand(e, sub):
+        pre: list = []
+        v = conv.convert(substitute(e, {**base, **sub}), pre)
+        if pre:
+            raise LoweringError("a GEMM operand with its own reduction")
+        return v
+    av = [operand(a, {red_t.axes[-2]: clamp(rw, m), kv: k}) for rw in rows]
+    bv = [operand(b, {red_t.axes[-1]: clamp(cl, n), kv: k}) for cl in cols]
+    init = [Store(acc, as_expr(q), Const(0.0, "float32")) for q in range(R * C)]
+    fma = [Store(acc, as_expr(r * C + c), Load(acc, as_expr(r * C + c)) + av[r] * bv[c])
+           for r in range(R) for c in range(C)]
+    writes = []
+    for r in range(R):
+        for c in range(C):
+            idx = list(bidx) + [rows[r], cols[c]]
+            pre: list = []
+            v = conv.convert(substitute(value, {**dict(zip(t.axes, idx)), hole.var: Load(acc, as_expr(r * C + c))}),
+                             pre)
+            flat = (gb * (m * n) if batch else as_expr(0)) + rows[r] * n + cols[c]
+            writes.append(IfThen(binary("and", inside(rows[r], m), inside(cols[c], n)), seq(*pre, Store(out, flat, v))))
+    body = seq(*init, For(k, kdim, seq(*fma)), *writes)
+    loops = For(tj, T, body, "thread", axis=0)
+    loops = For(ti, T, loops, "thread", axis=1)
+    loops = For(gj, math.ceil(n / (T * C)), loops, "grid", axis=0)
+    loops = For(gi, math.ceil(m / (T * R)), loops, "grid", axis=1)
+    return [For(gb, math.prod(batch), loops, "grid", axis=2) if batch else loops]
 
 
 tiled_gemm = _TiledGemm()
