@@ -50,8 +50,8 @@ C_SOURCE = "fxc_model.c"
 ALIGN = 64
 PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
 
-RUNTIME_TARGETS = ("llvm",)                       # targets this runtime can run
-DEVICE_TARGETS = ("opencl", "opengl", "webgl", "clml")   # known targets whose device runtime is not here
+RUNTIME_TARGETS = ("llvm", "opencl")             # targets this runtime can run (opencl: with pyopencl, load_device)
+DEVICE_TARGETS = ("opengl", "webgl", "clml")      # known targets whose device runtime is not here
 REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"
 
@@ -191,7 +191,8 @@ def extract(path, directory) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     for name, data in {MANIFEST: json.dumps(manifest, indent=1).encode(), **parts}.items():
         (d / name).write_bytes(data)
-    (d / LIBRARY).chmod(0o755)
+    if LIBRARY in parts:        # a device artifact has its program instead
+        (d / LIBRARY).chmod(0o755)
     return d
 
 
