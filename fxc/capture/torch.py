@@ -122,8 +122,10 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
     from ..build import TARGETS
     if options.get("target", "llvm") not in TARGETS:
-        from ..target import Target
-        Target.parse(options["target"])     # an unknown kind is a TargetError; a device target builds on its own
+        from ..target import Target, device_target
+        # an unknown kind, or a device target without its runtime or device, is a TargetError here: never a
+        # silent eager (CPU) run of a model the user asked to run on a device
+        device_target(Target.parse(options["target"]))
     from ..build import check_precision
     check_precision(options.get("precision", "fp32"))
     from ..backends.llvm import start_workers
