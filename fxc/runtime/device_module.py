@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -82,6 +83,8 @@ class DeviceModule:
         self.uploaded_bytes = 0         # bytes of inputs the last call copied to the device
         self._times: dict = {}
         self._lib = _HostFingerprint        # what the torch capture reads for its own weight fingerprints
+        self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
+        self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
 
     def _bind(self, step: Launch):
         """A kernel object with its arguments set once (the buffers never move)."""
@@ -122,6 +125,10 @@ class DeviceModule:
     def run_arrays(self, ins: list, outs: list, token=None) -> None:
         """Run on contiguous numpy arrays (outs are written). token: (addresses of the prepack_inputs, (their
         objects, versions)) naming the current weights; None uploads every input."""
+        with self._lock:
+            self._run(ins, outs, token)
+
+    def _run(self, ins: list, outs: list, token) -> None:
         cl, q = self.device.cl, self.device.queue
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
