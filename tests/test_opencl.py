@@ -87,6 +87,22 @@ def test_fixture_kernel_on_both_renderers():
     assert kernels[0].launch.grid == (2,) and kernels[0].launch.block == (4,)   # 6 rows: 2 work-groups of 4
 
 
+def test_vector_expressions_scalarized_for_opencl():
+    """Shuffles and lane reductions (the CPU schedules' vector forms) taken apart lane by lane: the same result on
+    both renderers. y[r, c] = x[r, 7 - c] + sum(x[r, :])."""
+    from fxc.lowering.expr import LaneReduce, Shuffle
+    rows = 5
+    x, y = Buffer("x", "float32", rows * 8), Buffer("y", "float32", rows * 8)
+    r = Var("r")
+    v = VecLoad(x, r * 8, 8)
+    body = For(r, rows, Store(y, r * 8, Shuffle(v, v, list(range(7, -1, -1))) + Broadcast(LaneReduce("add", v), 8)),
+               "parallel")
+    a = np.random.default_rng(2).standard_normal((rows, 8)).astype(np.float32)
+    expected = a[:, ::-1] + a.sum(axis=1, keepdims=True)
+    assert_close_np(_run_llvm(Kernel("vec", [y, x], body), a), expected)
+    assert_close_np(_run_opencl(Kernel("vec", [y, x], body), a)[0], expected)
+
+
 def test_cpu_renderer_rejects_device_constructs():
     from fxc.backends import llvm
     y = Buffer("y", "float32", 64)
