@@ -277,6 +277,13 @@ def test_float64_on_a_device_without_fp64(monkeypatch):
     b.graph.outputs = [b.call("exp", [v])]
     with pytest.raises(TargetError, match="float64.*cl_khr_fp64"):
         build(b.graph, target="opencl")
+    b = Builder()           # float32 code never uses double, so such a device runs it
+    v = b.graph.input((4,), "float32")
+    b.graph.outputs = [b.call("cast", [b.call("exp", [v])], dtype="int32")]
+    m = build(b.graph, target="opencl")
+    assert "double" not in m.source
+    x = np.array([0.0, 1.0, 2.0, 5.5], np.float32)
+    assert_close_np(m(x), all_ops()["cast"].reference(np.exp(x), dtype="int32"))
 
 
 def test_too_little_device_memory(monkeypatch):

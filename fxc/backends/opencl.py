@@ -166,8 +166,8 @@ class OpenCLRenderer(CStyleRenderer):
             return f"fxc_round_bf16((float){x})"
         if fr in _F and to not in _F:   # as x86 (and so PyTorch): truncate through int32 (int64 for int64);
             wide = "long" if to == "int64" else "int"      # NaN and out of range give MIN, narrower types wrap
-            lim = "0x1p63" if to == "int64" else "0x1p31"
-            w = f"(fabs((double){x}) < {lim} ? ({wide}){x} : {INT_MIN['int64' if wide == 'long' else 'int32']})"
+            lim = ("0x1p63" if to == "int64" else "0x1p31") + ("" if fr == "float64" else "f")  # no double unless x is
+            w = f"(fabs({x}) < {lim} ? ({wide}){x} : {INT_MIN['int64' if wide == 'long' else 'int32']})"
             return w if wide == VALUE[to] else f"(({VALUE[to]}){w})"
         return f"(({VALUE[to]}){x})"
 
