@@ -128,6 +128,22 @@ def test_tree_reduction_uses_shared_memory_and_barriers():
     assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["local-memory-tiles", "register-tiles"])
+def test_tiled_gemm_both_forms(shared, monkeypatch):
+    """The GEMM schedule's two forms (local-memory blocks: GPUs; register tiles: devices whose local memory is
+    plain memory, PoCL), over a batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
+    from fxc.lowering.schedules import gpu
+    monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: gpu.Knobs(gemm_tile=8, gemm_shared=shared)))
+    rng = np.random.default_rng(3)
+    a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((3, 37, 50), (50, 29), (29,)))
+    b = Builder()
+    va, vw, vb = (b.graph.input(x.shape, "float32") for x in (a, w, bias))
+    b.graph.outputs = [b.call("relu", [b.call("add", [b.call("matmul", [va, vw]), vb])])]
+    m = build(b.graph, target="opencl")
+    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in m.source) == shared and "block 8x8" in m.kernels[0]
+    assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
+
+
 # ---------------------------------------------------------------------------------------- a fixed op sample
 # every fusion kind: elementwise, broadcast, injective, reduction, out-elemwise-fusable (conv, matmul) and opaque
 # (hand-written loop IR: sort, scans, linalg, scatter, gather), with int, bool and float64 samples among them
