@@ -10,7 +10,6 @@ version or address (the caller's token), or a different sample of their words (a
 from __future__ import annotations
 
 import ctypes
-import os
 import threading
 from dataclasses import dataclass, field
 
@@ -235,8 +234,4 @@ def _view(address: int, spec: TensorSpec) -> np.ndarray:
         return np.empty(spec.shape, dt)
     raw = (ctypes.c_uint8 * (n * dt.itemsize)).from_address(int(address))
     return np.frombuffer(raw, dt).reshape(spec.shape)
-
-
-def profiling_requested() -> bool:
-    return os.environ.get("FXC_PROFILE", "0") not in ("", "0")
 
