@@ -139,7 +139,8 @@ def launch_of(body: Stmt) -> Optional[Launch]:
     if not ext["grid"] and not ext["thread"]:
         return None
     axes = 1 + max([*ext["grid"], *ext["thread"]])
-    return Launch(tuple(ext["grid"].get(a, 1) for a in range(axes)), tuple(ext["thread"].get(a, 1) for a in range(axes)))
+    grid, block = (tuple(ext[kind].get(a, 1) for a in range(axes)) for kind in BOUND_KINDS)
+    return Launch(grid, block)
 
 
 def index_bits_of(params: list) -> int:
