@@ -118,15 +118,24 @@ def test_cpu_renderer_rejects_device_constructs():
         Buffer("old", "float32", 1, "local")        # the kernel-private scope is "private" now
 
 
-def test_tree_reduction_uses_shared_memory_and_barriers():
-    """A long row sum reduces in a work-group (local memory, barriers) and equals numpy."""
+@pytest.mark.parametrize("case", ["sum", "mean", "norm", "all"])
+def test_tree_reduction_uses_shared_memory_and_barriers(case):
+    """Long rows reduce in a work-group (local memory, barriers), the reduction alone or under an epilogue (mean's
+    scale, a norm's square root), and equal numpy."""
     x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
     b = Builder()
     v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("sum", [v], axes=[1], keepdim=False)]
+    out, expected = {
+        "sum": (lambda: b.call("sum", [v], axes=[1], keepdim=False), lambda: x.sum(axis=1)),
+        "mean": (lambda: b.call("mean", [v], axes=[1], keepdim=False), lambda: x.mean(axis=1)),
+        "norm": (lambda: b.call("sqrt", [b.call("sum", [b.call("mul", [v, v])], axes=[1], keepdim=True)]),
+                 lambda: np.sqrt((x * x).sum(axis=1, keepdims=True))),
+        "all": (lambda: b.call("sum", [v], axes=None, keepdim=False), lambda: np.array(x.sum(), np.float32)),
+    }[case]
+    b.graph.outputs = [out()]
     m = build(b.graph, target="opencl")
     assert "__local" in m.source and "barrier(CLK_LOCAL_MEM_FENCE)" in m.source
-    assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
+    assert_close_np(m(x), expected().astype(np.float32), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["local-memory-tiles", "register-tiles"])

@@ -57,7 +57,7 @@ def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
         return "extern"
     if tiled_gemm.applies(conv, t, knobs):
         return "gemm"
-    if knobs.reduce_threads >= 8 and tree_reduction.applies(t, knobs):
+    if knobs.reduce_threads >= 8 and tree_reduction.applies(conv, t, knobs):
         return "reduce"
     return "compute"
 
