@@ -134,10 +134,12 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
     kernel call; `Module.profile()` returns the per-kernel table), precision ("fp32", default; "bf16": convs and
     matmuls over weights take bfloat16 operands and accumulate in float32, on CPUs with AVX-512 BF16),
     weights_vary (the weight inputs change on every call, as in a training step, so their transforms are redone
-    every call: passes/use_winograd.py)."""
+    every call: passes/use_winograd.py). A device target ("opencl", "opencl -device=1") builds through
+    fxc.build_device."""
     target = Target.parse(target)
-    if target.kind not in TARGETS:
-        raise TargetError(f"target {str(target)!r} cannot be built yet; available: {', '.join(TARGETS)}")
+    if not target.is_cpu:           # every device target: one dispatch, no backend named here
+        from .build_device import build_device
+        return build_device(graph, target, **options)
     check_precision(options.get("precision", "fp32"), target)
     with gc_paused():
         module = _cached_build(graph, target, **options)
@@ -235,7 +237,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     precision = options.get("precision", "fp32")
     everywhere = precision == "bf16" and bf16_everywhere(target)
     graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast(target),
-                         bool(options.get("weights_vary")), target.caps)
+                         bool(options.get("weights_vary")), target)
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack

@@ -120,7 +120,7 @@ def check_graph(graph: Graph, inputs: list, target: str = "llvm", rtol: float = 
     from .relay_like.fuse_ops import fuse_ops
     from .relay_like.pipeline import run_pipeline
     from .target import Target
-    graph = run_pipeline(graph, caps=Target.parse(target).caps)
+    graph = run_pipeline(graph, target=Target.parse(target))
     env = {v.id: np.asarray(a) for v, a in zip(graph.inputs, inputs)}
     for n in graph.nodes:
         args = [v.data if v.is_const else env[v.id] for v in n.inputs]

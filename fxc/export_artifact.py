@@ -17,9 +17,10 @@ import numpy as np
 from . import __version__
 from .cache import atomic_write
 from .errors import ArtifactError, FxcError, TargetError
-from .runtime.artifact import (ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS,
-                               interface)
 from .runtime import signing
+from .runtime.artifact import (ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS, PROGRAM,
+                               interface)
+from .runtime.device_module import device_interface_line
 from .runtime.module import Module, np_dtype
 
 C_ABI = {
@@ -79,6 +80,8 @@ def export(compiled, path, sign_key=None) -> Path:
         `path` cannot be written (missing permission, disk full...).
     """
     module = getattr(compiled, "module", compiled)
+    if hasattr(module, "source") and hasattr(module, "device"):     # a device module (OpenCL): program source
+        return export_device(module, path)
     if not isinstance(module, Module):
         raise FxcError(f"fxc.export expects what fxc.from_torch returns, got {type(compiled).__name__}")
     if module.target != "llvm":
@@ -124,3 +127,34 @@ def _add(z: zipfile.ZipFile, name: str, data: bytes, compression: int, mode: int
     info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))   # fixed time: same model, same bytes
     info.external_attr = mode << 16
     z.writestr(info, data, compress_type=compression)
+
+
+def export_device(module, path) -> Path:
+    """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
+    first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
+    params, records = pack_params(module.consts)
+    sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "fxc_version": __version__,
+        "target": module.target, "target_info": {"device": module.device.info["name"],
+                                                 "driver": module.device.info["driver"]},
+        "inputs": sig(module.inputs), "outputs": sig(module.outputs),
+        "workspace_bytes": int(module.workspace_bytes),
+        "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
+        "plan": [{"kernel": st.kernel, "args": [[kind, int(ix)] for kind, ix in st.args], "grid": list(st.grid),
+                  "block": list(st.block)} for st in module.plan],
+        "resident_inputs": list(module.prepack_inputs), "program": PROGRAM, "kernels": list(module.kernels),
+    }
+    parts = {PROGRAM: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
+    manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        _add(z, MANIFEST, json.dumps(manifest, indent=1).encode(), zipfile.ZIP_DEFLATED)
+        for name, data in parts.items():
+            _add(z, name, data, zipfile.ZIP_STORED if name == PARAMS else zipfile.ZIP_DEFLATED)
+    try:
+        atomic_write(path, buf.getvalue())
+    except OSError as e:
+        raise ArtifactError(f"cannot write the artifact to {path} ({e}); choose a writable folder with enough "
+                            f"space (nothing was written there)") from e
+    return Path(path)

@@ -226,6 +226,38 @@ X86_CPUS = {
 }
 
 
+def opencl_caps(info: dict) -> Caps:
+    """Caps of an OpenCL device from what its device API reports (fxc.runtime.opencl.Device.info): compute units,
+    local memory (and whether it is memory of its own: feature "dedicated_local_memory"; a CPU device's is plain
+    memory), work-group limit, preferred vector width, its extensions, float64 only with the fp64 extension."""
+    dtypes = set(Caps().dtypes) - {"complex64", "complex128"}
+    if not info.get("fp64"):
+        dtypes.discard("float64")
+    return Caps(vector_bits=32 * max(1, int(info.get("preferred_vector_width_float", 1))), vector_registers=0,
+                threads=int(info["compute_units"]),
+                features=frozenset(info.get("extensions", ())) | ({"dedicated_local_memory"}
+                                                                  if info.get("dedicated_local_memory") else set()),
+                local_memory_bytes=int(info["local_memory_bytes"]), max_work_group_size=int(info["max_work_group_size"]),
+                index_bits=64, dtypes=frozenset(dtypes), scatter=True,
+                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"})
+
+
+OPENCL_OPTIONS = ("device",)
+
+
+def device_target(target: Target) -> Target:
+    """A device target with its Caps filled from the device it names (opening it: a TargetError says what is
+    missing when there is no runtime or device)."""
+    if target.kind != "opencl":
+        raise TargetError(f"target {target}: only 'llvm' and 'opencl' can be built here")
+    unknown = sorted(set(dict(target.attrs)) - set(OPENCL_OPTIONS))
+    if unknown:
+        raise TargetError(f"opencl target: unknown option(s) {', '.join('-' + u for u in unknown)}; known: -device="
+                          f"<index or name substring> (or set FXC_OPENCL_DEVICE)")
+    from .runtime.opencl import open_device
+    return target.with_caps(opencl_caps(open_device(target.attr("device")).info))
+
+
 def as_target(target) -> Target:
     """Target from a Target, a string or None (the host CPU)."""
     return Target.parse(target)

@@ -8,6 +8,9 @@ cd "$root"
 bash scripts/setup.sh
 stamp=.venv/.fxc-bench-$(cat requirements.txt requirements-bench.txt scripts/bench.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
+  if [ "$(id -u)" = 0 ] && [ ! -f /usr/include/clblast.h ]; then     # pyclblast builds against CLBlast
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclblast-dev >/dev/null
+  fi
   constraints=$(mktemp)
   trap 'rm -f "$constraints"' EXIT
   grep -E '^(torch|numpy)==' requirements.txt > "$constraints"

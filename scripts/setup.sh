@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv at the repo root and installs what fxc needs; idempotent and quiet when done already.
-# As root it also installs the Debian packages the targets need (none beyond gcc for the CPU target yet).
+# As root it also installs the Debian packages the targets need: gcc (the CPU target) and PoCL with the OpenCL ICD
+# loader (the opencl target; pip's PoCL wheel fails on these CPUs: "unknown target CPU generic").
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -8,14 +9,21 @@ py=${PYTHON:-python3.11}
 command -v "$py" >/dev/null || py=python3
 stamp=.venv/.fxc-setup-$(cat requirements.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
-  if [ "$(id -u)" = 0 ] && { ! command -v gcc >/dev/null || ! command -v g++ >/dev/null; }; then
-    # gcc links the kernels; g++ builds fxc's MXNet extension (fxc/capture/mxnet_fxc.cc)
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq gcc g++ >/dev/null
+  if [ "$(id -u)" = 0 ]; then
+    # gcc links the kernels; g++ builds fxc's MXNet extension (fxc/capture/mxnet_fxc.cc); PoCL runs the opencl target
+    need=""
+    command -v gcc >/dev/null || need="gcc"
+    command -v g++ >/dev/null || need="$need g++"
+    [ -f /etc/OpenCL/vendors/pocl.icd ] || need="$need pocl-opencl-icd ocl-icd-libopencl1"
+    if [ -n "$need" ]; then
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
+    fi
   fi
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r requirements.txt
   .venv/bin/pip install -q --no-deps -e .
+  .venv/bin/pip install -q "pyopencl>=2026.1"     # the fxc[opencl] extra: the opencl target's device API
   rm -f .venv/.fxc-setup-*
   touch "$stamp"
 fi

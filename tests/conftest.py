@@ -4,10 +4,10 @@ import os
 
 import pytest
 
-from fxc.build import TARGETS
+from tests.targets import targets_under_test
 
 
-@pytest.fixture(params=TARGETS)
+@pytest.fixture(params=targets_under_test())
 def target(request):
     return request.param
 

@@ -220,7 +220,7 @@ def test_load_imports_only_the_runtime(case, tmp_path):
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["blocked_loaded"] == []
     assert all(n in ("fxc", "fxc.errors") or n.startswith("fxc.runtime") for n in report["modules"]), report
-    assert report["bytes"] < 45_000, report     # the runtime stays tiny (the manifest schema check: ~3 KB)
+    assert report["bytes"] < 48_000, report     # the runtime stays tiny (hostile-artifact checks: ~10 KB of it)
     print(f"runtime: {report['bytes']} bytes in {report['modules']}")
     with np.load(tmp_path / "out.npz") as z:
         for k, e in enumerate(expected):
@@ -449,8 +449,10 @@ def test_unknown_format_version(artifact, tmp_path):
 
 def test_missing_device_or_cpu(artifact, tmp_path):
     path, _, _ = artifact
-    _load_error(_rewrite(path, tmp_path / "o.fxc", manifest=lambda m: m.update(target="opencl")),
-                TargetError, "opencl", "device runtime", "export the model for target 'llvm'")
+    _load_error(_rewrite(path, tmp_path / "o.fxc", manifest=lambda m: m.update(target="opengl")),
+                TargetError, "opengl", "device runtime", "export the model for target 'llvm'")
+    _load_error(_rewrite(path, tmp_path / "c.fxc", manifest=lambda m: m.update(target="opencl")),
+                ArtifactError, "program.cl")        # an OpenCL artifact has its program, not a library
     _load_error(_rewrite(path, tmp_path / "u.fxc", manifest=lambda m: m.update(target="tpu")),
                 TargetError, "unknown artifact target 'tpu'")
     _load_error(_rewrite(path, tmp_path / "f.fxc",

@@ -111,7 +111,7 @@ def test_loop_rereads_what_its_previous_iteration_stored():
 
     def compute(x):
         def lower(outs, ins):
-            acc, z, k = Buffer("acc", "float32", 1, "local"), as_expr(0), Var("k")
+            acc, z, k = Buffer("acc", "float32", 1, "private"), as_expr(0), Var("k")
             return Allocate(acc, seq(Store(acc, z, Const(0.0, "float32")), Store(outs[0], z, acc[z]),
                                      For(k, 5, Store(acc, z, acc[z] + ins[0][k])), Store(outs[0], as_expr(1), acc[z])))
         return te.extern([((2,), "float32")], [x], lower, "probe")[0]

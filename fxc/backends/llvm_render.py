@@ -12,7 +12,8 @@ from ..errors import LoweringError
 from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, CheckIndex, Const, DotBf16, Expr, Fma, Lane, LaneReduce,
                               Load, PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS,
                               children, lanes_of, scalar_of, vec)
-from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store, free_vars, walk_stmts
+from ..lowering.loop_ir import (BOUND_KINDS, Allocate, Barrier, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store,
+                                free_vars, walk_stmts)
 from .llvm_math import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",
@@ -109,8 +110,9 @@ class FunctionWriter:
         """Pointer of a buffer; local buffers live in this function's entry block (thread-private)."""
         p = self.bufptr.get(buf)
         if p is None:
-            if buf.scope != "local":
-                raise LoweringError(f"buffer {buf.name} is not a parameter of {self.name}")
+            if buf.scope != "private":
+                raise LoweringError(f"buffer {buf.name} ({buf.scope}) is not a parameter of {self.name}; the CPU "
+                                    f"renderer has no work-group shared memory: lower it for a device target")
             p = f"%{buf.name}_{self.label('a')}"
             self.allocas.append(f"{p} = alloca {MTYPE[buf.dtype]}, i64 {max(buf.size, 1)}, align 64")
             self.bufptr[buf] = p
@@ -130,6 +132,9 @@ class FunctionWriter:
             for x in s.stmts:
                 self.stmt(x)
         elif isinstance(s, For):
+            if s.kind in BOUND_KINDS:
+                raise LoweringError(f"{self.name}: a loop bound to the device's {s.kind} (axis {s.axis}) cannot run "
+                                    f"on the CPU; use kind 'parallel' (or build for target 'opencl')")
             if s.kind == "parallel":
                 self.parallel(s)
             elif s.kind == "unroll" and isinstance(s.extent, int) and s.extent <= 64:
@@ -163,6 +168,9 @@ class FunctionWriter:
                 self.env.pop()
                 self.emit(f"br label %{lx}")
             self.start_block(lx)
+        elif isinstance(s, Barrier):
+            raise LoweringError(f"{self.name}: a work-group barrier has no meaning on the CPU (build for a device "
+                                f"target such as 'opencl')")
         else:
             raise LoweringError(f"cannot render statement {s!r}")
 

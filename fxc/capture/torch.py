@@ -169,9 +169,14 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     if unknown:
         from ..errors import FxcError as _E
         raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
-    from ..target import Target
-    target = Target.parse(options.get("target", "llvm"))   # "llvm", "llvm -mcpu=haswell", ...: TargetError if bad
-    target.check_runnable()         # torch.compile runs what it compiles: a CPU this host is not is an error now
+    from ..target import Target, device_target
+    target = Target.parse(options.get("target", "llvm"))   # "llvm", "llvm -mcpu=haswell", "opencl": TargetError if bad
+    if target.is_cpu:
+        target.check_runnable()     # torch.compile runs what it compiles: a CPU this host is not is an error now
+    else:
+        # a device target without its runtime or device is a TargetError here: never a silent eager (CPU) run of a
+        # model the user asked to run on a device
+        device_target(target)
     from ..build import check_precision
     check_precision(options.get("precision", "fp32"), target)
     from ..backends.llvm import start_workers

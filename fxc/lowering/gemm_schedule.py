@@ -722,7 +722,7 @@ def _vectorize_loop(loop: For):
             vf = vectorize_expr(f, v, LANES, aligned=True)
             if vf is None or any(isinstance(x, Load) and x.args[0] is st.buf for x in walk(f)):
                 return None
-            vacc = Buffer(f"vred{next(_vred_ids)}", "float32", LANES, "local")
+            vacc = Buffer(f"vred{next(_vred_ids)}", "float32", LANES, "private")
             zero = as_expr(0)
             ident = {"add": 0.0, "max": -math.inf, "min": math.inf}[op]
             pre.append(Store(vacc, zero, Const(ident, vec("float32", LANES))))

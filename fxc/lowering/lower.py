@@ -52,7 +52,7 @@ class Converter:
         self.scratches: list = []
 
     def local(self, dtype: str, size: int = 1, name: str = "acc") -> Buffer:
-        b = Buffer(f"{name}{len(self.locals)}", dtype, size, "local")
+        b = Buffer(f"{name}{len(self.locals)}", dtype, size, "private")
         self.locals.append(b)
         return b
 

@@ -342,7 +342,7 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4, adjo
         kb, c, l = Var("kb"), Var("c"), Var("l")
 
         AL, G = alpha(m), MATRICES[m][2]
-        tmp = Buffer("wgt", dtype, AL * 3 * LANES, "local")
+        tmp = Buffer("wgt", dtype, AL * 3 * LANES, "private")
 
         def one(lanes, k0):
             src = (lambda i, j: ((c * k_ + k0) * 3 + 2 - i) * 3 + 2 - j) if adjoint else \

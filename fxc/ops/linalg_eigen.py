@@ -106,7 +106,7 @@ def _eigvalsh(a, upper=False):
 
     def lower(outs, ins):
         W = scratch("w", n, n)
-        d = Buffer("d", F64, n, "local")
+        d = Buffer("d", F64, n, "private")
 
         def item(b):
             A = Mat(ins[0], b * (n * n), n, upper)        # read the lower triangle (of A^T when upper)
@@ -140,8 +140,8 @@ def _svdvals(a):
 
     def lower(outs, ins):
         G = scratch("g", r, k)                            # A, or A^T when wide: k columns to orthogonalise
-        d = Buffer("d", F64, k, "local")
-        acc = Buffer("acc", F64, 3, "local")
+        d = Buffer("d", F64, k, "private")
+        acc = Buffer("acc", F64, 3, "private")
 
         def item(b):
             A = Mat(ins[0], b * (m * n), n, m < n)
@@ -181,7 +181,7 @@ def _pinv(a, atol, rtol, hermitian=False):
 
     def lower(outs, ins):
         G, V = scratch("g", r, k), scratch("v", k, k)
-        d, acc, tol = Buffer("d", F64, k, "local"), Buffer("acc", F64, 3, "local"), Buffer("tol", F64, 1, "local")
+        d, acc, tol = Buffer("d", F64, k, "private"), Buffer("acc", F64, 3, "private"), Buffer("tol", F64, 1, "private")
 
         def threshold(b, mag):
             biggest = seq(Store(tol, z, f64(0)), loop(k, lambda j: Store(tol, z, maximum(tol[z], mag(j)))))

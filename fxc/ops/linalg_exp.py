@@ -28,7 +28,7 @@ def _matrix_exp(a):
 
     def lower(outs, ins):
         X, E, T = scratch("x", n, n), scratch("e", n, n), scratch("t", n, n)
-        acc = Buffer("acc", F64, 1, "local")
+        acc = Buffer("acc", F64, 1, "private")
 
         def product(P, Q):       # T = P Q
             return loop(n, lambda i: loop(n, lambda j: seq(

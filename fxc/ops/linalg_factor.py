@@ -89,7 +89,7 @@ class Mat:
 
 
 def scratch(name: str, rows: int, cols: int) -> Mat:
-    return Mat(Buffer(name, F64, rows * cols, "local"), 0, cols)
+    return Mat(Buffer(name, F64, rows * cols, "private"), 0, cols)
 
 
 def copy(dst: Mat, src: Mat, rows: int, cols: int):
@@ -113,7 +113,7 @@ def getrf(W: Mat, m: int, n: int, set_piv, info: Buffer):
     """LU with partial pivoting of the m x n scratch W in place, in LAPACK getf2's order: the pivot of
     column j is the first row i >= j with the largest |W[i, j]|. set_piv(j, p) stores the pivot row p
     (0-based); info[0] (preset to 0) gets the 1-based column of the first exactly-zero pivot."""
-    best, at = Buffer("best", F64, 1, "local"), Buffer("at", "int64", 1, "local")
+    best, at = Buffer("best", F64, 1, "private"), Buffer("at", "int64", 1, "private")
     z = as_expr(0)
 
     def column(j):
@@ -155,7 +155,7 @@ def potrf(A: Mat, W: Mat, n: int, info: Buffer):
     potf2's order); stops at the first pivot that is not positive, leaving it at W[j, j] and setting
     info[0] to its 1-based index (what LAPACK leaves in the matrix then)."""
     z = as_expr(0)
-    acc = Buffer("acc", F64, 1, "local")
+    acc = Buffer("acc", F64, 1, "private")
 
     def dot(i, j):      # A[i, j] - sum_{c < j} W[i, c] W[j, c], left in acc[0]
         return seq(Store(acc, z, A(i, j)),
@@ -185,7 +185,7 @@ def _lu_factor(a):
     def lower(outs, ins):
         lu, piv, info = outs
         W = scratch("w", m, n)
-        inf = Buffer("info", "int64", 1, "local")
+        inf = Buffer("info", "int64", 1, "private")
         z = as_expr(0)
 
         def item(b):
@@ -339,7 +339,7 @@ def _cholesky(a, upper=False):
 
     def lower(outs, ins):
         W = scratch("w", n, n)
-        inf = Buffer("info", "int64", 1, "local")
+        inf = Buffer("info", "int64", 1, "private")
         z = as_expr(0)
 
         def item(b):
@@ -496,7 +496,7 @@ def _unpack(lu, piv):
     k, batch = min(m, n), math.prod(bs)
 
     def lower(outs, ins):
-        perm = Buffer("perm", "int64", m, "local")
+        perm = Buffer("perm", "int64", m, "private")
 
         def item(b):
             LU = Mat(ins[0], b * (m * n), n)

@@ -43,9 +43,9 @@ def sytf2(W: Mat, n: int, set_piv, info: Buffer):
     set_piv(k, v) stores pivot entry k (1-based, negative for a 2x2 block); info[0] (preset 0) gets the first
     zero pivot column (1-based)."""
     z = as_expr(0)
-    nk, cm, im, rm = (Buffer("nk", I64, 1, "local"), Buffer("cm", F64, 1, "local"), Buffer("im", I64, 1, "local"),
-                      Buffer("rm", F64, 1, "local"))
-    kpb, ksb = Buffer("kp", I64, 1, "local"), Buffer("ks", I64, 1, "local")
+    nk, cm, im, rm = (Buffer("nk", I64, 1, "private"), Buffer("cm", F64, 1, "private"), Buffer("im", I64, 1, "private"),
+                      Buffer("rm", F64, 1, "private"))
+    kpb, ksb = Buffer("kp", I64, 1, "private"), Buffer("ks", I64, 1, "private")
     absw = lambda i, j: unary("abs", W(i, j))
 
     def swap(i1, j1, i2, j2):
@@ -108,7 +108,7 @@ def sytf2(W: Mat, n: int, set_piv, info: Buffer):
 def sytrs(LD: Mat, piv, Y: Mat, n: int, k: int):
     """Solve A X = Y in place from sytf2's lower factors (LAPACK sytrs, UPLO=L); piv(i): pivot i (int64)."""
     z = as_expr(0)
-    nk = Buffer("nk", I64, 1, "local")
+    nk = Buffer("nk", I64, 1, "private")
 
     def swap_rows(a, b):
         return loop(k, lambda c: let("t", Y(a, c), lambda t: seq(Y.set(a, c, Y(b, c)), Y.set(b, c, t))), name="c")
@@ -156,7 +156,7 @@ def _ldl_factor(a):
     batch = math.prod(bs)
 
     def lower(outs, ins):
-        W, inf = scratch("w", n, n), Buffer("info", I64, 1, "local")
+        W, inf = scratch("w", n, n), Buffer("info", I64, 1, "private")
         z = as_expr(0)
 
         def item(b):

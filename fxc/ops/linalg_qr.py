@@ -65,7 +65,7 @@ def _geqrf(a):
     k, batch = min(m, n), math.prod(bs)
 
     def lower(outs, ins):
-        W, tau, acc = scratch("w", m, n), Buffer("tau", F64, k, "local"), Buffer("acc", F64, 1, "local")
+        W, tau, acc = scratch("w", m, n), Buffer("tau", F64, k, "private"), Buffer("acc", F64, 1, "private")
 
         def item(b):
             return Allocate(W.buf, Allocate(tau, Allocate(acc, seq(
@@ -116,7 +116,7 @@ def _hh(a, tau, cols):
     k, batch = tau.shape[-1], math.prod(bs)
 
     def lower(outs, ins):
-        Q, acc = scratch("q", m, cols), Buffer("acc", F64, 1, "local")
+        Q, acc = scratch("q", m, cols), Buffer("acc", F64, 1, "private")
 
         def item(b):
             V = Mat(ins[0], b * (m * n), n)
@@ -170,7 +170,7 @@ def _ormqr(a, tau, c, left=True, trans=False):
     descending = left != trans
 
     def lower(outs, ins):
-        Y, acc = scratch("y", rc, cc), Buffer("acc", F64, 1, "local")
+        Y, acc = scratch("y", rc, cc), Buffer("acc", F64, 1, "private")
 
         def item(b):
             V, t = Mat(ins[0], b * (ma * na), na), Mat(ins[1], b * k, 1)
@@ -221,7 +221,7 @@ def _qr(a, complete=False):
 
     def lower(outs, ins):
         W, Q = scratch("w", m, n), scratch("q", m, qc)
-        tau, acc = Buffer("tau", F64, k, "local"), Buffer("acc", F64, 1, "local")
+        tau, acc = Buffer("tau", F64, k, "private"), Buffer("acc", F64, 1, "private")
 
         def item(b):
             R = Mat(outs[1], b * (qc * n), n)

@@ -131,7 +131,7 @@ def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
         wb = ins[1] if weight else None
         bb = ins[1 + bool(weight)] if bias else None
         r, k = Var("r"), Var("k")
-        s = Buffer("lnsum", dt, 1, "local")
+        s = Buffer("lnsum", dt, 1, "private")
         z = as_expr(0)
         xk = xb[r * n + k]
         m0, mean, rstd = Var("m0", dt), Var("mean", dt), Var("rstd", dt)

@@ -232,7 +232,7 @@ def _softmax_compute(log: bool):
         def lower(outs, ins):
             out, xb = outs[0], ins[0]
             dt = x.dtype
-            m, s = Buffer("rmax", dt, 1, "local"), Buffer("rsum", dt, 1, "local")
+            m, s = Buffer("rmax", dt, 1, "private"), Buffer("rsum", dt, 1, "private")
             o, j, k = Var("o"), Var("j"), Var("k")
             zero = Const(0, "int64")
             at = lambda kk: (o * (n * inner) + kk * inner + j)

@@ -68,7 +68,7 @@ def _scan_compute(kind):
 
         def lower(outs, ins):
             out, xb = outs[0], ins[0]
-            acc = Buffer("acc", x.dtype, 1, "local")
+            acc = Buffer("acc", x.dtype, 1, "private")
             z, k = as_expr(0), Var("k")
 
             def row(at):
@@ -117,7 +117,7 @@ def _cumext_compute(kind):
 
         def lower(outs, ins):
             vals, idxs, xb = outs[0], outs[1], ins[0]
-            acc, pos = Buffer("acc", x.dtype, 1, "local"), Buffer("pos", "int64", 1, "local")
+            acc, pos = Buffer("acc", x.dtype, 1, "private"), Buffer("pos", "int64", 1, "private")
             z, k = as_expr(0), Var("k")
 
             def row(at):
@@ -179,8 +179,8 @@ def _sort_compute(x, dim=-1, descending=False):
 
     def lower(outs, ins):
         vals, idxs, xb = outs[0], outs[1], ins[0]
-        sv, si = Buffer("sv", x.dtype, n, "local"), Buffer("si", "int64", n, "local")
-        pi, pj = Buffer("pi", "int64", 1, "local"), Buffer("pj", "int64", 1, "local")
+        sv, si = Buffer("sv", x.dtype, n, "private"), Buffer("si", "int64", n, "private")
+        pi, pj = Buffer("pi", "int64", 1, "private"), Buffer("pj", "int64", 1, "private")
         z = as_expr(0)
 
         def row(at):

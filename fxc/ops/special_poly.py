@@ -183,7 +183,7 @@ def _poly_compute(spec, name):
             e, k = Var("e"), Var("k")
             xv, nv = xb[e], _degree(nb[e], True)
             early, early_val, q1, step, start, end = spec(M, xv, nv)
-            P, Q = Buffer("pp", x.dtype, 1, "local"), Buffer("pq", x.dtype, 1, "local")
+            P, Q = Buffer("pp", x.dtype, 1, "private"), Buffer("pq", x.dtype, 1, "private")
             z = as_expr(0)
             r = Var("r", x.dtype)
             new = step(M, xv, Q[z], P[z], k)

@@ -74,7 +74,7 @@ def _zeta_compute(x, q):
         f = lambda v: Const(float(v), "float64")
         nterm = maximum(as_expr(9), cast("int64", un("floor", f(9) - qv)) + as_expr(1))
         nterm = select(binary("or", un("isnan", qv), compare("le", qv, f(-1e15))), as_expr(9), nterm)
-        S, z = Buffer("zs", "float64", 1, "local"), as_expr(0)
+        S, z = Buffer("zs", "float64", 1, "private"), as_expr(0)
         term = binary("pow", qv + cast("float64", i), -xv)
         loop = For(i, nterm + as_expr(1), Store(S, z, S[z] + term), "serial", 1)
         res = _zeta_edges(_E64, xv, qv, _zeta_tail(_E64, xv, qv + cast("float64", nterm), S[z]))
@@ -182,7 +182,7 @@ def _igamma_compute(upper):
             av, xv = cast("float64", ab[e]), cast("float64", xb[e])
             f = lambda v: Const(float(v), "float64")
             logpre, steps = _igamma_prefactor(_E64, av, xv)
-            st = {n: Buffer(n, "float64", 1, "local") for n in ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h")}
+            st = {n: Buffer(n, "float64", 1, "private") for n in ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h")}
             z = as_expr(0)
             T, S, B, C, D, H = (st[n][z] for n in ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h"))
             kf = cast("float64", k)

@@ -1,4 +1,7 @@
-"""The graph pass pipeline: one readable list. FXC_DEBUG=1 prints a timeline, 2 the graph after each pass."""
+"""The graph pass pipeline: one readable list. FXC_DEBUG=1 prints a timeline, 2 the graph after each pass.
+
+`pipeline_for(target)` is the list for a target: the CPU passes (Winograd, weight packing, blocked layouts and
+bf16, which rewrite the graph for a CPU's vector registers) run only where the target is a CPU."""
 from __future__ import annotations
 
 import time
@@ -25,15 +28,26 @@ PIPELINE = [
 ]
 
 
+CPU_PASSES = (use_winograd, use_bf16, pack_weights, use_blocked_layout, use_bf16_blocked)
+
+
+def pipeline_for(target=None) -> list:
+    """The passes for `target` (a fxc.target.Target; None: the host CPU), in order."""
+    cpu = target is None or target.is_cpu
+    return [p for p in PIPELINE if cpu or p not in CPU_PASSES]
+
+
 def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True,
-                 bf16_direct: bool = False, weights_vary: bool = False, caps=None):
-    """caps: the target's capabilities (None: this host's), read by the CPU passes (use_winograd, pack_weights).
+                 bf16_direct: bool = False, weights_vary: bool = False, target=None):
+    """target: a fxc.target.Target (None: the host CPU); it chooses the passes (pipeline_for) and its capabilities
+    are read by the CPU passes (use_winograd, pack_weights).
     precision "bf16": use_bf16 and use_bf16_blocked run (on every conv/matmul over weights, or with
     bf16_everywhere=False only on those that stream their weight); bf16_direct (its direct convs at twice the
     float32 rate): Winograd keeps only the layers where it still beats them; weights_vary (a training step's
     graphs): and only those where it beats them with its weight transform paid on every call."""
     bf16_passes = (use_bf16, use_bf16_blocked)
-    for p in PIPELINE:
+    caps = target.caps if target is not None else None
+    for p in pipeline_for(target):
         if p in bf16_passes and precision != "bf16":
             continue
         t0 = time.perf_counter()

@@ -51,7 +51,8 @@ LIBRARY = "libfxc_model.so"
 PARAMS = "params.bin"
 HEADER = "fxc_model.h"
 C_SOURCE = "fxc_model.c"
-PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE)      # the only part names an artifact may have (plain, relative)
+PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
+PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE, PROGRAM)     # the only part names an artifact may have (plain, relative)
 ALIGN = 64
 SIGNATURE = "manifest.sig"       # optional: the Ed25519 signature of the manifest's bytes (runtime/signing.py)
 SIGNATURE_BYTES = 64
@@ -59,8 +60,8 @@ MAX_MANIFEST = 64 << 20          # bytes: a manifest is a few KiB to a few MiB
 MAX_RATIO = 200                  # uncompressed / compressed size past which a part is refused before inflating
 SLOT_KINDS = ("in", "out", "const", "work", "null")
 
-RUNTIME_TARGETS = ("llvm",)                       # targets this runtime can run
-DEVICE_TARGETS = ("opencl", "opengl", "webgl", "clml")   # known targets whose device runtime is not here
+RUNTIME_TARGETS = ("llvm", "opencl")             # targets this runtime can run (opencl: with pyopencl, load_device)
+DEVICE_TARGETS = ("opengl", "webgl", "clml")      # known targets whose device runtime is not here
 REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"
 
@@ -107,7 +108,7 @@ def read_verified(path, trusted_keys=None) -> tuple:
         raise ArtifactError(f"{path}: a part of the artifact does not fit in memory; {_REEXPORT}") from None
     except OSError as e:
         raise ArtifactError(f"{path}: cannot read the artifact ({e}); check the file's permissions") from None
-    for name in (LIBRARY, PARAMS):
+    for name in (PROGRAM if is_device_artifact(manifest) else LIBRARY, PARAMS):
         if name not in parts:
             raise ArtifactError(f"{path}: the manifest lists no {name!r} part; {_REEXPORT}")
     return manifest, parts, raw, signature
@@ -355,6 +356,9 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         (when called) an input of another shape or dtype than the exported signature.
     """
     manifest, parts = read_artifact(path, trusted_keys)
+    if is_device_artifact(manifest):
+        from .device_module import load_device
+        return load_device(path, manifest, parts)
     check_target(manifest)
     try:
         consts = unpack_params(manifest, parts[PARAMS])
@@ -431,3 +435,8 @@ def _check_library(path, lib: Path, expected: dict, params: bytes) -> None:
     if check(params, len(params)) != 0:
         raise ArtifactError(f"{path}: {PARAMS} is not the one this library was exported with (size or checksum "
                             f"differs: another model's params?); {_REEXPORT}")
+
+
+# -- device (OpenCL) artifacts: program source + plan + params, run by fxc.runtime.device_module ------------------
+def is_device_artifact(manifest: dict) -> bool:
+    return str(manifest.get("target", "")).split(" ")[0] == "opencl"

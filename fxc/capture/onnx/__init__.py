@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import FxcError, InputError, ModelFileError, TargetError, UnsupportedOpError
+from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.module import TensorSpec
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
@@ -366,10 +366,9 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     InputError
         A shape that contradicts the model.
     """
-    from ...build import TARGETS
+    from ...target import Target
     unknown = set(options) - BUILD_OPTIONS
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
-    if target not in TARGETS:
-        raise TargetError(f"unknown target {target!r}; available: {', '.join(TARGETS)}")
+    Target.parse(target)        # an unknown kind or option is a TargetError now, before anything is converted
     return OnnxModel(load_model(model_or_path), shapes, target, options)

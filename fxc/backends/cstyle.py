@@ -1,0 +1,322 @@
+"""A C-like renderer of scalar loop IR: the shared base of OpenCL C (and the coming GLSL / WGSL).
+
+Takes a loop-IR Kernel whose expressions are scalar (`fxc.lowering.legalize.scalarize` first) and produces
+the text of its body: statements become C statements, each distinct expression one `const` temporary
+(expressions are hash-consed, so a value used twice is computed once; a store forgets the temporaries that
+read its buffer). A language is a subclass: capability flags, type names, and `code_for_op`, a table from op
+name to a template over the operands' C text; what a table lacks is a LoweringError naming the op, never
+a wrong guess.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+from ..errors import LoweringError
+from ..lowering.expr import (
+    Bf16Half,
+    Bin,
+    Cast,
+    CheckIndex,
+    Const,
+    Expr,
+    Fma,
+    Load,
+    PackBf16,
+    Present,
+    Select,
+    Un,
+    Var,
+    children,
+    lanes_of,
+)
+from ..lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    Kernel,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
+
+INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "imod": "%", "and": "&", "or": "|",
+         "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def index_exprs(body: Stmt) -> set:
+    """The integer expressions that compute addresses (the indices of loads and stores, and their parts): in bounds
+    by the loop IR's contract, so they cannot overflow, and a language's wrapping arithmetic is not needed there."""
+    from ..lowering.expr import walk
+    from ..lowering.loop_ir import stmt_exprs
+    roots = []
+    for st in walk_stmts(body):
+        if isinstance(st, Store):
+            roots.append(st.index)
+        for e in stmt_exprs(st):
+            roots += [x.args[1] for x in walk(e) if isinstance(x, Load)]
+    found: set = set()
+    for r in roots:
+        found.update(x for x in walk(r) if not isinstance(x, Load))
+    return found
+
+
+class CStyleRenderer:
+    """Loop IR -> C-like source. Subclasses set the flags and tables below."""
+
+    has_local = False                   # work-group shared memory (Buffer scope "shared") and barriers
+    bound_index = {}                    # For kind "grid"/"thread" -> the builtin giving the index on an axis
+    types: dict = {}                    # dtype -> the language's type of a value
+    memory_types: dict = {}             # dtype -> its type in memory (bool is a byte)
+    code_for_op: dict = {}              # op (or "op.kind", kind "f" float / "i" int / "b" bool) -> template
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.lines: list = []
+        self.depth = 1
+        self.tmp = 0
+        self.env: list = [{}]           # scopes: Expr -> C text of its value
+        self._by_buf: dict = {}         # buffer -> the cached expressions that read it
+        self._reads: dict = {}
+        self.names: dict = {}           # Buffer -> its C name
+        self.private: dict = {}         # private / shared Buffers, in order of first use
+        self.used: set = set()          # helper functions the code calls (the preamble defines them)
+        self.index_exprs = index_exprs(kernel.body)
+        for b in kernel.params:
+            self.name_of(b)
+
+    # -- names and scopes ------------------------------------------------------------------------------
+    def name_of(self, buf: Buffer) -> str:
+        n = self.names.get(buf)
+        if n is None:
+            base = "".join(c if c.isalnum() else "_" for c in buf.name)
+            n, k = base, 0
+            while n in self.names.values():
+                k += 1
+                n = f"{base}_{k}"
+            self.names[buf] = n
+            if buf.scope in ("private", "shared"):
+                if buf.scope == "shared" and not self.has_local:
+                    raise LoweringError(f"{self.kernel.name}: buffer {buf.name} is work-group shared memory, "
+                                        f"which {type(self).__name__} cannot express")
+                self.private[buf] = n
+            elif buf not in self.kernel.params:
+                raise LoweringError(f"buffer {buf.name} ({buf.scope}) is not a parameter of {self.kernel.name}")
+        return n
+
+    def emit(self, line: str):
+        self.lines.append("  " * self.depth + line)
+
+    def new(self) -> str:
+        self.tmp += 1
+        return f"t{self.tmp}"
+
+    def lookup(self, e):
+        for scope in reversed(self.env):
+            if e in scope:
+                return scope[e]
+        return None
+
+    def bind(self, e, text: str):
+        self.env[-1][e] = text
+        if not isinstance(e, Var):
+            for buf in self.reads(e):
+                self._by_buf.setdefault(buf, []).append(e)
+
+    def reads(self, e: Expr) -> frozenset:
+        r = self._reads.get(e)
+        if r is None:
+            r = frozenset().union(*(self.reads(c) for c in children(e)))
+            if isinstance(e, Load):
+                r = r | {e.args[0]}
+            self._reads[e] = r
+        return r
+
+    def invalidate(self, buf: Buffer):
+        for k in self._by_buf.pop(buf, ()):
+            for scope in self.env:
+                scope.pop(k, None)
+
+    def invalidate_shared(self):
+        for b in [b for b in self._by_buf if b.scope == "shared"]:
+            self.invalidate(b)
+
+    def block(self, s: Stmt, bind: tuple = ()):
+        """s in a new C block and scope (bind: (Var, C text) pairs visible in it)."""
+        self.env.append(dict(bind))
+        self.depth += 1
+        self.stmt(s)
+        self.depth -= 1
+        self.env.pop()
+
+    # -- statements ------------------------------------------------------------------------------------
+    def stmt(self, s: Stmt):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                self.stmt(x)
+        elif isinstance(s, For):
+            self.loop(s)
+        elif isinstance(s, Store):
+            self.store(s)
+        elif isinstance(s, Allocate):
+            self.name_of(s.buf)
+            self.stmt(s.body)
+        elif isinstance(s, LetStmt):
+            v = s.var.name
+            self.emit(f"const {self.types[s.var.dtype]} {v} = {self.expr(s.value)};")
+            self.env[-1][s.var] = v
+            self.stmt(s.body)
+        elif isinstance(s, IfThen):
+            self.emit(f"if ({self.expr(s.cond)}) {{")
+            self.block(s.then)
+            if s.orelse is not None:
+                self.emit("} else {")
+                self.block(s.orelse)
+            self.emit("}")
+        elif isinstance(s, Barrier):
+            if not self.has_local:
+                raise LoweringError(f"{self.kernel.name}: {type(self).__name__} has no work-group barrier")
+            self.invalidate_shared()
+            self.emit(self.barrier())
+        else:
+            raise LoweringError(f"cannot render statement {s!r}")
+
+    def loop(self, s: For):
+        for st in walk_stmts(s.body):      # a value cached before the loop is stale from the 2nd iteration on
+            if isinstance(st, Store):       # if the body stores to its buffer
+                self.invalidate(st.buf)
+            elif isinstance(st, Barrier):
+                self.invalidate_shared()
+        v = s.var.name
+        if s.kind in BOUND_KINDS:          # one iteration per work-group / work-item: the launch runs the loop
+            fn = self.bound_index.get(s.kind)
+            if fn is None:
+                raise LoweringError(f"{self.kernel.name}: {type(self).__name__} cannot bind a loop to {s.kind}")
+            self.emit("{")
+            self.depth += 1
+            self.emit(f"const long {v} = (long){fn}({s.axis});")
+            self.depth -= 1
+            self.block(s.body, ((s.var, v),))
+            self.emit("}")
+            return
+        end = self.expr(s.extent) if isinstance(s.extent, Expr) else str(s.extent)
+        if s.kind == "unroll":
+            self.emit("#pragma unroll")
+        self.emit(f"for (long {v} = {s.start}; {v} < {end}; ++{v}) {{")
+        self.block(s.body, ((s.var, v),))
+        self.emit("}")
+
+    def store(self, s: Store):
+        if lanes_of(s.value.dtype) > 1:
+            raise LoweringError(f"{self.kernel.name}: vector store to {s.buf.name}; scalarize the kernel first")
+        value, idx = self.expr(s.value), self.expr(s.index)
+        self.emit(self.store_code(s.buf, self.name_of(s.buf), idx, value) + ";")
+        self.invalidate(s.buf)
+
+    # -- expressions -----------------------------------------------------------------------------------
+    def expr(self, e: Expr) -> str:
+        v = self.lookup(e)
+        if v is not None:
+            return v
+        if isinstance(e, Const):
+            return self.const(e)
+        if isinstance(e, Var):
+            raise LoweringError(f"variable {e} used outside its loop in {self.kernel.name}")
+        if lanes_of(e.dtype) > 1:
+            raise LoweringError(f"{self.kernel.name}: vector expression {e!r}; scalarize the kernel first")
+        code = self.compute(e)
+        t = self.new()
+        self.emit(f"const {self.types[e.dtype]} {t} = {code};")
+        self.bind(e, t)
+        return t
+
+    def const(self, e: Const) -> str:
+        dt, v = e.dtype, e.value
+        if dt == "bool":
+            return "true" if v else "false"
+        if dt in ("float32", "float64", "float16", "bfloat16"):
+            return self.float_const(float(v), dt)
+        return self.int_const(int(v), dt)
+
+    def float_const(self, v: float, dt: str) -> str:
+        if math.isnan(v):
+            return self.nan(dt)
+        if math.isinf(v):
+            return ("-" if v < 0 else "") + self.inf(dt)
+        if dt == "float64":
+            return f"{v.hex()}"
+        f = struct.unpack("f", struct.pack("f", v))[0]       # the float32 the value rounds to, exactly
+        return f"{f.hex()}f"
+
+    def compute(self, e: Expr) -> str:
+        if isinstance(e, Load):
+            buf, idx = e.args
+            return self.load_code(buf, self.name_of(buf), self.expr(idx))
+        if isinstance(e, Bin):
+            op, a, b = e.args
+            if e in self.index_exprs and op in ("add", "sub", "mul"):     # addresses never overflow: plain C
+                return f"({self.expr(a)} {INFIX[op]} {self.expr(b)})"      # (the compiler may then vectorise)
+            return self.op_code(op, a.dtype, self.expr(a), self.expr(b))
+        if isinstance(e, Un):
+            op, a = e.args
+            return self.op_code(op, a.dtype, self.expr(a))
+        if isinstance(e, Cast):
+            return self.cast_code(e.args[1].dtype, e.args[0], self.expr(e.args[1]))
+        if isinstance(e, Select):
+            c, a, b = (self.expr(x) for x in e.args)
+            return f"({c} ? {a} : {b})"
+        if isinstance(e, Fma):
+            return self.op_code("fma", e.dtype, *(self.expr(a) for a in e.args))
+        if isinstance(e, Present):
+            return f"({self.name_of(e.args[0])} != 0)"
+        if isinstance(e, PackBf16):
+            return self.op_code("pack_bf16", "float32", *(self.expr(a) for a in e.args))
+        if isinstance(e, Bf16Half):
+            return self.op_code(f"bf16_half{e.args[1]}", "int32", self.expr(e.args[0]))
+        if isinstance(e, CheckIndex):
+            i, size, wrap, op = e.args
+            return self.op_code("check_index", "int64", self.expr(i), str(size), str(int(wrap)), str(op))
+        raise LoweringError(f"{type(self).__name__} cannot render expression {e!r}")
+
+    def op_code(self, op: str, dtype: str, *args: str) -> str:
+        kind = "f" if dtype in ("float32", "float64", "float16", "bfloat16") else "b" if dtype == "bool" else "i"
+        t = self.code_for_op.get(f"{op}.{kind}", self.code_for_op.get(op))
+        if t is None and op in INFIX:
+            t = "({0} " + INFIX[op] + " {1})"
+        if t is None:
+            raise LoweringError(f"{type(self).__name__} has no {op} on {dtype} (kernel {self.kernel.name})")
+        if callable(t):
+            return t(self, dtype, *args)
+        return t.format(*args, T=self.types[dtype])
+
+    # -- what a language defines -----------------------------------------------------------------------
+    def int_const(self, v: int, dt: str) -> str:
+        return str(v)
+
+    def nan(self, dt: str) -> str:
+        return "NAN"
+
+    def inf(self, dt: str) -> str:
+        return "INFINITY"
+
+    def barrier(self) -> str:
+        raise LoweringError(f"{type(self).__name__} has no barrier")
+
+    def load_code(self, buf: Buffer, name: str, idx: str) -> str:
+        return f"{name}[{idx}]"
+
+    def store_code(self, buf: Buffer, name: str, idx: str, value: str) -> str:
+        return f"{name}[{idx}] = {value}"
+
+    def cast_code(self, fr: str, to: str, x: str) -> str:
+        return f"(({self.types[to]}){x})"
+
+    def body_text(self) -> str:
+        """Render the kernel's body; returns its statements' text (declarations of private memory first)."""
+        self.stmt(self.kernel.body)
+        return "\n".join(self.lines)

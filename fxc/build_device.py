@@ -1,0 +1,131 @@
+"""The compiler driver for device targets (OpenCL): graph IR -> device Module.
+
+graph -> pipeline_for(target) (no CPU passes) -> fusion -> per group: the GPU-family schedules
+(fxc.lowering.schedules.gpu) -> scalar loop IR with launch geometry -> the target's renderer -> one program
+-> DeviceModule (program source + launch plan over input/output/constant buffers and one planned workspace).
+`fxc.build.build` dispatches here for every target that is not a CPU. Backends are found through
+`BACKENDS` (target kind -> renderer and module); nothing here names a device library.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from .errors import TargetError
+from .lowering import te
+from .lowering.loop_ir import Buffer, format_kernel
+from .target import Target, device_target
+
+
+def _backend(kind: str):
+    """(render(kernels) -> program source, Module class, needs_fp64(kernel)) of a device target kind."""
+    if kind == "opencl":
+        from .backends.opencl import needs_fp64, render_opencl
+        from .runtime.device_module import DeviceModule
+        return render_opencl, DeviceModule, needs_fp64
+    raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl (and llvm for the CPU)")
+
+
+def _log(msg):
+    print(msg, file=sys.stderr)
+
+
+def group_launches(gr, name: str, caps) -> list:
+    """The device kernels (launches in order) of one fused group."""
+    from .lowering.schedules.gpu import lower_group_device
+    from .ops.registry import get_op
+    tensors, in_bufs = {}, {}
+    for k, v in enumerate(gr.inputs):
+        t = te.placeholder(v.shape, v.dtype, f"in{k}")
+        tensors[v.id] = t
+        in_bufs[t] = Buffer(f"in{k}", v.dtype, v.type.numel)
+    for n in gr.nodes:
+        res = get_op(n.op).compute(*[tensors[v.id] for v in n.inputs], **n.attrs)
+        res = res if isinstance(res, (list, tuple)) else [res]
+        for o, t in zip(n.outputs, res):
+            tensors[o.id] = t
+    roots = [tensors[o.id] for o in gr.outputs]
+    out_bufs = [Buffer(f"out{k}", o.dtype, o.type.numel) for k, o in enumerate(gr.outputs)]
+    return lower_group_device(name, roots, out_bufs, in_bufs, caps)
+
+
+def _single(k) -> bool:
+    """A launch of one work-item: hand-written sequential loop IR that runs on the device, correct but serial."""
+    return all(g == 1 for g in k.launch.grid) and all(b == 1 for b in k.launch.block)
+
+
+def build_device(graph, target: Target, **options):
+    """Compile `graph` for a device target; returns its runtime module (see fxc.build.build for options)."""
+    from .build import debug_level, gc_paused, group_signature
+    from .relay_like.fuse_ops import fuse_ops
+    from .relay_like.pipeline import run_pipeline
+    from .relay_like.plan_memory import output_sources, plan_memory, reshape_views
+    from .runtime.device_module import Launch
+    from .runtime.module import TensorSpec
+    render, module_class, needs_fp64 = _backend(target.kind)
+    if options.get("precision", "fp32") != "fp32":
+        raise TargetError(f"precision={options['precision']!r} is a CPU mode (AVX-512 BF16); the {target.kind} "
+                          f"target computes in float32: use precision='fp32'")
+    target = device_target(target)
+    dbg, t0 = debug_level(options), time.perf_counter()
+    with gc_paused():
+        graph = run_pipeline(graph, dbg, _log, target=target)
+        groups = fuse_ops(graph, enable=options.get("fuse", True))
+        out_ids = {v.id for v in graph.outputs}
+        views = reshape_views(groups, out_ids)
+        groups = [gr for gr in groups if gr.outputs[0].id not in views]
+        into_out = output_sources(groups, graph.outputs, views)
+        groups = [gr for gr in groups
+                  if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
+        plan = plan_memory(groups, graph.outputs, views, set(into_out))
+        consts = graph.constants()
+        slots = {v.id: ("in", i) for i, v in enumerate(graph.inputs)}
+        slots.update({v.id: ("const", i) for i, v in enumerate(consts)})
+        slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
+        slots.update({vid: ("out", i) for vid, i in into_out.items()})
+        slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
+        slots.update({vid: slots[src.id] for vid, src in views.items()})
+        kernels, steps, lines, same, scratch = [], [], [], {}, 0
+        for i, gr in enumerate(groups):
+            sig = group_signature(gr)
+            if sig not in same:
+                same[sig] = group_launches(gr, f"k{i}_{gr.root.op}", target.caps)
+                kernels += same[sig]
+            launches = same[sig]
+            args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
+            at = plan.workspace_bytes
+            for b in launches[0].params if launches else ():
+                if b.scope == "scratch":
+                    args.append(("work", at))
+                    at += (b.nbytes + 63) // 64 * 64
+            scratch = max(scratch, at - plan.workspace_bytes)
+            for k in launches:
+                steps.append(Launch(k.name, list(args), k.launch.grid, k.launch.block))
+            shapes = ", ".join(f"{k.name} {k.launch}" + (" (single work-item)" if _single(k) else "") for k in launches)
+            lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]")
+        if dbg >= 3:
+            for k in kernels:
+                _log(format_kernel(k))
+        wide = [k.name for k in kernels if needs_fp64(k)]
+        if wide and "float64" not in target.caps.dtypes:
+            raise TargetError(f"kernels {', '.join(wide[:3])} compute in float64, which the device of {target} "
+                              f"lacks (no cl_khr_fp64); cast the model to float32 (model.float()) or choose a "
+                              f"device with fp64 (-device=)")
+        source = render(kernels)
+        if dbg >= 4:
+            _log(source)
+        profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
+        module = module_class(str(target), source,
+                              [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
+                              [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
+                              [c.data for c in consts], plan.workspace_bytes + scratch, steps, lines,
+                              prepack_inputs=sorted(i for i, v in enumerate(graph.inputs) if v.id in graph.weights),
+                              profiled=profile, intermediate_bytes=plan.total_bytes)
+    if dbg >= 1:
+        _log(f"[fxc] built {len(kernels)} {target.kind} kernels ({len(steps)} launches) in "
+             f"{1e3 * (time.perf_counter() - t0):.1f} ms; workspace {plan.workspace_bytes} B")
+    if profile and os.environ.get("FXC_PROFILE", "0") not in ("", "0"):     # FXC_PROFILE=1: a table at exit
+        module.print_profile_at_exit()
+    return module
+

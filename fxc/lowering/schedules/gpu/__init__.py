@@ -1,0 +1,94 @@
+"""GPU-family schedules: the tensor expressions of one fused group -> device loop-IR Kernels (launches).
+
+`lower_group_device(name, roots, out_bufs, in_bufs, caps)` returns a list of Kernels that share one parameter
+list (outputs, inputs, then scratch buffers) and run in order on one queue; each has its launch geometry
+(grid / thread loops) and scalar expressions. Each root is scheduled by the entry of `SCHEDULES` for its kind:
+
+- "gemm": an epilogue of a matrix product (matmul, linear, batched attention products): tile x tile work-groups
+  staging blocks of both operands in shared memory (tiled_gemm.py);
+- "reduce": a root that is a reduction with few outputs and long rows: one work-group per output, a
+  work-group tree reduction in shared memory with barriers (reduction.py);
+- "compute": every other compute op (elementwise, injective, reductions, conv/dense written as computes):
+  one work-item per output element (one_per_output.py);
+- "extern": ops whose definition is hand-written loop IR (te.extern): the CPU lowering's outermost parallel
+  loops become the launch grid, one work-item per iteration; code outside them runs as one work-item
+  (from_loops.py). Nothing leaves the device.
+
+Knobs (work-group size, reduction threads) are named in `Knobs`; their defaults come from the device's Caps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...te import Tensor
+from .from_loops import extern_launches
+from .one_per_output import DeviceConverter, one_per_output
+from .reduction import tree_reduction
+from .tiled_gemm import tiled_gemm
+
+
+@dataclass(frozen=True)
+class Knobs:
+    work_group_size: int = 64           # work-items per work-group of a one-per-output launch
+    reduce_threads: int = 64            # work-items that reduce one output together (tree reduction)
+    reduce_min_length: int = 1024       # rows at least this long reduce in a work-group ...
+    reduce_max_outputs: int = 256       # ... when there are at most this many of them
+    gemm_tile: int = 16                 # a tiled GEMM's work-group is gemm_tile x gemm_tile (1: no tiled GEMM)
+    gemm_shared: bool = True            # stage GEMM blocks in shared memory (False: register tiles, for devices
+    gemm_rows: int = 4                  # whose local memory is plain memory) of gemm_rows x gemm_cols outputs
+    gemm_cols: int = 4                  # per work-item
+
+    @staticmethod
+    def for_caps(caps) -> "Knobs":
+        """Defaults for a device: work-groups within its limit, a tree reduction that fits its shared memory."""
+        wg = max(1, min(caps.max_work_group_size, 64))
+        threads = 1
+        while threads * 2 <= min(caps.max_work_group_size, 256) and threads * 2 * 8 <= caps.local_memory_bytes:
+            threads *= 2
+        fits = lambda t: t * t <= caps.max_work_group_size and 2 * t * t * 4 <= caps.local_memory_bytes  # noqa: E731
+        tile = next((t for t in (16, 8) if fits(t)), 1)
+        shared = caps.has("dedicated_local_memory")
+        return Knobs(work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
+                     gemm_tile=tile, gemm_shared=shared)
+
+
+def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
+    if t.extern is not None:
+        return "extern"
+    if tiled_gemm.applies(conv, t, knobs):
+        return "gemm"
+    if knobs.reduce_threads >= 8 and tree_reduction.applies(conv, t, knobs):
+        return "reduce"
+    return "compute"
+
+
+SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_gemm, "extern": extern_launches}
+
+
+def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, knobs: Knobs | None = None) -> list:
+    """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; returns the launches."""
+    from ... import te
+    from ...legalize import scalarize
+    from ...loop_ir import Kernel, index_bits_of, launch_of
+    knobs = knobs or Knobs.for_caps(caps)
+    conv = DeviceConverter(dict(in_bufs))
+    bodies, done = [], set()
+    for t, ob in zip(roots, out_bufs):
+        if t.extern is not None:
+            if t.extern in done:
+                continue
+            done.add(t.extern)
+            outs = sorted((r.index, b) for r, b in zip(roots, out_bufs) if r.extern is t.extern)
+            bodies += extern_launches(conv, t, [b for _, b in outs], [in_bufs[x] for x in t.inputs], caps, knobs)
+            continue
+        if t.is_placeholder:        # an alias of an input: copy it
+            src = t
+            t = te.compute(src.shape, lambda *i: src[i], "copy")
+        bodies += SCHEDULES[root_kind(conv, t, knobs)](conv, t, ob, knobs)
+    params = list(out_bufs) + list(dict.fromkeys(in_bufs.values())) + conv.scratches
+    kernels = []
+    for k, body in enumerate(bodies):
+        body = scalarize(body)
+        kernels.append(Kernel(f"{name}_{k}" if len(bodies) > 1 else name, params, body, 0, index_bits_of(params),
+                              launch_of(body)))
+    return kernels

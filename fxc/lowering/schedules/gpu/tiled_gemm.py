@@ -1,0 +1,208 @@
+"""Local-memory tiled GEMM: a root whose value is an epilogue of one matrix-product reduction
+(out[..., i, j] = f(sum_k a(..., i, k) * b(..., k, j)), a not reading j and b not reading i: matmul, linear,
+batched attention products).
+
+A work-group of tile x tile work-items computes a tile x tile block of outputs (one each); the reduction runs over
+k in steps of `tile`: the group stages the a-block and the b-block of the step in shared memory (each work-item
+loads one element of each, zero outside the matrices), waits at a barrier, accumulates its dot product from
+shared memory, and waits again before the next step overwrites the blocks. Grid: (column tiles, row tiles,
+batch). Knob: `knobs.gemm_tile` (Knobs.for_caps: the largest of 16 / 8 whose two blocks fit the device's local
+memory and whose work-group fits its limit)."""
+from __future__ import annotations
+
+import math
+
+from ....errors import LoweringError
+from ... import te
+from ...expr import Bin, Const, Var, as_expr, binary, compare, substitute, walk
+from ...loop_ir import Barrier, Buffer, For, IfThen, Load, Store, seq
+from ...lower import Hole
+from .one_per_output import unflatten
+
+
+def _match(conv, t):
+    """(hole, reduce tensor, a, b, value with the hole) when t is a matrix-product epilogue, else None."""
+    if len(t.shape) < 2 or t.dtype != "float32":
+        return None
+    if isinstance(t.body, te.Reduce):
+        h = Hole(Var("red", t.dtype), t, tuple(t.axes))
+        holes, value = [h], h.var
+    else:
+        holes = []
+        try:
+            value = conv.convert(t.body, None, holes)
+        except LoweringError:   # reductions at other indices: not this schedule's shape
+            return None
+    if len(holes) != 1 or not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
+                                  for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
+        return None
+    red_t = holes[0].tensor
+    red = red_t.body
+    if red.op != "sum" or len(red.axes) != 1 or not isinstance(red.body, Bin) or red.body.args[0] != "mul" \
+            or tuple(red_t.shape) != tuple(t.shape):
+        return None
+    _, a, b = red.body.args
+    i_ax, j_ax = red_t.axes[-2], red_t.axes[-1]
+    uses = lambda e, v: any(x is v for x in walk(e))        # noqa: E731
+    if uses(a, j_ax) or uses(b, i_ax):
+        return None
+    return holes[0], red_t, a, b, value
+
+
+class _TiledGemm:
+    def applies(self, conv, t, knobs) -> bool:
+        if knobs.gemm_tile <= 1:
+            return False
+        if knobs.gemm_shared and _match(conv, t) is not None:
+            return True
+        return _product_axes(conv, t) is not None
+
+    def __call__(self, conv, t, out, knobs) -> list:
+        if not knobs.gemm_shared or _match(conv, t) is None:
+            return register_tiles(conv, t, out, knobs)
+        hole, red_t, a, b, value = _match(conv, t)
+        red = red_t.body
+        (kv, kdim), = red.axes
+        T = knobs.gemm_tile
+        *batch, m, n = t.shape
+        nb = math.prod(batch)
+        gj, gi, gb, tj, ti, ks, kk = (Var(s) for s in ("gj", "gi", "gb", "tj", "ti", "ks", "kk"))
+        As = Buffer(f"ga{len(conv.locals)}", "float32", T * T, "shared")
+        Bs = Buffer(f"gb{len(conv.locals)}", "float32", T * T, "shared")
+        acc = conv.local("float32", 1, "gacc")
+        zero, fzero = Const(0, "int64"), Const(0.0, "float32")
+        bidx = unflatten(gb, batch) if batch else []
+        row, col = gi * T + ti, gj * T + tj
+        base = dict(zip(red_t.axes[:-2], bidx))
+
+        def operand(e, sub):
+            pre: list = []
+            v = conv.convert(substitute(e, {**base, **sub}), pre)
+            return pre, v
+
+        ka, kb = ks * T + tj, ks * T + ti
+        pa, va = operand(a, {red_t.axes[-2]: row, kv: ka})
+        pb, vb = operand(b, {red_t.axes[-1]: col, kv: kb})
+        inside = lambda x, lim: compare("lt", x, as_expr(lim))      # noqa: E731
+        load_a = IfThen(binary("and", inside(row, m), inside(ka, kdim)), seq(*pa, Store(As, ti * T + tj, va)),
+                        Store(As, ti * T + tj, fzero))
+        load_b = IfThen(binary("and", inside(kb, kdim), inside(col, n)), seq(*pb, Store(Bs, ti * T + tj, vb)),
+                        Store(Bs, ti * T + tj, fzero))
+        dot = For(kk, T, Store(acc, zero, Load(acc, zero) + Load(As, ti * T + kk) * Load(Bs, kk * T + tj)), "unroll")
+        steps = For(ks, math.ceil(kdim / T), seq(load_a, load_b, Barrier(), dot, Barrier()))
+        idx = list(bidx) + [row, col]
+        pre: list = []
+        outv = conv.convert(substitute(value, {**dict(zip(t.axes, idx)), hole.var: Load(acc, zero)}), pre)
+        flat = (gb * (m * n) if batch else zero) + row * n + col
+        write = IfThen(binary("and", inside(row, m), inside(col, n)), seq(*pre, Store(out, flat, outv)))
+        body = seq(Store(acc, zero, fzero), steps, write)
+        loops = For(tj, T, body, "thread", axis=0)
+        loops = For(ti, T, loops, "thread", axis=1)
+        loops = For(gj, math.ceil(n / T), loops, "grid", axis=0)
+        loops = For(gi, math.ceil(m / T), loops, "grid", axis=1)
+        return [For(gb, nb, loops, "grid", axis=2) if batch else loops]
+
+
+def _product_axes(conv, t):
+    """(hole, reduce tensor, row factor, col factor, value, row axis, column axes) when t is an epilogue of a sum of
+    products whose one factor reads the last output axes (the columns: the longest such suffix of axes the other
+    factor does not read) and the other reads an output axis alone (the rows): matmul (rows i, columns j) and
+    convolution (rows: output channels, columns: the output's pixels, height x width); None otherwise."""
+    if len(t.shape) < 2 or t.dtype != "float32":
+        return None
+    if isinstance(t.body, te.Reduce):
+        h = Hole(Var("red", t.dtype), t, tuple(t.axes))
+        holes, value = [h], h.var
+    else:
+        holes = []
+        try:
+            value = conv.convert(t.body, None, holes)
+        except LoweringError:
+            return None
+    if len(holes) != 1 or not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
+                                  for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
+        return None
+    red_t = holes[0].tensor
+    red = red_t.body
+    if red.op != "sum" or not isinstance(red.body, Bin) or red.body.args[0] != "mul" \
+            or tuple(red_t.shape) != tuple(t.shape):
+        return None
+    axes = red_t.axes
+    uses = lambda e, v: any(x is v for x in walk(e))        # noqa: E731
+    for colf, rowf in (red.body.args[2], red.body.args[1]), (red.body.args[1], red.body.args[2]):
+        if not uses(colf, axes[-1]) or uses(rowf, axes[-1]):
+            continue
+        first = len(axes) - 1
+        while first > 0 and uses(colf, axes[first - 1]) and not uses(rowf, axes[first - 1]):
+            first -= 1
+        rows = [d for d in range(first) if uses(rowf, axes[d]) and not uses(colf, axes[d])]
+        if rows:
+            return holes[0], red_t, rowf, colf, value, rows[-1], list(range(first, len(axes)))
+    return None
+
+
+def register_tiles(conv, t, out, knobs) -> list:
+    """The GEMM for devices whose local memory is ordinary memory (CPU devices such as PoCL's), and convolutions on
+    every device: no staging; each work-item accumulates gemm_rows x gemm_cols outputs in registers, its rows and
+    columns interleaved with its work-group's (row r of work-item ti is ti + r * tile), so the work-items of a row
+    read consecutive columns (the device vectorises across them) and every loaded element feeds several
+    multiply-adds. The other output axes (batch; a convolution's image rows) are the third grid axis. Loads past the
+    edges read the last row / column instead (in bounds; their results are not stored)."""
+    hole, red_t, rowf, colf, value, ra, cas = _product_axes(conv, t)
+    red = red_t.body
+    T, R, C = knobs.gemm_tile, knobs.gemm_rows, knobs.gemm_cols
+    shape, axes = t.shape, red_t.axes
+    m, n = shape[ra], math.prod(shape[d] for d in cas)
+    rest = [d for d in range(len(shape)) if d != ra and d not in cas]
+    gj, gi, gb, tj, ti = (Var(s) for s in ("gj", "gi", "gb", "tj", "ti"))
+    rvars = [Var("k") for _ in red.axes]
+    acc = conv.local("float32", R * C, "gacc")
+    at = dict(zip([axes[d] for d in rest], unflatten(gb, [shape[d] for d in rest]) if rest else []))
+    at.update({v: nv for (v, _), nv in zip(red.axes, rvars)})
+    rows = [gi * (T * R) + ti + r * T for r in range(R)]
+    cols = [gj * (T * C) + tj + c * T for c in range(C)]
+    clamp = lambda x, lim: binary("min", x, as_expr(lim - 1))      # noqa: E731
+    inside = lambda x, lim: compare("lt", x, as_expr(lim))       # noqa: E731
+
+    def operand(e, sub):
+        pre: list = []
+        v = conv.convert(substitute(e, {**at, **sub}), pre)
+        if pre:
+            raise LoweringError("a GEMM operand with its own reduction")
+        return v
+    col_at = lambda cl: dict(zip([axes[d] for d in cas], unflatten(cl, [shape[d] for d in cas])))  # noqa: E731
+    av = [operand(rowf, {axes[ra]: clamp(rw, m)}) for rw in rows]
+    bv = [operand(colf, col_at(clamp(cl, n))) for cl in cols]
+    init = [Store(acc, as_expr(q), Const(0.0, "float32")) for q in range(R * C)]
+    update = seq(*(Store(acc, as_expr(r * C + c), Load(acc, as_expr(r * C + c)) + av[r] * bv[c])
+                   for r in range(R) for c in range(C)))
+    for v, (_, extent) in reversed(list(zip(rvars, red.axes))):
+        update = For(v, extent, update)
+    writes = []
+    for r in range(R):
+        for c in range(C):
+            idx = {**{axes[d]: at[axes[d]] for d in rest}, axes[ra]: rows[r], **col_at(cols[c])}
+            pre: list = []
+            v = conv.convert(substitute(value, {**{t.axes[d]: idx[axes[d]] for d in range(len(shape))},
+                                                hole.var: Load(acc, as_expr(r * C + c))}), pre)
+            flat = as_expr(0)
+            for d, st in zip(range(len(shape)), _strides(shape)):
+                flat = flat + idx[axes[d]] * st
+            writes.append(IfThen(binary("and", inside(rows[r], m), inside(cols[c], n)), seq(*pre, Store(out, flat, v))))
+    body = seq(*init, update, *writes)
+    loops = For(tj, T, body, "thread", axis=0)
+    loops = For(ti, T, loops, "thread", axis=1)
+    loops = For(gj, math.ceil(n / (T * C)), loops, "grid", axis=0)
+    loops = For(gi, math.ceil(m / (T * R)), loops, "grid", axis=1)
+    return [For(gb, math.prod(shape[d] for d in rest), loops, "grid", axis=2) if rest else loops]
+
+
+def _strides(shape) -> list:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return list(reversed(out))
+
+
+tiled_gemm = _TiledGemm()

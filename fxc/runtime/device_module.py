@@ -1,0 +1,274 @@
+"""A compiled module for a device target (OpenCL): program source + launch plan + constants.
+
+Framework-free (numpy, ctypes and pyopencl only). The host runs the plan: each step launches one kernel of
+the program over device buffers: the inputs, the outputs, the constants (uploaded once) and one workspace
+sized by the memory plan (operands are byte offsets into it). Host <-> device copies happen only at the
+graph's edges: inputs before the first launch, outputs after the last. Inputs that are weights
+(`prepack_inputs`) stay resident on the device and are uploaded again only when they changed: a new object,
+version or address (the caller's token), or a different sample of their words (a write the version missed).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import ArtifactError, ExecutionError, IndexOutOfRangeError, InputError, index_error_message
+from .artifact import _REEXPORT, MANIFEST, PARAMS, PROGRAM, interface, unpack_params
+from .module import TensorSpec, check_shape, np_dtype
+
+ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
+
+
+@dataclass
+class Launch:
+    kernel: str
+    args: list                  # [(slot kind: in | out | const | work | null, index or byte offset)]
+    grid: tuple
+    block: tuple
+
+
+def _nbytes(spec: TensorSpec) -> int:
+    return int(np.prod(spec.shape, dtype=np.int64)) * np_dtype(spec.dtype).itemsize
+
+
+class _HostFingerprint:
+    """The CPU module's fxc_fingerprint, in Python: a hash of sampled 32-bit words at input addresses."""
+
+    @staticmethod
+    def fingerprint(addresses, index, offsets, n) -> int:
+        words = tuple(ctypes.c_uint32.from_address(addresses[index[k]] + offsets[k]).value for k in range(n))
+        return hash(words)
+
+
+@dataclass
+class DeviceModule:
+    target: str                         # the target string, e.g. "opencl -device=0"
+    source: str                         # the OpenCL C program
+    inputs: list
+    outputs: list
+    consts: list
+    workspace_bytes: int
+    plan: list                          # Launch
+    kernels: list = field(default_factory=list)     # one line per fused group
+    prepack_inputs: list = field(default_factory=list)      # inputs kept resident (weights)
+    profiled: bool = False
+    kernel_flops: list = field(default_factory=list)
+    intermediate_bytes: int = 0
+
+    def __post_init__(self):
+        from .opencl import open_device
+        self.device = open_device(dict(_attrs(self.target)).get("device"))
+        cl = self.device.cl
+        self.consts = [np.ascontiguousarray(c) for c in self.consts]
+        sizes = ([_nbytes(s) for s in self.inputs + self.outputs] + [c.nbytes for c in self.consts]
+                 + [self.workspace_bytes])
+        self.device.check_memory(sizes)
+        self._program = self.device.program(self.source)
+        buf = self.device.buffer
+        self._in = [buf(_nbytes(s)) for s in self.inputs]
+        self._out = [buf(_nbytes(s)) for s in self.outputs]
+        self._const = [buf(c.nbytes) for c in self.consts]
+        for b, c in zip(self._const, self.consts):
+            if c.nbytes:
+                cl.enqueue_copy(self.device.queue, b, c)
+        self._ws = buf(self.workspace_bytes)
+        self._err = buf(4 * ERROR_WORDS)
+        self._zero = np.zeros(ERROR_WORDS, np.int32)
+        cl.enqueue_copy(self.device.queue, self._err, self._zero)
+        self._launches = [self._bind(step) for step in self.plan]
+        self._resident = None           # the token key of the weights now on the device (and their sample)
+        self._fingerprint_value = None
+        self._resident_objects = None
+        self.uploaded_bytes = 0         # bytes of inputs the last call copied to the device
+        self._times: dict = {}
+        self._lib = _HostFingerprint        # what the torch capture reads for its own weight fingerprints
+        self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
+        self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
+
+    def _bind(self, step: Launch):
+        """A kernel object with its arguments set once (the buffers never move)."""
+        k = self.device.cl.Kernel(self._program, step.kernel)
+        args = []
+        for kind, ix in step.args:
+            if kind == "null":
+                args += [None, np.uint64(0)]
+                continue
+            b = {"in": self._in, "out": self._out, "const": self._const}.get(kind)
+            args += [self._ws, np.uint64(ix)] if b is None else [b[ix], np.uint64(0)]
+        k.set_args(*args, self._err)
+        gsize = tuple(int(g) * int(b) for g, b in zip(step.grid, step.block))
+        return k, gsize, tuple(int(b) for b in step.block), step.kernel
+
+    # -- calls -------------------------------------------------------------------------------------------
+    def check_inputs(self, arrays) -> list:
+        if len(arrays) != len(self.inputs):
+            raise InputError(f"expected {len(self.inputs)} inputs ({', '.join(s.describe() for s in self.inputs)}), "
+                             f"got {len(arrays)}")
+        out = []
+        for spec, a in zip(self.inputs, arrays):
+            a = np.asarray(a)
+            if a.dtype != np_dtype(spec.dtype):
+                raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; "
+                                 f"convert it with .astype({spec.dtype!r})")
+            check_shape(spec, a.shape)
+            out.append(np.ascontiguousarray(a))
+        return out
+
+    def __call__(self, *arrays):
+        """numpy in, numpy out (a list when the module has several outputs)."""
+        ins = self.check_inputs(arrays)
+        outs = [np.empty(s.shape, np_dtype(s.dtype)) for s in self.outputs]
+        self.run_arrays(ins, outs, None)
+        return outs[0] if len(outs) == 1 else outs
+
+    def run_arrays(self, ins: list, outs: list, token=None) -> None:
+        """Run on contiguous numpy arrays (outs are written). token: (addresses of the prepack_inputs, (their
+        objects, versions)) naming the current weights; None uploads every input."""
+        with self._lock:
+            self._run(ins, outs, token)
+
+    def _run(self, ins: list, outs: list, token) -> None:
+        cl, q = self.device.cl, self.device.queue
+        key = _token_key(token)
+        sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
+        resident = key is not None and key == self._resident and sample == self._fingerprint_value
+        self.uploaded_bytes = 0
+        for i, (b, a) in enumerate(zip(self._in, ins)):
+            if a.nbytes and not (resident and i in self.prepack_inputs):
+                cl.enqueue_copy(q, b, a, is_blocking=False)
+                self.uploaded_bytes += a.nbytes
+        self._resident, self._fingerprint_value = key, sample
+        self._resident_objects = None if token is None else token[1][0]     # their ids stay theirs
+        events = [(cl.enqueue_nd_range_kernel(q, k, g, b), name) for k, g, b, name in self._launches]
+        for b, o in zip(self._out, outs):
+            if o.nbytes:
+                cl.enqueue_copy(q, o, b, is_blocking=False)
+        err = np.empty(ERROR_WORDS, np.int32)
+        cl.enqueue_copy(q, err, self._err, is_blocking=True)
+        if self.profiled:
+            for ev, name in events:
+                t = self._times.setdefault(name, [0, 0])
+                t[0] += ev.profile.end - ev.profile.start
+                t[1] += 1
+        if err[1]:
+            cl.enqueue_copy(q, self._err, self._zero)
+            words = err.view(np.uint32).astype(np.uint64)
+            index, size = (int(np.int64(words[k] | (words[k + 1] << np.uint64(32)))) for k in (3, 5))
+            raise IndexOutOfRangeError(index_error_message(int(err[2]), index, size))
+        if err[0]:
+            cl.enqueue_copy(q, self._err, self._zero)
+            raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises "
+                                 "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
+
+    def _weights_print(self, ins) -> tuple:
+        """Sampled bytes of each resident input (a write through .data keeps its version and address)."""
+        out = []
+        for i in self.prepack_inputs:
+            flat = ins[i].reshape(-1).view(np.uint8)
+            if flat.size:
+                out.append(flat[np.linspace(0, flat.size - 1, 16).astype(np.int64)].tobytes())
+        return tuple(out)
+
+    def run_prepared(self, in_array, out_ptrs: list, token=None) -> None:
+        """The CPU Module's pointer interface (the torch capture): a ctypes array of input addresses, output
+        addresses, and the token (addresses, (objects, versions)) of the weights."""
+        ins = [_view(in_array[i], s) for i, s in enumerate(self.inputs)]
+        outs = [_view(p, s) for p, s in zip(out_ptrs, self.outputs)]
+        self.run_arrays(ins, outs, token)
+
+    def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None) -> None:
+        token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
+        ins = [_view(p, s) for p, s in zip(in_ptrs, self.inputs)]
+        outs = [_view(p, s) for p, s in zip(out_ptrs, self.outputs)]
+        self.run_arrays(ins, outs, token)
+
+    def wake(self) -> None:
+        """Nothing to wake: the device's queue is always ready (the CPU module wakes its worker threads)."""
+
+    def use_openmp(self) -> None:
+        """No host threads run kernels here (the CPU module switches to OpenMP's team)."""
+
+    # -- profiling ---------------------------------------------------------------------------------------
+    def profile(self, reset: bool = False) -> list:
+        """Per-kernel device times (OpenCL profiling events) since the last reset, slowest first."""
+        if not self.profiled:
+            raise InputError("this module has no kernel timers; build it with profile=True or FXC_PROFILE=1")
+        total = sum(t for t, _ in self._times.values()) or 1
+        rows = [{"kernel": k, "calls": n, "total_ms": t / 1e6, "mean_us": t / 1e3 / max(n, 1), "share": t / total}
+                for k, (t, n) in self._times.items()]
+        if reset:
+            self._times.clear()
+        return sorted(rows, key=lambda r: -r["total_ms"])
+
+    def profile_table(self, top: int | None = None, reset: bool = False) -> str:
+        rows = self.profile(reset)[:top]
+        lines = [f"{'kernel':<40} {'calls':>6} {'total ms':>10} {'mean us':>10} {'share':>6}"]
+        lines += [f"{r['kernel']:<40} {r['calls']:>6} {r['total_ms']:>10.3f} {r['mean_us']:>10.1f} "
+                  f"{100 * r['share']:>5.1f}%" for r in rows]
+        return "\n".join(lines)
+
+    def print_profile_at_exit(self) -> None:
+        if self.profiled:
+            import atexit
+            import sys
+            atexit.register(lambda: self._times and print(self.profile_table(), file=sys.stderr))
+
+    def launches(self) -> list:
+        """One line per launch: kernel and geometry (what fxc.explain shows)."""
+        return [f"{s.kernel}: grid {'x'.join(map(str, s.grid))}, work-group {'x'.join(map(str, s.block))}"
+                for s in self.plan]
+
+
+def _attrs(target: str) -> list:
+    return [tuple(w.lstrip("-").split("=", 1)) for w in target.split()[1:] if "=" in w]
+
+
+def _token_key(token):
+    """A comparable key of a prepack token (addresses, (objects, versions)): addresses, object ids, versions."""
+    if token is None:
+        return None
+    addrs, (objs, versions) = token
+    return tuple(addrs), tuple(map(id, objs)), tuple(versions)
+
+
+def _view(address: int, spec: TensorSpec) -> np.ndarray:
+    """A numpy array over `address` holding a contiguous tensor of `spec` (no copy)."""
+    dt = np_dtype(spec.dtype)
+    n = int(np.prod(spec.shape, dtype=np.int64))
+    if n == 0:
+        return np.empty(spec.shape, dt)
+    raw = (ctypes.c_uint8 * (n * dt.itemsize)).from_address(int(address))
+    return np.frombuffer(raw, dt).reshape(spec.shape)
+
+
+# -- device artifacts (export_artifact.export_device writes them) ------------------------------------------------
+def device_interface_line(manifest: dict) -> str:
+    """The first line of a device artifact's program: the sha256 of its interface (signature, params layout,
+    workspace, plan with launch shapes), so a manifest edited apart from the program is refused."""
+    iface = json.dumps(interface(manifest), sort_keys=True, separators=(",", ":"))
+    return f"/* fxc_interface {hashlib.sha256(iface.encode()).hexdigest()} */"
+
+
+def load_device(path, manifest: dict, parts: dict):
+    """A DeviceModule from a verified device artifact (numpy and pyopencl only)."""
+    try:
+        source = parts[PROGRAM].decode()
+        if source.split("\n", 1)[0] != device_interface_line(manifest):
+            raise ArtifactError(f"{path}: the manifest's signature, params layout or plan differs from the one the "
+                                f"program was exported with; the manifest was edited: {_REEXPORT}")
+        consts = unpack_params(manifest, parts[PARAMS])
+        spec = lambda s: TensorSpec(str(s["name"]), tuple(int(d) for d in s["shape"]), str(s["dtype"]))  # noqa: E731
+        inputs, outputs = [spec(s) for s in manifest["inputs"]], [spec(s) for s in manifest["outputs"]]
+        plan = [Launch(str(st["kernel"]), [(str(k), int(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
+                       tuple(map(int, st["block"]))) for st in manifest["plan"]]
+        workspace = int(manifest["workspace_bytes"])
+    except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
+        raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
+    return DeviceModule(manifest["target"], source, inputs, outputs, consts, workspace, plan,
+                        kernels=list(manifest.get("kernels", [])),
+                        prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])
