@@ -31,6 +31,7 @@ def main():
     if args.threads:
         os.environ["FXC_NUM_THREADS"] = str(args.threads)
     import torch
+
     import fxc
     from fxc.runtime.profile import format_profile
     from fxc.testing.models import example_inputs, make_model

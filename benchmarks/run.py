@@ -260,6 +260,7 @@ def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root:
     import numpy as np
     import torch
     import torch._dynamo
+
     from benchmarks.peers import peers_for
 
     print(f"\n== {name}, batch {batch} ==", flush=True)
@@ -419,6 +420,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     import numpy as np
     import torch
+
     from benchmarks.peers import PEER_NAMES
     torch.set_num_threads(args.threads)
 

@@ -23,6 +23,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     os.environ.setdefault("FXC_NUM_THREADS", str(args.threads))
     import torch
+
     import fxc
     from fxc.testing.zoo import ZOO_NAMES, make_zoo_model, zoo_inputs
     torch.set_num_threads(args.threads)

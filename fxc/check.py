@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import FxcError
 from .ops.registry import get_op
-from .relay_like.graph import Graph, Value
+from .relay_like.graph import Graph
 
 
 class CheckError(FxcError):

@@ -105,10 +105,10 @@ def test_blocked_value_read_in_nchw_mid_region():
 
 def test_no_region_without_a_depthwise_conv(monkeypatch):
     """ResNet-style graphs (no depthwise conv) keep NCHW everywhere; FXC_BLOCKED=0 turns the pass off."""
-    from fxc.capture.torch_aot import capture
     from fxc.capture.torch import to_graph
-    from fxc.relay_like.pipeline import PIPELINE
+    from fxc.capture.torch_aot import capture
     from fxc.relay_like.passes import use_blocked_layout
+    from fxc.relay_like.pipeline import PIPELINE
 
     def graph_before_layout(net, x):
         gm, _ = capture(net, (x,))

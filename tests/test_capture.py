@@ -237,8 +237,8 @@ def test_explain_report():
 
 
 def test_debug_levels_print_ir(capfd):
-    from fxc.relay_like.builder import Builder
     from fxc.build import build
+    from fxc.relay_like.builder import Builder
     b = Builder()
     x = b.graph.input((4, 4), "float32")
     b.graph.outputs = [b.call("relu", [x])]
@@ -478,8 +478,8 @@ def test_dropout_in_training_compiles_with_its_own_generator():
     """Training-mode dropout compiles (no graph cut): the keep mask comes from fxc's counter-based generator, seeded
     from PyTorch's on every call, so torch.manual_seed repeats a run; each call and each dropout draws anew, about
     1 - p of the elements are kept and scaled by 1 / (1 - p), and the gradient goes through the same mask."""
-    from fxc.capture.torch import Explanation, _recorders
     import fxc
+    from fxc.capture.torch import Explanation, _recorders
     p = 0.3
     w = torch.randn(300, 200)
     rec = Explanation()

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import fxc.ops.elementwise as elementwise
-from fxc.capture.torch import explain, to_graph
+from fxc.capture.torch import explain
 from fxc.check import CheckError, check_graph
 from fxc.lowering.expr import unary as un
 from fxc.ops import registry

@@ -7,9 +7,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as T
-from onnx import helper as h
-from onnx import numpy_helper
+from onnx import TensorProto as T, helper as h, numpy_helper
 
 import fxc
 from fxc.errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError

@@ -2,10 +2,15 @@
 import numpy as np
 
 from fxc.relay_like.builder import Builder
-from fxc.relay_like.graph import Graph
 from fxc.relay_like.fuse_ops import fuse_ops
-from fxc.relay_like.passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants,
-                                   materialize_outputs, simplify)
+from fxc.relay_like.graph import Graph
+from fxc.relay_like.passes import (
+    eliminate_common_subexpr,
+    eliminate_dead_code,
+    fold_constants,
+    materialize_outputs,
+    simplify,
+)
 from fxc.relay_like.plan_memory import plan_memory
 
 
@@ -207,6 +212,7 @@ def _conv_bn_graph(groups=1, reread=False, bias=False):
 
 def test_fold_scale_axis_moves_a_channel_scale_into_the_weight():
     import torch
+
     from fxc.build import build
     from fxc.relay_like.passes import fold_scale_axis, infer_types
     for groups, bias in ((1, False), (4, False), (1, True), (4, True)):
@@ -245,6 +251,7 @@ def test_frozen_batch_normed_conv_packs_its_weight_at_compile_time():
     fold_constants' broadcast limit of elements) and its packing are folded at compile time, not redone per call
     (which once made ResNet-18 from_torch 40% slower)."""
     import torch
+
     import fxc
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(128, 1024, 3, bias=False), torch.nn.BatchNorm2d(1024)).eval()

@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import fxc
-
 from fxc.build import build
 from fxc.ops.registry import all_ops, get_op
 from fxc.relay_like.graph import Graph
@@ -734,6 +733,7 @@ def test_reshape_index_reads_unchanged_dims_directly():
     """A reshape that merges dims 1-2 reads dims 3-4 through their own index (the NCHW16c -> NCHW copy: 940 -> 115 us
     for [1, 6, 56, 56, 16], a division per element before)."""
     import numpy as np
+
     from fxc.build import build
     from fxc.ops.movement import reshape_groups
     from fxc.relay_like.graph import Graph

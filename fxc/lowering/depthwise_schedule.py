@@ -11,7 +11,6 @@ from .gemm_schedule import LANES, _parallel, _store_vector, linear_stride_is_one
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
 
-
 MAX_BORDER_COLUMNS = 16     # output columns whose taps leave the input run as scalars; more: generic schedule
 
 

@@ -11,8 +11,22 @@ from __future__ import annotations
 import math
 
 from . import te
-from .expr import (Bin, Const, Expr, Load, Shuffle, Var, VecLoad, as_expr, binary, compare, const, select,
-                   substitute, walk)
+from .expr import (
+    Bin,
+    Const,
+    Expr,
+    Load,
+    Shuffle,
+    Var,
+    VecLoad,
+    as_expr,
+    binary,
+    compare,
+    const,
+    select,
+    substitute,
+    walk,
+)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
 from .lower import Converter, flat_index
 

@@ -10,10 +10,19 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import (FLOATS, INTS, Const, as_expr, binary as binary_expr, cast, compare, is_float, maximum,
-                             minimum, select, unary as un)
+from ..lowering.expr import (
+    as_expr,
+    binary as binary_expr,
+    cast,
+    compare,
+    is_float,
+    maximum,
+    minimum,
+    select,
+    unary as un,
+)
 from ..relay_like.graph import TensorType
-from .common import bcast, broadcast_shapes, cast_array, np_dtype, positive, rand
+from .common import bcast, broadcast_shapes, cast_array, positive, rand
 from .registry import Kind, OpDef, register, register_aten
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, is_float, binary, cast, compare, maximum, minimum, select
+from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..relay_like.graph import TensorType
 from .common import rand
 from .nn import avg_pool_count

@@ -357,7 +357,6 @@ def make_inputs(program: dict) -> list:
 def check(program: dict, target: str = "llvm") -> str | None:
     """Compile and compare; None when correct and compiled, else a one-line description: 'wrong: ...', 'crashed:
     ...' or 'uncompiled: ...' (a subgraph fxc could not compile ran in eager PyTorch: right, but a failure)."""
-    import torch._dynamo
     return _compare_fn(make_fn(program), make_inputs(program), target, program.get("grad", False))
 
 
@@ -535,8 +534,9 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
         batch: int = 8, grad: bool = False) -> dict:
     """Fuzz `count` programs (seeds seed..seed+count-1), `batch` per compiled function; failing ones are
     shrunk and saved. The case being checked is kept in `<save_dir>/.fuzz_current-<seed>.json`."""
-    from ..cache import atomic_write
     import logging
+
+    from ..cache import atomic_write
     logging.getLogger("fxc").setLevel(logging.ERROR)
     stats = {"graphs": 0, "wrong": 0, "crashed": 0, "uncompiled": 0, "failures": []}
     t0 = time.perf_counter()

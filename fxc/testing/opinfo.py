@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -164,6 +163,7 @@ def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
     import torch
     import torch._dynamo
     from torch._dynamo.utils import counters
+
     from ..capture import torch as fxc_torch
 
     _seed_outside_the_op()

@@ -18,7 +18,6 @@ from __future__ import annotations
 from ..graph import Node
 from .pack_weights import LANES, _blocks, _lane_vectors
 
-
 BANDWIDTH_ROWS = 8      # output rows per weight column at most: the op streams its weight (a GEMV), bf16 halves it
 
 
