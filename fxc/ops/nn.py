@@ -152,8 +152,6 @@ def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, bl
     weights' sums (the epilogue of 0), which no reader takes for a channel."""
     _, c_, kh, kw, L = wp.shape
     li = x.shape[4] if blocked_in else L       # the elements of an input block: 16 channels (8 bf16x2 words)
-    oh = _conv_out(x.shape[2], kh, stride[0], dilation[0])
-    ow = _conv_out(x.shape[3], kw, stride[1], dilation[1])
     rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
     product = product or (lambda a, b: a * b)
 
