@@ -45,7 +45,7 @@ def randn(*shape, seed=0):
 IDX = torch.tensor([[0, 3, -1], [2, 0, 1]])
 
 
-# -- convolution: transposed, grouped, dilated, 1-d ------------------------------------------------------------------------------
+# -- convolution: transposed, grouped, dilated, 1-d --------------------------------------------------------------------
 CONV = {
     "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
                          ((2, 4, 5, 6), (4, 3, 3, 3), (3,))),
@@ -64,7 +64,7 @@ def test_convolution(name):
     check_compiled(fn, *[randn(*s, seed=k) for k, s in enumerate(shapes)])
 
 
-# -- interpolation (becomes aten.index.Tensor with computed indices), padding, pixel shuffle ---------------------------------------
+# -- interpolation (becomes aten.index.Tensor with computed indices), padding, pixel shuffle ---------------------------
 IMAGE = {
     "nearest_scale2": lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
     "nearest_size": lambda x: F.interpolate(x, size=(4, 11), mode="nearest"),
@@ -96,7 +96,7 @@ def test_image(name):
     check_compiled(IMAGE[name], randn(2, 4, 6, 7))
 
 
-# -- scaled dot-product attention -------------------------------------------------------------------------------------------------
+# -- scaled dot-product attention --------------------------------------------------------------------------------------
 ATTENTION = {
     "plain": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
     "causal": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
@@ -114,7 +114,7 @@ def test_attention(name):
     check_compiled(ATTENTION[name], q, k, v)
 
 
-# -- scans, sort, top-k ---------------------------------------------------------------------------------------------------------------
+# -- scans, sort, top-k ------------------------------------------------------------------------------------------------
 TIES = torch.tensor([[2.0, 1.0, 3.0, 1.0, 2.0, 0.0, 3.0], [5.0, 5.0, 5.0, -1.0, 4.0, 4.0, 0.0]])
 SCAN = {
     "cumsum": (lambda x: torch.cumsum(x, 1), randn(3, 7)),
@@ -145,7 +145,7 @@ def test_scan_and_sort(name):
     check_compiled(fn, x)
 
 
-# -- gather / scatter / indexing ---------------------------------------------------------------------------------------------------
+# -- gather / scatter / indexing ---------------------------------------------------------------------------------------
 INDEX = {
     "gather": lambda x: torch.gather(x, 1, IDX.clamp(min=0)),
     "scatter_src": lambda x: x.scatter(1, IDX.clamp(min=0) + 1, randn(2, 3, seed=4)),
@@ -180,7 +180,7 @@ def test_indexing(name):
     check_compiled(INDEX[name], randn(5, 6))
 
 
-# -- activations and normalisation -------------------------------------------------------------------------------------------------
+# -- activations and normalisation -------------------------------------------------------------------------------------
 ACT = {
     "logsigmoid": F.logsigmoid, "hardshrink": F.hardshrink, "softshrink": lambda x: F.softshrink(x, 0.3),
     "threshold": lambda x: F.threshold(x, 0.1, 20.0), "celu": lambda x: F.celu(x, 0.7), "selu": F.selu,
@@ -230,7 +230,7 @@ def test_explain_reports_no_fallback():
         assert op in rep.compiled_ops, str(rep)
 
 
-# -- training steps: forward + backward + SGD, parameters compared with eager, no fallback anywhere ----------------------------------
+# -- training steps: forward + backward + SGD, parameters compared with eager, no fallback anywhere --------------------
 class ConvNet(nn.Module):
     def __init__(self):
         super().__init__()
