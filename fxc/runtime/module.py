@@ -83,7 +83,8 @@ class Module:
             nbytes = int(np.prod(spec.shape, dtype=np.int64)) * np_dtype(spec.dtype).itemsize
             if nbytes < 4:
                 continue
-            picks = sorted({k * (nbytes - 4) // max(FINGERPRINT_WORDS - 1, 1) // 4 * 4 for k in range(FINGERPRINT_WORDS)})
+            picks = sorted({k * (nbytes - 4) // max(FINGERPRINT_WORDS - 1, 1) // 4 * 4
+                            for k in range(FINGERPRINT_WORDS)})
             index += [i] * len(picks)
             offsets += picks
         n = len(index)

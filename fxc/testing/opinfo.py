@@ -51,7 +51,8 @@ def select_ops(names=None, dtype: str = "float32") -> list:
             continue
         if op.name.startswith(SKIP_PREFIXES) or op.name in SKIP_NAMES:
             continue
-        if getattr(op, "has_nondeterministic_output", False) or getattr(op, "skip_correctness_check_compile_vs_eager", False):
+        if getattr(op, "has_nondeterministic_output", False) \
+                or getattr(op, "skip_correctness_check_compile_vs_eager", False):
             continue
         if names and op.name not in names and op_key(op) not in names:
             continue
