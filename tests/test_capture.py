@@ -454,7 +454,8 @@ def test_permuted_inputs_are_read_in_place(monkeypatch):
     from fxc.capture import torch as capture
     copies = []
     real = torch.Tensor.contiguous
-    monkeypatch.setattr(torch.Tensor, "contiguous", lambda t, *a, **k: (copies.append(tuple(t.shape)), real(t, *a, **k))[1])
+    monkeypatch.setattr(torch.Tensor, "contiguous",
+                        lambda t, *a, **k: (copies.append(tuple(t.shape)), real(t, *a, **k))[1])
     torch.manual_seed(0)
     w = torch.randn(24, 40)
     f = torch.compile(lambda a, b: torch.relu(a @ b + 1.0), backend="fxc")
@@ -584,4 +585,5 @@ def test_rand_randn_and_bernoulli_compile_with_fxcs_generator():
     torch.testing.assert_close(std.grad, eps, rtol=1e-4, atol=1e-4)
     assert all(torch.equal(a, b) for a, b in zip(again, (z, u, u64, coin, zb)))    # torch.manual_seed repeats
     assert not any(torch.equal(a, b) for a, b in zip(fresh, again))                  # each call draws anew
-    assert not torch.equal(u, u64.float()) and float(torch.corrcoef(torch.stack([u.flatten(), eps.flatten()]))[0, 1]) < 0.02
+    assert not torch.equal(u, u64.float()) \
+        and float(torch.corrcoef(torch.stack([u.flatten(), eps.flatten()]))[0, 1]) < 0.02

@@ -23,7 +23,8 @@ def model(x, w):
 def broken_tanh():
     """tanh compiled 1% too large: a wrong kernel that check mode must find."""
     op = registry.get_op("tanh")
-    registry._REGISTRY["tanh"] = dataclasses.replace(op, compute=elementwise._map(lambda x: un("tanh", x) * 1.01, "tanh"))
+    registry._REGISTRY["tanh"] = dataclasses.replace(op,
+                                                     compute=elementwise._map(lambda x: un("tanh", x) * 1.01, "tanh"))
     yield
     registry._REGISTRY["tanh"] = op
 

@@ -391,7 +391,8 @@ def test_build_starts_each_kernel_part_as_it_is_rendered(tmp_path, monkeypatch, 
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     added, split, compiled = [], [], []
     real_add, real_split = llvm.CompileQueue.add, llvm.split_module
-    monkeypatch.setattr(llvm.CompileQueue, "add", lambda q, key, *a: added.append((key, q.closed)) or real_add(q, key, *a))
+    monkeypatch.setattr(llvm.CompileQueue, "add",
+                        lambda q, key, *a: added.append((key, q.closed)) or real_add(q, key, *a))
     monkeypatch.setattr(llvm, "split_module", lambda ir: split.append(real_split(ir)) or split[-1])
     here = llvm._compile_part
     monkeypatch.setattr(llvm, "_compile_part", lambda text, *a: compiled.append(text) or here(text, *a))
