@@ -1,6 +1,7 @@
 """Per-kernel profile of one test model compiled by fxc: which fused kernels take the time.
 
-    .venv/bin/python -m benchmarks.profile_kernels --model mobilenet_v2|convnext|... [--runs 50] [--top 25] [--threads 1] [--precision bf16] [--cold]
+    .venv/bin/python -m benchmarks.profile_kernels --model mobilenet_v2|convnext|... [--runs 50] [--top 25]
+        [--threads 1] [--precision bf16] [--cold]
 
 Compiles the model with fxc.from_torch(..., profile=True) and runs it `runs` times; each kernel's time is
 the minimum over the runs (robust on a shared machine), its share is of the sum of those minima. With --cold,
@@ -31,6 +32,7 @@ def main():
     if args.threads:
         os.environ["FXC_NUM_THREADS"] = str(args.threads)
     import torch
+
     import fxc
     from fxc.runtime.profile import format_profile
     from fxc.testing.models import example_inputs, make_model
@@ -69,7 +71,8 @@ def main():
     print(f"each kernel: its {'median' if args.cold else 'minimum'} over {args.runs} runs"
           + (" (caches flushed, then 5 ms idle, before each)" if args.cold else ""))
     print(format_profile(best, args.top))
-    print(f"sum of per-kernel {'medians' if args.cold else 'minima'} {total:.3f} ms; end-to-end min {1e3 * min(walls):.3f} ms, "
+    print(f"sum of per-kernel {'medians' if args.cold else 'minima'} {total:.3f} ms; "
+          f"end-to-end min {1e3 * min(walls):.3f} ms, "
           f"median {1e3 * sorted(walls)[len(walls) // 2]:.3f} ms; load {os.getloadavg()[0]:.2f}")
 
 

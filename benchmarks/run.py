@@ -39,9 +39,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default=None,
-                   help="comma list of MODEL or MODEL:BATCH (models: resnet18, mobilenet_v2, bert, and at batch 1 the zoo's "
-                        "convnext, efficientnet, vit, gpt, unet, lstm, and the standard modules of fxc/testing/standard.py: "
-                        "transformer_encoder, transformer_decoder, mha, lstm_classifier, gru_classifier); "
+                   help="comma list of MODEL or MODEL:BATCH (models: resnet18, mobilenet_v2, bert, and at batch 1 the "
+                        "zoo's convnext, efficientnet, vit, gpt, unet, lstm, and the standard modules of "
+                        "fxc/testing/standard.py: transformer_encoder, transformer_decoder, mha, lstm_classifier, "
+                        "gru_classifier); "
                         "default: resnet18:1,mobilenet_v2:1,bert:1,resnet18:8 (--quick: resnet18:1)")
     p.add_argument("--peers", default=None, help="comma list of peers (default: all); fxc is always added")
     p.add_argument("--runs", type=int, default=None, help="timed calls per peer after warm-up (default 30; --quick 5)")
@@ -260,6 +261,7 @@ def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root:
     import numpy as np
     import torch
     import torch._dynamo
+
     from benchmarks.peers import peers_for
 
     print(f"\n== {name}, batch {batch} ==", flush=True)
@@ -419,6 +421,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))
     import numpy as np
     import torch
+
     from benchmarks.peers import PEER_NAMES
     torch.set_num_threads(args.threads)
 
@@ -440,7 +443,8 @@ def main(argv=None) -> int:
                     "fxc.from_torch(..., precision='bf16'); their max|err| is vs eager fp32",
         "notes": [f"every peer pinned to {args.threads} threads (torch.set_num_threads, ORT intra_op_num_threads, "
                   f"OpenVINO INFERENCE_NUM_THREADS, TVM_NUM_THREADS, OMP_NUM_THREADS for MXNet, FXC_NUM_THREADS)",
-                  "peers timed round-robin in one process, order rotated each round; each call starts once the process is idle (no thread of the previous peer still spinning)",
+                  "peers timed round-robin in one process, order rotated each round; each call starts once the process "
+                  "is idle (no thread of the previous peer still spinning)",
                   "time/fxc = peer median / fxc median (> 1: fxc faster); max|err| vs PyTorch eager fp32",
                   "compile: build + first call; cold s / warm s: in a fresh subprocess with an empty / the populated "
                   "FXC_CACHE_DIR or TORCHINDUCTOR_CACHE_DIR (peers without a persistent cache: cold only); "

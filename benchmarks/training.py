@@ -1,14 +1,15 @@
 """One training step (forward, backward, SGD step) of each test model: eager PyTorch against torch.compile with fxc
 (and, with --peers, with inductor), timed interleaved in one process.
 
-    .venv/bin/python -m benchmarks.training [--models resnet18,mobilenet_v2,bert] [--steps 20] [--peers eager,fxc,inductor]
+    .venv/bin/python -m benchmarks.training [--models resnet18,mobilenet_v2,bert] [--steps 20]
+        [--peers eager,fxc,inductor]
 
 Every peer trains its own copy of the same model (same weights) on the same batch. Before timing, the gradients of
 one step of each peer on a copy with its dropout off (fxc draws its own masks) are compared with eager PyTorch's in
 float64 ("grad err": the max abs difference over all parameters, relative to the largest gradient; batch norm over
-batch 1 makes some models' gradients ill-conditioned, so eager float32 has an error of its own there). Then each round runs
-one step of every peer, the order rotated each round, and the medians of the phases are printed with each peer's
-step time divided by fxc's. The loss is out.pow(2).mean(), so every output takes part.
+batch 1 makes some models' gradients ill-conditioned, so eager float32 has an error of its own there). Then each
+round runs one step of every peer, the order rotated each round, and the medians of the phases are printed with each
+peer's step time divided by fxc's. The loss is out.pow(2).mean(), so every output takes part.
 """
 import argparse
 import copy

@@ -6,8 +6,8 @@ torch.compile(backend="fxc"), batch 1, inference, timed interleaved in one proce
 Per model: the median of --runs calls of each (one call of each per round, after warm-up), eager / fxc, the max abs
 error relative to the output's largest value, the first call's time (compile included, in this process, on fxc's
 cache as it stands) and the ops that ran in eager PyTorch (Dynamo itself does not capture nn.LSTM unless
-torch._dynamo.config.allow_rnn is set: that model then runs in eager whole). A check across families rather than a peer comparison: a model much slower than eager
-points at an op or shape without a schedule of its own.
+torch._dynamo.config.allow_rnn is set: that model then runs in eager whole). A check across families rather than a
+peer comparison: a model much slower than eager points at an op or shape without a schedule of its own.
 """
 import argparse
 import os
@@ -23,6 +23,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     os.environ.setdefault("FXC_NUM_THREADS", str(args.threads))
     import torch
+
     import fxc
     from fxc.testing.zoo import ZOO_NAMES, make_zoo_model, zoo_inputs
     torch.set_num_threads(args.threads)
@@ -31,7 +32,8 @@ def main(argv=None):
     if unknown:
         ap.error(f"unknown model(s) {sorted(unknown)}; known: {', '.join(ZOO_NAMES)}")
     print(f"{args.threads} threads, batch 1, medians of {args.runs} interleaved calls")
-    print(f"{'model':<14}{'eager ms':>10}{'fxc ms':>10}{'eager/fxc':>11}{'max|err|':>10}{'first call s':>14}  eager ops")
+    print(f"{'model':<14}{'eager ms':>10}{'fxc ms':>10}{'eager/fxc':>11}{'max|err|':>10}{'first call s':>14}"
+          "  eager ops")
     for name in names:
         model, x = make_zoo_model(name), zoo_inputs(name)
         compiled = torch.compile(model, backend="fxc")

@@ -206,7 +206,9 @@ def load_module(key: str):
     import re
     import zipfile
     import zlib
+
     import numpy as np
+
     from .errors import FxcError
     from .runtime.module import Module, TensorSpec
     try:
@@ -240,6 +242,7 @@ def store_module(key: str, module) -> None:
     import io
     import json
     import zlib
+
     import numpy as np
     buf = io.BytesIO()
     np.savez(buf, **{f"c{i}": c for i, c in enumerate(module.consts)})

@@ -18,7 +18,7 @@ import numpy as np
 
 from .errors import FxcError
 from .ops.registry import get_op
-from .relay_like.graph import Graph, Value
+from .relay_like.graph import Graph
 
 
 class CheckError(FxcError):
@@ -39,7 +39,8 @@ class CheckReport:
             return f"check: {self.groups_checked} fused kernel(s) match the numpy references"
         where = f"node {self.node.name!r}: {self.node!r}" if self.node is not None else \
             "no single node differs alone; the fused kernel differs"
-        return f"check: kernel [{self.group}] differs from the numpy reference; first differing {where}\n  {self.detail}"
+        return (f"check: kernel [{self.group}] differs from the numpy reference; first differing {where}\n"
+                f"  {self.detail}")
 
 
 def _differs(actual, expected, rtol, atol) -> str | None:
@@ -98,7 +99,8 @@ def _outside_inputs(nodes) -> list:
     return out
 
 
-def check_graph(graph: Graph, inputs: list, target: str = "llvm", rtol: float = 1e-4, atol: float = 1e-5) -> CheckReport:
+def check_graph(graph: Graph, inputs: list, target: str = "llvm", rtol: float = 1e-4,
+                atol: float = 1e-5) -> CheckReport:
     """Compare every fused kernel of `graph` with the numpy references of its nodes.
 
     Parameters
@@ -128,7 +130,8 @@ def check_graph(graph: Graph, inputs: list, target: str = "llvm", rtol: float = 
             res = get_op(n.op).reference(*args, **n.attrs)
         res = res if isinstance(res, tuple) else (res,)
         for o, r in zip(n.outputs, res):
-            env[o.id] = np.ascontiguousarray(np.asarray(r).astype(np.bool_ if o.dtype == "bool" else o.dtype)).reshape(o.shape)
+            env[o.id] = np.ascontiguousarray(np.asarray(r).astype(np.bool_ if o.dtype == "bool" else o.dtype)) \
+                .reshape(o.shape)
     report = CheckReport()
     for gr in fuse_ops(graph):
         report.groups_checked += 1

@@ -244,9 +244,10 @@ def cmd_extract(args) -> int:
 
 
 def cmd_verify(args) -> int:
+    from pathlib import Path
+
     from .runtime.artifact import read_verified
     from .runtime.extract import verify_folder
-    from pathlib import Path
     if Path(args.artifact).is_dir():
         verify_folder(args.artifact, args.key)
     else:

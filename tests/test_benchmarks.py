@@ -66,6 +66,7 @@ def test_harness_takes_the_zoo_models_at_batch_1():
     is refused by name rather than run on a batch-1 input."""
     sys.path.insert(0, str(ROOT))
     import torch
+
     from benchmarks.run import make_workload, parse_workloads
     from fxc.testing.zoo import make_zoo_model, zoo_inputs
     assert parse_workloads("gpt,unet:1", False) == [("gpt", 1), ("unet", 1)]

@@ -17,7 +17,8 @@ class InvertedResidual(torch.nn.Module):
         mid = cin * expand
         self.body = torch.nn.Sequential(
             torch.nn.Conv2d(cin, mid, 1, bias=False), torch.nn.BatchNorm2d(mid), torch.nn.ReLU6(),
-            torch.nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), torch.nn.BatchNorm2d(mid), torch.nn.ReLU6(),
+            torch.nn.Conv2d(mid, mid, 3, stride, 1, groups=mid, bias=False), torch.nn.BatchNorm2d(mid),
+            torch.nn.ReLU6(),
             torch.nn.Conv2d(mid, cout, 1, bias=False), torch.nn.BatchNorm2d(cout))
         self.residual = stride == 1 and cin == cout
 
@@ -105,10 +106,10 @@ def test_blocked_value_read_in_nchw_mid_region():
 
 def test_no_region_without_a_depthwise_conv(monkeypatch):
     """ResNet-style graphs (no depthwise conv) keep NCHW everywhere; FXC_BLOCKED=0 turns the pass off."""
-    from fxc.capture.torch_aot import capture
     from fxc.capture.torch import to_graph
-    from fxc.relay_like.pipeline import PIPELINE
+    from fxc.capture.torch_aot import capture
     from fxc.relay_like.passes import use_blocked_layout
+    from fxc.relay_like.pipeline import PIPELINE
 
     def graph_before_layout(net, x):
         gm, _ = capture(net, (x,))
@@ -117,7 +118,8 @@ def test_no_region_without_a_depthwise_conv(monkeypatch):
             g = g if p.__name__ == "use_bf16" else p(g)       # as run_pipeline does for fp32
         return g
     torch.manual_seed(0)
-    plain = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 1)).eval()
+    plain = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv2d(32, 32, 1)).eval()
     assert blocked_values(graph_before_layout(plain, torch.randn(1, 3, 8, 8))) == set()
     g = graph_before_layout(_net(), torch.randn(1, 3, 18, 18))
     assert blocked_values(g)

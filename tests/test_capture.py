@@ -237,8 +237,8 @@ def test_explain_report():
 
 
 def test_debug_levels_print_ir(capfd):
-    from fxc.relay_like.builder import Builder
     from fxc.build import build
+    from fxc.relay_like.builder import Builder
     b = Builder()
     x = b.graph.input((4, 4), "float32")
     b.graph.outputs = [b.call("relu", [x])]
@@ -454,7 +454,8 @@ def test_permuted_inputs_are_read_in_place(monkeypatch):
     from fxc.capture import torch as capture
     copies = []
     real = torch.Tensor.contiguous
-    monkeypatch.setattr(torch.Tensor, "contiguous", lambda t, *a, **k: (copies.append(tuple(t.shape)), real(t, *a, **k))[1])
+    monkeypatch.setattr(torch.Tensor, "contiguous",
+                        lambda t, *a, **k: (copies.append(tuple(t.shape)), real(t, *a, **k))[1])
     torch.manual_seed(0)
     w = torch.randn(24, 40)
     f = torch.compile(lambda a, b: torch.relu(a @ b + 1.0), backend="fxc")
@@ -478,8 +479,8 @@ def test_dropout_in_training_compiles_with_its_own_generator():
     """Training-mode dropout compiles (no graph cut): the keep mask comes from fxc's counter-based generator, seeded
     from PyTorch's on every call, so torch.manual_seed repeats a run; each call and each dropout draws anew, about
     1 - p of the elements are kept and scaled by 1 / (1 - p), and the gradient goes through the same mask."""
-    from fxc.capture.torch import Explanation, _recorders
     import fxc
+    from fxc.capture.torch import Explanation, _recorders
     p = 0.3
     w = torch.randn(300, 200)
     rec = Explanation()
@@ -584,4 +585,5 @@ def test_rand_randn_and_bernoulli_compile_with_fxcs_generator():
     torch.testing.assert_close(std.grad, eps, rtol=1e-4, atol=1e-4)
     assert all(torch.equal(a, b) for a, b in zip(again, (z, u, u64, coin, zb)))    # torch.manual_seed repeats
     assert not any(torch.equal(a, b) for a, b in zip(fresh, again))                  # each call draws anew
-    assert not torch.equal(u, u64.float()) and float(torch.corrcoef(torch.stack([u.flatten(), eps.flatten()]))[0, 1]) < 0.02
+    assert not torch.equal(u, u64.float()) \
+        and float(torch.corrcoef(torch.stack([u.flatten(), eps.flatten()]))[0, 1]) < 0.02

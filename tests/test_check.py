@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import fxc.ops.elementwise as elementwise
-from fxc.capture.torch import explain, to_graph
+from fxc.capture.torch import explain
 from fxc.check import CheckError, check_graph
 from fxc.lowering.expr import unary as un
 from fxc.ops import registry
@@ -23,7 +23,8 @@ def model(x, w):
 def broken_tanh():
     """tanh compiled 1% too large: a wrong kernel that check mode must find."""
     op = registry.get_op("tanh")
-    registry._REGISTRY["tanh"] = dataclasses.replace(op, compute=elementwise._map(lambda x: un("tanh", x) * 1.01, "tanh"))
+    registry._REGISTRY["tanh"] = dataclasses.replace(op,
+                                                     compute=elementwise._map(lambda x: un("tanh", x) * 1.01, "tanh"))
     yield
     registry._REGISTRY["tanh"] = op
 

@@ -255,6 +255,7 @@ def _early_net():
 
 def _build_threads(monkeypatch):
     import threading
+
     from fxc.capture.torch import FxcSubgraph
     threads = []
     real = FxcSubgraph.compile
@@ -281,6 +282,7 @@ def test_torch_compile_starts_the_build_before_the_first_call(monkeypatch):
 
 def test_a_failed_early_build_leaves_the_first_call_to_build(monkeypatch):
     import torch
+
     from fxc.capture.torch import FxcSubgraph
     threads = _build_threads(monkeypatch)
     spied = FxcSubgraph.compile
@@ -316,6 +318,7 @@ def test_a_group_and_the_same_group_with_a_residual_add_share_one_kernel(monkeyp
     and as a direct one."""
     import torch
     import torch.nn.functional as F
+
     from fxc.relay_like.builder import Builder
     from tests.helpers import assert_close_np
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
@@ -387,8 +390,9 @@ def test_build_starts_each_kernel_part_as_it_is_rendered(tmp_path, monkeypatch, 
     monkeypatch.setenv("FXC_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     added, split, compiled = [], [], []
-    real_add, real_finish, real_split = llvm.CompileQueue.add, llvm.CompileQueue.finish, llvm.split_module
-    monkeypatch.setattr(llvm.CompileQueue, "add", lambda q, key, *a: added.append((key, q.closed)) or real_add(q, key, *a))
+    real_add, real_split = llvm.CompileQueue.add, llvm.split_module
+    monkeypatch.setattr(llvm.CompileQueue, "add",
+                        lambda q, key, *a: added.append((key, q.closed)) or real_add(q, key, *a))
     monkeypatch.setattr(llvm, "split_module", lambda ir: split.append(real_split(ir)) or split[-1])
     here = llvm._compile_part
     monkeypatch.setattr(llvm, "_compile_part", lambda text, *a: compiled.append(text) or here(text, *a))

@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-import fxc
 from fxc.capture.torch import explain
 
 NAN, INF = float("nan"), float("inf")

@@ -227,7 +227,8 @@ def test_other_dtypes_are_right_compiled_or_not(dtype, target):
         same(compiled(torch.exp, target)(y), torch.exp(y))
 
 
-@pytest.mark.parametrize("shapes, dim", [([(0, 1, 0), (0, 1, 0)], 0), ([(2, 0, 3), (2, 0, 3)], 1), ([(0, 2), (0, 2)], -1)])
+@pytest.mark.parametrize("shapes, dim", [([(0, 1, 0), (0, 1, 0)], 0), ([(2, 0, 3), (2, 0, 3)], 1),
+                                         ([(0, 2), (0, 2)], -1)])
 def test_stack_and_cat_of_empty_tensors_compile(shapes, dim, target):
     """cat/stack whose inputs are all empty along the joined dim (OpInfo's stack sample failed to compile)."""
     from fxc.capture.torch import explain

@@ -63,6 +63,7 @@ def test_damaged_entry_is_rebuilt(cache):
 
 def test_replaced_op_or_switch_bypasses_the_cache(cache, monkeypatch):
     import dataclasses
+
     from fxc.ops import registry
     _, built = cache
     fb.build(_graph())

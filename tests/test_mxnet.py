@@ -165,7 +165,8 @@ def test_cli_compiles_a_checkpoint(tmp_path):
     assert p.returncode == 0, p.stderr
     close(np.load(tmp_path / "y.npy"), mxnet_forward(sym, args, aux, data=x)[0])
     p = subprocess.run(run + ["compile", str(tmp_path / "net"), "--epoch", "7", "--input-shape", "1,3,10,10",
-                              "-o", str(tmp_path / "bad.fxc")], capture_output=True, text=True, timeout=300, check=False)
+                              "-o", str(tmp_path / "bad.fxc")],
+                       capture_output=True, text=True, timeout=300, check=False)
     assert p.returncode == 1 and "ModelFileError" in p.stderr and "epoch 7" in p.stderr
     assert not (tmp_path / "bad.fxc").exists()
 

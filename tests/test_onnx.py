@@ -1,5 +1,6 @@
 """The ONNX frontend (fxc.from_onnx): a fixed sample of onnx's node test cases, every light model, the CLI,
-fp16 and QDQ models against onnx's reference evaluator, named dims, shape inputs, export, and bad inputs (named fxc errors)."""
+fp16 and QDQ models against onnx's reference evaluator, named dims, shape inputs, export, and bad inputs (named fxc
+errors)."""
 import subprocess
 import sys
 from pathlib import Path
@@ -7,9 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto as T
-from onnx import helper as h
-from onnx import numpy_helper
+from onnx import TensorProto as T, helper as h, numpy_helper
 
 import fxc
 from fxc.errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
@@ -22,11 +21,13 @@ NODE_SAMPLE = [
     "test_clip_default_inbounds", "test_concat_3d_axis_negative_1", "test_constantofshape_int_zeros",
     "test_conv_with_strides_and_asymmetric_padding", "test_convtranspose_pads", "test_cumsum_1d_reverse_exclusive",
     "test_depthtospace_crd_mode_example", "test_div", "test_einsum_batch_diagonal", "test_elu_default", "test_equal",
-    "test_expand_dim_changed", "test_flatten_negative_axis1", "test_gather_2d_indices", "test_gather_elements_negative_indices",
-    "test_gathernd_example_int32_batch_dim1", "test_gemm_all_attributes", "test_globalaveragepool", "test_hardmax_axis_0",
+    "test_expand_dim_changed", "test_flatten_negative_axis1", "test_gather_2d_indices",
+    "test_gather_elements_negative_indices", "test_gathernd_example_int32_batch_dim1", "test_gemm_all_attributes",
+    "test_globalaveragepool", "test_hardmax_axis_0",
     "test_instancenorm_example", "test_layer_normalization_4d_axis1", "test_leakyrelu", "test_logsoftmax_axis_0",
     "test_lrn", "test_matmul_4d", "test_maxpool_2d_pads", "test_maxpool_with_argmax_2d_precomputed_strides",
-    "test_mod_mixed_sign_int64", "test_onehot_negative_indices", "test_constant_pad", "test_reflect_pad", "test_pow_bcast_array", "test_prelu_broadcast",
+    "test_mod_mixed_sign_int64", "test_onehot_negative_indices", "test_constant_pad", "test_reflect_pad",
+    "test_pow_bcast_array", "test_prelu_broadcast",
     "test_reduce_log_sum_exp_keepdims_random", "test_reduce_sum_negative_axes_keepdims_random",
     "test_reshape_negative_extended_dims", "test_scatter_elements_with_reduction_max", "test_scatternd",
     "test_selu", "test_slice_neg_steps", "test_softmax_axis_1_expanded", "test_split_variable_parts_2d_opset18",
@@ -221,8 +222,10 @@ def test_invalid_graph_and_wrong_inputs():
 def test_unsupported_ops_listed_together():
     nodes = [h.make_node("Unique", ["x"], ["u"], name="uniq"), h.make_node("Relu", ["u"], ["r"]),
              h.make_node("Bernoulli", ["r"], ["y"], name="coin")]
-    m = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3, 3])], [h.make_tensor_value_info("y", T.FLOAT, [3, 3])])
-    with pytest.raises(UnsupportedOpError, match=r"2 node\(s\)[\s\S]*Unique \(node 'uniq'\)[\s\S]*Bernoulli \(node 'coin'\)"):
+    m = _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [3, 3])],
+               [h.make_tensor_value_info("y", T.FLOAT, [3, 3])])
+    with pytest.raises(UnsupportedOpError,
+                       match=r"2 node\(s\)[\s\S]*Unique \(node 'uniq'\)[\s\S]*Bernoulli \(node 'coin'\)"):
         fxc.from_onnx(m)
 
 

@@ -45,16 +45,19 @@ def randn(*shape, seed=0):
 IDX = torch.tensor([[0, 3, -1], [2, 0, 1]])
 
 
-# -- convolution: transposed, grouped, dilated, 1-d ------------------------------------------------------------------------------
+# -- convolution: transposed, grouped, dilated, 1-d --------------------------------------------------------------------
 CONV = {
     "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1),
                          ((2, 4, 5, 6), (4, 3, 3, 3), (3,))),
-    "conv_transpose2d_groups_dilation": (lambda x, w: F.conv_transpose2d(x, w, stride=(2, 1), padding=(0, 2), dilation=(1, 2), groups=2),
+    "conv_transpose2d_groups_dilation": (lambda x, w: F.conv_transpose2d(x, w, stride=(2, 1), padding=(0, 2),
+                                                                         dilation=(1, 2), groups=2),
                                          ((1, 4, 5, 4), (4, 2, 2, 3))),
     "conv_transpose1d": (lambda x, w, b: F.conv_transpose1d(x, w, b, stride=3, padding=1, output_padding=2),
                          ((2, 3, 7), (3, 5, 4), (5,))),
-    "conv1d_grouped_dilated": (lambda x, w: F.conv1d(x, w, stride=2, padding=3, dilation=2, groups=2), ((2, 4, 11), (6, 2, 3))),
-    "conv2d_grouped_dilated": (lambda x, w: F.conv2d(x, w, padding=(2, 1), dilation=(2, 3), groups=3), ((1, 6, 9, 10), (9, 2, 3, 2))),
+    "conv1d_grouped_dilated": (lambda x, w: F.conv1d(x, w, stride=2, padding=3, dilation=2, groups=2),
+                               ((2, 4, 11), (6, 2, 3))),
+    "conv2d_grouped_dilated": (lambda x, w: F.conv2d(x, w, padding=(2, 1), dilation=(2, 3), groups=3),
+                               ((1, 6, 9, 10), (9, 2, 3, 2))),
 }
 
 
@@ -64,7 +67,7 @@ def test_convolution(name):
     check_compiled(fn, *[randn(*s, seed=k) for k, s in enumerate(shapes)])
 
 
-# -- interpolation (becomes aten.index.Tensor with computed indices), padding, pixel shuffle ---------------------------------------
+# -- interpolation (becomes aten.index.Tensor with computed indices), padding, pixel shuffle ---------------------------
 IMAGE = {
     "nearest_scale2": lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
     "nearest_size": lambda x: F.interpolate(x, size=(4, 11), mode="nearest"),
@@ -85,9 +88,10 @@ IMAGE = {
     "pixel_unshuffle": lambda x: F.pixel_unshuffle(x[..., :6], 2),
     "adaptive_max_pool2d": lambda x: F.adaptive_max_pool2d(x.round(), (4, 3), return_indices=True),
     "adaptive_avg_pool2d": lambda x: F.adaptive_avg_pool2d(x, (4, 5)),
-    "grid_sample_bilinear": lambda x: F.grid_sample(x, torch.rand(2, 5, 3, 2, generator=_g(9)) * 2.4 - 1.2, align_corners=False),
-    "grid_sample_nearest_align": lambda x: F.grid_sample(x, torch.rand(2, 4, 4, 2, generator=_g(9)) * 2.4 - 1.2, mode="nearest",
-                                                         align_corners=True),
+    "grid_sample_bilinear": lambda x: F.grid_sample(x, torch.rand(2, 5, 3, 2, generator=_g(9)) * 2.4 - 1.2,
+                                                    align_corners=False),
+    "grid_sample_nearest_align": lambda x: F.grid_sample(x, torch.rand(2, 4, 4, 2, generator=_g(9)) * 2.4 - 1.2,
+                                                         mode="nearest", align_corners=True),
 }
 
 
@@ -96,12 +100,13 @@ def test_image(name):
     check_compiled(IMAGE[name], randn(2, 4, 6, 7))
 
 
-# -- scaled dot-product attention -------------------------------------------------------------------------------------------------
+# -- scaled dot-product attention --------------------------------------------------------------------------------------
 ATTENTION = {
     "plain": lambda q, k, v: F.scaled_dot_product_attention(q, k, v),
     "causal": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
     "float_mask": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=randn(5, 6, seed=7)),
-    "bool_mask": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.rand(1, 5, 6, generator=_g(3)) > 0.3),
+    "bool_mask": lambda q, k, v: F.scaled_dot_product_attention(q, k, v,
+                                                                attn_mask=torch.rand(1, 5, 6, generator=_g(3)) > 0.3),
     "scale": lambda q, k, v: F.scaled_dot_product_attention(q, k, v, scale=0.3),
 }
 
@@ -114,7 +119,7 @@ def test_attention(name):
     check_compiled(ATTENTION[name], q, k, v)
 
 
-# -- scans, sort, top-k ---------------------------------------------------------------------------------------------------------------
+# -- scans, sort, top-k ------------------------------------------------------------------------------------------------
 TIES = torch.tensor([[2.0, 1.0, 3.0, 1.0, 2.0, 0.0, 3.0], [5.0, 5.0, 5.0, -1.0, 4.0, 4.0, 0.0]])
 SCAN = {
     "cumsum": (lambda x: torch.cumsum(x, 1), randn(3, 7)),
@@ -127,15 +132,19 @@ SCAN = {
     "sort": (lambda x: torch.sort(x, 1), TIES),
     "sort_descending": (lambda x: torch.sort(x, 1, descending=True), TIES),
     "sort_stable_dim0": (lambda x: torch.sort(x, dim=0, stable=True), randn(33, 4)),
-    "sort_nan": (lambda x: [t.nan_to_num(7.0, 9.0) for t in torch.sort(x, -1, descending=True)], torch.tensor([[1.0, float("nan"), -2.0, float("inf"), 0.5]])),
+    "sort_nan": (lambda x: [t.nan_to_num(7.0, 9.0) for t in torch.sort(x, -1, descending=True)],
+                 torch.tensor([[1.0, float("nan"), -2.0, float("inf"), 0.5]])),
     "sort_int": (lambda x: torch.sort(x, 1), torch.randint(-3, 3, (4, 10), generator=_g())),
     "argsort": (lambda x: torch.argsort(x, dim=1, stable=True), TIES),
     "topk": (lambda x: torch.topk(x, 3, dim=1), torch.randperm(40, generator=_g()).reshape(4, 10).float()),
-    "topk_smallest": (lambda x: torch.topk(x, 2, dim=0, largest=False), torch.randperm(40, generator=_g()).reshape(8, 5).float()),
+    "topk_smallest": (lambda x: torch.topk(x, 2, dim=0, largest=False),
+                      torch.randperm(40, generator=_g()).reshape(8, 5).float()),
     "kthvalue": (lambda x: torch.kthvalue(x, 3, 1), torch.randperm(40, generator=_g()).reshape(4, 10).float()),
     "median": (lambda x: (*torch.median(x, 1), torch.median(x)), TIES),
-    "median_nan": (lambda x: [t.nan_to_num(9.0) for t in (*torch.median(x, 1), *torch.nanmedian(x, 1), torch.nanmedian(x))],
-                   torch.tensor([[3.0, float("nan"), 1.0, float("nan"), 2.0], [float("nan")] * 5, [1.0, 2.0, 2.0, 3.0, 0.0]])),
+    "median_nan": (lambda x: [t.nan_to_num(9.0)
+                              for t in (*torch.median(x, 1), *torch.nanmedian(x, 1), torch.nanmedian(x))],
+                   torch.tensor([[3.0, float("nan"), 1.0, float("nan"), 2.0], [float("nan")] * 5,
+                                 [1.0, 2.0, 2.0, 3.0, 0.0]])),
 }
 
 
@@ -145,33 +154,42 @@ def test_scan_and_sort(name):
     check_compiled(fn, x)
 
 
-# -- gather / scatter / indexing ---------------------------------------------------------------------------------------------------
+# -- gather / scatter / indexing ---------------------------------------------------------------------------------------
 INDEX = {
     "gather": lambda x: torch.gather(x, 1, IDX.clamp(min=0)),
     "scatter_src": lambda x: x.scatter(1, IDX.clamp(min=0) + 1, randn(2, 3, seed=4)),
     "scatter_value": lambda x: x.scatter(0, torch.tensor([[4, 0, 2, 1, 3, 0]]), -7.0),
     "scatter_add_duplicates": lambda x: x.scatter_add(1, torch.tensor([[1, 1, 1], [5, 0, 5]]), randn(2, 3, seed=4)),
-    "scatter_reduce_sum": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4), "sum", include_self=False),
-    "scatter_reduce_prod": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4), "prod"),
-    "scatter_reduce_mean": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4), "mean"),
-    "scatter_reduce_mean_excl": lambda x: x.scatter_reduce(0, torch.tensor([[1, 1, 2], [4, 1, 2]]), randn(2, 3, seed=4), "mean", include_self=False),
-    "scatter_reduce_amax": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4), "amax", include_self=False),
-    "scatter_reduce_amin": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4), "amin"),
+    "scatter_reduce_sum": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4),
+                                                     "sum", include_self=False),
+    "scatter_reduce_prod": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4),
+                                                      "prod"),
+    "scatter_reduce_mean": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4),
+                                                      "mean"),
+    "scatter_reduce_mean_excl": lambda x: x.scatter_reduce(0, torch.tensor([[1, 1, 2], [4, 1, 2]]),
+                                                           randn(2, 3, seed=4), "mean", include_self=False),
+    "scatter_reduce_amax": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4),
+                                                      "amax", include_self=False),
+    "scatter_reduce_amin": lambda x: x.scatter_reduce(1, torch.tensor([[1, 1, 2], [5, 0, 5]]), randn(2, 3, seed=4),
+                                                      "amin"),
     "index_rows": lambda x: x[IDX],
     "index_two_dims": lambda x: x[IDX, IDX.flip(0)],
     "index_cols": lambda x: x[:, torch.tensor([5, -1, 0, 2])],
     "index_put": lambda x: x.index_put((torch.tensor([0, 3, -1]),), randn(3, 6, seed=5)),
     "index_put_accumulate": lambda x: x.index_put((torch.tensor([1, 1, 4, 1]),), randn(4, 6, seed=5), accumulate=True),
-    "index_put_broadcast": lambda x: x.index_put((torch.tensor([[0], [2]]), torch.tensor([1, 4, 5])), torch.tensor(3.0)),
+    "index_put_broadcast": lambda x: x.index_put((torch.tensor([[0], [2]]), torch.tensor([1, 4, 5])),
+                                                 torch.tensor(3.0)),
     "setitem": lambda x: x.clone().index_fill(1, torch.tensor([0, 2]), 9.0),
     "index_select": lambda x: x.index_select(1, torch.tensor([5, 0, 0, 2])),
     "masked_fill": lambda x: x.masked_fill(x > 0.3, -1.0),
     "slice_scatter": lambda x: torch.slice_scatter(x, randn(5, 2, seed=6), 1, 1, 5, 2),
     "one_hot_like": lambda x: torch.zeros(5, 6).scatter(1, torch.tensor([[0], [3], [5], [1], [1]]), 1.0) * x,
     "masked_scatter": lambda x: x.masked_scatter(x > 0.2, randn(40, seed=8)),
-    "masked_scatter_broadcast": lambda x: x[0].masked_scatter(torch.tensor([[True], [False], [True]]), randn(20, seed=8)),
+    "masked_scatter_broadcast": lambda x: x[0].masked_scatter(torch.tensor([[True], [False], [True]]),
+                                                              randn(20, seed=8)),
     "zero_dim": lambda x: (torch.gather(x[0, 0], 0, torch.tensor(0)), x[1, 1].scatter_add(0, torch.tensor(0), x[2, 2]),
-                           torch.topk(x[3, 3], 1), torch.kthvalue(x[4, 4], 1), x[0, 1].index_select(0, torch.tensor([0]))),
+                           torch.topk(x[3, 3], 1), torch.kthvalue(x[4, 4], 1),
+                           x[0, 1].index_select(0, torch.tensor([0]))),
 }
 
 
@@ -180,7 +198,7 @@ def test_indexing(name):
     check_compiled(INDEX[name], randn(5, 6))
 
 
-# -- activations and normalisation -------------------------------------------------------------------------------------------------
+# -- activations and normalisation -------------------------------------------------------------------------------------
 ACT = {
     "logsigmoid": F.logsigmoid, "hardshrink": F.hardshrink, "softshrink": lambda x: F.softshrink(x, 0.3),
     "threshold": lambda x: F.threshold(x, 0.1, 20.0), "celu": lambda x: F.celu(x, 0.7), "selu": F.selu,
@@ -230,7 +248,7 @@ def test_explain_reports_no_fallback():
         assert op in rep.compiled_ops, str(rep)
 
 
-# -- training steps: forward + backward + SGD, parameters compared with eager, no fallback anywhere ----------------------------------
+# -- training steps: forward + backward + SGD, parameters compared with eager, no fallback anywhere --------------------
 class ConvNet(nn.Module):
     def __init__(self):
         super().__init__()
@@ -250,7 +268,8 @@ class ConvNet(nn.Module):
         x = F.silu(self.gn(self.up(x)))                              # (N, 6, 8, 8)
         x = F.interpolate(x, scale_factor=0.5, mode="bilinear")     # (N, 6, 4, 4)
         x = F.pad(x, (1, 1, 1, 1), mode="reflect")
-        x = F.avg_pool2d(x, 2, 2, 1) + F.adaptive_avg_pool2d(x, (4, 4)) + F.adaptive_max_pool2d(x, (4, 4))  # (N, 6, 4, 4)
+        # (N, 6, 4, 4)
+        x = F.avg_pool2d(x, 2, 2, 1) + F.adaptive_avg_pool2d(x, (4, 4)) + F.adaptive_max_pool2d(x, (4, 4))
         x = self.c1d(x[..., :4, :4].flatten(2))                     # (N, 4, 16)
         x = torch.cumsum(x, -1)[..., ::4]                            # (N, 4, 4)
         return self.fc(x.flatten(1))

@@ -200,7 +200,8 @@ def _conv_bn_graph(groups=1, reread=False, bias=False):
     var = g.input((8,), "float32", "var")
     shift = g.input((8, 1, 1), "float32", "shift")
     g.weights |= {w.id, gamma.id, var.id, shift.id}
-    scale = g.call1("reshape", [g.call1("mul", [g.call1("rsqrt", [g.call1("add", [var, g.const(np.float32(1e-5))])]), gamma])],
+    scale = g.call1("reshape",
+                    [g.call1("mul", [g.call1("rsqrt", [g.call1("add", [var, g.const(np.float32(1e-5))])]), gamma])],
                     shape=(8, 1, 1))
     c = g.call1("conv2d", [x, w], stride=(1, 1), dilation=(1, 1), groups=groups)
     if bias:
@@ -229,7 +230,8 @@ def test_fold_scale_axis_moves_a_channel_scale_into_the_weight():
         # numerically: against numpy, and again after the scale's inputs change (the prepack is redone)
         rng = np.random.default_rng(groups)
         module = build(_conv_bn_graph(groups, bias=bias))
-        x, w = rng.standard_normal((1, 4, 6, 6), dtype=np.float32), rng.standard_normal((8, 4 // groups, 3, 3), dtype=np.float32)
+        x = rng.standard_normal((1, 4, 6, 6), dtype=np.float32)
+        w = rng.standard_normal((8, 4 // groups, 3, 3), dtype=np.float32)
         shift, b = rng.standard_normal((8, 1, 1), dtype=np.float32), rng.standard_normal((8, 1, 1), dtype=np.float32)
         for gamma in (rng.standard_normal(8, dtype=np.float32), np.full(8, 3.0, np.float32)):
             var = rng.random(8, dtype=np.float32) + 0.5

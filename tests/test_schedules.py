@@ -10,7 +10,6 @@ import pytest
 import torch
 
 import fxc
-
 from fxc.build import build
 from fxc.ops.registry import all_ops, get_op
 from fxc.relay_like.graph import Graph
@@ -164,8 +163,9 @@ def test_conv1x1_with_a_mask_epilogue_stays_over_positions():
         y = g.call1("conv2d", [xv, wv], stride=(1, 1), dilation=(1, 1), groups=1)
         low, high = g.call1("le", [av, c(0.0)]), g.call1("ge", [av, c(6.0)])
         dead = g.call1("bitwise_or", [low, high])
-        odd = g.call1("bitwise_xor", [g.call1("bitwise_and", [g.call1("gt", [av, c(1.0)]), g.call1("lt", [av, c(2.0)])]),
-                                      g.call1("lt", [av, c(-1.0)])])
+        odd = g.call1("bitwise_xor",
+                      [g.call1("bitwise_and", [g.call1("gt", [av, c(1.0)]), g.call1("lt", [av, c(2.0)])]),
+                       g.call1("lt", [av, c(-1.0)])])
         return g.call1("where", [dead, c(0.0), g.call1("where", [odd, g.call1("neg", [y]), y])])
     out, _ = run_graph(make, [x, w, a])
     y = conv_ref(x, w, (1, 1), (1, 1), 1, 0)
@@ -391,7 +391,8 @@ def test_constant_pad_written_row_by_row(shape, pad, value, dtype):
 @pytest.mark.parametrize("op", ["exp", "erf"])
 def test_vector_exp_erf_accuracy(op):
     if op == "exp":
-        xs = np.concatenate([np.linspace(-110, 90, 4001), [np.nan, np.inf, -np.inf, 0.0, 88.7, 88.722, 88.7228, -87.5, -100.0, -103.9]])
+        xs = np.concatenate([np.linspace(-110, 90, 4001),
+                             [np.nan, np.inf, -np.inf, 0.0, 88.7, 88.722, 88.7228, -87.5, -100.0, -103.9]])
     else:
         xs = np.concatenate([np.linspace(-6, 6, 4001), np.logspace(-30, 0, 50), [np.nan, np.inf, -np.inf, 0.0]])
     xs = xs.astype(np.float32)
@@ -734,6 +735,7 @@ def test_reshape_index_reads_unchanged_dims_directly():
     """A reshape that merges dims 1-2 reads dims 3-4 through their own index (the NCHW16c -> NCHW copy: 940 -> 115 us
     for [1, 6, 56, 56, 16], a division per element before)."""
     import numpy as np
+
     from fxc.build import build
     from fxc.ops.movement import reshape_groups
     from fxc.relay_like.graph import Graph

@@ -11,7 +11,8 @@ EDGES = [0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 2.0, -2.0, 0.5, -0.5, 1e
 UNARY = {"erfc": torch.erfc, "lgamma": torch.lgamma, "erfinv": torch.erfinv, "erfcx": torch.special.erfcx,
          "log_ndtr": torch.special.log_ndtr, "ndtri": torch.special.ndtri,
          "spherical_bessel_j0": torch.special.spherical_bessel_j0, "bessel_j0": torch.special.bessel_j0,
-         "bessel_j1": torch.special.bessel_j1, "bessel_y0": torch.special.bessel_y0, "bessel_y1": torch.special.bessel_y1,
+         "bessel_j1": torch.special.bessel_j1, "bessel_y0": torch.special.bessel_y0,
+         "bessel_y1": torch.special.bessel_y1,
          "modified_bessel_i0": torch.special.modified_bessel_i0, "modified_bessel_i1": torch.special.modified_bessel_i1,
          "bessel_i0e": torch.special.i0e, "bessel_i1e": torch.special.i1e,
          "modified_bessel_k0": torch.special.modified_bessel_k0, "modified_bessel_k1": torch.special.modified_bessel_k1,
@@ -42,7 +43,8 @@ def _check(names, got, expected):
 
 def test_unary_special_functions_match_eager():
     rng = np.random.default_rng(0)
-    x = np.concatenate([EDGES, rng.uniform(-9, 9, 300), rng.uniform(-100, 100, 100), np.linspace(-12, 12, 241)]).astype("float32")
+    x = np.concatenate([EDGES, rng.uniform(-9, 9, 300), rng.uniform(-100, 100, 100),
+                        np.linspace(-12, 12, 241)]).astype("float32")
     names = list(UNARY)
     _check(names, _compile(names, [x]), [UNARY[n](torch.from_numpy(x)) for n in names])
 

@@ -7,8 +7,8 @@ import torch.nn.functional as F
 import fxc
 from fxc.build import build
 from fxc.check import check_graph
-from fxc.relay_like.builder import Builder
 from fxc.lowering.winograd import fits
+from fxc.relay_like.builder import Builder
 from fxc.relay_like.passes.use_winograd import f2_pays, use_winograd, winograd_pays, winograd_tile
 from tests.helpers import assert_close_np, check_module
 
@@ -208,7 +208,8 @@ def test_output_channel_groups_share_one_transformed_input(tile, monkeypatch):
     transformed input V, made first in parallel over channel chunks in the kernel's scratch memory (not once a
     group); with many tasks (batch 8) each task keeps its own V. Both match torch."""
     import sys
-    from fxc.lowering.loop_ir import walk_stmts, For
+
+    from fxc.lowering.loop_ir import For, walk_stmts
     monkeypatch.setattr(sys.modules["fxc.relay_like.passes.use_winograd"], "winograd_tile",
                         lambda *a, **k: (tile, False))
     monkeypatch.setenv("FXC_NUM_THREADS", "2")
@@ -240,6 +241,7 @@ def test_tile_rows_take_the_weight_block_in_l1_sized_channel_chunks(shape, tile,
     faster; at batch 1 in the model its U streams from DRAM either way). With a short last task (28x28, F(4x4):
     7 tile rows in tasks of 4) and partial tiles and lane blocks; matches torch."""
     import sys
+
     from fxc.lowering.loop_ir import For, walk_stmts
     monkeypatch.setattr(sys.modules["fxc.relay_like.passes.use_winograd"], "winograd_tile",
                         lambda *a, **k: (tile, False))

@@ -534,7 +534,8 @@ def _split(ir_text: str, meta: dict | None = None) -> tuple:
                 for _, f in fs for l in f]
         unit = (base, *_canonical_meta(body, meta))
         canon = "fxc_k" + hashlib.sha256(_part_text(head, [unit]).encode()).hexdigest()[:20]
-        named = [l.replace("define internal void @KERNEL(", "define hidden void @KERNEL(").replace("@KERNEL", "@" + canon)
+        named = [l.replace("define internal void @KERNEL(", "define hidden void @KERNEL(")
+                  .replace("@KERNEL", "@" + canon)
                  if "@KERNEL" in l else l for l in unit[1]]
         rename[base] = canon
         units.setdefault(canon, (base, named, unit[2]))

@@ -42,7 +42,8 @@ def _measure() -> float:
     tm, triple, _, _ = target_machine()
     ir = "\n".join([f'target triple = "{triple}"', f'target datalayout = "{tm.target_data}"',
                     "declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)",
-                    "declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)",
+                    "declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512("
+                    "<16 x float>, <32 x bfloat>, <32 x bfloat>)",
                     _loop("fxc_probe_fma", False), _loop("fxc_probe_dot", True)])
     lib = ctypes.CDLL(str(build_library(ir)[0]))
     fma, dot = lib.fxc_probe_fma, lib.fxc_probe_dot

@@ -247,7 +247,8 @@ _UNARY = {
     "reciprocal": _unary("reciprocal"), "sin": _unary("sin"), "cos": _unary("cos"), "log1p": _unary("log1p"),
     "expm1": _unary("expm1"), "sign": _unary("sign"),
     "square": lambda b, ins, n: b.call("mul", [ins[0], ins[0]]),
-    "softsign": lambda b, ins, n: b.call("div", [ins[0], b.call("add", [b.call("abs", [ins[0]]), _like(b, 1.0, ins[0])])]),
+    "softsign": lambda b, ins, n: b.call("div", [ins[0],
+                                                 b.call("add", [b.call("abs", [ins[0]]), _like(b, 1.0, ins[0])])]),
     "softrelu": lambda b, ins, n: b.call("softplus", [ins[0]], beta=1.0, threshold=20.0),
     "hard_sigmoid": lambda b, ins, n: b.call("clamp", [b.call("add", [
         b.call("mul", [ins[0], _like(b, n.float("alpha", 0.2), ins[0])]), _like(b, n.float("beta", 0.5), ins[0])])],

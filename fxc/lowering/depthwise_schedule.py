@@ -11,7 +11,6 @@ from .gemm_schedule import LANES, _parallel, _store_vector, linear_stride_is_one
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
 
-
 MAX_BORDER_COLUMNS = 16     # output columns whose taps leave the input run as scalars; more: generic schedule
 
 
@@ -69,13 +68,15 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     PH, PW = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + (KW - 1) * dw + 1
     plane = None
     if (border or rows_clip) and wcopy is not None and sw == 1 and LANES // 2 < OW \
-            and (OW <= LANES or len(border) >= PLANE_BORDER) and PH * PW <= PLANE_FLOATS and conv.bufs.get(src) is not None:
+            and (OW <= LANES or len(border) >= PLANE_BORDER) and PH * PW <= PLANE_FLOATS \
+            and conv.bufs.get(src) is not None:
         # small maps (one vector per row), or wide borders (5x5 and 7x7 kernels): the channel's padded window
         # copied once into a zeroed local plane, then every column is a vector column and no row is clipped
         # (border columns would cost as much as the interior). Measured: 1.2-1.5x at 14x14, 1.6-1.8x for 7x7
         # kernels at 56x56 and 28x28; at 7x7 maps and for stride 2 the copy costs more than it saves
         plane = conv.local(rt.dtype, PH * PW, "plane")
-        plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl, rt.dtype)
+        plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl,
+                                 rt.dtype)
         xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
         rows_clip, lo, hi, border = False, 0, OW, []
     if len(border) > MAX_BORDER_COLUMNS:

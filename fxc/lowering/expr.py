@@ -439,13 +439,20 @@ def _wrap_int(v: int, dtype: str) -> int:
 
 
 def _fold_int(op, a, b):
-    if op == "add": return a + b
-    if op == "sub": return a - b
-    if op == "mul": return a * b
-    if op in ("idiv", "floordiv") and b != 0: return a // b
-    if op in ("imod", "floormod") and b != 0: return a % b
-    if op == "max": return max(a, b)
-    if op == "min": return min(a, b)
+    if op == "add":
+        return a + b
+    if op == "sub":
+        return a - b
+    if op == "mul":
+        return a * b
+    if op in ("idiv", "floordiv") and b != 0:
+        return a // b
+    if op in ("imod", "floormod") and b != 0:
+        return a % b
+    if op == "max":
+        return max(a, b)
+    if op == "min":
+        return min(a, b)
     return None
 
 
@@ -465,15 +472,20 @@ def binary(op: str, a, b) -> Expr:
     if op == "add" and ca and a.value == 0 and a.dtype in INTS:            # 0 + x -> x
         return b
     if op == "mul" and a.dtype in INTS:
-        if cb and b.value == 1: return a                                   # x * 1 -> x
-        if ca and a.value == 1: return b                                   # 1 * x -> x
-        if (cb and b.value == 0) or (ca and a.value == 0): return Const(0, a.dtype)  # x * 0 -> 0
+        if cb and b.value == 1:                                            # x * 1 -> x
+            return a
+        if ca and a.value == 1:                                            # 1 * x -> x
+            return b
+        if (cb and b.value == 0) or (ca and a.value == 0):                 # x * 0 -> 0
+            return Const(0, a.dtype)
     if op == "add" and _is_bin(a, "mul") and _is_bin(b, "imod"):           # (x // c) * c + x % c -> x
         q, c = a.args[1], a.args[2]
         if _is_bin(q, "idiv") and q.args[1] is b.args[1] and q.args[2] is c and b.args[2] is c:
             return b.args[1]
-    if op in ("idiv",) and cb and b.value == 1: return a                   # x // 1 -> x
-    if op in ("imod",) and cb and b.value == 1: return Const(0, a.dtype)   # x % 1 -> 0
+    if op in ("idiv",) and cb and b.value == 1:                            # x // 1 -> x
+        return a
+    if op in ("imod",) and cb and b.value == 1:                            # x % 1 -> 0
+        return Const(0, a.dtype)
     return Bin(op, a, b)
 
 

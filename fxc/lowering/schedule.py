@@ -11,8 +11,22 @@ from __future__ import annotations
 import math
 
 from . import te
-from .expr import (Bin, Const, Expr, Load, Shuffle, Var, VecLoad, as_expr, binary, compare, const, select,
-                   substitute, walk)
+from .expr import (
+    Bin,
+    Const,
+    Expr,
+    Load,
+    Shuffle,
+    Var,
+    VecLoad,
+    as_expr,
+    binary,
+    compare,
+    const,
+    select,
+    substitute,
+    walk,
+)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
 from .lower import Converter, flat_index
 
@@ -340,7 +354,8 @@ def _padded_row(conv, t, out, axes, shape):
         return _vector_row(out, substitute(index, sub), substitute(value, sub), j, count) \
             or For(j, count, Store(out, substitute(index, sub), substitute(value, sub)), "vectorize")
 
-    row = seq(*[s for s in (segment(0, left, fill), segment(left, W, src), segment(left + W, shape[-1] - left - W, fill))
+    row = seq(*[s for s in (segment(0, left, fill), segment(left, W, src),
+                            segment(left + W, shape[-1] - left - W, fill))
                 if s is not None])
     return row if inside is None else IfThen(inside, row, segment(0, shape[-1], fill))
 

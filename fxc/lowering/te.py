@@ -7,10 +7,9 @@ such as sort or cumsum that are not a per-element formula). References `t[i, j]`
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable
 
-from .expr import Const, Expr, Var, as_expr, binary, cast, select
+from .expr import Const, Expr, Var, as_expr
 
 _names = itertools.count()
 

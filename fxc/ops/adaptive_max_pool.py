@@ -14,7 +14,6 @@ from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, as_expr, binary, compare, is_float, minimum, select, unary
 from ..relay_like.graph import TensorType
-from .common import rand
 from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")
@@ -109,7 +108,8 @@ def _grad(b, gy, x, indices):
     lead = math.prod(x.shape[:-2])
     hw, o = x.shape[-2] * x.shape[-1], gy.shape[-2] * gy.shape[-1]
     zeros = b.const(np.zeros((lead, hw), np.dtype(gy.dtype)))
-    g = b.call("scatter", [zeros, b.call("reshape", [indices], shape=(lead, o)), b.call("reshape", [gy], shape=(lead, o))],
+    g = b.call("scatter",
+               [zeros, b.call("reshape", [indices], shape=(lead, o)), b.call("reshape", [gy], shape=(lead, o))],
                dim=1, reduce="sum", include_self=True)
     return b.call("reshape", [g], shape=tuple(x.shape))
 
@@ -128,5 +128,6 @@ register(OpDef("adaptive_max_pool2d", Kind.REDUCTION, _infer, _values_ref, _valu
                lambda rng: [([_sample_x(rng, s)], {"output_size": o}) for s, o in _SAMPLES], FLT))
 register(OpDef("adaptive_max_pool2d_indices", Kind.REDUCTION, lambda t, output_size: [TensorType(t[1].shape, "int64")],
                _indices_ref, _indices, {}, None,
-               lambda rng: [([x := _sample_x(rng, s), _values_ref(x, o)], {"output_size": o}) for s, o in _SAMPLES], FLT))
+               lambda rng: [([x := _sample_x(rng, s), _values_ref(x, o)], {"output_size": o}) for s, o in _SAMPLES],
+               FLT))
 register_aten("aten.adaptive_max_pool2d_backward.default", _grad)

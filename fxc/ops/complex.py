@@ -161,7 +161,8 @@ def _div(b, x, y, rounding_mode=None):
         raise UnsupportedOpError("complex division with a rounding mode")
     dt = real_dtype(x, y)
     if is_real(y) and not isinstance(y, (bool, int, float)):
-        return Complex(b.call("div", [lift(b, x, dt).v, b.call("reshape", [b.as_tensor(y, dt)], shape=tuple(y.shape) + (1,))]))
+        return Complex(b.call("div", [lift(b, x, dt).v,
+                                      b.call("reshape", [b.as_tensor(y, dt)], shape=tuple(y.shape) + (1,))]))
     if is_real(y):
         return Complex(b.call("div", [lift(b, x, dt).v, float(y)]))
     # (a + bi) / (c + di) in float64 (then rounded once): as accurate as PyTorch's scaled division, or more

@@ -117,7 +117,8 @@ def _searchsorted(b, seq, values, out_int32=False, right=False, side=None, sorte
     if seq.type.ndim > 1 and tuple(seq.shape[:-1]) != tuple(values.shape[:-1]):
         raise UnsupportedOpError("searchsorted: sequence and values differ in their leading dims")
     if not hasattr(values, "dtype"):
-        values = b.as_tensor(values, seq.dtype if isinstance(values, int) or seq.dtype.startswith("float") else "float32")
+        values = b.as_tensor(values, seq.dtype if isinstance(values, int) or seq.dtype.startswith("float")
+                             else "float32")
     return _count_below(b, seq, values, right or side == "right", out_int32)
 
 
@@ -191,7 +192,8 @@ def _embedding_bag(b, weight, indices, offsets, scale_grad_by_freq=False, mode=0
     pos = b.const(np.arange(n, dtype=np.int64).reshape(-1, 1))
     offs = b.call("reshape", [b.as_tensor(offsets, "int64")], shape=(1, -1))
     starts = b.call("slice", [offs], dim=1, start=0, end=nb, step=1)
-    bag = b.call("sub", [b.call("sum", [b.call("cast", [b.call("le", [starts, pos])], dtype="int64")], axes=(1,), keepdim=False), 1])
+    bag = b.call("sub", [b.call("sum", [b.call("cast", [b.call("le", [starts, pos])], dtype="int64")],
+                                axes=(1,), keepdim=False), 1])
     valid = b.call("ge", [bag, 0])
     idx = b.as_tensor(indices, "int64")
     if include_last_offset:

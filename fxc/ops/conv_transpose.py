@@ -38,7 +38,7 @@ def _and(*cs):
     return out
 
 
-# -- conv_transpose2d ------------------------------------------------------------------------------------------------------
+# -- conv_transpose2d --------------------------------------------------------------------------------------------------
 def _ct_size(h, k, s, p, d, op):
     return (h - 1) * s - 2 * p + d * (k - 1) + op + 1
 
@@ -47,7 +47,8 @@ def _ct_infer(types, stride=(1, 1), padding=(0, 0), dilation=(1, 1), output_padd
     x, w = types
     if x.ndim != 4 or w.ndim != 4 or x.shape[1] != w.shape[0] or w.shape[0] % groups:
         raise ShapeError(f"conv_transpose2d: input {x.shape} and weight {w.shape} (groups {groups}) do not match")
-    size = [_ct_size(x.shape[2 + a], w.shape[2 + a], stride[a], padding[a], dilation[a], output_padding[a]) for a in range(2)]
+    size = [_ct_size(x.shape[2 + a], w.shape[2 + a], stride[a], padding[a], dilation[a], output_padding[a])
+            for a in range(2)]
     if min(size) <= 0:
         raise ShapeError(f"conv_transpose2d: output size {size} is not positive")
     return [TensorType((x.shape[0], w.shape[1] * groups) + tuple(size), x.dtype)]
@@ -102,14 +103,15 @@ register(OpDef("conv_transpose2d", Kind.OUT_FUSABLE, _ct_infer, _ct_ref, _ct, {}
                lambda rng: [([rand(rng, (1, 3, 5, 6)), rand(rng, (3, 2, 3, 3))], {}),
                             ([rand(rng, (2, 4, 4, 5)), rand(rng, (4, 3, 3, 2))],
                              {"stride": (2, 3), "padding": (1, 0), "output_padding": (1, 2), "groups": 2}),
-                            ([rand(rng, (1, 2, 5, 5)), rand(rng, (2, 2, 3, 3))], {"stride": (2, 2), "dilation": (2, 1), "padding": (2, 1)})],
+                            ([rand(rng, (1, 2, 5, 5)), rand(rng, (2, 2, 3, 3))],
+                             {"stride": (2, 2), "dilation": (2, 1), "padding": (2, 1)})],
                FLT))
 
 
 def _phase(k, s, p, d, r):
     """One axis of one output phase of a transposed conv (the outputs o = q*s + r): (first tap, tap step, taps J,
-    input offset, input dilation) with out_r[q] = sum over j < J of x[q + offset + j*dilation] * w[first + (J-1-j)*step],
-    a stride-1 correlation; None when no tap reaches this phase."""
+    input offset, input dilation) with out_r[q] = sum over j < J of x[q + offset + j*dilation] *
+    w[first + (J-1-j)*step], a stride-1 correlation; None when no tap reaches this phase."""
     taps = [t for t in range(k) if (r + p - t * d) % s == 0]
     if not taps:
         return None
@@ -169,7 +171,8 @@ def conv_transpose_as_convs(b, x, w, stride, padding, dilation, output_padding, 
             y = b.call("conv2d", [xs, _ct_weight_as_conv(b, ws, groups)], stride=(1, 1), dilation=(ph[4], pw[4]),
                        groups=groups)
             if tuple(y.shape) != full:
-                y = b.call("pad", [y], pad=(0, full[3] - y.shape[3], 0, full[2] - y.shape[2]), value=0.0, mode="constant")
+                y = b.call("pad", [y], pad=(0, full[3] - y.shape[3], 0, full[2] - y.shape[2]), value=0.0,
+                           mode="constant")
             row.append(y)
         rows.append(row)
     if stride == (1, 1):
@@ -217,7 +220,7 @@ def transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padd
     return out
 
 
-# -- gradients of conv2d ------------------------------------------------------------------------------------------------------
+# -- gradients of conv2d -----------------------------------------------------------------------------------------------
 def _wg_infer(types, kernel, stride=(1, 1), dilation=(1, 1), groups=1):
     x, gy = types
     return [TensorType((gy.shape[1], x.shape[1] // groups) + tuple(kernel), x.dtype)]
@@ -345,7 +348,8 @@ def _weight_grad_as_gemm(b, xp, gy, kernel, stride, dilation):
     if kk == 1 and tuple(xp.shape[2:]) == (oh, ow):     # a 1x1 conv over every pixel: the input is its own patches
         cols = b.call("permute", [xp], dims=(1, 0, 2, 3)) if n > 1 else xp
     else:
-        cols = b.call("im2col", [xp], kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation), out=(oh, ow))
+        cols = b.call("im2col", [xp], kernel=tuple(kernel), stride=tuple(stride), dilation=tuple(dilation),
+                      out=(oh, ow))
     cols = b.call("reshape", [cols], shape=(c * kk, n * oh * ow))
     if n > 1:
         gy = b.call("permute", [gy], dims=(1, 0, 2, 3))
@@ -374,16 +378,20 @@ def _im2col_ref(x, kernel, stride, dilation, out):
     r = np.empty((c,) + tuple(kernel) + (n,) + tuple(out), x.dtype)
     for i in range(kernel[0]):
         for j in range(kernel[1]):
-            r[:, i, j] = x[:, :, i * dilation[0]: i * dilation[0] + stride[0] * (out[0] - 1) + 1: stride[0],
-                           j * dilation[1]: j * dilation[1] + stride[1] * (out[1] - 1) + 1: stride[1]].transpose(1, 0, 2, 3)
+            r[:, i, j] = x[:, :,
+                           i * dilation[0]: i * dilation[0] + stride[0] * (out[0] - 1) + 1: stride[0],
+                           j * dilation[1]: j * dilation[1] + stride[1] * (out[1] - 1) + 1: stride[1]
+                           ].transpose(1, 0, 2, 3)
     return r
 
 
 register(OpDef("im2col", Kind.OPAQUE, _im2col_infer, _im2col_ref, _im2col, {}, None,
-               lambda rng: [([rand(rng, (2, 3, 7, 8))], {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "out": (5, 6)}),
-                            ([rand(rng, (1, 4, 9, 9))], {"kernel": (3, 2), "stride": (2, 3), "dilation": (1, 2), "out": (4, 2)})],
-               FLT, doc="The patches of a (padded) NCHW input: [C, KH, KW, N, OH, OW], the input pixel under tap (i, j) "
-                        "of output position (oh, ow)."))
+               lambda rng: [([rand(rng, (2, 3, 7, 8))],
+                             {"kernel": (3, 3), "stride": (1, 1), "dilation": (1, 1), "out": (5, 6)}),
+                            ([rand(rng, (1, 4, 9, 9))],
+                             {"kernel": (3, 2), "stride": (2, 3), "dilation": (1, 2), "out": (4, 2)})],
+               FLT, doc="The patches of a (padded) NCHW input: [C, KH, KW, N, OH, OW], the input pixel under tap "
+                        "(i, j) of output position (oh, ow)."))
 
 
 def _transposed_grads(b, gy, x, w, stride, padding, dilation, groups, output_mask):

@@ -10,10 +10,19 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import (FLOATS, INTS, Const, as_expr, binary as binary_expr, cast, compare, is_float, maximum,
-                             minimum, select, unary as un)
+from ..lowering.expr import (
+    as_expr,
+    binary as binary_expr,
+    cast,
+    compare,
+    is_float,
+    maximum,
+    minimum,
+    select,
+    unary as un,
+)
 from ..relay_like.graph import TensorType
-from .common import bcast, broadcast_shapes, cast_array, np_dtype, positive, rand
+from .common import bcast, broadcast_shapes, cast_array, positive, rand
 from .registry import Kind, OpDef, register, register_aten
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
@@ -92,11 +101,16 @@ def _gelu_np(x, approximate="none"):
 unary("exp", np.exp, lambda x: un("exp", x), ["aten.exp.default"])
 unary("exp2", np.exp2, lambda x: un("exp2", x), ["aten.exp2.default"])
 unary("expm1", np.expm1, lambda x: un("expm1", x), ["aten.expm1.default"])
-unary("log", np.log, lambda x: un("log", x), ["aten.log.default"], samples=lambda rng: [([positive(rng, (3, 17))], {})])
-unary("log2", np.log2, lambda x: un("log2", x), ["aten.log2.default"], samples=lambda rng: [([positive(rng, (3, 17))], {})])
-unary("log10", np.log10, lambda x: un("log10", x), ["aten.log10.default"], samples=lambda rng: [([positive(rng, (3, 17))], {})])
-unary("log1p", np.log1p, lambda x: un("log1p", x), ["aten.log1p.default"], samples=lambda rng: [([positive(rng, (3, 17))], {})])
-unary("sqrt", np.sqrt, lambda x: un("sqrt", x), ["aten.sqrt.default"], samples=lambda rng: [([positive(rng, (3, 17))], {})])
+unary("log", np.log, lambda x: un("log", x), ["aten.log.default"],
+      samples=lambda rng: [([positive(rng, (3, 17))], {})])
+unary("log2", np.log2, lambda x: un("log2", x), ["aten.log2.default"],
+      samples=lambda rng: [([positive(rng, (3, 17))], {})])
+unary("log10", np.log10, lambda x: un("log10", x), ["aten.log10.default"],
+      samples=lambda rng: [([positive(rng, (3, 17))], {})])
+unary("log1p", np.log1p, lambda x: un("log1p", x), ["aten.log1p.default"],
+      samples=lambda rng: [([positive(rng, (3, 17))], {})])
+unary("sqrt", np.sqrt, lambda x: un("sqrt", x), ["aten.sqrt.default"],
+      samples=lambda rng: [([positive(rng, (3, 17))], {})])
 unary("rsqrt", lambda x: (1 / np.sqrt(x)).astype(x.dtype), lambda x: 1.0 / un("sqrt", x), ["aten.rsqrt.default"],
       samples=lambda rng: [([positive(rng, (3, 17))], {})])
 unary("reciprocal", lambda x: (1 / x).astype(x.dtype), lambda x: 1.0 / x, ["aten.reciprocal.default"],
@@ -104,46 +118,65 @@ unary("reciprocal", lambda x: (1 / x).astype(x.dtype), lambda x: 1.0 / x, ["aten
 unary("sin", np.sin, lambda x: un("sin", x), ["aten.sin.default"])
 unary("cos", np.cos, lambda x: un("cos", x), ["aten.cos.default"])
 unary("tan", np.tan, lambda x: un("tan", x), ["aten.tan.default"])
-unary("asin", np.arcsin, lambda x: un("asin", x), ["aten.asin.default"], samples=lambda rng: [([rand(rng, (3, 17), low=-0.9, high=0.9)], {})])
-unary("acos", np.arccos, lambda x: un("acos", x), ["aten.acos.default"], samples=lambda rng: [([rand(rng, (3, 17), low=-0.9, high=0.9)], {})])
+unary("asin", np.arcsin, lambda x: un("asin", x), ["aten.asin.default"],
+      samples=lambda rng: [([rand(rng, (3, 17), low=-0.9, high=0.9)], {})])
+unary("acos", np.arccos, lambda x: un("acos", x), ["aten.acos.default"],
+      samples=lambda rng: [([rand(rng, (3, 17), low=-0.9, high=0.9)], {})])
 unary("atan", np.arctan, lambda x: un("atan", x), ["aten.atan.default"])
 unary("sinh", np.sinh, lambda x: un("sinh", x), ["aten.sinh.default"])
 unary("cosh", np.cosh, lambda x: un("cosh", x), ["aten.cosh.default"])
 unary("tanh", np.tanh, lambda x: un("tanh", x), ["aten.tanh.default"])
 unary("asinh", np.arcsinh, lambda x: un("asinh", x), ["aten.asinh.default"])
-unary("acosh", np.arccosh, lambda x: un("acosh", x), ["aten.acosh.default"], samples=lambda rng: [([positive(rng, (3, 17)) + 1], {})])
-unary("atanh", np.arctanh, lambda x: un("atanh", x), ["aten.atanh.default"], samples=lambda rng: [([rand(rng, (3, 17), low=-0.9, high=0.9)], {})])
+unary("acosh", np.arccosh, lambda x: un("acosh", x), ["aten.acosh.default"],
+      samples=lambda rng: [([positive(rng, (3, 17)) + 1], {})])
+unary("atanh", np.arctanh, lambda x: un("atanh", x), ["aten.atanh.default"],
+      samples=lambda rng: [([rand(rng, (3, 17), low=-0.9, high=0.9)], {})])
 unary("erf", _erf_np, lambda x: un("erf", x), ["aten.erf.default"])
 unary("sigmoid", _np_sigmoid, _sigmoid, ["aten.sigmoid.default"])
 unary("silu", lambda x: (x * _np_sigmoid(x)).astype(x.dtype), lambda x: x * _sigmoid(x), ["aten.silu.default"])
-unary("gelu", _gelu_np, _gelu, {"aten.gelu.default": lambda b, x, approximate="none": b.call("gelu", [x], approximate=approximate)})
-unary("softplus", lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(x * beta)) / beta).astype(x.dtype),
+unary("gelu", _gelu_np, _gelu,
+      {"aten.gelu.default": lambda b, x, approximate="none": b.call("gelu", [x], approximate=approximate)})
+unary("softplus",
+      lambda x, beta=1.0, threshold=20.0:
+          np.where(x * beta > threshold, x, np.log1p(np.exp(x * beta)) / beta).astype(x.dtype),
       lambda x, beta=1.0, threshold=20.0: select(compare("gt", x * _f(x, beta), _f(x, threshold)), x,
                                                  un("log1p", un("exp", x * _f(x, beta))) / _f(x, beta)),
-      {"aten.softplus.default": lambda b, x, beta=1, threshold=20: b.call("softplus", [x], beta=float(beta), threshold=float(threshold))})
+      {"aten.softplus.default": lambda b, x, beta=1, threshold=20:
+          b.call("softplus", [x], beta=float(beta), threshold=float(threshold))})
 unary("mish", lambda x: (x * np.tanh(np.log1p(np.exp(x)))).astype(x.dtype),
       lambda x: x * un("tanh", un("log1p", un("exp", x))), ["aten.mish.default"])
-unary("elu", lambda x, alpha=1.0, scale=1.0, input_scale=1.0: (scale * np.where(x > 0, x, alpha * np.expm1(x * input_scale))).astype(x.dtype),
-      lambda x, alpha=1.0, scale=1.0, input_scale=1.0: select(compare("gt", x, _f(x, 0)), x, un("expm1", x * _f(x, input_scale)) * _f(x, alpha)) * _f(x, scale),
-      {"aten.elu.default": lambda b, x, alpha=1, scale=1, input_scale=1: b.call("elu", [x], alpha=float(alpha), scale=float(scale), input_scale=float(input_scale))})
+unary("elu",
+      lambda x, alpha=1.0, scale=1.0, input_scale=1.0:
+          (scale * np.where(x > 0, x, alpha * np.expm1(x * input_scale))).astype(x.dtype),
+      lambda x, alpha=1.0, scale=1.0, input_scale=1.0:
+          select(compare("gt", x, _f(x, 0)), x, un("expm1", x * _f(x, input_scale)) * _f(x, alpha)) * _f(x, scale),
+      {"aten.elu.default": lambda b, x, alpha=1, scale=1, input_scale=1:
+          b.call("elu", [x], alpha=float(alpha), scale=float(scale), input_scale=float(input_scale))})
 
 # -- unary ops that keep the dtype ------------------------------------------------------------------
 unary("neg", np.negative, lambda x: -x, ["aten.neg.default"], dtypes=NUM, promote=None)
 unary("abs", np.abs, lambda x: un("abs", x), ["aten.abs.default"], dtypes=NUM, promote=None)
-unary("relu", lambda x: np.maximum(x, 0).astype(x.dtype), lambda x: maximum(x, _f(x, 0)), ["aten.relu.default"], dtypes=NUM, promote=None)
-unary("floor", np.floor, lambda x: un("floor", x) if is_float(x.dtype) else x, ["aten.floor.default"], dtypes=NUM, promote=None)
-unary("ceil", np.ceil, lambda x: un("ceil", x) if is_float(x.dtype) else x, ["aten.ceil.default"], dtypes=NUM, promote=None)
-unary("round", np.round, lambda x: un("round", x) if is_float(x.dtype) else x, ["aten.round.default"], dtypes=NUM, promote=None)
-unary("trunc", np.trunc, lambda x: un("trunc", x) if is_float(x.dtype) else x, ["aten.trunc.default"], dtypes=NUM, promote=None)
+unary("relu", lambda x: np.maximum(x, 0).astype(x.dtype), lambda x: maximum(x, _f(x, 0)), ["aten.relu.default"],
+      dtypes=NUM, promote=None)
+unary("floor", np.floor, lambda x: un("floor", x) if is_float(x.dtype) else x, ["aten.floor.default"],
+      dtypes=NUM, promote=None)
+unary("ceil", np.ceil, lambda x: un("ceil", x) if is_float(x.dtype) else x, ["aten.ceil.default"],
+      dtypes=NUM, promote=None)
+unary("round", np.round, lambda x: un("round", x) if is_float(x.dtype) else x, ["aten.round.default"],
+      dtypes=NUM, promote=None)
+unary("trunc", np.trunc, lambda x: un("trunc", x) if is_float(x.dtype) else x, ["aten.trunc.default"],
+      dtypes=NUM, promote=None)
 unary("sign", lambda x, nan_to_zero=False: np.where(np.isnan(x), 0, np.sign(x)).astype(x.dtype) if nan_to_zero
       else np.sign(x).astype(x.dtype),   # torch: sign(nan) == 0; numpy/ONNX: nan
-      lambda x, nan_to_zero=False: select(compare("gt", x, _f(x, 0)), _f(x, 1), select(compare("lt", x, _f(x, 0)), _f(x, -1),
-                                          _f(x, 0) if nan_to_zero else x * _f(x, 0))) if is_float(x.dtype)
+      lambda x, nan_to_zero=False: select(compare("gt", x, _f(x, 0)), _f(x, 1),
+                                          select(compare("lt", x, _f(x, 0)), _f(x, -1),
+                                                 _f(x, 0) if nan_to_zero else x * _f(x, 0))) if is_float(x.dtype)
       else cast(x.dtype, compare("gt", x, _f(x, 0))) - cast(x.dtype, compare("lt", x, _f(x, 0))),
       {"aten.sign.default": lambda b, x: b.call("sign", [x], nan_to_zero=True)}, dtypes=NUM, promote=None)
 unary("logical_not", np.logical_not, lambda x: un("not", compare("ne", x, _f(x, 0)) if x.dtype != "bool" else x),
       ["aten.logical_not.default"], dtypes=ALL, promote=None, out_dtype="bool")
-unary("bitwise_not", np.invert, lambda x: un("not", x), ["aten.bitwise_not.default"], dtypes=("int32", "int64", "int8", "uint8", "bool"), promote=None,
+unary("bitwise_not", np.invert, lambda x: un("not", x), ["aten.bitwise_not.default"],
+      dtypes=("int32", "int64", "int8", "uint8", "bool"), promote=None,
       samples=lambda rng: [([rand(rng, (3, 17), "int32")], {})])
 unary("isnan", np.isnan, lambda x: un("isnan", x) if is_float(x.dtype) else compare("ne", x, x),
       ["aten.isnan.default"], dtypes=NUM, promote=None, out_dtype="bool")
@@ -151,7 +184,8 @@ unary("isinf", np.isinf, lambda x: un("isinf", x) if is_float(x.dtype) else comp
       ["aten.isinf.default"], dtypes=NUM, promote=None, out_dtype="bool")
 unary("hardtanh", lambda x, lo=-1.0, hi=1.0: np.clip(x, lo, hi).astype(x.dtype),
       lambda x, lo=-1.0, hi=1.0: minimum(maximum(x, _f(x, lo)), _f(x, hi)),
-      {"aten.hardtanh.default": lambda b, x, min_val=-1.0, max_val=1.0: b.call("hardtanh", [x], lo=min_val, hi=max_val)},
+      {"aten.hardtanh.default": lambda b, x, min_val=-1.0, max_val=1.0:
+          b.call("hardtanh", [x], lo=min_val, hi=max_val)},
       dtypes=NUM, promote=None)
 unary("hardsigmoid", lambda x: (np.clip(x / 6 + 0.5, 0, 1)).astype(x.dtype),
       lambda x: minimum(maximum(x * (1.0 / 6.0) + 0.5, _f(x, 0)), _f(x, 1)), ["aten.hardsigmoid.default"])
@@ -159,18 +193,22 @@ unary("hardswish", lambda x: (x * np.clip(x / 6 + 0.5, 0, 1)).astype(x.dtype),
       lambda x: x * minimum(maximum(x * (1.0 / 6.0) + 0.5, _f(x, 0)), _f(x, 1)), ["aten.hardswish.default"])
 unary("leaky_relu", lambda x, slope=0.01: np.where(x > 0, x, x * slope).astype(x.dtype),
       lambda x, slope=0.01: select(compare("gt", x, _f(x, 0)), x, x * _f(x, slope)),
-      {"aten.leaky_relu.default": lambda b, x, negative_slope=0.01: b.call("leaky_relu", [x], slope=float(negative_slope))})
+      {"aten.leaky_relu.default": lambda b, x, negative_slope=0.01:
+          b.call("leaky_relu", [x], slope=float(negative_slope))})
 unary("cast", cast_array,
       lambda x, dtype: cast(dtype, compare("ne", x, _f(x, 0))) if dtype == "bool" else cast(dtype, x),
-      {}, dtypes=STORE, promote=None, out_dtype="attr", samples=lambda rng: [([rand(rng, (3, 17))], {"dtype": "int32"}),
-                                                           ([rand(rng, (3, 5), "int64")], {"dtype": "float32"}),
-                                                           ([rand(rng, (3, 7), "float64")], {"dtype": "float16"}),
-                                                           ([rand(rng, (3, 7))], {"dtype": "bfloat16"}),
-                                                           ([rand(rng, (3, 7))], {"dtype": "int16"})])
+      {}, dtypes=STORE, promote=None, out_dtype="attr",
+      samples=lambda rng: [([rand(rng, (3, 17))], {"dtype": "int32"}),
+                           ([rand(rng, (3, 5), "int64")], {"dtype": "float32"}),
+                           ([rand(rng, (3, 7), "float64")], {"dtype": "float16"}),
+                           ([rand(rng, (3, 7))], {"dtype": "bfloat16"}),
+                           ([rand(rng, (3, 7))], {"dtype": "int16"})])
 register(OpDef("copy", Kind.ELEMWISE, lambda t, **_: [t[0]], lambda x: x.copy(),
                lambda x: te.compute(x.shape, lambda *i: x[i], "copy"), {}, None,
                lambda rng: [([rand(rng, (3, 4))], {})], STORE))
-unary("clamp", lambda x, lo=None, hi=None: np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi).astype(x.dtype),
+unary("clamp",
+      lambda x, lo=None, hi=None:
+          np.clip(x, -np.inf if lo is None else lo, np.inf if hi is None else hi).astype(x.dtype),
       lambda x, lo=None, hi=None: _clamp(x, lo, hi), {}, dtypes=NUM, promote=None,
       samples=lambda rng: [([rand(rng, (3, 17))], {"lo": -0.5, "hi": 0.7}), ([rand(rng, (3, 5))], {"lo": 0.0})])
 
@@ -199,7 +237,8 @@ def _np_truncdiv(a, b):
 
 binary("add", lambda a, b: (a + b).astype(a.dtype), lambda a, b: a + b, {})
 binary("sub", lambda a, b: (a - b).astype(a.dtype), lambda a, b: a - b, {})
-binary("mul", lambda a, b: (a * b).astype(a.dtype), lambda a, b: binary_expr("and", a, b) if a.dtype == "bool" else a * b,
+binary("mul", lambda a, b: (a * b).astype(a.dtype),
+       lambda a, b: binary_expr("and", a, b) if a.dtype == "bool" else a * b,
        ["aten.mul.Tensor", "aten.mul.Scalar"], dtypes=ALL)
 binary("div", lambda a, b: (a / b).astype(a.dtype), lambda a, b: a / b, {}, dtypes=NUM, promote="float",
        samples=lambda rng: [([rand(rng, (4, 1, 9)), positive(rng, (5, 1))], {})])
@@ -220,15 +259,19 @@ def _floordiv(a, b):
 
 
 binary("floordiv", _np_floordiv, _floordiv, {}, promote="common",
-       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}), ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
+       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}),
+                            ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
 binary("truncdiv", _np_truncdiv, lambda a, b: binary_expr("truncdiv", a, b), {}, promote="common",
-       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}), ([rand(rng, (4, 9), "int64"), rand(rng, (4, 9), "int64") + 11], {})])
+       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}),
+                            ([rand(rng, (4, 9), "int64"), rand(rng, (4, 9), "int64") + 11], {})])
 binary("remainder", lambda a, b: np.remainder(a, b).astype(a.dtype), lambda a, b: binary_expr("floormod", a, b),
        ["aten.remainder.Tensor", "aten.remainder.Scalar"],
-       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}), ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
+       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}),
+                            ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
 binary("fmod", lambda a, b: np.fmod(a, b).astype(a.dtype), lambda a, b: binary_expr("truncmod", a, b),
        ["aten.fmod.Tensor", "aten.fmod.Scalar"],
-       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}), ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
+       samples=lambda rng: [([rand(rng, (4, 9)), positive(rng, (4, 9))], {}),
+                            ([rand(rng, (4, 9), "int32"), rand(rng, (4, 9), "int32") + 11], {})])
 def _pow_scalar(b, x, exponent):
     """x ** c: the exponents torch's CPU kernel computes without pow (2, 3, -2, 0.5, -0.5, -1) the same way
     here, with no libm call per element; any other through pow."""
@@ -249,12 +292,15 @@ binary("atan2", lambda a, b: np.arctan2(a, b).astype(a.dtype), lambda a, b: bina
        ["aten.atan2.default"], dtypes=FLT, promote="float")
 binary("maximum", lambda a, b: np.maximum(a, b), maximum, ["aten.maximum.default"])
 binary("minimum", lambda a, b: np.minimum(a, b), minimum, ["aten.minimum.default"])
-binary("bitwise_and", np.bitwise_and, lambda a, b: binary_expr("and", a, b), ["aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar"],
-       dtypes=("int32", "int64", "int8", "uint8", "bool"), samples=lambda rng: [([rand(rng, (3, 4), "int32"), rand(rng, (3, 4), "int32")], {})])
-binary("bitwise_or", np.bitwise_or, lambda a, b: binary_expr("or", a, b), ["aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar"],
-       dtypes=("int32", "int64", "int8", "uint8", "bool"), samples=lambda rng: [([rand(rng, (3, 4), "bool"), rand(rng, (3, 4), "bool")], {})])
-binary("bitwise_xor", np.bitwise_xor, lambda a, b: binary_expr("xor", a, b), ["aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"],
-       dtypes=("int32", "int64", "int8", "uint8", "bool"), samples=lambda rng: [([rand(rng, (3, 4), "int64"), rand(rng, (3, 4), "int64")], {})])
+binary("bitwise_and", np.bitwise_and, lambda a, b: binary_expr("and", a, b),
+       ["aten.bitwise_and.Tensor", "aten.bitwise_and.Scalar"], dtypes=("int32", "int64", "int8", "uint8", "bool"),
+       samples=lambda rng: [([rand(rng, (3, 4), "int32"), rand(rng, (3, 4), "int32")], {})])
+binary("bitwise_or", np.bitwise_or, lambda a, b: binary_expr("or", a, b),
+       ["aten.bitwise_or.Tensor", "aten.bitwise_or.Scalar"], dtypes=("int32", "int64", "int8", "uint8", "bool"),
+       samples=lambda rng: [([rand(rng, (3, 4), "bool"), rand(rng, (3, 4), "bool")], {})])
+binary("bitwise_xor", np.bitwise_xor, lambda a, b: binary_expr("xor", a, b),
+       ["aten.bitwise_xor.Tensor", "aten.bitwise_xor.Scalar"], dtypes=("int32", "int64", "int8", "uint8", "bool"),
+       samples=lambda rng: [([rand(rng, (3, 4), "int64"), rand(rng, (3, 4), "int64")], {})])
 
 
 def _truthy(x):
@@ -299,7 +345,8 @@ def _div(b, x, y, rounding_mode=None):
 
 
 def _clamp_aten(b, x, min=None, max=None):
-    if (min is not None and not isinstance(min, (int, float))) or (max is not None and not isinstance(max, (int, float))):
+    if (min is not None and not isinstance(min, (int, float))) \
+            or (max is not None and not isinstance(max, (int, float))):
         lo = x if min is None else b.call("maximum", [x, min])
         return lo if max is None else b.call("minimum", [lo, max])
     dtype = b.result_type([x] + [v for v in (min, max) if v is not None])
@@ -315,7 +362,8 @@ _ATEN_EXTRA = {   # ATen overloads whose arguments need handling, by the op they
     "sub": {"aten.sub.Tensor": _add_sub("sub"), "aten.sub.Scalar": _add_sub("sub"),
             "aten.rsub.Scalar": lambda b, x, y, alpha=1: _add_sub("sub")(b, y, x, alpha) if alpha == 1 else
             b.call("sub", [y, b.call("mul", [x, alpha])])},
-    "div": {"aten.div.Tensor": _div, "aten.div.Scalar": _div, "aten.div.Tensor_mode": _div, "aten.div.Scalar_mode": _div},
+    "div": {"aten.div.Tensor": _div, "aten.div.Scalar": _div,
+            "aten.div.Tensor_mode": _div, "aten.div.Scalar_mode": _div},
     "floordiv": {"aten.floor_divide.default": lambda b, x, y: b.call("floordiv", [x, y])},
     "clamp": {"aten.clamp.default": _clamp_aten, "aten.clamp.Tensor": _clamp_aten,
               "aten.clamp_min.default": lambda b, x, m: _clamp_aten(b, x, min=m),
@@ -329,7 +377,7 @@ for _table in _ATEN_EXTRA.values():
         register_aten(_target, _conv)
 
 
-# -- randomized leaky relu in eval mode: the slope is the middle of its range (training draws random slopes) ----------
+# -- randomized leaky relu in eval mode: the slope is the middle of its range (training draws random slopes) -----
 def _rrelu(b, x, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
     if training:
         from ..errors import UnsupportedOpError

@@ -40,7 +40,8 @@ def _compute(x, grid, mode="bilinear", align_corners=False):
 
     def tap(n, c, yi, xi):
         """x[n, c, yi, xi] for integer (float-typed) coordinates, zero outside the image."""
-        ok = binary("and", binary("and", compare("ge", xi, Const(0.0, x.dtype)), compare("le", xi, Const(W - 1.0, x.dtype))),
+        ok = binary("and",
+                    binary("and", compare("ge", xi, Const(0.0, x.dtype)), compare("le", xi, Const(W - 1.0, x.dtype))),
                     binary("and", compare("ge", yi, Const(0.0, x.dtype)), compare("le", yi, Const(H - 1.0, x.dtype))))
         xc = minimum(maximum(cast("int64", unary("floor", xi)), as_expr(0)), as_expr(W - 1))
         yc = minimum(maximum(cast("int64", unary("floor", yi)), as_expr(0)), as_expr(H - 1))
@@ -87,11 +88,14 @@ def _aten(b, x, grid, interpolation_mode, padding_mode, align_corners):
     x, grid = b.promote(x, grid)
     if not is_float(x.dtype):
         raise UnsupportedOpError("grid_sample of an integer tensor")
-    return b.call("grid_sample", [x, grid], mode=("bilinear", "nearest")[interpolation_mode], align_corners=bool(align_corners))
+    return b.call("grid_sample", [x, grid], mode=("bilinear", "nearest")[interpolation_mode],
+                  align_corners=bool(align_corners))
 
 
 register(OpDef("grid_sample", Kind.INJECTIVE, _infer, _ref, _compute, {"aten.grid_sampler_2d.default": _aten}, None,
                lambda rng: [([rand(rng, (2, 3, 5, 6)), rand(rng, (2, 4, 7, 2), low=-1.3, high=1.3)], {}),
-                            ([rand(rng, (1, 2, 4, 5)), rand(rng, (1, 3, 3, 2), low=-1.2, high=1.2)], {"align_corners": True}),
-                            ([rand(rng, (1, 2, 4, 5)), rand(rng, (1, 3, 4, 2), low=-1.2, high=1.2)], {"mode": "nearest"})],
+                            ([rand(rng, (1, 2, 4, 5)), rand(rng, (1, 3, 3, 2), low=-1.2, high=1.2)],
+                             {"align_corners": True}),
+                            ([rand(rng, (1, 2, 4, 5)), rand(rng, (1, 3, 4, 2), low=-1.2, high=1.2)],
+                             {"mode": "nearest"})],
                FLT))

@@ -96,7 +96,8 @@ def _index(x, *idx, dims, in_range=False):
         others = iter(i[:pos] + i[pos + nb:])
         coords = {d: next(others) for d in rest}
         for t, d in zip(idx, dims):
-            coords[d] = cast("int64", bcast(t, bi)) if in_range else check_index(bcast(t, bi), x.shape[d], "index", wrap=True)
+            coords[d] = cast("int64", bcast(t, bi)) if in_range \
+                else check_index(bcast(t, bi), x.shape[d], "index", wrap=True)
         return x[tuple(coords[d] for d in range(x.ndim))]
     return te.compute(shape, body, "index")
 
@@ -133,12 +134,13 @@ def _index_aten(b, x, indices):
 register(OpDef("index", Kind.INJECTIVE, _index_infer, _index_ref, _index,
                {"aten.index.Tensor": _index_aten, "aten._unsafe_index.Tensor": _index_aten}, None,
                lambda rng: [([rand(rng, (5, 6, 7)), np.array([[0, 4], [-1, 2]]), np.array([6, -7])], {"dims": (0, 2)}),
-                            ([rand(rng, (4, 5, 3)), np.array([[1], [3]], dtype="int32"), np.array([0, 2, -2])], {"dims": (1, 2)}),
+                            ([rand(rng, (4, 5, 3)), np.array([[1], [3]], dtype="int32"), np.array([0, 2, -2])],
+                             {"dims": (1, 2)}),
                             ([rand(rng, (3, 4), "int64"), np.array([2, 0, 2, 1])], {"dims": (1,)})],
                ALL))
 
 
-# -- index_put: out = x; out[idx] = values (or += values) ---------------------------------------------------------------
+# -- index_put: out = x; out[idx] = values (or += values) --------------------------------------------------------------
 def _index_put_infer(types, dims, accumulate=False, shape=None):
     """shape: x is a 0-d fill value of a tensor of that shape (index_put into zeros: an embedding's gradient)."""
     x, v, idx = types[0], types[1], types[2:]
@@ -226,16 +228,19 @@ def _index_put_aten(b, x, indices, values, accumulate=False):
 register(OpDef("index_put", Kind.OPAQUE, _index_put_infer, _index_put_ref, _index_put,
                {"aten.index_put.default": _index_put_aten, "aten._unsafe_index_put.default": _index_put_aten}, None,
                lambda rng: [([rand(rng, (6, 3)), rand(rng, (4, 3)), np.array([0, 5, -1, 2])], {"dims": (0,)}),
-                            ([rand(rng, (6, 3)), rand(rng, (5, 1)), np.array([1, 5, 1, -1, 1])], {"dims": (0,), "accumulate": True}),
-                            ([rand(rng, (4, 5, 2), "int64"), rand(rng, (2,), "int64"), np.array([[0, 3], [3, 3]]), np.array([4, -1])],
+                            ([rand(rng, (6, 3)), rand(rng, (5, 1)), np.array([1, 5, 1, -1, 1])],
+                             {"dims": (0,), "accumulate": True}),
+                            ([rand(rng, (4, 5, 2), "int64"), rand(rng, (2,), "int64"), np.array([[0, 3], [3, 3]]),
+                              np.array([4, -1])],
                              {"dims": (0, 1), "accumulate": True}),
-                            ([np.array(0.0, np.float32), rand(rng, (5, 19)), np.array([3, 40, 3, -1, 0])],   # into zeros
+                            ([np.array(0.0, np.float32), rand(rng, (5, 19)), np.array([3, 40, 3, -1, 0])],  # into zeros
                              {"dims": (0,), "accumulate": True, "shape": (41, 19)}),
-                            ([np.array(True), rand(rng, (2, 3)) > 0, np.array([1, 4])], {"dims": (1,), "shape": (2, 5, 3)})],
+                            ([np.array(True), rand(rng, (2, 3)) > 0, np.array([1, 4])],
+                             {"dims": (1,), "shape": (2, 5, 3)})],
                ALL))
 
 
-# -- scatter / scatter_add / scatter_reduce along one dim -----------------------------------------------------------------
+# -- scatter / scatter_add / scatter_reduce along one dim --------------------------------------------------------------
 _IDENTITY = {"sum": 0, "prod": 1, "amax": -math.inf, "amin": math.inf}
 
 
@@ -336,15 +341,18 @@ register(OpDef("scatter", Kind.OPAQUE, _scatter_infer, _scatter_ref, _scatter,
                 "aten.scatter_reduce.two": lambda b, x, dim, index, src, reduce, include_self=True:
                     _scatter_aten()(b, x, dim, index, src, reduce, include_self)}, None,
                lambda rng: [([rand(rng, (4, 5)), np.array([[0, 3, 4], [2, 0, 1]]), rand(rng, (2, 4))], {"dim": 1}),
-                            ([rand(rng, (4, 5)), np.array([[0, 3, 3], [3, 3, 0]]), rand(rng, (3, 3))], {"dim": 0, "reduce": "sum"}),
-                            ([rand(rng, (3, 4)), np.array([[1, 1], [0, 1]]), rand(rng, (2, 2))], {"dim": 1, "reduce": "prod", "include_self": False}),
+                            ([rand(rng, (4, 5)), np.array([[0, 3, 3], [3, 3, 0]]), rand(rng, (3, 3))],
+                             {"dim": 0, "reduce": "sum"}),
+                            ([rand(rng, (3, 4)), np.array([[1, 1], [0, 1]]), rand(rng, (2, 2))],
+                             {"dim": 1, "reduce": "prod", "include_self": False}),
                             ([rand(rng, (3, 4), "int64"), np.array([[1, 1, 3], [0, 1, 1]]), rand(rng, (2, 3), "int64")],
                              {"dim": 1, "reduce": "amax", "include_self": False}),
-                            ([rand(rng, (3, 4)), np.array([[2, 2, 1, 0]]), rand(rng, (1, 4))], {"dim": 0, "reduce": "amin"})],
+                            ([rand(rng, (3, 4)), np.array([[2, 2, 1, 0]]), rand(rng, (1, 4))],
+                             {"dim": 0, "reduce": "amin"})],
                ALL))
 
 
-# -- ATen glue composed of registry ops --------------------------------------------------------------------------------------
+# -- ATen glue composed of registry ops --------------------------------------------------------------------------------
 def _full_like(b, x, fill_value, dtype=None, **_):
     from .common import np_dtype
     if not isinstance(fill_value, (int, float, bool)):

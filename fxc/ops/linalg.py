@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import ShapeError
 from ..lowering import te
 from ..lowering.expr import Const, as_expr, binary, compare, minimum, select
 from ..relay_like.graph import TensorType

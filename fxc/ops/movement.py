@@ -114,7 +114,8 @@ def _view(b, x, shape):
 
 
 def _squeeze(b, x, dims=None):
-    dims = range(x.type.ndim) if dims is None else [norm_axis(d, x.type.ndim) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
+    dims = range(x.type.ndim) if dims is None else \
+        [norm_axis(d, x.type.ndim) for d in (dims if isinstance(dims, (list, tuple)) else [dims])]
     return b.call("reshape", [x], shape=tuple(s for d, s in enumerate(x.shape) if not (d in dims and s == 1)))
 
 
@@ -156,7 +157,8 @@ def _transpose(b, x, d0, d1):
     return b.call("permute", [x], dims=tuple(dims))
 
 
-op("permute", Kind.INJECTIVE, _permute_infer, lambda x, dims: np.ascontiguousarray(np.transpose(x, _perm(dims, x.ndim))), _permute,
+op("permute", Kind.INJECTIVE, _permute_infer,
+   lambda x, dims: np.ascontiguousarray(np.transpose(x, _perm(dims, x.ndim))), _permute,
    {"aten.permute.default": lambda b, x, dims: b.call("permute", [x], dims=tuple(dims)),
     "aten.t.default": lambda b, x: _transpose(b, x, 0, 1) if x.type.ndim == 2 else x,
     "aten.transpose.int": _transpose},
@@ -182,7 +184,8 @@ def _expand_shape(shape, size):
 def _expand(x, size):
     shape = _expand_shape(x.shape, size)
     off = len(shape) - x.ndim
-    return te.compute(shape, lambda *i: x[tuple(as_expr(0) if x.shape[d] == 1 else i[d + off] for d in range(x.ndim))], "expand")
+    return te.compute(shape, lambda *i: x[tuple(as_expr(0) if x.shape[d] == 1 else i[d + off] for d in range(x.ndim))],
+                      "expand")
 
 
 op("expand", Kind.BROADCAST, lambda t, size: [TensorType(_expand_shape(t[0].shape, size), t[0].dtype)],
@@ -229,7 +232,8 @@ def _slice_aten(b, x, dim=0, start=None, end=None, step=1):
     if step <= 0:
         raise UnsupportedOpError("slice step must be positive")
     big = 1 << 62
-    return b.call("slice", [x], dim=dim, start=start if start is None or abs(start) < big else (0 if start < 0 else big),
+    return b.call("slice", [x], dim=dim,
+                  start=start if start is None or abs(start) < big else (0 if start < 0 else big),
                   end=None if end is None or end >= big else end, step=step)
 
 
@@ -307,7 +311,8 @@ def _pad_infer(types, pad, value=0.0, mode="constant"):
     shape = tuple(s + a + b for s, (a, b) in zip(t.shape, w))
     if any(s < 0 for s in shape):
         raise ShapeError(f"pad {pad} makes a negative size")
-    if mode != "constant" and any(a > s or b > s or (mode == "reflect" and (a >= s or b >= s)) for s, (a, b) in zip(t.shape, w)):
+    if mode != "constant" and any(a > s or b > s or (mode == "reflect" and (a >= s or b >= s))
+                                  for s, (a, b) in zip(t.shape, w)):
         raise ShapeError(f"{mode} padding {pad} is larger than the input {t.shape}")
     return [TensorType(shape, t.dtype)]
 
@@ -354,7 +359,8 @@ def _pad_ref(x, pad, value=0.0, mode="constant"):
 
 
 op("pad", Kind.INJECTIVE, _pad_infer, _pad_ref, _pad,
-   {"aten.constant_pad_nd.default": lambda b, x, pad, value=0: b.call("pad", [x], pad=tuple(pad), value=value, mode="constant"),
+   {"aten.constant_pad_nd.default": lambda b, x, pad, value=0:
+        b.call("pad", [x], pad=tuple(pad), value=value, mode="constant"),
     "aten.reflection_pad1d.default": lambda b, x, pad: b.call("pad", [x], pad=tuple(pad), mode="reflect"),
     "aten.reflection_pad2d.default": lambda b, x, pad: b.call("pad", [x], pad=tuple(pad), mode="reflect"),
     "aten.reflection_pad3d.default": lambda b, x, pad: b.call("pad", [x], pad=tuple(pad), mode="reflect"),
@@ -370,7 +376,9 @@ op("pad", Kind.INJECTIVE, _pad_infer, _pad_ref, _pad,
 # -- flip / repeat -----------------------------------------------------------------------------------------------
 def _flip(x, dims):
     dims = {norm_axis(d, x.ndim) for d in dims}
-    return te.compute(x.shape, lambda *i: x[tuple((x.shape[d] - 1) - i[d] if d in dims else i[d] for d in range(x.ndim))], "flip")
+    return te.compute(x.shape,
+                      lambda *i: x[tuple((x.shape[d] - 1) - i[d] if d in dims else i[d] for d in range(x.ndim))],
+                      "flip")
 
 
 op("flip", Kind.INJECTIVE, lambda t, dims: [t[0]], lambda x, dims: np.ascontiguousarray(np.flip(x, dims)), _flip,
@@ -386,7 +394,9 @@ def _repeat_shape(shape, repeats):
 def _repeat(x, repeats):
     shape = _repeat_shape(x.shape, repeats)
     off = len(shape) - x.ndim
-    return te.compute(shape, lambda *i: x[tuple(binary("imod", i[d + off], as_expr(x.shape[d])) for d in range(x.ndim))], "repeat")
+    return te.compute(shape,
+                      lambda *i: x[tuple(binary("imod", i[d + off], as_expr(x.shape[d])) for d in range(x.ndim))],
+                      "repeat")
 
 
 op("repeat", Kind.INJECTIVE, lambda t, repeats: [TensorType(_repeat_shape(t[0].shape, repeats), t[0].dtype)],
@@ -412,7 +422,8 @@ def _on_1d(b, op, x, dim, idx, scalar_shape):
 def _index_select(x, idx, dim):
     d = norm_axis(dim, x.ndim)
     shape = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
-    return te.compute(shape, lambda *i: x[i[:d] + (check_index(idx[i[d]], x.shape[d], "index_select"),) + i[d + 1:]], "index_select")
+    return te.compute(shape, lambda *i: x[i[:d] + (check_index(idx[i[d]], x.shape[d], "index_select"),) + i[d + 1:]],
+                      "index_select")
 
 
 def _index_select_ref(x, idx, dim):
@@ -420,7 +431,8 @@ def _index_select_ref(x, idx, dim):
 
 
 op("index_select", Kind.INJECTIVE,
-   lambda t, dim: [TensorType(t[0].shape[:norm_axis(dim, t[0].ndim)] + (t[1].shape[0],) + t[0].shape[norm_axis(dim, t[0].ndim) + 1:], t[0].dtype)],
+   lambda t, dim: [TensorType(t[0].shape[:norm_axis(dim, t[0].ndim)] + (t[1].shape[0],)
+                              + t[0].shape[norm_axis(dim, t[0].ndim) + 1:], t[0].dtype)],
    _index_select_ref, _index_select,
    {"aten.index_select.default": lambda b, x, dim, idx: _on_1d(b, "index_select", x, dim, idx, ())},
    lambda rng: [([rand(rng, (5, 3)), np.array([4, 0, 2, 2], dtype="int64")], {"dim": 0})])
@@ -433,7 +445,8 @@ def _embedding(w, idx):
 
 op("embedding", Kind.INJECTIVE, lambda t: [TensorType(t[1].shape + (t[0].shape[1],), t[0].dtype)],
    lambda w, idx: w[idx], _embedding,
-   {"aten.embedding.default": lambda b, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False: b.call("embedding", [w, idx])},
+   {"aten.embedding.default": lambda b, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False:
+        b.call("embedding", [w, idx])},
    lambda rng: [([rand(rng, (10, 4)), np.array([[1, 9, 0], [3, 3, 2]], dtype="int64")], {})])
 
 
@@ -443,18 +456,21 @@ def _gather_infer(types, dim):
 
 def _gather(x, idx, dim):
     d = norm_axis(dim, x.ndim)
-    return te.compute(idx.shape, lambda *i: x[i[:d] + (check_index(idx[i], x.shape[d], "gather"),) + i[d + 1:]], "gather")
+    return te.compute(idx.shape, lambda *i: x[i[:d] + (check_index(idx[i], x.shape[d], "gather"),) + i[d + 1:]],
+                      "gather")
 
 
 op("gather", Kind.INJECTIVE, _gather_infer, lambda x, idx, dim: np.take_along_axis(x, idx, axis=dim), _gather,
-   {"aten.gather.default": lambda b, x, dim, idx, sparse_grad=False: _on_1d(b, "gather", x, dim, idx, tuple(idx.shape))},
+   {"aten.gather.default": lambda b, x, dim, idx, sparse_grad=False:
+        _on_1d(b, "gather", x, dim, idx, tuple(idx.shape))},
    lambda rng: [([rand(rng, (3, 5)), np.array([[0, 4], [1, 1], [3, 2]], dtype="int64")], {"dim": 1})])
 
 
-# -- constants made by ATen factories (folded at compile time) ----------------------------------------------------------
+# -- constants made by ATen factories (folded at compile time) --------------------------------------------------------
 def _full(b, size, fill_value, dtype=None, **_):
     from .common import np_dtype
-    dtype = dtype or ("float32" if isinstance(fill_value, float) else "bool" if isinstance(fill_value, bool) else "int64")
+    dtype = dtype or ("float32" if isinstance(fill_value, float) else "bool" if isinstance(fill_value, bool)
+                      else "int64")
     if not isinstance(fill_value, (int, float, bool)):
         raise UnsupportedOpError("full with a tensor fill value")
     return b.const(np.full(tuple(size), fill_value, dtype=np_dtype(dtype)))
@@ -484,5 +500,6 @@ op("constant", Kind.OPAQUE, lambda t, **_: [], lambda: None, None,
     "aten.zeros.default": lambda b, size, dtype=None, **_: _full(b, size, 0, dtype or "float32"),
     "aten.ones.default": lambda b, size, dtype=None, **_: _full(b, size, 1, dtype or "float32"),
     "aten.empty.memory_format": _empty,
-    "aten.empty_permuted.default": lambda b, size, physical_layout, dtype=None, **_: _empty(b, size, dtype), "aten.empty_strided.default": lambda b, size, stride, dtype=None, **_: _empty(b, size, dtype)},
+    "aten.empty_permuted.default": lambda b, size, physical_layout, dtype=None, **_: _empty(b, size, dtype),
+    "aten.empty_strided.default": lambda b, size, stride, dtype=None, **_: _empty(b, size, dtype)},
    None, doc="ATen factory functions become graph constants (folded); this op itself never appears in a graph")

@@ -56,7 +56,8 @@ def _conv2d(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
         xv = x[n, c, h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
         return te.sum_(xv * w[o, rc[0], rh[0], rw[0]], [rc, rh, rw])
     depthwise = groups > 1 and cg == 1 and groups == x.shape[1]
-    attrs = {"schedule": "depthwise_conv2d", "x": x, "w": w, "stride": stride, "dilation": dilation} if depthwise else None
+    attrs = {"schedule": "depthwise_conv2d", "x": x, "w": w, "stride": stride, "dilation": dilation} if depthwise \
+        else None
     return te.compute((x.shape[0], o_, oh, ow), body, "conv2d", attrs)
 
 
@@ -139,7 +140,8 @@ def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv
                          f"weight, got {x.shape} and {w.shape}")
     oh = _conv_out(x.shape[2], w.shape[2], stride[0], dilation[0])
     ow = _conv_out(x.shape[3], w.shape[3], stride[1], dilation[1])
-    shape = (x.shape[0], -(-out_channels // LANES), oh, ow, LANES) if blocked_out else (x.shape[0], out_channels, oh, ow)
+    shape = (x.shape[0], -(-out_channels // LANES), oh, ow, LANES) if blocked_out \
+        else (x.shape[0], out_channels, oh, ow)
     return [TensorType(shape, x.dtype)]
 
 
@@ -152,8 +154,6 @@ def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, bl
     weights' sums (the epilogue of 0), which no reader takes for a channel."""
     _, c_, kh, kw, L = wp.shape
     li = x.shape[4] if blocked_in else L       # the elements of an input block: 16 channels (8 bf16x2 words)
-    oh = _conv_out(x.shape[2], kh, stride[0], dilation[0])
-    ow = _conv_out(x.shape[3], kw, stride[1], dilation[1])
     rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
     product = product or (lambda a, b: a * b)
 
@@ -250,7 +250,8 @@ def _pool_infer(types, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mod
         raise ShapeError(f"2-d pooling expects a 3-d or 4-d input, got {x.shape}")
     if any(p * 2 > k for p, k in zip(padding, kernel)):
         raise ShapeError("pooling padding must be at most half the kernel size")
-    return [TensorType(x.shape[:-2] + _pool_out(TensorType((1, 1) + x.shape[-2:], x.dtype), kernel, stride, padding, dilation, ceil_mode), x.dtype)]
+    return [TensorType(x.shape[:-2] + _pool_out(TensorType((1, 1) + x.shape[-2:], x.dtype), kernel, stride, padding,
+                                                dilation, ceil_mode), x.dtype)]
 
 
 def _window(x, i, r, stride, padding, dilation):
@@ -293,7 +294,8 @@ def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=Fals
                     w = ow * sw + off
                     ok = inside[kh]
                     if checked:
-                        ok = binary("and", ok, binary("and", compare("ge", w, as_expr(0)), compare("lt", w, as_expr(W))))
+                        ok = binary("and", ok,
+                                    binary("and", compare("ge", w, as_expr(0)), compare("lt", w, as_expr(W))))
                         w = minimum(maximum(w, as_expr(0)), as_expr(W - 1))
                     v = maximum(v, select(ok, xb[base[kh] + w], lo))
             return v
@@ -301,7 +303,8 @@ def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=Fals
         stmts = []
         n, vec = last - first + 1, LANES
         if n > 0:       # whole vectors, then one last vector overlapping them (stores are idempotent) for the rest
-            for start, count in ((first, n if n < vec else n // vec * vec), (last + 1 - vec, vec if n > vec and n % vec else 0)):
+            for start, count in ((first, n if n < vec else n // vec * vec),
+                                 (last + 1 - vec, vec if n > vec and n % vec else 0)):
                 if count:
                     stmts.append(For(j, count, Store(out, row + start + j, window(j + start, False)), "vectorize"))
         for start, count in ((0, min(first, OW)), (max(last + 1, first, 0), OW - max(last + 1, first, 0))):
@@ -325,7 +328,8 @@ def _max_pool_indices(x, vals, kernel, stride, padding=(0, 0), dilation=(1, 1), 
 
 
 def _pool_ref_windows(x, kernel, stride, padding, dilation, ceil_mode, fill):
-    oh, ow = _pool_infer([TensorType(x.shape, str(x.dtype))], kernel, stride, padding, dilation, ceil_mode)[0].shape[-2:]
+    oh, ow = _pool_infer([TensorType(x.shape, str(x.dtype))], kernel, stride, padding, dilation,
+                         ceil_mode)[0].shape[-2:]
     H, W = x.shape[-2:]
     pad_h = max((oh - 1) * stride[0] + dilation[0] * (kernel[0] - 1) + 1 - H - padding[0], 0)
     pad_w = max((ow - 1) * stride[1] + dilation[1] * (kernel[1] - 1) + 1 - W - padding[1], 0)
@@ -334,7 +338,8 @@ def _pool_ref_windows(x, kernel, stride, padding, dilation, ceil_mode, fill):
     wins = np.empty(x.shape[:-2] + (oh, ow, kernel[0] * kernel[1]))
     for a in range(kernel[0]):
         for c in range(kernel[1]):
-            wins[..., a * kernel[1] + c] = xp[..., a * dilation[0]: a * dilation[0] + stride[0] * (oh - 1) + 1: stride[0],
+            wins[..., a * kernel[1] + c] = xp[...,
+                                              a * dilation[0]: a * dilation[0] + stride[0] * (oh - 1) + 1: stride[0],
                                               c * dilation[1]: c * dilation[1] + stride[1] * (ow - 1) + 1: stride[1]]
     return wins
 
@@ -354,7 +359,8 @@ def _max_pool_indices_ref(x, vals, kernel, stride, padding=(0, 0), dilation=(1, 
 
 def _max_pool_aten(b, x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     k = _pair(kernel_size)
-    attrs = dict(kernel=k, stride=_pair(stride) if stride else k, padding=_pair(padding), dilation=_pair(dilation), ceil_mode=ceil_mode)
+    attrs = dict(kernel=k, stride=_pair(stride) if stride else k, padding=_pair(padding), dilation=_pair(dilation),
+                 ceil_mode=ceil_mode)
     vals = b.call("max_pool2d", [x], **attrs)
     return vals, b.call("max_pool2d_indices", [x, vals], **attrs)
 
@@ -366,10 +372,11 @@ register(OpDef("max_pool2d", Kind.OPAQUE, _pool_infer, _max_pool_ref, _max_pool,
                 "aten.max_pool2d.default": lambda b, x, *a, **k: _max_pool_aten(b, x, *a, **k)[0]},
                None, lambda rng: _pool_samples(rng) + [   # rows wide enough for whole and overlapping vectors
                    ([rand(rng, (1, 2, 5, 70))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
-                   ([rand(rng, (1, 1, 7, 53))], {"kernel": (3, 2), "stride": (1, 3), "padding": (1, 1), "dilation": (2, 2),
-                                                 "ceil_mode": True})],
+                   ([rand(rng, (1, 1, 7, 53))], {"kernel": (3, 2), "stride": (1, 3), "padding": (1, 1),
+                                                 "dilation": (2, 2), "ceil_mode": True})],
                ("float32", "float64", "int32", "int64")))
-register(OpDef("max_pool2d_indices", Kind.REDUCTION, lambda t, **a: [TensorType(_pool_infer(t[:1], **a)[0].shape, "int64")],
+register(OpDef("max_pool2d_indices", Kind.REDUCTION,
+               lambda t, **a: [TensorType(_pool_infer(t[:1], **a)[0].shape, "int64")],
                _max_pool_indices_ref, _max_pool_indices, {}, None,
                lambda rng: [([x := rand(rng, (1, 2, 9, 9)), _max_pool_ref(x, (3, 3), (2, 2), (1, 1))],
                              {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)})],
@@ -424,7 +431,8 @@ def _avg_pool_ref(x, kernel, stride, padding=(0, 0), ceil_mode=False, count_incl
     return (s / cnt).astype(x.dtype)
 
 
-def _avg_pool_aten(b, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+def _avg_pool_aten(b, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                   divisor_override=None):
     k = _pair(kernel_size)
     return b.call("avg_pool2d", [x], kernel=k, stride=_pair(stride) if stride else k, padding=_pair(padding),
                   ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=divisor_override)
@@ -433,7 +441,8 @@ def _avg_pool_aten(b, x, kernel_size, stride=(), padding=0, ceil_mode=False, cou
 register(OpDef("avg_pool2d", Kind.REDUCTION, _pool_infer, _avg_pool_ref, _avg_pool,
                {"aten.avg_pool2d.default": _avg_pool_aten}, None,
                lambda rng: [([rand(rng, (1, 2, 9, 9))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
-                            ([rand(rng, (1, 2, 9, 9))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "count_include_pad": False, "ceil_mode": True})],
+                            ([rand(rng, (1, 2, 9, 9))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
+                                                         "count_include_pad": False, "ceil_mode": True})],
                FLT))
 
 
@@ -489,7 +498,8 @@ def _adaptive_aten(b, x, output_size):
 
 
 register(OpDef("adaptive_avg_pool2d", Kind.REDUCTION, _adaptive_infer, _adaptive_ref, _adaptive_avg,
-               {"aten._adaptive_avg_pool2d.default": _adaptive_aten, "aten.adaptive_avg_pool2d.default": _adaptive_aten},
+               {"aten._adaptive_avg_pool2d.default": _adaptive_aten,
+                "aten.adaptive_avg_pool2d.default": _adaptive_aten},
                None, lambda rng: [([rand(rng, (1, 2, 7, 9))], {"output_size": (3, 4)})], FLT))
 
 

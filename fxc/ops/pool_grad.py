@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, is_float, binary, cast, compare, maximum, minimum, select
+from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..relay_like.graph import TensorType
 from .common import rand
 from .nn import avg_pool_count
@@ -86,7 +86,8 @@ def _argmax_of_windows(rng, shape, kernel, stride, padding, dilation=(1, 1)):
     """Saved indices of a real max pooling (sample input; ties make windows share a pixel)."""
     from .nn import _max_pool_indices_ref, _max_pool_ref
     x = rng.integers(0, 4, shape).astype("float32")
-    return _max_pool_indices_ref(x, _max_pool_ref(x, kernel, stride, padding, dilation), kernel, stride, padding, dilation)
+    return _max_pool_indices_ref(x, _max_pool_ref(x, kernel, stride, padding, dilation), kernel, stride, padding,
+                                 dilation)
 
 
 def _max_grad_aten(b, gy, x, kernel_size, stride, padding, dilation, ceil_mode, indices):
@@ -100,11 +101,14 @@ def _max_grad_aten(b, gy, x, kernel_size, stride, padding, dilation, ceil_mode, 
 register(OpDef("max_pool2d_grad", Kind.REDUCTION, _grad_infer, _max_grad_ref, _max_grad,
                {"aten.max_pool2d_with_indices_backward.default": _max_grad_aten}, None,
                lambda rng: [([rand(rng, (1, 2, 5, 5)), _argmax_of_windows(rng, (1, 2, 9, 9), (3, 3), (2, 2), (1, 1))],
-                             {"input_hw": (9, 9), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1), "dilation": (1, 1)}),
+                             {"input_hw": (9, 9), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
+                              "dilation": (1, 1)}),
                             ([rand(rng, (1, 2, 3, 6)), _argmax_of_windows(rng, (1, 2, 8, 11), (2, 3), (3, 2), (0, 1))],
-                             {"input_hw": (8, 11), "kernel": (2, 3), "stride": (3, 2), "padding": (0, 1), "dilation": (1, 1)}),
+                             {"input_hw": (8, 11), "kernel": (2, 3), "stride": (3, 2), "padding": (0, 1),
+                              "dilation": (1, 1)}),
                             ([rand(rng, (2, 3, 2)), _argmax_of_windows(rng, (2, 7, 7), (3, 3), (2, 2), (0, 0), (1, 2))],
-                             {"input_hw": (7, 7), "kernel": (3, 3), "stride": (2, 2), "padding": (0, 0), "dilation": (1, 2)})],
+                             {"input_hw": (7, 7), "kernel": (3, 3), "stride": (2, 2), "padding": (0, 0),
+                              "dilation": (1, 2)})],
                FLT + ("int64",)))
 
 
@@ -126,7 +130,8 @@ def _avg_grad(gy, input_hw, kernel, stride, padding, ceil_mode=False, count_incl
     return te.compute(gy.shape[:-2] + tuple(input_hw), body, "avg_pool2d_grad")
 
 
-def _avg_grad_ref(gy, input_hw, kernel, stride, padding, ceil_mode=False, count_include_pad=True, divisor_override=None):
+def _avg_grad_ref(gy, input_hw, kernel, stride, padding, ceil_mode=False, count_include_pad=True,
+                  divisor_override=None):
     H, W = input_hw
     out = np.zeros(gy.shape[:-2] + (H, W))
     oh, ow = gy.shape[-2:]
@@ -145,22 +150,26 @@ def _avg_grad_ref(gy, input_hw, kernel, stride, padding, ceil_mode=False, count_
 
 def _avg_grad_aten(b, gy, x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override=None):
     k = _pair(kernel_size)
-    return b.call("avg_pool2d_grad", [gy], input_hw=tuple(x.shape[-2:]), kernel=k, stride=_pair(stride) if stride else k,
+    return b.call("avg_pool2d_grad", [gy], input_hw=tuple(x.shape[-2:]), kernel=k,
+                  stride=_pair(stride) if stride else k,
                   padding=_pair(padding), ceil_mode=ceil_mode, count_include_pad=count_include_pad,
                   divisor_override=divisor_override)
 
 
 register(OpDef("avg_pool2d_grad", Kind.REDUCTION, _grad_infer, _avg_grad_ref, _avg_grad,
                {"aten.avg_pool2d_backward.default": _avg_grad_aten}, None,
-               lambda rng: [([rand(rng, (1, 2, 5, 5))], {"input_hw": (9, 9), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
-                            ([rand(rng, (1, 2, 5, 5))], {"input_hw": (9, 9), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
-                                                         "count_include_pad": False, "ceil_mode": True}),
-                            ([rand(rng, (2, 3, 4))], {"input_hw": (7, 9), "kernel": (2, 3), "stride": (2, 2), "padding": (0, 1),
-                                                      "divisor_override": 4})],
+               lambda rng: [([rand(rng, (1, 2, 5, 5))],
+                             {"input_hw": (9, 9), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
+                            ([rand(rng, (1, 2, 5, 5))],
+                             {"input_hw": (9, 9), "kernel": (3, 3), "stride": (2, 2), "padding": (1, 1),
+                              "count_include_pad": False, "ceil_mode": True}),
+                            ([rand(rng, (2, 3, 4))],
+                             {"input_hw": (7, 9), "kernel": (2, 3), "stride": (2, 2), "padding": (0, 1),
+                              "divisor_override": 4})],
                FLT))
 
 
-# -- adaptive average pooling's gradient: gi = A_h^T gy A_w with constant window-averaging matrices --------------------------
+# -- adaptive average pooling's gradient: gi = A_h^T gy A_w with constant window-averaging matrices --------------------
 def _window_matrix(n, o, dtype):
     a = np.zeros((o, n), dtype=dtype)
     for i in range(o):

@@ -32,7 +32,8 @@ class OpDef:
     infer: Callable                   # infer(list[TensorType], **attrs) -> list[TensorType]
     reference: Callable               # reference(*np.ndarray, **attrs) -> array or tuple of arrays
     compute: Optional[Callable]       # compute(*te.Tensor, **attrs) -> Tensor or tuple of Tensors
-    aten: dict = field(default_factory=dict)   # "aten.x.overload" -> converter(*args, **kwargs) -> (inputs, attrs) | None
+    # "aten.x.overload" -> converter(*args, **kwargs) -> (inputs, attrs) | None
+    aten: dict = field(default_factory=dict)
     promote: Optional[str] = "out"    # cast tensor inputs to: "out" dtype, "common" promoted dtype, or None
     samples: Optional[Callable] = None  # samples(rng) -> list of (list[np.ndarray], attrs)
     dtypes: tuple = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")  # supported input dtypes

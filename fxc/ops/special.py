@@ -430,7 +430,8 @@ special_unary("erfinv", _erfinv, ["aten.erfinv.default"],
               samples=lambda rng: [([rng.uniform(-1, 1, (4, 13)).astype("float32")], {}),
                                    ([np.array([1.0, -1.0, 0.0, 0.999999, -0.5, 1.5], "float32")], {})])
 special_unary("erfcx", _erfcx, ["aten.special_erfcx.default"],
-              samples=lambda rng: [([_wide(rng)], {}), ([np.array([-30.0, 30.0, 100.0, 1e4, np.inf, -np.inf], "float32")], {})])
+              samples=lambda rng: [([_wide(rng)], {}),
+                                   ([np.array([-30.0, 30.0, 100.0, 1e4, np.inf, -np.inf], "float32")], {})])
 special_unary("log_ndtr", _log_ndtr, ["aten.special_log_ndtr.default"])
 special_unary("ndtri", _ndtri, ["aten.special_ndtri.default"],
               samples=lambda rng: [([rng.uniform(0, 1, (4, 13)).astype("float32")], {}),
@@ -440,7 +441,8 @@ for _n in ("j0", "j1", "y0", "y1"):
     special_unary(f"bessel_{_n}", _bessel_jy(_n), [f"aten.special_bessel_{_n}.default"])
 special_unary("modified_bessel_i0", _bessel_i(0, False), ["aten.special_modified_bessel_i0.default", "aten.i0.default"],
               samples=lambda rng: [([_wide(rng)], {}), ([np.array([0.0, 29.9, 30.1, -50.0, 88.0], "float64")], {})])
-special_unary("modified_bessel_i1", _bessel_i(1, False), ["aten.special_modified_bessel_i1.default", "aten.special_i1.default"],
+special_unary("modified_bessel_i1", _bessel_i(1, False),
+              ["aten.special_modified_bessel_i1.default", "aten.special_i1.default"],
               samples=lambda rng: [([_wide(rng)], {}), ([np.array([0.0, 29.9, 30.1, -50.0, 88.0], "float64")], {})])
 special_unary("bessel_i0e", _bessel_i(0, True), ["aten.special_i0e.default"])
 special_unary("bessel_i1e", _bessel_i(1, True), ["aten.special_i1e.default"])
@@ -489,8 +491,8 @@ _binary("fmax", np.fmax, _fmaxmin("max"), ["aten.fmax.default"], dtypes=NUM, pro
 _binary("fmin", np.fmin, _fmaxmin("min"), ["aten.fmin.default"], dtypes=NUM, promote="common")
 
 register(OpDef("signbit", Kind.ELEMWISE, _infer("bool"), np.signbit,
-               _same_dtype_map(lambda x: un("signbit", x) if is_float(x.dtype) else compare("lt", x, as_expr(0, x.dtype)),
-                               "signbit"),
+               _same_dtype_map(lambda x: un("signbit", x) if is_float(x.dtype)
+                               else compare("lt", x, as_expr(0, x.dtype)), "signbit"),
                {"aten.signbit.default": None}, None,
                lambda rng: [([np.array([0.0, -0.0, -np.inf, np.nan, -np.nan, 2.5, -1e-40], "float32")], {}),
                             ([rand(rng, (3, 5), "int32")], {})], NUM))
@@ -501,7 +503,8 @@ def _angle(x):
     return select(un("isnan", x), x, select(compare("lt", x, Const(0.0, x.dtype)), pi, Const(0.0, x.dtype)))
 
 
-register(OpDef("angle", Kind.ELEMWISE, _infer(), lambda x: np.where(np.isnan(x), x, np.where(x < 0, np.pi, 0)).astype(x.dtype),
+register(OpDef("angle", Kind.ELEMWISE, _infer(),
+               lambda x: np.where(np.isnan(x), x, np.where(x < 0, np.pi, 0)).astype(x.dtype),
                _same_dtype_map(_angle, "angle"), {"aten.angle.default": None}, "float",
                lambda rng: [([np.array([0.0, -0.0, -np.inf, np.nan, 2.5, -1.5], "float32")], {})], NUM))
 
@@ -538,7 +541,8 @@ def _frexp_ref(x):
 
 register(OpDef("frexp", Kind.ELEMWISE, lambda t, **_: [t[0], TensorType(t[0].shape, "int32")], _frexp_ref,
                _frexp_compute, {"aten.frexp.Tensor": lambda b, x: b.call("frexp", [x])}, None,
-               lambda rng: [([_wide(rng)], {}), ([np.array([0.0, -0.0, np.inf, np.nan, 1e-40, 3.0, -0.75, 1.0], "float32")], {})],
+               lambda rng: [([_wide(rng)], {}),
+                            ([np.array([0.0, -0.0, np.inf, np.nan, 1e-40, 3.0, -0.75, 1.0], "float32")], {})],
                ("float32",)))
 
 

@@ -133,7 +133,8 @@ def _unfold_ref(x, dim, size, step):
     return np.ascontiguousarray(np.take(w, np.arange(shape[d]) * step, axis=d))
 
 
-op("unfold", Kind.INJECTIVE, lambda t, dim, size, step: [TensorType(_unfold_shape(t[0].shape, dim, size, step)[1], t[0].dtype)],
+op("unfold", Kind.INJECTIVE,
+   lambda t, dim, size, step: [TensorType(_unfold_shape(t[0].shape, dim, size, step)[1], t[0].dtype)],
    _unfold_ref, _unfold,
    {"aten.unfold.default": lambda b, x, dim, size, step: b.call("unfold", [x], dim=dim, size=size, step=step),
     "aten.unfold_copy.default": lambda b, x, dim, size, step: b.call("unfold", [x], dim=dim, size=size, step=step)},

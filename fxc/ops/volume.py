@@ -42,7 +42,8 @@ def convolution3d(b, x, w, bias, stride, padding, dilation, groups):
     for kd in range(KD):
         xs = b.call("slice", [x], dim=2, start=kd * dd, end=kd * dd + sd * (OD - 1) + 1, step=sd)
         xs = b.call("reshape", [b.call("permute", [xs], dims=(0, 2, 1, 3, 4))], shape=(N * OD, C, Hp, Wp))
-        wk = b.call("reshape", [b.call("slice", [w], dim=2, start=kd, end=kd + 1, step=1)], shape=(O, w.shape[1], KH, KW))
+        wk = b.call("reshape", [b.call("slice", [w], dim=2, start=kd, end=kd + 1, step=1)],
+                    shape=(O, w.shape[1], KH, KW))
         y = b.call("conv2d", [xs, wk], stride=(sh, sw), dilation=(dh, dw), groups=groups)
         acc = y if acc is None else b.call("add", [acc, y])
     out = b.call("permute", [b.call("reshape", [acc], shape=(N, OD) + tuple(acc.shape[1:]))], dims=(0, 2, 1, 3, 4))
@@ -126,7 +127,8 @@ def _avg_pool3d(x, kernel, stride, padding=(0, 0, 0), ceil_mode=False, count_inc
     return te.compute(shape, scale, "avg_pool3d")
 
 
-def _avg_pool3d_ref(x, kernel, stride, padding=(0, 0, 0), ceil_mode=False, count_include_pad=True, divisor_override=None):
+def _avg_pool3d_ref(x, kernel, stride, padding=(0, 0, 0), ceil_mode=False, count_include_pad=True,
+                    divisor_override=None):
     out_shape = _pool3d_infer([TensorType(x.shape, str(x.dtype))], kernel, stride, padding, ceil_mode)[0].shape
     out = np.zeros(out_shape, dtype=np.float64)
     sizes = x.shape[-3:]
@@ -143,7 +145,8 @@ def _avg_pool3d_ref(x, kernel, stride, padding=(0, 0, 0), ceil_mode=False, count
     return out.astype(x.dtype)
 
 
-def _avg_pool3d_aten(b, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+def _avg_pool3d_aten(b, x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                     divisor_override=None):
     k = _pair(kernel_size, 3)
     return b.call("avg_pool3d", [x], kernel=k, stride=_pair(stride, 3) if stride else k, padding=_pair(padding, 3),
                   ceil_mode=ceil_mode, count_include_pad=count_include_pad, divisor_override=divisor_override)
@@ -151,9 +154,11 @@ def _avg_pool3d_aten(b, x, kernel_size, stride=(), padding=0, ceil_mode=False, c
 
 register(OpDef("avg_pool3d", Kind.REDUCTION, _pool3d_infer, _avg_pool3d_ref, _avg_pool3d,
                {"aten.avg_pool3d.default": _avg_pool3d_aten}, None,
-               lambda rng: [([rand(rng, (1, 2, 5, 6, 7))], {"kernel": (3, 2, 3), "stride": (2, 2, 1), "padding": (1, 0, 1)}),
-                            ([rand(rng, (2, 5, 5, 6))], {"kernel": (2, 3, 2), "stride": (2, 2, 2), "padding": (1, 1, 0),
-                                                         "count_include_pad": False, "ceil_mode": True})],
+               lambda rng: [([rand(rng, (1, 2, 5, 6, 7))],
+                             {"kernel": (3, 2, 3), "stride": (2, 2, 1), "padding": (1, 0, 1)}),
+                            ([rand(rng, (2, 5, 5, 6))],
+                             {"kernel": (2, 3, 2), "stride": (2, 2, 2), "padding": (1, 1, 0),
+                              "count_include_pad": False, "ceil_mode": True})],
                FLT))
 
 
@@ -192,7 +197,8 @@ def _adaptive_avg3d_ref(x, output_size):
     sizes = x.shape[-3:]
     out = np.zeros(x.shape[:-3] + tuple(output_size), dtype=np.float64)
     for o in itertools.product(*(range(n) for n in output_size)):
-        sl = tuple(slice((o[d] * sizes[d]) // output_size[d], -(-((o[d] + 1) * sizes[d]) // output_size[d])) for d in range(3))
+        sl = tuple(slice((o[d] * sizes[d]) // output_size[d], -(-((o[d] + 1) * sizes[d]) // output_size[d]))
+                   for d in range(3))
         out[(...,) + o] = x[(...,) + sl].astype(np.float64).mean(axis=(-1, -2, -3))
     return out.astype(x.dtype)
 

@@ -5,7 +5,8 @@
     winograd_weight(w, scale[K], ..)                 U = G (w[k] scale[k]) G^T: a batch norm folded into the
                                                      weight (fold_scale_axis) scales the transform's result
     conv2d_winograd(x[N, C, H, W], U, out_channels, padding, nv, tile m) -> y[N, K, H + 2ph - 2, W + 2pw - 2]
-                                                     conv2d of x zero padded by `padding` (schedule: lowering/winograd.py)
+                                                     conv2d of x zero padded by `padding`
+                                                     (schedule: lowering/winograd.py)
 
 bf16 (precision="bf16"): U = pack_bf16_pairs(winograd_weight(w), axis 3), int32 words [a, a, blocks, C/2, 16] over
 input channel pairs (C even); the kernel rounds its transformed input V to bf16 the same way and multiplies by
@@ -52,8 +53,8 @@ def _weight_infer(types, blocks, lanes=LANES, tile=4, adjoint=False):
         raise ShapeError(f"winograd_weight expects a [K, C, 3, 3] weight ([C, K, 3, 3] adjoint) and {blocks} x {lanes} "
                          f">= K, got {w.shape}")
     if len(types) > 1 and (adjoint or types[1].shape != (k,) or types[1].dtype != w.dtype):
-        raise ShapeError(f"winograd_weight's scale must be {w.dtype}[{k}], one per output channel (and no adjoint), got "
-                         f"{types[1].dtype}{list(types[1].shape)}")
+        raise ShapeError(f"winograd_weight's scale must be {w.dtype}[{k}], one per output channel (and no adjoint), "
+                         f"got {types[1].dtype}{list(types[1].shape)}")
     return [TensorType((alpha(tile), alpha(tile), blocks, w.shape[0 if adjoint else 1], lanes), w.dtype)]
 
 
@@ -134,7 +135,8 @@ def _conv(x, u, out_channels, padding=(1, 1), nv=1, tile=4):
         xw = binary("idiv", w, as_expr(tile)) * tile + a2 - pw
         inside = binary("and", binary("and", compare("ge", y, as_expr(0)), compare("lt", y, as_expr(h_))),
                         binary("and", compare("ge", xw, as_expr(0)), compare("lt", xw, as_expr(w_))))
-        xv = x[n, rc[0], minimum(maximum(y, as_expr(0)), as_expr(h_ - 1)), minimum(maximum(xw, as_expr(0)), as_expr(w_ - 1))]
+        xv = x[n, rc[0], minimum(maximum(y, as_expr(0)), as_expr(h_ - 1)),
+               minimum(maximum(xw, as_expr(0)), as_expr(w_ - 1))]
         d = select(inside, xv, Const(0.0, x.dtype))
         kb, kl = binary("idiv", k, as_expr(lanes)), binary("imod", k, as_expr(lanes))
         if words:

@@ -83,7 +83,8 @@ class Module:
             nbytes = int(np.prod(spec.shape, dtype=np.int64)) * np_dtype(spec.dtype).itemsize
             if nbytes < 4:
                 continue
-            picks = sorted({k * (nbytes - 4) // max(FINGERPRINT_WORDS - 1, 1) // 4 * 4 for k in range(FINGERPRINT_WORDS)})
+            picks = sorted({k * (nbytes - 4) // max(FINGERPRINT_WORDS - 1, 1) // 4 * 4
+                            for k in range(FINGERPRINT_WORDS)})
             index += [i] * len(picks)
             offsets += picks
         n = len(index)
@@ -98,7 +99,7 @@ class Module:
     def profile(self, reset: bool = False) -> list:
         """Per-kernel times since the last reset: one dict per kernel (kernel, group, calls, total_ms, mean_us,
         share, gflops). Needs a module built with profile=True (or FXC_PROFILE=1)."""
-        from . import profile as kernel_profile     # imported only when profiling
+        from . import profile as kernel_profile  # imported only when profiling
         c = kernel_profile.counters(self._lib.lib, len(self.kernels)) if self.profiled else None
         if c is None:
             raise InputError("this module has no kernel timers; build it with profile=True "

@@ -12,7 +12,8 @@ Programs are compiled `--batch` at a time as one function (one trace, one build;
 not fuse with each other); a batch with a failure is re-checked program by program.
 
 A program is plain JSON: `{"seed", "inputs": [shape, ...], "steps": [{"op", "args", "params"}],
-"outputs": [ref, ...], "grad"?}` (`--grad`: gradients are compared too), where a ref indexes the values (inputs first, then one value per step).
+"outputs": [ref, ...], "grad"?}` (`--grad`: gradients are compared too), where a ref indexes the values (inputs
+first, then one value per step).
 Before it runs, each case is written to `<save-dir>/.fuzz_current-<seed>.json`, so a case that kills the
 process (segfault) is not lost. `--jobs N` runs N shards of the seeds in parallel processes.
 """
@@ -54,7 +55,8 @@ OPS = {
     "mean": lambda a, p: a[0].mean(p["dims"], keepdim=p["keepdim"]),
     "amax": lambda a, p: a[0].amax(p["dims"], keepdim=p["keepdim"]),
     "amin": lambda a, p: a[0].amin(p["dims"], keepdim=p["keepdim"]),
-    "softmax": lambda a, p: torch.softmax(a[0], p["dim"]), "log_softmax": lambda a, p: torch.log_softmax(a[0], p["dim"]),
+    "softmax": lambda a, p: torch.softmax(a[0], p["dim"]),
+    "log_softmax": lambda a, p: torch.log_softmax(a[0], p["dim"]),
     "layer_norm": _layer_norm,
     "matmul": lambda a, p: a[0] @ a[1], "linear": lambda a, p: F.linear(a[0], a[1], a[2] if len(a) > 2 else None),
     "conv2d": lambda a, p: F.conv2d(a[0], a[1], a[2] if len(a) > 2 else None, p["stride"], p["padding"],
@@ -150,7 +152,8 @@ class _Gen:
             # floor/round-like ops jump at integers: a 1-ulp difference upstream would flip them, so they
             # read fresh inputs (exact in both runs), never computed values
             x = self.new_input(self.random_shape() if r.random() < 0.5 else sx)
-            op = r.choice(([] if self.grad else ["floor_divide"]) + ["remainder", "fmod", "sign", "round"])  # no derivative
+            # floor_divide has no derivative
+            op = r.choice(([] if self.grad else ["floor_divide"]) + ["remainder", "fmod", "sign", "round"])
             if op in ("sign", "round"):
                 return self.add_step(op, [x], {})
             if r.random() < 0.5:
@@ -221,7 +224,8 @@ class _Gen:
             if rank != 4 or sx[1] > 8 or math.prod(sx[2:]) > 100:
                 x = self.new_input([1, r.choice([3, 4, 8]), r.randint(3, 10), r.randint(3, 10)])
             m = r.choice([16, 24, 32])
-            steps = [("conv2d", m, 1, 1), ("act",), ("conv2d", m, 3, m), ("act",), ("conv2d", r.choice([8, 16, 24]), 1, 1)]
+            steps = [("conv2d", m, 1, 1), ("act",), ("conv2d", m, 3, m), ("act",),
+                     ("conv2d", r.choice([8, 16, 24]), 1, 1)]
             for st in steps:
                 if x is None:
                     return None
@@ -230,13 +234,15 @@ class _Gen:
                     continue
                 _, cout, k, groups = st
                 c = self.shape(x)[1]
-                args = [x, self.new_input([cout, c // groups, k, k])] + ([self.new_input([cout])] if r.random() < 0.5 else [])
+                args = [x, self.new_input([cout, c // groups, k, k])] \
+                    + ([self.new_input([cout])] if r.random() < 0.5 else [])
                 x = self.add_step("conv2d", args, {"stride": r.choice([1, 2]) if k == 3 else 1, "padding": k // 2,
                                                    "dilation": 1, "groups": groups})
             return x
         if kind == "conv":
             if rank != 4:
-                x = self.new_input([r.choice([1, 2]), r.choice([1, 2, 3, 4, 8, 16, 24]), r.randint(3, 12), r.randint(3, 12)])
+                x = self.new_input([r.choice([1, 2]), r.choice([1, 2, 3, 4, 8, 16, 24]), r.randint(3, 12),
+                                    r.randint(3, 12)])
                 sx = self.shape(x)
             c = sx[1]
             # 16 channels and more, depthwise convs after convs: the NCHW16c regions of use_blocked_layout
@@ -357,7 +363,6 @@ def make_inputs(program: dict) -> list:
 def check(program: dict, target: str = "llvm") -> str | None:
     """Compile and compare; None when correct and compiled, else a one-line description: 'wrong: ...', 'crashed:
     ...' or 'uncompiled: ...' (a subgraph fxc could not compile ran in eager PyTorch: right, but a failure)."""
-    import torch._dynamo
     return _compare_fn(make_fn(program), make_inputs(program), target, program.get("grad", False))
 
 
@@ -535,8 +540,9 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
         batch: int = 8, grad: bool = False) -> dict:
     """Fuzz `count` programs (seeds seed..seed+count-1), `batch` per compiled function; failing ones are
     shrunk and saved. The case being checked is kept in `<save_dir>/.fuzz_current-<seed>.json`."""
-    from ..cache import atomic_write
     import logging
+
+    from ..cache import atomic_write
     logging.getLogger("fxc").setLevel(logging.ERROR)
     stats = {"graphs": 0, "wrong": 0, "crashed": 0, "uncompiled": 0, "failures": []}
     t0 = time.perf_counter()

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -52,7 +51,8 @@ def select_ops(names=None, dtype: str = "float32") -> list:
             continue
         if op.name.startswith(SKIP_PREFIXES) or op.name in SKIP_NAMES:
             continue
-        if getattr(op, "has_nondeterministic_output", False) or getattr(op, "skip_correctness_check_compile_vs_eager", False):
+        if getattr(op, "has_nondeterministic_output", False) \
+                or getattr(op, "skip_correctness_check_compile_vs_eager", False):
             continue
         if names and op.name not in names and op_key(op) not in names:
             continue
@@ -164,6 +164,7 @@ def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
     import torch
     import torch._dynamo
     from torch._dynamo.utils import counters
+
     from ..capture import torch as fxc_torch
 
     _seed_outside_the_op()

@@ -207,7 +207,7 @@ def _empty_extreme(cx, x, axes, keep, is_max):
     axes = tuple(axes if axes is not None else range(x.type.ndim))
     shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keep or d not in axes)
     dt = np.dtype(bool if x.dtype == "bool" else x.dtype)
-    if dt == bool:
+    if dt.kind == "b":
         value = not is_max
     elif dt.kind == "f":
         value = -np.inf if is_max else np.inf

@@ -5,7 +5,10 @@ from .fold_constants import fold_constants
 from .fold_scale_axis import fold_scale_axis
 from .infer_types import infer_types
 from .materialize_outputs import materialize_outputs
-from .simplify import simplify
 from .pack_weights import pack_weights
-from .use_winograd import use_winograd
+from .simplify import simplify
 from .use_blocked_layout import use_blocked_layout
+from .use_winograd import use_winograd
+
+__all__ = ["eliminate_common_subexpr", "eliminate_dead_code", "fold_constants", "fold_scale_axis", "infer_types",
+           "materialize_outputs", "pack_weights", "simplify", "use_blocked_layout", "use_winograd"]

@@ -55,7 +55,8 @@ def pack_weights(g, caps=None):
             cols = n.outputs[0].shape[-1]
             nv = _lane_vectors(cols, caps=caps)
             axis = nd - 2 if n.attrs.get("trans_b") else nd - 1
-            bp = add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES)).outputs[0]
+            bp = add("pack_lanes", [b],
+                     dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES)).outputs[0]
             rep = add("matmul_packed", [a, bp], dict(n=cols, trans_a=n.attrs.get("trans_a", False), nv=nv))
         else:
             new_nodes.append(n)

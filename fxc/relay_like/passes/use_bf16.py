@@ -2,7 +2,8 @@
 
     conv2d(x, w[O,C,KH,KW])         -> conv2d_packed_bf16(pack_bf16_pairs(x, 1), pack_lanes(w, axis 0, pair_axis 1))
     conv2d(pad(x, zeros on H, W), w) -> conv2d_packed_bf16(pad(pack_bf16_pairs(x, 1)), ...)
-    matmul(a, b[..,K,N] / [..,N,K])  -> matmul_packed_bf16(pack_bf16_pairs(a, k axis), pack_lanes(b, n axis, pair_axis k))
+    matmul(a, b[..,K,N] / [..,N,K])  -> matmul_packed_bf16(pack_bf16_pairs(a, k axis),
+                                                           pack_lanes(b, n axis, pair_axis k))
 
 Only ops whose weight operand is a weight or a constant (or computed from them) change; depthwise/grouped
 convs, matmuls of two activations (attention), Winograd convs (use_winograd runs first) and everything else stay
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 from ..graph import Node
 from .pack_weights import LANES, _blocks, _lane_vectors
-
 
 BANDWIDTH_ROWS = 8      # output rows per weight column at most: the op streams its weight (a GEMV), bf16 halves it
 

@@ -2,7 +2,8 @@
 channel c at block c // 16, lane c % 16), converted only where such a region meets an op that needs NCHW.
 
     conv2d_packed(x, wp)                  -> conv2d_packed(x or x16, wp, blocked_in, blocked_out)
-    conv2d(x, w[C, 1, KH, KW], groups C)  -> depthwise_blocked(x16, permute(reshape(w, [C/16, 16, KH, KW]), (0, 2, 3, 1)))
+    conv2d(x, w[C, 1, KH, KW], groups C)  -> depthwise_blocked(x16,
+                                                               permute(reshape(w, [C/16, 16, KH, KW]), (0, 2, 3, 1)))
     pad(x) on H, W                        -> pad(x16) on dims 2, 3
     f(x, b[1, C, 1, 1], scalar)           -> f(x16, reshape(b, [1, C/16, 1, 1, 16]), scalar)     (elementwise f)
 
@@ -125,7 +126,8 @@ def blocked_values(g) -> set:
     changed = True
     while changed:
         keep = {vid for vid in S if made_ok(values[vid])
-                and (taken(values[vid]) or not (values[vid].node.op == "conv2d_packed" or _elementwise(values[vid].node)))}
+                and (taken(values[vid])
+                     or not (values[vid].node.op == "conv2d_packed" or _elementwise(values[vid].node)))}
         changed, S = keep != S, keep
     region = {vid: vid for vid in S}            # union-find over the values joined by a blocked op
 
