@@ -11,11 +11,11 @@ import time
 from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
 from .errors import TargetError
 from .lowering import te
+from .lowering.expr import ITEMSIZE
 from .lowering.loop_ir import Buffer, format_kernel
 from .lowering.lower import lower_group
 from .lowering.optional import optional_input
 from .ops.registry import get_op
-from .lowering.expr import ITEMSIZE
 from .relay_like.fuse_ops import fuse_ops
 from .relay_like.hoist import hoisted_values
 from .relay_like.pipeline import run_pipeline

@@ -18,8 +18,18 @@ from . import __version__
 from .cache import atomic_write
 from .errors import ArtifactError, FxcError, TargetError
 from .runtime import signing
-from .runtime.artifact import (ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS, PROGRAM,
-                               interface)
+from .runtime.artifact import (
+    ALIGN,
+    C_SOURCE,
+    FORMAT,
+    FORMAT_VERSION,
+    HEADER,
+    LIBRARY,
+    MANIFEST,
+    PARAMS,
+    PROGRAM,
+    interface,
+)
 from .runtime.device_module import device_interface_line
 from .runtime.module import Module, np_dtype
 

@@ -1,6 +1,5 @@
 """Shared fixtures: every test that runs compiled code is parametrised over all fxc targets.
 In CI every target must run: a target whose runtime is missing fails, it is not skipped."""
-import os
 
 import pytest
 

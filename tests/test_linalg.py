@@ -101,6 +101,7 @@ def test_loop_rereads_what_its_previous_iteration_stored():
     """LLVM renderer regression: a scratch value loaded before a loop must not be reused inside the loop when the
     loop body stores to it (the sequential linalg kernels update scratch this way)."""
     import numpy as np
+
     from fxc.build import build
     from fxc.lowering import te
     from fxc.lowering.expr import Const, Var, as_expr

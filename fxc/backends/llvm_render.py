@@ -9,11 +9,48 @@ from __future__ import annotations
 import math
 
 from ..errors import LoweringError
-from ..lowering.expr import (Bf16Half, Bin, Broadcast, Cast, CheckIndex, Const, DotBf16, Expr, Fma, Lane, LaneReduce,
-                              Load, PackBf16, Present, Select, Shuffle, Un, Var, VecLoad, FLOATS, STORAGE_FLOATS,
-                              children, lanes_of, scalar_of, vec)
-from ..lowering.loop_ir import (BOUND_KINDS, Allocate, Barrier, Buffer, For, IfThen, Kernel, LetStmt, Seq, Stmt, Store,
-                                free_vars, walk_stmts)
+from ..lowering.expr import (
+    FLOATS,
+    STORAGE_FLOATS,
+    Bf16Half,
+    Bin,
+    Broadcast,
+    Cast,
+    CheckIndex,
+    Const,
+    DotBf16,
+    Expr,
+    Fma,
+    Lane,
+    LaneReduce,
+    Load,
+    PackBf16,
+    Present,
+    Select,
+    Shuffle,
+    Un,
+    Var,
+    VecLoad,
+    children,
+    lanes_of,
+    scalar_of,
+    vec,
+)
+from ..lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    Kernel,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    free_vars,
+    walk_stmts,
+)
 from .llvm_math import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",

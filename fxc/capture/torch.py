@@ -13,11 +13,9 @@ import ctypes
 import functools
 import logging
 import operator
-import os
 import threading
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.fx
 

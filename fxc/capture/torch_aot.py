@@ -102,6 +102,7 @@ def _decompose_unconverted(ep):
     """Ops core ATen keeps that fxc has no converter for but torch._decomp can decompose (a bilinear or nearest
     upsample, which torch.compile's tracing decomposes on its way), decomposed in turn, a few rounds deep."""
     from torch._decomp import decomposition_table
+
     from ..ops.registry import aten_table
     for _ in range(3):
         ops = {n.target for n in ep.graph_module.graph.nodes

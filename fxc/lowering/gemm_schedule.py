@@ -19,8 +19,32 @@ from __future__ import annotations
 
 import math
 
-from .expr import (ITEMSIZE, Bin, Broadcast, Cast, Const, Expr, Fma, Lane, LaneReduce, Load, PackBf16, Select, Un, Var,
-                   VecLoad, as_expr, binary, dot_bf16, lanes_of, rebuild, scalar_of, substitute, vec, walk)
+from .expr import (
+    ITEMSIZE,
+    Bin,
+    Broadcast,
+    Cast,
+    Const,
+    Expr,
+    Fma,
+    Lane,
+    LaneReduce,
+    Load,
+    PackBf16,
+    Select,
+    Un,
+    Var,
+    VecLoad,
+    as_expr,
+    binary,
+    dot_bf16,
+    lanes_of,
+    rebuild,
+    scalar_of,
+    substitute,
+    vec,
+    walk,
+)
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
 

@@ -12,7 +12,7 @@ import math
 from ..errors import LoweringError
 from . import te
 from .expr import Const, Expr, Load, Var, as_expr, binary, substitute
-from .loop_ir import Allocate, Buffer, For, Kernel, Seq, Store, seq
+from .loop_ir import Buffer, For, Kernel, Seq, Store, seq
 
 
 def strides_of(shape) -> list:
@@ -148,6 +148,7 @@ def _merge_inner_axes(red, rvars, val):
     outer = extent x stride of the inner) and nothing else uses them: a global average pool of a 7 x 7 map is one
     row of 49, which the vector accumulator takes (7 is too short for it); None otherwise."""
     from types import SimpleNamespace
+
     from .expr import walk
     if len(rvars) < 2 or red.axes[-1][1] >= VECTOR_REDUCE_MIN:
         return None

@@ -17,8 +17,23 @@ from ..lowering import te
 from ..lowering.expr import as_expr, compare, maximum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
 from ..relay_like.graph import TensorType
-from .linalg_factor import (F64, FLT, Mat, expand_batch, batched, both, copy, f64, let, loop, matrix_dims, scratch,
-                            scratch_check, spd, when)
+from .linalg_factor import (
+    F64,
+    FLT,
+    Mat,
+    batched,
+    both,
+    copy,
+    expand_batch,
+    f64,
+    let,
+    loop,
+    matrix_dims,
+    scratch,
+    scratch_check,
+    spd,
+    when,
+)
 from .registry import Kind, OpDef, register, register_aten
 
 SWEEPS = 15          # Jacobi sweeps: convergence is quadratic, 15 reach float64 precision far beyond torch's sizes

@@ -16,8 +16,22 @@ from ..lowering.expr import as_expr, binary, cast, compare, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
 from ..relay_like.graph import TensorType
 from .common import broadcast_shapes
-from .linalg_factor import (F64, FLT, Mat, batched, both, copy, expand_batch, f64, let, loop, matrix_dims, scratch,
-                            scratch_check, when)
+from .linalg_factor import (
+    F64,
+    FLT,
+    Mat,
+    batched,
+    both,
+    copy,
+    expand_batch,
+    f64,
+    let,
+    loop,
+    matrix_dims,
+    scratch,
+    scratch_check,
+    when,
+)
 from .registry import Kind, OpDef, register, register_aten
 
 ALPHA = (1 + math.sqrt(17)) / 8

@@ -14,8 +14,20 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import (ITEMSIZE, Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum,
-                             select, unary)
+from ..lowering.expr import (
+    ITEMSIZE,
+    Const,
+    Var,
+    as_expr,
+    binary,
+    cast,
+    compare,
+    is_float,
+    maximum,
+    minimum,
+    select,
+    unary,
+)
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ..relay_like.graph import TensorType
 from .common import norm_axis, rand

@@ -15,7 +15,7 @@ from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, maximum, select, unary as un
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
 from .registry import Kind, OpDef, register
-from .special import FLT, _LIBM_F, broadcast_pair_aten
+from .special import _LIBM_F, FLT, broadcast_pair_aten
 
 
 # -- orthogonal polynomials of a per-element degree: recurrences in the input dtype, as PyTorch -----------------------

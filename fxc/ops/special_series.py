@@ -14,8 +14,7 @@ from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, maximum, select, unary as un
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
 from .registry import Kind, OpDef, register
-from .special import FLT, _E64, _Kit, broadcast_pair_aten
-
+from .special import _E64, FLT, _Kit, broadcast_pair_aten
 
 # -- Hurwitz zeta (and polygamma of order >= 2 from it), in float64 as PyTorch ----------------------------------------
 _ZETA_A = [12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,

@@ -6,8 +6,18 @@ from __future__ import annotations
 
 import time
 
-from .passes import (eliminate_common_subexpr, eliminate_dead_code, fold_constants, fold_scale_axis, infer_types,
-                     materialize_outputs, pack_weights, simplify, use_blocked_layout, use_winograd)
+from .passes import (
+    eliminate_common_subexpr,
+    eliminate_dead_code,
+    fold_constants,
+    fold_scale_axis,
+    infer_types,
+    materialize_outputs,
+    pack_weights,
+    simplify,
+    use_blocked_layout,
+    use_winograd,
+)
 from .passes.use_bf16 import use_bf16, use_bf16_blocked
 
 PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 operands, accumulate in float32

@@ -411,8 +411,8 @@ def _remove_stale_folders() -> None:
 def _check_library(path, lib: Path, expected: dict, params: bytes) -> None:
     """Raise ArtifactError unless the library describes itself exactly as the manifest does and accepts the params
     (fxc_check_params: the same size and checksum test as its C fxc_init)."""
-    from .cpu import check_elf
     from ..errors import LibraryError
+    from .cpu import check_elf
     try:
         check_elf(str(lib))
     except LibraryError as e:
