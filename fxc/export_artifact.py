@@ -17,8 +17,19 @@ import numpy as np
 from . import __version__
 from .cache import atomic_write
 from .errors import ArtifactError, FxcError, TargetError
-from .runtime.artifact import (ALIGN, C_SOURCE, FORMAT, FORMAT_VERSION, HEADER, LIBRARY, MANIFEST, PARAMS, PROGRAM,
-                               device_interface_line, interface)
+from .runtime.artifact import (
+    ALIGN,
+    C_SOURCE,
+    FORMAT,
+    FORMAT_VERSION,
+    HEADER,
+    LIBRARY,
+    MANIFEST,
+    PARAMS,
+    device_interface_line,
+    interface,
+    program_part,
+)
 from .runtime.module import Module, np_dtype
 
 C_ABI = {
@@ -132,9 +143,10 @@ def export_device(module, path) -> Path:
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
         "plan": [{"kernel": st.kernel, "args": [[kind, int(ix)] for kind, ix in st.args], "grid": list(st.grid),
                   "block": list(st.block)} for st in module.plan],
-        "resident_inputs": list(module.prepack_inputs), "program": PROGRAM, "kernels": list(module.kernels),
+        "resident_inputs": list(module.prepack_inputs), "program": program_part({"target": module.target}),
+        "kernels": list(module.kernels),
     }
-    parts = {PROGRAM: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
+    parts = {manifest["program"]: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:

@@ -71,8 +71,7 @@ CODE_FOR_OP = {
     "isnan.f": "isnan({0})", "isinf.f": "isinf({0})", "signbit.f": "((floatBitsToUint({0}) >> 31) != 0u)",
     "isnan.i": "false", "isinf.i": "false", "signbit.i": "({0} < 0)",
     "sigmoid.f": "(1.0 / (1.0 + exp(-{0})))", "round.f": "roundEven({0})", "log10.f": "(log({0}) * 0.4342944819)",
-    "tanh.f": _helper("tanh"), "erf.f": _helper("erf"), "erfc.f": _helper("erfc"), "expm1.f": _helper("expm1"),
-    "log1p.f": _helper("log1p"), "lgamma.f": _helper("lgamma"),
+    "tanh.f": _helper("tanh"), "erf.f": _helper("erf"), "expm1.f": _helper("expm1"), "log1p.f": _helper("log1p"),
     **{f"{fn}.f": fn + "({0})" for fn in ("exp", "log", "sqrt", "sin", "cos", "tan", "floor", "ceil", "trunc",
                                           "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                                           "log2", "exp2")},
@@ -123,26 +122,12 @@ _HELPERS = {
       + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
   return y;
 }""",
-    "erfc": "float fxc_erfc(float x) { return x < 0.5 ? 1.0 - fxc_erf(x) : fxc_erfc_pos(x); }",
     "expm1": "float fxc_expm1(float x) { float u = exp(x); if (u == 1.0) return x; float m = u - 1.0; "
              "if (m == -1.0) return -1.0; if (isinf(u)) return u; return m * x / log(u); }",
     "log1p": "float fxc_log1p(float x) { float u = 1.0 + x; if (u == 1.0) return x; if (isinf(u)) return u; "
              "return log(u) * x / (u - 1.0); }",
-    "lgamma": """float fxc_lgamma(float x) {
-  if (x == floor(x) && x <= 0.0) return FXC_INF;
-  float r = 0.0;
-  bool reflect = x < 0.5;
-  if (reflect) { r = log(abs(3.14159265358979 / sin(3.14159265358979 * x))); x = 1.0 - x; }
-  float z = x - 1.0, s = 0.99999999999980993;
-  s += 676.5203681218851 / (z + 1.0); s += -1259.1392167224028 / (z + 2.0); s += 771.32342877765313 / (z + 3.0);
-  s += -176.61502916214059 / (z + 4.0); s += 12.507343278686905 / (z + 5.0); s += -0.13857109526572012 / (z + 6.0);
-  s += 9.9843695780195716e-6 / (z + 7.0); s += 1.5056327351493116e-7 / (z + 8.0);
-  float t = z + 7.5;
-  float v = 0.91893853320467 + (z + 0.5) * log(t) - t + log(s);
-  return reflect ? r - v : v;
-}""",
 }
-_NEEDS = {"erf": {"erfc_pos"}, "erfc": {"erf", "erfc_pos"}, "floormod_f": {"fmod"}}
+_NEEDS = {"erf": {"erfc_pos"}, "floormod_f": {"fmod"}}
 
 PREAMBLE = """\
 #define FXC_INF uintBitsToFloat(0x7F800000u)
@@ -253,6 +238,8 @@ class GLSLRenderer(CStyleRenderer):
     def int_const(self, v: int, dt: str) -> str:
         if dt in ("int64", "int32") and v == I32_MIN:
             return INT_MIN
+        if dt == "int64" and not I32_MIN <= v <= I32_MAX:     # only a reduction's identity gets here (see
+            return INT_MIN if v < 0 else str(I32_MAX)              # check_int64_narrowable): saturated
         if not I32_MIN <= v <= I32_MAX:
             raise LoweringError(f"{self.kernel.name}: integer constant {v} needs 64 bits, which GLSL lacks")
         return str(v)
@@ -330,8 +317,7 @@ def helper_text(used: set) -> str:
             need.add(u)
             todo += _NEEDS.get(u, ())
     out = []
-    for name in ("erfc_pos", "fmod", "erf", "erfc", "floormod_f", "pow", "atan2", "hypot", "tanh", "expm1",
-                 "log1p", "lgamma"):
+    for name in ("erfc_pos", "fmod", "erf", "floormod_f", "pow", "atan2", "hypot", "tanh", "expm1", "log1p"):
         if name in need:
             out.append(_HELPERS[name])
     for op in ("truncdiv", "truncmod", "floordiv", "floormod"):
@@ -465,8 +451,8 @@ class _Bounds:
         below = (lo, min(hi, k - 1 if op in ("lt", "ge") else k))      # x < k (lt) / x <= k (le)
         above = (max(lo, k if op in ("lt", "ge") else k + 1), hi)
         t, f = (below, above) if op in ("lt", "le") else (above, below)
-        return (dict(refine, **{x: t}) if t[0] <= t[1] else refine,
-                dict(refine, **{x: f}) if f[0] <= f[1] else refine)
+        return ({**refine, x: t} if t[0] <= t[1] else refine,
+                {**refine, x: f} if f[0] <= f[1] else refine)
 
 
 def check_int64_narrowable(k: Kernel) -> None:
@@ -479,6 +465,9 @@ def check_int64_narrowable(k: Kernel) -> None:
             b.vars[st.var] = (st.start, max(st.start, ext - 1))
         elif isinstance(st, LetStmt):
             b.vars[st.var] = b.of(st.value, {}) if st.value.dtype in _RANGE else (0, 0)
-        for e in stmt_exprs(st):
+        exprs = stmt_exprs(st)
+        if isinstance(st, Store) and st.buf.scope != "global" and isinstance(st.value, Const):
+            exprs = [st.index]      # a reduction's identity (INT64_MAX for a min): saturates to 32 bits
+        for e in exprs:
             if any(x.dtype in _RANGE for x in walk(e)):
                 b.of(e, {})

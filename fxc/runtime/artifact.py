@@ -49,9 +49,10 @@ HEADER = "fxc_model.h"
 C_SOURCE = "fxc_model.c"
 ALIGN = 64
 PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
+PROGRAMS = {"opencl": PROGRAM, "opengl": "program.glsl"}     # device kind -> its program part (GLSL: shaders)
 
-RUNTIME_TARGETS = ("llvm", "opencl")             # targets this runtime can run (opencl: with pyopencl, load_device)
-DEVICE_TARGETS = ("opengl", "webgl", "clml")      # known targets whose device runtime is not here
+RUNTIME_TARGETS = ("llvm", "opencl", "opengl")   # targets this runtime can run (devices: with their library)
+DEVICE_TARGETS = ("webgl", "clml")               # known targets whose device runtime is not here
 REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"
 
@@ -81,7 +82,7 @@ def read_artifact(path) -> tuple:
         raise ArtifactError(f"{path}: not a readable fxc artifact (truncated or corrupt: {e}); {_REEXPORT}") from None
     except OSError as e:
         raise ArtifactError(f"{path}: cannot read the artifact ({e}); check the file's permissions") from None
-    for name in (PROGRAM if is_device_artifact(manifest) else LIBRARY, PARAMS):
+    for name in (program_part(manifest) if is_device_artifact(manifest) else LIBRARY, PARAMS):
         if name not in parts:
             raise ArtifactError(f"{path}: the manifest lists no {name!r} part; {_REEXPORT}")
     return manifest, parts
@@ -277,7 +278,12 @@ def _check_interface(path, lib: Path, expected: dict) -> None:
 
 # -- device (OpenCL) artifacts: program source + plan + params, run by fxc.runtime.device_module ------------------
 def is_device_artifact(manifest: dict) -> bool:
-    return str(manifest.get("target", "")).split(" ")[0] == "opencl"
+    return str(manifest.get("target", "")).split(" ")[0] in PROGRAMS
+
+
+def program_part(manifest: dict) -> str:
+    """The part holding a device artifact's program (OpenCL C, or GLSL shaders)."""
+    return PROGRAMS[str(manifest.get("target", "")).split(" ")[0]]
 
 
 def device_interface_line(manifest: dict) -> str:
@@ -291,7 +297,7 @@ def load_device(path, manifest: dict, parts: dict):
     """A DeviceModule from a verified device artifact (numpy and pyopencl only)."""
     from .device_module import DeviceModule, Launch
     try:
-        source = parts[PROGRAM].decode()
+        source = parts[program_part(manifest)].decode()
         if source.split("\n", 1)[0] != device_interface_line(manifest):
             raise ArtifactError(f"{path}: the manifest's signature, params layout or plan differs from the one the "
                                 f"program was exported with; the manifest was edited: {_REEXPORT}")
@@ -303,6 +309,8 @@ def load_device(path, manifest: dict, parts: dict):
         workspace = int(manifest["workspace_bytes"])
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
+    if str(manifest["target"]).split(" ")[0] == "opengl":      # numpy and moderngl only
+        from .opengl import GLModule as DeviceModule  # noqa: F811
     return DeviceModule(manifest["target"], source, inputs, outputs, consts, workspace, plan,
                         kernels=list(manifest.get("kernels", [])),
                         prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])

@@ -101,8 +101,7 @@ class Device:
 
     def __init__(self):
         self.thread = _GLThread()
-        self.ctx = self.thread.run(self._open)
-        info = self.ctx.info
+        self.ctx, info, extensions = self.thread.run(self._open)      # GL queries only in the GL thread
         self.mgl = _moderngl()
         self.info = {
             "name": str(info.get("GL_RENDERER", "?")), "driver": str(info.get("GL_VERSION", "?")),
@@ -110,7 +109,7 @@ class Device:
             "max_work_group_size": int(info.get("GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS", 128) or 128),
             "local_memory_bytes": 32768,        # GL 4.3's guaranteed GL_MAX_COMPUTE_SHARED_MEMORY_SIZE
             "max_storage_bytes": int(info.get("GL_MAX_SHADER_STORAGE_BLOCK_SIZE", 2 ** 24) or 2 ** 24),
-            "extensions": sorted(self.ctx.extensions),
+            "extensions": sorted(extensions),
         }
         self._programs: dict = {}
 
@@ -126,7 +125,7 @@ class Device:
             raise TargetError(f"the opengl target needs OpenGL 4.3 (compute shaders, storage buffers); this "
                               f"context ({ctx.info.get('GL_RENDERER')}) has {ctx.version_code // 100}."
                               f"{ctx.version_code % 100 // 10}; {INSTALL}")
-        return ctx
+        return ctx, dict(ctx.info), set(ctx.extensions)
 
     def __str__(self):
         return f"{self.info['name']} (OpenGL {self.info['driver']})"
@@ -241,7 +240,8 @@ class GLModule(DeviceModule):
             self.device.run(self._arena.write, np.zeros(1, np.int32).tobytes(), 0)
             if err == 1:
                 raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises "
-                                     "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
+                                     "ZeroDivisionError here too); make the divisor nonzero or divide in floating "
+                                     "point")
             raise ExecutionError("an int64 value beyond 32 bits reached a kernel of the opengl target, which computes "
                                  "integers in 32 bits (GLSL has no int64); keep int64 tensors within +-2**31 or use "
                                  "the llvm / opencl target")
