@@ -424,7 +424,10 @@ class _Bounds:
                 return (min(x[0], y[0]), min(x[1], y[1]))
             m = max(abs(x[0]), abs(x[1]))
             if op in ("idiv", "div", "floordiv", "truncdiv"):
-                return (-m - 1, m + 1) if y[0] <= -1 <= y[1] or y[0] < 0 else (min(x[0], 0) - 1, max(x[1], 0))
+                if y[0] > 0 or y[1] < 0:        # a divisor of one sign: the quotients of the corners (floor, ceil)
+                    q = [f(p, d) for p in x for d in y for f in (lambda u, v: u // v, lambda u, v: -(-u // v))]
+                    return (min(q), max(q))
+                return (-m, m)                  # x / 0 gives x; MIN / -1 gives 2**31: refused
             if op in ("imod", "floormod", "truncmod"):
                 n = max(abs(y[0]), abs(y[1]))
                 return (-n, n)
