@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Creates .venv at the repo root and installs what fxc needs; idempotent and quiet when done already.
 # As root it also installs the Debian packages the targets need: gcc (the CPU target) and PoCL with the OpenCL ICD
-# loader (the opencl target; pip's PoCL wheel fails on these CPUs: "unknown target CPU generic").
+# loader (the opencl target; pip's PoCL wheel fails on these CPUs: "unknown target CPU generic"), and Mesa's EGL
+# and GL drivers (the opengl target: libegl-mesa0 libgl1-mesa-dri, llvmpipe; moderngl from requirements.txt).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -13,6 +14,8 @@ if [ ! -f "$stamp" ]; then
     need=""
     command -v gcc >/dev/null || need="gcc"
     [ -f /etc/OpenCL/vendors/pocl.icd ] || need="$need pocl-opencl-icd ocl-icd-libopencl1"
+    # the opengl target: Mesa's headless EGL and its GL drivers (llvmpipe without a GPU)
+    for p in libegl1 libegl-mesa0 libgl1-mesa-dri; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
     if [ -n "$need" ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
     fi
