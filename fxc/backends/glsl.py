@@ -72,8 +72,10 @@ CODE_FOR_OP = {
     "isnan.i": "false", "isinf.i": "false", "signbit.i": "({0} < 0)",
     "sigmoid.f": "(1.0 / (1.0 + exp(-{0})))", "round.f": "roundEven({0})", "log10.f": "(log({0}) * 0.4342944819)",
     "tanh.f": _helper("tanh"), "erf.f": _helper("erf"), "expm1.f": _helper("expm1"), "log1p.f": _helper("log1p"),
+    "asin.f": "atan({0}, sqrt((1.0 - {0}) * (1.0 + {0})))",      # GL's asin / acos may be 1e-4 off (Mesa's are)
+    "acos.f": "atan(sqrt((1.0 - {0}) * (1.0 + {0})), {0})", "nextafter.f": _helper("nextafter"),
     **{f"{fn}.f": fn + "({0})" for fn in ("exp", "log", "sqrt", "sin", "cos", "tan", "floor", "ceil", "trunc",
-                                          "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                                          "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                                           "log2", "exp2")},
 }
 
@@ -122,6 +124,9 @@ _HELPERS = {
       + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
   return y;
 }""",
+    "nextafter": "float fxc_nextafter(float x, float y) { if (isnan(x) || isnan(y)) return x + y; "
+                 "if (x == y) return y; if (x == 0.0) return uintBitsToFloat(1u) * (y > 0.0 ? 1.0 : -1.0); "
+                 "uint b = floatBitsToUint(x); return uintBitsToFloat(((x < y) == (x > 0.0)) ? b + 1u : b - 1u); }",
     "expm1": "float fxc_expm1(float x) { float u = exp(x); if (u == 1.0) return x; float m = u - 1.0; "
              "if (m == -1.0) return -1.0; if (isinf(u)) return u; return m * x / log(u); }",
     "log1p": "float fxc_log1p(float x) { float u = 1.0 + x; if (u == 1.0) return x; if (isinf(u)) return u; "
@@ -317,7 +322,8 @@ def helper_text(used: set) -> str:
             need.add(u)
             todo += _NEEDS.get(u, ())
     out = []
-    for name in ("erfc_pos", "fmod", "erf", "floormod_f", "pow", "atan2", "hypot", "tanh", "expm1", "log1p"):
+    for name in ("erfc_pos", "fmod", "erf", "floormod_f", "pow", "atan2", "hypot", "tanh", "expm1", "log1p",
+                 "nextafter"):
         if name in need:
             out.append(_HELPERS[name])
     for op in ("truncdiv", "truncmod", "floordiv", "floormod"):
@@ -433,6 +439,8 @@ class _Bounds:
                 return (-n, n)
             if op == "and" and (x[0] >= 0 or y[0] >= 0):
                 return (0, min(v[1] for v in (x, y) if v[0] >= 0))
+            if op in ("and", "or", "xor"):      # of 32-bit values (sign-extended): a 32-bit value
+                return _FULL32
             if op == "shr" and y[0] >= 0:
                 return (min(x[0], 0), max(x[1], 0))
             if op == "shl" and y[0] >= 0 and y[1] < 31:
