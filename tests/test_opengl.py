@@ -26,10 +26,10 @@ from tests.test_opencl import CASES, _fixture_expected, _fixture_kernel, _small_
 ROOT = Path(__file__).resolve().parents[1]
 
 # ops of the sample that GL refuses (a LoweringError: torch.compile runs their graph in eager): float64 (cholesky's
-# samples, and lgamma, which computes in float64 for float32 too, as every special function), 64-bit hash constants (random_uniform), counters in private memory the interval analysis
-# cannot bound (sort's merge)
+# samples, and lgamma, which computes in float64 for float32 too, as every special function) and 64-bit hash
+# constants (random_uniform)
 REFUSED = {("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 0),
-           ("random_uniform", 1), ("sort", 0), ("sort", 1)}
+           ("random_uniform", 1)}
 
 
 def _graph(name, arrays, attrs):

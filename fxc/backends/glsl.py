@@ -361,6 +361,7 @@ class _Bounds:
         self.kernel = kernel
         self.vars: dict = {}
         self.memo: dict = {}
+        self.bufs: dict = {}        # private buffer -> the interval of every value stored in it (counters)
 
     def of(self, e, refine: dict) -> tuple:
         if e in refine:
@@ -385,10 +386,11 @@ class _Bounds:
         if isinstance(e, Const):
             return (int(e.value), int(e.value))
         if isinstance(e, Var):
-            return self.vars.get(e, _FULL32)
+            return self.vars.get(e, _RANGE[dt])
         if isinstance(e, Load):
             self.of(e.args[1], refine)
-            return _RANGE[e.args[0].dtype] if e.args[0].dtype in _RANGE else _FULL32
+            buf = e.args[0]
+            return self.bufs.get(buf) or _RANGE.get(buf.dtype, _FULL32)
         if isinstance(e, Cast):
             src = e.args[1]
             r = self.of(src, refine) if src.dtype in _RANGE else _FULL32
@@ -470,6 +472,7 @@ def check_int64_narrowable(k: Kernel) -> None:
     """LoweringError unless every int64 value of k provably fits 32 bits (loads and float casts are checked on
     the device); loop variables range over their extents."""
     b = _Bounds(k)
+    b.bufs = _counter_ranges(k)
     for st in walk_stmts(k.body):
         if isinstance(st, For):
             ext = st.extent if isinstance(st.extent, int) else b.of(st.extent, {})[1]
@@ -482,3 +485,70 @@ def check_int64_narrowable(k: Kernel) -> None:
         for e in exprs:
             if any(x.dtype in _RANGE for x in walk(e)):
                 b.of(e, {})
+
+
+def _counter_ranges(k: Kernel) -> dict:
+    """Intervals of int private buffers used as counters (sort's merge positions): stores of values that do not
+    read the buffer (their union is the start), and increments `buf + d` (each executed at most the product of the
+    serial loop extents around it). A buffer that fits no such pattern is left out (its loads: the dtype's range,
+    sound since every value stored is itself checked)."""
+    from ..lowering.loop_ir import Allocate, IfThen, Seq
+    lets, stores = {}, {}
+
+    def visit(s, mult):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                visit(x, mult)
+        elif isinstance(s, For):
+            inner = mult if s.kind in BOUND_KINDS or mult is None else (
+                mult * s.extent if isinstance(s.extent, int) else None)
+            visit(s.body, inner)
+        elif isinstance(s, LetStmt):
+            lets[s.var] = s.value
+            visit(s.body, mult)
+        elif isinstance(s, IfThen):
+            visit(s.then, mult)
+            if s.orelse is not None:
+                visit(s.orelse, mult)
+        elif isinstance(s, Allocate):
+            visit(s.body, mult)
+        elif isinstance(s, Store) and s.buf.scope == "private" and s.buf.dtype in _RANGE:
+            stores.setdefault(s.buf, []).append((s.value, mult))
+    visit(k.body, 1)
+
+    def reads(e, buf) -> bool:
+        return any((isinstance(x, Load) and x.args[0] is buf) or (isinstance(x, Var) and x in lets and
+                                                                   reads(lets[x], buf)) for x in walk(e))
+
+    def is_load_of(e, buf) -> bool:
+        e = lets.get(e, e) if isinstance(e, Var) else e
+        return isinstance(e, Load) and e.args[0] is buf
+
+    b, out = _Bounds(k), {}
+    for st in walk_stmts(k.body):       # loop variables over their extents (let variables stay unknown here)
+        if isinstance(st, For) and isinstance(st.extent, int):
+            b.vars[st.var] = (st.start, max(st.start, st.extent - 1))
+    for buf, sts in stores.items():
+        lo = hi = None
+        grow = [0, 0]
+        try:
+            for v, mult in sts:
+                step = None
+                if isinstance(v, Bin) and v.args[0] == "add":
+                    x, y = v.args[1], v.args[2]
+                    step = y if is_load_of(x, buf) else x if is_load_of(y, buf) else None
+                if step is not None:
+                    if mult is None:
+                        raise LoweringError("not a counter")
+                    r = b.of(step, {})          # over the buffer's whole dtype range: sound for any of its values
+                    grow = [grow[0] + mult * min(r[0], 0), grow[1] + mult * max(r[1], 0)]
+                    continue
+                if reads(v, buf):
+                    raise LoweringError("not a counter")
+                r = (max(I32_MIN, min(int(v.value), I32_MAX)),) * 2 if isinstance(v, Const) else b.of(v, {})
+                lo, hi = (r if lo is None else (min(lo, r[0]), max(hi, r[1])))
+        except LoweringError:
+            continue
+        if lo is not None and I32_MIN <= lo + grow[0] and hi + grow[1] <= I32_MAX:
+            out[buf] = (lo + grow[0], hi + grow[1])
+    return out
