@@ -24,8 +24,21 @@ an integral exponent as in C.
 from __future__ import annotations
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, Const, Load, Select, Un, Var, walk
-from ..lowering.loop_ir import BOUND_KINDS, Buffer, For, Kernel, LetStmt, Store, stmt_exprs, walk_stmts
+from ..lowering.expr import Bin, Cast, Const, Load, Present, Select, Un, Var, walk
+from ..lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    Kernel,
+    LetStmt,
+    Seq,
+    Store,
+    stmt_exprs,
+    walk_stmts,
+)
 from ..runtime.opengl import dispatch_of
 from .cstyle import CStyleRenderer
 
@@ -170,7 +183,7 @@ class GLSLRenderer(CStyleRenderer):
         for st in walk_stmts(s.body):
             if isinstance(st, Store):
                 self.invalidate(st.buf)
-            elif type(st).__name__ == "Barrier":
+            elif isinstance(st, Barrier):
                 self.invalidate_shared()
         v = s.var.name
         if s.kind in BOUND_KINDS:
@@ -233,7 +246,7 @@ class GLSLRenderer(CStyleRenderer):
         raise LoweringError(f"{self.kernel.name}: GLSL cannot store {dt} ({buf.name})")
 
     def compute(self, e):
-        if type(e).__name__ == "Present":
+        if isinstance(e, Present):
             return f"({self.offset(e.args[0])} >= 0)"
         if e.dtype in REFUSED:
             raise LoweringError(f"{self.kernel.name}: {REFUSED[e.dtype]} arithmetic; GLSL computes float32")
@@ -492,7 +505,6 @@ def _counter_ranges(k: Kernel) -> dict:
     read the buffer (their union is the start), and increments `buf + d` (each executed at most the product of the
     serial loop extents around it). A buffer that fits no such pattern is left out (its loads: the dtype's range,
     sound since every value stored is itself checked)."""
-    from ..lowering.loop_ir import Allocate, IfThen, Seq
     lets, stores = {}, {}
 
     def visit(s, mult):
