@@ -28,8 +28,12 @@ def _backend(kind: str):
         from .backends.glsl import needs_fp64, render_glsl
         from .runtime.opengl import GLModule
         return render_glsl, GLModule, needs_fp64
-    raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl, opengl (and llvm for "
-                      f"the CPU)")
+    if kind == "webgl":
+        from .backends.glsl import needs_fp64, render_webgl
+        from .runtime.webgl import WIDTH, WebGLModule
+        return (lambda kernels: render_webgl(kernels, WIDTH)), WebGLModule, needs_fp64
+    raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl, opengl, webgl (and "
+                      f"llvm for the CPU)")
 
 
 def _log(msg):

@@ -564,3 +564,148 @@ def _counter_ranges(k: Kernel) -> dict:
         if lo is not None and I32_MIN <= lo + grow[0] and hi + grow[1] <= I32_MAX:
             out[buf] = (lo + grow[0], hi + grow[1])
     return out
+
+
+# -- WebGL 2: GLSL ES 3.00 fragment shaders --------------------------------------------------------------------
+ES_HEAD = """#version 300 es
+precision highp float;
+precision highp int;
+precision highp sampler2D;
+precision highp isampler2D;
+#define FXC_INF uintBitsToFloat(0x7F800000u)
+bool signbit_(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
+"""
+_FLOAT_TEX = ("float32",)
+
+
+class WebGLRenderer(GLSLRenderer):
+    """A one-work-item-per-output kernel (fxc.lowering.schedules.gpu with a WebGL target's Caps: work-groups of
+    one, no shared memory) -> a fragment shader: the fragment at (x, y) of the output texture is the work-item
+    y * width + x. Every tensor is a 2-D R32F (float32) or R32I (every integer type, int64 narrowed to 32 bits
+    by the host) texture `width` texels wide; a kernel stores only into its output, at its own index. What a
+    fragment shader cannot do is a LoweringError: stores elsewhere (scatter, hand-written loop IR), shared
+    memory, integer division by a divisor that may be 0 (no error flag), float -> int64 casts."""
+
+    has_local = False
+
+    def __init__(self, kernel: Kernel, width: int):
+        super().__init__(kernel)
+        self.width = width
+        self.frag: set = set()          # variables equal to the fragment's work-item index
+        self.zero: set = set()          # the thread variable (work-groups of one)
+        self.outputs = [b for b in kernel.params if any(isinstance(s, Store) and s.buf is b
+                                                        for s in walk_stmts(kernel.body))]
+        if len(self.outputs) != 1:
+            raise LoweringError(f"{kernel.name}: a WebGL kernel writes one tensor, this one {len(self.outputs)}")
+
+    def emit(self, line: str):
+        s = line.lstrip()           # GLSL ES 3.00: a const needs a constant initializer
+        super().emit(s[len("const "):] if s.startswith("const ") else s)
+
+    def loop(self, s: For):
+        if s.kind == "grid":
+            if s.axis != 0 or len(self.kernel.launch.grid) != 1:
+                raise LoweringError(f"{self.kernel.name}: WebGL runs one-dimensional grids of work-items")
+            self.frag.add(s.var)
+            self.block(s.body, ((s.var, "fxc_i"),))
+            return
+        if s.kind == "thread":
+            if s.extent != 1:
+                raise LoweringError(f"{self.kernel.name}: WebGL has no work-groups (a thread loop of {s.extent})")
+            self.zero.add(s.var)
+            self.block(s.body, ((s.var, "0"),))
+            return
+        super().loop(s)
+
+    def stmt(self, s):
+        if isinstance(s, LetStmt) and self._is_frag(s.value):
+            self.frag.add(s.var)
+        super().stmt(s)
+
+    def _is_frag(self, e) -> bool:
+        """e is the work-item index: g, g * 1, or either plus the thread variable."""
+        if e in self.frag:
+            return True
+        if isinstance(e, Bin) and e.args[0] == "mul" and isinstance(e.args[2], Const) and e.args[2].value == 1:
+            return self._is_frag(e.args[1])
+        if isinstance(e, Bin) and e.args[0] == "add":
+            a, b = e.args[1], e.args[2]
+            return (self._is_frag(a) and b in self.zero) or (self._is_frag(b) and a in self.zero)
+        return False
+
+    def load_code(self, buf: Buffer, name: str, idx: str) -> str:
+        if buf.scope in ("private", "shared"):
+            return f"{name}[{idx}]"
+        j = self.kernel.params.index(buf)
+        if buf is self.outputs[0]:
+            raise LoweringError(f"{self.kernel.name}: reads its own output {buf.name}, which a fragment cannot")
+        v = f"texelFetch(fxc_t{j}, fxc_at({idx}), 0).r"
+        return f"({v} != 0)" if buf.dtype == "bool" else v
+
+    def store(self, s: Store):
+        if s.buf.scope != "global":
+            return super().store(s)
+        if s.index not in self.frag:
+            raise LoweringError(f"{self.kernel.name}: stores {s.buf.name} at another index than its own work-item's "
+                                f"(a scatter), which a WebGL fragment cannot")
+        v = self.expr(s.value)
+        self.emit(f"fxc_out = {'int(' + v + ')' if s.buf.dtype == 'bool' else v};")
+
+    def compute(self, e):
+        if isinstance(e, Present):
+            raise LoweringError(f"{self.kernel.name}: an optional input; WebGL binds every input")
+        if isinstance(e, Bin) and e.args[0] in ("div", "truncdiv", "floordiv", "truncmod", "floormod") \
+                and e.args[1].dtype not in _FLOAT_TEX and e.dtype != "bool":
+            d = e.args[2]
+            if not (isinstance(d, Const) and int(d.value) not in (0, -1)):
+                raise LoweringError(f"{self.kernel.name}: integer {e.args[0]} by a divisor that may be 0; WebGL "
+                                    f"has no way to report it")
+        return super().compute(e)
+
+    def cast_code(self, fr: str, to: str, x: str) -> str:
+        if fr == "float32" and to == "int64":
+            raise LoweringError(f"{self.kernel.name}: a float -> int64 cast may leave 32 bits; WebGL cannot check it")
+        if to == "int8" and fr != "bool":
+            return f"(({self.cast_code(fr, 'int32', x)} << 24) >> 24)"
+        if to == "int16" and fr != "bool":
+            return f"(({self.cast_code(fr, 'int32', x)} << 16) >> 16)"
+        return super().cast_code(fr, to, x)
+
+    def op_code(self, op: str, dtype: str, *args: str) -> str:
+        if op == "fma":
+            return f"({args[0]} * {args[1]} + {args[2]})"
+        return super().op_code(op, dtype, *args)
+
+    def kernel_text(self) -> str:
+        k = self.kernel
+        if k.launch is None or any(b != 1 for b in k.launch.block):
+            raise LoweringError(f"{k.name}: WebGL runs work-groups of one work-item")
+        if k.index_bits != 32:
+            raise LoweringError(f"{k.name}: a buffer of this kernel is 2 GiB or larger; WebGL indexes in 32 bits")
+        check_int64_narrowable(k)
+        body = self.body_text()
+        out = self.outputs[0]
+        head = [ES_HEAD, f"// {k.name}: {k.launch}", f"#define FXC_W {self.width}",
+                "ivec2 fxc_at(int e) { return ivec2(e % FXC_W, e / FXC_W); }",
+                f"layout(location = 0) out {'highp float' if out.dtype in _FLOAT_TEX else 'highp int'} fxc_out;"]
+        head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
+                 for j, b in enumerate(k.params) if b is not out]
+        main = [f"  {VALUE[b.dtype]} {n}[{max(b.size, 1)}];" for b, n in self.private.items()]
+        helpers = helper_text({u for u in self.used if u in _HELPERS})
+        divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
+        return "\n".join(head + [helpers, *divs, "void main() {",
+                                 "  int fxc_i = int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x);",
+                                 f"  if (fxc_i >= {out.size}) {{ discard; }}", *main, body, "}", ""])
+
+
+def render_webgl(kernels: list, width: int) -> str:
+    """The WebGL program as JSON text: the texture width, and per kernel its fragment shader, its parameters'
+    dtypes and sizes, and which parameter it writes."""
+    import json
+    out = {"width": width, "kernels": {}}
+    for k in kernels:
+        r = WebGLRenderer(k, width)
+        text = r.kernel_text()
+        out["kernels"][k.name] = {"shader": text, "output": k.params.index(r.outputs[0]),
+                                  "params": [[b.dtype, b.size] for b in k.params]}
+    return json.dumps(out)

@@ -49,10 +49,11 @@ HEADER = "fxc_model.h"
 C_SOURCE = "fxc_model.c"
 ALIGN = 64
 PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
-PROGRAMS = {"opencl": PROGRAM, "opengl": "program.glsl"}     # device kind -> its program part (GLSL: shaders)
+PROGRAMS = {"opencl": PROGRAM, "opengl": "program.glsl",     # device kind -> its program part (GLSL: shaders,
+            "webgl": "program.webgl.json"}                    # WebGL: fragment shaders in JSON)
 
-RUNTIME_TARGETS = ("llvm", "opencl", "opengl")   # targets this runtime can run (devices: with their library)
-DEVICE_TARGETS = ("webgl", "clml")               # known targets whose device runtime is not here
+RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl")     # targets this runtime can run (devices: with their library)
+DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"
 
@@ -310,7 +311,9 @@ def load_device(path, manifest: dict, parts: dict):
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
     if str(manifest["target"]).split(" ")[0] == "opengl":      # numpy and moderngl only
-        from .opengl import GLModule as DeviceModule  # noqa: F811
+        from .opengl import GLModule as DeviceModule
+    elif str(manifest["target"]).split(" ")[0] == "webgl":     # numpy and playwright (the browser) only
+        from .webgl import WebGLModule as DeviceModule  # noqa: F811
     return DeviceModule(manifest["target"], source, inputs, outputs, consts, workspace, plan,
                         kernels=list(manifest.get("kernels", [])),
                         prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])

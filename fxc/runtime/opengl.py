@@ -61,11 +61,13 @@ def split_program(program: str) -> dict:
 
 
 class _GLThread:
-    """The thread that owns the GL context: run(fn, *args) executes fn there and returns or raises its result."""
+    """The thread that owns a device context (GL, or the browser's driver): run(fn, *args) executes fn there and
+    returns or raises its result."""
 
-    def __init__(self):
+    def __init__(self, name: str = "fxc-gl"):
         self.q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._loop, name="fxc-gl", daemon=True).start()
+        self.name = name
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
 
     def _loop(self):
         while True:
@@ -77,7 +79,7 @@ class _GLThread:
             done.set()
 
     def run(self, fn, *args):
-        if threading.current_thread().name == "fxc-gl":
+        if threading.current_thread().name == self.name:
             return fn(*args)
         box, done = [], threading.Event()
         self.q.put((fn, args, box, done))
