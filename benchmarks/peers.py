@@ -105,6 +105,12 @@ def build_fxc_opencl(model, inputs, threads) -> Runner:
     return _torch_runner(torch.compile(_private(model), backend="fxc", options={"target": "opencl"}), inputs)
 
 
+def build_fxc_opengl(model, inputs, threads) -> Runner:
+    # fxc's opengl target: GLSL compute shaders on the process's EGL context (Mesa's llvmpipe here)
+    torch.set_num_threads(threads)
+    return _torch_runner(torch.compile(_private(model), backend="fxc", options={"target": "opengl"}), inputs)
+
+
 def build_fxc_bf16(model, inputs, threads) -> Runner:
     # fxc's bf16 mode: convs/matmuls over weights with bfloat16 operands on AVX-512 BF16, float32 accumulation
     torch.set_num_threads(threads)
@@ -331,6 +337,7 @@ def peers_for(model_name: str) -> dict[str, Peer]:
         Peer("mxnet", "MXNet Gluon", build_mxnet(model_name), _mxnet_version),
         Peer("fxc_bf16", "fxc bf16", build_fxc_bf16, _fxc_version, cached=True),
         Peer("fxc_opencl", "fxc opencl", build_fxc_opencl, _fxc_version, cached=True),
+        Peer("fxc_opengl", "fxc opengl", build_fxc_opengl, _fxc_version, cached=True),
         Peer("fxc_aot", "fxc.from_torch (frozen)", build_fxc_aot, _fxc_version, cached=True),
         Peer("fxc_aot_bf16", "fxc.from_torch bf16", build_fxc_aot_bf16, _fxc_version, cached=True),
         Peer("fxc", "fxc", build_fxc, _fxc_version, cached=True),

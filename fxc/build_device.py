@@ -24,7 +24,16 @@ def _backend(kind: str):
         from .backends.opencl import needs_fp64, render_opencl
         from .runtime.device_module import DeviceModule
         return render_opencl, DeviceModule, needs_fp64
-    raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl (and llvm for the CPU)")
+    if kind == "opengl":
+        from .backends.glsl import needs_fp64, render_glsl
+        from .runtime.opengl import GLModule
+        return render_glsl, GLModule, needs_fp64
+    if kind == "webgl":
+        from .backends.glsl import needs_fp64, render_webgl
+        from .runtime.webgl import WIDTH, WebGLModule
+        return (lambda kernels: render_webgl(kernels, WIDTH)), WebGLModule, needs_fp64
+    raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl, opengl, webgl (and "
+                      f"llvm for the CPU)")
 
 
 def _log(msg):

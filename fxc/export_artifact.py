@@ -27,8 +27,8 @@ from .runtime.artifact import (
     LIBRARY,
     MANIFEST,
     PARAMS,
-    PROGRAM,
     interface,
+    program_part,
 )
 from .runtime.device_module import device_interface_line
 from .runtime.module import Module, np_dtype
@@ -153,9 +153,10 @@ def export_device(module, path) -> Path:
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
         "plan": [{"kernel": st.kernel, "args": [[kind, int(ix)] for kind, ix in st.args], "grid": list(st.grid),
                   "block": list(st.block)} for st in module.plan],
-        "resident_inputs": list(module.prepack_inputs), "program": PROGRAM, "kernels": list(module.kernels),
+        "resident_inputs": list(module.prepack_inputs), "program": program_part({"target": module.target}),
+        "kernels": list(module.kernels),
     }
-    parts = {PROGRAM: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
+    parts = {manifest["program"]: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:

@@ -245,11 +245,50 @@ def opencl_caps(info: dict) -> Caps:
 OPENCL_OPTIONS = ("device",)
 
 
+def opengl_caps(info: dict) -> Caps:
+    """Caps of a GL 4.3+ context (fxc.runtime.opengl.Device.info): 32-bit indices, no float64 / float16 /
+    bfloat16 (int64 is computed in 32 bits where provably exact: fxc.backends.glsl), GL's shared-memory minimum."""
+    return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(),
+                local_memory_bytes=int(info["local_memory_bytes"]),
+                max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
+                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
+                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"})
+
+
+def _opengl_target(target: Target) -> Target:
+    if target.attrs:
+        raise TargetError(f"opengl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
+                          f"opengl target takes none (it uses the process's EGL context)")
+    from .runtime.opengl import open_device
+    return target.with_caps(opengl_caps(open_device(None).info))
+
+
+def webgl_caps(info: dict) -> Caps:
+    """Caps of a WebGL 2 page (fxc.runtime.webgl.Browser.info): one work-item per fragment, no work-groups or
+    shared memory, no scatter, 32-bit indices, float32 and integers (int64 narrowed) only."""
+    return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
+                max_work_group_size=1, index_bits=32,
+                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+
+
+def _webgl_target(target: Target) -> Target:
+    if target.attrs:
+        raise TargetError(f"webgl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
+                          f"webgl target takes none (FXC_CHROMIUM names the browser)")
+    from .runtime.webgl import open_browser
+    return target.with_caps(webgl_caps(open_browser().info))
+
+
 def device_target(target: Target) -> Target:
     """A device target with its Caps filled from the device it names (opening it: a TargetError says what is
     missing when there is no runtime or device)."""
+    if target.kind == "opengl":
+        return _opengl_target(target)
+    if target.kind == "webgl":
+        return _webgl_target(target)
     if target.kind != "opencl":
-        raise TargetError(f"target {target}: only 'llvm' and 'opencl' can be built here")
+        raise TargetError(f"target {target}: only 'llvm', 'opencl', 'opengl' and 'webgl' can be built here")
     unknown = sorted(set(dict(target.attrs)) - set(OPENCL_OPTIONS))
     if unknown:
         raise TargetError(f"opencl target: unknown option(s) {', '.join('-' + u for u in unknown)}; known: -device="

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Creates .venv at the repo root and installs what fxc needs; idempotent and quiet when done already.
 # As root it also installs the Debian packages the targets need: gcc (the CPU target) and PoCL with the OpenCL ICD
-# loader (the opencl target; pip's PoCL wheel fails on these CPUs: "unknown target CPU generic").
+# loader (the opencl target; pip's PoCL wheel fails on these CPUs: "unknown target CPU generic"), and Mesa's EGL
+# and GL drivers (the opengl target: libegl-mesa0 libgl1-mesa-dri, llvmpipe; moderngl from requirements.txt), and
+# Chromium (the webgl target, driven by pip's playwright from requirements.txt).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -15,6 +17,10 @@ if [ ! -f "$stamp" ]; then
     command -v gcc >/dev/null || need="gcc"
     command -v g++ >/dev/null || need="$need g++"
     [ -f /etc/OpenCL/vendors/pocl.icd ] || need="$need pocl-opencl-icd ocl-icd-libopencl1"
+    # the opengl target: Mesa's headless EGL and its GL drivers (llvmpipe without a GPU)
+    for p in libegl1 libegl-mesa0 libgl1-mesa-dri; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+    # the webgl target: Debian's Chromium (Playwright drives it; `playwright install` is never run)
+    for p in chromium fonts-liberation; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
     if [ -n "$need" ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
     fi

@@ -449,8 +449,8 @@ def test_unknown_format_version(artifact, tmp_path):
 
 def test_missing_device_or_cpu(artifact, tmp_path):
     path, _, _ = artifact
-    _load_error(_rewrite(path, tmp_path / "o.fxc", manifest=lambda m: m.update(target="opengl")),
-                TargetError, "opengl", "device runtime", "export the model for target 'llvm'")
+    _load_error(_rewrite(path, tmp_path / "o.fxc", manifest=lambda m: m.update(target="clml")),
+                TargetError, "clml", "device runtime", "export the model for target 'llvm'")
     _load_error(_rewrite(path, tmp_path / "c.fxc", manifest=lambda m: m.update(target="opencl")),
                 ArtifactError, "program.cl")        # an OpenCL artifact has its program, not a library
     _load_error(_rewrite(path, tmp_path / "u.fxc", manifest=lambda m: m.update(target="tpu")),

@@ -52,7 +52,9 @@ PARAMS = "params.bin"
 HEADER = "fxc_model.h"
 C_SOURCE = "fxc_model.c"
 PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
-PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE, PROGRAM)     # the only part names an artifact may have (plain, relative)
+PROGRAMS = {"opencl": PROGRAM, "opengl": "program.glsl",     # device kind -> its program part (GLSL: shaders,
+            "webgl": "program.webgl.json"}                    # WebGL: fragment shaders in JSON)
+PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE, *PROGRAMS.values())   # the only part names an artifact may have
 ALIGN = 64
 SIGNATURE = "manifest.sig"       # optional: the Ed25519 signature of the manifest's bytes (runtime/signing.py)
 SIGNATURE_BYTES = 64
@@ -60,8 +62,8 @@ MAX_MANIFEST = 64 << 20          # bytes: a manifest is a few KiB to a few MiB
 MAX_RATIO = 200                  # uncompressed / compressed size past which a part is refused before inflating
 SLOT_KINDS = ("in", "out", "const", "work", "null")
 
-RUNTIME_TARGETS = ("llvm", "opencl")             # targets this runtime can run (opencl: with pyopencl, load_device)
-DEVICE_TARGETS = ("opengl", "webgl", "clml")      # known targets whose device runtime is not here
+RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl")     # targets this runtime can run (devices: with their library)
+DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"
 
@@ -108,7 +110,7 @@ def read_verified(path, trusted_keys=None) -> tuple:
         raise ArtifactError(f"{path}: a part of the artifact does not fit in memory; {_REEXPORT}") from None
     except OSError as e:
         raise ArtifactError(f"{path}: cannot read the artifact ({e}); check the file's permissions") from None
-    for name in (PROGRAM if is_device_artifact(manifest) else LIBRARY, PARAMS):
+    for name in (program_part(manifest) if is_device_artifact(manifest) else LIBRARY, PARAMS):
         if name not in parts:
             raise ArtifactError(f"{path}: the manifest lists no {name!r} part; {_REEXPORT}")
     return manifest, parts, raw, signature
@@ -439,4 +441,10 @@ def _check_library(path, lib: Path, expected: dict, params: bytes) -> None:
 
 # -- device (OpenCL) artifacts: program source + plan + params, run by fxc.runtime.device_module ------------------
 def is_device_artifact(manifest: dict) -> bool:
-    return str(manifest.get("target", "")).split(" ")[0] == "opencl"
+    return str(manifest.get("target", "")).split(" ")[0] in PROGRAMS
+
+
+def program_part(manifest: dict) -> str:
+    """The part holding a device artifact's program (OpenCL C, or GLSL shaders)."""
+    return PROGRAMS[str(manifest.get("target", "")).split(" ")[0]]
+

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import ArtifactError, ExecutionError, IndexOutOfRangeError, InputError, index_error_message
-from .artifact import _REEXPORT, MANIFEST, PARAMS, PROGRAM, interface, unpack_params
+from .artifact import _REEXPORT, MANIFEST, PARAMS, interface, unpack_params
 from .module import TensorSpec, check_shape, np_dtype
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
@@ -255,9 +255,10 @@ def device_interface_line(manifest: dict) -> str:
 
 
 def load_device(path, manifest: dict, parts: dict):
-    """A DeviceModule from a verified device artifact (numpy and pyopencl only)."""
+    """A device module from a verified device artifact (numpy and the device's library only)."""
+    from .artifact import program_part
     try:
-        source = parts[PROGRAM].decode()
+        source = parts[program_part(manifest)].decode()
         if source.split("\n", 1)[0] != device_interface_line(manifest):
             raise ArtifactError(f"{path}: the manifest's signature, params layout or plan differs from the one the "
                                 f"program was exported with; the manifest was edited: {_REEXPORT}")
@@ -269,6 +270,12 @@ def load_device(path, manifest: dict, parts: dict):
         workspace = int(manifest["workspace_bytes"])
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
-    return DeviceModule(manifest["target"], source, inputs, outputs, consts, workspace, plan,
-                        kernels=list(manifest.get("kernels", [])),
-                        prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])
+    kind = str(manifest["target"]).split(" ")[0]
+    module = DeviceModule
+    if kind == "opengl":            # numpy and moderngl only
+        from .opengl import GLModule as module
+    elif kind == "webgl":           # numpy and playwright (the browser) only
+        from .webgl import WebGLModule as module
+    return module(manifest["target"], source, inputs, outputs, consts, workspace, plan,
+                  kernels=list(manifest.get("kernels", [])),
+                  prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])

@@ -1,0 +1,711 @@
+"""The GLSL renderer: device loop-IR Kernels -> GLSL 4.30 compute shaders (the `opengl` target).
+
+Takes Kernels whose launch geometry is set (fxc.lowering.schedules.gpu) and whose expressions are scalar
+(fxc.lowering.legalize.scalarize); produces one program text: every kernel a whole compute shader after a
+`// fxc_kernel <name>` line (fxc.runtime.opengl splits and compiles them).
+
+GLSL has no pointers and no byte offsets: all of a module's tensors live in one storage buffer (the arena,
+fxc.runtime.opengl), seen by every shader through three views bound to it (`fxc_f32` float, `fxc_i32` int,
+`fxc_u32` uint words), and each buffer parameter is an element offset into it, a uniform `o_<name>` set per
+launch (-1: an absent optional input). Word 0 of the arena is `fxc_err`: 1 after an integer division by zero,
+2 after an int64 value that does not fit 32 bits.
+
+Types: float32 and the 32-bit ints are native; int8 / uint8 / bool / int16 are bytes and half-words of words
+(read with bitfieldExtract, written with atomicAnd + atomicOr so neighbours never race); float64, float16 and
+bfloat16 are refused (a LoweringError: the graph runs elsewhere). GLSL has no 64-bit integers (without an
+extension): a kernel's index width must be 32 bits, and int64 values are computed in 32 bits only where that is
+provably exact: `check_int64_narrowable` bounds every int64 expression by interval arithmetic over loop extents
+and constants, narrowing the interval across comparisons in selects; int64 loads (and float -> int64 casts)
+read values that must fit 32 bits, checked on the device (fxc_err 2: the runtime raises). Anything else is a
+LoweringError naming the kernel. Semantics follow the OpenCL renderer: NaN-propagating max/min, float -> int
+casts give INT_MIN for NaN and out-of-range values, integer division never traps, pow of a negative base with
+an integral exponent as in C.
+"""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from ..lowering.expr import Bin, Cast, Const, Load, Present, Select, Un, Var, walk
+from ..lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    Kernel,
+    LetStmt,
+    Seq,
+    Store,
+    stmt_exprs,
+    walk_stmts,
+)
+from ..runtime.opengl import dispatch_of
+from .cstyle import CStyleRenderer
+
+VALUE = {"float32": "float", "int64": "int", "int32": "int", "int16": "int", "int8": "int", "uint8": "int",
+         "bool": "bool"}
+REFUSED = {"float64": "float64 (not assumed on GL)", "float16": "float16", "bfloat16": "bfloat16"}
+SHIFT = {"float32": 2, "int32": 2, "int64": 2, "int16": 1, "int8": 0, "uint8": 0, "bool": 0}   # bytes -> units
+I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
+INT_MIN = "(-2147483647 - 1)"
+
+
+def _fmaxmin(fn):
+    """max/min that propagate NaN (as PyTorch and the other backends)."""
+    return lambda r, dt, a, b: f"((isnan({a}) || isnan({b})) ? ({a} + {b}) : {fn}({a}, {b}))"
+
+
+def _helper(name):
+    def code(r, dt, *args):
+        r.used.add(name)
+        return f"fxc_{name}({', '.join(args)})"
+    return code
+
+
+def _int_div(op):
+    def code(r, dt, a, b):
+        r.used.add(op)
+        return f"fxc_{op}({a}, {b})"
+    return code
+
+
+CODE_FOR_OP = {
+    "max.f": _fmaxmin("max"), "min.f": _fmaxmin("min"), "max.i": "max({0}, {1})", "min.i": "min({0}, {1})",
+    "max.b": "({0} || {1})", "min.b": "({0} && {1})",
+    "pow.f": _helper("pow"), "atan2.f": _helper("atan2"), "hypot.f": _helper("hypot"),
+    "copysign.f": "uintBitsToFloat((floatBitsToUint({0}) & 0x7FFFFFFFu) | (floatBitsToUint({1}) & 0x80000000u))",
+    "fma.f": "fma({0}, {1}, {2})",
+    "truncmod.f": _helper("fmod"), "floordiv.f": "floor({0} / {1})", "truncdiv.f": "trunc({0} / {1})",
+    "floormod.f": _helper("floormod_f"),
+    "div.i": _int_div("truncdiv"), "truncdiv.i": _int_div("truncdiv"), "floordiv.i": _int_div("floordiv"),
+    "truncmod.i": _int_div("truncmod"), "floormod.i": _int_div("floormod"),
+    "and.b": "({0} && {1})", "or.b": "({0} || {1})", "xor.b": "({0} != {1})",
+    "neg": "(-{0})", "not.b": "(!{0})", "not.i": "(~{0})", "abs.f": "abs({0})", "abs.i": "abs({0})",
+    "isnan.f": "isnan({0})", "isinf.f": "isinf({0})", "signbit.f": "((floatBitsToUint({0}) >> 31) != 0u)",
+    "isnan.i": "false", "isinf.i": "false", "signbit.i": "({0} < 0)",
+    "sigmoid.f": "(1.0 / (1.0 + exp(-{0})))", "round.f": "roundEven({0})", "log10.f": "(log({0}) * 0.4342944819)",
+    "tanh.f": _helper("tanh"), "erf.f": _helper("erf"), "expm1.f": _helper("expm1"), "log1p.f": _helper("log1p"),
+    "asin.f": "atan({0}, sqrt((1.0 - {0}) * (1.0 + {0})))",      # GL's asin / acos may be 1e-4 off (Mesa's are)
+    "acos.f": "atan(sqrt((1.0 - {0}) * (1.0 + {0})), {0})", "nextafter.f": _helper("nextafter"),
+    **{f"{fn}.f": fn + "({0})" for fn in ("exp", "log", "sqrt", "sin", "cos", "tan", "floor", "ceil", "trunc",
+                                          "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                                          "log2", "exp2")},
+}
+
+# integer division that never traps: division by zero sets fxc_err, MIN / -1 wraps (as on the CPU)
+_DIV = {
+    "truncdiv": "return (y == -1) ? -x : x / s;",
+    "truncmod": "return (y == -1) ? 0 : x % s;",     # GLSL's % on negatives is undefined: computed from /
+    "floordiv": "int q = x / s; int m = x - q * s; if (m != 0 && ((m ^ s) < 0)) q -= 1; return (y == -1) ? -x : q;",
+    "floormod": "int m = x - (x / s) * s; if (m != 0 && ((m ^ s) < 0)) m += s; return (y == -1) ? 0 : m;",
+}
+_DIV["truncmod"] = "return (y == -1) ? 0 : x - (x / s) * s;"
+
+_HELPERS = {
+    "pow": """float fxc_pow(float x, float y) {
+  if (y == 0.0) return 1.0;
+  if (x == 0.0) return y < 0.0 ? FXC_INF * ((fract(y * 0.5) == 0.5 && signbit_(x)) ? -1.0 : 1.0)
+                               : ((fract(y * 0.5) == 0.5 && signbit_(x)) ? -0.0 : 0.0);
+  float r = exp2(y * log2(abs(x)));
+  if (x < 0.0) { if (trunc(y) != y) return uintBitsToFloat(0x7FC00000u); if (fract(y * 0.5) != 0.0) r = -r; }
+  return r;
+}""",
+    "atan2": "float fxc_atan2(float y, float x) { return (x == 0.0 && y == 0.0) ? "
+             "(signbit_(x) ? (signbit_(y) ? -3.14159265358979 : 3.14159265358979) : y) : atan(y, x); }",
+    "hypot": "float fxc_hypot(float x, float y) { float a = abs(x), b = abs(y); float m = max(a, b); "
+             "if (isinf(a) || isinf(b)) return FXC_INF; if (m == 0.0) return 0.0; "
+             "float p = a / m, q = b / m; return m * sqrt(p * p + q * q); }",
+    "fmod": "float fxc_fmod(float x, float y) { if (y == 0.0 || isinf(x)) return uintBitsToFloat(0x7FC00000u); "
+            "if (isinf(y)) return x; float r = abs(x) - abs(y) * trunc(abs(x) / abs(y)); "
+            "if (r < 0.0) r += abs(y); if (r >= abs(y)) r -= abs(y); return x < 0.0 ? -r : r; }",
+    "floormod_f": "float fxc_floormod_f(float x, float y) { float m = fxc_fmod(x, y); "
+                  "return (m != 0.0 && ((m < 0.0) != (y < 0.0))) ? m + y : m; }",
+    "tanh": "float fxc_tanh(float x) { if (abs(x) < 0.55) { float x2 = x * x; return x + x * x2 * (-0.333333333 + "
+            "x2 * (0.133333333 + x2 * (-0.0539682540 + x2 * (0.0218694885 + x2 * -0.00886323552)))); } "
+            "float e = exp(-2.0 * abs(x)); float t = (1.0 - e) / (1.0 + e); return x < 0.0 ? -t : t; }",
+    # erf: W. J. Cody's rational approximations, float32 accuracy (the abs error of A&S 7.1.26 is too coarse
+    # for erf near 0 in relative terms)
+    "erf": """float fxc_erf(float x) {
+  float a = abs(x);
+  if (a < 0.5) { float t = x * x;
+    return x * (1.1283791671 + t * (-0.3761263890 + t * (0.1128379167 + t * (-0.0268661706 + t * 0.0052239776)))); }
+  return sign(x) * (1.0 - fxc_erfc_pos(a));
+}""",
+    "erfc_pos": """float fxc_erfc_pos(float a) {
+  float t = 1.0 / (1.0 + 0.5 * a);
+  float y = t * exp(-a * a - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418 + t * (-0.18628806
+      + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))));
+  return y;
+}""",
+    "nextafter": "float fxc_nextafter(float x, float y) { if (isnan(x) || isnan(y)) return x + y; "
+                 "if (x == y) return y; if (x == 0.0) return uintBitsToFloat(1u) * (y > 0.0 ? 1.0 : -1.0); "
+                 "uint b = floatBitsToUint(x); return uintBitsToFloat(((x < y) == (x > 0.0)) ? b + 1u : b - 1u); }",
+    "expm1": "float fxc_expm1(float x) { float u = exp(x); if (u == 1.0) return x; float m = u - 1.0; "
+             "if (m == -1.0) return -1.0; if (isinf(u)) return u; return m * x / log(u); }",
+    "log1p": "float fxc_log1p(float x) { float u = 1.0 + x; if (u == 1.0) return x; if (isinf(u)) return u; "
+             "return log(u) * x / (u - 1.0); }",
+}
+_NEEDS = {"erf": {"erfc_pos"}, "floormod_f": {"fmod"}}
+
+PREAMBLE = """\
+#define FXC_INF uintBitsToFloat(0x7F800000u)
+bool signbit_(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
+int fxc_ld64(int w) { int lo = fxc_i32[w]; if (fxc_i32[w + 1] != (lo >> 31)) fxc_i32[0] = 2; return lo; }
+void fxc_st64(int w, int v) { fxc_i32[w] = v; fxc_i32[w + 1] = v >> 31; }
+int fxc_narrow(float x) { if (!(abs(x) < 2147483648.0)) fxc_i32[0] = 2; return int(x); }
+void fxc_st8(int e, int v) { int w = e >> 2; int s = (e & 3) * 8;
+  atomicAnd(fxc_u32[w], ~(0xFFu << s)); atomicOr(fxc_u32[w], (uint(v) & 0xFFu) << s); }
+void fxc_st16(int e, int v) { int w = e >> 1; int s = (e & 1) * 16;
+  atomicAnd(fxc_u32[w], ~(0xFFFFu << s)); atomicOr(fxc_u32[w], (uint(v) & 0xFFFFu) << s); }
+"""
+
+class GLSLRenderer(CStyleRenderer):
+    has_local = True
+    bound_index = {"grid": "gl_WorkGroupID", "thread": "gl_LocalInvocationID"}
+    types = VALUE
+    memory_types = VALUE
+    code_for_op = CODE_FOR_OP
+
+    def __init__(self, kernel: Kernel):
+        for b in kernel.params:
+            if b.dtype in REFUSED:
+                raise LoweringError(f"{kernel.name}: buffer {b.name} is {REFUSED[b.dtype]}, which the GLSL "
+                                    f"renderer does not compute in; the graph runs on another target")
+        super().__init__(kernel)
+        self.dims, self.fold = dispatch_of(kernel.launch.grid) if kernel.launch else ((1, 1, 1), None)
+
+    # -- names, loops ------------------------------------------------------------------------------------
+    def offset(self, buf: Buffer) -> str:
+        """The element offset of a parameter in the arena (from the byte offset the runtime sets, `fxc_b<j>`)."""
+        return f"o{self.kernel.params.index(buf)}"
+
+    def loop(self, s: For):
+        for st in walk_stmts(s.body):
+            if isinstance(st, Store):
+                self.invalidate(st.buf)
+            elif isinstance(st, Barrier):
+                self.invalidate_shared()
+        v = s.var.name
+        if s.kind in BOUND_KINDS:
+            xyz = "xyz"[s.axis]
+            if s.kind == "grid" and self.fold == s.axis:
+                idx = f"int(gl_WorkGroupID.{xyz} + gl_WorkGroupID.{'xyz'[len(self.kernel.launch.grid)]} * 65535u)"
+            else:
+                idx = f"int({self.bound_index[s.kind]}.{xyz})"
+            self.emit("{")
+            self.depth += 1
+            self.emit(f"const int {v} = {idx};")
+            self.depth -= 1
+            self.block(s.body, ((s.var, v),))
+            self.emit("}")
+            return
+        end = self.expr(s.extent) if not isinstance(s.extent, int) else str(s.extent)
+        self.emit(f"for (int {v} = {s.start}; {v} < {end}; ++{v}) {{")
+        self.block(s.body, ((s.var, v),))
+        self.emit("}")
+
+    # -- memory ------------------------------------------------------------------------------------------
+    def elem(self, buf: Buffer, idx: str) -> str:
+        return idx if buf.scope in ("private", "shared") else f"({self.offset(buf)} + {idx})"
+
+    def load_code(self, buf: Buffer, name: str, idx: str) -> str:
+        dt = buf.dtype
+        if buf.scope in ("private", "shared"):
+            return f"{name}[{idx}]"
+        e = self.elem(buf, idx)
+        if dt == "float32":
+            return f"fxc_f32[{e}]"
+        if dt == "int32":
+            return f"fxc_i32[{e}]"
+        if dt == "int64":
+            return f"fxc_ld64({self.offset(buf)} + 2 * {idx})"
+        if dt in ("uint8", "bool"):
+            v = f"int(bitfieldExtract(fxc_u32[{e} >> 2], ({e} & 3) * 8, 8))"
+            return f"({v} != 0)" if dt == "bool" else v
+        if dt == "int8":
+            return f"bitfieldExtract(fxc_i32[{e} >> 2], ({e} & 3) * 8, 8)"
+        if dt == "int16":
+            return f"bitfieldExtract(fxc_i32[{e} >> 1], ({e} & 1) * 16, 16)"
+        raise LoweringError(f"{self.kernel.name}: GLSL cannot load {dt} ({buf.name})")
+
+    def store_code(self, buf: Buffer, name: str, idx: str, value: str) -> str:
+        dt = buf.dtype
+        if buf.scope in ("private", "shared"):
+            return f"{name}[{idx}] = {value}"
+        e = self.elem(buf, idx)
+        if dt == "float32":
+            return f"fxc_f32[{e}] = {value}"
+        if dt == "int32":
+            return f"fxc_i32[{e}] = {value}"
+        if dt == "int64":
+            return f"fxc_st64({self.offset(buf)} + 2 * {idx}, {value})"
+        if dt in ("uint8", "bool", "int8"):
+            return f"fxc_st8({e}, {'int(' + value + ')' if dt == 'bool' else value})"
+        if dt == "int16":
+            return f"fxc_st16({e}, {value})"
+        raise LoweringError(f"{self.kernel.name}: GLSL cannot store {dt} ({buf.name})")
+
+    def compute(self, e):
+        if isinstance(e, Present):
+            return f"({self.offset(e.args[0])} >= 0)"
+        if e.dtype in REFUSED:
+            raise LoweringError(f"{self.kernel.name}: {REFUSED[e.dtype]} arithmetic; GLSL computes float32")
+        return super().compute(e)
+
+    # -- values ------------------------------------------------------------------------------------------
+    def int_const(self, v: int, dt: str) -> str:
+        if dt in ("int64", "int32") and v == I32_MIN:
+            return INT_MIN
+        if dt == "int64" and not I32_MIN <= v <= I32_MAX:     # only a reduction's identity gets here (see
+            return INT_MIN if v < 0 else str(I32_MAX)              # check_int64_narrowable): saturated
+        if not I32_MIN <= v <= I32_MAX:
+            raise LoweringError(f"{self.kernel.name}: integer constant {v} needs 64 bits, which GLSL lacks")
+        return str(v)
+
+    def float_const(self, v: float, dt: str) -> str:
+        import math
+        if math.isnan(v):
+            return "uintBitsToFloat(0x7FC00000u)"
+        if math.isinf(v):
+            return "uintBitsToFloat(0xFF800000u)" if v < 0 else "uintBitsToFloat(0x7F800000u)"
+        import struct
+        bits = struct.unpack("<I", struct.pack("<f", v))[0]
+        return f"uintBitsToFloat({bits:#010x}u)"      # exact, whatever the compiler's decimal parsing
+
+    def barrier(self) -> str:
+        return "memoryBarrierShared(); barrier();"
+
+    def cast_code(self, fr: str, to: str, x: str) -> str:
+        if fr == to:
+            return x
+        if to == "bool":
+            return f"({x} != {'0.0' if fr == 'float32' else '0'})" if fr != "bool" else x
+        if to == "float32":
+            return f"float({x})"
+        if fr == "bool":
+            return f"int({x})"
+        if fr == "float32":
+            if to == "int64":
+                return f"fxc_narrow({x})"
+            w = f"(abs({x}) < 2147483648.0 ? int({x}) : {INT_MIN})"        # x86: NaN / out of range -> MIN
+            return w if to == "int32" else self.cast_code("int32", to, w)
+        if to == "uint8":
+            return f"({x} & 255)"
+        if to == "int8":
+            return f"bitfieldExtract({x}, 0, 8)"
+        if to == "int16":
+            return f"bitfieldExtract({x}, 0, 16)"
+        return x            # int32 <-> int64 (narrowed: the same 32-bit value), and widening of narrower ints
+
+    # -- the shader ----------------------------------------------------------------------------------------
+    def kernel_text(self) -> str:
+        k = self.kernel
+        if k.launch is None:
+            raise LoweringError(f"{k.name}: a device kernel needs its launch geometry (lower it with "
+                                f"fxc.lowering.schedules.gpu)")
+        if k.index_bits != 32:
+            raise LoweringError(f"{k.name}: a buffer of this kernel is 2 GiB or larger; GLSL indexes in 32 bits")
+        check_int64_narrowable(k)
+        body = self.body_text()
+        block = (list(k.launch.block) + [1, 1])[:3]
+        head = ["#version 430", f"// {k.name}: {k.launch}",
+                "layout(local_size_x = {}, local_size_y = {}, local_size_z = {}) in;".format(*block),
+                "layout(std430, binding = 0) buffer FxcF32 { float fxc_f32[]; };",
+                "layout(std430, binding = 1) buffer FxcI32 { int fxc_i32[]; };",
+                "layout(std430, binding = 2) buffer FxcU32 { uint fxc_u32[]; };"]
+        head += [f"uniform int fxc_b{j};" for j in range(len(k.params))]
+        main = [f"  int o{j} = fxc_b{j} >> {SHIFT[b.dtype]};" for j, b in enumerate(k.params)]
+        for b, n in self.private.items():
+            if b.dtype in REFUSED:
+                raise LoweringError(f"{k.name}: {b.scope} buffer {b.name} of {b.dtype}")
+            decl = f"{VALUE[b.dtype]} {n}[{max(b.size, 1)}];"
+            (head if b.scope == "shared" else main).append(("shared " if b.scope == "shared" else "  ") + decl)
+        if self.fold is not None:      # the last work-groups of a folded grid axis have nothing to do
+            xyz, extra = "xyz"[self.fold], "xyz"[len(k.launch.grid)]
+            main.append(f"  if (gl_WorkGroupID.{xyz} + gl_WorkGroupID.{extra} * 65535u >= "
+                        f"{k.launch.grid[self.fold]}u) return;")
+        return "\n".join(head + [PREAMBLE, helper_text(self.used), "void main() {", *main, body, "}", ""])
+
+
+def helper_text(used: set) -> str:
+    need, todo = set(), list(used)
+    while todo:
+        u = todo.pop()
+        if u not in need:
+            need.add(u)
+            todo += _NEEDS.get(u, ())
+    out = []
+    for name in ("erfc_pos", "fmod", "erf", "floormod_f", "pow", "atan2", "hypot", "tanh", "expm1", "log1p",
+                 "nextafter"):
+        if name in need:
+            out.append(_HELPERS[name])
+    for op in ("truncdiv", "truncmod", "floordiv", "floormod"):
+        if op in need:
+            out.append(f"int fxc_{op}(int x, int y) {{ if (y == 0) fxc_i32[0] = 1; "
+                       f"int s = (y == 0 || y == -1) ? 1 : y; {_DIV[op]} }}")
+    return "\n".join(out)
+
+
+def render_glsl(kernels: list) -> str:
+    """One program text: each kernel's compute shader after a `// fxc_kernel <name>` line."""
+    return "".join(f"// fxc_kernel {k.name}\n" + GLSLRenderer(k).kernel_text() for k in kernels)
+
+
+def needs_fp64(k: Kernel) -> bool:
+    """GLSL kernels never compute in float64 (the renderer refuses it with a LoweringError instead)."""
+    return False
+
+
+# -- int64 in 32 bits: interval arithmetic ----------------------------------------------------------------
+_FULL32 = (I32_MIN, I32_MAX)
+_RANGE = {"bool": (0, 1), "uint8": (0, 255), "int8": (-128, 127), "int16": (-2 ** 15, 2 ** 15 - 1),
+          "int32": _FULL32, "int64": _FULL32}
+
+
+def _join(a, b):
+    return (min(a[0], b[0]), max(a[1], b[1]))
+
+
+class _Bounds:
+    """Intervals of integer expressions: loop variables from their extents, let variables from their values,
+    loads from their dtype (int64 loads are checked on the device to fit 32 bits)."""
+
+    def __init__(self, kernel: Kernel):
+        self.kernel = kernel
+        self.vars: dict = {}
+        self.memo: dict = {}
+        self.bufs: dict = {}        # private buffer -> the interval of every value stored in it (counters)
+
+    def of(self, e, refine: dict) -> tuple:
+        if e in refine:
+            return refine[e]
+        if not refine and e in self.memo:
+            return self.memo[e]
+        r = self._of(e, refine)
+        if e.dtype == "int64" and not (I32_MIN <= r[0] and r[1] <= I32_MAX):
+            raise LoweringError(f"{self.kernel.name}: {e!r} may need 64-bit integer arithmetic (values in "
+                                f"[{r[0]}, {r[1]}]); GLSL has 32-bit integers only, so this graph runs elsewhere")
+        if not refine:
+            self.memo[e] = r
+        return r
+
+    def _of(self, e, refine: dict) -> tuple:
+        dt = e.dtype
+        if dt not in _RANGE:
+            for c in getattr(e, "args", ()):
+                if hasattr(c, "dtype"):
+                    self.of(c, refine)
+            return (0, 0)
+        if isinstance(e, Const):
+            return (int(e.value), int(e.value))
+        if isinstance(e, Var):
+            return self.vars.get(e, _RANGE[dt])
+        if isinstance(e, Load):
+            self.of(e.args[1], refine)
+            buf = e.args[0]
+            return self.bufs.get(buf) or _RANGE.get(buf.dtype, _FULL32)
+        if isinstance(e, Cast):
+            src = e.args[1]
+            r = self.of(src, refine) if src.dtype in _RANGE else _FULL32
+            lo, hi = _RANGE[dt]
+            return r if lo <= r[0] and r[1] <= hi else (lo, hi)
+        if isinstance(e, Select):
+            c, a, b = e.args
+            self.of(c, refine)
+            ta, fb = self._refined(c, refine)
+            return _join(self.of(a, ta), self.of(b, fb))
+        if isinstance(e, Un):
+            op, a = e.args
+            lo, hi = self.of(a, refine) if a.dtype in _RANGE else (0, 1)
+            if op == "neg":
+                return (-hi, -lo)
+            if op == "abs":
+                return (0 if lo <= 0 <= hi else min(abs(lo), abs(hi)), max(abs(lo), abs(hi)))
+            if op == "not" and dt != "bool":
+                return (-hi - 1, -lo - 1)
+            return _RANGE[dt]
+        if isinstance(e, Bin):
+            op, a, b = e.args
+            if dt == "bool":
+                for x in (a, b):
+                    if x.dtype in _RANGE:
+                        self.of(x, refine)
+                return (0, 1)
+            x, y = self.of(a, refine), self.of(b, refine)
+            if op == "add":
+                return (x[0] + y[0], x[1] + y[1])
+            if op == "sub":
+                return (x[0] - y[1], x[1] - y[0])
+            if op == "mul":
+                p = [x[i] * y[j] for i in (0, 1) for j in (0, 1)]
+                return (min(p), max(p))
+            if op == "max":
+                return (max(x[0], y[0]), max(x[1], y[1]))
+            if op == "min":
+                return (min(x[0], y[0]), min(x[1], y[1]))
+            m = max(abs(x[0]), abs(x[1]))
+            if op in ("idiv", "div", "floordiv", "truncdiv"):
+                if y[0] > 0 or y[1] < 0:        # a divisor of one sign: the quotients of the corners (floor, ceil)
+                    q = [f(p, d) for p in x for d in y for f in (lambda u, v: u // v, lambda u, v: -(-u // v))]
+                    return (min(q), max(q))
+                return (-m, m)                  # x / 0 gives x; MIN / -1 gives 2**31: refused
+            if op in ("imod", "floormod", "truncmod"):
+                n = max(abs(y[0]), abs(y[1]))
+                return (-n, n)
+            if op == "and" and (x[0] >= 0 or y[0] >= 0):
+                return (0, min(v[1] for v in (x, y) if v[0] >= 0))
+            if op in ("and", "or", "xor"):      # of 32-bit values (sign-extended): a 32-bit value
+                return _FULL32
+            if op == "shr" and y[0] >= 0:
+                return (min(x[0], 0), max(x[1], 0))
+            if op == "shl" and y[0] >= 0 and y[1] < 31:
+                return (x[0] * 2 ** y[1] if x[0] < 0 else x[0], x[1] * 2 ** y[1] if x[1] > 0 else x[1])
+            return _RANGE[dt] if dt != "int64" else (-2 ** 63, 2 ** 63 - 1)
+        for c in getattr(e, "args", ()):
+            if hasattr(c, "dtype"):
+                self.of(c, refine)
+        return _RANGE[dt]
+
+    def _refined(self, c, refine: dict) -> tuple:
+        """The refinements that hold where condition c is true, and where it is false: a comparison of an integer
+        expression with a constant narrows that expression's interval."""
+        if not (isinstance(c, Bin) and c.args[0] in ("lt", "le", "gt", "ge") and isinstance(c.args[2], Const)
+                and c.args[1].dtype in _RANGE):
+            return refine, refine
+        op, x, k = c.args[0], c.args[1], int(c.args[2].value)
+        lo, hi = self.of(x, refine)
+        below = (lo, min(hi, k - 1 if op in ("lt", "ge") else k))      # x < k (lt) / x <= k (le)
+        above = (max(lo, k if op in ("lt", "ge") else k + 1), hi)
+        t, f = (below, above) if op in ("lt", "le") else (above, below)
+        return ({**refine, x: t} if t[0] <= t[1] else refine,
+                {**refine, x: f} if f[0] <= f[1] else refine)
+
+
+def check_int64_narrowable(k: Kernel) -> None:
+    """LoweringError unless every int64 value of k provably fits 32 bits (loads and float casts are checked on
+    the device); loop variables range over their extents."""
+    b = _Bounds(k)
+    b.bufs = _counter_ranges(k)
+    for st in walk_stmts(k.body):
+        if isinstance(st, For):
+            ext = st.extent if isinstance(st.extent, int) else b.of(st.extent, {})[1]
+            b.vars[st.var] = (st.start, max(st.start, ext - 1))
+        elif isinstance(st, LetStmt):
+            b.vars[st.var] = b.of(st.value, {}) if st.value.dtype in _RANGE else (0, 0)
+        exprs = stmt_exprs(st)
+        if isinstance(st, Store) and st.buf.scope != "global" and isinstance(st.value, Const):
+            exprs = [st.index]      # a reduction's identity (INT64_MAX for a min): saturates to 32 bits
+        for e in exprs:
+            if any(x.dtype in _RANGE for x in walk(e)):
+                b.of(e, {})
+
+
+def _counter_ranges(k: Kernel) -> dict:
+    """Intervals of int private buffers used as counters (sort's merge positions): stores of values that do not
+    read the buffer (their union is the start), and increments `buf + d` (each executed at most the product of the
+    serial loop extents around it). A buffer that fits no such pattern is left out (its loads: the dtype's range,
+    sound since every value stored is itself checked)."""
+    lets, stores = {}, {}
+
+    def visit(s, mult):
+        if isinstance(s, Seq):
+            for x in s.stmts:
+                visit(x, mult)
+        elif isinstance(s, For):
+            inner = mult if s.kind in BOUND_KINDS or mult is None else (
+                mult * s.extent if isinstance(s.extent, int) else None)
+            visit(s.body, inner)
+        elif isinstance(s, LetStmt):
+            lets[s.var] = s.value
+            visit(s.body, mult)
+        elif isinstance(s, IfThen):
+            visit(s.then, mult)
+            if s.orelse is not None:
+                visit(s.orelse, mult)
+        elif isinstance(s, Allocate):
+            visit(s.body, mult)
+        elif isinstance(s, Store) and s.buf.scope == "private" and s.buf.dtype in _RANGE:
+            stores.setdefault(s.buf, []).append((s.value, mult))
+    visit(k.body, 1)
+
+    def reads(e, buf) -> bool:
+        return any((isinstance(x, Load) and x.args[0] is buf) or (isinstance(x, Var) and x in lets and
+                                                                   reads(lets[x], buf)) for x in walk(e))
+
+    def is_load_of(e, buf) -> bool:
+        e = lets.get(e, e) if isinstance(e, Var) else e
+        return isinstance(e, Load) and e.args[0] is buf
+
+    b, out = _Bounds(k), {}
+    for st in walk_stmts(k.body):       # loop variables over their extents (let variables stay unknown here)
+        if isinstance(st, For) and isinstance(st.extent, int):
+            b.vars[st.var] = (st.start, max(st.start, st.extent - 1))
+    for buf, sts in stores.items():
+        lo = hi = None
+        grow = [0, 0]
+        try:
+            for v, mult in sts:
+                step = None
+                if isinstance(v, Bin) and v.args[0] == "add":
+                    x, y = v.args[1], v.args[2]
+                    step = y if is_load_of(x, buf) else x if is_load_of(y, buf) else None
+                if step is not None:
+                    if mult is None:
+                        raise LoweringError("not a counter")
+                    r = b.of(step, {})          # over the buffer's whole dtype range: sound for any of its values
+                    grow = [grow[0] + mult * min(r[0], 0), grow[1] + mult * max(r[1], 0)]
+                    continue
+                if reads(v, buf):
+                    raise LoweringError("not a counter")
+                r = (max(I32_MIN, min(int(v.value), I32_MAX)),) * 2 if isinstance(v, Const) else b.of(v, {})
+                lo, hi = (r if lo is None else (min(lo, r[0]), max(hi, r[1])))
+        except LoweringError:
+            continue
+        if lo is not None and I32_MIN <= lo + grow[0] and hi + grow[1] <= I32_MAX:
+            out[buf] = (lo + grow[0], hi + grow[1])
+    return out
+
+
+# -- WebGL 2: GLSL ES 3.00 fragment shaders --------------------------------------------------------------------
+ES_HEAD = """#version 300 es
+precision highp float;
+precision highp int;
+precision highp sampler2D;
+precision highp isampler2D;
+#define FXC_INF uintBitsToFloat(0x7F800000u)
+bool signbit_(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
+"""
+_FLOAT_TEX = ("float32",)
+
+
+class WebGLRenderer(GLSLRenderer):
+    """A one-work-item-per-output kernel (fxc.lowering.schedules.gpu with a WebGL target's Caps: work-groups of
+    one, no shared memory) -> a fragment shader: the fragment at (x, y) of the output texture is the work-item
+    y * width + x. Every tensor is a 2-D R32F (float32) or R32I (every integer type, int64 narrowed to 32 bits
+    by the host) texture `width` texels wide; a kernel stores only into its output, at its own index. What a
+    fragment shader cannot do is a LoweringError: stores elsewhere (scatter, hand-written loop IR), shared
+    memory, integer division by a divisor that may be 0 (no error flag), float -> int64 casts."""
+
+    has_local = False
+
+    def __init__(self, kernel: Kernel, width: int):
+        super().__init__(kernel)
+        self.width = width
+        self.frag: set = set()          # variables equal to the fragment's work-item index
+        self.zero: set = set()          # the thread variable (work-groups of one)
+        self.outputs = [b for b in kernel.params if any(isinstance(s, Store) and s.buf is b
+                                                        for s in walk_stmts(kernel.body))]
+        if len(self.outputs) != 1:
+            raise LoweringError(f"{kernel.name}: a WebGL kernel writes one tensor, this one {len(self.outputs)}")
+
+    def emit(self, line: str):
+        s = line.lstrip()           # GLSL ES 3.00: a const needs a constant initializer
+        super().emit(s[len("const "):] if s.startswith("const ") else s)
+
+    def loop(self, s: For):
+        if s.kind == "grid":
+            if s.axis != 0 or len(self.kernel.launch.grid) != 1:
+                raise LoweringError(f"{self.kernel.name}: WebGL runs one-dimensional grids of work-items")
+            self.frag.add(s.var)
+            self.block(s.body, ((s.var, "fxc_i"),))
+            return
+        if s.kind == "thread":
+            if s.extent != 1:
+                raise LoweringError(f"{self.kernel.name}: WebGL has no work-groups (a thread loop of {s.extent})")
+            self.zero.add(s.var)
+            self.block(s.body, ((s.var, "0"),))
+            return
+        super().loop(s)
+
+    def stmt(self, s):
+        if isinstance(s, LetStmt) and self._is_frag(s.value):
+            self.frag.add(s.var)
+        super().stmt(s)
+
+    def _is_frag(self, e) -> bool:
+        """e is the work-item index: g, g * 1, or either plus the thread variable."""
+        if e in self.frag:
+            return True
+        if isinstance(e, Bin) and e.args[0] == "mul" and isinstance(e.args[2], Const) and e.args[2].value == 1:
+            return self._is_frag(e.args[1])
+        if isinstance(e, Bin) and e.args[0] == "add":
+            a, b = e.args[1], e.args[2]
+            return (self._is_frag(a) and b in self.zero) or (self._is_frag(b) and a in self.zero)
+        return False
+
+    def load_code(self, buf: Buffer, name: str, idx: str) -> str:
+        if buf.scope in ("private", "shared"):
+            return f"{name}[{idx}]"
+        j = self.kernel.params.index(buf)
+        if buf is self.outputs[0]:
+            raise LoweringError(f"{self.kernel.name}: reads its own output {buf.name}, which a fragment cannot")
+        v = f"texelFetch(fxc_t{j}, fxc_at({idx}), 0).r"
+        return f"({v} != 0)" if buf.dtype == "bool" else v
+
+    def store(self, s: Store):
+        if s.buf.scope != "global":
+            return super().store(s)
+        if s.index not in self.frag:
+            raise LoweringError(f"{self.kernel.name}: stores {s.buf.name} at another index than its own work-item's "
+                                f"(a scatter), which a WebGL fragment cannot")
+        v = self.expr(s.value)
+        self.emit(f"fxc_out = {'int(' + v + ')' if s.buf.dtype == 'bool' else v};")
+
+    def compute(self, e):
+        if isinstance(e, Present):
+            raise LoweringError(f"{self.kernel.name}: an optional input; WebGL binds every input")
+        if isinstance(e, Bin) and e.args[0] in ("div", "truncdiv", "floordiv", "truncmod", "floormod") \
+                and e.args[1].dtype not in _FLOAT_TEX and e.dtype != "bool":
+            d = e.args[2]
+            if not (isinstance(d, Const) and int(d.value) not in (0, -1)):
+                raise LoweringError(f"{self.kernel.name}: integer {e.args[0]} by a divisor that may be 0; WebGL "
+                                    f"has no way to report it")
+        return super().compute(e)
+
+    def cast_code(self, fr: str, to: str, x: str) -> str:
+        if fr == "float32" and to == "int64":
+            raise LoweringError(f"{self.kernel.name}: a float -> int64 cast may leave 32 bits; WebGL cannot check it")
+        if to == "int8" and fr != "bool":
+            return f"(({self.cast_code(fr, 'int32', x)} << 24) >> 24)"
+        if to == "int16" and fr != "bool":
+            return f"(({self.cast_code(fr, 'int32', x)} << 16) >> 16)"
+        return super().cast_code(fr, to, x)
+
+    def op_code(self, op: str, dtype: str, *args: str) -> str:
+        if op == "fma":
+            return f"({args[0]} * {args[1]} + {args[2]})"
+        return super().op_code(op, dtype, *args)
+
+    def kernel_text(self) -> str:
+        k = self.kernel
+        if k.launch is None or any(b != 1 for b in k.launch.block):
+            raise LoweringError(f"{k.name}: WebGL runs work-groups of one work-item")
+        if k.index_bits != 32:
+            raise LoweringError(f"{k.name}: a buffer of this kernel is 2 GiB or larger; WebGL indexes in 32 bits")
+        check_int64_narrowable(k)
+        body = self.body_text()
+        out = self.outputs[0]
+        head = [ES_HEAD, f"// {k.name}: {k.launch}", f"#define FXC_W {self.width}",
+                "ivec2 fxc_at(int e) { return ivec2(e % FXC_W, e / FXC_W); }",
+                f"layout(location = 0) out {'highp float' if out.dtype in _FLOAT_TEX else 'highp int'} fxc_out;"]
+        head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
+                 for j, b in enumerate(k.params) if b is not out]
+        main = [f"  {VALUE[b.dtype]} {n}[{max(b.size, 1)}];" for b, n in self.private.items()]
+        helpers = helper_text({u for u in self.used if u in _HELPERS})
+        divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
+        return "\n".join(head + [helpers, *divs, "void main() {",
+                                 "  int fxc_i = int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x);",
+                                 f"  if (fxc_i >= {out.size}) {{ discard; }}", *main, body, "}", ""])
+
+
+def render_webgl(kernels: list, width: int) -> str:
+    """The WebGL program as JSON text: the texture width, and per kernel its fragment shader, its parameters'
+    dtypes and sizes, and which parameter it writes."""
+    import json
+    out = {"width": width, "kernels": {}}
+    for k in kernels:
+        r = WebGLRenderer(k, width)
+        text = r.kernel_text()
+        out["kernels"][k.name] = {"shader": text, "output": k.params.index(r.outputs[0]),
+                                  "params": [[b.dtype, b.size] for b in k.params]}
+    return json.dumps(out)

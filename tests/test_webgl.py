@@ -1,0 +1,117 @@
+"""The webgl target, first step (RPC from Python): GLSL ES 3.00 fragment shaders over R32F/R32I textures, run by
+fxc/runtime/webgl/runtime.js in a headless Chromium page that Playwright drives (one browser per test process).
+
+What runs: every kernel that computes one output element per work-item (elementwise, broadcast, injective,
+reductions per output, convolutions and matmuls written as computes). What is refused (a LoweringError, so
+torch.compile runs that graph in eager): stores elsewhere than the fragment's own element (scatter and the
+hand-written loop IR of softmax, layer_norm, max_pool2d, cumsum, sort...), integer division by a divisor that may
+be 0, float -> int64 casts, float64. A missing browser is a failure, not a skip (scripts/setup.sh installs
+Debian's chromium and pip's playwright)."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fxc
+from fxc.build import build
+from fxc.errors import ExecutionError, LoweringError
+from fxc.ops.registry import all_ops
+from fxc.relay_like.builder import Builder
+from tests.helpers import assert_close_np, check_module
+from tests.test_opencl import CASES, _small_net
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# the sample's cases a fragment shader cannot express (see the module docstring)
+REFUSED = {(n, k) for n in ("cholesky", "cumsum", "grid_sample", "index_put", "layer_norm", "lgamma", "log_softmax",
+                            "max_pool2d", "random_uniform", "scatter", "softmax", "sort") for k in (0, 1)}
+REFUSED |= {("floordiv", 1), ("remainder", 1)}
+
+
+@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+def test_op_sample_on_webgl(name, k):
+    op = all_ops()[name]
+    arrays, attrs = op.samples(np.random.default_rng(k))[k]
+    b = Builder()
+    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
+    outs = b.graph.call(name, ins, **attrs)
+    b.graph.outputs = list(outs)
+    if (name, k) in REFUSED:
+        with pytest.raises(LoweringError):
+            build(b.graph, target="webgl")
+        return
+    module = build(b.graph, target="webgl")
+    got = module(*arrays)
+    got = got if isinstance(got, list) else [got]
+    ref = op.reference(*arrays, **attrs)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for o, g, r in zip(outs, got, ref):
+        assert g.shape == tuple(o.shape)
+        assert_close_np(g, np.asarray(r).astype(g.dtype))
+
+
+def test_tensor_taller_than_one_texture_row_block():
+    """A tensor of more elements than the texture width (2048) spans rows; a reduction reads across them."""
+    x = np.random.default_rng(4).standard_normal((3, 5000)).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("sum", [b.call("exp", [v])], axes=[1], keepdim=False)]
+    m = build(b.graph, target="webgl")
+    assert "#version 300 es" in m.source and "texelFetch" in m.source
+    assert_close_np(m(x), np.exp(x).sum(axis=1), rtol=1e-4, atol=1e-5)
+
+
+def test_int64_indices_narrowed_and_checked():
+    w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
+    b = Builder()
+    vw, vi = b.graph.input(w.shape, "float32"), b.graph.input((1, 4), "int64")
+    b.graph.outputs = [b.call("embedding", [vw, vi])]
+    m = build(b.graph, target="webgl")
+    assert_close_np(m(w, np.array([[0, 7, 49, 3]], np.int64)), w[[0, 7, 49, 3]][None])
+    with pytest.raises(ExecutionError, match="beyond 32 bits"):
+        m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
+
+
+def test_torch_compile_and_export_on_webgl(tmp_path):
+    """torch.compile(target="webgl") runs the small conv net in the page (nothing falls back); from_torch, export and
+    load run it too."""
+    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    rep = fxc.explain(model, x, target="webgl")
+    assert not rep.fallback_ops and not rep.failures and all("[webgl:" in k for k in rep.kernels), str(rep)
+    check_module(model, x, target="webgl", rtol=1e-4, atol=1e-5)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert_close_np(compiled(x.numpy()), expected)
+    path = fxc.export(compiled, tmp_path / "m.fxc")
+    import json
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        assert json.loads(z.read("manifest.json"))["target"] == "webgl"
+        assert "#version 300 es" in z.read("program.webgl.json").decode()
+    assert_close_np(fxc.load(path)(x.numpy()), expected)
+
+
+NO_BROWSER = """
+import sys
+from fxc.errors import TargetError
+from fxc.relay_like.builder import Builder
+from fxc.build import build
+b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
+try:
+    build(b.graph, target="webgl")
+    sys.exit(1)
+except TargetError as e:
+    print("TargetError:", e)
+    sys.exit(0 if "no Chromium at /nonexistent/chromium" in str(e) and "apt-get install chromium" in str(e) else 3)
+"""
+
+
+def test_no_browser_is_a_target_error():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
+    p = subprocess.run([sys.executable, "-c", NO_BROWSER], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
