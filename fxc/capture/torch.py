@@ -35,7 +35,7 @@ TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64:
                 torch.complex32: "complex32", torch.complex64: "complex64", torch.complex128: "complex128"}
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
 SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16",
-                    "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors inside (fxc/ops/complex.py)
+                    "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors (fxc/ops/complex.py)
 OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
@@ -335,12 +335,14 @@ class _Support:
                 shape, dt = _tensor_type(m)
                 env[a] = _complex_input(b, shape, dt)
             elif isinstance(m, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
-                env[a] = _hint(m) if isinstance(m, (int, torch.SymInt)) else (float(m.node.hint) if hasattr(m, "node") else m)
+                env[a] = (_hint(m) if isinstance(m, (int, torch.SymInt))
+                          else (float(m.node.hint) if hasattr(m, "node") else m))
             else:
                 return False, "non-tensor input"
         try:
             b.used_outputs = used_outputs(node)
-            out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get), torch.fx.node.map_arg(node.kwargs, env.get))
+            out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get),
+                                torch.fx.node.map_arg(node.kwargs, env.get))
         except FxcError as e:
             return False, str(e)
         except Exception as e:   # a converter bug must never break the user's program
@@ -387,7 +389,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
             sub = FxcSubgraph(mod, options, name, weights, training=not is_forward or _saves_for_backward(gm))
             setattr(fused, name, sub)
             subs.append(sub)
-    reasons = {str(n.target): r for n, r in support.reasons.items() if r not in _NOT_FALLBACK and n.op == "call_function"}
+    reasons = {str(n.target): r for n, r in support.reasons.items()
+               if r not in _NOT_FALLBACK and n.op == "call_function"}
 
     def rec(r: Explanation):
         r.graphs += 1
@@ -558,7 +561,8 @@ class FxcSubgraph(torch.nn.Module):
                 if isinstance(e, InputError):
                     raise
                 self.eager_keys.add(key)
-                _record(lambda r: r.failures.append(f"{self.name}: {type(e).__name__}: {str(e)[:300]}"))
+                msg = f"{self.name}: {type(e).__name__}: {str(e)[:300]}"
+                _record(lambda r: r.failures.append(msg))
                 log.warning("fxc: could not compile subgraph %s (%s: %s); it runs in eager PyTorch",
                             self.name, type(e).__name__, e)
                 if self.options.get("debug"):
@@ -579,7 +583,8 @@ class FxcSubgraph(torch.nn.Module):
             module.run_prepared(array, [o.data_ptr() for o in outs], token)
         if self.finite_only and not all(map(_finite, outs)):
             return self.gm(*args)
-        res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
+        res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k
+               for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
     def _inputs(self, key, tensor_pos, orders, args, module):
@@ -647,7 +652,8 @@ class FxcSubgraph(torch.nn.Module):
         self._multi = multi
         self.finite_only = self.finite_only or any(get_op(n.op).eager_unless_finite for n in graph.nodes)
         module = build(graph, weights_vary=self.training_step,
-                       **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
+                       **{k: v for k, v in self.options.items()
+                          if k in ("target", "debug", "fuse", "profile", "precision")})
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
             module.use_openmp()
         _record(lambda r: r.kernels.extend(module.kernels))
