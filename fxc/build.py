@@ -224,7 +224,8 @@ def _module_key(graph, target: Target, options: dict) -> str:
     """Everything a built module depends on: fxc's source, the graph, the target (its CPU, features and threads,
     not the host's), the options and fxc's environment variables (FXC_NUM_THREADS, schedule switches)."""
     import hashlib
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
     opts = sorted((k, repr(v)) for k, v in options.items() if k != "debug")
     parts = [source_fingerprint(), str(target), target.machine_key, repr(env), repr(opts),
              str(target.caps.threads), graph_fingerprint(graph)]
@@ -325,11 +326,13 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
         queue.close()
     if dbg >= 1:
         _log(f"[fxc] built {len(kernels)} kernels in {1e3 * (time.perf_counter() - t0):.1f} ms; "
-             f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B) + packed weights {end - plan.workspace_bytes} B"
+             f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B)"
+             f" + packed weights {end - plan.workspace_bytes} B"
              f" + kernel scratch {scratch} B")
     return Module(target.kind, str(lib),
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
                   [c.data for c in consts], end + scratch, lines, plan.total_bytes, ir,
-                  prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs if slots[v.id][0] == "in"}),
+                  prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs
+                                         if slots[v.id][0] == "in"}),
                   plan=pre_calls + calls, kernel_flops=flops, profiled=profile)

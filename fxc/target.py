@@ -237,7 +237,8 @@ def opencl_caps(info: dict) -> Caps:
                 threads=int(info["compute_units"]),
                 features=frozenset(info.get("extensions", ())) | ({"dedicated_local_memory"}
                                                                   if info.get("dedicated_local_memory") else set()),
-                local_memory_bytes=int(info["local_memory_bytes"]), max_work_group_size=int(info["max_work_group_size"]),
+                local_memory_bytes=int(info["local_memory_bytes"]),
+                max_work_group_size=int(info["max_work_group_size"]),
                 index_bits=64, dtypes=frozenset(dtypes), scatter=True,
                 math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"})
 

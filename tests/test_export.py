@@ -323,7 +323,8 @@ def test_c_entry_from_several_threads(artifact, tmp_path):
     d = extract(path, tmp_path / "model")
     (tmp_path / "threads.c").write_text(THREADS_C)
     cc = subprocess.run(["gcc", "-std=c11", "-O2", "-pthread", str(tmp_path / "threads.c"), "-I", str(d), "-L", str(d),
-                         "-lfxc_model", f"-Wl,-rpath,{d}", "-o", str(tmp_path / "threads")], capture_output=True, text=True)
+                         "-lfxc_model", f"-Wl,-rpath,{d}", "-o", str(tmp_path / "threads")],
+                        capture_output=True, text=True)
     assert cc.returncode == 0, cc.stderr
     p = subprocess.run([str(tmp_path / "threads"), str(d), str(tmp_path / "x.bin"), str(tmp_path / "y.bin")],
                        capture_output=True, text=True, timeout=120)

@@ -290,7 +290,8 @@ class FunctionWriter:
         n = lanes_of(e.dtype)
         if n > 1:
             one = self.const(Const(e.value, scalar_of(e.dtype)))
-            if one in ("0", "false") or (scalar_of(e.dtype) in FLOATS and e.value == 0 and math.copysign(1, e.value) > 0):
+            if one in ("0", "false") or (scalar_of(e.dtype) in FLOATS and e.value == 0
+                                         and math.copysign(1, e.value) > 0):
                 return "zeroinitializer"
             return "<" + ", ".join([f"{LTYPE[scalar_of(e.dtype)]} {one}"] * n) + ">"
         if e.dtype in FLOATS:
@@ -423,7 +424,7 @@ class FunctionWriter:
         if stride == 1:
             v = self.new("ld")
             self.emit(f"{v} = load {vt}, ptr {p}, align {align}")
-        elif stride == 2 and n >= 4:             # two overlapping n-lane loads covering [0, 2n-1), one two-source shuffle
+        elif stride == 2 and n >= 4:             # two overlapping n-lane loads covering [0, 2n-1), a two-source shuffle
             a, b, q, v = self.new("ld"), self.new("ld"), self.new("lp"), self.new()
             self.emit(f"{a} = load {vt}, ptr {p}, align {align}")
             self.emit(f"{q} = getelementptr inbounds {t}, ptr {p}, i64 {n - 1}")
@@ -861,7 +862,8 @@ class ModuleWriter:
     def profile_counters(self, n: int):
         """Export `fxc_profile_counters` ([2n x i64], weak: every split part may define it, the linker keeps one)."""
         self.declare("fxc_profile_now", "i64", [])
-        self.decls["@fxc_profile_counters"] = f"@fxc_profile_counters = weak global [{2 * n} x i64] zeroinitializer, align 64"
+        self.decls["@fxc_profile_counters"] = (f"@fxc_profile_counters = weak global [{2 * n} x i64] zeroinitializer, "
+                                               "align 64")
 
     def text(self, functions: list | None = None, md: list | None = None) -> str:
         """The module's text: its declarations, the functions and the metadata (all, or the given ones)."""

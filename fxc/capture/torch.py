@@ -8,13 +8,11 @@ once which op caused it. Torch tensors in, torch tensors out.
 from __future__ import annotations
 
 import collections
-import contextlib
 import ctypes
 import functools
 import logging
 import operator
 import threading
-from dataclasses import dataclass, field
 
 import torch
 import torch.fx
@@ -27,6 +25,9 @@ from ..relay_like.graph import Value
 from ..runtime.cpu import pointer_array
 from ..runtime.module import FINGERPRINT_WORDS
 
+# re-exported: fxc.capture.torch.explain, .Explanation, .recording, ._recorders (one list) stay valid
+from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
+
 log = logging.getLogger("fxc")
 
 TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
@@ -35,7 +36,7 @@ TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64:
                 torch.complex32: "complex32", torch.complex64: "complex64", torch.complex128: "complex128"}
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
 SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16",
-                    "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors inside (fxc/ops/complex.py)
+                    "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors (fxc/ops/complex.py)
 OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
@@ -46,7 +47,6 @@ _SYM_ATEN = {"aten.sym_size.int": lambda x, d: x.shape[d], "aten.sym_numel.defau
              "aten.sym_stride.int": None}
 
 _warned: set = set()
-_recorders: list = []
 _lock = threading.Lock()
 
 
@@ -60,102 +60,6 @@ def _say_once(key: str, message: str, *args):
 
 def _warn_once(op: str, reason: str):
     _say_once(op, "fxc: %s is not supported (%s); it runs in eager PyTorch", op, reason)
-
-
-# -- explain ----------------------------------------------------------------------------------------
-@dataclass
-class Explanation:
-    compiled_ops: collections.Counter = field(default_factory=collections.Counter)
-    fallback_ops: collections.Counter = field(default_factory=collections.Counter)
-    fallback_reasons: dict = field(default_factory=dict)
-    kernels: list = field(default_factory=list)
-    graphs: int = 0
-    subgraphs: int = 0
-    failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
-    notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
-
-    def __str__(self):
-        lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
-                 f"{sum(self.compiled_ops.values())} ops compiled, {sum(self.fallback_ops.values())} fell back"]
-        lines += [f"note: {n}" for n in self.notes]
-        if self.failures:
-            lines.append("subgraphs that failed to compile (ran in eager PyTorch):")
-            lines += [f"  {f}" for f in self.failures]
-        if self.fallback_ops:
-            lines.append("fell back to eager PyTorch:")
-            for op, n in self.fallback_ops.most_common():
-                lines.append(f"  {op} x{n}: {self.fallback_reasons.get(op, '')}")
-        lines.append("compiled ops: " + ", ".join(f"{op} x{n}" for op, n in self.compiled_ops.most_common()))
-        lines.append(f"kernels ({len(self.kernels)}):")
-        lines += [f"  {k}" for k in self.kernels]
-        return "\n".join(lines)
-
-
-@contextlib.contextmanager
-def recording():
-    """An Explanation that every fxc compile and call inside the block fills (fxc.explain, the fuzzer)."""
-    rec = Explanation()
-    _recorders.append(rec)
-    try:
-        yield rec
-    finally:
-        _recorders.remove(rec)
-
-
-def explain(model, *example_inputs, options: dict | None = None, **option_keywords):
-    """Compile `model` with torch.compile(backend="fxc") and report what happened (an Explanation).
-
-    Two forms:
-
-    - ``explain(model, options=None)(*args, **kwargs)``: torch._dynamo.explain's form. The call runs the model on
-      `args` and `kwargs` (keyword inputs, e.g. a Hugging Face model's ``input_ids=..., attention_mask=...``)
-      and returns the Explanation; fxc's options come only through `options`.
-    - ``explain(model, *example_inputs, **options)``: runs at once on the positional inputs, every keyword an fxc
-      option (the form before keyword inputs; `options=` may be given too).
-
-    An unknown option raises fxc.errors.FxcError naming the form for keyword inputs.
-    """
-    opts = dict(options or {}, **option_keywords)
-    unknown = sorted(set(opts) - OPTION_NAMES)
-    if unknown:
-        raise FxcError(f"fxc.explain: {', '.join(unknown)}: not an fxc option (known: "
-                       f"{', '.join(sorted(OPTION_NAMES))}); to give the model keyword inputs, write "
-                       f"fxc.explain(model, options={{...}})(*args, **kwargs)")
-
-    def run(*args, **kwargs) -> Explanation:
-        import torch._dynamo
-        torch._dynamo.reset()
-        try:
-            with recording() as rec:
-                rec.notes.extend(uncaptured_rnn_notes(model))
-                compiled = torch.compile(model, backend=fxc_backend, options=opts or None)
-                with torch.no_grad():
-                    compiled(*args, **kwargs)
-        finally:
-            torch._dynamo.reset()
-        if not rec.graphs:
-            rec.notes.append("Dynamo captured no graph: the whole model ran in eager PyTorch (torch._dynamo.explain"
-                             "(model)(*inputs) lists its graph breaks; e.g. nn.Transformer* with a mask but no "
-                             "is_causal= compares the mask's values, which Dynamo cannot trace)")
-        return rec
-
-    return run(*example_inputs) if example_inputs or option_keywords else run
-
-
-def uncaptured_rnn_notes(model) -> list:
-    """A note per kind of recurrent module in `model` that Dynamo leaves out of its graphs (it runs in eager PyTorch
-    whole) while torch._dynamo.config.allow_rnn is off."""
-    import torch._dynamo
-    if torch._dynamo.config.allow_rnn or not isinstance(model, torch.nn.Module):
-        return []
-    kinds = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
-    return [f"{k} ran uncaptured in eager PyTorch: Dynamo captures recurrent modules only with "
-            f"torch._dynamo.config.allow_rnn = True (then fxc compiles it as a loop over time steps)" for k in kinds]
-
-
-def _record(fn):
-    for r in list(_recorders):
-        fn(r)
 
 
 # -- the backend ------------------------------------------------------------------------------------
@@ -335,12 +239,14 @@ class _Support:
                 shape, dt = _tensor_type(m)
                 env[a] = _complex_input(b, shape, dt)
             elif isinstance(m, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)):
-                env[a] = _hint(m) if isinstance(m, (int, torch.SymInt)) else (float(m.node.hint) if hasattr(m, "node") else m)
+                env[a] = (_hint(m) if isinstance(m, (int, torch.SymInt))
+                          else (float(m.node.hint) if hasattr(m, "node") else m))
             else:
                 return False, "non-tensor input"
         try:
             b.used_outputs = used_outputs(node)
-            out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get), torch.fx.node.map_arg(node.kwargs, env.get))
+            out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get),
+                                torch.fx.node.map_arg(node.kwargs, env.get))
         except FxcError as e:
             return False, str(e)
         except Exception as e:   # a converter bug must never break the user's program
@@ -387,7 +293,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
             sub = FxcSubgraph(mod, options, name, weights, training=not is_forward or _saves_for_backward(gm))
             setattr(fused, name, sub)
             subs.append(sub)
-    reasons = {str(n.target): r for n, r in support.reasons.items() if r not in _NOT_FALLBACK and n.op == "call_function"}
+    reasons = {str(n.target): r for n, r in support.reasons.items()
+               if r not in _NOT_FALLBACK and n.op == "call_function"}
 
     def rec(r: Explanation):
         r.graphs += 1
@@ -558,7 +465,8 @@ class FxcSubgraph(torch.nn.Module):
                 if isinstance(e, InputError):
                     raise
                 self.eager_keys.add(key)
-                _record(lambda r: r.failures.append(f"{self.name}: {type(e).__name__}: {str(e)[:300]}"))
+                msg = f"{self.name}: {type(e).__name__}: {str(e)[:300]}"
+                _record(lambda r: r.failures.append(msg))
                 log.warning("fxc: could not compile subgraph %s (%s: %s); it runs in eager PyTorch",
                             self.name, type(e).__name__, e)
                 if self.options.get("debug"):
@@ -579,7 +487,8 @@ class FxcSubgraph(torch.nn.Module):
             module.run_prepared(array, [o.data_ptr() for o in outs], token)
         if self.finite_only and not all(map(_finite, outs)):
             return self.gm(*args)
-        res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k for kind, k in out_struct]
+        res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k
+               for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
 
     def _inputs(self, key, tensor_pos, orders, args, module):
@@ -647,7 +556,8 @@ class FxcSubgraph(torch.nn.Module):
         self._multi = multi
         self.finite_only = self.finite_only or any(get_op(n.op).eager_unless_finite for n in graph.nodes)
         module = build(graph, weights_vary=self.training_step,
-                       **{k: v for k, v in self.options.items() if k in ("target", "debug", "fuse", "profile", "precision")})
+                       **{k: v for k, v in self.options.items()
+                          if k in ("target", "debug", "fuse", "profile", "precision")})
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
             module.use_openmp()
         _record(lambda r: r.kernels.extend(module.kernels))

@@ -751,14 +751,16 @@ def _vectorize_loop(loop: For):
             ident = {"add": 0.0, "max": -math.inf, "min": math.inf}[op]
             pre.append(Store(vacc, zero, Const(ident, vec("float32", LANES))))
             vec_body.append(Store(vacc, zero, binary(op, VecLoad(vacc, zero, LANES), substitute(vf, {v: base}))))
-            post.append(Store(st.buf, st.index, binary(op, Load(st.buf, st.index), LaneReduce(op, VecLoad(vacc, zero, LANES)))))
+            post.append(Store(st.buf, st.index, binary(op, Load(st.buf, st.index),
+                                                       LaneReduce(op, VecLoad(vacc, zero, LANES)))))
         else:
             return None
     # reductions read their accumulator only through the combine, so folding after the loop is exact
     # up to reassociation; any other read of a reduced buffer in the loop would see partial sums
     red_bufs = {st.buf for st in stores if linear_stride(st.index, v) == 0}
     for st in stores:
-        if linear_stride(st.index, v) == 1 and any(isinstance(x, Load) and x.args[0] in red_bufs for x in walk(st.value)):
+        if linear_stride(st.index, v) == 1 and any(isinstance(x, Load) and x.args[0] in red_bufs
+                                                   for x in walk(st.value)):
             return None
     tail = None
     if n % LANES:

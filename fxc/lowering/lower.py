@@ -210,7 +210,8 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
         body = For(v, extent, body)
     if tv is not None:
         init = seq(init, Store(tacc, zero, Const(red.init.value, vec("float32", tail))))
-        fold += [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(tacc, zero, tail), k))) for k in range(tail)]
+        fold += [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(tacc, zero, tail), k)))
+                 for k in range(tail)]
     return seq(init, body, *fold)
 
 

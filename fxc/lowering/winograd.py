@@ -358,8 +358,9 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4, adjo
             return _transform_loops(g, G, G, tmp, u, lanes)
         full = k_ // LANES
         # whole blocks in parallel (a weight update repacks: every training step)
-        stmts = [For(kb, full, Allocate(tmp, For(c, c_, one(LANES, kb * LANES))), "parallel" if full > 1 else "serial")] \
-            if full else []
+        stmts = ([For(kb, full, Allocate(tmp, For(c, c_, one(LANES, kb * LANES))),
+                      "parallel" if full > 1 else "serial")]
+                 if full else [])
         if blocks > full:       # the partial block (scalar, zero past K) and the padding blocks
             k = kb * LANES + l
             body = IfThen(Bin("lt", k, as_expr(k_)), one(1, k),

@@ -40,7 +40,8 @@ SWEEPS = 15          # Jacobi sweeps: convergence is quadratic, 15 reach float64
 
 
 def _rotation(zeta):
-    """(c, s) of the Jacobi rotation for zeta = (a_qq - a_pp) / (2 a_pq): t = sign(zeta) / (|zeta| + sqrt(zeta^2 + 1))."""
+    """(c, s) of the Jacobi rotation for zeta = (a_qq - a_pp) / (2 a_pq):
+    t = sign(zeta) / (|zeta| + sqrt(zeta^2 + 1))."""
     sgn = select(compare("lt", zeta, f64(0)), f64(-1), f64(1))
     t = sgn / (unary("abs", zeta) + unary("sqrt", zeta * zeta + f64(1)))
     c = f64(1) / unary("sqrt", t * t + f64(1))
@@ -126,7 +127,8 @@ def _eigvalsh(a, upper=False):
         def item(b):
             A = Mat(ins[0], b * (n * n), n, upper)        # read the lower triangle (of A^T when upper)
             out = Mat(outs[0], b * n, 1)
-            return Allocate(W.buf, Allocate(d, seq(fill_symmetric(W, A, n), sym_jacobi(W, n), loop(n, lambda i: Store(d, i, W(i, i))),
+            return Allocate(W.buf, Allocate(d, seq(fill_symmetric(W, A, n), sym_jacobi(W, n),
+                                                   loop(n, lambda i: Store(d, i, W(i, i))),
                                                    bubble_sort(d, n, False), loop(n, lambda i: out.set(i, 0, d[i])))))
         return batched(batch, SWEEPS * 2 * n ** 3 + 1, item)
     return te.extern([(bs + (n,), a.dtype)], [a], lower, "eigvalsh")[0]
@@ -180,7 +182,7 @@ register(OpDef("svdvals", Kind.OPAQUE, _svdvals_infer, _svdvals_ref, _svdvals, {
                doc="Singular values (descending) of each matrix."))
 
 
-# -- pinv: sign-free products of singular (eigen) vectors ---------------------------------------------------------------
+# -- pinv: sign-free products of singular (eigen) vectors --------------------------------------------------------------
 def _pinv_infer(types, hermitian=False):
     bs, m, n = matrix_dims(types[0], "pinv")
     return [TensorType(bs + (n, m), types[0].dtype)]
@@ -209,12 +211,14 @@ def _pinv(a, atol, rtol, hermitian=False):
                 P, Gv = Mat(outs[0], b * (m * n), m), V
                 steps = seq(fill_symmetric(G, A, k), identity(V, k), sym_jacobi(G, k, V),
                             loop(k, lambda j: Store(d, j, G(j, j))), threshold(b, lambda j: unary("abs", d[j])),
-                            loop(k, lambda j: Store(d, j, select(compare("gt", unary("abs", d[j]), tol[z]), f64(1) / d[j], f64(0)))))
+                            loop(k, lambda j: Store(d, j, select(compare("gt", unary("abs", d[j]), tol[z]),
+                                                                 f64(1) / d[j], f64(0)))))
             else:               # B = A (or A^T when wide) = G V^T with G = U S; pinv(B) = V S^-2 G^T over kept j
                 P, Gv = Mat(outs[0], b * (m * n), m, m < n), G
                 steps = seq(copy(G, A, r, k), identity(V, k), col_jacobi(G, r, k, acc, V), col_norms(G, r, k, d, acc),
                             threshold(b, lambda j: d[j]),
-                            loop(k, lambda j: Store(d, j, select(compare("gt", d[j], tol[z]), f64(1) / (d[j] * d[j]), f64(0)))))
+                            loop(k, lambda j: Store(d, j, select(compare("gt", d[j], tol[z]),
+                                                                 f64(1) / (d[j] * d[j]), f64(0)))))
             rows = k if hermitian else r
             prod = loop(k, lambda i: loop(rows, lambda l: seq(
                 Store(acc, z, f64(0)), loop(k, lambda j: Store(acc, z, acc[z] + V(i, j) * d[j] * Gv(l, j)), name="j"),
@@ -295,7 +299,8 @@ def _pinv_aten(b, a, atol=None, rtol=None, hermitian=False):
     default = {"float32": 2.0 ** -23, "float64": 2.0 ** -52}.get(a.dtype, 0.0) * max(m, n)
     if rtol is None:      # torch: the default rtol, or 0 where a positive atol is given
         rtol = b.scalar(default, F64) if atol is None else b.call(
-            "where", [b.call("gt", [b.as_tensor(atol, F64), b.scalar(0.0, F64)]), b.scalar(0.0, F64), b.scalar(default, F64)])
+            "where", [b.call("gt", [b.as_tensor(atol, F64), b.scalar(0.0, F64)]),
+                      b.scalar(0.0, F64), b.scalar(default, F64)])
     atol = b.scalar(0.0, F64) if atol is None else atol
     tols = [expand_batch(b, b.as_tensor(t, F64), bs, 0) for t in (atol, rtol)]
     return b.call("pinv", [a] + tols, hermitian=bool(hermitian))

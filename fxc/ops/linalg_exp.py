@@ -47,7 +47,8 @@ def _matrix_exp(a):
                 horner = loop(DEGREE, lambda t: seq(product(X, E), let(
                     "inv", f64(1) / cast(F64, as_expr(DEGREE) - t), lambda inv: loop(n, lambda i: loop(
                         n, lambda j: E.set(i, j, eye(i, j) + T(i, j) * inv), name="j")))), name="t")
-                square = loop(MAX_SQUARINGS, lambda q: when(compare("lt", q, s), product(E, E), copy(E, T, n, n)), name="q")
+                square = loop(MAX_SQUARINGS, lambda q: when(compare("lt", q, s), product(E, E), copy(E, T, n, n)),
+                              name="q")
                 return seq(loop(n, lambda i: loop(n, lambda j: seq(X.set(i, j, A(i, j) * unary("exp2", -cast(F64, s))),
                                                                     E.set(i, j, eye(i, j))), name="j")),
                            horner, square, copy(Mat(outs[0], b * (n * n), n), E, n, n))

@@ -172,7 +172,7 @@ def potrf(A: Mat, W: Mat, n: int, info: Buffer):
     return Allocate(acc, seq(init, loop(n, column, name="j")))
 
 
-# -- lu_factor: (LU, pivots, info) --------------------------------------------------------------------------------------
+# -- lu_factor: (LU, pivots, info) -------------------------------------------------------------------------------------
 def _lu_factor_infer(types):
     bs, m, n = matrix_dims(types[0], "lu_factor")
     return [types[0], TensorType(bs + (min(m, n),), "int32"), TensorType(bs, "int32")]
@@ -217,7 +217,8 @@ def lu_factor_ref(a):
 
 def _well_conditioned(rng, shape, dtype="float32"):
     n = shape[-1]
-    return (rng.uniform(-1, 1, shape) + n * np.eye(n)[:shape[-2]] * rng.choice([-1, 1], shape[:-1])[..., None]).astype(dtype)
+    return (rng.uniform(-1, 1, shape)
+            + n * np.eye(n)[:shape[-2]] * rng.choice([-1, 1], shape[:-1])[..., None]).astype(dtype)
 
 
 register(OpDef("lu_factor", Kind.OPAQUE, _lu_factor_infer, lu_factor_ref, _lu_factor, {}, None,
@@ -245,9 +246,11 @@ def _lu_solve(lu, piv, rhs, adjoint=False):
             LU, X = Mat(ins[0], b * (n * n), n), Mat(outs[0], b * (n * k), k)
             at = lambda j: cast("int64", ins[1][b * n + j]) - 1
             if adjoint:        # A^T = U^T L^T P^T
-                steps = seq(trsm(LU.T, Y, n, k, False, False), trsm(LU.T, Y, n, k, True, True), swap_rows(Y, k, n, at, True))
+                steps = seq(trsm(LU.T, Y, n, k, False, False), trsm(LU.T, Y, n, k, True, True),
+                            swap_rows(Y, k, n, at, True))
             else:              # A = P L U
-                steps = seq(swap_rows(Y, k, n, at, False), trsm(LU, Y, n, k, False, True), trsm(LU, Y, n, k, True, False))
+                steps = seq(swap_rows(Y, k, n, at, False), trsm(LU, Y, n, k, False, True),
+                            trsm(LU, Y, n, k, True, False))
             return Allocate(Y.buf, seq(copy(Y, Mat(ins[2], b * (n * k), k), n, k), steps, copy(X, Y, n, k)))
         return batched(batch, n * n * k + 1, item)
     return te.extern([(rhs.shape, lu.dtype)], [lu, piv, rhs], lower, "lu_solve")[0]
@@ -277,7 +280,8 @@ def _lu_solve_ref(lu, piv, rhs, adjoint=False):
 
 def _lu_solve_samples(rng):
     out = []
-    for shape, k, adj, dt in (((4, 4), 3, False, "float32"), ((2, 5, 5), 2, True, "float64"), ((3, 3), 1, True, "float32")):
+    for shape, k, adj, dt in (((4, 4), 3, False, "float32"), ((2, 5, 5), 2, True, "float64"),
+                              ((3, 3), 1, True, "float32")):
         lu, piv, _ = lu_factor_ref(_well_conditioned(rng, shape, dt))
         out.append(([lu, piv, rng.uniform(-1, 1, shape[:-1] + (k,)).astype(dt)], {"adjoint": adj}))
     return out
@@ -320,11 +324,16 @@ def _trsm_ref(a, rhs, upper, unit=False, trans=False):
 
 
 register(OpDef("trsm", Kind.OPAQUE, _trsm_infer, _trsm_ref, _trsm_kernel, {}, None,
-               lambda rng: [([_well_conditioned(rng, (4, 4)), rng.uniform(-1, 1, (4, 3)).astype("float32")], {"upper": True}),
-                            ([_well_conditioned(rng, (2, 5, 5), "float64"), rng.uniform(-1, 1, (2, 5, 2))], {"upper": False, "unit": True}),
-                            ([_well_conditioned(rng, (3, 3)), rng.uniform(-1, 1, (3, 4)).astype("float32")], {"upper": True, "trans": True})],
-               FLT, lambda types, upper, unit=False, trans=False: scratch_check(types[1].shape[-2] * types[1].shape[-1]),
-               doc="Solve op(T) X = B for triangular T (only its upper/lower triangle is read); op(T) = T^T when trans."))
+               lambda rng: [([_well_conditioned(rng, (4, 4)), rng.uniform(-1, 1, (4, 3)).astype("float32")],
+                             {"upper": True}),
+                            ([_well_conditioned(rng, (2, 5, 5), "float64"), rng.uniform(-1, 1, (2, 5, 2))],
+                             {"upper": False, "unit": True}),
+                            ([_well_conditioned(rng, (3, 3)), rng.uniform(-1, 1, (3, 4)).astype("float32")],
+                             {"upper": True, "trans": True})],
+               FLT,
+               lambda types, upper, unit=False, trans=False: scratch_check(types[1].shape[-2] * types[1].shape[-1]),
+               doc="Solve op(T) X = B for triangular T (only its upper/lower triangle is read); "
+                   "op(T) = T^T when trans."))
 
 
 # -- Cholesky --------------------------------------------------------------------------------------------------------
@@ -371,7 +380,8 @@ UNBLOCKED_CHOLESKY = 128   # up to this size LAPACK (MKL) factors unblocked, so 
 
 def _cholesky_check(n):
     if n > UNBLOCKED_CHOLESKY:
-        return f"Cholesky of matrices larger than {UNBLOCKED_CHOLESKY} (LAPACK's blocked partial results on failure differ)"
+        return (f"Cholesky of matrices larger than {UNBLOCKED_CHOLESKY} "
+                "(LAPACK's blocked partial results on failure differ)")
     return scratch_check(n * n)
 
 
@@ -416,7 +426,8 @@ def _chol_solve_ref(rhs, l, upper=False):
 
 register(OpDef("cholesky_solve", Kind.OPAQUE, _chol_solve_infer, _chol_solve_ref, _chol_solve, {}, None,
                lambda rng: [([rng.uniform(-1, 1, (4, 2)).astype("float32"), _well_conditioned(rng, (4, 4))], {}),
-                            ([rng.uniform(-1, 1, (2, 3, 3)), _well_conditioned(rng, (2, 3, 3), "float64")], {"upper": True})],
+                            ([rng.uniform(-1, 1, (2, 3, 3)), _well_conditioned(rng, (2, 3, 3), "float64")],
+                             {"upper": True})],
                FLT, lambda types, upper=False: scratch_check(types[0].shape[-2] * types[0].shape[-1]),
                doc="Solve (L L^T) X = B, or (U^T U) X = B when upper, from the triangular factor."))
 
@@ -455,7 +466,8 @@ def _slogdet(lu, piv):
     bs, n, swaps = _det_parts(lu, piv)
     r, r2 = te.reduce_axis(n, "r"), te.reduce_axis(n, "r")
     sgn = te.compute(bs, lambda *i: te.reduce("prod", _sign(cast(F64, lu[i + (r[0], r[0])])), [r]), "det_sign")
-    lab = te.compute(bs, lambda *i: te.reduce("sum", unary("log", unary("abs", cast(F64, lu[i + (r2[0], r2[0])]))), [r2]),
+    lab = te.compute(bs, lambda *i: te.reduce("sum", unary("log", unary("abs", cast(F64, lu[i + (r2[0], r2[0])]))),
+                                              [r2]),
                      "logabsdet")
     return (te.compute(bs, lambda *i: cast(lu.dtype, sgn[i] * _perm_sign(swaps, i)), "sign"),
             te.compute(bs, lambda *i: cast(lu.dtype, lab[i]), "logabsdet_out"))
@@ -464,7 +476,8 @@ def _slogdet(lu, piv):
 def _slogdet_ref(lu, piv):
     d = _det_ref(lu, piv).astype(np.float64)
     with np.errstate(divide="ignore"):
-        return np.sign(d).astype(lu.dtype), np.log(np.abs(np.prod(np.diagonal(lu.astype(np.float64), axis1=-2, axis2=-1), -1))).astype(lu.dtype)
+        return np.sign(d).astype(lu.dtype), np.log(np.abs(np.prod(
+            np.diagonal(lu.astype(np.float64), axis1=-2, axis2=-1), -1))).astype(lu.dtype)
 
 
 def _det_samples(rng):
@@ -477,14 +490,15 @@ def _det_samples(rng):
 
 
 _det_infer = lambda types: [TensorType(types[0].shape[:-2], types[0].dtype)]
-register(OpDef("lu_det", Kind.OPAQUE, _det_infer, _det_ref, _det, {}, None, _det_samples, ("float32", "float64", "int32"),
-               doc="Determinant from LU factors and pivots: prod(diag(U)) times the permutation's sign."))
-register(OpDef("lu_slogdet", Kind.OPAQUE, lambda types: _det_infer(types) * 2, _slogdet_ref, _slogdet, {}, None, _det_samples,
+register(OpDef("lu_det", Kind.OPAQUE, _det_infer, _det_ref, _det, {}, None, _det_samples,
                ("float32", "float64", "int32"),
+               doc="Determinant from LU factors and pivots: prod(diag(U)) times the permutation's sign."))
+register(OpDef("lu_slogdet", Kind.OPAQUE, lambda types: _det_infer(types) * 2, _slogdet_ref, _slogdet, {}, None,
+               _det_samples, ("float32", "float64", "int32"),
                doc="(sign, log|det|) from LU factors and pivots."))
 
 
-# -- lu_unpack: P, L, U --------------------------------------------------------------------------------------------------
+# -- lu_unpack: P, L, U ------------------------------------------------------------------------------------------------
 def _unpack_infer(types):
     bs, m, n = matrix_dims(types[0], "lu_unpack")
     k, dt = min(m, n), types[0].dtype
@@ -504,10 +518,12 @@ def _unpack(lu, piv):
             init = loop(m, lambda i: Store(perm, i, i))
             swaps = loop(k, lambda j: let("p", cast("int64", ins[1][b * k + j]) - 1, lambda p: let(
                 "t", perm[j], lambda t: seq(Store(perm, j, perm[p]), Store(perm, p, t)))), name="j")
-            pm = loop(m, lambda i: loop(m, lambda j: P.set(i, j, select(compare("eq", perm[j], i), f64(1), f64(0))), name="j"))
+            pm = loop(m, lambda i: loop(m, lambda j: P.set(i, j, select(compare("eq", perm[j], i), f64(1), f64(0))),
+                                        name="j"))
             lo = loop(m, lambda i: loop(k, lambda j: L.set(i, j, select(compare("gt", i, j), LU(i, j), select(
                 compare("eq", i, j), f64(1), f64(0)))), name="j"))
-            up = loop(k, lambda i: loop(n, lambda j: U.set(i, j, select(compare("ge", j, i), LU(i, j), f64(0))), name="j"))
+            up = loop(k, lambda i: loop(n, lambda j: U.set(i, j, select(compare("ge", j, i), LU(i, j), f64(0))),
+                                        name="j"))
             return Allocate(perm, seq(init, swaps, pm, lo, up))
         return batched(batch, m * m + m * n, item)
     return te.extern([(s.shape, s.dtype) for s in _unpack_infer([lu])], [lu, piv], lower, "lu_unpack")
@@ -611,7 +627,8 @@ def _transpose(b, x):
 def _lu_solve_aten(b, lu, piv, rhs, left=True, adjoint=False):
     _square(lu, "linalg.lu_solve")
     if not left:      # X A = B  <=>  A^T X^T = B^T
-        return _transpose(b, _solve_lu(b, b.as_tensor(lu, F64), b.as_tensor(piv, "int32"), _transpose(b, rhs), rhs.dtype, not adjoint))
+        return _transpose(b, _solve_lu(b, b.as_tensor(lu, F64), b.as_tensor(piv, "int32"), _transpose(b, rhs),
+                                       rhs.dtype, not adjoint))
     return _solve_lu(b, b.as_tensor(lu, F64), b.as_tensor(piv, "int32"), rhs, rhs.dtype, adjoint)
 
 

@@ -89,7 +89,8 @@ def sytf2(W: Mat, n: int, set_piv, info: Buffer):
                     orelse=when(lt(k, as_expr(n - 2)), let("d21", W(k + 1, k), two_block)))
 
     def step(k):
-        col = seq(Store(cm, z, f64(0)), Store(im, z, k), _first_max(cm, im, n, lambda i: gt(i, k), lambda i: absw(i, k)))
+        col = seq(Store(cm, z, f64(0)), Store(im, z, k),
+                  _first_max(cm, im, n, lambda i: gt(i, k), lambda i: absw(i, k)))
 
         def decide(absakk, colmax, imax):
             rowmax = seq(Store(rm, z, f64(0)), Store(im, z, k),
@@ -132,7 +133,8 @@ def sytrs(LD: Mat, piv, Y: Mat, n: int, k: int):
             k, lambda c: Y.set(i, c, Y(i, c) - l * Y(src, c)), name="c"))))
 
     def dot_below(dst, col, start):     # Y[dst, :] -= sum_{i >= start} LD[i, col] * Y[i, :]
-        return loop(k, lambda c: loop(n, lambda i: when(ge(i, start), Y.set(dst, c, Y(dst, c) - LD(i, col) * Y(i, c)))), name="c")
+        return loop(k, lambda c: loop(n, lambda i: when(ge(i, start), Y.set(dst, c, Y(dst, c) - LD(i, col) * Y(i, c)))),
+                    name="c")
 
     def forward(kk):
         one = seq(let("p", piv(kk) - 1, lambda p: swap_rows(kk, p)), axpy_below(kk, kk, kk + 1),
@@ -175,7 +177,8 @@ def _ldl_factor(a):
 
         def item(b):
             A = Mat(ins[0], b * (n * n), n)
-            fill = loop(n, lambda i: loop(n, lambda j: W.set(i, j, select(compare("ge", i, j), A(i, j), f64(0))), name="j"))
+            fill = loop(n, lambda i: loop(n, lambda j: W.set(i, j, select(compare("ge", i, j), A(i, j), f64(0))),
+                                          name="j"))
             return Allocate(W.buf, Allocate(inf, seq(
                 fill, Store(inf, z, as_expr(0)),
                 sytf2(W, n, lambda k, v: Store(outs[1], b * n + k, cast("int32", v)), inf),
@@ -199,7 +202,8 @@ def ldl_factor_ref(a):
                 info[idx] = info[idx] or k + 1
             else:
                 if not absakk >= ALPHA * colmax:
-                    rowmax = max([abs(x[imax, j]) for j in range(k, imax)] + [abs(x[i, imax]) for i in range(imax + 1, n)])
+                    rowmax = max([abs(x[imax, j]) for j in range(k, imax)]
+                                 + [abs(x[i, imax]) for i in range(imax + 1, n)])
                     if absakk >= ALPHA * colmax * (colmax / rowmax):
                         pass
                     elif abs(x[imax, imax]) >= ALPHA * rowmax:
@@ -299,7 +303,8 @@ def _ldl_solve_samples(rng):
     return out
 
 
-register(OpDef("ldl_solve", Kind.OPAQUE, lambda types: [types[2]], _ldl_solve_ref, _ldl_solve, {}, None, _ldl_solve_samples,
+register(OpDef("ldl_solve", Kind.OPAQUE, lambda types: [types[2]], _ldl_solve_ref, _ldl_solve, {}, None,
+               _ldl_solve_samples,
                ("float32", "float64", "int32"), lambda types: scratch_check(types[2].shape[-2] * types[2].shape[-1]),
                doc="Solve A X = B from ldl_factor's LD and pivots (LAPACK sytrs, lower); batches equal."))
 

@@ -41,7 +41,8 @@ def apply_reflector(V: Mat, i, t, Y: Mat, rows: int, cols: int, acc: Buffer, ski
     z = as_expr(0)
 
     def column(c):
-        dot = seq(Store(acc, z, Y(i, c)), loop(rows, lambda r: when(compare("gt", r, i), Store(acc, z, acc[z] + V(r, i) * Y(r, c))), name="r"))
+        dot = seq(Store(acc, z, Y(i, c)), loop(
+            rows, lambda r: when(compare("gt", r, i), Store(acc, z, acc[z] + V(r, i) * Y(r, c))), name="r"))
         upd = let("tw", t * acc[z], lambda tw: seq(Y.set(i, c, Y(i, c) - tw), loop(
             rows, lambda r: when(compare("gt", r, i), Y.set(r, c, Y(r, c) - tw * V(r, i))), name="r")))
         body = seq(dot, upd)
@@ -54,13 +55,15 @@ def geqr2(W: Mat, m: int, n: int, tau: Buffer, acc: Buffer):
     z = as_expr(0)
 
     def column(i):
-        norm = seq(Store(acc, z, f64(0)), loop(m, lambda r: when(compare("gt", r, i), Store(acc, z, acc[z] + W(r, i) * W(r, i))), name="r"))
+        norm = seq(Store(acc, z, f64(0)), loop(
+            m, lambda r: when(compare("gt", r, i), Store(acc, z, acc[z] + W(r, i) * W(r, i))), name="r"))
 
         def reflect(al, xn):
             h = unary("sqrt", al * al + xn * xn)
             return let("beta", select(compare("ge", al, f64(0)), -h, h), lambda beta: seq(
                 Store(tau, i, (beta - al) / beta),
-                let("sc", f64(1) / (al - beta), lambda sc: loop(m, lambda r: when(compare("gt", r, i), W.set(r, i, W(r, i) * sc)), name="r")),
+                let("sc", f64(1) / (al - beta), lambda sc: loop(
+                    m, lambda r: when(compare("gt", r, i), W.set(r, i, W(r, i) * sc)), name="r")),
                 W.set(i, i, beta)))
         gen = let("xn", unary("sqrt", acc[z]), lambda xn: let("al", W(i, i), lambda al: when(
             compare("eq", xn, f64(0)), Store(tau, i, f64(0)), orelse=reflect(al, xn))))
@@ -84,7 +87,8 @@ def _geqrf(a):
         def item(b):
             return Allocate(W.buf, Allocate(tau, Allocate(acc, seq(
                 copy(W, Mat(ins[0], b * (m * n), n), m, n), geqr2(W, m, n, tau, acc),
-                copy(Mat(outs[0], b * (m * n), n), W, m, n), loop(k, lambda j: Mat(outs[1], b * k, 1).set(j, 0, tau[j]))))))
+                copy(Mat(outs[0], b * (m * n), n), W, m, n),
+                loop(k, lambda j: Mat(outs[1], b * k, 1).set(j, 0, tau[j]))))))
         return batched(batch, 2 * m * n * k + 1, item)
     return te.extern([(a.shape, a.dtype), (bs + (k,), a.dtype)], [a], lower, "geqrf")
 
@@ -111,7 +115,8 @@ def geqrf_ref(a):
     return w.astype(a.dtype), tau.astype(a.dtype)
 
 
-register(OpDef("geqrf", Kind.OPAQUE, _geqrf_infer, geqrf_ref, _geqrf, {"aten.geqrf.default": lambda b, a: b.call("geqrf", [a])},
+register(OpDef("geqrf", Kind.OPAQUE, _geqrf_infer, geqrf_ref, _geqrf,
+               {"aten.geqrf.default": lambda b, a: b.call("geqrf", [a])},
                None, lambda rng: [([rng.uniform(-2, 2, (5, 3)).astype("float32")], {}),
                                   ([rng.uniform(-2, 2, (2, 3, 4))], {}),
                                   ([np.array([[-1, 2], [0, 1], [0, 3.0]], "float32")], {})],
@@ -134,7 +139,8 @@ def _hh(a, tau, cols):
 
         def item(b):
             V = Mat(ins[0], b * (m * n), n)
-            eye = loop(m, lambda i: loop(cols, lambda j: Q.set(i, j, select(compare("eq", i, j), f64(1), f64(0))), name="j"))
+            eye = loop(m, lambda i: loop(cols, lambda j: Q.set(i, j, select(compare("eq", i, j), f64(1), f64(0))),
+                                         name="j"))
             refl = rloop(k, lambda i: apply_reflector(V, i, Mat(ins[1], b * k, 1)(i, 0), Q, m, cols, acc))
             return Allocate(Q.buf, Allocate(acc, seq(eye, refl, copy(Mat(outs[0], b * (m * cols), cols), Q, m, cols))))
         return batched(batch, 2 * m * cols * k + 1, item)
@@ -166,7 +172,8 @@ def _qr_inputs(rng, shape, dt="float32"):
 
 
 register(OpDef("householder_product", Kind.OPAQUE, _hh_infer, _hh_ref, _hh, {}, None,
-               lambda rng: [(_qr_inputs(rng, (5, 3)), {"cols": 3}), (_qr_inputs(rng, (2, 4, 4), "float64"), {"cols": 4}),
+               lambda rng: [(_qr_inputs(rng, (5, 3)), {"cols": 3}),
+                            (_qr_inputs(rng, (2, 4, 4), "float64"), {"cols": 4}),
                             (_qr_inputs(rng, (4, 2)), {"cols": 4})],
                FLT, lambda types, cols: scratch_check(types[0].shape[-2] * cols),
                doc="The first `cols` columns of Q = H_0 ... H_{k-1} (LAPACK orgqr) from geqrf's reflectors."))
@@ -209,9 +216,11 @@ def _ormqr_ref(a, tau, c, left=True, trans=False):
 
 
 register(OpDef("ormqr", Kind.OPAQUE, _ormqr_infer, _ormqr_ref, _ormqr, {}, None,
-               lambda rng: [(_qr_inputs(rng, (4, 3)) + [rng.uniform(-1, 1, (4, 2)).astype("float32")], {"left": True, "trans": True}),
+               lambda rng: [(_qr_inputs(rng, (4, 3)) + [rng.uniform(-1, 1, (4, 2)).astype("float32")],
+                             {"left": True, "trans": True}),
                             (_qr_inputs(rng, (4, 4)) + [rng.uniform(-1, 1, (3, 4)).astype("float32")], {"left": False}),
-                            (_qr_inputs(rng, (2, 5, 2), "float64") + [rng.uniform(-1, 1, (2, 3, 5))], {"left": False, "trans": True}),
+                            (_qr_inputs(rng, (2, 5, 2), "float64") + [rng.uniform(-1, 1, (2, 3, 5))],
+                             {"left": False, "trans": True}),
                             (_qr_inputs(rng, (5, 5)) + [rng.uniform(-1, 1, (5, 5)).astype("float32")], {})],
                FLT, lambda types, left=True, trans=False: scratch_check(types[2].shape[-2] * types[2].shape[-1]),
                doc="Q C, Q^T C, C Q or C Q^T for Q = H_0 ... H_{k-1} from geqrf's reflectors (LAPACK ormqr)."))
@@ -239,8 +248,10 @@ def _qr(a, complete=False):
 
         def item(b):
             R = Mat(outs[1], b * (qc * n), n)
-            eye = loop(m, lambda i: loop(qc, lambda j: Q.set(i, j, select(compare("eq", i, j), f64(1), f64(0))), name="j"))
-            r_out = loop(qc, lambda i: loop(n, lambda j: R.set(i, j, select(compare("ge", j, i), W(i, j), f64(0))), name="j"))
+            eye = loop(m, lambda i: loop(qc, lambda j: Q.set(i, j, select(compare("eq", i, j), f64(1), f64(0))),
+                                         name="j"))
+            r_out = loop(qc, lambda i: loop(n, lambda j: R.set(i, j, select(compare("ge", j, i), W(i, j), f64(0))),
+                                            name="j"))
             refl = rloop(k, lambda i: apply_reflector(W, i, tau[i], Q, m, qc, acc))
             return Allocate(W.buf, Allocate(Q.buf, Allocate(tau, Allocate(acc, seq(
                 copy(W, Mat(ins[0], b * (m * n), n), m, n), geqr2(W, m, n, tau, acc), r_out, eye, refl,
@@ -260,7 +271,8 @@ register(OpDef("qr", Kind.OPAQUE, _qr_infer, _qr_ref, _qr, {}, None,
                lambda rng: [([rng.uniform(-2, 2, (5, 3)).astype("float32")], {}),
                             ([rng.uniform(-2, 2, (2, 3, 4))], {"complete": True}),
                             ([rng.uniform(-2, 2, (5, 2)).astype("float32")], {"complete": True})],
-               FLT, lambda types, complete=False: scratch_check(types[0].shape[-2] * (types[0].shape[-1] + types[0].shape[-2])),
+               FLT, lambda types, complete=False: scratch_check(
+                   types[0].shape[-2] * (types[0].shape[-1] + types[0].shape[-2])),
                doc="Q and R of the Householder QR (reduced, or complete: Q square), in LAPACK's signs."))
 
 

@@ -85,7 +85,7 @@ register_aten("aten._native_batch_norm_legit.no_stats", _bn_no_stats)
 register_aten("aten.native_group_norm.default", _group_norm)
 
 
-# -- vector norms -------------------------------------------------------------------------------------------------------------
+# -- vector norms ------------------------------------------------------------------------------------------------------
 def _vector_norm(b, x, ord=2, dim=None, keepdim=False, dtype=None):
     dt = dtype or x.dtype
     if not is_float(dt):
@@ -111,7 +111,7 @@ def _vector_norm(b, x, ord=2, dim=None, keepdim=False, dtype=None):
 register_aten("aten.linalg_vector_norm.default", _vector_norm)
 
 
-# -- layer norm: one kernel, four passes over each row ---------------------------------------------------------------------
+# -- layer norm: one kernel, four passes over each row -----------------------------------------------------------------
 def _layer_norm_infer(types, ndims, eps, weight, bias):
     x = types[0]
     stat = TensorType(x.shape[:x.ndim - ndims] + (1,) * ndims, x.dtype)
@@ -197,7 +197,8 @@ def _layer_norm_samples(rng):
     return [([x, rand(rng, (40,)), rand(rng, (40,))], {"ndims": 1, "eps": 1e-5, "weight": True, "bias": True}),
             ([x], {"ndims": 2, "eps": 1e-3, "weight": False, "bias": False}),
             ([rand(rng, (7, 16)) + 3.0, rand(rng, (16,))], {"ndims": 1, "eps": 1e-5, "weight": True, "bias": False}),
-            ([np.full((2, 33), 0.1, "float32"), rand(rng, (33,))], {"ndims": 1, "eps": 1e-5, "weight": False, "bias": True})]
+            ([np.full((2, 33), 0.1, "float32"), rand(rng, (33,))],
+             {"ndims": 1, "eps": 1e-5, "weight": False, "bias": True})]
 
 
 register(OpDef("layer_norm", Kind.OPAQUE, _layer_norm_infer, _layer_norm_ref, _layer_norm_compute, {}, None,

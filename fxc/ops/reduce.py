@@ -98,20 +98,25 @@ reduction("sum", _np_reduce(np.sum), _reduce_compute("sum"),
           {"aten.sum.dim_IntList": _sum_aten("sum"), "aten.sum.default": _sum_aten("sum")},
           dtypes=("float32", "float64", "int64"))
 reduction("prod", _np_reduce(np.prod), _reduce_compute("prod"),
-          {"aten.prod.dim_int": lambda b, x, dim, keepdim=False, dtype=None: _sum_aten("prod")(b, x, dim, keepdim, dtype),
+          {"aten.prod.dim_int":
+               lambda b, x, dim, keepdim=False, dtype=None: _sum_aten("prod")(b, x, dim, keepdim, dtype),
            "aten.prod.default": lambda b, x, dtype=None: _sum_aten("prod")(b, x, None, False, dtype)},
           dtypes=("float32", "float64", "int64"))
 reduction("mean", _np_reduce(np.mean), _reduce_compute("sum", scale=True),
           {"aten.mean.dim": _mean_aten, "aten.mean.default": _mean_aten}, dtypes=FLT)
 reduction("amax", _np_reduce(np.max), _reduce_compute("max"),
           {"aten.amax.default": _minmax("amax"), "aten.max.default": lambda b, x: b.call("amax", [x], axes=None),
-           "aten.any.dim": lambda b, x, dim, keepdim=False: b.call("amax", [b.as_tensor(x, "bool")], axes=(dim,), keepdim=keepdim),
-           "aten.any.dims": lambda b, x, dim=None, keepdim=False: b.call("amax", [b.as_tensor(x, "bool")], axes=_axes(dim), keepdim=keepdim),
+           "aten.any.dim": lambda b, x, dim, keepdim=False:
+               b.call("amax", [b.as_tensor(x, "bool")], axes=(dim,), keepdim=keepdim),
+           "aten.any.dims": lambda b, x, dim=None, keepdim=False:
+               b.call("amax", [b.as_tensor(x, "bool")], axes=_axes(dim), keepdim=keepdim),
            "aten.any.default": lambda b, x: b.call("amax", [b.as_tensor(x, "bool")], axes=None)})
 reduction("amin", _np_reduce(np.min), _reduce_compute("min"),
           {"aten.amin.default": _minmax("amin"), "aten.min.default": lambda b, x: b.call("amin", [x], axes=None),
-           "aten.all.dim": lambda b, x, dim, keepdim=False: b.call("amin", [b.as_tensor(x, "bool")], axes=(dim,), keepdim=keepdim),
-           "aten.all.dims": lambda b, x, dim=None, keepdim=False: b.call("amin", [b.as_tensor(x, "bool")], axes=_axes(dim), keepdim=keepdim),
+           "aten.all.dim": lambda b, x, dim, keepdim=False:
+               b.call("amin", [b.as_tensor(x, "bool")], axes=(dim,), keepdim=keepdim),
+           "aten.all.dims": lambda b, x, dim=None, keepdim=False:
+               b.call("amin", [b.as_tensor(x, "bool")], axes=_axes(dim), keepdim=keepdim),
            "aten.all.default": lambda b, x: b.call("amin", [b.as_tensor(x, "bool")], axes=None)})
 
 
@@ -174,7 +179,8 @@ def _argref(fn):
 
 for _name, _kind, _fn in (("argmax", "max", np.argmax), ("argmin", "min", np.argmin)):
     register(OpDef(_name, Kind.OPAQUE, _arg_infer, _argref(_fn), _arg_compute(_kind),
-                   {f"aten.{_name}.default": (lambda nm: lambda b, x, dim=None, keepdim=False: b.call(nm, [x], axis=dim, keepdim=keepdim))(_name)},
+                   {f"aten.{_name}.default": (lambda nm: lambda b, x, dim=None, keepdim=False:
+                                              b.call(nm, [x], axis=dim, keepdim=keepdim))(_name)},
                    None, lambda rng: [([rand(rng, (3, 6))], {"axis": 1}), ([rand(rng, (3, 6))], {"axis": None})],
                    ("float32", "float64", "int32", "int64")))
 
@@ -219,7 +225,7 @@ register_aten("aten.var_mean.correction", lambda b, x, dim=None, **kw: _var_mean
 register_aten("aten.std.correction", lambda b, x, dim=None, **kw: b.call("sqrt", [_var_mean(b, x, dim, **kw)[0]]))
 
 
-# -- softmax / log_softmax: one kernel, three passes over each row (log_softmax writes it in the last only) ------------------------------------------------------
+# -- softmax / log_softmax: one kernel, three passes over each row (log_softmax writes it in the last only) ------------
 def _rows(shape, dim):
     d = norm_axis(dim, len(shape))
     return math.prod(shape[:d]), (shape[d] if shape else 1), math.prod(shape[d + 1:])
@@ -291,6 +297,7 @@ def _safe_softmax_aten(b, x, dim, dtype=None):
 
 for _name, _log in (("softmax", False), ("log_softmax", True)):
     register(OpDef(_name, Kind.OPAQUE, lambda t, dim, safe=False: [t[0]], _softmax_ref(_log), _softmax_compute(_log),
-                   {f"aten._{_name}.default": (lambda nm: lambda b, x, dim, half_to_float=False: b.call(nm, [x], dim=dim))(_name)},
+                   {f"aten._{_name}.default":
+                        (lambda nm: lambda b, x, dim, half_to_float=False: b.call(nm, [x], dim=dim))(_name)},
                    None, lambda rng: [([rand(rng, (3, 17))], {"dim": 1}), ([rand(rng, (2, 5, 3))], {"dim": 1})], FLT))
 register_aten("aten._safe_softmax.default", _safe_softmax_aten)

@@ -60,7 +60,7 @@ def _nan_or(x, c):
     return binary("or", unary("isnan", x), c) if is_float(x.dtype) else c
 
 
-# -- cumulative sum / product / logsumexp ---------------------------------------------------------------------------------
+# -- cumulative sum / product / logsumexp ------------------------------------------------------------------------------
 def _logaddexp(a, x):
     hi, lo = maximum(a, x), minimum(a, x)
     inf = Const(math.inf, a.dtype)
@@ -118,11 +118,12 @@ for _kind in _SCANS:
                    {f"aten.{_kind}.default": _cum_aten(_kind)}, None,
                    (lambda kind: lambda rng: [([rand(rng, (3, 7), low=-1.0, high=1.0)], {"dim": 1}),
                                               ([rand(rng, (5, 2, 3), low=-1.0, high=1.0)], {"dim": 0}),
-                                              ([rand(rng, (4, 9), "int64" if kind != "logcumsumexp" else "float64")], {"dim": -1})])(_kind),
+                                              ([rand(rng, (4, 9), "int64" if kind != "logcumsumexp" else "float64")],
+                                               {"dim": -1})])(_kind),
                    NUM if _kind != "logcumsumexp" else FLT))
 
 
-# -- cummax / cummin: running extreme and the (last) index reaching it ------------------------------------------------------
+# -- cummax / cummin: running extreme and the (last) index reaching it -------------------------------------------------
 def _cumext_compute(kind):
     def compute(x, dim):
         n = _rows(x.shape, dim)[1]
@@ -137,7 +138,8 @@ def _cumext_compute(kind):
                 better = compare("ge" if kind == "cummax" else "le", v, acc[z])
                 take = binary("or", compare("eq", k, z), _nan_or(v, better))
                 step = IfThen(take, seq(Store(acc, z, v), Store(pos, z, k)))
-                return Allocate(acc, Allocate(pos, For(k, n, seq(step, Store(vals, at(k), acc[z]), Store(idxs, at(k), pos[z])))))
+                return Allocate(acc, Allocate(pos, For(k, n, seq(step, Store(vals, at(k), acc[z]),
+                                                                 Store(idxs, at(k), pos[z])))))
             return _row_loop(x.shape, dim, row, n)
         return te.extern([(x.shape, x.dtype), (x.shape, "int64")], [x], lower, kind)
     return compute
@@ -160,20 +162,24 @@ def _cumext_ref(kind):
 
 for _kind in ("cummax", "cummin"):
     register(OpDef(_kind, Kind.OPAQUE, lambda t, dim: [t[0], TensorType(t[0].shape, "int64")], _cumext_ref(_kind),
-                   _cumext_compute(_kind), {f"aten.{_kind}.default": (lambda k: lambda b, x, dim: b.call(k, [x], dim=dim))(_kind)},
-                   None, lambda rng: [([np.array([[1, 3, 3, np.nan, 2, np.nan, 5], [4, 4, 1, 1, 6, 0, 6]], "float32")], {"dim": 1}),
+                   _cumext_compute(_kind),
+                   {f"aten.{_kind}.default": (lambda k: lambda b, x, dim: b.call(k, [x], dim=dim))(_kind)},
+                   None, lambda rng: [([np.array([[1, 3, 3, np.nan, 2, np.nan, 5], [4, 4, 1, 1, 6, 0, 6]], "float32")],
+                                       {"dim": 1}),
                                       ([rand(rng, (6, 3), "int32")], {"dim": 0})],
                    NUM))
 
 
-# -- sort (stable merge sort), and what is built from it ------------------------------------------------------------------------
+# -- sort (stable merge sort), and what is built from it ---------------------------------------------------------------
 def _before(a, b, descending):
     """a goes strictly before b (NaN is the largest value)."""
     if descending:
         c = compare("gt", a, b)
-        return binary("or", c, binary("and", unary("isnan", a), unary("not", unary("isnan", b)))) if is_float(a.dtype) else c
+        return (binary("or", c, binary("and", unary("isnan", a), unary("not", unary("isnan", b))))
+                if is_float(a.dtype) else c)
     c = compare("lt", a, b)
-    return binary("or", c, binary("and", unary("isnan", b), unary("not", unary("isnan", a)))) if is_float(a.dtype) else c
+    return (binary("or", c, binary("and", unary("isnan", b), unary("not", unary("isnan", a))))
+            if is_float(a.dtype) else c)
 
 
 def _sort_check(types, dim=-1, descending=False):
@@ -211,7 +217,8 @@ def _sort_compute(x, dim=-1, descending=False):
                 i, j, right = Var("i"), Var("j"), Var("right", "bool")
                 li, rj = minimum(i, as_expr(n - 1)), minimum(j, as_expr(n - 1))
                 take_right = binary("and", compare("lt", j, end),
-                                    binary("or", compare("ge", i, mid), _before(srcv[sa(rj)], srcv[sa(li)], descending)))
+                                    binary("or", compare("ge", i, mid),
+                                           _before(srcv[sa(rj)], srcv[sa(li)], descending)))
                 one = lambda c: cast("int64", c)
                 merge = LetStmt(i, pi[z], LetStmt(j, pj[z], LetStmt(right, take_right, seq(
                     Store(dstv, da(s + k), select(right, srcv[sa(rj)], srcv[sa(li)])),
@@ -276,9 +283,11 @@ def _kthvalue(b, x, k, dim=-1, keepdim=False):
 register(OpDef("sort", Kind.OPAQUE, lambda t, dim=-1, descending=False: [t[0], TensorType(t[0].shape, "int64")],
                _sort_ref, _sort_compute,
                {"aten.sort.default": _sort_aten,
-                "aten.sort.stable": lambda b, x, stable=None, dim=-1, descending=False: _sort_aten(b, x, dim, descending)},
+                "aten.sort.stable":
+                    lambda b, x, stable=None, dim=-1, descending=False: _sort_aten(b, x, dim, descending)},
                None, lambda rng: [([rand(rng, (3, 13))], {"dim": 1}),
-                                  ([np.array([[2, 1, np.nan, 1, 2, -np.inf, 0, np.nan]], "float32")], {"dim": 1, "descending": True}),
+                                  ([np.array([[2, 1, np.nan, 1, 2, -np.inf, 0, np.nan]], "float32")],
+                                   {"dim": 1, "descending": True}),
                                   ([np.array([[2, 1, np.nan, 1, 2, -np.inf, 0, np.nan]], "float64")], {"dim": -1}),
                                   ([rand(rng, (16, 3), "int32")], {"dim": 0, "descending": True}),
                                   ([rand(rng, (2, 1, 5), "int64")], {"dim": 1})],

@@ -104,12 +104,14 @@ def _cheb_family(kind, shifted):
         elif kind == "v":
             edge1, edge2, q1 = one, pm(n2), two_y - one
             h = a / M.f(2)
-            cf = M.where(M.cmp("ne", M.fn("sin", h), one), M.fn("cos", (M.fi(n) + M.f(0.5)) * a) / M.fn("cos", h), pm(n2))
+            cf = M.where(M.cmp("ne", M.fn("sin", h), one),
+                         M.fn("cos", (M.fi(n) + M.f(0.5)) * a) / M.fn("cos", h), pm(n2))
         else:
             edge1, edge2, q1 = n2, pm(one), two_y + one
             h = a / M.f(2)
             fallback = M.where(M.cmp("gt", x if not shifted else zero, zero), n2, pm(one)) if not shifted else pm(one)
-            cf = M.where(M.cmp("ne", M.fn("cos", h), one), M.fn("sin", (M.fi(n) + M.f(0.5)) * a) / M.fn("sin", h), fallback)
+            cf = M.where(M.cmp("ne", M.fn("cos", h), one),
+                         M.fn("sin", (M.fi(n) + M.f(0.5)) * a) / M.fn("sin", h), fallback)
         neg = M.cmp("lt", n, M.i(0))
         conds = [(neg, zero), (at_one, edge1), (at_m1, edge2), (closed, cf), (M.cmp("eq", n, M.i(0)), one),
                  (M.cmp("eq", n, M.i(1)), q1)]
@@ -216,7 +218,8 @@ def _poly_ref(spec):
 
 def _poly_samples(rng):
     x = np.concatenate([rng.uniform(-2, 2, 30), [1.0, -1.0, 0.0, 0.5, 0.3, 0.9, -0.7, 1.5]]).astype("float32")
-    n = np.concatenate([rng.integers(-2, 12, 30).astype("float32") + 0.3, [3, 4, 5, 10, 12, 0, 1, 200]]).astype("float32")
+    n = np.concatenate([rng.integers(-2, 12, 30).astype("float32") + 0.3,
+                        [3, 4, 5, 10, 12, 0, 1, 200]]).astype("float32")
     return [([x, n], {}), ([x.astype("float64"), n.astype("float64")], {})]
 
 

@@ -90,7 +90,8 @@ def _zeta_samples(rng):
 
 
 register(OpDef("zeta", Kind.OPAQUE, lambda t, **_: [t[0]], _zeta_ref, _zeta_compute,
-               {f"aten.special_zeta.{ov}": broadcast_pair_aten("zeta") for ov in ("default", "self_scalar", "other_scalar")},
+               {f"aten.special_zeta.{ov}": broadcast_pair_aten("zeta")
+                for ov in ("default", "self_scalar", "other_scalar")},
                None, _zeta_samples, FLT))
 
 
@@ -113,7 +114,8 @@ def _igammac_temme(M, a, x):
     safe_eta = M.where(small, 1.0, eta)
     safe_sig = M.where(small, 1.0, sig)
     c0 = M.where(small, M.poly(eta, [-1.0 / 3, 1.0 / 12, -2.0 / 135]), 1.0 / safe_sig - 1.0 / safe_eta)
-    return M.fn("erfc", eta * M.fn("sqrt", a * 0.5)) * 0.5 + M.fn("exp", -0.5 * a * eta * eta) / M.fn("sqrt", 2.0 * math.pi * a) * c0
+    return (M.fn("erfc", eta * M.fn("sqrt", a * 0.5)) * 0.5
+            + M.fn("exp", -0.5 * a * eta * eta) / M.fn("sqrt", 2.0 * math.pi * a) * c0)
 
 
 def _igamma_edges(M, a, x, r, upper: bool):
@@ -198,7 +200,8 @@ def _igamma_compute(upper):
                 step = LetStmt(v, val, step)
             b0 = xv + f(1) - av
             init = seq(Store(st["ig_t"], z, f(1)), Store(st["ig_s"], z, f(1)), Store(st["ig_b"], z, b0),
-                       Store(st["ig_c"], z, f(1 / _TINY)), Store(st["ig_d"], z, f(1) / b0), Store(st["ig_h"], z, f(1) / b0))
+                       Store(st["ig_c"], z, f(1 / _TINY)), Store(st["ig_d"], z, f(1) / b0),
+                       Store(st["ig_h"], z, f(1) / b0))
             loop = For(k, cast("int64", steps) + as_expr(1), step, "serial", 1)
             res = _igamma_finish(_E64, av, xv, logpre, S, H, upper)
             body = seq(init, loop, Store(out, e, cast(a.dtype, res)))
