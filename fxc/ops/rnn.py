@@ -71,7 +71,8 @@ def _compute(xp, w, h0, *rest, mode, reverse=False, batch_first=False):
         out, h_last = obufs[0], obufs[1]
         xb, wb, h0b = ibufs[:3]
         extra = ibufs[3] if len(ibufs) > 3 else None      # c0 (lstm) or b_hh (gru)
-        gates, hl, cl = Buffer("gates", dt, GH, "local"), Buffer("hl", dt, H, "local"), Buffer("cl", dt, H, "local")
+        gates, hl = Buffer("gates", dt, GH, "private"), Buffer("hl", dt, H, "private")
+        cl = Buffer("cl", dt, H, "private")
         bv, s, k, g, j = Var("b"), Var("s"), Var("k"), Var("g"), Var("j")
         t = as_expr(T - 1) - s if reverse else s
         row = bv * T + t if batch_first else t * B + bv
