@@ -137,3 +137,38 @@ def test_c_entry_returns_the_index_error(tmp_path):
     p = subprocess.run([str(tmp_path / "main"), str(d)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
     assert p.stdout.startswith("4 fxc_main: embedding: index 100 is out of range"), p.stdout
+
+
+def test_concurrent_calls_report_their_own_index_errors():
+    """Threads calling one compiled module at once, half of their calls with an out-of-range index: every bad call
+    raises (naming its own index), every good call returns eager's rows (never index 0's values in silence)."""
+    import threading
+    model = _Emb().eval()
+    n = 200_000                 # calls of a few ms, so the threads' calls overlap
+    good = torch.randint(0, 100, (n,), generator=torch.Generator().manual_seed(0))
+    m = fxc.from_torch(model, (good,))
+    want = model(good).detach().numpy()
+    problems = []
+
+    def worker(k):
+        bad = good.clone()
+        bad[n // 2 + k] = 100 + k
+        for i in range(12):
+            try:
+                if (i + k) % 2:
+                    m(bad)
+                    problems.append(f"thread {k}: a bad call returned")
+                else:
+                    np.testing.assert_allclose(m(good).numpy(), want, rtol=1e-6, atol=1e-6)
+            except IndexOutOfRangeError as e:
+                if (i + k) % 2 == 0 or f"index {100 + k} " not in str(e):
+                    problems.append(f"thread {k}: {e}")
+            except AssertionError:
+                problems.append(f"thread {k}: wrong rows")
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert problems == []

@@ -50,6 +50,9 @@ def openmp_mode(training_step: bool = False) -> int:
     return 1 if training_step else 2 if "torch" in sys.modules else 0
 
 
+_CALL_LOCKS: dict = {}      # library path -> the lock its calls take turns on (one dlopen handle, one set of globals)
+
+
 class CpuLibrary:
     def __init__(self, path: str):
         self.path = str(path)
@@ -81,16 +84,31 @@ class CpuLibrary:
             self.index_record = (ctypes.c_int64 * 3).in_dll(self.lib, "fxc_index_error")
         except ValueError:
             self.index_record = None
+        # the kernels record a failed call (an index out of range, a division by zero) in the library's globals:
+        # calls into one library take turns, so each reads its own record (they use every core anyway)
+        self._lock, self._failed = _CALL_LOCKS.setdefault(self.path, threading.Lock()), threading.local()
+        self.run, self.prepack, self.run_main = (None if f is None else self._taking_turns(f)
+                                                 for f in (self.run, self.prepack, self.run_main))
         self.fingerprint = getattr(self.lib, "fxc_fingerprint", None)      # absent from older libraries
         if self.fingerprint is not None:
             self.fingerprint.restype = ctypes.c_uint64
             self.fingerprint.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
 
 
+    def _taking_turns(self, fn):
+        """fn, called under the library's lock; a failed call's index record is kept for this thread."""
+        def call(*args):
+            with self._lock:
+                rc = fn(*args)
+                if rc and self.index_record is not None:
+                    self._failed.record = tuple(int(v) for v in self.index_record)
+            return rc
+        return call
+
     def index_error(self) -> tuple:
-        """(op number, index, size) of the out-of-range index the last failed call met (fxc.errors.INDEX_OPS)."""
-        r = self.index_record
-        return (int(r[0]), int(r[1]), int(r[2])) if r is not None else (-1, "?", "?")
+        """(op number, index, size) of the out-of-range index this thread's last failed call met
+        (fxc.errors.INDEX_OPS)."""
+        return getattr(self._failed, "record", (-1, "?", "?"))
 
 
 class Workspace:
