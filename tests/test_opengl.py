@@ -15,7 +15,7 @@ import torch
 
 import fxc
 from fxc.build import build
-from fxc.errors import CompileError, ExecutionError, LoweringError, TargetError
+from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
 from fxc.lowering.loop_ir import Kernel
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
@@ -152,6 +152,9 @@ def test_int64_indices_narrowed_and_checked():
     with pytest.raises(ExecutionError, match="int64 value beyond 32 bits"):
         m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
     assert_close_np(m(w, np.array([[1, 2, 3, 4]], np.int64)), w[[1, 2, 3, 4]][None])     # the flag was reset
+    with pytest.raises(IndexOutOfRangeError, match="embedding: index 50 is out of range for a dimension of size 50"):
+        m(w, np.array([[0, 50, 1, 2]], np.int64))          # eager raises IndexError here too (never a clamped row)
+    assert_close_np(m(w, np.array([[4, 3, 2, 1]], np.int64)), w[[4, 3, 2, 1]][None])
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]

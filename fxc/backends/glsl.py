@@ -8,7 +8,8 @@ GLSL has no pointers and no byte offsets: all of a module's tensors live in one 
 fxc.runtime.opengl), seen by every shader through three views bound to it (`fxc_f32` float, `fxc_i32` int,
 `fxc_u32` uint words), and each buffer parameter is an element offset into it, a uniform `o_<name>` set per
 launch (-1: an absent optional input). Word 0 of the arena is `fxc_err`: 1 after an integer division by zero,
-2 after an int64 value that does not fit 32 bits.
+2 after an int64 value that does not fit 32 bits, 3 after an index out of range (words 1-3: its op + 1, the index,
+the dimension's size: the first such index of a call, as fxc.errors.IndexOutOfRangeError reports it).
 
 Types: float32 and the 32-bit ints are native; int8 / uint8 / bool / int16 are bytes and half-words of words
 (read with bitfieldExtract, written with atomicAnd + atomicOr so neighbours never race); float64, float16 and
@@ -24,7 +25,7 @@ an integral exponent as in C.
 from __future__ import annotations
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, Const, Load, Present, Select, Un, Var, walk
+from ..lowering.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Un, Var, walk
 from ..lowering.loop_ir import (
     BOUND_KINDS,
     Allocate,
@@ -75,6 +76,7 @@ CODE_FOR_OP = {
     "pow.f": _helper("pow"), "atan2.f": _helper("atan2"), "hypot.f": _helper("hypot"),
     "copysign.f": "uintBitsToFloat((floatBitsToUint({0}) & 0x7FFFFFFFu) | (floatBitsToUint({1}) & 0x80000000u))",
     "fma.f": "fma({0}, {1}, {2})",
+    "check_index": "fxc_check_index({0}, {1}, {2}, {3})",     # records the first bad index of a call (fxc_err 3)
     "truncmod.f": _helper("fmod"), "floordiv.f": "floor({0} / {1})", "truncdiv.f": "trunc({0} / {1})",
     "floormod.f": _helper("floormod_f"),
     "div.i": _int_div("truncdiv"), "truncdiv.i": _int_div("truncdiv"), "floordiv.i": _int_div("floordiv"),
@@ -153,6 +155,11 @@ bool signbit_(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
 int fxc_ld64(int w) { int lo = fxc_i32[w]; if (fxc_i32[w + 1] != (lo >> 31)) fxc_i32[0] = 2; return lo; }
 void fxc_st64(int w, int v) { fxc_i32[w] = v; fxc_i32[w + 1] = v >> 31; }
 int fxc_narrow(float x) { if (!(abs(x) < 2147483648.0)) fxc_i32[0] = 2; return int(x); }
+int fxc_check_index(int i, int size, int wrap, int op) { int j = (wrap != 0 && i < 0) ? i + size : i;
+  if (j >= 0 && j < size) return j;
+  if (atomicCompSwap(fxc_i32[1], 0, op + 1) == 0) { fxc_i32[2] = i; fxc_i32[3] = size; }
+  atomicCompSwap(fxc_i32[0], 0, 3);
+  return 0; }
 void fxc_st8(int e, int v) { int w = e >> 2; int s = (e & 3) * 8;
   atomicAnd(fxc_u32[w], ~(0xFFu << s)); atomicOr(fxc_u32[w], (uint(v) & 0xFFu) << s); }
 void fxc_st16(int e, int v) { int w = e >> 1; int s = (e & 1) * 16;
@@ -398,6 +405,9 @@ class _Bounds:
             return (0, 0)
         if isinstance(e, Const):
             return (int(e.value), int(e.value))
+        if isinstance(e, CheckIndex):           # an index checked against its dimension: within [0, size)
+            self.of(e.args[0], refine)
+            return (0, max(int(e.args[1]) - 1, 0))
         if isinstance(e, Var):
             return self.vars.get(e, _RANGE[dt])
         if isinstance(e, Load):
@@ -654,6 +664,9 @@ class WebGLRenderer(GLSLRenderer):
     def compute(self, e):
         if isinstance(e, Present):
             raise LoweringError(f"{self.kernel.name}: an optional input; WebGL binds every input")
+        if isinstance(e, CheckIndex):
+            raise LoweringError(f"{self.kernel.name}: an index checked as eager checks it; a WebGL fragment has no way "
+                                f"to report one out of range")
         if isinstance(e, Bin) and e.args[0] in ("div", "truncdiv", "floordiv", "truncmod", "floormod") \
                 and e.args[1].dtype not in _FLOAT_TEX and e.dtype != "bool":
             d = e.args[2]

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import CompileError, ExecutionError, TargetError
+from ..errors import CompileError, ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 
 INSTALL = ("install Mesa's EGL and GL drivers: on Debian `apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri` "
            "(llvmpipe, a CPU device), or your GPU's GL driver; and `pip install moderngl` (the fxc[gl] extra)")
@@ -239,7 +239,10 @@ class GLModule(DeviceModule):
         self._resident_objects = None if token is None else token[1][0]
         err = self.device.run(self._execute, ins, outs, upload)
         if err:
-            self.device.run(self._arena.write, np.zeros(1, np.int32).tobytes(), 0)
+            words = np.frombuffer(self.device.run(self._arena.read, 16, 0), np.int32)
+            self.device.run(self._arena.write, np.zeros(4, np.int32).tobytes(), 0)
+            if err == 3:
+                raise IndexOutOfRangeError(index_error_message(int(words[1]) - 1, int(words[2]), int(words[3])))
             if err == 1:
                 raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises "
                                      "ZeroDivisionError here too); make the divisor nonzero or divide in floating "
