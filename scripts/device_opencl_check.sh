@@ -22,7 +22,7 @@ for p in cl.get_platforms():
         print("device:", p.name, "|", d.name, "|", d.version, "| driver", d.driver_version, "| CUs", d.max_compute_units,
               "| local", d.local_mem_size, "| wg", d.max_work_group_size)
 PY
-timeout 360 python3 -m pytest tests/test_opencl.py -q -n 0 -p no:cacheprovider -k "op_sample or fixture or tree or profile or torch_compile or reference_models or out_of_range or export" \
+timeout 360 python3 -m pytest tests/test_opencl.py -o addopts="" -q -n 0 -p no:cacheprovider -k "op_sample or fixture or tree or profile or torch_compile or reference_models or out_of_range or export" \
   2>&1 | grep -E "passed|failed|FAILED|Error" | tail -30
 python3 - <<'PY'
 import time, numpy as np
