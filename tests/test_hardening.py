@@ -331,7 +331,9 @@ def test_a_call_right_after_a_pytorch_op_runs_on_its_openmp_team(monkeypatch):
                 seen.add(("after an op", lib.fxc_last_loop_on_team()))
     finally:
         torch.set_num_threads(threads)
-    assert seen == {("idle", 0), ("after an op", 1)}, seen
+    # idle: always fxc's pool; right after PyTorch's ops: the team, at least once in three tries (on a loaded
+    # host, e.g. beside the other test worker, the team's threads may be descheduled and asleep before the call)
+    assert ("idle", 1) not in seen and ("after an op", 1) in seen, seen
 
 
 FORK_CHILD = """
