@@ -63,6 +63,35 @@ def test_conv2d_packed_with_epilogue(case):
     assert_close_np(out, ref)
 
 
+GROUPED = [  # N, C, H, W, O, KH, KW, groups, stride, pad (W)
+    (1, 64, 1, 25, 64, 1, 16, 4, 1, 8),     # wav2vec2's positional conv, reduced: 1-D, 16 channels a group
+    (2, 12, 7, 19, 96, 3, 3, 3, 2, 1),      # 2-D, stride 2, 32 channels a group (2 lane vectors), batch 2
+    (1, 32, 1, 40, 48, 1, 5, 1, 1, 0),      # groups 1 stays conv2d_packed (control)
+    (1, 8, 1, 20, 24, 1, 3, 2, 1, 1),       # 12 channels a group (not whole lane blocks): the generic conv2d
+]
+
+
+@pytest.mark.parametrize("case", GROUPED, ids=lambda c: "x".join(map(str, c)))
+def test_grouped_conv_runs_as_a_packed_conv_per_group(case):
+    """A grouped conv (not depthwise) whose groups hold whole lane blocks of output channels runs as
+    conv2d_grouped_packed (conv2d_packed's register tiles, each tile reading its group's input channels), with a
+    bias + GELU epilogue, against numpy."""
+    n, c, h, w_, o, kh, kw, groups, s, p = case
+    x, w, b = rand(n, c, h, w_), rand(o, c // groups, kh, kw), rand(o)
+
+    def make(g, xv, wv, bv):
+        xv = g.call1("pad", [xv], pad=(p, p, 0, 0), value=0.0, mode="constant") if p else xv
+        y = g.call1("conv2d", [xv, wv], stride=(s, s), dilation=(1, 1), groups=groups)
+        return g.call1("gelu", [g.call1("add", [y, g.call1("reshape", [bv], shape=(-1, 1, 1))])])
+    out, m = run_graph(make, [x, w, b])
+    whole = groups > 1 and (o // groups) % 16 == 0
+    packed = "conv2d_grouped_packed" if whole else "conv2d_packed" if groups == 1 else "conv2d"
+    assert any(re.search(rf"\b{packed}\b", k) for k in m.kernels), m.kernels
+    xp = np.pad(x, ((0, 0), (0, 0), (0, 0), (p, p)))
+    y = get_op("conv2d").reference(xp, w, stride=(s, s), dilation=(1, 1), groups=groups) + b[:, None, None]
+    assert_close_np(out, get_op("gelu").reference(y))
+
+
 @pytest.mark.parametrize("case", [(1, 16, 12, 37, 1, 1, 1), (1, 24, 13, 13, 2, 1, 1), (2, 8, 9, 40, 1, 2, 2),
                                   (1, 4, 11, 11, 1, 1, 2)], ids=str)
 def test_depthwise_conv2d(case):

@@ -368,7 +368,8 @@ def rows_per_set(stride_bytes: int, rows: int) -> int:
 def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
     a = rt.attrs
     blocked_in, blocked_out = bool(a.get("blocked_in")), bool(a.get("blocked_out"))
-    if CONV1X1_AS_GEMM and not (blocked_in or blocked_out):
+    grouped = a.get("groups", 1) > 1
+    if CONV1X1_AS_GEMM and not (blocked_in or blocked_out or grouped):
         flat = schedule_conv1x1(conv, rt, out, red, value, axes, shape, num_threads)
         if flat is not None:
             return flat
@@ -420,6 +421,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
             return conv.convert(x[n, cb, ih, iw, cl], None)
         if blocked_in:
             return conv.convert(x[n, binary("idiv", c, li), ih, iw, binary("imod", c, li)], None)
+        if grouped:     # a tile's nv blocks lie in one group (conv2d_grouped_packed): its C input channels
+            return conv.convert(x[n, binary("idiv", obb * nv, (O // a["groups"]) // L) * C + c, ih, iw], None)
         return conv.convert(x[n, c, ih, iw], None)
 
     def fill(rows, ow0):

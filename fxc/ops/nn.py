@@ -130,10 +130,11 @@ def from_blocked_ref(x, channels=None):
 
 
 def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False,
-                         blocked_out=False, in_lanes=LANES):
+                         blocked_out=False, in_lanes=LANES, groups=1):
     """in_lanes: the elements of one NCHW16c block (16 float32 values, or 8 bf16x2 words of 16 channels)."""
     x, w = types
-    c = -(-w.shape[1] // in_lanes) if blocked_in else w.shape[1]    # NCHW16c: the blocks holding the weight's channels
+    # NCHW16c: the blocks holding the weight's channels; NCHW: the weight's channels in each group
+    c = -(-w.shape[1] // in_lanes) if blocked_in else w.shape[1] * groups
     if x.ndim != (5 if blocked_in else 4) or (blocked_in and x.shape[4] != in_lanes) or w.ndim != 5 \
             or x.shape[1] != c or w.shape[0] * w.shape[4] < out_channels:
         raise ShapeError(f"conv2d_packed expects {'NCHW16c' if blocked_in else 'NCHW'} input and [O/L, C, KH, KW, L] "
@@ -146,7 +147,7 @@ def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv
 
 
 def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False,
-                   product=None, name="conv2d_packed", **facts):
+                   product=None, name="conv2d_packed", groups=1, **facts):
     """conv2d over a weight packed by pack_lanes (output channels in blocks of L, lanes innermost). product(x, w)
     is what is summed (default x * w; bf16 words use their own); facts go to the schedule with the attrs.
     blocked_in / blocked_out: the input / output is NCHW16c ([N, ceil(C/16), H, W, 16], use_blocked_layout); the
@@ -159,15 +160,18 @@ def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, bl
 
     def body(n, o, h, wi, ol=None):
         ih, iw = h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]
+        c = rc[0] if groups == 1 else binary("idiv", o, as_expr(out_channels // groups)) * c_ + rc[0]
         xv = x[n, binary("idiv", rc[0], as_expr(li)), ih, iw, binary("imod", rc[0], as_expr(li))] if blocked_in \
-            else x[n, rc[0], ih, iw]
+            else x[n, c, ih, iw]
         wv = wp[o, rc[0], rh[0], rw[0], ol] if blocked_out else \
             wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
         return te.sum_(product(xv, wv), [rc, rh, rw])
-    shape = _conv2d_packed_infer([x, wp], out_channels, stride, dilation, nv, blocked_in, blocked_out, li)[0].shape
+    shape = _conv2d_packed_infer([x, wp], out_channels, stride, dilation, nv, blocked_in, blocked_out, li,
+                                 groups)[0].shape
     return te.compute(shape, body, name,
                       {"schedule": "conv2d_packed", **facts, "x": x, "w": wp, "stride": tuple(stride),
-                       "dilation": tuple(dilation), "nv": nv, "blocked_in": blocked_in, "blocked_out": blocked_out})
+                       "dilation": tuple(dilation), "nv": nv, "blocked_in": blocked_in, "blocked_out": blocked_out,
+                       "groups": groups})
 
 
 def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
@@ -179,7 +183,7 @@ def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1
 
 def _packed_w(rng, o, c, k, blocks):
     from .linalg import _pack_ref
-    return _pack_ref(rand(rng, (o, c, k, k)), 0, 0, blocks)
+    return _pack_ref(rand(rng, (o, c) + (k if isinstance(k, tuple) else (k, k))), 0, 0, blocks)
 
 
 register(OpDef("conv2d_packed", Kind.OUT_FUSABLE, _conv2d_packed_infer, _conv2d_packed_ref, _conv2d_packed, {}, None,
@@ -199,6 +203,42 @@ register(OpDef("conv2d_packed", Kind.OUT_FUSABLE, _conv2d_packed_infer, _conv2d_
                              {"out_channels": 24, "nv": 3, "blocked_in": True, "blocked_out": True})],
                FLT, doc="conv2d whose weight is pack_lanes(w, axis 0): [O/L, C, KH, KW, L]; its input and output NCHW, "
                         "or NCHW16c where blocked_in / blocked_out say so."))
+
+
+# -- grouped conv2d over packed weights -------------------------------------------------------------------------------
+def _grouped_packed_infer(types, out_channels, groups, stride=(1, 1), dilation=(1, 1), nv=1):
+    x, w = types
+    og = out_channels // groups
+    if w.ndim != 5 or x.ndim != 4 or groups < 1 or out_channels % groups or og % (w.shape[4] * nv) \
+            or x.shape[1] != w.shape[1] * groups or w.shape[0] * w.shape[4] != out_channels:
+        raise ShapeError(f"conv2d_grouped_packed expects NCHW input of groups x C channels, a [O/L, C, KH, KW, L] "
+                         f"weight and out_channels / groups a multiple of L x nv, got {x.shape}, {w.shape}, "
+                         f"out_channels {out_channels}, groups {groups}, nv {nv}")
+    return _conv2d_packed_infer(types, out_channels, stride, dilation, nv, groups=groups)
+
+
+def _grouped_packed(x, wp, out_channels, groups, stride=(1, 1), dilation=(1, 1), nv=1):
+    """conv2d with `groups` > 1 (not depthwise) over pack_lanes(w, axis 0): each group's out_channels / groups
+    channels (a whole number of nv-block tiles) read that group's slice of the input; conv2d_packed's schedule."""
+    _grouped_packed_infer([x, wp], out_channels, groups, stride, dilation, nv)
+    return _conv2d_packed(x, wp, out_channels, stride, dilation, nv, groups=groups)
+
+
+def _grouped_packed_ref(x, wp, out_channels, groups, stride=(1, 1), dilation=(1, 1), nv=1):
+    from .linalg import unpack_ref
+    return _conv2d_ref(x, unpack_ref(wp, 0, 0, out_channels), stride, dilation, groups)
+
+
+register(OpDef("conv2d_grouped_packed", Kind.OUT_FUSABLE, _grouped_packed_infer, _grouped_packed_ref, _grouped_packed,
+               {}, None,
+               lambda rng: [([rand(rng, (1, 6, 5, 19)), _packed_w(rng, 32, 3, 3, 2)],
+                             {"out_channels": 32, "groups": 2}),
+                            ([rand(rng, (2, 8, 1, 40)), _packed_w(rng, 128, 2, (1, 5), 8)],
+                             {"out_channels": 128, "groups": 4, "nv": 2}),
+                            ([rand(rng, (1, 12, 9, 11)), _packed_w(rng, 96, 4, 3, 6)],
+                             {"out_channels": 96, "groups": 3, "stride": (2, 1), "dilation": (1, 2), "nv": 2})],
+               FLT, doc="grouped conv2d (not depthwise) over pack_lanes(w, axis 0): [O/L, C/groups, KH, KW, L], "
+                        "each group out_channels / groups channels, a multiple of L x nv; NCHW in and out."))
 
 
 def _depthwise_blocked_infer(types, stride=(1, 1), dilation=(1, 1)):

@@ -7,6 +7,8 @@ user brings (no weights can be downloaded here): what `benchmarks/zoo.py` times 
 - vit: a 16x16 stride-16 patch conv, class token, nn.TransformerEncoder (pre-norm, GELU);
 - gpt: causal scaled_dot_product_attention, tanh GELU, an output projection tied to the embedding;
 - unet: transposed 2x2 up-convs, bilinear upsampling, channel concatenation, max pooling;
+- wav2vec2: 1-D audio convs (a kernel-10 stride-5 stem, strided kernel-3 and kernel-2 convs, GroupNorm), a grouped
+  positional Conv1d (kernel 128, 16 groups, wav2vec2-base's) and nn.TransformerEncoder (post-norm, GELU);
 - lstm: nn.LSTM (Dynamo captures it only with torch._dynamo.config.allow_rnn = True; fxc then compiles it as a
   loop over time steps, fxc/ops/rnn.py; without the switch it runs in eager PyTorch and fxc compiles the head).
 
@@ -172,6 +174,33 @@ class UNet(nn.Module):
         return self.out(self.dec1(torch.cat([up, a], 1)))
 
 
+class Wav2Vec2(nn.Module):
+    """wav2vec2-base's shape: a feature encoder of 7 GELU 1-D convs (kernel 10 stride 5, four of kernel 3 and two of
+    kernel 2 stride 2; GroupNorm after the first), a projection to `d`, a grouped positional conv (kernel `pos_kernel`,
+    `pos_groups` groups, padding kernel/2 with the last position dropped) added to its input, `layers` post-norm
+    transformer layers. 1 s of 16 kHz audio [1, 16000] gives 49 positions. (No weight norm: a plain conv.)"""
+
+    def __init__(self, c=512, d=768, layers=2, heads=12, pos_kernel=128, pos_groups=16):
+        super().__init__()
+        specs = [(10, 5)] + [(3, 2)] * 4 + [(2, 2)] * 2
+        self.convs = nn.ModuleList(nn.Conv1d(1 if i == 0 else c, c, k, s, bias=False) for i, (k, s) in enumerate(specs))
+        self.norm0 = nn.GroupNorm(c, c)
+        self.ln, self.proj = nn.LayerNorm(c), nn.Linear(c, d)
+        self.pos = nn.Conv1d(d, d, pos_kernel, padding=pos_kernel // 2, groups=pos_groups)
+        self.pos_ln = nn.LayerNorm(d)
+        layer = nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, activation="gelu", batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, audio):
+        x = audio[:, None]
+        for i, conv in enumerate(self.convs):
+            x = F.gelu(self.norm0(conv(x)) if i == 0 else conv(x))
+        x = self.proj(self.ln(x.transpose(1, 2)))
+        p = self.pos(x.transpose(1, 2))
+        p = F.gelu(p[:, :, :-1] if self.pos.kernel_size[0] % 2 == 0 else p)
+        return self.encoder(self.pos_ln(x + p.transpose(1, 2)))
+
+
 class LSTMClassifier(nn.Module):
     def __init__(self, features=64, hidden=128, layers=2, classes=10):
         super().__init__()
@@ -194,6 +223,8 @@ _ZOO = {
             lambda: GPT(512, 64, 2, 4, 32), lambda: (torch.randint(0, 512, (2, 32)),)),
     "unet": (UNet, lambda: (torch.randn(1, 3, 128, 128),),
              lambda: UNet(8), lambda: (torch.randn(2, 3, 32, 24),)),
+    "wav2vec2": (Wav2Vec2, lambda: (torch.randn(1, 16000),),
+                 lambda: Wav2Vec2(32, 64, 1, 4, 16, 4), lambda: (torch.randn(2, 3200),)),
     "lstm": (LSTMClassifier, lambda: (torch.randn(1, 32, 64),),
              lambda: LSTMClassifier(8, 16, 2, 4), lambda: (torch.randn(2, 6, 8),)),
 }

@@ -1,6 +1,8 @@
 """pack_weights: give conv2d and matmul the operand layout of the vector GEMM schedules.
 
     conv2d(x, w[O,C,KH,KW])        -> conv2d_packed(x, pack_lanes(w, axis 0))    (float32, groups == 1)
+    conv2d(x, w, groups g > 1)     -> conv2d_grouped_packed(x, pack_lanes(w, axis 0), g)
+                                      (float32, not depthwise, O / g a multiple of LANES: a tile's blocks in one group)
     matmul(a, b[..,K,N] / [..,N,K]) -> matmul_packed(a, pack_lanes(b, n axis))   (float32, N >= 8)
 
 pack_lanes puts the output-channel / column axis in blocks of LANES with the lanes innermost
@@ -28,6 +30,13 @@ def _lane_vectors(n: int, rows: int = 14, caps=None) -> int:
     return max(1, min(3 if rows < 10 else 2, -(-n // LANES), most))
 
 
+def _grouped(n) -> bool:
+    """A grouped conv2d that is not depthwise (one input channel a group: the depthwise schedules) whose groups
+    each have a whole number of LANES output channels."""
+    g, w = n.attrs.get("groups", 1), n.inputs[1]
+    return g > 1 and w.shape[1] > 1 and (w.shape[0] // g) % LANES == 0
+
+
 def pack_weights(g, caps=None):
     """caps: the target's capabilities (None: this host's), for the register tile's width."""
     from ...target import Target
@@ -49,6 +58,15 @@ def pack_weights(g, caps=None):
             wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES)).outputs[0]
             rep = add("conv2d_packed", [x, wp], dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
                                                      dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
+        elif n.op == "conv2d" and _grouped(n) and n.outputs[0].dtype == "float32":
+            x, w = n.inputs
+            o, groups = w.shape[0], n.attrs["groups"]
+            most = _lane_vectors(o // groups, n.outputs[0].shape[3], caps)
+            nv = max(v for v in range(1, most + 1) if (o // groups // LANES) % v == 0)
+            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=o // LANES, lanes=LANES)).outputs[0]
+            rep = add("conv2d_grouped_packed", [x, wp], dict(out_channels=o, groups=groups, nv=nv,
+                                                             stride=n.attrs.get("stride", (1, 1)),
+                                                             dilation=n.attrs.get("dilation", (1, 1))))
         elif n.op == "matmul" and n.outputs[0].dtype == "float32" and n.outputs[0].shape[-1] >= 8:
             a, b = n.inputs
             nd = b.type.ndim
