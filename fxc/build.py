@@ -84,8 +84,9 @@ def _served_without_input(groups, sigs, first: int) -> dict:
     return {s: p for s, p in served.items() if sigs[p[0]] not in served}       # no chains
 
 
-def group_kernel(gr, name: str, num_threads: int, target: Target | None = None):
-    """Tensor expressions for one fused group, lowered to a loop-IR Kernel."""
+def group_tensors(gr) -> tuple:
+    """The tensor expressions of one fused group: (roots, output buffers, input placeholder -> buffer), what a
+    lowering (CPU: lower_group; devices: lower_group_device) takes."""
     tensors, in_bufs = {}, {}
     for k, v in enumerate(gr.inputs):
         t = te.placeholder(v.shape, v.dtype, f"in{k}")
@@ -98,7 +99,12 @@ def group_kernel(gr, name: str, num_threads: int, target: Target | None = None):
             tensors[o.id] = t
     roots = [tensors[o.id] for o in gr.outputs]
     out_bufs = [Buffer(f"out{k}", o.dtype, o.type.numel) for k, o in enumerate(gr.outputs)]
-    return lower_group(name, roots, out_bufs, in_bufs, num_threads, caps=Target.parse(target).caps)
+    return roots, out_bufs, in_bufs
+
+
+def group_kernel(gr, name: str, num_threads: int, target: Target | None = None):
+    """Tensor expressions for one fused group, lowered to a loop-IR Kernel."""
+    return lower_group(name, *group_tensors(gr), num_threads, caps=Target.parse(target).caps)
 
 
 _gc_pauses = {"depth": 0, "was": False}

@@ -13,8 +13,7 @@ import sys
 import time
 
 from .errors import TargetError
-from .lowering import te
-from .lowering.loop_ir import Buffer, format_kernel
+from .lowering.loop_ir import format_kernel
 from .target import Target, device_target
 
 
@@ -42,21 +41,9 @@ def _log(msg):
 
 def group_launches(gr, name: str, caps) -> list:
     """The device kernels (launches in order) of one fused group."""
+    from .build import group_tensors
     from .lowering.schedules.gpu import lower_group_device
-    from .ops.registry import get_op
-    tensors, in_bufs = {}, {}
-    for k, v in enumerate(gr.inputs):
-        t = te.placeholder(v.shape, v.dtype, f"in{k}")
-        tensors[v.id] = t
-        in_bufs[t] = Buffer(f"in{k}", v.dtype, v.type.numel)
-    for n in gr.nodes:
-        res = get_op(n.op).compute(*[tensors[v.id] for v in n.inputs], **n.attrs)
-        res = res if isinstance(res, (list, tuple)) else [res]
-        for o, t in zip(n.outputs, res):
-            tensors[o.id] = t
-    roots = [tensors[o.id] for o in gr.outputs]
-    out_bufs = [Buffer(f"out{k}", o.dtype, o.type.numel) for k, o in enumerate(gr.outputs)]
-    return lower_group_device(name, roots, out_bufs, in_bufs, caps)
+    return lower_group_device(name, *group_tensors(gr), caps)
 
 
 def _single(k) -> bool:
