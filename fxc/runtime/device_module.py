@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ExecutionError, IndexOutOfRangeError, InputError, index_error_message
 from .artifact import _REEXPORT, MANIFEST, PARAMS, interface, unpack_params
-from .module import TensorSpec, check_shape, np_dtype
+from .module import TensorSpec, check_inputs, np_dtype
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
 
@@ -106,18 +106,7 @@ class DeviceModule:
 
     # -- calls -------------------------------------------------------------------------------------------
     def check_inputs(self, arrays) -> list:
-        if len(arrays) != len(self.inputs):
-            raise InputError(f"expected {len(self.inputs)} inputs ({', '.join(s.describe() for s in self.inputs)}), "
-                             f"got {len(arrays)}")
-        out = []
-        for spec, a in zip(self.inputs, arrays):
-            a = np.asarray(a)
-            if a.dtype != np_dtype(spec.dtype):
-                raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; "
-                                 f"convert it with .astype({spec.dtype!r})")
-            check_shape(spec, a.shape)
-            out.append(np.ascontiguousarray(a))
-        return out
+        return check_inputs(self.inputs, arrays)
 
     def __call__(self, *arrays):
         """numpy in, numpy out (a list when the module has several outputs)."""

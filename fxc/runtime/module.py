@@ -45,6 +45,23 @@ def check_shape(spec, shape) -> None:
                          f"recompile for the new shape")
 
 
+def check_inputs(specs, arrays) -> list:
+    """The arrays as contiguous numpy arrays, once their count, dtypes and shapes are those of `specs` (InputError
+    naming the input and the fix otherwise)."""
+    if len(arrays) != len(specs):
+        raise InputError(f"expected {len(specs)} inputs ({', '.join(s.describe() for s in specs)}), "
+                         f"got {len(arrays)}")
+    out = []
+    for spec, a in zip(specs, arrays):
+        a = np.asarray(a)
+        if a.dtype != np_dtype(spec.dtype):
+            raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; "
+                             f"convert it with .astype({spec.dtype!r})")
+        check_shape(spec, a.shape)
+        out.append(np.ascontiguousarray(a))
+    return out
+
+
 @dataclass
 class Module:
     target: str
@@ -167,18 +184,7 @@ class Module:
         check_return_code(self._lib.run_main(*args), self._lib.index_error)
 
     def check_inputs(self, arrays) -> list:
-        if len(arrays) != len(self.inputs):
-            raise InputError(f"expected {len(self.inputs)} inputs ({', '.join(s.describe() for s in self.inputs)}), "
-                             f"got {len(arrays)}")
-        out = []
-        for spec, a in zip(self.inputs, arrays):
-            a = np.asarray(a)
-            if a.dtype != np_dtype(spec.dtype):
-                raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; "
-                                 f"convert it with .astype({spec.dtype!r})")
-            check_shape(spec, a.shape)
-            out.append(np.ascontiguousarray(a))
-        return out
+        return check_inputs(self.inputs, arrays)
 
     def __call__(self, *arrays):
         """numpy in, numpy out (a list when the module has several outputs)."""
