@@ -20,8 +20,9 @@ from ...lower import Hole
 from .one_per_output import unflatten
 
 
-def _match(conv, t):
-    """(hole, reduce tensor, a, b, value with the hole) when t is a matrix-product epilogue, else None."""
+def _sum_of_products(conv, t):
+    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one sum of
+    products of t's shape; else None."""
     if len(t.shape) < 2 or t.dtype != "float32":
         return None
     if isinstance(t.body, te.Reduce):
@@ -38,15 +39,25 @@ def _match(conv, t):
         return None
     red_t = holes[0].tensor
     red = red_t.body
-    if red.op != "sum" or len(red.axes) != 1 or not isinstance(red.body, Bin) or red.body.args[0] != "mul" \
+    if red.op != "sum" or not isinstance(red.body, Bin) or red.body.args[0] != "mul" \
             or tuple(red_t.shape) != tuple(t.shape):
         return None
+    return holes[0], red_t, value
+
+
+def _match(conv, t):
+    """(hole, reduce tensor, a, b, value with the hole) when t is a matrix-product epilogue, else None."""
+    found = _sum_of_products(conv, t)
+    if found is None or len(found[1].body.axes) != 1:
+        return None
+    hole, red_t, value = found
+    red = red_t.body
     _, a, b = red.body.args
     i_ax, j_ax = red_t.axes[-2], red_t.axes[-1]
     uses = lambda e, v: any(x is v for x in walk(e))        # noqa: E731
     if uses(a, j_ax) or uses(b, i_ax):
         return None
-    return holes[0], red_t, a, b, value
+    return hole, red_t, a, b, value
 
 
 class _TiledGemm:
@@ -108,25 +119,11 @@ def _product_axes(conv, t):
     products whose one factor reads the last output axes (the columns: the longest such suffix of axes the other
     factor does not read) and the other reads an output axis alone (the rows): matmul (rows i, columns j) and
     convolution (rows: output channels, columns: the output's pixels, height x width); None otherwise."""
-    if len(t.shape) < 2 or t.dtype != "float32":
+    found = _sum_of_products(conv, t)
+    if found is None:
         return None
-    if isinstance(t.body, te.Reduce):
-        h = Hole(Var("red", t.dtype), t, tuple(t.axes))
-        holes, value = [h], h.var
-    else:
-        holes = []
-        try:
-            value = conv.convert(t.body, None, holes)
-        except LoweringError:
-            return None
-    if len(holes) != 1 or not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
-                                  for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
-        return None
-    red_t = holes[0].tensor
+    hole, red_t, value = found
     red = red_t.body
-    if red.op != "sum" or not isinstance(red.body, Bin) or red.body.args[0] != "mul" \
-            or tuple(red_t.shape) != tuple(t.shape):
-        return None
     axes = red_t.axes
     uses = lambda e, v: any(x is v for x in walk(e))        # noqa: E731
     for colf, rowf in (red.body.args[2], red.body.args[1]), (red.body.args[1], red.body.args[2]):
@@ -137,7 +134,7 @@ def _product_axes(conv, t):
             first -= 1
         rows = [d for d in range(first) if uses(rowf, axes[d]) and not uses(colf, axes[d])]
         if rows:
-            return holes[0], red_t, rowf, colf, value, rows[-1], list(range(first, len(axes)))
+            return hole, red_t, rowf, colf, value, rows[-1], list(range(first, len(axes)))
     return None
 
 
