@@ -1,4 +1,4 @@
-"""The vector schedules (fxc/lowering/gemm_schedule.py) and the pack_weights pass, against numpy references
+"""The vector schedules (fxc/lowering/schedules/cpu/gemm.py) and the pack_weights pass, against numpy references
 on odd shapes: row/column tails, strides, dilation, padding, depthwise multipliers, batch broadcasting,
 fused epilogues (vector and per-element paths), vector exp/erf, vectorized softmax/row reductions, and the
 cached weight-prepack step (live weights repacked only when they change; frozen weights packed at compile)."""
@@ -364,7 +364,7 @@ def test_matmul_with_fewer_column_blocks_than_threads_share_splits_its_rows(shap
 
 
 def test_rows_per_set():
-    from fxc.lowering.gemm_schedule import rows_per_set
+    from fxc.lowering.schedules.cpu.gemm import rows_per_set
     assert rows_per_set(4096, 14) == 14        # rows of 1024 floats: every row in the same L1 set
     assert rows_per_set(1024, 14) == 4         # rows of 256 floats: four sets in turn
     assert rows_per_set(4160, 14) == 1         # padded by one line: a set each
@@ -456,8 +456,8 @@ def test_vector_sigmoid_accuracy():
     scalar form within 3 ulp of the float64 result wherever that is a normal float; below 1.2e-38 within 1.2e-38
     (PyTorch's own gives 0 there); 1 at +inf and beyond 17, nan for nan."""
     from fxc.lowering.expr import Load, Var, unary
-    from fxc.lowering.gemm_schedule import vectorize_expr
     from fxc.lowering.loop_ir import Buffer
+    from fxc.lowering.schedules.cpu.gemm import vectorize_expr
     i = Var("i")
     assert vectorize_expr(unary("sigmoid", Load(Buffer("x", "float32", 64), i)), i, 16) is not None
     xs = _math_samples()
@@ -521,8 +521,8 @@ def test_vector_math_accuracy(op):
     denormals and both signs, with libm's infinities and nans; sin and cos also for vectors holding a lane beyond
     their reduction's range (libm's path)."""
     from fxc.lowering.expr import Load, Var, unary
-    from fxc.lowering.gemm_schedule import vectorize_expr
     from fxc.lowering.loop_ir import Buffer
+    from fxc.lowering.schedules.cpu.gemm import vectorize_expr
     i = Var("i")
     assert vectorize_expr(unary(op, Load(Buffer("x", "float32", 64), i)), i, 16) is not None   # no libm loop
     xs = _math_samples()
@@ -749,7 +749,7 @@ def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monke
 def test_aligned_stride_through_idiv_and_imod():
     """Within a vector loop's aligned chunk, an unravelled index (a reshape's) keeps a constant stride."""
     from fxc.lowering.expr import Var, as_expr, binary
-    from fxc.lowering.gemm_schedule import aligned_stride
+    from fxc.lowering.schedules.cpu.gemm import aligned_stride
     v, i = Var("v"), Var("i")
     merge = binary("idiv", v, as_expr(64)) * 8192 + i * 64 + binary("imod", v, as_expr(64))
     assert aligned_stride(merge, v, 16) == 1

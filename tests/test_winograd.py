@@ -7,7 +7,7 @@ import torch.nn.functional as F
 import fxc
 from fxc.build import build
 from fxc.check import check_graph
-from fxc.lowering.winograd import fits
+from fxc.lowering.schedules.cpu.winograd import fits
 from fxc.relay_like.builder import Builder
 from fxc.relay_like.passes.use_winograd import f2_pays, use_winograd, winograd_pays, winograd_tile
 from tests.helpers import assert_close_np, check_module

@@ -3,7 +3,7 @@
 Accepts the root Tensors of a group (compute/extern Tensors whose TRefs reach placeholders, inlinable
 computes, or one reduction). Produces a Kernel whose params are the output buffers then the input
 buffers. Injective work is inlined at each use; a reduction referenced by an elementwise epilogue
-becomes an accumulation statement in the epilogue's loop nest. Schedules live in schedule.py.
+becomes an accumulation statement in the epilogue's loop nest. Schedules live in schedules/cpu (default.py).
 """
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def _merge_inner_axes(red, rvars, val):
     from .expr import walk
     if len(rvars) < 2 or red.axes[-1][1] >= VECTOR_REDUCE_MIN:
         return None
-    from .schedule import linear_stride
+    from .schedules.cpu.default import linear_stride
     a, b = rvars[-2], rvars[-1]
     na, nb = red.axes[-2][1], red.axes[-1][1]
     r = Var("rm")
@@ -175,7 +175,7 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     such as softmax and layer-norm sums): lanes are folded into acc[slot] at the end; None if val
     does not vectorize along that loop."""
     from .expr import Const, Lane, VecLoad, vec
-    from .gemm_schedule import LANES, vectorize_expr
+    from .schedules.cpu.gemm import LANES, vectorize_expr
     n = red.axes[-1][1]
     outer = math.prod(e for _, e in red.axes[:-1])
     if val.dtype != "float32" or red.op not in ("sum", "max", "min") \
@@ -219,7 +219,7 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
                 schedule_hint: dict | None = None, caps=None) -> Kernel:
     """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; caps: the target's
     capabilities (None: this host's)."""
-    from .schedule import schedule_root
+    from .schedules.cpu.default import schedule_root
     bufs = dict(in_bufs)
     stmts, flops = [], 0
     conv = Converter(bufs, caps)
@@ -237,7 +237,7 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
         s, f = schedule_root(conv, t, ob, num_threads, schedule_hint or {})
         stmts.append(s)
         flops += f
-    from .gemm_schedule import vectorize_loops
+    from .schedules.cpu.gemm import vectorize_loops
     body = vectorize_loops(seq(*stmts))
     params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())] + conv.scratches
     return Kernel(name, params, body, flops)

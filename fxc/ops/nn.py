@@ -9,8 +9,8 @@ import numpy as np
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
-from ..lowering.gemm_schedule import LANES
 from ..lowering.loop_ir import For, Store, seq
+from ..lowering.schedules.cpu.gemm import LANES
 from ..relay_like.graph import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register, register_aten

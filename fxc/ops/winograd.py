@@ -6,7 +6,7 @@
                                                      weight (fold_scale_axis) scales the transform's result
     conv2d_winograd(x[N, C, H, W], U, out_channels, padding, nv, tile m) -> y[N, K, H + 2ph - 2, W + 2pw - 2]
                                                      conv2d of x zero padded by `padding`
-                                                     (schedule: lowering/winograd.py)
+                                                     (schedule: lowering/schedules/cpu/winograd.py)
 
 bf16 (precision="bf16"): U = pack_bf16_pairs(winograd_weight(w), axis 3), int32 words [a, a, blocks, C/2, 16] over
 input channel pairs (C even); the kernel rounds its transformed input V to bf16 the same way and multiplies by
@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..lowering import te
 from ..lowering.expr import Bf16Half, Const, as_expr, binary, compare, maximum, minimum, select
-from ..lowering.winograd import MATRICES, alpha, tiles, weight_transform
+from ..lowering.schedules.cpu.winograd import MATRICES, alpha, tiles, weight_transform
 from ..relay_like.graph import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register

@@ -73,7 +73,7 @@ def _pairs_for_gemm(p, n) -> bool:
         return p.attrs.get("axis") == 4
     if p.attrs.get("axis") != 1:
         return False
-    from ..lowering.gemm_schedule import conv1x1_as_gemm
+    from ..lowering.schedules.cpu.gemm import conv1x1_as_gemm
     x, wp = n.inputs
     return (len(x.shape) == 4 and wp.shape[2:4] == (1, 1) and tuple(n.attrs.get("stride", (1, 1))) == (1, 1)
             and x.shape[2:] == n.outputs[0].shape[2:]

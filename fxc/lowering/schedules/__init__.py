@@ -1,1 +1,1 @@
-"""Schedules per target family: `gpu` (device launches). The CPU's schedules live beside lower.py."""
+"""Schedules per target family: `cpu` (vector register tiles, cpu/) and `gpu` (device launches, gpu/)."""

@@ -25,7 +25,7 @@ def _lane_vectors(n: int, rows: int = 14, caps=None) -> int:
     """Vectors of LANES columns per register tile: 2 where the width allows it, 3 when the tile has
     few rows (a 7-wide output row) so the accumulators still fill the registers; on a target with fewer
     accumulator registers (caps; None: AVX-512's 32) one vector per 4 of them (AVX2: 1, tiles of 5 rows)."""
-    from ...lowering.gemm_schedule import acc_vectors
+    from ...lowering.schedules.cpu.gemm import acc_vectors
     most = acc_vectors(caps) // 4 if caps is not None else 3
     return max(1, min(3 if rows < 10 else 2, -(-n // LANES), most))
 

@@ -26,10 +26,10 @@ op (a cached prepack step).
 """
 from __future__ import annotations
 
-from .expr import Bin, Const, Fma, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
-from .gemm_schedule import LANES, Tile, _parallel, vectorize_expr
-from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
-from .lower import flat_index
+from ...expr import Bin, Const, Fma, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
+from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
+from ...lower import flat_index
+from .gemm import LANES, Tile, _parallel, vectorize_expr
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
 SHARED_V = 850 << 10        # bytes of a task's V up to which output channel groups share one (see the schedule)

@@ -10,7 +10,7 @@ tile is stored: vectorized along the lanes when the output is contiguous there, 
   parallel over (batch, channel-block group, output row); its input and output NCHW or NCHW16c
   (use_blocked_layout: the tile's vectors are then contiguous blocks of the output).
 - matmul_packed: rows = m, lanes = n; parallel over (batch, column-block group).
-- depthwise convs: depthwise_schedule.py.
+- depthwise convs: depthwise.py.
 bf16 forms (compute attrs bf16=True, ops/bf16.py): the same tiles over bf16x2 int32 words, one word (two
 reduction steps) per step, accumulated by vdpbf16ps (`dot_bf16`) instead of an FMA.
 Accepts the reduction Tensor (its `attrs` say which op it is) and the group's epilogue expression.
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from .expr import (
+from ...expr import (
     ITEMSIZE,
     Bin,
     Broadcast,
@@ -45,8 +45,8 @@ from .expr import (
     vec,
     walk,
 )
-from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
-from .lower import Converter, flat_index
+from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
+from ...lower import Converter, flat_index
 
 LANES = 16                  # float32 lanes of one vector of the loop IR (one AVX-512 register; LLVM splits it in two
                             # on an AVX2 target, in four on SSE: acc_vectors counts them)
@@ -81,7 +81,7 @@ def aligned_stride(e: Expr, v: Var, lanes: int):
     as linear_stride, and also through idiv / imod by a multiple of `lanes` of an index that advances by 1 from a
     multiple of `lanes` (within the chunk its quotient stays and its remainder advances: a reshape's unravelled
     index, out[i, j] = in[(j // 64) * 8192 + i * 64 + j % 64]); None otherwise."""
-    from .schedule import linear_stride
+    from .default import linear_stride
 
     def residue(x):
         """x mod lanes when v is a multiple of lanes, or None when unknown."""
@@ -138,7 +138,7 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, ali
         elif x not in used:                     # independent of v: the same value in every lane
             r = Broadcast(x, lanes) if lanes_of(x.dtype) == 1 else None
         elif isinstance(x, Load):
-            from .schedule import linear_stride
+            from .default import linear_stride
             buf, idx = x.args
             s = linear_stride(idx, v)
             if s is None and aligned:
@@ -194,7 +194,7 @@ def groups_per_item(groups: int, items: int, num_threads: int) -> int:
 def _parallel(axes: list, body, work: int, num_threads: int):
     """Loops over (Var, extent) axes fused into one parallel loop (serial when small)."""
     axes = [(a, n) for a, n in axes if n > 1] + [(a, n) for a, n in axes if n == 1]
-    from .schedule import PARALLEL_MIN_WORK
+    from .default import PARALLEL_MIN_WORK
     for a, n in axes:
         if n == 1:
             body = LetStmt(a, as_expr(0), body)
@@ -483,7 +483,7 @@ def store_blocked(tile: Tile, value: Expr, red_var: Var, out: Buffer, axes, shap
 def _flat_positions(value: Expr, oh: Var, ow: Var, width: int) -> bool:
     """value uses oh and ow only in load indices of the form ... + s * (oh * width + ow): then it is the same
     expression over the flat position p = oh * width + ow with oh = 0, ow = p."""
-    from .schedule import linear_stride
+    from .default import linear_stride
     seen = set()
 
     def ok(x) -> bool:
@@ -622,7 +622,7 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
 
 # -- matmul over a packed B -------------------------------------------------------------------------------------------
 def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
-    from .schedule import linear_stride
+    from .default import linear_stride
     a = rt.attrs
     A, bp, trans_a, nv = a["a"], a["b"], a["trans_a"], a["nv"]
     batch = list(zip(axes[:-2], shape[:-2]))
@@ -700,7 +700,7 @@ def _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block,
 
 
 def linear_stride_is_one(index: Expr, v: Var) -> bool:
-    from .schedule import linear_stride
+    from .default import linear_stride
     return linear_stride(index, v) == 1
 
 
@@ -710,7 +710,7 @@ def vectorize_loops(s):
     contiguous along the loop becomes a vector store; `acc[c] = acc[c] (+|max|min) f(i)` with an index
     independent of the loop becomes a vector accumulator folded after the loop; a tail shorter than
     LANES stays scalar. Loops that do not fit are left for LLVM's vectorizer."""
-    from .loop_ir import map_body
+    from ...loop_ir import map_body
     if isinstance(s, For) and s.kind == "vectorize" and s.start == 0:
         v = _vectorize_loop(s)
         if v is not None:
@@ -723,8 +723,8 @@ _vred_ids = __import__("itertools").count()
 
 
 def _vectorize_loop(loop: For):
-    from .loop_ir import Seq
-    from .schedule import linear_stride
+    from ...loop_ir import Seq
+    from .default import linear_stride
     stores = loop.body.stmts if isinstance(loop.body, Seq) else [loop.body]
     v, n = loop.var, loop.extent
     if n < LANES or not all(isinstance(st, Store) for st in stores):

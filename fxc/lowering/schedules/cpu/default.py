@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from . import te
-from .expr import (
+from ... import te
+from ...expr import (
     Bin,
     Const,
     Expr,
@@ -27,8 +27,8 @@ from .expr import (
     substitute,
     walk,
 )
-from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
-from .lower import Converter, flat_index
+from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
+from ...lower import Converter, flat_index
 
 PARALLEL_MIN_WORK = 1 << 15      # elements x reduce size below which a kernel stays single-threaded
 TILE = 32                        # accumulator tile along the output's last axis
@@ -92,7 +92,7 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
     value = conv.convert(t.body, None, holes) if not isinstance(t.body, te.Reduce) else None
     axes, shape = list(t.axes), list(t.shape)
     if value is None:                      # the root itself is a reduction: hole at identity
-        from .lower import Hole
+        from ...lower import Hole
         h = Hole(Var("red", t.dtype), t, tuple(t.axes))
         holes, value = [h], h.var
     red = holes[0] if len(holes) == 1 and _is_identity(holes[0].indices, axes, shape) else None
@@ -129,8 +129,8 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
 def _vector_row(out, index, value, v, n):
     """out[index(v)] = value(v) for v in 0..n as explicit vectors of VECTOR_LANES (and one narrower tail
     vector), when the row is contiguous in the output and value vectorizes; else None."""
-    from .expr import PackBf16
-    from .gemm_schedule import LANES, vectorize_expr
+    from ...expr import PackBf16
+    from .gemm import LANES, vectorize_expr
     words = out.dtype == "int32" and isinstance(value, PackBf16)       # float32 pairs packed to bf16x2 words
     if (out.dtype != "float32" and not words) or n < 4 or linear_stride(index, v) != 1:
         return None
@@ -173,7 +173,7 @@ def _transposed_pack(conv, t, out, num_threads):
     tile is read as 16 row vectors and transposed in registers (transpose16) instead of gathered element by element;
     the m tail and the blocks past N's last whole block (zeros past N) are scalar. None for other packs, and when the
     source is computed in the group (the generic path reads through it)."""
-    from .gemm_schedule import LANES
+    from .gemm import LANES
     attrs = t.attrs or {}
     x = attrs.get("pack_of")
     if x is None or attrs.get("pack_axis") != 0 or attrs.get("pack_block_pos") != 0 or t.shape[-1] != LANES \
@@ -210,7 +210,7 @@ def _transposed_tiles(conv, t, out, axes, shape, value, num_threads):
     the source while the axis before them (m) is contiguous there: out[..., m, l] = src(..., 16 b + l, m). Its whole
     blocks run as 16 x 16 tiles, 16 vectors along m transposed in registers (transpose16); the rest of m and the
     blocks past the packed axis's whole blocks element by element. None for any other tensor."""
-    from .gemm_schedule import LANES, vectorize_expr
+    from .gemm import LANES, vectorize_expr
     attrs = t.attrs or {}
     whole, exact = attrs.get("pack_whole"), attrs.get("pack_exact")
     if exact is None or len(axes) < 3 or shape[-1] != LANES or shape[-2] < LANES or not whole \
@@ -256,7 +256,7 @@ def _transposing_tiles(out, axes, shape, value, num_threads):
     (a gather per lane on the generic path) while an outer axis u reads it contiguously, e.g. a permute from NHWC
     to NCHW. Each 16 x 16 tile of (u, v) is 16 vectors along u transposed in registers (transpose16) and stored as
     16 rows along v; the v tail of the whole u tiles and the u tail run as written. None for other roots."""
-    from .gemm_schedule import LANES, vectorize_expr
+    from .gemm import LANES, vectorize_expr
     if out.dtype not in ("float32", "int32") or len(axes) < 2 or shape[-1] < LANES:
         return None
     v, index = axes[-1], flat_index(axes, shape)
@@ -390,9 +390,9 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
 
 
 def _special(conv, rt, out, red, value, axes, shape, num_threads):
-    """The vector schedules of gemm_schedule.py for ops that say so in their compute's attrs."""
-    from . import gemm_schedule as gs
-    from .depthwise_schedule import schedule_depthwise, schedule_depthwise_blocked
+    """The vector schedules of gemm.py for ops that say so in their compute's attrs."""
+    from . import gemm as gs
+    from .depthwise import schedule_depthwise, schedule_depthwise_blocked
     from .winograd import schedule_conv2d_winograd
     kind = rt.attrs.get("schedule")
     if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
@@ -410,9 +410,9 @@ def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_thread
     epilogue as a vector (lane by lane where the output is not contiguous along j); j past its whole chunks as
     scalar loops. The scalar loops alone read one float per 64-byte line: 145 us for a 32 x 112 x 112 pool.
     None for other reductions (contiguous rows take the row schedules)."""
-    from .expr import Lane, vec
-    from .gemm_schedule import LANES, aligned_stride, vectorize_expr
-    from .lower import COMBINE
+    from ...expr import Lane, vec
+    from ...lower import COMBINE
+    from .gemm import LANES, aligned_stride, vectorize_expr
     rb: te.Reduce = rt.body
     if rt.dtype != "float32" or rb.op not in ("sum", "max", "min") or not rb.axes or not axes:
         return None
