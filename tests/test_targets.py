@@ -88,6 +88,55 @@ def test_code_uses_only_the_targets_vector_registers(spec, forbidden):
         assert "zmm" in _disassembly(build(_matmul_gelu_graph(16, 64, 64), target="llvm").library)
 
 
+def _conv_matmul_graph():
+    """A 3x3 stride-2 conv (pack_weights: conv2d_packed) + relu, and a matmul (matmul_packed) + gelu."""
+    b = Builder()
+    x, w = b.graph.input((1, 8, 12, 12), "float32"), b.graph.input((24, 8, 3, 3), "float32")
+    a, m = b.graph.input((5, 37), "float32"), b.graph.input((37, 40), "float32")
+    (y,) = b.graph.call("conv2d", [x, w], stride=(2, 2))
+    (z,) = b.graph.call("matmul", [a, m])
+    b.graph.outputs = [b.graph.call("relu", [y])[0], b.graph.call("gelu", [z])[0]]
+    return b.graph
+
+
+def _rendered_ir(graph, spec) -> tuple:
+    """(the graph after the target's passes, the LLVM IR of its kernels) as the build makes them for `spec`."""
+    from fxc.build import group_kernel
+    from fxc.relay_like.fuse_ops import fuse_ops
+    from fxc.relay_like.hoist import hoisted_values
+    from fxc.relay_like.pipeline import run_pipeline
+    target = Target.parse(spec)
+    g = run_pipeline(graph, target=target)
+    groups = fuse_ops(g, hoisted=hoisted_values(g))
+    kernels = [group_kernel(gr, f"k{i}", 1, target) for i, gr in enumerate(groups)]
+    return g, llvm.render(kernels, [], target=target)
+
+
+@pytest.mark.parametrize("spec,lanes", [("llvm -mcpu=skylake-avx512", 16), ("llvm -mcpu=haswell", 8),
+                                        ("llvm -mcpu=x86-64-v2", 4)])
+def test_schedules_take_the_targets_vector_width(spec, lanes):
+    """The loop IR's vectors are the target's Caps.lanes wide (16 float32 lanes on AVX-512, 8 on AVX2, 4 on SSE4.2):
+    the packed weights' blocks, the conv and GEMM register tiles and the epilogues' vectors in the rendered IR, with
+    no wider vector anywhere (compiling needs no such CPU). Where this host can run the code, it matches numpy."""
+    assert Target.parse(spec).caps.lanes == lanes
+    g, ir = _rendered_ir(_conv_matmul_graph(), spec)
+    packs = [n.attrs["lanes"] for n in g.nodes if n.op == "pack_lanes"]
+    assert len(packs) == 2 and set(packs) == {lanes}
+    assert {"conv2d_packed", "matmul_packed"} <= {n.op for n in g.nodes}
+    assert f"load <{lanes} x float>" in ir and f"<{lanes} x float>" in ir
+    assert (f"fma.v{lanes}f32" in ir) == Target.parse(spec).caps.has("fma")     # the tiles' multiply-adds
+    assert not any(f"<{wider} x float>" in ir for wider in (8, 16, 32, 64) if wider > lanes)
+    if Target.parse(spec).caps.features - host_features():
+        return
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 8, 12, 12)).astype(np.float32), rng.standard_normal((24, 8, 3, 3)).astype(np.float32)
+    a, m = rng.standard_normal((5, 37)).astype(np.float32), rng.standard_normal((37, 40)).astype(np.float32)
+    y, z = build(_conv_matmul_graph(), target=spec)(x, w, a, m)
+    conv = torch.nn.functional.conv2d(torch.from_numpy(x).double(), torch.from_numpy(w).double(), stride=2)
+    assert_close_np(y, torch.relu(conv).numpy().astype(np.float32))
+    assert_close_np(z, _reference(a, m).astype(np.float32))
+
+
 def test_multiply_adds_without_an_fma_unit_call_no_libm():
     """x86-64-v2 has no FMA: a GEMM's multiply-adds are a multiply and an add there, not a call of libm's fmaf per
     lane (which made ResNet-18 50x slower than on haswell)."""

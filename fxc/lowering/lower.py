@@ -175,37 +175,38 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     such as softmax and layer-norm sums): lanes are folded into acc[slot] at the end; None if val
     does not vectorize along that loop."""
     from .expr import Const, Lane, VecLoad, vec
-    from .schedules.cpu.gemm import LANES, vectorize_expr
+    from .schedules.cpu.gemm import vectorize_expr
+    lanes = conv.caps.lanes     # the target's vector width
     n = red.axes[-1][1]
     outer = math.prod(e for _, e in red.axes[:-1])
     if val.dtype != "float32" or red.op not in ("sum", "max", "min") \
             or n < (VECTOR_REDUCE_MIN if outer < SHORT_ROWS_MIN else SHORT_ROW):
         return None
     last = rvars[-1]
-    vs = vectorize_expr(val, last, LANES)
+    vs = vectorize_expr(val, last, lanes)
     if vs is None:
         return None
     comb = COMBINE[red.op]
     zero = Const(0, "int64")
     ro, rt = Var("ro"), Var("rt")
-    full = n // LANES
+    full = n // lanes
     body, init, fold = None, Store(acc, slot, red.init), []
-    if full:                                # whole vectors (none for a row shorter than LANES: the tail alone)
-        vacc = conv.local("float32", LANES, "racc")
-        body = For(ro, full, Store(vacc, zero, binary(comb, VecLoad(vacc, zero, LANES),
-                                                      substitute(vs, {last: ro * LANES}))))
-        init = seq(init, Store(vacc, zero, Const(red.init.value, vec("float32", LANES))))
-        fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, LANES), k)))
-                for k in range(LANES)]
-    tail = n % LANES
+    if full:                                # whole vectors (none for a row shorter than lanes: the tail alone)
+        vacc = conv.local("float32", lanes, "racc")
+        body = For(ro, full, Store(vacc, zero, binary(comb, VecLoad(vacc, zero, lanes),
+                                                      substitute(vs, {last: ro * lanes}))))
+        init = seq(init, Store(vacc, zero, Const(red.init.value, vec("float32", lanes))))
+        fold = [Store(acc, slot, binary(comb, Load(acc, slot), Lane(VecLoad(vacc, zero, lanes), k)))
+                for k in range(lanes)]
+    tail = n % lanes
     tv = vectorize_expr(val, last, tail) if tail >= 4 else None      # a narrower vector (a conv weight gradient's
     if tv is not None:                                                # rows of 28: one of 16 and one of 12 lanes)
         tacc = conv.local("float32", tail, "racc")
-        at = Const(full * LANES, "int64")
+        at = Const(full * lanes, "int64")
         body = seq(body, Store(tacc, zero, binary(comb, VecLoad(tacc, zero, tail), substitute(tv, {last: at}))))
     elif tail:
         body = seq(body, For(rt, tail, Store(acc, slot, binary(comb, Load(acc, slot),
-                                                              substitute(val, {last: rt + full * LANES})))))
+                                                              substitute(val, {last: rt + full * lanes})))))
     for v, (_, extent) in reversed(list(zip(rvars[:-1], red.axes[:-1]))):
         body = For(v, extent, body)
     if tv is not None:
@@ -238,6 +239,6 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
         stmts.append(s)
         flops += f
     from .schedules.cpu.gemm import vectorize_loops
-    body = vectorize_loops(seq(*stmts))
+    body = vectorize_loops(seq(*stmts), conv.caps.lanes)
     params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())] + conv.scratches
     return Kernel(name, params, body, flops)

@@ -100,11 +100,12 @@ def _dot_halves(a, b):
 
 
 def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
-    from .nn import LANES, _conv2d_packed_infer
+    from .nn import _conv2d_packed_infer
     x, w = types
     if x.dtype != "int32" or w.dtype != "int32":
         raise ShapeError(f"conv2d_packed_bf16 takes bf16x2 int32 words, got {x.dtype} and {w.dtype}")
-    t = _conv2d_packed_infer(types, out_channels, stride, dilation, nv, blocked_in, blocked_out, LANES // 2)[0]
+    t = _conv2d_packed_infer(types, out_channels, stride, dilation, nv, blocked_in, blocked_out,
+                             w.shape[4] // 2 if w.ndim == 5 else None)[0]
     return [TensorType(t.shape, "float32")]
 
 
@@ -121,14 +122,14 @@ def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked
     xs = from_blocked_ref(unpair_ref(x, 4, 2 * x.shape[4]), c) if blocked_in else unpair_ref(x, 1, c)
     ws = unpair_ref(unpack_ref(wp, 0, 0, out_channels), 1, c)
     out = _conv2d_ref(xs, ws, stride, dilation).astype(np.float32)
-    return to_blocked_ref(out) if blocked_out else out
+    return to_blocked_ref(out, wp.shape[-1]) if blocked_out else out
 
 
 def _conv_sample(rng, n, c, h, w, o, k, blocks, **attrs):
     from .linalg import _pack_ref
     from .nn import to_blocked_ref
     x = rand(rng, (n, c, h, w))
-    x = bf16_pairs_ref(to_blocked_ref(x), 4) if attrs.get("blocked_in") else bf16_pairs_ref(x, 1)
+    x = bf16_pairs_ref(to_blocked_ref(x, 16), 4) if attrs.get("blocked_in") else bf16_pairs_ref(x, 1)
     wp = _pack_ref(rand(rng, (o, c, k, k)), 0, 0, blocks)
     return [x, bf16_pairs_ref(wp, 1)], dict(out_channels=o, **attrs)
 

@@ -10,7 +10,6 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..lowering.loop_ir import For, Store, seq
-from ..lowering.schedules.cpu.gemm import LANES
 from ..relay_like.graph import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register, register_aten
@@ -115,9 +114,9 @@ register(OpDef("conv2d", Kind.OUT_FUSABLE, _conv2d_infer, _conv2d_ref, _conv2d,
                FLT))
 
 
-def to_blocked_ref(x, lanes=LANES):
-    """NCHW -> NCHW16c (numpy): [N, C, H, W] as [N, ceil(C/16), H, W, 16], channel c at block c // 16, lane c % 16,
-    the lanes past C zero."""
+def to_blocked_ref(x, lanes: int):
+    """NCHW -> NCHW16c (numpy; 16: `lanes`, the target's vector width): [N, C, H, W] as [N, ceil(C/16), H, W, 16],
+    channel c at block c // 16, lane c % 16, the lanes past C zero."""
     n, c, h, w = x.shape
     cb = -(-c // lanes)
     x = np.pad(x, [(0, 0), (0, cb * lanes - c), (0, 0), (0, 0)])
@@ -130,9 +129,11 @@ def from_blocked_ref(x, channels=None):
 
 
 def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False,
-                         blocked_out=False, in_lanes=LANES, groups=1):
-    """in_lanes: the elements of one NCHW16c block (16 float32 values, or 8 bf16x2 words of 16 channels)."""
+                         blocked_out=False, in_lanes=None, groups=1):
+    """in_lanes: the elements of one NCHW16c block (None: the weight's L float32 values; bf16: L/2 bf16x2 words of L
+    channels). The weight's L (its lanes, the target's vector width) is the output block's too."""
     x, w = types
+    in_lanes = in_lanes or (w.shape[4] if w.ndim == 5 else 1)
     # NCHW16c: the blocks holding the weight's channels; NCHW: the weight's channels in each group
     c = -(-w.shape[1] // in_lanes) if blocked_in else w.shape[1] * groups
     if x.ndim != (5 if blocked_in else 4) or (blocked_in and x.shape[4] != in_lanes) or w.ndim != 5 \
@@ -141,7 +142,7 @@ def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv
                          f"weight, got {x.shape} and {w.shape}")
     oh = _conv_out(x.shape[2], w.shape[2], stride[0], dilation[0])
     ow = _conv_out(x.shape[3], w.shape[3], stride[1], dilation[1])
-    shape = (x.shape[0], -(-out_channels // LANES), oh, ow, LANES) if blocked_out \
+    shape = (x.shape[0], -(-out_channels // w.shape[4]), oh, ow, w.shape[4]) if blocked_out \
         else (x.shape[0], out_channels, oh, ow)
     return [TensorType(shape, x.dtype)]
 
@@ -178,7 +179,7 @@ def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1
     from .linalg import unpack_ref
     out = _conv2d_ref(from_blocked_ref(x, wp.shape[1]) if blocked_in else x, unpack_ref(wp, 0, 0, out_channels), stride,
                       dilation)
-    return to_blocked_ref(out) if blocked_out else out
+    return to_blocked_ref(out, wp.shape[-1]) if blocked_out else out
 
 
 def _packed_w(rng, o, c, k, blocks):
@@ -268,7 +269,7 @@ def _depthwise_blocked(x, w, stride=(1, 1), dilation=(1, 1)):
 def _depthwise_blocked_ref(x, w, stride=(1, 1), dilation=(1, 1)):
     cb, kh, kw, lanes = w.shape
     wt = w.transpose(0, 3, 1, 2).reshape(cb * lanes, 1, kh, kw)
-    return to_blocked_ref(_conv2d_ref(from_blocked_ref(x), wt, stride, dilation, groups=cb * lanes))
+    return to_blocked_ref(_conv2d_ref(from_blocked_ref(x), wt, stride, dilation, groups=cb * lanes), lanes)
 
 
 register(OpDef("depthwise_blocked", Kind.OUT_FUSABLE, _depthwise_blocked_infer, _depthwise_blocked_ref,
@@ -341,7 +342,7 @@ def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=Fals
             return v
         row = p * OW
         stmts = []
-        n, vec = last - first + 1, LANES
+        n, vec = last - first + 1, 16       # columns a chunk ("vectorize" loops take the target's vector width)
         if n > 0:       # whole vectors, then one last vector overlapping them (stores are idempotent) for the rest
             for start, count in ((first, n if n < vec else n // vec * vec),
                                  (last + 1 - vec, vec if n > vec and n % vec else 0)):

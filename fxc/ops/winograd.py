@@ -24,8 +24,6 @@ from ..relay_like.graph import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register
 
-LANES = 16
-
 
 def _matrices(m: int):
     """(A^T, B^T, G) of F(m x m, 3x3) as float64 arrays."""
@@ -45,9 +43,12 @@ def _table(matrix, row, col, dtype) -> "te.Expr":
 
 
 # -- the weight transform ---------------------------------------------------------------------------------------------
-def _weight_infer(types, blocks, lanes=LANES, tile=4, adjoint=False):
+def _weight_infer(types, blocks, lanes, tile=4, adjoint=False):
     w = types[0]
     _matrices(tile)
+    if not isinstance(lanes, int) or lanes < 1:
+        raise ShapeError(f"winograd_weight needs lanes (output channels per block: the target's vector width, "
+                         f"use_winograd sets it), got {lanes!r}")
     k = w.shape[1 if adjoint else 0] if w.ndim == 4 else 0
     if w.ndim != 4 or w.shape[2:] != (3, 3) or blocks * lanes < k:
         raise ShapeError(f"winograd_weight expects a [K, C, 3, 3] weight ([C, K, 3, 3] adjoint) and {blocks} x {lanes} "
@@ -58,17 +59,15 @@ def _weight_infer(types, blocks, lanes=LANES, tile=4, adjoint=False):
     return [TensorType((alpha(tile), alpha(tile), blocks, w.shape[0 if adjoint else 1], lanes), w.dtype)]
 
 
-def _weight(w, scale=None, blocks=1, lanes=LANES, tile=4, adjoint=False):
+def _weight(w, scale=None, blocks=1, lanes=None, tile=4, adjoint=False):
     ins = [w] if scale is None else [w, scale]
     shape = _weight_infer(ins, blocks, lanes, tile, adjoint)[0].shape
-    if lanes != LANES:
-        raise ShapeError(f"winograd_weight packs output channels in {LANES} lanes, got lanes={lanes}")
     k, c = (w.shape[1], w.shape[0]) if adjoint else w.shape[:2]
-    return te.extern([(shape, w.dtype)], ins, weight_transform(k, c, blocks, w.dtype, tile, adjoint),
+    return te.extern([(shape, w.dtype)], ins, weight_transform(k, c, blocks, lanes, w.dtype, tile, adjoint),
                      "winograd_weight")[0]
 
 
-def _weight_ref(w, scale=None, blocks=1, lanes=LANES, tile=4, adjoint=False):
+def _weight_ref(w, scale=None, blocks=1, lanes=None, tile=4, adjoint=False):
     """G (w[k] * scale[k]) G^T as two GEMMs over every (channel, output channel) at once (it is the compile-time
     fold of a frozen weight: ResNet-18's took 0.9 s as one einsum, 0.1-0.3 s this way)."""
     if adjoint:
@@ -87,13 +86,14 @@ def _weight_ref(w, scale=None, blocks=1, lanes=LANES, tile=4, adjoint=False):
 
 
 register(OpDef("winograd_weight", Kind.OPAQUE, _weight_infer, _weight_ref, _weight, {}, None,
-               lambda rng: [([rand(rng, (5, 3, 3, 3))], {"blocks": 1}),
-                            ([rand(rng, (40, 16, 3, 3))], {"blocks": 4}),
-                            ([rand(rng, (20, 6, 3, 3))], {"blocks": 2, "tile": 2}),
-                            ([rand(rng, (40, 16, 3, 3)), rand(rng, (40,))], {"blocks": 3}),
-                            ([rand(rng, (20, 6, 3, 3)), rand(rng, (20,))], {"blocks": 2, "tile": 2}),
-                            ([rand(rng, (6, 20, 3, 3))], {"blocks": 2, "adjoint": True}),
-                            ([rand(rng, (5, 40, 3, 3))], {"blocks": 3, "tile": 2, "adjoint": True})],
+               lambda rng: [([rand(rng, (5, 3, 3, 3))], {"blocks": 1, "lanes": 16}),
+                            ([rand(rng, (40, 16, 3, 3))], {"blocks": 4, "lanes": 16}),
+                            ([rand(rng, (20, 6, 3, 3))], {"blocks": 2, "lanes": 16, "tile": 2}),
+                            ([rand(rng, (40, 16, 3, 3)), rand(rng, (40,))], {"blocks": 3, "lanes": 16}),
+                            ([rand(rng, (20, 6, 3, 3)), rand(rng, (20,))], {"blocks": 2, "lanes": 16, "tile": 2}),
+                            ([rand(rng, (6, 20, 3, 3))], {"blocks": 2, "lanes": 16, "adjoint": True}),
+                            ([rand(rng, (5, 40, 3, 3))], {"blocks": 3, "lanes": 16, "tile": 2, "adjoint": True}),
+                            ([rand(rng, (40, 16, 3, 3))], {"blocks": 5, "lanes": 8})],
                ("float32",), doc="Winograd F(m x m,3x3) weight transform G w G^T, output channels packed in lanes; "
                                  "times scale[k] per output channel k when given (a folded batch norm); adjoint: the "
                                  "weight is given as [C, K, 3, 3] flipped in space (a conv's input gradient)."))
@@ -176,9 +176,9 @@ def _conv_ref(x, u, out_channels, padding=(1, 1), nv=1, tile=4):
     return y[:, :, :oh_, :ow_].astype(x.dtype)
 
 
-def _sample(rng, n, c, k, h, w, padding, nv, tile=4, bf16=False):
-    blocks = -(-(-(-k // LANES)) // nv) * nv
-    u = _weight_ref(rand(rng, (k, c, 3, 3)), blocks=blocks, tile=tile)
+def _sample(rng, n, c, k, h, w, padding, nv, tile=4, bf16=False, lanes=16):
+    blocks = -(-(-(-k // lanes)) // nv) * nv
+    u = _weight_ref(rand(rng, (k, c, 3, 3)), blocks=blocks, lanes=lanes, tile=tile)
     if bf16:
         from .bf16 import bf16_pairs_ref
         u = bf16_pairs_ref(u, 3)
@@ -194,6 +194,7 @@ register(OpDef("conv2d_winograd", Kind.OUT_FUSABLE, _conv_infer, _conv_ref, _con
                             _sample(rng, 1, 16, 20, 8, 8, (0, 0), 2),
                             _sample(rng, 1, 16, 20, 7, 9, (1, 1), 2, tile=2),
                             _sample(rng, 2, 32, 16, 14, 14, (1, 1), 1, tile=2, bf16=True),
-                            _sample(rng, 1, 6, 40, 7, 7, (1, 1), 3, tile=2, bf16=True)],
+                            _sample(rng, 1, 6, 40, 7, 7, (1, 1), 3, tile=2, bf16=True),
+                            _sample(rng, 1, 16, 20, 8, 9, (1, 1), 2, lanes=8)],
                ("float32", "int32"), doc="3x3 stride-1 conv2d by Winograd F(m x m,3x3) over a winograd_weight operand "
                                          "(float32, or bf16x2 words over channel pairs)."))

@@ -50,7 +50,7 @@ def pipeline_for(target=None) -> list:
 def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True,
                  bf16_direct: bool = False, weights_vary: bool = False, target=None):
     """target: a fxc.target.Target (None: the host CPU); it chooses the passes (pipeline_for) and its capabilities
-    are read by the CPU passes (use_winograd, pack_weights).
+    are read by the CPU passes (use_winograd, use_bf16, pack_weights, use_blocked_layout: lanes and registers).
     precision "bf16": use_bf16 and use_bf16_blocked run (on every conv/matmul over weights, or with
     bf16_everywhere=False only on those that stream their weight); bf16_direct (its direct convs at twice the
     float32 rate): Winograd keeps only the layers where it still beats them; weights_vary (a training step's
@@ -61,12 +61,16 @@ def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_eve
         if p in bf16_passes and precision != "bf16":
             continue
         t0 = time.perf_counter()
-        if p in bf16_passes:
+        if p is use_bf16:
+            g = use_bf16(g, bf16_everywhere, caps)
+        elif p in bf16_passes:
             g = p(g, bf16_everywhere)
         elif p is use_winograd:
             g = use_winograd(g, bf16_direct, weights_vary, caps)
         elif p is pack_weights:
             g = pack_weights(g, caps)
+        elif p is use_blocked_layout:
+            g = use_blocked_layout(g, caps)
         else:
             g = p(g)
         if debug >= 1:

@@ -2,11 +2,12 @@
 
     conv2d(x, w[O,C,KH,KW])        -> conv2d_packed(x, pack_lanes(w, axis 0))    (float32, groups == 1)
     conv2d(x, w, groups g > 1)     -> conv2d_grouped_packed(x, pack_lanes(w, axis 0), g)
-                                      (float32, not depthwise, O / g a multiple of LANES: a tile's blocks in one group)
+                                      (float32, not depthwise, O / g a multiple of L: a tile's blocks in one group)
     matmul(a, b[..,K,N] / [..,N,K]) -> matmul_packed(a, pack_lanes(b, n axis))   (float32, N >= 8)
 
-pack_lanes puts the output-channel / column axis in blocks of LANES with the lanes innermost
-([blocks, ..., LANES]) so a micro-kernel step loads whole vectors of it. When the packed operand is a
+pack_lanes puts the output-channel / column axis in blocks of L with the lanes innermost
+([blocks, ..., L]) so a micro-kernel step loads whole vectors of it; L is the target's vector width (Caps.lanes:
+16 float32 lanes on AVX-512, 8 on AVX2, 4 on SSE). When the packed operand is a
 graph input (a live weight), the build runs its pack as a cached prepack step; constants (frozen
 weights) are packed by fold_constants at compile time.
 """
@@ -14,33 +15,32 @@ from __future__ import annotations
 
 from ..graph import Node
 
-LANES = 16
+
+def _blocks(n: int, nv: int, lanes: int) -> int:
+    return -(-(-(-n // lanes)) // nv) * nv
 
 
-def _blocks(n: int, nv: int) -> int:
-    return -(-(-(-n // LANES)) // nv) * nv
-
-
-def _lane_vectors(n: int, rows: int = 14, caps=None) -> int:
-    """Vectors of LANES columns per register tile: 2 where the width allows it, 3 when the tile has
+def _lane_vectors(n: int, rows: int, caps) -> int:
+    """Vectors of Caps.lanes columns per register tile: 2 where the width allows it, 3 when the tile has
     few rows (a 7-wide output row) so the accumulators still fill the registers; on a target with fewer
-    accumulator registers (caps; None: AVX-512's 32) one vector per 4 of them (AVX2: 1, tiles of 5 rows)."""
+    accumulator registers one vector per 4 of them (AVX-512's 28: 3; AVX2's 12: 3, tiles of 4 rows)."""
     from ...lowering.schedules.cpu.gemm import acc_vectors
-    most = acc_vectors(caps) // 4 if caps is not None else 3
-    return max(1, min(3 if rows < 10 else 2, -(-n // LANES), most))
+    most = acc_vectors(caps) // 4
+    return max(1, min(3 if rows < 10 else 2, -(-n // caps.lanes), most))
 
 
-def _grouped(n) -> bool:
+def _grouped(n, lanes: int) -> bool:
     """A grouped conv2d that is not depthwise (one input channel a group: the depthwise schedules) whose groups
-    each have a whole number of LANES output channels."""
+    each have a whole number of `lanes` output channels."""
     g, w = n.attrs.get("groups", 1), n.inputs[1]
-    return g > 1 and w.shape[1] > 1 and (w.shape[0] // g) % LANES == 0
+    return g > 1 and w.shape[1] > 1 and (w.shape[0] // g) % lanes == 0
 
 
 def pack_weights(g, caps=None):
-    """caps: the target's capabilities (None: this host's), for the register tile's width."""
+    """caps: the target's capabilities (None: this host's), for the register tile's width and the lanes."""
     from ...target import Target
     caps = caps or Target.parse("llvm").caps
+    lanes = caps.lanes
     new_nodes = []
 
     def add(op, inputs, attrs, like=None):
@@ -55,15 +55,15 @@ def pack_weights(g, caps=None):
             x, w = n.inputs
             o = w.shape[0]
             nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
-            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES)).outputs[0]
+            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv, lanes), lanes=lanes)).outputs[0]
             rep = add("conv2d_packed", [x, wp], dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
                                                      dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
-        elif n.op == "conv2d" and _grouped(n) and n.outputs[0].dtype == "float32":
+        elif n.op == "conv2d" and _grouped(n, lanes) and n.outputs[0].dtype == "float32":
             x, w = n.inputs
             o, groups = w.shape[0], n.attrs["groups"]
             most = _lane_vectors(o // groups, n.outputs[0].shape[3], caps)
-            nv = max(v for v in range(1, most + 1) if (o // groups // LANES) % v == 0)
-            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=o // LANES, lanes=LANES)).outputs[0]
+            nv = max(v for v in range(1, most + 1) if (o // groups // lanes) % v == 0)
+            wp = add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=o // lanes, lanes=lanes)).outputs[0]
             rep = add("conv2d_grouped_packed", [x, wp], dict(out_channels=o, groups=groups, nv=nv,
                                                              stride=n.attrs.get("stride", (1, 1)),
                                                              dilation=n.attrs.get("dilation", (1, 1))))
@@ -71,10 +71,10 @@ def pack_weights(g, caps=None):
             a, b = n.inputs
             nd = b.type.ndim
             cols = n.outputs[0].shape[-1]
-            nv = _lane_vectors(cols, caps=caps)
+            nv = _lane_vectors(cols, 14, caps)
             axis = nd - 2 if n.attrs.get("trans_b") else nd - 1
             bp = add("pack_lanes", [b],
-                     dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES)).outputs[0]
+                     dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv, lanes), lanes=lanes)).outputs[0]
             rep = add("matmul_packed", [a, bp], dict(n=cols, trans_a=n.attrs.get("trans_a", False), nv=nv))
         else:
             new_nodes.append(n)

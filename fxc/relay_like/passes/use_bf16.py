@@ -17,7 +17,7 @@ bytes: 64x56x56 -> 52 us vs 198 us for pack(pad(x))). The weight side is packed 
 from __future__ import annotations
 
 from ..graph import Node
-from .pack_weights import LANES, _blocks, _lane_vectors
+from .pack_weights import _blocks, _lane_vectors
 
 BANDWIDTH_ROWS = 8      # output rows per weight column at most: the op streams its weight (a GEMV), bf16 halves it
 
@@ -53,12 +53,16 @@ class _Rewrite:
         out.node, out.index = node, 0
 
 
-def use_bf16(g, everywhere: bool = True):
+def use_bf16(g, everywhere: bool = True, caps=None):
     """everywhere=False (a CPU whose vdpbf16ps is slower per multiply-add than its FMAs, see
-    backends/llvm_probe.py): only the ops bound by reading their weight (<= BANDWIDTH_ROWS rows) change."""
+    backends/llvm_probe.py): only the ops bound by reading their weight (<= BANDWIDTH_ROWS rows) change.
+    caps: the target's capabilities (None: this host's): the lanes and register tiles of the packed weights."""
+    from ...target import Target
     from ..hoist import weight_derived
+    caps = caps or Target.parse("llvm").caps
+    lanes = caps.lanes
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
-    blocked = _next_to_depthwise(g)
+    blocked = _next_to_depthwise(g, lanes)
     r = _Rewrite()
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
@@ -69,8 +73,9 @@ def use_bf16(g, everywhere: bool = True):
         if n.op == "conv2d" and n.attrs.get("groups", 1) == 1:
             x, w = n.inputs
             o = w.shape[0]
-            nv = _lane_vectors(o, n.outputs[0].shape[3])
-            wp = r.add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv), lanes=LANES, pair_axis=1))
+            nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
+            wp = r.add("pack_lanes", [w], dict(axis=0, block_pos=0, blocks=_blocks(o, nv, lanes), lanes=lanes,
+                                               pair_axis=1))
             rep = r.add("conv2d_packed_bf16", [r.pairs(x, 1), wp],
                         dict(out_channels=o, stride=n.attrs.get("stride", (1, 1)),
                              dilation=n.attrs.get("dilation", (1, 1)), nv=nv))
@@ -78,11 +83,11 @@ def use_bf16(g, everywhere: bool = True):
             a, b = n.inputs
             nd = b.type.ndim
             cols = n.outputs[0].shape[-1]
-            nv = _lane_vectors(cols)
+            nv = _lane_vectors(cols, 14, caps)
             trans_a = n.attrs.get("trans_a", False)
             axis = nd - 2 if n.attrs.get("trans_b") else nd - 1
-            bp = r.add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv), lanes=LANES,
-                                               pair_axis=nd - 1))
+            bp = r.add("pack_lanes", [b], dict(axis=axis, block_pos=nd - 2, blocks=_blocks(cols, nv, lanes),
+                                               lanes=lanes, pair_axis=nd - 1))
             rep = r.add("matmul_packed_bf16", [r.pairs(a, a.type.ndim - (2 if trans_a else 1)), bp],
                         dict(n=cols, trans_a=trans_a, nv=nv))
         else:
@@ -123,7 +128,7 @@ def use_bf16_blocked(g, everywhere: bool = True):
     return g
 
 
-def _next_to_depthwise(g) -> set:
+def _next_to_depthwise(g, lanes: int) -> set:
     """The convs whose input comes from a depthwise conv, or whose output goes to one, through elementwise ops and
     pads (use_blocked_layout's regions; empty when FXC_BLOCKED=0)."""
     from .use_blocked_layout import _depthwise, enabled, layout_inputs
@@ -135,18 +140,18 @@ def _next_to_depthwise(g) -> set:
 
     def through(n, v) -> list:
         """The inputs that n, an elementwise op or a pad, passes its layout through to v."""
-        return [] if _depthwise(n) else layout_inputs(n, v)
+        return [] if _depthwise(n, lanes) else layout_inputs(n, v, lanes)
 
     def from_dw(v) -> bool:
         if v.id not in up:
             p = v.node
-            up[v.id] = p is not None and (_depthwise(p) or any(from_dw(u) for u in through(p, v)))
+            up[v.id] = p is not None and (_depthwise(p, lanes) or any(from_dw(u) for u in through(p, v)))
         return up[v.id]
 
     def to_dw(v) -> bool:
         if v.id not in down:
             down[v.id] = False
-            down[v.id] = any(_depthwise(n) and pos == 0 or (through(n, n.outputs[0]) and to_dw(n.outputs[0]))
+            down[v.id] = any(_depthwise(n, lanes) and pos == 0 or (through(n, n.outputs[0]) and to_dw(n.outputs[0]))
                              for n, pos in users.get(v.id, ()))
         return down[v.id]
     return {n for n in g.nodes if n.op == "conv2d" and n.attrs.get("groups", 1) == 1

@@ -1,5 +1,6 @@
 """use_blocked_layout: activations of the regions around depthwise convs in NCHW16c ([N, ceil(C/16), H, W, 16],
-channel c at block c // 16, lane c % 16), converted only where such a region meets an op that needs NCHW.
+channel c at block c // 16, lane c % 16), converted only where such a region meets an op that needs NCHW. 16 here
+stands for L, the target's vector width (Caps.lanes: 16 float32 lanes on AVX-512, 8 on AVX2, 4 on SSE).
 
     conv2d_packed(x, wp)                  -> conv2d_packed(x or x16, wp, blocked_in, blocked_out)
     conv2d(x, w[C, 1, KH, KW], groups C)  -> depthwise_blocked(x16,
@@ -30,7 +31,6 @@ import os
 from ...ops.registry import Kind, get_op
 from ..graph import Node
 
-LANES = 16
 WIDE_NV = 4     # channel blocks per register tile of a blocked conv that makes at least as many channels as it reads
                 # (an expanding 1x1 conv): 7 rows x 4 blocks, 4 weight vectors and 7 broadcasts a step. MobileNetV2's
                 # expand convs with pack_weights' 2 blocks x 14 rows: 0.23 ms (16 -> 96 channels at 112x112) and
@@ -38,15 +38,20 @@ WIDE_NV = 4     # channel blocks per register tile of a blocked conv that makes 
 GEMM_POSITIONS = 512    # a 1x1 conv over this many positions writing NCHW reads NCHW (see _gemm_in_nchw)
 
 
-def _blocks(c: int) -> int:
-    return -(-c // LANES)
+def _blocks(c: int, lanes: int) -> int:
+    return -(-c // lanes)
 
 
-def _depthwise(n) -> bool:
+def _host_lanes() -> int:
+    from ...target import Target
+    return Target.parse("llvm").caps.lanes
+
+
+def _depthwise(n, lanes: int) -> bool:
     if n.op != "conv2d" or n.outputs[0].dtype != "float32":
         return False
     x, w = n.inputs
-    return n.attrs.get("groups", 1) == x.shape[1] == w.shape[0] >= LANES and w.shape[1] == 1
+    return n.attrs.get("groups", 1) == x.shape[1] == w.shape[0] >= lanes and w.shape[1] == 1
 
 
 def _elementwise(n) -> bool:
@@ -82,36 +87,37 @@ def enabled() -> bool:
     return os.environ.get("FXC_BLOCKED", "1") != "0"
 
 
-def layout_inputs(n, v) -> list:
+def layout_inputs(n, v, lanes: int) -> list:
     """The inputs of node n that share the layout of its output v: a depthwise conv's or a pad's data input, an
     elementwise op's full-size inputs; none for any other op (a conv reads either layout)."""
-    if _depthwise(n) or _hw_pad(n):
+    if _depthwise(n, lanes) or _hw_pad(n):
         return [n.inputs[0]]
     if _elementwise(n):
         return [u for u in n.inputs if tuple(u.shape) == tuple(v.shape)]
     return []
 
 
-def _candidate(v) -> bool:
-    return v.type.ndim == 4 and v.dtype == "float32" and v.shape[1] >= LANES and v.node is not None
+def _candidate(v, lanes: int) -> bool:
+    return v.type.ndim == 4 and v.dtype == "float32" and v.shape[1] >= lanes and v.node is not None
 
 
-def blocked_values(g) -> set:
-    """Ids of the values the pass stores in NCHW16c (see the module's doc)."""
+def blocked_values(g, lanes: int | None = None) -> set:
+    """Ids of the values the pass stores in NCHW16c (see the module's doc); lanes: the target's (None: this host's)."""
+    lanes = lanes or _host_lanes()
     users = g.users()
     outputs = {v.id for v in g.outputs}
-    values = {o.id: o for n in g.nodes for o in n.outputs if _candidate(o)}
+    values = {o.id: o for n in g.nodes for o in n.outputs if _candidate(o, lanes)}
     S = set(values) - outputs
 
     def full_inputs(v) -> list:
-        return layout_inputs(v.node, v)
+        return layout_inputs(v.node, v, lanes)
 
     def made_ok(v) -> bool:
         p = v.node
         if _elementwise(p) and not all(tuple(u.shape) == tuple(v.shape) or _side_operand(u, v.shape) is not None
                                        for u in p.inputs):
             return False
-        return (p.op == "conv2d_packed" or _depthwise(p) or _hw_pad(p) or _elementwise(p)) \
+        return (p.op == "conv2d_packed" or _depthwise(p, lanes) or _hw_pad(p) or _elementwise(p)) \
             and all(u.id in S for u in full_inputs(v))
 
     def taken(v) -> bool:
@@ -119,7 +125,7 @@ def blocked_values(g) -> set:
         for node, pos in users.get(v.id, ()):
             if node.op == "conv2d_packed" and pos == 0 and (node.outputs[0].id in S or not _gemm_in_nchw(node)):
                 return True
-            if (_depthwise(node) or _hw_pad(node) or _elementwise(node)) and node.outputs[0].id in S:
+            if (_depthwise(node, lanes) or _hw_pad(node) or _elementwise(node)) and node.outputs[0].id in S:
                 return True
         return False
 
@@ -141,26 +147,29 @@ def blocked_values(g) -> set:
         for u in full_inputs(values[vid]) + ([p.inputs[0]] if p.op == "conv2d_packed" else []):
             if u.id in S:
                 region[find(u.id)] = find(vid)
-    with_dw = {find(vid) for vid in S if _depthwise(values[vid].node)}
+    with_dw = {find(vid) for vid in S if _depthwise(values[vid].node, lanes)}
     return {vid for vid in S if find(vid) in with_dw}
 
 
-def _widen(attrs, wp, add):
+def _widen(attrs, wp, add, lanes: int):
     """(nv, packed weight) for a conv2d_packed that writes NCHW16c: when it expands, WIDE_NV blocks a tile, or fewer
     down to pack_weights' choice so that they divide the blocks (the weight packed again for that), else as
     pack_weights chose."""
     o, nv, pack = attrs["out_channels"], attrs["nv"], wp.node
-    ob = _blocks(o)
+    ob = _blocks(o, lanes)
     wide = next((k for k in range(WIDE_NV, nv, -1) if ob % k == 0), nv)     # no block of padding
     if o < wp.shape[1] or wide <= nv or pack is None or pack.op != "pack_lanes":
         return nv, wp
     return wide, add("pack_lanes", list(pack.inputs), dict(pack.attrs, blocks=ob))
 
 
-def use_blocked_layout(g):
+def use_blocked_layout(g, caps=None):
+    """caps: the target's capabilities (None: this host's): its lanes are the blocks' (NCHW16c on AVX-512, NCHW8c on
+    AVX2, NCHW4c on SSE)."""
     if not enabled():
         return g
-    S = blocked_values(g)
+    lanes = caps.lanes if caps is not None else _host_lanes()
+    S = blocked_values(g, lanes)
     if not S:
         return g
     blocked: dict = {}                  # id of an NCHW value in S -> its NCHW16c Value
@@ -174,7 +183,7 @@ def use_blocked_layout(g):
 
     def padded(v, dim: int):
         """v with zeros appended along its channel dim `dim` (0 or 1 of 4) up to whole blocks."""
-        extra = _blocks(v.shape[dim]) * LANES - v.shape[dim]
+        extra = _blocks(v.shape[dim], lanes) * lanes - v.shape[dim]
         if not extra:
             return v
         return add("pad", [v], {"pad": (0, 0) * (3 - dim) + (0, extra), "value": 0.0, "mode": "constant"})
@@ -185,8 +194,8 @@ def use_blocked_layout(g):
         if v.id not in nchw:
             n, c, h, w = v.shape
             t = add("reshape", [add("permute", [blocked[v.id]], {"dims": (0, 1, 4, 2, 3)})],
-                    {"shape": (n, _blocks(c) * LANES, h, w)})
-            nchw[v.id] = t if c % LANES == 0 else add("slice", [t], {"dim": 1, "start": 0, "end": c, "step": 1})
+                    {"shape": (n, _blocks(c, lanes) * lanes, h, w)})
+            nchw[v.id] = t if c % lanes == 0 else add("slice", [t], {"dim": 1, "start": 0, "end": c, "step": 1})
         return nchw[v.id]
 
     def keep(n, inputs, attrs=None):
@@ -205,16 +214,16 @@ def use_blocked_layout(g):
             attrs = dict(n.attrs, blocked_in=takes, blocked_out=out.id in S)
             x = blocked[x.id] if takes else as_nchw(x)
             if out.id in S:
-                attrs["nv"], wp = _widen(attrs, wp, add)
+                attrs["nv"], wp = _widen(attrs, wp, add, lanes)
                 blocked[out.id] = add("conv2d_packed", [x, wp], attrs)
             else:
                 keep(n, [x, wp], attrs)
         elif out is not None and out.id in S:
             x = n.inputs[0]
-            if _depthwise(n):
+            if _depthwise(n, lanes):
                 w = padded(n.inputs[1], 0)
                 _, _, kh, kw = w.shape
-                w = add("reshape", [w], {"shape": (w.shape[0] // LANES, LANES, kh, kw)})
+                w = add("reshape", [w], {"shape": (w.shape[0] // lanes, lanes, kh, kw)})
                 blocked[out.id] = add("depthwise_blocked", [blocked[x.id], add("permute", [w], {"dims": (0, 2, 3, 1)})],
                                       {"stride": tuple(n.attrs.get("stride", (1, 1))),
                                        "dilation": tuple(n.attrs.get("dilation", (1, 1)))})
@@ -231,7 +240,7 @@ def use_blocked_layout(g):
                         ins.append(add("reshape", [u], {"shape": (u4[0], 1, 1, 1, 1)}))
                         continue
                     u4 = padded(add("reshape", [u], {"shape": u4}) if tuple(u.shape) != u4 else u, 1)
-                    ins.append(add("reshape", [u4], {"shape": (u4.shape[0], u4.shape[1] // LANES, 1, 1, LANES)}))
+                    ins.append(add("reshape", [u4], {"shape": (u4.shape[0], u4.shape[1] // lanes, 1, 1, lanes)}))
                 blocked[out.id] = add(n.op, ins, dict(n.attrs))
         elif any(u.id in S for u in n.inputs):      # a reader of the NCHW layout: the conversion back
             keep(n, [as_nchw(u) for u in n.inputs])

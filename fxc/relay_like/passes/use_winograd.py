@@ -17,9 +17,6 @@ import os
 
 from ..graph import Node
 
-LANES = 16
-
-
 BF16_MIN_SIDE = 28      # with a bf16 direct kernel at twice the FMA rate: Winograd (float32) only on maps this large
 F4_MIN_TILES = 32       # float32 F(4x4) with fewer 4x4 tiles a pass over its weight: F(2x2) instead where it pays
 F4_BF16_TILES = 256     # and, in bf16, only with this many 4x4 tiles per pass over its (8x larger) transformed weight:
@@ -107,7 +104,8 @@ VARYING_F2_MIN_SIDE = 14    # weights that change every call (training): float32
 
 
 def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=None):
-    """caps: the target's capabilities (None: this host's), for the register tile's shape.
+    """caps: the target's capabilities (None: this host's), for the register tile's shape and the lanes of the
+    transformed weight's channel blocks (Caps.lanes).
     bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
     weights_vary: the weight inputs change on every call (a training step's graphs), so the weight's transform is
     redone every call, as the direct kernel's repack is; float32 F(2x2), whose transform writes 16/9 of the weight's
@@ -151,11 +149,11 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=
         if weights_vary and not over_weight and m == 2 and not bf16 and min(oh, ow) < VARYING_F2_MIN_SIDE:
             new_nodes.append(n)
             continue
-        nv = lane_vectors(tiles(ow, m), -(-k // LANES), caps)
-        blocks = -(-(-(-k // LANES)) // nv) * nv
+        nv = lane_vectors(tiles(ow, m), -(-k // caps.lanes), caps)
+        blocks = -(-(-(-k // caps.lanes)) // nv) * nv
         w0, adjoint = _adjoint(w)
         u = add("winograd_weight", [w0] if adjoint else _scaled(w, add),
-                dict(blocks=blocks, lanes=LANES, tile=m, **({"adjoint": True} if adjoint else {})))
+                dict(blocks=blocks, lanes=caps.lanes, tile=m, **({"adjoint": True} if adjoint else {})))
         if bf16:
             u = add("pack_bf16_pairs", [u], dict(axis=3))
         rep = add("conv2d_winograd", [x, u], dict(out_channels=k, padding=padding, nv=nv, tile=m))

@@ -102,7 +102,7 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         index = flat_index(axes, shape)
         if axes and not any(axes[-1] in used_vars(p) for p in pre):
             # row reductions (softmax, norms): computed once per row, then the row is written
-            row = _vector_row(out, index, value, axes[-1], shape[-1]) \
+            row = _vector_row(out, index, value, axes[-1], shape[-1], conv.caps.lanes) \
                 or For(axes[-1], shape[-1], Store(out, index, value), "vectorize")
             return _outer_loops(axes[:-1], shape[:-1], seq(*pre, row), math.prod(shape) * 16, num_threads), 0
         body = seq(*pre, Store(out, index, value))
@@ -111,7 +111,7 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         packed = _transposed_pack(conv, t, out, num_threads) \
             or _transposed_tiles(conv, t, out, axes, shape, value, num_threads) \
             or _whole_blocks_first(conv, t, out, axes, shape, value, num_threads) \
-            or _transposing_tiles(out, axes, shape, value, num_threads)
+            or _transposing_tiles(out, axes, shape, value, num_threads, conv.caps.lanes)
         if packed is not None:
             return packed, 0
         body = Store(out, flat_index(axes, shape), value)
@@ -119,31 +119,31 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
         if row is not None:
             return _outer_loops(axes[:-1], shape[:-1], row, math.prod(shape), num_threads), 0
         if axes:
-            body = _vector_row(out, flat_index(axes, shape), value, axes[-1], shape[-1]) \
+            body = _vector_row(out, flat_index(axes, shape), value, axes[-1], shape[-1], conv.caps.lanes) \
                 or For(axes[-1], shape[-1], body, "vectorize")
             return _outer_loops(axes[:-1], shape[:-1], body, math.prod(shape), num_threads), 0
         return body, 0
     return _reduction(conv, t, out, red, value, axes, shape, num_threads, hint)
 
 
-def _vector_row(out, index, value, v, n):
-    """out[index(v)] = value(v) for v in 0..n as explicit vectors of VECTOR_LANES (and one narrower tail
-    vector), when the row is contiguous in the output and value vectorizes; else None."""
+def _vector_row(out, index, value, v, n, lanes: int):
+    """out[index(v)] = value(v) for v in 0..n as explicit vectors of `lanes` (the target's Caps.lanes; and one
+    narrower tail vector), when the row is contiguous in the output and value vectorizes; else None."""
     from ...expr import PackBf16
-    from .gemm import LANES, vectorize_expr
+    from .gemm import vectorize_expr
     words = out.dtype == "int32" and isinstance(value, PackBf16)       # float32 pairs packed to bf16x2 words
     if (out.dtype != "float32" and not words) or n < 4 or linear_stride(index, v) != 1:
         return None
-    full, tail = n // LANES, n % LANES
+    full, tail = n // lanes, n % lanes
     stmts = []
-    for start, count, lanes in ((0, full, LANES), (full * LANES, 1 if tail else 0, tail)):
+    for start, count, width in ((0, full, lanes), (full * lanes, 1 if tail else 0, tail)):
         if not count:
             continue
-        vs = vectorize_expr(value, v, lanes) if lanes > 1 else value
+        vs = vectorize_expr(value, v, width) if width > 1 else value
         if vs is None:
             return None
         vo = Var("vo")
-        base = as_expr(start) + vo * lanes
+        base = as_expr(start) + vo * width
         st = Store(out, substitute(index, {v: base}), substitute(vs, {v: base}))
         stmts.append(For(vo, count, st) if count > 1 else LetStmt(vo, as_expr(0), st))
     return seq(*stmts)
@@ -173,20 +173,20 @@ def _transposed_pack(conv, t, out, num_threads):
     tile is read as 16 row vectors and transposed in registers (transpose16) instead of gathered element by element;
     the m tail and the blocks past N's last whole block (zeros past N) are scalar. None for other packs, and when the
     source is computed in the group (the generic path reads through it)."""
-    from .gemm import LANES
+    lanes = conv.caps.lanes
     attrs = t.attrs or {}
     x = attrs.get("pack_of")
-    if x is None or attrs.get("pack_axis") != 0 or attrs.get("pack_block_pos") != 0 or t.shape[-1] != LANES \
+    if x is None or attrs.get("pack_axis") != 0 or attrs.get("pack_block_pos") != 0 or t.shape[-1] != lanes \
             or x.dtype not in ("float32", "int32") or x not in conv.bufs:
         return None
     xb, N, M, B = conv.bufs[x], x.shape[0], math.prod(x.shape[1:]), t.shape[0]
-    full_b, full_m = N // LANES, M // LANES
+    full_b, full_m = N // lanes, M // lanes
     if not full_b or not full_m:
         return None
     p, b, mb = Var("p"), Var("pb"), Var("pm")
-    rows = [VecLoad(xb, (b * LANES + r) * M + mb * LANES, LANES) for r in range(LANES)]
+    rows = [VecLoad(xb, (b * lanes + r) * M + mb * lanes, lanes) for r in range(lanes)]
     cols = transpose16(rows)
-    tile = seq(*[Store(out, ((b * M) + mb * LANES + j) * LANES, cols[j]) for j in range(LANES)])
+    tile = seq(*[Store(out, ((b * M) + mb * lanes + j) * lanes, cols[j]) for j in range(lanes)])
     body = LetStmt(b, binary("idiv", p, full_m), LetStmt(mb, binary("imod", p, full_m), tile))
     work = full_b * full_m
     stmts = [For(p, work, body, "parallel" if num_threads > 1 and work * 256 >= PARALLEL_MIN_WORK else "serial")]
@@ -194,12 +194,12 @@ def _transposed_pack(conv, t, out, num_threads):
     m, r, bb = Var("tm"), Var("tr"), Var("tb")
 
     def cell(blk, col):
-        row = blk * LANES + r
+        row = blk * lanes + r
         src = select(compare("lt", row, as_expr(N)), Load(xb, binary("min", row, as_expr(N - 1)) * M + col),
                      Const(0, x.dtype))
-        return For(r, LANES, Store(out, ((blk * M) + col) * LANES + r, src))
-    if M > full_m * LANES:
-        stmts.append(For(bb, full_b, For(m, M - full_m * LANES, cell(bb, m + full_m * LANES))))
+        return For(r, lanes, Store(out, ((blk * M) + col) * lanes + r, src))
+    if M > full_m * lanes:
+        stmts.append(For(bb, full_b, For(m, M - full_m * lanes, cell(bb, m + full_m * lanes))))
     if B > full_b:
         stmts.append(For(bb, B - full_b, For(m, M, cell(bb + full_b, m))))
     return seq(*stmts)
@@ -210,10 +210,11 @@ def _transposed_tiles(conv, t, out, axes, shape, value, num_threads):
     the source while the axis before them (m) is contiguous there: out[..., m, l] = src(..., 16 b + l, m). Its whole
     blocks run as 16 x 16 tiles, 16 vectors along m transposed in registers (transpose16); the rest of m and the
     blocks past the packed axis's whole blocks element by element. None for any other tensor."""
-    from .gemm import LANES, vectorize_expr
+    from .gemm import vectorize_expr
+    lanes = conv.caps.lanes
     attrs = t.attrs or {}
     whole, exact = attrs.get("pack_whole"), attrs.get("pack_exact")
-    if exact is None or len(axes) < 3 or shape[-1] != LANES or shape[-2] < LANES or not whole \
+    if exact is None or len(axes) < 3 or shape[-1] != lanes or shape[-2] < lanes or not whole \
             or out.dtype not in ("float32", "int32"):
         return None
     bp = attrs["pack_block_pos"]
@@ -224,23 +225,23 @@ def _transposed_tiles(conv, t, out, axes, shape, value, num_threads):
     along_m, along_l = load_strides(fast, m), load_strides(fast, l)
     if not along_m or any(st != 1 for st in along_m) or all(st == 1 for st in along_l):
         return None
-    rows = [vectorize_expr(substitute(fast, {l: as_expr(r)}), m, LANES) for r in range(LANES)]
+    rows = [vectorize_expr(substitute(fast, {l: as_expr(r)}), m, lanes) for r in range(lanes)]
     if any(r is None for r in rows):
         return None
     index = flat_index(axes, shape)
     mt = Var("mt")
-    base = {m: mt * LANES}
+    base = {m: mt * lanes}
     cols = transpose16([substitute(r, base) for r in rows])
-    tile = seq(*[Store(out, substitute(index, {m: mt * LANES + j, l: as_expr(0)}), cols[j]) for j in range(LANES)])
+    tile = seq(*[Store(out, substitute(index, {m: mt * lanes + j, l: as_expr(0)}), cols[j]) for j in range(lanes)])
     head = list(shape[:-2])
     head[bp] = whole
-    full_m = shape[-2] // LANES
+    full_m = shape[-2] // lanes
     stmts = [_outer_loops(axes[:-2] + [mt], head + [full_m], tile, math.prod(head) * full_m * 256, num_threads)]
-    generic = For(l, LANES, Store(out, index, value))
-    if shape[-2] > full_m * LANES:              # m past the whole tiles, in the whole blocks
+    generic = For(l, lanes, Store(out, index, value))
+    if shape[-2] > full_m * lanes:              # m past the whole tiles, in the whole blocks
         m2 = Var("mrest")
-        stmts.append(_outer_loops(axes[:-2] + [m2], head + [shape[-2] - full_m * LANES],
-                                  substitute_stmt(generic, {m: m2 + full_m * LANES}), 0, 1))
+        stmts.append(_outer_loops(axes[:-2] + [m2], head + [shape[-2] - full_m * lanes],
+                                  substitute_stmt(generic, {m: m2 + full_m * lanes}), 0, 1))
     if shape[bp] > whole:                       # the blocks past the whole ones: zeros past the packed axis
         b2 = Var("brest")
         rest = list(shape[:-1])
@@ -251,44 +252,44 @@ def _transposed_tiles(conv, t, out, axes, shape, value, num_threads):
     return seq(*stmts)
 
 
-def _transposing_tiles(out, axes, shape, value, num_threads):
+def _transposing_tiles(out, axes, shape, value, num_threads, lanes: int):
     """An injective root that reads across its output rows: the output's last axis v strides through the source
     (a gather per lane on the generic path) while an outer axis u reads it contiguously, e.g. a permute from NHWC
     to NCHW. Each 16 x 16 tile of (u, v) is 16 vectors along u transposed in registers (transpose16) and stored as
     16 rows along v; the v tail of the whole u tiles and the u tail run as written. None for other roots."""
-    from .gemm import LANES, vectorize_expr
-    if out.dtype not in ("float32", "int32") or len(axes) < 2 or shape[-1] < LANES:
+    from .gemm import vectorize_expr
+    if out.dtype not in ("float32", "int32") or len(axes) < 2 or shape[-1] < lanes:
         return None
     v, index = axes[-1], flat_index(axes, shape)
     along_v = load_strides(value, v)
     if linear_stride(index, v) != 1 or all(st in (0, 1) for st in along_v):
         return None
-    k = next((k for k in reversed(range(len(axes) - 1)) if shape[k] >= LANES
+    k = next((k for k in reversed(range(len(axes) - 1)) if shape[k] >= lanes
               and 1 in load_strides(value, axes[k]) and set(load_strides(value, axes[k])) <= {0, 1}), None)
     if k is None:
         return None
     u = axes[k]
-    along_u = vectorize_expr(value, u, LANES)
+    along_u = vectorize_expr(value, u, lanes)
     if along_u is None:
         return None
     ut, vt = Var("ut"), Var("vt")
-    rows = [substitute(along_u, {u: ut * LANES, v: vt * LANES + r}) for r in range(LANES)]
+    rows = [substitute(along_u, {u: ut * lanes, v: vt * lanes + r}) for r in range(lanes)]
     cols = transpose16(rows)
-    tile = seq(*[Store(out, substitute(index, {u: ut * LANES + j, v: vt * LANES}), cols[j]) for j in range(LANES)])
-    full_u, full_v = shape[k] // LANES, shape[-1] // LANES
+    tile = seq(*[Store(out, substitute(index, {u: ut * lanes + j, v: vt * lanes}), cols[j]) for j in range(lanes)])
+    full_u, full_v = shape[k] // lanes, shape[-1] // lanes
     outer = [a for i, a in enumerate(axes[:-1]) if i != k]
     outer_shape = [n for i, n in enumerate(shape[:-1]) if i != k]
     stmts = [_outer_loops(outer + [ut, vt], outer_shape + [full_u, full_v], tile,
-                          math.prod(outer_shape) * full_u * full_v * LANES * LANES, num_threads)]
-    if shape[-1] > full_v * LANES:              # the v tail of the whole u tiles
+                          math.prod(outer_shape) * full_u * full_v * lanes * lanes, num_threads)]
+    if shape[-1] > full_v * lanes:              # the v tail of the whole u tiles
         u2, v2 = Var("utail"), Var("vtail")
-        at = {u: u2, v: v2 + full_v * LANES}
-        stmts.append(_outer_loops(outer + [u2, v2], outer_shape + [full_u * LANES, shape[-1] - full_v * LANES],
+        at = {u: u2, v: v2 + full_v * lanes}
+        stmts.append(_outer_loops(outer + [u2, v2], outer_shape + [full_u * lanes, shape[-1] - full_v * lanes],
                                   Store(out, substitute(index, at), substitute(value, at)), 0, 1))
-    if shape[k] > full_u * LANES:               # the u tail, every v
+    if shape[k] > full_u * lanes:               # the u tail, every v
         u3 = Var("urest")
-        at = {u: u3 + full_u * LANES}
-        stmts.append(_outer_loops(outer + [u3, v], outer_shape + [shape[k] - full_u * LANES, shape[-1]],
+        at = {u: u3 + full_u * lanes}
+        stmts.append(_outer_loops(outer + [u3, v], outer_shape + [shape[k] - full_u * lanes, shape[-1]],
                                   Store(out, substitute(index, at), substitute(value, at)), 0, 1))
     return seq(*stmts)
 
@@ -312,7 +313,7 @@ def _whole_blocks_first(conv, t, out, axes, shape, value, num_threads):
     if not 0 < whole < shape[bp]:
         return None
     index = flat_index(axes, shape)
-    fast = _vector_row(out, index, conv.convert(exact(*axes), None), axes[-1], shape[-1])
+    fast = _vector_row(out, index, conv.convert(exact(*axes), None), axes[-1], shape[-1], conv.caps.lanes)
     if fast is None:
         return None
     head = list(shape[:-1])
@@ -351,7 +352,7 @@ def _padded_row(conv, t, out, axes, shape):
             return None
         j = Var("j")
         sub = {v: as_expr(start) + j}
-        return _vector_row(out, substitute(index, sub), substitute(value, sub), j, count) \
+        return _vector_row(out, substitute(index, sub), substitute(value, sub), j, count, conv.caps.lanes) \
             or For(j, count, Store(out, substitute(index, sub), substitute(value, sub)), "vectorize")
 
     row = seq(*[s for s in (segment(0, left, fill), segment(left, W, src),
@@ -412,7 +413,8 @@ def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_thread
     None for other reductions (contiguous rows take the row schedules)."""
     from ...expr import Lane, vec
     from ...lower import COMBINE
-    from .gemm import LANES, aligned_stride, vectorize_expr
+    from .gemm import aligned_stride, vectorize_expr
+    lanes = conv.caps.lanes
     rb: te.Reduce = rt.body
     if rt.dtype != "float32" or rb.op not in ("sum", "max", "min") or not rb.axes or not axes:
         return None
@@ -428,39 +430,39 @@ def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_thread
     val = conv.convert(substitute(rb.body, sub), pre)
 
     def contiguous(j):
-        st = [aligned_stride(i, j, LANES) for i in loads]
+        st = [aligned_stride(i, j, lanes) for i in loads]
         return 1 in st and set(st) <= {0, 1}
-    k = next((k for k in reversed(range(len(axes))) if shape[k] >= LANES and contiguous(axes[k])), None)
-    vs = None if k is None else vectorize_expr(val, axes[k], LANES, aligned=True)
+    k = next((k for k in reversed(range(len(axes))) if shape[k] >= lanes and contiguous(axes[k])), None)
+    vs = None if k is None else vectorize_expr(val, axes[k], lanes, aligned=True)
     if vs is None:
         return None
-    j, full = axes[k], shape[k] // LANES
+    j, full = axes[k], shape[k] // lanes
     comb, zero, jo = COMBINE[rb.op], Const(0, "int64"), Var("jo")
-    vacc = conv.local("float32", LANES, "racc")
-    acc = VecLoad(vacc, zero, LANES)
-    base = {j: jo * LANES}
+    vacc = conv.local("float32", lanes, "racc")
+    acc = VecLoad(vacc, zero, lanes)
+    base = {j: jo * lanes}
     update = Store(vacc, zero, binary(comb, acc, substitute(vs, base)))
     for v, (_, extent) in reversed(list(zip(rvars, rb.axes))):
         update = For(v, extent, update)
     index = flat_index(axes, shape)
-    ev = vectorize_expr(value, j, LANES, {red.var: acc}, aligned=True) if linear_stride(index, j) == 1 else None
+    ev = vectorize_expr(value, j, lanes, {red.var: acc}, aligned=True) if linear_stride(index, j) == 1 else None
     if ev is not None:
         store = Store(out, substitute(index, base), substitute(ev, base))
     else:
         store = seq(*[Store(out, substitute(index, at), substitute(value, {red.var: Lane(acc, lane), **at}))
-                      for lane in range(LANES) for at in [{j: jo * LANES + lane}]])
-    chunk = Allocate(vacc, seq(Store(vacc, zero, Const(rb.init.value, vec("float32", LANES))), update, store))
+                      for lane in range(lanes) for at in [{j: jo * lanes + lane}]])
+    chunk = Allocate(vacc, seq(Store(vacc, zero, Const(rb.init.value, vec("float32", lanes))), update, store))
     outer = [a for a in axes if a is not j] + [jo]
     outer_shape = [n for a, n in zip(axes, shape) if a is not j] + [full]
     stmts = [_outer_loops(outer, outer_shape, chunk, work, num_threads)]
-    if shape[k] > full * LANES:                 # j past the whole chunks: the scalar loops
+    if shape[k] > full * lanes:                 # j past the whole chunks: the scalar loops
         jt, sacc = Var("jt"), conv.local(rt.dtype)
-        at = {j: jt + full * LANES}
+        at = {j: jt + full * lanes}
         idx = tuple(at.get(a, a) for a in axes)
         body = seq(conv.reduction(rt, idx, sacc, zero),
                    Store(out, substitute(index, at), substitute(value, {red.var: Load(sacc, zero), **at})))
         rest = [a for a in axes if a is not j] + [jt]
-        rest_shape = [n for a, n in zip(axes, shape) if a is not j] + [shape[k] - full * LANES]
+        rest_shape = [n for a, n in zip(axes, shape) if a is not j] + [shape[k] - full * lanes]
         stmts.append(Allocate(sacc, _outer_loops(rest, rest_shape, body, 0, 1)))
     return seq(*stmts)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...expr import Bin, Broadcast, Const, Expr, Fma, Lane, Load, Var, VecLoad, as_expr, binary, substitute, vec
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
-from .gemm import LANES, _parallel, _store_vector, linear_stride_is_one, vectorize_expr
+from .gemm import _parallel, _store_vector, linear_stride_is_one, vectorize_expr
 
 MAX_BORDER_COLUMNS = 16     # output columns whose taps leave the input run as scalars; more: generic schedule
 
@@ -29,7 +29,9 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
 
     A zero pad fused into the group is never materialized: a kernel row whose input row is outside the
     input is skipped by one branch; output columns whose taps all fall inside the input run as vectors
-    (LANES columns per accumulator), the few border columns as scalars that drop their outside taps."""
+    (the target's Caps.lanes columns per accumulator), the few border columns as scalars that drop their outside
+    taps."""
+    VL = conv.caps.lanes
     a = rt.attrs
     x, w = a["x"], a["w"]
     sh, sw = a["stride"]
@@ -67,8 +69,8 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     xv = conv.convert(src[n, c, ih, ow * sw + kw * dw - pl], None)
     PH, PW = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + (KW - 1) * dw + 1
     plane = None
-    if (border or rows_clip) and wcopy is not None and sw == 1 and LANES // 2 < OW \
-            and (OW <= LANES or len(border) >= PLANE_BORDER) and PH * PW <= PLANE_FLOATS \
+    if (border or rows_clip) and wcopy is not None and sw == 1 and VL // 2 < OW \
+            and (OW <= VL or len(border) >= PLANE_BORDER) and PH * PW <= PLANE_FLOATS \
             and conv.bufs.get(src) is not None:
         # small maps (one vector per row), or wide borders (5x5 and 7x7 kernels): the channel's padded window
         # copied once into a zeroed local plane, then every column is a vector column and no row is clipped
@@ -76,14 +78,14 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
         # kernels at 56x56 and 28x28; at 7x7 maps and for stride 2 the copy costs more than it saves
         plane = conv.local(rt.dtype, PH * PW, "plane")
         plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl,
-                                 rt.dtype)
+                                 rt.dtype, VL)
         xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
         rows_clip, lo, hi, border = False, 0, OW, []
     if len(border) > MAX_BORDER_COLUMNS:
         return None
     stmts = []
-    full = (hi - lo) // LANES
-    for start, count, lanes in ((lo, full, LANES), (lo + full * LANES, 1, hi - lo - full * LANES)):
+    full = (hi - lo) // VL
+    for start, count, lanes in ((lo, full, VL), (lo + full * VL, 1, hi - lo - full * VL)):
         if count == 0 or lanes == 0:
             continue
         # kernel rows alternate between `parts` accumulators (summed at the end): that many FMA chains in flight
@@ -161,10 +163,10 @@ def _row_block(conv, rt, out, red, value, out_index, oh, ow, oh0, plane, PW, wl,
     loads for ROW_BLOCK x KH x KW FMAs instead of one load per FMA (7x7 over 96 x 56 x 56: 345 -> 188-215 us,
     over 192 x 28 x 28: 198 -> 104-112 us; 5x5 over 96 x 56 x 56: 256 -> 98-160 us). One accumulator per row;
     columns in whole vectors, then one narrower vector."""
-    R, owv = ROW_BLOCK, Var("owv")
+    R, owv, VL = ROW_BLOCK, Var("owv"), conv.caps.lanes
     stmts = []
-    full = OW // LANES
-    for start, count, lanes in ((0, full, LANES), (full * LANES, 1, OW - full * LANES)):
+    full = OW // VL
+    for start, count, lanes in ((0, full, VL), (full * VL, 1, OW - full * VL)):
         if count == 0 or lanes == 0:
             continue
         acc = conv.local(rt.dtype, R * lanes, "racc")
@@ -265,15 +267,17 @@ PLANE_BORDER = 4            # scalar border columns from which a wider map also 
 PLANE_FLOATS = 4096         # largest padded window (floats) a depthwise channel copies into a local plane
 
 
-def _fill_plane(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int, dtype: str):
-    """plane[PH, PW] = 0, then input rows r < H (at plane row r + pt, column pl) copied as vectors."""
+def _fill_plane(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int, dtype: str,
+                VL: int):
+    """plane[PH, PW] = 0 (vectors of VL lanes), then input rows r < H (at plane row r + pt, column pl) copied as
+    vectors."""
     def vstore(buf, at, lanes, value_of):
         return Store(buf, at, value_of(lanes)) if lanes > 0 else None
     z = Var("z")
-    nz, tail = (PH * PW) // LANES, (PH * PW) % LANES
+    nz, tail = (PH * PW) // VL, (PH * PW) % VL
     zero = lambda k: Const(0.0, vec(dtype, k) if k > 1 else dtype)
-    stmts = [For(z, nz, Store(plane, z * LANES, zero(LANES))) if nz else None,
-             vstore(plane, as_expr(nz * LANES), tail, zero)]
+    stmts = [For(z, nz, Store(plane, z * VL, zero(VL))) if nz else None,
+             vstore(plane, as_expr(nz * VL), tail, zero)]
     rows, cols = min(H, PH - pt), min(W, PW - pl)
     if rows > 0 and cols > 0:
         r = Var("r")

@@ -1,16 +1,19 @@
 """Register-blocked vector schedules for conv2d and matmul (explicit vector loop IR, no auto-vectorizer).
 
-Both are the same micro-kernel: a tile of `mr` rows x `nv` vectors of LANES output columns is kept in
+Both are the same micro-kernel: a tile of `mr` rows x `nv` vectors of L output columns is kept in
 vector accumulators while the reduction loops run; each step loads `nv` vectors of the packed B operand
-(layout [..., blocks, K..., LANES], made by the `pack_lanes` op), broadcasts one A value per row and
-issues mr*nv FMAs. The group's epilogue (bias, batch norm, residual add, activation) is applied when the
-tile is stored: vectorized along the lanes when the output is contiguous there, lane by lane otherwise.
+(layout [..., blocks, K..., L], made by the `pack_lanes` op; L: the target's Caps.lanes, chosen by the passes),
+broadcasts one A value per row and issues mr*nv FMAs. The group's epilogue (bias, batch norm, residual add,
+activation) is applied when the tile is stored: vectorized along the lanes when the output is contiguous there,
+lane by lane otherwise.
 
 - conv2d_packed: rows = output columns (ow) of one output row, lanes = output channels;
   parallel over (batch, channel-block group, output row); its input and output NCHW or NCHW16c
   (use_blocked_layout: the tile's vectors are then contiguous blocks of the output).
 - matmul_packed: rows = m, lanes = n; parallel over (batch, column-block group).
 - depthwise convs: depthwise.py.
+Vector width: the packed layouts' L, else the target's `Caps.lanes` (`conv.caps`: 16 float32 lanes on AVX-512,
+8 on AVX2, 4 on SSE); nothing here assumes one.
 bf16 forms (compute attrs bf16=True, ops/bf16.py): the same tiles over bf16x2 int32 words, one word (two
 reduction steps) per step, accumulated by vdpbf16ps (`dot_bf16`) instead of an FMA.
 Accepts the reduction Tensor (its `attrs` say which op it is) and the group's epilogue expression.
@@ -48,8 +51,6 @@ from ...expr import (
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
 
-LANES = 16                  # float32 lanes of one vector of the loop IR (one AVX-512 register; LLVM splits it in two
-                            # on an AVX2 target, in four on SSE: acc_vectors counts them)
 RESERVED_REGISTERS = 4      # vector registers a register tile leaves to the B vectors and the broadcast
 VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
 VECTOR_MATH_F32 = ("exp", "erf", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "sigmoid")   # float32
@@ -58,10 +59,9 @@ CONV1X1_AS_GEMM = True      # 1x1 stride-1 convs: lanes along the output positio
 
 
 def acc_vectors(caps) -> int:
-    """The accumulator budget of a register tile, in LANES-wide vectors: the target's vector registers but
-    RESERVED_REGISTERS, each vector taking LANES * 32 / vector_bits of them (28 of AVX-512's 32; 6 on AVX2)."""
-    per = max(1, LANES * 32 // caps.vector_bits)
-    return max(2, (caps.vector_registers - RESERVED_REGISTERS) // per)
+    """The accumulator budget of a register tile, in vectors of the target's Caps.lanes (one register each): the
+    target's vector registers but RESERVED_REGISTERS (28 of AVX-512's 32; 12 of AVX2's and SSE's 16)."""
+    return max(2, caps.vector_registers - RESERVED_REGISTERS)
 
 
 def row_tile(rows: int, nv: int, caps) -> int:
@@ -215,29 +215,31 @@ def _parallel(axes: list, body, work: int, num_threads: int):
 
 
 class Tile:
-    """One register tile: rows row0..row0+mr-1, lane blocks blk0..blk0+nv-1 (of LANES columns)."""
+    """One register tile: rows row0..row0+mr-1, lane blocks blk0..blk0+nv-1 (of `lanes` columns: the packed
+    operand's, else the target's Caps.lanes)."""
 
-    def __init__(self, conv: Converter, mr: int, nv: int, dtype: str):
+    def __init__(self, conv: Converter, mr: int, nv: int, dtype: str, lanes: int | None = None):
         self.mr, self.nv, self.dtype = mr, nv, dtype
-        self.acc = conv.local(dtype, mr * nv * LANES, "vacc")
+        self.lanes = lanes or conv.caps.lanes
+        self.acc = conv.local(dtype, mr * nv * self.lanes, "vacc")
 
     def slot(self, i: int, v: int) -> Expr:
-        return as_expr((i * self.nv + v) * LANES)
+        return as_expr((i * self.nv + v) * self.lanes)
 
     def vector(self, i, v) -> Expr:
-        return VecLoad(self.acc, self.slot(i, v), LANES)
+        return VecLoad(self.acc, self.slot(i, v), self.lanes)
 
     def compute(self, red_loops: list, a_of, b_of, mac=None, start=None):
         """acc = start (0, or start(i, v): a partial sum kept from an earlier part of the reduction);
         for red...: acc[i][v] = mac(acc[i][v], broadcast(a_of(i)), b_of(v)) (default: an FMA)."""
         mac = mac or (lambda acc, a, b: Fma(a, b, acc))
-        vt = vec(self.dtype, LANES)
+        vt = vec(self.dtype, self.lanes)
         init = seq(*[Store(self.acc, self.slot(i, v), Const(0.0, vt) if start is None else start(i, v))
                      for i in range(self.mr) for v in range(self.nv)])
         bvec = [b_of(v) for v in range(self.nv)]
         upd = []
         for i in range(self.mr):
-            a = Broadcast(a_of(i), LANES)
+            a = Broadcast(a_of(i), self.lanes)
             for v in range(self.nv):
                 upd.append(Store(self.acc, self.slot(i, v), mac(self.vector(i, v), a, bvec[v])))
         body = seq(*upd)
@@ -251,14 +253,15 @@ def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buff
     """Write the tile (rows row0.., columns col0..) through the epilogue `value` (an expression over
     row_axis, lane_axis and red_var): unrolled vector stores when the output is contiguous along the lanes,
     else the accumulators are spilled to a small local tile and a loop applies the epilogue per element."""
-    width = tile.nv * LANES
+    lanes = tile.lanes
+    width = tile.nv * lanes
     if linear_stride_is_one(out_index, lane_axis):
-        vs = vectorize_expr(value, lane_axis, LANES, {red_var: tile.vector(0, 0)})
+        vs = vectorize_expr(value, lane_axis, lanes, {red_var: tile.vector(0, 0)})
         if vs is not None:
             whole = seq(*[Store(out, substitute(out_index, sub), substitute(
-                vectorize_expr(value, lane_axis, LANES, {red_var: tile.vector(i, v)}), sub))
+                vectorize_expr(value, lane_axis, lanes, {red_var: tile.vector(i, v)}), sub))
                 for i in range(tile.mr) for v in range(tile.nv)
-                for sub in [{row_axis: row0 + i, lane_axis: col0 + v * LANES}]])
+                for sub in [{row_axis: row0 + i, lane_axis: col0 + v * lanes}]])
             if n_cols % width == 0:
                 return whole
             # columns past a multiple of the tile's width (ViT's 197): only the last column tile is partial,
@@ -273,7 +276,7 @@ def _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_
     """store_tile's path for outputs not contiguous along the lanes, and for a tile past the last column: the
     accumulators spilled to a small local tile, then the epilogue per column (a vector along rows when the output
     is contiguous there) or per element."""
-    width = tile.nv * LANES
+    width = tile.nv * tile.lanes
     spill = conv.local(tile.dtype, tile.mr * width, "tile")
     stmts = [Store(spill, tile.slot(i, v), tile.vector(i, v)) for i in range(tile.mr) for v in range(tile.nv)]
     ci, ri = Var("ci"), Var("ri")
@@ -297,19 +300,20 @@ def _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_
 
 # -- register tiles along rows (shared by conv and matmul) -------------------------------------------------------------
 def row_tiles(conv: Converter, dtype: str, extent: int, nv: int, reduce_axes, a_of, b_of, store, mac=None,
-              mr: int | None = None, prologue=None, inner=None, chunk=None):
+              mr: int | None = None, prologue=None, inner=None, chunk=None, lanes: int | None = None):
     """Cover `extent` rows with register tiles of `mr` (default row_tile(extent, nv)) rows, then one tail tile: each
     accumulates a_of(i, r0) (scalar of row r0 + i) x b_of(v) (vector v of the packed operand) over reduce_axes, then
     store(tile, r0). prologue(rows, r0): a statement run once per tile before it; inner: a (Var, extent) loop around
     the accumulate-and-store, so one prologue serves several column blocks. chunk: (Var c, parts) to cover only
-    part c of the whole tiles (the last part shorter when parts does not divide them), the tail tile with it."""
+    part c of the whole tiles (the last part shorter when parts does not divide them), the tail tile with it.
+    lanes: of b_of's vectors (the packed operand's; None: the target's Caps.lanes)."""
     mr = mr or row_tile(extent, nv, conv.caps)
     full = (extent // mr) * mr
     stmts = []
     for start, count, width in ((0, extent // mr, mr), (full, 1, extent - full)):
         if count == 0 or width == 0:
             continue
-        tile = Tile(conv, width, nv, dtype)
+        tile = Tile(conv, width, nv, dtype, lanes)
         t = Var("rt")
         guard = None
         if chunk is not None and start == 0:
@@ -448,22 +452,24 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
     work = N * (OB * L if blocked_out else O) * OH * OW * C * KH * KW
     if not staged:
-        body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr)
+        body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, lanes=L)
         return _parallel([(n, N), (obb, groups), (oh, OH)], body, work, num_threads)
-    body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, prologue=fill, inner=(g, per))
+    body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, prologue=fill, inner=(g, per),
+                     lanes=L)
     return _parallel([(n, N), (chunk, groups // per), (oh, OH)], Allocate(panel, body), work, num_threads)
 
 
 def _store_vector(value: Expr, red_var: Var, out: Buffer, index: Expr, lane: Var, acc: Expr, sub: dict):
-    """Store the epilogue of one accumulator vector along `lane` (LANES contiguous outputs): one vector store,
-    or lane by lane where the epilogue does not vectorize."""
-    vs = vectorize_expr(value, lane, LANES, {red_var: acc})
+    """Store the epilogue of one accumulator vector along `lane` (its lanes_of(acc) contiguous outputs): one vector
+    store, or lane by lane where the epilogue does not vectorize."""
+    lanes = lanes_of(acc.dtype)
+    vs = vectorize_expr(value, lane, lanes, {red_var: acc})
     if vs is not None:
         at = {**sub, lane: as_expr(0)}
         return Store(out, substitute(index, at), substitute(vs, at))
     j = Var("l")
     at = {**sub, lane: j}
-    return For(j, LANES, Store(out, substitute(index, at), substitute(value, {**at, red_var: Lane(acc, j)})), "unroll")
+    return For(j, lanes, Store(out, substitute(index, at), substitute(value, {**at, red_var: Lane(acc, j)})), "unroll")
 
 
 def store_blocked(tile: Tile, value: Expr, red_var: Var, out: Buffer, axes, shape, row0: Expr, blk0: Expr):
@@ -535,12 +541,13 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     out_index = (n * O + o) * HW + p
     wbuf = conv.bufs[wp]
     pb, ot = Var("pb"), Var("ot")
-    nv = 4 if HW >= 64 else max(1, -(-HW // LANES))
-    block = nv * LANES
+    lanes = conv.caps.lanes
+    nv = 4 if HW >= 4 * lanes else max(1, -(-HW // lanes))
+    block = nv * lanes
     nb_full, rest = HW // block, HW % block
-    blocks = [([LANES] * nv, nb_full)] if nb_full else []
+    blocks = [([lanes] * nv, nb_full)] if nb_full else []
     if rest:
-        blocks.append(([LANES] * (rest // LANES) + ([rest % LANES] if rest % LANES else []), 1))
+        blocks.append(([lanes] * (rest // lanes) + ([rest % lanes] if rest % lanes else []), 1))
     mr = row_tile(O, nv, conv.caps)
     n_full, o_tail = O // mr, O % mr
 
@@ -670,13 +677,13 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     if stride is None or K < 64 or rows_per_set(abs(stride) * itemsize, mr) <= L1_ROWS_PER_SET:
         chunk, split = _row_split(M // mr, math.prod(n for _, n in batch) * groups, num_threads)
         body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr,
-                         chunk=chunk)
+                         chunk=chunk, lanes=L)
         return _parallel(batch + [(nbb, groups)] + split, body, work, num_threads)
     # The tile's rows of A would crowd into a few L1 sets (e.g. a row stride of a multiple of 4 KiB) and evict each
     # other on every step: each tile first copies its rows into a local panel of a padded stride.
-    pstride = -(-K // LANES) * LANES
+    pstride = -(-K // L) * L
     while rows_per_set(pstride * itemsize, mr) > L1_ROWS_PER_SET:
-        pstride += LANES
+        pstride += L
     panel = conv.local(row.dtype, mr * pstride, "apanel")
 
     def copy_rows(rows, m0):
@@ -695,7 +702,7 @@ def _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block,
     blk = chunk * per + g
     rows, split = _row_split(M // mr, math.prod(n for _, n in batch) * (groups // per), num_threads)
     body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(blk), store_block(blk), mac, mr,
-                     prologue=copy, inner=(g, per), chunk=rows)
+                     prologue=copy, inner=(g, per), chunk=rows, lanes=rt.attrs["b"].shape[-1])
     return _parallel(batch + [(chunk, groups // per)] + split, Allocate(panel, body), work, num_threads)
 
 
@@ -705,33 +712,33 @@ def linear_stride_is_one(index: Expr, v: Var) -> bool:
 
 
 # -- explicit vectorization of `vectorize` loops -------------------------------------------------------------------
-def vectorize_loops(s):
-    """Rewrite every `vectorize` loop whose body is a list of stores into explicit vector code: a store
-    contiguous along the loop becomes a vector store; `acc[c] = acc[c] (+|max|min) f(i)` with an index
-    independent of the loop becomes a vector accumulator folded after the loop; a tail shorter than
-    LANES stays scalar. Loops that do not fit are left for LLVM's vectorizer."""
+def vectorize_loops(s, lanes: int):
+    """Rewrite every `vectorize` loop whose body is a list of stores into explicit vector code of `lanes` lanes
+    (the target's Caps.lanes): a store contiguous along the loop becomes a vector store; `acc[c] = acc[c]
+    (+|max|min) f(i)` with an index independent of the loop becomes a vector accumulator folded after the loop; a
+    tail shorter than `lanes` stays scalar. Loops that do not fit are left for LLVM's vectorizer."""
     from ...loop_ir import map_body
     if isinstance(s, For) and s.kind == "vectorize" and s.start == 0:
-        v = _vectorize_loop(s)
+        v = _vectorize_loop(s, lanes)
         if v is not None:
             return v
-    return map_body(s, vectorize_loops)
+    return map_body(s, lambda b: vectorize_loops(b, lanes))
 
 
 _COMBINE_OPS = ("add", "max", "min")
 _vred_ids = __import__("itertools").count()
 
 
-def _vectorize_loop(loop: For):
+def _vectorize_loop(loop: For, lanes: int):
     from ...loop_ir import Seq
     from .default import linear_stride
     stores = loop.body.stmts if isinstance(loop.body, Seq) else [loop.body]
     v, n = loop.var, loop.extent
-    if n < LANES or not all(isinstance(st, Store) for st in stores):
+    if n < lanes or not all(isinstance(st, Store) for st in stores):
         return None
-    full = n // LANES
+    full = n // lanes
     vo = Var("vo")
-    base = vo * LANES
+    base = vo * lanes
     vec_body, pre, post = [], [], []
     for st in stores:
         if st.buf.dtype != "float32":
@@ -739,23 +746,23 @@ def _vectorize_loop(loop: For):
         s_idx = linear_stride(st.index, v)
         val = st.value
         if s_idx == 1:
-            vs = vectorize_expr(val, v, LANES, aligned=True)
+            vs = vectorize_expr(val, v, lanes, aligned=True)
             if vs is None:
                 return None
             vec_body.append(Store(st.buf, substitute(st.index, {v: base}), substitute(vs, {v: base})))
         elif s_idx == 0 and isinstance(val, Bin) and val.args[0] in _COMBINE_OPS and \
                 isinstance(val.args[1], Load) and val.args[1].args[0] is st.buf and val.args[1].args[1] is st.index:
             op, _, f = val.args
-            vf = vectorize_expr(f, v, LANES, aligned=True)
+            vf = vectorize_expr(f, v, lanes, aligned=True)
             if vf is None or any(isinstance(x, Load) and x.args[0] is st.buf for x in walk(f)):
                 return None
-            vacc = Buffer(f"vred{next(_vred_ids)}", "float32", LANES, "private")
+            vacc = Buffer(f"vred{next(_vred_ids)}", "float32", lanes, "private")
             zero = as_expr(0)
             ident = {"add": 0.0, "max": -math.inf, "min": math.inf}[op]
-            pre.append(Store(vacc, zero, Const(ident, vec("float32", LANES))))
-            vec_body.append(Store(vacc, zero, binary(op, VecLoad(vacc, zero, LANES), substitute(vf, {v: base}))))
+            pre.append(Store(vacc, zero, Const(ident, vec("float32", lanes))))
+            vec_body.append(Store(vacc, zero, binary(op, VecLoad(vacc, zero, lanes), substitute(vf, {v: base}))))
             post.append(Store(st.buf, st.index, binary(op, Load(st.buf, st.index),
-                                                       LaneReduce(op, VecLoad(vacc, zero, LANES)))))
+                                                       LaneReduce(op, VecLoad(vacc, zero, lanes)))))
         else:
             return None
     # reductions read their accumulator only through the combine, so folding after the loop is exact
@@ -766,6 +773,6 @@ def _vectorize_loop(loop: For):
                                                    for x in walk(st.value)):
             return None
     tail = None
-    if n % LANES:
-        tail = For(v, n, loop.body, "serial", full * LANES)
+    if n % lanes:
+        tail = For(v, n, loop.body, "serial", full * lanes)
     return seq(*pre, For(vo, full, seq(*vec_body)), *post, tail)

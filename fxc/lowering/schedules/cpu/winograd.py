@@ -1,15 +1,15 @@
 """Winograd F(m x m, 3x3) schedules for stride-1 3x3 conv2d (op conv2d_winograd), m = 4 or 2.
 
 Accepts the conv2d_winograd reduction Tensor (attrs: x [N, C, H, W], u = winograd_weight(w) laid out
-[a, a, KB, C, LANES] with a = m + 2, padding, nv, tile m; or, for bf16, u = pack_bf16_pairs(.., axis 3):
-[a, a, KB, C/2, LANES] words) and the group's epilogue expression. Produces loop IR:
+[a, a, KB, C, L] with a = m + 2, padding, nv, tile m; or, for bf16, u = pack_bf16_pairs(.., axis 3):
+[a, a, KB, C/2, L] words) and the group's epilogue expression. Produces loop IR:
 
     parallel over (image n, tile row ty, output-channel group kg):
       per input channel c: strip[a][Wp] <- the tile row's a input rows, zero padded (vector copies)
                            V[a*a][c][tiles] <- B^T d B, one vector lane per tile (stride-m loads of the strip)
                            (bf16: per channel pair, both transforms packed into bf16x2 words)
-      per group of mr tiles, per block of nv*LANES output channels:
-        for xi in 0..a*a-1: M[xi] = V[xi](tiles x C) . U[xi](C x nv*LANES)      (register tile, as conv2d_packed;
+      per group of mr tiles, per block of nv*L output channels:
+        for xi in 0..a*a-1: M[xi] = V[xi](tiles x C) . U[xi](C x nv*L)      (register tile, as conv2d_packed;
                                                                              bf16: vdpbf16ps over channel pairs)
         Y = A^T M A per tile (vectors over the channels), kept in a small local tile
         out[n, k, m*ty+r, ow0:ow0+cols] = epilogue(Y[r, :, k])        (vector along the output row)
@@ -29,7 +29,7 @@ from __future__ import annotations
 from ...expr import Bin, Const, Fma, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import flat_index
-from .gemm import LANES, Tile, _parallel, vectorize_expr
+from .gemm import Tile, _parallel, vectorize_expr
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
 SHARED_V = 850 << 10        # bytes of a task's V up to which output channel groups share one (see the schedule)
@@ -81,16 +81,16 @@ def fits(c: int, ow: int, m: int = 4, bf16: bool = False) -> bool:
 
 def tile_rows(tile_cols: int, nv: int, caps) -> int:
     """Tiles per register tile: the nv*mr accumulators, nv weight vectors and one broadcast fit the target's
-    vector registers (32 of AVX-512; AVX2's 16 hold 8 LANES-wide vectors); a long tile row is cut into equal
-    groups."""
-    vectors = caps.vector_registers * caps.vector_bits // (32 * LANES)
+    vector registers (32 of AVX-512, 16 of AVX2 and SSE: one vector of Caps.lanes each); a long tile row is cut into
+    equal groups."""
+    vectors = caps.vector_registers
     limit = max(1, min(14, (vectors - 1 - nv) // nv))
     groups = -(-tile_cols // limit)
     return -(-tile_cols // groups)
 
 
 def lane_vectors(tile_cols: int, channel_blocks: int, caps) -> int:
-    """Vectors of LANES output channels per register tile: the most FMAs per load (mr*nv / (mr+nv)) for the
+    """Vectors of Caps.lanes output channels per register tile: the most FMAs per load (mr*nv / (mr+nv)) for the
     tile row's width on the target (caps), without padding the channel blocks (a padded block is wasted work)."""
     best, score = 1, 0.0
     for nv in (1, 2, 3, 4):
@@ -154,7 +154,8 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     dt = rt.dtype
     N, K, OH, OW = shape
     _, C, H, W = x.shape
-    KB = u.shape[2]
+    KB, L = u.shape[2], u.shape[4]          # output channel blocks of L lanes (use_winograd: the target's)
+    VL = conv.caps.lanes                    # the target's vector width (the input rows' copies)
     bf16 = u.dtype == "int32"           # U in bf16x2 words over channel pairs: V is made the same way
     CW = u.shape[3]                     # GEMM reduction steps: channels, or channel pairs
     if KB % nv or (bf16 and C != 2 * CW):
@@ -182,7 +183,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     r, wq, c = Var("r"), Var("wq"), Var("c")
     y = ty * T - ph + r
     xval = conv.convert(x[n, c, y, wq - pw], None)
-    if vectorize_expr(xval, wq, LANES) is None:
+    if vectorize_expr(xval, wq, L) is None:
         return None
     lo, hi = min(pw, Wp), min(pw + W, Wp)
     row_ok = binary("and", Bin("ge", y, as_expr(0)), Bin("lt", y, as_expr(H)))
@@ -201,9 +202,9 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
 
         def chunks(lo, hi, store_of):
             """Vector stores covering strip row columns lo..hi-1."""
-            j, full, rest = Var("wj"), (hi - lo) // LANES, (hi - lo) % LANES
-            return seq(For(j, full, store_of(as_expr(lo) + j * LANES, LANES)) if full else None,
-                       store_of(as_expr(lo + full * LANES), rest) if rest else None)
+            j, full, rest = Var("wj"), (hi - lo) // VL, (hi - lo) % VL
+            return seq(For(j, full, store_of(as_expr(lo) + j * VL, VL)) if full else None,
+                       store_of(as_expr(lo + full * VL), rest) if rest else None)
         fill = For(r, AL, IfThen(row_ok, seq(chunks(0, lo, zero), chunks(lo, hi, copy), chunks(hi, Wp, zero)),
                                  chunks(0, Wp, zero)))
         d = [[VecLoad(strip, as_expr(ai * Wp + bi), TWV, T) if TWV > 1 else Load(strip, as_expr(ai * Wp + bi))
@@ -247,9 +248,9 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     for st in strips:
         itrans = Allocate(st, itrans)
 
-    # -- per block of nv*LANES output channels: a*a GEMMs over the task's tiles, output transform, epilogue -------
+    # -- per block of nv*L output channels: a*a GEMMs over the task's tiles, output transform, epilogue -------
     per_kg = blocks // KG
-    width = nv * LANES
+    width = nv * L
     kbg, xi = Var("kbg"), Var("xi")
     kb0 = (kg * per_kg + kbg) * nv
     out_index = flat_index(axes, shape)
@@ -272,7 +273,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     CU = next((g for g in range(1, CW + 1) if CW % g == 0 and CW // g * width * 4 <= U_CHUNK), CW) if R > 1 else 1
     CS_U = CW // CU
     ch = cu * CS_U + cl if CU > 1 else as_expr(cl)
-    yt_tmp = conv.local(dt, T * AL * LANES, "wyt")
+    yt_tmp = conv.local(dt, T * AL * L, "wyt")
     gemms, stores, accs = [], [], []
     for start, count, m in groups:
         t, r = Var("tg"), Var("yr")
@@ -280,23 +281,23 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         p0 = row * TW + tx0                       # first tile of the group within the task
         last_cols = OW - (start + (count - 1) * m) * T
         cols = min(m * T, last_cols) if count == 1 else m * T
-        tile = Tile(conv, m, nv, dt)
+        tile = Tile(conv, m, nv, dt, L)
         accs.append(tile.acc)
-        at_m = lambda i, vv, p0=p0: ((xi * RT + p0 + i) * nv + vv) * LANES
+        at_m = lambda i, vv, p0=p0: ((xi * RT + p0 + i) * nv + vv) * L
         gemm = tile.compute([(cl, CS_U)], lambda i, p0=p0: Load(V, vbase + (xi * CW + ch) * RTV + p0 + i),
-                            lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * CW + ch) * LANES, LANES),
+                            lambda vv: VecLoad(ubuf, ((xi * KB + kb0 + vv) * CW + ch) * L, L),
                             dot_bf16 if bf16 else None,
-                            (lambda i, vv: VecLoad(M, at_m(i, vv), LANES)) if CU > 1 else None)
+                            (lambda i, vv: VecLoad(M, at_m(i, vv), L)) if CU > 1 else None)
         keep = [Store(M, at_m(i, vv), tile.vector(i, vv)) for i in range(m) for vv in range(nv)]
         gemms.append(For(t, count, seq(gemm, *keep)) if count > 1 else LetStmt(t, as_expr(0), seq(gemm, *keep)))
 
         Y = conv.local(dt, T * m * T * width, "wy")
         i_, v_ = Var("ti"), Var("tv")
-        mv = lambda ai, bi: VecLoad(M, (((as_expr(ai * AL) + bi) * RT + p0 + i_) * nv + v_) * LANES, LANES)
-        ystore = lambda ri, si, val: Store(Y, (ri * m * T + si + i_ * T) * width + v_ * LANES, val)
-        otrans = For(i_, m, For(v_, nv, _transform_loops(mv, AT, AT, yt_tmp, ystore, LANES)))
+        mv = lambda ai, bi: VecLoad(M, (((as_expr(ai * AL) + bi) * RT + p0 + i_) * nv + v_) * L, L)
+        ystore = lambda ri, si, val: Store(Y, (ri * m * T + si + i_ * T) * width + v_ * L, val)
+        otrans = For(i_, m, For(v_, nv, _transform_loops(mv, AT, AT, yt_tmp, ystore, L)))
         ci, j = Var("ci"), Var("j")
-        k = kb0 * LANES + ci
+        k = kb0 * L + ci
         sub = {o: k, oh: ty * T + r, ow: tx0 * T}
         yrow = VecLoad(Y, r * (m * T * width) + ci, cols, width)
         vs = vectorize_expr(value, ow, cols, {red.var: yrow}) if cols > 1 else None
@@ -306,7 +307,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
             sub1 = {o: k, oh: ty * T + r, ow: tx0 * T + j}
             st = For(j, cols, Store(out, substitute(out_index, sub1),
                                     substitute(value, {**sub1, red.var: Load(Y, (r * (m * T) + j) * width + ci)})))
-        if KB * LANES != K:
+        if KB * L != K:
             st = IfThen(Bin("lt", k, as_expr(K)), st)
         st = For(ci, width, st)
         if OH % T:
@@ -315,7 +316,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         stores.append(Allocate(Y, For(t, count, one) if count > 1 else LetStmt(t, as_expr(0), one)))
     if CU > 1:      # the first chunk adds to zeros
         zi = Var("zi")
-        zero = Store(M, ((xi * RT + row * TW) * nv + zi) * LANES, Const(0.0, vec(dt, LANES)))
+        zero = Store(M, ((xi * RT + row * TW) * nv + zi) * L, Const(0.0, vec(dt, L)))
         gemm_loop = seq(For(row, R, guard(For(zi, TW * nv, zero))), For(cu, CU, For(row, R, guard(seq(*gemms)))))
     else:
         gemm_loop = For(row, R, guard(seq(*gemms)))
@@ -332,9 +333,9 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     return _parallel([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
 
 
-def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4, adjoint: bool = False):
-    """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*LANES + l, c] G^T)[e1, e2] (zero where the channel >= K), times
-    scale[kb*LANES + l] when the op has that second input: a te.extern lower function. Whole blocks of LANES output
+def weight_transform(k_: int, c_: int, blocks: int, L: int, dtype: str, m: int = 4, adjoint: bool = False):
+    """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*L + l, c] G^T)[e1, e2] (zero where the channel >= K), times
+    scale[kb*L + l] when the op has that second input: a te.extern lower function. Whole blocks of L output
     channels are one vector (a gather of the weight). adjoint: w[k, c, i, j] is read as w_in[c, k, 2 - i, 2 - j]."""
     def lower(outs, ins):
         ub, wb = outs[0], ins[0]
@@ -342,7 +343,7 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4, adjo
         kb, c, l = Var("kb"), Var("c"), Var("l")
 
         AL, G = alpha(m), MATRICES[m][2]
-        tmp = Buffer("wgt", dtype, AL * 3 * LANES, "private")
+        tmp = Buffer("wgt", dtype, AL * 3 * L, "private")
 
         def one(lanes, k0):
             src = (lambda i, j: ((c * k_ + k0) * 3 + 2 - i) * 3 + 2 - j) if adjoint else \
@@ -353,19 +354,19 @@ def weight_transform(k_: int, c_: int, blocks: int, dtype: str, m: int = 4, adjo
             else:
                 g = lambda i, j: Load(wb, src(i, j))
                 scale = Load(sb, k0) if sb is not None else None
-            at = lambda e1, e2: (((e1 * AL + e2) * blocks + kb) * c_ + c) * LANES + (k0 - kb * LANES)
+            at = lambda e1, e2: (((e1 * AL + e2) * blocks + kb) * c_ + c) * L + (k0 - kb * L)
             u = lambda e1, e2, val: Store(ub, at(e1, e2), val if scale is None else binary("mul", val, scale))
             return _transform_loops(g, G, G, tmp, u, lanes)
-        full = k_ // LANES
+        full = k_ // L
         # whole blocks in parallel (a weight update repacks: every training step)
-        stmts = ([For(kb, full, Allocate(tmp, For(c, c_, one(LANES, kb * LANES))),
+        stmts = ([For(kb, full, Allocate(tmp, For(c, c_, one(L, kb * L))),
                       "parallel" if full > 1 else "serial")]
                  if full else [])
         if blocks > full:       # the partial block (scalar, zero past K) and the padding blocks
-            k = kb * LANES + l
+            k = kb * L + l
             body = IfThen(Bin("lt", k, as_expr(k_)), one(1, k),
-                          seq(*[Store(ub, ((as_expr(e * blocks) + kb) * c_ + c) * LANES + l, Const(0.0, dtype))
+                          seq(*[Store(ub, ((as_expr(e * blocks) + kb) * c_ + c) * L + l, Const(0.0, dtype))
                                 for e in range(AL * AL)]))
-            stmts.append(Allocate(tmp, For(kb, blocks, For(c, c_, For(l, LANES, body)), "serial", full)))
+            stmts.append(Allocate(tmp, For(kb, blocks, For(c, c_, For(l, L, body)), "serial", full)))
         return seq(*stmts)
     return lower
