@@ -220,7 +220,8 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
                 schedule_hint: dict | None = None, caps=None) -> Kernel:
     """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; caps: the target's
     capabilities (None: this host's)."""
-    from .schedules.cpu.default import schedule_root
+    from .schedules import lookup
+    schedule_root = lookup("cpu")          # the CPU family's default schedule (it dispatches on the root's kind)
     bufs = dict(in_bufs)
     stmts, flops = [], 0
     conv = Converter(bufs, caps)

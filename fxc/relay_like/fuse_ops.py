@@ -69,11 +69,12 @@ def _pairs_for_gemm(p, n) -> bool:
     no kernel of its own)."""
     if p.op != "pack_bf16_pairs" or n.op != "conv2d_packed_bf16":
         return False
-    if n.attrs.get("blocked_in"):       # NCHW16c words: made per row tile into a local panel (gemm_schedule)
+    if n.attrs.get("blocked_in"):       # NCHW16c words: made per row tile into a local panel (schedules/cpu/gemm.py)
         return p.attrs.get("axis") == 4
     if p.attrs.get("axis") != 1:
         return False
-    from ..lowering.schedules.cpu.gemm import conv1x1_as_gemm
+    from ..lowering.schedules import rule
+    conv1x1_as_gemm = rule("cpu", "conv1x1_as_gemm")
     x, wp = n.inputs
     return (len(x.shape) == 4 and wp.shape[2:4] == (1, 1) and tuple(n.attrs.get("stride", (1, 1))) == (1, 1)
             and x.shape[2:] == n.outputs[0].shape[2:]

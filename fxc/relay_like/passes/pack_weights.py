@@ -24,8 +24,8 @@ def _lane_vectors(n: int, rows: int, caps) -> int:
     """Vectors of Caps.lanes columns per register tile: 2 where the width allows it, 3 when the tile has
     few rows (a 7-wide output row) so the accumulators still fill the registers; on a target with fewer
     accumulator registers one vector per 4 of them (AVX-512's 28: 3; AVX2's 12: 3, tiles of 4 rows)."""
-    from ...lowering.schedules.cpu.gemm import acc_vectors
-    most = acc_vectors(caps) // 4
+    from ...lowering.schedules import rule
+    most = rule("cpu", "acc_vectors")(caps) // 4
     return max(1, min(3 if rows < 10 else 2, -(-n // caps.lanes), most))
 
 

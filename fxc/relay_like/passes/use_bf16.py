@@ -106,7 +106,7 @@ def use_bf16_blocked(g, everywhere: bool = True):
         conv2d_packed(x, pack_lanes(w), ..) (NCHW input)  -> conv2d_packed_bf16(pack_bf16_pairs(x, 1), ..)
 
     The words of an NCHW16c activation are its bytes in bfloat16: block b's 16 channels as 8 words. The conv reads
-    them through (fuse_ops), packing each row tile's input columns once into a local panel (gemm_schedule), so no
+    them through (fuse_ops), packing each row tile's input columns once into a local panel (schedules/cpu/gemm), so no
     words tensor goes through memory. A conv over an odd number of channels from NCHW16c stays float32 (a pair
     would join a channel to a padding lane)."""
     from ..hoist import weight_derived

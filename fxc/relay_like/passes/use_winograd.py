@@ -113,10 +113,12 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=
     --forms direct,F4,F2 --varying` (ResNet-18's layers, minimum of 40 calls): 512 channels at 7x7 1.58 ms direct
     against 1.72 in F(2x2), where a fixed weight gives 1.20 against 1.02; 256 at 14x14 1.13 against 0.73; F(4x4) on
     28x28 and 56x56 0.47 and 0.44 against 1.08 and 1.07."""
-    from ...lowering.schedules.cpu.winograd import fits, lane_vectors, tiles
+    from ...lowering.schedules import rule
+    from ...ops.registry import get_op
+    from ...ops.winograd import tiles
     from ...target import Target
     caps = caps or Target.parse("llvm").caps
-    from ...ops.registry import get_op
+    fits, lane_vectors = rule("cpu", "winograd_fits"), rule("cpu", "winograd_lane_vectors")
     from ..hoist import weight_derived
     fixed = weight_derived(g) if bf16_direct else set()
     new_nodes = []

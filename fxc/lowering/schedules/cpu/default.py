@@ -88,6 +88,9 @@ def _strides(shape):
 
 
 def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, hint: dict):
+    """The CPU family's default schedule: (loop IR storing root t into out, flops). Injective roots and reductions
+    computed in place run here; a reduction root goes to _reduction, which hands it to the schedule of its compute's
+    kind (conv2d_packed, ...) where one applies."""
     holes: list = []
     value = conv.convert(t.body, None, holes) if not isinstance(t.body, te.Reduce) else None
     axes, shape = list(t.axes), list(t.shape)
@@ -391,16 +394,13 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
 
 
 def _special(conv, rt, out, red, value, axes, shape, num_threads):
-    """The vector schedules of gemm.py for ops that say so in their compute's attrs."""
-    from . import gemm as gs
-    from .depthwise import schedule_depthwise, schedule_depthwise_blocked
-    from .winograd import schedule_conv2d_winograd
+    """The CPU family's schedule of the kind the reduction's compute names in its attrs (the registry,
+    fxc/lowering/schedules); None when it names none, has none, or that schedule does not apply."""
+    from .. import lookup
     kind = rt.attrs.get("schedule")
     if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
         return None
-    fn = {"conv2d_packed": gs.schedule_conv2d_packed, "matmul_packed": gs.schedule_matmul_packed,
-          "depthwise_conv2d": schedule_depthwise, "depthwise_blocked": schedule_depthwise_blocked,
-          "conv2d_winograd": schedule_conv2d_winograd}.get(kind)
+    fn = lookup("cpu", kind, default=False)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 
 

@@ -26,53 +26,15 @@ op (a cached prepack step).
 """
 from __future__ import annotations
 
-from ...expr import Bin, Const, Fma, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
-from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
+from ....ops.winograd import MATRICES, alpha, tiles, transform, transform_loops
+from ...expr import Bin, Const, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
+from ...loop_ir import Allocate, For, IfThen, LetStmt, Store, seq
 from ...lower import flat_index
 from .gemm import Tile, _parallel, vectorize_expr
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
 SHARED_V = 850 << 10        # bytes of a task's V up to which output channel groups share one (see the schedule)
 U_CHUNK = 16 << 10          # bytes of a U[xi] block's channel chunk that the task's tile rows take in turn (L1)
-MATRICES = {                # m -> (A^T, B^T, G)
-    4: (((1, 1, 1, 1, 1, 0),
-         (0, 1, -1, 2, -2, 0),
-         (0, 1, 1, 4, 4, 0),
-         (0, 1, -1, 8, -8, 1)),
-        ((4, 0, -5, 0, 1, 0),
-         (0, -4, -4, 1, 1, 0),
-         (0, 4, -4, -1, 1, 0),
-         (0, -2, -1, 2, 1, 0),
-         (0, 2, -1, -2, 1, 0),
-         (0, 4, 0, -5, 0, 1)),
-        ((1 / 4, 0, 0),
-         (-1 / 6, -1 / 6, -1 / 6),
-         (-1 / 6, 1 / 6, -1 / 6),
-         (1 / 24, 1 / 12, 1 / 6),
-         (1 / 24, -1 / 12, 1 / 6),
-         (0, 0, 1))),
-    2: (((1, 1, 1, 0),
-         (0, 1, -1, -1)),
-        ((1, 0, -1, 0),
-         (0, 1, 1, 0),
-         (0, -1, 1, 0),
-         (0, 1, 0, -1)),
-        ((1, 0, 0),
-         (1 / 2, 1 / 2, 1 / 2),
-         (1 / 2, -1 / 2, 1 / 2),
-         (0, 0, 1))),
-}
-
-
-def alpha(m: int) -> int:
-    """The input tile's side: m + r - 1."""
-    return m + 2
-
-
-def tiles(n: int, m: int = 4) -> int:
-    return -(-n // m)
-
-
 def fits(c: int, ow: int, m: int = 4, bf16: bool = False) -> bool:
     """One tile row's transformed input fits the task's budget (the kernel's scratch lives on the stack:
     V <= V_BUDGET, M <= V_BUDGET * 64 / C, a few MB at most). bf16: two bytes a channel."""
@@ -100,47 +62,6 @@ def lane_vectors(tile_cols: int, channel_blocks: int, caps) -> int:
         if s > score + 1e-9:
             best, score = nv, s
     return best
-
-
-def _combo(coefs, terms, dtype):
-    """sum_k coefs[k] * terms[k] over the non-zero coefficients."""
-    acc = None
-    for c, t in zip(coefs, terms):
-        if c == 0:
-            continue
-        if acc is None:
-            acc = t if c == 1 else Bin("mul", Const(float(c), dtype), t)
-        elif c == 1:
-            acc = Bin("add", acc, t)
-        elif c == -1:
-            acc = Bin("sub", acc, t)
-        else:
-            acc = Fma(Const(float(c), dtype), t, acc)
-    return acc if acc is not None else Const(0.0, dtype)
-
-
-def _transform(d, left, right, dtype):
-    """left . d . right^T for a matrix d of vector expressions (d[a][b])."""
-    t = [[_combo(row, [d[a][b] for a in range(len(d))], dtype) for b in range(len(d[0]))] for row in left]
-    return [[_combo(row, t[e], dtype) for row in right] for e in range(len(left))]
-
-
-def _transform_loops(load, left, right, tmp, store, lanes):
-    """Statements storing (left . d . right^T)[e1][e2] with store(e1, e2, value), d[a][b] = load(a, b), as two
-    short loops instead of one unrolled block (about a quarter of the code for LLVM to compile):
-        for b:  tmp[e1][b] = sum_a left[e1][a] d[a][b]          (every e1 at once)
-        for e1: out[e1][e2] = sum_b right[e2][b] tmp[e1][b]     (every e2 at once)
-    tmp: a local of len(left) * len(right[0]) vectors of `lanes`; load/store get a loop Var for b / e1."""
-    nb = len(right[0])
-    dtype = tmp.dtype if lanes == 1 else vec(tmp.dtype, lanes)
-    at = lambda e1, b: (as_expr(e1) * nb + b) * lanes
-    get = (lambda e1, b: VecLoad(tmp, at(e1, b), lanes)) if lanes > 1 else (lambda e1, b: Load(tmp, at(e1, b)))
-    b, e1 = Var("tb"), Var("te")
-    col = [load(a, b) for a in range(len(left[0]))]
-    first = For(b, nb, seq(*[Store(tmp, at(e, b), _combo(row, col, dtype)) for e, row in enumerate(left)]))
-    row = [get(e1, bb) for bb in range(nb)]
-    second = For(e1, len(left), seq(*[store(e1, e2, _combo(r, row, dtype)) for e2, r in enumerate(right)]))
-    return seq(first, second)
 
 
 def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads):
@@ -209,7 +130,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
                                  chunks(0, Wp, zero)))
         d = [[VecLoad(strip, as_expr(ai * Wp + bi), TWV, T) if TWV > 1 else Load(strip, as_expr(ai * Wp + bi))
               for bi in range(AL)] for ai in range(AL)]
-        return fill, _transform(d, BT, BT, tvt)
+        return fill, transform(d, BT, BT, tvt)
 
     # output channel groups, so that every thread has tasks (each runs the GEMMs of its group over the task's tiles)
     blocks = KB // nv
@@ -295,7 +216,7 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
         i_, v_ = Var("ti"), Var("tv")
         mv = lambda ai, bi: VecLoad(M, (((as_expr(ai * AL) + bi) * RT + p0 + i_) * nv + v_) * L, L)
         ystore = lambda ri, si, val: Store(Y, (ri * m * T + si + i_ * T) * width + v_ * L, val)
-        otrans = For(i_, m, For(v_, nv, _transform_loops(mv, AT, AT, yt_tmp, ystore, L)))
+        otrans = For(i_, m, For(v_, nv, transform_loops(mv, AT, AT, yt_tmp, ystore, L)))
         ci, j = Var("ci"), Var("j")
         k = kb0 * L + ci
         sub = {o: k, oh: ty * T + r, ow: tx0 * T}
@@ -331,42 +252,3 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
                                     work, num_threads))
     per_task = Allocate(V, Allocate(M, Allocate(yt_tmp, seq(itrans, gemms_task))))
     return _parallel([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
-
-
-def weight_transform(k_: int, c_: int, blocks: int, L: int, dtype: str, m: int = 4, adjoint: bool = False):
-    """Loop IR of U[e1, e2, kb, c, l] = (G w[kb*L + l, c] G^T)[e1, e2] (zero where the channel >= K), times
-    scale[kb*L + l] when the op has that second input: a te.extern lower function. Whole blocks of L output
-    channels are one vector (a gather of the weight). adjoint: w[k, c, i, j] is read as w_in[c, k, 2 - i, 2 - j]."""
-    def lower(outs, ins):
-        ub, wb = outs[0], ins[0]
-        sb = ins[1] if len(ins) > 1 else None
-        kb, c, l = Var("kb"), Var("c"), Var("l")
-
-        AL, G = alpha(m), MATRICES[m][2]
-        tmp = Buffer("wgt", dtype, AL * 3 * L, "private")
-
-        def one(lanes, k0):
-            src = (lambda i, j: ((c * k_ + k0) * 3 + 2 - i) * 3 + 2 - j) if adjoint else \
-                (lambda i, j: ((k0 * c_ + c) * 3 + i) * 3 + j)
-            if lanes > 1:
-                g = lambda i, j: VecLoad(wb, src(i, j), lanes, 9 if adjoint else c_ * 9)
-                scale = VecLoad(sb, k0, lanes) if sb is not None else None
-            else:
-                g = lambda i, j: Load(wb, src(i, j))
-                scale = Load(sb, k0) if sb is not None else None
-            at = lambda e1, e2: (((e1 * AL + e2) * blocks + kb) * c_ + c) * L + (k0 - kb * L)
-            u = lambda e1, e2, val: Store(ub, at(e1, e2), val if scale is None else binary("mul", val, scale))
-            return _transform_loops(g, G, G, tmp, u, lanes)
-        full = k_ // L
-        # whole blocks in parallel (a weight update repacks: every training step)
-        stmts = ([For(kb, full, Allocate(tmp, For(c, c_, one(L, kb * L))),
-                      "parallel" if full > 1 else "serial")]
-                 if full else [])
-        if blocks > full:       # the partial block (scalar, zero past K) and the padding blocks
-            k = kb * L + l
-            body = IfThen(Bin("lt", k, as_expr(k_)), one(1, k),
-                          seq(*[Store(ub, ((as_expr(e * blocks) + kb) * c_ + c) * L + l, Const(0.0, dtype))
-                                for e in range(AL * AL)]))
-            stmts.append(Allocate(tmp, For(kb, blocks, For(c, c_, For(l, L, body)), "serial", full)))
-        return seq(*stmts)
-    return lower

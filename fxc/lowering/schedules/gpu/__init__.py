@@ -70,6 +70,7 @@ def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, ca
     from ... import te
     from ...legalize import scalarize
     from ...loop_ir import Kernel, index_bits_of, launch_of
+    from .. import lookup
     knobs = knobs or Knobs.for_caps(caps)
     conv = DeviceConverter(dict(in_bufs))
     bodies, done = [], set()
@@ -84,7 +85,7 @@ def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, ca
         if t.is_placeholder:        # an alias of an input: copy it
             src = t
             t = te.compute(src.shape, lambda *i: src[i], "copy")
-        bodies += SCHEDULES[root_kind(conv, t, knobs)](conv, t, ob, knobs)
+        bodies += lookup("gpu", root_kind(conv, t, knobs))(conv, t, ob, knobs)
     params = list(out_bufs) + list(dict.fromkeys(in_bufs.values())) + conv.scratches
     kernels = []
     for k, body in enumerate(bodies):
