@@ -277,8 +277,8 @@ def _webgl_target(target: Target) -> Target:
     if target.attrs:
         raise TargetError(f"webgl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
                           f"webgl target takes none (FXC_CHROMIUM names the browser)")
-    from .runtime.webgl import open_browser
-    return target.with_caps(webgl_caps(open_browser().info))
+    from .runtime.webgl import open_page
+    return target.with_caps(webgl_caps(open_page().info))
 
 
 def device_target(target: Target) -> Target:

@@ -115,3 +115,13 @@ def test_no_browser_is_a_target_error():
     env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
     p = subprocess.run([sys.executable, "-c", NO_BROWSER], capture_output=True, text=True, env=env, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_browser_harness_pages_are_isolated_and_secure():
+    """fxc.runtime.browser serves a target's page from memory at a secure origin with COOP/COEP (the webgpu and
+    wasm targets' runtimes need WebGPU, SubtleCrypto and SharedArrayBuffer there)."""
+    from fxc.runtime.webgl import open_page
+    page = open_page()
+    got = page.call("() => [crossOriginIsolated, isSecureContext, typeof SharedArrayBuffer, !!crypto.subtle]")
+    assert got == [True, True, "function", True]
+    assert page.info["max_texture_size"] >= 2048 and "driver" in page.info

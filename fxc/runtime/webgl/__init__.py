@@ -1,7 +1,7 @@
-"""The WebGL device API (numpy + Playwright driving Debian's Chromium): a headless page running runtime.js.
+"""The WebGL device API (numpy + the browser harness, fxc.runtime.browser): a headless page running runtime.js.
 
-    browser = open_browser()                # one headless Chromium per process (SwiftShader WebGL 2 here)
-    browser.info                            # MAX_TEXTURE_SIZE, float render targets, the renderer's name
+    page = open_page()                      # the process's WebGL page (one WebGL 2 context, SwiftShader here)
+    page.info                               # MAX_TEXTURE_SIZE, the renderer's name
     m = WebGLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.build_device
 
 The program (fxc.backends.glsl.render_webgl) is JSON: fragment shaders over 2-D textures `width` texels wide.
@@ -10,98 +10,39 @@ texture in the page, sized for the largest tensor it holds; integers travel as i
 bits: checked here, an ExecutionError otherwise). A call sends the inputs (base64) to the page, runs the plan
 there, and reads the outputs back: Python in, Python out, the model runs in the browser (RPC).
 
-Playwright's API is bound to the thread that started it: every browser call runs on one thread. Errors are
-named: TargetError (no Playwright, no Chromium at /usr/bin/chromium or $FXC_CHROMIUM, no WebGL 2 or no float
-render targets in it), CompileError (a shader the browser rejected).
+Errors are named: TargetError (no Playwright, no Chromium at /usr/bin/chromium or $FXC_CHROMIUM, no WebGL 2 or no
+float render targets in it), CompileError (a shader the browser rejected).
 """
 from __future__ import annotations
 
 import base64
-import functools
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import CompileError, ExecutionError, TargetError
+from ...errors import ExecutionError, TargetError
+from ..browser import open_browser
 from ..device_module import DeviceModule, _token_key
-from ..opengl import _GLThread
 
-INSTALL = ("install Chromium and Playwright: on Debian `apt-get install chromium` (fonts-liberation too), and "
-           "`pip install playwright` (the fxc[web] extra; never `playwright install`, fxc uses the system browser)")
-# headless WebGL 2 on SwiftShader, as root too (Playwright gives the browser a fresh profile directory of its own)
-FLAGS = ["--headless=new", "--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
-         "--ignore-gpu-blocklist", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run"]
 WIDTH = 2048            # texture width: WebGL 2 guarantees MAX_TEXTURE_SIZE >= 2048
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
+SETUP = """() => { try { window.fxcBase = new FxcWebGL(); } catch (e) { return {error: String(e.message || e)}; }
+  const gl = window.fxcBase.gl, d = gl.getExtension('WEBGL_debug_renderer_info');
+  window.fxcModels = {};
+  return {max_texture_size: gl.getParameter(gl.MAX_TEXTURE_SIZE), version: gl.getParameter(gl.VERSION),
+          name: d ? gl.getParameter(d.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER)}; }"""
 
 
-class Browser:
-    """One headless Chromium page with the runtime loaded, driven from its own thread."""
-
-    def __init__(self, executable: str):
-        self.thread = _GLThread("fxc-browser")
-        self.info = self.thread.run(self._start, executable)
-        self._models = 0
-
-    def _start(self, executable: str) -> dict:
-        try:
-            from playwright.sync_api import Error, sync_playwright
-        except ImportError as e:
-            raise TargetError(f"the webgl target needs Playwright ({e}); {INSTALL}") from None
-        if not os.access(executable, os.X_OK):
-            raise TargetError(f"no Chromium at {executable} (set FXC_CHROMIUM to another); {INSTALL}")
-        self._pw = sync_playwright().start()
-        try:
-            self._browser = self._pw.chromium.launch(executable_path=executable, headless=True, args=FLAGS)
-            self.page = self._browser.new_page()
-            self.page.set_content("<!doctype html><html><body></body></html>")
-            self.page.add_script_tag(content=RUNTIME_JS.read_text())
-            info = self.page.evaluate("""() => { try { window.fxcBase = new FxcWebGL(); } catch (e) {
-                return {error: String(e.message || e)}; }
-              const gl = window.fxcBase.gl, d = gl.getExtension('WEBGL_debug_renderer_info');
-              window.fxcModels = {};
-              return {max_texture_size: gl.getParameter(gl.MAX_TEXTURE_SIZE), version: gl.getParameter(gl.VERSION),
-                      name: d ? gl.getParameter(d.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER)}; }""")
-        except Error as e:
-            raise TargetError(f"Chromium at {executable} did not start a page ({e}); {INSTALL}") from None
-        if "error" in info:
-            raise TargetError(f"the headless Chromium cannot run the webgl target: {info['error']} (flags: "
-                              f"{' '.join(FLAGS)})")
-        info.update(browser=self._browser.version, driver=f"Chromium {self._browser.version}")
-        return info
-
-    def call(self, script: str, arg=None):
-        """page.evaluate(script, arg) on the browser's thread; a JavaScript error becomes a CompileError when the
-        browser rejected a shader, else an ExecutionError."""
-        def go():
-            from playwright.sync_api import Error
-            try:
-                return self.page.evaluate(script, arg)
-            except Error as e:
-                msg = str(e)
-                if "compile failed" in msg or "link failed" in msg:
-                    raise CompileError("the browser rejected a generated WebGL shader", str(arg)[:2000], msg) from None
-                raise ExecutionError(f"the WebGL runtime failed in the page: {msg[:2000]}") from None
-        return self.thread.run(go)
-
-    def new_model_id(self) -> int:
-        self._models += 1
-        return self._models
-
-
-@functools.cache
-def _open(executable: str) -> Browser:
-    return Browser(executable)
-
-
-def open_browser() -> Browser:
-    """The process's headless Chromium (FXC_CHROMIUM names another executable)."""
-    return _open(os.environ.get("FXC_CHROMIUM", "/usr/bin/chromium"))
+def open_page():
+    """The process's WebGL page (a TargetError says what is missing: Playwright, Chromium, WebGL 2, float targets)."""
+    browser = open_browser()
+    page = browser.page("webgl", [RUNTIME_JS], SETUP)
+    page.info.setdefault("browser", browser.version)
+    page.info.setdefault("driver", f"Chromium {browser.version}")
+    return page
 
 
 def _b64(a: np.ndarray) -> str:
@@ -124,7 +65,7 @@ class WebGLModule(DeviceModule):
 
     def __post_init__(self):
         from ..module import np_dtype
-        self.device = open_browser()
+        self.device = open_page()
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
         prog = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
@@ -153,7 +94,7 @@ class WebGLModule(DeviceModule):
         consts = [[s, _b64(to_texture(c, f"constant {i}")), c.dtype == np.float32]
                   for i, (s, c) in enumerate(zip(const_slots, self.consts)) if c.size]
         self._np = [np_dtype(s.dtype) for s in self.outputs]
-        self._id = self.device.new_model_id()
+        self._id = self.device.browser.new_id()
         self.device.call("""([id, program, plan, slots, consts]) => {
             const m = new FxcWebGL(window.fxcBase);
             m.load(program, plan, slots, consts.map(([s, b, f]) => [s, fxcDecode(b, f)]));
