@@ -1,12 +1,13 @@
-"""The webgl target, first step (RPC from Python): GLSL ES 3.00 fragment shaders over R32F/R32I textures, run by
+"""The webgl target (RPC from Python): GLSL ES 3.00 fragment shaders over R32F/R32I textures, run by
 fxc/runtime/webgl/runtime.js in a headless Chromium page that Playwright drives (one browser per test process).
 
 What runs: every kernel that computes one output element per work-item (elementwise, broadcast, injective,
-reductions per output, convolutions and matmuls written as computes). What is refused (a LoweringError, so
-torch.compile runs that graph in eager): stores elsewhere than the fragment's own element (scatter and the
-hand-written loop IR of softmax, layer_norm, max_pool2d, cumsum, sort...), integer division by a divisor that may
-be 0, float -> int64 casts, float64. A missing browser is a failure, not a skip (scripts/setup.sh installs
-Debian's chromium and pip's playwright)."""
+reductions per output, convolutions and matmuls written as computes); layer_norm, softmax, log_softmax and
+max_pool2d as compositions of those (relay_like/passes/expand_opaque.py); index ops whose indices come from an input
+or a constant (the host checks them). What is refused (a LoweringError, so torch.compile runs that graph in eager):
+stores elsewhere than the fragment's own element (scatter and the hand-written loop IR of cumsum, sort...), integer
+division by a divisor that may be 0, float -> int64 casts, float64, an index computed in the kernel. A missing
+browser is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's playwright)."""
 import os
 import subprocess
 import sys
@@ -18,7 +19,7 @@ import torch
 
 import fxc
 from fxc.build import build
-from fxc.errors import LoweringError
+from fxc.errors import IndexOutOfRangeError, LoweringError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from tests.helpers import assert_close_np, check_module
@@ -27,9 +28,8 @@ from tests.test_opencl import CASES, _small_net
 ROOT = Path(__file__).resolve().parents[1]
 
 # the sample's cases a fragment shader cannot express (see the module docstring)
-REFUSED = {(n, k) for n in ("cholesky", "cumsum", "embedding", "gather", "grid_sample", "index_put", "index_select",
-                            "layer_norm", "lgamma", "log_softmax", "max_pool2d", "random_uniform", "scatter",
-                            "softmax", "sort") for k in (0, 1)}
+REFUSED = {(n, k) for n in ("cholesky", "cumsum", "grid_sample", "index_put", "lgamma", "random_uniform", "scatter",
+                            "sort") for k in (0, 1)}
 REFUSED |= {("floordiv", 1), ("remainder", 1)}
 
 
@@ -46,6 +46,7 @@ def test_op_sample_on_webgl(name, k):
             build(b.graph, target="webgl")
         return
     module = build(b.graph, target="webgl")
+    assert module.target == "webgl"
     got = module(*arrays)
     got = got if isinstance(got, list) else [got]
     ref = op.reference(*arrays, **attrs)
@@ -66,12 +67,23 @@ def test_tensor_taller_than_one_texture_row_block():
     assert_close_np(m(x), np.exp(x).sum(axis=1), rtol=1e-4, atol=1e-5)
 
 
-def test_checked_indices_are_refused():
-    """An index op checks its indices as eager does; a fragment shader cannot report a bad one, so WebGL refuses the
-    kernel (a LoweringError: under torch.compile it runs in eager) rather than clamp in silence."""
+def test_checked_indices_are_checked_on_the_host():
+    """An index op checks its indices as eager does. A fragment cannot report a bad one, so the host checks the index
+    tensor before the call (IndexOutOfRangeError, as eager's IndexError); an index computed inside a kernel cannot be
+    checked there, so WebGL refuses that kernel (a LoweringError: under torch.compile it runs in eager)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((50, 8)).astype(np.float32)
     b = Builder()
     vw, vi = b.graph.input((50, 8), "float32"), b.graph.input((1, 4), "int64")
     b.graph.outputs = [b.call("embedding", [vw, vi])]
+    m = build(b.graph, target="webgl")
+    idx = np.array([[3, 0, 49, 7]])
+    assert_close_np(m(w, idx), w[idx])
+    with pytest.raises(IndexOutOfRangeError, match="index 50 is out of range for a dimension of size 50"):
+        m(w, np.array([[3, 50, 1, 2]]))
+    b = Builder()
+    vw, vi = b.graph.input((50, 8), "float32"), b.graph.input((1, 4), "int32")
+    b.graph.outputs = [b.call("embedding", [vw, b.call("add", [vi, vi])])]
     with pytest.raises(LoweringError, match="index checked"):
         build(b.graph, target="webgl")
 

@@ -3,29 +3,35 @@
     page = open_page()                      # the process's WebGL page (one WebGL 2 context, SwiftShader here)
     page.info                               # MAX_TEXTURE_SIZE, the renderer's name
     m = WebGLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.build_device
+    desc = layout(program, plan, inputs, outputs, consts)      # what the page runs (the static package's too)
 
 The program (fxc.backends.glsl.render_webgl) is JSON: fragment shaders over 2-D textures `width` texels wide.
-Each tensor slot of the plan (an input, output, constant, or a workspace offset, per float/int kind) is one
-texture in the page, sized for the largest tensor it holds; integers travel as int32 (int64 values must fit 32
-bits: checked here, an ExecutionError otherwise). A call sends the inputs (base64) to the page, runs the plan
-there, and reads the outputs back: Python in, Python out, the model runs in the browser (RPC).
+`layout` gives every tensor place of the plan (an input, output, constant, or a workspace offset, per float/int
+kind) one texture, sized for the largest tensor it holds: the intermediates' textures are a pool sized by the
+memory plan. Integers travel as int32 (int64 values must fit 32 bits: checked here, an ExecutionError otherwise);
+indices a kernel checks as eager does (embedding, gather) are checked here, on the host, before the call.
+
+A module is loaded into the page once: programs compiled and linked, textures made, constants uploaded. A call is
+one round trip: the inputs (base64) that changed go to the page, the plan runs there, the outputs come back.
+Inputs that are weights (`prepack_inputs`) stay resident in their textures and are sent again only when they
+changed (the version rule of fxc.runtime.device_module). Built with profile=True, a call also times each draw.
 
 Errors are named: TargetError (no Playwright, no Chromium at /usr/bin/chromium or $FXC_CHROMIUM, no WebGL 2 or no
-float render targets in it), CompileError (a shader the browser rejected).
+float render targets in it), CompileError (a shader the browser rejected), LoweringError (an index check the host
+cannot make), IndexOutOfRangeError, ExecutionError.
 """
 from __future__ import annotations
 
 import base64
-import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ...errors import ExecutionError, TargetError
+from ...errors import ExecutionError, IndexOutOfRangeError, LoweringError, TargetError, index_error_message
 from ..browser import open_browser
-from ..device_module import DeviceModule, _token_key
+from ..device_module import DeviceModule, _HostFingerprint, _token_key
 
 WIDTH = 2048            # texture width: WebGL 2 guarantees MAX_TEXTURE_SIZE >= 2048
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
@@ -45,8 +51,78 @@ def open_page():
     return page
 
 
-def _b64(a: np.ndarray) -> str:
-    return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()
+def program_of(source: str) -> dict:
+    """The program JSON of a module's source (an artifact's starts with its interface line, a comment)."""
+    import json
+    return json.loads(source.split("\n", 1)[1] if source.startswith("/*") else source)
+
+
+def _index_range(a: np.ndarray, size: int, wrap: bool):
+    """The first value of `a` out of range for a dimension of `size`, or None."""
+    lo = -size if wrap else 0
+    bad = (a < lo) | (a >= size)
+    return int(a.reshape(-1)[np.argmax(bad.reshape(-1))]) if bad.any() else None
+
+
+def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list, max_texture: int = 0) -> dict:
+    """What the page runs, as JSON: the program's shaders, the textures ("slots": float or int, elements), the
+    steps (kernel and the slot of each parameter), and the slots of the inputs, outputs and constants; "checks":
+    the inputs whose values index a dimension (input, size, wrap, op). A step never reads the texture it draws
+    into (WebGL forbids it): a workspace place read and written by one step gets a second texture from then on.
+    Constants used as indices are checked here (a LoweringError when out of range: the graph runs elsewhere)."""
+    width = int(program["width"])
+    slots: list = []
+    current: dict = {}                  # (kind, index, float?) -> its slot now
+
+    def slot(kind, ix, dtype, n, fresh=False) -> int:
+        key = (kind, int(ix), dtype == "float32")
+        if key not in current or fresh:
+            current[key] = len(slots)
+            slots.append({"float": dtype == "float32", "elements": 1})
+        s = current[key]
+        slots[s]["elements"] = max(slots[s]["elements"], int(n))
+        return s
+    steps, checks = [], []
+    for st in plan:
+        k = program["kernels"][st.kernel]
+        if any(kind == "null" for kind, _ in st.args):
+            raise TargetError(f"{st.kernel}: an absent optional input; the webgl target binds every input")
+        params = list(zip(st.args, k["params"]))
+        reads = [slot(kind, ix, dt, n) for j, ((kind, ix), (dt, n)) in enumerate(params) if j != k["output"]]
+        (kind, ix), (dt, n) = params[k["output"]]
+        out = slot(kind, ix, dt, n)
+        if out in reads:
+            out = slot(kind, ix, dt, n, fresh=True)
+        it = iter(reads)
+        steps.append({"kernel": st.kernel,
+                      "slots": [out if j == k["output"] else next(it) for j in range(len(params))]})
+        for j, size, wrap, op in k.get("checks", ()):
+            kind, ix = st.args[j]
+            if kind == "in" and [ix, size, wrap, op] not in checks:
+                checks.append([ix, size, wrap, op])
+            elif kind == "const":
+                bad = _index_range(np.asarray(consts[ix]), size, wrap)
+                if bad is not None:
+                    raise LoweringError(f"{st.kernel}: a constant index {bad} is out of range for a dimension of "
+                                        f"{size}; the graph runs elsewhere (eager raises as it does)")
+            elif kind != "in":
+                raise LoweringError(f"{st.kernel}: an index checked as eager checks it, computed by another kernel; "
+                                    f"a WebGL fragment has no way to report one out of range")
+    spec = lambda kind, i, s: {"slot": slot(kind, i, s.dtype, np.prod(s.shape, dtype=np.int64)),  # noqa: E731
+                               "name": s.name, "shape": list(s.shape), "dtype": s.dtype}
+    ins = [spec("in", i, s) for i, s in enumerate(inputs)]
+    outs = [spec("out", i, s) for i, s in enumerate(outputs)]
+    cs = [{"slot": slot("const", i, str(c.dtype) if c.dtype != np.bool_ else "bool", c.size), "index": i}
+          for i, c in enumerate(consts)]
+    cap = max_texture or 1 << 30
+    for s in slots:
+        rows = -(-s["elements"] // width)
+        if rows > cap:
+            raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {width}; this "
+                                f"browser's MAX_TEXTURE_SIZE is {cap} (the graph runs elsewhere)")
+    return {"width": width, "kernels": {n: {"shader": k["shader"], "output": k["output"]}
+                                        for n, k in program["kernels"].items()},
+            "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs, "checks": checks}
 
 
 def to_texture(a: np.ndarray, name: str) -> np.ndarray:
@@ -59,6 +135,10 @@ def to_texture(a: np.ndarray, name: str) -> np.ndarray:
     return a.reshape(-1).astype(np.int32)
 
 
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()
+
+
 @dataclass
 class WebGLModule(DeviceModule):
     """A DeviceModule whose device is a WebGL 2 page in headless Chromium."""
@@ -67,64 +147,50 @@ class WebGLModule(DeviceModule):
         from ..module import np_dtype
         self.device = open_page()
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
-        text = self.source      # an artifact's program starts with its interface line (a comment): skip it
-        prog = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
-        keys: dict = {}                     # (kind, index, float?) -> [slot, elements]
-
-        def slot(kind, ix, dtype, n) -> int:
-            k = (kind, int(ix), dtype == "float32")
-            s = keys.setdefault(k, [len(keys), 0])
-            s[1] = max(s[1], int(n))
-            return s[0]
-        steps = []
-        for st in self.plan:
-            k = prog["kernels"][st.kernel]
-            if any(kind == "null" for kind, _ in st.args):
-                raise TargetError(f"{st.kernel}: an absent optional input; the webgl target binds every input")
-            steps.append({"kernel": st.kernel, "slots": [slot(kind, ix, dt, n) for (kind, ix), (dt, n)
-                                                         in zip(st.args, k["params"])]})
-        self._in_slots = [slot("in", i, s.dtype, np.prod(s.shape, dtype=np.int64)) for i, s in enumerate(self.inputs)]
-        self._out_slots = [slot("out", i, s.dtype, np.prod(s.shape, dtype=np.int64))
-                           for i, s in enumerate(self.outputs)]
-        const_slots = [slot("const", i, str(c.dtype) if c.dtype != np.bool_ else "bool", c.size)
-                       for i, c in enumerate(self.consts)]
-        slots = [None] * len(keys)
-        for (_, _, is_float), (s, n) in keys.items():
-            slots[s] = {"float": is_float, "elements": max(1, n)}
-        consts = [[s, _b64(to_texture(c, f"constant {i}")), c.dtype == np.float32]
-                  for i, (s, c) in enumerate(zip(const_slots, self.consts)) if c.size]
-        self._np = [np_dtype(s.dtype) for s in self.outputs]
+        self.desc = layout(program_of(self.source), self.plan, self.inputs, self.outputs, self.consts,
+                           int(self.device.info["max_texture_size"]))
+        data = [_b64(to_texture(c, f"constant {i}")) for i, c in enumerate(self.consts)]
         self._id = self.device.browser.new_id()
-        self.device.call("""([id, program, plan, slots, consts]) => {
+        self.device.call("""([id, desc, consts]) => {
             const m = new FxcWebGL(window.fxcBase);
-            m.load(program, plan, slots, consts.map(([s, b, f]) => [s, fxcDecode(b, f)]));
-            window.fxcModels[id] = m; }""", [self._id, prog, steps, slots, consts])
-        self._resident = None
+            m.load(desc, consts.map((b, i) => fxcDecode(b, desc.slots[desc.consts[i].slot].float)));
+            window.fxcModels[id] = m; }""", [self._id, self.desc, data])
+        self._np = [np_dtype(s.dtype) for s in self.outputs]
+        self._resident = None           # the token key of the weights now in the page (and their sample)
         self._fingerprint_value = None
         self._resident_objects = None
-        self.uploaded_bytes = 0
+        self.uploaded_bytes = 0         # bytes of inputs the last call sent to the page
         self._times: dict = {}
-        from ..device_module import _HostFingerprint
         self._lib = _HostFingerprint
         self._lock = threading.Lock()
 
     def _run(self, ins: list, outs: list, token) -> None:
+        for i, size, wrap, op in self.desc["checks"]:
+            bad = _index_range(ins[i], size, wrap)
+            if bad is not None:
+                raise IndexOutOfRangeError(index_error_message(op, bad, size))
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
-        upload = [i for i, a in enumerate(ins) if a.size and not (resident and i in self.prepack_inputs)]
-        data = [[self._in_slots[i], _b64(to_texture(ins[i], self.inputs[i].name)), ins[i].dtype == np.float32]
-                for i in upload]
-        self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
-        got = self.device.call("""([id, inputs, outSlots]) => window.fxcModels[id].run(
-            inputs.map(([s, b, f]) => [s, fxcDecode(b, f)]), outSlots).map(fxcEncode)""",
-                               [self._id, data, self._out_slots])
+        send = [None if (resident and i in self.prepack_inputs) else _b64(to_texture(a, self.inputs[i].name))
+                for i, a in enumerate(ins)]
+        self.uploaded_bytes = sum(a.nbytes for a, s in zip(ins, send) if s is not None)
+        self._resident = None           # a failed call leaves nothing known resident
+        got = self.device.call("""([id, inputs, profile]) => {
+            const m = window.fxcModels[id];
+            const r = m.run(inputs.map((b, i) => b === null ? null : fxcDecode(b, m.desc.slots[m.desc.inputs[i].slot]
+                .float)), profile);
+            return {outputs: r.outputs.map(fxcEncode), times: r.times}; }""", [self._id, send, self.profiled])
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
-        for o, b, spec, dt in zip(outs, got, self.outputs, self._np):
+        for o, b, spec, dt in zip(outs, got["outputs"], self.outputs, self._np):
             if o.size:
                 raw = np.frombuffer(base64.b64decode(b), np.float32 if spec.dtype == "float32" else np.int32)
-                o.reshape(-1)[:] = raw.astype(dt)
+                o.reshape(-1)[:] = raw[:o.size].astype(dt)
+        for st, ms in zip(self.plan, got["times"] or ()):
+            t = self._times.setdefault(st.kernel, [0, 0])
+            t[0] += int(ms * 1e6)
+            t[1] += 1
 
     def launches(self) -> list:
         return [f"{s.kernel}: {s.grid[0]} fragments" for s in self.plan]
