@@ -6,6 +6,8 @@ Playwright from a thread of its own, with pages served from memory at a secure, 
     page.info                           # what `setup` returned (a dict; {"error": ...} is a TargetError)
     page.call("(arg) => ...", arg)      # page.evaluate on the browser's thread; errors named (see Page.call)
     page.url                            # http://fxc.localhost/<name>/ (COOP/COEP: crossOriginIsolated is true)
+    other = browser.visit("http://127.0.0.1:8000/")     # a page at a real URL (fxc serve's); .close() it
+    other.wait_for("document.body.dataset.state !== 'loading'"); other.screenshot("page.png")
 
 Takes nothing but Playwright (pip, the fxc[web] extra) and the system Chromium; produces pages in which a target's
 JavaScript runtime runs. A page's files are served by Playwright's request routing (no socket): `index.html` and
@@ -43,9 +45,9 @@ REJECTED = ("compile failed", "link failed", "CompileError", "createShaderModule
 class Page:
     """One page of the browser, its files served from memory; `call` runs JavaScript in it."""
 
-    def __init__(self, browser: "Browser", name: str, files: dict, setup: str | None):
-        self.browser, self.name, self.url = browser, name, f"{ORIGIN}/{name}/"
-        self.files = files              # path under the page's folder -> bytes
+    def __init__(self, browser: "Browser", name: str, files: dict | None, setup: str | None, url: str = ""):
+        self.browser, self.name, self.url = browser, name, url or f"{ORIGIN}/{name}/"
+        self.files = files              # path under the page's folder -> bytes (None: a real URL, not served here)
         self.info = browser.thread.run(self._open, setup)
         if isinstance(self.info, dict) and "error" in self.info:
             raise TargetError(f"the headless Chromium cannot run the {name} target: {self.info['error']} (flags: "
@@ -63,7 +65,8 @@ class Page:
         from playwright.sync_api import Error
         try:
             self.page = self.browser.context.new_page()
-            self.page.route(f"{self.url}**", self._serve)
+            if self.files is not None:
+                self.page.route(f"{self.url}**", self._serve)
             self.page.goto(self.url)
             return self.page.evaluate(setup) if setup else {}
         except Error as e:
@@ -84,6 +87,25 @@ class Page:
                                        str(arg)[:2000], msg) from None
                 raise ExecutionError(f"the {self.name} runtime failed in the page: {msg[:2000]}") from None
         return self.browser.thread.run(go)
+
+    def wait_for(self, predicate: str, seconds: float = 600) -> None:
+        """Wait until the JavaScript expression `predicate` is true in the page (an ExecutionError past `seconds`)."""
+        def go():
+            from playwright.sync_api import Error
+            try:
+                self.page.wait_for_function(predicate, timeout=seconds * 1000)
+            except Error as e:
+                raise ExecutionError(f"the {self.name} page: {predicate} did not hold within {seconds} s "
+                                     f"({str(e)[:500]})") from None
+        self.browser.thread.run(go)
+
+    def screenshot(self, path) -> None:
+        """A PNG of the whole page."""
+        self.browser.thread.run(lambda: self.page.screenshot(path=str(path), full_page=True))
+
+    def close(self) -> None:
+        self.browser.thread.run(self.page.close)
+        self.browser.pages.pop(self.name, None)
 
 
 class Browser:
@@ -121,6 +143,11 @@ class Browser:
             files["index.html"] = f"<!doctype html><html><head>{tags}</head><body></body></html>".encode()
             self.pages[name] = Page(self, name, files, setup)
         return self.pages[name]
+
+    def visit(self, url: str, name: str = "visit") -> Page:
+        """A new page at `url` (a real one: a server's, not served from memory); close() it when done."""
+        page = self.pages[name] = Page(self, name, None, None, url)
+        return page
 
     def new_id(self) -> int:
         """A number unique in this browser (a name for a model held in a page)."""

@@ -67,8 +67,10 @@ def _index_range(a: np.ndarray, size: int, wrap: bool):
 def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list, max_texture: int = 0) -> dict:
     """What the page runs, as JSON: the program's shaders, the textures ("slots": float or int, elements), the
     steps (kernel and the slot of each parameter), and the slots of the inputs, outputs and constants; "checks":
-    the inputs whose values index a dimension (input, size, wrap, op). A step never reads the texture it draws
-    into (WebGL forbids it): a workspace place read and written by one step gets a second texture from then on.
+    the inputs whose values index a dimension (input, size, wrap, op). A step draws the rows of its output tensor,
+    not of the (perhaps larger) texture: a discarded fragment still runs on SwiftShader. A step never reads the
+    texture it draws into (WebGL forbids it): a workspace place read and written by one step gets a second texture
+    from then on.
     Constants used as indices are checked here (a LoweringError when out of range: the graph runs elsewhere)."""
     width = int(program["width"])
     slots: list = []
@@ -94,7 +96,7 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if out in reads:
             out = slot(kind, ix, dt, n, fresh=True)
         it = iter(reads)
-        steps.append({"kernel": st.kernel,
+        steps.append({"kernel": st.kernel, "rows": max(1, -(-int(n) // width)),     # the draw covers these only
                       "slots": [out if j == k["output"] else next(it) for j in range(len(params))]})
         for j, size, wrap, op in k.get("checks", ()):
             kind, ix = st.args[j]

@@ -22,6 +22,8 @@ class FxcWebGL {
     if (!gl.getExtension("EXT_color_buffer_float"))
       throw new Error("this browser's WebGL 2 cannot render to float textures (no EXT_color_buffer_float)");
     this.gl = gl;
+    const info = gl.getExtension("WEBGL_debug_renderer_info");
+    this.renderer = gl.getParameter(info ? info.UNMASKED_RENDERER_WEBGL : gl.RENDERER);
     this.fb = gl.createFramebuffer();
     this.maxTexture = gl.getParameter(gl.MAX_TEXTURE_SIZE);
     const vs = "#version 300 es\nvoid main() { vec2 p = vec2(float((gl_VertexID << 1) & 2), " +
@@ -84,7 +86,7 @@ class FxcWebGL {
           return loc;
         });
       }
-      return {k: k, out: this.textures[step.slots[k.output]], inputs: inputs.map(([, t]) => t), name: step.kernel};
+      return {k: k, out: this.textures[step.slots[k.output]], rows: step.rows, inputs: inputs.map(([, t]) => t)};
     });
     consts.forEach((data, i) => this.upload(this.textures[desc.consts[i].slot], data));
   }
@@ -97,7 +99,7 @@ class FxcWebGL {
     for (const s of this.steps) {
       const t0 = profile ? performance.now() : 0;
       gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, s.out.tex, 0);
-      gl.viewport(0, 0, this.width, s.out.h);
+      gl.viewport(0, 0, this.width, s.rows);   // not the texture's rows: a discarded fragment costs as much as any
       gl.useProgram(s.k.prog);
       s.inputs.forEach((t, unit) => { gl.activeTexture(gl.TEXTURE0 + unit); gl.bindTexture(gl.TEXTURE_2D, t.tex); });
       gl.drawArrays(gl.TRIANGLES, 0, 3);
