@@ -36,9 +36,8 @@ from .errors import ArtifactError, FxcError
 from .runtime.artifact import read_artifact
 from .runtime.device_module import read_device
 from .runtime.module import check_inputs
-from .runtime.webgl import RUNTIME_JS, layout, program_of, to_texture
+from .runtime.webgl import RUNTIME_JS, layout, pack, program_of
 
-ALIGN = 16          # typed-array views need offsets that are multiples of their element size
 PAGE_JS = """"use strict";
 (async () => {
   const status = document.getElementById("status"), shown = document.getElementById("result");
@@ -86,17 +85,6 @@ def _sri(data: bytes) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(data).digest()).decode()
 
 
-def _pack(arrays: list, names: list) -> tuple:
-    """(bytes, [{offset, elements, float}]) of tensors as texture data, each at an ALIGN-byte offset."""
-    blob, records = bytearray(), []
-    for a, name in zip(arrays, names):
-        t = to_texture(np.ascontiguousarray(a), name)
-        blob += bytes(-len(blob) % ALIGN)
-        records.append({"offset": len(blob), "elements": int(t.size), "float": t.dtype == np.float32})
-        blob += t.tobytes()
-    return bytes(blob), records
-
-
 def sample_inputs(specs: list, seed: int = 0) -> list:
     """One input set of the signature: standard normal floats, zero integers and False."""
     from .runtime.module import np_dtype
@@ -115,8 +103,8 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
     source, specs, outputs, consts, _, plan = read_device(artifact, manifest, parts)
     desc = layout(program_of(source), plan, specs, outputs, consts)
     inputs = check_inputs(specs, sample_inputs(specs) if inputs is None else list(inputs))
-    weights, wrec = _pack(consts, [f"constant {i}" for i in range(len(consts))])
-    sample, srec = _pack(inputs, [s.name for s in specs])
+    weights, wrec = pack(consts, [f"constant {i}" for i in range(len(consts))])
+    sample, srec = pack(inputs, [s.name for s in specs])
     files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
              "sample.bin": sample}
     sig = lambda ss: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in ss]  # noqa: E731

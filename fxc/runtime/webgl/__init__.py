@@ -12,7 +12,8 @@ memory plan. Integers travel as int32 (int64 values must fit 32 bits: checked he
 indices a kernel checks as eager does (embedding, gather) are checked here, on the host, before the call.
 
 A module is loaded into the page once: programs compiled and linked, textures made, constants uploaded. A call is
-one round trip: the inputs (base64) that changed go to the page, the plan runs there, the outputs come back.
+one round trip: the inputs that changed go to the page (served as one binary file by the harness's loopback
+server, which the page fetches), the plan runs there, the outputs come back (POSTed as one binary file).
 Inputs that are weights (`prepack_inputs`) stay resident in their textures and are sent again only when they
 changed (the version rule of fxc.runtime.device_module). Built with profile=True, a call also times each draw.
 
@@ -22,7 +23,6 @@ cannot make), IndexOutOfRangeError, ExecutionError.
 """
 from __future__ import annotations
 
-import base64
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -137,8 +137,22 @@ def to_texture(a: np.ndarray, name: str) -> np.ndarray:
     return a.reshape(-1).astype(np.int32)
 
 
-def _b64(a: np.ndarray) -> str:
-    return base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()
+ALIGN = 16          # typed-array views need offsets that are multiples of their element size
+
+
+def pack(arrays: list, names: list) -> tuple:
+    """(bytes, [{offset, elements, float}]) of tensors as texture data (to_texture), each at an ALIGN-byte offset;
+    None in `arrays` is a tensor not sent (its record is None)."""
+    blob, records = bytearray(), []
+    for a, name in zip(arrays, names):
+        if a is None:
+            records.append(None)
+            continue
+        t = to_texture(np.ascontiguousarray(a), name)
+        blob += bytes(-len(blob) % ALIGN)
+        records.append({"offset": len(blob), "elements": int(t.size), "float": t.dtype == np.float32})
+        blob += t.tobytes()
+    return bytes(blob), records
 
 
 @dataclass
@@ -151,12 +165,16 @@ class WebGLModule(DeviceModule):
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self.desc = layout(program_of(self.source), self.plan, self.inputs, self.outputs, self.consts,
                            int(self.device.info["max_texture_size"]))
-        data = [_b64(to_texture(c, f"constant {i}")) for i, c in enumerate(self.consts)]
         self._id = self.device.browser.new_id()
-        self.device.call("""([id, desc, consts]) => {
+        self._files = f"m{self._id}"
+        blob, records = pack(self.consts, [f"constant {i}" for i in range(len(self.consts))])
+        self.device.put(f"{self._files}.consts", blob)
+        self.device.call("""async ([id, desc, url, records]) => {
+            const buf = await (await fetch(url)).arrayBuffer();
             const m = new FxcWebGL(window.fxcBase);
-            m.load(desc, consts.map((b, i) => fxcDecode(b, desc.slots[desc.consts[i].slot].float)));
-            window.fxcModels[id] = m; }""", [self._id, self.desc, data])
+            m.load(desc, records.map(r => fxcView(buf, r)));
+            window.fxcModels[id] = m; }""", [self._id, self.desc, f"{self._files}.consts", records])
+        self.device.files.pop(f"{self._files}.consts")
         self._np = [np_dtype(s.dtype) for s in self.outputs]
         self._resident = None           # the token key of the weights now in the page (and their sample)
         self._fingerprint_value = None
@@ -174,22 +192,30 @@ class WebGLModule(DeviceModule):
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
-        send = [None if (resident and i in self.prepack_inputs) else _b64(to_texture(a, self.inputs[i].name))
-                for i, a in enumerate(ins)]
-        self.uploaded_bytes = sum(a.nbytes for a, s in zip(ins, send) if s is not None)
+        send = [None if (resident and i in self.prepack_inputs) else a for i, a in enumerate(ins)]
+        blob, records = pack(send, [s.name for s in self.inputs])
+        self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
         self._resident = None           # a failed call leaves nothing known resident
-        got = self.device.call("""([id, inputs, profile]) => {
-            const m = window.fxcModels[id];
-            const r = m.run(inputs.map((b, i) => b === null ? null : fxcDecode(b, m.desc.slots[m.desc.inputs[i].slot]
-                .float)), profile);
-            return {outputs: r.outputs.map(fxcEncode), times: r.times}; }""", [self._id, send, self.profiled])
+        page, url = self.device, f"{self._files}.in"
+        page.put(url, blob)
+        try:
+            times = page.call("""async ([id, url, back, records, profile]) => {
+                const m = window.fxcModels[id], buf = await (await fetch(url)).arrayBuffer();
+                const r = m.run(records.map(rec => rec === null ? null : fxcView(buf, rec)), profile);
+                await fxcPost(back, r.outputs);
+                return r.times; }""", [self._id, url, f"{self._files}.out", records, self.profiled])
+        finally:
+            page.files.pop(url, None)
+        raw = page.take(f"{self._files}.out")
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
-        for o, b, spec, dt in zip(outs, got["outputs"], self.outputs, self._np):
+        at = 0
+        for o, spec, dt in zip(outs, self.outputs, self._np):
+            n = int(np.prod(spec.shape, dtype=np.int64))
             if o.size:
-                raw = np.frombuffer(base64.b64decode(b), np.float32 if spec.dtype == "float32" else np.int32)
-                o.reshape(-1)[:] = raw[:o.size].astype(dt)
-        for st, ms in zip(self.plan, got["times"] or ()):
+                o.reshape(-1)[:] = np.frombuffer(raw, np.float32 if spec.dtype == "float32" else np.int32, n, at)
+            at += 4 * n
+        for st, ms in zip(self.plan, times or ()):
             t = self._times.setdefault(st.kernel, [0, 0])
             t[0] += int(ms * 1e6)
             t[1] += 1

@@ -131,18 +131,17 @@ class FxcWebGL {
   }
 }
 
-// base64 <-> typed arrays (the RPC from Python passes strings)
-function fxcDecode(b64, isFloat) {
-  const s = atob(b64), bytes = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) bytes[i] = s.charCodeAt(i);
-  return isFloat ? new Float32Array(bytes.buffer) : new Int32Array(bytes.buffer);
+// binary data to and from the page (fxc.runtime.browser serves and receives it; fxc.runtime.webgl.pack lays it out)
+function fxcView(buf, rec) {            // rec: {offset, elements, float}
+  return new (rec.float ? Float32Array : Int32Array)(buf, rec.offset, rec.elements);
 }
 
-function fxcEncode(arr) {
-  const bytes = new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
-  let s = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-  return btoa(s);
+async function fxcPost(url, arrays) {   // typed arrays of 4-byte elements, one after another
+  const bytes = new Uint8Array(arrays.reduce((n, a) => n + a.byteLength, 0));
+  let at = 0;
+  for (const a of arrays) { bytes.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at); at += a.byteLength; }
+  const r = await fetch(url, {method: "POST", body: bytes});
+  if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
 }
 
 // -- the static package (fxc web): package.json lists every part with its sha256 -----------------------------------
@@ -163,9 +162,8 @@ async function fxcLoadPackage(base) {   // -> {model, pkg, inputs: the sample in
   const parts = {};
   for (const [name, part] of Object.entries(pkg.parts)) parts[name] = await fxcFetchChecked(base, name, part);
   const desc = JSON.parse(new TextDecoder().decode(parts[pkg.layout]));
-  const view = (buf, t) => new (t.float ? Float32Array : Int32Array)(buf, t.offset, t.elements);
-  const consts = pkg.weights.tensors.map(t => view(parts[pkg.weights.file], t));
-  const inputs = pkg.sample.tensors.map(t => view(parts[pkg.sample.file], t));
+  const consts = pkg.weights.tensors.map(t => fxcView(parts[pkg.weights.file], t));
+  const inputs = pkg.sample.tensors.map(t => fxcView(parts[pkg.sample.file], t));
   const model = new FxcWebGL();
   model.load(desc, consts);
   return {model, pkg, inputs};
