@@ -37,8 +37,9 @@ def _softmax(log: bool):
     def expand(b, x, dim, safe=False):
         axes = (dim % x.type.ndim,)
         m = b.call("amax", [x], axes=axes, keepdim=True)
+        zero = b.scalar(0.0, x.dtype)
         if safe:            # a row of -inf only: exp(-inf - 0) = 0 everywhere, a sum of 0, and zeros out
-            m = b.call("where", [b.call("eq", [m, -math.inf]), 0.0, m])
+            m = b.call("where", [b.call("eq", [m, -math.inf]), zero, m])
         xm = b.call("sub", [x, m])
         e = b.call("exp", [xm])
         s = b.call("sum", [e], axes=axes, keepdim=True)
@@ -46,7 +47,7 @@ def _softmax(log: bool):
             return (b.call("sub", [xm, b.call("log", [s])]),)
         out = b.call("div", [e, s])
         if safe:
-            out = b.call("where", [b.call("eq", [s, 0.0]), 0.0, out])
+            out = b.call("where", [b.call("eq", [s, 0.0]), zero, out])
         return (out,)
     return expand
 
