@@ -184,3 +184,23 @@ def test_reference_models_on_webgl(name):
     assert all("[webgl:" in k for k in rep.kernels)
     out = check_module(model, *inputs, target="webgl", rtol=0, atol=1e-4)
     assert torch.isfinite(out).all() and out.abs().max() > 1e-2
+
+
+def test_collected_modules_free_their_textures_in_the_page():
+    """A module's textures and programs live in the page; once Python collects the module, the next call frees them."""
+    import gc
+
+    from fxc.runtime.webgl import open_page
+    x = np.linspace(-1, 1, 3000).astype(np.float32)
+    ids = []
+    for scale in (1.0, 2.0):
+        b = Builder()
+        v = b.graph.input(x.shape, "float32")
+        b.graph.outputs = [b.call("exp", [b.call("mul", [v, scale])])]
+        m = build(b.graph, target="webgl")
+        assert_close_np(m(x), np.exp(x * scale))
+        ids.append(str(m._id))
+        del m
+        gc.collect()
+    held = open_page().call("() => Object.keys(window.fxcModels)")
+    assert ids[0] not in held and ids[1] in held

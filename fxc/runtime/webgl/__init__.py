@@ -24,6 +24,7 @@ cannot make), IndexOutOfRangeError, ExecutionError.
 from __future__ import annotations
 
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,6 +156,17 @@ def pack(arrays: list, names: list) -> tuple:
     return bytes(blob), records
 
 
+_RELEASED: list = []        # ids of collected modules whose textures and programs the page still holds
+
+
+def _released() -> list:
+    """The ids collected since the last call (a finalizer only appends: it never calls into the browser)."""
+    out = []
+    while _RELEASED:
+        out.append(_RELEASED.pop())
+    return out
+
+
 @dataclass
 class WebGLModule(DeviceModule):
     """A DeviceModule whose device is a WebGL 2 page in headless Chromium."""
@@ -169,12 +181,16 @@ class WebGLModule(DeviceModule):
         self._files = f"m{self._id}"
         blob, records = pack(self.consts, [f"constant {i}" for i in range(len(self.consts))])
         self.device.put(f"{self._files}.consts", blob)
-        self.device.call("""async ([id, desc, url, records]) => {
-            const buf = await (await fetch(url)).arrayBuffer();
-            const m = new FxcWebGL(window.fxcBase);
-            m.load(desc, records.map(r => fxcView(buf, r)));
-            window.fxcModels[id] = m; }""", [self._id, self.desc, f"{self._files}.consts", records])
-        self.device.files.pop(f"{self._files}.consts")
+        try:
+            self.device.call("""async ([id, desc, url, records, gone]) => {
+                fxcRelease(gone);
+                const buf = await (await fetch(url)).arrayBuffer();
+                const m = new FxcWebGL(window.fxcBase);
+                m.load(desc, records.map(r => fxcView(buf, r)));
+                window.fxcModels[id] = m; }""", [self._id, self.desc, f"{self._files}.consts", records, _released()])
+        finally:
+            self.device.files.pop(f"{self._files}.consts")
+        weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
         self._np = [np_dtype(s.dtype) for s in self.outputs]
         self._resident = None           # the token key of the weights now in the page (and their sample)
         self._fingerprint_value = None
@@ -199,11 +215,12 @@ class WebGLModule(DeviceModule):
         page, url = self.device, f"{self._files}.in"
         page.put(url, blob)
         try:
-            times = page.call("""async ([id, url, back, records, profile]) => {
+            times = page.call("""async ([id, url, back, records, profile, gone]) => {
+                fxcRelease(gone);
                 const m = window.fxcModels[id], buf = await (await fetch(url)).arrayBuffer();
                 const r = m.run(records.map(rec => rec === null ? null : fxcView(buf, rec)), profile);
                 await fxcPost(back, r.outputs);
-                return r.times; }""", [self._id, url, f"{self._files}.out", records, self.profiled])
+                return r.times; }""", [self._id, url, f"{self._files}.out", records, self.profiled, _released()])
         finally:
             page.files.pop(url, None)
         raw = page.take(f"{self._files}.out")

@@ -119,6 +119,17 @@ class FxcWebGL {
     return {outputs: outputs, times: times};
   }
 
+  dispose() {             // the model's textures and programs (the context, framebuffer and vertex shader stay)
+    const gl = this.gl;
+    for (const t of this.textures || []) gl.deleteTexture(t.tex);
+    for (const k of Object.values(this.programs || {})) {
+      for (const s of gl.getAttachedShaders(k.prog)) if (s !== this.vs) gl.deleteShader(s);
+      gl.deleteProgram(k.prog);
+    }
+    this.textures = [];
+    this.programs = {};
+  }
+
   read(t, elements) {
     const gl = this.gl, w = this.width;
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
@@ -129,6 +140,10 @@ class FxcWebGL {
     for (let i = 0; i < elements; i++) out[i] = rgba[4 * i];
     return out;
   }
+}
+
+function fxcRelease(ids) {              // models of the RPC page that Python has collected
+  for (const id of ids) { if (window.fxcModels[id]) { window.fxcModels[id].dispose(); delete window.fxcModels[id]; } }
 }
 
 // binary data to and from the page (fxc.runtime.browser serves and receives it; fxc.runtime.webgl.pack lays it out)
