@@ -57,7 +57,14 @@ PAGE_JS = """"use strict";
     window.fxcOutputs = r.outputs.map(o => Array.from(o));
     const result = {model: pkg.model, latency_ms: median, runs: times.length, load_ms: loadMs,
                     renderer: model.renderer, outputs: r.outputs.map((o, i) => fxcSummary(o, pkg.outputs[i].shape))};
-    shown.textContent = JSON.stringify(result, null, 1);
+    const fmt = v => (Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3)) ? v.toExponential(3) : v.toFixed(4);
+    const table = document.getElementById("outputs");
+    for (const [i, s] of result.outputs.entries()) {
+      const row = table.insertRow();
+      for (const v of [pkg.outputs[i].name, `[${s.shape.join(", ")}]`, fmt(s.min), fmt(s.max), fmt(s.mean),
+                       s.argmax, s.first.slice(0, 4).map(fmt).join(", ")]) row.insertCell().textContent = v;
+    }
+    shown.textContent = JSON.stringify(result);
     document.getElementById("latency").textContent =
       `${median.toFixed(1)} ms a call (median of ${times.length}; load and checks ${loadMs.toFixed(0)} ms)`;
     status.textContent = "done: every part's sha256 matched package.json";
@@ -71,13 +78,18 @@ PAGE_JS = """"use strict";
 INDEX = """<!doctype html>
 <html><head><meta charset="utf-8"><title>{title} (fxc webgl)</title>
 <style>body {{ font: 15px system-ui, sans-serif; margin: 2em; }} pre {{ background: #f4f4f4; padding: 1em; }}
-#latency {{ font-size: 1.6em; font-weight: bold; }}</style>
+#latency {{ font-size: 1.6em; font-weight: bold; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: right; }}
+pre {{ white-space: pre-wrap; word-break: break-all; }}</style>
 <script src="runtime.js" integrity="{runtime}"></script>
 <script src="page.js" integrity="{page}" defer></script></head>
 <body data-state="loading"><h1>{title}</h1>
 <p>compiled by fxc {version} for the <code>webgl</code> target: {kernels} kernels, {launches} draws a call,
 weights {weights_mb:.1f} MB</p>
-<p id="status">loading and checking the package...</p><p id="latency"></p><pre id="result"></pre></body></html>
+<p id="status">loading and checking the package...</p><p id="latency"></p>
+<table id="outputs"><tr><th>output</th><th>shape</th><th>min</th><th>max</th><th>mean</th><th>argmax</th>
+<th>first values</th></tr></table>
+<details><summary>result (JSON)</summary><pre id="result"></pre></details></body></html>
 """
 
 
