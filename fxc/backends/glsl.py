@@ -586,6 +586,29 @@ precision highp isampler2D;
 bool signbit_(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
 """
 _FLOAT_TEX = ("float32",)
+# GLSL ES 3.00 states no precision for sin/cos/tan (SwiftShader's are 2e-4 off for |x| of a few units): Cephes's
+# sinf/cosf instead, 1-2 ulp for |x| < 8192: x reduced by multiples of pi/4 (pi/4 in three parts), a polynomial of
+# the octant; tan = sin / cos
+ES_TRIG = """float fxc_trig(float x, bool c) {
+  float ax = abs(x), sign = (!c && x < 0.0) ? -1.0 : 1.0;
+  int j = int(ax * 1.27323954473516);
+  float y = float(j);
+  if ((j & 1) != 0) { j += 1; y += 1.0; }
+  j &= 7;
+  if (j > 3) { sign = -sign; j -= 4; }
+  if (c && j > 1) sign = -sign;
+  float r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
+  float z = r * r;
+  bool cosPoly = (j == 1 || j == 2) != c;
+  float v = cosPoly ? ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z
+                      - 0.5 * z + 1.0
+                    : ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+  return isinf(x) ? uintBitsToFloat(0x7FC00000u) : sign * v;
+}
+float fxc_sin(float x) { return fxc_trig(x, false); }
+float fxc_cos(float x) { return fxc_trig(x, true); }
+float fxc_tan(float x) { return fxc_trig(x, false) / fxc_trig(x, true); }
+"""
 
 
 class WebGLRenderer(GLSLRenderer):
@@ -604,6 +627,7 @@ class WebGLRenderer(GLSLRenderer):
         self.frag: set = set()          # variables equal to the fragment's work-item index
         self.zero: set = set()          # the thread variable (work-groups of one)
         self.checks: list = []          # [param, size, wrap, op]: indices the host checks (checked_index)
+        self.trig = False               # the shader calls fxc_sin / fxc_cos / fxc_tan (ES_TRIG)
         self.outputs = [b for b in kernel.params if any(isinstance(s, Store) and s.buf is b
                                                         for s in walk_stmts(kernel.body))]
         if len(self.outputs) != 1:
@@ -744,6 +768,9 @@ class WebGLRenderer(GLSLRenderer):
     def op_code(self, op: str, dtype: str, *args: str) -> str:
         if op == "fma":
             return f"({args[0]} * {args[1]} + {args[2]})"
+        if op in ("sin", "cos", "tan") and dtype == "float32":
+            self.trig = True
+            return f"fxc_{op}({args[0]})"
         return super().op_code(op, dtype, *args)
 
     def kernel_text(self) -> str:
@@ -761,7 +788,7 @@ class WebGLRenderer(GLSLRenderer):
         head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
                  for j, b in enumerate(k.params) if b is not out]
         main = [f"  {VALUE[b.dtype]} {n}[{max(b.size, 1)}];" for b, n in self.private.items()]
-        helpers = helper_text({u for u in self.used if u in _HELPERS})
+        helpers = helper_text({u for u in self.used if u in _HELPERS}) + (ES_TRIG if self.trig else "")
         divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
         return "\n".join(head + [helpers, *divs, "void main() {",
                                  "  int fxc_i = int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x);",
