@@ -10,6 +10,8 @@
     fxc compile ... --sign-key signer.pem  # a signed artifact
     fxc verify model.fxc --key signer.pub.pem      # (or an extracted folder) signature and every sha256
     fxc run / inspect / extract ... --trusted-key signer.pub.pem   # refuse what that key did not sign
+    fxc web model.fxc site/                # a webgl artifact as a static web page (fxc/web.py)
+    fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
 
 `run`, `inspect`, `extract` and `verify` use only the deploy runtime (numpy + ctypes; `cryptography` for
 signatures): they never import torch. Every failure is one `fxc: error:` line and exit status 1.
@@ -264,6 +266,30 @@ def cmd_keygen(args) -> int:
     return 0
 
 
+def cmd_web(args) -> int:
+    from .web import write_package
+    inputs = [np.load(f, allow_pickle=False) for f in args.input] or None
+    index = write_package(args.artifact, args.directory, inputs=inputs, runs=args.runs,
+                          trusted_keys=args.trusted_key)
+    print(f"wrote {index.parent}/ (index.html, page.js, runtime.js, package.json, layout.json, weights.bin, "
+          f"sample.bin); serve it with: fxc serve {index.parent}")
+    return 0
+
+
+def cmd_serve(args) -> int:
+    from .web import serve
+    server = serve(args.directory, args.port)
+    print(f"serving {args.directory} at {server.url} (127.0.0.1 only; Ctrl-C stops"
+          + (f", or after {args.seconds} s)" if args.seconds else ")"), flush=True)
+    try:
+        server.wait(args.seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fxc", description="fxc deep-learning compiler: deploy artifacts")
     sub = p.add_subparsers(dest="command", required=True)
@@ -291,7 +317,19 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("artifact")
     e.add_argument("directory", help="a new (or empty) folder")
     e.set_defaults(fn=cmd_extract)
-    for sp in (r, i, e):
+    w = sub.add_parser("web", help="write a webgl artifact as a static web page (index.html, runtime, weights)")
+    w.add_argument("artifact")
+    w.add_argument("directory", help="the folder to write (made if missing)")
+    w.add_argument("--input", action="append", default=[], help="the sample input the page runs (.npy; once per "
+                   "input; default: standard normal floats, zero integers)")
+    w.add_argument("--runs", type=_positive, default=10, help="timed calls the page makes (after one warm-up)")
+    w.set_defaults(fn=cmd_web)
+    s = sub.add_parser("serve", help="serve a folder (fxc web's) on 127.0.0.1 with COOP/COEP headers")
+    s.add_argument("directory")
+    s.add_argument("--port", type=int, default=8000, help="0: a free port")
+    s.add_argument("--seconds", type=float, default=None, help="stop after this long (default: at Ctrl-C)")
+    s.set_defaults(fn=cmd_serve)
+    for sp in (r, i, e, w):
         sp.add_argument("--trusted-key", action="append", help="Ed25519 public key (PEM): the artifact must be "
                         "signed by it (repeat for several keys)")
     v = sub.add_parser("verify", help="check an artifact's (or an extracted folder's) signature and sha256 values")

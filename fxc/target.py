@@ -265,7 +265,7 @@ def _opengl_target(target: Target) -> Target:
 
 
 def webgl_caps(info: dict) -> Caps:
-    """Caps of a WebGL 2 page (fxc.runtime.webgl.Browser.info): one work-item per fragment, no work-groups or
+    """Caps of a WebGL 2 page (fxc.runtime.webgl.open_page().info): one work-item per fragment, no work-groups or
     shared memory, no scatter, 32-bit indices, float32 and integers (int64 narrowed) only."""
     return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
                 max_work_group_size=1, index_bits=32,
@@ -277,8 +277,8 @@ def _webgl_target(target: Target) -> Target:
     if target.attrs:
         raise TargetError(f"webgl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
                           f"webgl target takes none (FXC_CHROMIUM names the browser)")
-    from .runtime.webgl import open_browser
-    return target.with_caps(webgl_caps(open_browser().info))
+    from .runtime.webgl import open_page
+    return target.with_caps(webgl_caps(open_page().info))
 
 
 def device_target(target: Target) -> Target:

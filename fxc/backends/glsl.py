@@ -25,7 +25,7 @@ an integral exponent as in C.
 from __future__ import annotations
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Un, Var, walk
+from ..lowering.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Un, Var, children, walk
 from ..lowering.loop_ir import (
     BOUND_KINDS,
     Allocate,
@@ -586,6 +586,29 @@ precision highp isampler2D;
 bool signbit_(float x) { return (floatBitsToUint(x) >> 31) != 0u; }
 """
 _FLOAT_TEX = ("float32",)
+# GLSL ES 3.00 states no precision for sin/cos/tan (SwiftShader's are 2e-4 off for |x| of a few units): Cephes's
+# sinf/cosf instead, 1-2 ulp for |x| < 8192: x reduced by multiples of pi/4 (pi/4 in three parts), a polynomial of
+# the octant; tan = sin / cos
+ES_TRIG = """float fxc_trig(float x, bool c) {
+  float ax = abs(x), sign = (!c && x < 0.0) ? -1.0 : 1.0;
+  int j = int(ax * 1.27323954473516);
+  float y = float(j);
+  if ((j & 1) != 0) { j += 1; y += 1.0; }
+  j &= 7;
+  if (j > 3) { sign = -sign; j -= 4; }
+  if (c && j > 1) sign = -sign;
+  float r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
+  float z = r * r;
+  bool cosPoly = (j == 1 || j == 2) != c;
+  float v = cosPoly ? ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z
+                      - 0.5 * z + 1.0
+                    : ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+  return isinf(x) ? uintBitsToFloat(0x7FC00000u) : sign * v;
+}
+float fxc_sin(float x) { return fxc_trig(x, false); }
+float fxc_cos(float x) { return fxc_trig(x, true); }
+float fxc_tan(float x) { return fxc_trig(x, false) / fxc_trig(x, true); }
+"""
 
 
 class WebGLRenderer(GLSLRenderer):
@@ -603,6 +626,8 @@ class WebGLRenderer(GLSLRenderer):
         self.width = width
         self.frag: set = set()          # variables equal to the fragment's work-item index
         self.zero: set = set()          # the thread variable (work-groups of one)
+        self.checks: list = []          # [param, size, wrap, op]: indices the host checks (checked_index)
+        self.trig = False               # the shader calls fxc_sin / fxc_cos / fxc_tan (ES_TRIG)
         self.outputs = [b for b in kernel.params if any(isinstance(s, Store) and s.buf is b
                                                         for s in walk_stmts(kernel.body))]
         if len(self.outputs) != 1:
@@ -625,7 +650,40 @@ class WebGLRenderer(GLSLRenderer):
             self.zero.add(s.var)
             self.block(s.body, ((s.var, "0"),))
             return
+        self.hoist(s)
         super().loop(s)
+
+    def hoist(self, s: For):
+        """Compute the loop's invariant arithmetic once, before it (the index math of a convolution's taps: its
+        divisions and remainders by the output's extents). SwiftShader's shader JIT (Subzero) moves nothing out of
+        a loop, and integer division is its slowest instruction: without this a fragment of a 1x1 convolution spends
+        most of its time on divisions. Hoisted: expressions free of the loop's own variables and of loads (pure, and
+        total here: integer division has a nonzero constant divisor, see compute), the largest such of each."""
+        inner = {s.var} | {st.var for st in walk_stmts(s.body) if isinstance(st, (For, LetStmt))}
+        free: dict = {}
+
+        def invariant(e) -> bool:
+            got = free.get(e)
+            if got is None:
+                got = not isinstance(e, (Load, Present, CheckIndex)) and e not in inner \
+                    and all(invariant(c) for c in children(e))
+                free[e] = got
+            return got
+
+        def visit(e):
+            if self.lookup(e) is not None or isinstance(e, (Const, Var)):
+                return
+            if invariant(e):
+                self.expr(e)
+            else:
+                for c in children(e):
+                    visit(c)
+        for st in walk_stmts(s.body):
+            for e in stmt_exprs(st):
+                visit(e)
+        for st in walk_stmts(s.body):       # inner loops' extents are ints; a store's buffer is never hoisted
+            if isinstance(st, For) and not isinstance(st.extent, int):
+                visit(st.extent)
 
     def stmt(self, s):
         if isinstance(s, LetStmt) and self._is_frag(s.value):
@@ -665,8 +723,7 @@ class WebGLRenderer(GLSLRenderer):
         if isinstance(e, Present):
             raise LoweringError(f"{self.kernel.name}: an optional input; WebGL binds every input")
         if isinstance(e, CheckIndex):
-            raise LoweringError(f"{self.kernel.name}: an index checked as eager checks it; a WebGL fragment has no way "
-                                f"to report one out of range")
+            return self.checked_index(e)
         if isinstance(e, Bin) and e.args[0] in ("div", "truncdiv", "floordiv", "truncmod", "floormod") \
                 and e.args[1].dtype not in _FLOAT_TEX and e.dtype != "bool":
             d = e.args[2]
@@ -674,6 +731,23 @@ class WebGLRenderer(GLSLRenderer):
                 raise LoweringError(f"{self.kernel.name}: integer {e.args[0]} by a divisor that may be 0; WebGL "
                                     f"has no way to report it")
         return super().compute(e)
+
+    def checked_index(self, e: CheckIndex) -> str:
+        """An index checked as eager checks it. A fragment cannot report a bad one, so the host checks it: only an
+        index read straight from a parameter (an input or a constant of the model: the runtime checks every value
+        of that tensor before the call, `checks` in the program) is rendered, clamped into the dimension (memory
+        safety only: the host has refused a call with an index out of range); any other is a LoweringError."""
+        i, size, wrap, op = e.args
+        src = i.args[1] if isinstance(i, Cast) and i.args[1].dtype not in _FLOAT_TEX else i
+        if not (isinstance(src, Load) and src.args[0] in self.kernel.params and src.args[0].dtype not in _FLOAT_TEX):
+            raise LoweringError(f"{self.kernel.name}: an index checked as eager checks it, computed in the kernel; a "
+                                f"WebGL fragment has no way to report one out of range")
+        check = [self.kernel.params.index(src.args[0]), int(size), bool(wrap), int(op)]
+        if check not in self.checks:
+            self.checks.append(check)
+        x = self.expr(i)
+        v = f"({x} < 0 ? {x} + {size} : {x})" if wrap else x
+        return f"clamp({v}, 0, {max(int(size) - 1, 0)})"
 
     def cast_code(self, fr: str, to: str, x: str) -> str:
         if fr == "float32" and to == "int64":
@@ -684,9 +758,19 @@ class WebGLRenderer(GLSLRenderer):
             return f"(({self.cast_code(fr, 'int32', x)} << 16) >> 16)"
         return super().cast_code(fr, to, x)
 
+    def at(self) -> str:
+        """The texel of element e (e >= 0): a shift and a mask when the width is a power of two."""
+        w = self.width
+        if w & (w - 1):
+            return "ivec2(e % FXC_W, e / FXC_W)"
+        return f"ivec2(e & {w - 1}, e >> {w.bit_length() - 1})"
+
     def op_code(self, op: str, dtype: str, *args: str) -> str:
         if op == "fma":
             return f"({args[0]} * {args[1]} + {args[2]})"
+        if op in ("sin", "cos", "tan") and dtype == "float32":
+            self.trig = True
+            return f"fxc_{op}({args[0]})"
         return super().op_code(op, dtype, *args)
 
     def kernel_text(self) -> str:
@@ -699,12 +783,12 @@ class WebGLRenderer(GLSLRenderer):
         body = self.body_text()
         out = self.outputs[0]
         head = [ES_HEAD, f"// {k.name}: {k.launch}", f"#define FXC_W {self.width}",
-                "ivec2 fxc_at(int e) { return ivec2(e % FXC_W, e / FXC_W); }",
+                f"ivec2 fxc_at(int e) {{ return {self.at()}; }}",
                 f"layout(location = 0) out {'highp float' if out.dtype in _FLOAT_TEX else 'highp int'} fxc_out;"]
         head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
                  for j, b in enumerate(k.params) if b is not out]
         main = [f"  {VALUE[b.dtype]} {n}[{max(b.size, 1)}];" for b, n in self.private.items()]
-        helpers = helper_text({u for u in self.used if u in _HELPERS})
+        helpers = helper_text({u for u in self.used if u in _HELPERS}) + (ES_TRIG if self.trig else "")
         divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
         return "\n".join(head + [helpers, *divs, "void main() {",
                                  "  int fxc_i = int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x);",
@@ -720,5 +804,5 @@ def render_webgl(kernels: list, width: int) -> str:
         r = WebGLRenderer(k, width)
         text = r.kernel_text()
         out["kernels"][k.name] = {"shader": text, "output": k.params.index(r.outputs[0]),
-                                  "params": [[b.dtype, b.size] for b in k.params]}
+                                  "params": [[b.dtype, b.size] for b in k.params], "checks": r.checks}
     return json.dumps(out)

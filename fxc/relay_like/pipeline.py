@@ -9,6 +9,7 @@ import time
 from .passes import (
     eliminate_common_subexpr,
     eliminate_dead_code,
+    expand_opaque,
     fold_constants,
     fold_scale_axis,
     infer_types,
@@ -25,6 +26,7 @@ PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 o
 PIPELINE = [
     infer_types,
     simplify,
+    expand_opaque,          # targets without scatter (WebGL) only
     fold_scale_axis,
     use_winograd,
     use_bf16,               # precision="bf16" only
@@ -67,10 +69,8 @@ def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_eve
             g = p(g, bf16_everywhere)
         elif p is use_winograd:
             g = use_winograd(g, bf16_direct, weights_vary, caps)
-        elif p is pack_weights:
-            g = pack_weights(g, caps)
-        elif p is use_blocked_layout:
-            g = use_blocked_layout(g, caps)
+        elif p in (pack_weights, use_blocked_layout, expand_opaque):
+            g = p(g, caps)
         else:
             g = p(g)
         if debug >= 1:

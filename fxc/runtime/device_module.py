@@ -243,8 +243,9 @@ def device_interface_line(manifest: dict) -> str:
     return f"/* fxc_interface {hashlib.sha256(iface.encode()).hexdigest()} */"
 
 
-def load_device(path, manifest: dict, parts: dict):
-    """A device module from a verified device artifact (numpy and the device's library only)."""
+def read_device(path, manifest: dict, parts: dict) -> tuple:
+    """(source, inputs, outputs, consts, workspace_bytes, plan) of a verified device artifact, its program's interface
+    line checked against the manifest (an ArtifactError for an inconsistent one)."""
     from .artifact import program_part
     try:
         source = parts[program_part(manifest)].decode()
@@ -259,6 +260,12 @@ def load_device(path, manifest: dict, parts: dict):
         workspace = int(manifest["workspace_bytes"])
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
+    return source, inputs, outputs, consts, workspace, plan
+
+
+def load_device(path, manifest: dict, parts: dict):
+    """A device module from a verified device artifact (numpy and the device's library only)."""
+    source, inputs, outputs, consts, workspace, plan = read_device(path, manifest, parts)
     kind = str(manifest["target"]).split(" ")[0]
     module = DeviceModule
     if kind == "opengl":            # numpy and moderngl only

@@ -1,12 +1,14 @@
-// fxc's WebGL 2 plan runtime: runs a model compiled for the `webgl` target (fxc.backends.glsl.render_webgl).
+// fxc's WebGL 2 plan runtime: runs a model compiled for the `webgl` target (fxc.runtime.webgl.layout gives `desc`).
 //
-//   const m = new FxcWebGL();                   // a WebGL 2 context with float render targets, or an Error
-//   m.load(program, plan, slots, consts);       // program: {width, kernels: {name: {shader, output, params}}}
-//   const outs = m.run(inputs);                 // typed arrays in (Float32Array / Int32Array), typed arrays out
+//   const m = new FxcWebGL();                  // a WebGL 2 context with float render targets, or an Error
+//   m.load(desc, consts);                      // compiles every program once, makes the textures, uploads consts
+//   const {outputs} = m.run(inputs);           // typed arrays in (null: keep what the input's texture holds)
+//   const pkg = await fxcLoadPackage("./");    // a static package (fxc web): fetch, check sha256, load
 //
-// Every tensor slot (an input, output, constant or workspace place of the plan) is a 2-D texture `width` texels
-// wide: R32F for float32, R32I for every integer type (the host narrows them to 32 bits). A launch draws one
-// triangle over its output texture; each fragment computes one element.
+// Every tensor place (slot) of the plan is a 2-D texture `width` texels wide: R32F for float32, R32I for every
+// integer type (the host narrows them to 32 bits). A launch draws one triangle over its output texture; each
+// fragment computes one element. Nothing leaves the GPU between launches: a call uploads the inputs it is given,
+// draws the plan and reads the outputs back.
 "use strict";
 
 class FxcWebGL {
@@ -15,10 +17,13 @@ class FxcWebGL {
     const canvas = document.createElement("canvas");
     const gl = canvas.getContext("webgl2", {antialias: false, depth: false, stencil: false,
                                             preserveDrawingBuffer: false});
-    if (!gl) throw new Error("this browser has no WebGL 2 context");
+    if (!gl) throw new Error("this browser has no WebGL 2 context (enable hardware acceleration or use Chromium " +
+                             "with --use-angle=swiftshader)");
     if (!gl.getExtension("EXT_color_buffer_float"))
       throw new Error("this browser's WebGL 2 cannot render to float textures (no EXT_color_buffer_float)");
     this.gl = gl;
+    const info = gl.getExtension("WEBGL_debug_renderer_info");
+    this.renderer = gl.getParameter(info ? info.UNMASKED_RENDERER_WEBGL : gl.RENDERER);
     this.fb = gl.createFramebuffer();
     this.maxTexture = gl.getParameter(gl.MAX_TEXTURE_SIZE);
     const vs = "#version 300 es\nvoid main() { vec2 p = vec2(float((gl_VertexID << 1) & 2), " +
@@ -30,10 +35,8 @@ class FxcWebGL {
     const gl = this.gl, s = gl.createShader(type);
     gl.shaderSource(s, source);
     gl.compileShader(s);
-    if (!gl.getShaderParameter(s, gl.COMPILE_STATUS)) {
-      const log = gl.getShaderInfoLog(s);
-      throw new Error("shader compile failed: " + log + "\n" + source);
-    }
+    if (!gl.getShaderParameter(s, gl.COMPILE_STATUS))
+      throw new Error("shader compile failed: " + gl.getShaderInfoLog(s) + "\n" + source);
     return s;
   }
 
@@ -48,77 +51,147 @@ class FxcWebGL {
     return {tex: t, h: h, float: slot.float, elements: slot.elements};
   }
 
-  upload(t, data) {
-    const gl = this.gl, w = this.width, full = new (t.float ? Float32Array : Int32Array)(w * t.h);
-    full.set(data);
+  upload(t, data) {       // whole rows, then the last partial row (no padded copy)
+    const gl = this.gl, w = this.width, rows = Math.floor(data.length / w), rest = data.length - rows * w;
+    const fmt = t.float ? gl.RED : gl.RED_INTEGER, type = t.float ? gl.FLOAT : gl.INT;
     gl.bindTexture(gl.TEXTURE_2D, t.tex);
-    gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, w, t.h, t.float ? gl.RED : gl.RED_INTEGER,
-                     t.float ? gl.FLOAT : gl.INT, full);
+    gl.pixelStorei(gl.UNPACK_ALIGNMENT, 4);
+    if (rows) gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, w, rows, fmt, type, data.subarray(0, rows * w));
+    if (rest) gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, rows, rest, 1, fmt, type, data.subarray(rows * w));
   }
 
-  load(program, plan, slots, consts) {
+  load(desc, consts) {    // desc: fxc.runtime.webgl.layout; consts: typed arrays in desc.consts' order
     const gl = this.gl;
-    this.width = program.width;
-    this.textures = slots.map(s => this.texture(s));
+    this.desc = desc;
+    this.width = desc.width;
+    this.textures = desc.slots.map(s => this.texture(s));
     this.programs = {};
-    for (const [name, k] of Object.entries(program.kernels)) {
+    for (const [name, k] of Object.entries(desc.kernels)) {
       const p = gl.createProgram();
       gl.attachShader(p, this.vs);
       gl.attachShader(p, this.shader(gl.FRAGMENT_SHADER, k.shader));
       gl.linkProgram(p);
       if (!gl.getProgramParameter(p, gl.LINK_STATUS)) throw new Error("link failed: " + gl.getProgramInfoLog(p));
-      const units = k.params.map((_, j) => j === k.output ? null : gl.getUniformLocation(p, "fxc_t" + j));
-      this.programs[name] = {prog: p, units: units, output: k.output};
+      this.programs[name] = {prog: p, output: k.output, units: null};
     }
-    this.plan = plan;                 // [{kernel, slots: [slot index per param]}]
-    for (const [slot, data] of consts) this.upload(this.textures[slot], data);
+    // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
+    this.steps = desc.steps.map(step => {
+      const k = this.programs[step.kernel], inputs = [];
+      step.slots.forEach((slot, j) => { if (j !== k.output) inputs.push([j, this.textures[slot]]); });
+      if (k.units === null) {
+        gl.useProgram(k.prog);
+        k.units = inputs.map(([j], unit) => {
+          const loc = gl.getUniformLocation(k.prog, "fxc_t" + j);
+          if (loc) gl.uniform1i(loc, unit);
+          return loc;
+        });
+      }
+      return {k: k, out: this.textures[step.slots[k.output]], rows: step.rows, inputs: inputs.map(([, t]) => t)};
+    });
+    consts.forEach((data, i) => this.upload(this.textures[desc.consts[i].slot], data));
   }
 
-  run(inputs, outputSlots) {          // inputs: [[slot, typed array]]; returns typed arrays of the output slots
-    const gl = this.gl;
-    for (const [slot, data] of inputs) this.upload(this.textures[slot], data);
+  run(inputs, profile) {  // inputs: typed arrays in desc.inputs' order (null: unchanged); {outputs, times}
+    const gl = this.gl, times = profile ? [] : null;
+    inputs.forEach((data, i) => { if (data !== null) this.upload(this.textures[this.desc.inputs[i].slot], data); });
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
-    for (const step of this.plan) {
-      const k = this.programs[step.kernel], out = this.textures[step.slots[k.output]];
-      gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, out.tex, 0);
-      gl.viewport(0, 0, this.width, out.h);
-      gl.useProgram(k.prog);
-      let unit = 0;
-      step.slots.forEach((slot, j) => {
-        if (k.units[j] === null) return;
-        gl.activeTexture(gl.TEXTURE0 + unit);
-        gl.bindTexture(gl.TEXTURE_2D, this.textures[slot].tex);
-        if (k.units[j]) gl.uniform1i(k.units[j], unit);
-        unit += 1;
-      });
+    const probe = new Float32Array(4), iprobe = new Int32Array(4);
+    for (const s of this.steps) {
+      const t0 = profile ? performance.now() : 0;
+      gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, s.out.tex, 0);
+      gl.viewport(0, 0, this.width, s.rows);   // not the texture's rows: a discarded fragment costs as much as any
+      gl.useProgram(s.k.prog);
+      s.inputs.forEach((t, unit) => { gl.activeTexture(gl.TEXTURE0 + unit); gl.bindTexture(gl.TEXTURE_2D, t.tex); });
       gl.drawArrays(gl.TRIANGLES, 0, 3);
-      for (let u = 0; u < unit; u++) { gl.activeTexture(gl.TEXTURE0 + u); gl.bindTexture(gl.TEXTURE_2D, null); }
+      for (let u = 0; u < s.inputs.length; u++) {
+        gl.activeTexture(gl.TEXTURE0 + u);
+        gl.bindTexture(gl.TEXTURE_2D, null);
+      }
+      if (profile) {        // a one-texel read waits for the draw
+        if (s.out.float) gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.FLOAT, probe);
+        else gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, iprobe);
+        times.push(performance.now() - t0);
+      }
     }
-    return outputSlots.map(slot => this.read(this.textures[slot]));
+    const err = gl.getError();
+    if (err !== gl.NO_ERROR) throw new Error(`WebGL error ${err} while running the plan`);
+    const outputs = this.desc.outputs.map(o => this.read(this.textures[o.slot], o.shape.reduce((a, b) => a * b, 1)));
+    return {outputs: outputs, times: times};
   }
 
-  read(t) {
+  dispose() {             // the model's textures and programs (the context, framebuffer and vertex shader stay)
+    const gl = this.gl;
+    for (const t of this.textures || []) gl.deleteTexture(t.tex);
+    for (const k of Object.values(this.programs || {})) {
+      for (const s of gl.getAttachedShaders(k.prog)) if (s !== this.vs) gl.deleteShader(s);
+      gl.deleteProgram(k.prog);
+    }
+    this.textures = [];
+    this.programs = {};
+  }
+
+  read(t, elements) {
     const gl = this.gl, w = this.width;
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
     gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, t.tex, 0);
-    const rgba = new (t.float ? Float32Array : Int32Array)(4 * w * t.h);
-    gl.readPixels(0, 0, w, t.h, t.float ? gl.RGBA : gl.RGBA_INTEGER, t.float ? gl.FLOAT : gl.INT, rgba);
-    const out = new (t.float ? Float32Array : Int32Array)(t.elements);
-    for (let i = 0; i < t.elements; i++) out[i] = rgba[4 * i];
+    const rows = Math.max(1, Math.ceil(elements / w)), rgba = new (t.float ? Float32Array : Int32Array)(4 * w * rows);
+    gl.readPixels(0, 0, w, rows, t.float ? gl.RGBA : gl.RGBA_INTEGER, t.float ? gl.FLOAT : gl.INT, rgba);
+    const out = new (t.float ? Float32Array : Int32Array)(elements);
+    for (let i = 0; i < elements; i++) out[i] = rgba[4 * i];
     return out;
   }
 }
 
-// base64 <-> typed arrays (the RPC from Python passes strings)
-function fxcDecode(b64, isFloat) {
-  const s = atob(b64), bytes = new Uint8Array(s.length);
-  for (let i = 0; i < s.length; i++) bytes[i] = s.charCodeAt(i);
-  return isFloat ? new Float32Array(bytes.buffer) : new Int32Array(bytes.buffer);
+function fxcRelease(ids) {              // models of the RPC page that Python has collected
+  for (const id of ids) { if (window.fxcModels[id]) { window.fxcModels[id].dispose(); delete window.fxcModels[id]; } }
 }
 
-function fxcEncode(arr) {
-  const bytes = new Uint8Array(arr.buffer, arr.byteOffset, arr.byteLength);
-  let s = "";
-  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
-  return btoa(s);
+// binary data to and from the page (fxc.runtime.browser serves and receives it; fxc.runtime.webgl.pack lays it out)
+function fxcView(buf, rec) {            // rec: {offset, elements, float}
+  return new (rec.float ? Float32Array : Int32Array)(buf, rec.offset, rec.elements);
+}
+
+async function fxcPost(url, arrays) {   // typed arrays of 4-byte elements, one after another
+  const bytes = new Uint8Array(arrays.reduce((n, a) => n + a.byteLength, 0));
+  let at = 0;
+  for (const a of arrays) { bytes.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at); at += a.byteLength; }
+  const r = await fetch(url, {method: "POST", body: bytes});
+  if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
+}
+
+// -- the static package (fxc web): package.json lists every part with its sha256 -----------------------------------
+async function fxcFetchChecked(base, name, part) {
+  const r = await fetch(base + name);
+  if (!r.ok) throw new Error(`${name}: HTTP ${r.status}`);
+  const buf = await r.arrayBuffer();
+  const hex = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", buf)),
+                         b => b.toString(16).padStart(2, "0")).join("");
+  if (hex !== part.sha256 || buf.byteLength !== part.bytes)
+    throw new Error(`${name}: sha256 ${hex} (${buf.byteLength} bytes) is not the package's ${part.sha256} ` +
+                    `(${part.bytes} bytes); the file was modified or truncated: write the package again (fxc web)`);
+  return buf;
+}
+
+async function fxcLoadPackage(base) {   // -> {model, pkg, inputs: the sample inputs as typed arrays}
+  const pkg = await (await fetch(base + "package.json")).json();
+  const parts = {};
+  for (const [name, part] of Object.entries(pkg.parts)) parts[name] = await fxcFetchChecked(base, name, part);
+  const desc = JSON.parse(new TextDecoder().decode(parts[pkg.layout]));
+  const consts = pkg.weights.tensors.map(t => fxcView(parts[pkg.weights.file], t));
+  const inputs = pkg.sample.tensors.map(t => fxcView(parts[pkg.sample.file], t));
+  const model = new FxcWebGL();
+  model.load(desc, consts);
+  return {model, pkg, inputs};
+}
+
+function fxcSummary(arr, shape) {       // what the page shows of an output
+  let min = Infinity, max = -Infinity, sum = 0, sumAbs = 0, arg = 0;
+  for (let i = 0; i < arr.length; i++) {
+    const v = arr[i];
+    if (v < min) min = v;
+    if (v > max) { max = v; arg = i; }
+    sum += v; sumAbs += Math.abs(v);
+  }
+  return {shape, min, max, mean: sum / Math.max(arr.length, 1), mean_abs: sumAbs / Math.max(arr.length, 1),
+          argmax: arg, first: Array.from(arr.slice(0, 8))};
 }

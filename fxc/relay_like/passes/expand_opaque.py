@@ -1,0 +1,101 @@
+"""expand_opaque: on a target whose work-items cannot store anywhere but their own output element (Caps.scatter
+False: WebGL's fragment shaders), the opaque ops whose kernels are hand-written loop IR become compositions of
+registry ops that each compute one output element from their inputs (reductions with the loop inside).
+
+    layer_norm(x, w, b)      -> the corrected two-pass mean, the biased variance, rsqrt, (x - mean) * rstd * w + b
+                                (its outputs (out, mean, rstd) as the kernel gives them)
+    softmax(x, dim, safe)    -> m = amax(x); e = exp(x - m); e / sum(e)       (safe: -inf rows give zeros)
+    log_softmax(x, dim)      -> x - m - log(sum(exp(x - m)))
+    max_pool2d(x)            -> pad(x, -inf) then the maximum of its KHxKW strided slices (NaN propagates as eager)
+
+Takes a typed graph and the target's Caps; returns the graph with those nodes replaced (their output Values keep
+their ids, names and users). Other targets get the graph unchanged: their single kernels are faster.
+"""
+from __future__ import annotations
+
+import math
+
+from ...ops.reduce import centre
+from ..builder import Builder
+from ..graph import Graph
+
+
+def _layer_norm(b, x, *affine, ndims, eps, weight, bias):
+    axes = tuple(range(x.type.ndim - ndims, x.type.ndim))
+    mean, xc = centre(b, x, axes)
+    var = b.call("mean", [b.call("mul", [xc, xc])], axes=axes, keepdim=True)
+    rstd = b.call("rsqrt", [b.call("add", [var, float(eps)])])
+    out = b.call("mul", [xc, rstd])
+    if weight:
+        out = b.call("mul", [out, affine[0]])
+    if bias:
+        out = b.call("add", [out, affine[-1]])
+    return out, mean, rstd
+
+
+def _softmax(log: bool):
+    def expand(b, x, dim, safe=False):
+        axes = (dim % x.type.ndim,)
+        m = b.call("amax", [x], axes=axes, keepdim=True)
+        zero = b.scalar(0.0, x.dtype)
+        if safe:            # a row of -inf only: exp(-inf - 0) = 0 everywhere, a sum of 0, and zeros out
+            m = b.call("where", [b.call("eq", [m, -math.inf]), zero, m])
+        xm = b.call("sub", [x, m])
+        e = b.call("exp", [xm])
+        s = b.call("sum", [e], axes=axes, keepdim=True)
+        if log:
+            return (b.call("sub", [xm, b.call("log", [s])]),)
+        out = b.call("div", [e, s])
+        if safe:
+            out = b.call("where", [b.call("eq", [s, 0.0]), zero, out])
+        return (out,)
+    return expand
+
+
+def _max_pool2d(b, x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    from ...ops.nn import _pool_infer
+    (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
+    oh, ow = _pool_infer([x.type], kernel, stride, padding, dilation, ceil_mode)[0].shape[-2:]
+    h, w = x.shape[-2:]
+    extra_h = max((oh - 1) * sh + dh * (kh - 1) + 1 - h - ph, 0)    # ceil_mode's last window reaches past the edge
+    extra_w = max((ow - 1) * sw + dw * (kw - 1) + 1 - w - pw, 0)
+    low = -math.inf if x.dtype in ("float32", "float64") else -(2 ** 31 if x.dtype == "int32" else 2 ** 63)
+    if ph or pw or extra_h or extra_w:
+        x = b.call("pad", [x], pad=(pw, extra_w, ph, extra_h), value=float(low) if low == -math.inf else low)
+    nd = x.type.ndim
+    out = None
+    for a in range(kh):
+        for c in range(kw):
+            v = b.call("slice", [x], dim=nd - 2, start=a * dh, end=a * dh + sh * (oh - 1) + 1, step=sh)
+            v = b.call("slice", [v], dim=nd - 1, start=c * dw, end=c * dw + sw * (ow - 1) + 1, step=sw)
+            out = v if out is None else b.call("maximum", [out, v])
+    return (out,)
+
+
+EXPANSIONS = {"layer_norm": _layer_norm, "softmax": _softmax(False), "log_softmax": _softmax(True),
+              "max_pool2d": _max_pool2d}
+
+
+def expand_opaque(g, caps=None):
+    """caps: the target's capabilities; only where `caps.scatter` is False does anything change."""
+    if caps is None or caps.scatter or not any(n.op in EXPANSIONS for n in g.nodes):
+        return g
+    nodes = []
+    for n in g.nodes:
+        fn = EXPANSIONS.get(n.op)
+        if fn is None:
+            nodes.append(n)
+            continue
+        b = Builder(Graph())
+        outs = fn(b, *n.inputs, **n.attrs)
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        swap = {new.id: old for old, new in zip(n.outputs, outs)}
+        for m in b.graph.nodes:     # the replacement keeps the original output Values (ids, names, users valid)
+            m.inputs = [swap.get(v.id, v) for v in m.inputs]
+            for i, v in enumerate(m.outputs):
+                if v.id in swap:
+                    m.outputs[i] = swap[v.id]
+                    m.outputs[i].node, m.outputs[i].index = m, i
+        nodes += b.graph.nodes
+    g.nodes = nodes
+    return g

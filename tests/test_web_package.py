@@ -1,0 +1,114 @@
+"""The static web package of a webgl model (fxc/web.py): `fxc.export` -> `write_package` / `fxc web` -> `serve` /
+`fxc serve` on a free loopback port -> the page in the headless browser (fxc.runtime.browser) fetches and checks
+every part's sha256, runs the model and shows the outputs' summary and the latency; the test reads them from the
+DOM and the page's outputs and compares with eager PyTorch. A tampered part is reported on the page."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fxc
+from fxc.errors import ArtifactError
+from fxc.runtime.browser import open_browser
+from fxc.web import serve, write_package
+from tests.helpers import assert_close_np
+from tests.test_opencl import _small_net
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    torch.manual_seed(0)
+    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    path = fxc.export(fxc.from_torch(model, (x,), target="webgl"), tmp_path_factory.mktemp("web") / "net.fxc")
+    return model, path
+
+
+def _open(url):
+    page = open_browser().visit(url, name="package-test")
+    try:
+        page.wait_for("document.body.dataset.state !== 'loading'", seconds=300)
+        return page, page.call("""() => ({state: document.body.dataset.state, status: document.getElementById('status')
+            .textContent, result: document.getElementById('result').textContent, outputs: window.fxcOutputs || null,
+            latency: document.getElementById('latency').textContent})""")
+    except BaseException:
+        page.close()
+        raise
+
+
+def test_package_runs_in_the_browser_and_matches_eager(artifact, tmp_path):
+    model, path = artifact
+    x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    index = write_package(path, tmp_path / "site", inputs=[x], runs=3)
+    names = sorted(p.name for p in index.parent.iterdir())
+    assert names == ["index.html", "layout.json", "package.json", "page.js", "runtime.js", "sample.bin",
+                     "weights.bin"]
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    with serve(index.parent) as server:
+        page, got = _open(server.url)
+        try:
+            assert got["state"] == "done", got["status"]
+            assert got["status"].startswith("done: every part's sha256 matched")
+            shot = tmp_path / "page.png"
+            page.screenshot(shot)
+            assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            headers = page.call("async () => { const r = await fetch('package.json'); return "
+                                "[crossOriginIsolated, r.headers.get('cross-origin-embedder-policy')]; }")
+            assert headers == [True, "require-corp"]
+        finally:
+            page.close()
+    result = json.loads(got["result"])
+    out = result["outputs"][0]
+    assert out["shape"] == list(expected.shape) and result["runs"] == 3 and result["latency_ms"] > 0
+    assert "ms a call" in got["latency"]
+    scale = float(np.abs(expected).max())
+    assert abs(out["max"] - expected.max()) <= 1e-4 * scale and abs(out["mean"] - expected.mean()) <= 1e-4 * scale
+    assert out["argmax"] == int(expected.argmax())
+    assert_close_np(np.asarray(got["outputs"][0], np.float32).reshape(expected.shape), expected,
+                    rtol=0, atol=1e-4 * scale)
+
+
+def test_a_tampered_part_is_reported_on_the_page(artifact, tmp_path):
+    _, path = artifact
+    index = write_package(path, tmp_path / "site", runs=1)
+    weights = index.parent / "weights.bin"
+    data = bytearray(weights.read_bytes())
+    data[5] ^= 1
+    weights.write_bytes(bytes(data))
+    with serve(index.parent) as server:
+        page, got = _open(server.url)
+        page.close()
+    assert got["state"] == "error" and "weights.bin: sha256" in got["status"] and "write the package again" in \
+        got["status"], got["status"]
+
+
+def test_cli_web_and_bounded_serve(artifact, tmp_path):
+    _, path = artifact
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "fxc.cli", "web", str(path), str(tmp_path / "site")],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert p.returncode == 0 and "fxc serve" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, "-m", "fxc.cli", "serve", str(tmp_path / "site"), "--port", "0",
+                        "--seconds", "0.5"], capture_output=True, text=True, env=env, timeout=60)
+    assert p.returncode == 0 and "http://127.0.0.1:" in p.stdout, p.stderr
+    p = subprocess.run([sys.executable, "-m", "fxc.cli", "serve", str(tmp_path)], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert p.returncode == 1 and "no index.html" in p.stderr
+
+
+def test_web_refuses_other_targets(tmp_path):
+    from fxc.build import build
+    from fxc.relay_like.builder import Builder
+    b = Builder()
+    v = b.graph.input((4,), "float32")
+    b.graph.outputs = [b.call("exp", [v])]
+    path = fxc.export(build(b.graph, target="llvm"), tmp_path / "cpu.fxc")
+    with pytest.raises(ArtifactError, match="compile it with target='webgl'"):
+        write_package(path, tmp_path / "site")
