@@ -1,0 +1,150 @@
+"""The `wasm` target's build step: a rendered LLVM module (fxc.backends.llvm_render, the same renderer and object
+cache as the `llvm` target) compiled by llvmlite for wasm32 with SIMD128 and linked by Debian's `wasm-ld` (package
+`lld`) into one `.wasm` module per model.
+
+Takes the module's LLVM IR text (the kernels and the plan's entries `fxc_run`, `fxc_prepack`, `fxc_run_main`, or a
+group's entries from `group_entries`); produces the `.wasm` bytes, cached by the hash of the IR and the target.
+The module exports its memory, its entries, `__heap_base` (where the JS runtime's buffers start) and
+`fxc_index_error` (the record of an out-of-range index). What a kernel needs that wasm has no instruction for:
+`fxc_parallel_for` (one thread: the loop runs in the caller, RUNTIME_IR) and the math functions a browser's `Math`
+has (JS_IMPORTS: fxc/runtime/wasm/runtime.js supplies them as imports). Any other undefined symbol (a libm or
+compiler-runtime function, e.g. `erf` in float64) is a CompileError naming it at build time, never an unresolved
+import when the browser loads the module. Float32 math (exp, log, tanh, erf, sigmoid, sin, cos, ...) is fxc's
+own vector code (fxc.backends.llvm_math), scalars included (Caps.libm is False for wasm).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..cache import read_entry, write_entry
+from ..errors import CompileError, TargetError
+from ..target import Target
+
+INSTALL_LLD = ("the wasm target links its module with wasm-ld: install Debian's lld (`apt-get install lld`, "
+               "scripts/setup.sh does), or set FXC_WASM_LD to a wasm-ld executable")
+
+# libm names a kernel may call (LLVM's lowering of llvm.sin.f32, frem, ...) that the JS runtime supplies from Math
+# (float32 versions computed in double and rounded: at least as accurate as libm's float ones). Keep in step with
+# FXC_WASM_IMPORTS in fxc/runtime/wasm/runtime.js (tests/test_wasm.py checks).
+_MATH = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "exp",
+         "expm1", "log", "log1p", "log2", "log10", "exp2", "cbrt", "pow", "atan2", "hypot", "fmod")
+JS_IMPORTS = tuple(n + s for n in _MATH for s in ("", "f")) + ("fmaf", "fxc_profile_now")
+# fmaf: LLVM's llvm.fma on float32 (the exact argument reduction of sin/cos): a * b is exact in double
+
+# What the CPU runtime (cpu_parallel.c) gives the kernels, for one wasm thread: a parallel loop runs whole here.
+RUNTIME_IR = """
+define void @fxc_parallel_for(ptr %fn, ptr %args, i64 %n) {
+entry:
+  call void %fn(i64 0, i64 %n, ptr %args)
+  ret void
+}
+"""
+STACK_BYTES = 8 << 20       # the kernels' private arrays (register tiles, small scratch) live on the stack
+ENTRIES = ("fxc_run", "fxc_prepack", "fxc_run_main")
+
+
+def find_linker() -> str:
+    """The wasm-ld executable (FXC_WASM_LD, else wasm-ld on PATH, else Debian's versioned ones); TargetError naming
+    the package when there is none."""
+    named = os.environ.get("FXC_WASM_LD")
+    if named:
+        if os.access(named, os.X_OK):
+            return named
+        raise TargetError(f"FXC_WASM_LD={named} is not an executable; {INSTALL_LLD}")
+    for name in ("wasm-ld", *(f"wasm-ld-{v}" for v in range(22, 13, -1))):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise TargetError(f"no wasm-ld found; {INSTALL_LLD}")
+
+
+def _runtime_ir(spec: str) -> str:
+    triple = spec.split("\n")[0]
+    return f'target triple = "{triple}"\n' + RUNTIME_IR
+
+
+def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tuple:
+    """(the linked .wasm module's bytes, names of the parts compiled now). The module is cached by the
+    hash of the IR, the target machine, the runtime and the linker's options. queue: the build's CompileQueue
+    (fxc.backends.llvm) holding parts already started. exports: the entry functions to export (those defined)."""
+    from . import llvm
+    target = Target.parse(target)
+    linker = find_linker()
+    spec = llvm.machine_spec(target)
+    salt = "\n".join([spec, RUNTIME_IR, ",".join(JS_IMPORTS), ",".join(exports), str(STACK_BYTES)])
+    key = hashlib.sha256((ir_text + salt).encode()).hexdigest()[:24]
+    cached = read_entry(f"fxc-{key}.wasm")
+    if cached is not None:
+        if queue is not None:
+            queue.finish()
+        return cached, []
+    objs, compiled = llvm.compile_objects(ir_text, queue, target)
+    runtime = llvm._compile_part(_runtime_ir(spec), True, spec)
+    with tempfile.TemporaryDirectory() as d:
+        paths = []
+        for k, obj in enumerate([*objs, runtime]):
+            paths.append(Path(d) / f"k{k}.o")
+            paths[-1].write_bytes(obj)
+        (Path(d) / "imports.txt").write_text("\n".join(JS_IMPORTS) + "\n")
+        out = Path(d) / "model.wasm"
+        cmd = [linker, "--no-entry", "--stack-first", "-z", f"stack-size={STACK_BYTES}", "-O2", "--strip-debug",
+               f"--allow-undefined-file={Path(d) / 'imports.txt'}", "--export=__heap_base",
+               "--export-if-defined=fxc_index_error", *(f"--export-if-defined={e}" for e in exports),
+               "-o", str(out), *map(str, paths)]
+        _link(cmd, ir_text)
+        wasm = out.read_bytes()
+    try:
+        write_entry(f"fxc-{key}.wasm", wasm)
+    except OSError:             # a read-only or full cache only costs the next build time
+        pass
+    return wasm, compiled
+
+
+def _link(cmd: list, source: str) -> None:
+    """Run wasm-ld; an undefined symbol (a math or runtime function neither the module nor the JS runtime defines)
+    is a CompileError naming it."""
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise TargetError(f"cannot run {cmd[0]} ({e}); {INSTALL_LLD}") from None
+    if p.returncode == 0:
+        return
+    missing = sorted(set(re.findall(r"undefined symbol: (\S+)", p.stderr)))
+    if missing:
+        raise CompileError(f"the wasm module needs {', '.join(missing)}, which WebAssembly lacks and neither fxc's "
+                           f"own math (fxc/backends/llvm_math.py) nor the JS runtime's imports (Math) provide; compute "
+                           f"that op in float32, or on the llvm target", source=source, log=p.stderr)
+    raise CompileError("wasm-ld failed to link the wasm module", source=source, log=p.stderr)
+
+
+def group_entries(groups: list, target="wasm") -> tuple:
+    """The building block for the browser's other targets (webgl, webgpu): fused groups they cannot express,
+    compiled to one wasm module with one entry per group, `fxc_group<i>(ptr inputs, ptr outputs, ptr consts,
+    ptr work)` (the plan entry's signature: arrays of 32-bit addresses of the group's inputs and outputs in the
+    module's memory, consts unused, `work` a scratch area of `scratch[i]` bytes). Returns (the .wasm's bytes,
+    [entry names], [scratch bytes per group]); FxcWasm.call in fxc/runtime/wasm/runtime.js calls an entry."""
+    from ..build import group_kernel
+    from . import llvm
+    target = Target.parse(target)
+    mw = llvm.module_writer(target)
+    names, scratch = [], []
+    for i, gr in enumerate(groups):
+        k = group_kernel(gr, f"k{i}_{gr.root.op}", 1, target)
+        mw.kernel(k)
+        args = [("out", j) for j in range(len(gr.outputs))] + [("in", j) for j in range(len(gr.inputs))]
+        at = 0
+        for b in k.params:
+            if b.scope == "scratch":
+                args.append(("work", at))
+                at += (b.nbytes + 63) // 64 * 64
+        names.append(f"fxc_group{i}")
+        scratch.append(at)
+        mw.entry([(k.name, args)], names[-1])
+    wasm, _ = build_wasm(mw.text(), None, target, tuple(names))
+    return wasm, names, scratch

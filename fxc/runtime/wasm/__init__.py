@@ -1,0 +1,155 @@
+"""The wasm device API (numpy + the webgl target's headless Chromium): a model's `.wasm` module run by runtime.js.
+
+    rt = open_wasm_runtime()                # the process's browser page with runtime.js loaded
+    m = WasmModule(target, program, inputs, outputs, consts, workspace_bytes, plan, prepack_inputs=...)
+
+The program (fxc.backends.wasm via fxc.build) is JSON: {"wasm": base64 of the module, "prepack": whether it has
+`fxc_prepack` / `fxc_run_main`}. The page holds the model's buffers in the module's memory: inputs, outputs,
+constants (written once) and the workspace. A call sends the inputs (base64) to the page, runs the plan there
+(`fxc_run`, or the weight packing and `fxc_run_main`), and reads the outputs back: Python in, Python out, the model
+runs in the browser (RPC). The weights (`prepack_inputs`) stay in the page while the caller's token says they are
+unchanged; then neither their upload nor their packing is repeated. The browser is the webgl target's (one per
+process; fxc.runtime.webgl). Errors: TargetError (no browser), ExecutionError / IndexOutOfRangeError (a kernel's
+division by zero or out-of-range index, as eager raises).
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import json
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import ExecutionError, IndexOutOfRangeError, index_error_message
+from ..device_module import DeviceModule, _HostFingerprint, _token_key
+
+RUNTIME_JS = Path(__file__).with_name("runtime.js")
+
+
+class WasmRuntime:
+    """The browser page (fxc.runtime.webgl's) with runtime.js added; models by id in `window.fxcWasmModels`."""
+
+    def __init__(self, browser):
+        self.browser = browser
+        browser.thread.run(lambda: browser.page.add_script_tag(content=RUNTIME_JS.read_text()))
+        browser.call("() => { window.fxcWasmModels = {}; }")
+        self.info = {"name": "WebAssembly (wasm32, SIMD128) in " + browser.info["driver"],
+                     "driver": browser.info["driver"]}
+
+    def call(self, script: str, arg=None):
+        return self.browser.call(script, arg)
+
+    def new_model_id(self) -> int:
+        return self.browser.new_model_id()
+
+
+@functools.cache
+def _runtime(browser) -> WasmRuntime:
+    return WasmRuntime(browser)
+
+
+def open_wasm_runtime() -> WasmRuntime:
+    """The process's page that runs wasm modules (TargetError when there is no browser: fxc.runtime.webgl)."""
+    from ..webgl import open_browser
+    return _runtime(open_browser())
+
+
+def _b64(a: np.ndarray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a).view(np.uint8).reshape(-1)).decode()
+
+
+def program_text(wasm: bytes, prepack: bool) -> str:
+    """A wasm module's program part (what WasmModule and the artifact hold)."""
+    return json.dumps({"wasm": base64.b64encode(wasm).decode(), "prepack": bool(prepack)})
+
+
+class _Info:
+    """What an artifact records of the device (export_device): the wasm target, before any browser is opened."""
+
+    info = {"name": "WebAssembly (wasm32, SIMD128)", "driver": "a browser's wasm engine"}
+
+
+@dataclass
+class WasmModule(DeviceModule):
+    """A module of the wasm target: its plan runs inside the `.wasm` module (`fxc_run`) in a browser page. The
+    page is opened, and the module loaded into it, at the first call (building and exporting need no browser)."""
+
+    def __post_init__(self):
+        from ..module import np_dtype
+        self.consts = [np.ascontiguousarray(c) for c in self.consts]
+        text = self.source      # an artifact's program starts with its interface line (a comment): skip it
+        prog = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
+        self.wasm = base64.b64decode(prog["wasm"])
+        self._prepack = bool(prog["prepack"])
+        self._np = [np_dtype(s.dtype) for s in self.outputs]
+        self._id = None
+        self._resident = self._fingerprint_value = self._resident_objects = None
+        self.uploaded_bytes = 0
+        self._times: dict = {}
+        self._lib = _HostFingerprint
+        self._lock = threading.Lock()
+        self.device = _Info
+
+    def _load(self) -> int:
+        """Load the module into the page (once): instantiate it, place the buffers, write the constants."""
+        if self._id is None:
+            from ..module import np_dtype
+            rt = open_wasm_runtime()
+            nbytes = lambda specs: [int(np.prod(s.shape, dtype=np.int64)) * np_dtype(s.dtype).itemsize  # noqa: E731
+                                    for s in specs]
+            spec = {"inputs": nbytes(self.inputs), "outputs": nbytes(self.outputs),
+                    "consts": [c.nbytes for c in self.consts], "workspace": int(self.workspace_bytes),
+                    "prepack": self._prepack}
+            consts = [[i, _b64(c)] for i, c in enumerate(self.consts) if c.nbytes]
+            mid = rt.new_model_id()
+            rt.call("""async ([id, wasm, spec, consts]) => {
+                const bytes = Uint8Array.from(atob(wasm), c => c.charCodeAt(0));
+                window.fxcWasmModels[id] = new FxcWasmModel(await FxcWasm.load(bytes), spec, consts); }""",
+                    [mid, base64.b64encode(self.wasm).decode(), spec, consts])
+            self._id = mid
+            self.device = rt
+        return self._id
+
+    def _run(self, ins: list, outs: list, token) -> None:
+        mid = self._load()
+        key = _token_key(token)
+        sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
+        resident = key is not None and key == self._resident and sample == self._fingerprint_value
+        upload = [i for i, a in enumerate(ins) if a.size and not (resident and i in self.prepack_inputs)]
+        self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
+        self._resident = None           # until this call has put the weights in place
+        got = self.device.call("([id, inputs, fresh]) => window.fxcWasmModels[id].run(inputs, fresh)",
+                               [mid, [[i, _b64(ins[i])] for i in upload], not resident])
+        _check(got)
+        self._resident, self._fingerprint_value = key, sample
+        self._resident_objects = None if token is None else token[1][0]
+        for o, b, dt in zip(outs, got["outputs"], self._np):
+            if o.size:
+                o.reshape(-1)[:] = np.frombuffer(base64.b64decode(b), dt)
+
+    def benchmark(self, *arrays, runs: int = 20) -> float:
+        """Milliseconds per run of the plan in the page (model execution only: inputs and weights in place)."""
+        with self._lock:
+            self._run(self.check_inputs(arrays), [np.empty(s.shape, d) for s, d in zip(self.outputs, self._np)],
+                      None)
+            return float(self.device.call("([id, runs]) => window.fxcWasmModels[id].bench(runs)",
+                                          [self._id, int(runs)]))
+
+    def launches(self) -> list:
+        return [f"{s.kernel}: in the wasm module's plan" for s in self.plan]
+
+
+def _check(got: dict) -> None:
+    """Raise the error a kernel's return code stands for (as the CPU runtime does)."""
+    rc = int(got["rc"])
+    if rc & 4:
+        op, index, size = got["record"] or (-1, "?", "?")
+        raise IndexOutOfRangeError(index_error_message(int(op), index, size))
+    if rc & 2:
+        raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises ZeroDivisionError "
+                             "here too); make the divisor nonzero or divide in floating point")
+    if rc:
+        raise ExecutionError(f"the wasm module's plan returned {rc}")
