@@ -27,6 +27,7 @@ from ...errors import ExecutionError, IndexOutOfRangeError, index_error_message
 from ..device_module import DeviceModule, _HostFingerprint, _token_key
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
+PIECE = 4 << 20             # bytes of a tensor per message to the page
 
 
 class WasmRuntime:
@@ -103,14 +104,15 @@ class WasmModule(DeviceModule):
             spec = {"inputs": nbytes(self.inputs), "outputs": nbytes(self.outputs),
                     "consts": [c.nbytes for c in self.consts], "workspace": int(self.workspace_bytes),
                     "prepack": self._prepack}
-            consts = [[i, _b64(c)] for i, c in enumerate(self.consts) if c.nbytes]
             mid = rt.new_model_id()
-            rt.call("""async ([id, wasm, spec, consts]) => {
+            rt.call("""async ([id, wasm, spec]) => {
                 const bytes = Uint8Array.from(atob(wasm), c => c.charCodeAt(0));
-                window.fxcWasmModels[id] = new FxcWasmModel(await FxcWasm.load(bytes), spec, consts); }""",
-                    [mid, base64.b64encode(self.wasm).decode(), spec, consts])
+                window.fxcWasmModels[id] = new FxcWasmModel(await FxcWasm.load(bytes), spec); }""",
+                    [mid, base64.b64encode(self.wasm).decode(), spec])
             self._id = mid
             self.device = rt
+            for i, c in enumerate(self.consts):
+                self._put("consts", i, c)
         return self._id
 
     def _run(self, ins: list, outs: list, token) -> None:
@@ -121,14 +123,22 @@ class WasmModule(DeviceModule):
         upload = [i for i, a in enumerate(ins) if a.size and not (resident and i in self.prepack_inputs)]
         self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
         self._resident = None           # until this call has put the weights in place
-        got = self.device.call("([id, inputs, fresh]) => window.fxcWasmModels[id].run(inputs, fresh)",
-                               [mid, [[i, _b64(ins[i])] for i in upload], not resident])
+        for i in upload:
+            self._put("ins", i, ins[i])
+        got = self.device.call("([id, fresh]) => window.fxcWasmModels[id].run(fresh)", [mid, not resident])
         _check(got)
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
         for o, b, dt in zip(outs, got["outputs"], self._np):
             if o.size:
                 o.reshape(-1)[:] = np.frombuffer(base64.b64decode(b), dt)
+
+    def _put(self, which: str, i: int, a: np.ndarray) -> None:
+        """Write tensor `a` into the page's buffer `which`[i], PIECE bytes per message."""
+        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        for at in range(0, raw.size, PIECE):
+            self.device.call("([id, which, i, at, b64]) => window.fxcWasmModels[id].put(which, i, at, b64)",
+                             [self._id, which, i, at, _b64(raw[at:at + PIECE])])
 
     def benchmark(self, *arrays, runs: int = 20) -> float:
         """Milliseconds per run of the plan in the page (model execution only: inputs and weights in place)."""

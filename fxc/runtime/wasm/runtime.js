@@ -1,8 +1,9 @@
 // fxc's WebAssembly plan runtime: runs a model compiled for the `wasm` target (fxc.backends.wasm) in a browser.
 //
 //   const w = await FxcWasm.load(bytes);          // compile + instantiate one .wasm module (its own memory)
-//   const m = new FxcWasmModel(w, spec, consts);   // buffers of one model: inputs, outputs, constants, workspace
-//   m.run([[i, bytes], ...], fresh);              // write inputs, run the plan, return {rc, record, outputs}
+//   const m = new FxcWasmModel(w, spec);          // buffers of one model: inputs, outputs, constants, workspace
+//   m.put("consts", i, offset, base64);           // write (a piece of) a constant or an input
+//   m.run(fresh);                                 // run the plan, return {rc, record, outputs}
 //   w.call("fxc_group3", [inPtrs], [outPtrs], work)   // one entry of a group module (for webgl/webgpu fallbacks)
 //
 // The module exports its memory, `__heap_base` (buffers are placed from there, 64-byte aligned, growing the memory
@@ -78,14 +79,13 @@ class FxcWasm {
 }
 
 class FxcWasmModel {
-  // spec: {inputs: [bytes], outputs: [bytes], consts: [bytes], workspace: bytes, prepack: bool}; consts: base64
-  constructor(wasm, spec, consts) {
+  // spec: {inputs: [bytes], outputs: [bytes], consts: [bytes], workspace: bytes, prepack: bool}
+  constructor(wasm, spec) {
     const w = this.wasm = wasm;
     this.spec = spec;
     this.ins = spec.inputs.map(n => w.alloc(n));
     this.outs = spec.outputs.map(n => w.alloc(n));
     this.consts = spec.consts.map(n => w.alloc(n));
-    consts.forEach(([i, b64]) => w.write(this.consts[i], b64));
     this.work = w.alloc(spec.workspace);
     this.args = [w.pointers(this.ins), w.pointers(this.outs), w.pointers(this.consts), this.work];
   }
@@ -100,8 +100,11 @@ class FxcWasmModel {
     return w.call("fxc_run_main", ...this.args);
   }
 
-  run(inputs, fresh) {               // inputs: [[index, base64]]; returns {rc, record, outputs: [base64]}
-    for (const [i, b64] of inputs) this.wasm.write(this.ins[i], b64);
+  put(which, i, offset, b64) {       // which: "ins" or "consts"; the RPC sends large tensors in pieces
+    this.wasm.write(this[which][i] + offset, b64);
+  }
+
+  run(fresh) {                       // returns {rc, record, outputs: [base64]}
     const r = this.step(fresh);
     r.outputs = r.rc ? [] : this.outs.map((at, k) => this.wasm.read(at, this.spec.outputs[k]));
     return r;
