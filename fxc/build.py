@@ -361,10 +361,11 @@ def _wasm_module(graph, target: Target, wasm: bytes, consts, workspace: int, lin
                  flops, profile: bool):
     """The runtime module of a wasm build: the .wasm module and its plan (for explain and export), run in a browser
     page; the weights stay in the page between calls (resident), and are packed again only when they change."""
+    from .backends.wasm import MEMORY_PAGES
     from .runtime.device_module import Launch
     from .runtime.wasm import WasmModule, program_text
     plan = [Launch(name, list(args), (1,), (1,)) for name, args in pre_calls + calls]
-    return WasmModule(str(target), program_text(wasm, bool(pre_calls)),
+    return WasmModule(str(target), program_text(wasm, bool(pre_calls), target.caps.threads, MEMORY_PAGES),
                       [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                       [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
                       [c.data for c in consts], workspace, plan, kernels=lines,

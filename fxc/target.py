@@ -183,7 +183,9 @@ WASM_FEATURES = ("simd128", "bulk-memory", "multivalue", "mutable-globals", "non
 
 
 def _wasm_target(opts: dict) -> Target:
-    """wasm32 with SIMD128 (4 float32 lanes), one thread; -mattr=-simd128 for a browser without SIMD."""
+    """wasm32 with SIMD128 (4 float32 lanes), one thread by default; -num-threads=N runs parallel loops on N - 1 web
+    workers sharing the module's memory (wasm atomics; the page must be cross-origin isolated: COOP/COEP);
+    -mattr=-simd128 for a browser without SIMD."""
     unknown = sorted(set(opts) - set(WASM_OPTIONS))
     if unknown:
         raise TargetError(f"wasm target: unknown option(s) {', '.join('-' + u for u in unknown)}; known: "
@@ -194,11 +196,13 @@ def _wasm_target(opts: dict) -> Target:
             raise TargetError(f"wasm target: -mattr entries start with + or -, got {f!r} (e.g. -mattr=-simd128)")
         (features.add if f[0] == "+" else features.discard)(f[1:])
     threads = opts.get("num-threads", "1")
-    if threads != "1":
-        raise TargetError(f"wasm target: -num-threads={threads}: the wasm target runs one thread (threads need "
-                          f"shared wasm memory and a worker pool under COOP/COEP, not built yet); use -num-threads=1")
+    if not threads.isdigit() or not 1 <= int(threads) <= 64:
+        raise TargetError(f"wasm target: -num-threads={threads} is not a thread count from 1 to 64")
+    if int(threads) > 1:        # shared memory: its atomics, and memory.atomic.wait / notify for the worker pool
+        features.add("atomics")
     simd = "simd128" in features
-    caps = Caps(vector_bits=128 if simd else 32, vector_registers=16, threads=1, features=frozenset(features),
+    caps = Caps(vector_bits=128 if simd else 32, vector_registers=16, threads=int(threads),
+                features=frozenset(features),
                 index_bits=64, dtypes=Caps().dtypes - {"float16"}, libm=False,
                 math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
     return Target("wasm", tuple(sorted(opts.items())), caps)

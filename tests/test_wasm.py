@@ -36,8 +36,10 @@ def test_wasm_target_caps():
     assert t.caps.lanes == 4 and t.caps.threads == 1 and not t.caps.libm and t.caps.has("simd128")
     assert "+simd128" in t.llvm_features and str(Target.parse(str(t))) == str(t)
     assert not Target.parse("wasm -mattr=-simd128").caps.has("simd128")
-    with pytest.raises(TargetError, match="one thread"):
-        Target.parse("wasm -num-threads=2")
+    two = Target.parse("wasm -num-threads=2")
+    assert two.caps.threads == 2 and two.caps.has("atomics") and "+atomics" in two.llvm_features
+    with pytest.raises(TargetError, match="thread count"):
+        Target.parse("wasm -num-threads=0")
     with pytest.raises(TargetError, match="unknown option"):
         Target.parse("wasm -mcpu=haswell")
 
@@ -123,6 +125,22 @@ def test_weights_stay_in_the_page_until_they_change():
         assert_close_np(compiled(x).numpy(), model(x).numpy())
         model[0].weight.mul_(0.5)           # an in-place change: its version moves, the page gets it again
         assert_close_np(compiled(x).numpy(), model(x).numpy())
+
+
+def test_two_threads_share_the_module_memory():
+    """-num-threads=2: the page is cross-origin isolated (COOP/COEP), one web worker instantiates the module on its
+    shared memory, and the parallel loops of a matmul + tanh go through the pool (its generation counter moves)."""
+    rng = np.random.default_rng(5)
+    a, w = rng.standard_normal((37, 70)).astype(np.float32), rng.standard_normal((70, 90)).astype(np.float32)
+    b = Builder()
+    va, vw = b.graph.input(a.shape, "float32"), b.graph.input(w.shape, "float32")
+    b.graph.outputs = [b.call("tanh", [b.call("matmul", [va, vw])])]
+    m = build(b.graph, target="wasm -num-threads=2")
+    for _ in range(2):
+        assert_close_np(m(a, w), np.tanh(a @ w))
+    workers, generation = m.device.call("""(id) => { const w = window.fxcWasmModels[id].wasm;
+        return [w.workers.length, new Int32Array(w.memory.buffer)[w.exports.fxc_pool_gen.value >> 2]]; }""", m._id)
+    assert m.device.info["isolated"] and workers == 1 and generation >= 2
 
 
 def test_out_of_range_index_raises_as_eager_does():

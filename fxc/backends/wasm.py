@@ -45,6 +45,97 @@ entry:
   ret void
 }
 """
+# ... and for several (-num-threads=N): a pool of N - 1 web workers on the module's shared memory, each in
+# fxc_worker(k) (k = 1..N-1), asleep in memory.atomic.wait32 on the generation counter. A parallel loop over n
+# stores its body, arguments and n, bumps the generation and wakes them; part k of N (n k / N to n (k + 1) / N) runs
+# on worker k, part 0 on the caller, which then spins until every worker has counted itself done (a browser's main
+# thread may not wait). fxc_pool_workers stays 0 (every loop runs whole in the caller) until the JS runtime has
+# started the workers; a loop inside a parallel body, or of fewer than 2 iterations, runs whole too.
+POOL_IR = """
+@fxc_pool_workers = global i32 0, align 4
+@fxc_pool_gen = global i32 0, align 4
+@fxc_pool_done = internal global i32 0, align 4
+@fxc_pool_busy = internal global i32 0, align 4
+@fxc_pool_fn = internal global ptr null, align 4
+@fxc_pool_args = internal global ptr null, align 4
+@fxc_pool_n = internal global i64 0, align 8
+declare i32 @llvm.wasm.memory.atomic.wait32(ptr, i32, i64)
+declare i32 @llvm.wasm.memory.atomic.notify(ptr, i32)
+
+define void @fxc_parallel_for(ptr %fn, ptr %args, i64 %n) {
+entry:
+  %w = load atomic i32, ptr @fxc_pool_workers seq_cst, align 4
+  %busy = load atomic i32, ptr @fxc_pool_busy seq_cst, align 4
+  %none = icmp eq i32 %w, 0
+  %nested = icmp ne i32 %busy, 0
+  %small = icmp slt i64 %n, 2
+  %a = or i1 %none, %nested
+  %serial = or i1 %a, %small
+  br i1 %serial, label %alone, label %pool
+alone:
+  call void %fn(i64 0, i64 %n, ptr %args)
+  ret void
+pool:
+  store atomic i32 1, ptr @fxc_pool_busy seq_cst, align 4
+  store atomic ptr %fn, ptr @fxc_pool_fn seq_cst, align 4
+  store atomic ptr %args, ptr @fxc_pool_args seq_cst, align 4
+  store atomic i64 %n, ptr @fxc_pool_n seq_cst, align 8
+  store atomic i32 0, ptr @fxc_pool_done seq_cst, align 4
+  %g = atomicrmw add ptr @fxc_pool_gen, i32 1 seq_cst
+  %woke = call i32 @llvm.wasm.memory.atomic.notify(ptr @fxc_pool_gen, i32 %w)
+  %w64 = zext i32 %w to i64
+  %parts = add i64 %w64, 1
+  %end0 = sdiv i64 %n, %parts
+  %any = icmp sgt i64 %end0, 0
+  br i1 %any, label %mine, label %spin
+mine:
+  call void %fn(i64 0, i64 %end0, ptr %args)
+  br label %spin
+spin:
+  %d = load atomic i32, ptr @fxc_pool_done seq_cst, align 4
+  %all = icmp uge i32 %d, %w
+  br i1 %all, label %out, label %spin
+out:
+  store atomic i32 0, ptr @fxc_pool_busy seq_cst, align 4
+  ret void
+}
+
+define void @fxc_worker(i32 %k) {
+entry:
+  %seen = alloca i32, align 4
+  store i32 0, ptr %seen, align 4
+  br label %sleep
+sleep:
+  %s = load i32, ptr %seen, align 4
+  %r = call i32 @llvm.wasm.memory.atomic.wait32(ptr @fxc_pool_gen, i32 %s, i64 -1)
+  %g = load atomic i32, ptr @fxc_pool_gen seq_cst, align 4
+  %same = icmp eq i32 %g, %s
+  br i1 %same, label %sleep, label %run
+run:
+  store i32 %g, ptr %seen, align 4
+  %fn = load atomic ptr, ptr @fxc_pool_fn seq_cst, align 4
+  %args = load atomic ptr, ptr @fxc_pool_args seq_cst, align 4
+  %n = load atomic i64, ptr @fxc_pool_n seq_cst, align 8
+  %w = load atomic i32, ptr @fxc_pool_workers seq_cst, align 4
+  %w64 = zext i32 %w to i64
+  %parts = add i64 %w64, 1
+  %k64 = zext i32 %k to i64
+  %lo = mul i64 %n, %k64
+  %start = sdiv i64 %lo, %parts
+  %k1 = add i64 %k64, 1
+  %hi = mul i64 %n, %k1
+  %end = sdiv i64 %hi, %parts
+  %some = icmp slt i64 %start, %end
+  br i1 %some, label %body, label %fin
+body:
+  call void %fn(i64 %start, i64 %end, ptr %args)
+  br label %fin
+fin:
+  %old = atomicrmw add ptr @fxc_pool_done, i32 1 seq_cst
+  br label %sleep
+}
+"""
+MEMORY_PAGES = (512, 32768)     # a threaded module's shared memory, in 64 KiB pages: initial (32 MiB), most (2 GiB)
 STACK_BYTES = 8 << 20       # the kernels' private arrays (register tiles, small scratch) live on the stack
 ENTRIES = ("fxc_run", "fxc_prepack", "fxc_run_main")
 
@@ -64,9 +155,17 @@ def find_linker() -> str:
     raise TargetError(f"no wasm-ld found; {INSTALL_LLD}")
 
 
-def _runtime_ir(spec: str) -> str:
+def _runtime_ir(spec: str, threads: int) -> str:
     triple = spec.split("\n")[0]
-    return f'target triple = "{triple}"\n' + RUNTIME_IR
+    return f'target triple = "{triple}"\n' + (POOL_IR if threads > 1 else RUNTIME_IR)
+
+
+def _shared_memory_flags() -> list:
+    """wasm-ld's options for a module whose memory the JS runtime's workers share (fxc_worker, the pool's
+    counter and each worker's own stack pointer exported)."""
+    return ["--shared-memory", "--import-memory", f"--initial-memory={MEMORY_PAGES[0] << 16}",
+            f"--max-memory={MEMORY_PAGES[1] << 16}", "--export=fxc_worker", "--export=fxc_pool_workers",
+            "--export=fxc_pool_gen", "--export=__stack_pointer"]
 
 
 def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tuple:
@@ -77,7 +176,9 @@ def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tupl
     target = Target.parse(target)
     linker = find_linker()
     spec = llvm.machine_spec(target)
-    salt = "\n".join([spec, RUNTIME_IR, ",".join(JS_IMPORTS), ",".join(exports), str(STACK_BYTES)])
+    threads = target.caps.threads
+    salt = "\n".join([spec, _runtime_ir(spec, threads), ",".join(JS_IMPORTS), ",".join(exports), str(STACK_BYTES),
+                      str(MEMORY_PAGES)])
     key = hashlib.sha256((ir_text + salt).encode()).hexdigest()[:24]
     cached = read_entry(f"fxc-{key}.wasm")
     if cached is not None:
@@ -85,7 +186,7 @@ def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tupl
             queue.finish()
         return cached, []
     objs, compiled = llvm.compile_objects(ir_text, queue, target)
-    runtime = llvm._compile_part(_runtime_ir(spec), True, spec)
+    runtime = llvm._compile_part(_runtime_ir(spec, threads), True, spec)
     with tempfile.TemporaryDirectory() as d:
         paths = []
         for k, obj in enumerate([*objs, runtime]):
@@ -96,6 +197,7 @@ def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tupl
         cmd = [linker, "--no-entry", "--stack-first", "-z", f"stack-size={STACK_BYTES}", "-O2", "--strip-debug",
                f"--allow-undefined-file={Path(d) / 'imports.txt'}", "--export=__heap_base",
                "--export-if-defined=fxc_index_error", *(f"--export-if-defined={e}" for e in exports),
+               *(_shared_memory_flags() if threads > 1 else []),
                "-o", str(out), *map(str, paths)]
         _link(cmd, ir_text)
         wasm = out.read_bytes()

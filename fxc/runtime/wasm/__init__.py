@@ -23,25 +23,47 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ExecutionError, IndexOutOfRangeError, index_error_message
+from ...errors import ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ..device_module import DeviceModule, _HostFingerprint, _token_key
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
 PIECE = 4 << 20             # bytes of a tensor per message to the page
 
 
+PAGE_URL = "http://fxc.localhost/"      # answered by Playwright's router, never the network
+# shared memory and workers need a cross-origin isolated page (what `fxc serve` sends too)
+ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
+
+
 class WasmRuntime:
-    """The browser page (fxc.runtime.webgl's) with runtime.js added; models by id in `window.fxcWasmModels`."""
+    """A page of the process's browser (fxc.runtime.webgl's) served with the COOP/COEP headers threads need, with
+    runtime.js loaded; models by id in `window.fxcWasmModels`."""
 
     def __init__(self, browser):
         self.browser = browser
-        browser.thread.run(lambda: browser.page.add_script_tag(content=RUNTIME_JS.read_text()))
-        browser.call("() => { window.fxcWasmModels = {}; }")
-        self.info = {"name": "WebAssembly (wasm32, SIMD128) in " + browser.info["driver"],
-                     "driver": browser.info["driver"]}
+        self.page, facts = browser.thread.run(self._open)
+        self.info = {"name": f"WebAssembly (wasm32, SIMD128) in {browser.info['driver']}",
+                     "driver": browser.info["driver"], **facts}
+
+    def _open(self):
+        page = self.browser.page.context.browser.new_page()     # a context of its own: its own origin
+        page.route(PAGE_URL, lambda route: route.fulfill(status=200, content_type="text/html", headers=ISOLATION,
+                                                         body="<!doctype html><html><body></body></html>"))
+        page.goto(PAGE_URL)
+        page.add_script_tag(content=RUNTIME_JS.read_text())
+        facts = page.evaluate("""() => { window.fxcWasmModels = {};
+            return {isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency}; }""")
+        return page, facts
 
     def call(self, script: str, arg=None):
-        return self.browser.call(script, arg)
+        """page.evaluate(script, arg) on the browser's thread; a JavaScript error becomes an ExecutionError."""
+        def go():
+            from playwright.sync_api import Error
+            try:
+                return self.page.evaluate(script, arg)
+            except Error as e:
+                raise ExecutionError(f"the wasm runtime failed in the page: {str(e)[:2000]}") from None
+        return self.browser.thread.run(go)
 
     def new_model_id(self) -> int:
         return self.browser.new_model_id()
@@ -62,9 +84,11 @@ def _b64(a: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(a).view(np.uint8).reshape(-1)).decode()
 
 
-def program_text(wasm: bytes, prepack: bool) -> str:
-    """A wasm module's program part (what WasmModule and the artifact hold)."""
-    return json.dumps({"wasm": base64.b64encode(wasm).decode(), "prepack": bool(prepack)})
+def program_text(wasm: bytes, prepack: bool, threads: int = 1, pages=None) -> str:
+    """A wasm module's program part (what WasmModule and the artifact hold): the module, whether it packs weights
+    in a step of its own, its threads and (threaded) its shared memory's initial and largest size in pages."""
+    return json.dumps({"wasm": base64.b64encode(wasm).decode(), "prepack": bool(prepack), "threads": int(threads),
+                       "memory_pages": list(pages) if pages else None})
 
 
 class _Info:
@@ -85,6 +109,7 @@ class WasmModule(DeviceModule):
         prog = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
         self.wasm = base64.b64decode(prog["wasm"])
         self._prepack = bool(prog["prepack"])
+        self.threads, self._pages = int(prog.get("threads", 1)), prog.get("memory_pages")
         self._np = [np_dtype(s.dtype) for s in self.outputs]
         self._id = None
         self._resident = self._fingerprint_value = self._resident_objects = None
@@ -105,10 +130,13 @@ class WasmModule(DeviceModule):
                     "consts": [c.nbytes for c in self.consts], "workspace": int(self.workspace_bytes),
                     "prepack": self._prepack}
             mid = rt.new_model_id()
-            rt.call("""async ([id, wasm, spec]) => {
+            if self.threads > 1 and not rt.info["isolated"]:
+                raise TargetError(f"target {self.target}: threads need shared memory, and the browser's page is not "
+                                  f"cross-origin isolated (COOP/COEP headers); use -num-threads=1")
+            rt.call("""async ([id, wasm, spec, threads, pages]) => {
                 const bytes = Uint8Array.from(atob(wasm), c => c.charCodeAt(0));
-                window.fxcWasmModels[id] = new FxcWasmModel(await FxcWasm.load(bytes), spec); }""",
-                    [mid, base64.b64encode(self.wasm).decode(), spec])
+                window.fxcWasmModels[id] = new FxcWasmModel(await FxcWasm.load(bytes, threads, pages), spec); }""",
+                    [mid, base64.b64encode(self.wasm).decode(), spec, self.threads, self._pages])
             self._id = mid
             self.device = rt
             for i, c in enumerate(self.consts):

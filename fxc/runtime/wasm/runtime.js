@@ -1,6 +1,7 @@
 // fxc's WebAssembly plan runtime: runs a model compiled for the `wasm` target (fxc.backends.wasm) in a browser.
 //
-//   const w = await FxcWasm.load(bytes);          // compile + instantiate one .wasm module (its own memory)
+//   const w = await FxcWasm.load(bytes, threads, pages);   // compile + instantiate one .wasm module (its memory;
+//                                                  // threads > 1: shared, with threads - 1 web workers)
 //   const m = new FxcWasmModel(w, spec);          // buffers of one model: inputs, outputs, constants, workspace
 //   m.put("consts", i, offset, base64);           // write (a piece of) a constant or an input
 //   m.run(fresh);                                 // run the plan, return {rc, record, outputs}
@@ -11,9 +12,13 @@
 // `fxc_run_main` when weights are packed once) and `fxc_index_error` (op, index, size of an out-of-range index).
 // An entry returns 0, or 2 (an integer division by zero) | 4 (an index out of range). Its imports are the math
 // functions WebAssembly has no instruction for, from Math (FXC_WASM_IMPORTS; fxc.backends.wasm.JS_IMPORTS).
+//
+// Threads (a module linked for -num-threads=N): the memory is a shared WebAssembly.Memory (the page must be
+// cross-origin isolated: COOP/COEP), N - 1 web workers instantiate the same module on it, each with a stack of its
+// own, and sleep in the module's fxc_worker(k) until a parallel loop wakes them (fxc.backends.wasm.POOL_IR).
 "use strict";
 
-const FXC_WASM_IMPORTS = (() => {
+function fxcWasmImports() {
   const M = {sin: Math.sin, cos: Math.cos, tan: Math.tan, asin: Math.asin, acos: Math.acos, atan: Math.atan,
              sinh: Math.sinh, cosh: Math.cosh, tanh: Math.tanh, asinh: Math.asinh, acosh: Math.acosh,
              atanh: Math.atanh, exp: Math.exp, expm1: Math.expm1, log: Math.log, log1p: Math.log1p,
@@ -24,17 +29,51 @@ const FXC_WASM_IMPORTS = (() => {
   env.fmaf = (a, b, c) => a * b + c;        // float32 a * b is exact in double
   env.fxc_profile_now = () => BigInt(Math.round(performance.now() * 1e6));
   return env;
-})();
+}
+const FXC_WASM_IMPORTS = fxcWasmImports();
+const FXC_WASM_STACK = 8 << 20;      // bytes of each worker's stack (fxc.backends.wasm.STACK_BYTES)
+
+// a worker: instantiate the module on the shared memory, take its own stack, report, then serve the pool forever
+const FXC_WASM_WORKER = `"use strict";
+const FXC_WASM_IMPORTS = (${fxcWasmImports.toString()})();
+onmessage = async (e) => {
+  const {module, memory, index, stack} = e.data;
+  const {exports} = await WebAssembly.instantiate(module, {env: {...FXC_WASM_IMPORTS, memory}});
+  exports.__stack_pointer.value = stack;
+  postMessage(index);
+  exports.fxc_worker(index);
+};`;
 
 class FxcWasm {
-  static async load(bytes) {
-    const {instance} = await WebAssembly.instantiate(bytes, {env: FXC_WASM_IMPORTS});
-    return new FxcWasm(instance);
+  static async load(bytes, threads = 1, pages = null) {
+    const module = await WebAssembly.compile(bytes);
+    if (threads <= 1) return new FxcWasm(await WebAssembly.instantiate(module, {env: FXC_WASM_IMPORTS}));
+    if (!globalThis.crossOriginIsolated)
+      throw new Error("a threaded wasm module needs shared memory: serve the page with the headers " +
+                      "Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp");
+    const memory = new WebAssembly.Memory({initial: pages[0], maximum: pages[1], shared: true});
+    const w = new FxcWasm(await WebAssembly.instantiate(module, {env: {...FXC_WASM_IMPORTS, memory}}), memory);
+    await w.startWorkers(module, threads - 1);
+    return w;
   }
 
-  constructor(instance) {
+  async startWorkers(module, n) {    // n workers asleep in fxc_worker, then the pool counts them
+    const url = URL.createObjectURL(new Blob([FXC_WASM_WORKER], {type: "text/javascript"}));
+    this.workers = [];
+    const ready = [];
+    for (let k = 1; k <= n; k++) {
+      const worker = new Worker(url);
+      this.workers.push(worker);
+      ready.push(new Promise((resolve, reject) => { worker.onmessage = resolve; worker.onerror = reject; }));
+      worker.postMessage({module, memory: this.memory, index: k, stack: this.alloc(FXC_WASM_STACK) + FXC_WASM_STACK});
+    }
+    await Promise.all(ready);
+    Atomics.store(new Int32Array(this.memory.buffer), this.exports.fxc_pool_workers.value >> 2, n);
+  }
+
+  constructor(instance, memory = null) {
     this.exports = instance.exports;
-    this.memory = instance.exports.memory;
+    this.memory = memory || instance.exports.memory;
     this.top = instance.exports.__heap_base.value;
     const rec = instance.exports.fxc_index_error;
     this.record = rec ? rec.value : 0;
@@ -79,7 +118,7 @@ class FxcWasm {
 }
 
 class FxcWasmModel {
-  // spec: {inputs: [bytes], outputs: [bytes], consts: [bytes], workspace: bytes, prepack: bool}
+  // spec: {inputs: [bytes], outputs: [bytes], consts: [bytes], workspace: bytes, prepack: bool} (in bytes)
   constructor(wasm, spec) {
     const w = this.wasm = wasm;
     this.spec = spec;
