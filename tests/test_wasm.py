@@ -212,6 +212,32 @@ def test_no_wasm_ld_is_a_target_error(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
 
 
+NO_BROWSER = """
+import sys
+import numpy as np
+from fxc.errors import TargetError
+from fxc.relay_like.builder import Builder
+from fxc.build import build
+import fxc
+b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
+m = build(b.graph, target="wasm")          # building and exporting need no browser
+fxc.export(m, sys.argv[1])
+try:
+    m(np.ones(4, np.float32))
+    sys.exit(1)
+except TargetError as e:
+    print("TargetError:", e)
+    sys.exit(0 if "no Chromium at /nonexistent/chromium" in str(e) else 3)
+"""
+
+
+def test_no_browser_builds_and_exports_then_a_call_is_a_target_error(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
+    p = subprocess.run([sys.executable, "-c", NO_BROWSER, str(tmp_path / "m.fxc")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0 and (tmp_path / "m.fxc").exists(), p.stdout + p.stderr
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
 def test_reference_models_on_wasm(name):
