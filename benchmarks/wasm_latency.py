@@ -1,8 +1,8 @@
 """Latency of the reference models on the `wasm` target in headless Chromium (batch 1, model execution only).
 
-    python -m benchmarks.wasm_latency --runs 20 [--threads 1,2] [--models resnet18,mobilenet_v2,bert] [--seq-len 64]
+    python -m benchmarks.wasm_latency --runs 20 [--targets "wasm;wasm -num-threads=2"] [--models resnet18,...]
 
-Each model is compiled by `fxc.from_torch(..., target="wasm -num-threads=T")` for each T of --threads; the page then
+Each model is compiled by `fxc.from_torch(..., target=T)` for each wasm target T of --targets; the page then
 runs the plan `--runs` times with the inputs and packed weights in place (`WasmModule.benchmark`: performance.now()
 around the calls, as the seed's Figure 3 measured model execution only) after one warm-up run, five times over;
 prints the median and minimum of the five means in ms, and the max abs error against eager PyTorch relative to the
@@ -17,7 +17,7 @@ import statistics
 import time
 
 
-def measure(name: str, runs: int, seq_len: int, threads: list) -> dict:
+def measure(name: str, runs: int, seq_len: int, targets: list) -> dict:
     import numpy as np
     import torch
 
@@ -30,13 +30,13 @@ def measure(name: str, runs: int, seq_len: int, threads: list) -> dict:
         expected = model(*inputs)
         e = expected.numpy() if isinstance(expected, torch.Tensor) else expected[0].numpy()
         rows = {}
-        for t in threads:
-            compiled = fxc.from_torch(model, inputs, target=f"wasm -num-threads={t}")
+        for t in targets:
+            compiled = fxc.from_torch(model, inputs, target=t)
             got = compiled(*arrays)
             got = got[0] if isinstance(got, list) else got
             err = float(np.abs(got - e).max() / max(np.abs(e).max(), 1.0))
             means = [compiled.module.benchmark(*arrays, runs=runs) for _ in range(5)]
-            rows[f"wasm, {t} thread{'s' * (t > 1)}"] = (statistics.median(means), min(means), err)
+            rows[t] = (statistics.median(means), min(means), err)
         native = fxc.from_torch(model, inputs, target="llvm -num-threads=1")
         for _ in range(3):
             native(*arrays)
@@ -45,7 +45,7 @@ def measure(name: str, runs: int, seq_len: int, threads: list) -> dict:
             t0 = time.perf_counter()
             native(*arrays)
             times.append(1e3 * (time.perf_counter() - t0))
-        rows["llvm (native), 1 thread"] = (statistics.median(times), min(times), float("nan"))
+        rows["llvm -num-threads=1"] = (statistics.median(times), min(times), float("nan"))
     return rows
 
 
@@ -54,17 +54,18 @@ def main(argv=None) -> None:
     p.add_argument("--models", default="resnet18,mobilenet_v2,bert")
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--threads", default="1,2", help="comma list of wasm thread counts")
+    p.add_argument("--targets", default="wasm;wasm -num-threads=2", help="';'-separated wasm targets")
     a = p.parse_args(argv)
     from fxc.runtime.wasm import open_wasm_runtime
     from fxc.target import host_cpu
     info = open_wasm_runtime().info
     print(f"{info['name']}; cross-origin isolated: {info['isolated']}; host CPU {host_cpu()}, "
           f"{len(os.sched_getaffinity(0))} cores, load average {os.getloadavg()[0]:.1f}")
-    print(f"{'model':<14} {'target':<26} {'median ms':>10} {'min ms':>8} {'max err / scale':>16}")
+    print(f"{'model':<14} {'target':<34} {'median ms':>10} {'min ms':>8} {'max err / scale':>16}")
+    targets = [t.strip() for t in a.targets.split(";") if t.strip()]
     for name in a.models.split(","):
-        for label, (med, low, err) in measure(name, a.runs, a.seq_len, [int(t) for t in a.threads.split(",")]).items():
-            print(f"{name:<14} {label:<26} {med:>10.2f} {low:>8.2f} {err:>16.2e}", flush=True)
+        for label, (med, low, err) in measure(name, a.runs, a.seq_len, targets).items():
+            print(f"{name:<14} {label:<34} {med:>10.2f} {low:>8.2f} {err:>16.2e}", flush=True)
 
 
 if __name__ == "__main__":
