@@ -18,6 +18,7 @@ import base64
 import functools
 import json
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,7 @@ class WasmRuntime:
     def __init__(self, browser):
         self.browser = browser
         self.page, facts = browser.thread.run(self._open)
+        self.gone: list = []            # ids of models whose WasmModule was freed: dropped from the page next call
         self.info = {"name": f"WebAssembly (wasm32, SIMD128) in {browser.info['driver']}",
                      "driver": browser.info["driver"], **facts}
 
@@ -60,6 +62,10 @@ class WasmRuntime:
         def go():
             from playwright.sync_api import Error
             try:
+                if self.gone:
+                    ids, self.gone[:] = list(self.gone), []
+                    self.page.evaluate("ids => ids.forEach(id => { window.fxcWasmModels[id].dispose(); "
+                                       "delete window.fxcWasmModels[id]; })", ids)
                 return self.page.evaluate(script, arg)
             except Error as e:
                 raise ExecutionError(f"the wasm runtime failed in the page: {str(e)[:2000]}") from None
@@ -139,6 +145,7 @@ class WasmModule(DeviceModule):
                     [mid, base64.b64encode(self.wasm).decode(), spec, self.threads, self._pages])
             self._id = mid
             self.device = rt
+            weakref.finalize(self, rt.gone.append, mid).atexit = False
             for i, c in enumerate(self.consts):
                 self._put("consts", i, c)
         return self._id

@@ -149,6 +149,10 @@ class FxcWasmModel {
     return r;
   }
 
+  dispose() {                        // the model's module is dropped: its workers stop
+    for (const worker of this.wasm.workers || []) worker.terminate();
+  }
+
   bench(runs) {                      // ms per run of the plan alone (inputs and packed weights in place)
     this.step(true);
     const t0 = performance.now();
