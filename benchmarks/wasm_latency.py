@@ -4,10 +4,10 @@
 
 Each model is compiled by `fxc.from_torch(..., target=T)` for each wasm target T of --targets; the page then
 runs the plan `--runs` times with the inputs and packed weights in place (`WasmModule.benchmark`: performance.now()
-around the calls, as the seed's Figure 3 measured model execution only) after one warm-up run, five times over;
-prints the median and minimum of the five means in ms, and the max abs error against eager PyTorch relative to the
-output's scale. For scale, the same model on the `llvm` target in this process (one thread, native code): the
-median of --runs calls.
+around the calls, as the seed's Figure 3 measured model execution only) after one warm-up run. For scale, the same
+model on the `llvm` target in this process (one thread, native code, --runs calls). Five rounds, the targets round
+robin (all see the same machine load); prints the median and minimum of the five means in ms, and the max abs error
+against eager PyTorch relative to the output's scale.
 """
 from __future__ import annotations
 
@@ -29,24 +29,24 @@ def measure(name: str, runs: int, seq_len: int, targets: list) -> dict:
     with torch.no_grad():
         expected = model(*inputs)
         e = expected.numpy() if isinstance(expected, torch.Tensor) else expected[0].numpy()
-        rows = {}
+        compiled, errors = {}, {}
         for t in targets:
-            compiled = fxc.from_torch(model, inputs, target=t)
-            got = compiled(*arrays)
+            compiled[t] = fxc.from_torch(model, inputs, target=t)
+            got = compiled[t](*arrays)
             got = got[0] if isinstance(got, list) else got
-            err = float(np.abs(got - e).max() / max(np.abs(e).max(), 1.0))
-            means = [compiled.module.benchmark(*arrays, runs=runs) for _ in range(5)]
-            rows[t] = (statistics.median(means), min(means), err)
+            errors[t] = float(np.abs(got - e).max() / max(np.abs(e).max(), 1.0))
         native = fxc.from_torch(model, inputs, target="llvm -num-threads=1")
         for _ in range(3):
             native(*arrays)
-        times = []
-        for _ in range(runs):
+        means = {t: [] for t in [*targets, "llvm -num-threads=1"]}
+        for _ in range(5):          # round robin: every target sees the same machine load
+            for t, c in compiled.items():
+                means[t].append(c.module.benchmark(*arrays, runs=runs))
             t0 = time.perf_counter()
-            native(*arrays)
-            times.append(1e3 * (time.perf_counter() - t0))
-        rows["llvm -num-threads=1"] = (statistics.median(times), min(times), float("nan"))
-    return rows
+            for _ in range(runs):
+                native(*arrays)
+            means["llvm -num-threads=1"].append(1e3 * (time.perf_counter() - t0) / runs)
+    return {t: (statistics.median(m), min(m), errors.get(t, float("nan"))) for t, m in means.items()}
 
 
 def main(argv=None) -> None:
