@@ -371,3 +371,24 @@ def _wasm_module(graph, target: Target, wasm: bytes, consts, workspace: int, lin
                       [c.data for c in consts], workspace, plan, kernels=lines,
                       prepack_inputs=sorted(i for i, v in enumerate(graph.inputs) if v.id in graph.weights),
                       profiled=profile, kernel_flops=flops, intermediate_bytes=intermediate)
+
+
+def wasm_group_entries(groups: list, target="wasm") -> tuple:
+    """Fused groups another browser target cannot express (webgl, webgpu), compiled to one wasm module with one
+    entry per group, `fxc_group<i>(inputs, outputs, consts, work)`: the addresses of the group's inputs and outputs
+    in the module's memory, consts unused, work a scratch area of scratch[i] bytes (fxc.backends.wasm.build_entries).
+    Returns (the .wasm's bytes, [entry names], [scratch bytes per group])."""
+    from .backends.wasm import build_entries
+    target = Target.parse(target)
+    entries, scratch = [], []
+    for i, gr in enumerate(groups):
+        k = group_kernel(gr, f"k{i}_{gr.root.op}", 1, target)
+        args = [("out", j) for j in range(len(gr.outputs))] + [("in", j) for j in range(len(gr.inputs))]
+        at = 0
+        for b in k.params:
+            if b.scope == "scratch":
+                args.append(("work", at))
+                at += (b.nbytes + 63) // 64 * 64
+        entries.append((f"fxc_group{i}", k, args))
+        scratch.append(at)
+    return build_entries(entries, target), [name for name, _, _ in entries], scratch

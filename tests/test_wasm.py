@@ -157,7 +157,7 @@ def test_group_entries_run_from_the_js_runtime():
     called from runtime.js (FxcWasm.call) on buffers placed in the module's memory."""
     import base64
 
-    from fxc.backends.wasm import group_entries
+    from fxc.build import wasm_group_entries
     from fxc.relay_like.fuse_ops import fuse_ops
     from fxc.runtime.wasm import open_wasm_runtime
     x = np.random.default_rng(2).standard_normal((4, 33)).astype(np.float32)
@@ -165,7 +165,7 @@ def test_group_entries_run_from_the_js_runtime():
     v = b.graph.input(x.shape, "float32")
     b.graph.outputs = [b.call("softmax", [b.call("mul", [v, v])], dim=1)]
     groups = fuse_ops(b.graph)
-    wasm, names, scratch = group_entries(groups)
+    wasm, names, scratch = wasm_group_entries(groups)
     assert names == [f"fxc_group{i}" for i in range(len(groups))]
     out = open_wasm_runtime().call("""async ([wasm, names, scratch, x, n]) => {
         const w = await FxcWasm.load(Uint8Array.from(atob(wasm), c => c.charCodeAt(0)));

@@ -2,8 +2,8 @@
 cache as the `llvm` target) compiled by llvmlite for wasm32 with SIMD128 and linked by Debian's `wasm-ld` (package
 `lld`) into one `.wasm` module per model.
 
-Takes the module's LLVM IR text (the kernels and the plan's entries `fxc_run`, `fxc_prepack`, `fxc_run_main`, or a
-group's entries from `group_entries`); produces the `.wasm` bytes, cached by the hash of the IR and the target.
+Takes the module's LLVM IR text (the kernels and the plan's entries `fxc_run`, `fxc_prepack`, `fxc_run_main`, or
+the entries of `build_entries`); produces the `.wasm` bytes, cached by the hash of the IR and the target.
 The module exports its memory, its entries, `__heap_base` (where the JS runtime's buffers start) and
 `fxc_index_error` (the record of an out-of-range index). What a kernel needs that wasm has no instruction for:
 `fxc_parallel_for` (one thread: the loop runs in the caller, RUNTIME_IR) and the math functions a browser's `Math`
@@ -225,28 +225,18 @@ def _link(cmd: list, source: str) -> None:
     raise CompileError("wasm-ld failed to link the wasm module", source=source, log=p.stderr)
 
 
-def group_entries(groups: list, target="wasm") -> tuple:
-    """The building block for the browser's other targets (webgl, webgpu): fused groups they cannot express,
-    compiled to one wasm module with one entry per group, `fxc_group<i>(ptr inputs, ptr outputs, ptr consts,
-    ptr work)` (the plan entry's signature: arrays of 32-bit addresses of the group's inputs and outputs in the
-    module's memory, consts unused, `work` a scratch area of `scratch[i]` bytes). Returns (the .wasm's bytes,
-    [entry names], [scratch bytes per group]); FxcWasm.call in fxc/runtime/wasm/runtime.js calls an entry."""
-    from ..build import group_kernel
+def build_entries(entries: list, target="wasm") -> bytes:
+    """A .wasm module of loop-IR kernels, each called by an exported entry of the plan entry's signature,
+    `name(ptr inputs, ptr outputs, ptr consts, ptr work)`: entries are (entry name, Kernel, the kernel's arguments
+    as plan slots: ("out", j), ("in", j), ("const", j) index those arrays of 32-bit addresses in the module's memory,
+    ("work", offset) a byte offset into `work`). The building block of the browser's other targets (webgl, webgpu)
+    for the ops they cannot express: fxc.build.wasm_group_entries lowers fused groups to it, and FxcWasm.call in
+    fxc/runtime/wasm/runtime.js calls an entry."""
     from . import llvm
     target = Target.parse(target)
     mw = llvm.module_writer(target)
-    names, scratch = [], []
-    for i, gr in enumerate(groups):
-        k = group_kernel(gr, f"k{i}_{gr.root.op}", 1, target)
-        mw.kernel(k)
-        args = [("out", j) for j in range(len(gr.outputs))] + [("in", j) for j in range(len(gr.inputs))]
-        at = 0
-        for b in k.params:
-            if b.scope == "scratch":
-                args.append(("work", at))
-                at += (b.nbytes + 63) // 64 * 64
-        names.append(f"fxc_group{i}")
-        scratch.append(at)
-        mw.entry([(k.name, args)], names[-1])
-    wasm, _ = build_wasm(mw.text(), None, target, tuple(names))
-    return wasm, names, scratch
+    for name, kernel, args in entries:
+        mw.kernel(kernel)
+        mw.entry([(kernel.name, list(args))], name)
+    wasm, _ = build_wasm(mw.text(), None, target, tuple(name for name, _, _ in entries))
+    return wasm
