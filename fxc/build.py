@@ -160,7 +160,8 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
 def _cached_build(graph, target: Target, **options) -> Module:
     dbg = debug_level(options)
     t0 = time.perf_counter()
-    key = _module_key(graph, target, options) if _cacheable(dbg) else None
+    key = _module_key(graph, target, options) if _cacheable(dbg) and target.kind == "llvm" else None   # wasm: parts
+
     if key is not None:
         module = load_module(key)
         if module is not None:
@@ -327,7 +328,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
         ir = llvm.finish_module(mw, calls, pre_calls, profile)
         if dbg >= 4:
             _log(ir)
-        lib, _ = llvm.build_library(ir, queue, target)
+        lib, _ = _link(target)(ir, queue, target)
     finally:
         queue.close()
     if dbg >= 1:
@@ -335,6 +336,9 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
              f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B)"
              f" + packed weights {end - plan.workspace_bytes} B"
              f" + kernel scratch {scratch} B")
+    if target.kind == "wasm":
+        return _wasm_module(graph, target, lib, consts, end + scratch, lines, plan.total_bytes, pre_calls, calls,
+                            flops, profile)
     return Module(target.kind, str(lib),
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
@@ -342,3 +346,49 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
                   prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs
                                          if slots[v.id][0] == "in"}),
                   plan=pre_calls + calls, kernel_flops=flops, profiled=profile)
+
+
+def _link(target: Target):
+    """The step that makes the kernels' objects one loadable unit: a shared library (llvm), a .wasm module (wasm)."""
+    if target.kind == "wasm":
+        from .backends.wasm import build_wasm
+        return build_wasm
+    from .backends.llvm import build_library
+    return build_library
+
+
+def _wasm_module(graph, target: Target, wasm: bytes, consts, workspace: int, lines, intermediate: int, pre_calls, calls,
+                 flops, profile: bool):
+    """The runtime module of a wasm build: the .wasm module and its plan (for explain and export), run in a browser
+    page; the weights stay in the page between calls (resident), and are packed again only when they change."""
+    from .backends.wasm import MEMORY_PAGES
+    from .runtime.device_module import Launch
+    from .runtime.wasm import WasmModule, program_text
+    plan = [Launch(name, list(args), (1,), (1,)) for name, args in pre_calls + calls]
+    return WasmModule(str(target), program_text(wasm, bool(pre_calls), target.caps.threads, MEMORY_PAGES),
+                      [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
+                      [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
+                      [c.data for c in consts], workspace, plan, kernels=lines,
+                      prepack_inputs=sorted(i for i, v in enumerate(graph.inputs) if v.id in graph.weights),
+                      profiled=profile, kernel_flops=flops, intermediate_bytes=intermediate)
+
+
+def wasm_group_entries(groups: list, target="wasm") -> tuple:
+    """Fused groups another browser target cannot express (webgl, webgpu), compiled to one wasm module with one
+    entry per group, `fxc_group<i>(inputs, outputs, consts, work)`: the addresses of the group's inputs and outputs
+    in the module's memory, consts unused, work a scratch area of scratch[i] bytes (fxc.backends.wasm.build_entries).
+    Returns (the .wasm's bytes, [entry names], [scratch bytes per group])."""
+    from .backends.wasm import build_entries
+    target = Target.parse(target)
+    entries, scratch = [], []
+    for i, gr in enumerate(groups):
+        k = group_kernel(gr, f"k{i}_{gr.root.op}", 1, target)
+        args = [("out", j) for j in range(len(gr.outputs))] + [("in", j) for j in range(len(gr.inputs))]
+        at = 0
+        for b in k.params:
+            if b.scope == "scratch":
+                args.append(("work", at))
+                at += (b.nbytes + 63) // 64 * 64
+        entries.append((f"fxc_group{i}", k, args))
+        scratch.append(at)
+    return build_entries(entries, target), [name for name, _, _ in entries], scratch

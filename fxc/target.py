@@ -4,6 +4,7 @@
     Target.parse("llvm -mcpu=haswell")         # AVX2 + FMA, 16 vector registers (runs on any newer x86 host)
     Target.parse("llvm -mcpu=x86-64-v2 -mattr=+popcnt")
     Target.parse("opencl -device=0")           # an OpenCL device (FXC_OPENCL_DEVICE picks one too)
+    Target.parse("wasm")                       # WebAssembly (wasm32 + SIMD128) run by a browser: the browser CPU path
 
 A target carries `Caps`: vector lanes and registers, threads, local memory, work-group limits, index width,
 dtypes, math functions. Passes, schedules and renderers read these instead of constants. Parsing never needs
@@ -38,6 +39,9 @@ class Caps:
                                    "bfloat16", "float16", "complex64", "complex128"})
     scatter: bool = True                    # stores at data-dependent addresses
     math: frozenset = frozenset({"exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "atan2"})
+    libm: bool = True                       # kernels may call a C math library (False: wasm, whose float32 math is
+    #                                         fxc's own code, llvm_math, and any other math function an import the
+    #                                         JS runtime supplies)
 
     @property
     def lanes(self) -> int:
@@ -74,23 +78,27 @@ class Target:
     # ------------------------------------------------------------------ CPU
     @property
     def is_cpu(self) -> bool:
-        return self.kind == "llvm"
+        """Code rendered to LLVM IR for a CPU: this host's or a named x86 CPU (`llvm`), or WebAssembly's (`wasm`,
+        the browser's CPU): the CPU passes and schedules apply."""
+        return self.kind in ("llvm", "wasm")
 
     @property
     def mcpu(self) -> str:
-        """The CPU an llvm target's code is for (LLVM's name, e.g. "znver4", "haswell")."""
-        return self.attr("mcpu", "")
+        """The CPU an llvm target's code is for (LLVM's name, e.g. "znver4", "haswell"; "generic" for wasm)."""
+        return self.attr("mcpu", "generic" if self.kind == "wasm" else "")
 
     @property
     def triple(self) -> str:
-        """The LLVM target triple of an llvm target (-mtriple, else this process's)."""
-        return self.attr("mtriple") or host_triple()
+        """The LLVM target triple of an llvm target (-mtriple, else this process's; wasm32's for wasm)."""
+        return self.attr("mtriple") or (WASM_TRIPLE if self.kind == "wasm" else host_triple())
 
     @property
     def llvm_features(self) -> str:
         """LLVM's feature string for an llvm target's machine: the host's full feature list for the host's CPU, else
         the -mattr entries on top of the named CPU's own (LLVM knows every CPU's features; fxc's table only those
-        its code generation reads)."""
+        its code generation reads); for wasm, its whole feature set."""
+        if self.kind == "wasm":
+            return ",".join("+" + f for f in sorted(self.caps.features))
         extra = [f for f in self.attr("mattr", "").split(",") if f]
         if self.mcpu == host_cpu():
             return ",".join([host_feature_string()] + extra)
@@ -103,7 +111,14 @@ class Target:
 
     def check_runnable(self) -> None:
         """Raise TargetError when this host cannot run code built for the target (an llvm target whose CPU
-        features the host lacks). Compiling and exporting for such a target is allowed; running is not."""
+        features the host lacks; a wasm target without the linker that makes its module or the browser that runs
+        it). Compiling and exporting for such a target is allowed; running is not."""
+        if self.kind == "wasm":
+            from .backends.wasm import find_linker
+            from .runtime.wasm import open_wasm_runtime
+            find_linker()
+            open_wasm_runtime()
+            return
         if self.kind != "llvm":
             return
         missing = sorted(self.caps.features - host_features())
@@ -131,6 +146,8 @@ def _parse(text: str) -> Target:
         opts[k] = v
     if kind == "llvm":
         return _llvm_target(opts)
+    if kind == "wasm":
+        return _wasm_target(opts)
     return Target(kind, tuple(sorted(opts.items())))
 
 
@@ -156,6 +173,39 @@ def _llvm_target(opts: dict) -> Target:
     threads = int(opts.get("num-threads", 0) or 0) or _host_threads()
     return Target("llvm", tuple(sorted(opts.items())), Caps(vector_bits=bits, vector_registers=regs, threads=threads,
                                                             features=feats))
+
+
+WASM_TRIPLE = "wasm32-unknown-unknown"
+WASM_OPTIONS = ("mattr", "num-threads")
+# what every browser with WebAssembly SIMD has (Chrome 91+, Firefox 89+, Safari 16.4+); LLVM's "generic" wasm CPU
+WASM_FEATURES = ("simd128", "bulk-memory", "multivalue", "mutable-globals", "nontrapping-fptoint", "reference-types",
+                 "sign-ext")
+
+
+def _wasm_target(opts: dict) -> Target:
+    """wasm32 with SIMD128 (4 float32 lanes), one thread by default; -num-threads=N runs parallel loops on N - 1 web
+    workers sharing the module's memory (wasm atomics; the page must be cross-origin isolated: COOP/COEP);
+    -mattr=-simd128 for a browser without SIMD."""
+    unknown = sorted(set(opts) - set(WASM_OPTIONS))
+    if unknown:
+        raise TargetError(f"wasm target: unknown option(s) {', '.join('-' + u for u in unknown)}; known: "
+                          f"{', '.join('-' + o for o in WASM_OPTIONS)} (e.g. 'wasm -mattr=-simd128')")
+    features = set(WASM_FEATURES)
+    for f in filter(None, opts.get("mattr", "").split(",")):
+        if f[0] not in "+-":
+            raise TargetError(f"wasm target: -mattr entries start with + or -, got {f!r} (e.g. -mattr=-simd128)")
+        (features.add if f[0] == "+" else features.discard)(f[1:])
+    threads = opts.get("num-threads", "1")
+    if not threads.isdigit() or not 1 <= int(threads) <= 64:
+        raise TargetError(f"wasm target: -num-threads={threads} is not a thread count from 1 to 64")
+    if int(threads) > 1:        # shared memory: its atomics, and memory.atomic.wait / notify for the worker pool
+        features.add("atomics")
+    simd = "simd128" in features
+    caps = Caps(vector_bits=128 if simd else 32, vector_registers=16, threads=int(threads),
+                features=frozenset(features),
+                index_bits=64, dtypes=Caps().dtypes - {"float16"}, libm=False,
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+    return Target("wasm", tuple(sorted(opts.items())), caps)
 
 
 def _host_threads() -> int:

@@ -3,7 +3,8 @@
 # As root it also installs the Debian packages the targets need: gcc (the CPU target) and PoCL with the OpenCL ICD
 # loader (the opencl target; pip's PoCL wheel fails on these CPUs: "unknown target CPU generic"), and Mesa's EGL
 # and GL drivers (the opengl target: libegl-mesa0 libgl1-mesa-dri, llvmpipe; moderngl from requirements.txt), and
-# Chromium (the webgl target, driven by pip's playwright from requirements.txt).
+# Chromium (the webgl and wasm targets, driven by pip's playwright from requirements.txt) and lld (wasm-ld: the wasm
+# target's linker).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -21,6 +22,8 @@ if [ ! -f "$stamp" ]; then
     for p in libegl1 libegl-mesa0 libgl1-mesa-dri; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
     # the webgl target: Debian's Chromium (Playwright drives it; `playwright install` is never run)
     for p in chromium fonts-liberation; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+    # the wasm target: wasm-ld (Debian's lld) links the kernels into one .wasm module; the browser above runs it
+    command -v wasm-ld >/dev/null || need="$need lld"
     if [ -n "$need" ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
     fi

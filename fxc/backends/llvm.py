@@ -50,8 +50,14 @@ def new_machine(spec: str, opt: int = 3):
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     triple, cpu, features = spec.split("\n")
+    wasm = triple.startswith("wasm")
+    if wasm:                # another architecture (the wasm target): LLVM's other targets
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+    # a wasm module is linked statically (wasm-ld, no GOT); a kernel library is a shared object
     return llvm.Target.from_triple(triple).create_target_machine(cpu=cpu, features=features, opt=opt,
-                                                                 reloc="pic", codemodel="default")
+                                                                 reloc="static" if wasm else "pic",
+                                                                 codemodel="default")
 
 
 def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool = False, target=None) -> str:
@@ -66,10 +72,11 @@ def render(kernels: list, calls: list, prepack_calls: list = (), profile: bool =
 
 
 def module_writer(target=None) -> ModuleWriter:
-    """A ModuleWriter for an llvm target (None: the host): its data layout, and its CPU features for `has`."""
+    """A ModuleWriter for an llvm target (None: the host): its data layout, and its CPU features for `has` (and
+    whether kernels may call libm: not on wasm)."""
     target = Target.parse(target)
     tm, triple, _, _ = target_machine(target)
-    return ModuleWriter(triple, str(tm.target_data), target.caps.features)
+    return ModuleWriter(triple, str(tm.target_data), target.caps.features, target.caps.libm)
 
 
 def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) -> None:

@@ -97,6 +97,10 @@ class VectorMath:
         return self.w.call(f"llvm.{fn}.v{self.n}f32", self.t, [(self.t, a), (self.t, b), (self.t, c)])
 
     def fn(self, name, *args) -> str:
+        if name in ("minnum", "maxnum") and not self.w.m.libm:
+            # no libm (wasm): LLVM lowers minnum to a call of fminf; the nan-propagating minimum is one instruction,
+            # and every caller here selects a nan input's lanes back (or clamps a value that is never nan)
+            name = name[:3] + "imum"
         return self.w.call(f"llvm.{name}.v{self.n}f32", self.t, [(self.t, a) for a in args])
 
     def poly(self, x, coefs) -> str:

@@ -627,6 +627,12 @@ class FunctionWriter:
         r = self.new()
         if lanes_of(dt) > 1 and scalar_of(dt) == "float32" and op in VECTOR_MATH:
             return VECTOR_MATH[op](VectorMath(self, t), x)
+        if not self.m.libm and dt == "float32" and op in VECTOR_MATH:      # no libm: the vector code on one lane
+            one, y = self.new(), self.new()
+            self.emit(f"{one} = insertelement <1 x float> poison, float {x}, i64 0")
+            v = VECTOR_MATH[op](VectorMath(self, "<1 x float>"), one)
+            self.emit(f"{y} = extractelement <1 x float> {v}, i64 0")
+            return y
         if lanes_of(dt) > 1 and op not in ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round"):
             raise LoweringError(f"unary {op} on vectors is not renderable")
         if op == "neg":
@@ -773,8 +779,9 @@ def _bits(dt: str) -> int:
 class ModuleWriter:
     """One LLVM module being written for a target: its triple, data layout and CPU features (`has`)."""
 
-    def __init__(self, triple: str, datalayout: str, features: frozenset = frozenset()):
+    def __init__(self, triple: str, datalayout: str, features: frozenset = frozenset(), libm: bool = True):
         self.triple, self.datalayout, self.features = triple, datalayout, frozenset(features)
+        self.libm = libm        # False (wasm): scalar float32 math by fxc's own code (VectorMath on one lane)
         self.functions: list = []
         self.decls: dict = {}
         self.md: list = ["!0 = !{}"]

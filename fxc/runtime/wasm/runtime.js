@@ -1,0 +1,165 @@
+// fxc's WebAssembly plan runtime: runs a model compiled for the `wasm` target (fxc.backends.wasm) in a browser.
+//
+//   const w = await FxcWasm.load(bytes, threads, pages);   // compile + instantiate one .wasm module (its memory;
+//                                                  // threads > 1: shared, with threads - 1 web workers)
+//   const m = new FxcWasmModel(w, spec);          // buffers of one model: inputs, outputs, constants, workspace
+//   m.put("consts", i, offset, base64);           // write (a piece of) a constant or an input
+//   m.run(fresh);                                 // run the plan, return {rc, record, outputs}
+//   w.call("fxc_group3", [inPtrs], [outPtrs], work)   // one entry of a group module (for webgl/webgpu fallbacks)
+//
+// The module exports its memory, `__heap_base` (buffers are placed from there, 64-byte aligned, growing the memory
+// as needed), its entries (`fxc_run(inputs, outputs, consts, work)`: arrays of 32-bit addresses; `fxc_prepack` and
+// `fxc_run_main` when weights are packed once) and `fxc_index_error` (op, index, size of an out-of-range index).
+// An entry returns 0, or 2 (an integer division by zero) | 4 (an index out of range). Its imports are the math
+// functions WebAssembly has no instruction for, from Math (FXC_WASM_IMPORTS; fxc.backends.wasm.JS_IMPORTS).
+//
+// Threads (a module linked for -num-threads=N): the memory is a shared WebAssembly.Memory (the page must be
+// cross-origin isolated: COOP/COEP), N - 1 web workers instantiate the same module on it, each with a stack of its
+// own, and sleep in the module's fxc_worker(k) until a parallel loop wakes them (fxc.backends.wasm.POOL_IR).
+"use strict";
+
+function fxcWasmImports() {
+  const M = {sin: Math.sin, cos: Math.cos, tan: Math.tan, asin: Math.asin, acos: Math.acos, atan: Math.atan,
+             sinh: Math.sinh, cosh: Math.cosh, tanh: Math.tanh, asinh: Math.asinh, acosh: Math.acosh,
+             atanh: Math.atanh, exp: Math.exp, expm1: Math.expm1, log: Math.log, log1p: Math.log1p,
+             log2: Math.log2, log10: Math.log10, exp2: x => Math.pow(2, x), cbrt: Math.cbrt, pow: Math.pow,
+             atan2: Math.atan2, hypot: Math.hypot, fmod: (a, b) => a % b};
+  const env = {};
+  for (const [name, fn] of Object.entries(M)) { env[name] = fn; env[name + "f"] = fn; }   // float: rounded by wasm
+  env.fmaf = (a, b, c) => a * b + c;        // float32 a * b is exact in double
+  env.fxc_profile_now = () => BigInt(Math.round(performance.now() * 1e6));
+  return env;
+}
+const FXC_WASM_IMPORTS = fxcWasmImports();
+const FXC_WASM_STACK = 8 << 20;      // bytes of each worker's stack (fxc.backends.wasm.STACK_BYTES)
+
+// a worker: instantiate the module on the shared memory, take its own stack, report, then serve the pool forever
+const FXC_WASM_WORKER = `"use strict";
+const FXC_WASM_IMPORTS = (${fxcWasmImports.toString()})();
+onmessage = async (e) => {
+  const {module, memory, index, stack} = e.data;
+  const {exports} = await WebAssembly.instantiate(module, {env: {...FXC_WASM_IMPORTS, memory}});
+  exports.__stack_pointer.value = stack;
+  postMessage(index);
+  exports.fxc_worker(index);
+};`;
+
+class FxcWasm {
+  static async load(bytes, threads = 1, pages = null) {
+    const module = await WebAssembly.compile(bytes);
+    if (threads <= 1) return new FxcWasm(await WebAssembly.instantiate(module, {env: FXC_WASM_IMPORTS}));
+    if (!globalThis.crossOriginIsolated)
+      throw new Error("a threaded wasm module needs shared memory: serve the page with the headers " +
+                      "Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp");
+    const memory = new WebAssembly.Memory({initial: pages[0], maximum: pages[1], shared: true});
+    const w = new FxcWasm(await WebAssembly.instantiate(module, {env: {...FXC_WASM_IMPORTS, memory}}), memory);
+    await w.startWorkers(module, threads - 1);
+    return w;
+  }
+
+  async startWorkers(module, n) {    // n workers asleep in fxc_worker, then the pool counts them
+    const url = URL.createObjectURL(new Blob([FXC_WASM_WORKER], {type: "text/javascript"}));
+    this.workers = [];
+    const ready = [];
+    for (let k = 1; k <= n; k++) {
+      const worker = new Worker(url);
+      this.workers.push(worker);
+      ready.push(new Promise((resolve, reject) => { worker.onmessage = resolve; worker.onerror = reject; }));
+      worker.postMessage({module, memory: this.memory, index: k, stack: this.alloc(FXC_WASM_STACK) + FXC_WASM_STACK});
+    }
+    await Promise.all(ready);
+    Atomics.store(new Int32Array(this.memory.buffer), this.exports.fxc_pool_workers.value >> 2, n);
+  }
+
+  constructor(instance, memory = null) {
+    this.exports = instance.exports;
+    this.memory = memory || instance.exports.memory;
+    this.top = instance.exports.__heap_base.value;
+    const rec = instance.exports.fxc_index_error;
+    this.record = rec ? rec.value : 0;
+  }
+
+  alloc(nbytes) {                    // a 64-byte aligned buffer of the module's memory (never freed: one model)
+    const at = Math.ceil(this.top / 64) * 64, end = at + Math.max(nbytes, 1);
+    const have = this.memory.buffer.byteLength;
+    if (end > have) this.memory.grow(Math.ceil((end - have) / 65536));
+    this.top = end;
+    return at;
+  }
+
+  bytes(at, n) { return new Uint8Array(this.memory.buffer, at, n); }
+
+  pointers(addresses) {              // an array of 32-bit addresses in the module's memory
+    const at = this.alloc(4 * Math.max(addresses.length, 1));
+    new Uint32Array(this.memory.buffer, at, addresses.length).set(addresses);
+    return at;
+  }
+
+  call(entry, ...args) {             // an entry's return code (0: fine) and, on 4, the index record
+    const fn = this.exports[entry];
+    if (!fn) throw new Error(`the wasm module has no entry ${entry}`);
+    const rc = fn(...args);
+    let record = null;
+    if (rc & 4 && this.record) record = Array.from(new BigInt64Array(this.memory.buffer, this.record, 3), Number);
+    return {rc, record};
+  }
+
+  write(at, b64) {                   // base64 (the RPC from Python) straight into the module's memory
+    const s = atob(b64), dst = this.bytes(at, s.length);
+    for (let i = 0; i < s.length; i++) dst[i] = s.charCodeAt(i);
+  }
+
+  read(at, n) {                      // base64 of n bytes of the module's memory
+    const src = this.bytes(at, n);
+    let s = "";
+    for (let i = 0; i < n; i += 0x8000) s += String.fromCharCode.apply(null, src.subarray(i, Math.min(n, i + 0x8000)));
+    return btoa(s);
+  }
+}
+
+class FxcWasmModel {
+  // spec: {inputs: [bytes], outputs: [bytes], consts: [bytes], workspace: bytes, prepack: bool} (in bytes)
+  constructor(wasm, spec) {
+    const w = this.wasm = wasm;
+    this.spec = spec;
+    this.ins = spec.inputs.map(n => w.alloc(n));
+    this.outs = spec.outputs.map(n => w.alloc(n));
+    this.consts = spec.consts.map(n => w.alloc(n));
+    this.work = w.alloc(spec.workspace);
+    this.args = [w.pointers(this.ins), w.pointers(this.outs), w.pointers(this.consts), this.work];
+  }
+
+  step(fresh) {                      // the plan once; fresh: the weights changed (pack them again)
+    const w = this.wasm;
+    if (!this.spec.prepack) return w.call("fxc_run", ...this.args);
+    if (fresh) {
+      const r = w.call("fxc_prepack", ...this.args);
+      if (r.rc) return r;
+    }
+    return w.call("fxc_run_main", ...this.args);
+  }
+
+  put(which, i, offset, b64) {       // which: "ins" or "consts"; the RPC sends large tensors in pieces
+    this.wasm.write(this[which][i] + offset, b64);
+  }
+
+  run(fresh) {                       // returns {rc, record, outputs: [base64]}
+    const r = this.step(fresh);
+    r.outputs = r.rc ? [] : this.outs.map((at, k) => this.wasm.read(at, this.spec.outputs[k]));
+    return r;
+  }
+
+  dispose() {                        // the model's module is dropped: its workers stop
+    for (const worker of this.wasm.workers || []) worker.terminate();
+  }
+
+  bench(runs) {                      // ms per run of the plan alone (inputs and packed weights in place)
+    this.step(true);
+    const t0 = performance.now();
+    for (let k = 0; k < runs; k++) this.step(false);
+    return (performance.now() - t0) / runs;
+  }
+}
+
+globalThis.FxcWasm = FxcWasm;
+globalThis.FxcWasmModel = FxcWasmModel;

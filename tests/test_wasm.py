@@ -1,0 +1,253 @@
+"""The wasm target (the browser CPU path): kernels rendered by the llvm target's renderer, compiled by llvmlite for
+wasm32 with SIMD128, linked by Debian's wasm-ld into one .wasm module per model, and run by
+fxc/runtime/wasm/runtime.js in the webgl target's headless Chromium page (one browser per test process).
+
+Everything the llvm target compiles runs (the same loop IR): the fixed op sample covering every op kind, the
+reference models (test_reference_models_on_wasm, slow), torch.compile / from_torch / export / load, a kernel's
+error codes (an index out of range). A missing wasm-ld or browser is a named TargetError (scripts/setup.sh installs
+Debian's lld and chromium; a missing one in CI is a failure, not a skip)."""
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fxc
+from fxc.build import build
+from fxc.errors import CompileError, IndexOutOfRangeError, TargetError
+from fxc.ops.registry import all_ops
+from fxc.relay_like.builder import Builder
+from fxc.target import Target
+from tests.helpers import assert_close_np, check_module
+from tests.test_opencl import CASES, _small_net
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wasm_target_caps():
+    """wasm32 with SIMD128: 4 float32 lanes, one thread, no libm (fxc's own math and the JS runtime's imports)."""
+    t = Target.parse("wasm")
+    assert t.is_cpu and t.triple == "wasm32-unknown-unknown" and t.mcpu == "generic"
+    assert t.caps.lanes == 4 and t.caps.threads == 1 and not t.caps.libm and t.caps.has("simd128")
+    assert "+simd128" in t.llvm_features and str(Target.parse(str(t))) == str(t)
+    assert not Target.parse("wasm -mattr=-simd128").caps.has("simd128")
+    two = Target.parse("wasm -num-threads=2")
+    assert two.caps.threads == 2 and two.caps.has("atomics") and "+atomics" in two.llvm_features
+    with pytest.raises(TargetError, match="thread count"):
+        Target.parse("wasm -num-threads=0")
+    with pytest.raises(TargetError, match="unknown option"):
+        Target.parse("wasm -mcpu=haswell")
+
+
+# the sample's cases whose math function only a C libm has (lgamma: glibc's, to double accuracy; JS's Math lacks it)
+NEEDS_LIBM = {("lgamma", 0): "lgamma", ("lgamma", 1): "lgamma"}
+
+
+@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+def test_op_sample_on_wasm(name, k):
+    op = all_ops()[name]
+    arrays, attrs = op.samples(np.random.default_rng(k))[k]
+    b = Builder()
+    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
+    outs = b.graph.call(name, ins, **attrs)
+    b.graph.outputs = list(outs)
+    if (name, k) in NEEDS_LIBM:         # a build-time error naming the function, never an unresolved import
+        with pytest.raises(CompileError, match=f"needs {NEEDS_LIBM[name, k]}[ ,]"):
+            build(b.graph, target="wasm")
+        return
+    module = build(b.graph, target="wasm")
+    assert module.target.startswith("wasm") and module.wasm[:4] == b"\0asm"
+    got = module(*arrays)
+    got = got if isinstance(got, list) else [got]
+    ref = op.reference(*arrays, **attrs)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for o, g, r in zip(outs, got, ref):
+        assert g.shape == tuple(o.shape)
+        assert_close_np(g, np.asarray(r).astype(g.dtype))
+
+
+def test_scalar_and_vector_math_without_libm():
+    """exp, log, tanh, erf, sigmoid, sin on float32 are fxc's own code (vectors and scalar tails alike), pow and float64
+    math the JS runtime's Math imports; a function neither has is a CompileError naming it at build time."""
+    x = np.random.default_rng(1).uniform(-3, 3, (5, 13)).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    ops = ("exp", "tanh", "erf", "sigmoid", "sin", "cos")
+    b.graph.outputs = [b.call(o, [v]) for o in ops] + [b.call("log", [b.call("abs", [v])])]
+    got = build(b.graph, target="wasm")(x)
+    import math
+    ref = [np.exp(x), np.tanh(x), np.vectorize(math.erf)(x), 1 / (1 + np.exp(-x)), np.sin(x), np.cos(x),
+           np.log(np.abs(x))]
+    for g, r in zip(got, ref):
+        assert_close_np(g, r.astype(np.float32), rtol=2e-6, atol=1e-6)
+    xd = x.astype(np.float64)
+    b = Builder()
+    v = b.graph.input(xd.shape, "float64")
+    b.graph.outputs = [b.call("exp", [v]), b.call("pow", [v, v])]
+    got = build(b.graph, target="wasm")(xd)
+    assert_close_np(got[0], np.exp(xd), rtol=1e-12, atol=0)
+    assert_close_np(got[1], np.power(xd, xd), rtol=1e-12, atol=0)
+    b = Builder()
+    v = b.graph.input(xd.shape, "float64")
+    b.graph.outputs = [b.call("erf", [v])]
+    with pytest.raises(CompileError, match="needs erf,"):
+        build(b.graph, target="wasm")
+
+
+def test_torch_compile_export_and_load_on_wasm(tmp_path):
+    """torch.compile(target="wasm") runs the small conv net in the page (nothing falls back); a second call keeps the
+    weights in the page; from_torch, export and load run it too."""
+    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    rep = fxc.explain(model, x, target="wasm")
+    assert not rep.fallback_ops and not rep.failures, str(rep)
+    check_module(model, x, target="wasm", rtol=1e-4, atol=1e-5)
+    compiled = fxc.from_torch(model, (x,), target="wasm")
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert_close_np(compiled(x.numpy()), expected)
+    path = fxc.export(compiled, tmp_path / "m.fxc")
+    with zipfile.ZipFile(path) as z:
+        assert json.loads(z.read("manifest.json"))["target"].startswith("wasm")
+        assert json.loads(z.read("program.wasm.json").decode().split("\n", 1)[1])["wasm"].startswith("AGFzbQ")
+    assert_close_np(fxc.load(path)(x.numpy()), expected)
+
+
+def test_weights_stay_in_the_page_until_they_change():
+    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    compiled = torch.compile(model, backend="fxc", options={"target": "wasm"})
+    with torch.no_grad():
+        compiled(x)
+        assert_close_np(compiled(x).numpy(), model(x).numpy())
+        model[0].weight.mul_(0.5)           # an in-place change: its version moves, the page gets it again
+        assert_close_np(compiled(x).numpy(), model(x).numpy())
+
+
+def test_two_threads_share_the_module_memory():
+    """-num-threads=2: the page is cross-origin isolated (COOP/COEP), one web worker instantiates the module on its
+    shared memory, and the parallel loops of a matmul + tanh go through the pool (its generation counter moves)."""
+    rng = np.random.default_rng(5)
+    a, w = rng.standard_normal((37, 70)).astype(np.float32), rng.standard_normal((70, 90)).astype(np.float32)
+    b = Builder()
+    va, vw = b.graph.input(a.shape, "float32"), b.graph.input(w.shape, "float32")
+    b.graph.outputs = [b.call("tanh", [b.call("matmul", [va, vw])])]
+    m = build(b.graph, target="wasm -num-threads=2")
+    for _ in range(2):
+        assert_close_np(m(a, w), np.tanh(a @ w))
+    workers, generation = m.device.call("""(id) => { const w = window.fxcWasmModels[id].wasm;
+        return [w.workers.length, new Int32Array(w.memory.buffer)[w.exports.fxc_pool_gen.value >> 2]]; }""", m._id)
+    assert m.device.info["isolated"] and workers == 1 and generation >= 2
+
+
+def test_out_of_range_index_raises_as_eager_does():
+    emb = torch.nn.Embedding(100, 8)
+    m = fxc.from_torch(emb, (torch.tensor([1, 2]),), target="wasm")
+    np.testing.assert_allclose(m(torch.tensor([3, 99])).numpy(), emb(torch.tensor([3, 99])).detach().numpy())
+    with pytest.raises(IndexOutOfRangeError, match="embedding: index 100 is out of range"):
+        m(torch.tensor([3, 100]))
+    np.testing.assert_allclose(m(torch.tensor([0, 5])).numpy(), emb(torch.tensor([0, 5])).detach().numpy())
+
+
+def test_group_entries_run_from_the_js_runtime():
+    """The building block of the webgl/webgpu fallback: groups compiled to one wasm module, one entry per group,
+    called from runtime.js (FxcWasm.call) on buffers placed in the module's memory."""
+    import base64
+
+    from fxc.build import wasm_group_entries
+    from fxc.relay_like.fuse_ops import fuse_ops
+    from fxc.runtime.wasm import open_wasm_runtime
+    x = np.random.default_rng(2).standard_normal((4, 33)).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("softmax", [b.call("mul", [v, v])], dim=1)]
+    groups = fuse_ops(b.graph)
+    wasm, names, scratch = wasm_group_entries(groups)
+    assert names == [f"fxc_group{i}" for i in range(len(groups))]
+    out = open_wasm_runtime().call("""async ([wasm, names, scratch, x, n]) => {
+        const w = await FxcWasm.load(Uint8Array.from(atob(wasm), c => c.charCodeAt(0)));
+        const a = w.alloc(4 * n), y = w.alloc(4 * n);
+        w.write(a, x);
+        let cur = a;
+        names.forEach((name, i) => {           // a chain: each group's output is the next one's input
+          const out = i === names.length - 1 ? y : w.alloc(4 * n);
+          if (w.call(name, w.pointers([cur]), w.pointers([out]), 0, w.alloc(scratch[i])).rc) throw new Error(name);
+          cur = out; });
+        return w.read(y, 4 * n); }""", [base64.b64encode(wasm).decode(), names, scratch,
+                                        base64.b64encode(x.tobytes()).decode(), x.size])
+    got = np.frombuffer(base64.b64decode(out), np.float32).reshape(x.shape)
+    e = np.exp(x * x - (x * x).max(1, keepdims=True))
+    assert_close_np(got, e / e.sum(1, keepdims=True))
+
+
+def test_js_imports_match_the_linker_list():
+    """Every name the linker lets the module import is one runtime.js supplies (and no other)."""
+    from fxc.backends.wasm import JS_IMPORTS
+    from fxc.runtime.wasm import open_wasm_runtime
+    have = open_wasm_runtime().call("() => Object.keys(FXC_WASM_IMPORTS)")
+    assert sorted(have) == sorted(JS_IMPORTS)
+
+
+NO_LLD = """
+import sys
+from fxc.errors import TargetError
+from fxc.relay_like.builder import Builder
+from fxc.build import build
+b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
+try:
+    build(b.graph, target="wasm")
+    sys.exit(1)
+except TargetError as e:
+    print("TargetError:", e)
+    sys.exit(0 if "apt-get install lld" in str(e) else 3)
+"""
+
+
+def test_no_wasm_ld_is_a_target_error(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_WASM_LD="/nonexistent/wasm-ld", FXC_CACHE_DIR=str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", NO_LLD], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+NO_BROWSER = """
+import sys
+import numpy as np
+from fxc.errors import TargetError
+from fxc.relay_like.builder import Builder
+from fxc.build import build
+import fxc
+b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
+m = build(b.graph, target="wasm")          # building and exporting need no browser
+fxc.export(m, sys.argv[1])
+try:
+    m(np.ones(4, np.float32))
+    sys.exit(1)
+except TargetError as e:
+    print("TargetError:", e)
+    sys.exit(0 if "no Chromium at /nonexistent/chromium" in str(e) else 3)
+"""
+
+
+def test_no_browser_builds_and_exports_then_a_call_is_a_target_error(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
+    p = subprocess.run([sys.executable, "-c", NO_BROWSER, str(tmp_path / "m.fxc")], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 0 and (tmp_path / "m.fxc").exists(), p.stdout + p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
+def test_reference_models_on_wasm(name):
+    from fxc.testing.models import example_inputs, make_model
+    model = make_model(name)
+    inputs = example_inputs(name, batch=1, seq_len=32)
+    fxc.capture.torch._recorders.append(rep := fxc.capture.torch.Explanation())
+    try:
+        out = check_module(model, *inputs, target="wasm", rtol=0, atol=1e-4)
+    finally:
+        fxc.capture.torch._recorders.remove(rep)
+    assert rep.kernels and not rep.fallback_ops and not rep.failures, str(rep)
+    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
