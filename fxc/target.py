@@ -38,6 +38,8 @@ class Caps:
                                    "bfloat16", "float16", "complex64", "complex128"})
     scatter: bool = True                    # stores at data-dependent addresses
     math: frozenset = frozenset({"exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "atan2"})
+    cache_bytes: int = 1 << 20              # a core's private (L2) data cache: what a CPU schedule keeps hot between
+                                            # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
 
     @property
     def lanes(self) -> int:

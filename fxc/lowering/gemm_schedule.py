@@ -47,6 +47,7 @@ from .expr import (
 )
 from .loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from .lower import Converter, flat_index
+from .schedules.cpu.column_strips import column_parts
 
 LANES = 16                  # float32 lanes of one vector of the loop IR (one AVX-512 register; LLVM splits it in two
                             # on an AVX2 target, in four on SSE: acc_vectors counts them)
@@ -448,6 +449,12 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
     work = N * (OB * L if blocked_out else O) * OH * OW * C * KH * KW
     if not staged:
+        # a row whose input does not stay cached runs in strips, the groups innermost (schedules/cpu/column_strips)
+        parts = column_parts(C * KH * x.shape[3] * ITEMSIZE[x.dtype], groups, OW // mr, conv.caps)
+        if parts > 1:
+            rc = Var("rc")
+            body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, chunk=(rc, parts))
+            return _parallel([(n, N), (oh, OH), (rc, parts), (obb, groups)], body, work, num_threads)
         body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr)
         return _parallel([(n, N), (obb, groups), (oh, OH)], body, work, num_threads)
     body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, prologue=fill, inner=(g, per))

@@ -393,13 +393,14 @@ def _special(conv, rt, out, red, value, axes, shape, num_threads):
     """The vector schedules of gemm_schedule.py for ops that say so in their compute's attrs."""
     from . import gemm_schedule as gs
     from .depthwise_schedule import schedule_depthwise, schedule_depthwise_blocked
+    from .schedules.cpu.grouped_conv import schedule_grouped_conv2d
     from .winograd import schedule_conv2d_winograd
     kind = rt.attrs.get("schedule")
     if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
         return None
     fn = {"conv2d_packed": gs.schedule_conv2d_packed, "matmul_packed": gs.schedule_matmul_packed,
           "depthwise_conv2d": schedule_depthwise, "depthwise_blocked": schedule_depthwise_blocked,
-          "conv2d_winograd": schedule_conv2d_winograd}.get(kind)
+          "conv2d_winograd": schedule_conv2d_winograd, "grouped_conv2d": schedule_grouped_conv2d}.get(kind)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 
 
