@@ -24,7 +24,7 @@ def rand(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-def conv_graph(x, w, b, stride, dilation, groups, pad, act="gelu", debug=0):
+def conv_graph(x, w, b, stride, dilation, groups, pad, act="gelu", debug=0, target="llvm"):
     """pad -> conv2d -> + bias -> act, built and run; (output, module, numpy reference)."""
     g = Graph()
     xv, wv, bv = [g.input(a.shape, "float32", f"x{i}") for i, a in enumerate((x, w, b))]
@@ -32,7 +32,7 @@ def conv_graph(x, w, b, stride, dilation, groups, pad, act="gelu", debug=0):
         xv = g.call1("pad", [xv], pad=pad, value=0.0, mode="constant")
     y = g.call1("conv2d", [xv, wv], stride=stride, dilation=dilation, groups=groups)
     g.outputs = [g.call1(act, [g.call1("add", [y, g.call1("reshape", [bv], shape=(-1, 1, 1))])])]
-    m = build(g, debug=debug)
+    m = build(g, debug=debug, target=target)
     xp = np.pad(x, ((0, 0), (0, 0), (pad[2], pad[3]), (pad[0], pad[1])))
     ref = get_op("conv2d").reference(xp, w, stride=stride, dilation=dilation, groups=groups) + b[:, None, None]
     return m(x, w, b), m, get_op(act).reference(ref)
@@ -56,6 +56,13 @@ def test_grouped_conv_with_partial_lane_groups_runs_along_rows(case, capfd):
     out, m, ref = conv_graph(x, w, b, stride, dilation, groups, pad, debug=3)
     assert any(re.search(r"\bconv2d\b", k) for k in m.kernels), m.kernels
     assert "gacc" in capfd.readouterr().err
+    assert_close_np(out, ref)
+
+
+@pytest.mark.parametrize("isa", ["llvm -mcpu=haswell", "llvm -mcpu=x86-64-v2"])
+def test_grouped_row_tiles_on_a_lower_isa(isa):
+    x, w, b = rand(1, 24, 6, 45), rand(36, 8, 3, 3), rand(36)
+    out, m, ref = conv_graph(x, w, b, (1, 2), (1, 1), 3, (1, 1, 1, 1), target=isa)
     assert_close_np(out, ref)
 
 
@@ -98,3 +105,15 @@ def test_wav2vec2_style_model_through_torch_compile_matches_eager():
         ref = model(audio)
         out = torch.compile(model, backend="fxc")(audio)
     torch.testing.assert_close(out, ref, rtol=1e-4, atol=1e-4 * float(ref.abs().max()))
+
+
+@pytest.mark.parametrize("case", [(1, 1, 1, 803, 40, 1, 10, (1, 5)), (2, 2, 9, 40, 20, 3, 2, (2, 1))], ids=str)
+def test_conv_with_a_reduction_shorter_than_a_vector_runs_along_rows(case, capfd):
+    """A conv over one or two input channels with a small kernel (an audio stem: kernel 10 stride 5) keeps conv2d
+    (pack_weights.short_reduction) and runs on the row tiles, strided vector loads, against numpy."""
+    n, c, h, w_, o, kh, kw, stride = case
+    x, w, b = rand(n, c, h, w_), rand(o, c, kh, kw), rand(o)
+    out, m, ref = conv_graph(x, w, b, stride, (1, 1), 1, (0, 0, 0, 0), debug=3)
+    assert not any("conv2d_packed" in k for k in m.kernels), m.kernels
+    assert "gacc" in capfd.readouterr().err
+    assert_close_np(out, ref)

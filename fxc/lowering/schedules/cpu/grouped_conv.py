@@ -1,5 +1,6 @@
 """Grouped conv2d whose groups are not whole lane blocks of output channels (ResNeXt's 4-32 channels a group, a
-wav2vec2-style positional conv of 24 a group): register tiles with the lanes along the output row.
+wav2vec2-style positional conv of 24 a group), and convs whose reduction is shorter than a vector (an audio stem over
+one channel, pack_weights.short_reduction): register tiles with the lanes along the output row.
 
 conv2d_grouped_packed (pack_weights) puts the lanes along output channels, which needs each group to fill whole
 vectors; here the lanes run along ow instead, so any group size fills them:
