@@ -117,3 +117,23 @@ def test_conv_with_a_reduction_shorter_than_a_vector_runs_along_rows(case, capfd
     assert not any("conv2d_packed" in k for k in m.kernels), m.kernels
     assert "gacc" in capfd.readouterr().err
     assert_close_np(out, ref)
+
+
+def test_conv_layers_benchmark_times_fxc_and_eager(tmp_path, capsys, monkeypatch):
+    """`python -m benchmarks.conv_layers WORD` times the matching layers (fxc and eager, thread CPU time) and writes
+    their rows as JSON."""
+    import json
+
+    from benchmarks.conv_layers import main
+    out = tmp_path / "layers.json"
+    monkeypatch.setenv("FXC_NUM_THREADS", "1")          # main sets both to one thread: restored after the test
+    threads = torch.get_num_threads()
+    try:
+        assert main(["k2 s2", "--runs", "2", "--json", str(out)]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    rows = json.loads(out.read_text())
+    assert [r["layer"] for r in rows] == ["k2 s2 512->512 @99"]
+    assert rows[0]["max_err_rel"] < 1e-5 and rows[0]["fxc"]["min_ms"] > 0 and rows[0]["eager"]["min_ms"] > 0
+    assert "k2 s2 512->512 @99" in capsys.readouterr().out
+    assert main(["no such layer"]) == 2
