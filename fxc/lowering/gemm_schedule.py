@@ -711,6 +711,22 @@ def linear_stride_is_one(index: Expr, v: Var) -> bool:
     return linear_stride(index, v) == 1
 
 
+def _narrow_vector(stores: list, v: Var, n: int):
+    """A `vectorize` loop of 4 to LANES - 1 float32 stores contiguous along v as one vector of n lanes (LLVM's own
+    vectorizer picks LANES-wide vectors and leaves such a loop scalar: a 3x3 stride-2 max pool writing rows of 13
+    ran 6x slower per element than one writing rows of 27); None otherwise."""
+    from .schedule import linear_stride
+    if n < 4 or any(st.buf.dtype != "float32" or linear_stride(st.index, v) != 1 for st in stores):
+        return None
+    zero, out, written = {v: as_expr(0)}, [], {st.buf for st in stores}
+    for st in stores:
+        vs = vectorize_expr(st.value, v, n)
+        if vs is None or any(isinstance(x, Load) and x.args[0] in written for x in walk(st.value)):
+            return None
+        out.append(Store(st.buf, substitute(st.index, zero), substitute(vs, zero)))
+    return seq(*out)
+
+
 # -- explicit vectorization of `vectorize` loops -------------------------------------------------------------------
 def vectorize_loops(s):
     """Rewrite every `vectorize` loop whose body is a list of stores into explicit vector code: a store
@@ -734,8 +750,10 @@ def _vectorize_loop(loop: For):
     from .schedule import linear_stride
     stores = loop.body.stmts if isinstance(loop.body, Seq) else [loop.body]
     v, n = loop.var, loop.extent
-    if n < LANES or not all(isinstance(st, Store) for st in stores):
+    if not all(isinstance(st, Store) for st in stores):
         return None
+    if n < LANES:
+        return _narrow_vector(stores, v, n)
     full = n // LANES
     vo = Var("vo")
     base = vo * LANES
