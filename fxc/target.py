@@ -42,6 +42,8 @@ class Caps:
     libm: bool = True                       # kernels may call a C math library (False: wasm, whose float32 math is
     #                                         fxc's own code, llvm_math, and any other math function an import the
     #                                         JS runtime supplies)
+    cache_bytes: int = 1 << 20              # a core's private (L2) data cache: what a CPU schedule keeps hot between
+                                            # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
 
     @property
     def lanes(self) -> int:

@@ -56,7 +56,8 @@ def _conv2d(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
         return te.sum_(xv * w[o, rc[0], rh[0], rw[0]], [rc, rh, rw])
     depthwise = groups > 1 and cg == 1 and groups == x.shape[1]
     attrs = {"schedule": "depthwise_conv2d", "x": x, "w": w, "stride": stride, "dilation": dilation} if depthwise \
-        else None
+        else {"schedule": "grouped_conv2d", "x": x, "w": w, "stride": tuple(stride), "dilation": tuple(dilation),
+              "groups": groups}
     return te.compute((x.shape[0], o_, oh, ow), body, "conv2d", attrs)
 
 

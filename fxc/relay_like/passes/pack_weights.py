@@ -1,6 +1,7 @@
 """pack_weights: give conv2d and matmul the operand layout of the vector GEMM schedules.
 
-    conv2d(x, w[O,C,KH,KW])        -> conv2d_packed(x, pack_lanes(w, axis 0))    (float32, groups == 1)
+    conv2d(x, w[O,C,KH,KW])        -> conv2d_packed(x, pack_lanes(w, axis 0))    (float32, groups == 1,
+                                      not a 1-D conv over a reduction shorter than L: short_reduction)
     conv2d(x, w, groups g > 1)     -> conv2d_grouped_packed(x, pack_lanes(w, axis 0), g)
                                       (float32, not depthwise, O / g a multiple of L: a tile's blocks in one group)
     matmul(a, b[..,K,N] / [..,N,K]) -> matmul_packed(a, pack_lanes(b, n axis))   (float32, N >= 8)
@@ -36,6 +37,16 @@ def _grouped(n, lanes: int) -> bool:
     return g > 1 and w.shape[1] > 1 and (w.shape[0] // g) % lanes == 0
 
 
+def short_reduction(w_shape, out_shape, lanes: int) -> bool:
+    """A 1-D conv (output rows of one pixel's height, at least `lanes` long) whose reduction (C x KH x KW) is shorter
+    than one vector of lanes, e.g. an audio stem over one channel (kernel 10 stride 5: 1.21 -> 0.79 ms at 1 thread):
+    channel-lane tiles would spend more on scattering their NCHW stores than on multiply-adds, so it keeps conv2d,
+    whose row tiles (schedules/cpu/grouped_conv.py) put the lanes along the output row. (2-D maps keep
+    conv2d_packed: use_blocked_layout builds its NCHW16c regions from it.)"""
+    _, c, kh, kw = w_shape
+    return c * kh * kw < lanes and out_shape[2] == 1 and out_shape[3] >= lanes
+
+
 def pack_weights(g, caps=None):
     """caps: the target's capabilities (None: this host's), for the register tile's width and the lanes."""
     from ...target import Target
@@ -51,7 +62,8 @@ def pack_weights(g, caps=None):
         return n
 
     for n in g.nodes:
-        if n.op == "conv2d" and n.attrs.get("groups", 1) == 1 and n.outputs[0].dtype == "float32":
+        if n.op == "conv2d" and n.attrs.get("groups", 1) == 1 and n.outputs[0].dtype == "float32" \
+                and not short_reduction(n.inputs[1].shape, n.outputs[0].shape, lanes):
             x, w = n.inputs
             o = w.shape[0]
             nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
