@@ -9,7 +9,8 @@ vectors; here the lanes run along ow instead, so any group size fills them:
 
 A tile is `mr` output channels of one group (rows: one broadcast weight each) x `nv` vectors of lanes (Caps.lanes)
 output columns (one vector load of the input each, strided by sw, shared by the rows), mr * nv accumulators; the
-reduction runs over (c, kh, kw) of the group. A row past its whole vectors takes narrower vectors (no read past the row's end).
+reduction runs over (c, kh, kw) of the group. A row past its whole vectors takes narrower vectors (no read past the
+row's end).
 The group's epilogue is applied to each accumulator vector as it is stored (contiguous along ow in NCHW).
 Parallel over (image, output row, channel tile). Takes the float32 conv2d's reduction Tensor (attrs
 schedule="grouped_conv2d", from fxc/ops/nn.py) over an NCHW input buffer and its [O, Cg, KH, KW] weight; None
