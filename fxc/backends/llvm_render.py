@@ -239,15 +239,38 @@ class FunctionWriter:
         self.start_block(exit_)
 
     def parallel(self, s: For):
-        free = free_vars(s.body) - {s.var}
-        if free:
-            raise LoweringError(f"parallel loop in {self.name} uses outer variables {free}")
+        free = sorted(free_vars(s.body) - {s.var}, key=repr)
+        if any(v.dtype != "int64" or self.lookup(v) is None for v in free):
+            raise LoweringError(f"parallel loop in {self.name} uses outer variables {free} (int64 ones only)")
         fname = f"{self.name}_par{self.m.counter()}"
         sub = FunctionWriter(self.m, fname, self.params, "")
         sub.load_params("%args")
+        args = "%args" if not free else self.captured(free)
+        for k, v in enumerate(free):        # an outer loop's index (a row block's): passed after the parameters
+            p, q, x = sub.new("cp"), sub.new("cq"), sub.new("cv")
+            sub.emit(f"{p} = getelementptr ptr, ptr %args, i64 {len(self.params) + k}")
+            sub.emit(f"{q} = load ptr, ptr {p}")
+            sub.emit(f"{x} = ptrtoint ptr {q} to i64")
+            sub.bind(v, x)
         sub.loop(For(s.var, s.extent, s.body, "serial"), start="%start", end="%end")
         self.m.functions.append(sub.finish(f"define internal void @{fname}(i64 %start, i64 %end, ptr noalias %args)"))
-        self.emit(f"call void @fxc_parallel_for(ptr @{fname}, ptr %args, i64 {s.extent})")
+        end = self.expr(s.extent) if isinstance(s.extent, Expr) else str(s.extent)
+        self.emit(f"call void @fxc_parallel_for(ptr @{fname}, ptr {args}, i64 {end})")
+
+    def captured(self, free: list) -> str:
+        """A copy of the parameter array with the values of `free` (int64 variables) after the parameters."""
+        arr = f"%cap{self.label('')}"
+        self.allocas.append(f"{arr} = alloca ptr, i64 {len(self.params) + len(free)}, align 8")
+        for k, b in enumerate(self.params):
+            p = self.new("cs")
+            self.emit(f"{p} = getelementptr ptr, ptr {arr}, i64 {k}")
+            self.emit(f"store ptr {self.bufptr[b]}, ptr {p}")
+        for k, v in enumerate(free):
+            p, x = self.new("cs"), self.new("ci")
+            self.emit(f"{x} = inttoptr i64 {self.lookup(v)} to ptr")
+            self.emit(f"{p} = getelementptr ptr, ptr {arr}, i64 {len(self.params) + k}")
+            self.emit(f"store ptr {x}, ptr {p}")
+        return arr
 
     def store(self, s: Store):
         v = self.expr(s.value)
@@ -837,7 +860,13 @@ class ModuleWriter:
                     lines.append(f"  %d{n}_{j} = getelementptr ptr, ptr %a{n}, i64 {j}")
                     lines.append(f"  store ptr null, ptr %d{n}_{j}")
                     continue
-                if kind == "work":
+                if kind == "work" and isinstance(ix, tuple):     # base + symbol x per unit (a symbolic size)
+                    base, header, per = ix
+                    lines += [f"  %h{n}_{j} = getelementptr i8, ptr %work, i64 {header}",
+                              f"  %v{n}_{j} = load i64, ptr %h{n}_{j}", f"  %m{n}_{j} = mul i64 %v{n}_{j}, {per}",
+                              f"  %o{n}_{j} = add i64 %m{n}_{j}, {base}",
+                              f"  %s{n}_{j} = getelementptr i8, ptr %work, i64 %o{n}_{j}"]
+                elif kind == "work":
                     lines.append(f"  %s{n}_{j} = getelementptr i8, ptr %work, i64 {ix}")
                 else:
                     src = {"in": "%inputs", "out": "%outputs", "const": "%consts"}[kind]
