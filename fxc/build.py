@@ -165,6 +165,7 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
     every call: passes/use_winograd.py). A device target ("opencl", "opencl -device=1") builds through
     fxc.build_device."""
     target = Target.parse(target)
+    stats["builds"] += 1
     if not target.is_cpu:           # every device target: one dispatch, no backend named here
         from .build_device import build_device
         return build_device(graph, target, **options)
@@ -302,7 +303,6 @@ def spec_shape(shape) -> tuple:
 def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     from .backends import llvm
     llvm.start_workers()
-    stats["builds"] += 1
     infos = dict(getattr(graph, "symbols", {}))
     precision = options.get("precision", "fp32")
     everywhere = precision == "bf16" and bf16_everywhere(target)

@@ -66,7 +66,7 @@ def check_rows(gr, sym, tensors: dict) -> None:
         for o, t in zip(n.outputs, [tensors[o.id] for o in n.outputs]):
             lay = row_layout(o.shape, sym)
             if t.extern is not None:
-                if ins:
+                if ins and not _rowwise_extern(n, sym):
                     raise LoweringError(f"{n.op}: loop IR written whole over symbolic rows")
                 continue
             if t.body is None or not ins:
@@ -86,6 +86,19 @@ def check_rows(gr, sym, tensors: dict) -> None:
                     if x.indices[axis] is not row_var or v.shape[axis] is not o.shape[lay[0]]:
                         raise LoweringError(f"{n.op}: reads {list(v.shape)} at another row than it writes "
                                             f"({list(o.shape)})")
+
+
+# ops written whole as loop IR (te.extern) that treat each slice along their attribute's axis on its own: rows
+# stay rows when that axis is not the rows' one
+ROWWISE_EXTERNS = {"softmax": "dim", "log_softmax": "dim", "cumsum": "dim", "cumprod": "dim"}
+
+
+def _rowwise_extern(n, sym) -> bool:
+    attr = ROWWISE_EXTERNS.get(n.op)
+    if attr is None or attr not in n.attrs or len(n.inputs) != 1 or n.inputs[0].shape != n.outputs[0].shape:
+        return False
+    shape = n.inputs[0].shape
+    return n.attrs[attr] % len(shape) != row_layout(shape, sym)[0]
 
 
 def shift_stmt(s, offsets: dict):
