@@ -442,7 +442,8 @@ class FxcSubgraph(torch.nn.Module):
         for i in self._dynamic:
             a = args[i]
             if isinstance(a, torch.Tensor):
-                shape = tuple(a.shape) if sym is None else tuple(map(repr, sym[i]))
+                shape = tuple(a.shape) if sym is None else \
+                    tuple(n if d is None or isinstance(d, int) else repr(d) for n, d in zip(a.shape, sym[i]))
                 key.append((shape, a.dtype, a.device.type))
             else:
                 key.append(("s", type(a), a if sym is None or sym[i] is None else repr(sym[i])))
@@ -563,7 +564,7 @@ class FxcSubgraph(torch.nn.Module):
     def compile(self, args, symbolic: bool = False):
         from ..build import gc_paused
         with gc_paused():       # converting and building: see gc_paused
-            return self._compile(args, symbolic)
+            return self._compile(args, symbolic=True) if symbolic else self._compile(args)
 
     def _compile_symbolic(self, args):
         """The entry of one build for every size of the symbolic dims, or None (then self._symbolic is None and
@@ -574,7 +575,8 @@ class FxcSubgraph(torch.nn.Module):
         try:
             return self.compile(args, symbolic=True)
         except Exception as e:      # noqa: BLE001 (never the user's problem: static builds per size instead)
-            log.info("fxc: %s: no symbolic build (%s: %s); building per size", self.name, type(e).__name__, e)
+            log.info("fxc: %s: no symbolic build (%s: %s); building per size", self.name, type(e).__name__, e,
+                     exc_info=log.isEnabledFor(logging.DEBUG))
             self._symbolic = None
             self._dynamic = None
             return None
@@ -672,7 +674,30 @@ def symbolic_placeholders(gm):
                 out.append(None)
     except UnsupportedOpError:
         return None
-    return (out, infos) if infos else None
+    rows = _row_symbol(out)
+    if rows is None:
+        return None
+    keep = {rows.name: infos[rows.name]}
+
+    def only_rows(d):       # the other symbols: their sizes at each call (a build per value, as static sizes)
+        return d if not isinstance(d, Sym) or d is rows else None
+    out = [tuple(map(only_rows, x)) if isinstance(x, tuple) else only_rows(x) for x in out]
+    return out, keep
+
+
+def _row_symbol(shapes):
+    """The symbol kept symbolic: the first that is only ever the leading dim of a placeholder (after dims of 1:
+    the batch of an image, the sequence of a batch-1 token list), or None."""
+    from ..lowering.sym import Sym
+    lead, other = [], set()
+    for shape in shapes:
+        if not isinstance(shape, tuple):
+            continue
+        k = next((i for i, d in enumerate(shape) if d != 1), None)
+        for i, d in enumerate(shape):
+            if isinstance(d, Sym):
+                (lead.append(d) if i == k else other.add(d))
+    return next((s for s in lead if s not in other), None)
 
 
 def _arg_shape(args, i, order) -> tuple:
@@ -771,7 +796,8 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, l
                     ph += 1
                     continue
                 order = _dense_order(a) if layouts else None
-                shape = a.shape if shapes is None else shapes[ph]
+                shape = a.shape if shapes is None else \
+                    tuple(n if d is None else d for n, d in zip(a.shape, shapes[ph]))
                 if order is None:
                     env[node] = _complex_input(b, shape, dt, node.name)
                     v = env[node].v if isinstance(env[node], Complex) else env[node]

@@ -88,17 +88,29 @@ def check_rows(gr, sym, tensors: dict) -> None:
                                             f"({list(o.shape)})")
 
 
-# ops written whole as loop IR (te.extern) that treat each slice along their attribute's axis on its own: rows
-# stay rows when that axis is not the rows' one
-ROWWISE_EXTERNS = {"softmax": "dim", "log_softmax": "dim", "cumsum": "dim", "cumprod": "dim"}
+# ops written whole as loop IR (te.extern) that treat each slice of their leading axes on its own: rows stay rows
+# when the rows' axis is not the op's `dim` attribute ("dim", attribute name), or lies before the op's core trailing
+# axes ("trailing", their count or the attribute holding it)
+ROWWISE_EXTERNS = {"softmax": ("dim", "dim"), "log_softmax": ("dim", "dim"), "cumsum": ("dim", "dim"),
+                   "cumprod": ("dim", "dim"), "cummax": ("dim", "dim"), "cummin": ("dim", "dim"),
+                   "max_pool2d": ("trailing", 2), "layer_norm": ("trailing", "ndims")}
 
 
 def _rowwise_extern(n, sym) -> bool:
-    attr = ROWWISE_EXTERNS.get(n.op)
-    if attr is None or attr not in n.attrs or len(n.inputs) != 1 or n.inputs[0].shape != n.outputs[0].shape:
+    rule = ROWWISE_EXTERNS.get(n.op)
+    if rule is None:
         return False
-    shape = n.inputs[0].shape
-    return n.attrs[attr] % len(shape) != row_layout(shape, sym)[0]
+    kind, what = rule
+    lays = [(v, row_layout(v.shape, sym)) for v in list(n.inputs) + list(n.outputs)]
+    lays = [(v, lay) for v, lay in lays if lay is not None]
+    axis, dim = lays[0][1][0], lays[0][0].shape[lays[0][1][0]]
+    if any(lay[0] != axis or v.shape[axis] is not dim for v, lay in lays) \
+            or any(row_layout(o.shape, sym) is None for o in n.outputs):
+        return False
+    if kind == "dim":
+        return all(n.attrs[what] % v.type.ndim != axis for v, _ in lays)
+    trailing = what if isinstance(what, int) else n.attrs[what]
+    return all(axis < v.type.ndim - trailing for v, _ in lays)
 
 
 def shift_stmt(s, offsets: dict):

@@ -144,6 +144,27 @@ def linear(dim):
     return (m[0], c) if len(m) == 1 and isinstance(m[0], Sym) and c > 0 else None
 
 
+def less(a, b) -> bool:
+    """a < b for every value >= 1 of the symbols they mention (ints or int64 size expressions); TypeError where
+    that depends on the values (then a caller deciding on it cannot decide for every size)."""
+    try:
+        pa, pb = _poly(a if isinstance(a, Expr) else int(a)), _poly(b if isinstance(b, Expr) else int(b))
+    except (ValueError, TypeError):
+        raise TypeError(f"cannot order {a!r} and {b!r}") from None
+    if not all(isinstance(x, Sym) for m in (*pa, *pb) for x in m):
+        raise TypeError(f"cannot order {a!r} and {b!r}: only size expressions are ordered")
+    d = dict(pb)
+    for m, c in pa.items():
+        d[m] = d.get(m, 0) - c
+    terms = [c for m, c in d.items() if m and c]
+    at_one = sum(d.values())            # the difference with every symbol 1: its least value if terms >= 0
+    if all(c >= 0 for c in terms) and at_one > 0:
+        return True
+    if all(c <= 0 for c in terms) and at_one <= 0:
+        return False
+    raise TypeError(f"whether {a!r} < {b!r} depends on the sizes")
+
+
 def evaluate(dim, values: dict) -> int:
     """The int value of a dim given {symbol name: int}."""
     if not isinstance(dim, Expr):
