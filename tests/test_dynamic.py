@@ -116,3 +116,28 @@ def test_rows_mixed_across_batch_fall_back_to_builds_per_size():
 
     sizes = (3, 6)
     assert _compiled_sweep(Mix(), lambda b: torch.randn(b, 16), sizes, dynamic=True) >= len(sizes)   # correct, per size
+
+
+def test_from_torch_with_dynamic_shapes():
+    import fxc
+    from torch.export import Dim
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64)).eval()
+    before = builds()
+    compiled = fxc.from_torch(mlp, (torch.randn(4, 64),), dynamic_shapes=({0: Dim("batch", min=1, max=64)},))
+    assert builds() == before + 1
+    with torch.no_grad():
+        for n in (1, 3, 8, 64):
+            x = torch.randn(n, 64)
+            torch.testing.assert_close(compiled(x), mlp(x), rtol=1e-4, atol=1e-5)
+            np.testing.assert_allclose(compiled(x.numpy()), mlp(x).numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(InputError, match="outside the compiled range"):
+        compiled(torch.randn(65, 64))
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_conv_nets_with_dynamic_batch_build_once(name):
+    from fxc.testing.models import make_model
+    model = make_model(name)
+    n = _compiled_sweep(model, lambda b: torch.randn(b, 3, 32, 32), (2, 3, 9), dynamic=True)
+    assert n == 1

@@ -639,10 +639,12 @@ class _Sampler:
         return self.fn(*self.args) == self.value
 
 
-def symbolic_placeholders(gm):
+def symbolic_placeholders(gm, specialize: bool = True):
     """(per placeholder: its tensor shape with a `Sym` for each symbolic dim, or its symbolic int value, or None;
     {symbol name: SymInfo}) from the FakeTensor metadata Dynamo gives a graph traced with dynamic sizes; None
-    when every size is static. A symbol's range is the shape environment's (Dynamo's dynamic sizes are >= 2)."""
+    when every size is static. A symbol's range is the shape environment's (Dynamo's dynamic sizes are >= 2).
+    One symbol stays symbolic (_row_symbol); the others are specialised (None: the argument's size at each call),
+    or with specialize=False an UnsupportedOpError (a build that must serve every size: fxc.from_torch)."""
     from ..lowering.sym import INT_MAX, Sym, SymInfo
     infos, out = {}, []
 
@@ -673,8 +675,14 @@ def symbolic_placeholders(gm):
             else:
                 out.append(None)
     except UnsupportedOpError:
+        if not specialize:
+            raise
         return None
     rows = _row_symbol(out)
+    if not specialize and (rows is None or len(infos) > 1):
+        dims = ", ".join(sorted(infos))
+        raise UnsupportedOpError(f"dynamic sizes {dims}: fxc builds one symbolic size, the leading dim of the inputs "
+                                 f"that have it (a batch, or the sequence of a batch of one); make the others static")
     if rows is None:
         return None
     keep = {rows.name: infos[rows.name]}
