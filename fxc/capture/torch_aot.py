@@ -200,7 +200,7 @@ def check_supported(gm: torch.fx.GraphModule, model) -> None:
     for node in gm.graph.nodes:
         if node.op == "call_function":
             ok, reason = support.check(node)
-            if not ok:
+            if not ok and reason != "size arithmetic":      # (sizes: evaluated by to_graph, symbolic or not)
                 support.reasons[node] = reason
                 bad.append(f"{node.target} (node {node.name!r}{_node_source(node)}): {reason}")
     if bad:
