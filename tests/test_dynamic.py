@@ -119,8 +119,9 @@ def test_rows_mixed_across_batch_fall_back_to_builds_per_size():
 
 
 def test_from_torch_with_dynamic_shapes():
-    import fxc
     from torch.export import Dim
+
+    import fxc
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64)).eval()
     before = builds()
@@ -144,9 +145,9 @@ def test_resnet18_with_dynamic_batch_builds_once():
 
 @pytest.mark.slow
 def test_mobilenet_v2_from_torch_with_dynamic_batch():
-    import fxc
     from torch.export import Dim
 
+    import fxc
     from fxc.testing.models import make_model
     model = make_model("mobilenet_v2")
     before = builds()
@@ -157,3 +158,17 @@ def test_mobilenet_v2_from_torch_with_dynamic_batch():
         for n in (1, 5, 9):
             x = torch.randn(n, 3, 32, 32)
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+
+
+# a fixed sample of registry ops over every fusion kind (the whole registry: python -m fxc.testing.symbolic_ops)
+SYMBOLIC_OPS = ["add", "gelu", "where", "matmul", "conv2d", "softmax", "layer_norm", "max_pool2d", "gather",
+                "sum", "permute", "cumsum"]
+
+
+@pytest.mark.parametrize("name", SYMBOLIC_OPS)
+def test_registry_op_with_a_symbolic_leading_dim(name):
+    from fxc.testing.symbolic_ops import cases, check_symbolic
+    results = [check_symbolic(name, k) for n, k in cases() if n == name]     # AssertionError when wrong
+    assert results and all(r == "symbolic" or r.startswith("per size:") for r in results)
+    if name in ("add", "matmul", "conv2d", "softmax", "layer_norm"):
+        assert results[0] == "symbolic", results

@@ -255,7 +255,7 @@ class Module:
         """numpy in, numpy out (a list when the module has several outputs)."""
         self.wake()
         ins = self.check_inputs(arrays)
-        sizes = self.sizes([a.shape for a in ins])
+        sizes = self.sizes([np.shape(a) for a in arrays])
         outs = [np.empty(shape, np_dtype(s.dtype)) for s, shape in zip(self.outputs, self.output_shapes(sizes))]
         self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs], sizes=sizes)
         return outs[0] if len(outs) == 1 else outs
