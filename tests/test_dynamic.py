@@ -172,3 +172,11 @@ def test_registry_op_with_a_symbolic_leading_dim(name):
     assert results and all(r == "symbolic" or r.startswith("per size:") for r in results)
     if name in ("add", "matmul", "conv2d", "softmax", "layer_norm"):
         assert results[0] == "symbolic", results
+
+
+def test_export_of_a_symbolic_module_is_refused_clearly(tmp_path):
+    import fxc
+    from fxc.errors import ArtifactError
+    with pytest.raises(ArtifactError, match="symbolic sizes"):
+        fxc.export(BUILD.build(_mlp_graph()), tmp_path / "m.fxc")
+    assert not (tmp_path / "m.fxc").exists()
