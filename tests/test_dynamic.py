@@ -180,3 +180,11 @@ def test_export_of_a_symbolic_module_is_refused_clearly(tmp_path):
     with pytest.raises(ArtifactError, match="symbolic sizes"):
         fxc.export(BUILD.build(_mlp_graph()), tmp_path / "m.fxc")
     assert not (tmp_path / "m.fxc").exists()
+
+
+def test_specialize_builds_static_variants_for_hot_sizes():
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8)).eval()
+    n = _compiled_sweep(mlp, lambda b: torch.randn(b, 16), (3, 8, 5, 8, 9), dynamic=True,
+                        options={"specialize": [8]})
+    assert n == 2       # the symbolic build (3, 5, 9) and a static one for 8

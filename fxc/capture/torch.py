@@ -37,7 +37,7 @@ TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64:
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
 SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16",
                     "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors (fxc/ops/complex.py)
-OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision"}
+OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision", "specialize"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
 _SCALAR_FNS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
@@ -438,7 +438,7 @@ class FxcSubgraph(torch.nn.Module):
         if self._dynamic is None:
             self._dynamic = [i for i in range(len(args)) if i not in self.weights]
         key = []
-        sym = self._symbolic[0] if self._symbolic is not None else None
+        sym = self._symbolic[0] if self._symbolic is not None and not self._specialised(args) else None
         for i in self._dynamic:
             a = args[i]
             if isinstance(a, torch.Tensor):
@@ -448,6 +448,19 @@ class FxcSubgraph(torch.nn.Module):
             else:
                 key.append(("s", type(a), a if sym is None or sym[i] is None else repr(sym[i])))
         return tuple(key)
+
+    def _specialised(self, args) -> bool:
+        """Whether this call's symbolic size is one of options["specialize"] (hot sizes that get a static build of
+        their own besides the symbolic one)."""
+        hot = self.options.get("specialize")
+        if not hot:
+            return False
+        for shape, a in zip(self._symbolic[0], args):
+            if isinstance(shape, tuple) and isinstance(a, torch.Tensor):
+                for d, n in zip(shape, a.shape):
+                    if d is not None and not isinstance(d, int):
+                        return int(n) in hot
+        return False
 
     def forward(self, *args):
         if self._last is not None:     # before anything else: the wake-up overlaps this call's preparations
@@ -463,7 +476,7 @@ class FxcSubgraph(torch.nn.Module):
                 entry = early.get("entry")
                 if entry is not None:
                     self.cache[key] = entry
-        if entry is None and self._symbolic is not None:
+        if entry is None and self._symbolic is not None and not self._specialised(args):
             entry = self._compile_symbolic(args)
             if entry is None:       # sizes the compiler cannot keep symbolic: one build per size, as before
                 key = self._key(args)
