@@ -24,6 +24,7 @@ from .relay_like.hoist import hoisted_values
 from .relay_like.pipeline import run_pipeline
 from .relay_like.plan_memory import output_sources, plan_memory, reshape_views
 from .runtime.module import Module, TensorSpec
+from .runtime.symbols import DynamicModule
 from .target import Target
 
 TARGETS = ("llvm",)
@@ -405,12 +406,12 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
              f" + packed weights {end - plan.workspace_bytes} B"
              f" + kernel scratch {scratch} B")
     symbols = [dict(vars(infos.get(n) or SymInfo(n))) for n in sym_index]
-    return Module(target.kind, str(lib),
+    extra = dict(symbols=symbols, sym_header=header, row_bytes=plan.row_bytes) if symbols else {}
+    return (DynamicModule if symbols else Module)(target.kind, str(lib),
                   [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.outputs],
                   [c.data for c in consts], header + 64 if sym_index else end + scratch,
-                  lines, plan.total_bytes, ir, symbols=symbols, sym_header=header,
-                  row_bytes=plan.row_bytes,
+                  lines, plan.total_bytes, ir, **extra,
                   prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs
                                          if slots[v.id][0] == "in"}),
                   plan=pre_calls + calls, kernel_flops=flops, profiled=profile)

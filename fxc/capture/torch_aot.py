@@ -90,10 +90,10 @@ class CompiledModel:
             if not m.symbols:
                 check_shape(spec, a.shape)
             ins.append(a.detach().resolve_neg().resolve_conj().contiguous())
-        sizes = m.sizes([a.shape for a in args])        # {} for static sizes; checks symbolic ones
+        sizes = m.sizes([a.shape for a in args]) if m.symbols else None     # InputError outside their facts
         shapes = m.output_shapes(sizes) if sizes else [s.shape for s in m.outputs]
         outs = [torch.empty(shape, dtype=_TORCH_DTYPE[s.dtype]) for s, shape in zip(m.outputs, shapes)]
-        m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], sizes=sizes or None)
+        m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], sizes=sizes)
         return pytree.tree_unflatten(outs, self.out_spec)
 
     def __repr__(self):

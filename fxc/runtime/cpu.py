@@ -125,18 +125,12 @@ class Workspace:
             st = self._local.state = {}
         return st
 
-    def pointer(self, nbytes: int = 0) -> int:
-        """The thread's workspace, of at least max(nbytes, the size given at creation) bytes: a module with
-        symbolic sizes asks for what the call's sizes need; a larger one is grown, keeping its contents (the
-        packed weights)."""
+    def pointer(self) -> int:
         buf = getattr(self._local, "buf", None)
-        if buf is None or buf[2] < nbytes:
-            size = max(self.nbytes, nbytes, 2 * buf[2] if buf is not None else 0)
-            raw = np.empty(size + 64, dtype=np.uint8)
+        if buf is None:
+            raw = np.empty(self.nbytes + 64, dtype=np.uint8)
             off = (-raw.ctypes.data) % 64
-            if buf is not None:
-                raw[off:off + buf[2]] = buf[0][buf[1] - buf[0].ctypes.data:][:buf[2]]
-            self._local.buf = buf = (raw, raw.ctypes.data + off, size)
+            self._local.buf = buf = (raw, raw.ctypes.data + off)
         return buf[1]
 
 

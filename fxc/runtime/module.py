@@ -45,49 +45,9 @@ def check_shape(spec, shape) -> None:
                          f"recompile for the new shape")
 
 
-def dim_value(dim, sizes: dict) -> int:
-    """A TensorSpec dim's value: an int, or text 'name' / 'c*name' of a size symbol, given {name: value}."""
-    if isinstance(dim, int):
-        return dim
-    c, _, name = dim.rpartition("*")
-    return int(c or 1) * sizes[name]
-
-
-def bind_symbols(specs, shapes, symbols: list) -> dict:
-    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: every dim
-    with a symbol must agree with the others, be a whole multiple of its coefficient and lie in the symbol's
-    range; InputError naming the input otherwise."""
-    sizes: dict = {}
-    for spec, shape in zip(specs, shapes):
-        if len(shape) != len(spec.shape):
-            raise InputError(f"input {spec.name!r}: expected {len(spec.shape)} dims {list(spec.shape)}, got "
-                             f"{list(shape)}")
-        for dim, n in zip(spec.shape, shape):
-            if isinstance(dim, int):
-                continue
-            c, _, name = dim.rpartition("*")
-            c = int(c or 1)
-            if n % c:
-                raise InputError(f"input {spec.name!r}: dim {dim} = {n} is not a multiple of {c}")
-            if sizes.setdefault(name, n // c) != n // c:
-                raise InputError(f"input {spec.name!r}: {name} = {n // c} here but {sizes[name]} in another "
-                                 f"input ({list(shape)} against {list(spec.shape)})")
-    for sym in symbols:
-        v = sizes.get(sym["name"])
-        if v is None:
-            raise InputError(f"no input gives the size {sym['name']}")
-        hi = sym.get("max", 2 ** 62)
-        if not sym.get("min", 1) <= v <= hi or v % sym.get("divisor", 1):
-            rng = f"[{sym.get('min', 1)}, {hi if hi < 2 ** 62 else 'inf'}]"
-            raise InputError(f"{sym['name']} = {v} is outside the compiled range {rng}"
-                             + (f" or not a multiple of {sym['divisor']}" if sym.get("divisor", 1) > 1 else "")
-                             + "; recompile for it, or declare a range that holds it")
-    return sizes
-
-
 def check_inputs(specs, arrays, symbols=()) -> list:
     """The arrays as contiguous numpy arrays, once their count, dtypes and shapes are those of `specs` (InputError
-    naming the input and the fix otherwise). symbols: the specs' size symbols (bind_symbols)."""
+    naming the input and the fix otherwise)."""
     if len(arrays) != len(specs):
         raise InputError(f"expected {len(specs)} inputs ({', '.join(s.describe() for s in specs)}), "
                          f"got {len(arrays)}")
@@ -120,10 +80,7 @@ class Module:
     profiled: bool = False              # built with per-kernel timers (profile=True / FXC_PROFILE=1)
     target_spec: str = ""               # the full target string ("llvm -mcpu=haswell"); "" for `target`
     unrunnable: str = ""                # why this host cannot run the kernels (built for a CPU it is not), or ""
-    symbols: list = field(default_factory=list)   # size symbols of the specs' text dims: dicts name, min, max,
-                                                  # divisor; their values go in the workspace at sym_header
-    sym_header: int = 0                 # byte offset in the workspace of the symbols' int64 values
-    row_bytes: int = 0                  # workspace bytes per unit of the symbol, after workspace_bytes
+    symbols = ()                        # size symbols: a DynamicModule's (runtime/symbols.py)
 
     def __post_init__(self):
         self._lib = CpuLibrary(self.library)
@@ -205,25 +162,8 @@ class Module:
         token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
         self.run_prepared(pointer_array(in_ptrs), out_ptrs, token, sizes)
 
-    def sizes(self, shapes) -> dict:
-        """{symbol: value} for inputs of these shapes ({} for a static module); InputError when they break the
-        symbols' ranges or disagree."""
-        return bind_symbols(self.inputs, shapes, self.symbols) if self.symbols else {}
-
-    def output_shapes(self, sizes: dict) -> list:
-        return [tuple(dim_value(d, sizes) for d in s.shape) for s in self.outputs]
-
     def _workspace(self, sizes) -> int:
-        """The thread's workspace, large enough for `sizes`, with the symbols' values in its header."""
-        if not self.symbols:
-            return self._ws.pointer()
-        if not sizes:
-            raise InputError("this module has symbolic sizes: call it with its input shapes' sizes "
-                             "(Module.sizes(shapes))")
-        values = [sizes[s["name"]] for s in self.symbols]
-        ws = self._ws.pointer(self.workspace_bytes + self.row_bytes * values[0])
-        (ctypes.c_int64 * len(values)).from_address(ws + self.sym_header)[:] = values
-        return ws
+        return self._ws.pointer()
 
     def run_prepared(self, in_array, out_ptrs: list, token=None, sizes=None) -> None:
         """run_pointers with the input addresses already a ctypes array and the whole token given:
@@ -249,13 +189,12 @@ class Module:
         check_return_code(self._lib.run_main(*args), self._lib.index_error)
 
     def check_inputs(self, arrays) -> list:
-        return check_inputs(self.inputs, arrays, self.symbols)
+        return check_inputs(self.inputs, arrays)
 
     def __call__(self, *arrays):
         """numpy in, numpy out (a list when the module has several outputs)."""
         self.wake()
         ins = self.check_inputs(arrays)
-        sizes = self.sizes([np.shape(a) for a in arrays])
-        outs = [np.empty(shape, np_dtype(s.dtype)) for s, shape in zip(self.outputs, self.output_shapes(sizes))]
-        self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs], sizes=sizes)
+        outs = [np.empty(s.shape, np_dtype(s.dtype)) for s in self.outputs]
+        self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs])
         return outs[0] if len(outs) == 1 else outs
