@@ -507,15 +507,16 @@ class FxcSubgraph(torch.nn.Module):
         if got is None:
             return self.gm(*args)
         ins, array, token = got       # ins keeps contiguous copies alive while the module reads them
-        if module.symbols:
+        if getattr(module, "symbols", None):      # symbolic sizes (runtime/symbols.py): bound from the inputs
             sizes = module.sizes([_arg_shape(args, i, order) for i, order in zip(tensor_pos, orders)])
             outs = [torch.empty(shape, dtype=FROM_STR[s.dtype])
                     for s, shape in zip(module.outputs, module.output_shapes(sizes))]
+            with torch.no_grad():
+                module.run_prepared(array, [o.data_ptr() for o in outs], token, sizes)
         else:
-            sizes = None
             outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
-        with torch.no_grad():
-            module.run_prepared(array, [o.data_ptr() for o in outs], token, sizes)
+            with torch.no_grad():
+                module.run_prepared(array, [o.data_ptr() for o in outs], token)
         if self.finite_only and not all(map(_finite, outs)):
             return self.gm(*args)
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k

@@ -85,15 +85,20 @@ class CompiledModel:
         m = self.module
         m.wake()        # the workers spin up while the inputs are checked
         ins = []
+        symbolic = bool(getattr(m, "symbols", None))
         for spec, a in zip(self.inputs, args):
             self._check_tensor(spec, a)
-            if not m.symbols:
+            if not symbolic:
                 check_shape(spec, a.shape)
             ins.append(a.detach().resolve_neg().resolve_conj().contiguous())
-        sizes = m.sizes([a.shape for a in args]) if m.symbols else None     # InputError outside their facts
-        shapes = m.output_shapes(sizes) if sizes else [s.shape for s in m.outputs]
-        outs = [torch.empty(shape, dtype=_TORCH_DTYPE[s.dtype]) for s, shape in zip(m.outputs, shapes)]
-        m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], sizes=sizes)
+        if symbolic:        # sizes bound from the inputs (InputError outside the symbols' facts)
+            sizes = m.sizes([a.shape for a in args])
+            outs = [torch.empty(shape, dtype=_TORCH_DTYPE[s.dtype]) for s, shape in zip(m.outputs,
+                                                                                      m.output_shapes(sizes))]
+            m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], sizes=sizes)
+        else:
+            outs = [torch.empty(s.shape, dtype=_TORCH_DTYPE[s.dtype]) for s in m.outputs]
+            m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs])
         return pytree.tree_unflatten(outs, self.out_spec)
 
     def __repr__(self):
