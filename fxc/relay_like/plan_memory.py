@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ShapeError
-from ..lowering.expr import ITEMSIZE
+from ..lowering.expr import ITEMSIZE, Expr
 
 ALIGN = 64
 
@@ -69,7 +69,7 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
                 first[v.id] = i
                 last[v.id] = i
                 nbytes = v.type.numel * ITEMSIZE[v.dtype]
-                if isinstance(nbytes, int):
+                if not isinstance(nbytes, Expr):
                     size[v.id] = max(nbytes, 1)
                     continue
                 lin = linear(nbytes)
