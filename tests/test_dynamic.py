@@ -188,3 +188,9 @@ def test_specialize_builds_static_variants_for_hot_sizes():
     n = _compiled_sweep(mlp, lambda b: torch.randn(b, 16), (3, 8, 5, 8, 9), dynamic=True,
                         options={"specialize": [8]})
     assert n == 2       # the symbolic build (3, 5, 9) and a static one for 8
+
+
+def test_fuzz_dynamic_programs_are_right_at_two_sizes():
+    from fxc.testing.fuzz import run
+    stats = run(4, seed=100, batch=4, dynamic=True, progress=lambda m: None)
+    assert stats["graphs"] == 4 and not stats["wrong"] and not stats["crashed"], stats["failures"]
