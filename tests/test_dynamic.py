@@ -194,3 +194,23 @@ def test_fuzz_dynamic_programs_are_right_at_two_sizes():
     from fxc.testing.fuzz import run
     stats = run(4, seed=100, batch=4, dynamic=True, progress=lambda m: None)
     assert stats["graphs"] == 4 and not stats["wrong"] and not stats["crashed"], stats["failures"]
+
+
+def test_from_onnx_named_dim_builds_once():
+    import io
+
+    import onnx
+
+    import fxc
+    torch.manual_seed(0)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64)).eval()
+    f = io.BytesIO()
+    torch.onnx.export(mlp, (torch.randn(3, 64),), f, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
+    model = fxc.from_onnx(onnx.load_from_string(f.getvalue()))
+    before = builds()
+    with torch.no_grad():
+        for n in (1, 3, 9, 20):
+            x = np.random.default_rng(n).standard_normal((n, 64)).astype(np.float32)
+            np.testing.assert_allclose(model(x), mlp(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-5)
+    assert builds() == before + 1 and model.module.symbols[0]["name"] == "batch"
