@@ -274,7 +274,7 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
     check_supported(gm, model)
     symbolic = None
     if dynamic_shapes is not None:
-        from .torch import symbolic_placeholders
+        from .torch_symbolic import symbolic_placeholders
         symbolic = symbolic_placeholders(gm, specialize=False)
         if symbolic is not None:
             symbolic = (symbolic[0], declared_ranges(dynamic_shapes, symbolic))
