@@ -1,26 +1,30 @@
 """The compiler driver: graph IR -> graph passes -> fusion -> lowering -> backend -> runtime Module."""
 from __future__ import annotations
 
+import collections
 import contextlib
 import gc
+import math
 import os
 import sys
 import threading
 import time
 
 from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
-from .errors import TargetError
+from .errors import LoweringError, TargetError
 from .lowering import te
 from .lowering.expr import ITEMSIZE
 from .lowering.loop_ir import Buffer, format_kernel
 from .lowering.lower import lower_group
 from .lowering.optional import optional_input
+from .lowering.sym import SymInfo
 from .ops.registry import get_op
 from .relay_like.fuse_ops import fuse_ops
 from .relay_like.hoist import hoisted_values
 from .relay_like.pipeline import run_pipeline
 from .relay_like.plan_memory import output_sources, plan_memory, reshape_views
 from .runtime.module import Module, TensorSpec
+from .runtime.symbols import DynamicModule
 from .target import Target
 
 TARGETS = ("llvm",)
@@ -84,16 +88,24 @@ def _served_without_input(groups, sigs, first: int) -> dict:
     return {s: p for s, p in served.items() if sigs[p[0]] not in served}       # no chains
 
 
-def group_tensors(gr) -> tuple:
+def group_tensors(gr, env: dict | None = None, tensors: dict | None = None) -> tuple:
     """The tensor expressions of one fused group: (roots, output buffers, input placeholder -> buffer), what a
-    lowering (CPU: lower_group; devices: lower_group_device) takes."""
-    tensors, in_bufs = {}, {}
+    lowering (CPU: lower_group; devices: lower_group_device) takes. env: {symbol name: int}, the sizes at which a
+    group with symbolic dims is built (static shapes and attributes); tensors: filled with Value id -> te.Tensor."""
+    from .lowering.sym import evaluate, substitute_attr
+
+    def shape(v):
+        return v.shape if env is None else tuple(evaluate(d, env) for d in v.shape)
+
+    tensors = {} if tensors is None else tensors
+    in_bufs = {}
     for k, v in enumerate(gr.inputs):
-        t = te.placeholder(v.shape, v.dtype, f"in{k}")
+        t = te.placeholder(shape(v), v.dtype, f"in{k}")
         tensors[v.id] = t
-        in_bufs[t] = Buffer(f"in{k}", v.dtype, v.type.numel)
+        in_bufs[t] = Buffer(f"in{k}", v.dtype, math.prod(t.shape))
     for n in gr.nodes:
-        res = get_op(n.op).compute(*[tensors[v.id] for v in n.inputs], **n.attrs)
+        attrs = n.attrs if env is None else {k: substitute_attr(a, env) for k, a in n.attrs.items()}
+        res = get_op(n.op).compute(*[tensors[v.id] for v in n.inputs], **attrs)
         res = res if isinstance(res, (list, tuple)) else [res]
         for o, t in zip(n.outputs, res):
             tensors[o.id] = t
@@ -102,9 +114,20 @@ def group_tensors(gr) -> tuple:
     return roots, out_bufs, in_bufs
 
 
-def group_kernel(gr, name: str, num_threads: int, target: Target | None = None):
-    """Tensor expressions for one fused group, lowered to a loop-IR Kernel."""
-    return lower_group(name, *group_tensors(gr), num_threads, caps=Target.parse(target).caps)
+def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, sym_index: dict | None = None):
+    """Tensor expressions for one fused group, lowered to a loop-IR Kernel. A group with symbolic rows becomes a
+    row-block kernel (lowering/blocks.py); sym_index: symbol name -> its slot in the symbol header."""
+    from .lowering.blocks import group_symbol, lower_rows
+    caps = Target.parse(target).caps
+    sym = group_symbol(gr)
+    if sym is None:
+        return lower_group(name, *group_tensors(gr), num_threads, caps=caps)
+
+    def tensors_at(size):
+        tensors: dict = {}
+        roots, _, in_bufs = group_tensors(gr, {sym.name: size}, tensors)
+        return roots, list(in_bufs), tensors
+    return lower_rows(gr, name, tensors_at, num_threads, caps, sym, sym_index[sym.name])
 
 
 _gc_pauses = {"depth": 0, "was": False}
@@ -143,6 +166,7 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
     every call: passes/use_winograd.py). A device target ("opencl", "opencl -device=1") builds through
     fxc.build_device."""
     target = Target.parse(target)
+    stats["builds"] += 1
     if not target.is_cpu:           # every device target: one dispatch, no backend named here
         from .build_device import build_device
         return build_device(graph, target, **options)
@@ -160,7 +184,9 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
 def _cached_build(graph, target: Target, **options) -> Module:
     dbg = debug_level(options)
     t0 = time.perf_counter()
-    key = _module_key(graph, target, options) if _cacheable(dbg) and target.kind == "llvm" else None   # wasm: parts
+    symbolic = any(v.type.symbolic for v in graph.inputs)       # (the module cache keeps static modules only)
+    key = _module_key(graph, target, options) if _cacheable(dbg) and target.kind == "llvm" and not symbolic \
+        else None                                              # wasm: its parts are cached
 
     if key is not None:
         module = load_module(key)
@@ -239,9 +265,48 @@ def _module_key(graph, target: Target, options: dict) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
+stats = collections.Counter()     # "builds": how many graphs went through the compiler (tests count them)
+
+
+def symbol_slots(graph) -> dict:
+    """Symbol name -> its slot in the workspace's symbol header: the symbols of the graph's input shapes (one at
+    most for now; CompileError otherwise)."""
+    from .errors import CompileError
+    from .lowering.sym import symbols_of
+    names = sorted({s.name for v in graph.inputs for d in v.shape for s in symbols_of(d)})
+    if len(names) > 1:
+        raise CompileError(f"inputs with several size symbols ({', '.join(names)}); one is supported: mark one "
+                           f"dimension dynamic")
+    return {n: k for k, n in enumerate(names)}
+
+
+def symbolic_slots(calls: list, header: int, sym_index: dict, symbol) -> list:
+    """The plan's calls with the symbolic slots resolved: ("work", "header") -> the header's offset; ("work",
+    ("rows", off)) -> ("work", (base, header byte of the symbol, off)): base + symbol x off, the symbolic region
+    starting after the header."""
+    if not sym_index:
+        return calls
+    base = header + 64
+
+    def slot(a):
+        if a[0] == "work" and a[1] == "header":
+            return ("work", header)
+        if a[0] == "work" and isinstance(a[1], tuple):
+            return ("work", (base, header + 8 * sym_index[symbol], a[1][1]))
+        return a
+    return [(name, [slot(a) for a in args]) for name, args in calls]
+
+
+def spec_shape(shape) -> tuple:
+    """A graph shape as the runtime's TensorSpec shape: ints, and '4*s0'-style text for symbolic dims."""
+    from .lowering.sym import dim_text
+    return tuple(d if isinstance(d, int) else dim_text(d) for d in shape)
+
+
 def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     from .backends import llvm
     llvm.start_workers()
+    infos = dict(getattr(graph, "symbols", {}))
     precision = options.get("precision", "fp32")
     everywhere = precision == "bf16" and bf16_everywhere(target)
     graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast(target),
@@ -261,6 +326,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     main = [gr for gr in main
             if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
     plan = plan_memory(main, graph.outputs, views, set(into_out))
+    sym_index = symbol_slots(graph)
     packed_offsets, end = {}, plan.workspace_bytes
     for gr in prepack:
         for v in gr.outputs:
@@ -273,6 +339,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
     slots.update({vid: ("out", i) for vid, i in into_out.items()})
     slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
+    slots.update({vid: ("work", ("rows", off)) for vid, off in plan.row_offsets.items()})
     slots.update({vid: ("work", off) for vid, off in packed_offsets.items()})
     slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
     slots.update({vid: slots[src.id] for vid, src in views.items()})
@@ -289,7 +356,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
         """The kernel of group j, its input providers[j] optional where it can be (else j leaves providers)."""
         if sigs[j] in same:
             return same[sigs[j]]
-        k = group_kernel(ordered[j], f"k{j}_{ordered[j].root.op}", num_threads, target)
+        k = group_kernel(ordered[j], f"k{j}_{ordered[j].root.op}", num_threads, target, sym_index)
         if j in providers:
             opt = optional_input(k, k.params[len(ordered[j].outputs) + providers[j]])
             if opt is None:
@@ -316,6 +383,8 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
                 else:
                     j = i
             k = kernel_of(j)
+            if any(b.name == "syms" for b in k.params):       # the symbol header (lowering/blocks.py)
+                args.append(("work", "header"))
             at = end            # scratch: after the packed weights, shared by the kernels (they run one at a time)
             for b in k.params:
                 if b.scope == "scratch":
@@ -325,6 +394,8 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
             (pre_calls if i < len(prepack) else calls).append((k.name, args))
             lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
             flops.append(k.flops)
+        header = (end + scratch + 63) // 64 * 64
+        calls, pre_calls = (symbolic_slots(c, header, sym_index, plan.symbol) for c in (calls, pre_calls))
         ir = llvm.finish_module(mw, calls, pre_calls, profile)
         if dbg >= 4:
             _log(ir)
@@ -336,13 +407,18 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
              f"workspace {plan.workspace_bytes} B (unshared {plan.total_bytes} B)"
              f" + packed weights {end - plan.workspace_bytes} B"
              f" + kernel scratch {scratch} B")
+    symbols = [dict(vars(infos.get(n) or SymInfo(n))) for n in sym_index]
     if target.kind == "wasm":
+        if symbols:
+            raise LoweringError("symbolic sizes on the wasm target: it builds per size")
         return _wasm_module(graph, target, lib, consts, end + scratch, lines, plan.total_bytes, pre_calls, calls,
                             flops, profile)
-    return Module(target.kind, str(lib),
-                  [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
-                  [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
-                  [c.data for c in consts], end + scratch, lines, plan.total_bytes, ir,
+    extra = dict(symbols=symbols, sym_header=header, row_bytes=plan.row_bytes) if symbols else {}
+    return (DynamicModule if symbols else Module)(target.kind, str(lib),
+                  [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.inputs],
+                  [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.outputs],
+                  [c.data for c in consts], header + 64 if sym_index else end + scratch,
+                  lines, plan.total_bytes, ir, **extra,
                   prepack_inputs=sorted({slots[v.id][1] for gr in prepack for v in gr.inputs
                                          if slots[v.id][0] == "in"}),
                   plan=pre_calls + calls, kernel_flops=flops, profiled=profile)

@@ -96,6 +96,10 @@ def export(compiled, path, sign_key=None) -> Path:
         raise FxcError(f"fxc.export expects what fxc.from_torch returns, got {type(compiled).__name__}")
     if module.target != "llvm":
         raise TargetError(f"export of target {module.target!r} is not implemented; available: llvm")
+    if getattr(module, "symbols", None):
+        raise ArtifactError(f"this module has symbolic sizes ({', '.join(s['name'] for s in module.symbols)}); "
+                            f"exporting them is not implemented yet: export a build with static shapes "
+                            f"(fxc.from_torch without dynamic_shapes; fxc.from_onnx with shapes=...)")
     from .backends import llvm_deploy
     key = signing.private_key(sign_key) if sign_key is not None else None     # a bad key fails before the build
     params, records = pack_params(module.consts)

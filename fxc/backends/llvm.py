@@ -22,7 +22,7 @@ from pathlib import Path
 from ..cache import atomic_write, cache_dir, checked_file, read_entry, write_entry
 from ..errors import CompileError
 from ..target import Target
-from .llvm_render import ModuleWriter
+from .llvm_module import ModuleWriter
 
 RUNTIME_C = Path(__file__).resolve().parent.parent / "runtime" / "cpu_parallel.c"
 

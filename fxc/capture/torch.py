@@ -27,6 +27,7 @@ from ..runtime.module import FINGERPRINT_WORDS
 
 # re-exported: fxc.capture.torch.explain, .Explanation, .recording, ._recorders (one list) stay valid
 from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
+from .torch_symbolic import symbolic_placeholders
 
 log = logging.getLogger("fxc")
 
@@ -37,7 +38,7 @@ TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64:
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
 SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16",
                     "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors (fxc/ops/complex.py)
-OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision"}
+OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision", "specialize"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
 _SCALAR_FNS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
@@ -422,6 +423,8 @@ class FxcSubgraph(torch.nn.Module):
         self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
         self._last = None               # the module of the previous call: woken first thing (Module.wake)
         self._early: dict = {}          # key -> the slot of its build started at compile time (_build_early)
+        self._symbolic = symbolic_placeholders(gm)   # (per placeholder: its shape/value with size symbols,
+                                                     # {name: SymInfo}) when Dynamo gave symbolic sizes, else None
 
     def expect(self, args) -> dict:
         """The slot an early build (_build_early) of these arguments' shapes fills: {"done": Event, "entry"}."""
@@ -436,13 +439,29 @@ class FxcSubgraph(torch.nn.Module):
         if self._dynamic is None:
             self._dynamic = [i for i in range(len(args)) if i not in self.weights]
         key = []
+        sym = self._symbolic[0] if self._symbolic is not None and not self._specialised(args) else None
         for i in self._dynamic:
             a = args[i]
             if isinstance(a, torch.Tensor):
-                key.append((tuple(a.shape), a.dtype, a.device.type))
+                shape = tuple(a.shape) if sym is None else \
+                    tuple(n if d is None or isinstance(d, int) else repr(d) for n, d in zip(a.shape, sym[i]))
+                key.append((shape, a.dtype, a.device.type))
             else:
-                key.append(("s", type(a), a))
+                key.append(("s", type(a), a if sym is None or sym[i] is None else repr(sym[i])))
         return tuple(key)
+
+    def _specialised(self, args) -> bool:
+        """Whether this call's symbolic size is one of options["specialize"] (hot sizes that get a static build of
+        their own besides the symbolic one)."""
+        hot = self.options.get("specialize")
+        if not hot:
+            return False
+        for shape, a in zip(self._symbolic[0], args):
+            if isinstance(shape, tuple) and isinstance(a, torch.Tensor):
+                for d, n in zip(shape, a.shape):
+                    if d is not None and not isinstance(d, int):
+                        return int(n) in hot
+        return False
 
     def forward(self, *args):
         if self._last is not None:     # before anything else: the wake-up overlaps this call's preparations
@@ -458,6 +477,13 @@ class FxcSubgraph(torch.nn.Module):
                 entry = early.get("entry")
                 if entry is not None:
                     self.cache[key] = entry
+        if entry is None and self._symbolic is not None and not self._specialised(args):
+            entry = self._compile_symbolic(args)
+            if entry is None:       # sizes the compiler cannot keep symbolic: one build per size, as before
+                key = self._key(args)
+                entry = self.cache.get(key)
+            else:
+                self.cache[key] = entry
         if entry is None:
             try:
                 entry = self.cache[key] = self.compile(args)
@@ -482,9 +508,16 @@ class FxcSubgraph(torch.nn.Module):
         if got is None:
             return self.gm(*args)
         ins, array, token = got       # ins keeps contiguous copies alive while the module reads them
-        outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
-        with torch.no_grad():
-            module.run_prepared(array, [o.data_ptr() for o in outs], token)
+        if getattr(module, "symbols", None):      # symbolic sizes (runtime/symbols.py): bound from the inputs
+            sizes = module.sizes([_arg_shape(args, i, order) for i, order in zip(tensor_pos, orders)])
+            outs = [torch.empty(shape, dtype=FROM_STR[s.dtype])
+                    for s, shape in zip(module.outputs, module.output_shapes(sizes))]
+            with torch.no_grad():
+                module.run_prepared(array, [o.data_ptr() for o in outs], token, sizes)
+        else:
+            outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
+            with torch.no_grad():
+                module.run_prepared(array, [o.data_ptr() for o in outs], token)
         if self.finite_only and not all(map(_finite, outs)):
             return self.gm(*args)
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k
@@ -543,15 +576,31 @@ class FxcSubgraph(torch.nn.Module):
                            _Sampler.of(copies, module._lib.fingerprint) if copies else None)
         return ins, array, token
 
-    def compile(self, args):
+    def compile(self, args, symbolic: bool = False):
         from ..build import gc_paused
         with gc_paused():       # converting and building: see gc_paused
-            return self._compile(args)
+            return self._compile(args, symbolic=True) if symbolic else self._compile(args)
 
-    def _compile(self, args):
+    def _compile_symbolic(self, args):
+        """The entry of one build for every size of the symbolic dims, or None (then self._symbolic is None and
+        each size builds on its own) when a part of the graph cannot be compiled with symbolic sizes."""
+        if self.options.get("check") or self.options.get("profile"):
+            self._symbolic = None
+            return None
+        try:
+            return self.compile(args, symbolic=True)
+        except Exception as e:      # noqa: BLE001 (never the user's problem: static builds per size instead)
+            log.info("fxc: %s: no symbolic build (%s: %s); building per size", self.name, type(e).__name__, e,
+                     exc_info=log.isEnabledFor(logging.DEBUG))
+            self._symbolic = None
+            self._dynamic = None
+            return None
+
+    def _compile(self, args, symbolic: bool = False):
         from ..build import build
+        sym = self._symbolic if symbolic else None
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"),
-                                                        layouts=True, random=True)
+                                                        layouts=True, random=True, symbolic=sym)
         orders = graph.input_orders
         self._multi = multi
         self.finite_only = self.finite_only or any(get_op(n.op).eager_unless_finite for n in graph.nodes)
@@ -603,6 +652,16 @@ class _Sampler:
 
     def unchanged(self) -> bool:
         return self.fn(*self.args) == self.value
+
+
+def _arg_shape(args, i, order) -> tuple:
+    """The shape of tensor argument i as the module reads it (dims in `order`)."""
+    if i == SEED:
+        return (1,)
+    shape = tuple(args[i].shape)
+    if args[i].is_complex():
+        shape += (2,)
+    return shape if order is None else tuple(shape[d] for d in order)
 
 
 SEED = -1      # in tensor_pos: the graph's seed input (fxc/ops/random.py), drawn from PyTorch's generator per call
@@ -661,7 +720,7 @@ def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
 
 
 def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
-             random: bool = False):
+             random: bool = False, symbolic=None):
     """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments.
     weights: positions of the arguments that are parameters/buffers; with `freeze` they become constants
     (folded at compile time, later changes unseen), otherwise inputs marked in `Graph.weights`.
@@ -669,8 +728,13 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, l
     order and a permute in the graph, so the caller passes its memory as it is (`_prepare(t, order)`), not a
     contiguous copy; `graph.input_orders` lists each tensor input's order (None: as it is).
     random: random ops (dropout) convert, and their seed is the graph's last input, SEED in `tensor_pos` (a
-    partition's placeholders can come after its first random op)."""
+    partition's placeholders can come after its first random op).
+    symbolic: (per placeholder its shape or value with size symbols, {name: SymInfo}) from
+    `symbolic_placeholders`: those dims (and scalars) stay symbolic in the graph."""
     b = Builder(random=random)
+    shapes = symbolic[0] if symbolic is not None else None
+    if symbolic is not None:
+        b.graph.symbols = dict(symbolic[1])
     env: dict = {}
     tensor_pos, orders = [], []
     ph = 0
@@ -686,18 +750,20 @@ def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, l
                     ph += 1
                     continue
                 order = _dense_order(a) if layouts else None
+                shape = a.shape if shapes is None else \
+                    tuple(n if d is None else d for n, d in zip(a.shape, shapes[ph]))
                 if order is None:
-                    env[node] = _complex_input(b, a.shape, dt, node.name)
+                    env[node] = _complex_input(b, shape, dt, node.name)
                     v = env[node].v if isinstance(env[node], Complex) else env[node]
                 else:
-                    v = b.graph.input(tuple(a.shape[d] for d in order), dt, node.name)
+                    v = b.graph.input(tuple(shape[d] for d in order), dt, node.name)
                     env[node] = b.call("permute", [v], dims=tuple(order.index(d) for d in range(len(order))))
                 if ph in weights:
                     b.graph.weights.add(v.id)
                 tensor_pos.append(ph)
                 orders.append(order)
             else:
-                env[node] = a
+                env[node] = a if shapes is None or shapes[ph] is None else shapes[ph]
             ph += 1
         elif node.op == "get_attr":
             t = getattr(gm, node.target).detach().cpu()

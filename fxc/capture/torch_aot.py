@@ -85,12 +85,20 @@ class CompiledModel:
         m = self.module
         m.wake()        # the workers spin up while the inputs are checked
         ins = []
+        symbolic = bool(getattr(m, "symbols", None))
         for spec, a in zip(self.inputs, args):
             self._check_tensor(spec, a)
-            check_shape(spec, a.shape)
+            if not symbolic:
+                check_shape(spec, a.shape)
             ins.append(a.detach().resolve_neg().resolve_conj().contiguous())
-        outs = [torch.empty(s.shape, dtype=_TORCH_DTYPE[s.dtype]) for s in m.outputs]
-        m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs])
+        if symbolic:        # sizes bound from the inputs (InputError outside the symbols' facts)
+            sizes = m.sizes([a.shape for a in args])
+            outs = [torch.empty(shape, dtype=_TORCH_DTYPE[s.dtype]) for s, shape in zip(m.outputs,
+                                                                                      m.output_shapes(sizes))]
+            m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], sizes=sizes)
+        else:
+            outs = [torch.empty(s.shape, dtype=_TORCH_DTYPE[s.dtype]) for s in m.outputs]
+            m.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs])
         return pytree.tree_unflatten(outs, self.out_spec)
 
     def __repr__(self):
@@ -114,12 +122,13 @@ def _decompose_unconverted(ep):
     return ep
 
 
-def capture(model: torch.nn.Module, example_inputs: tuple):
-    """torch.export + core-ATen decompositions; returns (GraphModule with params as get_attr, out_spec)."""
+def capture(model: torch.nn.Module, example_inputs: tuple, dynamic_shapes=None):
+    """torch.export + core-ATen decompositions; returns (GraphModule with params as get_attr, out_spec).
+    dynamic_shapes: torch.export's (torch.export.Dim per dynamic dim)."""
     from torch._decomp import core_aten_decompositions
     from torch.export.graph_signature import InputKind, OutputKind
     try:
-        ep = torch.export.export(model, tuple(example_inputs), strict=False)
+        ep = torch.export.export(model, tuple(example_inputs), strict=False, dynamic_shapes=dynamic_shapes)
         ep = _decompose_unconverted(ep.run_decompositions(keep_whole(core_aten_decompositions())))
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -196,7 +205,7 @@ def check_supported(gm: torch.fx.GraphModule, model) -> None:
     for node in gm.graph.nodes:
         if node.op == "call_function":
             ok, reason = support.check(node)
-            if not ok:
+            if not ok and reason != "size arithmetic":      # (sizes: evaluated by to_graph, symbolic or not)
                 support.reasons[node] = reason
                 bad.append(f"{node.target} (node {node.name!r}{_node_source(node)}): {reason}")
     if bad:
@@ -209,7 +218,7 @@ def check_supported(gm: torch.fx.GraphModule, model) -> None:
                                  "torch.compile(model, backend='fxc'), which runs them in eager PyTorch")
 
 
-def from_torch(model, example_inputs, target: str = "llvm", **options) -> CompiledModel:
+def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None, **options) -> CompiledModel:
     """Compile a whole PyTorch model ahead of time (for export or deploy).
 
     Parameters
@@ -223,6 +232,11 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
         Compilation target: "llvm" (this CPU), or a TVM-style string naming another ("llvm -mcpu=haswell",
         "llvm -mcpu=x86-64-v2 -mattr=+avx2"). Code for a CPU this host lacks compiles and exports; calling it here
         raises TargetError.
+    dynamic_shapes : optional
+        torch.export's convention: per input, {dim: torch.export.Dim("batch", min=1, max=64)} (or a tuple of
+        them). The model is built once for every size in the Dim's range; a call outside it, or whose inputs
+        disagree on a size, raises InputError. One symbolic size, as the leading dim of the inputs that have it
+        (the batch, the sequence of a batch of one), is supported.
     **options
         `debug` (FXC_DEBUG level), `fuse` (bool, default True), `profile` (bool: per-kernel timers,
         read with `.module.profile_table()`).
@@ -256,14 +270,37 @@ def from_torch(model, example_inputs, target: str = "llvm", **options) -> Compil
         model = _Wrap(model)
     from ..backends.llvm import start_workers
     start_workers()         # their start-up overlaps torch.export's tracing
-    gm, out_spec = capture(model, args)
+    gm, out_spec = capture(model, args, dynamic_shapes)
     check_supported(gm, model)
-    graph, _, struct, _ = to_graph(gm, args)
+    symbolic = None
+    if dynamic_shapes is not None:
+        from .torch_symbolic import symbolic_placeholders
+        symbolic = symbolic_placeholders(gm, specialize=False)
+        if symbolic is not None:
+            symbolic = (symbolic[0], declared_ranges(dynamic_shapes, symbolic))
+    graph, _, struct, _ = to_graph(gm, args, symbolic=symbolic)
     if any(kind != "t" for kind, _ in struct):
         raise UnsupportedOpError("fxc.from_torch compiles models whose outputs are all tensors")
     module = build(graph, target=target, **options)
     module.outputs = [TensorSpec(f"output{i}", s.shape, s.dtype) for i, s in enumerate(module.outputs)]
     return CompiledModel(module, out_spec)
+
+
+def declared_ranges(dynamic_shapes, symbolic) -> dict:
+    """The symbols' facts with the ranges the user's Dims declare (torch.export keeps 1 out of a shape
+    environment's range, but fxc's code for a symbolic size runs any size from 1)."""
+    from ..lowering.sym import INT_MAX, Sym, SymInfo
+    shapes, infos = symbolic
+    infos = dict(infos)
+    per_input = dynamic_shapes.values() if isinstance(dynamic_shapes, dict) else dynamic_shapes
+    for shape, spec in zip(shapes, per_input):
+        dims = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
+        for d, dim in dims:
+            sym = shape[d] if isinstance(shape, tuple) and d < len(shape) else None
+            if isinstance(sym, Sym) and dim is not None and hasattr(dim, "min"):
+                hi = dim.max if isinstance(dim.max, int) and dim.max < INT_MAX else INT_MAX
+                infos[sym.name] = SymInfo(sym.name, max(int(dim.min), 1), hi)
+    return infos
 
 
 class _Wrap(torch.nn.Module):

@@ -20,6 +20,11 @@ STORAGE_FLOATS = ("float16", "bfloat16")   # storage only: loaded, stored and ca
 _table: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
 
 
+def _less(a, b) -> bool:
+    from .sym import less
+    return less(a, b)
+
+
 def is_float(dtype: str) -> bool:
     return dtype in FLOATS
 
@@ -78,6 +83,14 @@ class Expr:
     def __floordiv__(self, o): return binary("idiv", self, o)
     def __mod__(self, o): return binary("imod", self, o)
     def __neg__(self): return unary("neg", self)
+
+    # Order of int64 size expressions (symbolic dims), where it holds for every size >= 1 (sym.less); TypeError
+    # where it depends on the size. Equality stays identity (hash-consed nodes; sizes are kept canonical).
+    def __lt__(self, o): return _less(self, o)
+    def __gt__(self, o): return _less(o, self)
+    def __le__(self, o): return not _less(o, self)
+    def __ge__(self, o): return not _less(self, o)
+    __hash__ = object.__hash__
 
     def __repr__(self):
         return f"{type(self).__name__}{self.args}"

@@ -18,7 +18,7 @@ class Tensor:
     __slots__ = ("name", "shape", "dtype", "axes", "body", "extern", "inputs", "index", "attrs", "__weakref__")
 
     def __init__(self, name, shape, dtype, axes=(), body=None, extern=None, inputs=(), index=0, attrs=None):
-        self.name, self.shape, self.dtype = name, tuple(int(s) for s in shape), dtype
+        self.name, self.shape, self.dtype = name, tuple(s if isinstance(s, Expr) else int(s) for s in shape), dtype
         self.axes, self.body, self.extern = tuple(axes), body, extern
         self.inputs, self.index = tuple(inputs), index
         self.attrs = attrs or {}     # schedule facts about the op (e.g. which operand is the packed weight)

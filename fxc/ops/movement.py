@@ -49,13 +49,14 @@ def check_index(i, n, op: str, wrap: bool = False):
 
 # -- reshape ------------------------------------------------------------------------------------------
 def resolve_shape(shape, numel):
-    shape = [int(s) for s in shape]
+    from ..lowering.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
+    shape = [canonical(s) for s in shape]
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape to {shape}: only one dimension may be -1")
     if -1 in shape:
-        rest = math.prod(s for s in shape if s != -1)
-        shape[shape.index(-1)] = numel // rest if rest else 0
-    if math.prod(shape) != numel:
+        rest = canonical(math.prod(s for s in shape if s != -1))
+        shape[shape.index(-1)] = canonical(numel // rest) if rest != 0 else 0
+    if canonical(math.prod(shape)) != canonical(numel):
         raise ShapeError(f"cannot reshape {numel} elements to {shape}")
     return tuple(shape)
 

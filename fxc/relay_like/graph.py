@@ -17,8 +17,18 @@ from ..errors import ShapeError
 
 @dataclass(frozen=True)
 class TensorType:
+    """shape: ints, or int64 expressions of size symbols (fxc/lowering/sym.py) for dims known at call time."""
     shape: tuple
     dtype: str
+
+    def __post_init__(self):
+        if not all(type(d) is int for d in self.shape):
+            from ..lowering.sym import canonical
+            object.__setattr__(self, "shape", tuple(canonical(d) for d in self.shape))
+
+    @property
+    def symbolic(self) -> bool:
+        return any(type(d) is not int for d in self.shape)
 
     @property
     def numel(self) -> int:
@@ -96,10 +106,12 @@ class Graph:
         self.outputs: list = list(outputs)
         self.nodes: list = list(nodes)
         self.weights: set = set()       # ids of inputs that are weights (change rarely; see hoist.py)
+        self.symbols: dict = {}         # size symbol name -> SymInfo (range, divisor) of its symbolic dims
 
     # -- building ----------------------------------------------------------------------------
     def input(self, shape, dtype: str, name: Optional[str] = None) -> Value:
-        v = Value(TensorType(tuple(int(s) for s in shape), dtype), name=name)
+        from ..lowering.sym import canonical
+        v = Value(TensorType(tuple(canonical(s) for s in shape), dtype), name=name)
         self.inputs.append(v)
         return v
 
@@ -151,6 +163,7 @@ class Graph:
     def copy(self) -> "Graph":
         g = Graph(self.inputs, self.outputs, self.nodes)
         g.weights = set(self.weights)
+        g.symbols = dict(self.symbols)
         return g
 
     def __str__(self):

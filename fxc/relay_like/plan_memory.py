@@ -5,9 +5,10 @@ Accepts fused groups (in execution order) and the graph's outputs; returns byte 
 workspace for every intermediate Value, the workspace size, and the sum of all intermediate sizes."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from ..lowering.expr import ITEMSIZE
+from ..errors import ShapeError
+from ..lowering.expr import ITEMSIZE, Expr
 
 ALIGN = 64
 
@@ -16,7 +17,10 @@ ALIGN = 64
 class MemoryPlan:
     offsets: dict          # Value id -> byte offset in the workspace
     workspace_bytes: int
-    total_bytes: int       # what it would take without sharing
+    total_bytes: int       # what it would take without sharing (static buffers)
+    row_offsets: dict = field(default_factory=dict)   # Value id -> offset per unit of `symbol` (symbolic sizes)
+    row_bytes: int = 0     # the symbolic region's bytes per unit of `symbol`
+    symbol: str | None = None
 
 
 def reshape_views(groups: list, out_ids: set) -> dict:
@@ -50,20 +54,40 @@ def output_sources(groups: list, graph_outputs: list, views: dict) -> dict:
 
 def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in_outputs=frozenset()) -> MemoryPlan:
     """views: Value id -> Value whose storage it shares (reshape_views); a read of a view keeps its source live.
-    in_outputs: ids of values written into an output's buffer (output_sources), not planned either."""
+    in_outputs: ids of values written into an output's buffer (output_sources), not planned either.
+    Values whose size is a multiple of one size symbol s (c * s bytes) are planned apart, per unit of s: their
+    offsets are `row_offsets` (x s, from the start of the symbolic region that the build puts after everything
+    static), the region is `row_bytes` x s."""
+    from ..lowering.sym import linear
     views = views or {}
     out_ids = {v.id for v in graph_outputs} | set(in_outputs)
-    first, last, size = {}, {}, {}
+    first, last, size, per = {}, {}, {}, {}
+    symbol = None
     for i, gr in enumerate(groups):
         for v in gr.outputs:
             if v.id not in out_ids:
                 first[v.id] = i
                 last[v.id] = i
-                size[v.id] = max(v.type.numel * ITEMSIZE[v.dtype], 1)
+                nbytes = v.type.numel * ITEMSIZE[v.dtype]
+                if not isinstance(nbytes, Expr):
+                    size[v.id] = max(nbytes, 1)
+                    continue
+                lin = linear(nbytes)
+                if lin is None or (symbol is not None and lin[0].name != symbol):
+                    raise ShapeError(f"cannot plan a buffer of {nbytes!r} bytes: only sizes that are a multiple of "
+                                     f"one size symbol are planned")
+                symbol, per[v.id] = lin[0].name, lin[1]
         for v in gr.inputs:
             v = views.get(v.id, v)
             if v.id in first:
                 last[v.id] = i
+    offsets, ws = _place(size, first, last)
+    row_offsets, row_bytes = _place(per, first, last)
+    return MemoryPlan(offsets, ws, sum(size.values()), row_offsets, row_bytes, symbol)
+
+
+def _place(size: dict, first: dict, last: dict) -> tuple:
+    """({id: offset}, end): each buffer (aligned) at the lowest offset free during its lifetime, largest first."""
     placed = []   # (offset, end, first, last)
     offsets = {}
     for vid in sorted(size, key=lambda k: (-size[k], first[k])):
@@ -76,5 +100,4 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
             off = max(off, e)
         offsets[vid] = off
         placed.append((off, off + nbytes, first[vid], last[vid]))
-    ws = max((e for _, e, _, _ in placed), default=0)
-    return MemoryPlan(offsets, ws, sum(size.values()))
+    return offsets, max((e for _, e, _, _ in placed), default=0)

@@ -45,7 +45,7 @@ def check_shape(spec, shape) -> None:
                          f"recompile for the new shape")
 
 
-def check_inputs(specs, arrays) -> list:
+def check_inputs(specs, arrays, symbols=()) -> list:
     """The arrays as contiguous numpy arrays, once their count, dtypes and shapes are those of `specs` (InputError
     naming the input and the fix otherwise)."""
     if len(arrays) != len(specs):
@@ -57,7 +57,8 @@ def check_inputs(specs, arrays) -> list:
         if a.dtype != np_dtype(spec.dtype):
             raise InputError(f"input {spec.name!r}: expected dtype {spec.dtype}, got {a.dtype}; "
                              f"convert it with .astype({spec.dtype!r})")
-        check_shape(spec, a.shape)
+        if not symbols:
+            check_shape(spec, a.shape)
         out.append(np.ascontiguousarray(a))
     return out
 
@@ -79,6 +80,7 @@ class Module:
     profiled: bool = False              # built with per-kernel timers (profile=True / FXC_PROFILE=1)
     target_spec: str = ""               # the full target string ("llvm -mcpu=haswell"); "" for `target`
     unrunnable: str = ""                # why this host cannot run the kernels (built for a CPU it is not), or ""
+    symbols = ()                        # size symbols: a DynamicModule's (runtime/symbols.py)
 
     def __post_init__(self):
         self._lib = CpuLibrary(self.library)
@@ -150,7 +152,7 @@ class Module:
         if self._lib.wake is not None:
             self._lib.wake()
 
-    def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None) -> None:
+    def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None, sizes=None) -> None:
         """Run on raw addresses of contiguous buffers of the declared shapes/dtypes (no checks).
 
         prepack_token: (objects, versions), two tuples naming the current contents of the inputs in
@@ -158,9 +160,12 @@ class Module:
         call's (same objects, same versions, same addresses), the packed weights in the workspace are
         reused; None always repacks."""
         token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
-        self.run_prepared(pointer_array(in_ptrs), out_ptrs, token)
+        self.run_prepared(pointer_array(in_ptrs), out_ptrs, token, sizes)
 
-    def run_prepared(self, in_array, out_ptrs: list, token=None) -> None:
+    def _workspace(self, sizes) -> int:
+        return self._ws.pointer()
+
+    def run_prepared(self, in_array, out_ptrs: list, token=None, sizes=None) -> None:
         """run_pointers with the input addresses already a ctypes array and the whole token given:
         (addresses of the `prepack_inputs`, (objects, versions)). The very token object of the previous call on
         this thread is taken as unchanged without comparing it (a caller reuses one only while it has checked
@@ -169,7 +174,7 @@ class Module:
         `p.data.copy_(w)`; a write missing every sampled word goes unseen)."""
         if self.unrunnable:
             raise TargetError(self.unrunnable)
-        args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._ws.pointer())
+        args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._workspace(sizes))
         if not self.prepack_inputs or self._lib.prepack is None:
             check_return_code(self._lib.run(*args), self._lib.index_error)
             return

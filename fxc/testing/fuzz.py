@@ -363,7 +363,8 @@ def make_inputs(program: dict) -> list:
 def check(program: dict, target: str = "llvm") -> str | None:
     """Compile and compare; None when correct and compiled, else a one-line description: 'wrong: ...', 'crashed:
     ...' or 'uncompiled: ...' (a subgraph fxc could not compile ran in eager PyTorch: right, but a failure)."""
-    return _compare_fn(make_fn(program), make_inputs(program), target, program.get("grad", False))
+    return _compare_fn(make_fn(program), make_inputs(program), target, program.get("grad", False),
+                       program.get("dynamic", False))
 
 
 def check_batch(programs: list, target: str = "llvm") -> list:
@@ -381,7 +382,8 @@ def check_batch(programs: list, target: str = "llvm") -> list:
             k += n
         return tuple(outs)
     inputs = [t for p in programs for t in make_inputs(p)]
-    ok = _compare_fn(fn, inputs, target, any(p.get("grad") for p in programs)) is None
+    ok = _compare_fn(fn, inputs, target, any(p.get("grad") for p in programs),
+                     any(p.get("dynamic") for p in programs)) is None
     return [None] * len(programs) if ok else [check(p, target) for p in programs]
 
 
@@ -395,23 +397,47 @@ def _with_grads(fn, inputs):
     return tuple(o.detach() for o in outs) + tuple(torch.zeros_like(i) if d is None else d for d, i in zip(grads, ins))
 
 
-def _compare_fn(fn, inputs, target, grad=False):
+def _compare_fn(fn, inputs, target, grad=False, dynamic=False):
+    """dynamic: compiled with dynamic=True (symbolic sizes), and run again with every input's leading dim 2n + 1
+    where eager accepts that."""
     import contextlib
 
     import torch._dynamo
 
     from ..capture.torch import recording
     run = _with_grads if grad else (lambda f, ins: f(*[t.clone() for t in ins]))
+    longer = [torch.cat([t, t, t[:1]]) if t.ndim else t for t in inputs] if dynamic else None
     with contextlib.nullcontext() if grad else torch.no_grad():
         expected = run(fn, inputs)
         torch._dynamo.reset()
         try:
             with recording() as rec:
-                actual = run(torch.compile(fn, backend="fxc", dynamic=False, options={"target": target}), inputs)
+                compiled = torch.compile(fn, backend="fxc", dynamic=dynamic, options={"target": target})
+                actual = run(compiled, inputs)
+                if longer is not None:
+                    try:
+                        expected2 = run(fn, longer)
+                    except Exception:       # noqa: BLE001  (a program whose sizes do not stretch)
+                        longer = None
+                    else:
+                        actual2 = run(compiled, longer)
         except Exception as e:
             return f"crashed: {type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
         finally:
             torch._dynamo.reset()
+    wrong = _compare_outputs(fn, inputs, run, grad, actual, expected)
+    if wrong is None and longer is not None:
+        wrong = _compare_outputs(fn, longer, run, grad, actual2, expected2)
+        wrong = wrong and wrong.replace("wrong: ", "wrong (leading dims 2n+1): ", 1)
+    if wrong is not None:
+        return wrong
+    if rec.failures:            # right (that part ran in eager PyTorch), but fxc could not compile it
+        return "uncompiled: subgraph " + " ".join(rec.failures[0].split())[:300]
+    return None
+
+
+def _compare_outputs(fn, inputs, run, grad, actual, expected):
+    """None when every output is close to eager's (or closer to the float64 result), else 'wrong: ...'."""
     reference = None
     for k, (a, e) in enumerate(zip(actual, expected)):
         if a.shape != e.shape or a.dtype != e.dtype:
@@ -427,8 +453,6 @@ def _compare_fn(fn, inputs, target, grad=False):
                 if reference is not None and closer_than_eager(a, e, reference[k], ATOL * scale):
                     continue
             return f"wrong: output {k}: " + " ".join(str(err).split())[:300]
-    if rec.failures:            # right (that part ran in eager PyTorch), but fxc could not compile it
-        return "uncompiled: subgraph " + " ".join(rec.failures[0].split())[:300]
     return None
 
 
@@ -537,7 +561,7 @@ def save_reproducer(program: dict, failure: str, save_dir) -> Path:
 
 
 def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=print, max_seconds=None,
-        batch: int = 8, grad: bool = False) -> dict:
+        batch: int = 8, grad: bool = False, dynamic: bool = False) -> dict:
     """Fuzz `count` programs (seeds seed..seed+count-1), `batch` per compiled function; failing ones are
     shrunk and saved. The case being checked is kept in `<save_dir>/.fuzz_current-<seed>.json`."""
     import logging
@@ -550,6 +574,9 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
     for k0 in range(0, count, batch):
         seeds = list(range(seed + k0, seed + min(k0 + batch, count)))
         programs = [generate(s, grad=grad) for s in seeds]
+        for program in programs:
+            if dynamic:
+                program["dynamic"] = True
         if save_dir:
             atomic_write(Path(save_dir) / f".fuzz_current-{seed}.json",
                          json.dumps({"program": programs[0], "batch": programs}).encode())
@@ -625,6 +652,8 @@ def main(argv=None):
     p.add_argument("--max-seconds", type=float, help="stop after this long")
     p.add_argument("--batch", type=int, default=8, help="programs compiled together per function (1: one each)")
     p.add_argument("--grad", action="store_true", help="also compare gradients (compiles the backward graphs)")
+    p.add_argument("--dynamic", action="store_true",
+                   help="compile with dynamic=True (symbolic sizes) and also run at leading dims 2n+1")
     p.add_argument("--replay", help="check one saved reproducer (or .fuzz_current-*.json) and print the result")
     p.add_argument("--jobs", type=int, default=1, help="shards of the seeds in parallel processes (one thread each)")
     p.add_argument("--shard", action="store_true", help=argparse.SUPPRESS)
@@ -638,10 +667,11 @@ def main(argv=None):
     if a.jobs > 1:
         rest = ["--target", a.target, "--save-dir", a.save_dir, "--batch", str(a.batch)]
         rest += (["--max-seconds", str(a.max_seconds)] if a.max_seconds else []) + (["--grad"] if a.grad else [])
+        rest += ["--dynamic"] if a.dynamic else []
         stats = run_jobs(a.jobs, a.count, a.seed, rest, progress=out)
     else:
         stats = run(a.count, a.seed, a.target, a.save_dir or None, progress=out,
-                    max_seconds=a.max_seconds, batch=a.batch, grad=a.grad)
+                    max_seconds=a.max_seconds, batch=a.batch, grad=a.grad, dynamic=a.dynamic)
         if a.shard:                                     # a shard of run_jobs: hand the stats back
             print("STATS " + json.dumps(stats), flush=True)
     print(f"{stats['graphs']} graphs: {stats['wrong']} wrong, {stats['crashed']} crashed, "

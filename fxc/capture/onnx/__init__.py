@@ -215,6 +215,8 @@ class OnnxModel:
         self._modules: dict = {}
         self._last = None
         self._specialized: set = set()      # inputs whose values the model is compiled for (see NeedsValues)
+        self._symbolic = None if shapes is None else False   # the build for every size of its named dim (None:
+                                                             # not tried yet; False: it cannot be built so)
         bound = self._bind(shapes) if shapes is not None else None
         if bound is None and all(dims is not None and all(isinstance(d, int) for d in dims)
                                  for _, _, dims in self._inputs):
@@ -267,6 +269,11 @@ class OnnxModel:
         """The module for these input shapes (and the values of the inputs it specialises on), built once; None
         when it needs input values and `arrays` are not given yet."""
         names = [n for n, _, _ in self._inputs]
+        if self._symbolic is None and arrays is not None:
+            self._symbolic = self._build_symbolic(bound) or False
+        if self._symbolic:
+            self._last = self._symbolic
+            return self._symbolic
         while True:
             if arrays is None and self._specialized:
                 return None
@@ -288,6 +295,29 @@ class OnnxModel:
             self._modules[key] = m
             break
         self._last = m
+        return m
+
+    def _build_symbolic(self, bound: tuple):
+        """One module for every value of the model's named dim (its dim_param; fxc/lowering/sym.py), or None when
+        the model has none, several, or a part that needs the size (then each shape builds on its own)."""
+        import logging
+
+        from ...lowering.sym import Sym
+        names = {d for _, _, dims in self._inputs for d in dims or () if isinstance(d, str)}
+        if len(names) != 1:
+            return None
+        shapes = [tuple(Sym(d) if isinstance(d, str) else s for d, s in zip(dims, shape)) if dims else shape
+                  for (_, _, dims), shape in zip(self._inputs, bound)]
+        try:
+            from ...build import build
+            m = build(to_graph(self.proto, shapes), target=self.target, **self.options)
+        except Exception as e:      # noqa: BLE001  (never the user's problem: one build per shape instead)
+            logging.getLogger("fxc").info("fxc: ONNX model: no symbolic build (%s: %s); building per shape",
+                                          type(e).__name__, e)
+            return None
+        if not m.symbols:
+            return None
+        m.outputs = [TensorSpec(vi.name, s.shape, s.dtype) for vi, s in zip(self.proto.graph.output, m.outputs)]
         return m
 
     @property

@@ -48,6 +48,10 @@ def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
     mode = os.environ.get("FXC_WINOGRAD", "1")
     if mode == "0":
         return None
+    from ...lowering.blocks import ROW_BLOCK
+    from ...lowering.expr import Expr
+    if isinstance(n, Expr):         # a symbolic batch runs in blocks of ROW_BLOCK images (lowering/blocks.py)
+        n = ROW_BLOCK
     f4_tiles = n * -(-oh // 4) * -(-ow // 4)
     if bf16_direct:
         if c % 2 == 0 and (min(oh, ow) < BF16_MIN_SIDE or f4_tiles < F4_BF16_TILES) \

@@ -1,0 +1,84 @@
+"""Latency of a dynamic build (one build for a range of sizes) against static builds at each size.
+
+    python -m benchmarks.dynamic --cases "resnet18:1,8;mobilenet_v2:1" --runs 30
+
+For each model, one `fxc.from_torch(..., dynamic_shapes=...)` build (the batch, or BERT's sequence length, a
+torch.export Dim of range [1, --max]) and one static `fxc.from_torch` build per size; at each size both are timed
+round robin (one call of each per round, after 3 warm-up calls), so both see the same machine load. Prints per
+size the median ms of each, their ratio (dynamic / static) and the compile seconds of each build.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+
+def _inputs(name: str, size: int, image: int):
+    import torch
+
+    from fxc.testing.models import example_inputs
+    if name == "bert":
+        return example_inputs(name, batch=1, seq_len=size)
+    return (torch.randn(size, 3, image, image),)
+
+
+def _dims(name: str, hi: int):
+    from torch.export import Dim
+    if name == "bert":
+        seq = Dim("seq", min=1, max=hi)
+        return ({1: seq}, {1: seq})
+    return ({0: Dim("batch", min=1, max=hi)},)
+
+
+def measure(name: str, sizes: list, runs: int, hi: int, image: int) -> list:
+    """[(size, dynamic ms list, static ms list, static compile s)], and the dynamic build's compile seconds."""
+    import torch
+
+    import fxc
+    from fxc.testing.models import make_model
+    model = make_model(name)
+    t0 = time.perf_counter()
+    dynamic = fxc.from_torch(model, _inputs(name, max(2, sizes[0]), image), dynamic_shapes=_dims(name, hi))
+    dyn_compile = time.perf_counter() - t0
+    rows = []
+    with torch.no_grad():
+        for size in sizes:
+            inputs = _inputs(name, size, image)
+            t0 = time.perf_counter()
+            static = fxc.from_torch(model, inputs)
+            st_compile = time.perf_counter() - t0
+            for _ in range(3):
+                dynamic(*inputs)
+                static(*inputs)
+            times = {"d": [], "s": []}
+            for _ in range(runs):
+                for key, fn in (("d", dynamic), ("s", static)):
+                    t0 = time.perf_counter()
+                    fn(*inputs)
+                    times[key].append(1e3 * (time.perf_counter() - t0))
+            rows.append((size, times["d"], times["s"], st_compile))
+    return rows, dyn_compile
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--cases", default="resnet18:1,8;mobilenet_v2:1;bert:128",
+                   help="model:size,size;... (batch sizes; BERT: sequence lengths)")
+    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--max", type=int, default=128, help="the dynamic build's largest size")
+    p.add_argument("--image", type=int, default=224, help="image side of the conv nets")
+    a = p.parse_args(argv)
+    print("| model | size | dynamic ms | static ms | dynamic / static | compile s (dynamic once, static) |")
+    print("|---|---|---|---|---|---|")
+    for case in a.cases.split(";"):
+        name, sizes = case.split(":")
+        rows, dyn_compile = measure(name, [int(s) for s in sizes.split(",")], a.runs, a.max, a.image)
+        for size, d, s, st_compile in rows:
+            md, ms = statistics.median(d), statistics.median(s)
+            print(f"| {name} | {size} | {md:.2f} | {ms:.2f} | {md / ms:.3f} | {dyn_compile:.1f}, {st_compile:.1f} |",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Symbolic sizes of a captured PyTorch graph: which placeholder dims stay size symbols (fxc/lowering/sym.py).
+
+Dynamo (`dynamic=True`, `mark_dynamic`) and torch.export (`dynamic_shapes`) give placeholders FakeTensor metadata
+whose dims are SymInts; `symbolic_placeholders` turns them into `Sym`s and their facts into `SymInfo`s.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import UnsupportedOpError
+
+
+def _meta(node):
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def symbolic_placeholders(gm, specialize: bool = True):
+    """(per placeholder: its tensor shape with a `Sym` for each symbolic dim, or its symbolic int value, or None;
+    {symbol name: SymInfo}) from the FakeTensor metadata Dynamo gives a graph traced with dynamic sizes; None
+    when every size is static. A symbol's range is the shape environment's (Dynamo's dynamic sizes are >= 2).
+    One symbol stays symbolic (_row_symbol); the others are specialised (None: the argument's size at each call),
+    or with specialize=False an UnsupportedOpError (a build that must serve every size: fxc.from_torch)."""
+    from ..lowering.sym import INT_MAX, Sym, SymInfo
+    infos, out = {}, []
+
+    def dim(d):
+        if isinstance(d, int):
+            return d
+        expr = d.node.expr
+        if not getattr(expr, "is_Symbol", False):
+            raise UnsupportedOpError(f"placeholder size {expr} is an expression of symbols")
+        name = str(expr)
+        if name not in infos:
+            vr = d.node.shape_env.var_to_range.get(expr)
+            lo, hi = (2, INT_MAX) if vr is None else (int(vr.lower), vr.upper)
+            hi = int(hi) if getattr(hi, "is_finite", True) and hi != float("inf") and str(hi) != "int_oo" \
+                else INT_MAX
+            infos[name] = SymInfo(name, max(lo, 1), min(hi, INT_MAX))
+        return Sym(name)
+
+    try:
+        for n in gm.graph.nodes:
+            if n.op != "placeholder":
+                continue
+            m = _meta(n)
+            if isinstance(m, torch.Tensor):
+                out.append(tuple(dim(d) for d in m.shape))
+            elif isinstance(m, torch.SymInt):
+                out.append(dim(m))
+            else:
+                out.append(None)
+    except UnsupportedOpError:
+        if not specialize:
+            raise
+        return None
+    except Exception:       # noqa: BLE001  (metadata of another form: the partition builds per size, as before)
+        if not specialize:
+            raise
+        return None
+    rows = _row_symbol(out)
+    if not specialize and (rows is None or len(infos) > 1):
+        dims = ", ".join(sorted(infos))
+        raise UnsupportedOpError(f"dynamic sizes {dims}: fxc builds one symbolic size, the leading dim of the inputs "
+                                 f"that have it (a batch, or the sequence of a batch of one); make the others static")
+    if rows is None:
+        return None
+    keep = {rows.name: infos[rows.name]}
+
+    def only_rows(d):       # the other symbols: their sizes at each call (a build per value, as static sizes)
+        return d if not isinstance(d, Sym) or d is rows else None
+    out = [tuple(map(only_rows, x)) if isinstance(x, tuple) else only_rows(x) for x in out]
+    return out, keep
+
+
+def _row_symbol(shapes):
+    """The symbol kept symbolic: the first that is only ever the leading dim of a placeholder (after dims of 1:
+    the batch of an image, the sequence of a batch-1 token list), or None."""
+    from ..lowering.sym import Sym
+    lead, other = [], set()
+    for shape in shapes:
+        if not isinstance(shape, tuple):
+            continue
+        k = next((i for i, d in enumerate(shape) if d != 1), None)
+        for i, d in enumerate(shape):
+            if isinstance(d, Sym):
+                (lead.append(d) if i == k else other.add(d))
+    return next((s for s in lead if s not in other), None)

@@ -1,0 +1,180 @@
+"""Row blocks: one kernel for a fused group whose tensors have a symbolic number of rows.
+
+Takes a group (fxc/relay_like/fuse_ops.Group) whose symbolic tensors all have one symbol `s` in their leading
+non-unit dim (`[s, 64]`, `[1, 4*s, 768]`: "rows") and static dims after it, and whose every read of such a tensor
+is of the row its output element is in (checked on the tensor expressions). Such a group is the same computation
+on each row: its kernel runs the group's static schedule (the register tiles, vector loops, parallel splits of the
+static build) on blocks of ROW_BLOCK rows, then on the remaining rows one at a time, over the number of rows
+given at call time:
+
+    for b in 0 .. s // T:          body_T with every row buffer's index shifted by b*T rows
+    for r in 0 .. s % T:           body_1 shifted by (s//T*T + r) rows
+
+The symbol's value is the first load of `syms`, an int64 buffer parameter after the inputs (the build points it
+at the workspace's symbol header). Produces a loop-IR Kernel like `lower_group`'s.
+"""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from . import te
+from .expr import Expr, Load, Present, Var, VecLoad, as_expr, rebuild, walk
+from .loop_ir import Buffer, For, IfThen, Kernel, LetStmt, Store, map_body, seq, walk_stmts
+from .sym import linear, symbols_of
+
+ROW_BLOCK = 8          # rows of the main blocks (their static schedule is the build's for ROW_BLOCK rows)
+
+
+def row_layout(shape, sym) -> tuple | None:
+    """(axis of the rows, elements per unit of the symbol) when `shape` is [1, ..., c*sym, static...]; None when
+    the shape is static; LoweringError otherwise."""
+    syms = set().union(*(symbols_of(d) for d in shape))
+    if not syms:
+        return None
+    for axis, d in enumerate(shape):
+        if d == 1:
+            continue
+        lin = linear(d)
+        if lin is None or lin[0] is not sym or any(symbols_of(x) for x in shape[axis + 1:]):
+            break
+        per = lin[1]
+        for x in shape[axis + 1:]:
+            per *= x
+        return axis, per
+    raise LoweringError(f"shape {list(shape)}: a symbolic dim that is not the leading one (rows of {sym!r})")
+
+
+def group_symbol(gr):
+    """The one symbol of a group's types, or None when they are static (LoweringError for several)."""
+    syms = set()
+    for v in list(gr.inputs) + [o for n in gr.nodes for o in n.outputs]:
+        for d in v.shape:
+            syms |= symbols_of(d)
+    if len(syms) > 1:
+        raise LoweringError(f"a group with several size symbols ({', '.join(sorted(map(repr, syms)))})")
+    return next(iter(syms), None)
+
+
+def check_rows(gr, sym, tensors: dict) -> None:
+    """LoweringError unless every node of the group reads the symbolic tensors only at its own output row.
+    tensors: Value id -> te.Tensor, the group's tensor expressions at some static size."""
+    for v in list(gr.inputs) + [o for n in gr.nodes for o in n.outputs]:
+        row_layout(v.shape, sym)
+    for n in gr.nodes:
+        outs = tensors[n.outputs[0].id]
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        ins = {id(tensors[v.id]): v for v in n.inputs if row_layout(v.shape, sym) is not None}
+        for o, t in zip(n.outputs, [tensors[o.id] for o in n.outputs]):
+            lay = row_layout(o.shape, sym)
+            if t.extern is not None:
+                if ins and not _rowwise_extern(n, sym):
+                    raise LoweringError(f"{n.op}: loop IR written whole over symbolic rows")
+                continue
+            if t.body is None or not ins:
+                continue
+            if n.op == "reshape":           # rows stay rows when the elements per row are the same
+                src = n.inputs[0]
+                if lay is None or row_layout(src.shape, sym)[1] != lay[1]:
+                    raise LoweringError(f"reshape {list(src.shape)} -> {list(o.shape)} moves rows")
+                continue
+            if lay is None:
+                raise LoweringError(f"{n.op}: a static result from symbolic rows (a reduction over them)")
+            row_var = t.axes[lay[0]]
+            for x in walk(t.body):
+                if isinstance(x, te.TRef) and id(x.tensor) in ins:
+                    v = ins[id(x.tensor)]
+                    axis, per = row_layout(v.shape, sym)
+                    if x.indices[axis] is not row_var or v.shape[axis] is not o.shape[lay[0]]:
+                        raise LoweringError(f"{n.op}: reads {list(v.shape)} at another row than it writes "
+                                            f"({list(o.shape)})")
+
+
+# ops written whole as loop IR (te.extern) that treat each slice of their leading axes on its own: rows stay rows
+# when the rows' axis is not the op's `dim` attribute ("dim", attribute name), or lies before the op's core trailing
+# axes ("trailing", their count or the attribute holding it)
+ROWWISE_EXTERNS = {"softmax": ("dim", "dim"), "log_softmax": ("dim", "dim"), "cumsum": ("dim", "dim"),
+                   "cumprod": ("dim", "dim"), "cummax": ("dim", "dim"), "cummin": ("dim", "dim"),
+                   "max_pool2d": ("trailing", 2), "layer_norm": ("trailing", "ndims")}
+
+
+def _rowwise_extern(n, sym) -> bool:
+    rule = ROWWISE_EXTERNS.get(n.op)
+    if rule is None:
+        return False
+    kind, what = rule
+    lays = [(v, row_layout(v.shape, sym)) for v in list(n.inputs) + list(n.outputs)]
+    lays = [(v, lay) for v, lay in lays if lay is not None]
+    axis, dim = lays[0][1][0], lays[0][0].shape[lays[0][1][0]]
+    if any(lay[0] != axis or v.shape[axis] is not dim for v, lay in lays) \
+            or any(row_layout(o.shape, sym) is None for o in n.outputs):
+        return False
+    if kind == "dim":
+        return all(n.attrs[what] % v.type.ndim != axis for v, _ in lays)
+    trailing = what if isinstance(what, int) else n.attrs[what]
+    return all(axis < v.type.ndim - trailing for v, _ in lays)
+
+
+def shift_stmt(s, offsets: dict):
+    """s with every access of a buffer in `offsets` (Buffer -> int64 Expr) moved by that many elements."""
+    memo: dict = {}
+
+    def ex(x: Expr) -> Expr:
+        r = memo.get(x)
+        if r is not None:
+            return r
+        args = tuple(ex(a) if isinstance(a, Expr) else a for a in x.args)
+        if isinstance(x, (Load, VecLoad)) and x.args[0] in offsets:
+            args = (args[0], args[1] + offsets[x.args[0]]) + args[2:]
+            r = type(x)(*args)
+        elif isinstance(x, (Var, Present)) or not any(isinstance(a, Expr) for a in x.args):
+            r = x
+        else:
+            r = x if all(a is b for a, b in zip(args, x.args)) else rebuild(x, args)
+        memo[x] = r
+        return r
+
+    def st(s):
+        if isinstance(s, Store):
+            idx = ex(s.index)
+            return Store(s.buf, idx + offsets[s.buf] if s.buf in offsets else idx, ex(s.value))
+        if isinstance(s, LetStmt):
+            return LetStmt(s.var, ex(s.value), st(s.body))
+        if isinstance(s, IfThen):
+            return IfThen(ex(s.cond), st(s.then), None if s.orelse is None else st(s.orelse))
+        return map_body(s, st)
+
+    return st(s)
+
+
+def _has_parallel(s) -> bool:
+    return any(isinstance(x, For) and x.kind == "parallel" for x in walk_stmts(s))
+
+
+def lower_rows(gr, name: str, tensors_at, num_threads: int, caps, sym, sym_index: int) -> Kernel:
+    """The row-block kernel of group gr (see the module's docstring). tensors_at(size) -> (roots, out placeholders
+    by output position, input placeholders by input position, {Value id: te.Tensor}) at `size` rows;
+    sym_index: the symbol's slot in `syms`."""
+    from .lower import lower_group
+    outs = [Buffer(f"out{k}", o.dtype, 1) for k, o in enumerate(gr.outputs)]
+    ins = [Buffer(f"in{k}", v.dtype, 1) for k, v in enumerate(gr.inputs)]
+    syms = Buffer("syms", "int64", 8)
+    bodies, scratches, flops = {}, [], 0
+    for size in (ROW_BLOCK, 1):
+        roots, placeholders, tensors = tensors_at(size)
+        if size == ROW_BLOCK:
+            check_rows(gr, sym, tensors)
+        k = lower_group(f"{name}_{size}", roots, outs, dict(zip(placeholders, ins)), num_threads, caps=caps)
+        bodies[size] = k.body
+        scratches += [b for b in k.params if b.scope == "scratch"]
+        flops = k.flops // size
+    per = {b: row_layout(v.shape, sym) for b, v in zip(outs + ins, list(gr.outputs) + list(gr.inputs))}
+    per = {b: lay[1] for b, lay in per.items() if lay is not None}
+    n = Load(syms, as_expr(sym_index))
+    blk, r = Var("blk"), Var("row")
+    full = n // ROW_BLOCK
+    main = shift_stmt(bodies[ROW_BLOCK], {b: blk * (ROW_BLOCK * c) for b, c in per.items()})
+    rest = shift_stmt(bodies[1], {b: (full * ROW_BLOCK + r) * c for b, c in per.items()})
+    body = seq(For(blk, full, main, "serial" if _has_parallel(main) else "parallel"),
+               For(r, n - full * ROW_BLOCK, rest, "serial" if _has_parallel(rest) else "parallel"))
+    for b, v in zip(outs + ins, list(gr.outputs) + list(gr.inputs)):
+        b.size = v.type.numel
+    return Kernel(name, outs + ins + [syms] + scratches, body, flops)

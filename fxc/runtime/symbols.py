@@ -1,0 +1,97 @@
+"""Size symbols at call time: their values from the input shapes, checked against what the build assumed.
+A TensorSpec dim is an int or the text of a multiple of one symbol ('s0', '4*s0'). numpy and ctypes only."""
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from .module import Module, check_inputs, np_dtype
+
+
+def dim_value(dim, sizes: dict) -> int:
+    """A TensorSpec dim's value: an int, or text 'name' / 'c*name' of a size symbol, given {name: value}."""
+    if isinstance(dim, int):
+        return dim
+    c, _, name = dim.rpartition("*")
+    return int(c or 1) * sizes[name]
+
+
+def bind_symbols(specs, shapes, symbols: list) -> dict:
+    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: every dim
+    with a symbol must agree with the others, be a whole multiple of its coefficient and lie in the symbol's
+    range; InputError naming the input otherwise."""
+    sizes: dict = {}
+    for spec, shape in zip(specs, shapes):
+        if len(shape) != len(spec.shape):
+            raise InputError(f"input {spec.name!r}: expected {len(spec.shape)} dims {list(spec.shape)}, got "
+                             f"{list(shape)}")
+        for dim, n in zip(spec.shape, shape):
+            if isinstance(dim, int):
+                continue
+            c, _, name = dim.rpartition("*")
+            c = int(c or 1)
+            if n % c:
+                raise InputError(f"input {spec.name!r}: dim {dim} = {n} is not a multiple of {c}")
+            if sizes.setdefault(name, n // c) != n // c:
+                raise InputError(f"input {spec.name!r}: {name} = {n // c} here but {sizes[name]} in another "
+                                 f"input ({list(shape)} against {list(spec.shape)})")
+    for sym in symbols:
+        v = sizes.get(sym["name"])
+        if v is None:
+            raise InputError(f"no input gives the size {sym['name']}")
+        hi = sym.get("max", 2 ** 62)
+        if not sym.get("min", 1) <= v <= hi or v % sym.get("divisor", 1):
+            rng = f"[{sym.get('min', 1)}, {hi if hi < 2 ** 62 else 'inf'}]"
+            raise InputError(f"{sym['name']} = {v} is outside the compiled range {rng}"
+                             + (f" or not a multiple of {sym['divisor']}" if sym.get("divisor", 1) > 1 else "")
+                             + "; recompile for it, or declare a range that holds it")
+    return sizes
+
+
+@dataclass
+class DynamicModule(Module):
+    """A Module with symbolic sizes: the symbols' facts (dicts name, min, max, divisor), the workspace byte offset
+    of their int64 values (the kernels read them there) and the workspace bytes per unit of the symbol after
+    `workspace_bytes`. Calls bind the symbols from the input shapes (InputError outside the facts)."""
+    symbols: list = field(default_factory=list)
+    sym_header: int = 0
+    row_bytes: int = 0
+
+    def sizes(self, shapes) -> dict:
+        return bind_symbols(self.inputs, shapes, self.symbols)
+
+    def output_shapes(self, sizes: dict) -> list:
+        return [tuple(dim_value(d, sizes) for d in s.shape) for s in self.outputs]
+
+    def _workspace(self, sizes) -> int:
+        """The thread's workspace, grown (keeping its contents: the packed weights) to the call's size, with the
+        symbols' values in its header."""
+        if not sizes:
+            raise InputError("this module has symbolic sizes: run it with the sizes of its inputs "
+                             "(sizes=module.sizes(shapes))")
+        values = [sizes[s["name"]] for s in self.symbols]
+        need = self.workspace_bytes + self.row_bytes * values[0]
+        ws = self._ws.pointer()
+        raw, _ = self._ws._local.buf
+        have = raw.nbytes - (ws - raw.ctypes.data)
+        if need > have:
+            new = np.empty(max(need, 2 * have) + 64, np.uint8)
+            ptr = new.ctypes.data + (-new.ctypes.data) % 64
+            ctypes.memmove(ptr, ws, have)
+            self._ws._local.buf, ws = (new, ptr), ptr
+        (ctypes.c_int64 * len(values)).from_address(ws + self.sym_header)[:] = values
+        return ws
+
+    def check_inputs(self, arrays) -> list:
+        return check_inputs(self.inputs, arrays, self.symbols)
+
+    def __call__(self, *arrays):
+        self.wake()
+        ins = self.check_inputs(arrays)
+        sizes = self.sizes([np.shape(a) for a in arrays])
+        outs = [np.empty(shape, np_dtype(s.dtype)) for s, shape in zip(self.outputs, self.output_shapes(sizes))]
+        self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs], sizes=sizes)
+        return outs[0] if len(outs) == 1 else outs

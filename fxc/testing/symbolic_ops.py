@@ -1,0 +1,86 @@
+"""Registry ops with a symbolic leading dim: each op's samples built once with that dim a size symbol, run at the
+sample's size and at 2n+1 rows, against the op's numpy reference (issue 26's symbolic type-rule tests).
+
+    python -m fxc.testing.symbolic_ops            # every op, every sample: counts of symbolic / per-size ops
+
+An op whose sample cannot be built with the symbol (a type rule that needs the size, an op reading other rows
+than it writes) is "per size": torch.compile then builds it per size, fxc.from_torch names it. A symbolic build
+whose results differ from the reference raises AssertionError: that is a bug.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ..errors import FxcError
+
+
+def _dtype(a) -> str:
+    return "bool" if a.dtype == np.bool_ else str(a.dtype)
+
+
+def check_symbolic(name: str, k: int) -> str:
+    """'symbolic' when sample k of op `name` builds with its leading dim symbolic and matches the reference at two
+    sizes; 'per size: <why>' when it does not build so; AssertionError on a wrong result."""
+    from ..build import build
+    from ..lowering.sym import Sym, SymInfo
+    from ..ops.registry import all_ops
+    from ..relay_like.builder import Builder
+    op = all_ops()[name]
+    arrays, attrs = op.samples(np.random.default_rng(k))[k]
+    if not arrays or arrays[0].ndim == 0 or arrays[0].shape[0] < 1:
+        return "per size: no leading dim"
+    n = arrays[0].shape[0]
+    rows = [a.ndim > 0 and a.shape[0] == n for a in arrays]
+    sym = Sym("n")
+    b = Builder()
+    ins = [b.graph.input(((sym,) + a.shape[1:]) if r else a.shape, _dtype(a)) for a, r in zip(arrays, rows)]
+    b.graph.symbols = {"n": SymInfo("n", 1, 4 * n + 4)}
+    try:
+        outs = b.graph.call(name, ins, **attrs)
+        b.graph.outputs = list(outs)
+        module = build(b.graph)
+    except (FxcError, TypeError, ValueError) as e:
+        return f"per size: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    if not module.symbols:
+        return "per size: the results do not depend on the symbol"
+    longer = [np.concatenate([a, a, a[:1]]) if r else a for a, r in zip(arrays, rows)]
+    for ins_ in (arrays, longer):
+        got = module(*ins_)
+        got = got if isinstance(got, list) else [got]
+        ref = op.reference(*ins_, **attrs)
+        ref = ref if isinstance(ref, tuple) else (ref,)
+        for g, r in zip(got, ref):
+            r = np.asarray(r).astype(g.dtype)
+            assert g.shape == r.shape, (name, k, g.shape, r.shape)
+            if g.dtype.kind == "f":       # (the tolerance of tests/helpers.assert_close_np)
+                scale = max(float(np.nanmax(np.abs(r))) if r.size and np.isfinite(r).any() else 1.0, 1.0)
+                np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-5 * scale, equal_nan=True, err_msg=f"{name}-{k}")
+            else:
+                np.testing.assert_array_equal(g, r, err_msg=f"{name}-{k}")
+    return "symbolic"
+
+
+def cases() -> list:
+    from ..ops.registry import all_ops
+    return [(name, k) for name, op in sorted(all_ops().items()) if op.samples and op.compute
+            for k in range(len(op.samples(np.random.default_rng(0))))]
+
+
+def main(argv=None) -> int:
+    results = {}
+    for name, k in cases():
+        try:
+            results[(name, k)] = check_symbolic(name, k)
+        except AssertionError as e:
+            results[(name, k)] = f"WRONG: {str(e).splitlines()[0][:160]}"
+        print(f"{name}-{k}: {results[(name, k)]}", flush=True)
+    wrong = [c for c, r in results.items() if r.startswith("WRONG")]
+    sym = sum(r == "symbolic" for r in results.values())
+    print(f"{sym} of {len(results)} samples symbolic, {len(results) - sym - len(wrong)} per size, {len(wrong)} wrong")
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
