@@ -1,0 +1,101 @@
+"""The benchmark harnesses' own logic, without timing a model: charts start at zero on a linear axis (issue 28: bars on
+a log axis that starts near the smallest value make a 1.2x gap look like 10x), Figure 3's table and round-robin, and
+the browser peers' weight export (a plain binary the TF.js twins read)."""
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+matplotlib = pytest.importorskip("matplotlib")      # a bench extra (requirements-bench.txt)
+
+
+def _bar_axes(monkeypatch):
+    """Capture the axes a harness draws on (save() closes the figure)."""
+    from benchmarks import charts
+    seen = []
+    real_save = charts.save
+
+    def save(fig, path, title="", footer=""):
+        seen.extend(fig.axes)
+        real_save(fig, path, title, footer)
+    monkeypatch.setattr(charts, "save", save)
+    return seen
+
+
+def test_latency_bars_linear_from_zero(tmp_path):
+    from benchmarks.charts import latency_bars, new_figure, save
+    fig, [ax] = new_figure(1)
+    latency_bars(ax, ["a", "b"], [100.0, 120.0], mins=[90.0, 110.0])
+    assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0
+    widths = sorted(p.get_width() for p in ax.patches)
+    assert widths == [100.0, 120.0]                  # a 1.2x gap is drawn as 1.2x
+    save(fig, tmp_path / "c.png", "t")
+    assert (tmp_path / "c.png").stat().st_size > 1000
+
+
+def test_run_chart_is_linear_from_zero(tmp_path, monkeypatch):
+    from benchmarks.run import write_chart
+    axes = _bar_axes(monkeypatch)
+    peers = {"eager": {"label": "PyTorch eager", "median_ms": 12.0, "time_vs_fxc": 1.2},
+             "fxc": {"label": "fxc", "median_ms": 10.0, "time_vs_fxc": 1.0},
+             "tvm": {"label": "TVM", "median_ms": None}}
+    report = {"meta": {"threads": 2, "cpu": "a CPU"}, "workloads": [{"model": "resnet18", "batch": 1, "peers": peers}]}
+    assert write_chart(report, tmp_path / "b.png").startswith("chart:")
+    [ax] = axes
+    assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["PyTorch eager", "fxc"]
+
+
+def test_figure3_table_chart_and_round_robin(tmp_path, monkeypatch):
+    from benchmarks.figure3 import Row, candidate_targets, format_table, time_round_robin, write_chart
+    from fxc.target import KINDS
+    assert candidate_targets() == list(KINDS) and candidate_targets("llvm, opengl") == ["llvm", "opengl"]
+    calls = []
+    runners = {"llvm": lambda: calls.append("llvm"), "opengl": lambda: calls.append("opengl")}
+    rows = {n: Row(n, device=f"{n} device") for n in runners}
+    time_round_robin(runners, rows, runs=3, warmup=1, budget=60)
+    assert calls.count("llvm") == calls.count("opengl") == 4 and calls[2:4] == ["llvm", "opengl"]
+    assert calls[4:6] == ["opengl", "llvm"]             # the order rotates each round
+    assert all(len(r.times_ms) == 3 and not r.capped for r in rows.values())
+    rows["llvm"].times_ms = [40.0, 30.0, 50.0]
+    rows["wasm"] = Row("wasm", status="not built", reason="TargetError: no device backend yet")
+    table = format_table(list(rows.values()), "resnet18")
+    line = next(x for x in table.splitlines() if x.startswith("llvm"))
+    assert line.split()[1:5] == ["40.0", "30.0", "40.0", "3"] and "llvm device" in line
+    assert "wasm       not built: TargetError: no device backend yet" in table
+    axes = _bar_axes(monkeypatch)
+    assert write_chart(list(rows.values()), tmp_path / "f.png", "t").startswith("chart:")
+    [ax] = axes
+    assert ax.get_xscale() == "linear" and ax.get_xlim()[0] == 0
+    assert sorted(p.get_width() for p in ax.patches) == sorted([40.0, rows["opengl"].stats()["median_ms"]])
+
+
+def test_round_robin_budget_keeps_five_calls():
+    import time
+
+    from benchmarks.figure3 import Row, time_round_robin
+    rows = {"slow": Row("slow")}
+    time_round_robin({"slow": lambda: time.sleep(0.002)}, rows, runs=50, warmup=0, budget=0.001)
+    assert len(rows["slow"].times_ms) == 5 and rows["slow"].capped
+
+
+def test_weight_export_is_plain_binary(tmp_path):
+    import torch
+
+    from benchmarks.browser_peers import export_weights
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, bias=False), torch.nn.BatchNorm2d(4), torch.nn.Conv2d(4, 4, 3,
+                              groups=4), torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    export_weights(net, tmp_path / "w")
+    manifest = json.loads((tmp_path / "w.json").read_text())
+    blob = np.fromfile(tmp_path / "w.bin", dtype="<f4")
+    got = {e["name"]: blob[e["offset"]:e["offset"] + int(np.prod(e["shape"]))].reshape(e["shape"]) for e in manifest}
+    w0 = net[0].weight.detach().numpy()
+    np.testing.assert_array_equal(got["0.weight"], w0.transpose(2, 3, 1, 0))           # OIHW -> HWIO
+    np.testing.assert_array_equal(got["2.weight"], net[2].weight.detach().numpy().transpose(2, 3, 0, 1))  # HWC1
+    np.testing.assert_array_equal(got["4.weight"], net[4].weight.detach().numpy().T)   # (in, out)
+    np.testing.assert_array_equal(got["1.running_var"], net[1].running_var.numpy())
+    assert "1.num_batches_tracked" not in got
