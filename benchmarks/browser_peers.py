@@ -73,6 +73,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                                 "reported as failed")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--chart", default="", help="also write the chart here (e.g. docs/img/browser_peers.png)")
+    p.add_argument("--fxc-worker", default="", help=argparse.SUPPRESS)     # run_fxc_subprocess's child
     return p.parse_args(argv)
 
 
@@ -114,7 +115,7 @@ def export_weights(model, stem: Path) -> None:
     atomic_write(stem.parent / f"{stem.name}.json", json.dumps(manifest).encode())
 
 
-def prepare_model(name: str, folder: Path) -> dict:
+def prepare_model(name: str, folder: Path, exports: bool = True) -> dict:
     """Export `name`'s ONNX file, TF.js weights and inputs into `folder`; returns the model, its inputs, eager's
     output and the page configuration parts (URLs under /models/)."""
     import torch
@@ -124,8 +125,9 @@ def prepare_model(name: str, folder: Path) -> dict:
     model, inputs = make_model(name), example_inputs(name)
     with torch.inference_mode():
         reference = model(*inputs).numpy()
-    export_onnx(model, inputs, str(folder / f"{name}.onnx"))
-    export_weights(model, folder / f"{name}.weights")
+    if exports:
+        export_onnx(model, inputs, str(folder / f"{name}.onnx"))
+        export_weights(model, folder / f"{name}.weights")
     ort_inputs, tfjs_inputs = [], []
     for i, t in enumerate(inputs):
         a = t.numpy()
@@ -240,6 +242,29 @@ def run_fxc(target: str, prep: dict, args) -> dict:
                 row.device)
 
 
+def run_fxc_subprocess(model: str, target: str, args) -> dict:
+    """run_fxc in a child process (its own browser), stopped after --timeout s: a build or a run that hangs is a
+    failed row, not a hung harness."""
+    import subprocess
+    cmd = [sys.executable, "-m", "benchmarks.browser_peers", "--fxc-worker", target, "--models", model,
+           "--runs", str(args.runs), "--warmup", str(args.warmup), "--budget", str(args.budget)]
+    label = f"fxc {target}"
+    try:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    except subprocess.TimeoutExpired:
+        return _row("fxc_" + target.split()[0], label, "-", [], None, None, "",
+                    f"no answer in {args.timeout:.0f} s (build and {args.runs} runs)")
+    for line in p.stdout.splitlines():
+        if line.startswith(WORKER_TAG):
+            return json.loads(line[len(WORKER_TAG):])
+    return _row("fxc_" + target.split()[0], label, "-", [], None, None, "",
+                f"worker exited {p.returncode}: {(p.stderr or p.stdout).strip()[-300:]}")
+
+
+WORKER_TAG = "FXC_BROWSER_ROW "
+
+
 def format_table(model: str, rows: list) -> str:
     head = f"{'peer':<26} {'threads':>7} {'median ms':>10} {'min ms':>9} {'runs':>5} {'max|err|':>9}  device / note"
     lines = [f"{model}, batch 1, fp32", head, "-" * len(head)]
@@ -293,6 +318,10 @@ def main(argv=None) -> int:
 
     from benchmarks.figure3 import cpu_name
     from fxc.cache import atomic_write
+    if args.fxc_worker:
+        prep = prepare_model(args.models, Path(tempfile.mkdtemp(prefix="fxc-browser-worker-")), exports=False)
+        print(WORKER_TAG + json.dumps(run_fxc(args.fxc_worker, prep, args)), flush=True)
+        return 0
     if not (WEB / "node_modules" / "onnxruntime-web").is_dir():
         print("the browser peers are not installed: run `bash scripts/bench.sh --browser` (npm install in "
               "benchmarks/web)", file=sys.stderr)
@@ -329,7 +358,7 @@ def main(argv=None) -> int:
                 rows.append(run_page_peer(browser, base, name, model, prep, args))
                 _progress(model, rows[-1])
             for target in [t.strip() for t in args.fxc_targets.split(",") if t.strip()]:
-                rows.append(run_fxc(target, prep, args))
+                rows.append(run_fxc_subprocess(model, target, args))
                 _progress(model, rows[-1])
             report["models"].append({"model": model, "rows": rows})
             atomic_write(json_path, (json.dumps(report, indent=1) + "\n").encode())

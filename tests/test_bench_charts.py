@@ -99,3 +99,41 @@ def test_weight_export_is_plain_binary(tmp_path):
     np.testing.assert_array_equal(got["4.weight"], net[4].weight.detach().numpy().T)   # (in, out)
     np.testing.assert_array_equal(got["1.running_var"], net[1].running_var.numpy())
     assert "1.num_batches_tracked" not in got
+
+
+def test_peer_rows_checked_against_eager_and_goal_ratios():
+    from benchmarks.browser_peers import _row, format_table
+    ref = np.linspace(-2, 2, 10)
+    ok = _row("tfjs_webgl", "TF.js WebGL", "-", [30.0, 10.0, 20.0], ref + 1e-6, ref, "SwiftShader")
+    assert ok["status"] == "ok" and ok["median_ms"] == 20.0 and ok["min_ms"] == 10.0
+    assert ok["max_abs_err"] == pytest.approx(1e-6)
+    bad = _row("ort_webgl", "ORT-web WebGL", "-", [5.0], ref + 0.01, ref, "")
+    assert bad["status"] == "WRONG" and "0.005 of the output's scale" in bad["error"]
+    short = _row("ort_webgl", "ORT-web WebGL", "-", [5.0], ref[:3], ref, "")
+    assert short["status"] == "WRONG" and "3 output values" in short["error"]
+    fxc = _row("fxc_webgl", "fxc webgl", "default", [10.0], ref, ref, "")
+    failed = _row("fxc_wasm", "fxc wasm", "default", [], None, None, "", "not built: TargetError: no backend")
+    table = format_table("resnet18", [ok, bad, fxc, failed])
+    assert "tfjs_webgl / fxc_webgl: 2.00 (> 1: fxc faster)" in table
+    assert "ort_wasm_1t / fxc_wasm: no ratio (fxc_wasm: failed, ort_wasm_1t: not run)" in table
+    assert "[WRONG:" in table
+
+
+def test_peer_server_isolates_the_page(tmp_path):
+    """The pages are served on 127.0.0.1 with COOP/COEP (wasm threads need crossOriginIsolated) and wasm's MIME."""
+    import urllib.request
+
+    from benchmarks.browser_peers import serve
+    (tmp_path / "m.wasm").write_bytes(b"\0asm")
+    server = serve(tmp_path)
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}"
+        with urllib.request.urlopen(f"{base}/peers.html") as r:
+            assert r.headers["Cross-Origin-Opener-Policy"] == "same-origin"
+            assert r.headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+            assert b"peers.js" in r.read()
+        with urllib.request.urlopen(f"{base}/models/m.wasm") as r:
+            assert r.headers["Content-Type"] == "application/wasm" and r.read() == b"\0asm"
+    finally:
+        server.shutdown()
+        server.server_close()
