@@ -19,7 +19,8 @@ output's scale; above 1e-4 the row says WRONG). The pages are served on 127.0.0.
 `crossOriginIsolated` holds and wasm threads (SharedArrayBuffer) work; a peer page per run, so no two peers share
 a WebGL context or a wasm heap. A peer's timed run is in-page (performance.now): input tensors made, model run,
 output read back; fxc's is the Python call (the same, plus Playwright's round trip with the input in base64).
-A peer that fails to load, run or answer correctly is reported with its error; the run goes on.
+A peer that fails to load, run or answer correctly is reported with its error; the run goes on. A wasm row whose
+runtime reports another thread count than it was asked for shows both (`2>1`: asked for 2, uses 1).
 
 Writes benchmarks/results/browser-<UTC time>.json and .png (one panel per model, bars on a linear axis from 0).
 npm is never run here (nor by the tests): scripts/bench.sh --browser installs benchmarks/web/node_modules.
@@ -215,7 +216,7 @@ def run_page_peer(browser, base: str, name: str, model: str, prep: dict, args) -
            "onnx": f"/models/{model}.onnx", "weights": f"/models/{model}.weights"}
     page = browser.new_page()
     try:
-        page.goto(f"{base}/peers.html")
+        page.goto(f"{base}/peers.html", timeout=args.timeout * 1e3)
         res = page.evaluate("""([cfg, ms]) => Promise.race([runPeer(cfg), new Promise((_, no) => setTimeout(
             () => no(new Error(`no answer in ${ms / 1000} s`)), ms))])""", [cfg, args.timeout * 1e3])
     except Exception as e:  # noqa: BLE001 -- a peer's failure is a result
@@ -223,6 +224,8 @@ def run_page_peer(browser, base: str, name: str, model: str, prep: dict, args) -
     finally:
         page.close()
     info = res["info"]
+    if backend == "wasm" and info.get("threads") not in (None, threads):       # TF.js: tensorflow/tfjs#8513
+        shown = f"{threads}>{info['threads']}"
     device = info.get("renderer") or info.get("adapter") or ""
     desc = ", ".join(f"{k} {v}" for k, v in info.items() if k not in ("renderer", "adapter"))
     return _row(name, label, shown, res["times"], res["output"], prep["reference"],

@@ -69,6 +69,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                                "(default 600; at least 5 calls)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON and PNG")
     p.add_argument("--chart", default="", help="also write the chart to this path (e.g. docs/img/figure3.png)")
+    p.add_argument("--from-json", default="", help="measure nothing: print the table and draw the chart of an "
+                                                   "earlier run's JSON")
     return p.parse_args(argv)
 
 
@@ -195,9 +197,26 @@ def _short_device(device: str, width: int = 38) -> str:
     return device if len(device) <= width else device[:width - 3] + "..."
 
 
+def _title(meta: dict) -> str:
+    return (f"{meta['model']} b1 fp32, model execution only, {meta['cpu']} ({meta['cores_available']} cores, load "
+            f"average {meta['load_average_start']:.0f}-{meta.get('load_average_end', 0):.0f}), {meta['date_utc'][:10]}")
+
+
+def replot(path: Path, chart: str) -> int:
+    """The table and chart of an earlier run's JSON (no measurement)."""
+    report = json.loads(Path(path).read_text())
+    names = {f.name for f in Row.__dataclass_fields__.values()}
+    rows = [Row(**{k: v for k, v in r.items() if k in names}) for r in report["rows"]]
+    print(format_table(rows, report["meta"]["model"]))
+    print(write_chart(rows, Path(chart or Path(path).with_suffix(".png")), _title(report["meta"])))
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
+    if args.from_json:
+        return replot(Path(args.from_json), args.chart)
     import torch
 
     from fxc.cache import atomic_write
@@ -229,8 +248,7 @@ def main(argv=None) -> int:
     report = {"meta": meta, "rows": [dict(asdict(r), **r.stats()) for r in rows.values()]}
     atomic_write(out / f"figure3-{stamp}.json", (json.dumps(report, indent=1) + "\n").encode())
     print(f"results: {out / f'figure3-{stamp}.json'}")
-    title = (f"{args.model} b1 fp32, model execution only, {meta['cpu']} ({meta['cores_available']} cores), "
-             f"{meta['date_utc'][:10]}")
+    title = _title(meta)
     for path in [out / f"figure3-{stamp}.png"] + ([Path(args.chart)] if args.chart else []):
         print(write_chart(list(rows.values()), path, title))
     return 0
