@@ -252,17 +252,20 @@ def run_fxc_subprocess(model: str, target: str, args) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.browser_peers", "--fxc-worker", target, "--models", model,
            "--runs", str(args.runs), "--warmup", str(args.warmup), "--budget", str(args.budget)]
     label = f"fxc {target}"
+    p = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=args.timeout,
-                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        stdout, stderr = p.communicate(timeout=args.timeout)
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)         # the child's own group: its Playwright driver and Chromium go with it
+        p.communicate()
         return _row("fxc_" + target.split()[0], label, "-", [], None, None, "",
                     f"no answer in {args.timeout:.0f} s (build and {args.runs} runs)")
-    for line in p.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith(WORKER_TAG):
             return json.loads(line[len(WORKER_TAG):])
     return _row("fxc_" + target.split()[0], label, "-", [], None, None, "",
-                f"worker exited {p.returncode}: {(p.stderr or p.stdout).strip()[-300:]}")
+                f"worker exited {p.returncode}: {(stderr or stdout).strip()[-300:]}")
 
 
 WORKER_TAG = "FXC_BROWSER_ROW "
