@@ -74,6 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                                                                 "reported as failed")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     p.add_argument("--chart", default="", help="also write the chart here (e.g. docs/img/browser_peers.png)")
+    p.add_argument("--from-json", default="", help="measure nothing: tables and chart of earlier runs' JSON files "
+                                                   "(comma-separated; a later file's row replaces an earlier one's)")
     p.add_argument("--fxc-worker", default="", help=argparse.SUPPRESS)     # run_fxc_subprocess's child
     return p.parse_args(argv)
 
@@ -317,10 +319,28 @@ def write_chart(report: dict, path: Path) -> str:
     return f"chart: {path}"
 
 
+def merge_reports(paths: list) -> dict:
+    """Earlier runs' reports as one: the first file's meta, rows keyed by (model, peer), later files winning."""
+    reports = [json.loads(Path(p).read_text()) for p in paths]
+    models: dict = {}
+    for rep in reports:
+        for m in rep["models"]:
+            rows = models.setdefault(m["model"], {})
+            rows.update({r["peer"]: r for r in m["rows"]})
+    meta = dict(reports[0]["meta"], merged_from=[str(p) for p in paths])
+    return {"meta": meta, "models": [{"model": k, "rows": list(v.values())} for k, v in models.items()]}
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, str(ROOT))
     import tempfile
+    if args.from_json:
+        report = merge_reports([p for p in args.from_json.split(",") if p])
+        for m in report["models"]:
+            print(format_table(m["model"], m["rows"]) + "\n")
+        print(write_chart(report, Path(args.chart or "browser-merged.png")))
+        return 0
 
     from benchmarks.figure3 import cpu_name
     from fxc.cache import atomic_write

@@ -137,3 +137,16 @@ def test_peer_server_isolates_the_page(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_merge_reports_later_rows_win(tmp_path):
+    from benchmarks.browser_peers import merge_reports
+    a = {"meta": {"cpu": "x"}, "models": [{"model": "resnet18", "rows": [{"peer": "p", "status": "failed"},
+                                                                           {"peer": "q", "status": "ok"}]}]}
+    b = {"meta": {"cpu": "y"}, "models": [{"model": "resnet18", "rows": [{"peer": "p", "status": "ok"}]},
+                                          {"model": "bert", "rows": [{"peer": "p", "status": "ok"}]}]}
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    got = merge_reports([tmp_path / "a.json", tmp_path / "b.json"])
+    assert got["meta"]["cpu"] == "x" and [m["model"] for m in got["models"]] == ["resnet18", "bert"]
+    assert [(r["peer"], r["status"]) for r in got["models"][0]["rows"]] == [("p", "ok"), ("q", "ok")]
