@@ -294,6 +294,14 @@ def format_table(model: str, rows: list) -> str:
     return "\n".join(lines)
 
 
+def _chart_label(row: dict) -> str:
+    """The row's label, with the threads its runtime reports where that differs from those asked for."""
+    import re
+    used = re.search(r"\bthreads (\d+)", row.get("info", ""))
+    asked = str(row.get("threads", "")).split(">")[0]
+    return row["label"] + (f" (uses {used.group(1)})" if used and asked.isdigit() and used.group(1) != asked else "")
+
+
 def write_chart(report: dict, path: Path) -> str:
     from benchmarks.charts import ChartUnavailable, latency_bars, new_figure, save
     models = [m for m in report["models"] if any("median_ms" in r for r in m["rows"])]
@@ -305,7 +313,7 @@ def write_chart(report: dict, path: Path) -> str:
         return str(e)
     for ax, m in zip(axes, models):
         rows = [r for r in m["rows"] if "median_ms" in r]
-        latency_bars(ax, [r["label"] for r in rows], [r["median_ms"] for r in rows],
+        latency_bars(ax, [_chart_label(r) for r in rows], [r["median_ms"] for r in rows],
                      colors=["tab:gray" if r["status"] != "ok" else "tab:red" if r["peer"].startswith("fxc")
                              else "tab:blue" for r in rows],
                      mins=[r["min_ms"] for r in rows],
@@ -314,8 +322,9 @@ def write_chart(report: dict, path: Path) -> str:
         ax.tick_params(axis="y", labelsize=7)
     failed = sorted({r["label"] for m in report["models"] for r in m["rows"] if "median_ms" not in r})
     meta = report["meta"]
-    save(fig, path, f"In headless Chromium {meta['chromium']} on {meta['cpu']} ({meta['cores_available']} cores); "
-                    f"gray: wrong output", footer=("not timed (failed): " + ", ".join(failed)) if failed else "")
+    save(fig, path, f"In headless Chromium {meta['chromium']} on {meta['cpu']} ({meta['cores_available']} cores, load "
+                    f"average {meta['load_average_start']:.0f}), {meta['date_utc'][:10]}; gray: wrong output",
+         footer=("not timed (failed): " + ", ".join(failed)) if failed else "")
     return f"chart: {path}"
 
 

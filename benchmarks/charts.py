@@ -45,6 +45,7 @@ def latency_bars(ax, labels: list, values: list, colors: list | None = None, min
     top = max(values, default=1.0) or 1.0
     ax.set_xscale("linear")
     ax.set_xlim(0, top * 1.3)
+    ax.xaxis.set_major_locator(_plt().MaxNLocator(nbins=5))
     ax.invert_yaxis()
     ax.set_xlabel(f"median latency, {unit} (linear, from 0)" + ("; black tick: min" if mins else ""))
     for y, v in enumerate(values):

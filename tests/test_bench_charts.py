@@ -150,3 +150,10 @@ def test_merge_reports_later_rows_win(tmp_path):
     got = merge_reports([tmp_path / "a.json", tmp_path / "b.json"])
     assert got["meta"]["cpu"] == "x" and [m["model"] for m in got["models"]] == ["resnet18", "bert"]
     assert [(r["peer"], r["status"]) for r in got["models"][0]["rows"]] == [("p", "ok"), ("q", "ok")]
+
+
+def test_chart_label_names_the_threads_used():
+    from benchmarks.browser_peers import _chart_label
+    tfjs = {"label": "TF.js WASM, 2 threads", "threads": "2>1", "info": "backend wasm, threads 1"}
+    assert _chart_label(tfjs) == "TF.js WASM, 2 threads (uses 1)"
+    assert _chart_label({"label": "ORT", "threads": 2, "info": "ort 1.30.0, threads 2"}) == "ORT"
