@@ -32,6 +32,7 @@ import functools
 import http.server
 import json
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -354,7 +355,8 @@ def main(argv=None) -> int:
     from benchmarks.figure3 import cpu_name
     from fxc.cache import atomic_write
     if args.fxc_worker:
-        prep = prepare_model(args.models, Path(tempfile.mkdtemp(prefix="fxc-browser-worker-")), exports=False)
+        with tempfile.TemporaryDirectory(prefix="fxc-browser-worker-") as d:
+            prep = prepare_model(args.models, Path(d), exports=False)
         print(WORKER_TAG + json.dumps(run_fxc(args.fxc_worker, prep, args)), flush=True)
         return 0
     if not (WEB / "node_modules" / "onnxruntime-web").is_dir():
@@ -400,6 +402,7 @@ def main(argv=None) -> int:
             print("\n" + format_table(model, rows) + "\n", flush=True)
         browser.close()
     server.shutdown()
+    shutil.rmtree(folder, ignore_errors=True)
     meta["load_average_end"] = os.getloadavg()[0]
     atomic_write(json_path, (json.dumps(report, indent=1) + "\n").encode())
     print(f"results: {json_path}")
