@@ -10,7 +10,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-matplotlib = pytest.importorskip("matplotlib")      # a bench extra (requirements-bench.txt)
 
 
 def _bar_axes(monkeypatch):
