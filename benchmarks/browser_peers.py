@@ -240,7 +240,8 @@ def run_fxc(target: str, prep: dict, args) -> dict:
     from benchmarks.figure3 import build_target, time_round_robin
     row, compiled = build_target(prep["model"], prep["inputs"], prep["reference"], target)
     name = "fxc_" + target.split()[0]
-    threads = dict(t.lstrip("-").split("=", 1) for t in target.split()[1:] if "=" in t).get("num-threads", "default")
+    threads = "-" if name != "fxc_wasm" else dict(t.lstrip("-").split("=", 1) for t in target.split()[1:]
+                                                  if "=" in t).get("num-threads", "default")
     if compiled is None:
         return _row(name, f"fxc {target}", threads, [], None, None, "", f"{row.status}: {row.reason}"[:300])
     time_round_robin({target: lambda: compiled(*prep["inputs"])}, {target: row}, args.runs, args.warmup, args.budget)
