@@ -325,7 +325,8 @@ def write_chart(report: dict, path: Path) -> str:
     failed = sorted({r["label"] for m in report["models"] for r in m["rows"] if "median_ms" not in r})
     meta = report["meta"]
     save(fig, path, f"In headless Chromium {meta['chromium']} on {meta['cpu']} ({meta['cores_available']} cores, load "
-                    f"average {meta['load_average_start']:.0f}), {meta['date_utc'][:10]}; gray: wrong output",
+                    f"average {meta['load_average_start']:.0f}), {meta['date_utc'][:10]}; gray: wrong output"
+                    + ("; some rows from reruns (see the JSON)" if len(meta.get("merged_from", ())) > 1 else ""),
          footer=("not timed (failed): " + ", ".join(failed)) if failed else "")
     return f"chart: {path}"
 
