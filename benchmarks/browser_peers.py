@@ -119,9 +119,9 @@ def export_weights(model, stem: Path) -> None:
     atomic_write(stem.parent / f"{stem.name}.json", json.dumps(manifest).encode())
 
 
-def prepare_model(name: str, folder: Path, exports: bool = True) -> dict:
-    """Export `name`'s ONNX file, TF.js weights and inputs into `folder`; returns the model, its inputs, eager's
-    output and the page configuration parts (URLs under /models/)."""
+def prepare_model(name: str, folder: Path | None) -> dict:
+    """Export `name`'s ONNX file, TF.js weights and inputs into `folder` (None: write nothing, fxc's child needs
+    none); returns the model, its inputs, eager's output and the page configuration parts (URLs under /models/)."""
     import torch
 
     from benchmarks.peers import export_onnx
@@ -129,7 +129,7 @@ def prepare_model(name: str, folder: Path, exports: bool = True) -> dict:
     model, inputs = make_model(name), example_inputs(name)
     with torch.inference_mode():
         reference = model(*inputs).numpy()
-    if exports:
+    if folder is not None:
         export_onnx(model, inputs, str(folder / f"{name}.onnx"))
         export_weights(model, folder / f"{name}.weights")
     ort_inputs, tfjs_inputs = [], []
@@ -137,7 +137,8 @@ def prepare_model(name: str, folder: Path, exports: bool = True) -> dict:
         a = t.numpy()
         b = a.transpose(0, 2, 3, 1) if a.ndim == 4 else a.astype(np.int32) if a.dtype == np.int64 else a
         for kind, arr, lst in (("ort", a, ort_inputs), ("tfjs", np.ascontiguousarray(b), tfjs_inputs)):
-            (folder / f"{name}.{kind}.in{i}.bin").write_bytes(arr.tobytes())
+            if folder is not None:
+                (folder / f"{name}.{kind}.in{i}.bin").write_bytes(arr.tobytes())
             lst.append({"url": f"/models/{name}.{kind}.in{i}.bin", "dtype": str(arr.dtype), "shape": list(arr.shape)})
     meta = {}
     if name == "bert":
@@ -357,8 +358,7 @@ def main(argv=None) -> int:
     from benchmarks.figure3 import cpu_name
     from fxc.cache import atomic_write
     if args.fxc_worker:
-        with tempfile.TemporaryDirectory(prefix="fxc-browser-worker-") as d:
-            prep = prepare_model(args.models, Path(d), exports=False)
+        prep = prepare_model(args.models, None)
         print(WORKER_TAG + json.dumps(run_fxc(args.fxc_worker, prep, args)), flush=True)
         return 0
     if not (WEB / "node_modules" / "onnxruntime-web").is_dir():

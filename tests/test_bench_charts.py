@@ -156,3 +156,12 @@ def test_chart_label_names_the_threads_used():
     tfjs = {"label": "TF.js WASM, 2 threads", "threads": "2>1", "info": "backend wasm, threads 1"}
     assert _chart_label(tfjs) == "TF.js WASM, 2 threads (uses 1)"
     assert _chart_label({"label": "ORT", "threads": 2, "info": "ort 1.30.0, threads 2"}) == "ORT"
+
+
+def test_fxc_row_from_child_process_names_the_failure():
+    """fxc's browser rows run in a child (killed with its browser after --timeout); a target that cannot be built
+    comes back as a failed row with fxc's error, not as a crash of the harness."""
+    from benchmarks.browser_peers import parse_args, run_fxc_subprocess
+    args = parse_args(["--runs", "1", "--timeout", "300"])
+    row = run_fxc_subprocess("mobilenet_v2", "llvm -mcpu=no-such-cpu", args)
+    assert row["status"] == "failed" and "TargetError" in row["error"] and "no-such-cpu" in row["error"], row
