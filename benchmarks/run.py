@@ -13,7 +13,7 @@ TORCHINDUCTOR_CACHE_DIR), max abs error against PyTorch eager, achieved GFLOP/s 
 torch.utils.flop_counter) and median time divided by fxc's (> 1: fxc is faster). Also fxc's peak
 intermediate bytes (its memory plan's workspace) next to the sum of all intermediate tensor sizes.
 
-Writes benchmarks/results/bench-<UTC time>.json and a bar chart .png next to it (matplotlib).
+Writes benchmarks/results/bench-<UTC time>.json and a bar chart .png next to it (matplotlib; linear axis from 0).
 A peer that is not installed or fails is reported as unavailable with the reason; the run goes on.
 """
 from __future__ import annotations
@@ -360,37 +360,23 @@ def format_table(wl: dict, runs: int) -> str:
 
 
 def write_chart(report: dict, path: Path) -> str:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import matplotlib.ticker
-    except ImportError:
-        return "chart not written: matplotlib is not installed (pip install -r requirements-bench.txt)"
+    """One panel per workload: each peer's median as a bar on a linear axis from zero (benchmarks/charts.py)."""
+    from benchmarks.charts import ChartUnavailable, latency_bars, new_figure, save
     wls = report["workloads"]
     peers = list(dict.fromkeys(p for wl in wls for p in wl["peers"]))
-    fig, axes = plt.subplots(1, len(wls), figsize=(4.2 * len(wls), 4.6), squeeze=False)
-    for ax, wl in zip(axes[0], wls):
-        labels, vals, colors, ratios = [], [], [], []
-        for p in peers:
-            r = wl["peers"].get(p)
-            if r and r.get("median_ms"):
-                labels.append(r["label"])
-                vals.append(r["median_ms"])
-                colors.append("tab:red" if p == "fxc" else "tab:gray" if p == "dynamo_alone" else "tab:blue")
-                ratios.append(r.get("time_vs_fxc"))
-        ax.barh(labels, vals, color=colors)
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())   # minor labels overlap on short ranges
-        ax.invert_yaxis()
+    try:
+        fig, axes = new_figure(len(wls))
+    except ChartUnavailable as e:
+        return str(e)
+    for ax, wl in zip(axes, wls):
+        rows = [(p, wl["peers"][p]) for p in peers if wl["peers"].get(p, {}).get("median_ms")]
+        latency_bars(ax, [r["label"] for _, r in rows], [r["median_ms"] for _, r in rows],
+                     colors=["tab:red" if p == "fxc" else "tab:gray" if p == "dynamo_alone" else "tab:blue"
+                             for p, _ in rows],
+                     notes=[f" ({r['time_vs_fxc']:.2f}x fxc)" if r.get("time_vs_fxc") not in (None, 1.0) else ""
+                            for _, r in rows])
         ax.set_title(f"{wl['model']} b{wl['batch']} fp32")
-        ax.set_xlabel("median latency, ms (log)")
-        for y, (v, q) in enumerate(zip(vals, ratios)):
-            ax.text(v, y, f" {v:.1f}" + (f" ({q:.2f}x fxc)" if q and q != 1.0 else ""), va="center", fontsize=7)
-    fig.suptitle(f"CPU inference, {report['meta']['threads']} threads, {report['meta']['cpu']}", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save(fig, path, f"CPU inference, {report['meta']['threads']} threads, {report['meta']['cpu']}")
     return f"chart: {path}"
 
 
