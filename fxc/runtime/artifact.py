@@ -53,7 +53,8 @@ HEADER = "fxc_model.h"
 C_SOURCE = "fxc_model.c"
 PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
 PROGRAMS = {"opencl": PROGRAM, "opengl": "program.glsl",     # device kind -> its program part (GLSL: shaders,
-            "webgl": "program.webgl.json"}                    # WebGL: fragment shaders in JSON)
+            "webgl": "program.webgl.json",                    # WebGL: fragment shaders in JSON)
+            "webgpu": "program.wgsl.json"}                    # WebGPU: compute shaders in JSON
 PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE, *PROGRAMS.values())   # the only part names an artifact may have
 ALIGN = 64
 SIGNATURE = "manifest.sig"       # optional: the Ed25519 signature of the manifest's bytes (runtime/signing.py)
@@ -62,7 +63,8 @@ MAX_MANIFEST = 64 << 20          # bytes: a manifest is a few KiB to a few MiB
 MAX_RATIO = 200                  # uncompressed / compressed size past which a part is refused before inflating
 SLOT_KINDS = ("in", "out", "const", "work", "null")
 
-RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl")     # targets this runtime can run (devices: with their library)
+# targets this runtime can run (devices: with their library)
+RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "webgpu")
 DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"

@@ -32,10 +32,11 @@ from ..opengl import _GLThread
 
 INSTALL = ("install Chromium and Playwright: on Debian `apt-get install chromium` (fonts-liberation too), and "
            "`pip install playwright` (the fxc[web] extra; never `playwright install`, fxc uses the system browser)")
-# headless WebGL 2 on SwiftShader, as root too (Playwright gives the browser a fresh profile directory of its own)
+# headless WebGL 2 on SwiftShader, as root too (Playwright gives the browser a fresh profile directory of its own);
+# --enable-unsafe-webgpu exposes WebGPU (SwiftShader's adapter) to the webgpu target's page (fxc.runtime.webgpu)
 FLAGS = ["--headless=new", "--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
-         "--ignore-gpu-blocklist", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--no-first-run"]
+         "--enable-unsafe-webgpu", "--ignore-gpu-blocklist", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
 WIDTH = 2048            # texture width: WebGL 2 guarantees MAX_TEXTURE_SIZE >= 2048
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
 
