@@ -173,9 +173,14 @@ class WebGPUModule(DeviceModule):
         self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
         data = [[self._in_at[i], _b64(ins[i])] for i in upload]
         wanted = [[at, o.nbytes] for at, o in zip(self._out_at, outs)]
-        err, got = self.device.call("""async ([id, inputs, outputs]) => {
-            const [err, outs] = await window.fxcModels[id].run(inputs.map(([at, b]) => [at, fxcBytes(b)]), outputs);
-            return [err, outs.map(fxcBase64)]; }""", [self._id, data, wanted])
+        err, got, times = self.device.call("""async ([id, inputs, outputs, timed]) => {
+            const [err, outs, times] = await window.fxcModels[id].run(inputs.map(([at, b]) => [at, fxcBytes(b)]),
+                                                                      outputs, timed);
+            return [err, outs.map(fxcBase64), times]; }""", [self._id, data, wanted, bool(self.profiled)])
+        for st, ms in zip(self.plan, times):       # profiled: each launch timed on its own (ns, as OpenCL's events)
+            t = self._times.setdefault(st.kernel, [0, 0])
+            t[0] += int(ms * 1e6)
+            t[1] += 1
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
         for o, b in zip(outs, got):

@@ -39,7 +39,32 @@ class FxcWebGPU {
     g.layout = device.createBindGroupLayout({entries: [entry(0, "storage"), entry(1, "uniform"),
                                                         entry(2, "storage")]});
     g.pipelineLayout = device.createPipelineLayout({bindGroupLayouts: [g.layout]});
+    g.compiled = new Map();         // shader text -> its pipeline (a promise): every shader is compiled once a page
     return g;
+  }
+
+  async pipeline(name, shader) {
+    let p = this.compiled.get(shader);
+    if (!p) {
+      p = this.compile(name, shader);
+      this.compiled.set(shader, p);
+      p.catch(() => this.compiled.delete(shader));
+    }
+    return p;
+  }
+
+  async compile(name, shader) {
+    const d = this.device, module = d.createShaderModule({code: shader, label: name});
+    const info = await module.getCompilationInfo();
+    const errors = info.messages.filter(m => m.type === "error");
+    if (errors.length)
+      throw new Error(`WGSL compile failed: ${name}: ` +
+                      errors.map(m => `${m.lineNum}:${m.linePos}: ${m.message}`).join("\n") + "\n" + shader);
+    try {
+      return await d.createComputePipelineAsync({layout: this.pipelineLayout, compute: {module, entryPoint: "main"}});
+    } catch (e) {
+      throw new Error(`WGSL compile failed: ${name}: the pipeline: ${e.message}\n${shader}`);
+    }
   }
 
   // program: {kernels: {name: {shader, params}}}; plan: [{kernel, offsets: [byte offset per param], groups: [x, y,
@@ -47,19 +72,9 @@ class FxcWebGPU {
   async model(program, plan, arenaBytes, consts) {
     const d = this.device, align = this.info.uniform_align;
     const pipelines = {};
-    for (const [name, k] of Object.entries(program.kernels)) {
-      const module = d.createShaderModule({code: k.shader, label: name});
-      const info = await module.getCompilationInfo();
-      const errors = info.messages.filter(m => m.type === "error");
-      if (errors.length)
-        throw new Error(`WGSL compile failed: ${name}: ` +
-                        errors.map(m => `${m.lineNum}:${m.linePos}: ${m.message}`).join("\n") + "\n" + k.shader);
-      d.pushErrorScope("validation");
-      const p = d.createComputePipeline({layout: this.pipelineLayout, compute: {module, entryPoint: "main"}});
-      const err = await d.popErrorScope();
-      if (err) throw new Error(`WGSL compile failed: ${name}: the pipeline: ${err.message}\n${k.shader}`);
-      pipelines[name] = p;
-    }
+    await Promise.all(Object.entries(program.kernels).map(async ([name, k]) => {   // compiled concurrently
+      pipelines[name] = await this.pipeline(name, k.shader);
+    }));
     const usage = GPUBufferUsage;
     d.pushErrorScope("out-of-memory");
     d.pushErrorScope("validation");
@@ -95,8 +110,9 @@ class FxcWebGPUModel {
     Object.assign(this, {gpu, arena, errors, launches, staging: null, stagingBytes: 0});
   }
 
-  // inputs: [[byte offset, Uint8Array]]; outputs: [[byte offset, bytes]]; returns [error words, [Uint8Array]]
-  async run(inputs, outputs) {
+  // inputs: [[byte offset, Uint8Array]]; outputs: [[byte offset, bytes]]; returns [error words, [Uint8Array],
+  // times]: with `timed`, each launch is its own submission, waited for: times[i] is launch i's milliseconds
+  async run(inputs, outputs, timed) {
     const d = this.gpu.device;
     if (this.gpu.lost) throw new Error(`the WebGPU device was lost: ${this.gpu.lost}`);
     for (const [offset, data] of inputs) d.queue.writeBuffer(this.arena, offset, data);
@@ -107,14 +123,19 @@ class FxcWebGPUModel {
       this.staging = d.createBuffer({size: need, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST});
       this.stagingBytes = need;
     }
-    const enc = d.createCommandEncoder();
-    const pass = enc.beginComputePass();
-    for (const [pipeline, group, [x, y, z]] of this.launches) {
-      pass.setPipeline(pipeline);
-      pass.setBindGroup(0, group);
-      pass.dispatchWorkgroups(x, y, z);
+    const times = [];
+    if (timed) {
+      await d.queue.onSubmittedWorkDone();
+      for (const launch of this.launches) {
+        const t0 = performance.now(), e = d.createCommandEncoder();
+        this.encode(e, [launch]);
+        d.queue.submit([e.finish()]);
+        await d.queue.onSubmittedWorkDone();
+        times.push(performance.now() - t0);
+      }
     }
-    pass.end();
+    const enc = d.createCommandEncoder();
+    if (!timed) this.encode(enc, this.launches);
     enc.copyBufferToBuffer(this.errors, 0, this.staging, 0, 16);
     let at = 16;
     for (const [offset, n] of outputs) {
@@ -130,7 +151,17 @@ class FxcWebGPUModel {
     const outs = [];
     at = 16;
     for (const [, n] of outputs) { outs.push(bytes.subarray(at, at + n)); at += round(n); }
-    return [err, outs];
+    return [err, outs, times];
+  }
+
+  encode(enc, launches) {           // launches in one compute pass
+    const pass = enc.beginComputePass();
+    for (const [pipeline, group, [x, y, z]] of launches) {
+      pass.setPipeline(pipeline);
+      pass.setBindGroup(0, group);
+      pass.dispatchWorkgroups(x, y, z);
+    }
+    pass.end();
   }
 
   destroy() {
