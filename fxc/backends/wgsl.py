@@ -32,7 +32,7 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import Bf16Half, Cast, CheckIndex, Const, Expr, PackBf16, Present, Select, Var, lanes_of
+from ..lowering.expr import Bf16Half, Cast, CheckIndex, Const, Expr, PackBf16, Present, Select, Var, children, lanes_of
 from ..lowering.loop_ir import BOUND_KINDS, Barrier, Buffer, For, Kernel, LetStmt, Store, walk_stmts
 from ..runtime.opengl import dispatch_of
 from .cstyle import CStyleRenderer
@@ -258,7 +258,14 @@ class WGSLRenderer(CStyleRenderer):
             raise LoweringError(f"{self.kernel.name}: vector expression {e!r}; scalarize the kernel first")
         if e.dtype in REFUSED:
             raise LoweringError(f"{self.kernel.name}: {REFUSED[e.dtype]} arithmetic; WGSL here computes float32")
-        code = self.const(e) if isinstance(e, Const) else self.compute(e)     # constants too: `let`, never const
+        if isinstance(e, Const):
+            return self.const(e)
+        kids = children(e)
+        if kids and all(isinstance(c, Const) for c in kids):    # never a const-expression: one operand a `let`
+            t = self.new()
+            self.emit(f"let {t}: {VALUE[kids[0].dtype]} = {self.const(kids[0])};")
+            self.bind(kids[0], t)
+        code = self.compute(e)
         t = self.new()
         self.emit(f"let {t}: {VALUE[e.dtype]} = {code};")
         self.bind(e, t)

@@ -1,8 +1,8 @@
 // fxc's WebGPU plan runtime: runs a model compiled for the `webgpu` target (fxc.backends.wgsl.render_wgsl).
 //
 //   const g = await FxcWebGPU.open();           // an adapter and a device, or an Error saying what is missing
-//   const m = await g.model(program, plan, arenaBytes, consts);   // shaders and pipelines compiled once
-//   const [err, outs] = await m.run(inputs, outputs);             // one submit, one read-back
+//   const m = await g.model(program, plan, arenaBytes, consts);   // pipelines compiled once a page (by shader text)
+//   const [err, outs, times] = await m.run(inputs, outputs, timed);   // one submit, one read-back
 //
 // Every tensor of a model lives in one storage buffer, the arena (fxc.runtime.webgpu lays it out: byte offsets);
 // constants are written into it once, inputs before each run (weights only when they changed: the host decides).
