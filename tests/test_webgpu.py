@@ -128,7 +128,7 @@ def test_op_sample_on_webgpu(name, k):
         assert_close_np(g, np.asarray(r).astype(g.dtype))
 
 
-MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt")
+MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt", "sin", "cos", "tan")
 
 
 def test_wgsl_math_helpers_in_float32():

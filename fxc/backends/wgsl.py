@@ -82,7 +82,10 @@ CODE_FOR_OP = {
     "tanh.f": _helper("tanh"), "erf.f": _helper("erf"), "expm1.f": _helper("expm1"), "log1p.f": _helper("log1p"),
     "asin.f": "atan2({0}, sqrt((1.0f - {0}) * (1.0f + {0})))",     # as GLSL: native asin / acos may be 1e-4 off
     "acos.f": "atan2(sqrt((1.0f - {0}) * (1.0f + {0})), {0})", "nextafter.f": _helper("nextafter"),
-    **{f"{fn}.f": fn + "({0})" for fn in ("exp", "log", "sqrt", "sin", "cos", "tan", "floor", "ceil", "trunc",
+    # SwiftShader's sin / cos are 2e-4 off (WGSL allows 2**-11): reduced by pi/2 in three parts, float32 polynomials
+    "sin.f": lambda r, dt, a: (r.used.add("sincos"), f"fxc_sincos({a}).x")[1],
+    "cos.f": lambda r, dt, a: (r.used.add("sincos"), f"fxc_sincos({a}).y")[1], "tan.f": _helper("tan"),
+    **{f"{fn}.f": fn + "({0})" for fn in ("exp", "log", "sqrt", "floor", "ceil", "trunc",
                                           "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2", "exp2")},
 }
 
@@ -143,16 +146,30 @@ _HELPERS = {
                  "if (x == y) { return y; } if (x == 0.0f) { return select(-bitcast<f32>(1u), bitcast<f32>(1u), "
                  "y > 0.0f); } let b = bitcast<u32>(x); "
                  "return bitcast<f32>(select(b - 1u, b + 1u, (x < y) == (x > 0.0f))); }",
+    # Cody-Waite reduction by pi/2 (pi/2 split in three floats), Cephes' sinf / cosf polynomials on [-pi/4, pi/4]
+    "sincos": """fn fxc_sincos(x: f32) -> vec2<f32> {
+  let j = round(x * 0.63661977236f);
+  let y = ((x - j * 1.5703125f) - j * 4.837512969970703125e-4f) - j * 7.54978995489188216e-8f;
+  let z = y * y;
+  let s = y + y * z * (-1.6666654611e-1f + z * (8.3321608736e-3f + z * -1.9515295891e-4f));
+  let c = 1.0f - 0.5f * z + z * z * (4.166664568298827e-2f + z * (-1.388731625493765e-3f + z * 2.443315711809948e-5f));
+  let q = i32(j) & 3;
+  if (q == 0) { return vec2<f32>(s, c); }
+  if (q == 1) { return vec2<f32>(c, -s); }
+  if (q == 2) { return vec2<f32>(-s, -c); }
+  return vec2<f32>(-c, s);
+}""",
+    "tan": "fn fxc_tan(x: f32) -> f32 { let v = fxc_sincos(x); return v.x / v.y; }",
     "expm1": "fn fxc_expm1(x: f32) -> f32 { let u = exp(x); if (u == 1.0f) { return x; } let m = u - 1.0f; "
              "if (m == -1.0f) { return -1.0f; } if (fxc_isinf(u)) { return u; } return m * x / log(u); }",
     "log1p": "fn fxc_log1p(x: f32) -> f32 { let u = 1.0f + x; if (u == 1.0f) { return x; } "
              "if (fxc_isinf(u)) { return u; } return log(u) * x / (u - 1.0f); }",
 }
-_NEEDS = {"erf": {"erfc_pos"}, "floormod_f": {"fmod", "isnan", "isinf"}, "fmod": {"isinf"}, "pow": {"signbit", "isnan"},
-          "atan2": {"signbit", "isnan"}, "hypot": {"isinf"}, "nextafter": {"isnan"}, "expm1": {"isinf"},
-          "log1p": {"isinf"}}
-_ORDER = ("isnan", "isinf", "signbit", "erfc_pos", "fmod", "erf", "floormod_f", "pow", "atan2", "hypot", "tanh",
-          "expm1", "log1p", "nextafter")
+_NEEDS = {"erf": {"erfc_pos"}, "tan": {"sincos"}, "floormod_f": {"fmod", "isnan", "isinf"}, "fmod": {"isinf"},
+          "pow": {"signbit", "isnan"}, "atan2": {"signbit", "isnan"}, "hypot": {"isinf"}, "nextafter": {"isnan"},
+          "expm1": {"isinf"}, "log1p": {"isinf"}}
+_ORDER = ("isnan", "isinf", "signbit", "sincos", "tan", "erfc_pos", "fmod", "erf", "floormod_f", "pow", "atan2",
+          "hypot", "tanh", "expm1", "log1p", "nextafter")
 
 # what every shader starts with; {load} / {store} are the arena word's access (plain, or atomic in a kernel that
 # stores bytes)
