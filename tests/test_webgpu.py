@@ -300,14 +300,34 @@ def test_no_browser_is_a_target_error():
     assert p.returncode == 0, p.stdout + p.stderr
 
 
-def test_a_page_without_webgpu_is_a_target_error(monkeypatch):
+def test_a_page_without_webgpu_is_a_target_error():
     """A page where navigator.gpu is missing (here: an insecure origin, where Chromium does not expose it) is a
     TargetError naming what is missing, never a hang or a JavaScript error."""
-    import fxc.runtime.webgpu as wg
     from fxc.runtime.webgl import open_browser
-    monkeypatch.setattr(wg, "ORIGIN", "http://fxc.invalid/")
+    from fxc.runtime.webgpu import GPUPage
     with pytest.raises(TargetError, match="no WebGPU"):
-        wg.GPUPage(open_browser())
+        GPUPage(open_browser(), url="http://fxc.invalid/")
+
+
+def test_large_inputs_and_outputs_travel_as_blobs():
+    """Data over 64 KiB goes through the page's 127.0.0.1 server (fetched / posted once), smaller data inline: both
+    give the same bytes; a blob is served once."""
+    import urllib.request
+
+    from fxc.runtime.webgpu import INLINE_BYTES, open_gpu
+    for n in (100, INLINE_BYTES // 4 + 1001):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        b = Builder()
+        v = b.graph.input(x.shape, "float32")
+        b.graph.outputs = [b.call("neg", [v]), b.call("gt", [v, b.const(np.float32(0))])]
+        y, z = build(b.graph, target="webgpu")(x)
+        np.testing.assert_array_equal(y, -x)
+        np.testing.assert_array_equal(z, x > 0)
+    server = open_gpu().server
+    name = server.put(b"abcd")
+    assert urllib.request.urlopen(server.origin + "blob/" + name).read() == b"abcd"
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(server.origin + "blob/" + name)
 
 
 def test_a_rejected_shader_carries_source_and_messages():

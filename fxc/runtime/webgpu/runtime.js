@@ -171,6 +171,22 @@ class FxcWebGPUModel {
   }
 }
 
+// the RPC's data: {b64}: inline base64 (small), {blob}: bytes Python serves at blob/<name>, fetched once
+async function fxcData(payload) {
+  if (payload.blob === undefined) return fxcBytes(payload.b64);
+  const r = await fetch("blob/" + payload.blob);
+  if (!r.ok) throw new Error(`the page could not fetch its data (blob ${payload.blob}: HTTP ${r.status})`);
+  return new Uint8Array(await r.arrayBuffer());
+}
+
+// the outputs for Python: base64 strings inside the reply, or (post: a name Python expects) posted back as one blob
+async function fxcReturn(outs, post) {
+  if (post === null) return outs.map(fxcBase64);
+  const r = await fetch("blob/" + post, {method: "POST", body: new Blob(outs)});
+  if (!r.ok) throw new Error(`the page could not send its outputs back (HTTP ${r.status})`);
+  return null;
+}
+
 // base64 <-> bytes (the RPC from Python passes strings)
 function fxcBytes(b64) {
   const s = atob(b64), bytes = new Uint8Array(s.length);
