@@ -104,6 +104,13 @@ class BlobServer:
             self.expected.add(name)
         return name
 
+    def drop(self, names) -> None:
+        """Forget blobs a failed call left (never fetched, never posted)."""
+        with self.lock:
+            for n in names:
+                self.blobs.pop(n, None)
+                self.expected.discard(n)
+
     def take(self, name: str) -> bytes:
         with self.lock:
             self.expected.discard(name)
@@ -142,14 +149,16 @@ class GPUPage:
                     dedicated_local_memory=arch != "swiftshader" and not info.get("fallback"))
         return info
 
-    def call(self, script: str, arg=None):
+    def call(self, script: str, arg=None, blobs=()):
         """page.evaluate(script, arg) on the browser's thread; a JavaScript error becomes a CompileError when the
-        browser rejected a shader, else an ExecutionError."""
+        browser rejected a shader, else an ExecutionError. blobs: the server's blobs of this call, forgotten if the
+        call failed before it took them."""
         def go():
             from playwright.sync_api import Error
             try:
                 return self.page.evaluate(script, arg)
             except Error as e:
+                self.server.drop([b for b in blobs if b])
                 msg = str(e)
                 if "WGSL compile failed" in msg:
                     raise CompileError("the browser rejected a generated WGSL shader", str(arg)[:4000], msg) from None
@@ -231,7 +240,7 @@ class WebGPUModule(DeviceModule):
             const data = await fxcData(payload);
             window.fxcModels[id] = await window.fxcGPU.model(program, plan, bytes,
                 consts.map(([at, start, n]) => [at, data.subarray(start, start + n)])); }""",
-                         [self._id, program, plan, self.arena_bytes, payload, consts])
+                         [self._id, program, plan, self.arena_bytes, payload, consts], blobs=[payload.get("blob")])
         self._resident = None
         self._fingerprint_value = None
         self._resident_objects = None
@@ -262,7 +271,8 @@ class WebGPUModule(DeviceModule):
             const [err, outs, times] = await window.fxcModels[id].run(
                 inputs.map(([at, start, n]) => [at, data.subarray(start, start + n)]), outputs, timed);
             return [err, await fxcReturn(outs, post), times]; }""",
-                                           [self._id, payload, data, wanted, bool(self.profiled), post])
+                                           [self._id, payload, data, wanted, bool(self.profiled), post],
+                                           blobs=[payload.get("blob"), post])
         if post is not None:        # the outputs, one after another, were posted back to the server
             raw, at = self.device.server.take(post), 0
             got = []
