@@ -31,7 +31,11 @@ def _backend(kind: str):
         from .backends.glsl import needs_fp64, render_webgl
         from .runtime.webgl import WIDTH, WebGLModule
         return (lambda kernels: render_webgl(kernels, WIDTH)), WebGLModule, needs_fp64
-    raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl, opengl, webgl (and "
+    if kind == "webgpu":
+        from .backends.wgsl import needs_fp64, render_wgsl
+        from .runtime.webgpu import WebGPUModule
+        return render_wgsl, WebGPUModule, needs_fp64
+    raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl, opengl, webgl, webgpu (and "
                       f"llvm for the CPU)")
 
 

@@ -333,6 +333,26 @@ def _webgl_target(target: Target) -> Target:
     return target.with_caps(webgl_caps(open_page().info))
 
 
+def webgpu_caps(info: dict) -> Caps:
+    """Caps of a WebGPU device (fxc.runtime.webgpu.GPUPage.info): its work-group and shared-memory limits, 32-bit
+    indices, float32 and integers (int64 narrowed) only; shared memory counts as the device's own
+    (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU."""
+    return Caps(vector_bits=128, vector_registers=0, threads=1,
+                features=frozenset({"dedicated_local_memory"} if info.get("dedicated_local_memory") else ()),
+                local_memory_bytes=int(info["local_memory_bytes"]),
+                max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
+                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+
+
+def _webgpu_target(target: Target) -> Target:
+    if target.attrs:
+        raise TargetError(f"webgpu target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
+                          f"webgpu target takes none (FXC_CHROMIUM names the browser)")
+    from .runtime.webgpu import open_gpu
+    return target.with_caps(webgpu_caps(open_gpu().info))
+
+
 def device_target(target: Target) -> Target:
     """A device target with its Caps filled from the device it names (opening it: a TargetError says what is
     missing when there is no runtime or device)."""
@@ -340,8 +360,10 @@ def device_target(target: Target) -> Target:
         return _opengl_target(target)
     if target.kind == "webgl":
         return _webgl_target(target)
+    if target.kind == "webgpu":
+        return _webgpu_target(target)
     if target.kind != "opencl":
-        raise TargetError(f"target {target}: only 'llvm', 'opencl', 'opengl' and 'webgl' can be built here")
+        raise TargetError(f"target {target}: only 'llvm', 'opencl', 'opengl', 'webgl' and 'webgpu' can be built here")
     unknown = sorted(set(dict(target.attrs)) - set(OPENCL_OPTIONS))
     if unknown:
         raise TargetError(f"opencl target: unknown option(s) {', '.join('-' + u for u in unknown)}; known: -device="

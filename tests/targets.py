@@ -12,7 +12,7 @@ import pytest
 
 from fxc.build import TARGETS
 
-DEVICE_TARGETS = ("opencl", "opengl", "webgl", "wasm")
+DEVICE_TARGETS = ("opencl", "opengl", "webgl", "wasm", "webgpu")
 ALL_TARGETS = tuple(TARGETS) + DEVICE_TARGETS
 all_targets = pytest.mark.parametrize("target", ALL_TARGETS)
 

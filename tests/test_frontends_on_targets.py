@@ -9,7 +9,7 @@ from onnx.reference import ReferenceEvaluator
 import fxc
 from tests.helpers import assert_close_np
 
-TARGETS = ["llvm", "opencl", "opengl"]
+TARGETS = ["llvm", "opencl", "opengl", "webgpu"]
 
 
 def _onnx_convnet(rng):

@@ -54,7 +54,8 @@ C_SOURCE = "fxc_model.c"
 PROGRAM = "program.cl"          # a device artifact's kernels: OpenCL C source, built on the device at load
 PROGRAMS = {"opencl": PROGRAM, "opengl": "program.glsl",     # device kind -> its program part (GLSL: shaders,
             "webgl": "program.webgl.json",                    # WebGL: fragment shaders in JSON)
-            "wasm": "program.wasm.json"}                      # wasm: the .wasm module (base64) in JSON
+            "wasm": "program.wasm.json",                      # wasm: the .wasm module (base64) in JSON
+            "webgpu": "program.wgsl.json"}                    # WebGPU: compute shaders in JSON
 PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE, *PROGRAMS.values())   # the only part names an artifact may have
 ALIGN = 64
 SIGNATURE = "manifest.sig"       # optional: the Ed25519 signature of the manifest's bytes (runtime/signing.py)
@@ -64,7 +65,7 @@ MAX_RATIO = 200                  # uncompressed / compressed size past which a p
 SLOT_KINDS = ("in", "out", "const", "work", "null")
 
 # targets this runtime can run (devices: with their library)
-RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "wasm")
+RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "wasm", "webgpu")
 DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params", "plan")
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"

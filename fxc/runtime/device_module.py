@@ -274,6 +274,8 @@ def load_device(path, manifest: dict, parts: dict):
         from .webgl import WebGLModule as module
     elif kind == "wasm":            # numpy and playwright (the browser) only
         from .wasm import WasmModule as module
+    elif kind == "webgpu":          # numpy and playwright (the browser) only
+        from .webgpu import WebGPUModule as module
     return module(manifest["target"], source, inputs, outputs, consts, workspace, plan,
                   kernels=list(manifest.get("kernels", [])),
                   prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])

@@ -1,0 +1,347 @@
+"""The webgpu target: WGSL compute shaders run by fxc/runtime/webgpu/runtime.js in a headless Chromium page (WebGPU on
+SwiftShader here) that Playwright drives: the loop-IR fixture on the WGSL renderer, shared memory and barriers, the
+OpenCL test's fixed op sample, WGSL's float32 math helpers against numpy, int64 in 32 bits (proved, checked or
+refused), torch.compile / from_torch / export + load without torch, and the error cases.
+
+A missing browser or WebGPU adapter is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's
+playwright). One browser per test process (fxc.runtime.webgl.open_browser)."""
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fxc
+import fxc.capture.torch
+from fxc.build import build
+from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
+from fxc.lowering.loop_ir import Kernel
+from fxc.ops.registry import all_ops
+from fxc.relay_like.builder import Builder
+from fxc.runtime.module import TensorSpec
+from tests.helpers import assert_close_np, check_module
+from tests.test_opencl import CASES, _fixture_expected, _fixture_kernel, _small_net
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# ops of the sample that WGSL refuses (a LoweringError: torch.compile runs their graph in eager): float64
+# (cholesky's samples, and lgamma, which computes in float64 for float32 too) and 64-bit hash constants
+# (random_uniform)
+REFUSED = {("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 0),
+           ("random_uniform", 1)}
+
+
+def _graph(name, arrays, attrs):
+    b = Builder()
+    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
+    outs = b.graph.call(name, ins, **attrs)
+    b.graph.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    return b.graph
+
+
+# ------------------------------------------------------------------------------------------ the loop-IR fixture
+def test_fixture_kernel_on_wgsl():
+    """The renderers' shared loop-IR fixture (parallel rows, private accumulator, select, casts, floor division,
+    vector loads/stores) as WGSL compute shaders equals numpy."""
+    from fxc.backends.wgsl import render_wgsl
+    from fxc.lowering.legalize import scalarize
+    from fxc.lowering.loop_ir import launch_of
+    from fxc.lowering.schedules.gpu import Knobs
+    from fxc.lowering.schedules.gpu.from_loops import split_launches
+    from fxc.runtime.device_module import Launch
+    from fxc.runtime.webgpu import WebGPUModule
+    x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
+    k = _fixture_kernel(6, 32)
+    kernels = []
+    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
+        body = scalarize(body)
+        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, index_bits=32, launch=launch_of(body)))
+    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    source = render_wgsl(kernels)
+    shader = json.loads(source)["kernels"][kernels[0].name]["shader"]
+    assert "@compute @workgroup_size(4, 1, 1)" in shader and "fxc_wid" in shader
+    m = WebGPUModule("webgpu", source, [TensorSpec("x", x.shape, "float32")], [TensorSpec("y", x.shape, "float32")],
+                     [], 0, plan)
+    assert_close_np(m(x), _fixture_expected(x))
+
+
+def test_tree_reduction_uses_workgroup_memory_and_barriers():
+    x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("sum", [v], axes=[1], keepdim=False)]
+    m = build(b.graph, target="webgpu")
+    assert "var<workgroup>" in m.source and "workgroupBarrier();" in m.source
+    assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["workgroup-memory-tiles", "register-tiles"])
+def test_tiled_gemm_both_forms(shared, monkeypatch):
+    """The GEMM schedule's two forms (workgroup-memory blocks: GPUs; register tiles: SwiftShader, a CPU), over a
+    batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
+    from fxc.lowering.schedules import gpu
+    monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: gpu.Knobs(gemm_tile=8, gemm_shared=shared)))
+    rng = np.random.default_rng(3)
+    a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((3, 37, 50), (50, 29), (29,)))
+    b = Builder()
+    va, vw, vb = (b.graph.input(x.shape, "float32") for x in (a, w, bias))
+    b.graph.outputs = [b.call("relu", [b.call("add", [b.call("matmul", [va, vw]), vb])])]
+    m = build(b.graph, target="webgpu")
+    assert ("workgroupBarrier();" in m.source) == shared and "block 8x8" in m.kernels[0]
+    assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
+
+
+def test_grid_longer_than_the_dispatch_limit_is_folded():
+    """More than 65535 work-groups on one axis: split over two dispatch axes, recombined in the shader."""
+    x = np.random.default_rng(2).standard_normal(65536 * 64 + 3).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("neg", [v])]
+    m = build(b.graph, target="webgpu")
+    assert "65535u" in m.source
+    np.testing.assert_array_equal(m(x), -x)
+
+
+# ---------------------------------------------------------------------------------------------- the op sample
+@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+def test_op_sample_on_webgpu(name, k):
+    op = all_ops()[name]
+    arrays, attrs = op.samples(np.random.default_rng(k))[k]
+    graph = _graph(name, arrays, attrs)
+    if (name, k) in REFUSED:
+        with pytest.raises(LoweringError):
+            build(graph, target="webgpu")
+        return
+    module = build(graph, target="webgpu")
+    assert module.target == "webgpu" and module.plan
+    got = module(*arrays)
+    got = got if isinstance(got, list) else [got]
+    ref = op.reference(*arrays, **attrs)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    for o, g, r in zip(graph.outputs, got, ref):
+        assert g.shape == tuple(o.shape)
+        assert_close_np(g, np.asarray(r).astype(g.dtype))
+
+
+MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt", "sin", "cos", "tan")
+
+
+def test_wgsl_math_helpers_in_float32():
+    """The functions WGSL lacks or computes loosely (fxc.backends.wgsl helpers) against the op references, every one
+    in one module (one build, one call)."""
+    x = np.concatenate([np.linspace(-6, 6, 997), [0.0, 1e-6, -1e-6, 1e-3, 20.0, -20.0]]).astype(np.float32)
+    b = Builder()
+    inputs, arrays = [], []
+    for name in MATH:
+        a = np.abs(x) + np.float32(0.01) if name in ("log10", "sqrt") else np.abs(x) - np.float32(0.5) \
+            if name == "log1p" else x
+        arrays.append(a)
+        inputs.append(b.graph.input(a.shape, "float32"))
+    b.graph.outputs = [b.call(name, [v]) for name, v in zip(MATH, inputs)]
+    got = build(b.graph, target="webgpu", fuse=False)(*arrays)
+    for name, a, g in zip(MATH, arrays, got):
+        ref = np.asarray(all_ops()[name].reference(a.astype(np.float64))).astype(np.float32)
+        assert_close_np(g, ref, rtol=2e-5, atol=1e-6)
+
+
+def test_pow_atan2_fmod_nan_edge_cases():
+    """C's pow / atan2 / fmod edge cases, NaN-propagating max and the x86 float -> int cast of NaN and infinity."""
+    a = np.array([-2.0, -2.0, 0.0, 0.0, 2.0, -0.0, 3.0, -8.0, 5.3, -5.3, np.nan, np.inf], np.float32)
+    e = np.array([3.0, 0.5, 0.0, -1.0, 10.0, 3.0, -2.0, 2.0, 0.7, 0.7, 1.0, 2.0], np.float32)
+    for op in ("pow", "atan2", "remainder", "fmod", "maximum", "minimum"):
+        if op not in all_ops():
+            continue
+        b = Builder()
+        x, y = b.graph.input(a.shape, "float32"), b.graph.input(e.shape, "float32")
+        b.graph.outputs = [b.call(op, [x, y])]
+        got = build(b.graph, target="webgpu")(a, e)
+        ref = np.asarray(all_ops()[op].reference(a, e)).astype(np.float32)
+        assert_close_np(got, ref)
+    b = Builder()
+    x = b.graph.input(a.shape, "float32")
+    b.graph.outputs = [b.call("cast", [x], dtype="int32")]
+    got = build(b.graph, target="webgpu")(a)
+    np.testing.assert_array_equal(got[:10], a[:10].astype(np.int32))
+    assert (got[10:] == np.iinfo(np.int32).min).all()      # as x86 (and so PyTorch on the CPU)
+
+
+def test_bool_and_byte_stores_do_not_race():
+    """Work-items that write neighbouring bytes of one word (bool, uint8, int8, int16 outputs) all land."""
+    x = np.random.default_rng(5).standard_normal(1001).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("gt", [v, b.const(np.float32(0))]),
+                       b.call("cast", [b.call("mul", [v, b.const(np.float32(50))])], dtype="int8"),
+                       b.call("cast", [b.call("mul", [v, b.const(np.float32(3000))])], dtype="int16")]
+    got = build(b.graph, target="webgpu")(x)
+    np.testing.assert_array_equal(got[0], x > 0)
+    np.testing.assert_array_equal(got[1], (x * 50).astype(np.int8))
+    np.testing.assert_array_equal(got[2], (x * 3000).astype(np.int16))
+
+
+# ------------------------------------------------------------------------------------------ int64 in 32 bits
+def test_int64_indices_narrowed_and_checked():
+    """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
+    wrong row; an index out of range is eager's IndexError; int64 arithmetic that may overflow 32 bits is refused."""
+    w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
+    ids = np.array([[0, 7, 49, -1]], np.int64)
+    b = Builder()
+    vw, vi = b.graph.input(w.shape, "float32"), b.graph.input(ids.shape, "int64")
+    b.graph.outputs = [b.call("embedding", [vw, vi])]
+    m = build(b.graph, target="webgpu")
+    assert_close_np(m(w, np.array([[0, 7, 49, 3]], np.int64)), w[[0, 7, 49, 3]][None])
+    with pytest.raises(ExecutionError, match="int64 value beyond 32 bits"):
+        m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
+    assert_close_np(m(w, np.array([[1, 2, 3, 4]], np.int64)), w[[1, 2, 3, 4]][None])     # the flag was reset
+    with pytest.raises(IndexOutOfRangeError, match="embedding: index 50 is out of range for a dimension of size 50"):
+        m(w, np.array([[0, 50, 1, 2]], np.int64))
+    assert_close_np(m(w, np.array([[4, 3, 2, 1]], np.int64)), w[[4, 3, 2, 1]][None])
+    b = Builder()
+    x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
+    b.graph.outputs = [b.call("add", [x, y])]
+    with pytest.raises(LoweringError, match="WGSL has 32-bit integers only"):
+        build(b.graph, target="webgpu")
+
+
+def test_int_division_by_zero_raises():
+    b = Builder()
+    x, y = b.graph.input((4,), "int32"), b.graph.input((4,), "int32")
+    b.graph.outputs = [b.call("floordiv", [x, y])]
+    m = build(b.graph, target="webgpu")
+    a = np.array([7, -7, 5, 1], np.int32)
+    np.testing.assert_array_equal(m(a, np.array([2, 2, -3, 1], np.int32)), np.floor_divide(a, [2, 2, -3, 1]))
+    with pytest.raises(ExecutionError, match="division by zero"):
+        m(a, np.array([2, 0, 1, 1], np.int32))
+    np.testing.assert_array_equal(m(a, np.array([1, 2, 3, 4], np.int32)), np.floor_divide(a, [1, 2, 3, 4]))
+
+
+# ---------------------------------------------------------------------------------------- users: torch, export
+def test_torch_compile_keeps_weights_resident():
+    """torch.compile(target="webgpu"): nothing falls back; weights are uploaded once and again only when changed."""
+    model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    compiled = torch.compile(model, backend="fxc", options={"target": "webgpu"})
+    fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
+    try:
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    finally:
+        fxc.capture.torch._recorders.remove(rec)
+    assert rec.kernels and all("[webgpu:" in k for k in rec.kernels), rec.kernels
+    import gc
+    m = [o for o in gc.get_objects() if type(o).__name__ == "WebGPUModule" and o.prepack_inputs][-1]
+    with torch.no_grad():
+        compiled(x)
+        assert m.uploaded_bytes == x.numel() * 4
+        model[5].weight.mul_(2)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        assert m.uploaded_bytes > x.numel() * 4
+
+
+def test_from_torch_export_and_load_without_torch(tmp_path):
+    """from_torch(target="webgpu") -> export -> load in a process that cannot import torch or llvmlite."""
+    model, x = _small_net(), torch.randn(1, 3, 10, 10)
+    compiled = fxc.from_torch(model, (x,), target="webgpu")
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert_close_np(compiled(x.numpy()), expected)
+    path = fxc.export(compiled, tmp_path / "m.fxc")
+    np.save(tmp_path / "x.npy", x.numpy())
+    from tests.test_export import LOAD_AND_RUN
+    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), str(tmp_path / "x.npy"),
+                        str(tmp_path / "out.npz")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout.strip().splitlines()[-1])
+    assert report["blocked_loaded"] == []
+    assert all(n in ("fxc", "fxc.errors", "fxc.cache") or n.startswith("fxc.runtime") for n in report["modules"])
+    with np.load(tmp_path / "out.npz") as z:
+        assert_close_np(z["arr_0"], expected)
+    with zipfile.ZipFile(path) as z:
+        assert "@compute" in z.read("program.wgsl.json").decode()
+        assert json.loads(z.read("manifest.json"))["target"] == "webgpu"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
+def test_reference_models_on_webgpu(name):
+    from fxc.testing.models import example_inputs, make_model
+    model = make_model(name)
+    inputs = example_inputs(name, batch=1, seq_len=32)
+    rep = fxc.explain(model, *inputs, target="webgpu")
+    assert not rep.fallback_ops and not rep.failures, str(rep)
+    assert all("[webgpu:" in k for k in rep.kernels)
+    out = check_module(model, *inputs, target="webgpu", rtol=0, atol=1e-4)
+    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
+
+
+# ------------------------------------------------------------------------------------------------- errors
+NO_BROWSER = """
+import sys
+from fxc.errors import TargetError
+from fxc.relay_like.builder import Builder
+from fxc.build import build
+b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
+try:
+    build(b.graph, target="webgpu")
+    sys.exit(1)
+except TargetError as e:
+    print("TargetError:", e)
+    sys.exit(0 if "no Chromium at /nonexistent/chromium" in str(e) and "apt-get install chromium" in str(e) else 3)
+"""
+
+
+def test_no_browser_is_a_target_error():
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
+    p = subprocess.run([sys.executable, "-c", NO_BROWSER], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_a_page_without_webgpu_is_a_target_error():
+    """A page where navigator.gpu is missing (here: an insecure origin, where Chromium does not expose it) is a
+    TargetError naming what is missing, never a hang or a JavaScript error."""
+    from fxc.runtime.webgl import open_browser
+    from fxc.runtime.webgpu import GPUPage
+    with pytest.raises(TargetError, match="no WebGPU"):
+        GPUPage(open_browser(), url="http://fxc.invalid/")
+
+
+def test_large_inputs_and_outputs_travel_as_blobs():
+    """Data over 64 KiB goes through the page's 127.0.0.1 server (fetched / posted once), smaller data inline: both
+    give the same bytes; a blob is served once."""
+    import urllib.request
+
+    from fxc.runtime.webgpu import INLINE_BYTES, open_gpu
+    for n in (100, INLINE_BYTES // 4 + 1001):
+        x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+        b = Builder()
+        v = b.graph.input(x.shape, "float32")
+        b.graph.outputs = [b.call("neg", [v]), b.call("gt", [v, b.const(np.float32(0))])]
+        y, z = build(b.graph, target="webgpu")(x)
+        np.testing.assert_array_equal(y, -x)
+        np.testing.assert_array_equal(z, x > 0)
+    server = open_gpu().server
+    name = server.put(b"abcd")
+    assert urllib.request.urlopen(server.origin + "blob/" + name).read() == b"abcd"
+    with pytest.raises(urllib.error.HTTPError):
+        urllib.request.urlopen(server.origin + "blob/" + name)
+
+
+def test_a_rejected_shader_carries_source_and_messages():
+    from fxc.runtime.webgpu import open_gpu
+    bad = {"kernels": {"bad": {"shader": "@compute @workgroup_size(1) fn main() { undefined_name = 1; }",
+                               "params": 0}}}
+    with pytest.raises(CompileError) as e:
+        open_gpu().call("([p]) => window.fxcGPU.model(p, [], 64, [])", [bad])
+    assert "undefined_name" in e.value.log
+
+
+def test_webgpu_target_takes_no_options():
+    b = Builder()
+    v = b.graph.input((4,), "float32")
+    b.graph.outputs = [b.call("exp", [v])]
+    with pytest.raises(TargetError, match="takes none"):
+        build(b.graph, target="webgpu -device=1")
