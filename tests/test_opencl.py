@@ -215,6 +215,35 @@ def test_torch_compile_keeps_weights_on_the_device():
         assert m.uploaded_bytes > x.numel() * 4             # the changed weights again
 
 
+def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
+    """The prepack step (a batch norm folded into the conv's weights: what reads weights only) runs on the first
+    call, not on the next ones, and again after an in-place write to a weight (seen by its version, or by the
+    sampled words when .data hides it); the result follows the weight."""
+    model, x = _small_net(), torch.randn(1, 3, 10, 11)
+    compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
+    fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
+    try:
+        with torch.no_grad():
+            compiled(x)
+    finally:
+        fxc.capture.torch._recorders.remove(rec)
+    assert any(k.endswith("[prepack]") for k in rec.kernels)
+    import gc
+    m, = [o for o in gc.get_objects() if type(o).__name__ == "DeviceModule" and o.prepack_inputs
+          and any(s.shape == (1, 3, 10, 11) for s in o.inputs)]
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        assert m.prepack_runs == 1
+        model[1].weight.mul_(2)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        assert m.prepack_runs == 2
+        model[1].running_var.data[:] += 1
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        compiled(x)
+        assert m.prepack_runs == 3
+
+
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """fxc.from_torch(target="opencl") -> fxc.export -> fxc.load in a process that cannot import torch,
     llvmlite or the compiler; the artifact holds OpenCL C source and refuses an edited manifest."""
