@@ -244,6 +244,23 @@ def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
         assert m.prepack_runs == 3
 
 
+def test_explain_marks_single_work_item_kernels():
+    """An op whose definition is sequential loop IR (te.extern: a Cholesky factorisation, a scan) runs on the device
+    as one work-item; fxc.explain says so on its kernel line, and on no parallel one."""
+    def f(a, x):
+        return torch.linalg.cholesky(a @ a.mT + torch.eye(4)), torch.cumsum(x, 0)
+
+    a, x = torch.randn(4, 4), torch.randn(5, 6)
+    e = fxc.explain(f, a, x, target="opencl")
+    assert not e.fallback_ops and len(e.kernels) >= 3
+    lines = {k.split(" ->")[0]: k for k in e.kernels}
+    assert "(single work-item)" in lines["cholesky"] and "grid 1 x block 1" in lines["cholesky"]
+    assert "(single work-item)" not in lines["matmul+add"] and "(single work-item)" in str(e)
+    ref = f(a, x)
+    for got, want in zip(torch.compile(f, backend="fxc", options={"target": "opencl"})(a, x), ref):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """fxc.from_torch(target="opencl") -> fxc.export -> fxc.load in a process that cannot import torch,
     llvmlite or the compiler; the artifact holds OpenCL C source and refuses an edited manifest."""
