@@ -22,6 +22,12 @@ def test_gluon_zoo_matches_mxnet(name, target):
     assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3g} against output scale {scale:.3g}"
 
 
+def test_gluon_network_on_opencl():
+    """One zoo network on a device target (its depthwise convolutions in the GPU window schedule): the nine on opencl
+    and opengl are a documented command (docs/targets.md)."""
+    test_gluon_zoo_matches_mxnet("mobilenet1.0", "opencl")
+
+
 def test_benchmark_harness_reports_ratios(tmp_path):
     import json
 

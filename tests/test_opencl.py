@@ -407,3 +407,23 @@ def test_out_of_range_index_raises_as_eager_does():
     with pytest.raises(IndexError):
         m(torch.tensor([-1, 2]))
     np.testing.assert_allclose(m(torch.tensor([0, 5])).numpy(), emb(torch.tensor([0, 5])).detach().numpy())
+
+
+# ------------------------------------------------------------------ the sweeps' fixed samples (full: docs/targets.md)
+OPINFO_SAMPLE = ["add", "softmax", "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
+                 "cumsum", "gather", "matmul"]
+
+
+@pytest.mark.parametrize("key", OPINFO_SAMPLE)
+def test_opinfo_sample_on_opencl(key):
+    from fxc.testing import opinfo
+    op, = [o for o in opinfo.select_ops({key}) if opinfo.op_key(o) == key]
+    r = opinfo.run_op(op, "opencl", max_samples=2)
+    assert r["status"] == "compiled", f"{key}: {r['status']}: {r['error'] or r['fallback']}"
+
+
+def test_fuzz_sample_on_opencl():
+    from fxc.testing import fuzz
+    stats = fuzz.run(count=8, seed=0, target="opencl", save_dir=None, progress=lambda m: None, batch=8)
+    assert stats["graphs"] == 8
+    assert stats["wrong"] == 0 and stats["crashed"] == 0 and stats["uncompiled"] == 0, stats["failures"]
