@@ -1,6 +1,7 @@
 """Windowed-reduction microbenchmark on one OpenCL device: MobileNetV2's depthwise convolutions and ResNet-18's
 max pool (and a permute, for the index width), each under fxc's GPU schedules: the sliding-window schedule
-(lowering/schedules/gpu/window.py) with 32-bit and with 64-bit index arithmetic (fxc.lowering.int_ranges), one
+(lowering/schedules/gpu/window.py) with the device's index width (PoCL: 64 bits, divisions in 32), with every
+provable address in 32 bits (a GPU's default) and with none (fxc.lowering.int_ranges), one
 work-item per output (one_per_output.py), and, for the max pool, its CPU loop IR run as one work-item per output
 row (its te.extern form, the default on a CPU device).
 
@@ -21,24 +22,28 @@ import numpy as np
 LAYERS = [("dw 32x112 s1", "dw", 32, 112, 1), ("dw 96x112 s2", "dw", 96, 112, 2), ("dw 144x56 s1", "dw", 144, 56, 1),
           ("dw 192x28 s1", "dw", 192, 28, 1), ("dw 384x14 s1", "dw", 384, 14, 1), ("dw 960x7 s1", "dw", 960, 7, 1),
           ("maxpool 64x112 3x3/2", "pool", 64, 112, 2), ("permute 64x112x112", "permute", 64, 112, 1)]
-VARIANTS = ("window", "window_i64", "one_per_output", "loops")
+VARIANTS = ("window", "window_i32", "window_i64", "one_per_output", "loops")
 
 
 @contextmanager
 def variant(name: str):
     """Build with one schedule / index width (patched in for the measurement only)."""
+    import fxc.target
     from fxc.backends.opencl import OpenCLRenderer
     from fxc.lowering.schedules import gpu
-    for_caps, index_type = gpu.Knobs.for_caps, OpenCLRenderer.index_type
+    for_caps, index_type, caps = gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps
     knobs = {"window": {"extern_computes": True}, "window_i64": {"extern_computes": True},
+             "window_i32": {"extern_computes": True},
              "one_per_output": {"window_cols": 0, "extern_computes": True}, "loops": {"extern_computes": False}}[name]
     gpu.Knobs.for_caps = staticmethod(lambda caps: dataclasses.replace(for_caps(caps), **knobs))
-    if name == "window_i64":
+    if name == "window_i64":            # no 32-bit index arithmetic at all
         OpenCLRenderer.index_type = None
+    if name == "window_i32":            # every address proven to fit in 32 bits (a GPU's default)
+        fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), index_bits=32)
     try:
         yield
     finally:
-        gpu.Knobs.for_caps, OpenCLRenderer.index_type = for_caps, index_type
+        gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps = for_caps, index_type, caps
 
 
 def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) -> float:

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fxc.backends.opencl import render_opencl
-from fxc.lowering.expr import Var
+from fxc.lowering.expr import Var, as_expr, binary
 from fxc.lowering.int_ranges import narrow_indices
 from fxc.lowering.loop_ir import Buffer, For, Kernel, LetStmt, Store, launch_of
 from fxc.lowering.schedules import gpu
@@ -71,23 +71,28 @@ def test_pools_on_the_device(extern_computes, monkeypatch):
 
 
 def test_indices_are_32_bit_where_the_interval_analysis_proves_it():
-    """A copy over a small buffer renders int work-group / work-item indices and addresses; over 2**34 elements the
-    flat index stays 64-bit (its work-group index still fits 32 bits); a let value (a flat index) narrows with
-    the loop variables it is computed from."""
-    def kernel(n: int) -> Kernel:
+    """At index width 32 (a GPU's) a copy over a small buffer renders int work-group / work-item indices and
+    addresses; over 2**34 elements the flat index stays 64-bit (its work-group index still fits 32 bits); a let
+    value (a flat index) narrows with the loop variables it is computed from. At width 64 (a CPU device's) only the
+    remainder runs in 32 bits. Both run on the device: y[i] = x[i] + x[i % 64]."""
+    def kernel(n: int, bits: int) -> Kernel:
         x, y = Buffer("x", "float32", n), Buffer("y", "float32", n)
         g, t, i = Var("g"), Var("th"), Var("i")
-        body = For(g, n // 64, For(t, 64, LetStmt(i, g * 64 + t, Store(y, i, x[i] * 2.0)), "thread"), "grid")
-        return Kernel("copy", [y, x], body, launch=launch_of(body))
-    small, huge = render_opencl([kernel(1 << 12)]), render_opencl([kernel(1 << 34)])
-    assert "const int g" in small and "const int i" in small
-    assert not re.search(r"\blong\b", small.split("void copy")[1])
+        body = For(g, n // 64, For(t, 64, LetStmt(i, g * 64 + t, Store(y, i, x[i] + x[binary("imod", i, as_expr(64))])),
+                                   "thread"), "grid")
+        return Kernel("copy", [y, x], body, index_bits=bits, launch=launch_of(body))
+    gpu32, cpu64 = render_opencl([kernel(1 << 12, 32)]), render_opencl([kernel(1 << 12, 64)])
+    assert "const int g" in gpu32 and "const int i" in gpu32
+    assert not re.search(r"\blong\b", gpu32.split("void copy")[1])
+    assert "const long g" in cpu64 and "const long i" in cpu64 and "((int)i" in cpu64 and "% (int)64L" in cpu64
+    huge = render_opencl([kernel(1 << 34, 32)])
     assert "const int g" in huge and "const long i" in huge        # 2**28 work-groups, 2**34 elements
-    k = kernel(1 << 12)
+    k = kernel(1 << 12, 32)
     assert {v.name.rstrip("0123456789") for v in narrow_indices(k, set()) if isinstance(v, Var)} == {"g", "th", "i"}
-    ok = np.arange(1 << 12, dtype=np.float32)
     from fxc.runtime.device_module import DeviceModule, Launch
     from fxc.runtime.module import TensorSpec
-    m = DeviceModule("opencl", small, [TensorSpec("x", ok.shape, "float32")], [TensorSpec("y", ok.shape, "float32")],
-                     [], 0, [Launch("copy", [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)])
-    np.testing.assert_array_equal(m(ok), ok * 2)
+    a = np.arange(1 << 12, dtype=np.float32)
+    for src in (gpu32, cpu64):
+        m = DeviceModule("opencl", src, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")],
+                         [], 0, [Launch("copy", [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)])
+        np.testing.assert_array_equal(m(a), a + a[np.arange(a.size) % 64])

@@ -6,8 +6,9 @@ the text of its body: statements become C statements, each distinct expression o
 read its buffer). A language is a subclass: capability flags, type names, and `code_for_op`, a table from op
 name to a template over the operands' C text; what a table lacks is a LoweringError naming the op, never
 a wrong guess. A language with `index_type` (a 32-bit int) computes the int64 loop variables and address
-arithmetic that `fxc.lowering.int_ranges.narrow_indices` proves to fit 32 bits in that type; an operation
-that mixes them with 64-bit values widens them first.
+arithmetic that `fxc.lowering.int_ranges.narrow_indices` proves to fit 32 bits in that type when the kernel's
+index width is 32 (an operation that mixes them with 64-bit values widens them first); at width 64 only the
+divisions and remainders of such addresses run in 32 bits (a 64-bit division costs several 32-bit ones).
 """
 from __future__ import annotations
 
@@ -90,10 +91,11 @@ class CStyleRenderer:
         self.private: dict = {}         # private / shared Buffers, in order of first use
         self.used: set = set()          # helper functions the code calls (the preamble defines them)
         self.index_exprs = index_exprs(kernel.body)
-        self.narrow = set()             # int64 expressions and variables computed in index_type
+        self.fits = set()               # int64 address expressions and variables proven to fit index_type
         if self.index_type:
             from ..lowering.int_ranges import narrow_indices
-            self.narrow = narrow_indices(kernel, self.index_exprs)
+            self.fits = narrow_indices(kernel, self.index_exprs)
+        self.narrow = self.fits if kernel.index_bits == 32 else set()      # ... and computed in it
         for b in kernel.params:
             self.name_of(b)
 
@@ -270,6 +272,8 @@ class CStyleRenderer:
         if isinstance(e, Bin):
             op, a, b = e.args
             x, y = self.operands(e, a, b)
+            if op in ("idiv", "imod") and e not in self.narrow and {e, a, b} <= self.fits:    # 32-bit division
+                return f"(({self.types[e.dtype]})(({self.index_type}){x} {INFIX[op]} ({self.index_type}){y}))"
             if (e in self.index_exprs or e in self.narrow) and op in ("add", "sub", "mul"):   # addresses never
                 return f"({x} {INFIX[op]} {y})"        # overflow: plain C (the compiler may then vectorise)
             return self.op_code(op, a.dtype, x, y)

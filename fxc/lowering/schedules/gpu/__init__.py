@@ -106,6 +106,7 @@ def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, ca
     kernels = []
     for k, body in enumerate(bodies):
         body = scalarize(body)
-        kernels.append(Kernel(f"{name}_{k}" if len(bodies) > 1 else name, params, body, 0, index_bits_of(params),
+        bits = max(caps.index_bits, index_bits_of(params))    # the device's width, 64 where a buffer needs it
+        kernels.append(Kernel(f"{name}_{k}" if len(bodies) > 1 else name, params, body, 0, bits,
                               launch_of(body)))
     return kernels
