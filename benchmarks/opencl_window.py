@@ -5,7 +5,7 @@ provable address in 32 bits (a GPU's default) and with none (fxc.lowering.int_ra
 work-item per output (one_per_output.py), and, for the max pool, its CPU loop IR run as one work-item per output
 row (its te.extern form, the default on a CPU device).
 
-    python -m benchmarks.opencl_window [--runs 5] [--device 0] [--layers dw1,pool]
+    python -m benchmarks.opencl_window [--runs 5] [--device 0] [--layers dw1,pool] [--models mobilenet_v2,resnet18]
 
 Device times come from OpenCL profiling events (no host copies); the fastest of --runs calls, in ms (on 2 shared
 cores the median swings by 2x between runs)."""
@@ -23,6 +23,7 @@ LAYERS = [("dw 32x112 s1", "dw", 32, 112, 1), ("dw 96x112 s2", "dw", 96, 112, 2)
           ("dw 192x28 s1", "dw", 192, 28, 1), ("dw 384x14 s1", "dw", 384, 14, 1), ("dw 960x7 s1", "dw", 960, 7, 1),
           ("maxpool 64x112 3x3/2", "pool", 64, 112, 2), ("permute 64x112x112", "permute", 64, 112, 1)]
 VARIANTS = ("window", "window_i32", "window_i64", "one_per_output", "loops")
+MODEL_VARIANTS = ("default", "before")     # the device's defaults; no window schedule and 64-bit indices only
 
 
 @contextmanager
@@ -32,11 +33,12 @@ def variant(name: str):
     from fxc.backends.opencl import OpenCLRenderer
     from fxc.lowering.schedules import gpu
     for_caps, index_type, caps = gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps
-    knobs = {"window": {"extern_computes": True}, "window_i64": {"extern_computes": True},
+    knobs = {"default": {}, "before": {"window_cols": 0, "extern_computes": False},
+             "window": {"extern_computes": True}, "window_i64": {"extern_computes": True},
              "window_i32": {"extern_computes": True},
              "one_per_output": {"window_cols": 0, "extern_computes": True}, "loops": {"extern_computes": False}}[name]
     gpu.Knobs.for_caps = staticmethod(lambda caps: dataclasses.replace(for_caps(caps), **knobs))
-    if name == "window_i64":            # no 32-bit index arithmetic at all
+    if name in ("window_i64", "before"):    # no 32-bit index arithmetic at all
         OpenCLRenderer.index_type = None
     if name == "window_i32":            # every address proven to fit in 32 bits (a GPU's default)
         fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), index_bits=32)
@@ -81,17 +83,46 @@ def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) ->
     return min(times)
 
 
+def model_ms(name: str, runs: int, device: str) -> float:
+    """A whole reference model (fxc.testing.models, batch 1) through fxc.from_torch: the sum of its kernels' device
+    times, the fastest of `runs` calls."""
+    import torch
+
+    import fxc
+    from fxc.testing.models import example_inputs, make_model
+    model, inputs = make_model(name), example_inputs(name)
+    compiled = fxc.from_torch(model, inputs, target=f"opencl -device={device}", profile=True)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*inputs), model(*inputs), rtol=1e-3, atol=1e-3)
+    times = []
+    for _ in range(runs):
+        compiled.module.profile(reset=True)
+        compiled(*inputs)
+        times.append(sum(r["total_ms"] for r in compiled.module.profile()))
+    return min(times)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.opencl_window", description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--device", default="0")
     p.add_argument("--layers", help="comma list of name prefixes (default: all)")
+    p.add_argument("--models", help="comma list of whole models (fxc.testing.models) instead of the layers")
     a = p.parse_args(argv)
     os.environ["FXC_MODULE_CACHE"] = "0"        # each variant is built, not read back from the cache
     from fxc.runtime.opencl import open_device
     print(f"device: {open_device(a.device).info['name']}")
-    print(f"{'layer':<24}" + "".join(f"{v:>16}" for v in VARIANTS) + "   (ms, device time)")
-    for name, op, c, size, stride in LAYERS:
+    if not a.models:
+        print(f"{'layer':<24}" + "".join(f"{v:>16}" for v in VARIANTS) + "   (ms, device time)")
+    if a.models:
+        print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time)")
+    for name in (a.models.split(",") if a.models else []):
+        row = []
+        for v in MODEL_VARIANTS:
+            with variant(v):
+                row.append(f"{model_ms(name, a.runs, a.device):.3f}")
+        print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
+    for name, op, c, size, stride in ([] if a.models else LAYERS):
         if a.layers and not any(name.startswith(s) for s in a.layers.split(",")):
             continue
         row = []
