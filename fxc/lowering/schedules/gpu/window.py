@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import math
 
-from ....errors import LoweringError
 from ...expr import Var, as_expr, binary, compare, substitute, walk
 from ...loop_ir import For, IfThen, Load, Store, seq
 from ...lower import COMBINE
-from .one_per_output import unflatten
+from .one_per_output import one_per_output, unflatten
 from .tiled_gemm import reduction_epilogue
 
 
@@ -63,8 +62,8 @@ class _Window:
             pre: list = []
             v = conv.convert(substitute(red.body, {**at, axes[-1]: binary("min", col, last),
                                                    **{v: nv for (v, _), nv in zip(red.axes, rvars)}}), pre)
-            if pre:
-                raise LoweringError("a windowed reduction whose body reduces again")
+            if pre:                 # the window's body reduces again (a variance's mean): one work-item per output
+                return one_per_output(conv, t, out, knobs)
             slot = as_expr(c)
             update.append(Store(acc, slot, binary(COMBINE[red.op], Load(acc, slot), v)))
         update = seq(*update)
