@@ -15,7 +15,8 @@ Types: float32 and the 32-bit ints are native; int8 / uint8 / bool / int16 are b
 (read with bitfieldExtract, written with atomicAnd + atomicOr so neighbours never race); float64, float16 and
 bfloat16 are refused (a LoweringError: the graph runs elsewhere). GLSL has no 64-bit integers (without an
 extension): a kernel's index width must be 32 bits, and int64 values are computed in 32 bits only where that is
-provably exact: `check_int64_narrowable` bounds every int64 expression by interval arithmetic over loop extents
+provably exact: `check_int64_narrowable` (fxc.lowering.int_ranges, shared with the OpenCL renderer's index width)
+bounds every int64 expression by interval arithmetic over loop extents
 and constants, narrowing the interval across comparisons in selects; int64 loads (and float -> int64 casts)
 read values that must fit 32 bits, checked on the device (fxc_err 2: the runtime raises). Anything else is a
 LoweringError naming the kernel. Semantics follow the OpenCL renderer: NaN-propagating max/min, float -> int
