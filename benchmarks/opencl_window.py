@@ -83,23 +83,30 @@ def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) ->
     return min(times)
 
 
-def model_ms(name: str, runs: int, device: str) -> float:
-    """A whole reference model (fxc.testing.models, batch 1) through fxc.from_torch: the sum of its kernels' device
-    times, the fastest of `runs` calls."""
+def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
+    """A whole reference model (fxc.testing.models, batch 1) through fxc.from_torch, built once per variant: the sum
+    of its kernels' device times, the fastest of `runs` calls, the variants' calls interleaved (the load of a shared
+    machine then weighs on each alike)."""
     import torch
 
     import fxc
     from fxc.testing.models import example_inputs, make_model
     model, inputs = make_model(name), example_inputs(name)
-    compiled = fxc.from_torch(model, inputs, target=f"opencl -device={device}", profile=True)
+    compiled = []
+    for v in variants:
+        with variant(v):
+            compiled.append(fxc.from_torch(model, inputs, target=f"opencl -device={device}", profile=True))
+    times = [[] for _ in variants]
     with torch.no_grad():
-        torch.testing.assert_close(compiled(*inputs), model(*inputs), rtol=1e-3, atol=1e-3)
-    times = []
-    for _ in range(runs):
-        compiled.module.profile(reset=True)
-        compiled(*inputs)
-        times.append(sum(r["total_ms"] for r in compiled.module.profile()))
-    return min(times)
+        want = model(*inputs)
+        for c in compiled:
+            torch.testing.assert_close(c(*inputs), want, rtol=1e-3, atol=1e-3)
+        for _ in range(runs):
+            for c, t in zip(compiled, times):
+                c.module.profile(reset=True)
+                c(*inputs)
+                t.append(sum(r["total_ms"] for r in c.module.profile()))
+    return [min(t) for t in times]
 
 
 def main(argv=None) -> int:
@@ -117,10 +124,7 @@ def main(argv=None) -> int:
     if a.models:
         print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time)")
     for name in (a.models.split(",") if a.models else []):
-        row = []
-        for v in MODEL_VARIANTS:
-            with variant(v):
-                row.append(f"{model_ms(name, a.runs, a.device):.3f}")
+        row = [f"{ms:.3f}" for ms in model_ms(name, MODEL_VARIANTS, a.runs, a.device)]
         print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
     for name, op, c, size, stride in ([] if a.models else LAYERS):
         if a.layers and not any(name.startswith(s) for s in a.layers.split(",")):
