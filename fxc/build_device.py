@@ -58,7 +58,9 @@ def _single(k) -> bool:
 def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.build.build for options)."""
     from .build import debug_level, gc_paused, group_signature
+    from .lowering.expr import ITEMSIZE
     from .relay_like.fuse_ops import fuse_ops
+    from .relay_like.hoist import hoisted_values
     from .relay_like.pipeline import run_pipeline
     from .relay_like.plan_memory import output_sources, plan_memory, reshape_views
     from .runtime.device_module import Launch
@@ -71,39 +73,53 @@ def build_device(graph, target: Target, **options):
     dbg, t0 = debug_level(options), time.perf_counter()
     with gc_paused():
         graph = run_pipeline(graph, dbg, _log, target=target)
-        groups = fuse_ops(graph, enable=options.get("fuse", True))
+        hoisted = frozenset(hoisted_values(graph))
+        groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
         out_ids = {v.id for v in graph.outputs}
+        # what depends on weights only (a batch norm's scale, a weight's transpose) is the prepack step: run on
+        # the first call and again only when a weight changed; its results live after the planned workspace
+        prepack = [gr for gr in groups if all(o.id in hoisted and o.id not in out_ids for o in gr.outputs)]
+        groups = [gr for gr in groups if all(gr is not p for p in prepack)]
+        packed_views = reshape_views(prepack, out_ids)
+        prepack = [gr for gr in prepack if gr.outputs[0].id not in packed_views]
         views = reshape_views(groups, out_ids)
         groups = [gr for gr in groups if gr.outputs[0].id not in views]
         into_out = output_sources(groups, graph.outputs, views)
         groups = [gr for gr in groups
                   if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
         plan = plan_memory(groups, graph.outputs, views, set(into_out))
+        packed, end = {}, plan.workspace_bytes
+        for gr in prepack:
+            for v in gr.outputs:
+                packed[v.id] = end
+                end += (max(v.type.numel * ITEMSIZE[v.dtype], 1) + 63) // 64 * 64
         consts = graph.constants()
         slots = {v.id: ("in", i) for i, v in enumerate(graph.inputs)}
         slots.update({v.id: ("const", i) for i, v in enumerate(consts)})
         slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
         slots.update({vid: ("out", i) for vid, i in into_out.items()})
-        slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
+        slots.update({vid: ("work", off) for vid, off in {**plan.offsets, **packed}.items()})
+        slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
         slots.update({vid: slots[src.id] for vid, src in views.items()})
         kernels, steps, lines, same, scratch = [], [], [], {}, 0
-        for i, gr in enumerate(groups):
+        for i, gr in enumerate(prepack + groups):
+            is_pre = i < len(prepack)
             sig = group_signature(gr)
             if sig not in same:
                 same[sig] = group_launches(gr, f"k{i}_{gr.root.op}", target.caps)
                 kernels += same[sig]
             launches = same[sig]
             args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
-            at = plan.workspace_bytes
+            at = end
             for b in launches[0].params if launches else ():
                 if b.scope == "scratch":
                     args.append(("work", at))
                     at += (b.nbytes + 63) // 64 * 64
-            scratch = max(scratch, at - plan.workspace_bytes)
+            scratch = max(scratch, at - end)
             for k in launches:
-                steps.append(Launch(k.name, list(args), k.launch.grid, k.launch.block))
+                steps.append(Launch(k.name, list(args), k.launch.grid, k.launch.block, is_pre))
             shapes = ", ".join(f"{k.name} {k.launch}" + (" (single work-item)" if _single(k) else "") for k in launches)
-            lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]")
+            lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else ""))
         if dbg >= 3:
             for k in kernels:
                 _log(format_kernel(k))
@@ -119,7 +135,7 @@ def build_device(graph, target: Target, **options):
         module = module_class(str(target), source,
                               [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
                               [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
-                              [c.data for c in consts], plan.workspace_bytes + scratch, steps, lines,
+                              [c.data for c in consts], end + scratch, steps, lines,
                               prepack_inputs=sorted(i for i, v in enumerate(graph.inputs) if v.id in graph.weights),
                               profiled=profile, intermediate_bytes=plan.total_bytes)
     if dbg >= 1:

@@ -156,7 +156,7 @@ def export_device(module, path) -> Path:
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
         "plan": [{"kernel": st.kernel, "args": [[kind, int(ix)] for kind, ix in st.args], "grid": list(st.grid),
-                  "block": list(st.block)} for st in module.plan],
+                  "block": list(st.block), **({"prepack": True} if st.prepack else {})} for st in module.plan],
         "resident_inputs": list(module.prepack_inputs), "program": program_part({"target": module.target}),
         "kernels": list(module.kernels),
     }

@@ -281,7 +281,10 @@ X86_CPUS = {
 def opencl_caps(info: dict) -> Caps:
     """Caps of an OpenCL device from what its device API reports (fxc.runtime.opencl.Device.info): compute units,
     local memory (and whether it is memory of its own: feature "dedicated_local_memory"; a CPU device's is plain
-    memory), work-group limit, preferred vector width, its extensions, float64 only with the fp64 extension."""
+    memory), work-group limit, preferred vector width, its extensions, float64 only with the fp64 extension.
+    Index width: 32 bits on a GPU (its 64-bit integer arithmetic is emulated); 64 on a CPU device, whose vectoriser
+    sees consecutive loads across work-items only through the 64-bit work-item index (there only divisions run in
+    32 bits: fxc.backends.cstyle; measured on PoCL by benchmarks/opencl_window.py)."""
     dtypes = set(Caps().dtypes) - {"complex64", "complex128"}
     if not info.get("fp64"):
         dtypes.discard("float64")
@@ -291,7 +294,7 @@ def opencl_caps(info: dict) -> Caps:
                                                                   if info.get("dedicated_local_memory") else set()),
                 local_memory_bytes=int(info["local_memory_bytes"]),
                 max_work_group_size=int(info["max_work_group_size"]),
-                index_bits=64, dtypes=frozenset(dtypes), scatter=True,
+                index_bits=32 if info.get("dedicated_local_memory") else 64, dtypes=frozenset(dtypes), scatter=True,
                 math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"})
 
 

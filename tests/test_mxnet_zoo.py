@@ -22,6 +22,30 @@ def test_gluon_zoo_matches_mxnet(name, target):
     assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3g} against output scale {scale:.3g}"
 
 
+def test_small_gluon_network_on_opencl():
+    """A small Gluon network (conv + BN + ReLU, a depthwise block as MobileNet's, max and global pools, dense) through
+    fxc.from_mxnet on opencl against MXNet; the nine zoo networks on opencl and opengl are a documented command
+    (docs/targets.md: all pass)."""
+    import fxc
+    from fxc.testing.mxnet_zoo import randomize_batchnorm
+    mx = import_mxnet()
+    from mxnet.gluon import nn
+    net = nn.HybridSequential()
+    net.add(nn.Conv2D(8, 3, padding=1), nn.BatchNorm(), nn.Activation("relu"),
+            nn.Conv2D(8, 3, padding=1, groups=8, use_bias=False), nn.BatchNorm(), nn.Activation("relu"),
+            nn.MaxPool2D(3, 2, 1), nn.Conv2D(16, 1), nn.GlobalAvgPool2D(), nn.Dense(5))
+    mx.random.seed(0)
+    net.initialize(mx.init.MSRAPrelu())
+    x = mx.nd.array(np.random.RandomState(0).rand(2, 3, 15, 13).astype(np.float32))
+    net(x).wait_to_read()
+    randomize_batchnorm(net)
+    ref = net(x).asnumpy()
+    sym, params = symbol_and_params(net)
+    out = fxc.from_mxnet(sym, params, shapes={"data": x.shape}, target="opencl")(x).asnumpy()
+    scale = float(np.abs(ref).max())
+    assert scale > 1e-3 and float(np.abs(out - ref).max()) <= 1e-4 * scale
+
+
 def test_benchmark_harness_reports_ratios(tmp_path):
     import json
 

@@ -215,6 +215,52 @@ def test_torch_compile_keeps_weights_on_the_device():
         assert m.uploaded_bytes > x.numel() * 4             # the changed weights again
 
 
+def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
+    """The prepack step (a batch norm folded into the conv's weights: what reads weights only) runs on the first
+    call, not on the next ones, and again after an in-place write to a weight (seen by its version, or by the
+    sampled words when .data hides it); the result follows the weight."""
+    model, x = _small_net(), torch.randn(1, 3, 10, 11)
+    compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
+    fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
+    try:
+        with torch.no_grad():
+            compiled(x)
+    finally:
+        fxc.capture.torch._recorders.remove(rec)
+    assert any(k.endswith("[prepack]") for k in rec.kernels)
+    import gc
+    m, = [o for o in gc.get_objects() if type(o).__name__ == "DeviceModule" and o.prepack_inputs
+          and any(s.shape == (1, 3, 10, 11) for s in o.inputs)]
+    with torch.no_grad():
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        assert m.prepack_runs == 1
+        model[1].weight.mul_(2)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        assert m.prepack_runs == 2
+        model[1].running_var.data[:] += 1
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        compiled(x)
+        assert m.prepack_runs == 3
+
+
+def test_explain_marks_single_work_item_kernels():
+    """An op whose definition is sequential loop IR (te.extern: a Cholesky factorisation, a scan) runs on the device
+    as one work-item; fxc.explain says so on its kernel line, and on no parallel one."""
+    def f(a, x):
+        return torch.linalg.cholesky(a @ a.mT + torch.eye(4)), torch.cumsum(x, 0)
+
+    a, x = torch.randn(4, 4), torch.randn(5, 6)
+    e = fxc.explain(f, a, x, target="opencl")
+    assert not e.fallback_ops and len(e.kernels) >= 3
+    lines = {k.split(" ->")[0]: k for k in e.kernels}
+    assert "(single work-item)" in lines["cholesky"] and "grid 1 x block 1" in lines["cholesky"]
+    assert "(single work-item)" not in lines["matmul+add"] and "(single work-item)" in str(e)
+    ref = f(a, x)
+    for got, want in zip(torch.compile(f, backend="fxc", options={"target": "opencl"})(a, x), ref):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """fxc.from_torch(target="opencl") -> fxc.export -> fxc.load in a process that cannot import torch,
     llvmlite or the compiler; the artifact holds OpenCL C source and refuses an edited manifest."""
@@ -361,3 +407,23 @@ def test_out_of_range_index_raises_as_eager_does():
     with pytest.raises(IndexError):
         m(torch.tensor([-1, 2]))
     np.testing.assert_allclose(m(torch.tensor([0, 5])).numpy(), emb(torch.tensor([0, 5])).detach().numpy())
+
+
+# ------------------------------------------------------------------ the sweeps' fixed samples (full: docs/targets.md)
+OPINFO_SAMPLE = ["add", "softmax", "nn.functional.conv2d", "nn.functional.max_pool2d", "nn.functional.avg_pool2d",
+                 "cumsum", "gather", "matmul"]
+
+
+@pytest.mark.parametrize("key", OPINFO_SAMPLE)
+def test_opinfo_sample_on_opencl(key):
+    from fxc.testing import opinfo
+    op, = [o for o in opinfo.select_ops({key}) if opinfo.op_key(o) == key]
+    r = opinfo.run_op(op, "opencl", max_samples=2)
+    assert r["status"] == "compiled", f"{key}: {r['status']}: {r['error'] or r['fallback']}"
+
+
+def test_fuzz_sample_on_opencl():
+    from fxc.testing import fuzz
+    stats = fuzz.run(count=8, seed=0, target="opencl", save_dir=None, progress=lambda m: None, batch=8)
+    assert stats["graphs"] == 8
+    assert stats["wrong"] == 0 and stats["crashed"] == 0 and stats["uncompiled"] == 0, stats["failures"]

@@ -5,7 +5,12 @@ the text of its body: statements become C statements, each distinct expression o
 (expressions are hash-consed, so a value used twice is computed once; a store forgets the temporaries that
 read its buffer). A language is a subclass: capability flags, type names, and `code_for_op`, a table from op
 name to a template over the operands' C text; what a table lacks is a LoweringError naming the op, never
-a wrong guess.
+a wrong guess. A language with `index_type` (a 32-bit int) computes the int64 loop variables and address
+arithmetic that `fxc.lowering.int_ranges.narrow_indices` proves to fit 32 bits in that type when the kernel's
+index width is 32 (an operation that mixes them with 64-bit values widens them first); at width 64 only the
+divisions and remainders of such addresses run in 32 bits, and only in kernels without loops inside a work-item
+(one work-item per output: a 64-bit division costs several 32-bit ones; in a loop, PoCL's vectoriser loses the
+addresses' pattern through the casts: ResNet-18's convolutions ran 1.6x slower).
 """
 from __future__ import annotations
 
@@ -74,6 +79,7 @@ class CStyleRenderer:
     types: dict = {}                    # dtype -> the language's type of a value
     memory_types: dict = {}             # dtype -> its type in memory (bool is a byte)
     code_for_op: dict = {}              # op (or "op.kind", kind "f" float / "i" int / "b" bool) -> template
+    index_type = None                   # the 32-bit type of int64 indices proven to fit it (None: never narrowed)
 
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
@@ -87,6 +93,14 @@ class CStyleRenderer:
         self.private: dict = {}         # private / shared Buffers, in order of first use
         self.used: set = set()          # helper functions the code calls (the preamble defines them)
         self.index_exprs = index_exprs(kernel.body)
+        self.fits = set()               # int64 address expressions and variables proven to fit index_type
+        if self.index_type:
+            from ..lowering.int_ranges import narrow_indices
+            self.fits = narrow_indices(kernel, self.index_exprs)
+        self.narrow = self.fits if kernel.index_bits == 32 else set()      # ... and computed in it
+        if kernel.index_bits != 32 and any(isinstance(st, For) and st.kind not in BOUND_KINDS
+                                           for st in walk_stmts(kernel.body)):
+            self.fits = set()           # 64-bit: 32-bit divisions only where no loop runs inside a work-item
         for b in kernel.params:
             self.name_of(b)
 
@@ -168,7 +182,7 @@ class CStyleRenderer:
             self.stmt(s.body)
         elif isinstance(s, LetStmt):
             v = s.var.name
-            self.emit(f"const {self.types[s.var.dtype]} {v} = {self.expr(s.value)};")
+            self.emit(f"const {self.type_of(s.var)} {v} = {self.expr(s.value)};")
             self.env[-1][s.var] = v
             self.stmt(s.body)
         elif isinstance(s, IfThen):
@@ -199,7 +213,8 @@ class CStyleRenderer:
                 raise LoweringError(f"{self.kernel.name}: {type(self).__name__} cannot bind a loop to {s.kind}")
             self.emit("{")
             self.depth += 1
-            self.emit(f"const long {v} = (long){fn}({s.axis});")
+            t = self.type_of(s.var)
+            self.emit(f"const {t} {v} = ({t}){fn}({s.axis});")
             self.depth -= 1
             self.block(s.body, ((s.var, v),))
             self.emit("}")
@@ -207,7 +222,7 @@ class CStyleRenderer:
         end = self.expr(s.extent) if isinstance(s.extent, Expr) else str(s.extent)
         if s.kind == "unroll":
             self.emit("#pragma unroll")
-        self.emit(f"for (long {v} = {s.start}; {v} < {end}; ++{v}) {{")
+        self.emit(f"for ({self.type_of(s.var)} {v} = {s.start}; {v} < {end}; ++{v}) {{")
         self.block(s.body, ((s.var, v),))
         self.emit("}")
 
@@ -231,7 +246,7 @@ class CStyleRenderer:
             raise LoweringError(f"{self.kernel.name}: vector expression {e!r}; scalarize the kernel first")
         code = self.compute(e)
         t = self.new()
-        self.emit(f"const {self.types[e.dtype]} {t} = {code};")
+        self.emit(f"const {self.type_of(e)} {t} = {code};")
         self.bind(e, t)
         return t
 
@@ -239,6 +254,8 @@ class CStyleRenderer:
         dt, v = e.dtype, e.value
         if dt == "bool":
             return "true" if v else "false"
+        if e in self.narrow:
+            return self.int_const(int(v), "int32")
         if dt in ("float32", "float64", "float16", "bfloat16"):
             return self.float_const(float(v), dt)
         return self.int_const(int(v), dt)
@@ -259,16 +276,22 @@ class CStyleRenderer:
             return self.load_code(buf, self.name_of(buf), self.expr(idx))
         if isinstance(e, Bin):
             op, a, b = e.args
-            if e in self.index_exprs and op in ("add", "sub", "mul"):     # addresses never overflow: plain C
-                return f"({self.expr(a)} {INFIX[op]} {self.expr(b)})"      # (the compiler may then vectorise)
-            return self.op_code(op, a.dtype, self.expr(a), self.expr(b))
+            x, y = self.operands(e, a, b)
+            if op in ("idiv", "imod") and e not in self.narrow and {e, a, b} <= self.fits:    # 32-bit division
+                return f"(({self.types[e.dtype]})(({self.index_type}){x} {INFIX[op]} ({self.index_type}){y}))"
+            if (e in self.index_exprs or e in self.narrow) and op in ("add", "sub", "mul"):   # addresses never
+                return f"({x} {INFIX[op]} {y})"        # overflow: plain C (the compiler may then vectorise)
+            return self.op_code(op, a.dtype, x, y)
         if isinstance(e, Un):
             op, a = e.args
-            return self.op_code(op, a.dtype, self.expr(a))
+            return self.op_code(op, a.dtype, *self.operands(e, a))
         if isinstance(e, Cast):
-            return self.cast_code(e.args[1].dtype, e.args[0], self.expr(e.args[1]))
+            x = self.expr(e.args[1])
+            if e in self.narrow and e.args[1].dtype not in ("float32", "float64", "float16", "bfloat16"):
+                return f"(({self.index_type}){x})"
+            return self.cast_code(e.args[1].dtype, e.args[0], x)
         if isinstance(e, Select):
-            c, a, b = (self.expr(x) for x in e.args)
+            c, a, b = self.operands(e, *e.args)
             return f"({c} ? {a} : {b})"
         if isinstance(e, Fma):
             return self.op_code("fma", e.dtype, *(self.expr(a) for a in e.args))
@@ -282,6 +305,20 @@ class CStyleRenderer:
             i, size, wrap, op = e.args
             return self.op_code("check_index", "int64", self.expr(i), str(size), str(int(wrap)), str(op))
         raise LoweringError(f"{type(self).__name__} cannot render expression {e!r}")
+
+    def type_of(self, e) -> str:
+        """The language's type of an expression's value (index_type where it is narrowed)."""
+        return self.index_type if e in self.narrow else self.types[e.dtype]
+
+    def operands(self, e: Expr, *args) -> list:
+        """The C text of e's operands; narrowed ones widened to int64 where e or another operand is 64-bit (C's
+        overloaded builtins such as max(int, long) would be ambiguous)."""
+        texts = [self.expr(a) for a in args]
+        wide = (e.dtype == "int64" and e not in self.narrow) or any(
+            a.dtype == "int64" and a not in self.narrow for a in args)
+        if not (self.narrow and wide):
+            return texts
+        return [f"(({self.types['int64']}){t})" if a in self.narrow else t for a, t in zip(args, texts)]
 
     def op_code(self, op: str, dtype: str, *args: str) -> str:
         kind = "f" if dtype in ("float32", "float64", "float16", "bfloat16") else "b" if dtype == "bool" else "i"

@@ -130,6 +130,7 @@ long fxc_check_index(long i, long size, int wrap, int op, __global int *err) {
 class OpenCLRenderer(CStyleRenderer):
     has_local = True
     bound_index = {"grid": "get_group_id", "thread": "get_local_id"}
+    index_type = "int"                  # indices proven to fit 32 bits (fxc.lowering.int_ranges) are ints
     types = VALUE
     memory_types = MEMORY
     code_for_op = CODE_FOR_OP

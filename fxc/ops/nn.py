@@ -354,7 +354,14 @@ def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=Fals
                 stmts.append(For(j, count, Store(out, row + start + j, window(j + start, True))))
         work = planes * OH * OW * KH * KW
         return For(p, planes * OH, seq(*stmts), "parallel" if work >= 1 << 15 and planes * OH > 1 else "serial")
-    return te.extern([(shape, x.dtype)], [x], lower, "max_pool2d")[0]
+    out = te.extern([(shape, x.dtype)], [x], lower, "max_pool2d")[0]
+    r = [te.reduce_axis(KH, "kh"), te.reduce_axis(KW, "kw")]
+
+    def body(*i):
+        _, _, ok, v = _window(x, i, r, stride, padding, dilation)
+        return te.max_(select(ok, v, lo), r)
+    out.attrs["compute"] = te.compute(shape, body, "max_pool2d")   # the same op as a compute (the GPU schedules')
+    return out
 
 
 def _max_pool_indices(x, vals, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):

@@ -6,6 +6,8 @@ sized by the memory plan (operands are byte offsets into it). Host <-> device co
 graph's edges: inputs before the first launch, outputs after the last. Inputs that are weights
 (`prepack_inputs`) stay resident on the device and are uploaded again only when they changed: a new object,
 version or address (the caller's token), or a different sample of their words (a write the version missed).
+The launches marked `prepack` (what reads weights only: a batch norm's scale, a weight's transpose) run on the
+first call and again only after such an upload (`prepack_runs` counts them).
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ class Launch:
     args: list                  # [(slot kind: in | out | const | work | null, index or byte offset)]
     grid: tuple
     block: tuple
+    prepack: bool = False       # part of the prepack step (reads weights only): rerun only when a weight changed
 
 
 def _nbytes(spec: TensorSpec) -> int:
@@ -59,6 +62,8 @@ class DeviceModule:
     profiled: bool = False
     kernel_flops: list = field(default_factory=list)
     intermediate_bytes: int = 0
+    prepack_runs: int = field(default=0, init=False)        # calls that ran the prepack launches
+    _prepacked: bool = field(default=False, init=False, repr=False)     # their results are in the workspace
 
     def __post_init__(self):
         from .opencl import open_device
@@ -87,7 +92,6 @@ class DeviceModule:
         self.uploaded_bytes = 0         # bytes of inputs the last call copied to the device
         self._times: dict = {}
         self._lib = _HostFingerprint        # what the torch capture reads for its own weight fingerprints
-        self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
         self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
 
     def _bind(self, step: Launch):
@@ -133,7 +137,7 @@ class DeviceModule:
                 self.uploaded_bytes += a.nbytes
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]     # their ids stay theirs
-        events = [(cl.enqueue_nd_range_kernel(q, k, g, b), name) for k, g, b, name in self._launches]
+        events = [(cl.enqueue_nd_range_kernel(q, k, g, b), name) for k, g, b, name in self._to_launch(resident)]
         for b, o in zip(self._out, outs):
             if o.nbytes:
                 cl.enqueue_copy(q, o, b, is_blocking=False)
@@ -144,6 +148,8 @@ class DeviceModule:
                 t = self._times.setdefault(name, [0, 0])
                 t[0] += ev.profile.end - ev.profile.start
                 t[1] += 1
+        if err[0] or err[1]:
+            self._prepacked = False         # the error may come from a prepack launch: raise it again next time
         if err[1]:
             cl.enqueue_copy(q, self._err, self._zero)
             words = err.view(np.uint32).astype(np.uint64)
@@ -153,6 +159,14 @@ class DeviceModule:
             cl.enqueue_copy(q, self._err, self._zero)
             raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises "
                                  "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
+
+    def _to_launch(self, resident: bool) -> list:
+        """The launches of this call: all of them, or (weights resident and prepacked already) the main ones."""
+        if resident and self._prepacked:
+            return [x for x, st in zip(self._launches, self.plan) if not st.prepack]
+        self._prepacked = True
+        self.prepack_runs += any(st.prepack for st in self.plan)
+        return self._launches
 
     def _weights_print(self, ins) -> tuple:
         """Sampled bytes of each resident input (a write through .data keeps its version and address)."""
@@ -256,7 +270,7 @@ def read_device(path, manifest: dict, parts: dict) -> tuple:
         spec = lambda s: TensorSpec(str(s["name"]), tuple(int(d) for d in s["shape"]), str(s["dtype"]))  # noqa: E731
         inputs, outputs = [spec(s) for s in manifest["inputs"]], [spec(s) for s in manifest["outputs"]]
         plan = [Launch(str(st["kernel"]), [(str(k), int(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
-                       tuple(map(int, st["block"]))) for st in manifest["plan"]]
+                       tuple(map(int, st["block"])), bool(st.get("prepack", False))) for st in manifest["plan"]]
         workspace = int(manifest["workspace_bytes"])
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None

@@ -237,8 +237,9 @@ class GLModule(DeviceModule):
         self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
-        err = self.device.run(self._execute, ins, outs, upload)
+        err = self.device.run(self._execute, ins, outs, upload, self._to_launch(resident))
         if err:
+            self._prepacked = False
             words = np.frombuffer(self.device.run(self._arena.read, 16, 0), np.int32)
             self.device.run(self._arena.write, np.zeros(4, np.int32).tobytes(), 0)
             if err == 3:
@@ -251,14 +252,14 @@ class GLModule(DeviceModule):
                                  "integers in 32 bits (GLSL has no int64); keep int64 tensors within +-2**31 or use "
                                  "the llvm / opencl target")
 
-    def _execute(self, ins, outs, upload) -> int:
+    def _execute(self, ins, outs, upload, launches) -> int:
         mgl, ctx, arena = self.device.mgl, self.device.ctx, self._arena
         for k in range(3):
             arena.bind_to_storage_buffer(k)
         for i in upload:
             arena.write(ins[i].tobytes(), offset=self._in_at[i])
         ctx.memory_barrier(mgl.ALL_BARRIER_BITS)
-        for prog, uniforms, dims, name in self._launches:
+        for prog, uniforms, dims, name in launches:
             for u, v in uniforms:
                 u.value = v
             if self.profiled:

@@ -6,13 +6,18 @@ list (outputs, inputs, then scratch buffers) and run in order on one queue; each
 
 - "gemm": an epilogue of a matrix product (matmul, linear, batched attention products): tile x tile work-groups
   staging blocks of both operands in shared memory (tiled_gemm.py);
+- "window": an epilogue of a small sliding-window reduction along the last axis (depthwise convolution, max and
+  average pooling): work-groups along an image row, several outputs per work-item sharing the window loop
+  (window.py);
 - "reduce": a root that is a reduction with few outputs and long rows: one work-group per output, a
   work-group tree reduction in shared memory with barriers (reduction.py);
 - "compute": every other compute op (elementwise, injective, reductions, conv/dense written as computes):
   one work-item per output element (one_per_output.py);
 - "extern": ops whose definition is hand-written loop IR (te.extern): the CPU lowering's outermost parallel
   loops become the launch grid, one work-item per iteration; code outside them runs as one work-item
-  (from_loops.py). Nothing leaves the device.
+  (from_loops.py). Nothing leaves the device. An extern whose op also gives a compute form (`attrs["compute"]`:
+  max pooling) is scheduled as that compute instead on devices with local memory of their own (GPUs); on a CPU
+  device (PoCL) its CPU loop IR, vectorised along rows without bounds tests inside, measured faster.
 
 Knobs (work-group size, reduction threads) are named in `Knobs`; their defaults come from the device's Caps.
 """
@@ -25,6 +30,7 @@ from .from_loops import extern_launches
 from .one_per_output import DeviceConverter, one_per_output
 from .reduction import tree_reduction
 from .tiled_gemm import tiled_gemm
+from .window import window
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,11 @@ class Knobs:
     gemm_shared: bool = True            # stage GEMM blocks in shared memory (False: register tiles, for devices
     gemm_rows: int = 4                  # whose local memory is plain memory) of gemm_rows x gemm_cols outputs
     gemm_cols: int = 4                  # per work-item
+    window_width: int = 16              # work-items along an image row of a windowed reduction (depthwise, pool)
+    window_cols: int = 4                # outputs of the row per work-item (0: no window schedule)
+    window_max: int = 64                # the largest window (reduction length) it takes
+    extern_computes: bool = True        # an extern op with a compute form runs as that compute (False: its CPU
+                                        # loop IR, row by row: faster where the device is a CPU, e.g. a max pool)
 
     @staticmethod
     def for_caps(caps) -> "Knobs":
@@ -49,7 +60,8 @@ class Knobs:
         tile = next((t for t in (16, 8) if fits(t)), 1)
         shared = caps.has("dedicated_local_memory")
         return Knobs(work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
-                     gemm_tile=tile, gemm_shared=shared)
+                     gemm_tile=tile, gemm_shared=shared, window_width=max(1, min(caps.max_work_group_size, 16)),
+                     extern_computes=shared)
 
 
 def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
@@ -57,12 +69,15 @@ def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
         return "extern"
     if tiled_gemm.applies(conv, t, knobs):
         return "gemm"
+    if window.applies(conv, t, knobs):
+        return "window"
     if knobs.reduce_threads >= 8 and tree_reduction.applies(conv, t, knobs):
         return "reduce"
     return "compute"
 
 
-SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_gemm, "extern": extern_launches}
+SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_gemm, "window": window,
+             "extern": extern_launches}
 
 
 def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, knobs: Knobs | None = None) -> list:
@@ -75,6 +90,8 @@ def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, ca
     conv = DeviceConverter(dict(in_bufs))
     bodies, done = [], set()
     for t, ob in zip(roots, out_bufs):
+        if t.extern is not None and "compute" in t.attrs and knobs.extern_computes:    # a compute form too
+            t = t.attrs["compute"]
         if t.extern is not None:
             if t.extern in done:
                 continue
@@ -90,6 +107,7 @@ def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, ca
     kernels = []
     for k, body in enumerate(bodies):
         body = scalarize(body)
-        kernels.append(Kernel(f"{name}_{k}" if len(bodies) > 1 else name, params, body, 0, index_bits_of(params),
+        bits = max(caps.index_bits, index_bits_of(params))    # the device's width, 64 where a buffer needs it
+        kernels.append(Kernel(f"{name}_{k}" if len(bodies) > 1 else name, params, body, 0, bits,
                               launch_of(body)))
     return kernels

@@ -20,10 +20,10 @@ from ...lower import Hole
 from .one_per_output import unflatten
 
 
-def _sum_of_products(conv, t):
-    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one sum of
-    products of t's shape; else None."""
-    if len(t.shape) < 2 or t.dtype != "float32":
+def reduction_epilogue(conv, t):
+    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one reduction
+    (a root that is the reduction itself included); else None."""
+    if t.dtype != "float32":
         return None
     if isinstance(t.body, te.Reduce):
         h = Hole(Var("red", t.dtype), t, tuple(t.axes))
@@ -37,12 +37,21 @@ def _sum_of_products(conv, t):
     if len(holes) != 1 or not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
                                   for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
         return None
-    red_t = holes[0].tensor
+    return holes[0], holes[0].tensor, value
+
+
+def _sum_of_products(conv, t):
+    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one sum of
+    products of t's shape; else None."""
+    found = reduction_epilogue(conv, t) if len(t.shape) >= 2 else None
+    if found is None:
+        return None
+    red_t = found[1]
     red = red_t.body
     if red.op != "sum" or not isinstance(red.body, Bin) or red.body.args[0] != "mul" \
             or tuple(red_t.shape) != tuple(t.shape):
         return None
-    return holes[0], red_t, value
+    return found
 
 
 def _match(conv, t):
