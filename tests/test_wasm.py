@@ -45,6 +45,22 @@ def test_wasm_target_caps():
         Target.parse("wasm -mcpu=haswell")
 
 
+def test_register_tiles_fit_wasm_registers():
+    """The CPU schedules' register tiles on wasm: vectors of Caps.lanes (4 float32 = one v128), and a GEMM or
+    Winograd tile's accumulators, its weight vectors and the broadcast fit the 16 v128 registers of Caps."""
+    from fxc.lowering.schedules.cpu.gemm import row_tile
+    from fxc.lowering.schedules.cpu.winograd import tile_rows
+    from fxc.relay_like.passes.pack_weights import _lane_vectors
+    caps = Target.parse("wasm").caps
+    assert caps.lanes == 4 and caps.vector_registers == 16
+    for rows in (1, 7, 14, 28, 56, 64, 197):
+        for n in (4, 8, 64, 768):
+            nv = _lane_vectors(n, rows, caps)
+            assert nv * 4 <= max(n, 4) + 3 and row_tile(rows, nv, caps) * nv + nv + 1 <= caps.vector_registers
+        for nv in (1, 2, 3):
+            assert tile_rows(rows, nv, caps) * nv + nv + 1 <= caps.vector_registers
+
+
 # the sample's cases whose math function only a C libm has (lgamma: glibc's, to double accuracy; JS's Math lacks it)
 NEEDS_LIBM = {("lgamma", 0): "lgamma", ("lgamma", 1): "lgamma"}
 
