@@ -1,6 +1,7 @@
 """The wasm target (the browser CPU path): kernels rendered by the llvm target's renderer, compiled by llvmlite for
 wasm32 with SIMD128, linked by Debian's wasm-ld into one .wasm module per model, and run by
-fxc/runtime/wasm/runtime.js in the webgl target's headless Chromium page (one browser per test process).
+fxc/runtime/wasm/runtime.js in a page of the shared browser harness (fxc.runtime.browser: one Chromium per test
+process, its pages cross-origin isolated, bulk data as binary files over its loopback server).
 
 Everything the llvm target compiles runs (the same loop IR): the fixed op sample covering every op kind, the
 reference models (test_reference_models_on_wasm, slow), torch.compile / from_torch / export / load, a kernel's
@@ -42,6 +43,22 @@ def test_wasm_target_caps():
         Target.parse("wasm -num-threads=0")
     with pytest.raises(TargetError, match="unknown option"):
         Target.parse("wasm -mcpu=haswell")
+
+
+def test_register_tiles_fit_wasm_registers():
+    """The CPU schedules' register tiles on wasm: vectors of Caps.lanes (4 float32 = one v128), and a GEMM or
+    Winograd tile's accumulators, its weight vectors and the broadcast fit the 16 v128 registers of Caps."""
+    from fxc.lowering.schedules.cpu.gemm import row_tile
+    from fxc.lowering.schedules.cpu.winograd import tile_rows
+    from fxc.relay_like.passes.pack_weights import _lane_vectors
+    caps = Target.parse("wasm").caps
+    assert caps.lanes == 4 and caps.vector_registers == 16
+    for rows in (1, 7, 14, 28, 56, 64, 197):
+        for n in (4, 8, 64, 768):
+            nv = _lane_vectors(n, rows, caps)
+            assert nv * 4 <= max(n, 4) + 3 and row_tile(rows, nv, caps) * nv + nv + 1 <= caps.vector_registers
+        for nv in (1, 2, 3):
+            assert tile_rows(rows, nv, caps) * nv + nv + 1 <= caps.vector_registers
 
 
 # the sample's cases whose math function only a C libm has (lgamma: glibc's, to double accuracy; JS's Math lacks it)
@@ -141,6 +158,25 @@ def test_two_threads_share_the_module_memory():
     workers, generation = m.device.call("""(id) => { const w = window.fxcWasmModels[id].wasm;
         return [w.workers.length, new Int32Array(w.memory.buffer)[w.exports.fxc_pool_gen.value >> 2]]; }""", m._id)
     assert m.device.info["isolated"] and workers == 1 and generation >= 2
+
+
+def test_the_page_is_the_shared_browsers_and_data_goes_as_binary():
+    """The wasm page is one page of the process's one browser (fxc.runtime.browser); inputs and outputs of several
+    dtypes travel as binary files (Page.put / take), and none is left on the server after a call."""
+    from fxc.runtime.browser import open_browser
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 1000)).astype(np.float32)
+    i = rng.integers(-5, 5, (3, 1000)).astype(np.int64)
+    b = Builder()
+    vx, vi = b.graph.input(x.shape, "float32"), b.graph.input(i.shape, "int64")
+    b.graph.outputs = [b.call("add", [vx, b.call("cast", [vi], dtype="float32")]), b.call("mul", [vi, vi])]
+    m = build(b.graph, target="wasm")
+    got = m(x, i)
+    assert_close_np(got[0], x + i.astype(np.float32))
+    np.testing.assert_array_equal(got[1], i * i)
+    page = open_browser().pages["wasm"]
+    assert m.device.page is page and page.info["isolated"]
+    assert not page.received and not [f for f in page.files if f.startswith(m._files)]
 
 
 def test_out_of_range_index_raises_as_eager_does():

@@ -1,21 +1,22 @@
-"""The wasm device API (numpy + the webgl target's headless Chromium): a model's `.wasm` module run by runtime.js.
+"""The wasm device API (numpy + the browser harness, fxc.runtime.browser): a model's `.wasm` module run by runtime.js.
 
-    rt = open_wasm_runtime()                # the process's browser page with runtime.js loaded
+    rt = open_wasm_runtime()                # the process's "wasm" page of the shared browser, runtime.js loaded
     m = WasmModule(target, program, inputs, outputs, consts, workspace_bytes, plan, prepack_inputs=...)
 
 The program (fxc.backends.wasm via fxc.build) is JSON: {"wasm": base64 of the module, "prepack": whether it has
-`fxc_prepack` / `fxc_run_main`}. The page holds the model's buffers in the module's memory: inputs, outputs,
-constants (written once) and the workspace. A call sends the inputs (base64) to the page, runs the plan there
-(`fxc_run`, or the weight packing and `fxc_run_main`), and reads the outputs back: Python in, Python out, the model
-runs in the browser (RPC). The weights (`prepack_inputs`) stay in the page while the caller's token says they are
-unchanged; then neither their upload nor their packing is repeated. The browser is the webgl target's (one per
-process; fxc.runtime.webgl). Errors: TargetError (no browser), ExecutionError / IndexOutOfRangeError (a kernel's
-division by zero or out-of-range index, as eager raises).
+`fxc_prepack` / `fxc_run_main`, "threads", "memory_pages"}. The page holds the model's buffers in the module's
+memory: inputs, outputs, constants (written once) and the workspace. A call serves the inputs that changed as one
+binary file (Page.put: the harness's loopback server, which the page fetches), runs the plan there (`fxc_run`, or
+the weight packing and `fxc_run_main`), and the page POSTs the outputs back as one binary file (Page.take): Python
+in, Python out, the model runs in the browser. The weights (`prepack_inputs`) stay in the page while the caller's
+token says they are unchanged; then neither their upload nor their packing is repeated. The page is the shared
+browser's (one Chromium per process), cross-origin isolated, so threaded modules get shared memory and workers.
+Errors: TargetError (no browser), ExecutionError / IndexOutOfRangeError (a kernel's division by zero or
+out-of-range index, as eager raises).
 """
 from __future__ import annotations
 
 import base64
-import functools
 import json
 import threading
 import weakref
@@ -25,69 +26,77 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
+from ..browser import open_browser
 from ..device_module import DeviceModule, _HostFingerprint, _token_key
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
-PIECE = 4 << 20             # bytes of a tensor per message to the page
+ALIGN = 16          # offset of each tensor in a file sent to the page
+SETUP = """() => { window.fxcWasmModels = {};
+  return {isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency}; }"""
+
+_RELEASED: list = []        # ids of collected modules the page still holds (dropped at the next call)
 
 
-PAGE_URL = "http://fxc.localhost/"      # answered by Playwright's router, never the network
-# shared memory and workers need a cross-origin isolated page (what `fxc serve` sends too)
-ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp"}
+def _released() -> list:
+    """The ids collected since the last call (a finalizer only appends: it never calls into the browser)."""
+    out = []
+    while _RELEASED:
+        out.append(_RELEASED.pop())
+    return out
 
 
 class WasmRuntime:
-    """A page of the process's browser (fxc.runtime.webgl's) served with the COOP/COEP headers threads need, with
-    runtime.js loaded; models by id in `window.fxcWasmModels`."""
+    """The shared browser's "wasm" page (fxc.runtime.browser) with runtime.js loaded; models by id in
+    `window.fxcWasmModels`. `call`, `put`, `take` are the Page's; `info` names the engine."""
 
-    def __init__(self, browser):
-        self.browser = browser
-        self.page, facts = browser.thread.run(self._open)
-        self.gone: list = []            # ids of models whose WasmModule was freed: dropped from the page next call
-        self.info = {"name": f"WebAssembly (wasm32, SIMD128) in {browser.info['driver']}",
-                     "driver": browser.info["driver"], **facts}
-
-    def _open(self):
-        page = self.browser.page.context.browser.new_page()     # a context of its own: its own origin
-        page.route(PAGE_URL, lambda route: route.fulfill(status=200, content_type="text/html", headers=ISOLATION,
-                                                         body="<!doctype html><html><body></body></html>"))
-        page.goto(PAGE_URL)
-        page.add_script_tag(content=RUNTIME_JS.read_text())
-        facts = page.evaluate("""() => { window.fxcWasmModels = {};
-            return {isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency}; }""")
-        return page, facts
+    def __init__(self, page):
+        self.page, self.browser = page, page.browser
+        self.info = {"name": f"WebAssembly (wasm32, SIMD128) in Chromium {self.browser.version}",
+                     "driver": f"Chromium {self.browser.version}", **page.info}
 
     def call(self, script: str, arg=None):
-        """page.evaluate(script, arg) on the browser's thread; a JavaScript error becomes an ExecutionError."""
-        def go():
-            from playwright.sync_api import Error
-            try:
-                if self.gone:
-                    ids, self.gone[:] = list(self.gone), []
-                    self.page.evaluate("ids => ids.forEach(id => { window.fxcWasmModels[id].dispose(); "
-                                       "delete window.fxcWasmModels[id]; })", ids)
-                return self.page.evaluate(script, arg)
-            except Error as e:
-                raise ExecutionError(f"the wasm runtime failed in the page: {str(e)[:2000]}") from None
-        return self.browser.thread.run(go)
+        """page.evaluate(script, arg) on the browser's thread (Page.call: a JavaScript error is an ExecutionError)."""
+        gone = _released()
+        if gone:
+            self.page.call("ids => ids.forEach(id => { window.fxcWasmModels[id].dispose(); "
+                           "delete window.fxcWasmModels[id]; })", gone)
+        return self.page.call(script, arg)
+
+    def put(self, path: str, data: bytes) -> str:
+        return self.page.put(path, data)
+
+    def take(self, path: str) -> bytes:
+        return self.page.take(path)
+
+    def drop(self, path: str) -> None:
+        self.page.files.pop(path, None)
 
     def new_model_id(self) -> int:
-        return self.browser.new_model_id()
-
-
-@functools.cache
-def _runtime(browser) -> WasmRuntime:
-    return WasmRuntime(browser)
+        return self.browser.new_id()
 
 
 def open_wasm_runtime() -> WasmRuntime:
-    """The process's page that runs wasm modules (TargetError when there is no browser: fxc.runtime.webgl)."""
-    from ..webgl import open_browser
-    return _runtime(open_browser())
+    """The process's page that runs wasm modules (TargetError when there is no browser: fxc.runtime.browser)."""
+    page = open_browser().page("wasm", [RUNTIME_JS], SETUP)
+    rt = getattr(page, "wasm_runtime", None)
+    if rt is None:
+        rt = page.wasm_runtime = WasmRuntime(page)
+    return rt
 
 
-def _b64(a: np.ndarray) -> str:
-    return base64.b64encode(np.ascontiguousarray(a).view(np.uint8).reshape(-1)).decode()
+def pack(arrays: list) -> tuple:
+    """(bytes, [[offset, nbytes] or None]) of tensors one after another, each at an ALIGN-byte offset; None in
+    `arrays` is a tensor not sent."""
+    blob, records = bytearray(), []
+    for a in arrays:
+        if a is None:
+            records.append(None)
+            continue
+        blob += bytes(-len(blob) % ALIGN)
+        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        records.append([len(blob), int(raw.size)])
+        blob += raw.tobytes()
+    return bytes(blob), records
 
 
 def program_text(wasm: bytes, prepack: bool, threads: int = 1, pages=None) -> str:
@@ -117,7 +126,7 @@ class WasmModule(DeviceModule):
         self._prepack = bool(prog["prepack"])
         self.threads, self._pages = int(prog.get("threads", 1)), prog.get("memory_pages")
         self._np = [np_dtype(s.dtype) for s in self.outputs]
-        self._id = None
+        self._id = self._files = None
         self._resident = self._fingerprint_value = self._resident_objects = None
         self.uploaded_bytes = 0
         self._times: dict = {}
@@ -135,19 +144,27 @@ class WasmModule(DeviceModule):
             spec = {"inputs": nbytes(self.inputs), "outputs": nbytes(self.outputs),
                     "consts": [c.nbytes for c in self.consts], "workspace": int(self.workspace_bytes),
                     "prepack": self._prepack}
-            mid = rt.new_model_id()
             if self.threads > 1 and not rt.info["isolated"]:
                 raise TargetError(f"target {self.target}: threads need shared memory, and the browser's page is not "
                                   f"cross-origin isolated (COOP/COEP headers); use -num-threads=1")
-            rt.call("""async ([id, wasm, spec, threads, pages]) => {
-                const bytes = Uint8Array.from(atob(wasm), c => c.charCodeAt(0));
-                window.fxcWasmModels[id] = new FxcWasmModel(await FxcWasm.load(bytes, threads, pages), spec); }""",
-                    [mid, base64.b64encode(self.wasm).decode(), spec, self.threads, self._pages])
-            self._id = mid
+            mid = rt.new_model_id()
+            files = f"w{mid}"
+            blob, records = pack(self.consts)
+            rt.put(f"{files}.wasm", self.wasm)
+            rt.put(f"{files}.consts", blob)
+            try:
+                rt.call("""async ([id, files, spec, threads, pages, records]) => {
+                    const bytes = await (await fetch(files + ".wasm")).arrayBuffer();
+                    const m = new FxcWasmModel(await FxcWasm.load(bytes, threads, pages), spec);
+                    window.fxcWasmModels[id] = m;
+                    m.load("consts", await (await fetch(files + ".consts")).arrayBuffer(), records); }""",
+                        [mid, files, spec, self.threads, self._pages, records])
+            finally:
+                rt.drop(f"{files}.wasm")
+                rt.drop(f"{files}.consts")
+            self._id, self._files = mid, files
             self.device = rt
-            weakref.finalize(self, rt.gone.append, mid).atexit = False
-            for i, c in enumerate(self.consts):
-                self._put("consts", i, c)
+            weakref.finalize(self, _RELEASED.append, mid).atexit = False
         return self._id
 
     def _run(self, ins: list, outs: list, token) -> None:
@@ -155,25 +172,30 @@ class WasmModule(DeviceModule):
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
-        upload = [i for i, a in enumerate(ins) if a.size and not (resident and i in self.prepack_inputs)]
-        self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
+        send = [None if (not a.size or (resident and i in self.prepack_inputs)) else a for i, a in enumerate(ins)]
+        blob, records = pack(send)
+        self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
         self._resident = None           # until this call has put the weights in place
-        for i in upload:
-            self._put("ins", i, ins[i])
-        got = self.device.call("([id, fresh]) => window.fxcWasmModels[id].run(fresh)", [mid, not resident])
+        rt, url = self.device, f"{self._files}.in"
+        rt.put(url, blob)
+        try:
+            got = rt.call("""async ([id, url, back, records, fresh]) => {
+                const m = window.fxcWasmModels[id];
+                m.load("ins", await (await fetch(url)).arrayBuffer(), records);
+                const r = m.step(fresh);
+                if (!r.rc) await m.post(back);
+                return r; }""", [mid, url, f"{self._files}.out", records, not resident])
+        finally:
+            rt.drop(url)
         _check(got)
+        raw = rt.take(f"{self._files}.out")
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
-        for o, b, dt in zip(outs, got["outputs"], self._np):
+        at = 0
+        for o, dt in zip(outs, self._np):
             if o.size:
-                o.reshape(-1)[:] = np.frombuffer(base64.b64decode(b), dt)
-
-    def _put(self, which: str, i: int, a: np.ndarray) -> None:
-        """Write tensor `a` into the page's buffer `which`[i], PIECE bytes per message."""
-        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-        for at in range(0, raw.size, PIECE):
-            self.device.call("([id, which, i, at, b64]) => window.fxcWasmModels[id].put(which, i, at, b64)",
-                             [self._id, which, i, at, _b64(raw[at:at + PIECE])])
+                o.reshape(-1)[:] = np.frombuffer(raw, dt, o.size, at)
+            at += o.nbytes
 
     def benchmark(self, *arrays, runs: int = 20) -> float:
         """Milliseconds per run of the plan in the page (model execution only: inputs and weights in place)."""

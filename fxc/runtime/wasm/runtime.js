@@ -3,8 +3,8 @@
 //   const w = await FxcWasm.load(bytes, threads, pages);   // compile + instantiate one .wasm module (its memory;
 //                                                  // threads > 1: shared, with threads - 1 web workers)
 //   const m = new FxcWasmModel(w, spec);          // buffers of one model: inputs, outputs, constants, workspace
-//   m.put("consts", i, offset, base64);           // write (a piece of) a constant or an input
-//   m.run(fresh);                                 // run the plan, return {rc, record, outputs}
+//   m.load("consts", arrayBuffer, records);       // write constants or inputs ([offset, bytes] in the buffer)
+//   m.step(fresh); await m.post(url);             // run the plan ({rc, record}); POST the outputs (one file)
 //   w.call("fxc_group3", [inPtrs], [outPtrs], work)   // one entry of a group module (for webgl/webgpu fallbacks)
 //
 // The module exports its memory, `__heap_base` (buffers are placed from there, 64-byte aligned, growing the memory
@@ -104,7 +104,7 @@ class FxcWasm {
     return {rc, record};
   }
 
-  write(at, b64) {                   // base64 (the RPC from Python) straight into the module's memory
+  write(at, b64) {                   // base64 (small data from a script) straight into the module's memory
     const s = atob(b64), dst = this.bytes(at, s.length);
     for (let i = 0; i < s.length; i++) dst[i] = s.charCodeAt(i);
   }
@@ -139,14 +139,21 @@ class FxcWasmModel {
     return w.call("fxc_run_main", ...this.args);
   }
 
-  put(which, i, offset, b64) {       // which: "ins" or "consts"; the RPC sends large tensors in pieces
-    this.wasm.write(this[which][i] + offset, b64);
+  load(which, buf, records) {        // which: "ins" or "consts"; records: [offset, bytes] in buf (null: not sent)
+    records.forEach((r, i) => {
+      if (r) this.wasm.bytes(this[which][i], r[1]).set(new Uint8Array(buf, r[0], r[1]));
+    });
   }
 
-  run(fresh) {                       // returns {rc, record, outputs: [base64]}
-    const r = this.step(fresh);
-    r.outputs = r.rc ? [] : this.outs.map((at, k) => this.wasm.read(at, this.spec.outputs[k]));
-    return r;
+  async post(url) {                  // the outputs, one after another, POSTed to the harness's server
+    const n = this.spec.outputs.reduce((a, b) => a + b, 0), body = new Uint8Array(n);
+    let at = 0;
+    this.outs.forEach((p, k) => {
+      body.set(this.wasm.bytes(p, this.spec.outputs[k]), at);
+      at += this.spec.outputs[k];
+    });
+    const r = await fetch(url, {method: "POST", body});
+    if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
   }
 
   dispose() {                        // the model's module is dropped: its workers stop
