@@ -337,7 +337,7 @@ def _webgl_target(target: Target) -> Target:
 
 
 def webgpu_caps(info: dict) -> Caps:
-    """Caps of a WebGPU device (fxc.runtime.webgpu.GPUPage.info): its work-group and shared-memory limits, 32-bit
+    """Caps of a WebGPU device (fxc.runtime.webgpu.open_gpu().info): its work-group and shared-memory limits, 32-bit
     indices, float32 and integers (int64 narrowed) only; shared memory counts as the device's own
     (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU."""
     return Caps(vector_bits=128, vector_registers=0, threads=1,

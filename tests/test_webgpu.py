@@ -4,7 +4,7 @@ OpenCL test's fixed op sample, WGSL's float32 math helpers against numpy, int64 
 refused), torch.compile / from_torch / export + load without torch, and the error cases.
 
 A missing browser or WebGPU adapter is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's
-playwright). One browser per test process (fxc.runtime.webgl.open_browser)."""
+playwright). One browser per test process (fxc.runtime.browser.open_browser), shared with the webgl target."""
 import json
 import os
 import subprocess
@@ -301,33 +301,46 @@ def test_no_browser_is_a_target_error():
 
 
 def test_a_page_without_webgpu_is_a_target_error():
-    """A page where navigator.gpu is missing (here: an insecure origin, where Chromium does not expose it) is a
-    TargetError naming what is missing, never a hang or a JavaScript error."""
-    from fxc.runtime.webgl import open_browser
-    from fxc.runtime.webgpu import GPUPage
-    with pytest.raises(TargetError, match="no WebGPU"):
-        GPUPage(open_browser(), url="http://fxc.invalid/")
+    """A page where navigator.gpu is missing (here: about:blank, not a secure context, where Chromium does not
+    expose it) reports what is missing, which the harness raises as a TargetError; never a hang or a JS error."""
+    from fxc.runtime.browser import Page, open_browser
+    from fxc.runtime.webgpu import RUNTIME_JS, SETUP
+    browser = open_browser()
+    page = browser.visit("about:blank", name="no-webgpu")
+    try:
+        page.call("(src) => { const s = document.createElement('script'); s.textContent = src; "
+                  "document.head.appendChild(s); }", RUNTIME_JS.read_text())
+        assert page.call("() => window.isSecureContext") is False
+        assert "no WebGPU" in page.call(SETUP)["error"]
+    finally:
+        page.close()
+    with pytest.raises(TargetError, match="no WebGPU"):     # the same, through the harness's page setup
+        Page(browser, "no-webgpu", None, f"async () => {{ {RUNTIME_JS.read_text()}; return await ({SETUP})(); }}",
+             "about:blank")
 
 
-def test_large_inputs_and_outputs_travel_as_blobs():
-    """Data over 64 KiB goes through the page's 127.0.0.1 server (fetched / posted once), smaller data inline: both
-    give the same bytes; a blob is served once."""
-    import urllib.request
-
+def test_large_inputs_and_outputs_travel_as_files(monkeypatch):
+    """Data over 64 KiB go through the harness's server (Page.put: fetched once; Page.take: posted back), smaller
+    data inline: both give the same bytes, and no file is left on the server after a call."""
     from fxc.runtime.webgpu import INLINE_BYTES, open_gpu
+    page, moved = open_gpu(), []
+    for name in ("put", "take"):
+        monkeypatch.setattr(page, name, lambda path, *a, f=getattr(page, name): moved.append(path) or f(path, *a))
     for n in (100, INLINE_BYTES // 4 + 1001):
         x = np.random.default_rng(n).standard_normal(n).astype(np.float32)
         b = Builder()
         v = b.graph.input(x.shape, "float32")
-        b.graph.outputs = [b.call("neg", [v]), b.call("gt", [v, b.const(np.float32(0))])]
-        y, z = build(b.graph, target="webgpu")(x)
+        c = np.random.default_rng(n + 1).standard_normal(n).astype(np.float32)      # a constant of n too
+        b.graph.outputs = [b.call("neg", [v]), b.call("gt", [v, b.const(c)])]
+        m = build(b.graph, target="webgpu")
+        files = set(page.files)
+        y, z = m(x)
         np.testing.assert_array_equal(y, -x)
-        np.testing.assert_array_equal(z, x > 0)
-    server = open_gpu().server
-    name = server.put(b"abcd")
-    assert urllib.request.urlopen(server.origin + "blob/" + name).read() == b"abcd"
-    with pytest.raises(urllib.error.HTTPError):
-        urllib.request.urlopen(server.origin + "blob/" + name)
+        np.testing.assert_array_equal(z, x > c)
+        assert set(page.files) == files and not page.received
+        big = n * 4 > INLINE_BYTES
+        assert sorted(p.rsplit(".", 1)[1] for p in moved) == (["consts", "in", "out"] if big else []), moved
+        moved.clear()
 
 
 def test_a_rejected_shader_carries_source_and_messages():

@@ -16,7 +16,7 @@ class FxcWebGPU {
   static async open() {
     if (!navigator.gpu)
       throw new Error("this browser has no WebGPU (navigator.gpu is undefined; Chromium needs " +
-                      "--enable-unsafe-webgpu on Linux, and a secure page)");
+                      "--enable-unsafe-webgpu on Linux, and a secure page: fxc.runtime.browser serves one)");
     const adapter = await navigator.gpu.requestAdapter();
     if (!adapter) throw new Error("this browser's WebGPU found no adapter (requestAdapter() gave null)");
     const L = adapter.limits, want = {};
@@ -171,19 +171,19 @@ class FxcWebGPUModel {
   }
 }
 
-// the RPC's data: {b64}: inline base64 (small), {blob}: bytes Python serves at blob/<name>, fetched once
+// the RPC's data: {b64}: inline base64 (small), {file}: bytes Python put on the page's server (fxc.runtime.browser)
 async function fxcData(payload) {
-  if (payload.blob === undefined) return fxcBytes(payload.b64);
-  const r = await fetch("blob/" + payload.blob);
-  if (!r.ok) throw new Error(`the page could not fetch its data (blob ${payload.blob}: HTTP ${r.status})`);
+  if (payload.file === undefined) return fxcBytes(payload.b64);
+  const r = await fetch(payload.file);
+  if (!r.ok) throw new Error(`the page could not fetch its data (${payload.file}: HTTP ${r.status})`);
   return new Uint8Array(await r.arrayBuffer());
 }
 
-// the outputs for Python: base64 strings inside the reply, or (post: a name Python expects) posted back as one blob
+// the outputs for Python: base64 strings inside the reply, or (post: a path) posted back as one file Python takes
 async function fxcReturn(outs, post) {
   if (post === null) return outs.map(fxcBase64);
-  const r = await fetch("blob/" + post, {method: "POST", body: new Blob(outs)});
-  if (!r.ok) throw new Error(`the page could not send its outputs back (HTTP ${r.status})`);
+  const r = await fetch(post, {method: "POST", body: new Blob(outs)});
+  if (!r.ok) throw new Error(`the page could not send its outputs back (${post}: HTTP ${r.status})`);
   return null;
 }
 
