@@ -88,3 +88,15 @@ def test_op_files_hold_compute_definitions_only():
         assert not re.search(r"lowering\.schedules\.(cpu|gpu)", f.read_text()), f"{f.name} imports a family module"
     for f in sorted(FXC.rglob("*.py")):
         assert not re.search(r"^LANES\s*=", f.read_text(), re.M), f"{f.relative_to(FXC)} defines LANES"
+
+
+def test_ops_do_not_import_the_graph_ir_package():
+    """No package cycle: fxc.relay_like (the graph IR and its passes) imports fxc.ops, so no op file imports
+    fxc.relay_like (TensorType lives in fxc/types.py); checked in a fresh interpreter too (ops first)."""
+    import subprocess
+    import sys
+    for f in sorted((FXC / "ops").glob("*.py")):
+        assert not re.search(r"^\s*(from|import) \.\.relay_like", f.read_text(), re.M), f"{f.name} imports relay_like"
+    code = "import sys, fxc.ops; print(any(m.startswith('fxc.relay_like') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "False", "importing fxc.ops loads fxc.relay_like"

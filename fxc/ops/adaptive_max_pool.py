@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, as_expr, binary, compare, is_float, minimum, select, unary
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")

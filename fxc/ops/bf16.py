@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..lowering import te
 from ..lowering.expr import Bf16Half, Const, PackBf16, as_expr, compare, minimum, select
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register
 

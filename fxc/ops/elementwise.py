@@ -21,7 +21,7 @@ from ..lowering.expr import (
     select,
     unary as un,
 )
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import bcast, broadcast_shapes, cast_array, positive, rand
 from .registry import Kind, OpDef, register, register_aten
 

@@ -18,7 +18,7 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, cast, is_float, maximum, minimum
 from ..lowering.loop_ir import For, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, rand
 from .movement import check_index
 from .registry import Kind, OpDef, register, register_aten

@@ -16,7 +16,7 @@ from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import as_expr, compare, maximum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .linalg_factor import (
     F64,
     FLT,

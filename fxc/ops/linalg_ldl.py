@@ -14,7 +14,7 @@ from ..errors import ShapeError
 from ..lowering import te
 from ..lowering.expr import as_expr, binary, cast, compare, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import broadcast_shapes
 from .linalg_factor import (
     F64,

@@ -13,7 +13,7 @@ import numpy as np
 from ..errors import INDEX_OPS, ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, select
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import contiguous_strides, norm_axis, rand
 from .registry import Kind, OpDef, register
 

@@ -10,7 +10,7 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..lowering.loop_ir import For, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register, register_aten
 

@@ -13,7 +13,7 @@ from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, is_float, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import rand
 from .reduce import centre
 from .registry import Kind, OpDef, register, register_aten

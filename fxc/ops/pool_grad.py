@@ -8,7 +8,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import rand
 from .nn import avg_pool_count
 from .registry import Kind, OpDef, register, register_aten

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, binary, cast, compare, unary
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .registry import Kind, OpDef, register, register_aten
 
 GOLDEN, MIX1, MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB   # SplitMix64's constants

@@ -10,7 +10,7 @@ from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, compare, is_float, maximum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import norm_axes, norm_axis, rand
 from .registry import Kind, OpDef, register, register_aten
 

@@ -31,7 +31,7 @@ from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Fma, Var, as_expr, maximum, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register, register_aten
 

@@ -29,7 +29,7 @@ from ..lowering.expr import (
     unary,
 )
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import norm_axis, rand
 from .registry import Kind, OpDef, register, register_aten
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, select, unary as un
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import bcast, broadcast_shapes, rand
 from .registry import Kind, OpDef, register, register_aten
 

@@ -10,7 +10,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..lowering import te
 from ..lowering.expr import as_expr, compare, maximum, minimum, select
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import norm_axis, rand
 from .registry import Kind, OpDef, register
 

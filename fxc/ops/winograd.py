@@ -37,7 +37,7 @@ from ..lowering.expr import (
     vec,
 )
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Store, seq
-from ..relay_like.graph import TensorType
+from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register
 

@@ -7,43 +7,12 @@ producer nor data. `Graph.nodes` is always in topological order.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 
 from ..errors import ShapeError
-
-
-@dataclass(frozen=True)
-class TensorType:
-    """shape: ints, or int64 expressions of size symbols (fxc/lowering/sym.py) for dims known at call time."""
-    shape: tuple
-    dtype: str
-
-    def __post_init__(self):
-        if not all(type(d) is int for d in self.shape):
-            from ..lowering.sym import canonical
-            object.__setattr__(self, "shape", tuple(canonical(d) for d in self.shape))
-
-    @property
-    def symbolic(self) -> bool:
-        return any(type(d) is not int for d in self.shape)
-
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    def __repr__(self):
-        return f"{self.dtype}{list(self.shape)}"
-
+from ..types import TensorType  # noqa: F401  (re-exported: the graph IR's type)
 
 _ids = itertools.count()
 
