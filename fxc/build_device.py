@@ -73,7 +73,9 @@ def build_device(graph, target: Target, **options):
     dbg, t0 = debug_level(options), time.perf_counter()
     with gc_paused():
         graph = run_pipeline(graph, dbg, _log, target=target)
-        hoisted = frozenset(hoisted_values(graph))
+        # weight-only values: a prepack step of their own (not on WebGL, whose host checks the indices a kernel
+        # reads before the call: they must be inputs or constants there, so such values stay fused into their uses)
+        hoisted = frozenset(hoisted_values(graph)) if target.caps.scatter else frozenset()
         groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
         out_ids = {v.id for v in graph.outputs}
         # what depends on weights only (a batch norm's scale, a weight's transpose) is the prepack step: run on

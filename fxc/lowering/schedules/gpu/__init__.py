@@ -61,7 +61,8 @@ class Knobs:
         shared = caps.has("dedicated_local_memory")
         return Knobs(work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
                      gemm_tile=tile, gemm_shared=shared, window_width=max(1, min(caps.max_work_group_size, 16)),
-                     extern_computes=shared)
+                     window_cols=4 if caps.max_work_group_size > 1 else 0,    # work-groups of one (WebGL): no
+                     extern_computes=shared)                                    # row work-groups, one-dim grids
 
 
 def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
