@@ -219,6 +219,24 @@ def check_precision(precision: str, target: "str | Target | None" = None):
                           f"'llvm -mcpu=sapphirerapids' for a CPU that has it")
 
 
+WINOGRAD = ("auto", "off", "all")
+# the options build() takes besides target (the frontends check their users' options against these)
+BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout"})
+
+
+def layout_choices(options: dict) -> dict:
+    """The build options that switch a CPU layout pass, for measuring one choice against its absence:
+    winograd ("auto": where it pays, the default; "off": direct convs only; "all": every eligible conv) and
+    blocked_layout (True, the default; False: NCHW everywhere). An unknown value is an FxcError naming the valid."""
+    from .errors import FxcError
+    winograd, blocked = options.get("winograd", "auto"), options.get("blocked_layout", True)
+    if winograd not in WINOGRAD:
+        raise FxcError(f"unknown winograd={winograd!r}; valid: {', '.join(map(repr, WINOGRAD))}")
+    if not isinstance(blocked, bool):
+        raise FxcError(f"blocked_layout={blocked!r}: give True or False")
+    return dict(winograd=winograd, blocked_layout=blocked)
+
+
 def bf16_everywhere(target: "Target | None" = None) -> bool:
     """bf16 on every conv/matmul over weights where vdpbf16ps beats FMAs per multiply-add on the target CPU
     (measured once on this host when it runs the target, backends/llvm_probe.py; a CPU it cannot run counts as
@@ -255,7 +273,7 @@ def _cacheable(dbg: int) -> bool:
 
 def _module_key(graph, target: Target, options: dict) -> str:
     """Everything a built module depends on: fxc's source, the graph, the target (its CPU, features and threads,
-    not the host's), the options and fxc's environment variables (FXC_NUM_THREADS, schedule switches)."""
+    not the host's), the options and fxc's environment variables (FXC_NUM_THREADS)."""
     import hashlib
     env = sorted((k, v) for k, v in os.environ.items()
                  if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
@@ -310,7 +328,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     precision = options.get("precision", "fp32")
     everywhere = precision == "bf16" and bf16_everywhere(target)
     graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast(target),
-                         bool(options.get("weights_vary")), target)
+                         bool(options.get("weights_vary")), target, **layout_choices(options))
     hoisted = hoisted_values(graph)
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     # what depends on weights only (packing, batch-norm scales, ...) runs as a separate, cached prepack

@@ -104,8 +104,8 @@ def test_blocked_value_read_in_nchw_mid_region():
     assert any(k.startswith("conv2d_packed") and "-> float32[1, 16, 10, 10]" in k for k in groups), groups
 
 
-def test_no_region_without_a_depthwise_conv(monkeypatch):
-    """ResNet-style graphs (no depthwise conv) keep NCHW everywhere; FXC_BLOCKED=0 turns the pass off."""
+def test_no_region_without_a_depthwise_conv():
+    """ResNet-style graphs (no depthwise conv) keep NCHW everywhere; blocked_layout=False turns the pass off."""
     from fxc.capture.torch import to_graph
     from fxc.capture.torch_aot import capture
     from fxc.relay_like.passes import use_blocked_layout
@@ -123,8 +123,8 @@ def test_no_region_without_a_depthwise_conv(monkeypatch):
     assert blocked_values(graph_before_layout(plain, torch.randn(1, 3, 8, 8))) == set()
     g = graph_before_layout(_net(), torch.randn(1, 3, 18, 18))
     assert blocked_values(g)
-    monkeypatch.setenv("FXC_BLOCKED", "0")
-    assert not any(n.op == "depthwise_blocked" for n in use_blocked_layout(g).nodes)
+    assert not any(n.op == "depthwise_blocked" for n in use_blocked_layout(g, enabled=False).nodes)
+    assert any(n.op == "depthwise_blocked" for n in use_blocked_layout(g).nodes)
 
 
 @pytest.mark.parametrize("stride,hw", [(1, 7), (2, 9), (1, 16)])

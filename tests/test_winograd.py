@@ -86,11 +86,21 @@ def test_winograd_f2_conv_matches_torch(shape, monkeypatch):
     assert_close_np(module(*arrays), _torch_ref(arrays, pad, True, True, True))
 
 
-def test_winograd_off_by_env(monkeypatch):
-    monkeypatch.setenv("FXC_WINOGRAD", "0")
+def test_winograd_build_option():
+    """winograd="off" (a build option, for measuring): direct convs only, where the default picks Winograd; an
+    unknown value is an FxcError naming the valid ones."""
+    from fxc.errors import FxcError
     g, ins = _conv_graph(1, 32, 32, 9, 11, 1, True, False, True)
-    module = build(g)
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(v.shape).astype(np.float32) for v in ins]
+    module = build(g, winograd="off")
     assert not any("winograd" in line for line in module.kernels)
+    assert_close_np(module(*arrays), _torch_ref(arrays, 1, True, False, True))
+    g, _ = _conv_graph(1, 32, 32, 9, 11, 1, True, False, True)
+    assert any("winograd" in line for line in build(g).kernels)
+    g, _ = _conv_graph(1, 32, 32, 9, 11, 1, True, False, True)
+    with pytest.raises(FxcError, match="'auto', 'off', 'all'"):
+        build(g, winograd="no")
 
 
 def test_pass_keeps_other_convs():

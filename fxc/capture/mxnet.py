@@ -16,11 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..build import BUILD_OPTIONS
 from ..errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ..runtime.module import TensorSpec
 from .mxnet_ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
-
-BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
 
 
 def import_mxnet():

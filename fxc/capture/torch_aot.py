@@ -16,12 +16,10 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
+from ..build import BUILD_OPTIONS
 from ..errors import FxcError, InputError, UnsupportedOpError
 from ..runtime.module import TensorSpec, check_shape
 from .torch import FROM_STR, _Support, keep_whole, to_graph
-
-BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
-
 
 _TORCH_DTYPE = {name: dt for name, dt in FROM_STR.items() if not name.startswith("complex")}
 

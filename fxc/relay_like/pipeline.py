@@ -50,13 +50,16 @@ def pipeline_for(target=None) -> list:
 
 
 def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True,
-                 bf16_direct: bool = False, weights_vary: bool = False, target=None):
+                 bf16_direct: bool = False, weights_vary: bool = False, target=None, winograd: str = "auto",
+                 blocked_layout: bool = True):
     """target: a fxc.target.Target (None: the host CPU); it chooses the passes (pipeline_for) and its capabilities
     are read by the CPU passes (use_winograd, use_bf16, pack_weights, use_blocked_layout: lanes and registers).
     precision "bf16": use_bf16 and use_bf16_blocked run (on every conv/matmul over weights, or with
     bf16_everywhere=False only on those that stream their weight); bf16_direct (its direct convs at twice the
     float32 rate): Winograd keeps only the layers where it still beats them; weights_vary (a training step's
-    graphs): and only those where it beats them with its weight transform paid on every call."""
+    graphs): and only those where it beats them with its weight transform paid on every call.
+    winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names (for measuring
+    one choice against its absence)."""
     bf16_passes = (use_bf16, use_bf16_blocked)
     caps = target.caps if target is not None else None
     for p in pipeline_for(target):
@@ -64,12 +67,14 @@ def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_eve
             continue
         t0 = time.perf_counter()
         if p is use_bf16:
-            g = use_bf16(g, bf16_everywhere, caps)
+            g = use_bf16(g, bf16_everywhere, caps, blocked_layout)
         elif p in bf16_passes:
             g = p(g, bf16_everywhere)
         elif p is use_winograd:
-            g = use_winograd(g, bf16_direct, weights_vary, caps)
-        elif p in (pack_weights, use_blocked_layout, expand_opaque):
+            g = use_winograd(g, bf16_direct, weights_vary, caps, winograd)
+        elif p is use_blocked_layout:
+            g = use_blocked_layout(g, caps, blocked_layout)
+        elif p in (pack_weights, expand_opaque):
             g = p(g, caps)
         else:
             g = p(g)

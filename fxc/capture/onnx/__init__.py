@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ...build import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.module import TensorSpec
@@ -21,7 +22,6 @@ from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, o
 from .ops_tensor import as_array, fxc_dtype
 from .table import Context, FoldingBuilder, NeedsValues, lookup
 
-BUILD_OPTIONS = {"debug", "fuse", "profile", "precision"}
 FLOAT16 = 10
 
 

@@ -53,16 +53,17 @@ class _Rewrite:
         out.node, out.index = node, 0
 
 
-def use_bf16(g, everywhere: bool = True, caps=None):
+def use_bf16(g, everywhere: bool = True, caps=None, blocked_layout: bool = True):
     """everywhere=False (a CPU whose vdpbf16ps is slower per multiply-add than its FMAs, see
     backends/llvm_probe.py): only the ops bound by reading their weight (<= BANDWIDTH_ROWS rows) change.
-    caps: the target's capabilities (None: this host's): the lanes and register tiles of the packed weights."""
+    caps: the target's capabilities (None: this host's): the lanes and register tiles of the packed weights.
+    blocked_layout: whether use_blocked_layout runs (the build option of that name)."""
     from ...target import Target
     from ..hoist import weight_derived
     caps = caps or Target.parse("llvm").caps
     lanes = caps.lanes
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
-    blocked = _next_to_depthwise(g, lanes)
+    blocked = _next_to_depthwise(g, lanes) if blocked_layout else set()
     r = _Rewrite()
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
@@ -130,10 +131,8 @@ def use_bf16_blocked(g, everywhere: bool = True):
 
 def _next_to_depthwise(g, lanes: int) -> set:
     """The convs whose input comes from a depthwise conv, or whose output goes to one, through elementwise ops and
-    pads (use_blocked_layout's regions; empty when FXC_BLOCKED=0)."""
-    from .use_blocked_layout import _depthwise, enabled, layout_inputs
-    if not enabled():
-        return set()
+    pads (use_blocked_layout's regions)."""
+    from .use_blocked_layout import _depthwise, layout_inputs
     users = g.users()
     up: dict = {}
     down: dict = {}

@@ -22,11 +22,9 @@ NCHW, which runs faster as the GEMM over NCHW positions (schedule_conv1x1).
 Why: the depthwise conv runs one vector FMA per tap for 16 channels (in NCHW its lanes are output columns: strided
 loads at stride 2, partly empty vectors on 7x7 maps), and a conv's tile of 16 output channels is one contiguous
 vector store (in NCHW it is transposed on the way out). Winograd convs, pooling and the rest keep NCHW, so ResNet-18
-and BERT (no depthwise conv) keep their kernels. FXC_BLOCKED=0 turns the pass off.
+and BERT (no depthwise conv) keep their kernels. The build option blocked_layout=False turns the pass off.
 """
 from __future__ import annotations
-
-import os
 
 from ...ops.registry import Kind, get_op
 from ..graph import Node
@@ -80,11 +78,6 @@ def _gemm_in_nchw(conv) -> bool:
     _, wp = conv.inputs
     _, _, oh, ow = conv.outputs[0].shape
     return wp.shape[2:4] == (1, 1) and tuple(conv.attrs.get("stride", (1, 1))) == (1, 1) and oh * ow >= GEMM_POSITIONS
-
-
-def enabled() -> bool:
-    """FXC_BLOCKED=0 turns the pass off (and use_bf16's rule for the convs next to depthwise convs with it)."""
-    return os.environ.get("FXC_BLOCKED", "1") != "0"
 
 
 def layout_inputs(n, v, lanes: int) -> list:
@@ -163,10 +156,10 @@ def _widen(attrs, wp, add, lanes: int):
     return wide, add("pack_lanes", list(pack.inputs), dict(pack.attrs, blocks=ob))
 
 
-def use_blocked_layout(g, caps=None):
+def use_blocked_layout(g, caps=None, enabled: bool = True):
     """caps: the target's capabilities (None: this host's): its lanes are the blocks' (NCHW16c on AVX-512, NCHW8c on
-    AVX2, NCHW4c on SSE)."""
-    if not enabled():
+    AVX2, NCHW4c on SSE). enabled=False (the build option blocked_layout=False): the graph as it is."""
+    if not enabled:
         return g
     lanes = caps.lanes if caps is not None else _host_lanes()
     S = blocked_values(g, lanes)

@@ -8,12 +8,11 @@ bf16 operands) is faster than the direct kernel (winograd_tile).
 
 The zero padding moves into the kernel (no padded copy). winograd_weight reads only the weight, so the build
 runs it as a cached prepack step (redone when the weight changes) and fold_constants folds it for frozen
-weights. FXC_WINOGRAD=0 turns the pass off (the direct conv2d_packed kernel everywhere); FXC_WINOGRAD=all uses
-Winograd on every eligible conv, also where winograd_pays says the direct kernel is faster (for measuring).
+weights. The build option winograd="off" turns the pass off (the direct conv2d_packed kernel everywhere);
+winograd="all" uses Winograd on every eligible conv, also where winograd_pays says the direct kernel is faster
+(for measuring); "auto" (the default) where it pays.
 """
 from __future__ import annotations
-
-import os
 
 from ..graph import Node
 
@@ -38,15 +37,14 @@ def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
     return c >= 32 and k >= 32 and min(oh, ow) >= 9 and n * -(-oh // 4) * -(-ow // 4) >= 8
 
 
-def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False):
+def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False, mode: str = "auto"):
     """(tile m, bf16) of the Winograd form to use for a stride-1 3x3 conv over a weight, or None for the direct
     kernel: F(4x4) where winograd_pays with F4_MIN_TILES tiles a pass, else F(2x2) where f2_pays.
     bf16_direct (precision="bf16" on a CPU whose vdpbf16ps runs at twice the FMA rate): F(2x2) in bf16 where it
     pays, on the maps where the bf16 direct conv beats float32 F(4x4) and on those with few tiles a pass over the
     weight (F4_BF16_TILES); its rounding error is about 1.5x a bf16 direct conv's (F(4x4)'s would be 10x, so bf16
     never uses it). `python -m benchmarks.winograd_layers` times every form of a layer."""
-    mode = os.environ.get("FXC_WINOGRAD", "1")
-    if mode == "0":
+    if mode == "off":
         return None
     from ...lowering.blocks import ROW_BLOCK
     from ...lowering.expr import Expr
@@ -107,7 +105,7 @@ def _adjoint(w):
 VARYING_F2_MIN_SIDE = 14    # weights that change every call (training): float32 F(2x2) only on maps this large
 
 
-def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=None):
+def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=None, mode: str = "auto"):
     """caps: the target's capabilities (None: this host's), for the register tile's shape and the lanes of the
     transformed weight's channel blocks (Caps.lanes).
     bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
@@ -147,7 +145,7 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=
         b, k, oh, ow = n.outputs[0].shape
         c = x.shape[1]
         over_weight = w.is_const or w.id in fixed
-        choice = winograd_tile(c, k, b, oh, ow, bf16_direct and over_weight)
+        choice = winograd_tile(c, k, b, oh, ow, bf16_direct and over_weight, mode)
         if choice is None or not fits(c, ow, *choice):
             new_nodes.append(n)
             continue
