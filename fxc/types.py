@@ -16,7 +16,7 @@ class TensorType:
 
     def __post_init__(self):
         if not all(type(d) is int for d in self.shape):
-            from ..lowering.sym import canonical
+            from .lowering.sym import canonical
             object.__setattr__(self, "shape", tuple(canonical(d) for d in self.shape))
 
     @property
