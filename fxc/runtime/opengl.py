@@ -163,29 +163,34 @@ def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
+def place_arena(m, limit: int, api: str, device: str) -> None:
+    """Place a module's tensors in its one storage buffer (the GL and WebGPU arenas): HEADER bytes, then the inputs,
+    outputs and constants aligned, then the workspace. Sets m.consts (contiguous), m._in_at, m._out_at,
+    m._const_at, m._ws_at and m.arena_bytes; a TargetError when the arena exceeds the device's binding limit."""
+    m.consts = [np.ascontiguousarray(c) for c in m.consts]
+    at, m._in_at, m._out_at, m._const_at = HEADER, [], [], []
+    for specs, offs in ((m.inputs, m._in_at), (m.outputs, m._out_at)):
+        for s in specs:
+            offs.append(at)
+            at = _aligned(at + _nbytes(s))
+    for c in m.consts:
+        m._const_at.append(at)
+        at = _aligned(at + c.nbytes)
+    m._ws_at = at
+    m.arena_bytes = _aligned(at + m.workspace_bytes)
+    if m.arena_bytes > limit:
+        mib = 2 ** 20
+        raise TargetError(f"the model needs {m.arena_bytes / mib:.1f} MiB of {api} storage but {device} binds at "
+                          f"most {limit / mib:.1f} MiB in one storage buffer; use a smaller batch or the opencl target")
+
+
 @dataclass
 class GLModule(DeviceModule):
     """A DeviceModule whose device is the GL context: one arena buffer, a compute shader per kernel."""
 
     def __post_init__(self):
         self.device = open_device(None)
-        self.consts = [np.ascontiguousarray(c) for c in self.consts]
-        at, self._in_at, self._out_at, self._const_at = HEADER, [], [], []
-        for specs, offs in ((self.inputs, self._in_at), (self.outputs, self._out_at)):
-            for s in specs:
-                offs.append(at)
-                at = _aligned(at + _nbytes(s))
-        for c in self.consts:
-            self._const_at.append(at)
-            at = _aligned(at + c.nbytes)
-        self._ws_at = at
-        self.arena_bytes = _aligned(at + self.workspace_bytes)
-        limit = self.device.info["max_storage_bytes"]
-        if self.arena_bytes > limit:
-            mib = 2 ** 20
-            raise TargetError(f"the model needs {self.arena_bytes / mib:.1f} MiB of GL storage but {self.device} "
-                              f"binds at most {limit / mib:.1f} MiB in one storage buffer; use a smaller batch or "
-                              f"the opencl target")
+        place_arena(self, int(self.device.info["max_storage_bytes"]), "GL", str(self.device))
         shaders = split_program(self.source)
         missing = sorted({st.kernel for st in self.plan} - set(shaders))
         if missing:

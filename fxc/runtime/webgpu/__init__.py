@@ -33,12 +33,10 @@ import numpy as np
 
 from ...errors import CompileError, ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ..browser import open_browser
-from ..device_module import DeviceModule, _HostFingerprint, _nbytes, _token_key
-from ..opengl import dispatch_of
+from ..device_module import DeviceModule, _HostFingerprint, _token_key
+from ..opengl import dispatch_of, place_arena
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
-HEADER = 64
-_ALIGN = 64
 INLINE_BYTES = 64 << 10     # smaller data travel inside the call (base64); larger ones as files (Page.put/take)
 # the page's setup: an adapter and a device, or {error} (the harness raises it as a TargetError)
 SETUP = """async () => { try { window.fxcGPU = await FxcWebGPU.open(); }
@@ -87,33 +85,13 @@ def _payload(page, name: str, arrays: list) -> tuple:
     return {"file": page.put(name, data)}, spans
 
 
-def _aligned(n: int) -> int:
-    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
-
-
 @dataclass
 class WebGPUModule(DeviceModule):
     """A DeviceModule whose device is a WebGPU page in headless Chromium: one arena buffer, a pipeline per kernel."""
 
     def __post_init__(self):
         self.device = open_gpu()
-        self.consts = [np.ascontiguousarray(c) for c in self.consts]
-        at, self._in_at, self._out_at, self._const_at = HEADER, [], [], []
-        for specs, offs in ((self.inputs, self._in_at), (self.outputs, self._out_at)):
-            for s in specs:
-                offs.append(at)
-                at = _aligned(at + _nbytes(s))
-        for c in self.consts:
-            self._const_at.append(at)
-            at = _aligned(at + c.nbytes)
-        self._ws_at = at
-        self.arena_bytes = _aligned(at + self.workspace_bytes)
-        limit = int(self.device.info["max_storage_bytes"])
-        if self.arena_bytes > limit:
-            mib = 2 ** 20
-            raise TargetError(f"the model needs {self.arena_bytes / mib:.1f} MiB of WebGPU storage but "
-                              f"{self.device.info['name']} binds at most {limit / mib:.1f} MiB in one storage buffer; "
-                              f"use a smaller batch or the opencl target")
+        place_arena(self, int(self.device.info["max_storage_bytes"]), "WebGPU", self.device.info["name"])
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
         program = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
         missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]))
