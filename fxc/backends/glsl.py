@@ -165,6 +165,18 @@ void fxc_st16(int e, int v) { int w = e >> 1; int s = (e & 1) * 16;
   atomicAnd(fxc_u32[w], ~(0xFFFFu << s)); atomicOr(fxc_u32[w], (uint(v) & 0xFFFFu) << s); }
 """
 
+def int32_const(v: int, dt: str, int_min: str, kernel: str, language: str) -> str:
+    """An integer constant in a language whose ints are 32 bits (GLSL, WGSL): int_min spells -2**31 there; an int64
+    beyond 32 bits is a reduction's identity (check_int64_narrowable), saturated; any other is a LoweringError."""
+    if dt in ("int64", "int32") and v == I32_MIN:
+        return int_min
+    if dt == "int64" and not I32_MIN <= v <= I32_MAX:
+        return int_min if v < 0 else str(I32_MAX)
+    if not I32_MIN <= v <= I32_MAX:
+        raise LoweringError(f"{kernel}: integer constant {v} needs 64 bits, which {language} lacks")
+    return str(v)
+
+
 class GLSLRenderer(CStyleRenderer):
     has_local = True
     bound_index = {"grid": "gl_WorkGroupID", "thread": "gl_LocalInvocationID"}
@@ -260,13 +272,7 @@ class GLSLRenderer(CStyleRenderer):
 
     # -- values ------------------------------------------------------------------------------------------
     def int_const(self, v: int, dt: str) -> str:
-        if dt in ("int64", "int32") and v == I32_MIN:
-            return INT_MIN
-        if dt == "int64" and not I32_MIN <= v <= I32_MAX:     # only a reduction's identity gets here (see
-            return INT_MIN if v < 0 else str(I32_MAX)              # check_int64_narrowable): saturated
-        if not I32_MIN <= v <= I32_MAX:
-            raise LoweringError(f"{self.kernel.name}: integer constant {v} needs 64 bits, which GLSL lacks")
-        return str(v)
+        return int32_const(v, dt, INT_MIN, self.kernel.name, "GLSL")
 
     def float_const(self, v: float, dt: str) -> str:
         import math

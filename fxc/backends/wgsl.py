@@ -36,7 +36,7 @@ from ..lowering.expr import Bf16Half, Cast, CheckIndex, Const, Expr, PackBf16, P
 from ..lowering.loop_ir import BOUND_KINDS, Barrier, Buffer, For, Kernel, LetStmt, Store, walk_stmts
 from ..runtime.opengl import dispatch_of
 from .cstyle import CStyleRenderer
-from .glsl import check_int64_narrowable
+from .glsl import check_int64_narrowable, int32_const
 
 VALUE = {"float32": "f32", "int64": "i32", "int32": "i32", "int16": "i32", "int8": "i32", "uint8": "i32",
          "bool": "bool"}
@@ -306,13 +306,7 @@ class WGSLRenderer(CStyleRenderer):
         return super().compute(e)
 
     def int_const(self, v: int, dt: str) -> str:
-        if dt in ("int64", "int32") and v == I32_MIN:
-            return INT_MIN
-        if dt == "int64" and not I32_MIN <= v <= I32_MAX:     # only a reduction's identity gets here (see
-            return INT_MIN if v < 0 else str(I32_MAX)              # check_int64_narrowable): saturated
-        if not I32_MIN <= v <= I32_MAX:
-            raise LoweringError(f"{self.kernel.name}: integer constant {v} needs 64 bits, which WGSL lacks")
-        return str(v)
+        return int32_const(v, dt, INT_MIN, self.kernel.name, "WGSL")
 
     def float_const(self, v: float, dt: str) -> str:
         if math.isnan(v):
