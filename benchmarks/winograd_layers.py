@@ -50,7 +50,7 @@ def _layer(n, c, k, h, w, form, varying=False):
         g.weights.update({wt.id, bias.id})
         y = g.call1("conv2d", [g.call1("pad", [x], pad=(1, 1, 1, 1), value=0.0, mode="constant"), wt])
         g.outputs = [g.call1("relu", [g.call1("add", [y, bias])])]
-        module = build(g, precision=precision)
+        module = build(g, precision=precision, bf16="all")    # bf16 forms in bf16 whatever this CPU's dot rate
     finally:
         uw.winograd_tile = real
     if (choice is not None) != any("conv2d_winograd" in line for line in module.kernels):
@@ -82,7 +82,6 @@ def main():
     if unknown:
         ap.error(f"unknown form(s) {sorted(unknown)}; known: {', '.join(FORMS)}")
     os.environ.setdefault("FXC_MODULE_CACHE", "0")
-    os.environ.setdefault("FXC_BF16", "all")        # the bf16 forms in bf16 whatever this CPU's dot rate
     from fxc.backends.llvm import target_machine
     if "+avx512bf16" not in target_machine()[3].split(","):
         print("this CPU lacks AVX-512 BF16: the bf16 forms are left out")

@@ -220,8 +220,9 @@ def check_precision(precision: str, target: "str | Target | None" = None):
 
 
 WINOGRAD = ("auto", "off", "all")
+BF16 = ("auto", "all", "weight_bound")
 # the options build() takes besides target (the frontends check their users' options against these)
-BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout"})
+BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16"})
 
 
 def layout_choices(options: dict) -> dict:
@@ -237,11 +238,29 @@ def layout_choices(options: dict) -> dict:
     return dict(winograd=winograd, blocked_layout=blocked)
 
 
-def bf16_everywhere(target: "Target | None" = None) -> bool:
-    """bf16 on every conv/matmul over weights where vdpbf16ps beats FMAs per multiply-add on the target CPU
-    (measured once on this host when it runs the target, backends/llvm_probe.py; a CPU it cannot run counts as
-    not faster), or FXC_BF16=all; else only on those that stream their weight."""
-    mode = os.environ.get("FXC_BF16", "auto")
+def check_build_options(options: dict) -> None:
+    """Every build option's value checked up front (torch.compile's backend, before Dynamo traces anything): an
+    FxcError naming the option and its valid values."""
+    layout_choices(options)
+    bf16_mode(options)
+
+
+def bf16_mode(options: dict) -> str:
+    """The bf16 build option (used with precision="bf16"): "auto" (the default: bf16 everywhere where this CPU's
+    vdpbf16ps beats its FMAs, else only on weight-streaming ops), "all" or "weight_bound". An unknown value is an
+    FxcError naming the valid ones."""
+    from .errors import FxcError
+    mode = options.get("bf16", "auto")
+    if mode not in BF16:
+        raise FxcError(f"unknown bf16={mode!r}; valid: {', '.join(map(repr, BF16))} (with precision='bf16')")
+    return mode
+
+
+def bf16_everywhere(target: "Target | None" = None, mode: str = "auto") -> bool:
+    """With precision="bf16": bf16 on every conv/matmul over weights where vdpbf16ps beats FMAs per multiply-add on
+    the target CPU (measured once on this host when it runs the target, backends/llvm_probe.py; a CPU it cannot run
+    counts as not faster), or with the build option bf16="all"; else (and with bf16="weight_bound") only on those
+    that stream their weight."""
     return mode == "all" or (mode != "weight_bound" and _bf16_gain(target) >= 1.0)
 
 
@@ -325,8 +344,8 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     from .backends import llvm
     llvm.start_workers()
     infos = dict(getattr(graph, "symbols", {}))
-    precision = options.get("precision", "fp32")
-    everywhere = precision == "bf16" and bf16_everywhere(target)
+    precision, mode = options.get("precision", "fp32"), bf16_mode(options)
+    everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     graph = run_pipeline(graph, dbg, _log, precision, everywhere, everywhere and bf16_direct_fast(target),
                          bool(options.get("weights_vary")), target, **layout_choices(options))
     hoisted = hoisted_values(graph)

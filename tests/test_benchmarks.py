@@ -84,7 +84,6 @@ def test_winograd_layers_times_every_form(capsys, monkeypatch):
     as another) and compares every output with the float32 direct kernel's."""
     from benchmarks import winograd_layers
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")        # what the tool would set for itself, undone after the test
-    monkeypatch.setenv("FXC_BF16", "all")
     monkeypatch.setattr(sys, "argv", ["winograd_layers", "--runs", "2", "1x64x64x14x14"])
     winograd_layers.main()
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("1x64x64x14x14:"))

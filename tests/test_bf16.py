@@ -21,11 +21,9 @@ HAS_BF16 = "+avx512bf16" in target_machine()[3].split(",")
 needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="the CPU lacks AVX-512 BF16 (test_bf16_unavailable covers it)")
 
 
-@pytest.fixture(autouse=True)
-def _bf16_everywhere(monkeypatch):
-    """Every eligible op in bf16, also where this CPU's vdpbf16ps is slower than its FMAs (the default there
-    is only the weight-streaming ops; test_weight_bound_mode checks that choice)."""
-    monkeypatch.setenv("FXC_BF16", "all")
+# every eligible op in bf16, also where this CPU's vdpbf16ps is slower than its FMAs (the default there is only the
+# weight-streaming ops; test_weight_bound_mode checks that choice)
+BF16_ALL = {"precision": "bf16", "bf16": "all"}
 
 
 class ConvBlock(torch.nn.Module):
@@ -47,7 +45,7 @@ def _bound(x, w, k_terms):
 
 
 def _compile_both(model, inputs):
-    bf = fxc.from_torch(model, inputs, precision="bf16")
+    bf = fxc.from_torch(model, inputs, **BF16_ALL)
     fp = fxc.from_torch(model, inputs)
     return bf, fp
 
@@ -156,7 +154,7 @@ def test_small_model_torch_compile():
     x = torch.randn(2, 3, 24, 24)
     with torch.inference_mode():
         expected = model(x)
-        got = torch.compile(model, backend="fxc", options={"precision": "bf16"})(x)
+        got = torch.compile(model, backend="fxc", options=BF16_ALL)(x)
         torch._dynamo.reset()
         fp32 = torch.compile(model, backend="fxc")(x)
     scale = expected.abs().max().item()
@@ -167,13 +165,12 @@ def test_small_model_torch_compile():
 
 
 @needs_bf16
-def test_weight_bound_mode(monkeypatch):
+def test_weight_bound_mode():
     """Where vdpbf16ps is slower per multiply-add than FMAs, only the weight-streaming ops (a batch-1 linear) go
-    bf16; FXC_BF16=weight_bound forces that choice on any CPU."""
-    monkeypatch.setenv("FXC_BF16", "weight_bound")
+    bf16; the build option bf16="weight_bound" forces that choice on any CPU."""
     model = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3), torch.nn.Flatten(), torch.nn.Linear(16 * 6 * 6, 40)).eval()
     x = torch.randn(1, 8, 8, 8)
-    bf = fxc.from_torch(model, x, precision="bf16")
+    bf = fxc.from_torch(model, x, precision="bf16", bf16="weight_bound")
     kernels = "\n".join(bf.module.kernels)
     assert "matmul_packed_bf16" in kernels and "conv2d_packed_bf16" not in kernels, kernels
     assert "dpbf16ps" in bf.module.source
@@ -187,6 +184,12 @@ def test_unknown_precision_is_an_error():
         fxc.from_torch(model, torch.randn(2, 4), precision="fp16")
     with pytest.raises(Exception, match="'fp32', 'bf16'"):
         torch.compile(model, backend="fxc", options={"precision": "half"})(torch.randn(2, 4))
+
+
+def test_unknown_bf16_mode_is_named():
+    from fxc.errors import FxcError
+    with pytest.raises(FxcError, match="unknown bf16='everywhere'; valid: 'auto', 'all', 'weight_bound'"):
+        fxc.from_torch(torch.nn.Linear(4, 4), torch.randn(2, 4), bf16="everywhere")
 
 
 def test_bf16_unavailable():
@@ -235,11 +238,11 @@ def test_use_bf16_weight_bound_keeps_compute_bound_ops():
 
 
 @needs_bf16
-def test_default_mode_follows_the_measured_dot_rate(monkeypatch):
-    """Without FXC_BF16, bf16 goes everywhere only where vdpbf16ps does more multiply-adds per second than FMAs."""
+def test_default_mode_follows_the_measured_dot_rate():
+    """By default (bf16="auto"), bf16 goes everywhere only where vdpbf16ps does more multiply-adds per second than
+    FMAs."""
     from fxc.backends.llvm_probe import bf16_dot_gain
     from fxc.build import bf16_everywhere
-    monkeypatch.delenv("FXC_BF16")
     gain = bf16_dot_gain()
     assert 0.1 < gain < 8.0, gain
     assert bf16_everywhere() == (gain >= 1.0)

@@ -10,6 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fxc
+from fxc.capture.explain import recording
 from tests.helpers import check_module
 
 
@@ -50,6 +51,28 @@ def test_unknown_option_and_target_are_clear_errors():
     torch._dynamo.reset()
     with pytest.raises(Exception, match="unknown target"):
         torch.compile(m, backend="fxc", options={"target": "tpu"})(torch.randn(2, 16))
+
+
+def test_torch_compile_takes_every_build_option():
+    """torch.compile's options are the frontends' build options (fxc.build.BUILD_OPTIONS) plus its own: a layout
+    choice reaches the build (winograd="off": no Winograd kernel where the default has one) and a bad value of one is
+    named."""
+    torch.manual_seed(0)
+    conv = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 64, 28, 28)
+    with torch.no_grad():
+        expected = conv(x)
+        kernels = {}
+        for mode in ("auto", "off"):
+            torch._dynamo.reset()
+            with recording() as rec:
+                got = torch.compile(conv, backend="fxc", options={"winograd": mode, "blocked_layout": False})(x)
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+            kernels[mode] = " ".join(rec.kernels)
+    assert "winograd" in kernels["auto"] and "winograd" not in kernels["off"], kernels
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match="unknown winograd='never'"):
+        torch.compile(conv, backend="fxc", options={"winograd": "never"})(x)
 
 
 def test_parameters_stay_live_after_optimizer_step_and_load_state_dict(target):

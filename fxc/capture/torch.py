@@ -17,6 +17,7 @@ import threading
 import torch
 import torch.fx
 
+from ..build import BUILD_OPTIONS
 from ..errors import FxcError, InputError, UnsupportedOpError
 from ..ops.complex import REAL_OF, Complex, complex_table, is_complex_call
 from ..ops.registry import aten_table, get_op
@@ -38,7 +39,8 @@ TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64:
 FROM_STR = {v: k for k, v in TORCH_DTYPES.items()}
 SUPPORTED_DTYPES = {"float32", "float64", "int64", "int32", "int16", "int8", "uint8", "bool", "float16", "bfloat16",
                     "complex32", "complex64", "complex128"}   # complex: real [..., 2] tensors (fxc/ops/complex.py)
-OPTION_NAMES = {"target", "freeze", "debug", "fuse", "check", "profile", "precision", "specialize"}
+# torch.compile's options: every build option (fxc.build.BUILD_OPTIONS) and the capture's own
+OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
 
 # python-level ops on sizes that may appear in graphs with dynamic shapes; evaluated during conversion
 _SCALAR_FNS = {operator.add, operator.sub, operator.mul, operator.floordiv, operator.truediv, operator.mod,
@@ -80,8 +82,9 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         # a device target without its runtime or device is a TargetError here: never a silent eager (CPU) run of a
         # model the user asked to run on a device
         device_target(target)
-    from ..build import check_precision
+    from ..build import check_build_options, check_precision
     check_precision(options.get("precision", "fp32"), target)
+    check_build_options(options)
     from ..backends.llvm import start_workers
     start_workers()         # their start-up overlaps AOT autograd's tracing: ready when the first kernel is
 
@@ -606,7 +609,7 @@ class FxcSubgraph(torch.nn.Module):
         self.finite_only = self.finite_only or any(get_op(n.op).eager_unless_finite for n in graph.nodes)
         module = build(graph, weights_vary=self.training_step,
                        **{k: v for k, v in self.options.items()
-                          if k in ("target", "debug", "fuse", "profile", "precision")})
+                          if k in BUILD_OPTIONS or k == "target"})
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
             module.use_openmp()
         _record(lambda r: r.kernels.extend(module.kernels))
