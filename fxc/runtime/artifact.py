@@ -45,7 +45,9 @@ from ..errors import ArtifactError, TargetError
 from .module import Module, TensorSpec, np_dtype
 
 FORMAT = "fxc-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2             # the newest: 2 adds symbolic sizes (a dynamic build); static artifacts are written as 1
+STATIC_FORMAT_VERSION = 1      # what an artifact without symbols is written as (any fxc runtime reads it)
+READ_VERSIONS = (1, 2)         # what this runtime reads (a version 1 artifact is a version 2 one without symbols)
 MANIFEST = "manifest.json"
 LIBRARY = "libfxc_model.so"
 PARAMS = "params.bin"
@@ -163,11 +165,11 @@ def _parse_manifest(path, raw: bytes) -> dict:
         raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON ({e}); {_REEXPORT}") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise ArtifactError(f"{path}: {MANIFEST} does not describe an {FORMAT}; {_REEXPORT}")
-    if m.get("format_version") != FORMAT_VERSION:
+    if m.get("format_version") not in READ_VERSIONS:
         raise ArtifactError(f"{path}: unknown artifact format version {m.get('format_version')!r} "
-                            f"(written by fxc {m.get('fxc_version', '?')}); this runtime reads version "
-                            f"{FORMAT_VERSION}: use the fxc version that wrote it, or export the model again "
-                            f"with this one")
+                            f"(written by fxc {m.get('fxc_version', '?')}); this runtime reads versions "
+                            f"{', '.join(map(str, READ_VERSIONS))}: use the fxc version that wrote it, or export "
+                            f"the model again with this one")
     missing = [key for key in REQUIRED if key not in m]
     if missing or not isinstance(m["parts"], dict):
         raise ArtifactError(f"{path}: {MANIFEST} has no {missing or 'parts'} entry; {_REEXPORT}")
@@ -181,9 +183,35 @@ def _is_int(v, low: int = 0) -> bool:
     return type(v) is int and low <= v < 1 << 62
 
 
-def _is_spec(s) -> bool:
+def _is_spec(s, names=frozenset()) -> bool:
+    """{name, shape, dtype}; a dim an int, or (names: the symbols) the text 'name' / 'c*name' of a symbol."""
     return (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("shape"), list)
-            and all(_is_int(d) for d in s["shape"]) and _known_dtype(s.get("dtype")))
+            and all(_is_int(d) or _is_sym_dim(d, names) for d in s["shape"]) and _known_dtype(s.get("dtype")))
+
+
+def _is_sym_dim(d, names) -> bool:
+    c, _, name = d.rpartition("*") if isinstance(d, str) else ("", "", None)
+    return name in names and (c == "" or (c.isdigit() and 0 < int(c) < 1 << 31))
+
+
+def _symbols_problem(m: dict) -> str:
+    """What is wrong with a version 2 manifest's size symbols ('' when nothing or none)."""
+    syms = m.get("symbols", [])
+    if not isinstance(syms, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"].isidentifier()
+            and _is_int(s.get("min")) and _is_int(s.get("max"), s.get("min", 0)) and _is_int(s.get("divisor"), 1)
+            for s in syms) or len({s["name"] for s in syms}) != len(syms):
+        return "'symbols' is not a list of {name, min, max, divisor} with distinct names"
+    if syms and (m.get("format_version") == 1 or not _is_int(m.get("sym_header"))
+                 or not _is_int(m.get("row_bytes"))):
+        return "symbolic sizes need format version 2 and integer 'sym_header', 'row_bytes'"
+    return ""
+
+
+def _is_slot(a) -> bool:
+    """A plan argument: [kind, index or byte offset], or ["work", [base, header, per]] (base + symbol x per)."""
+    return isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and (
+        _is_int(a[1]) or (a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 3 and all(map(_is_int, a[1]))))
 
 
 def _known_dtype(dtype) -> bool:
@@ -198,8 +226,12 @@ def _manifest_problem(m: dict) -> str:
     `fxc inspect` and `fxc extract` read is checked here once."""
     if not isinstance(m["target"], str):
         return "'target' is not a string"
+    problem = _symbols_problem(m)
+    if problem:
+        return problem
+    names = {s["name"] for s in m.get("symbols", [])}
     for kind in ("inputs", "outputs"):
-        if not isinstance(m[kind], list) or not all(_is_spec(s) for s in m[kind]):
+        if not isinstance(m[kind], list) or not all(_is_spec(s, names) for s in m[kind]):
             return f"'{kind}' is not a list of {{name, shape, dtype}}"
     if not _is_int(m["workspace_bytes"]):
         return "'workspace_bytes' is not a non-negative integer"
@@ -216,8 +248,7 @@ def _manifest_problem(m: dict) -> str:
             return "a params tensor is not {index, dtype, shape, offset, nbytes}"
     for step in m["plan"] if isinstance(m["plan"], list) else [None]:
         if not (isinstance(step, dict) and isinstance(step.get("kernel"), str) and isinstance(step.get("args"), list)
-                and all(isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and _is_int(a[1])
-                        for a in step["args"])):
+                and all(map(_is_slot, step["args"]))):
             return "'plan' is not a list of {kernel, args: [[slot kind, index]]}"
     for name, info in m["parts"].items():
         if name not in PARTS:
@@ -288,10 +319,14 @@ def interface(manifest: dict) -> dict:
     """What the library's `fxc_interface()` must say (as JSON) for this manifest: signature, params
     layout, workspace size and execution plan. `fxc.export` embeds it; `load` compares the two."""
     sig = lambda specs: [[s["name"], s["dtype"], list(s["shape"])] for s in specs]  # noqa: E731
-    return {"inputs": sig(manifest["inputs"]), "outputs": sig(manifest["outputs"]),
-            "workspace_bytes": manifest["workspace_bytes"],
-            "consts": [[t["dtype"], list(t["shape"]), t["offset"]] for t in manifest["params"]["tensors"]],
-            "plan": manifest["plan"]}
+    out = {"inputs": sig(manifest["inputs"]), "outputs": sig(manifest["outputs"]),
+           "workspace_bytes": manifest["workspace_bytes"],
+           "consts": [[t["dtype"], list(t["shape"]), t["offset"]] for t in manifest["params"]["tensors"]],
+           "plan": manifest["plan"]}
+    if manifest.get("symbols"):     # a dynamic build: the ranges the library checks, its workspace layout
+        out.update(symbols=[[s["name"], s["min"], s["max"], s["divisor"]] for s in manifest["symbols"]],
+                   sym_header=manifest["sym_header"], row_bytes=manifest["row_bytes"])
+    return out
 
 
 def unpack_params(manifest: dict, blob: bytes) -> list:
@@ -378,9 +413,10 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         lib = Path(tmp) / LIBRARY
         lib.write_bytes(parts[LIBRARY])
         _check_library(path, lib, expected, parts[PARAMS])
-        mod = ArtifactModule(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs,
-                             consts=consts, workspace_bytes=int(manifest["workspace_bytes"]),
-                             kernels=list(manifest.get("kernels", [])), manifest=manifest)
+        mod = _module_class(manifest)(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs,
+                                      consts=consts, workspace_bytes=int(manifest["workspace_bytes"]),
+                                      kernels=list(manifest.get("kernels", [])), manifest=manifest,
+                                      **_symbol_fields(manifest))
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise TargetError(f"cannot load the artifact's library on this machine ({e}); it needs libgomp, libm "
@@ -391,6 +427,23 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         raise
     weakref.finalize(mod, shutil.rmtree, tmp, True)
     return mod
+
+
+def _module_class(manifest: dict) -> type:
+    """ArtifactModule, or for an artifact with size symbols runtime/symbols.py's DynamicArtifactModule (that module
+    is imported only then: a static artifact's runtime stays as small as before)."""
+    if not manifest.get("symbols"):
+        return ArtifactModule
+    from .symbols import DynamicArtifactModule
+    return DynamicArtifactModule
+
+
+def _symbol_fields(manifest: dict) -> dict:
+    """A dynamic artifact's symbols, symbol header offset and workspace bytes per unit of the first symbol."""
+    if not manifest.get("symbols"):
+        return {}
+    return {"symbols": [dict(s) for s in manifest["symbols"]], "sym_header": int(manifest["sym_header"]),
+            "row_bytes": int(manifest["row_bytes"])}
 
 
 def _remove_stale_folders() -> None:
