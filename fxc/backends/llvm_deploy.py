@@ -211,10 +211,15 @@ static int bind_sizes(const int64_t *const *dims, int64_t *sizes, const char *wh
     }}
     for (int k = 0; k < FXC_NUM_SYMBOLS; k++) {{
         const fxc_symbol_info *s = &symbols_info[k];
-        if (sizes[k] < s->min || sizes[k] > s->max || sizes[k] % s->divisor) {{
-            snprintf(last_error, sizeof last_error, "%s: %s = %lld is outside the compiled range [%lld, %lld] or "
-                     "not a multiple of %lld; export a build whose range holds it", who, s->name,
-                     (long long)sizes[k], (long long)s->min, (long long)s->max, (long long)s->divisor);
+        if (sizes[k] < s->min || sizes[k] > s->max) {{
+            snprintf(last_error, sizeof last_error, "%s: %s = %lld is outside the compiled range [%lld, %lld]; "
+                     "export a build whose range holds it", who, s->name, (long long)sizes[k], (long long)s->min,
+                     (long long)s->max);
+            return FXC_ERR_SHAPE;
+        }}
+        if (sizes[k] % s->divisor) {{
+            snprintf(last_error, sizeof last_error, "%s: %s = %lld is not a multiple of %lld, as the model was "
+                     "compiled for", who, s->name, (long long)sizes[k], (long long)s->divisor);
             return FXC_ERR_SHAPE;
         }}
     }}
@@ -346,8 +351,11 @@ def render_c(module, offsets: list, params: bytes, version: str, nbytes, interfa
     """(header text, wrapper C source) for a Module; `offsets` are the consts' byte offsets in `params`
     (the bytes of params.bin), `interface` the JSON text that `fxc_interface()` returns, `symbols` a dynamic
     module's size symbols as the manifest records them ({name, min, max, divisor}; the C entry checks them)."""
-    sig = [f" *   input  {i} {s.describe()}  ({nbytes(s)} bytes)" for i, s in enumerate(module.inputs)]
-    sig += [f" *   output {i} {s.describe()}  ({nbytes(s)} bytes)" for i, s in enumerate(module.outputs)]
+    def line(kind, i, s):
+        size = f"{nbytes(s)} bytes" if nbytes(s) or all(isinstance(d, int) for d in s.shape) else "size symbolic"
+        return f" *   {kind} {i} {s.name}: {s.dtype}[{', '.join(map(str, s.shape))}]  ({size})"
+    sig = [line("input ", i, s) for i, s in enumerate(module.inputs)]
+    sig += [line("output", i, s) for i, s in enumerate(module.outputs)]
     symbols = list(symbols)
     if symbols:
         sig.append(" *   size symbols: " + ", ".join(f"{s['name']} in [{s['min']}, {s['max']}]"

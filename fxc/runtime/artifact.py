@@ -45,9 +45,9 @@ from ..errors import ArtifactError, TargetError
 from .module import Module, TensorSpec, np_dtype
 
 FORMAT = "fxc-artifact"
-FORMAT_VERSION = 2             # the newest: 2 adds symbolic sizes (a dynamic build); static artifacts are written as 1
-STATIC_FORMAT_VERSION = 1      # what an artifact without symbols is written as (any fxc runtime reads it)
-READ_VERSIONS = (1, 2)         # what this runtime reads (a version 1 artifact is a version 2 one without symbols)
+FORMAT_VERSION = 2             # 2: size symbols (a dynamic build); an artifact without them is written as 1
+STATIC_FORMAT_VERSION = 1
+READ_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 LIBRARY = "libfxc_model.so"
 PARAMS = "params.bin"
@@ -183,35 +183,14 @@ def _is_int(v, low: int = 0) -> bool:
     return type(v) is int and low <= v < 1 << 62
 
 
-def _is_spec(s, names=frozenset()) -> bool:
-    """{name, shape, dtype}; a dim an int, or (names: the symbols) the text 'name' / 'c*name' of a symbol."""
+def _is_spec(s, dim_ok=_is_int) -> bool:
     return (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("shape"), list)
-            and all(_is_int(d) or _is_sym_dim(d, names) for d in s["shape"]) and _known_dtype(s.get("dtype")))
+            and all(map(dim_ok, s["shape"])) and _known_dtype(s.get("dtype")))
 
 
-def _is_sym_dim(d, names) -> bool:
-    c, _, name = d.rpartition("*") if isinstance(d, str) else ("", "", None)
-    return name in names and (c == "" or (c.isdigit() and 0 < int(c) < 1 << 31))
-
-
-def _symbols_problem(m: dict) -> str:
-    """What is wrong with a version 2 manifest's size symbols ('' when nothing or none)."""
-    syms = m.get("symbols", [])
-    if not isinstance(syms, list) or not all(
-            isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"].isidentifier()
-            and _is_int(s.get("min")) and _is_int(s.get("max"), s.get("min", 0)) and _is_int(s.get("divisor"), 1)
-            for s in syms) or len({s["name"] for s in syms}) != len(syms):
-        return "'symbols' is not a list of {name, min, max, divisor} with distinct names"
-    if syms and (m.get("format_version") == 1 or not _is_int(m.get("sym_header"))
-                 or not _is_int(m.get("row_bytes"))):
-        return "symbolic sizes need format version 2 and integer 'sym_header', 'row_bytes'"
-    return ""
-
-
-def _is_slot(a) -> bool:
-    """A plan argument: [kind, index or byte offset], or ["work", [base, header, per]] (base + symbol x per)."""
-    return isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and (
-        _is_int(a[1]) or (a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 3 and all(map(_is_int, a[1]))))
+def _is_slot(a) -> bool:       # [kind, index or offset]; ["work", [base, header, per]]: base + symbol x per
+    return isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and (_is_int(a[1]) or (
+        a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 3 and all(map(_is_int, a[1]))))
 
 
 def _known_dtype(dtype) -> bool:
@@ -226,12 +205,14 @@ def _manifest_problem(m: dict) -> str:
     `fxc inspect` and `fxc extract` read is checked here once."""
     if not isinstance(m["target"], str):
         return "'target' is not a string"
-    problem = _symbols_problem(m)
-    if problem:
-        return problem
-    names = {s["name"] for s in m.get("symbols", [])}
+    dim_ok = _is_int
+    if "symbols" in m:      # format 2: size symbols (runtime/symbols.py)
+        from .symbols import manifest_problem
+        problem, dim_ok = manifest_problem(m, _is_int)
+        if problem:
+            return problem
     for kind in ("inputs", "outputs"):
-        if not isinstance(m[kind], list) or not all(_is_spec(s, names) for s in m[kind]):
+        if not isinstance(m[kind], list) or not all(_is_spec(s, dim_ok) for s in m[kind]):
             return f"'{kind}' is not a list of {{name, shape, dtype}}"
     if not _is_int(m["workspace_bytes"]):
         return "'workspace_bytes' is not a non-negative integer"
@@ -323,7 +304,7 @@ def interface(manifest: dict) -> dict:
            "workspace_bytes": manifest["workspace_bytes"],
            "consts": [[t["dtype"], list(t["shape"]), t["offset"]] for t in manifest["params"]["tensors"]],
            "plan": manifest["plan"]}
-    if manifest.get("symbols"):     # a dynamic build: the ranges the library checks, its workspace layout
+    if manifest.get("symbols"):     # the ranges the library checks, its workspace layout
         out.update(symbols=[[s["name"], s["min"], s["max"], s["divisor"]] for s in manifest["symbols"]],
                    sym_header=manifest["sym_header"], row_bytes=manifest["row_bytes"])
     return out
@@ -413,10 +394,13 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         lib = Path(tmp) / LIBRARY
         lib.write_bytes(parts[LIBRARY])
         _check_library(path, lib, expected, parts[PARAMS])
-        mod = _module_class(manifest)(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs,
-                                      consts=consts, workspace_bytes=int(manifest["workspace_bytes"]),
-                                      kernels=list(manifest.get("kernels", [])), manifest=manifest,
-                                      **_symbol_fields(manifest))
+        cls, extra = ArtifactModule, {}
+        if manifest.get("symbols"):
+            from .symbols import DynamicArtifactModule as cls
+            extra = cls.fields(manifest)
+        mod = cls(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs, consts=consts,
+                  workspace_bytes=int(manifest["workspace_bytes"]), kernels=list(manifest.get("kernels", [])),
+                  manifest=manifest, **extra)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise TargetError(f"cannot load the artifact's library on this machine ({e}); it needs libgomp, libm "
@@ -427,23 +411,6 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         raise
     weakref.finalize(mod, shutil.rmtree, tmp, True)
     return mod
-
-
-def _module_class(manifest: dict) -> type:
-    """ArtifactModule, or for an artifact with size symbols runtime/symbols.py's DynamicArtifactModule (that module
-    is imported only then: a static artifact's runtime stays as small as before)."""
-    if not manifest.get("symbols"):
-        return ArtifactModule
-    from .symbols import DynamicArtifactModule
-    return DynamicArtifactModule
-
-
-def _symbol_fields(manifest: dict) -> dict:
-    """A dynamic artifact's symbols, symbol header offset and workspace bytes per unit of the first symbol."""
-    if not manifest.get("symbols"):
-        return {}
-    return {"symbols": [dict(s) for s in manifest["symbols"]], "sym_header": int(manifest["sym_header"]),
-            "row_bytes": int(manifest["row_bytes"])}
 
 
 def _remove_stale_folders() -> None:

@@ -109,3 +109,28 @@ class DynamicModule(Module):
 class DynamicArtifactModule(DynamicModule):
     """A DynamicModule loaded from an artifact (fxc.runtime.artifact.load), plus its `manifest`."""
     manifest: dict = field(default_factory=dict)
+
+    @staticmethod
+    def fields(manifest: dict) -> dict:
+        """A format 2 manifest's symbols, symbol header offset and workspace bytes per unit of the first symbol."""
+        return {"symbols": [dict(s) for s in manifest["symbols"]], "sym_header": int(manifest["sym_header"]),
+                "row_bytes": int(manifest["row_bytes"])}
+
+
+def manifest_problem(m: dict, is_int) -> tuple:
+    """(what is wrong with a format 2 manifest's size symbols, '' when nothing; a test of its TensorSpec dims: an
+    int (is_int), or the text 'name' / 'c*name' of one of its symbols). fxc.runtime.artifact checks manifests."""
+    syms = m["symbols"]
+    if not isinstance(syms, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"].isidentifier()
+            and is_int(s.get("min")) and is_int(s.get("max"), s.get("min", 0)) and is_int(s.get("divisor"), 1)
+            for s in syms) or len({s["name"] for s in syms}) != len(syms):
+        return "'symbols' is not a list of {name, min, max, divisor} with distinct names", is_int
+    if m.get("format_version") == 1 or not is_int(m.get("sym_header")) or not is_int(m.get("row_bytes")):
+        return "size symbols need format version 2 and integer 'sym_header' and 'row_bytes'", is_int
+    names = {s["name"] for s in syms}
+
+    def dim_ok(d) -> bool:
+        c, _, name = d.rpartition("*") if isinstance(d, str) else ("", "", None)
+        return is_int(d) or (name in names and (c == "" or (c.isdigit() and 0 < int(c) < 1 << 31)))
+    return "", dim_ok
