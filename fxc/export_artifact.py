@@ -112,6 +112,10 @@ def export(compiled, path, sign_key=None) -> Path:
     module = getattr(compiled, "module", compiled)
     if hasattr(module, "source") and hasattr(module, "device"):     # a device module (OpenCL): program source
         return export_device(module, path)
+    if hasattr(compiled, "_orig_mod"):     # torch.compile's model: graphs built per call, weights passed as inputs
+        raise FxcError("fxc.export takes an ahead-of-time build, not a torch.compile model; export "
+                       "fxc.from_torch(model, example_inputs, dynamic_shapes=...) instead (torch.export.Dim gives "
+                       "one build for every size in its range, as torch.compile(dynamic=True) does)")
     if not isinstance(module, Module):
         raise FxcError(f"fxc.export expects what fxc.from_torch returns, got {type(compiled).__name__}")
     if module.target != "llvm":
@@ -166,6 +170,10 @@ def _add(z: zipfile.ZipFile, name: str, data: bytes, compression: int, mode: int
 def export_device(module, path) -> Path:
     """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
     first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
+    if getattr(module, "symbols", None):
+        raise ArtifactError(f"this {module.target} module has size symbols; exporting a dynamic device build is not "
+                            f"implemented: export the llvm target's dynamic build, or a {module.target} build with "
+                            f"static shapes")
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
     manifest = {

@@ -282,3 +282,12 @@ def test_resnet18_dynamic_batch_artifact_three_sizes(tmp_path):
     for x, y in zip(xs, outs):
         assert_close_np(y, _eager(model, x), atol=1e-4)
     assert "outside the compiled range [1, 16]" in errors[0] and "expected shape" in errors[1]
+
+
+def test_torch_compile_model_is_pointed_to_from_torch(tmp_path):
+    """torch.compile's model (graphs built per call, weights as inputs) is not an artifact: the error names the
+    ahead-of-time path with a dynamic batch."""
+    compiled = torch.compile(torch.nn.Linear(2, 2), backend="fxc", dynamic=True)
+    with pytest.raises(fxc.errors.FxcError, match="dynamic_shapes"):
+        fxc.export(compiled, tmp_path / "m.fxc")
+    assert not (tmp_path / "m.fxc").exists()
