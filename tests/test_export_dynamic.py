@@ -122,6 +122,23 @@ def test_edited_range_is_refused(mlp, tmp_path):
         fxc.load(_rewrite(path, tmp_path / "wide.fxc", manifest=widen))
 
 
+@pytest.mark.parametrize("edit", [
+    lambda m: m["symbols"][0].update(min=70),                      # max < min
+    lambda m: m["symbols"][0].update(divisor=0),
+    lambda m: m["symbols"][0].update(max="64"),
+    lambda m: m["symbols"].append(dict(m["symbols"][0])),          # a name twice
+    lambda m: m["inputs"][0]["shape"].__setitem__(0, "q"),          # a dim naming no symbol
+    lambda m: m["inputs"][0]["shape"].__setitem__(0, "0*" + m["symbols"][0]["name"]),
+    lambda m: m.update(format_version=1),
+    lambda m: m.pop("sym_header"),
+    lambda m: m["plan"][0]["args"][0].__setitem__(1, [64, -8, 0]),
+], ids=["range", "divisor", "type", "twice", "unknown", "zero", "version", "header", "slot"])
+def test_malformed_symbol_fields_are_named(mlp, tmp_path, edit):
+    _, path = mlp
+    with pytest.raises(ArtifactError, match="malformed|unknown artifact format"):
+        fxc.load(_rewrite(path, tmp_path / "bad.fxc", manifest=edit))
+
+
 def _c_program(artifact, tmp_path) -> tuple:
     """(the extracted folder, examples/c/run_shaped.c built against it with gcc -Wall -Wextra -Werror)."""
     d = extract(artifact, tmp_path / "model")

@@ -126,7 +126,7 @@ def manifest_problem(m: dict, is_int) -> tuple:
             and is_int(s.get("min")) and is_int(s.get("max"), s.get("min", 0)) and is_int(s.get("divisor"), 1)
             for s in syms) or len({s["name"] for s in syms}) != len(syms):
         return "'symbols' is not a list of {name, min, max, divisor} with distinct names", is_int
-    if m.get("format_version") == 1 or not is_int(m.get("sym_header")) or not is_int(m.get("row_bytes")):
+    if syms and (m.get("format_version") == 1 or not is_int(m.get("sym_header")) or not is_int(m.get("row_bytes"))):
         return "size symbols need format version 2 and integer 'sym_header' and 'row_bytes'", is_int
     names = {s["name"] for s in syms}
 
