@@ -2,7 +2,7 @@
 
 An artifact is a zip archive with these parts (all listed, with their sha256, in the manifest):
 
-    manifest.json      format version, fxc version, target, input/output signature, workspace size,
+    manifest.json      format version (2: with size symbols), fxc version, target, signature, workspace size,
                        params layout, the execution plan (kernel calls and the buffers each one gets),
                        the C ABI, the kernels, and sha256 + size of every other part
     libfxc_model.so    the kernels, the plan compiled into `fxc_run`, and the plain C entry points
@@ -362,7 +362,8 @@ def load(path, trusted_keys=None) -> ArtifactModule:
     Returns
     -------
     ArtifactModule
-        Callable on numpy arrays of the exported shapes/dtypes; returns an array (a list of arrays for
+        Callable on numpy arrays of the exported shapes/dtypes (format 2: any size in the symbols' ranges,
+        runtime/symbols.py); returns an array (a list of arrays for
         several outputs). `.inputs`/`.outputs` hold the signature, `.manifest` the manifest.
 
     Raises
