@@ -321,9 +321,9 @@ def _tensor_infos(prefix: str, specs: list, nbytes) -> tuple:
     return "\n".join(shapes), ", ".join(infos) or "{ 0 }"
 
 
-def _dim_tables(prefix: str, specs: list, symbols: list) -> str:
+def _dim_tables(prefix: str, specs: list, symbols: list, itemsize: bool = False) -> str:
     """C tables {prefix}_coef / {prefix}_sym: each dim as a coefficient and a symbol index (-1: a static dim, the
-    coefficient its value), and {prefix}_itemsize."""
+    coefficient its value), and with `itemsize` {prefix}_itemsize."""
     index = {s["name"]: k for k, s in enumerate(symbols)}
     lines = []
     for i, s in enumerate(specs):
@@ -335,8 +335,9 @@ def _dim_tables(prefix: str, specs: list, symbols: list) -> str:
                  f"{', '.join(f'{prefix}_coef{i}' for i in range(n)) or 'NULL'} }};")
     lines.append(f"static const int *const {prefix}_sym[] = {{ "
                  f"{', '.join(f'{prefix}_sym{i}' for i in range(n)) or 'NULL'} }};")
-    lines.append(f"static const size_t {prefix}_itemsize[] = {{ "
-                 f"{', '.join(str(np_dtype(s.dtype).itemsize) for s in specs) or '0'} }};")
+    if itemsize:
+        lines.append(f"static const size_t {prefix}_itemsize[] = {{ "
+                     f"{', '.join(str(np_dtype(s.dtype).itemsize) for s in specs) or '0'} }};")
     return "\n".join(lines)
 
 
@@ -374,7 +375,7 @@ def render_c(module, offsets: list, params: bytes, version: str, nbytes, interfa
                             symbols=", ".join(f'{{ {json.dumps(s["name"])}, {s["min"]}LL, {s["max"]}LL, '
                                               f'{s["divisor"]}LL }}' for s in symbols) or "{ 0 }",
                             dim_tables=_dim_tables("in", module.inputs, symbols) + "\n"
-                            + _dim_tables("out", module.outputs, symbols),
+                            + _dim_tables("out", module.outputs, symbols, itemsize=True),
                             offsets=", ".join(map(str, offsets)) or "0", interface=json.dumps(interface))
     return header, source
 
