@@ -111,6 +111,21 @@ def test_load_runs_three_sizes_without_torch(mlp, tmp_path):
     assert report["bytes"] < 58_000, report      # the dynamic runtime (+ runtime/symbols.py) stays tiny too
 
 
+def test_cli_runs_and_inspects_a_dynamic_artifact(mlp, tmp_path):
+    """`fxc run` at a batch of 3 and `fxc inspect` (showing the symbol's range), importing only the runtime."""
+    model, path = mlp
+    x = np.random.default_rng(2).standard_normal((3, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    script = BLOCKER + "import runpy; runpy.run_module('fxc.cli', run_name='__main__', alter_sys=True)"
+    run = ["run", str(path), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]
+    for argv in (run, ["inspect", str(path)]):
+        p = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=ROOT,
+                           timeout=120)
+        assert p.returncode == 0, p.stderr
+    assert "in [1, 64]" in p.stdout and "C ABI 2" in p.stdout, p.stdout
+    assert_close_np(np.load(tmp_path / "y.npy"), _eager(model, x))
+
+
 def test_edited_range_is_refused(mlp, tmp_path):
     """The library's fxc_interface() carries the ranges: a manifest widened to let larger sizes through (past the
     workspace the C entry allocates) is refused at load."""
