@@ -152,7 +152,10 @@ def _compile_mxnet(args, dtypes) -> int:
 def _print_signature(m: dict) -> None:
     for kind in ("inputs", "outputs"):
         for s in m[kind]:
-            print(f"  {kind[:-1]:<6} {s['name']}: {s['dtype']}{list(s['shape'])}")
+            print(f"  {kind[:-1]:<6} {s['name']}: {s['dtype']}[{', '.join(map(str, s['shape']))}]")
+    for s in m.get("symbols", []):       # format 2: a dynamic build's size symbols
+        print(f"  symbol {s['name']} in [{s['min']}, {s['max']}]" + (f", a multiple of {s['divisor']}"
+                                                                    if s["divisor"] > 1 else ""))
 
 
 def _check_output_paths(paths) -> None:
@@ -223,12 +226,17 @@ def cmd_inspect(args) -> int:
         print(f"  {name:<18} {p['bytes']:>10} bytes  sha256 {p['sha256'][:16]}…")
     abi = m.get("c_abi", {})
     if abi:
-        print(f"C ABI ({abi.get('header')}): {abi.get('init')}; {abi.get('entry')}")
+        print(f"C ABI {abi.get('abi_version', 1)} ({abi.get('header')}): {abi.get('init')}; {abi.get('entry')}"
+              + (f"; {abi['shaped_entry']}" if "shaped_entry" in abi else ""))
     names = {"in": [s["name"] for s in m["inputs"]], "out": [s["name"] for s in m["outputs"]]}
 
     def slot(kind, ix):
         if kind in names:
             return names[kind][ix] if ix < len(names[kind]) else f"{kind}{ix}?"
+        if kind == "work" and isinstance(ix, list):         # base + symbol x per (format 2)
+            k = (ix[1] - m.get("sym_header", 0)) // 8
+            sym = m["symbols"][k]["name"] if 0 <= k < len(m.get("symbols", [])) else f"[work+{ix[1]}]"
+            return f"work+{ix[0]}+{sym}*{ix[2]}"
         return {"work": f"work+{ix}", "const": f"const{ix}", "null": "null"}.get(kind, f"{kind}{ix}")
     kernels = m.get("kernels", [])
     print(f"plan ({len(m['plan'])} kernel calls; arguments: outputs, then inputs):")

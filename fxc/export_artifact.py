@@ -27,6 +27,7 @@ from .runtime.artifact import (
     LIBRARY,
     MANIFEST,
     PARAMS,
+    STATIC_FORMAT_VERSION,
     interface,
     program_part,
 )
@@ -37,7 +38,10 @@ C_ABI = {
     "header": HEADER,
     "library": LIBRARY,
     "init": "int fxc_init(const char *artifact_dir)",
+    "abi_version": 2,
     "entry": "int fxc_main(const void **inputs, void **outputs)",
+    "shaped_entry": "int fxc_main_shaped(const int64_t *const *input_dims, const void **inputs, void **outputs)",
+    "output_dims": "int fxc_output_dims(const int64_t *const *input_dims, int i, int64_t *dims, size_t *nbytes)",
     "free": "void fxc_free(void)",
     "interface": "const char *fxc_interface(void)",
     "low_level": "int fxc_run(void **inputs, void **outputs, void **consts, void *workspace)",
@@ -47,7 +51,23 @@ C_ABI = {
 
 
 def nbytes(spec) -> int:
+    """A tensor's bytes; 0 when a dim is symbolic (known only at call time)."""
+    if not all(isinstance(d, int) for d in spec.shape):
+        return 0
     return int(np.prod(spec.shape, dtype=np.int64)) * np_dtype(spec.dtype).itemsize
+
+
+def symbol_facts(module) -> list:
+    """A dynamic module's symbols as the manifest records them: {name, min, max, divisor}, an unbounded max
+    written as 2**62 - 1 (the largest integer the manifest holds)."""
+    return [{"name": s["name"], "min": int(s.get("min", 1)), "max": min(int(s.get("max", 2 ** 62)), 2 ** 62 - 1),
+             "divisor": int(s.get("divisor", 1))} for s in module.symbols]
+
+
+def plan_args(slots) -> list:
+    """A plan's arguments as JSON: [kind, index or byte offset], or ["work", [base, header, per]] for a buffer at
+    base + symbol x per bytes of the workspace."""
+    return [[kind, [int(v) for v in ix] if isinstance(ix, tuple) else int(ix)] for kind, ix in slots]
 
 
 def pack_params(consts: list) -> tuple:
@@ -92,30 +112,34 @@ def export(compiled, path, sign_key=None) -> Path:
     module = getattr(compiled, "module", compiled)
     if hasattr(module, "source") and hasattr(module, "device"):     # a device module (OpenCL): program source
         return export_device(module, path)
+    if hasattr(compiled, "_orig_mod"):     # torch.compile's model: graphs built per call, weights passed as inputs
+        raise FxcError("fxc.export takes an ahead-of-time build, not a torch.compile model; export "
+                       "fxc.from_torch(model, example_inputs, dynamic_shapes=...) instead (torch.export.Dim gives "
+                       "one build for every size in its range, as torch.compile(dynamic=True) does)")
     if not isinstance(module, Module):
         raise FxcError(f"fxc.export expects what fxc.from_torch returns, got {type(compiled).__name__}")
     if module.target != "llvm":
         raise TargetError(f"export of target {module.target!r} is not implemented; available: llvm")
-    if getattr(module, "symbols", None):
-        raise ArtifactError(f"this module has symbolic sizes ({', '.join(s['name'] for s in module.symbols)}); "
-                            f"exporting them is not implemented yet: export a build with static shapes "
-                            f"(fxc.from_torch without dynamic_shapes; fxc.from_onnx with shapes=...)")
     from .backends import llvm_deploy
     key = signing.private_key(sign_key) if sign_key is not None else None     # a bad key fails before the build
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
+    symbols = symbol_facts(module) if module.symbols else []
     manifest = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "fxc_version": __version__,
+        "format": FORMAT, "format_version": FORMAT_VERSION if symbols else STATIC_FORMAT_VERSION,
+        "fxc_version": __version__,
         "target": module.target, "target_info": llvm_deploy.target_info(module.target_spec or None),
         "inputs": sig(module.inputs), "outputs": sig(module.outputs),
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
-        "plan": [{"kernel": name, "args": [[kind, int(ix)] for kind, ix in slots]} for name, slots in module.plan],
+        "plan": [{"kernel": name, "args": plan_args(slots)} for name, slots in module.plan],
         "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels),
     }
+    if symbols:     # a dynamic build (format version 2): its sizes' facts and where the kernels read their values
+        manifest.update(symbols=symbols, sym_header=int(module.sym_header), row_bytes=int(module.row_bytes))
     iface = json.dumps(interface(manifest), sort_keys=True, separators=(",", ":"))
     header, source = llvm_deploy.render_c(module, [r["offset"] for r in records], params, __version__,
-                                          nbytes, iface)
+                                          nbytes, iface, symbols)
     parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
              HEADER: header.encode(), C_SOURCE: source.encode()}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
@@ -146,10 +170,14 @@ def _add(z: zipfile.ZipFile, name: str, data: bytes, compression: int, mode: int
 def export_device(module, path) -> Path:
     """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
     first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
+    if getattr(module, "symbols", None):
+        raise ArtifactError(f"this {module.target} module has size symbols; exporting a dynamic device build is not "
+                            f"implemented: export the llvm target's dynamic build, or a {module.target} build with "
+                            f"static shapes")
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
     manifest = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "fxc_version": __version__,
+        "format": FORMAT, "format_version": STATIC_FORMAT_VERSION, "fxc_version": __version__,
         "target": module.target, "target_info": {"device": module.device.info["name"],
                                                  "driver": module.device.info["driver"]},
         "inputs": sig(module.inputs), "outputs": sig(module.outputs),

@@ -220,7 +220,7 @@ def test_load_imports_only_the_runtime(case, tmp_path):
     report = json.loads(p.stdout.strip().splitlines()[-1])
     assert report["blocked_loaded"] == []
     assert all(n in ("fxc", "fxc.errors") or n.startswith("fxc.runtime") for n in report["modules"]), report
-    assert report["bytes"] < 48_000, report     # the runtime stays tiny (hostile-artifact checks: ~10 KB of it)
+    assert report["bytes"] < 50_000, report     # the runtime stays tiny (hostile-artifact checks: ~10 KB of it)
     print(f"runtime: {report['bytes']} bytes in {report['modules']}")
     with np.load(tmp_path / "out.npz") as z:
         for k, e in enumerate(expected):

@@ -2,7 +2,7 @@
 
 An artifact is a zip archive with these parts (all listed, with their sha256, in the manifest):
 
-    manifest.json      format version, fxc version, target, input/output signature, workspace size,
+    manifest.json      format version (2: with size symbols), fxc version, target, signature, workspace size,
                        params layout, the execution plan (kernel calls and the buffers each one gets),
                        the C ABI, the kernels, and sha256 + size of every other part
     libfxc_model.so    the kernels, the plan compiled into `fxc_run`, and the plain C entry points
@@ -45,7 +45,9 @@ from ..errors import ArtifactError, TargetError
 from .module import Module, TensorSpec, np_dtype
 
 FORMAT = "fxc-artifact"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2             # 2: size symbols (a dynamic build); an artifact without them is written as 1
+STATIC_FORMAT_VERSION = 1
+READ_VERSIONS = (1, 2)
 MANIFEST = "manifest.json"
 LIBRARY = "libfxc_model.so"
 PARAMS = "params.bin"
@@ -163,11 +165,11 @@ def _parse_manifest(path, raw: bytes) -> dict:
         raise ArtifactError(f"{path}: {MANIFEST} is not valid JSON ({e}); {_REEXPORT}") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise ArtifactError(f"{path}: {MANIFEST} does not describe an {FORMAT}; {_REEXPORT}")
-    if m.get("format_version") != FORMAT_VERSION:
+    if m.get("format_version") not in READ_VERSIONS:
         raise ArtifactError(f"{path}: unknown artifact format version {m.get('format_version')!r} "
-                            f"(written by fxc {m.get('fxc_version', '?')}); this runtime reads version "
-                            f"{FORMAT_VERSION}: use the fxc version that wrote it, or export the model again "
-                            f"with this one")
+                            f"(written by fxc {m.get('fxc_version', '?')}); this runtime reads versions "
+                            f"{', '.join(map(str, READ_VERSIONS))}: use the fxc version that wrote it, or export "
+                            f"the model again with this one")
     missing = [key for key in REQUIRED if key not in m]
     if missing or not isinstance(m["parts"], dict):
         raise ArtifactError(f"{path}: {MANIFEST} has no {missing or 'parts'} entry; {_REEXPORT}")
@@ -181,9 +183,14 @@ def _is_int(v, low: int = 0) -> bool:
     return type(v) is int and low <= v < 1 << 62
 
 
-def _is_spec(s) -> bool:
+def _is_spec(s, dim_ok=_is_int) -> bool:
     return (isinstance(s, dict) and isinstance(s.get("name"), str) and isinstance(s.get("shape"), list)
-            and all(_is_int(d) for d in s["shape"]) and _known_dtype(s.get("dtype")))
+            and all(map(dim_ok, s["shape"])) and _known_dtype(s.get("dtype")))
+
+
+def _is_slot(a) -> bool:       # [kind, index or offset]; ["work", [base, header, per]]: base + symbol x per
+    return isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and (_is_int(a[1]) or (
+        a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 3 and all(map(_is_int, a[1]))))
 
 
 def _known_dtype(dtype) -> bool:
@@ -198,8 +205,14 @@ def _manifest_problem(m: dict) -> str:
     `fxc inspect` and `fxc extract` read is checked here once."""
     if not isinstance(m["target"], str):
         return "'target' is not a string"
+    dim_ok = _is_int
+    if "symbols" in m:      # format 2: size symbols (runtime/symbols.py)
+        from .symbols import manifest_problem
+        problem, dim_ok = manifest_problem(m, _is_int)
+        if problem:
+            return problem
     for kind in ("inputs", "outputs"):
-        if not isinstance(m[kind], list) or not all(_is_spec(s) for s in m[kind]):
+        if not isinstance(m[kind], list) or not all(_is_spec(s, dim_ok) for s in m[kind]):
             return f"'{kind}' is not a list of {{name, shape, dtype}}"
     if not _is_int(m["workspace_bytes"]):
         return "'workspace_bytes' is not a non-negative integer"
@@ -216,8 +229,7 @@ def _manifest_problem(m: dict) -> str:
             return "a params tensor is not {index, dtype, shape, offset, nbytes}"
     for step in m["plan"] if isinstance(m["plan"], list) else [None]:
         if not (isinstance(step, dict) and isinstance(step.get("kernel"), str) and isinstance(step.get("args"), list)
-                and all(isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and _is_int(a[1])
-                        for a in step["args"])):
+                and all(map(_is_slot, step["args"]))):
             return "'plan' is not a list of {kernel, args: [[slot kind, index]]}"
     for name, info in m["parts"].items():
         if name not in PARTS:
@@ -288,10 +300,14 @@ def interface(manifest: dict) -> dict:
     """What the library's `fxc_interface()` must say (as JSON) for this manifest: signature, params
     layout, workspace size and execution plan. `fxc.export` embeds it; `load` compares the two."""
     sig = lambda specs: [[s["name"], s["dtype"], list(s["shape"])] for s in specs]  # noqa: E731
-    return {"inputs": sig(manifest["inputs"]), "outputs": sig(manifest["outputs"]),
-            "workspace_bytes": manifest["workspace_bytes"],
-            "consts": [[t["dtype"], list(t["shape"]), t["offset"]] for t in manifest["params"]["tensors"]],
-            "plan": manifest["plan"]}
+    out = {"inputs": sig(manifest["inputs"]), "outputs": sig(manifest["outputs"]),
+           "workspace_bytes": manifest["workspace_bytes"],
+           "consts": [[t["dtype"], list(t["shape"]), t["offset"]] for t in manifest["params"]["tensors"]],
+           "plan": manifest["plan"]}
+    if manifest.get("symbols"):     # the ranges the library checks, its workspace layout
+        out.update(symbols=[[s["name"], s["min"], s["max"], s["divisor"]] for s in manifest["symbols"]],
+                   sym_header=manifest["sym_header"], row_bytes=manifest["row_bytes"])
+    return out
 
 
 def unpack_params(manifest: dict, blob: bytes) -> list:
@@ -346,7 +362,8 @@ def load(path, trusted_keys=None) -> ArtifactModule:
     Returns
     -------
     ArtifactModule
-        Callable on numpy arrays of the exported shapes/dtypes; returns an array (a list of arrays for
+        Callable on numpy arrays of the exported shapes/dtypes (format 2: any size in the symbols' ranges,
+        runtime/symbols.py); returns an array (a list of arrays for
         several outputs). `.inputs`/`.outputs` hold the signature, `.manifest` the manifest.
 
     Raises
@@ -378,9 +395,13 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         lib = Path(tmp) / LIBRARY
         lib.write_bytes(parts[LIBRARY])
         _check_library(path, lib, expected, parts[PARAMS])
-        mod = ArtifactModule(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs,
-                             consts=consts, workspace_bytes=int(manifest["workspace_bytes"]),
-                             kernels=list(manifest.get("kernels", [])), manifest=manifest)
+        cls, extra = ArtifactModule, {}
+        if manifest.get("symbols"):
+            from .symbols import DynamicArtifactModule as cls
+            extra = cls.fields(manifest)
+        mod = cls(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs, consts=consts,
+                  workspace_bytes=int(manifest["workspace_bytes"]), kernels=list(manifest.get("kernels", [])),
+                  manifest=manifest, **extra)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise TargetError(f"cannot load the artifact's library on this machine ({e}); it needs libgomp, libm "

@@ -11,18 +11,24 @@ from ..errors import InputError
 from .module import Module, check_inputs, np_dtype
 
 
+def split_dim(dim) -> tuple:
+    """A symbolic TensorSpec dim's (coefficient, symbol name): 's0' -> (1, 's0'), '4*s0' -> (4, 's0')."""
+    c, _, name = dim.rpartition("*")
+    return int(c or 1), name
+
+
 def dim_value(dim, sizes: dict) -> int:
     """A TensorSpec dim's value: an int, or text 'name' / 'c*name' of a size symbol, given {name: value}."""
     if isinstance(dim, int):
         return dim
-    c, _, name = dim.rpartition("*")
-    return int(c or 1) * sizes[name]
+    c, name = split_dim(dim)
+    return c * sizes[name]
 
 
 def bind_symbols(specs, shapes, symbols: list) -> dict:
-    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: every dim
-    with a symbol must agree with the others, be a whole multiple of its coefficient and lie in the symbol's
-    range; InputError naming the input otherwise."""
+    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: every static
+    dim must be the declared one; every dim with a symbol must agree with the others, be a whole multiple of its
+    coefficient and lie in the symbol's range; InputError naming the input otherwise."""
     sizes: dict = {}
     for spec, shape in zip(specs, shapes):
         if len(shape) != len(spec.shape):
@@ -30,9 +36,11 @@ def bind_symbols(specs, shapes, symbols: list) -> dict:
                              f"{list(shape)}")
         for dim, n in zip(spec.shape, shape):
             if isinstance(dim, int):
+                if n != dim:
+                    raise InputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)} "
+                                     f"(only the symbolic dims may vary)")
                 continue
-            c, _, name = dim.rpartition("*")
-            c = int(c or 1)
+            c, name = split_dim(dim)
             if n % c:
                 raise InputError(f"input {spec.name!r}: dim {dim} = {n} is not a multiple of {c}")
             if sizes.setdefault(name, n // c) != n // c:
@@ -95,3 +103,34 @@ class DynamicModule(Module):
         outs = [np.empty(shape, np_dtype(s.dtype)) for s, shape in zip(self.outputs, self.output_shapes(sizes))]
         self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs], sizes=sizes)
         return outs[0] if len(outs) == 1 else outs
+
+
+@dataclass
+class DynamicArtifactModule(DynamicModule):
+    """A DynamicModule loaded from an artifact (fxc.runtime.artifact.load), plus its `manifest`."""
+    manifest: dict = field(default_factory=dict)
+
+    @staticmethod
+    def fields(manifest: dict) -> dict:
+        """A format 2 manifest's symbols, symbol header offset and workspace bytes per unit of the first symbol."""
+        return {"symbols": [dict(s) for s in manifest["symbols"]], "sym_header": int(manifest["sym_header"]),
+                "row_bytes": int(manifest["row_bytes"])}
+
+
+def manifest_problem(m: dict, is_int) -> tuple:
+    """(what is wrong with a format 2 manifest's size symbols, '' when nothing; a test of its TensorSpec dims: an
+    int (is_int), or the text 'name' / 'c*name' of one of its symbols). fxc.runtime.artifact checks manifests."""
+    syms = m["symbols"]
+    if not isinstance(syms, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"].isidentifier()
+            and is_int(s.get("min")) and is_int(s.get("max"), s.get("min", 0)) and is_int(s.get("divisor"), 1)
+            for s in syms) or len({s["name"] for s in syms}) != len(syms):
+        return "'symbols' is not a list of {name, min, max, divisor} with distinct names", is_int
+    if syms and (m.get("format_version") == 1 or not is_int(m.get("sym_header")) or not is_int(m.get("row_bytes"))):
+        return "size symbols need format version 2 and integer 'sym_header' and 'row_bytes'", is_int
+    names = {s["name"] for s in syms}
+
+    def dim_ok(d) -> bool:
+        c, _, name = d.rpartition("*") if isinstance(d, str) else ("", "", None)
+        return is_int(d) or (name in names and (c == "" or (c.isdigit() and 0 < int(c) < 1 << 31)))
+    return "", dim_ok
