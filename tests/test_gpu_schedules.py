@@ -96,3 +96,56 @@ def test_indices_are_32_bit_where_the_interval_analysis_proves_it():
         m = DeviceModule("opencl", src, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")],
                          [], 0, [Launch("copy", [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)])
         np.testing.assert_array_equal(m(a), a + a[np.arange(a.size) % 64])
+
+
+# ------------------------------------------------------------------------------------------------------------ GEMV
+GEMV_FORMS = {"cpu-device": {}, "gpu-tree": {"gemv_threads": 8, "gemv_outputs": 4, "vector_width": 4},
+              "scalar": {"gemv_threads": 4, "gemv_outputs": 3, "vector_width": 1}}
+
+
+@pytest.mark.parametrize("form", GEMV_FORMS)
+@pytest.mark.parametrize("rows,k,n", [(1, 1283, 37), (3, 64, 10), (2, 7, 5)])
+def test_gemv_schedule_against_eager(form, rows, k, n, monkeypatch):
+    """A linear layer with few rows (batch 1 to 3) and a GELU epilogue, k with a remainder after the vectors and after
+    the work-items, columns that do not fill the last work-group: the GEMV schedule in the PoCL default form (one
+    output per work-item, 16-lane vector loads), the GPU form (8 work-items along k, a shared-memory tree) and
+    scalar loads; each equals eager."""
+    sources = _sources(monkeypatch, **GEMV_FORMS[form])
+    torch.manual_seed(rows * k)
+    m = torch.nn.Sequential(torch.nn.Linear(k, n), torch.nn.GELU()).eval()
+    x = torch.randn(rows, k)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(_compile(m, x), m(x), rtol=1e-4, atol=1e-4)
+    src = "\n".join(sources)
+    assert "vacc" in src or "vtail" in src
+    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in src) == (form != "cpu-device")
+    want_vectors = form != "scalar" and k >= GEMV_FORMS[form].get("vector_width", 16)
+    assert bool(re.search(r"vload(4|16)\(", src)) == want_vectors
+
+
+def test_gemv_only_for_few_rows_and_contiguous_weights(monkeypatch):
+    """Eight rows, or a weight read across k (x @ w with w [k, n]), stay with the tiled GEMM; both equal numpy."""
+    sources = _sources(monkeypatch)
+    x, w = torch.randn(8, 40), torch.randn(40, 24)
+    torch.testing.assert_close(_compile(lambda a, b: a @ b, x, w), x @ w, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(_compile(lambda a, b: a @ b, x[:1], w), x[:1] @ w, rtol=1e-4, atol=1e-4)
+    assert sources and not any("vacc" in s or "vtail" in s for s in sources)
+
+
+def test_knobs_from_caps():
+    """The schedule choice read from a device's Caps: a CPU device (PoCL: local memory that is plain memory, 16-lane
+    vectors) gets one GEMV output per work-item in 16-lane vectors; a GPU (memory of its own, preferred width 1) 64
+    work-items along k in float4 loads; WebGL (work-groups of one) no GEMV; a language without vector types
+    scalar loads."""
+    from fxc.target import Caps, opencl_caps
+    pocl = opencl_caps({"compute_units": 2, "local_memory_bytes": 1 << 20, "max_work_group_size": 4096,
+                        "preferred_vector_width_float": 16})
+    gpu_ = opencl_caps({"compute_units": 132, "local_memory_bytes": 48 << 10, "max_work_group_size": 1024,
+                        "preferred_vector_width_float": 1, "dedicated_local_memory": True})
+    k = gpu.Knobs.for_caps(pocl)
+    assert (k.gemv_threads, k.gemv_outputs, k.vector_width) == (1, 16, 16)
+    k = gpu.Knobs.for_caps(gpu_)
+    assert (k.gemv_threads, k.gemv_outputs, k.vector_width) == (64, 4, 4)
+    assert gpu.Knobs.for_caps(Caps(max_work_group_size=1)).gemv_max_rows == 0
+    assert gpu.Knobs.for_caps(Caps(max_work_group_size=256, local_memory_bytes=1 << 14)).vector_width == 1
