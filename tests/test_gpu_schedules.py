@@ -149,3 +149,40 @@ def test_knobs_from_caps():
     assert (k.gemv_threads, k.gemv_outputs, k.vector_width) == (64, 4, 4)
     assert gpu.Knobs.for_caps(Caps(max_work_group_size=1)).gemv_max_rows == 0
     assert gpu.Knobs.for_caps(Caps(max_work_group_size=256, local_memory_bytes=1 << 14)).vector_width == 1
+
+
+# --------------------------------------------------------------------------- window schedule, staged input tile
+WINDOW_FORMS = {"direct": {"window_local_bytes": 0},
+                "staged-vec4": {"window_local_bytes": 1 << 15, "vector_width": 4},
+                "staged-scalar": {"window_local_bytes": 1 << 15, "vector_width": 1},
+                "staged-narrow": {"window_local_bytes": 1 << 15, "vector_width": 4, "window_width": 3,
+                                  "window_cols": 2}}
+
+
+@pytest.mark.parametrize("form", WINDOW_FORMS)
+def test_window_forms_against_eager(form, monkeypatch):
+    """Depthwise convolutions (padding, stride 2, dilation 2, no padding, a batch-norm + ReLU6 epilogue) and pools
+    (max with padding, dilation and ceil mode; average with padding and count_include_pad off) in the window
+    schedule, its input read directly or staged in local memory (float4 chunks inside the input, scalars at the
+    edges and the padding; work-groups that do not divide the row), against eager."""
+    sources = _sources(monkeypatch, **WINDOW_FORMS[form], extern_computes=True)
+    torch.manual_seed(7)
+    convs = [torch.nn.Conv2d(6, 6, 3, 1, 1, groups=6), torch.nn.Conv2d(6, 6, 3, 2, 1, groups=6),
+             torch.nn.Conv2d(6, 6, 3, 1, 2, dilation=2, groups=6), torch.nn.Conv2d(6, 6, (3, 5), 1, 0, groups=6)]
+    bn = torch.nn.BatchNorm2d(6).eval()
+
+    def f(x):
+        out = [torch.nn.functional.relu6(bn(c(x))) for c in convs]
+        return out + [torch.nn.functional.max_pool2d(x, 3, 2, 1, dilation=1, ceil_mode=True),
+                      torch.nn.functional.max_pool2d(x, 3, 1, 1, dilation=2),
+                      torch.nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False)]
+
+    x = torch.randn(2, 6, 15, 37)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        for got, want in zip(_compile(f, x), f(x)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    src = "\n".join(sources)
+    staged = form != "direct"
+    assert ("__local float wtile" in src) == staged and src.count("float wacc") >= 7
+    assert ("vload4(" in src) == (form in ("staged-vec4", "staged-narrow"))

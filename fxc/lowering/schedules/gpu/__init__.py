@@ -10,7 +10,7 @@ list (outputs, inputs, then scratch buffers) and run in order on one queue; each
   staging blocks of both operands in shared memory (tiled_gemm.py);
 - "window": an epilogue of a small sliding-window reduction along the last axis (depthwise convolution, max and
   average pooling): work-groups along an image row, several outputs per work-item sharing the window loop
-  (window.py);
+  (window.py), on GPUs from the row's input tile staged in shared memory with vector loads (window_tile.py);
 - "reduce": a root that is a reduction with few outputs and long rows: one work-group per output, a
   work-group tree reduction in shared memory with barriers (reduction.py);
 - "compute": every other compute op (elementwise, injective, reductions, conv/dense written as computes):
@@ -49,6 +49,8 @@ class Knobs:
     window_width: int = 16              # work-items along an image row of a windowed reduction (depthwise, pool)
     window_cols: int = 4                # outputs of the row per work-item (0: no window schedule)
     window_max: int = 64                # the largest window (reduction length) it takes
+    window_local_bytes: int = 0         # shared memory a windowed work-group may stage its input tile in (0: none,
+                                        # the input is read directly: the faster form on a CPU device)
     extern_computes: bool = True        # an extern op with a compute form runs as that compute (False: its CPU
                                         # loop IR, row by row: faster where the device is a CPU, e.g. a max pool)
     vector_width: int = 1               # lanes of the vector loads a schedule emits (1: scalar loads only)
@@ -77,7 +79,8 @@ class Knobs:
                      work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
                      gemm_tile=tile, gemm_shared=shared, window_width=max(1, min(caps.max_work_group_size, 16)),
                      window_cols=4 if caps.max_work_group_size > 1 else 0,    # work-groups of one (WebGL): no
-                     extern_computes=shared)                                    # row work-groups, one-dim grids
+                     extern_computes=shared,                                    # row work-groups, one-dim grids
+                     window_local_bytes=caps.local_memory_bytes // 2 if shared else 0)
 
 
 def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
