@@ -186,3 +186,92 @@ def test_window_forms_against_eager(form, monkeypatch):
     staged = form != "direct"
     assert ("__local float wtile" in src) == staged and src.count("float wacc") >= 7
     assert ("vload4(" in src) == (form in ("staged-vec4", "staged-narrow"))
+
+
+# ------------------------------------------------------------- loop-IR fixture: staged tile with vector loads
+def _staged_fixture(rows: int = 3, cols: int = 37, threads: int = 8, lanes: int = 4) -> Kernel:
+    """One work-group per row stages the row in shared memory (vector loads of `lanes` where a chunk fits, scalars
+    for the rest), waits at a barrier, and each work-item writes y[r, c] = t[c] + 2 t[min(c + 1, cols - 1)] +
+    (t[0] + t[1] + t[2] + t[3]) for its columns c = th + j * threads (the last sum a lane reduction of a vector
+    read from shared memory)."""
+    from fxc.lowering.expr import Const, LaneReduce, VecLoad, compare
+    from fxc.lowering.loop_ir import Barrier, IfThen, seq
+    x, y = Buffer("x", "float32", rows * cols), Buffer("y", "float32", rows * cols)
+    tile = Buffer("tile", "float32", cols, "shared")
+    g, th, q, j = Var("g"), Var("th"), Var("q"), Var("j")
+    chunks = -(-cols // lanes)
+    at = (q * threads + th) * lanes
+    scalar = seq(*(IfThen(compare("lt", at + e, as_expr(cols)), Store(tile, at + e, x[g * cols + at + e]))
+                   for e in range(lanes)))
+    stage = For(q, -(-chunks // threads), IfThen(compare("le", at + lanes, as_expr(cols)),
+                                                Store(tile, at, VecLoad(x, g * cols + at, lanes)), scalar))
+    c = th + j * threads
+    value = tile[c] + tile[binary("min", c + 1, as_expr(cols - 1))] * Const(2.0, "float32") \
+        + LaneReduce("add", VecLoad(tile, as_expr(0), lanes))
+    write = For(j, -(-cols // threads), IfThen(compare("lt", c, as_expr(cols)), Store(y, g * cols + c, value)))
+    body = For(g, rows, For(th, threads, seq(stage, Barrier(), write), "thread"), "grid")
+    return Kernel("staged", [y, x], body, index_bits=32, launch=launch_of(body))
+
+
+def _staged_expected(a):
+    nxt = np.concatenate([a[:, 1:], a[:, -1:]], axis=1)
+    return a + 2 * nxt + a[:, :4].sum(axis=1, keepdims=True)
+
+
+def _device_module(cls, kind, source, k, a):
+    from fxc.runtime.device_module import Launch
+    from fxc.runtime.module import TensorSpec
+    plan = [Launch(k.name, [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)]
+    return cls(kind, source, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")], [], 0, plan)
+
+
+@pytest.mark.parametrize("vectors", [True, False], ids=["native-float4", "scalarized"])
+def test_staged_fixture_on_opencl(vectors):
+    """OpenCL C takes the fixture's float4 loads and stores as they are (vload4 / vstore4 from global and local
+    memory, a lane reduction) or scalarized: both equal numpy."""
+    from fxc.lowering.legalize import scalarize
+    from fxc.runtime.device_module import DeviceModule
+    k = _staged_fixture()
+    k = dataclasses.replace(k, body=scalarize(k.body, {4} if vectors else ()))
+    src = render_opencl([k])
+    assert "__local float tile" in src and "barrier(CLK_LOCAL_MEM_FENCE)" in src
+    assert ("vload4(0, x + " in src and "vstore4(" in src and "vload4(0, tile + " in src) == vectors
+    a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(_device_module(DeviceModule, "opencl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
+
+
+def test_staged_fixture_on_glsl():
+    """GLSL compute rejects the fixture's vectors (its kernels come scalarized: Caps.vector_widths is empty for GL)
+    and runs the scalarized fixture (shared memory, barrier) on the GL device: equal to numpy."""
+    from fxc.backends.glsl import render_glsl
+    from fxc.errors import LoweringError
+    from fxc.lowering.legalize import scalarize
+    from fxc.runtime.opengl import GLModule
+    k = _staged_fixture()
+    with pytest.raises(LoweringError, match="scalarize"):
+        render_glsl([k])
+    k = dataclasses.replace(k, body=scalarize(k.body))
+    src = render_glsl([k])
+    assert "shared float" in src and "barrier();" in src
+    a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(_device_module(GLModule, "opengl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
+
+
+def test_staged_fixture_on_wgsl_webgl_and_llvm():
+    """WGSL rejects the vectors and renders the scalarized fixture with workgroup memory and its barrier; WebGL (no
+    shared memory) and the CPU's LLVM renderer (no work-groups) reject it with a LoweringError."""
+    from fxc.backends import llvm
+    from fxc.backends.glsl import render_webgl
+    from fxc.backends.wgsl import render_wgsl
+    from fxc.errors import LoweringError
+    from fxc.lowering.legalize import scalarize
+    k = _staged_fixture()
+    with pytest.raises(LoweringError, match="scalarize"):
+        render_wgsl([k])
+    k = dataclasses.replace(k, body=scalarize(k.body))
+    src = render_wgsl([k])
+    assert "var<workgroup>" in src and "workgroupBarrier();" in src
+    with pytest.raises(LoweringError, match="work-groups of one|shared memory|barrier"):
+        render_webgl([k], 64)
+    with pytest.raises(LoweringError):
+        llvm.render([k], [(k.name, [("out", 0), ("in", 0)])])
