@@ -1,5 +1,6 @@
 """Matrix-vector microbenchmark on one OpenCL device: the classifier layers of the reference models at batch 1
-(a linear layer with its bias: [rows, k] x [n, k]^T + b) under fxc's GPU schedules: the GEMV schedule
+(torch.nn.Linear through fxc.from_torch: [rows, k] x [n, k]^T + b; and "x @ w" with w [k, n], the other layout) under
+fxc's GPU schedules: the GEMV schedule
 (lowering/schedules/gpu/gemv.py) with the device's knobs ("gemv"), its GPU form (64 work-items along k, float4
 loads, a shared-memory tree: "gemv_tree"), and the GEMM schedule it replaces ("gemm": no GEMV schedule, as before).
 
@@ -15,11 +16,9 @@ import os
 import statistics
 from contextlib import contextmanager
 
-import numpy as np
-
 # (name, rows, k, n): MobileNetV2's and ResNet-18's classifiers, a BERT-base projection, a batch of 4
 SHAPES = [("mobilenet_v2 fc", 1, 1280, 1000), ("resnet18 fc", 1, 512, 1000), ("bert 768x768", 1, 768, 768),
-          ("mobilenet_v2 fc x4", 4, 1280, 1000)]
+          ("mobilenet_v2 fc x4", 4, 1280, 1000), ("x @ w 1280x1000", 1, 1280, 1000)]
 VARIANTS = {"gemv": {}, "gemv_tree": {"gemv_threads": 64, "gemv_outputs": 4, "vector_width": 4},
             "gemm": {"gemv_max_rows": 0}}
 
@@ -36,21 +35,25 @@ def variant(name: str):
         gpu.Knobs.for_caps = for_caps
 
 
-def linear_ms(rows: int, k: int, n: int, runs: int, device: str) -> tuple:
-    from fxc.build import build
-    from fxc.relay_like.builder import Builder
-    rng = np.random.default_rng(0)
-    x, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((rows, k), (n, k), (n,)))
-    b = Builder()
-    xi, wi, bi = (b.graph.input(a.shape, "float32") for a in (x, w, bias))
-    b.graph.outputs = [b.call("add", [b.call("matmul", [xi, b.call("permute", [wi], dims=(1, 0))]), bi])]
-    mod = build(b.graph, target=f"opencl -device={device}", profile=True)
-    assert np.allclose(mod(x, w, bias), x @ w.T + bias, rtol=1e-3, atol=1e-3), f"linear {rows}x{k}x{n} is wrong"
-    times = []
-    for _ in range(runs):
-        mod.profile(reset=True)
-        mod(x, w, bias)
-        times.append(sum(r["total_ms"] for r in mod.profile()))
+def linear_ms(name: str, rows: int, k: int, n: int, runs: int, device: str) -> tuple:
+    import torch
+
+    import fxc
+    torch.manual_seed(0)
+    x = torch.randn(rows, k)
+    if name.startswith("x @ w"):
+        model, args = torch.nn.Module(), (x, torch.randn(k, n))
+        model.forward = lambda a, b: a @ b
+    else:
+        model, args = torch.nn.Linear(k, n).eval(), (x,)
+    c = fxc.from_torch(model, args, target=f"opencl -device={device}", profile=True)
+    with torch.no_grad():
+        torch.testing.assert_close(c(*args), model(*args), rtol=1e-3, atol=1e-3)
+        times = []
+        for _ in range(runs):
+            c.module.profile(reset=True)
+            c(*args)
+            times.append(sum(r["total_ms"] for r in c.module.profile()))
     return min(times), statistics.median(times)
 
 
@@ -69,7 +72,7 @@ def main(argv=None) -> int:
         row = []
         for v in variants:
             with variant(v):
-                row.append("{:.3f}/{:.3f}".format(*linear_ms(rows, k, n, a.runs, a.device)))
+                row.append("{:.3f}/{:.3f}".format(*linear_ms(name, rows, k, n, a.runs, a.device)))
         print(f"{name:<22}" + "".join(f"{x:>18}" for x in row), flush=True)
     return 0
 

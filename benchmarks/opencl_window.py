@@ -28,7 +28,8 @@ LAYERS = [("dw 32x112 s1", "dw", 32, 112, 1), ("dw 96x112 s2", "dw", 96, 112, 2)
           ("maxpool 64x112 3x3/2", "pool", 64, 112, 2), ("permute 64x112x112", "permute", 64, 112, 1)]
 VARIANTS = ("window", "staged", "staged_scalar", "window_i32", "window_i64", "one_per_output", "loops")
 STAGED = {"window_local_bytes": 1 << 15}
-MODEL_VARIANTS = ("default", "before")     # the device's defaults; no window schedule and 64-bit indices only
+MODEL_VARIANTS = ("default", "no_gemv", "before")   # the device's defaults; no GEMV schedule and scalarized
+#                                                    kernels; no window schedule and 64-bit indices only either
 
 
 @contextmanager
@@ -38,7 +39,8 @@ def variant(name: str):
     from fxc.backends.opencl import OpenCLRenderer
     from fxc.lowering.schedules import gpu
     for_caps, index_type, caps = gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps
-    knobs = {"default": {}, "before": {"window_cols": 0, "extern_computes": False},
+    knobs = {"default": {}, "before": {"window_cols": 0, "extern_computes": False, "gemv_max_rows": 0},
+             "no_gemv": {"gemv_max_rows": 0},
              "window": {"extern_computes": True}, "window_i64": {"extern_computes": True},
              "window_i32": {"extern_computes": True},
              "staged": {"extern_computes": True, "vector_width": 4, **STAGED},
@@ -49,6 +51,8 @@ def variant(name: str):
         OpenCLRenderer.index_type = None
     if name == "window_i32":            # every address proven to fit in 32 bits (a GPU's default)
         fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), index_bits=32)
+    if name in ("no_gemv", "before"):   # every vector taken apart (as before vector loads)
+        fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), vector_widths=frozenset())
     try:
         yield
     finally:
@@ -113,7 +117,7 @@ def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
                 c.module.profile(reset=True)
                 c(*inputs)
                 t.append(sum(r["total_ms"] for r in c.module.profile()))
-    return [min(t) for t in times]
+    return [(min(t), statistics.median(t)) for t in times]
 
 
 def main(argv=None) -> int:
@@ -131,9 +135,9 @@ def main(argv=None) -> int:
     if not a.models:
         print(f"{'layer':<24}" + "".join(f"{v:>16}" for v in variants) + "   (ms, device time: min/median)")
     if a.models:
-        print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time)")
+        print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time: min/median)")
     for name in (a.models.split(",") if a.models else []):
-        row = [f"{ms:.3f}" for ms in model_ms(name, MODEL_VARIANTS, a.runs, a.device)]
+        row = ["{:.1f}/{:.1f}".format(*ms) for ms in model_ms(name, MODEL_VARIANTS, a.runs, a.device)]
         print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
     for name, op, c, size, stride in ([] if a.models else LAYERS):
         if a.layers and not any(name.startswith(s) for s in a.layers.split(",")):

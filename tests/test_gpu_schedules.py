@@ -124,13 +124,21 @@ def test_gemv_schedule_against_eager(form, rows, k, n, monkeypatch):
     assert bool(re.search(r"vload(4|16)\(", src)) == want_vectors
 
 
-def test_gemv_only_for_few_rows_and_contiguous_weights(monkeypatch):
-    """Eight rows, or a weight read across k (x @ w with w [k, n]), stay with the tiled GEMM; both equal numpy."""
-    sources = _sources(monkeypatch)
-    x, w = torch.randn(8, 40), torch.randn(40, 24)
-    torch.testing.assert_close(_compile(lambda a, b: a @ b, x, w), x @ w, rtol=1e-4, atol=1e-4)
-    torch.testing.assert_close(_compile(lambda a, b: a @ b, x[:1], w), x[:1] @ w, rtol=1e-4, atol=1e-4)
-    assert sources and not any("vacc" in s or "vtail" in s for s in sources)
+@pytest.mark.parametrize("lanes", [16, 4])
+def test_gemv_along_columns(lanes, monkeypatch):
+    """x @ w with w [k, n] (contiguous along the columns): each work-item a vector of columns (a broadcast of x times
+    a vector load of w's row), the last n % lanes columns one by one; with a ReLU epilogue, against eager. Eight
+    rows stay with the tiled GEMM."""
+    sources = _sources(monkeypatch, vector_width=lanes)
+    torch.manual_seed(lanes)
+    x, w = torch.randn(8, 40), torch.randn(40, 37)
+    torch._dynamo.reset()
+    f = lambda a, b: torch.relu(a @ b)      # noqa: E731
+    torch.testing.assert_close(_compile(f, x[:2], w), f(x[:2], w), rtol=1e-4, atol=1e-4)
+    assert any("vacc" in s and f"vload{lanes}(" in s for s in sources)
+    sources.clear()
+    torch.testing.assert_close(_compile(f, x, w), f(x, w), rtol=1e-4, atol=1e-4)
+    assert sources and not any("vacc" in s for s in sources)
 
 
 def test_knobs_from_caps():
@@ -275,3 +283,24 @@ def test_staged_fixture_on_wgsl_webgl_and_llvm():
         render_webgl([k], 64)
     with pytest.raises(LoweringError):
         llvm.render([k], [(k.name, [("out", 0), ("in", 0)])])
+
+
+def test_gpu_defaults_run_on_pocl(monkeypatch):
+    """The knobs a GPU gets from its Caps (local memory of its own: staged window tiles, the GEMV's shared-memory
+    tree, float4 loads, 32-bit indices), forced onto PoCL's device: a MobileNet block (depthwise + batch norm +
+    ReLU6, a max pool) and a classifier equal eager."""
+    import fxc.target
+    caps = fxc.target.opencl_caps
+    monkeypatch.setattr(fxc.target, "opencl_caps", lambda info: caps({**info, "dedicated_local_memory": True,
+                                                                        "preferred_vector_width_float": 1}))
+    sources = _sources(monkeypatch)
+    torch.manual_seed(3)
+    m = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, 2, 1, groups=8), torch.nn.BatchNorm2d(8), torch.nn.ReLU6(),
+                            torch.nn.MaxPool2d(3, 1, 1), torch.nn.Flatten(), torch.nn.Linear(8 * 9 * 10, 21)).eval()
+    x = torch.randn(1, 8, 17, 19)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(_compile(m, x), m(x), rtol=1e-4, atol=1e-4)
+    src = "\n".join(sources)
+    assert "__local float wtile" in src and "__local float vpart" in src and "vload4(" in src
+    assert "const int gj" in src          # 32-bit indices
