@@ -143,18 +143,18 @@ def test_gemv_along_columns(lanes, monkeypatch):
 
 def test_knobs_from_caps():
     """The schedule choice read from a device's Caps: a CPU device (PoCL: local memory that is plain memory, 16-lane
-    vectors) gets one GEMV output per work-item in 16-lane vectors; a GPU (memory of its own, preferred width 1) 64
-    work-items along k in float4 loads; WebGL (work-groups of one) no GEMV; a language without vector types
-    scalar loads."""
+    vectors) gets one GEMV output per work-item in 16-lane vectors and windows read directly; a GPU (memory of its
+    own, preferred width 1) 64 work-items along k in float4 loads and window tiles staged in half its local memory;
+    WebGL (work-groups of one) no GEMV; a language without vector types scalar loads."""
     from fxc.target import Caps, opencl_caps
     pocl = opencl_caps({"compute_units": 2, "local_memory_bytes": 1 << 20, "max_work_group_size": 4096,
                         "preferred_vector_width_float": 16})
     gpu_ = opencl_caps({"compute_units": 132, "local_memory_bytes": 48 << 10, "max_work_group_size": 1024,
                         "preferred_vector_width_float": 1, "dedicated_local_memory": True})
     k = gpu.Knobs.for_caps(pocl)
-    assert (k.gemv_threads, k.gemv_outputs, k.vector_width) == (1, 16, 16)
+    assert (k.gemv_threads, k.gemv_outputs, k.vector_width, k.window_local_bytes) == (1, 16, 16, 0)
     k = gpu.Knobs.for_caps(gpu_)
-    assert (k.gemv_threads, k.gemv_outputs, k.vector_width) == (64, 4, 4)
+    assert (k.gemv_threads, k.gemv_outputs, k.vector_width, k.window_local_bytes) == (64, 4, 4, 24 << 10)
     assert gpu.Knobs.for_caps(Caps(max_work_group_size=1)).gemv_max_rows == 0
     assert gpu.Knobs.for_caps(Caps(max_work_group_size=256, local_memory_bytes=1 << 14)).vector_width == 1
 
@@ -266,8 +266,8 @@ def test_staged_fixture_on_glsl():
 
 
 def test_staged_fixture_on_wgsl_webgl_and_llvm():
-    """WGSL rejects the vectors and renders the scalarized fixture with workgroup memory and its barrier; WebGL (no
-    shared memory) and the CPU's LLVM renderer (no work-groups) reject it with a LoweringError."""
+    """WGSL rejects the vectors and runs the scalarized fixture (workgroup memory, its barrier) on WebGPU: equal to
+    numpy; WebGL (no shared memory) and the CPU's LLVM renderer (no work-groups) reject it with a LoweringError."""
     from fxc.backends import llvm
     from fxc.backends.glsl import render_webgl
     from fxc.backends.wgsl import render_wgsl
@@ -279,6 +279,9 @@ def test_staged_fixture_on_wgsl_webgl_and_llvm():
     k = dataclasses.replace(k, body=scalarize(k.body))
     src = render_wgsl([k])
     assert "var<workgroup>" in src and "workgroupBarrier();" in src
+    from fxc.runtime.webgpu import WebGPUModule
+    a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(_device_module(WebGPUModule, "webgpu", src, k, a)(a), _staged_expected(a), rtol=1e-5)
     with pytest.raises(LoweringError, match="work-groups of one|shared memory|barrier"):
         render_webgl([k], 64)
     with pytest.raises(LoweringError):
