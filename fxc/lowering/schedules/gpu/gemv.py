@@ -38,13 +38,15 @@ def _contiguous_in(conv, e, at: dict, k: Var) -> bool:
 def _match(conv, t, knobs):
     """(hole, reduce tensor, value, form "k" or "j") when t is such a matrix-vector product's epilogue; else
     None."""
-    if knobs.gemv_max_rows < 1:
+    if knobs.gemv_max_rows < 1 or not all(isinstance(d, int) for d in t.shape):      # static shapes only
         return None
     found = matrix_product(conv, t)
     if found is None:
         return None
     hole, red_t, _, b, value = found
     *batch, m, n = t.shape
+    if not isinstance(red_t.body.axes[0][1], int):
+        return None
     if math.prod(batch) * m > knobs.gemv_max_rows or n < 2:
         return None
     (kv, _), = red_t.body.axes
