@@ -1,19 +1,23 @@
 """Windowed-reduction microbenchmark on one OpenCL device: MobileNetV2's depthwise convolutions and ResNet-18's
 max pool (and a permute, for the index width), each under fxc's GPU schedules: the sliding-window schedule
-(lowering/schedules/gpu/window.py) with the device's index width (PoCL: 64 bits, divisions in 32), with every
+(lowering/schedules/gpu/window.py) with the device's index width (PoCL: 64 bits, divisions in 32), its staged form
+(the work-group's input tile in local memory, float4 loads: "staged"; scalar loads: "staged_scalar";
+gpu/window_tile.py), with every
 provable address in 32 bits (a GPU's default) and with none (fxc.lowering.int_ranges), one
 work-item per output (one_per_output.py), and, for the max pool, its CPU loop IR run as one work-item per output
 row (its te.extern form, the default on a CPU device).
 
-    python -m benchmarks.opencl_window [--runs 5] [--device 0] [--layers dw1,pool] [--models mobilenet_v2,resnet18]
+    python -m benchmarks.opencl_window [--runs 5] [--device 0] [--layers dw1,pool] [--variants window,staged]
+    python -m benchmarks.opencl_window --models mobilenet_v2,resnet18
 
-Device times come from OpenCL profiling events (no host copies); the fastest of --runs calls, in ms (on 2 shared
-cores the median swings by 2x between runs)."""
+Device times come from OpenCL profiling events (no host copies): each cell is the fastest / the median of --runs
+calls, in ms (on 2 shared cores the median swings by 2x between runs)."""
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import os
+import statistics
 from contextlib import contextmanager
 
 import numpy as np
@@ -22,8 +26,10 @@ import numpy as np
 LAYERS = [("dw 32x112 s1", "dw", 32, 112, 1), ("dw 96x112 s2", "dw", 96, 112, 2), ("dw 144x56 s1", "dw", 144, 56, 1),
           ("dw 192x28 s1", "dw", 192, 28, 1), ("dw 384x14 s1", "dw", 384, 14, 1), ("dw 960x7 s1", "dw", 960, 7, 1),
           ("maxpool 64x112 3x3/2", "pool", 64, 112, 2), ("permute 64x112x112", "permute", 64, 112, 1)]
-VARIANTS = ("window", "window_i32", "window_i64", "one_per_output", "loops")
-MODEL_VARIANTS = ("default", "before")     # the device's defaults; no window schedule and 64-bit indices only
+VARIANTS = ("window", "staged", "staged_scalar", "window_i32", "window_i64", "one_per_output", "loops")
+STAGED = {"window_local_bytes": 1 << 15}
+MODEL_VARIANTS = ("default", "no_gemv", "before")   # the device's defaults; no GEMV schedule and scalarized
+#                                                    kernels; no window schedule and 64-bit indices only either
 
 
 @contextmanager
@@ -33,22 +39,27 @@ def variant(name: str):
     from fxc.backends.opencl import OpenCLRenderer
     from fxc.lowering.schedules import gpu
     for_caps, index_type, caps = gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps
-    knobs = {"default": {}, "before": {"window_cols": 0, "extern_computes": False},
+    knobs = {"default": {}, "before": {"window_cols": 0, "extern_computes": False, "gemv_max_rows": 0},
+             "no_gemv": {"gemv_max_rows": 0},
              "window": {"extern_computes": True}, "window_i64": {"extern_computes": True},
              "window_i32": {"extern_computes": True},
+             "staged": {"extern_computes": True, "vector_width": 4, **STAGED},
+             "staged_scalar": {"extern_computes": True, "vector_width": 1, **STAGED},
              "one_per_output": {"window_cols": 0, "extern_computes": True}, "loops": {"extern_computes": False}}[name]
     gpu.Knobs.for_caps = staticmethod(lambda caps: dataclasses.replace(for_caps(caps), **knobs))
     if name in ("window_i64", "before"):    # no 32-bit index arithmetic at all
         OpenCLRenderer.index_type = None
     if name == "window_i32":            # every address proven to fit in 32 bits (a GPU's default)
         fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), index_bits=32)
+    if name in ("no_gemv", "before"):   # every vector taken apart (as before vector loads)
+        fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), vector_widths=frozenset())
     try:
         yield
     finally:
         gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps = for_caps, index_type, caps
 
 
-def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) -> float:
+def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) -> tuple:
     from fxc.build import build
     from fxc.relay_like.builder import Builder
     b = Builder()
@@ -80,7 +91,7 @@ def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) ->
         mod.profile(reset=True)
         mod(*args)
         times.append(sum(r["total_ms"] for r in mod.profile()))
-    return min(times)
+    return min(times), statistics.median(times)
 
 
 def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
@@ -106,7 +117,7 @@ def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
                 c.module.profile(reset=True)
                 c(*inputs)
                 t.append(sum(r["total_ms"] for r in c.module.profile()))
-    return [min(t) for t in times]
+    return [(min(t), statistics.median(t)) for t in times]
 
 
 def main(argv=None) -> int:
@@ -114,28 +125,31 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--device", default="0")
     p.add_argument("--layers", help="comma list of name prefixes (default: all)")
+    p.add_argument("--variants", help=f"comma list of {', '.join(VARIANTS)} (default: all)")
     p.add_argument("--models", help="comma list of whole models (fxc.testing.models) instead of the layers")
     a = p.parse_args(argv)
     os.environ["FXC_MODULE_CACHE"] = "0"        # each variant is built, not read back from the cache
     from fxc.runtime.opencl import open_device
     print(f"device: {open_device(a.device).info['name']}")
+    variants = a.variants.split(",") if a.variants else VARIANTS
     if not a.models:
-        print(f"{'layer':<24}" + "".join(f"{v:>16}" for v in VARIANTS) + "   (ms, device time)")
+        print(f"{'layer':<24}" + "".join(f"{v:>16}" for v in variants) + "   (ms, device time: min/median)")
     if a.models:
-        print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time)")
+        print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time: min/median)")
     for name in (a.models.split(",") if a.models else []):
-        row = [f"{ms:.3f}" for ms in model_ms(name, MODEL_VARIANTS, a.runs, a.device)]
+        row = ["{:.1f}/{:.1f}".format(*ms) for ms in model_ms(name, MODEL_VARIANTS, a.runs, a.device)]
         print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
     for name, op, c, size, stride in ([] if a.models else LAYERS):
         if a.layers and not any(name.startswith(s) for s in a.layers.split(",")):
             continue
         row = []
-        for v in VARIANTS:
-            if (v == "loops" and op != "pool") or (v == "one_per_output" and op == "permute"):
+        for v in variants:
+            if (v == "loops" and op != "pool") or (v in ("one_per_output", "staged", "staged_scalar")
+                                                   and op == "permute"):
                 row.append("-")
                 continue
             with variant(v):
-                row.append(f"{layer_ms(op, c, size, stride, a.runs, a.device):.3f}")
+                row.append("{:.3f}/{:.3f}".format(*layer_ms(op, c, size, stride, a.runs, a.device)))
         print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
     return 0
 

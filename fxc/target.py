@@ -44,6 +44,9 @@ class Caps:
     #                                         JS runtime supplies)
     cache_bytes: int = 1 << 20              # a core's private (L2) data cache: what a CPU schedule keeps hot between
                                             # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
+    vector_widths: frozenset = frozenset()  # a device language's float32 vector types that device kernels keep
+    #                                         (loads, lane-wise arithmetic, stores: OpenCL C's float2/4/8/16); empty:
+    #                                         device kernels are scalarized (fxc.lowering.legalize)
 
     @property
     def lanes(self) -> int:
@@ -295,7 +298,8 @@ def opencl_caps(info: dict) -> Caps:
                 local_memory_bytes=int(info["local_memory_bytes"]),
                 max_work_group_size=int(info["max_work_group_size"]),
                 index_bits=32 if info.get("dedicated_local_memory") else 64, dtypes=frozenset(dtypes), scatter=True,
-                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"},
+                vector_widths=frozenset({2, 4, 8, 16}))
 
 
 OPENCL_OPTIONS = ("device",)

@@ -96,3 +96,214 @@ def test_indices_are_32_bit_where_the_interval_analysis_proves_it():
         m = DeviceModule("opencl", src, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")],
                          [], 0, [Launch("copy", [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)])
         np.testing.assert_array_equal(m(a), a + a[np.arange(a.size) % 64])
+
+
+# ------------------------------------------------------------------------------------------------------------ GEMV
+GEMV_FORMS = {"cpu-device": {}, "gpu-tree": {"gemv_threads": 8, "gemv_outputs": 4, "vector_width": 4},
+              "scalar": {"gemv_threads": 4, "gemv_outputs": 3, "vector_width": 1}}
+
+
+@pytest.mark.parametrize("form", GEMV_FORMS)
+@pytest.mark.parametrize("rows,k,n", [(1, 1283, 37), (3, 64, 10), (2, 7, 5)])
+def test_gemv_schedule_against_eager(form, rows, k, n, monkeypatch):
+    """A linear layer with few rows (batch 1 to 3) and a GELU epilogue, k with a remainder after the vectors and after
+    the work-items, columns that do not fill the last work-group: the GEMV schedule in the PoCL default form (one
+    output per work-item, 16-lane vector loads), the GPU form (8 work-items along k, a shared-memory tree) and
+    scalar loads; each equals eager."""
+    sources = _sources(monkeypatch, **GEMV_FORMS[form])
+    torch.manual_seed(rows * k)
+    m = torch.nn.Sequential(torch.nn.Linear(k, n), torch.nn.GELU()).eval()
+    x = torch.randn(rows, k)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(_compile(m, x), m(x), rtol=1e-4, atol=1e-4)
+    src = "\n".join(sources)
+    assert "vacc" in src or "vtail" in src
+    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in src) == (form != "cpu-device")
+    want_vectors = form != "scalar" and k >= GEMV_FORMS[form].get("vector_width", 16)
+    assert bool(re.search(r"vload(4|16)\(", src)) == want_vectors
+
+
+@pytest.mark.parametrize("lanes", [16, 4])
+def test_gemv_along_columns(lanes, monkeypatch):
+    """x @ w with w [k, n] (contiguous along the columns): each work-item a vector of columns (a broadcast of x times
+    a vector load of w's row), the last n % lanes columns one by one; with a ReLU epilogue, against eager. Eight
+    rows stay with the tiled GEMM."""
+    sources = _sources(monkeypatch, vector_width=lanes)
+    torch.manual_seed(lanes)
+    x, w = torch.randn(8, 40), torch.randn(40, 37)
+    torch._dynamo.reset()
+    f = lambda a, b: torch.relu(a @ b)      # noqa: E731
+    torch.testing.assert_close(_compile(f, x[:2], w), f(x[:2], w), rtol=1e-4, atol=1e-4)
+    assert any("vacc" in s and f"vload{lanes}(" in s for s in sources)
+    sources.clear()
+    torch.testing.assert_close(_compile(f, x, w), f(x, w), rtol=1e-4, atol=1e-4)
+    assert sources and not any("vacc" in s for s in sources)
+
+
+def test_knobs_from_caps():
+    """The schedule choice read from a device's Caps: a CPU device (PoCL: local memory that is plain memory, 16-lane
+    vectors) gets one GEMV output per work-item in 16-lane vectors and windows read directly; a GPU (memory of its
+    own, preferred width 1) 64 work-items along k in float4 loads and window tiles staged in half its local memory;
+    WebGL (work-groups of one) no GEMV; a language without vector types scalar loads."""
+    from fxc.target import Caps, opencl_caps
+    pocl = opencl_caps({"compute_units": 2, "local_memory_bytes": 1 << 20, "max_work_group_size": 4096,
+                        "preferred_vector_width_float": 16})
+    gpu_ = opencl_caps({"compute_units": 132, "local_memory_bytes": 48 << 10, "max_work_group_size": 1024,
+                        "preferred_vector_width_float": 1, "dedicated_local_memory": True})
+    k = gpu.Knobs.for_caps(pocl)
+    assert (k.gemv_threads, k.gemv_outputs, k.vector_width, k.window_local_bytes) == (1, 16, 16, 0)
+    k = gpu.Knobs.for_caps(gpu_)
+    assert (k.gemv_threads, k.gemv_outputs, k.vector_width, k.window_local_bytes) == (64, 4, 4, 24 << 10)
+    assert gpu.Knobs.for_caps(Caps(max_work_group_size=1)).gemv_max_rows == 0
+    assert gpu.Knobs.for_caps(Caps(max_work_group_size=256, local_memory_bytes=1 << 14)).vector_width == 1
+
+
+# --------------------------------------------------------------------------- window schedule, staged input tile
+WINDOW_FORMS = {"direct": {"window_local_bytes": 0},
+                "staged-vec4": {"window_local_bytes": 1 << 15, "vector_width": 4},
+                "staged-scalar": {"window_local_bytes": 1 << 15, "vector_width": 1},
+                "staged-narrow": {"window_local_bytes": 1 << 15, "vector_width": 4, "window_width": 3,
+                                  "window_cols": 2}}
+
+
+@pytest.mark.parametrize("form", WINDOW_FORMS)
+def test_window_forms_against_eager(form, monkeypatch):
+    """Depthwise convolutions (padding, stride 2, dilation 2, no padding, a batch-norm + ReLU6 epilogue) and pools
+    (max with padding, dilation and ceil mode; average with padding and count_include_pad off) in the window
+    schedule, its input read directly or staged in local memory (float4 chunks inside the input, scalars at the
+    edges and the padding; work-groups that do not divide the row), against eager."""
+    sources = _sources(monkeypatch, **WINDOW_FORMS[form], extern_computes=True)
+    torch.manual_seed(7)
+    convs = [torch.nn.Conv2d(6, 6, 3, 1, 1, groups=6), torch.nn.Conv2d(6, 6, 3, 2, 1, groups=6),
+             torch.nn.Conv2d(6, 6, 3, 1, 2, dilation=2, groups=6), torch.nn.Conv2d(6, 6, (3, 5), 1, 0, groups=6)]
+    bn = torch.nn.BatchNorm2d(6).eval()
+
+    def f(x):
+        out = [torch.nn.functional.relu6(bn(c(x))) for c in convs]
+        return out + [torch.nn.functional.max_pool2d(x, 3, 2, 1, dilation=1, ceil_mode=True),
+                      torch.nn.functional.max_pool2d(x, 3, 1, 1, dilation=2),
+                      torch.nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False)]
+
+    x = torch.randn(2, 6, 15, 37)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        for got, want in zip(_compile(f, x), f(x)):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    src = "\n".join(sources)
+    staged = form != "direct"
+    assert ("__local float wtile" in src) == staged and src.count("float wacc") >= 7
+    assert ("vload4(" in src) == (form in ("staged-vec4", "staged-narrow"))
+
+
+# ------------------------------------------------------------- loop-IR fixture: staged tile with vector loads
+def _staged_fixture(rows: int = 3, cols: int = 37, threads: int = 8, lanes: int = 4) -> Kernel:
+    """One work-group per row stages the row in shared memory (vector loads of `lanes` where a chunk fits, scalars
+    for the rest), waits at a barrier, and each work-item writes y[r, c] = t[c] + 2 t[min(c + 1, cols - 1)] +
+    (t[0] + t[1] + t[2] + t[3]) for its columns c = th + j * threads (the last sum a lane reduction of a vector
+    read from shared memory)."""
+    from fxc.lowering.expr import Const, LaneReduce, VecLoad, compare
+    from fxc.lowering.loop_ir import Barrier, IfThen, seq
+    x, y = Buffer("x", "float32", rows * cols), Buffer("y", "float32", rows * cols)
+    tile = Buffer("tile", "float32", cols, "shared")
+    g, th, q, j = Var("g"), Var("th"), Var("q"), Var("j")
+    chunks = -(-cols // lanes)
+    at = (q * threads + th) * lanes
+    scalar = seq(*(IfThen(compare("lt", at + e, as_expr(cols)), Store(tile, at + e, x[g * cols + at + e]))
+                   for e in range(lanes)))
+    stage = For(q, -(-chunks // threads), IfThen(compare("le", at + lanes, as_expr(cols)),
+                                                Store(tile, at, VecLoad(x, g * cols + at, lanes)), scalar))
+    c = th + j * threads
+    value = tile[c] + tile[binary("min", c + 1, as_expr(cols - 1))] * Const(2.0, "float32") \
+        + LaneReduce("add", VecLoad(tile, as_expr(0), lanes))
+    write = For(j, -(-cols // threads), IfThen(compare("lt", c, as_expr(cols)), Store(y, g * cols + c, value)))
+    body = For(g, rows, For(th, threads, seq(stage, Barrier(), write), "thread"), "grid")
+    return Kernel("staged", [y, x], body, index_bits=32, launch=launch_of(body))
+
+
+def _staged_expected(a):
+    nxt = np.concatenate([a[:, 1:], a[:, -1:]], axis=1)
+    return a + 2 * nxt + a[:, :4].sum(axis=1, keepdims=True)
+
+
+def _device_module(cls, kind, source, k, a):
+    from fxc.runtime.device_module import Launch
+    from fxc.runtime.module import TensorSpec
+    plan = [Launch(k.name, [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)]
+    return cls(kind, source, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")], [], 0, plan)
+
+
+@pytest.mark.parametrize("vectors", [True, False], ids=["native-float4", "scalarized"])
+def test_staged_fixture_on_opencl(vectors):
+    """OpenCL C takes the fixture's float4 loads and stores as they are (vload4 / vstore4 from global and local
+    memory, a lane reduction) or scalarized: both equal numpy."""
+    from fxc.lowering.legalize import scalarize
+    from fxc.runtime.device_module import DeviceModule
+    k = _staged_fixture()
+    k = dataclasses.replace(k, body=scalarize(k.body, {4} if vectors else ()))
+    src = render_opencl([k])
+    assert "__local float tile" in src and "barrier(CLK_LOCAL_MEM_FENCE)" in src
+    assert ("vload4(0, x + " in src and "vstore4(" in src and "vload4(0, tile + " in src) == vectors
+    a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(_device_module(DeviceModule, "opencl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
+
+
+def test_staged_fixture_on_glsl():
+    """GLSL compute rejects the fixture's vectors (its kernels come scalarized: Caps.vector_widths is empty for GL)
+    and runs the scalarized fixture (shared memory, barrier) on the GL device: equal to numpy."""
+    from fxc.backends.glsl import render_glsl
+    from fxc.errors import LoweringError
+    from fxc.lowering.legalize import scalarize
+    from fxc.runtime.opengl import GLModule
+    k = _staged_fixture()
+    with pytest.raises(LoweringError, match="scalarize"):
+        render_glsl([k])
+    k = dataclasses.replace(k, body=scalarize(k.body))
+    src = render_glsl([k])
+    assert "shared float" in src and "barrier();" in src
+    a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(_device_module(GLModule, "opengl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
+
+
+def test_staged_fixture_on_wgsl_webgl_and_llvm():
+    """WGSL rejects the vectors and runs the scalarized fixture (workgroup memory, its barrier) on WebGPU: equal to
+    numpy; WebGL (no shared memory) and the CPU's LLVM renderer (no work-groups) reject it with a LoweringError."""
+    from fxc.backends import llvm
+    from fxc.backends.glsl import render_webgl
+    from fxc.backends.wgsl import render_wgsl
+    from fxc.errors import LoweringError
+    from fxc.lowering.legalize import scalarize
+    k = _staged_fixture()
+    with pytest.raises(LoweringError, match="scalarize"):
+        render_wgsl([k])
+    k = dataclasses.replace(k, body=scalarize(k.body))
+    src = render_wgsl([k])
+    assert "var<workgroup>" in src and "workgroupBarrier();" in src
+    from fxc.runtime.webgpu import WebGPUModule
+    a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
+    np.testing.assert_allclose(_device_module(WebGPUModule, "webgpu", src, k, a)(a), _staged_expected(a), rtol=1e-5)
+    with pytest.raises(LoweringError, match="work-groups of one|shared memory|barrier"):
+        render_webgl([k], 64)
+    with pytest.raises(LoweringError):
+        llvm.render([k], [(k.name, [("out", 0), ("in", 0)])])
+
+
+def test_gpu_defaults_run_on_pocl(monkeypatch):
+    """The knobs a GPU gets from its Caps (local memory of its own: staged window tiles, the GEMV's shared-memory
+    tree, float4 loads, 32-bit indices), forced onto PoCL's device: a MobileNet block (depthwise + batch norm +
+    ReLU6, a max pool) and a classifier equal eager."""
+    import fxc.target
+    caps = fxc.target.opencl_caps
+    monkeypatch.setattr(fxc.target, "opencl_caps", lambda info: caps({**info, "dedicated_local_memory": True,
+                                                                        "preferred_vector_width_float": 1}))
+    sources = _sources(monkeypatch)
+    torch.manual_seed(3)
+    m = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, 2, 1, groups=8), torch.nn.BatchNorm2d(8), torch.nn.ReLU6(),
+                            torch.nn.MaxPool2d(3, 1, 1), torch.nn.Flatten(), torch.nn.Linear(8 * 9 * 10, 21)).eval()
+    x = torch.randn(1, 8, 17, 19)
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.testing.assert_close(_compile(m, x), m(x), rtol=1e-4, atol=1e-4)
+    src = "\n".join(sources)
+    assert "__local float wtile" in src and "__local float vpart" in src and "vload4(" in src
+    assert "const int gj" in src          # 32-bit indices

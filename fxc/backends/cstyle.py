@@ -1,6 +1,7 @@
 """A C-like renderer of scalar loop IR: the shared base of OpenCL C (and the coming GLSL / WGSL).
 
-Takes a loop-IR Kernel whose expressions are scalar (`fxc.lowering.legalize.scalarize` first) and produces
+Takes a loop-IR Kernel whose expressions are scalar (`fxc.lowering.legalize.scalarize` first; a language with
+`vector_widths` also takes the native float32 vectors `scalarize(..., keep=vector_widths)` leaves) and produces
 the text of its body: statements become C statements, each distinct expression one `const` temporary
 (expressions are hash-consed, so a value used twice is computed once; a store forgets the temporaries that
 read its buffer). A language is a subclass: capability flags, type names, and `code_for_op`, a table from op
@@ -21,19 +22,24 @@ from ..errors import LoweringError
 from ..lowering.expr import (
     Bf16Half,
     Bin,
+    Broadcast,
     Cast,
     CheckIndex,
     Const,
     Expr,
     Fma,
+    Lane,
+    LaneReduce,
     Load,
     PackBf16,
     Present,
     Select,
     Un,
     Var,
+    VecLoad,
     children,
     lanes_of,
+    scalar_of,
 )
 from ..lowering.loop_ir import (
     BOUND_KINDS,
@@ -64,7 +70,7 @@ def index_exprs(body: Stmt) -> set:
         if isinstance(st, Store):
             roots.append(st.index)
         for e in stmt_exprs(st):
-            roots += [x.args[1] for x in walk(e) if isinstance(x, Load)]
+            roots += [x.args[1] for x in walk(e) if isinstance(x, (Load, VecLoad))]
     found: set = set()
     for r in roots:
         found.update(x for x in walk(r) if not isinstance(x, Load))
@@ -80,6 +86,8 @@ class CStyleRenderer:
     memory_types: dict = {}             # dtype -> its type in memory (bool is a byte)
     code_for_op: dict = {}              # op (or "op.kind", kind "f" float / "i" int / "b" bool) -> template
     index_type = None                   # the 32-bit type of int64 indices proven to fit it (None: never narrowed)
+    vector_widths: tuple = ()           # lanes of the float32 vector types it renders (vector loads, lane-wise
+                                        # arithmetic, stores); others must be scalarized first
 
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
@@ -227,10 +235,14 @@ class CStyleRenderer:
         self.emit("}")
 
     def store(self, s: Store):
-        if lanes_of(s.value.dtype) > 1:
+        n = lanes_of(s.value.dtype)
+        if n > 1 and not (self.is_vector(s.value.dtype) and s.buf.dtype == "float32"):
             raise LoweringError(f"{self.kernel.name}: vector store to {s.buf.name}; scalarize the kernel first")
         value, idx = self.expr(s.value), self.expr(s.index)
-        self.emit(self.store_code(s.buf, self.name_of(s.buf), idx, value) + ";")
+        if n > 1:
+            self.emit(self.vstore_code(self.name_of(s.buf), idx, value, n) + ";")
+        else:
+            self.emit(self.store_code(s.buf, self.name_of(s.buf), idx, value) + ";")
         self.invalidate(s.buf)
 
     # -- expressions -----------------------------------------------------------------------------------
@@ -242,7 +254,7 @@ class CStyleRenderer:
             return self.const(e)
         if isinstance(e, Var):
             raise LoweringError(f"variable {e} used outside its loop in {self.kernel.name}")
-        if lanes_of(e.dtype) > 1:
+        if lanes_of(e.dtype) > 1 and not self.is_vector(e.dtype):
             raise LoweringError(f"{self.kernel.name}: vector expression {e!r}; scalarize the kernel first")
         code = self.compute(e)
         t = self.new()
@@ -250,8 +262,14 @@ class CStyleRenderer:
         self.bind(e, t)
         return t
 
+    def is_vector(self, dtype: str) -> bool:
+        """A float32 vector type of this language."""
+        return scalar_of(dtype) == "float32" and lanes_of(dtype) in self.vector_widths
+
     def const(self, e: Const) -> str:
         dt, v = e.dtype, e.value
+        if lanes_of(dt) > 1:
+            return f"(({self.type_of(e)})({self.float_const(float(v), scalar_of(dt))}))"
         if dt == "bool":
             return "true" if v else "false"
         if e in self.narrow:
@@ -271,6 +289,23 @@ class CStyleRenderer:
         return f"{f.hex()}f"
 
     def compute(self, e: Expr) -> str:
+        if isinstance(e, VecLoad):
+            buf, idx, n, stride = e.args
+            if stride != 1 or buf.dtype != "float32":
+                raise LoweringError(f"{self.kernel.name}: strided or non-float32 vector load {e!r}; scalarize first")
+            return self.vload_code(self.name_of(buf), self.expr(idx), n)
+        if isinstance(e, Broadcast):
+            return f"(({self.type_of(e)})({self.expr(e.args[0])}))"
+        if isinstance(e, Lane):
+            return self.lane_code(self.expr(e.args[0]), e.args[1].value)
+        if isinstance(e, LaneReduce):
+            op, v = e.args
+            x = self.expr(v)
+            parts = [self.lane_code(x, k) for k in range(lanes_of(v.dtype))]
+            while len(parts) > 1:           # a tree, as legalize.scalarize takes it apart
+                parts = [self.op_code(op, e.dtype, parts[k], parts[k + 1]) if k + 1 < len(parts) else parts[k]
+                         for k in range(0, len(parts), 2)]
+            return parts[0]
         if isinstance(e, Load):
             buf, idx = e.args
             return self.load_code(buf, self.name_of(buf), self.expr(idx))
@@ -308,6 +343,8 @@ class CStyleRenderer:
 
     def type_of(self, e) -> str:
         """The language's type of an expression's value (index_type where it is narrowed)."""
+        if lanes_of(e.dtype) > 1:
+            return self.vector_type(scalar_of(e.dtype), lanes_of(e.dtype))
         return self.index_type if e in self.narrow else self.types[e.dtype]
 
     def operands(self, e: Expr, *args) -> list:
@@ -321,6 +358,7 @@ class CStyleRenderer:
         return [f"(({self.types['int64']}){t})" if a in self.narrow else t for a, t in zip(args, texts)]
 
     def op_code(self, op: str, dtype: str, *args: str) -> str:
+        dtype = scalar_of(dtype)            # a vector's ops are its lanes' (lane-wise in the language)
         kind = "f" if dtype in ("float32", "float64", "float16", "bfloat16") else "b" if dtype == "bool" else "i"
         t = self.code_for_op.get(f"{op}.{kind}", self.code_for_op.get(op))
         if t is None and op in INFIX:
@@ -346,6 +384,18 @@ class CStyleRenderer:
 
     def load_code(self, buf: Buffer, name: str, idx: str) -> str:
         return f"{name}[{idx}]"
+
+    def vector_type(self, dtype: str, lanes: int) -> str:
+        raise LoweringError(f"{type(self).__name__} has no vector types")
+
+    def vload_code(self, name: str, idx: str, lanes: int) -> str:
+        raise LoweringError(f"{type(self).__name__} has no vector loads")
+
+    def vstore_code(self, name: str, idx: str, value: str, lanes: int) -> str:
+        raise LoweringError(f"{type(self).__name__} has no vector stores")
+
+    def lane_code(self, vector: str, k: int) -> str:
+        raise LoweringError(f"{type(self).__name__} has no vector lanes")
 
     def store_code(self, buf: Buffer, name: str, idx: str, value: str) -> str:
         return f"{name}[{idx}] = {value}"

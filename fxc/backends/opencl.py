@@ -1,7 +1,9 @@
 """The OpenCL C renderer: device loop-IR Kernels -> one OpenCL C program (source text).
 
 Takes Kernels whose launch geometry is set (fxc.lowering.schedules.gpu) and whose expressions are scalar
-(fxc.lowering.legalize.scalarize). Each becomes a `__kernel` whose buffer parameters are `__global` pointers
+(fxc.lowering.legalize.scalarize) but for float32 vectors of 2, 4, 8 or 16 lanes made of contiguous loads, lane-wise
+arithmetic and stores (floatN, vloadN / vstoreN: any float's alignment will do, from global, local or private
+memory). Each becomes a `__kernel` whose buffer parameters are `__global` pointers
 with a byte offset each (inputs, outputs and the planned workspace are a few OpenCL buffers; a kernel's
 operand is a pointer into one), then `fxc_err`, an int the generated code sets when an integer division by
 zero happens (the runtime raises as eager does). Grid and thread loops read get_group_id / get_local_id,
@@ -131,6 +133,7 @@ class OpenCLRenderer(CStyleRenderer):
     has_local = True
     bound_index = {"grid": "get_group_id", "thread": "get_local_id"}
     index_type = "int"                  # indices proven to fit 32 bits (fxc.lowering.int_ranges) are ints
+    vector_widths = (2, 4, 8, 16)       # fxc.target.opencl_caps's vector_widths
     types = VALUE
     memory_types = MEMORY
     code_for_op = CODE_FOR_OP
@@ -150,6 +153,18 @@ class OpenCLRenderer(CStyleRenderer):
 
     def barrier(self) -> str:
         return "barrier(CLK_LOCAL_MEM_FENCE);"
+
+    def vector_type(self, dtype: str, lanes: int) -> str:
+        return f"{VALUE[dtype]}{lanes}"
+
+    def vload_code(self, name: str, idx: str, lanes: int) -> str:
+        return f"vload{lanes}(0, {name} + {idx})"
+
+    def vstore_code(self, name: str, idx: str, value: str, lanes: int) -> str:
+        return f"vstore{lanes}({value}, 0, {name} + {idx})"
+
+    def lane_code(self, vector: str, k: int) -> str:
+        return f"{vector}.s{k:x}"
 
     def load_code(self, buf: Buffer, name: str, idx: str) -> str:
         if buf.dtype == "bool":

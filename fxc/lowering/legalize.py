@@ -5,6 +5,10 @@ bf16x2 words, vector lets and stores: what the CPU schedules produce) and return
 scalar expressions only: a vector store becomes one store per lane, a lane reduction a chain of its lanes'
 scalar ops. A device renderer whose vector types do not cover every width the CPU schedules use (OpenCL C
 has 2, 3, 4, 8 and 16 lanes; GLSL 2 to 4) renders the result instead; devices vectorise across work-items.
+`scalarize(stmt, keep)` leaves alone the float32 vectors of widths in `keep` (a device's Caps.vector_widths) built
+only from what a device language has natively: contiguous vector loads, broadcasts, constants, lane-wise
+arithmetic and fma, and at their edge a lane pick or a lane reduction (the GPU schedules' vector loads); every
+other vector is taken apart.
 """
 from __future__ import annotations
 
@@ -41,10 +45,34 @@ from .loop_ir import Allocate, For, IfThen, LetStmt, Seq, Stmt, Store, map_body,
 _FOLD = {"add": "add", "max": "max", "min": "min", "mul": "mul"}
 
 
+_NATIVE_BIN = ("add", "sub", "mul", "div", "max", "min")
+
+
 class _Scalarizer:
-    def __init__(self):
+    def __init__(self, keep=frozenset()):
         self.memo: dict = {}
         self.lanes: dict = {}       # vector Var -> its lanes' scalar Vars
+        self.keep = frozenset(keep)
+        self._native: dict = {}
+
+    def native(self, e: Expr) -> bool:
+        """Whether vector e stays a vector: float32 of a kept width, made of native parts only."""
+        r = self._native.get(e)
+        if r is None:
+            r = e.dtype.startswith("float32x") and lanes_of(e.dtype) in self.keep and (
+                isinstance(e, (Const, Broadcast)) or isinstance(e, VecLoad) and e.args[3] == 1
+                and e.args[0].dtype == "float32"
+                or isinstance(e, Bin) and e.args[0] in _NATIVE_BIN and all(self.native(a) for a in e.args[1:])
+                or isinstance(e, Fma) and all(self.native(a) for a in e.args))
+            self._native[e] = r
+        return r
+
+    def vector(self, e: Expr) -> Expr:
+        """A native vector e with its scalar parts (indices, broadcast values) scalarized."""
+        if isinstance(e, Const):
+            return e
+        return rebuild(e, tuple(self.vector(a) if isinstance(a, Expr) and lanes_of(a.dtype) > 1
+                                else self.scal(a) if isinstance(a, Expr) else a for a in e.args))
 
     def scal(self, e: Expr) -> Expr:
         """A scalar-typed expression with every vector inside it taken apart."""
@@ -56,6 +84,10 @@ class _Scalarizer:
             raise LoweringError(f"vector expression {e!r} where a scalar is needed")
         if isinstance(e, (Const, Var)):
             r = e
+        elif isinstance(e, Lane) and isinstance(e.args[1], Const) and self.native(e.args[0]):
+            r = Lane(self.vector(e.args[0]), e.args[1])     # a native vector's lane: v.sk
+        elif isinstance(e, LaneReduce) and e.args[0] in _FOLD and self.native(e.args[1]):
+            r = LaneReduce(e.args[0], self.vector(e.args[1]))
         elif isinstance(e, Lane):
             v, k = e.args
             if isinstance(k, Const):
@@ -132,6 +164,8 @@ class _Scalarizer:
             idx = self.scal(s.index)
             if n == 1:
                 return Store(s.buf, idx, self.scal(s.value))
+            if s.buf.dtype == "float32" and self.native(s.value):
+                return Store(s.buf, idx, self.vector(s.value))
             return seq(*(Store(s.buf, idx + k, self.lane(s.value, k)) for k in range(n)))
         if isinstance(s, LetStmt):
             n = lanes_of(s.var.dtype)
@@ -153,6 +187,7 @@ class _Scalarizer:
         return s
 
 
-def scalarize(s: Stmt) -> Stmt:
-    """s with every vector expression taken apart into its lanes (see the module's docstring)."""
-    return _Scalarizer().stmt(s)
+def scalarize(s: Stmt, keep=frozenset()) -> Stmt:
+    """s with every vector expression taken apart into its lanes, but native float32 vectors of the widths in
+    `keep` (see the module's docstring)."""
+    return _Scalarizer(keep).stmt(s)

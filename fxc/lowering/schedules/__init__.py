@@ -14,7 +14,7 @@ layout rule of its schedules that the graph passes ask, e.g. how many accumulato
 
 Kinds: cpu: "root" (default), and the `schedule` attr of a reduction's compute ("conv2d_packed",
 "matmul_packed", "depthwise_conv2d", "depthwise_blocked", "conv2d_winograd"); gpu: "compute" (default), "reduce",
-"gemm", "extern". A family is imported when first asked for.
+"gemm", "gemv", "window", "extern". A family is imported when first asked for.
 """
 from __future__ import annotations
 

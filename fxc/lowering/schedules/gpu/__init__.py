@@ -4,11 +4,13 @@
 list (outputs, inputs, then scratch buffers) and run in order on one queue; each has its launch geometry
 (grid / thread loops) and scalar expressions. Each root is scheduled by the entry of `SCHEDULES` for its kind:
 
+- "gemv": an epilogue of a matrix product with few rows whose weight is read along k (a classifier at batch 1):
+  work-items along k in vectors, a shared-memory tree over them (gemv.py);
 - "gemm": an epilogue of a matrix product (matmul, linear, batched attention products): tile x tile work-groups
   staging blocks of both operands in shared memory (tiled_gemm.py);
 - "window": an epilogue of a small sliding-window reduction along the last axis (depthwise convolution, max and
   average pooling): work-groups along an image row, several outputs per work-item sharing the window loop
-  (window.py);
+  (window.py), on GPUs from the row's input tile staged in shared memory with vector loads (window_tile.py);
 - "reduce": a root that is a reduction with few outputs and long rows: one work-group per output, a
   work-group tree reduction in shared memory with barriers (reduction.py);
 - "compute": every other compute op (elementwise, injective, reductions, conv/dense written as computes):
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from ...te import Tensor
 from .from_loops import extern_launches
+from .gemv import gemv
 from .one_per_output import DeviceConverter, one_per_output
 from .reduction import tree_reduction
 from .tiled_gemm import tiled_gemm
@@ -46,8 +49,14 @@ class Knobs:
     window_width: int = 16              # work-items along an image row of a windowed reduction (depthwise, pool)
     window_cols: int = 4                # outputs of the row per work-item (0: no window schedule)
     window_max: int = 64                # the largest window (reduction length) it takes
+    window_local_bytes: int = 0         # shared memory a windowed work-group may stage its input tile in (0: none,
+                                        # the input is read directly: the faster form on a CPU device)
     extern_computes: bool = True        # an extern op with a compute form runs as that compute (False: its CPU
                                         # loop IR, row by row: faster where the device is a CPU, e.g. a max pool)
+    vector_width: int = 1               # lanes of the vector loads a schedule emits (1: scalar loads only)
+    gemv_max_rows: int = 4              # a matrix product with at most this many rows (x batch) is a GEMV (0: none)
+    gemv_threads: int = 1               # work-items along k per output of a GEMV (a power of two; > 1: a tree)
+    gemv_outputs: int = 16              # outputs per GEMV work-group
 
     @staticmethod
     def for_caps(caps) -> "Knobs":
@@ -59,15 +68,26 @@ class Knobs:
         fits = lambda t: t * t <= caps.max_work_group_size and 2 * t * t * 4 <= caps.local_memory_bytes  # noqa: E731
         tile = next((t for t in (16, 8) if fits(t)), 1)
         shared = caps.has("dedicated_local_memory")
-        return Knobs(work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
+        vw = max([w for w in caps.vector_widths if w <= max(4, caps.lanes)] or [1])
+        # GEMV: a GPU splits k over 64 work-items (coalesced vector loads, a shared-memory tree) for 4 outputs; a CPU
+        # device (PoCL) runs one output per work-item, its k loop in the widest vectors: no tree, no barriers
+        gt = 1
+        while shared and gt < 64 and gt * 8 <= caps.max_work_group_size and gt * 32 <= caps.local_memory_bytes:
+            gt *= 2
+        return Knobs(vector_width=vw, gemv_threads=gt, gemv_outputs=4 if gt > 1 else max(1, min(16, wg)),
+                     gemv_max_rows=4 if caps.max_work_group_size > 1 else 0,
+                     work_group_size=wg, reduce_threads=threads, reduce_max_outputs=max(4, 4 * caps.threads),
                      gemm_tile=tile, gemm_shared=shared, window_width=max(1, min(caps.max_work_group_size, 16)),
                      window_cols=4 if caps.max_work_group_size > 1 else 0,    # work-groups of one (WebGL): no
-                     extern_computes=shared)                                    # row work-groups, one-dim grids
+                     extern_computes=shared,                                    # row work-groups, one-dim grids
+                     window_local_bytes=caps.local_memory_bytes // 2 if shared else 0)
 
 
 def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
     if t.extern is not None:
         return "extern"
+    if gemv.applies(conv, t, knobs):
+        return "gemv"
     if tiled_gemm.applies(conv, t, knobs):
         return "gemm"
     if window.applies(conv, t, knobs):
@@ -77,7 +97,7 @@ def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
     return "compute"
 
 
-SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_gemm, "window": window,
+SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_gemm, "gemv": gemv, "window": window,
              "extern": extern_launches}
 
 
@@ -107,7 +127,7 @@ def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, ca
     params = list(out_bufs) + list(dict.fromkeys(in_bufs.values())) + conv.scratches
     kernels = []
     for k, body in enumerate(bodies):
-        body = scalarize(body)
+        body = scalarize(body, caps.vector_widths)     # native vectors stay where the language has them
         bits = max(caps.index_bits, index_bits_of(params))    # the device's width, 64 where a buffer needs it
         kernels.append(Kernel(f"{name}_{k}" if len(bodies) > 1 else name, params, body, 0, bits,
                               launch_of(body)))

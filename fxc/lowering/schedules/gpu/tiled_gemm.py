@@ -54,7 +54,7 @@ def _sum_of_products(conv, t):
     return found
 
 
-def _match(conv, t):
+def matrix_product(conv, t):
     """(hole, reduce tensor, a, b, value with the hole) when t is a matrix-product epilogue, else None."""
     found = _sum_of_products(conv, t)
     if found is None or len(found[1].body.axes) != 1:
@@ -73,14 +73,14 @@ class _TiledGemm:
     def applies(self, conv, t, knobs) -> bool:
         if knobs.gemm_tile <= 1:
             return False
-        if knobs.gemm_shared and _match(conv, t) is not None:
+        if knobs.gemm_shared and matrix_product(conv, t) is not None:
             return True
         return _product_axes(conv, t) is not None
 
     def __call__(self, conv, t, out, knobs) -> list:
-        if not knobs.gemm_shared or _match(conv, t) is None:
+        if not knobs.gemm_shared or matrix_product(conv, t) is None:
             return register_tiles(conv, t, out, knobs)
-        hole, red_t, a, b, value = _match(conv, t)
+        hole, red_t, a, b, value = matrix_product(conv, t)
         red = red_t.body
         (kv, kdim), = red.axes
         T = knobs.gemm_tile

@@ -10,16 +10,23 @@ a device vectorises across), sharing one loop over the window and the loads that
 depthwise convolution's weights). Loads past the row's end read its last column (in bounds; not stored).
 Knobs (`Knobs.window_*`) default from the device's Caps; `window_max` bounds the window (a global pool's long
 reduction is the tree reduction's or one work-item's per output).
+
+Staged form (`window_local_bytes` > 0, the default where local memory is the device's own: a GPU): the work-group
+first loads the input its row of outputs reads (every window row x the columns they span) into shared memory, in
+vector loads of `vector_width` where a chunk lies inside the input, waits at a barrier, and then computes from
+shared memory (window_tile.py). On a CPU device (PoCL: local memory is ordinary memory, cached) the unstaged form
+reads the input directly, without the copy and the barrier: measured faster there (benchmarks/opencl_window.py).
 """
 from __future__ import annotations
 
 import math
 
 from ...expr import Var, as_expr, binary, compare, substitute, walk
-from ...loop_ir import For, IfThen, Load, Store, seq
+from ...loop_ir import Barrier, For, IfThen, Load, Store, seq
 from ...lower import COMBINE
 from .one_per_output import one_per_output, unflatten
 from .tiled_gemm import reduction_epilogue
+from .window_tile import stage_window
 
 
 def _match(conv, t, knobs):
@@ -57,10 +64,12 @@ class _Window:
         at[axes[-2]] = gh
         cols = [gj * (T * C) + tj + c * T for c in range(C)]
         last = as_expr(width - 1)
+        tile = stage_window(conv, red_t, at, gj * (T * C), tj, T, T * C, knobs) if knobs.window_local_bytes else None
+        source = tile.body if tile is not None else red.body
         update = []
         for c, col in enumerate(cols):
             pre: list = []
-            v = conv.convert(substitute(red.body, {**at, axes[-1]: binary("min", col, last),
+            v = conv.convert(substitute(source, {**at, axes[-1]: binary("min", col, last),
                                                    **{v: nv for (v, _), nv in zip(red.axes, rvars)}}), pre)
             if pre:                 # the window's body reduces again (a variance's mean): one work-item per output
                 return one_per_output(conv, t, out, knobs)
@@ -77,6 +86,8 @@ class _Window:
             flat = (gb * (rows * width) if outer else as_expr(0)) + gh * width + col
             writes.append(IfThen(compare("lt", col, as_expr(width)), seq(*pre, Store(out, flat, v))))
         body = seq(*(Store(acc, as_expr(c), red.init) for c in range(C)), update, *writes)
+        if tile is not None:
+            body = seq(tile.stage, Barrier(), body)
         loops = For(tj, T, body, "thread", axis=0)
         loops = For(gj, math.ceil(width / (T * C)), loops, "grid", axis=0)
         loops = For(gh, rows, loops, "grid", axis=1)
