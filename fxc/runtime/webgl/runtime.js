@@ -158,40 +158,4 @@ async function fxcPost(url, arrays) {   // typed arrays of 4-byte elements, one 
   const r = await fetch(url, {method: "POST", body: bytes});
   if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
 }
-
-// -- the static package (fxc web): package.json lists every part with its sha256 -----------------------------------
-async function fxcFetchChecked(base, name, part) {
-  const r = await fetch(base + name);
-  if (!r.ok) throw new Error(`${name}: HTTP ${r.status}`);
-  const buf = await r.arrayBuffer();
-  const hex = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", buf)),
-                         b => b.toString(16).padStart(2, "0")).join("");
-  if (hex !== part.sha256 || buf.byteLength !== part.bytes)
-    throw new Error(`${name}: sha256 ${hex} (${buf.byteLength} bytes) is not the package's ${part.sha256} ` +
-                    `(${part.bytes} bytes); the file was modified or truncated: write the package again (fxc web)`);
-  return buf;
-}
-
-async function fxcLoadPackage(base) {   // -> {model, pkg, inputs: the sample inputs as typed arrays}
-  const pkg = await (await fetch(base + "package.json")).json();
-  const parts = {};
-  for (const [name, part] of Object.entries(pkg.parts)) parts[name] = await fxcFetchChecked(base, name, part);
-  const desc = JSON.parse(new TextDecoder().decode(parts[pkg.layout]));
-  const consts = pkg.weights.tensors.map(t => fxcView(parts[pkg.weights.file], t));
-  const inputs = pkg.sample.tensors.map(t => fxcView(parts[pkg.sample.file], t));
-  const model = new FxcWebGL();
-  model.load(desc, consts);
-  return {model, pkg, inputs};
-}
-
-function fxcSummary(arr, shape) {       // what the page shows of an output
-  let min = Infinity, max = -Infinity, sum = 0, sumAbs = 0, arg = 0;
-  for (let i = 0; i < arr.length; i++) {
-    const v = arr[i];
-    if (v < min) min = v;
-    if (v > max) { max = v; arg = i; }
-    sum += v; sumAbs += Math.abs(v);
-  }
-  return {shape, min, max, mean: sum / Math.max(arr.length, 1), mean_abs: sumAbs / Math.max(arr.length, 1),
-          argmax: arg, first: Array.from(arr.slice(0, 8))};
-}
+// the static package (fxc web) loads through fxc/runtime/web_package.js
