@@ -51,11 +51,14 @@ PAGE_JS = """"use strict";
     const t0 = performance.now();
     const {model, pkg, inputs} = await fxcLoadPackage("./");
     const loadMs = performance.now() - t0;
-    let r = await model.run(inputs, false);         // the first draw of each program may compile it
+    const check = r => {                            // a wasm step's error code (webgl with wasm kernels)
+      if (r.fault) throw new Error(`${r.fault.entry} returned ${r.fault.rc} ${JSON.stringify(r.fault.record)}`);
+      return r; };
+    let r = check(await model.run(inputs, false));  // the first draw of each program may compile it
     const times = [];
     for (let i = 0; i < pkg.runs; i++) {
       const t = performance.now();
-      r = await model.run(inputs, false);
+      r = check(await model.run(inputs, false));
       times.push(performance.now() - t);
     }
     times.sort((a, b) => a - b);
@@ -113,7 +116,7 @@ def sample_inputs(specs: list, seed: int = 0) -> list:
 def _webgl_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tuple:
     """The webgl package's own parts: layout.json, weights.bin, sample.bin and, when some groups run as wasm
     kernels (what WebGL cannot express), module.wasm; (files, package.json entries, scripts, kernels, launches)."""
-    from .runtime.wasm import RUNTIME_JS as WASM_JS
+    from .runtime.webgl import WASM_JS, WASM_STEPS_JS
     program = program_of(source)
     desc = layout(program, plan, specs, outputs, consts)
     weights, wrec = pack(consts, [f"constant {i}" for i in range(len(consts))])
@@ -126,6 +129,7 @@ def _webgl_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tup
         files["module.wasm"] = base64.b64decode(program["wasm"]["module"])
         extra["wasm"] = "module.wasm"
         scripts["wasm.js"] = WASM_JS.read_bytes()
+        scripts["webgl_steps.js"] = WASM_STEPS_JS.read_bytes()
     return files, extra, scripts, len(desc["kernels"]), len(desc["steps"])
 
 

@@ -76,6 +76,7 @@ class FxcWebGL {
     }
     // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
     this.steps = desc.steps.map(step => {
+      if (step.wasm) return {host: fxcWasmStep(this, step)};     // a group WebGL refused (wasm/webgl_steps.js)
       const k = this.programs[step.kernel], inputs = [];
       step.slots.forEach((slot, j) => { if (j !== k.output) inputs.push([j, this.textures[slot]]); });
       if (k.units === null) {
@@ -98,6 +99,13 @@ class FxcWebGL {
     const probe = new Float32Array(4), iprobe = new Int32Array(4);
     for (const s of this.steps) {
       const t0 = profile ? performance.now() : 0;
+      if (s.host) {                       // a wasm step: {fault} stops the plan (fxc.runtime.wasm.wasm_fault)
+        const fault = s.host();
+        if (fault) return {outputs: [], times: times, fault: fault};
+        gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
+        if (profile) times.push(performance.now() - t0);
+        continue;
+      }
       gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, s.out.tex, 0);
       gl.viewport(0, 0, this.width, s.rows);   // not the texture's rows: a discarded fragment costs as much as any
       gl.useProgram(s.k.prog);
