@@ -1,0 +1,102 @@
+"""webgl with wasm kernels in the same page (fxc.build_mixed): a model mixing ops WebGL draws with ops it refuses
+(int64 cumsum and index arithmetic, an argmax feeding a gather, a scatter) runs whole in the headless browser's
+page — RPC from Python (from_torch, torch.compile: nothing falls back to eager; fxc.explain names the wasm groups) and
+the static package (`fxc web`) — and matches eager exactly. An int64 value beyond 32 bits crossing back into a
+texture is an ExecutionError, an index out of range in a wasm step eager's IndexError: never a wrong answer."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import fxc
+from fxc.errors import ExecutionError, IndexOutOfRangeError
+from fxc.web import serve, write_package
+from tests.helpers import check_module
+from tests.test_web_package import _open
+
+
+class Mixed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x, idx):
+        h = torch.relu(self.lin(x))                                     # webgl
+        c = torch.cumsum(idx, 0)                                        # int64 cumsum: wasm
+        g = torch.gather(h, 1, h.argmax(1)[:, None])                    # argmax (webgl) feeding a gather: wasm
+        s = torch.zeros(4, 8).scatter_add(1, idx[:, None] % 8, h)       # scatter: wasm
+        return g.squeeze(1) * 2 + c.float(), s.exp(), c * 3             # exp: webgl; int64 mul: wasm
+
+
+@pytest.fixture(scope="module")
+def mixed():
+    torch.manual_seed(0)
+    model = Mixed().eval()
+    x, idx = torch.randn(4, 8), torch.tensor([3, 1, 7, 2])
+    return model, x, idx, fxc.from_torch(model, (x, idx), target="webgl")
+
+
+def _eager(model, *args):
+    with torch.no_grad():
+        return [t.numpy() for t in model(*args)]
+
+
+def test_mixed_model_runs_whole_in_the_page(mixed):
+    model, x, idx, compiled = mixed
+    lines = compiled.module.kernels
+    wasm = [line for line in lines if "[wasm in the page:" in line]
+    assert len(wasm) >= 3 and any("[webgl:" in line for line in lines), lines
+    assert any(line.startswith("cumsum") for line in wasm) and any(line.startswith("scatter") for line in wasm)
+    assert any("index checked" in line for line in wasm)            # the gather of the argmax
+    for args in ((x, idx), (torch.randn(4, 8), torch.tensor([-5, 9, 0, 4]))):
+        got = compiled(*args)
+        for g, e in zip(got, _eager(model, *args)):
+            assert g.dtype == torch.from_numpy(e).dtype
+            np.testing.assert_array_equal(g.numpy(), e) if e.dtype == np.int64 else \
+                np.testing.assert_allclose(g.numpy(), e, rtol=1e-5, atol=1e-6)
+
+
+def test_torch_compile_runs_the_whole_graph_in_the_page(mixed):
+    model, x, idx, _ = mixed
+    rep = fxc.explain(model, x, idx, target="webgl")
+    assert not rep.fallback_ops and not rep.failures, str(rep)
+    assert any("[wasm in the page:" in k for k in rep.kernels), str(rep)
+    check_module(model, x, idx, target="webgl", rtol=1e-5, atol=1e-6)
+
+
+def test_int64_beyond_32_bits_into_a_texture_is_an_error(mixed):
+    model, x, _, compiled = mixed
+    big = torch.tensor([2 ** 30, 2 ** 30, 2 ** 30, 1])     # each fits 32 bits; their cumsum does not
+    with pytest.raises(ExecutionError, match="beyond 32 bits"):
+        compiled(x, big)
+    got = compiled(x, torch.tensor([1, 2, 3, 4]))           # the module still works after the fault
+    np.testing.assert_array_equal(got[2].numpy(), _eager(model, x, torch.tensor([1, 2, 3, 4]))[2])
+
+
+def test_an_index_out_of_range_in_a_wasm_step_is_indexerror():
+    class Pick(torch.nn.Module):
+        def forward(self, w, idx):
+            return torch.index_select(w.exp(), 0, torch.cumsum(idx, 0))    # the index is computed: a wasm step
+    w, idx = torch.randn(6, 3), torch.tensor([1, 2, 1])
+    compiled = fxc.from_torch(Pick(), (w, idx), target="webgl")
+    np.testing.assert_allclose(compiled(w, idx).numpy(), Pick()(w, idx).numpy(), rtol=1e-6)
+    with pytest.raises(IndexOutOfRangeError, match="out of range for a dimension of size 6"):
+        compiled(w, torch.tensor([1, 2, 3]))
+
+
+def test_static_package_of_a_mixed_model(mixed, tmp_path):
+    model, x, idx, compiled = mixed
+    path = fxc.export(compiled, tmp_path / "mixed.fxc")
+    idx2 = np.array([5, -3, 2, 6])
+    index = write_package(path, tmp_path / "site", inputs=[x.numpy(), idx2], runs=2)
+    assert {"module.wasm", "wasm.js", "webgl_steps.js"} <= {p.name for p in index.parent.iterdir()}
+    assert "wasm kernels" in index.read_text()
+    expected = _eager(model, x, torch.from_numpy(idx2))
+    with serve(index.parent) as server:
+        page, got = _open(server.url)
+        page.close()
+    assert got["state"] == "done", got["status"]
+    assert json.loads(got["result"])["runs"] == 2
+    for g, e in zip(got["outputs"], expected):
+        np.testing.assert_allclose(np.asarray(g).reshape(e.shape), e, rtol=1e-5, atol=1e-6)
