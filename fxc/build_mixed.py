@@ -66,6 +66,9 @@ class Fallback:
             if bad:
                 raise LoweringError(f"{why}; and it cannot run as {self.target.caps.fallback} kernels in the page: "
                                     f"{', '.join(bad[:3])} would cross between the two, which a texture cannot hold")
+            if any(v.type.symbolic for v in gr.outputs + gr.inputs):
+                raise LoweringError(f"{why}; and a group of symbolic shape does not run as "
+                                    f"{self.target.caps.fallback} kernels in the page yet (give the shapes)")
             self.entries[sig] = f"fxc_group{len(self.groups)}"
             self.groups.append(gr)
             self.reasons.append(why)

@@ -85,10 +85,13 @@ def test_an_index_out_of_range_in_a_wasm_step_is_indexerror():
         compiled(w, torch.tensor([1, 2, 3]))
 
 
-def test_static_package_of_a_mixed_model(mixed, tmp_path):
+def test_export_load_and_static_package_of_a_mixed_model(mixed, tmp_path):
     model, x, idx, compiled = mixed
     path = fxc.export(compiled, tmp_path / "mixed.fxc")
     idx2 = np.array([5, -3, 2, 6])
+    loaded = fxc.load(path)                                 # the artifact alone (numpy and the browser) runs it too
+    for g, e in zip(loaded(x.numpy(), idx2), _eager(model, x, torch.from_numpy(idx2))):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
     index = write_package(path, tmp_path / "site", inputs=[x.numpy(), idx2], runs=2)
     assert {"module.wasm", "wasm.js", "webgl_steps.js"} <= {p.name for p in index.parent.iterdir()}
     assert "wasm kernels" in index.read_text()
