@@ -131,17 +131,33 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if rows > cap:
             raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {width}; this "
                                 f"browser's MAX_TEXTURE_SIZE is {cap} (the graph runs elsewhere)")
-    return {"width": width, "kernels": {n: {"shader": k["shader"], "output": k["output"]}
-                                        for n, k in program["kernels"].items()},
-            "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs, "checks": checks}
+    return link_wasm_steps({"width": width, "kernels": {n: {"shader": k["shader"], "output": k["output"]}
+                                                       for n, k in program["kernels"].items()},
+                            "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
+                            "checks": checks})
 
 
 def wasm_step(st, entry: dict, slot) -> dict:
     """The layout of a plan step that runs a wasm entry: its tensors' slots (outputs, then inputs), their dtypes and
-    sizes in the module's memory, and its scratch bytes (fxc/runtime/wasm/webgl_steps.js runs it)."""
+    sizes in the module's memory, which are constants (read from their textures once), and its scratch bytes
+    (fxc/runtime/wasm/webgl_steps.js runs it; link_wasm_steps adds where its inputs are in the memory already)."""
     params = entry["params"]
     return {"wasm": st.kernel, "outputs": entry["outputs"], "scratch": entry["scratch"], "params": params,
-            "slots": [slot(kind, ix, dt, n) for (kind, ix), (dt, n) in zip(st.args, params)]}
+            "slots": [slot(kind, ix, dt, n) for (kind, ix), (dt, n) in zip(st.args, params)],
+            "const": [kind == "const" for kind, _ in st.args]}
+
+
+def link_wasm_steps(desc: dict) -> dict:
+    """Each wasm step's "from": per parameter, [step, output] of the earlier wasm step of the same call whose output
+    it reads, with no draw into that texture between them (the value is in the module's memory: no read-back)."""
+    last: dict = {}                 # slot -> [step, output] of the wasm step that wrote it last
+    for i, st in enumerate(desc["steps"]):
+        if "wasm" in st:
+            st["from"] = [None if j < st["outputs"] else last.get(s) for j, s in enumerate(st["slots"])]
+            last.update({st["slots"][j]: [i, j] for j in range(st["outputs"])})
+        else:
+            last.pop(st["slots"][desc["kernels"][st["kernel"]]["output"]], None)
+    return desc
 
 
 def to_texture(a: np.ndarray, name: str) -> np.ndarray:

@@ -75,8 +75,8 @@ class FxcWebGL {
       this.programs[name] = {prog: p, output: k.output, units: null};
     }
     // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
-    this.steps = desc.steps.map(step => {
-      if (step.wasm) return {host: fxcWasmStep(this, step)};     // a group WebGL refused (wasm/webgl_steps.js)
+    this.steps = desc.steps.map((step, i) => {
+      if (step.wasm) return {host: fxcWasmStep(this, step, i)};  // a group WebGL refused (wasm/webgl_steps.js)
       const k = this.programs[step.kernel], inputs = [];
       step.slots.forEach((slot, j) => { if (j !== k.output) inputs.push([j, this.textures[slot]]); });
       if (k.units === null) {
