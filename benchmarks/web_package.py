@@ -6,7 +6,8 @@ screenshot of the page.
     .venv/bin/python -m benchmarks.web_package --target webgl --model mixed --shot docs/img/webgl_wasm_package.png
 
 Models from fxc.testing.models (batch 1, BERT at sequence length 32, batch norms given non-trivial statistics by
-make_model), or `mixed`: tests/test_webgl_mixed.py's model of ops WebGL draws and ops it refuses (wasm kernels).
+make_model), `mixed`: tests/test_webgl_mixed.py's model of ops WebGL draws and ops it refuses (wasm kernels), or
+`roberta`: the BERT encoder with RoBERTa's position ids counted over the mask (a cumsum and a gather by it: wasm).
 """
 from __future__ import annotations
 
@@ -23,7 +24,33 @@ from fxc.runtime.browser import open_browser
 from fxc.web import serve, write_package
 
 
+class RobertaPositions(torch.nn.Module):
+    """The BERT encoder with RoBERTa's position ids, counted over the attention mask (an int64 cumsum, and the
+    position embedding gathered by it: two groups WebGL refuses, which run as wasm kernels in the page)."""
+
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, input_ids, attention_mask):
+        b = self.bert
+        pos = torch.cumsum(attention_mask, 1) * attention_mask + 1          # padding_idx 1, as RoBERTa's
+        x = b.word_embeddings(input_ids) + b.position_embeddings(pos) + b.token_type_embeddings(
+            b.token_type_ids[:, :input_ids.shape[1]])
+        x = b.emb_norm(x)
+        additive_mask = (1.0 - attention_mask[:, None, None, :].to(x.dtype)) * -10000.0
+        for layer in b.layers:
+            x = layer(x, additive_mask)
+        return x
+
+
 def model_and_inputs(name: str):
+    if name == "roberta":
+        from fxc.testing.models import example_inputs, make_model
+        ids, mask = example_inputs("bert", batch=1, seq_len=32)
+        mask = mask.clone()
+        mask[:, 24:] = 0                                                     # a padded tail
+        return RobertaPositions(make_model("bert")).eval(), (ids, mask)
     if name == "mixed":
         from tests.test_webgl_mixed import Mixed
         torch.manual_seed(0)

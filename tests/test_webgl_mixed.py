@@ -113,3 +113,23 @@ def test_export_load_and_static_package_of_a_mixed_model(mixed, tmp_path):
     assert json.loads(got["result"])["runs"] == 2
     for g, e in zip(got["outputs"], expected):
         np.testing.assert_allclose(np.asarray(g).reshape(e.shape), e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_changed_weight_reaches_the_wasm_step():
+    """A parameter a wasm step reads is a live input: resident while unchanged (not read back from its texture), read
+    again after an in-place update (as an optimizer step makes)."""
+    class Lookup(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(8, 4))
+
+        def forward(self, idx):
+            return torch.index_select(self.weight, 0, torch.cumsum(idx, 0)).relu()
+    torch.manual_seed(3)
+    model, idx = Lookup(), torch.tensor([1, 2, 0, 3])
+    compiled = torch.compile(model, backend="fxc", options={"target": "webgl"})
+    with torch.no_grad():
+        for step in range(3):
+            np.testing.assert_allclose(compiled(idx).numpy(), model(idx).numpy(), rtol=1e-6)
+            np.testing.assert_allclose(compiled(idx).numpy(), model(idx).numpy(), rtol=1e-6)   # resident
+            model.weight.add_(torch.randn(8, 4))

@@ -3,8 +3,8 @@
 // `model.wasm` before `model.load`). Its inputs are read from their textures into the module's memory in the
 // group's own dtypes (int64 sign-extended, bool and bytes narrowed), the entry runs, and its outputs go back into
 // their textures (integers as int32: an int64 value beyond 32 bits is a fault, never a wrong value). A constant is
-// read from its texture once; an input an earlier wasm step of the call wrote (and no draw since: step.from) is
-// that step's output buffer itself.
+// read from its texture once, a model input again only when the call uploaded it (model.fresh); an input that an
+// earlier wasm step of the call wrote (and no draw since: step.from) is that step's output buffer itself.
 //
 //   const run = fxcWasmStep(model, step, i); // step i of the plan: fxc.runtime.webgl.wasm_step's layout
 //   const fault = run();                    // null, or {entry, rc, record} (fxc.runtime.wasm.wasm_fault names it)
@@ -21,7 +21,8 @@ function fxcWasmStep(model, step, index) {   // index: the step's place in the p
   const bufs = step.params.map(([dtype, n], p) => {
     const T = FXC_MEMORY[dtype], from = step.from[p], src = from && held[from[0]][from[1]];
     if (src && src.T === T) return {T, n, at: src.at, kept: true};  // an earlier wasm step's output: no read-back
-    return {T, n, at: w.alloc(n * T.BYTES_PER_ELEMENT), kept: false, fixed: step.const[p]};
+    return {T, n, at: w.alloc(n * T.BYTES_PER_ELEMENT), kept: false, fixed: step.const[p], input: step.input[p],
+            loaded: false};
   });
   const outs = bufs.slice(0, step.outputs), ins = bufs.slice(step.outputs);
   held[index] = outs;
@@ -29,11 +30,12 @@ function fxcWasmStep(model, step, index) {   // index: the step's place in the p
   const textures = step.slots.map(s => model.textures[s]);
   return () => {
     ins.forEach((b, j) => {                 // texture -> memory (a view made now: the memory may have grown)
-      if (b.kept) return;
+      if (b.kept || (b.loaded && b.input !== null && !model.fresh[b.input])) return;   // not changed since read
       const data = model.read(textures[step.outputs + j], b.n), dst = new b.T(w.memory.buffer, b.at, b.n);
       if (b.T === BigInt64Array) for (let i = 0; i < b.n; i++) dst[i] = BigInt(data[i]);
       else dst.set(data);
       if (b.fixed) b.kept = true;           // a constant: read once
+      b.loaded = true;
     });
     const r = w.call(step.wasm, ...args);
     if (r.rc) return {entry: step.wasm, rc: r.rc, record: r.record};

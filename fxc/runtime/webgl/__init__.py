@@ -139,12 +139,14 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
 
 def wasm_step(st, entry: dict, slot) -> dict:
     """The layout of a plan step that runs a wasm entry: its tensors' slots (outputs, then inputs), their dtypes and
-    sizes in the module's memory, which are constants (read from their textures once), and its scratch bytes
+    sizes in the module's memory, which are constants (read from their textures once) or inputs (read again only
+    after a call uploads them), and its scratch bytes
     (fxc/runtime/wasm/webgl_steps.js runs it; link_wasm_steps adds where its inputs are in the memory already)."""
     params = entry["params"]
     return {"wasm": st.kernel, "outputs": entry["outputs"], "scratch": entry["scratch"], "params": params,
             "slots": [slot(kind, ix, dt, n) for (kind, ix), (dt, n) in zip(st.args, params)],
-            "const": [kind == "const" for kind, _ in st.args]}
+            "const": [kind == "const" for kind, _ in st.args],
+            "input": [int(ix) if kind == "in" else None for kind, ix in st.args]}
 
 
 def link_wasm_steps(desc: dict) -> dict:

@@ -95,6 +95,7 @@ class FxcWebGL {
   run(inputs, profile) {  // inputs: typed arrays in desc.inputs' order (null: unchanged); {outputs, times}
     const gl = this.gl, times = profile ? [] : null;
     inputs.forEach((data, i) => { if (data !== null) this.upload(this.textures[this.desc.inputs[i].slot], data); });
+    this.fresh = inputs.map(data => data !== null);     // which inputs changed (a wasm step reads those again)
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
     const probe = new Float32Array(4), iprobe = new Int32Array(4);
     for (const s of this.steps) {
