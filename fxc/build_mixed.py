@@ -15,7 +15,9 @@ wasm module (fxc.build.wasm_group_entries), which the device program carries as
 tensors between their textures and the module's memory at the step (fxc/runtime/wasm/webgl_steps.js). Tensors at
 such a boundary live in textures, so their dtypes must be ones a texture holds (float32 and integers within 32
 bits, checked when they come back); a group with another one at its boundary (float64, bfloat16) stays refused,
-and the whole graph with it (a LoweringError: torch.compile runs it in eager).
+and the whole graph with it (a LoweringError: torch.compile runs it in eager). webgpu (Caps.fallback "wasm" too)
+keeps its tensors in one arena buffer: its steps copy bytes (fxc/runtime/wasm/webgpu_steps.js), with the same
+dtypes allowed.
 """
 from __future__ import annotations
 
@@ -65,7 +67,8 @@ class Fallback:
             bad = [f"{v.name} ({v.dtype})" for v in gr.outputs + gr.inputs if v.dtype not in TEXTURE_DTYPES]
             if bad:
                 raise LoweringError(f"{why}; and it cannot run as {self.target.caps.fallback} kernels in the page: "
-                                    f"{', '.join(bad[:3])} would cross between the two, which a texture cannot hold")
+                                    f"{', '.join(bad[:3])} would cross between the two, which carry float32 and "
+                                    f"integers only (a WebGL texture holds 32-bit values)")
             if any(v.type.symbolic for v in gr.outputs + gr.inputs):
                 raise LoweringError(f"{why}; and a group of symbolic shape does not run as "
                                     f"{self.target.caps.fallback} kernels in the page yet (give the shapes)")

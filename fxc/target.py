@@ -342,13 +342,14 @@ def _webgl_target(target: Target) -> Target:
 def webgpu_caps(info: dict) -> Caps:
     """Caps of a WebGPU device (fxc.runtime.webgpu.open_gpu().info): its work-group and shared-memory limits, 32-bit
     indices, float32 and integers (int64 narrowed) only; shared memory counts as the device's own
-    (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU."""
+    (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU; what WGSL refuses runs as wasm
+    kernels in the same page."""
     return Caps(vector_bits=128, vector_registers=0, threads=1,
                 features=frozenset({"dedicated_local_memory"} if info.get("dedicated_local_memory") else ()),
                 local_memory_bytes=int(info["local_memory_bytes"]),
                 max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm")
 
 
 def _webgpu_target(target: Target) -> Target:

@@ -6,15 +6,16 @@
 
 Takes a verified artifact (`fxc.export` of a webgl or webgpu module: one hashed zip) and writes a folder that runs
 the model in a browser with nothing else: `index.html` loads, with Subresource Integrity hashes, `runtime.js` (the
-target's plan runtime, fxc/runtime/webgl or webgpu, the one the RPC path uses), for a webgl model with wasm kernels
-`wasm.js` (fxc/runtime/wasm's runtime), `package.js` (fxc/runtime/web_package.js: fetch, check, load) and `page.js`.
-The page fetches `package.json`, then every part it lists and checks each one's sha256 with SubtleCrypto:
-`layout.json` (webgl: the shaders, textures and steps of fxc.runtime.webgl.layout; webgpu: the WGSL program and its
-launches over the arena's byte offsets), `weights.bin` (the constants: webgl texture data, float32 or int32; webgpu
-the bytes the arena holds), `sample.bin` (one input set: the caller's, or standard normal floats and zero integers)
-and `module.wasm` (webgl: the groups WebGL cannot express, compiled for wasm32). It runs the model (one warm-up
-call, then `runs` timed calls) and shows each output's summary (shape, min, max, mean, argmax, first values) and
-the median latency of a call (inputs uploaded, plan run, outputs read back). The page sets
+target's plan runtime, fxc/runtime/webgl or webgpu, the one the RPC path uses), for a model with wasm kernels
+`wasm.js` (fxc/runtime/wasm's runtime) and the target's side of the boundary (`webgl_steps.js` or
+`webgpu_steps.js`), `package.js` (fxc/runtime/web_package.js: fetch, check, load) and `page.js`. The page fetches
+`package.json`, then every part it lists and checks each one's sha256 with SubtleCrypto: `layout.json` (webgl: the
+shaders, textures and steps of fxc.runtime.webgl.layout; webgpu: the WGSL program and its launches over the
+arena's byte offsets), `weights.bin` (the constants: webgl texture data, float32 or int32; webgpu the bytes the
+arena holds), `sample.bin` (one input set: the caller's, or standard normal floats and zero integers) and
+`module.wasm` (the groups WebGL or WGSL cannot express, compiled for wasm32: fxc.build_mixed). It runs the model
+(one warm-up call, then `runs` timed calls) and shows each output's summary (shape, min, max, mean, argmax, first
+values) and the median latency of a call (inputs uploaded, plan run, outputs read back). The page sets
 `document.body.dataset.state` to "done" or "error" and keeps the outputs in `window.fxcOutputs` (what the tests
 read). Files are written atomically.
 
@@ -151,22 +152,31 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
 
     from .runtime.device_module import _nbytes
     from .runtime.opengl import dispatch_of, place_arena
-    from .runtime.webgpu import RUNTIME_JS as GPU_JS
+    from .runtime.webgpu import RUNTIME_JS as GPU_JS, WASM_JS, WASM_STEPS_JS
     m = SimpleNamespace(inputs=specs, outputs=outputs, consts=consts, workspace_bytes=workspace)
     place_arena(m, 1 << 62, "WebGPU", "the browser")        # the page checks its adapter's binding limit
     where = {"in": m._in_at, "out": m._out_at, "const": m._const_at}
     at = lambda kind, ix: -1 if kind == "null" else m._ws_at + ix if kind == "work" else where[kind][ix]  # noqa: E731
     program = json.loads(source.split("\n", 1)[1] if source.startswith("/*") else source)
+    wasm = program.pop("wasm", {})          # groups WGSL refused: wasm steps (fxc.build_mixed)
+    entries = wasm.get("entries", {})
     desc = {"program": program, "arena_bytes": m.arena_bytes, "inputs": m._in_at, "outputs": m._out_at,
             "output_bytes": [_nbytes(s) for s in outputs], "consts": m._const_at,
-            "plan": [{"kernel": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args],
+            "plan": [{"wasm": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args], **entries[st.kernel]}
+                     if st.kernel in entries else
+                     {"kernel": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args],
                       "groups": list(dispatch_of(tuple(st.grid))[0])} for st in plan]}
     weights, wrec = _raw(m.consts)
     sample, srec = _raw(inputs)
     files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
              "sample.bin": sample}
     extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec}}
-    return files, extra, {"runtime.js": GPU_JS.read_bytes()}, len(program["kernels"]), len(plan)
+    scripts = {"runtime.js": GPU_JS.read_bytes()}
+    if wasm:
+        files["module.wasm"] = base64.b64decode(wasm["module"])
+        extra["wasm"] = "module.wasm"
+        scripts.update({"wasm.js": WASM_JS.read_bytes(), "webgpu_steps.js": WASM_STEPS_JS.read_bytes()})
+    return files, extra, scripts, len(program["kernels"]), len(plan)
 
 
 PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts}     # target kind -> its package's parts
@@ -196,7 +206,7 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
                      for n, d in scripts.items())
     files.update(scripts)
     files["package.json"] = json.dumps(pkg, indent=1).encode()
-    mixed = f" ({len(program_of(source)['wasm']['entries'])} of them wasm kernels)" if "wasm" in extra else ""
+    mixed = f" ({len(program_of(source)['wasm']['entries'])} wasm kernels among them)" if "wasm" in extra else ""
     files["index.html"] = INDEX.format(title=title, kind=kind, scripts=tags, version=__version__, kernels=kernels,
                                        launches=launches, mixed=mixed,
                                        weights_mb=len(files["weights.bin"]) / 1e6).encode()

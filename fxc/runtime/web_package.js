@@ -46,12 +46,14 @@ async function fxcLoadWebGPU(pkg, parts, desc) {
                     `${gpu.info.max_storage_bytes} in one buffer`);
   const bytes = (file, [start, n]) => new Uint8Array(parts[file], start, n);
   const m = await gpu.model(desc.program, desc.plan, desc.arena_bytes,
-                            pkg.weights.tensors.map((t, i) => [desc.consts[i], bytes(pkg.weights.file, t)]));
+                            pkg.weights.tensors.map((t, i) => [desc.consts[i], bytes(pkg.weights.file, t)]),
+                            pkg.wasm ? parts[pkg.wasm] : null);    // the kernels WGSL cannot express
   const wanted = pkg.outputs.map((o, i) => [desc.outputs[i], desc.output_bytes[i]]);
   const model = {
     renderer: [gpu.info.vendor, gpu.info.architecture, gpu.info.description].filter(s => s).join(" ") + " (WebGPU)",
     async run(inputs) {
-      const [err, outs] = await m.run(inputs.map((data, i) => [desc.inputs[i], data]), wanted, false);
+      const [err, outs, , fault] = await m.run(inputs.map((data, i) => [desc.inputs[i], data]), wanted, false);
+      if (fault) return {outputs: [], fault};
       if (err[1]) throw new Error(`an index ${err[2]} out of range for a dimension of ${err[3]} (op ${err[1] - 1})`);
       if (err[0] === 1) throw new Error("integer division by zero in a kernel");
       if (err[0]) throw new Error("an int64 value beyond 32 bits reached a kernel (WGSL computes integers in 32 bits)");

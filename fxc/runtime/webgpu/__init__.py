@@ -35,8 +35,11 @@ from ...errors import CompileError, ExecutionError, IndexOutOfRangeError, Target
 from ..browser import open_browser
 from ..device_module import DeviceModule, _HostFingerprint, _token_key
 from ..opengl import dispatch_of, place_arena
+from ..wasm import wasm_fault
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
+WASM_JS = Path(__file__).parents[1] / "wasm" / "runtime.js"
+WASM_STEPS_JS = Path(__file__).parents[1] / "wasm" / "webgpu_steps.js"
 INLINE_BYTES = 64 << 10     # smaller data travel inside the call (base64); larger ones as files (Page.put/take)
 # the page's setup: an adapter and a device, or {error} (the harness raises it as a TargetError)
 SETUP = """async () => { try { window.fxcGPU = await FxcWebGPU.open(); }
@@ -48,7 +51,7 @@ def open_gpu():
     """The process's WebGPU page (a harness Page; a TargetError says what is missing: Playwright, Chromium,
     navigator.gpu, an adapter)."""
     browser = open_browser()
-    page = browser.page("webgpu", [RUNTIME_JS], SETUP)
+    page = browser.page("webgpu", [RUNTIME_JS, WASM_JS, WASM_STEPS_JS], SETUP)      # wasm steps: fxc.build_mixed
     info = page.info
     if "name" not in info:
         arch = info.get("architecture") or "?"
@@ -94,24 +97,33 @@ class WebGPUModule(DeviceModule):
         place_arena(self, int(self.device.info["max_storage_bytes"]), "WebGPU", self.device.info["name"])
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
         program = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
-        missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]))
+        wasm = program.get("wasm", {}).get("entries", {})      # groups WGSL refused: wasm kernels (build_mixed)
+        missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]) - set(wasm))
         if missing:
             raise CompileError(f"the WebGPU program lacks kernels {', '.join(missing[:3])}", self.source)
-        plan = [{"kernel": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args],
+        plan = [{"wasm": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args], **wasm[st.kernel]}
+                if st.kernel in wasm else
+                {"kernel": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args],
                  "groups": list(dispatch_of(tuple(st.grid))[0])} for st in self.plan]
         self._id = self.device.browser.new_id()
         self._files = f"m{self._id}"            # this module's files on the page's server: .consts, .in, .out
         held = [(at, c) for at, c in zip(self._const_at, self.consts) if c.nbytes]
         payload, spans = _payload(self.device, f"{self._files}.consts", [c for _, c in held])
         consts = [[at, *span] for (at, _), span in zip(held, spans)]
+        module = f"{self._files}.wasm" if wasm else None
+        if module:
+            self.device.put(module, base64.b64decode(program["wasm"]["module"]))
+        program = {"kernels": program["kernels"]}
         try:
-            _call(self.device, """async ([id, program, plan, bytes, payload, consts]) => {
+            _call(self.device, """async ([id, program, plan, bytes, payload, consts, module]) => {
                 const data = await fxcData(payload);
+                const wasm = module ? await (await fetch(module)).arrayBuffer() : null;
                 window.fxcModels[id] = await window.fxcGPU.model(program, plan, bytes,
-                    consts.map(([at, start, n]) => [at, data.subarray(start, start + n)])); }""",
-                  [self._id, program, plan, self.arena_bytes, payload, consts])
+                    consts.map(([at, start, n]) => [at, data.subarray(start, start + n)]), wasm); }""",
+                  [self._id, program, plan, self.arena_bytes, payload, consts, module])
         finally:
             self.device.files.pop(f"{self._files}.consts", None)
+            self.device.files.pop(module, None)
         self._resident = None
         self._fingerprint_value = None
         self._resident_objects = None
@@ -140,14 +152,17 @@ class WebGPUModule(DeviceModule):
         post = f"{files}.out" if sum(o.nbytes for o in outs) > INLINE_BYTES else None
         self._resident = None           # a failed call leaves nothing known resident
         try:
-            err, got, times = _call(page, """async ([id, payload, inputs, outputs, timed, post]) => {
+            err, got, times, fault = _call(page, """async ([id, payload, inputs, outputs, timed, post]) => {
                 const data = await fxcData(payload);
-                const [err, outs, times] = await window.fxcModels[id].run(
+                const [err, outs, times, fault] = await window.fxcModels[id].run(
                     inputs.map(([at, start, n]) => [at, data.subarray(start, start + n)]), outputs, timed);
-                return [err, await fxcReturn(outs, post), times]; }""",
-                                    [self._id, payload, data, wanted, bool(self.profiled), post])
+                if (fault) return [err, null, times, fault];
+                return [err, await fxcReturn(outs, post), times, null]; }""",
+                                           [self._id, payload, data, wanted, bool(self.profiled), post])
         finally:
             page.files.pop(f"{files}.in", None)
+        if fault:                       # a wasm step's error code (an index out of range, ...)
+            wasm_fault(fault)
         if post is not None:        # the outputs, one after another, were posted back to the server
             raw, at = page.take(post), 0
             got = []
