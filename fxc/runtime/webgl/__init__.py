@@ -9,7 +9,9 @@ The program (fxc.backends.glsl.render_webgl) is JSON: fragment shaders over 2-D 
 `layout` gives every tensor place of the plan (an input, output, constant, or a workspace offset, per float/int
 kind) one texture, sized for the largest tensor it holds: the intermediates' textures are a pool sized by the
 memory plan. Integers travel as int32 (int64 values must fit 32 bits: checked here, an ExecutionError otherwise);
-indices a kernel checks as eager does (embedding, gather) are checked here, on the host, before the call.
+indices a kernel checks as eager does (embedding, gather) are checked here, on the host, before the call. Groups
+WebGL refused run as wasm kernels in the same page (fxc.build_mixed; `wasm_step`, `link_wasm_steps` and
+fxc/runtime/wasm/webgl_steps.js move their tensors between textures and the module's memory).
 
 A module is loaded into the page once: programs compiled and linked, textures made, constants uploaded. A call is
 one round trip: the inputs that changed go to the page (served as one binary file by the harness's loopback

@@ -15,7 +15,9 @@ The program (fxc.backends.wgsl.render_wgsl) is JSON: a WGSL compute shader per k
 tensors in one storage buffer in the page, the arena: a 64-byte header, then the inputs, outputs, constants and
 the planned workspace, each 64-byte aligned (the layout of fxc.runtime.opengl). Constants are written once;
 weights (`prepack_inputs`) stay until they change (DeviceModule's rules). A call is one page.evaluate: the page
-takes the inputs, runs every launch in one compute pass, and returns the outputs and the error words.
+takes the inputs, runs every launch in one compute pass, and returns the outputs and the error words. Groups WGSL
+refused run as wasm kernels in the same page (fxc.build_mixed: the program carries the wasm module; a wasm step of
+the plan copies its tensors' bytes between the arena and the module's memory, fxc/runtime/wasm/webgpu_steps.js).
 
 Errors are named: TargetError (no Playwright / Chromium: the harness's; no navigator.gpu or no adapter; a model
 larger than one storage buffer binding), CompileError (a shader the browser rejected, with its source and the
