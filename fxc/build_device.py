@@ -58,6 +58,7 @@ def _single(k) -> bool:
 def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.build.build for options)."""
     from .build import debug_level, gc_paused, group_signature
+    from .build_mixed import Fallback
     from .lowering.expr import ITEMSIZE
     from .relay_like.fuse_ops import fuse_ops
     from .relay_like.hoist import hoisted_values
@@ -104,14 +105,21 @@ def build_device(graph, target: Target, **options):
         slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
         slots.update({vid: slots[src.id] for vid, src in views.items()})
         kernels, steps, lines, same, scratch = [], [], [], {}, 0
+        host = Fallback(target, render) if target.caps.fallback else None      # webgl: wasm kernels in the page
         for i, gr in enumerate(prepack + groups):
             is_pre = i < len(prepack)
             sig = group_signature(gr)
+            args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
+            why = host.refusal(gr, sig, f"k{i}_{gr.root.op}", args) if host else None
+            if why is not None:
+                steps.append(Launch(host.entry(gr, sig, why), list(args), (1,), (1,), is_pre))
+                lines.append(f"{gr.describe()}  [{target.caps.fallback} in the page: {steps[-1].kernel}; "
+                             f"{target.kind} refused it: {why[:160]}]")
+                continue
             if sig not in same:
-                same[sig] = group_launches(gr, f"k{i}_{gr.root.op}", target.caps)
+                same[sig] = host.launches(sig) if host else group_launches(gr, f"k{i}_{gr.root.op}", target.caps)
                 kernels += same[sig]
             launches = same[sig]
-            args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
             at = end
             for b in launches[0].params if launches else ():
                 if b.scope == "scratch":
@@ -130,7 +138,7 @@ def build_device(graph, target: Target, **options):
             raise TargetError(f"kernels {', '.join(wide[:3])} compute in float64, which the device of {target} "
                               f"lacks (no cl_khr_fp64); cast the model to float32 (model.float()) or choose a "
                               f"device with fp64 (-device=)")
-        source = render(kernels)
+        source = render(kernels) if host is None else host.attach(render(kernels))
         if dbg >= 4:
             _log(source)
         profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))

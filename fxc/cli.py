@@ -10,7 +10,7 @@
     fxc compile ... --sign-key signer.pem  # a signed artifact
     fxc verify model.fxc --key signer.pub.pem      # (or an extracted folder) signature and every sha256
     fxc run / inspect / extract ... --trusted-key signer.pub.pem   # refuse what that key did not sign
-    fxc web model.fxc site/                # a webgl artifact as a static web page (fxc/web.py)
+    fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/web.py)
     fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
 
 `run`, `inspect`, `extract` and `verify` use only the deploy runtime (numpy + ctypes; `cryptography` for
@@ -279,8 +279,8 @@ def cmd_web(args) -> int:
     inputs = [np.load(f, allow_pickle=False) for f in args.input] or None
     index = write_package(args.artifact, args.directory, inputs=inputs, runs=args.runs,
                           trusted_keys=args.trusted_key)
-    print(f"wrote {index.parent}/ (index.html, page.js, runtime.js, package.json, layout.json, weights.bin, "
-          f"sample.bin); serve it with: fxc serve {index.parent}")
+    names = ", ".join(sorted(p.name for p in index.parent.iterdir()))
+    print(f"wrote {index.parent}/ ({names}); serve it with: fxc serve {index.parent}")
     return 0
 
 
@@ -325,7 +325,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("artifact")
     e.add_argument("directory", help="a new (or empty) folder")
     e.set_defaults(fn=cmd_extract)
-    w = sub.add_parser("web", help="write a webgl artifact as a static web page (index.html, runtime, weights)")
+    w = sub.add_parser("web", help="a webgl or webgpu artifact as a static web page (index.html, runtime, weights)")
     w.add_argument("artifact")
     w.add_argument("directory", help="the folder to write (made if missing)")
     w.add_argument("--input", action="append", default=[], help="the sample input the page runs (.npy; once per "

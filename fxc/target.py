@@ -42,6 +42,8 @@ class Caps:
     libm: bool = True                       # kernels may call a C math library (False: wasm, whose float32 math is
     #                                         fxc's own code, llvm_math, and any other math function an import the
     #                                         JS runtime supplies)
+    fallback: str = ""                      # the target kind whose kernels run, in the same page, the fused groups
+    #                                         this one refuses (webgl: "wasm"; fxc.build_mixed); "" for none
     cache_bytes: int = 1 << 20              # a core's private (L2) data cache: what a CPU schedule keeps hot between
                                             # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
     vector_widths: frozenset = frozenset()  # a device language's float32 vector types that device kernels keep
@@ -325,11 +327,12 @@ def _opengl_target(target: Target) -> Target:
 
 def webgl_caps(info: dict) -> Caps:
     """Caps of a WebGL 2 page (fxc.runtime.webgl.open_page().info): one work-item per fragment, no work-groups or
-    shared memory, no scatter, 32-bit indices, float32 and integers (int64 narrowed) only."""
+    shared memory, no scatter, 32-bit indices, float32 and integers (int64 narrowed) only; what it refuses runs as
+    wasm kernels in the same page."""
     return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
                 max_work_group_size=1, index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm")
 
 
 def _webgl_target(target: Target) -> Target:
@@ -343,13 +346,14 @@ def _webgl_target(target: Target) -> Target:
 def webgpu_caps(info: dict) -> Caps:
     """Caps of a WebGPU device (fxc.runtime.webgpu.open_gpu().info): its work-group and shared-memory limits, 32-bit
     indices, float32 and integers (int64 narrowed) only; shared memory counts as the device's own
-    (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU."""
+    (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU; what WGSL refuses runs as wasm
+    kernels in the same page."""
     return Caps(vector_bits=128, vector_registers=0, threads=1,
                 features=frozenset({"dedicated_local_memory"} if info.get("dedicated_local_memory") else ()),
                 local_memory_bytes=int(info["local_memory_bytes"]),
                 max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm")
 
 
 def _webgpu_target(target: Target) -> Target:

@@ -1,22 +1,27 @@
-"""The static web package of a model compiled for `webgl` (`fxc web`), and a local server for it (`fxc serve`).
+"""The static web package of a model compiled for `webgl` or `webgpu` (`fxc web`), and a local server (`fxc serve`).
 
     write_package("model.fxc", "site")      # site/index.html, page.js, runtime.js, layout.json, weights.bin, ...
     with serve("site") as server:           # http://127.0.0.1:<free port>/ with COOP/COEP headers
         print(server.url)
 
-Takes a verified artifact (`fxc.export` of a webgl module: one hashed zip) and writes a folder that runs the model
-in a browser with nothing else: `index.html` loads `runtime.js` (fxc/runtime/webgl, the plan runtime the RPC path
-uses) and `page.js` with Subresource Integrity hashes; the page fetches `package.json`, then `layout.json` (the
-shaders, textures and steps: fxc.runtime.webgl.layout), `weights.bin` (the constants as texture data, float32 or
-int32) and `sample.bin` (one input set: the caller's, or standard normal floats and zero integers), checks each
-one's sha256 with SubtleCrypto against package.json, runs the model (one warm-up call, then `runs` timed calls)
-and shows each output's summary (shape, min, max, mean, argmax, first values) and the median latency of a call
-(inputs uploaded, plan drawn, outputs read back). The page sets `document.body.dataset.state` to "done" or
-"error" and keeps the outputs in `window.fxcOutputs` (what the tests read). Files are written atomically.
+Takes a verified artifact (`fxc.export` of a webgl or webgpu module: one hashed zip) and writes a folder that runs
+the model in a browser with nothing else: `index.html` loads, with Subresource Integrity hashes, `runtime.js` (the
+target's plan runtime, fxc/runtime/webgl or webgpu, the one the RPC path uses), for a model with wasm kernels
+`wasm.js` (fxc/runtime/wasm's runtime) and the target's side of the boundary (`webgl_steps.js` or
+`webgpu_steps.js`), `package.js` (fxc/runtime/web_package.js: fetch, check, load) and `page.js`. The page fetches
+`package.json`, then every part it lists and checks each one's sha256 with SubtleCrypto: `layout.json` (webgl: the
+shaders, textures and steps of fxc.runtime.webgl.layout; webgpu: the WGSL program and its launches over the
+arena's byte offsets), `weights.bin` (the constants: webgl texture data, float32 or int32; webgpu the bytes the
+arena holds), `sample.bin` (one input set: the caller's, or standard normal floats and zero integers) and
+`module.wasm` (the groups WebGL or WGSL cannot express, compiled for wasm32: fxc.build_mixed). It runs the model
+(one warm-up call, then `runs` timed calls) and shows each output's summary (shape, min, max, mean, argmax, first
+values) and the median latency of a call (inputs uploaded, plan run, outputs read back). The page sets
+`document.body.dataset.state` to "done" or "error" and keeps the outputs in `window.fxcOutputs` (what the tests
+read). Files are written atomically.
 
 `serve` is a small http.server on 127.0.0.1 only, with the Cross-Origin-Opener/Embedder-Policy headers a
 cross-origin-isolated page needs (SharedArrayBuffer, wasm threads); it stops on Ctrl-C, after `seconds`, or when
-its context ends. Errors: ArtifactError (not a webgl artifact, a damaged one), InputError (sample inputs of
+its context ends. Errors: ArtifactError (not a webgl or webgpu artifact, a damaged one), InputError (sample inputs of
 another signature), FxcError (a folder that cannot be served).
 """
 from __future__ import annotations
@@ -38,6 +43,8 @@ from .runtime.device_module import read_device
 from .runtime.module import check_inputs
 from .runtime.webgl import RUNTIME_JS, layout, pack, program_of
 
+PACKAGE_JS = Path(__file__).with_name("runtime") / "web_package.js"
+
 PAGE_JS = """"use strict";
 (async () => {
   const status = document.getElementById("status"), shown = document.getElementById("result");
@@ -45,11 +52,14 @@ PAGE_JS = """"use strict";
     const t0 = performance.now();
     const {model, pkg, inputs} = await fxcLoadPackage("./");
     const loadMs = performance.now() - t0;
-    let r = model.run(inputs, false);               // the first draw of each program may compile it
+    const check = r => {                            // a wasm step's error code (webgl with wasm kernels)
+      if (r.fault) throw new Error(`${r.fault.entry} returned ${r.fault.rc} ${JSON.stringify(r.fault.record)}`);
+      return r; };
+    let r = check(await model.run(inputs, false));  // the first draw of each program may compile it
     const times = [];
     for (let i = 0; i < pkg.runs; i++) {
       const t = performance.now();
-      r = model.run(inputs, false);
+      r = check(await model.run(inputs, false));
       times.push(performance.now() - t);
     }
     times.sort((a, b) => a - b);
@@ -76,15 +86,14 @@ PAGE_JS = """"use strict";
 })();
 """
 INDEX = """<!doctype html>
-<html><head><meta charset="utf-8"><title>{title} (fxc webgl)</title>
+<html><head><meta charset="utf-8"><title>{title} (fxc {kind})</title>
 <style>body {{ font: 15px system-ui, sans-serif; margin: 2em; }} pre {{ background: #f4f4f4; padding: 1em; }}
 #latency {{ font-size: 1.6em; font-weight: bold; }}
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: right; }}
 pre {{ white-space: pre-wrap; word-break: break-all; }}</style>
-<script src="runtime.js" integrity="{runtime}"></script>
-<script src="page.js" integrity="{page}" defer></script></head>
+{scripts}</head>
 <body data-state="loading"><h1>{title}</h1>
-<p>compiled by fxc {version} for the <code>webgl</code> target: {kernels} kernels, {launches} draws a call,
+<p>compiled by fxc {version} for the <code>{kind}</code> target: {kernels} kernels, {launches} launches a call{mixed},
 weights {weights_mb:.1f} MB</p>
 <p id="status">loading and checking the package...</p><p id="latency"></p>
 <table id="outputs"><tr><th>output</th><th>shape</th><th>min</th><th>max</th><th>mean</th><th>argmax</th>
@@ -105,32 +114,102 @@ def sample_inputs(specs: list, seed: int = 0) -> list:
             else np.zeros(s.shape, np_dtype(s.dtype)) for s in specs]
 
 
-def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys=None) -> Path:
-    """Write the static web package of a webgl artifact into `directory` (made if missing); returns index.html's
-    path. inputs: the sample inputs the page runs (numpy arrays of the signature; default sample_inputs)."""
-    manifest, parts = read_artifact(artifact, trusted_keys)
-    if str(manifest.get("target", "")).split(" ")[0] != "webgl":
-        raise ArtifactError(f"{artifact}: a {manifest.get('target')!r} artifact; `fxc web` packages a model compiled "
-                            f"for webgl: compile it with target='webgl' (fxc compile --target webgl)")
-    source, specs, outputs, consts, _, plan = read_device(artifact, manifest, parts)
-    desc = layout(program_of(source), plan, specs, outputs, consts)
-    inputs = check_inputs(specs, sample_inputs(specs) if inputs is None else list(inputs))
+def _webgl_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tuple:
+    """The webgl package's own parts: layout.json, weights.bin, sample.bin and, when some groups run as wasm
+    kernels (what WebGL cannot express), module.wasm; (files, package.json entries, scripts, kernels, launches)."""
+    from .runtime.webgl import WASM_JS, WASM_STEPS_JS
+    program = program_of(source)
+    desc = layout(program, plan, specs, outputs, consts)
     weights, wrec = pack(consts, [f"constant {i}" for i in range(len(consts))])
     sample, srec = pack(inputs, [s.name for s in specs])
     files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
              "sample.bin": sample}
+    extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec}}
+    scripts = {"runtime.js": RUNTIME_JS.read_bytes()}
+    if "wasm" in program:
+        files["module.wasm"] = base64.b64decode(program["wasm"]["module"])
+        extra["wasm"] = "module.wasm"
+        scripts["wasm.js"] = WASM_JS.read_bytes()
+        scripts["webgl_steps.js"] = WASM_STEPS_JS.read_bytes()
+    return files, extra, scripts, len(desc["kernels"]), len(desc["steps"])
+
+
+def _raw(arrays: list) -> tuple:
+    """(bytes, [[start, bytes]]): the arrays' bytes as an arena holds them, each padded to whole 4-byte words."""
+    blob, records = bytearray(), []
+    for a in arrays:
+        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8).tobytes()
+        raw += bytes(-len(raw) % 4)
+        records.append([len(blob), len(raw)])
+        blob += raw
+    return bytes(blob), records
+
+
+def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tuple:
+    """The webgpu package's own parts: layout.json (the WGSL program, the launches with their operands' byte
+    offsets in the arena: fxc.runtime.webgpu's layout), weights.bin and sample.bin (bytes as the arena holds them)."""
+    from types import SimpleNamespace
+
+    from .runtime.device_module import _nbytes
+    from .runtime.opengl import dispatch_of, place_arena
+    from .runtime.webgpu import RUNTIME_JS as GPU_JS, WASM_JS, WASM_STEPS_JS
+    m = SimpleNamespace(inputs=specs, outputs=outputs, consts=consts, workspace_bytes=workspace)
+    place_arena(m, 1 << 62, "WebGPU", "the browser")        # the page checks its adapter's binding limit
+    where = {"in": m._in_at, "out": m._out_at, "const": m._const_at}
+    at = lambda kind, ix: -1 if kind == "null" else m._ws_at + ix if kind == "work" else where[kind][ix]  # noqa: E731
+    program = json.loads(source.split("\n", 1)[1] if source.startswith("/*") else source)
+    wasm = program.pop("wasm", {})          # groups WGSL refused: wasm steps (fxc.build_mixed)
+    entries = wasm.get("entries", {})
+    desc = {"program": program, "arena_bytes": m.arena_bytes, "inputs": m._in_at, "outputs": m._out_at,
+            "output_bytes": [_nbytes(s) for s in outputs], "consts": m._const_at,
+            "plan": [{"wasm": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args], **entries[st.kernel]}
+                     if st.kernel in entries else
+                     {"kernel": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args],
+                      "groups": list(dispatch_of(tuple(st.grid))[0])} for st in plan]}
+    weights, wrec = _raw(m.consts)
+    sample, srec = _raw(inputs)
+    files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
+             "sample.bin": sample}
+    extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec}}
+    scripts = {"runtime.js": GPU_JS.read_bytes()}
+    if wasm:
+        files["module.wasm"] = base64.b64decode(wasm["module"])
+        extra["wasm"] = "module.wasm"
+        scripts.update({"wasm.js": WASM_JS.read_bytes(), "webgpu_steps.js": WASM_STEPS_JS.read_bytes()})
+    return files, extra, scripts, len(program["kernels"]), len(plan)
+
+
+PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts}     # target kind -> its package's parts
+
+
+def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys=None) -> Path:
+    """Write the static web package of a webgl or webgpu artifact into `directory` (made if missing); returns
+    index.html's path. inputs: the sample inputs the page runs (numpy arrays of the signature; default
+    sample_inputs)."""
+    manifest, parts = read_artifact(artifact, trusted_keys)
+    kind = str(manifest.get("target", "")).split(" ")[0]
+    if kind not in PARTS:
+        raise ArtifactError(f"{artifact}: a {manifest.get('target')!r} artifact; `fxc web` packages a model compiled "
+                            f"for webgl or webgpu: compile it with target='webgl' (fxc compile --target webgl) or "
+                            f"target='webgpu'")
+    source, specs, outputs, consts, workspace, plan = read_device(artifact, manifest, parts)
+    inputs = check_inputs(specs, sample_inputs(specs) if inputs is None else list(inputs))
+    files, extra, scripts, kernels, launches = PARTS[kind](source, specs, outputs, consts, workspace, plan, inputs)
     sig = lambda ss: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in ss]  # noqa: E731
     title = Path(artifact).stem
     pkg = {"format": "fxc-web", "model": title, "target": manifest["target"], "fxc_version": __version__,
            "artifact_sha256": hashlib.sha256(Path(artifact).read_bytes()).hexdigest(), "runs": int(runs),
-           "inputs": sig(specs), "outputs": sig(outputs), "layout": "layout.json",
-           "weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec},
+           "inputs": sig(specs), "outputs": sig(outputs), "layout": "layout.json", **extra,
            "parts": {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in files.items()}}
-    runtime, page = RUNTIME_JS.read_bytes(), PAGE_JS.encode()
-    files.update({"package.json": json.dumps(pkg, indent=1).encode(), "runtime.js": runtime, "page.js": page})
-    files["index.html"] = INDEX.format(title=title, runtime=_sri(runtime), page=_sri(page), version=__version__,
-                                       kernels=len(desc["kernels"]), launches=len(desc["steps"]),
-                                       weights_mb=len(weights) / 1e6).encode()
+    scripts.update({"package.js": PACKAGE_JS.read_bytes(), "page.js": PAGE_JS.encode()})
+    tags = "\n".join(f'<script src="{n}" integrity="{_sri(d)}"{" defer" if n == "page.js" else ""}></script>'
+                     for n, d in scripts.items())
+    files.update(scripts)
+    files["package.json"] = json.dumps(pkg, indent=1).encode()
+    mixed = f" ({len(program_of(source)['wasm']['entries'])} wasm kernels among them)" if "wasm" in extra else ""
+    files["index.html"] = INDEX.format(title=title, kind=kind, scripts=tags, version=__version__, kernels=kernels,
+                                       launches=launches, mixed=mixed,
+                                       weights_mb=len(files["weights.bin"]) / 1e6).encode()
     out = Path(directory)
     for name, data in files.items():
         try:

@@ -47,7 +47,7 @@ def test_package_runs_in_the_browser_and_matches_eager(artifact, tmp_path):
     x = np.random.default_rng(3).standard_normal((2, 3, 16, 16)).astype(np.float32)
     index = write_package(path, tmp_path / "site", inputs=[x], runs=3)
     names = sorted(p.name for p in index.parent.iterdir())
-    assert names == ["index.html", "layout.json", "package.json", "page.js", "runtime.js", "sample.bin",
+    assert names == ["index.html", "layout.json", "package.js", "package.json", "page.js", "runtime.js", "sample.bin",
                      "weights.bin"]
     with torch.no_grad():
         expected = model(torch.from_numpy(x)).numpy()
@@ -110,5 +110,46 @@ def test_web_refuses_other_targets(tmp_path):
     v = b.graph.input((4,), "float32")
     b.graph.outputs = [b.call("exp", [v])]
     path = fxc.export(build(b.graph, target="llvm"), tmp_path / "cpu.fxc")
-    with pytest.raises(ArtifactError, match="compile it with target='webgl'"):
+    with pytest.raises(ArtifactError, match="compile it with target=.webgl. .* or target=.webgpu."):
         write_package(path, tmp_path / "site")
+
+
+@pytest.fixture(scope="module")
+def gpu_artifact(tmp_path_factory):
+    torch.manual_seed(1)
+    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    path = fxc.export(fxc.from_torch(model, (x,), target="webgpu"), tmp_path_factory.mktemp("gpu") / "gpunet.fxc")
+    return model, path
+
+
+def test_webgpu_package_runs_in_the_browser_and_matches_eager(gpu_artifact, tmp_path):
+    model, path = gpu_artifact
+    x = np.random.default_rng(4).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    index = write_package(path, tmp_path / "site", inputs=[x], runs=3)
+    assert sorted(p.name for p in index.parent.iterdir()) == [
+        "index.html", "layout.json", "package.js", "package.json", "page.js", "runtime.js", "sample.bin",
+        "weights.bin"]
+    assert "FxcWebGPU" in (index.parent / "runtime.js").read_text()
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    with serve(index.parent) as server:
+        page, got = _open(server.url)
+        page.close()
+    assert got["state"] == "done", got["status"]
+    result = json.loads(got["result"])
+    assert "WebGPU" in result["renderer"] and result["runs"] == 3 and result["latency_ms"] > 0
+    scale = float(np.abs(expected).max())
+    assert result["outputs"][0]["argmax"] == int(expected.argmax())
+    assert_close_np(np.asarray(got["outputs"][0], np.float32).reshape(expected.shape), expected,
+                    rtol=0, atol=1e-4 * scale)
+
+
+def test_webgpu_package_reports_a_tampered_shader(gpu_artifact, tmp_path):
+    _, path = gpu_artifact
+    index = write_package(path, tmp_path / "site", runs=1)
+    lay = index.parent / "layout.json"
+    lay.write_bytes(lay.read_bytes().replace(b"fn main", b"fn main ", 1))
+    with serve(index.parent) as server:
+        page, got = _open(server.url)
+        page.close()
+    assert got["state"] == "error" and "layout.json: sha256" in got["status"], got["status"]

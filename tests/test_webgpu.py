@@ -29,11 +29,12 @@ from tests.test_opencl import CASES, _fixture_expected, _fixture_kernel, _small_
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# ops of the sample that WGSL refuses (a LoweringError: torch.compile runs their graph in eager): float64
-# (cholesky's samples, and lgamma, which computes in float64 for float32 too) and 64-bit hash constants
-# (random_uniform)
-REFUSED = {("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 0),
-           ("random_uniform", 1)}
+# ops of the sample that WGSL refuses: float64 (cholesky's samples, and lgamma, which computes in float64 for float32
+# too) and 64-bit hash constants (random_uniform). They run as wasm kernels in the page (fxc.build_mixed), but for
+# those whose float64 tensors would cross between the two or that wasm lacks (lgamma): a LoweringError, so
+# torch.compile runs their graph in eager
+IN_WASM = {("cholesky", 0), ("random_uniform", 0)}
+REFUSED = {("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1)}
 
 
 def _graph(name, arrays, attrs):
@@ -119,6 +120,7 @@ def test_op_sample_on_webgpu(name, k):
         return
     module = build(graph, target="webgpu")
     assert module.target == "webgpu" and module.plan
+    assert any("[wasm in the page:" in line for line in module.kernels) == ((name, k) in IN_WASM), module.kernels
     got = module(*arrays)
     got = got if isinstance(got, list) else [got]
     ref = op.reference(*arrays, **attrs)
@@ -187,7 +189,8 @@ def test_bool_and_byte_stores_do_not_race():
 # ------------------------------------------------------------------------------------------ int64 in 32 bits
 def test_int64_indices_narrowed_and_checked():
     """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
-    wrong row; an index out of range is eager's IndexError; int64 arithmetic that may overflow 32 bits is refused."""
+    wrong row; an index out of range is eager's IndexError; int64 arithmetic that may overflow 32 bits runs as a
+    wasm kernel in the page (fxc.build_mixed), in 64 bits."""
     w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
     ids = np.array([[0, 7, 49, -1]], np.int64)
     b = Builder()
@@ -204,8 +207,10 @@ def test_int64_indices_narrowed_and_checked():
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]
-    with pytest.raises(LoweringError, match="WGSL has 32-bit integers only"):
-        build(b.graph, target="webgpu")
+    m = build(b.graph, target="webgpu")
+    assert any("[wasm in the page:" in line and "WGSL has 32-bit integers only" in line for line in m.kernels)
+    big = np.array([2 ** 40, -3, 2 ** 31, 5], np.int64)
+    np.testing.assert_array_equal(m(big, big), 2 * big)
 
 
 def test_int_division_by_zero_raises():

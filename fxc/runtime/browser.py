@@ -196,8 +196,9 @@ class Browser:
         """The page `name` (made on first use): an index.html loading `scripts` (paths, in order), then `setup`
         evaluated once (its result is page.info)."""
         if name not in self.pages:
-            files = {p.name: Path(p).read_bytes() for p in scripts}
-            tags = "".join(f'<script src="{p.name}"></script>' for p in scripts)
+            names = [f"{Path(p).parent.name}-{Path(p).name}" for p in scripts]     # webgl/ and wasm/ runtime.js
+            files = {n: Path(p).read_bytes() for n, p in zip(names, scripts)}
+            tags = "".join(f'<script src="{n}"></script>' for n in names)
             files["index.html"] = f"<!doctype html><html><head>{tags}</head><body></body></html>".encode()
             self.pages[name] = Page(self, name, files, setup)
         return self.pages[name]

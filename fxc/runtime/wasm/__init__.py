@@ -220,3 +220,16 @@ def _check(got: dict) -> None:
                              "here too); make the divisor nonzero or divide in floating point")
     if rc:
         raise ExecutionError(f"the wasm module's plan returned {rc}")
+
+
+NARROW_FAULT = 1 << 8       # webgl_steps.js: an int64 output of a wasm step beyond 32 bits (a texture holds int32)
+
+
+def wasm_fault(fault: dict) -> None:
+    """Raise the error of a wasm step inside another target's plan (webgl: fxc/runtime/wasm/webgl_steps.js):
+    {entry, rc, record}."""
+    if int(fault["rc"]) & NARROW_FAULT:
+        raise ExecutionError(f"{fault['entry']}: an int64 value beyond 32 bits went from a wasm kernel to a WebGL "
+                             f"texture, which holds integers in 32 bits; keep int64 tensors within +-2**31 or use "
+                             f"the wasm / llvm target")
+    _check(fault)

@@ -9,7 +9,9 @@ The program (fxc.backends.glsl.render_webgl) is JSON: fragment shaders over 2-D 
 `layout` gives every tensor place of the plan (an input, output, constant, or a workspace offset, per float/int
 kind) one texture, sized for the largest tensor it holds: the intermediates' textures are a pool sized by the
 memory plan. Integers travel as int32 (int64 values must fit 32 bits: checked here, an ExecutionError otherwise);
-indices a kernel checks as eager does (embedding, gather) are checked here, on the host, before the call.
+indices a kernel checks as eager does (embedding, gather) are checked here, on the host, before the call. Groups
+WebGL refused run as wasm kernels in the same page (fxc.build_mixed; `wasm_step`, `link_wasm_steps` and
+fxc/runtime/wasm/webgl_steps.js move their tensors between textures and the module's memory).
 
 A module is loaded into the page once: programs compiled and linked, textures made, constants uploaded. A call is
 one round trip: the inputs that changed go to the page (served as one binary file by the harness's loopback
@@ -23,6 +25,7 @@ cannot make), IndexOutOfRangeError, ExecutionError.
 """
 from __future__ import annotations
 
+import base64
 import threading
 import weakref
 from dataclasses import dataclass
@@ -33,9 +36,12 @@ import numpy as np
 from ...errors import ExecutionError, IndexOutOfRangeError, LoweringError, TargetError, index_error_message
 from ..browser import open_browser
 from ..device_module import DeviceModule, _HostFingerprint, _token_key
+from ..wasm import wasm_fault
 
 WIDTH = 2048            # texture width: WebGL 2 guarantees MAX_TEXTURE_SIZE >= 2048
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
+WASM_JS = Path(__file__).parents[1] / "wasm" / "runtime.js"
+WASM_STEPS_JS = Path(__file__).parents[1] / "wasm" / "webgl_steps.js"
 SETUP = """() => { try { window.fxcBase = new FxcWebGL(); } catch (e) { return {error: String(e.message || e)}; }
   const gl = window.fxcBase.gl, d = gl.getExtension('WEBGL_debug_renderer_info');
   window.fxcModels = {};
@@ -46,7 +52,7 @@ SETUP = """() => { try { window.fxcBase = new FxcWebGL(); } catch (e) { return {
 def open_page():
     """The process's WebGL page (a TargetError says what is missing: Playwright, Chromium, WebGL 2, float targets)."""
     browser = open_browser()
-    page = browser.page("webgl", [RUNTIME_JS], SETUP)
+    page = browser.page("webgl", [RUNTIME_JS, WASM_JS, WASM_STEPS_JS], SETUP)     # the wasm runtime: fxc.build_mixed
     page.info.setdefault("browser", browser.version)
     page.info.setdefault("driver", f"Chromium {browser.version}")
     return page
@@ -86,7 +92,11 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         slots[s]["elements"] = max(slots[s]["elements"], int(n))
         return s
     steps, checks = [], []
+    wasm = program.get("wasm", {}).get("entries", {})      # groups WebGL refused: wasm kernels (fxc.build_mixed)
     for st in plan:
+        if st.kernel in wasm:
+            steps.append(wasm_step(st, wasm[st.kernel], slot))
+            continue
         k = program["kernels"][st.kernel]
         if any(kind == "null" for kind, _ in st.args):
             raise TargetError(f"{st.kernel}: an absent optional input; the webgl target binds every input")
@@ -123,9 +133,35 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if rows > cap:
             raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {width}; this "
                                 f"browser's MAX_TEXTURE_SIZE is {cap} (the graph runs elsewhere)")
-    return {"width": width, "kernels": {n: {"shader": k["shader"], "output": k["output"]}
-                                        for n, k in program["kernels"].items()},
-            "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs, "checks": checks}
+    return link_wasm_steps({"width": width, "kernels": {n: {"shader": k["shader"], "output": k["output"]}
+                                                       for n, k in program["kernels"].items()},
+                            "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
+                            "checks": checks})
+
+
+def wasm_step(st, entry: dict, slot) -> dict:
+    """The layout of a plan step that runs a wasm entry: its tensors' slots (outputs, then inputs), their dtypes and
+    sizes in the module's memory, which are constants (read from their textures once) or inputs (read again only
+    after a call uploads them), and its scratch bytes
+    (fxc/runtime/wasm/webgl_steps.js runs it; link_wasm_steps adds where its inputs are in the memory already)."""
+    params = entry["params"]
+    return {"wasm": st.kernel, "outputs": entry["outputs"], "scratch": entry["scratch"], "params": params,
+            "slots": [slot(kind, ix, dt, n) for (kind, ix), (dt, n) in zip(st.args, params)],
+            "const": [kind == "const" for kind, _ in st.args],
+            "input": [int(ix) if kind == "in" else None for kind, ix in st.args]}
+
+
+def link_wasm_steps(desc: dict) -> dict:
+    """Each wasm step's "from": per parameter, [step, output] of the earlier wasm step of the same call whose output
+    it reads, with no draw into that texture between them (the value is in the module's memory: no read-back)."""
+    last: dict = {}                 # slot -> [step, output] of the wasm step that wrote it last
+    for i, st in enumerate(desc["steps"]):
+        if "wasm" in st:
+            st["from"] = [None if j < st["outputs"] else last.get(s) for j, s in enumerate(st["slots"])]
+            last.update({st["slots"][j]: [i, j] for j in range(st["outputs"])})
+        else:
+            last.pop(st["slots"][desc["kernels"][st["kernel"]]["output"]], None)
+    return desc
 
 
 def to_texture(a: np.ndarray, name: str) -> np.ndarray:
@@ -181,15 +217,22 @@ class WebGLModule(DeviceModule):
         self._files = f"m{self._id}"
         blob, records = pack(self.consts, [f"constant {i}" for i in range(len(self.consts))])
         self.device.put(f"{self._files}.consts", blob)
+        program = program_of(self.source)
+        wasm = f"{self._files}.wasm" if "wasm" in program else None      # the groups WebGL refused
+        if wasm:
+            self.device.put(wasm, base64.b64decode(program["wasm"]["module"]))
         try:
-            self.device.call("""async ([id, desc, url, records, gone]) => {
+            self.device.call("""async ([id, desc, url, records, gone, wasm]) => {
                 fxcRelease(gone);
                 const buf = await (await fetch(url)).arrayBuffer();
                 const m = new FxcWebGL(window.fxcBase);
+                if (wasm) m.wasm = await FxcWasm.load(await (await fetch(wasm)).arrayBuffer());
                 m.load(desc, records.map(r => fxcView(buf, r)));
-                window.fxcModels[id] = m; }""", [self._id, self.desc, f"{self._files}.consts", records, _released()])
+                window.fxcModels[id] = m; }""", [self._id, self.desc, f"{self._files}.consts", records, _released(),
+                                                 wasm])
         finally:
             self.device.files.pop(f"{self._files}.consts")
+            self.device.files.pop(wasm, None)
         weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
         self._np = [np_dtype(s.dtype) for s in self.outputs]
         self._resident = None           # the token key of the weights now in the page (and their sample)
@@ -215,14 +258,18 @@ class WebGLModule(DeviceModule):
         page, url = self.device, f"{self._files}.in"
         page.put(url, blob)
         try:
-            times = page.call("""async ([id, url, back, records, profile, gone]) => {
+            times, fault = page.call("""async ([id, url, back, records, profile, gone]) => {
                 fxcRelease(gone);
                 const m = window.fxcModels[id], buf = await (await fetch(url)).arrayBuffer();
                 const r = m.run(records.map(rec => rec === null ? null : fxcView(buf, rec)), profile);
+                if (r.fault) return [null, r.fault];
                 await fxcPost(back, r.outputs);
-                return r.times; }""", [self._id, url, f"{self._files}.out", records, self.profiled, _released()])
+                return [r.times, null]; }""", [self._id, url, f"{self._files}.out", records, self.profiled,
+                                               _released()])
         finally:
             page.files.pop(url, None)
+        if fault:                       # a wasm step's error code (an index out of range, ...)
+            wasm_fault(fault)
         raw = page.take(f"{self._files}.out")
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
@@ -238,4 +285,6 @@ class WebGLModule(DeviceModule):
             t[1] += 1
 
     def launches(self) -> list:
-        return [f"{s.kernel}: {s.grid[0]} fragments" for s in self.plan]
+        wasm = program_of(self.source).get("wasm", {}).get("entries", {})
+        return [f"{s.kernel}: wasm kernel" if s.kernel in wasm else f"{s.kernel}: {s.grid[0]} fragments"
+                for s in self.plan]

@@ -75,7 +75,8 @@ class FxcWebGL {
       this.programs[name] = {prog: p, output: k.output, units: null};
     }
     // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
-    this.steps = desc.steps.map(step => {
+    this.steps = desc.steps.map((step, i) => {
+      if (step.wasm) return {host: fxcWasmStep(this, step, i)};  // a group WebGL refused (wasm/webgl_steps.js)
       const k = this.programs[step.kernel], inputs = [];
       step.slots.forEach((slot, j) => { if (j !== k.output) inputs.push([j, this.textures[slot]]); });
       if (k.units === null) {
@@ -94,10 +95,18 @@ class FxcWebGL {
   run(inputs, profile) {  // inputs: typed arrays in desc.inputs' order (null: unchanged); {outputs, times}
     const gl = this.gl, times = profile ? [] : null;
     inputs.forEach((data, i) => { if (data !== null) this.upload(this.textures[this.desc.inputs[i].slot], data); });
+    this.fresh = inputs.map(data => data !== null);     // which inputs changed (a wasm step reads those again)
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
     const probe = new Float32Array(4), iprobe = new Int32Array(4);
     for (const s of this.steps) {
       const t0 = profile ? performance.now() : 0;
+      if (s.host) {                       // a wasm step: {fault} stops the plan (fxc.runtime.wasm.wasm_fault)
+        const fault = s.host();
+        if (fault) return {outputs: [], times: times, fault: fault};
+        gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
+        if (profile) times.push(performance.now() - t0);
+        continue;
+      }
       gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, s.out.tex, 0);
       gl.viewport(0, 0, this.width, s.rows);   // not the texture's rows: a discarded fragment costs as much as any
       gl.useProgram(s.k.prog);
@@ -158,40 +167,4 @@ async function fxcPost(url, arrays) {   // typed arrays of 4-byte elements, one 
   const r = await fetch(url, {method: "POST", body: bytes});
   if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
 }
-
-// -- the static package (fxc web): package.json lists every part with its sha256 -----------------------------------
-async function fxcFetchChecked(base, name, part) {
-  const r = await fetch(base + name);
-  if (!r.ok) throw new Error(`${name}: HTTP ${r.status}`);
-  const buf = await r.arrayBuffer();
-  const hex = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", buf)),
-                         b => b.toString(16).padStart(2, "0")).join("");
-  if (hex !== part.sha256 || buf.byteLength !== part.bytes)
-    throw new Error(`${name}: sha256 ${hex} (${buf.byteLength} bytes) is not the package's ${part.sha256} ` +
-                    `(${part.bytes} bytes); the file was modified or truncated: write the package again (fxc web)`);
-  return buf;
-}
-
-async function fxcLoadPackage(base) {   // -> {model, pkg, inputs: the sample inputs as typed arrays}
-  const pkg = await (await fetch(base + "package.json")).json();
-  const parts = {};
-  for (const [name, part] of Object.entries(pkg.parts)) parts[name] = await fxcFetchChecked(base, name, part);
-  const desc = JSON.parse(new TextDecoder().decode(parts[pkg.layout]));
-  const consts = pkg.weights.tensors.map(t => fxcView(parts[pkg.weights.file], t));
-  const inputs = pkg.sample.tensors.map(t => fxcView(parts[pkg.sample.file], t));
-  const model = new FxcWebGL();
-  model.load(desc, consts);
-  return {model, pkg, inputs};
-}
-
-function fxcSummary(arr, shape) {       // what the page shows of an output
-  let min = Infinity, max = -Infinity, sum = 0, sumAbs = 0, arg = 0;
-  for (let i = 0; i < arr.length; i++) {
-    const v = arr[i];
-    if (v < min) min = v;
-    if (v > max) { max = v; arg = i; }
-    sum += v; sumAbs += Math.abs(v);
-  }
-  return {shape, min, max, mean: sum / Math.max(arr.length, 1), mean_abs: sumAbs / Math.max(arr.length, 1),
-          argmax: arg, first: Array.from(arr.slice(0, 8))};
-}
+// the static package (fxc web) loads through fxc/runtime/web_package.js

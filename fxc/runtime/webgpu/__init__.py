@@ -15,7 +15,9 @@ The program (fxc.backends.wgsl.render_wgsl) is JSON: a WGSL compute shader per k
 tensors in one storage buffer in the page, the arena: a 64-byte header, then the inputs, outputs, constants and
 the planned workspace, each 64-byte aligned (the layout of fxc.runtime.opengl). Constants are written once;
 weights (`prepack_inputs`) stay until they change (DeviceModule's rules). A call is one page.evaluate: the page
-takes the inputs, runs every launch in one compute pass, and returns the outputs and the error words.
+takes the inputs, runs every launch in one compute pass, and returns the outputs and the error words. Groups WGSL
+refused run as wasm kernels in the same page (fxc.build_mixed: the program carries the wasm module; a wasm step of
+the plan copies its tensors' bytes between the arena and the module's memory, fxc/runtime/wasm/webgpu_steps.js).
 
 Errors are named: TargetError (no Playwright / Chromium: the harness's; no navigator.gpu or no adapter; a model
 larger than one storage buffer binding), CompileError (a shader the browser rejected, with its source and the
@@ -35,8 +37,11 @@ from ...errors import CompileError, ExecutionError, IndexOutOfRangeError, Target
 from ..browser import open_browser
 from ..device_module import DeviceModule, _HostFingerprint, _token_key
 from ..opengl import dispatch_of, place_arena
+from ..wasm import wasm_fault
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
+WASM_JS = Path(__file__).parents[1] / "wasm" / "runtime.js"
+WASM_STEPS_JS = Path(__file__).parents[1] / "wasm" / "webgpu_steps.js"
 INLINE_BYTES = 64 << 10     # smaller data travel inside the call (base64); larger ones as files (Page.put/take)
 # the page's setup: an adapter and a device, or {error} (the harness raises it as a TargetError)
 SETUP = """async () => { try { window.fxcGPU = await FxcWebGPU.open(); }
@@ -48,7 +53,7 @@ def open_gpu():
     """The process's WebGPU page (a harness Page; a TargetError says what is missing: Playwright, Chromium,
     navigator.gpu, an adapter)."""
     browser = open_browser()
-    page = browser.page("webgpu", [RUNTIME_JS], SETUP)
+    page = browser.page("webgpu", [RUNTIME_JS, WASM_JS, WASM_STEPS_JS], SETUP)      # wasm steps: fxc.build_mixed
     info = page.info
     if "name" not in info:
         arch = info.get("architecture") or "?"
@@ -94,24 +99,33 @@ class WebGPUModule(DeviceModule):
         place_arena(self, int(self.device.info["max_storage_bytes"]), "WebGPU", self.device.info["name"])
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
         program = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
-        missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]))
+        wasm = program.get("wasm", {}).get("entries", {})      # groups WGSL refused: wasm kernels (build_mixed)
+        missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]) - set(wasm))
         if missing:
             raise CompileError(f"the WebGPU program lacks kernels {', '.join(missing[:3])}", self.source)
-        plan = [{"kernel": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args],
+        plan = [{"wasm": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args], **wasm[st.kernel]}
+                if st.kernel in wasm else
+                {"kernel": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args],
                  "groups": list(dispatch_of(tuple(st.grid))[0])} for st in self.plan]
         self._id = self.device.browser.new_id()
         self._files = f"m{self._id}"            # this module's files on the page's server: .consts, .in, .out
         held = [(at, c) for at, c in zip(self._const_at, self.consts) if c.nbytes]
         payload, spans = _payload(self.device, f"{self._files}.consts", [c for _, c in held])
         consts = [[at, *span] for (at, _), span in zip(held, spans)]
+        module = f"{self._files}.wasm" if wasm else None
+        if module:
+            self.device.put(module, base64.b64decode(program["wasm"]["module"]))
+        program = {"kernels": program["kernels"]}
         try:
-            _call(self.device, """async ([id, program, plan, bytes, payload, consts]) => {
+            _call(self.device, """async ([id, program, plan, bytes, payload, consts, module]) => {
                 const data = await fxcData(payload);
+                const wasm = module ? await (await fetch(module)).arrayBuffer() : null;
                 window.fxcModels[id] = await window.fxcGPU.model(program, plan, bytes,
-                    consts.map(([at, start, n]) => [at, data.subarray(start, start + n)])); }""",
-                  [self._id, program, plan, self.arena_bytes, payload, consts])
+                    consts.map(([at, start, n]) => [at, data.subarray(start, start + n)]), wasm); }""",
+                  [self._id, program, plan, self.arena_bytes, payload, consts, module])
         finally:
             self.device.files.pop(f"{self._files}.consts", None)
+            self.device.files.pop(module, None)
         self._resident = None
         self._fingerprint_value = None
         self._resident_objects = None
@@ -140,14 +154,17 @@ class WebGPUModule(DeviceModule):
         post = f"{files}.out" if sum(o.nbytes for o in outs) > INLINE_BYTES else None
         self._resident = None           # a failed call leaves nothing known resident
         try:
-            err, got, times = _call(page, """async ([id, payload, inputs, outputs, timed, post]) => {
+            err, got, times, fault = _call(page, """async ([id, payload, inputs, outputs, timed, post]) => {
                 const data = await fxcData(payload);
-                const [err, outs, times] = await window.fxcModels[id].run(
+                const [err, outs, times, fault] = await window.fxcModels[id].run(
                     inputs.map(([at, start, n]) => [at, data.subarray(start, start + n)]), outputs, timed);
-                return [err, await fxcReturn(outs, post), times]; }""",
-                                    [self._id, payload, data, wanted, bool(self.profiled), post])
+                if (fault) return [err, null, times, fault];
+                return [err, await fxcReturn(outs, post), times, null]; }""",
+                                           [self._id, payload, data, wanted, bool(self.profiled), post])
         finally:
             page.files.pop(f"{files}.in", None)
+        if fault:                       # a wasm step's error code (an index out of range, ...)
+            wasm_fault(fault)
         if post is not None:        # the outputs, one after another, were posted back to the server
             raw, at = page.take(post), 0
             got = []

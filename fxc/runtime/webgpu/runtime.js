@@ -2,7 +2,8 @@
 //
 //   const g = await FxcWebGPU.open();           // an adapter and a device, or an Error saying what is missing
 //   const m = await g.model(program, plan, arenaBytes, consts);   // pipelines compiled once a page (by shader text)
-//   const [err, outs, times] = await m.run(inputs, outputs, timed);   // one submit, one read-back
+//   const [err, outs, times, fault] = await m.run(inputs, outputs, timed);   // one submit, one read-back (and one
+//                                                 // more per wasm step: fxc/runtime/wasm/webgpu_steps.js)
 //
 // Every tensor of a model lives in one storage buffer, the arena (fxc.runtime.webgpu lays it out: byte offsets);
 // constants are written into it once, inputs before each run (weights only when they changed: the host decides).
@@ -69,7 +70,7 @@ class FxcWebGPU {
 
   // program: {kernels: {name: {shader, params}}}; plan: [{kernel, offsets: [byte offset per param], groups: [x, y,
   // z]}]; consts: [[byte offset, Uint8Array]]
-  async model(program, plan, arenaBytes, consts) {
+  async model(program, plan, arenaBytes, consts, wasm = null) {   // wasm: the bytes of the module of its wasm steps
     const d = this.device, align = this.info.uniform_align;
     const pipelines = {};
     await Promise.all(Object.entries(program.kernels).map(async ([name, k]) => {   // compiled concurrently
@@ -82,12 +83,13 @@ class FxcWebGPU {
                                  usage.COPY_SRC});
     const errors = d.createBuffer({size: 16, usage: usage.STORAGE | usage.COPY_DST | usage.COPY_SRC});
     const slot = n => Math.ceil(Math.max(1, Math.ceil(n / 4)) * 16 / align) * align;
-    const total = plan.reduce((s, st) => s + slot(st.offsets.length), 0);
+    const total = plan.reduce((s, st) => s + (st.wasm ? 0 : slot(st.offsets.length)), 0);
     const offsets = d.createBuffer({size: Math.max(16, total), usage: usage.UNIFORM | usage.COPY_DST});
     const words = new Int32Array(total / 4);
     const launches = [];
     let at = 0;
     for (const st of plan) {
+      if (st.wasm) { launches.push(st); continue; }     // a wasm step: made below, once the model exists
       words.set(st.offsets, at / 4);
       const size = Math.max(1, Math.ceil(st.offsets.length / 4)) * 16;
       const group = d.createBindGroup({layout: this.layout, entries: [
@@ -101,7 +103,10 @@ class FxcWebGPU {
     for (const [offset, data] of consts) d.queue.writeBuffer(arena, offset, data);
     const bad = await d.popErrorScope(), oom = await d.popErrorScope();
     if (bad || oom) throw new Error(`the model's buffers could not be made: ${(bad || oom).message}`);
-    return new FxcWebGPUModel(this, arena, errors, launches);
+    const m = new FxcWebGPUModel(this, arena, errors, launches);
+    if (wasm) m.wasm = await FxcWasm.load(wasm);
+    m.launches = launches.map(l => l.wasm ? {host: fxcGpuWasmStep(m, l)} : l);
+    return m;
   }
 }
 
@@ -124,18 +129,25 @@ class FxcWebGPUModel {
       this.stagingBytes = need;
     }
     const times = [];
-    if (timed) {
-      await d.queue.onSubmittedWorkDone();
-      for (const launch of this.launches) {
-        const t0 = performance.now(), e = d.createCommandEncoder();
-        this.encode(e, [launch]);
-        d.queue.submit([e.finish()]);
+    if (timed) await d.queue.onSubmittedWorkDone();
+    let enc = d.createCommandEncoder(), pending = [];
+    for (const launch of this.launches) {
+      const t0 = timed ? performance.now() : 0;
+      if (launch.host) {                  // a wasm step (fxc/runtime/wasm/webgpu_steps.js) submits what came before
+        this.encode(enc, pending);
+        pending = [];
+        const fault = await launch.host(enc);
+        if (fault) return [[0, 0, 0, 0], [], times, fault];
+        enc = d.createCommandEncoder();
+      } else if (timed) {
+        this.encode(enc, [launch]);
+        d.queue.submit([enc.finish()]);
         await d.queue.onSubmittedWorkDone();
-        times.push(performance.now() - t0);
-      }
+        enc = d.createCommandEncoder();
+      } else pending.push(launch);
+      if (timed) times.push(performance.now() - t0);
     }
-    const enc = d.createCommandEncoder();
-    if (!timed) this.encode(enc, this.launches);
+    this.encode(enc, pending);
     enc.copyBufferToBuffer(this.errors, 0, this.staging, 0, 16);
     let at = 16;
     for (const [offset, n] of outputs) {
@@ -151,10 +163,11 @@ class FxcWebGPUModel {
     const outs = [];
     at = 16;
     for (const [, n] of outputs) { outs.push(bytes.subarray(at, at + n)); at += round(n); }
-    return [err, outs, times];
+    return [err, outs, times, null];
   }
 
   encode(enc, launches) {           // launches in one compute pass
+    if (!launches.length) return;
     const pass = enc.beginComputePass();
     for (const [pipeline, group, [x, y, z]] of launches) {
       pass.setPipeline(pipeline);
