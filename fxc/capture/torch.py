@@ -1,7 +1,8 @@
 """PyTorch capture: the `fxc` torch.compile backend.
 
 Dynamo's FX graph goes through AOT autograd with core-ATen decompositions (forward and backward graphs,
-parameters as live inputs). Nodes fxc supports are partitioned into subgraphs that fxc compiles
+parameters as live inputs); with grad mode off, straight to an ATen inference graph without AOT autograd's
+runtime wrappers (torch_inference.py). Nodes fxc supports are partitioned into subgraphs that fxc compiles
 (specialised on the concrete input shapes at first call); the rest runs in eager PyTorch, and fxc says
 once which op caused it. Torch tensors in, torch tensors out.
 """
@@ -93,8 +94,13 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
 
     from ..build import gc_paused
     from .torch_fused import route_rnn_calls
+    from .torch_inference import inference_graph
     route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
+        inference = inference_graph(gm, example_inputs, decompositions())    # grad mode off: no AOT autograd
+        if inference is not None:
+            _record(lambda r: setattr(r, "inference_graphs", r.inference_graphs + 1))
+            return compile_aten_graph(inference[0], example_inputs, options, static=inference[1], boxed=False)
         return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
 
 
@@ -262,12 +268,17 @@ class _Support:
         return True, ""
 
 
-def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, is_forward: bool = True):
+def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, is_forward: bool = True,
+                       static: set | None = None, boxed: bool = True):
+    """An ATen graph with fxc's partitions compiled: AOT autograd's boxed function, or with boxed=False the plain
+    forward (the inference path, torch_inference.py). static: the placeholders that are parameters or buffers
+    (default: AOT autograd's static inputs of a forward graph)."""
     from torch._functorch.aot_autograd import make_boxed_func
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import create_op_support
 
-    static = _static_placeholders(gm) if is_forward else set()
+    if static is None:
+        static = _static_placeholders(gm) if is_forward else set()
     views = _view_outputs(gm)
     _twin_views(gm, views)
     support = _Support(views, random=True)
@@ -307,7 +318,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     fused.recompile()
     _build_early([(sub, [_meta(a) if isinstance(a, torch.fx.Node) else a for a in calls[sub.name].args])
                   for sub in subs if sub.name in calls])
-    return make_boxed_func(fused.forward)
+    return make_boxed_func(fused.forward) if boxed else fused.forward
 
 
 def _build_early(subs) -> None:
