@@ -32,6 +32,7 @@ def inference_graph(gm: torch.fx.GraphModule, example_inputs, decompositions: di
     except Exception as e:      # noqa: BLE001 (mutations, aliasing, anything else: AOT autograd handles it)
         log.debug("fxc: no inference fast path (%s: %s); using AOT autograd", type(e).__name__, e)
         return None
+    _drop_metadata_asserts(aten)
     placeholders = [n.name for n in aten.graph.find_nodes(op="placeholder")]
     if len(placeholders) != len(example_inputs):    # effect tokens or other extra inputs: not Dynamo's convention
         return None
@@ -54,3 +55,13 @@ def _eligible(gm, example_inputs) -> bool:
         if meta is None or not all(type(d) is int for d in (*meta.shape, *meta.stride())):
             return False        # symbolic sizes: the AOT autograd path keeps them symbolic
     return True
+
+
+def _drop_metadata_asserts(gm) -> None:
+    """Remove the tracer's metadata assertions (aten._assert_tensor_metadata, from `.to(dtype)`; AOT autograd's
+    compile drops them too): with static shapes and the dtypes and devices Dynamo guards they hold, and as ops fxc
+    has no kernel for they would cut the graph into eager pieces."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target is torch.ops.aten._assert_tensor_metadata.default:
+            gm.graph.erase_node(node)
+    gm.recompile()
