@@ -523,17 +523,17 @@ class FxcSubgraph(torch.nn.Module):
             sizes = module.sizes([_arg_shape(args, i, order) for i, order in zip(tensor_pos, orders)])
             outs = [torch.empty(shape, dtype=FROM_STR[s.dtype])
                     for s, shape in zip(module.outputs, module.output_shapes(sizes))]
-            with torch.no_grad():
-                module.run_prepared(array, [o.data_ptr() for o in outs], token, sizes)
+            module.run_prepared(array, [o.data_ptr() for o in outs], token, sizes)
         else:
             outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
-            with torch.no_grad():
-                module.run_prepared(array, [o.data_ptr() for o in outs], token)
+            module.run_prepared(array, [o.data_ptr() for o in outs], token)
         if self.finite_only and not all(map(_finite, outs)):
             return self.gm(*args)
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k
                for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
+
+    __call__ = forward      # the fused graph's call, without nn.Module.__call__'s hooks (a partition has none)
 
     def _inputs(self, key, tensor_pos, orders, args, module):
         """(the tensors to keep alive while the module reads them, a ctypes array of the input addresses, the
@@ -544,9 +544,9 @@ class FxcSubgraph(torch.nn.Module):
         held = self._held.get(key)
         if held is not None:
             wpos, objs, versions, addrs, prepared, acts, array, token, copied = held
-            weights = [args[i] for i in wpos]
-            if list(map(_VERSION, weights)) == versions and list(map(_DATA_PTR, weights)) == addrs \
-                    and all(map(operator.is_, weights, objs)) and (copied is None or copied.unchanged()):
+            weights = wpos(args)
+            if all(map(operator.is_, weights, objs)) and list(map(_VERSION, weights)) == versions \
+                    and list(map(_DATA_PTR, weights)) == addrs and (copied is None or copied.unchanged()):
                 array = type(array).from_buffer_copy(array)     # a private copy: concurrent callers
                 ins = [prepared]
                 for slot, i in acts:
@@ -582,7 +582,7 @@ class FxcSubgraph(torch.nn.Module):
             return ins, array, token
         copies = [args[i] for slot, i in enumerate(tensor_pos)
                   if slot in fixed and ins[slot].data_ptr() != args[i].data_ptr()]
-        self._held[key] = (wpos, weights, versions, list(map(_DATA_PTR, weights)),
+        self._held[key] = (_picker(wpos), weights, versions, list(map(_DATA_PTR, weights)),
                            [ins[slot] for slot in sorted(fixed)], acts, array, token,
                            _Sampler.of(copies, module._lib.fingerprint) if copies else None)
         return ins, array, token
@@ -703,6 +703,14 @@ def _dense_order(t):
         return None
     order = tuple(sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d])))
     return order if t.permute(order).is_contiguous() else None
+
+
+def _picker(positions):
+    """A function of the arguments that returns those at `positions` as a sequence (one C call: operator.itemgetter,
+    whose result for a single position is the item itself)."""
+    if len(positions) == 1:
+        return lambda args, i=positions[0]: (args[i],)
+    return operator.itemgetter(*positions) if positions else lambda args: ()
 
 
 _VERSION = operator.attrgetter("_version")
