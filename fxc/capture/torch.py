@@ -9,7 +9,6 @@ once which op caused it. Torch tensors in, torch tensors out.
 from __future__ import annotations
 
 import collections
-import ctypes
 import functools
 import logging
 import operator
@@ -24,11 +23,11 @@ from ..ops.registry import aten_table, get_op
 from ..relay_like.builder import Builder
 from ..relay_like.graph import Value
 from ..runtime.cpu import pointer_array
-from ..runtime.module import FINGERPRINT_WORDS
 
 # re-exported: fxc.capture.torch.explain, .Explanation, .recording, ._recorders (one list) stay valid
 from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
 from .torch_symbolic import symbolic_placeholders
+from .torch_weights import WeightSampler
 
 log = logging.getLogger("fxc")
 
@@ -584,7 +583,7 @@ class FxcSubgraph(torch.nn.Module):
                   if slot in fixed and ins[slot].data_ptr() != args[i].data_ptr()]
         self._held[key] = (_picker(wpos), weights, versions, list(map(_DATA_PTR, weights)),
                            [ins[slot] for slot in sorted(fixed)], acts, array, token,
-                           _Sampler.of(copies, module._lib.fingerprint) if copies else None)
+                           WeightSampler.of(copies, module._lib.fingerprint) if copies else None)
         return ins, array, token
 
     def compile(self, args, symbolic: bool = False):
@@ -631,38 +630,6 @@ class FxcSubgraph(torch.nn.Module):
             if not report.ok:
                 raise CheckError(f"subgraph {self.name}: {report}")
         return module, tensor_pos, out_struct, orders
-
-
-class _Sampler:
-    """A fingerprint of sampled words of weights that fxc reads through a copy (non-contiguous ones, e.g. the conv
-    weights of a channels_last model): a write through `.data` changes neither their version nor their address,
-    and the module's own fingerprint (Module.run_prepared) only sees the copy, so this one tells when the copy is
-    stale. A write missing every sampled word goes unseen, as for contiguous weights."""
-
-    def __init__(self, tensors, fingerprint):
-        index, offsets = [], []
-        for k, t in enumerate(tensors):
-            size = t.element_size()
-            extent = (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * size   # bytes the view spans
-            if t.numel() == 0 or extent < 4:
-                continue
-            for j in sorted({q * (t.numel() - 1) // max(FINGERPRINT_WORDS - 1, 1) for q in range(FINGERPRINT_WORDS)}):
-                at, rest = 0, j
-                for n, st in zip(reversed(t.shape), reversed(t.stride())):
-                    at, rest = at + (rest % n) * st, rest // n
-                index.append(k)
-                offsets.append(min(at * size, extent - 4))
-        self.fn, self.n = fingerprint, len(index)
-        self.args = (pointer_array([t.data_ptr() for t in tensors]), (ctypes.c_int64 * max(self.n, 1))(*index),
-                     (ctypes.c_int64 * max(self.n, 1))(*offsets), self.n)
-        self.value = self.fn(*self.args)
-
-    @classmethod
-    def of(cls, tensors, fingerprint):
-        return None if fingerprint is None else cls(tensors, fingerprint)
-
-    def unchanged(self) -> bool:
-        return self.fn(*self.args) == self.value
 
 
 def _arg_shape(args, i, order) -> tuple:
