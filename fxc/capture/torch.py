@@ -1,14 +1,14 @@
 """PyTorch capture: the `fxc` torch.compile backend.
 
 Dynamo's FX graph goes through AOT autograd with core-ATen decompositions (forward and backward graphs,
-parameters as live inputs). Nodes fxc supports are partitioned into subgraphs that fxc compiles
+parameters as live inputs); with grad mode off, straight to an ATen inference graph without AOT autograd's
+runtime wrappers (torch_inference.py). Nodes fxc supports are partitioned into subgraphs that fxc compiles
 (specialised on the concrete input shapes at first call); the rest runs in eager PyTorch, and fxc says
 once which op caused it. Torch tensors in, torch tensors out.
 """
 from __future__ import annotations
 
 import collections
-import ctypes
 import functools
 import logging
 import operator
@@ -24,11 +24,11 @@ from ..ops.registry import aten_table, get_op
 from ..relay_like.builder import Builder
 from ..relay_like.graph import Value
 from ..runtime.cpu import pointer_array
-from ..runtime.module import FINGERPRINT_WORDS
 
 # re-exported: fxc.capture.torch.explain, .Explanation, .recording, ._recorders (one list) stay valid
 from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
 from .torch_symbolic import symbolic_placeholders
+from .torch_weights import WeightSampler
 
 log = logging.getLogger("fxc")
 
@@ -96,8 +96,13 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
 
     from ..build import gc_paused
     from .torch_fused import route_rnn_calls
+    from .torch_inference import inference_graph
     route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
+        inference = inference_graph(gm, example_inputs, decompositions())    # grad mode off: no AOT autograd
+        if inference is not None:
+            _record(lambda r: setattr(r, "inference_graphs", r.inference_graphs + 1))
+            return compile_aten_graph(inference[0], example_inputs, options, static=inference[1], boxed=False)
         return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
 
 
@@ -265,12 +270,17 @@ class _Support:
         return True, ""
 
 
-def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, is_forward: bool = True):
+def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, is_forward: bool = True,
+                       static: set | None = None, boxed: bool = True):
+    """An ATen graph with fxc's partitions compiled: AOT autograd's boxed function, or with boxed=False the plain
+    forward (the inference path, torch_inference.py). static: the placeholders that are parameters or buffers
+    (default: AOT autograd's static inputs of a forward graph)."""
     from torch._functorch.aot_autograd import make_boxed_func
     from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
     from torch.fx.passes.operator_support import create_op_support
 
-    static = _static_placeholders(gm) if is_forward else set()
+    if static is None:
+        static = _static_placeholders(gm) if is_forward else set()
     views = _view_outputs(gm)
     _twin_views(gm, views)
     support = _Support(views, random=True)
@@ -310,7 +320,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     fused.recompile()
     _build_early([(sub, [_meta(a) if isinstance(a, torch.fx.Node) else a for a in calls[sub.name].args])
                   for sub in subs if sub.name in calls])
-    return make_boxed_func(fused.forward)
+    return make_boxed_func(fused.forward) if boxed else fused.forward
 
 
 def _build_early(subs) -> None:
@@ -515,17 +525,17 @@ class FxcSubgraph(torch.nn.Module):
             sizes = module.sizes([_arg_shape(args, i, order) for i, order in zip(tensor_pos, orders)])
             outs = [torch.empty(shape, dtype=FROM_STR[s.dtype])
                     for s, shape in zip(module.outputs, module.output_shapes(sizes))]
-            with torch.no_grad():
-                module.run_prepared(array, [o.data_ptr() for o in outs], token, sizes)
+            module.run_prepared(array, [o.data_ptr() for o in outs], token, sizes)
         else:
             outs = [torch.empty(s.shape, dtype=FROM_STR[s.dtype]) for s in module.outputs]
-            with torch.no_grad():
-                module.run_prepared(array, [o.data_ptr() for o in outs], token)
+            module.run_prepared(array, [o.data_ptr() for o in outs], token)
         if self.finite_only and not all(map(_finite, outs)):
             return self.gm(*args)
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k
                for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
+
+    __call__ = forward      # the fused graph's call, without nn.Module.__call__'s hooks (a partition has none)
 
     def _inputs(self, key, tensor_pos, orders, args, module):
         """(the tensors to keep alive while the module reads them, a ctypes array of the input addresses, the
@@ -536,9 +546,9 @@ class FxcSubgraph(torch.nn.Module):
         held = self._held.get(key)
         if held is not None:
             wpos, objs, versions, addrs, prepared, acts, array, token, copied = held
-            weights = [args[i] for i in wpos]
-            if list(map(_VERSION, weights)) == versions and list(map(_DATA_PTR, weights)) == addrs \
-                    and all(map(operator.is_, weights, objs)) and (copied is None or copied.unchanged()):
+            weights = wpos(args)
+            if all(map(operator.is_, weights, objs)) and list(map(_VERSION, weights)) == versions \
+                    and list(map(_DATA_PTR, weights)) == addrs and (copied is None or copied.unchanged()):
                 array = type(array).from_buffer_copy(array)     # a private copy: concurrent callers
                 ins = [prepared]
                 for slot, i in acts:
@@ -574,9 +584,9 @@ class FxcSubgraph(torch.nn.Module):
             return ins, array, token
         copies = [args[i] for slot, i in enumerate(tensor_pos)
                   if slot in fixed and ins[slot].data_ptr() != args[i].data_ptr()]
-        self._held[key] = (wpos, weights, versions, list(map(_DATA_PTR, weights)),
+        self._held[key] = (_picker(wpos), weights, versions, list(map(_DATA_PTR, weights)),
                            [ins[slot] for slot in sorted(fixed)], acts, array, token,
-                           _Sampler.of(copies, module._lib.fingerprint) if copies else None)
+                           WeightSampler.of(copies, module._lib.fingerprint) if copies else None)
         return ins, array, token
 
     def compile(self, args, symbolic: bool = False):
@@ -625,38 +635,6 @@ class FxcSubgraph(torch.nn.Module):
         return module, tensor_pos, out_struct, orders
 
 
-class _Sampler:
-    """A fingerprint of sampled words of weights that fxc reads through a copy (non-contiguous ones, e.g. the conv
-    weights of a channels_last model): a write through `.data` changes neither their version nor their address,
-    and the module's own fingerprint (Module.run_prepared) only sees the copy, so this one tells when the copy is
-    stale. A write missing every sampled word goes unseen, as for contiguous weights."""
-
-    def __init__(self, tensors, fingerprint):
-        index, offsets = [], []
-        for k, t in enumerate(tensors):
-            size = t.element_size()
-            extent = (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * size   # bytes the view spans
-            if t.numel() == 0 or extent < 4:
-                continue
-            for j in sorted({q * (t.numel() - 1) // max(FINGERPRINT_WORDS - 1, 1) for q in range(FINGERPRINT_WORDS)}):
-                at, rest = 0, j
-                for n, st in zip(reversed(t.shape), reversed(t.stride())):
-                    at, rest = at + (rest % n) * st, rest // n
-                index.append(k)
-                offsets.append(min(at * size, extent - 4))
-        self.fn, self.n = fingerprint, len(index)
-        self.args = (pointer_array([t.data_ptr() for t in tensors]), (ctypes.c_int64 * max(self.n, 1))(*index),
-                     (ctypes.c_int64 * max(self.n, 1))(*offsets), self.n)
-        self.value = self.fn(*self.args)
-
-    @classmethod
-    def of(cls, tensors, fingerprint):
-        return None if fingerprint is None else cls(tensors, fingerprint)
-
-    def unchanged(self) -> bool:
-        return self.fn(*self.args) == self.value
-
-
 def _arg_shape(args, i, order) -> tuple:
     """The shape of tensor argument i as the module reads it (dims in `order`)."""
     if i == SEED:
@@ -695,6 +673,14 @@ def _dense_order(t):
         return None
     order = tuple(sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d])))
     return order if t.permute(order).is_contiguous() else None
+
+
+def _picker(positions):
+    """A function of the arguments that returns those at `positions` as a sequence (one C call: operator.itemgetter,
+    whose result for a single position is the item itself)."""
+    if len(positions) == 1:
+        return lambda args, i=positions[0]: (args[i],)
+    return operator.itemgetter(*positions) if positions else lambda args: ()
 
 
 _VERSION = operator.attrgetter("_version")
