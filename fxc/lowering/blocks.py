@@ -43,6 +43,15 @@ def row_layout(shape, sym) -> tuple | None:
     raise LoweringError(f"shape {list(shape)}: a symbolic dim that is not the leading one (rows of {sym!r})")
 
 
+def group_symbols(gr) -> list:
+    """The size symbols of a group's types, in name order."""
+    syms = set()
+    for v in list(gr.inputs) + [o for n in gr.nodes for o in n.outputs]:
+        for d in v.shape:
+            syms |= symbols_of(d)
+    return sorted(syms, key=repr)
+
+
 def group_symbol(gr):
     """The one symbol of a group's types, or None when they are static (LoweringError for several)."""
     syms = set()
@@ -69,6 +78,13 @@ def check_rows(gr, sym, tensors: dict) -> None:
                 if ins and not _rowwise_extern(n, sym):
                     raise LoweringError(f"{n.op}: loop IR written whole over symbolic rows")
                 continue
+            if t.body is not None and lay is not None:      # a static tensor read at a row-dependent index (a
+                fixed = {id(tensors[v.id]) for v in n.inputs if row_layout(v.shape, sym) is None}  # slice [:s] of
+                row_var = t.axes[lay[0]]                                                            # a table)
+                for x in walk(t.body):
+                    if isinstance(x, te.TRef) and id(x.tensor) in fixed \
+                            and any(y is row_var for i in x.indices for y in walk(as_expr(i))):
+                        raise LoweringError(f"{n.op}: reads a static tensor at its row (not the same on each row)")
             if t.body is None or not ins:
                 continue
             if n.op == "reshape":           # rows stay rows when the elements per row are the same

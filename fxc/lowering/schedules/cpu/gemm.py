@@ -761,7 +761,8 @@ def _vectorize_loop(loop: For, lanes: int):
     v, n = loop.var, loop.extent
     if not all(isinstance(st, Store) for st in stores):
         return None
-    if n < lanes:
+    static = isinstance(n, int)             # a symbolic extent (sym_loops.py): whole vectors and a scalar tail
+    if static and n < lanes:
         return _narrow_vector(stores, v, n, lanes)
     full = n // lanes
     vo = Var("vo")
@@ -800,6 +801,6 @@ def _vectorize_loop(loop: For, lanes: int):
                                                    for x in walk(st.value)):
             return None
     tail = None
-    if n % lanes:
+    if not static or n % lanes:
         tail = For(v, n, loop.body, "serial", full * lanes)
     return seq(*pre, For(vo, full, seq(*vec_body)), *post, tail)

@@ -1,0 +1,153 @@
+"""Symbolic loops: one kernel for a fused group whose symbolic dims are anywhere (not only the leading rows).
+
+Takes the group's tensor expressions built at its symbolic shapes (dims are int64 expressions of `Sym`s: BERT's
+attention scores `[1, h, s, s]`, a GEMM whose N or K is the sequence, a transpose `[1, s, h, d] -> [1, h, s, d]`,
+several symbols at once) and produces a loop-IR Kernel whose loops have those expressions as extents. The symbols
+are bound once at the kernel's top from `syms`, an int64 buffer parameter after the inputs (the workspace's symbol
+header; `sym_index` names each symbol's slot), so every extent, stride and offset is a runtime value:
+
+    kernel k(out0, in0, ..., syms):
+      let s0 = syms[0]; let s1 = syms[1]
+      for i0 in 0 .. d0:                           # parallel: the first non-unit axis that is not the last
+        ...
+          for jo in 0 .. d_last // L:              # column vectors of the target's lanes L
+            acc[0:L] = init;  for r ...: acc[0:L] (+)= body(r, jo*L .. jo*L+L)     # a reduction: vector
+            out[..., jo*L : jo*L+L] = epilogue(acc)                                   # accumulators over columns
+          for jr in 0 .. d_last % L:               # the remaining columns: one at a time (a static inner
+            out[..., j] = expr                     #   reduction still runs on the Converter's vector accumulator)
+
+A reduction whose reads are not contiguous along the columns (a dot product over a transposed operand) keeps the
+Converter's own schedule per output (a vector accumulator along its innermost, contiguous reduce axis). Externs
+(softmax, layer norm: te.extern loop IR) are written at the symbolic shapes by their op. Anything a schedule cannot
+express symbolically raises (LoweringError, TypeError from ordering a size), and the caller builds per size.
+"""
+from __future__ import annotations
+
+from ..errors import LoweringError
+from . import te
+from .expr import Expr, Load, Var, as_expr, walk
+from .loop_ir import Buffer, For, Kernel, LetStmt, Seq, Store, seq, walk_stmts
+from .lower import Converter, flat_index
+from .sym import Sym, is_static
+
+
+def lower_symbolic(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, sym_index: dict) -> Kernel:
+    """roots[i] is stored into out_bufs[i] (tensors at symbolic shapes); in_bufs: placeholder -> Buffer;
+    sym_index: symbol name -> its slot in `syms`."""
+    from .schedules.cpu.gemm import vectorize_loops
+    syms = Buffer("syms", "int64", 8)
+    conv = Converter(dict(in_bufs), caps)
+    stmts, flops, done = [], 0, set()
+    for t, ob in zip(roots, out_bufs):
+        if t.extern is not None:
+            if t.extern not in done:
+                done.add(t.extern)
+                outs = sorted((r.index, b) for r, b in zip(roots, out_bufs) if r.extern is t.extern)
+                stmts.append(t.extern([b for _, b in outs], [conv.bufs[x] for x in t.inputs]))
+            continue
+        if t.is_placeholder:
+            src = t
+            t = te.compute(src.shape, lambda *i: src[i], "copy")
+        stmts.append(_nest(conv, t, ob))
+    body = vectorize_loops(seq(*stmts), conv.caps.lanes)
+    used = {x for st in walk_stmts(body) for e in _exprs(st) for x in walk(e) if isinstance(x, Sym)}
+    used |= {x for b in conv.locals + conv.scratches for x in walk(as_expr(b.size)) if isinstance(x, Sym)}
+    if any(not is_static(b.size) for b in conv.locals + conv.scratches):
+        raise LoweringError(f"{name}: kernel-private memory of a symbolic size")
+    for s in sorted(used, key=repr):
+        if s.name not in sym_index:
+            raise LoweringError(f"{name}: size {s.name} is not an input's")
+        body = LetStmt(s, Load(syms, as_expr(sym_index[s.name])), body)
+    params = list(out_bufs) + list(dict.fromkeys(in_bufs.values())) + [syms] + conv.scratches
+    return Kernel(name, params, body, flops)
+
+
+def _exprs(st) -> list:
+    if isinstance(st, For):
+        return [as_expr(st.extent), as_expr(st.start)]
+    if isinstance(st, Store):
+        return [st.index, st.value]
+    if isinstance(st, LetStmt):
+        return [st.value]
+    cond = getattr(st, "cond", None)
+    return [cond] if isinstance(cond, Expr) else []
+
+
+def _nest(conv: Converter, t: te.Tensor, ob: Buffer):
+    """The loop nest storing t into ob: outer axes (the first non-unit one parallel), the last axis in column
+    vectors plus a scalar remainder."""
+    shape = list(t.shape)
+    if not shape:
+        pre: list = []
+        val = conv.convert(t[()], pre)
+        return seq(*pre, Store(ob, as_expr(0), val))
+    axes = [Var(f"i{k}") for k in range(len(shape))]
+    lanes = conv.caps.lanes
+    n = shape[-1]
+    inner = _columns(conv, t, ob, axes, shape, lanes)
+    par = next((k for k in range(len(shape) - 1) if shape[k] != 1), None)
+    for k in reversed(range(len(shape) - 1)):
+        inner = For(axes[k], shape[k], inner, "parallel" if k == par else "serial")
+    if par is None and not is_static(n):          # a row: its column vectors in parallel
+        inner = _parallel_outer(inner)
+    return inner
+
+
+def _parallel_outer(s):
+    if isinstance(s, Seq) and s.stmts and isinstance(s.stmts[0], For):
+        first = s.stmts[0]
+        return seq(For(first.var, first.extent, first.body, "parallel"), *s.stmts[1:])
+    return s
+
+
+def _columns(conv: Converter, t: te.Tensor, ob: Buffer, axes: list, shape: list, lanes: int):
+    """The last axis: column vectors of `lanes` and the remaining columns one at a time."""
+    n = shape[-1]
+    head = axes[:-1]
+    jo, jl, jr = Var("jo"), Var("jl"), Var("jr")
+    static = is_static(n)
+    full = n // lanes if static else n // lanes       # (an int64 expression when n is symbolic)
+    main = None
+    if not static or n >= lanes:
+        main = _vector_columns(conv, t, ob, head + [jo * lanes + jl], shape, jl, lanes)
+        if main is not None:
+            main = For(jo, full, main)
+    if main is None:
+        return _scalar(conv, t, ob, head + [axes[-1]], shape, axes[-1], n)
+    rest_n = n - full * lanes
+    if static and rest_n == 0:
+        return main
+    return seq(main, _scalar(conv, t, ob, head + [full * lanes + jr], shape, jr, rest_n))
+
+
+def _scalar(conv: Converter, t, ob, idx: list, shape: list, var: Var, extent):
+    pre: list = []
+    val = conv.convert(t[tuple(idx)], pre)
+    return For(var, extent, seq(*pre, Store(ob, flat_index(idx, shape), val)))
+
+
+def _vector_columns(conv: Converter, t, ob, idx: list, shape: list, jl: Var, lanes: int):
+    """`lanes` columns at once (jl their lane): an injective body as one vectorize loop; a reduction (or an
+    epilogue over reductions) as vector accumulators, one slot per column, each update a vectorize loop. None when
+    a reduction's reads are not contiguous (or invariant) along the columns."""
+    from .schedules.cpu.default import linear_stride
+    holes: list = []
+    val = conv.convert(t[tuple(idx)], None, holes)
+    store = Store(ob, flat_index(idx, shape), val)
+    if not holes:
+        return For(jl, lanes, store, "vectorize")
+    from .expr import substitute
+    stmts, fill = [], {}
+    for h in holes:
+        if h.tensor.dtype not in ("float32", "float64"):
+            return None
+        acc = conv.local(h.tensor.dtype, lanes, "cacc")
+        red = conv.reduction(h.tensor, h.indices, acc, jl, inner=lambda u: For(jl, lanes, u, "vectorize"))
+        for st in walk_stmts(red):
+            if isinstance(st, Store) and st.buf is acc:
+                for x in walk(st.value):
+                    if isinstance(x, Load) and x.args[0] is not acc and linear_stride(x.args[1], jl) not in (0, 1):
+                        return None
+        stmts.append(red)
+        fill[h.var] = Load(acc, jl)
+    return seq(*stmts, For(jl, lanes, Store(ob, store.index, substitute(val, fill)), "vectorize"))
