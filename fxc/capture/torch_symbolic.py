@@ -27,6 +27,8 @@ def symbolic_placeholders(gm, specialize: bool = True):
         if isinstance(d, int):
             return d
         expr = d.node.expr
+        if getattr(expr, "is_number", False):       # a SymInt Dynamo knows the value of (a head dim of 256)
+            return int(expr)
         if not getattr(expr, "is_Symbol", False):
             raise UnsupportedOpError(f"placeholder size {expr} is an expression of symbols")
         name = str(expr)
