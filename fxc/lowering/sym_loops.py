@@ -30,6 +30,8 @@ from .loop_ir import Buffer, For, Kernel, LetStmt, Seq, Store, seq, walk_stmts
 from .lower import Converter, flat_index
 from .sym import Sym, is_static
 
+COLUMN_VECTORS = 4      # a static row's accumulators: up to this many vectors of lanes (one broadcast, several FMAs)
+
 
 def lower_symbolic(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, sym_index: dict) -> Kernel:
     """roots[i] is stored into out_bufs[i] (tensors at symbolic shapes); in_bufs: placeholder -> Buffer;
@@ -106,18 +108,19 @@ def _columns(conv: Converter, t: te.Tensor, ob: Buffer, axes: list, shape: list,
     head = axes[:-1]
     jo, jl, jr = Var("jo"), Var("jl"), Var("jr")
     static = is_static(n)
-    full = n // lanes if static else n // lanes       # (an int64 expression when n is symbolic)
+    width = lanes * max(1, min(n // lanes, COLUMN_VECTORS)) if static else lanes    # columns per accumulator tile
+    full = n // width                   # (an int64 expression when n is symbolic)
     main = None
     if not static or n >= lanes:
-        main = _vector_columns(conv, t, ob, head + [jo * lanes + jl], shape, jl, lanes)
+        main = _vector_columns(conv, t, ob, head + [jo * width + jl], shape, jl, width)
         if main is not None:
             main = For(jo, full, main)
     if main is None:
         return _scalar(conv, t, ob, head + [axes[-1]], shape, axes[-1], n)
-    rest_n = n - full * lanes
+    rest_n = n - full * width
     if static and rest_n == 0:
         return main
-    return seq(main, _scalar(conv, t, ob, head + [full * lanes + jr], shape, jr, rest_n))
+    return seq(main, _scalar(conv, t, ob, head + [full * width + jr], shape, jr, rest_n))
 
 
 def _scalar(conv: Converter, t, ob, idx: list, shape: list, var: Var, extent):
@@ -127,10 +130,11 @@ def _scalar(conv: Converter, t, ob, idx: list, shape: list, var: Var, extent):
 
 
 def _vector_columns(conv: Converter, t, ob, idx: list, shape: list, jl: Var, lanes: int):
-    """`lanes` columns at once (jl their lane): an injective body as one vectorize loop; a reduction (or an
-    epilogue over reductions) as vector accumulators, one slot per column, each update a vectorize loop. None when
-    a reduction's reads are not contiguous (or invariant) along the columns."""
+    """`lanes` columns at once (a multiple of the target's lanes; jl their lane): an injective body as one vectorize
+    loop; a reduction (or an epilogue over reductions) as vector accumulators, one slot per column, each update a
+    vectorize loop. None when a reduction's reads are not contiguous (or invariant) along the columns."""
     from .schedules.cpu.default import linear_stride
+    from .schedules.cpu.gemm import aligned_stride
     holes: list = []
     val = conv.convert(t[tuple(idx)], None, holes)
     store = Store(ob, flat_index(idx, shape), val)
@@ -146,7 +150,8 @@ def _vector_columns(conv: Converter, t, ob, idx: list, shape: list, jl: Var, lan
         for st in walk_stmts(red):
             if isinstance(st, Store) and st.buf is acc:
                 for x in walk(st.value):
-                    if isinstance(x, Load) and x.args[0] is not acc and linear_stride(x.args[1], jl) not in (0, 1):
+                    if isinstance(x, Load) and x.args[0] is not acc and linear_stride(x.args[1], jl) not in (0, 1) \
+                            and aligned_stride(x.args[1], jl, conv.caps.lanes) not in (0, 1):    # (packed: // %)
                         return None
         stmts.append(red)
         fill[h.var] = Load(acc, jl)

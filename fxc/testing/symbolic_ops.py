@@ -1,7 +1,9 @@
-"""Registry ops with a symbolic leading dim: each op's samples built once with that dim a size symbol, run at the
-sample's size and at 2n+1 rows, against the op's numpy reference (issue 26's symbolic type-rule tests).
+"""Registry ops with a symbolic dim: each op's samples built once with one dim a size symbol (the leading one, or
+with --last the last dim of a sample of two or more dims: a non-leading one), run at the sample's size and at 2n+1,
+against the op's numpy reference (issue 26's symbolic type-rule tests).
 
     python -m fxc.testing.symbolic_ops            # every op, every sample: counts of symbolic / per-size ops
+    python -m fxc.testing.symbolic_ops --last     # the same with the last dim symbolic
 
 An op whose sample cannot be built with the symbol (a type rule that needs the size, an op reading other rows
 than it writes) is "per size": torch.compile then builds it per size, fxc.from_torch names it. A symbolic build
@@ -20,22 +22,26 @@ def _dtype(a) -> str:
     return "bool" if a.dtype == np.bool_ else str(a.dtype)
 
 
-def check_symbolic(name: str, k: int) -> str:
-    """'symbolic' when sample k of op `name` builds with its leading dim symbolic and matches the reference at two
-    sizes; 'per size: <why>' when it does not build so; AssertionError on a wrong result."""
+def check_symbolic(name: str, k: int, last: bool = False) -> str:
+    """'symbolic' when sample k of op `name` builds with its leading dim (last: its last dim, for samples of two
+    dims or more; the inputs of as many dims with the same size there share the symbol) symbolic and matches the
+    reference at two sizes; 'per size: <why>' when it does not build so; AssertionError on a wrong result."""
     from ..build import build
     from ..lowering.sym import Sym, SymInfo
     from ..ops.registry import all_ops
     from ..relay_like.builder import Builder
     op = all_ops()[name]
     arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    if not arrays or arrays[0].ndim == 0 or arrays[0].shape[0] < 1:
-        return "per size: no leading dim"
-    n = arrays[0].shape[0]
-    rows = [a.ndim > 0 and a.shape[0] == n for a in arrays]
+    if not arrays or arrays[0].ndim < (2 if last else 1) or arrays[0].shape[-1 if last else 0] < 1:
+        return "per size: no leading dim" if not last else "per size: fewer than two dims"
+    nd = arrays[0].ndim
+    ax = nd - 1 if last else 0
+    n = arrays[0].shape[ax]
+    rows = [a.ndim > ax and a.shape[ax] == n and (not last or a.ndim == nd) for a in arrays]
     sym = Sym("n")
     b = Builder()
-    ins = [b.graph.input(((sym,) + a.shape[1:]) if r else a.shape, _dtype(a)) for a, r in zip(arrays, rows)]
+    ins = [b.graph.input((a.shape[:ax] + (sym,) + a.shape[ax + 1:]) if r else a.shape, _dtype(a))
+           for a, r in zip(arrays, rows)]
     b.graph.symbols = {"n": SymInfo("n", 1, 4 * n + 4)}
     try:
         outs = b.graph.call(name, ins, **attrs)
@@ -45,7 +51,7 @@ def check_symbolic(name: str, k: int) -> str:
         return f"per size: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     if not module.symbols:
         return "per size: the results do not depend on the symbol"
-    longer = [np.concatenate([a, a, a[:1]]) if r else a for a, r in zip(arrays, rows)]
+    longer = [np.concatenate([a, a, np.take(a, [0], axis=ax)], axis=ax) if r else a for a, r in zip(arrays, rows)]
     for ins_ in (arrays, longer):
         got = module(*ins_)
         got = got if isinstance(got, list) else [got]
@@ -69,10 +75,11 @@ def cases() -> list:
 
 
 def main(argv=None) -> int:
+    last = "--last" in (argv or [])
     results = {}
     for name, k in cases():
         try:
-            results[(name, k)] = check_symbolic(name, k)
+            results[(name, k)] = check_symbolic(name, k, last)
         except AssertionError as e:
             results[(name, k)] = f"WRONG: {str(e).splitlines()[0][:160]}"
         print(f"{name}-{k}: {results[(name, k)]}", flush=True)

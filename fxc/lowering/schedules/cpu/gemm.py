@@ -112,6 +112,8 @@ def aligned_stride(e: Expr, v: Var, lanes: int):
                 return None
             if op in ("add", "sub"):
                 return sa + sb if op == "add" else sa - sb
+            if op == "mul" and sa == 0 and sb == 0:    # a chunk's constant times another (a symbolic stride)
+                return 0
             if op == "mul" and isinstance(b, Const) and sb == 0:
                 return sa * b.value
             if op == "mul" and isinstance(a, Const) and sa == 0:
