@@ -196,6 +196,14 @@ def less(a, b) -> bool:
     raise TypeError(f"whether {a!r} < {b!r} depends on the sizes")
 
 
+def reciprocal(n, dtype: str):
+    """1 / n in float `dtype` for a count n (an int, or a symbolic size: then computed at run time)."""
+    if not isinstance(n, Expr):
+        return 1.0 / n
+    from .expr import cast
+    return Const(1.0, dtype) / cast(dtype, n)
+
+
 def possibly(test) -> bool:
     """test() (a decision on sizes, e.g. whether to run a loop in parallel), or True where it depends on the
     sizes of symbolic dims: for choices that are right either way and only cost speed."""

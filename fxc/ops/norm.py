@@ -13,7 +13,7 @@ from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, is_float, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..lowering.sym import possibly
+from ..lowering.sym import possibly, reciprocal
 from ..types import TensorType
 from .common import rand
 from .reduce import centre
@@ -145,7 +145,7 @@ def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
             y = y * wb[k]
         if bb is not None:
             y = y + bb[k]
-        inv = 1.0 / n
+        inv = reciprocal(n, dt)
         body = seq(
             total(xk),
             LetStmt(m0, s[z] * inv, seq(

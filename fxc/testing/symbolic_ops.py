@@ -34,14 +34,13 @@ def check_symbolic(name: str, k: int, last: bool = False) -> str:
     arrays, attrs = op.samples(np.random.default_rng(k))[k]
     if not arrays or arrays[0].ndim < (2 if last else 1) or arrays[0].shape[-1 if last else 0] < 1:
         return "per size: no leading dim" if not last else "per size: fewer than two dims"
-    nd = arrays[0].ndim
-    ax = nd - 1 if last else 0
-    n = arrays[0].shape[ax]
-    rows = [a.ndim > ax and a.shape[ax] == n and (not last or a.ndim == nd) for a in arrays]
+    n = arrays[0].shape[-1 if last else 0]
+    axes = [(a.ndim - 1 if last else 0) for a in arrays]      # (trailing dims broadcast: every input's last)
+    rows = [a.ndim > 0 and a.shape[ax] == n for a, ax in zip(arrays, axes)]
     sym = Sym("n")
     b = Builder()
     ins = [b.graph.input((a.shape[:ax] + (sym,) + a.shape[ax + 1:]) if r else a.shape, _dtype(a))
-           for a, r in zip(arrays, rows)]
+           for a, r, ax in zip(arrays, rows, axes)]
     b.graph.symbols = {"n": SymInfo("n", 1, 4 * n + 4)}
     try:
         outs = b.graph.call(name, ins, **attrs)
@@ -51,7 +50,8 @@ def check_symbolic(name: str, k: int, last: bool = False) -> str:
         return f"per size: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     if not module.symbols:
         return "per size: the results do not depend on the symbol"
-    longer = [np.concatenate([a, a, np.take(a, [0], axis=ax)], axis=ax) if r else a for a, r in zip(arrays, rows)]
+    longer = [np.concatenate([a, a, np.take(a, [0], axis=ax)], axis=ax) if r else a
+              for a, r, ax in zip(arrays, rows, axes)]
     for ins_ in (arrays, longer):
         got = module(*ins_)
         got = got if isinstance(got, list) else [got]
