@@ -146,7 +146,7 @@ def test_from_torch_with_a_batch_and_a_sequence_dim():
     before = builds()
     compiled = fxc.from_torch(model, _bert_inputs(2, 16), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
     assert builds() == before + 1
-    assert sorted(d["name"] for d in compiled.module.symbols) == ["batch", "seq"]
+    assert len(compiled.module.symbols) == 2        # (named by the shape environment)
     with torch.no_grad():
         for b, s in ((2, 16), (3, 37), (1, 128), (5, 9)):
             a = _bert_inputs(b, s)
