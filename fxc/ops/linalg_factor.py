@@ -489,7 +489,12 @@ def _det_samples(rng):
     return out
 
 
-_det_infer = lambda types: [TensorType(types[0].shape[:-2], types[0].dtype)]
+def _det_infer(types):
+    t = types[0]
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2] or types[1].shape[-1] != t.shape[-1]:
+        raise ShapeError(f"lu_det: LU factors {list(t.shape)} are not square, or pivots {list(types[1].shape)} do not "
+                         f"match them")
+    return [TensorType(t.shape[:-2], t.dtype)]
 register(OpDef("lu_det", Kind.OPAQUE, _det_infer, _det_ref, _det, {}, None, _det_samples,
                ("float32", "float64", "int32"),
                doc="Determinant from LU factors and pivots: prod(diag(U)) times the permutation's sign."))
