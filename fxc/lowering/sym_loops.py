@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..errors import LoweringError
 from . import te
 from .expr import Expr, Load, Var, as_expr, walk
-from .loop_ir import Buffer, For, Kernel, LetStmt, Seq, Store, seq, walk_stmts
+from .loop_ir import Allocate, Buffer, For, Kernel, LetStmt, Seq, Store, seq, walk_stmts
 from .lower import Converter, flat_index
 from .sym import Sym, is_static
 
@@ -54,7 +54,8 @@ def lower_symbolic(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, 
     body = vectorize_loops(seq(*stmts), conv.caps.lanes)
     used = {x for st in walk_stmts(body) for e in _exprs(st) for x in walk(e) if isinstance(x, Sym)}
     used |= {x for b in conv.locals + conv.scratches for x in walk(as_expr(b.size)) if isinstance(x, Sym)}
-    if any(not is_static(b.size) for b in conv.locals + conv.scratches):
+    allocated = [st.buf for st in walk_stmts(body) if isinstance(st, Allocate)]
+    if any(not is_static(b.size) for b in conv.locals + conv.scratches + allocated):
         raise LoweringError(f"{name}: kernel-private memory of a symbolic size")
     for s in sorted(used, key=repr):
         if s.name not in sym_index:

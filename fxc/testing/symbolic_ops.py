@@ -53,10 +53,15 @@ def check_symbolic(name: str, k: int, last: bool = False) -> str:
     longer = [np.concatenate([a, a, np.take(a, [0], axis=ax)], axis=ax) if r else a
               for a, r, ax in zip(arrays, rows, axes)]
     for ins_ in (arrays, longer):
+        try:
+            ref = op.reference(*ins_, **attrs)
+        except (ValueError, IndexError, np.linalg.LinAlgError):
+            if ins_ is arrays:
+                raise
+            return "symbolic (checked at n: the op is undefined at 2n+1, a shape relation its type rule lacks)"
+        ref = ref if isinstance(ref, tuple) else (ref,)
         got = module(*ins_)
         got = got if isinstance(got, list) else [got]
-        ref = op.reference(*ins_, **attrs)
-        ref = ref if isinstance(ref, tuple) else (ref,)
         for g, r in zip(got, ref):
             r = np.asarray(r).astype(g.dtype)
             assert g.shape == r.shape, (name, k, g.shape, r.shape)
@@ -84,7 +89,7 @@ def main(argv=None) -> int:
             results[(name, k)] = f"WRONG: {str(e).splitlines()[0][:160]}"
         print(f"{name}-{k}: {results[(name, k)]}", flush=True)
     wrong = [c for c, r in results.items() if r.startswith("WRONG")]
-    sym = sum(r == "symbolic" for r in results.values())
+    sym = sum(r.startswith("symbolic") for r in results.values())
     print(f"{sym} of {len(results)} samples symbolic, {len(results) - sym - len(wrong)} per size, {len(wrong)} wrong")
     return 1 if wrong else 0
 
