@@ -339,6 +339,8 @@ register(OpDef("trsm", Kind.OPAQUE, _trsm_infer, _trsm_ref, _trsm_kernel, {}, No
 # -- Cholesky --------------------------------------------------------------------------------------------------------
 def _cholesky_infer(types, upper=False):
     bs, n, _ = matrix_dims(types[0], "cholesky")
+    if types[0].shape[-1] != types[0].shape[-2]:
+        raise ShapeError(f"cholesky: matrix {list(types[0].shape)} is not square")
     return [types[0], TensorType(bs, "int32")]
 
 
