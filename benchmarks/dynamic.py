@@ -28,7 +28,7 @@ def _inputs(name: str, size: int, image: int):
 def _dims(name: str, hi: int):
     from torch.export import Dim
     if name == "bert":
-        seq = Dim("seq", min=1, max=hi)
+        seq = Dim("seq", min=1, max=min(hi, 128))      # (its position table stops at 128)
         return ({1: seq}, {1: seq})
     if name == "transformer_encoder":
         return ({1: Dim("seq", min=2, max=hi)},)

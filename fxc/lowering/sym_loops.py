@@ -104,24 +104,29 @@ def _parallel_outer(s):
 
 
 def _columns(conv: Converter, t: te.Tensor, ob: Buffer, axes: list, shape: list, lanes: int):
-    """The last axis: column vectors of `lanes` and the remaining columns one at a time."""
+    """The last axis: tiles of COLUMN_VECTORS vectors of `lanes` (independent accumulators: no chain of dependent
+    FMAs), then of one vector over what they leave (a symbolic length), then the remaining columns one at a time."""
     n = shape[-1]
     head = axes[:-1]
-    jo, jl, jr = Var("jo"), Var("jl"), Var("jr")
     static = is_static(n)
-    width = lanes * max(1, min(n // lanes, COLUMN_VECTORS)) if static else lanes    # columns per accumulator tile
-    full = n // width                   # (an int64 expression when n is symbolic)
-    main = None
-    if not static or n >= lanes:
-        main = _vector_columns(conv, t, ob, head + [jo * width + jl], shape, jl, width)
-        if main is not None:
-            main = For(jo, full, main)
-    if main is None:
+    widths = [lanes * max(1, min(n // lanes, COLUMN_VECTORS))] if static else [lanes * COLUMN_VECTORS, lanes]
+    parts, done = [], as_expr(0) if not static else 0
+    for width in widths:
+        if static and n - done < lanes:
+            break
+        jo, jl = Var("jo"), Var("jl")
+        count = (n - done) // width
+        tile = _vector_columns(conv, t, ob, head + [done + jo * width + jl], shape, jl, width)
+        if tile is None:
+            break
+        parts.append(For(jo, count, tile))
+        done = done + count * width
+    if not parts:
         return _scalar(conv, t, ob, head + [axes[-1]], shape, axes[-1], n)
-    rest_n = n - full * width
-    if static and rest_n == 0:
-        return main
-    return seq(main, _scalar(conv, t, ob, head + [full * width + jr], shape, jr, rest_n))
+    if not (static and n == done):
+        jr = Var("jr")
+        parts.append(_scalar(conv, t, ob, head + [done + jr], shape, jr, n - done))
+    return seq(*parts)
 
 
 def _scalar(conv: Converter, t, ob, idx: list, shape: list, var: Var, extent):
