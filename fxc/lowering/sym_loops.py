@@ -31,6 +31,7 @@ from .lower import Converter, flat_index
 from .sym import Sym, is_static
 
 COLUMN_VECTORS = 4      # a static row's accumulators: up to this many vectors of lanes (one broadcast, several FMAs)
+ROW_TILE = 4            # rows of a reduction whose column tiles share their reduce loop (4 x 4 vector accumulators)
 
 
 def lower_symbolic(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, sym_index: dict) -> Kernel:
@@ -78,7 +79,8 @@ def _exprs(st) -> list:
 
 def _nest(conv: Converter, t: te.Tensor, ob: Buffer):
     """The loop nest storing t into ob: outer axes (the first non-unit one parallel), the last axis in column
-    vectors plus a scalar remainder."""
+    vectors plus a scalar remainder; a reduction's rows (the last axis but one) in tiles of ROW_TILE rows, whose
+    column tiles share one reduce loop (each operand vector loaded once for ROW_TILE rows), then one at a time."""
     shape = list(t.shape)
     if not shape:
         pre: list = []
@@ -87,11 +89,23 @@ def _nest(conv: Converter, t: te.Tensor, ob: Buffer):
     axes = [Var(f"i{k}") for k in range(len(shape))]
     lanes = conv.caps.lanes
     n = shape[-1]
-    inner = _columns(conv, t, ob, axes, shape, lanes)
-    par = next((k for k in range(len(shape) - 1) if shape[k] != 1), None)
-    for k in reversed(range(len(shape) - 1)):
+    holes: list = []
+    conv.convert(t[tuple(axes)], None, holes)
+    outer = len(shape) - (2 if holes and len(shape) >= 2 else 1)     # axes of plain loops
+    if outer < len(shape) - 1:         # a reduction: rows in tiles
+        m, io, ir = shape[-2], Var("io"), Var("ir")
+        head = axes[:-2]
+        tiles = m // ROW_TILE
+        inner = seq(For(io, tiles, _columns(conv, t, ob, [head + [io * ROW_TILE + q] for q in range(ROW_TILE)],
+                                            axes[-1], shape, lanes)),
+                    For(ir, m - tiles * ROW_TILE, _columns(conv, t, ob, [head + [tiles * ROW_TILE + ir]], axes[-1],
+                                                           shape, lanes)))
+    else:
+        inner = _columns(conv, t, ob, [axes[:-1]], axes[-1], shape, lanes)
+    par = next((k for k in range(outer) if shape[k] != 1), None)
+    for k in reversed(range(outer)):
         inner = For(axes[k], shape[k], inner, "parallel" if k == par else "serial")
-    if par is None and not is_static(n):          # a row: its column vectors in parallel
+    if par is None and (outer < len(shape) - 1 or not is_static(n)):    # its rows (or a row's columns) in parallel
         inner = _parallel_outer(inner)
     return inner
 
@@ -103,11 +117,11 @@ def _parallel_outer(s):
     return s
 
 
-def _columns(conv: Converter, t: te.Tensor, ob: Buffer, axes: list, shape: list, lanes: int):
-    """The last axis: tiles of COLUMN_VECTORS vectors of `lanes` (independent accumulators: no chain of dependent
-    FMAs), then of one vector over what they leave (a symbolic length), then the remaining columns one at a time."""
+def _columns(conv: Converter, t: te.Tensor, ob: Buffer, heads: list, var: Var, shape: list, lanes: int):
+    """The last axis of the rows `heads` (each the index of a row's leading axes): tiles of COLUMN_VECTORS vectors
+    of `lanes` (independent accumulators: no chain of dependent FMAs), then of one vector over what they leave (a
+    symbolic length), then the remaining columns one at a time."""
     n = shape[-1]
-    head = axes[:-1]
     static = is_static(n)
     widths = [lanes * max(1, min(n // lanes, COLUMN_VECTORS))] if static else [lanes * COLUMN_VECTORS, lanes]
     parts, done = [], as_expr(0) if not static else 0
@@ -116,17 +130,55 @@ def _columns(conv: Converter, t: te.Tensor, ob: Buffer, axes: list, shape: list,
             break
         jo, jl = Var("jo"), Var("jl")
         count = (n - done) // width
-        tile = _vector_columns(conv, t, ob, head + [done + jo * width + jl], shape, jl, width)
-        if tile is None:
+        tiles = [_vector_columns(conv, t, ob, head + [done + jo * width + jl], shape, jl, width) for head in heads]
+        if any(x is None for x in tiles):
             break
-        parts.append(For(jo, count, tile))
+        parts.append(For(jo, count, _merge_rows(tiles)))
         done = done + count * width
     if not parts:
-        return _scalar(conv, t, ob, head + [axes[-1]], shape, axes[-1], n)
+        return seq(*[_scalar(conv, t, ob, head + [var], shape, var, n) for head in heads])
     if not (static and n == done):
         jr = Var("jr")
-        parts.append(_scalar(conv, t, ob, head + [done + jr], shape, jr, n - done))
+        parts += [_scalar(conv, t, ob, head + [done + jr], shape, jr, n - done) for head in heads]
     return seq(*parts)
+
+
+def _merge_rows(tiles: list):
+    """Column tiles of several rows, each [init, reduce loops, store], as the inits, one nest of reduce loops whose
+    body is every row's update, and the stores; seq(*tiles) when they are not of that form."""
+    if len(tiles) == 1:
+        return tiles[0]
+    forms = [t.stmts if isinstance(t, Seq) else [] for t in tiles]
+    chains = []
+    for f in forms:
+        if len(f) != 3 or not isinstance(f[1], For):
+            return seq(*tiles)
+        loops, body = [], f[1]
+        while isinstance(body, For) and body.kind != "vectorize":
+            loops.append(body)
+            body = body.body
+        chains.append((loops, body))
+    first = chains[0][0]
+    if any(len(loops) != len(first) or any(a.extent is not b.extent for a, b in zip(loops, first))
+           for loops, _ in chains):
+        return seq(*tiles)
+    bodies = [chains[0][1]] + [_rename(b, {x.var: y.var for x, y in zip(loops, first)}) for loops, b in chains[1:]]
+    nest = seq(*bodies)
+    for loop in reversed(first):
+        nest = For(loop.var, loop.extent, nest, loop.kind)
+    return seq(*[f[0] for f in forms], nest, *[f[2] for f in forms])
+
+
+def _rename(st, mapping: dict):
+    """A vectorize loop of stores with the variables of `mapping` replaced."""
+    from .expr import substitute
+    if isinstance(st, For):
+        return For(st.var, st.extent, _rename(st.body, mapping), st.kind, st.start, st.axis)
+    if isinstance(st, Seq):
+        return seq(*[_rename(x, mapping) for x in st.stmts])
+    if isinstance(st, Store):
+        return Store(st.buf, substitute(st.index, mapping), substitute(st.value, mapping))
+    raise LoweringError(f"cannot rename variables in {type(st).__name__}")
 
 
 def _scalar(conv: Converter, t, ob, idx: list, shape: list, var: Var, extent):
