@@ -130,7 +130,8 @@ def _columns(conv: Converter, t: te.Tensor, ob: Buffer, heads: list, var: Var, s
             break
         jo, jl = Var("jo"), Var("jl")
         count = (n - done) // width
-        tiles = [_vector_columns(conv, t, ob, head + [done + jo * width + jl], shape, jl, width) for head in heads]
+        tiles = [_vector_columns(conv, t, ob, head + [done + jo * width + c + jl], shape, jl, lanes)
+                 for head in heads for c in range(0, width, lanes)]     # one accumulator vector each: registers
         if any(x is None for x in tiles):
             break
         parts.append(For(jo, count, _merge_rows(tiles)))
