@@ -133,7 +133,8 @@ def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, 
         try:
             return lower_rows(gr, name, tensors_at, num_threads, caps, sym, sym_index[sym.name])
         except (LoweringError, TypeError) as e:     # not rows: loops over the symbolic extents (sym_loops.py)
-            _log(f"[fxc] {name}: symbolic loops ({e})") if debug_level({}) >= 2 else None
+            if debug_level({}) >= 2:
+                _log(f"[fxc] {name}: symbolic loops ({e})")
     return lower_symbolic(name, *group_tensors(gr), caps, sym_index)
 
 
