@@ -116,7 +116,8 @@ def group_tensors(gr, env: dict | None = None, tensors: dict | None = None) -> t
 
 def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, sym_index: dict | None = None):
     """Tensor expressions for one fused group, lowered to a loop-IR Kernel. A group with symbolic rows becomes a
-    row-block kernel (lowering/blocks.py); sym_index: symbol name -> its slot in the symbol header."""
+    row-block kernel (lowering/blocks.py), any other symbolic group loops over its symbolic extents
+    (lowering/sym_loops.py); sym_index: symbol name -> its slot in the symbol header."""
     from .lowering.blocks import group_symbols, lower_rows
     from .lowering.sym_loops import lower_symbolic
     caps = Target.parse(target).caps
