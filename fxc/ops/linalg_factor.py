@@ -102,6 +102,16 @@ def matrix_dims(t, what: str):
     return tuple(t.shape[:-2]), t.shape[-2], t.shape[-1]
 
 
+def square_dims(t, what: str, rhs=None):
+    """matrix_dims of a square matrix (and, given rhs, one whose rows match it); ShapeError otherwise: an operand
+    that is not square (a symbolic n x 4) would be read past its end."""
+    bs, n, m = matrix_dims(t, what)
+    if n != m or (rhs is not None and (len(rhs.shape) < 2 or rhs.shape[-2] != n)):
+        raise ShapeError(f"{what} needs a square matrix{' and a right-hand side of as many rows' if rhs else ''}, "
+                         f"got {list(t.shape)}" + (f" and {list(rhs.shape)}" if rhs is not None else ""))
+    return bs, n, m
+
+
 def scratch_check(*sizes):
     if 8 * sum(sizes) > SCRATCH_LIMIT:
         return f"matrices this large need more than {SCRATCH_LIMIT} bytes of per-thread scratch"
@@ -236,7 +246,7 @@ def _lu_solve_infer(types, adjoint=False):
 
 
 def _lu_solve(lu, piv, rhs, adjoint=False):
-    bs, n, _ = matrix_dims(lu, "lu_solve")
+    bs, n, _ = square_dims(lu, "lu_solve", rhs)
     k, batch = rhs.shape[-1], math.prod(bs)
 
     def lower(outs, ins):
@@ -299,7 +309,7 @@ def _trsm_infer(types, upper, unit=False, trans=False):
 
 
 def _trsm_kernel(a, rhs, upper, unit=False, trans=False):
-    bs, n, _ = matrix_dims(a, "triangular_solve")
+    bs, n, _ = square_dims(a, "triangular_solve", rhs)
     k, batch = rhs.shape[-1], math.prod(bs)
 
     def lower(outs, ins):
