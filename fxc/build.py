@@ -17,7 +17,7 @@ from .lowering.expr import ITEMSIZE
 from .lowering.loop_ir import Buffer, format_kernel
 from .lowering.lower import lower_group
 from .lowering.optional import optional_input
-from .lowering.sym import SymInfo
+from .lowering.sym import SymInfo, facts
 from .ops.registry import get_op
 from .relay_like.fuse_ops import fuse_ops
 from .relay_like.hoist import hoisted_values
@@ -116,18 +116,27 @@ def group_tensors(gr, env: dict | None = None, tensors: dict | None = None) -> t
 
 def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, sym_index: dict | None = None):
     """Tensor expressions for one fused group, lowered to a loop-IR Kernel. A group with symbolic rows becomes a
-    row-block kernel (lowering/blocks.py); sym_index: symbol name -> its slot in the symbol header."""
-    from .lowering.blocks import group_symbol, lower_rows
+    row-block kernel (lowering/blocks.py), any other symbolic group loops over its symbolic extents
+    (lowering/sym_loops.py); sym_index: symbol name -> its slot in the symbol header."""
+    from .lowering.blocks import group_symbols, lower_rows
+    from .lowering.sym_loops import lower_symbolic
     caps = Target.parse(target).caps
-    sym = group_symbol(gr)
-    if sym is None:
+    syms = group_symbols(gr)
+    if not syms:
         return lower_group(name, *group_tensors(gr), num_threads, caps=caps)
+    if len(syms) == 1:
+        sym = syms[0]
 
-    def tensors_at(size):
-        tensors: dict = {}
-        roots, _, in_bufs = group_tensors(gr, {sym.name: size}, tensors)
-        return roots, list(in_bufs), tensors
-    return lower_rows(gr, name, tensors_at, num_threads, caps, sym, sym_index[sym.name])
+        def tensors_at(size):
+            tensors: dict = {}
+            roots, _, in_bufs = group_tensors(gr, {sym.name: size}, tensors)
+            return roots, list(in_bufs), tensors
+        try:
+            return lower_rows(gr, name, tensors_at, num_threads, caps, sym, sym_index[sym.name])
+        except (LoweringError, TypeError) as e:     # not rows: loops over the symbolic extents (sym_loops.py)
+            if debug_level({}) >= 2:
+                _log(f"[fxc] {name}: symbolic loops ({e})")
+    return lower_symbolic(name, *group_tensors(gr), caps, sym_index)
 
 
 _gc_pauses = {"depth": 0, "was": False}
@@ -171,7 +180,7 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
         from .build_device import build_device
         return build_device(graph, target, **options)
     check_precision(options.get("precision", "fp32"), target)
-    with gc_paused():
+    with gc_paused(), facts(getattr(graph, "symbols", {})):     # the symbols' ranges order symbolic dims
         module = _cached_build(graph, target, **options)
     module.target_spec = str(target)
     try:
@@ -305,33 +314,50 @@ def _module_key(graph, target: Target, options: dict) -> str:
 stats = collections.Counter()     # "builds": how many graphs went through the compiler (tests count them)
 
 
+SYM_HEADER_SLOTS = 8        # the symbol header: 64 bytes, one int64 per symbol
+
+
 def symbol_slots(graph) -> dict:
-    """Symbol name -> its slot in the workspace's symbol header: the symbols of the graph's input shapes (one at
-    most for now; CompileError otherwise)."""
+    """Symbol name -> its slot in the workspace's symbol header: the symbols of the graph's input shapes (at most
+    SYM_HEADER_SLOTS; CompileError otherwise)."""
     from .errors import CompileError
     from .lowering.sym import symbols_of
     names = sorted({s.name for v in graph.inputs for d in v.shape for s in symbols_of(d)})
-    if len(names) > 1:
-        raise CompileError(f"inputs with several size symbols ({', '.join(names)}); one is supported: mark one "
-                           f"dimension dynamic")
+    if len(names) > SYM_HEADER_SLOTS:
+        raise CompileError(f"inputs with {len(names)} size symbols ({', '.join(names)}); at most "
+                           f"{SYM_HEADER_SLOTS} are supported: make some dimensions static")
     return {n: k for k, n in enumerate(names)}
 
 
-def symbolic_slots(calls: list, header: int, sym_index: dict, symbol) -> list:
+def symbolic_slots(calls: list, header: int, sym_index: dict) -> list:
     """The plan's calls with the symbolic slots resolved: ("work", "header") -> the header's offset; ("work",
-    ("rows", off)) -> ("work", (base, header byte of the symbol, off)): base + symbol x off, the symbolic region
-    starting after the header."""
+    ("sym", offset polynomial)) -> ("work", (base, header byte of the symbol, per)) for base + symbol x per, or
+    ("work", (base, ((coefficient, (header bytes of the monomial's symbols)), ...))) for a polynomial (several
+    symbols, s x s): the symbolic region starts after the header."""
+    from .lowering.sym import _poly
     if not sym_index:
         return calls
-    base = header + 64
 
     def slot(a):
         if a[0] == "work" and a[1] == "header":
             return ("work", header)
         if a[0] == "work" and isinstance(a[1], tuple):
-            return ("work", (base, header + 8 * sym_index[symbol], a[1][1]))
+            p = _poly(a[1][1])
+            base = header + 64 + p.pop((), 0)
+            terms = tuple((c, tuple(header + 8 * sym_index[x.name] for x in m)) for m, c in p.items())
+            if not terms:
+                return ("work", base)
+            if len(terms) == 1 and len(terms[0][1]) == 1:
+                return ("work", (base, terms[0][1][0], terms[0][0]))
+            return ("work", (base, terms))
         return a
     return [(name, [slot(a) for a in args]) for name, args in calls]
+
+
+def symbolic_bytes(size) -> list:
+    """A symbolic region's size as [[coefficient, [symbol names]], ...] (the runtime's sum of products)."""
+    from .lowering.sym import _poly
+    return [[c, [x.name for x in m]] for m, c in _poly(size).items()]
 
 
 def spec_shape(shape) -> tuple:
@@ -376,7 +402,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
     slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
     slots.update({vid: ("out", i) for vid, i in into_out.items()})
     slots.update({vid: ("work", off) for vid, off in plan.offsets.items()})
-    slots.update({vid: ("work", ("rows", off)) for vid, off in plan.row_offsets.items()})
+    slots.update({vid: ("work", ("sym", off)) for vid, off in plan.sym_offsets.items()})
     slots.update({vid: ("work", off) for vid, off in packed_offsets.items()})
     slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
     slots.update({vid: slots[src.id] for vid, src in views.items()})
@@ -432,7 +458,7 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
             lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < len(prepack) else ""))
             flops.append(k.flops)
         header = (end + scratch + 63) // 64 * 64
-        calls, pre_calls = (symbolic_slots(c, header, sym_index, plan.symbol) for c in (calls, pre_calls))
+        calls, pre_calls = (symbolic_slots(c, header, sym_index) for c in (calls, pre_calls))
         ir = llvm.finish_module(mw, calls, pre_calls, profile)
         if dbg >= 4:
             _log(ir)
@@ -450,7 +476,8 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
             raise LoweringError("symbolic sizes on the wasm target: it builds per size")
         return _wasm_module(graph, target, lib, consts, end + scratch, lines, plan.total_bytes, pre_calls, calls,
                             flops, profile)
-    extra = dict(symbols=symbols, sym_header=header, row_bytes=plan.row_bytes) if symbols else {}
+    extra = dict(symbols=symbols, sym_header=header, row_bytes=plan.row_bytes,
+                 sym_bytes=symbolic_bytes(plan.sym_bytes)) if symbols else {}
     return (DynamicModule if symbols else Module)(target.kind, str(lib),
                   [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.outputs],

@@ -76,11 +76,19 @@ class ModuleWriter:
                     lines.append(f"  store ptr null, ptr %d{n}_{j}")
                     continue
                 if kind == "work" and isinstance(ix, tuple):     # base + symbol x per unit (a symbolic size)
-                    base, header, per = ix
-                    lines += [f"  %h{n}_{j} = getelementptr i8, ptr %work, i64 {header}",
-                              f"  %v{n}_{j} = load i64, ptr %h{n}_{j}", f"  %m{n}_{j} = mul i64 %v{n}_{j}, {per}",
-                              f"  %o{n}_{j} = add i64 %m{n}_{j}, {base}",
-                              f"  %s{n}_{j} = getelementptr i8, ptr %work, i64 %o{n}_{j}"]
+                    base, terms = (ix[0], ((ix[2], (ix[1],)),)) if len(ix) == 3 else ix
+                    acc = str(base)     # base + sum of coefficient x product of symbols (fxc/build.symbolic_slots)
+                    for t, (c, headers) in enumerate(terms):
+                        prod = str(c)
+                        for u, h in enumerate(headers):
+                            r = f"%v{n}_{j}_{t}_{u}"
+                            lines += [f"  %h{n}_{j}_{t}_{u} = getelementptr i8, ptr %work, i64 {h}",
+                                      f"  {r} = load i64, ptr %h{n}_{j}_{t}_{u}",
+                                      f"  %m{n}_{j}_{t}_{u} = mul i64 {r}, {prod}"]
+                            prod = f"%m{n}_{j}_{t}_{u}"
+                        lines.append(f"  %o{n}_{j}_{t} = add i64 {prod}, {acc}")
+                        acc = f"%o{n}_{j}_{t}"
+                    lines.append(f"  %s{n}_{j} = getelementptr i8, ptr %work, i64 {acc}")
                 elif kind == "work":
                     lines.append(f"  %s{n}_{j} = getelementptr i8, ptr %work, i64 {ix}")
                 else:

@@ -214,8 +214,9 @@ class FunctionWriter:
         head, body, latch, exit_ = (self.label(p) for p in ("head", "body", "latch", "exit"))
         if end is None:     # an int, or an int64 expression (a data-dependent trip count)
             end = self.expr(s.extent) if isinstance(s.extent, Expr) else str(s.extent)
+        if start is None:   # likewise (a tail after whole vectors of a symbolic extent)
+            start = self.expr(s.start) if isinstance(s.start, Expr) else str(s.start)
         pre = self.block
-        start = start if start is not None else str(s.start)
         for st in walk_stmts(s.body):   # a load cached before the loop is stale from the 2nd iteration on
             if isinstance(st, Store):      # if the body stores to its buffer
                 self.invalidate(st.buf)

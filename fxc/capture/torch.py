@@ -710,6 +710,14 @@ def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
 
 def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
              random: bool = False, symbolic=None):
+    """_to_graph with the symbols' ranges known to the type rules (a slice [:s] of a 128-row table)."""
+    from ..lowering.sym import facts
+    with facts(symbolic[1] if symbolic is not None else {}):
+        return _to_graph(gm, args, weights, freeze, layouts, random, symbolic)
+
+
+def _to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
+              random: bool = False, symbolic=None):
     """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments.
     weights: positions of the arguments that are parameters/buffers; with `freeze` they become constants
     (folded at compile time, later changes unseen), otherwise inputs marked in `Graph.weights`.

@@ -18,8 +18,8 @@ def symbolic_placeholders(gm, specialize: bool = True):
     """(per placeholder: its tensor shape with a `Sym` for each symbolic dim, or its symbolic int value, or None;
     {symbol name: SymInfo}) from the FakeTensor metadata Dynamo gives a graph traced with dynamic sizes; None
     when every size is static. A symbol's range is the shape environment's (Dynamo's dynamic sizes are >= 2).
-    One symbol stays symbolic (_row_symbol); the others are specialised (None: the argument's size at each call),
-    or with specialize=False an UnsupportedOpError (a build that must serve every size: fxc.from_torch)."""
+    With specialize (torch.compile) one symbol stays symbolic (_row_symbol); the others are specialised (None: the
+    argument's size at each call). Without (fxc.from_torch: a build that must serve every size) all stay symbolic."""
     from ..lowering.sym import INT_MAX, Sym, SymInfo
     infos, out = {}, []
 
@@ -27,6 +27,8 @@ def symbolic_placeholders(gm, specialize: bool = True):
         if isinstance(d, int):
             return d
         expr = d.node.expr
+        if getattr(expr, "is_number", False):       # a SymInt Dynamo knows the value of (a head dim of 256)
+            return int(expr)
         if not getattr(expr, "is_Symbol", False):
             raise UnsupportedOpError(f"placeholder size {expr} is an expression of symbols")
         name = str(expr)
@@ -57,11 +59,9 @@ def symbolic_placeholders(gm, specialize: bool = True):
         if not specialize:
             raise
         return None
+    if not specialize:      # every declared dim stays symbolic (a batch and a sequence: lowering/sym_loops.py)
+        return (out, infos) if infos else None
     rows = _row_symbol(out)
-    if not specialize and (rows is None or len(infos) > 1):
-        dims = ", ".join(sorted(infos))
-        raise UnsupportedOpError(f"dynamic sizes {dims}: fxc builds one symbolic size, the leading dim of the inputs "
-                                 f"that have it (a batch, or the sequence of a batch of one); make the others static")
     if rows is None:
         return None
     keep = {rows.name: infos[rows.name]}

@@ -10,6 +10,8 @@ given at call time:
     for b in 0 .. s // T:          body_T with every row buffer's index shifted by b*T rows
     for r in 0 .. s % T:           body_1 shifted by (s//T*T + r) rows
 
+(groups of short rows, a sequence's tokens, first run blocks of WIDE_BLOCK rows, then blocks of T over the rest).
+
 The symbol's value is the first load of `syms`, an int64 buffer parameter after the inputs (the build points it
 at the workspace's symbol header). Produces a loop-IR Kernel like `lower_group`'s.
 """
@@ -22,6 +24,8 @@ from .loop_ir import Buffer, For, IfThen, Kernel, LetStmt, Store, map_body, seq,
 from .sym import linear, symbols_of
 
 ROW_BLOCK = 8          # rows of the main blocks (their static schedule is the build's for ROW_BLOCK rows)
+WIDE_BLOCK = 64        # ... and before them, blocks of this many rows for groups of short rows (a sequence's
+WIDE_ROW_ELEMS = 8192  # tokens of <= WIDE_ROW_ELEMS elements: a GEMM over 64 rows reuses its weights 8x as long)
 
 
 def row_layout(shape, sym) -> tuple | None:
@@ -41,6 +45,15 @@ def row_layout(shape, sym) -> tuple | None:
             per *= x
         return axis, per
     raise LoweringError(f"shape {list(shape)}: a symbolic dim that is not the leading one (rows of {sym!r})")
+
+
+def group_symbols(gr) -> list:
+    """The size symbols of a group's types, in name order."""
+    syms = set()
+    for v in list(gr.inputs) + [o for n in gr.nodes for o in n.outputs]:
+        for d in v.shape:
+            syms |= symbols_of(d)
+    return sorted(syms, key=repr)
 
 
 def group_symbol(gr):
@@ -69,6 +82,13 @@ def check_rows(gr, sym, tensors: dict) -> None:
                 if ins and not _rowwise_extern(n, sym):
                     raise LoweringError(f"{n.op}: loop IR written whole over symbolic rows")
                 continue
+            if t.body is not None and lay is not None:      # a static tensor read at a row-dependent index (a
+                fixed = {id(tensors[v.id]) for v in n.inputs if row_layout(v.shape, sym) is None}  # slice [:s] of
+                row_var = t.axes[lay[0]]                                                            # a table)
+                for x in walk(t.body):
+                    if isinstance(x, te.TRef) and id(x.tensor) in fixed \
+                            and any(y is row_var for i in x.indices for y in walk(as_expr(i))):
+                        raise LoweringError(f"{n.op}: reads a static tensor at its row (not the same on each row)")
             if t.body is None or not ins:
                 continue
             if n.op == "reshape":           # rows stay rows when the elements per row are the same
@@ -157,8 +177,12 @@ def lower_rows(gr, name: str, tensors_at, num_threads: int, caps, sym, sym_index
     outs = [Buffer(f"out{k}", o.dtype, 1) for k, o in enumerate(gr.outputs)]
     ins = [Buffer(f"in{k}", v.dtype, 1) for k, v in enumerate(gr.inputs)]
     syms = Buffer("syms", "int64", 8)
+    per = {b: row_layout(v.shape, sym) for b, v in zip(outs + ins, list(gr.outputs) + list(gr.inputs))}
+    per = {b: lay[1] for b, lay in per.items() if lay is not None}
+    wide = max(row_layout(o.shape, sym)[1] for o in gr.outputs if row_layout(o.shape, sym)) <= WIDE_ROW_ELEMS
+    sizes = (WIDE_BLOCK, ROW_BLOCK, 1) if wide else (ROW_BLOCK, 1)
     bodies, scratches, flops = {}, [], 0
-    for size in (ROW_BLOCK, 1):
+    for size in sizes:
         roots, placeholders, tensors = tensors_at(size)
         if size == ROW_BLOCK:
             check_rows(gr, sym, tensors)
@@ -166,15 +190,15 @@ def lower_rows(gr, name: str, tensors_at, num_threads: int, caps, sym, sym_index
         bodies[size] = k.body
         scratches += [b for b in k.params if b.scope == "scratch"]
         flops = k.flops // size
-    per = {b: row_layout(v.shape, sym) for b, v in zip(outs + ins, list(gr.outputs) + list(gr.inputs))}
-    per = {b: lay[1] for b, lay in per.items() if lay is not None}
     n = Load(syms, as_expr(sym_index))
-    blk, r = Var("blk"), Var("row")
-    full = n // ROW_BLOCK
-    main = shift_stmt(bodies[ROW_BLOCK], {b: blk * (ROW_BLOCK * c) for b, c in per.items()})
-    rest = shift_stmt(bodies[1], {b: (full * ROW_BLOCK + r) * c for b, c in per.items()})
-    body = seq(For(blk, full, main, "serial" if _has_parallel(main) else "parallel"),
-               For(r, n - full * ROW_BLOCK, rest, "serial" if _has_parallel(rest) else "parallel"))
+    loops, done = [], as_expr(0)          # rows done by the larger blocks before
+    for size in sizes:                   # blocks of each size over what the larger ones left, the rest one by one
+        blk = Var("blk")
+        count = (n - done) // size if size > 1 else n - done
+        body_k = shift_stmt(bodies[size], {b: (done + blk * size) * c for b, c in per.items()})
+        loops.append(For(blk, count, body_k, "serial" if _has_parallel(body_k) else "parallel"))
+        done = done + count * size if size > 1 else done
+    body = seq(*loops)
     for b, v in zip(outs + ins, list(gr.outputs) + list(gr.inputs)):
         b.size = v.type.numel
     return Kernel(name, outs + ins + [syms] + scratches, body, flops)

@@ -150,7 +150,7 @@ def _merge_inner_axes(red, rvars, val):
     from types import SimpleNamespace
 
     from .expr import walk
-    if len(rvars) < 2 or red.axes[-1][1] >= VECTOR_REDUCE_MIN:
+    if len(rvars) < 2 or not all(isinstance(e, int) for _, e in red.axes[-2:]) or red.axes[-1][1] >= VECTOR_REDUCE_MIN:
         return None
     from .schedules.cpu.default import linear_stride
     a, b = rvars[-2], rvars[-1]
@@ -177,6 +177,8 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     from .expr import Const, Lane, VecLoad, vec
     from .schedules.cpu.gemm import vectorize_expr
     lanes = conv.caps.lanes     # the target's vector width
+    if not all(isinstance(e, int) for _, e in red.axes):    # a symbolic extent: the scalar loop (sym_loops.py)
+        return None
     n = red.axes[-1][1]
     outer = math.prod(e for _, e in red.axes[:-1])
     if val.dtype != "float32" or red.op not in ("sum", "max", "min") \

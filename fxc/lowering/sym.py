@@ -8,6 +8,8 @@ symbol: its range and a divisor. `evaluate` gives a dimension's value for given 
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from dataclasses import dataclass
 
 from .expr import Bin, Const, Expr, Var
@@ -144,9 +146,39 @@ def linear(dim):
     return (m[0], c) if len(m) == 1 and isinstance(m[0], Sym) and c > 0 else None
 
 
+_FACTS: contextvars.ContextVar = contextvars.ContextVar("fxc_sym_facts", default={})
+
+
+@contextlib.contextmanager
+def facts(symbols: dict):
+    """Within it, `less` (the order of symbolic dims) knows the ranges of `symbols` ({name: SymInfo}: a graph's
+    facts, which the runtime checks at every call), so a slice `[:s]` of a table of 128 rows orders s <= 128 when
+    s is at most 128. Outside it a symbol is only known to be >= 1."""
+    token = _FACTS.set({**_FACTS.get(), **(symbols or {})})
+    try:
+        yield
+    finally:
+        _FACTS.reset(token)
+
+
+def _bounds(poly: dict) -> tuple:
+    """(least, greatest) value of a polynomial of symbols over their ranges (monomials grow with every symbol, so
+    each takes its extreme at the range's ends; greatest may be INT_MAX ** k, which only compares)."""
+    known = _FACTS.get()
+    lo = hi = 0
+    for m, c in poly.items():
+        a = b = 1
+        for x in m:
+            info = known.get(x.name)
+            a, b = a * (info.min if info else 1), b * (info.max if info else INT_MAX)
+        lo, hi = (lo + c * a, hi + c * b) if c > 0 else (lo + c * b, hi + c * a)
+    return lo, hi
+
+
 def less(a, b) -> bool:
-    """a < b for every value >= 1 of the symbols they mention (ints or int64 size expressions); TypeError where
-    that depends on the values (then a caller deciding on it cannot decide for every size)."""
+    """a < b for every value of the symbols they mention in their known ranges (>= 1, or `facts`) (ints or int64
+    size expressions); TypeError where that depends on the values (then a caller deciding on it cannot decide for
+    every size)."""
     try:
         pa, pb = _poly(a if isinstance(a, Expr) else int(a)), _poly(b if isinstance(b, Expr) else int(b))
     except (ValueError, TypeError):
@@ -156,13 +188,29 @@ def less(a, b) -> bool:
     d = dict(pb)
     for m, c in pa.items():
         d[m] = d.get(m, 0) - c
-    terms = [c for m, c in d.items() if m and c]
-    at_one = sum(d.values())            # the difference with every symbol 1: its least value if terms >= 0
-    if all(c >= 0 for c in terms) and at_one > 0:
+    lo, hi = _bounds(d)                 # b - a over the symbols' ranges
+    if lo > 0:
         return True
-    if all(c <= 0 for c in terms) and at_one <= 0:
+    if hi <= 0:
         return False
     raise TypeError(f"whether {a!r} < {b!r} depends on the sizes")
+
+
+def reciprocal(n, dtype: str):
+    """1 / n in float `dtype` for a count n (an int, or a symbolic size: then computed at run time)."""
+    if not isinstance(n, Expr):
+        return 1.0 / n
+    from .expr import cast
+    return Const(1.0, dtype) / cast(dtype, n)
+
+
+def possibly(test) -> bool:
+    """test() (a decision on sizes, e.g. whether to run a loop in parallel), or True where it depends on the
+    sizes of symbolic dims: for choices that are right either way and only cost speed."""
+    try:
+        return bool(test())
+    except TypeError:
+        return True
 
 
 def evaluate(dim, values: dict) -> int:

@@ -10,6 +10,7 @@ import itertools
 from typing import Callable
 
 from .expr import Const, Expr, Var, as_expr
+from .sym import canonical
 
 _names = itertools.count()
 
@@ -18,7 +19,7 @@ class Tensor:
     __slots__ = ("name", "shape", "dtype", "axes", "body", "extern", "inputs", "index", "attrs", "__weakref__")
 
     def __init__(self, name, shape, dtype, axes=(), body=None, extern=None, inputs=(), index=0, attrs=None):
-        self.name, self.shape, self.dtype = name, tuple(s if isinstance(s, Expr) else int(s) for s in shape), dtype
+        self.name, self.shape, self.dtype = name, tuple(canonical(s) for s in shape), dtype   # (one form per size)
         self.axes, self.body, self.extern = tuple(axes), body, extern
         self.inputs, self.index = tuple(inputs), index
         self.attrs = attrs or {}     # schedule facts about the op (e.g. which operand is the packed weight)
@@ -118,7 +119,7 @@ def extern(outputs, inputs, lower: Callable, name: str = "ext"):
 
 
 def reduce_axis(extent: int, name: str = "r") -> tuple:
-    return (Var(name), int(extent))
+    return (Var(name), extent if isinstance(extent, Expr) else int(extent))     # (a symbolic length: sym_loops.py)
 
 
 def reduce(op: str, body: Expr, axes) -> Expr:

@@ -35,6 +35,8 @@ def _infer(types, mode="bilinear", align_corners=False):
 
 def _compute(x, grid, mode="bilinear", align_corners=False):
     H, W = x.shape[2:]
+    if not isinstance(H, int) or not isinstance(W, int):        # (float constants of the image size)
+        raise ShapeError(f"grid_sample: a symbolic image size {list(x.shape[2:])} (built per size)")
     shape = (x.shape[0], x.shape[1]) + grid.shape[1:3]
     zero = Const(0.0, x.dtype)
 

@@ -32,6 +32,7 @@ from .linalg_factor import (
     scratch,
     scratch_check,
     spd,
+    square_dims,
     when,
 )
 from .registry import Kind, OpDef, register, register_aten
@@ -112,7 +113,7 @@ def identity(V: Mat, n: int):
 
 # -- eigvalsh ----------------------------------------------------------------------------------------------------------
 def _eigvalsh_infer(types, upper=False):
-    bs, n, _ = matrix_dims(types[0], "eigvalsh")
+    bs, n, _ = square_dims(types[0], "eigvalsh")
     return [TensorType(bs + (n,), types[0].dtype)]
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..lowering import te
 from ..lowering.expr import as_expr, cast, compare, maximum, minimum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
-from .linalg_factor import F64, FLT, Mat, batched, copy, f64, let, loop, matrix_dims, scratch, scratch_check, when
+from .linalg_factor import F64, FLT, Mat, batched, copy, f64, let, loop, scratch, scratch_check, square_dims, when
 from .registry import Kind, OpDef, register
 
 DEGREE = 18
@@ -22,7 +22,7 @@ MAX_SQUARINGS = 1100      # enough to bring any finite float64 norm below 1/2
 
 
 def _matrix_exp(a):
-    bs, n, _ = matrix_dims(a, "matrix_exp")
+    bs, n, _ = square_dims(a, "matrix_exp")
     batch = math.prod(bs)
     z = as_expr(0)
 

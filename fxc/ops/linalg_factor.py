@@ -102,6 +102,16 @@ def matrix_dims(t, what: str):
     return tuple(t.shape[:-2]), t.shape[-2], t.shape[-1]
 
 
+def square_dims(t, what: str, rhs=None):
+    """matrix_dims of a square matrix (and, given rhs, one whose rows match it); ShapeError otherwise: an operand
+    that is not square (a symbolic n x 4) would be read past its end."""
+    bs, n, m = matrix_dims(t, what)
+    if n != m or (rhs is not None and (len(rhs.shape) < 2 or rhs.shape[-2] != n)):
+        raise ShapeError(f"{what} needs a square matrix{' and a right-hand side of as many rows' if rhs else ''}, "
+                         f"got {list(t.shape)}" + (f" and {list(rhs.shape)}" if rhs is not None else ""))
+    return bs, n, m
+
+
 def scratch_check(*sizes):
     if 8 * sum(sizes) > SCRATCH_LIMIT:
         return f"matrices this large need more than {SCRATCH_LIMIT} bytes of per-thread scratch"
@@ -236,7 +246,7 @@ def _lu_solve_infer(types, adjoint=False):
 
 
 def _lu_solve(lu, piv, rhs, adjoint=False):
-    bs, n, _ = matrix_dims(lu, "lu_solve")
+    bs, n, _ = square_dims(lu, "lu_solve", rhs)
     k, batch = rhs.shape[-1], math.prod(bs)
 
     def lower(outs, ins):
@@ -299,7 +309,7 @@ def _trsm_infer(types, upper, unit=False, trans=False):
 
 
 def _trsm_kernel(a, rhs, upper, unit=False, trans=False):
-    bs, n, _ = matrix_dims(a, "triangular_solve")
+    bs, n, _ = square_dims(a, "triangular_solve", rhs)
     k, batch = rhs.shape[-1], math.prod(bs)
 
     def lower(outs, ins):
@@ -339,6 +349,8 @@ register(OpDef("trsm", Kind.OPAQUE, _trsm_infer, _trsm_ref, _trsm_kernel, {}, No
 # -- Cholesky --------------------------------------------------------------------------------------------------------
 def _cholesky_infer(types, upper=False):
     bs, n, _ = matrix_dims(types[0], "cholesky")
+    if types[0].shape[-1] != types[0].shape[-2]:
+        raise ShapeError(f"cholesky: matrix {list(types[0].shape)} is not square")
     return [types[0], TensorType(bs, "int32")]
 
 
@@ -489,7 +501,12 @@ def _det_samples(rng):
     return out
 
 
-_det_infer = lambda types: [TensorType(types[0].shape[:-2], types[0].dtype)]
+def _det_infer(types):
+    t = types[0]
+    if t.ndim < 2 or t.shape[-1] != t.shape[-2] or types[1].shape[-1] != t.shape[-1]:
+        raise ShapeError(f"lu_det: LU factors {list(t.shape)} are not square, or pivots {list(types[1].shape)} do not "
+                         f"match them")
+    return [TensorType(t.shape[:-2], t.dtype)]
 register(OpDef("lu_det", Kind.OPAQUE, _det_infer, _det_ref, _det, {}, None, _det_samples,
                ("float32", "float64", "int32"),
                doc="Determinant from LU factors and pivots: prod(diag(U)) times the permutation's sign."))

@@ -30,6 +30,7 @@ from .linalg_factor import (
     matrix_dims,
     scratch,
     scratch_check,
+    square_dims,
     when,
 )
 from .registry import Kind, OpDef, register, register_aten
@@ -163,7 +164,7 @@ def sytrs(LD: Mat, piv, Y: Mat, n: int, k: int):
 
 # -- ops ---------------------------------------------------------------------------------------------------------------
 def _ldl_infer(types):
-    bs, n, _ = matrix_dims(types[0], "ldl_factor")
+    bs, n, _ = square_dims(types[0], "ldl_factor")
     return [types[0], TensorType(bs + (n,), "int32"), TensorType(bs, "int32")]
 
 

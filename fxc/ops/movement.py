@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import INDEX_OPS, ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, select
+from ..lowering.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
 from ..types import TensorType
 from .common import contiguous_strides, norm_axis, rand
 from .registry import Kind, OpDef, register
@@ -49,7 +50,6 @@ def check_index(i, n, op: str, wrap: bool = False):
 
 # -- reshape ------------------------------------------------------------------------------------------
 def resolve_shape(shape, numel):
-    from ..lowering.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
     shape = [canonical(s) for s in shape]
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape to {shape}: only one dimension may be -1")
@@ -75,11 +75,11 @@ def reshape_groups(out_shape, in_shape):
         gj, gk, pj, pk = [], [], 1, 1
         while True:
             if j < len(out_shape) and (pj < pk or k == len(in_shape) or (pj == pk and not gj)):
-                pj *= out_shape[j]
+                pj = canonical(pj * out_shape[j])
                 gj.append(j)
                 j += 1
             elif k < len(in_shape):
-                pk *= in_shape[k]
+                pk = canonical(pk * in_shape[k])
                 gk.append(k)
                 k += 1
             if pj == pk and gj and gk or (j == len(out_shape) and k == len(in_shape)):
@@ -94,7 +94,10 @@ def reshape_groups(out_shape, in_shape):
 def reshape_index(i, out_shape, in_shape):
     """The input index of output index i: per run of reshape_groups, the run's flat index unravelled into its input
     dims, so an unchanged dim reads its own index (no division across the whole flat index)."""
-    groups = reshape_groups(out_shape, in_shape)
+    try:
+        groups = reshape_groups(out_shape, in_shape)
+    except TypeError:       # symbolic dims whose order depends on the sizes: one run over the whole flat index
+        groups = None
     if groups is None:
         return unravel(flat_of(i, out_shape), in_shape)
     idx = [None] * len(in_shape)

@@ -13,6 +13,7 @@ from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, is_float, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
+from ..lowering.sym import possibly, reciprocal
 from ..types import TensorType
 from .common import rand
 from .reduce import centre
@@ -144,7 +145,7 @@ def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
             y = y * wb[k]
         if bb is not None:
             y = y + bb[k]
-        inv = 1.0 / n
+        inv = reciprocal(n, dt)
         body = seq(
             total(xk),
             LetStmt(m0, s[z] * inv, seq(
@@ -154,7 +155,7 @@ def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
                     LetStmt(rstd, 1.0 / unary("sqrt", s[z] * inv + float(eps)), seq(
                         Store(mean_b, r, mean), Store(rstd_b, r, rstd),
                         For(k, n, Store(out, r * n + k, y), "vectorize"))))))))
-        kind = "parallel" if rows > 1 and rows * n >= 1 << 14 else "serial"
+        kind = "parallel" if possibly(lambda: rows > 1 and rows * n >= 1 << 14) else "serial"
         return For(r, rows, Allocate(s, body), kind)
 
     stat = x.shape[:x.ndim - ndims] + (1,) * ndims

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
+from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..types import TensorType
@@ -38,6 +38,8 @@ def _windows(gy, i, r, input_hw, kernel, stride, padding, dilation):
 
 def _grad_infer(types, input_hw, **_):
     gy = types[0]
+    if not all(isinstance(d, int) for d in gy.shape[-2:]):     # (input_hw, a static attribute, sets them)
+        raise ShapeError(f"pool gradient: symbolic window positions {list(gy.shape[-2:])} for a static input_hw")
     return [TensorType(gy.shape[:-2] + tuple(input_hw), gy.dtype)]
 
 

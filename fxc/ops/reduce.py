@@ -10,6 +10,7 @@ from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.expr import Const, Var, as_expr, binary, compare, is_float, maximum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
+from ..lowering.sym import possibly, reciprocal
 from ..types import TensorType
 from .common import norm_axes, norm_axis, rand
 from .registry import Kind, OpDef, register, register_aten
@@ -50,7 +51,7 @@ def _reduce_compute(kind, scale=False):
         t = te.compute(shape, body, kind)
         if scale:
             n = math.prod(x.shape[d] for d in ax)
-            return te.compute(shape, lambda *i: t[i] * (1.0 / n if n else math.nan), "mean")
+            return te.compute(shape, lambda *i: t[i] * (reciprocal(n, t.dtype) if n else math.nan), "mean")
         return t
     return compute
 
@@ -267,7 +268,7 @@ def _softmax_compute(log: bool):
             body = Allocate(m, Allocate(s, body))
             nest = For(j, inner, body)
             work = outer * n * inner
-            kind = "parallel" if work >= 1 << 14 and outer > 1 else "serial"
+            kind = "parallel" if possibly(lambda: work >= 1 << 14 and outer > 1) else "serial"
             return For(o, outer, nest, kind)
         return te.extern([(x.shape, x.dtype)], [x], lower, "softmax")[0]
     return compute

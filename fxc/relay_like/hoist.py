@@ -39,6 +39,8 @@ def hoisted_values(g) -> set:
             continue
         if all(v.is_const for v in n.inputs) and n.op not in PACK_OPS:
             continue        # fold_constants' business (or too big to fold: inlined where it is read)
+        if any(o.type.symbolic for o in n.outputs):
+            continue        # a size known at call time (a slice [:s] of a table): computed in the call
         biggest = max(v.type.numel for v in n.inputs)
         if n.op in PACK_OPS or n.op == "pad" or all(o.type.numel <= biggest for o in n.outputs):
             fixed.update(o.id for o in n.outputs)

@@ -21,6 +21,8 @@ class MemoryPlan:
     row_offsets: dict = field(default_factory=dict)   # Value id -> offset per unit of `symbol` (symbolic sizes)
     row_bytes: int = 0     # the symbolic region's bytes per unit of `symbol`
     symbol: str | None = None
+    sym_offsets: dict = field(default_factory=dict)   # Value id -> offset in the symbolic region: a polynomial of
+    sym_bytes: object = 0  # the symbols (an int64 size expression, lowering/sym.py), and the region's size
 
 
 def reshape_views(groups: list, out_ids: set) -> dict:
@@ -55,14 +57,15 @@ def output_sources(groups: list, graph_outputs: list, views: dict) -> dict:
 def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in_outputs=frozenset()) -> MemoryPlan:
     """views: Value id -> Value whose storage it shares (reshape_views); a read of a view keeps its source live.
     in_outputs: ids of values written into an output's buffer (output_sources), not planned either.
-    Values whose size is a multiple of one size symbol s (c * s bytes) are planned apart, per unit of s: their
-    offsets are `row_offsets` (x s, from the start of the symbolic region that the build puts after everything
-    static), the region is `row_bytes` x s."""
-    from ..lowering.sym import linear
+    Values of a symbolic size c x m bytes (m a product of size symbols: s, s * s, b * s) are planned apart, per
+    unit of m, in one region per m (the regions one after the other in the symbolic area the build puts after
+    everything static): `sym_offsets` are their offsets from that area's start (polynomials of the symbols),
+    `sym_bytes` its size. With one symbol s and sizes c x s only (a batch), the same plan is also `row_offsets`
+    (x s) and `row_bytes` (x s)."""
+    from ..lowering.sym import _poly, canonical
     views = views or {}
     out_ids = {v.id for v in graph_outputs} | set(in_outputs)
     first, last, size, per = {}, {}, {}, {}
-    symbol = None
     for i, gr in enumerate(groups):
         for v in gr.outputs:
             if v.id not in out_ids:
@@ -72,18 +75,34 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
                 if not isinstance(nbytes, Expr):
                     size[v.id] = max(nbytes, 1)
                     continue
-                lin = linear(nbytes)
-                if lin is None or (symbol is not None and lin[0].name != symbol):
+                try:
+                    terms = _poly(nbytes)
+                except ValueError:
+                    terms = {}
+                if len(terms) != 1 or not next(iter(terms)) or next(iter(terms.values())) <= 0:
                     raise ShapeError(f"cannot plan a buffer of {nbytes!r} bytes: only sizes that are a multiple of "
-                                     f"one size symbol are planned")
-                symbol, per[v.id] = lin[0].name, lin[1]
+                                     f"a product of size symbols are planned")
+                (m, c), = terms.items()
+                per.setdefault(m, {})[v.id] = c
         for v in gr.inputs:
             v = views.get(v.id, v)
             if v.id in first:
                 last[v.id] = i
     offsets, ws = _place(size, first, last)
-    row_offsets, row_bytes = _place(per, first, last)
-    return MemoryPlan(offsets, ws, sum(size.values()), row_offsets, row_bytes, symbol)
+    sym_offsets, start = {}, 0
+    for m in sorted(per, key=lambda m: (len(m), repr(m))):
+        unit = 1
+        for x in m:
+            unit = x * unit
+        offs, region = _place(per[m], first, last)
+        sym_offsets.update({vid: canonical(start + off * unit) for vid, off in offs.items()})
+        start = canonical(start + region * unit)
+    plan = MemoryPlan(offsets, ws, sum(size.values()), sym_offsets=sym_offsets, sym_bytes=start)
+    if len(per) == 1 and len(next(iter(per))) == 1:          # c x s only: also the one-symbol form
+        (m, _), = per.items()
+        plan.row_offsets, plan.row_bytes = _place(per[m], first, last)
+        plan.symbol = m[0].name
+    return plan
 
 
 def _place(size: dict, first: dict, last: dict) -> tuple:

@@ -67,6 +67,7 @@ class DynamicModule(Module):
     symbols: list = field(default_factory=list)
     sym_header: int = 0
     row_bytes: int = 0
+    sym_bytes: list = field(default_factory=list)   # the symbolic region's size: [[coefficient, [names]], ...]
 
     def sizes(self, shapes) -> dict:
         return bind_symbols(self.inputs, shapes, self.symbols)
@@ -81,7 +82,8 @@ class DynamicModule(Module):
             raise InputError("this module has symbolic sizes: run it with the sizes of its inputs "
                              "(sizes=module.sizes(shapes))")
         values = [sizes[s["name"]] for s in self.symbols]
-        need = self.workspace_bytes + self.row_bytes * values[0]
+        need = self.workspace_bytes + (sum(c * int(np.prod([sizes[x] for x in names])) for c, names in
+                                           self.sym_bytes) if self.sym_bytes else self.row_bytes * values[0])
         ws = self._ws.pointer()
         raw, _ = self._ws._local.buf
         have = raw.nbytes - (ws - raw.ctypes.data)

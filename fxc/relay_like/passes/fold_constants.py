@@ -14,12 +14,13 @@ def fold_constants(g):
     replace, kept = {}, []
     for n in g.nodes:
         n.inputs = [replace.get(v.id, v) for v in n.inputs]
-        if n.inputs and all(v.is_const for v in n.inputs):      # (a constant's size is static)
+        static = not any(o.type.symbolic for o in n.outputs)    # (a slice [:s] of a constant has a symbolic size)
+        if n.inputs and all(v.is_const for v in n.inputs) and static:   # (a constant's size is static)
             biggest = max((v.type.numel for v in n.inputs), default=0)
             small = (all(o.type.numel <= max(MAX_FOLD_ELEMENTS, biggest) for o in n.outputs)    # no constant grows
                      or n.op in ("pack_lanes", "winograd_weight"))                              # (frozen weights)
             storage = any(o.dtype in ("float16", "bfloat16") for o in n.outputs)   # no such numpy constants
-        if n.inputs and all(v.is_const for v in n.inputs) and small and not storage:
+        if n.inputs and all(v.is_const for v in n.inputs) and static and small and not storage:
             res = get_op(n.op).reference(*[v.data for v in n.inputs], **n.attrs)
             res = res if isinstance(res, tuple) else (res,)
             for o, r in zip(n.outputs, res):

@@ -79,7 +79,8 @@ def pack_weights(g, caps=None):
             rep = add("conv2d_grouped_packed", [x, wp], dict(out_channels=o, groups=groups, nv=nv,
                                                              stride=n.attrs.get("stride", (1, 1)),
                                                              dilation=n.attrs.get("dilation", (1, 1))))
-        elif n.op == "matmul" and n.outputs[0].dtype == "float32" and n.outputs[0].shape[-1] >= 8:
+        elif n.op == "matmul" and n.outputs[0].dtype == "float32" and isinstance(n.outputs[0].shape[-1], int) \
+                and n.outputs[0].shape[-1] >= 8:        # (symbolic columns: the plain matmul, sym_loops.py)
             a, b = n.inputs
             nd = b.type.ndim
             cols = n.outputs[0].shape[-1]

@@ -91,7 +91,8 @@ def layout_inputs(n, v, lanes: int) -> list:
 
 
 def _candidate(v, lanes: int) -> bool:
-    return v.type.ndim == 4 and v.dtype == "float32" and v.shape[1] >= lanes and v.node is not None
+    return v.type.ndim == 4 and v.dtype == "float32" and isinstance(v.shape[1], int) and v.shape[1] >= lanes \
+        and v.node is not None
 
 
 def blocked_values(g, lanes: int | None = None) -> set:

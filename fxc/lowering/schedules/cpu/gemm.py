@@ -112,6 +112,8 @@ def aligned_stride(e: Expr, v: Var, lanes: int):
                 return None
             if op in ("add", "sub"):
                 return sa + sb if op == "add" else sa - sb
+            if op == "mul" and sa == 0 and sb == 0:    # a chunk's constant times another (a symbolic stride)
+                return 0
             if op == "mul" and isinstance(b, Const) and sb == 0:
                 return sa * b.value
             if op == "mul" and isinstance(a, Const) and sa == 0:
@@ -761,7 +763,8 @@ def _vectorize_loop(loop: For, lanes: int):
     v, n = loop.var, loop.extent
     if not all(isinstance(st, Store) for st in stores):
         return None
-    if n < lanes:
+    static = isinstance(n, int)             # a symbolic extent (sym_loops.py): whole vectors and a scalar tail
+    if static and n < lanes:
         return _narrow_vector(stores, v, n, lanes)
     full = n // lanes
     vo = Var("vo")
@@ -800,6 +803,6 @@ def _vectorize_loop(loop: For, lanes: int):
                                                    for x in walk(st.value)):
             return None
     tail = None
-    if n % lanes:
+    if not static or n % lanes:
         tail = For(v, n, loop.body, "serial", full * lanes)
     return seq(*pre, For(vo, full, seq(*vec_body)), *post, tail)
