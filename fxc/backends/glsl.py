@@ -588,12 +588,15 @@ class WebGLRenderer(GLSLRenderer):
 
 
 def render_webgl(kernels: list, width: int) -> str:
-    """The WebGL program as JSON text: the texture width, and per kernel its fragment shader, its parameters'
-    dtypes and sizes, and which parameter it writes."""
+    """The WebGL program as JSON text: the texture width, the elements a texel (`lanes`: RGBA textures, four
+    outputs a fragment, fxc.backends.webgl_lanes), and per kernel its fragment shader, its parameters' dtypes and
+    sizes, and which parameter it writes."""
     import json
-    out = {"width": width, "kernels": {}}
+
+    from .webgl_lanes import LANES, WebGLLanesRenderer
+    out = {"width": width, "lanes": LANES, "kernels": {}}
     for k in kernels:
-        r = WebGLRenderer(k, width)
+        r = WebGLLanesRenderer(k, width)
         text = r.kernel_text()
         out["kernels"][k.name] = {"shader": text, "output": k.params.index(r.outputs[0]),
                                   "params": [[b.dtype, b.size] for b in k.params], "checks": r.checks}

@@ -1,0 +1,322 @@
+"""WebGL fragments that compute four outputs each, over RGBA textures (the `webgl` target's renderer).
+
+Takes a one-work-item-per-output Kernel (as fxc.backends.glsl.WebGLRenderer does) and produces a GLSL ES 3.00
+fragment shader whose fragment f computes the work-items 4f .. 4f+3 (its four "lanes") and writes them as one
+RGBA texel. Every tensor is packed flat, four consecutive elements a texel (element e: texel e >> 2, component
+e & 3), in RGBA32F (float32) or RGBA32I (integers) textures `width` texels wide.
+
+Why (SwiftShader, where a texelFetch costs most of a multiply-add): the lanes share what does not depend on them,
+and a read of four consecutive elements is one fetch (two when not aligned to a texel). Each int expression that
+depends on the lane is analysed as affine, `base + k * lane`, while that is provable: with the work-item index
+4f + lane (base a multiple of 4), `g // W` is the same in every lane and `g % W` is `(4f % W) + lane` when W is a
+multiple of 4 and the values are non-negative. So in a convolution or a matmul whose output's innermost extent is a
+multiple of 4, the output's other coordinates, the weights' indices and their fetches are computed once for four
+outputs, and the input row's four elements come in one or two fetches. What is not provably affine is computed
+per lane (four scalar temporaries: SwiftShader runs four fragments in SIMD, so scalar code costs the same).
+
+A kernel whose loop bounds or `if` conditions depend on the lane renders in "loop" mode: the four lanes one after
+another in a loop of the shader (correct for any kernel the scalar renderer takes; fewer fragments, no sharing).
+"""
+from __future__ import annotations
+
+import math
+
+from ..errors import LoweringError
+from ..lowering.expr import Bin, Cast, Const, Load, Var, children
+from ..lowering.loop_ir import For, IfThen, LetStmt, Store, walk_stmts
+from .glsl import _DIV, _FLOAT_TEX, _HELPERS, ES_HEAD, ES_TRIG, VALUE, WebGLRenderer, helper_text
+
+LANES = 4
+_INTS = ("int32", "int64")
+_ALIGNED = 1 << 30          # the alignment of 0: a multiple of everything
+LD4 = """{v} fxc_ld4{s}({sampler} s, int e) {{ int q = e >> 2, r = e & 3; {v} a = texelFetch(s, fxc_at(q), 0);
+  if (r == 0) return a;
+  {v} b = texelFetch(s, fxc_at(q + 1), 0);
+  return r == 1 ? {v}(a.yzw, b.x) : r == 2 ? {v}(a.zw, b.xy) : {v}(a.w, b.xyz); }}"""
+
+
+class _Lanes:
+    """A lane-dependent value: the GLSL text of each lane's value, and its affine form (base text, k, align,
+    nonneg: lane l's value is base + k * l, base a multiple of align, every lane >= 0 when nonneg) or None."""
+
+    __slots__ = ("texts", "aff")
+
+    def __init__(self, texts, aff=None):
+        self.texts, self.aff = texts, aff
+
+    def __str__(self):
+        raise LoweringError("internal: a lane-dependent value used as one value")
+
+
+def _uses(e, names: set) -> bool:
+    return any(isinstance(x, Var) and x in names for x in _walk(e))
+
+
+def _walk(e):
+    yield e
+    for c in children(e):
+        yield from _walk(c)
+
+
+class WebGLLanesRenderer(WebGLRenderer):
+    """The WebGL renderer with four outputs a fragment (see the module docstring)."""
+
+    def __init__(self, kernel, width: int):
+        super().__init__(kernel, width)
+        self.lane = None                # the lane whose text expr() gives, while a lane's value is rendered
+        self._vary: dict = {}
+        self.vvars = self._varying_vars()
+        self.mode = "lanes" if self._lanes_ok() else "loop"
+        self.ld4: set = set()           # "f" / "i": the fxc_ld4 helpers used
+
+    # -- which values depend on the lane --------------------------------------------------------------------
+    def _varying_vars(self) -> set:
+        """The grid variable and every let-bound variable whose value depends on it (or on private memory)."""
+        out: set = set()
+        for st in walk_stmts(self.kernel.body):
+            if isinstance(st, For) and st.kind == "grid":
+                out.add(st.var)
+            elif isinstance(st, LetStmt) and self._depends(st.value, out):
+                out.add(st.var)
+        return out
+
+    def _depends(self, e, vvars: set) -> bool:
+        return any((isinstance(x, Var) and x in vvars) or (isinstance(x, Load) and x.args[0].scope != "global")
+                   for x in _walk(e))
+
+    def varying(self, e) -> bool:
+        got = self._vary.get(e)
+        if got is None:
+            if isinstance(e, Var):
+                got = e in self.vvars
+            elif isinstance(e, Load) and e.args[0].scope != "global":
+                got = True
+            else:
+                got = any(self.varying(c) for c in children(e))
+            self._vary[e] = got
+        return got
+
+    def _lanes_ok(self) -> bool:
+        """Loop bounds and `if` conditions the same in every lane (else the kernel renders in loop mode)."""
+        for st in walk_stmts(self.kernel.body):
+            if isinstance(st, For) and st.kind not in ("grid", "thread") and not isinstance(st.extent, int) \
+                    and self._depends(st.extent, self.vvars):
+                return False
+            if isinstance(st, IfThen) and self._depends(st.cond, self.vvars):
+                return False
+        return True
+
+    # -- statements -----------------------------------------------------------------------------------------
+    def loop(self, s: For):
+        if s.kind != "grid":
+            return super().loop(s)
+        if s.axis != 0 or len(self.kernel.launch.grid) != 1:
+            raise LoweringError(f"{self.kernel.name}: WebGL runs one-dimensional grids of work-items")
+        self.frag.add(s.var)
+        if self.mode == "lanes":
+            g = _Lanes(["fxc_g"] + [f"(fxc_g + {j})" for j in range(1, LANES)], ("fxc_g", 1, LANES, True))
+            self.block(s.body, ((s.var, g),))
+            return
+        self.emit(f"for (int fxc_l = 0; fxc_l < {LANES}; ++fxc_l) {{")
+        self.block(s.body, ((s.var, "(fxc_g + fxc_l)"),))
+        self.emit("}")
+
+    def stmt(self, s):
+        if self.mode == "lanes" and isinstance(s, LetStmt) and self.varying(s.value):
+            if self._is_frag(s.value):
+                self.frag.add(s.var)
+            self.env[-1][s.var] = self._lanes(s.value)
+            self.stmt(s.body)
+            return
+        super().stmt(s)
+
+    def store(self, s: Store):
+        out = s.buf.scope == "global"
+        if out and s.index not in self.frag:
+            raise LoweringError(f"{self.kernel.name}: stores {s.buf.name} at another index than its own work-item's "
+                                f"(a scatter), which a WebGL fragment cannot")
+        if self.mode == "loop":
+            if not out:
+                return super().store(s)
+            v = self.expr(s.value)
+            self.emit(f"fxc_r[fxc_l] = {'int(' + v + ')' if s.buf.dtype == 'bool' else v};")
+            return
+        values = []
+        for j in range(LANES):
+            self.lane = j
+            values.append(self.expr(s.value))
+            if not out:
+                self.emit(f"{self.name_of(s.buf)}_{j}[{self.expr(s.index)}] = {values[-1]};")
+        self.lane = None
+        if out:
+            vec = "vec4" if s.buf.dtype in _FLOAT_TEX else "ivec4"
+            conv = (lambda v: f"int({v})") if s.buf.dtype == "bool" else (lambda v: v)
+            self.emit(f"fxc_out = {vec}({', '.join(conv(v) for v in values)});")
+        self.invalidate(s.buf)
+
+    # -- expressions ----------------------------------------------------------------------------------------
+    def expr(self, e):
+        if self.mode == "lanes" and not isinstance(e, Const) and self.varying(e):
+            got = self._lanes(e)
+            return got if self.lane is None else got.texts[self.lane]
+        return super().expr(e)
+
+    def _lanes(self, e) -> _Lanes:
+        got = self.lookup(e)
+        if got is None:
+            got = self._render_lanes(e)
+            self.bind(e, got)
+        if not isinstance(got, _Lanes):
+            raise LoweringError(f"{self.kernel.name}: internal: {e!r} bound to one value, used per lane")
+        return got
+
+    def _render_lanes(self, e) -> _Lanes:
+        saved, self.lane = self.lane, None
+        try:
+            aff = self._affine(e) if e.dtype in _INTS else None
+            if aff is not None:         # the base once, in a temporary (hoisted with the loop-invariant values)
+                base, k = aff[0], aff[1]
+                if not base.isidentifier():
+                    t = self.new()
+                    self.emit(f"int {t} = {base};")
+                    base, aff = t, (t, *aff[1:])
+                return _Lanes([base if k * j == 0 else f"({base} + {k * j})" for j in range(LANES)], aff)
+            if isinstance(e, Load) and e.args[0].scope == "global":
+                got = self._row_load(e)
+                if got is not None:
+                    return got
+            texts, done = [], {}         # a lane whose code is another's (the same operands) reuses its value
+            for j in range(LANES):
+                self.lane = j
+                code = self.compute(e)
+                if code not in done:
+                    done[code] = self.new()
+                    self.emit(f"{self.type_of(e)} {done[code]} = {code};")
+                texts.append(done[code])
+            return _Lanes(texts)
+        finally:
+            self.lane = saved
+
+    def _row_load(self, e):
+        """Four consecutive elements (index base + lane) as one texel fetch, two when base is not a multiple of 4."""
+        buf, idx = e.args
+        if buf is self.outputs[0]:
+            return None
+        aff = self._aff_of(idx)
+        if aff is None or aff[1] != 1:
+            return None
+        j = self.kernel.params.index(buf)
+        fl = buf.dtype in _FLOAT_TEX
+        t = self.new()
+        if aff[2] % LANES == 0:
+            self.emit(f"{'vec4' if fl else 'ivec4'} {t} = texelFetch(fxc_t{j}, fxc_at({aff[0]} >> 2), 0);")
+        else:
+            self.ld4.add("f" if fl else "i")
+            self.emit(f"{'vec4' if fl else 'ivec4'} {t} = fxc_ld4{'f' if fl else 'i'}(fxc_t{j}, {aff[0]});")
+        texts = [f"{t}.{c}" for c in "xyzw"]
+        if buf.dtype == "bool":
+            texts = [f"({x} != 0)" for x in texts]
+        return _Lanes(texts)
+
+    def _aff_of(self, e):
+        """The affine form of an int expression (a lane-independent one: k = 0), or None."""
+        if e in self.zero:              # the thread variable (work-groups of one)
+            return ("0", 0, _ALIGNED, True)
+        if not self.varying(e):
+            text = super().expr(e)
+            align = (abs(int(e.value)) or _ALIGNED) if isinstance(e, Const) else 1
+            return (text, 0, align, self._nonneg(e))
+        return self._lanes(e).aff
+
+    def _affine(self, e):
+        if isinstance(e, Cast) and e.args[1].dtype in _INTS:
+            return self._aff_of(e.args[1])
+        if not isinstance(e, Bin) or e.args[0] not in ("add", "sub", "mul", "idiv", "imod"):
+            return None
+        op, a, b = e.args
+        if op == "mul" and not self.varying(a):
+            a, b = b, a
+        x = self._aff_of(a)
+        if x is None:
+            return None
+        if op in ("mul", "idiv", "imod"):
+            if not isinstance(b, Const):
+                return None
+            c = int(b.value)
+            base, k, al, nn = x
+            if op == "mul":
+                return (f"({base} * {super().expr(b)})", k * c, al * abs(c) or _ALIGNED, nn and c >= 0)
+            g = math.gcd(al, c) if c > 0 else 0
+            if not (nn and c > 0 and 0 <= k * (LANES - 1) < g):
+                return None
+            if op == "idiv":
+                return (f"({base} / {c})", 0, 1, True)
+            return (f"({base} % {c})", k, g, True)
+        y = self._aff_of(b)
+        if y is None:
+            return None
+        sign = 1 if op == "add" else -1
+        return (f"({x[0]} {'+' if op == 'add' else '-'} {y[0]})", x[1] + sign * y[1], math.gcd(x[2], y[2]),
+                op == "add" and x[3] and y[3])
+
+    def _nonneg(self, e) -> bool:
+        """e (lane-independent, int) is provably >= 0: constants, loop variables from >= 0, and sums, products,
+        index quotients and remainders, maxima and minima of such."""
+        if isinstance(e, Const):
+            return int(e.value) >= 0
+        if isinstance(e, Var):
+            return e in self._loop_vars or e in self.zero
+        if isinstance(e, Cast):
+            return e.args[1].dtype in _INTS and self._nonneg(e.args[1])
+        if isinstance(e, Bin) and e.args[0] in ("add", "mul", "idiv", "imod", "max", "min"):
+            return self._nonneg(e.args[1]) and self._nonneg(e.args[2])
+        return False
+
+    @property
+    def _loop_vars(self) -> set:
+        got = getattr(self, "_lv", None)
+        if got is None:
+            got = self._lv = {st.var for st in walk_stmts(self.kernel.body)
+                              if isinstance(st, For) and st.kind not in ("grid",) and st.start >= 0}
+        return got
+
+    def load_code(self, buf, name: str, idx: str) -> str:
+        if buf.scope in ("private", "shared"):
+            return f"{name}_{self.lane}[{idx}]" if self.mode == "lanes" else f"{name}[{idx}]"
+        if buf is self.outputs[0]:
+            raise LoweringError(f"{self.kernel.name}: reads its own output {buf.name}, which a fragment cannot")
+        j = self.kernel.params.index(buf)
+        v = f"texelFetch(fxc_t{j}, fxc_at(({idx}) >> 2), 0)[({idx}) & 3]"
+        return f"({v} != 0)" if buf.dtype == "bool" else v
+
+    # -- the shader -----------------------------------------------------------------------------------------
+    def kernel_text(self) -> str:
+        k = self.kernel
+        if k.launch is None or any(b != 1 for b in k.launch.block):
+            raise LoweringError(f"{k.name}: WebGL runs work-groups of one work-item")
+        if k.index_bits != 32:
+            raise LoweringError(f"{k.name}: a buffer of this kernel is 2 GiB or larger; WebGL indexes in 32 bits")
+        from ..lowering.int_ranges import check_int64_narrowable
+        check_int64_narrowable(k)
+        body = self.body_text()
+        out = self.outputs[0]
+        fl = out.dtype in _FLOAT_TEX
+        head = [ES_HEAD, f"// {k.name}: {k.launch}, {LANES} outputs a fragment ({self.mode})",
+                f"#define FXC_W {self.width}", f"ivec2 fxc_at(int e) {{ return {self.at()}; }}",
+                f"layout(location = 0) out highp {'vec4' if fl else 'ivec4'} fxc_out;"]
+        head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
+                 for j, b in enumerate(k.params) if b is not out]
+        copies = range(LANES) if self.mode == "lanes" else (None,)
+        main = [f"  {VALUE[b.dtype]} {n}{'' if c is None else '_' + str(c)}[{max(b.size, 1)}];"
+                for b, n in self.private.items() for c in copies]
+        if self.mode == "loop":
+            main.append(f"  {'float' if fl else 'int'} fxc_r[{LANES}];")
+        helpers = helper_text({u for u in self.used if u in _HELPERS}) + (ES_TRIG if self.trig else "")
+        divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
+        ld4 = [LD4.format(v="vec4" if s == "f" else "ivec4", s=s, sampler="sampler2D" if s == "f" else "isampler2D")
+               for s in sorted(self.ld4)]
+        tail = [f"  fxc_out = {'vec4' if fl else 'ivec4'}(fxc_r[0], fxc_r[1], fxc_r[2], fxc_r[3]);"] \
+            if self.mode == "loop" else []
+        return "\n".join(head + [helpers, *divs, *ld4, "void main() {",
+                                 f"  int fxc_g = {LANES} * (int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x));",
+                                 f"  if (fxc_g >= {out.size}) {{ discard; }}", *main, body, *tail, "}", ""])
