@@ -588,13 +588,16 @@ class WebGLRenderer(GLSLRenderer):
 
 
 def render_webgl(kernels: list, width: int) -> str:
-    """The WebGL program as JSON text: the texture width, the elements a texel (`lanes`: RGBA textures, four
+    """The WebGL program as JSON text: the texture width (at most `width`: the narrowest power of two >= 64 that holds
+    every tensor in 2048 rows, WebGL 2's least MAX_TEXTURE_SIZE), the elements a texel (`lanes`: RGBA textures, four
     outputs a fragment, fxc.backends.webgl_lanes), and per kernel its fragment shader, its parameters' dtypes and
     sizes, and which parameter it writes."""
     import json
 
     from .webgl_lanes import LANES, WebGLLanesRenderer
-    out = {"width": width, "lanes": LANES, "kernels": {}}
+    texels = max((-(-b.size // LANES) for k in kernels for b in k.params), default=1)
+    width = min(width, max(64, 1 << (-(-texels // 2048) - 1).bit_length()))    # as narrow as fits 2048 rows:
+    out = {"width": width, "lanes": LANES, "kernels": {}}       # a draw of few fragments still spans whole quads
     for k in kernels:
         r = WebGLLanesRenderer(k, width)
         text = r.kernel_text()

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, Const, Load, Var, children
-from ..lowering.loop_ir import For, IfThen, LetStmt, Store, walk_stmts
+from ..lowering.expr import Bin, Cast, Const, Load, Var, binary, children, substitute
+from ..lowering.loop_ir import For, IfThen, LetStmt, Store, map_body, walk_stmts
 from .glsl import _DIV, _FLOAT_TEX, _HELPERS, ES_HEAD, ES_TRIG, VALUE, WebGLRenderer, helper_text
 
 LANES = 4
@@ -48,8 +48,16 @@ class _Lanes:
         raise LoweringError("internal: a lane-dependent value used as one value")
 
 
-def _uses(e, names: set) -> bool:
-    return any(isinstance(x, Var) and x in names for x in _walk(e))
+def _subst(s, mapping: dict):
+    """Statement s with its expressions' variables replaced (mapping: Var -> Expr)."""
+    if isinstance(s, Store):
+        return Store(s.buf, substitute(s.index, mapping), substitute(s.value, mapping))
+    if isinstance(s, LetStmt):
+        return LetStmt(s.var, substitute(s.value, mapping), _subst(s.body, mapping))
+    if isinstance(s, IfThen):
+        return IfThen(substitute(s.cond, mapping), _subst(s.then, mapping),
+                      None if s.orelse is None else _subst(s.orelse, mapping))
+    return map_body(s, lambda x: _subst(x, mapping))
 
 
 def _walk(e):
@@ -68,6 +76,9 @@ class WebGLLanesRenderer(WebGLRenderer):
         self.vvars = self._varying_vars()
         self.mode = "lanes" if self._lanes_ok() else "loop"
         self.ld4: set = set()           # "f" / "i": the fxc_ld4 helpers used
+        self.unrolled: set = set()      # variables of loops unrolled by 4 (multiples of 4 in the shader)
+        self._share = None              # (env depth of an unrolled copy, the scope its loop's body shares)
+        self._mods: dict = {}
 
     # -- which values depend on the lane --------------------------------------------------------------------
     def _varying_vars(self) -> set:
@@ -109,6 +120,8 @@ class WebGLLanesRenderer(WebGLRenderer):
     # -- statements -----------------------------------------------------------------------------------------
     def loop(self, s: For):
         if s.kind != "grid":
+            if self._unrollable(s):
+                return self._unroll(s)
             return super().loop(s)
         if s.axis != 0 or len(self.kernel.launch.grid) != 1:
             raise LoweringError(f"{self.kernel.name}: WebGL runs one-dimensional grids of work-items")
@@ -119,6 +132,36 @@ class WebGLLanesRenderer(WebGLRenderer):
             return
         self.emit(f"for (int fxc_l = 0; fxc_l < {LANES}; ++fxc_l) {{")
         self.block(s.body, ((s.var, "(fxc_g + fxc_l)"),))
+        self.emit("}")
+
+    def _unrollable(self, s: For) -> bool:
+        return self.mode == "lanes" and s.kind in ("serial", "unroll") and isinstance(s.extent, int) \
+            and s.start == 0 and s.extent % LANES == 0 and s.extent >= 2 * LANES \
+            and not any(isinstance(st, For) for st in walk_stmts(s.body))
+
+    def _unroll(self, s: For):
+        """An innermost loop of a constant extent that is a multiple of 4, four iterations a step: a read of four
+        consecutive elements over the iterations (a reduction along a tensor's innermost dim) is one texel, fetched
+        once for the four (the four copies share the loop body's scope for texels)."""
+        self.hoist(s)
+        for st in walk_stmts(s.body):
+            if isinstance(st, Store):
+                self.invalidate(st.buf)
+        v = s.var.name
+        self.emit(f"for (int {v} = 0; {v} < {s.extent}; {v} += {LANES}) {{")
+        self.unrolled.add(s.var)
+        self.env.append({s.var: v})
+        saved = self._share
+        self._share = (len(self.env) + 1, self.env[-1])
+        self.depth += 1
+        for u in range(LANES):
+            body = s.body if u == 0 else _subst(s.body, {s.var: binary("add", s.var, Const(u, s.var.dtype))})
+            self.env.append({})
+            self.stmt(body)
+            self.env.pop()
+        self.depth -= 1
+        self._share = saved
+        self.env.pop()
         self.emit("}")
 
     def stmt(self, s):
@@ -182,7 +225,7 @@ class WebGLLanesRenderer(WebGLRenderer):
                     base, aff = t, (t, *aff[1:])
                 return _Lanes([base if k * j == 0 else f"({base} + {k * j})" for j in range(LANES)], aff)
             if isinstance(e, Load) and e.args[0].scope == "global":
-                got = self._row_load(e)
+                got = self._texel_load(e) or self._row_load(e)
                 if got is not None:
                     return got
             texts, done = [], {}         # a lane whose code is another's (the same operands) reuses its value
@@ -197,8 +240,90 @@ class WebGLLanesRenderer(WebGLRenderer):
         finally:
             self.lane = saved
 
+    def _peel(self, e):
+        """(rest, off): e = rest + off with off a constant (rest None: e is the constant)."""
+        if isinstance(e, Const) and e.dtype in _INTS:
+            return None, int(e.value)
+        if isinstance(e, Bin) and e.args[0] in ("add", "sub"):
+            (ra, oa), (rb, ob) = self._peel(e.args[1]), self._peel(e.args[2])
+            if e.args[0] == "sub":
+                return (e, 0) if rb is not None else (ra, oa - ob)
+            return (ra if rb is None else rb if ra is None else binary("add", ra, rb)), oa + ob
+        if isinstance(e, Bin) and e.args[0] == "mul" and isinstance(e.args[2], Const):
+            ra, oa = self._peel(e.args[1])
+            return (None if ra is None else binary("mul", ra, e.args[2])), oa * int(e.args[2].value)
+        return e, 0
+
+    def _mod(self, e):
+        """(m, c): the lane-independent int e is c modulo m (m 0: e is exactly c; m 1: nothing known)."""
+        got = self._mods.get(e)
+        if got is not None:
+            return got
+        got = (1, 0)
+        if isinstance(e, Const):
+            got = (0, int(e.value))
+        elif isinstance(e, Var):
+            got = (LANES, 0) if e in self.unrolled else (0, 0) if e in self.zero else (1, 0)
+        elif isinstance(e, Cast) and e.args[1].dtype in _INTS:
+            got = self._mod(e.args[1])
+        elif isinstance(e, Bin) and e.args[0] in ("add", "sub", "mul"):
+            (m1, c1), (m2, c2) = self._mod(e.args[1]), self._mod(e.args[2])
+            if e.args[0] == "mul":
+                m, c = math.gcd(math.gcd(m1 * m2, m1 * c2), m2 * c1), c1 * c2
+            else:
+                m, c = math.gcd(m1, m2), c1 + c2 if e.args[0] == "add" else c1 - c2
+            got = (m, c % m if m else c)
+        self._mods[e] = got
+        return got
+
+    def _texel(self, j: int, key, at, vec: str) -> str:
+        """The texel at(), of parameter j, fetched once where `key` is visible (an unrolled loop's copies share it)."""
+        key = ("texel", j) + key
+        t = self.lookup(key)
+        if t is None:
+            t = self.new()
+            self.emit(f"{vec} {t} = texelFetch(fxc_t{j}, fxc_at({at()}), 0);")
+            scope = self._share[1] if self._share and len(self.env) == self._share[0] else self.env[-1]
+            scope[key] = t
+        return t
+
+    def _texel_load(self, e):
+        """A load as a component of a texel fetched once for every read of it (texts per lane, or one text), or
+        None: when the index is (a multiple of 4 known here) + a constant, per lane or for every lane."""
+        buf, idx = e.args
+        if buf.scope != "global" or buf is self.outputs[0]:
+            return None
+        j = self.kernel.params.index(buf)
+        vec = "vec4" if buf.dtype in _FLOAT_TEX else "ivec4"
+        wrap = (lambda x: f"({x} != 0)") if buf.dtype == "bool" else (lambda x: x)
+        rest, off = self._peel(idx)
+        if rest is None or not self.varying(rest):
+            m, c = (0, 0) if rest is None else self._mod(rest)
+            if m == 0:
+                t = self._texel(j, (None, (c + off) >> 2), lambda: str((c + off) >> 2), vec)
+                return wrap(f"{t}.{'xyzw'[(c + off) & 3]}")
+            if m % LANES:
+                return None
+            o = c % LANES + off
+            text = super().expr
+            t = self._texel(j, (rest, o >> 2), lambda: f"({text(rest)} >> 2) + {o >> 2}", vec)
+            return wrap(f"{t}.{'xyzw'[o & 3]}")
+        aff = self._lanes(rest).aff
+        if aff is None or aff[2] % LANES:
+            return None
+        base, k = aff[0], aff[1]
+        if k == 1:          # four consecutive elements: one texel when aligned, else two
+            at = lambda i: lambda: f"({base} >> 2) + {(off + i) >> 2}"        # noqa: E731
+            return _Lanes([wrap(f"{self._texel(j, (rest, (off + i) >> 2), at(i), vec)}.{'xyzw'[(off + i) & 3]}")
+                           for i in range(LANES)])
+        if k % LANES:
+            return None
+        at = [(lambda i: lambda: f"(({base} + {k * i}) >> 2) + {off >> 2}")(i) for i in range(LANES)]
+        return _Lanes([wrap(f"{self._texel(j, (rest, off >> 2, i if k else None), at[i], vec)}.{'xyzw'[off & 3]}")
+                       for i in range(LANES)])
+
     def _row_load(self, e):
-        """Four consecutive elements (index base + lane) as one texel fetch, two when base is not a multiple of 4."""
+        """Four consecutive elements (index base + lane, base not known aligned) in two fetches (fxc_ld4)."""
         buf, idx = e.args
         if buf is self.outputs[0]:
             return None
@@ -208,24 +333,26 @@ class WebGLLanesRenderer(WebGLRenderer):
         j = self.kernel.params.index(buf)
         fl = buf.dtype in _FLOAT_TEX
         t = self.new()
-        if aff[2] % LANES == 0:
-            self.emit(f"{'vec4' if fl else 'ivec4'} {t} = texelFetch(fxc_t{j}, fxc_at({aff[0]} >> 2), 0);")
-        else:
-            self.ld4.add("f" if fl else "i")
-            self.emit(f"{'vec4' if fl else 'ivec4'} {t} = fxc_ld4{'f' if fl else 'i'}(fxc_t{j}, {aff[0]});")
+        self.ld4.add("f" if fl else "i")
+        self.emit(f"{'vec4' if fl else 'ivec4'} {t} = fxc_ld4{'f' if fl else 'i'}(fxc_t{j}, {aff[0]});")
         texts = [f"{t}.{c}" for c in "xyzw"]
-        if buf.dtype == "bool":
-            texts = [f"({x} != 0)" for x in texts]
-        return _Lanes(texts)
+        return _Lanes([f"({x} != 0)" for x in texts] if buf.dtype == "bool" else texts)
+
+    def compute(self, e):
+        if isinstance(e, Load) and e.args[0].scope == "global" and not self.varying(e):
+            got = self._texel_load(e)
+            if got is not None:
+                return got
+        return super().compute(e)
 
     def _aff_of(self, e):
         """The affine form of an int expression (a lane-independent one: k = 0), or None."""
         if e in self.zero:              # the thread variable (work-groups of one)
             return ("0", 0, _ALIGNED, True)
         if not self.varying(e):
-            text = super().expr(e)
-            align = (abs(int(e.value)) or _ALIGNED) if isinstance(e, Const) else 1
-            return (text, 0, align, self._nonneg(e))
+            m, c = self._mod(e)
+            align = (abs(c) or _ALIGNED) if m == 0 else math.gcd(m, c)
+            return (super().expr(e), 0, align, self._nonneg(e))
         return self._lanes(e).aff
 
     def _affine(self, e):
