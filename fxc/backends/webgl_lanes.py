@@ -20,6 +20,9 @@ another in a loop of the shader (correct for any kernel the scalar renderer take
 from __future__ import annotations
 
 import math
+import operator
+
+import numpy as np
 
 from ..errors import LoweringError
 from ..lowering.expr import Bin, Cast, Const, Load, Var, binary, children, substitute
@@ -33,6 +36,15 @@ LD4 = """{v} fxc_ld4{s}({sampler} s, int e) {{ int q = e >> 2, r = e & 3; {v} a 
   if (r == 0) return a;
   {v} b = texelFetch(s, fxc_at(q + 1), 0);
   return r == 1 ? {v}(a.yzw, b.x) : r == 2 ? {v}(a.zw, b.xy) : {v}(a.w, b.xyz); }}"""
+
+
+def _trunc_div(a, b):
+    q = np.abs(a) // np.abs(b)
+    return np.where((a < 0) != (b < 0), -q, q)
+
+
+_EVAL = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "max": np.maximum, "min": np.minimum,
+         "idiv": _trunc_div, "imod": lambda a, b: a - b * _trunc_div(a, b)}
 
 
 class _Lanes:
@@ -79,6 +91,13 @@ class WebGLLanesRenderer(WebGLRenderer):
         self.unrolled: set = set()      # variables of loops unrolled by 4 (multiples of 4 in the shader)
         self._share = None              # (env depth of an unrolled copy, the scope its loop's body shares)
         self._mods: dict = {}
+        self._single = {st.var: st.start for st in walk_stmts(kernel.body) if isinstance(st, For)
+                        and st.kind not in ("grid", "thread") and st.extent == 1}
+        self.lets: dict = {}            # lane-dependent let-bound variables (not g itself) -> their values in g
+        self._evals: dict = {}
+        self.top: list = []             # lines computed once at the top of main (lane 0's values of g's functions)
+        self.g0 = Var("fxc_g", "int64")
+        self.env[0][self.g0] = "fxc_g"
 
     # -- which values depend on the lane --------------------------------------------------------------------
     def _varying_vars(self) -> set:
@@ -168,6 +187,8 @@ class WebGLLanesRenderer(WebGLRenderer):
         if self.mode == "lanes" and isinstance(s, LetStmt) and self.varying(s.value):
             if self._is_frag(s.value):
                 self.frag.add(s.var)
+            else:
+                self.lets[s.var] = self._expand(s.value)
             self.env[-1][s.var] = self._lanes(s.value)
             self.stmt(s.body)
             return
@@ -263,7 +284,9 @@ class WebGLLanesRenderer(WebGLRenderer):
         if isinstance(e, Const):
             got = (0, int(e.value))
         elif isinstance(e, Var):
-            got = (LANES, 0) if e in self.unrolled else (0, 0) if e in self.zero else (1, 0)
+            one = self._single.get(e)       # the variable of a loop of one iteration is its start
+            got = (LANES, 0) if e in self.unrolled else (0, 0) if e in self.zero else (0, one) \
+                if one is not None else (1, 0)
         elif isinstance(e, Cast) and e.args[1].dtype in _INTS:
             got = self._mod(e.args[1])
         elif isinstance(e, Bin) and e.args[0] in ("add", "sub", "mul"):
@@ -352,60 +375,124 @@ class WebGLLanesRenderer(WebGLRenderer):
         if not self.varying(e):
             m, c = self._mod(e)
             align = (abs(c) or _ALIGNED) if m == 0 else math.gcd(m, c)
-            return (super().expr(e), 0, align, self._nonneg(e))
+            return (super().expr(e), 0, align, True)
         return self._lanes(e).aff
 
     def _affine(self, e):
+        """The affine form of a lane-dependent int e, or None. e is flattened into a sum of coefficient x atom
+        (through +, -, x constant and the let-bound values); the atoms that depend on the lane must depend on the
+        work-item index g alone: their sum is evaluated for every g of the grid (numpy), and it is affine when
+        every fragment's lanes are its value at lane 0 plus k x lane. Its lane-0 value is computed once at the top
+        of the shader (it depends on g only); the lane-independent atoms where e is."""
+        got = self._affine_parts(e)
+        if got is not None:
+            return got
+        terms: list = []
+        self._terms(e, 1, terms)
+        g_terms = [(c, a) for c, a in terms if a is not None and self.varying(a)]
+        if not g_terms:
+            return None
+        vals = 0
+        for c, a in g_terms:
+            v = self._eval(self._expand(a))
+            if v is None:
+                return None
+            vals = vals + c * v
+        n = int(self.kernel.launch.grid[0])
+        rows = vals.reshape(-1, LANES)
+        k = int(rows[0, 1] - rows[0, 0]) if n > 1 else 0
+        ok = rows == rows[:, :1] + k * np.arange(LANES)
+        if not ok.reshape(-1)[:n].all():
+            return None
+        align = int(np.gcd.reduce(rows[:, 0])) or _ALIGNED
+        parts = [self._at_top(c, a) for c, a in g_terms]
+        for c, a in terms:
+            if a is None:
+                if c:
+                    parts.append(str(c))
+                    align = math.gcd(align, abs(c))
+            elif not self.varying(a):
+                m, r = self._mod(a)
+                align = math.gcd(align, abs(c) * ((abs(r) or _ALIGNED) if m == 0 else math.gcd(m, r)))
+                t = super().expr(a)
+                parts.append(t if c == 1 else f"{t} * {c}")
+        return ("(" + " + ".join(parts) + ")", k, align, True)
+
+    def _affine_parts(self, e):
+        """e's affine form from its operands' (+, -, x constant of affine values: where the operands' bases are
+        already computed, an add or a multiply more), or None."""
         if isinstance(e, Cast) and e.args[1].dtype in _INTS:
             return self._aff_of(e.args[1])
-        if not isinstance(e, Bin) or e.args[0] not in ("add", "sub", "mul", "idiv", "imod"):
+        if not isinstance(e, Bin) or e.args[0] not in ("add", "sub", "mul"):
             return None
         op, a, b = e.args
-        if op == "mul" and not self.varying(a):
-            a, b = b, a
-        x = self._aff_of(a)
-        if x is None:
-            return None
-        if op in ("mul", "idiv", "imod"):
+        if op == "mul":
+            a, b = (b, a) if isinstance(a, Const) else (a, b)
             if not isinstance(b, Const):
                 return None
-            c = int(b.value)
-            base, k, al, nn = x
-            if op == "mul":
-                return (f"({base} * {super().expr(b)})", k * c, al * abs(c) or _ALIGNED, nn and c >= 0)
-            g = math.gcd(al, c) if c > 0 else 0
-            if not (nn and c > 0 and 0 <= k * (LANES - 1) < g):
-                return None
-            if op == "idiv":
-                return (f"({base} / {c})", 0, 1, True)
-            return (f"({base} % {c})", k, g, True)
-        y = self._aff_of(b)
-        if y is None:
+            x, c = self._aff_of(a), int(b.value)
+            return None if x is None else (f"({x[0]} * {c})", x[1] * c, x[2] * abs(c) or _ALIGNED, True)
+        x, y = self._aff_of(a), self._aff_of(b)
+        if x is None or y is None:
             return None
         sign = 1 if op == "add" else -1
-        return (f"({x[0]} {'+' if op == 'add' else '-'} {y[0]})", x[1] + sign * y[1], math.gcd(x[2], y[2]),
-                op == "add" and x[3] and y[3])
+        return (f"({x[0]} {'+' if op == 'add' else '-'} {y[0]})", x[1] + sign * y[1], math.gcd(x[2], y[2]), True)
 
-    def _nonneg(self, e) -> bool:
-        """e (lane-independent, int) is provably >= 0: constants, loop variables from >= 0, and sums, products,
-        index quotients and remainders, maxima and minima of such."""
-        if isinstance(e, Const):
-            return int(e.value) >= 0
-        if isinstance(e, Var):
-            return e in self._loop_vars or e in self.zero
-        if isinstance(e, Cast):
-            return e.args[1].dtype in _INTS and self._nonneg(e.args[1])
-        if isinstance(e, Bin) and e.args[0] in ("add", "mul", "idiv", "imod", "max", "min"):
-            return self._nonneg(e.args[1]) and self._nonneg(e.args[2])
-        return False
+    def _terms(self, e, coef: int, out: list):
+        if isinstance(e, Const) and e.dtype in _INTS:
+            out.append((coef * int(e.value), None))
+        elif isinstance(e, Var) and e in self.zero:
+            pass
+        elif isinstance(e, Cast) and e.args[1].dtype in _INTS:
+            self._terms(e.args[1], coef, out)
+        elif isinstance(e, Bin) and e.args[0] in ("add", "sub"):
+            self._terms(e.args[1], coef, out)
+            self._terms(e.args[2], -coef if e.args[0] == "sub" else coef, out)
+        elif isinstance(e, Bin) and e.args[0] == "mul" and isinstance(e.args[2], Const):
+            self._terms(e.args[1], coef * int(e.args[2].value), out)
+        elif isinstance(e, Bin) and e.args[0] == "mul" and isinstance(e.args[1], Const):
+            self._terms(e.args[2], coef * int(e.args[1].value), out)
+        elif isinstance(e, Var) and e in self.lets:
+            self._terms(self.lets[e], coef, out)
+        else:
+            out.append((coef, e))
 
-    @property
-    def _loop_vars(self) -> set:
-        got = getattr(self, "_lv", None)
-        if got is None:
-            got = self._lv = {st.var for st in walk_stmts(self.kernel.body)
-                              if isinstance(st, For) and st.kind not in ("grid",) and st.start >= 0}
+    def _expand(self, e):
+        """e with the lane-dependent let-bound variables replaced by their values (in terms of g)."""
+        return substitute(e, self.lets) if self.lets else e
+
+    def _eval(self, e):
+        """The values of an int expression of g alone for every g of the grid (padded to whole fragments), or None."""
+        if e in self._evals:
+            return self._evals[e]
+        got = None
+        if isinstance(e, Const) and e.dtype in _INTS:
+            got = np.int64(int(e.value))
+        elif isinstance(e, Var):
+            got = self._g_values() if e in self.frag else 0 if e in self.zero else None
+        elif isinstance(e, Cast) and e.args[1].dtype in _INTS:
+            got = self._eval(e.args[1])
+        elif isinstance(e, Bin) and e.args[0] in _EVAL:
+            a, b = self._eval(e.args[1]), self._eval(e.args[2])
+            if a is not None and b is not None and not (e.args[0] in ("idiv", "imod") and np.any(b == 0)):
+                got = _EVAL[e.args[0]](np.asarray(a, np.int64), np.asarray(b, np.int64))
+        self._evals[e] = got
         return got
+
+    def _g_values(self):
+        n = int(self.kernel.launch.grid[0])
+        return np.arange(-(-n // LANES) * LANES, dtype=np.int64)
+
+    def _at_top(self, c: int, a) -> str:
+        """c x (atom a at lane 0), computed once at the top of the shader (a depends on g only)."""
+        e = substitute(self._expand(a), {v: self.g0 for v in self.frag})
+        saved = self.lines, self.env, self.depth
+        self.lines, self.env, self.depth = self.top, [self.env[0]], 1
+        try:
+            t = self.expr(e)
+        finally:
+            self.lines, self.env, self.depth = saved
+        return t if c == 1 else f"{t} * {c}"
 
     def load_code(self, buf, name: str, idx: str) -> str:
         if buf.scope in ("private", "shared"):
@@ -446,4 +533,5 @@ class WebGLLanesRenderer(WebGLRenderer):
             if self.mode == "loop" else []
         return "\n".join(head + [helpers, *divs, *ld4, "void main() {",
                                  f"  int fxc_g = {LANES} * (int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x));",
-                                 f"  if (fxc_g >= {out.size}) {{ discard; }}", *main, body, *tail, "}", ""])
+                                 f"  if (fxc_g >= {out.size}) {{ discard; }}", *main, *self.top, body, *tail, "}",
+                                 ""])
