@@ -19,6 +19,7 @@ another in a loop of the shader (correct for any kernel the scalar renderer take
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import operator
 
@@ -45,6 +46,14 @@ def _trunc_div(a, b):
 
 _EVAL = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "max": np.maximum, "min": np.minimum,
          "idiv": _trunc_div, "imod": lambda a, b: a - b * _trunc_div(a, b)}
+
+
+def _inline_single(s):
+    """s with every loop of one iteration replaced by its body (its variable the start): reductions over a 1x1
+    window become innermost loops, which unroll, and their indices simplify."""
+    if isinstance(s, For) and s.kind in ("serial", "unroll") and s.extent == 1:
+        return _subst(_inline_single(s.body), {s.var: Const(s.start, s.var.dtype)})
+    return map_body(s, _inline_single)
 
 
 class _Lanes:
@@ -82,7 +91,7 @@ class WebGLLanesRenderer(WebGLRenderer):
     """The WebGL renderer with four outputs a fragment (see the module docstring)."""
 
     def __init__(self, kernel, width: int):
-        super().__init__(kernel, width)
+        super().__init__(dataclasses.replace(kernel, body=_inline_single(kernel.body)), width)
         self.lane = None                # the lane whose text expr() gives, while a lane's value is rendered
         self._vary: dict = {}
         self.vvars = self._varying_vars()
@@ -333,7 +342,12 @@ class WebGLLanesRenderer(WebGLRenderer):
             return wrap(f"{t}.{'xyzw'[o & 3]}")
         aff = self._lanes(rest).aff
         if aff is None or aff[2] % LANES:
-            return None
+            if self._lane_align(rest) % LANES:
+                return None
+            texts = self._lanes(rest).texts      # every lane's index a multiple of 4 + off: a texel per lane
+            at = [(lambda i: lambda: f"({texts[i]} >> 2) + {off >> 2}")(i) for i in range(LANES)]
+            return _Lanes([wrap(f"{self._texel(j, (rest, off >> 2, i), at[i], vec)}.{'xyzw'[off & 3]}")
+                           for i in range(LANES)])
         base, k = aff[0], aff[1]
         if k == 1:          # four consecutive elements: one texel when aligned, else two
             at = lambda i: lambda: f"({base} >> 2) + {(off + i) >> 2}"        # noqa: E731
@@ -417,6 +431,28 @@ class WebGLLanesRenderer(WebGLRenderer):
                 t = super().expr(a)
                 parts.append(t if c == 1 else f"{t} * {c}")
         return ("(" + " + ".join(parts) + ")", k, align, True)
+
+    def _lane_align(self, e) -> int:
+        """A number every lane's value of the int e is a multiple of (1: nothing known): from its g-dependent atoms'
+        values over the grid and its other atoms' residues."""
+        terms: list = []
+        self._terms(e, 1, terms)
+        align, vals = 0, 0
+        for c, a in terms:
+            if a is None:
+                align = math.gcd(align, abs(c))
+            elif self.varying(a):
+                v = self._eval(self._expand(a))
+                if v is None:
+                    return 1
+                vals = vals + c * v
+            else:
+                m, r = self._mod(a)
+                align = math.gcd(align, abs(c) * (abs(r) if m == 0 else math.gcd(m, r)))
+        n = int(self.kernel.launch.grid[0])
+        if not isinstance(vals, int):
+            align = math.gcd(align, int(np.gcd.reduce(np.asarray(vals).reshape(-1)[:n])))
+        return align or _ALIGNED
 
     def _affine_parts(self, e):
         """e's affine form from its operands' (+, -, x constant of affine values: where the operands' bases are
