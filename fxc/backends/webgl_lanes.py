@@ -56,6 +56,9 @@ def _inline_single(s):
     return map_body(s, _inline_single)
 
 
+PICK = "{t} fxc_pick{s}({v} v, int c) {{ return c < 2 ? (c == 0 ? v.x : v.y) : (c == 2 ? v.z : v.w); }}"
+
+
 class _Lanes:
     """A lane-dependent value: the GLSL text of each lane's value, and its affine form (base text, k, align,
     nonneg: lane l's value is base + k * l, base a multiple of align, every lane >= 0 when nonneg) or None."""
@@ -96,7 +99,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         self._vary: dict = {}
         self.vvars = self._varying_vars()
         self.mode = "lanes" if self._lanes_ok() else "loop"
-        self.ld4: set = set()           # "f" / "i": the fxc_ld4 helpers used
+        self.ld4: set = set()           # the helpers used: fxc_ld4f / fxc_ld4i ("f", "i"), fxc_pickf / fxc_picki
         self.unrolled: set = set()      # variables of loops unrolled by 4 (multiples of 4 in the shader)
         self._share = None              # (env depth of an unrolled copy, the scope its loop's body shares)
         self._mods: dict = {}
@@ -536,7 +539,9 @@ class WebGLLanesRenderer(WebGLRenderer):
         if buf is self.outputs[0]:
             raise LoweringError(f"{self.kernel.name}: reads its own output {buf.name}, which a fragment cannot")
         j = self.kernel.params.index(buf)
-        v = f"texelFetch(fxc_t{j}, fxc_at(({idx}) >> 2), 0)[({idx}) & 3]"
+        fl = buf.dtype in _FLOAT_TEX
+        self.ld4.add("pf" if fl else "pi")     # a select of the component: 1.4x faster than v[c] on SwiftShader
+        v = f"fxc_pick{'f' if fl else 'i'}(texelFetch(fxc_t{j}, fxc_at(({idx}) >> 2), 0), ({idx}) & 3)"
         return f"({v} != 0)" if buf.dtype == "bool" else v
 
     # -- the shader -----------------------------------------------------------------------------------------
@@ -563,8 +568,9 @@ class WebGLLanesRenderer(WebGLRenderer):
             main.append(f"  {'float' if fl else 'int'} fxc_r[{LANES}];")
         helpers = helper_text({u for u in self.used if u in _HELPERS}) + (ES_TRIG if self.trig else "")
         divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
-        ld4 = [LD4.format(v="vec4" if s == "f" else "ivec4", s=s, sampler="sampler2D" if s == "f" else "isampler2D")
-               for s in sorted(self.ld4)]
+        kinds = {"f": ("vec4", "float", "sampler2D"), "i": ("ivec4", "int", "isampler2D")}
+        ld4 = [PICK.format(v=v, s=s[1], t=t) if s[0] == "p" else LD4.format(v=v, s=s, sampler=sampler)
+               for s in sorted(self.ld4) for v, t, sampler in [kinds[s[-1]]]]
         tail = [f"  fxc_out = {'vec4' if fl else 'ivec4'}(fxc_r[0], fxc_r[1], fxc_r[2], fxc_r[3]);"] \
             if self.mode == "loop" else []
         return "\n".join(head + [helpers, *divs, *ld4, "void main() {",
