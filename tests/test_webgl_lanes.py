@@ -61,3 +61,30 @@ def test_matmul_reads_four_values_a_fetch():
     head, loop = shaders[0].split("+= 4")
     loop = loop.split("\n" + head.rsplit("\n", 1)[1].split("for")[0] + "}")[0]      # up to the loop's closing brace
     assert loop.count("texelFetch") == 5 and "& 3]" not in loop     # 5 fetches for 4 steps x 4 outputs
+
+
+def test_lane_dependent_control_flow_runs_the_lanes_one_by_one():
+    """A kernel whose `if` depends on the work-item (none of the registry's schedules writes one for WebGL today)
+    renders its four lanes one after another in the fragment ("loop" mode) and stays correct, the last texel half
+    used (10 outputs)."""
+    from types import SimpleNamespace
+
+    from fxc.backends.glsl import render_webgl
+    from fxc.lowering.expr import Const, Load, Var, binary, compare
+    from fxc.lowering.loop_ir import Buffer, For, IfThen, Kernel, Launch, Store
+    from fxc.runtime.webgl import layout, open_page
+    n = 10
+    x, y, g = Buffer("x", "float32", n), Buffer("y", "float32", n), Var("g", "int64")
+    body = For(g, n, IfThen(compare("lt", g, Const(5, "int64")),
+                            Store(y, g, binary("mul", Load(x, g), Const(2.0, "float32"))),
+                            Store(y, g, binary("add", Load(x, g), Const(1.0, "float32")))), kind="grid")
+    k = Kernel("k_if", [y, x], body, index_bits=32, launch=Launch((n,), (1,)))
+    program = json.loads(render_webgl([k], 2048))
+    assert "(loop)" in program["kernels"]["k_if"]["shader"]
+    spec = lambda name: SimpleNamespace(name=name, shape=(n,), dtype="float32")     # noqa: E731
+    desc = layout(program, [SimpleNamespace(kernel="k_if", args=[("out", 0), ("in", 0)])], [spec("x")], [spec("y")], [])
+    xs = np.linspace(-2, 3, n).astype(np.float32)
+    got = open_page().call("""([desc, xs]) => { const m = new FxcWebGL(window.fxcBase); m.load(desc, []);
+        const out = Array.from(m.run([Float32Array.from(xs)], false).outputs[0]); m.dispose(); return out; }""",
+                           [desc, xs.tolist()])
+    assert_close_np(np.array(got, np.float32), np.where(np.arange(n) < 5, xs * 2, xs + 1), rtol=0, atol=0)
