@@ -415,6 +415,8 @@ class WebGLLanesRenderer(WebGLRenderer):
             if v is None:
                 return None
             vals = vals + c * v
+        if np.ndim(vals) == 0:
+            return None
         n = int(self.kernel.launch.grid[0])
         rows = vals.reshape(-1, LANES)
         k = int(rows[0, 1] - rows[0, 0]) if n > 1 else 0
@@ -452,8 +454,8 @@ class WebGLLanesRenderer(WebGLRenderer):
             else:
                 m, r = self._mod(a)
                 align = math.gcd(align, abs(c) * (abs(r) if m == 0 else math.gcd(m, r)))
-        n = int(self.kernel.launch.grid[0])
-        if not isinstance(vals, int):
+        if np.ndim(vals):
+            n = int(self.kernel.launch.grid[0])
             align = math.gcd(align, int(np.gcd.reduce(np.asarray(vals).reshape(-1)[:n])))
         return align or _ALIGNED
 
@@ -519,7 +521,9 @@ class WebGLLanesRenderer(WebGLRenderer):
         return got
 
     def _g_values(self):
-        n = int(self.kernel.launch.grid[0])
+        n = self.kernel.launch.grid[0]
+        if not isinstance(n, int):          # a symbolic grid: nothing is evaluated, the lanes are computed each
+            return None
         return np.arange(-(-n // LANES) * LANES, dtype=np.int64)
 
     def _at_top(self, c: int, a) -> str:
