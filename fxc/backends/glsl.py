@@ -588,12 +588,18 @@ class WebGLRenderer(GLSLRenderer):
 
 
 def render_webgl(kernels: list, width: int) -> str:
-    """The WebGL program as JSON text: the texture width, and per kernel its fragment shader, its parameters'
-    dtypes and sizes, and which parameter it writes."""
+    """The WebGL program as JSON text: the texture width (at most `width`: the narrowest power of two >= 64 that holds
+    every tensor in 2048 rows, WebGL 2's least MAX_TEXTURE_SIZE), the elements a texel (`lanes`: RGBA textures, four
+    outputs a fragment, fxc.backends.webgl_lanes), and per kernel its fragment shader, its parameters' dtypes and
+    sizes, and which parameter it writes."""
     import json
-    out = {"width": width, "kernels": {}}
+
+    from .webgl_lanes import LANES, WebGLLanesRenderer
+    texels = max((-(-b.size // LANES) for k in kernels for b in k.params), default=1)
+    width = min(width, max(64, 1 << (-(-texels // 2048) - 1).bit_length()))    # as narrow as fits 2048 rows:
+    out = {"width": width, "lanes": LANES, "kernels": {}}       # a draw of few fragments still spans whole quads
     for k in kernels:
-        r = WebGLRenderer(k, width)
+        r = WebGLLanesRenderer(k, width)
         text = r.kernel_text()
         out["kernels"][k.name] = {"shader": text, "output": k.params.index(r.outputs[0]),
                                   "params": [[b.dtype, b.size] for b in k.params], "checks": r.checks}

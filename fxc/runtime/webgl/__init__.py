@@ -80,6 +80,7 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
     from then on.
     Constants used as indices are checked here (a LoweringError when out of range: the graph runs elsewhere)."""
     width = int(program["width"])
+    per_row = width * int(program.get("lanes", 1))     # elements a texture row (lanes: elements a texel)
     slots: list = []
     current: dict = {}                  # (kind, index, float?) -> its slot now
 
@@ -107,7 +108,7 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if out in reads:
             out = slot(kind, ix, dt, n, fresh=True)
         it = iter(reads)
-        steps.append({"kernel": st.kernel, "rows": max(1, -(-int(n) // width)),     # the draw covers these only
+        steps.append({"kernel": st.kernel, "rows": max(1, -(-int(n) // per_row)),     # the draw covers these only
                       "slots": [out if j == k["output"] else next(it) for j in range(len(params))]})
         for j, size, wrap, op in k.get("checks", ()):
             kind, ix = st.args[j]
@@ -129,11 +130,11 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
           for i, c in enumerate(consts)]
     cap = max_texture or 1 << 30
     for s in slots:
-        rows = -(-s["elements"] // width)
+        rows = -(-s["elements"] // per_row)
         if rows > cap:
-            raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {width}; this "
+            raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {per_row}; this "
                                 f"browser's MAX_TEXTURE_SIZE is {cap} (the graph runs elsewhere)")
-    return link_wasm_steps({"width": width, "kernels": {n: {"shader": k["shader"], "output": k["output"]}
+    return link_wasm_steps({"width": width, "lanes": int(program.get("lanes", 1)), "kernels": {n: {"shader": k["shader"], "output": k["output"]}
                                                        for n, k in program["kernels"].items()},
                             "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
                             "checks": checks})

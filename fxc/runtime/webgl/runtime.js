@@ -5,9 +5,10 @@
 //   const {outputs} = m.run(inputs);           // typed arrays in (null: keep what the input's texture holds)
 //   const pkg = await fxcLoadPackage("./");    // a static package (fxc web): fetch, check sha256, load
 //
-// Every tensor place (slot) of the plan is a 2-D texture `width` texels wide: R32F for float32, R32I for every
-// integer type (the host narrows them to 32 bits). A launch draws one triangle over its output texture; each
-// fragment computes one element. Nothing leaves the GPU between launches: a call uploads the inputs it is given,
+// Every tensor place (slot) of the plan is a 2-D texture `width` texels wide, `desc.lanes` consecutive elements a
+// texel: RGBA32F for float32, RGBA32I for every integer type (the host narrows them to 32 bits); lanes 1 (older
+// programs): R32F / R32I. A launch draws one triangle over its output's rows; each fragment computes `lanes`
+// elements. Nothing leaves the GPU between launches: a call uploads the inputs it is given,
 // draws the plan and reads the outputs back.
 "use strict";
 
@@ -41,29 +42,37 @@ class FxcWebGL {
   }
 
   texture(slot) {         // slot: {float, elements}
-    const gl = this.gl, w = this.width, h = Math.max(1, Math.ceil(slot.elements / w));
+    const gl = this.gl, w = this.width, h = Math.max(1, Math.ceil(slot.elements / (w * this.lanes)));
     if (h > this.maxTexture) throw new Error(`a tensor of ${slot.elements} elements needs a ${w}x${h} texture; ` +
                                              `MAX_TEXTURE_SIZE is ${this.maxTexture}`);
     const t = gl.createTexture();
     gl.bindTexture(gl.TEXTURE_2D, t);
-    gl.texStorage2D(gl.TEXTURE_2D, 1, slot.float ? gl.R32F : gl.R32I, w, h);
+    const rgba = this.lanes === 4;
+    gl.texStorage2D(gl.TEXTURE_2D, 1, slot.float ? (rgba ? gl.RGBA32F : gl.R32F) : (rgba ? gl.RGBA32I : gl.R32I), w, h);
     for (const p of [gl.TEXTURE_MIN_FILTER, gl.TEXTURE_MAG_FILTER]) gl.texParameteri(gl.TEXTURE_2D, p, gl.NEAREST);
     return {tex: t, h: h, float: slot.float, elements: slot.elements};
   }
 
-  upload(t, data) {       // whole rows, then the last partial row (no padded copy)
-    const gl = this.gl, w = this.width, rows = Math.floor(data.length / w), rest = data.length - rows * w;
-    const fmt = t.float ? gl.RED : gl.RED_INTEGER, type = t.float ? gl.FLOAT : gl.INT;
+  upload(t, data) {       // whole rows, then the last partial row (only its last texel padded)
+    const gl = this.gl, n = this.lanes, w = this.width, per = w * n;
+    const rows = Math.floor(data.length / per), texels = Math.ceil((data.length - rows * per) / n);
+    const fmt = n === 4 ? (t.float ? gl.RGBA : gl.RGBA_INTEGER) : (t.float ? gl.RED : gl.RED_INTEGER);
+    const type = t.float ? gl.FLOAT : gl.INT;
     gl.bindTexture(gl.TEXTURE_2D, t.tex);
     gl.pixelStorei(gl.UNPACK_ALIGNMENT, 4);
-    if (rows) gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, w, rows, fmt, type, data.subarray(0, rows * w));
-    if (rest) gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, rows, rest, 1, fmt, type, data.subarray(rows * w));
+    if (rows) gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, 0, w, rows, fmt, type, data.subarray(0, rows * per));
+    if (texels) {
+      let rest = data.subarray(rows * per);
+      if (rest.length !== texels * n) { const p = new rest.constructor(texels * n); p.set(rest); rest = p; }
+      gl.texSubImage2D(gl.TEXTURE_2D, 0, 0, rows, texels, 1, fmt, type, rest);
+    }
   }
 
   load(desc, consts) {    // desc: fxc.runtime.webgl.layout; consts: typed arrays in desc.consts' order
     const gl = this.gl;
     this.desc = desc;
     this.width = desc.width;
+    this.lanes = desc.lanes || 1;
     this.textures = desc.slots.map(s => this.texture(s));
     this.programs = {};
     for (const [name, k] of Object.entries(desc.kernels)) {
@@ -140,11 +149,12 @@ class FxcWebGL {
   }
 
   read(t, elements) {
-    const gl = this.gl, w = this.width;
+    const gl = this.gl, w = this.width, n = this.lanes;
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
     gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, t.tex, 0);
-    const rows = Math.max(1, Math.ceil(elements / w)), rgba = new (t.float ? Float32Array : Int32Array)(4 * w * rows);
+    const rows = Math.max(1, Math.ceil(elements / (w * n))), rgba = new (t.float ? Float32Array : Int32Array)(4 * w * rows);
     gl.readPixels(0, 0, w, rows, t.float ? gl.RGBA : gl.RGBA_INTEGER, t.float ? gl.FLOAT : gl.INT, rgba);
+    if (n === 4) return rgba.subarray(0, elements);
     const out = new (t.float ? Float32Array : Int32Array)(elements);
     for (let i = 0; i < elements; i++) out[i] = rgba[4 * i];
     return out;

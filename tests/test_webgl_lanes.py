@@ -1,0 +1,90 @@
+"""The webgl renderer's four outputs a fragment over RGBA textures (fxc/backends/webgl_lanes.py), against eager PyTorch:
+every way a lane's index can go — affine across a fragment (an innermost extent that is a multiple of 4), affine only
+as a whole (W = 14: h * 14 + w is g % 196), not affine (W = 7: a fragment's lanes straddle rows and channels), strided
+— reductions unrolled by 4 (extent a multiple of 4) or not, and outputs whose size is not a multiple of 4 (the last
+texel half used). Runs in the headless Chromium page (one per test process), small shapes."""
+import json
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import fxc
+from fxc.runtime.webgl import program_of
+from tests.helpers import assert_close_np
+
+
+class _Reduce(nn.Module):
+    def forward(self, x):
+        return x.mean(-1, keepdim=True) * x - x.amax(-1, keepdim=True)
+
+
+CASES = {
+    "conv3x3_w12": (lambda: nn.Conv2d(5, 8, 3, padding=1), (1, 5, 12, 12)),
+    "conv3x3_stride2_w13": (lambda: nn.Conv2d(4, 6, 3, stride=2, padding=1), (1, 4, 13, 13)),
+    "conv1x1_w14": (lambda: nn.Sequential(nn.Conv2d(16, 12, 1), nn.ReLU6()), (1, 16, 14, 14)),
+    "conv1x1_w7": (lambda: nn.Conv2d(8, 6, 1), (1, 8, 7, 7)),
+    "depthwise_w10": (lambda: nn.Conv2d(8, 8, 3, padding=1, groups=8), (2, 8, 10, 10)),
+    "linear_k20_n7": (lambda: nn.Linear(20, 7), (3, 20)),
+    "linear_k18_n12": (lambda: nn.Linear(18, 12), (5, 18)),
+    "reduce_36": (_Reduce, (5, 36)),
+    "reduce_37": (_Reduce, (3, 37)),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_four_outputs_a_fragment_match_eager(name):
+    make, shape = CASES[name]
+    torch.manual_seed(0)
+    model = make().eval()
+    x = torch.randn(shape)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    got = fxc.from_torch(model, (x,), target="webgl")(x.numpy())
+    assert got.shape == expected.shape
+    assert_close_np(got, expected, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(expected).max())))
+
+
+def test_matmul_reads_four_values_a_fetch():
+    """A linear layer's reduction (k = 32) runs four steps at a time, and every texel it reads is fetched once for
+    the four steps: the activations' texel shared by the four outputs of a fragment, a weight texel per output."""
+    torch.manual_seed(0)
+    model, x = nn.Linear(32, 16).eval(), torch.randn(4, 32)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)
+    program = program_of(compiled.module.source)
+    assert program["lanes"] == 4
+    shaders = [k["shader"] for k in program["kernels"].values() if "+= 4" in k["shader"]]
+    assert shaders, json.dumps(program)[:2000]
+    head, loop = shaders[0].split("+= 4")
+    loop = loop.split("\n" + head.rsplit("\n", 1)[1].split("for")[0] + "}")[0]      # up to the loop's closing brace
+    assert loop.count("texelFetch") == 5 and "& 3]" not in loop     # 5 fetches for 4 steps x 4 outputs
+
+
+def test_lane_dependent_control_flow_runs_the_lanes_one_by_one():
+    """A kernel whose `if` depends on the work-item (none of the registry's schedules writes one for WebGL today)
+    renders its four lanes one after another in the fragment ("loop" mode) and stays correct, the last texel half
+    used (10 outputs)."""
+    from types import SimpleNamespace
+
+    from fxc.backends.glsl import render_webgl
+    from fxc.lowering.expr import Const, Load, Var, binary, compare
+    from fxc.lowering.loop_ir import Buffer, For, IfThen, Kernel, Launch, Store
+    from fxc.runtime.webgl import layout, open_page
+    n = 10
+    x, y, g = Buffer("x", "float32", n), Buffer("y", "float32", n), Var("g", "int64")
+    body = For(g, n, IfThen(compare("lt", g, Const(5, "int64")),
+                            Store(y, g, binary("mul", Load(x, g), Const(2.0, "float32"))),
+                            Store(y, g, binary("add", Load(x, g), Const(1.0, "float32")))), kind="grid")
+    k = Kernel("k_if", [y, x], body, index_bits=32, launch=Launch((n,), (1,)))
+    program = json.loads(render_webgl([k], 2048))
+    assert "(loop)" in program["kernels"]["k_if"]["shader"]
+    spec = lambda name: SimpleNamespace(name=name, shape=(n,), dtype="float32")     # noqa: E731
+    desc = layout(program, [SimpleNamespace(kernel="k_if", args=[("out", 0), ("in", 0)])], [spec("x")], [spec("y")], [])
+    xs = np.linspace(-2, 3, n).astype(np.float32)
+    got = open_page().call("""([desc, xs]) => { const m = new FxcWebGL(window.fxcBase); m.load(desc, []);
+        const out = Array.from(m.run([Float32Array.from(xs)], false).outputs[0]); m.dispose(); return out; }""",
+                           [desc, xs.tolist()])
+    assert_close_np(np.array(got, np.float32), np.where(np.arange(n) < 5, xs * 2, xs + 1), rtol=0, atol=0)
