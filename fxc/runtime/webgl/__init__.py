@@ -134,8 +134,9 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if rows > cap:
             raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {per_row}; this "
                                 f"browser's MAX_TEXTURE_SIZE is {cap} (the graph runs elsewhere)")
-    return link_wasm_steps({"width": width, "lanes": int(program.get("lanes", 1)), "kernels": {n: {"shader": k["shader"], "output": k["output"]}
-                                                       for n, k in program["kernels"].items()},
+    return link_wasm_steps({"width": width, "lanes": int(program.get("lanes", 1)),
+                            "kernels": {n: {"shader": k["shader"], "output": k["output"]}
+                                        for n, k in program["kernels"].items()},
                             "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
                             "checks": checks})
 
