@@ -228,7 +228,9 @@ def test_int_division_by_zero_raises():
 # ---------------------------------------------------------------------------------------- users: torch, export
 def test_torch_compile_keeps_weights_resident():
     """torch.compile(target="webgpu"): nothing falls back; weights are uploaded once and again only when changed."""
+    import gc
     model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    before = {id(o) for o in gc.get_objects() if type(o).__name__ == "WebGPUModule"}     # earlier tests' modules
     compiled = torch.compile(model, backend="fxc", options={"target": "webgpu"})
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
     try:
@@ -237,8 +239,8 @@ def test_torch_compile_keeps_weights_resident():
     finally:
         fxc.capture.torch._recorders.remove(rec)
     assert rec.kernels and all("[webgpu:" in k for k in rec.kernels), rec.kernels
-    import gc
-    m = [o for o in gc.get_objects() if type(o).__name__ == "WebGPUModule" and o.prepack_inputs][-1]
+    (m,) = [o for o in gc.get_objects()
+            if type(o).__name__ == "WebGPUModule" and o.prepack_inputs and id(o) not in before]
     with torch.no_grad():
         compiled(x)
         assert m.uploaded_bytes == x.numel() * 4

@@ -30,7 +30,7 @@ from ..lowering.expr import Bin, Cast, Const, Load, Var, binary, children, subst
 from ..lowering.loop_ir import For, IfThen, LetStmt, Store, map_body, walk_stmts
 from .glsl import _DIV, _FLOAT_TEX, _HELPERS, ES_HEAD, ES_TRIG, VALUE, WebGLRenderer, helper_text
 
-LANES = 4
+TEXEL_WIDTH = 4
 _INTS = ("int32", "int64")
 _ALIGNED = 1 << 30          # the alignment of 0: a multiple of everything
 LD4 = """{v} fxc_ld4{s}({sampler} s, int e) {{ int q = e >> 2, r = e & 3; {v} a = texelFetch(s, fxc_at(q), 0);
@@ -158,16 +158,16 @@ class WebGLLanesRenderer(WebGLRenderer):
             raise LoweringError(f"{self.kernel.name}: WebGL runs one-dimensional grids of work-items")
         self.frag.add(s.var)
         if self.mode == "lanes":
-            g = _Lanes(["fxc_g"] + [f"(fxc_g + {j})" for j in range(1, LANES)], ("fxc_g", 1, LANES, True))
+            g = _Lanes(["fxc_g"] + [f"(fxc_g + {j})" for j in range(1, TEXEL_WIDTH)], ("fxc_g", 1, TEXEL_WIDTH, True))
             self.block(s.body, ((s.var, g),))
             return
-        self.emit(f"for (int fxc_l = 0; fxc_l < {LANES}; ++fxc_l) {{")
+        self.emit(f"for (int fxc_l = 0; fxc_l < {TEXEL_WIDTH}; ++fxc_l) {{")
         self.block(s.body, ((s.var, "(fxc_g + fxc_l)"),))
         self.emit("}")
 
     def _unrollable(self, s: For) -> bool:
         return self.mode == "lanes" and s.kind in ("serial", "unroll") and isinstance(s.extent, int) \
-            and s.start == 0 and s.extent % LANES == 0 and s.extent >= 2 * LANES \
+            and s.start == 0 and s.extent % TEXEL_WIDTH == 0 and s.extent >= 2 * TEXEL_WIDTH \
             and not any(isinstance(st, For) for st in walk_stmts(s.body))
 
     def _unroll(self, s: For):
@@ -179,13 +179,13 @@ class WebGLLanesRenderer(WebGLRenderer):
             if isinstance(st, Store):
                 self.invalidate(st.buf)
         v = s.var.name
-        self.emit(f"for (int {v} = 0; {v} < {s.extent}; {v} += {LANES}) {{")
+        self.emit(f"for (int {v} = 0; {v} < {s.extent}; {v} += {TEXEL_WIDTH}) {{")
         self.unrolled.add(s.var)
         self.env.append({s.var: v})
         saved = self._share
         self._share = (len(self.env) + 1, self.env[-1])
         self.depth += 1
-        for u in range(LANES):
+        for u in range(TEXEL_WIDTH):
             body = s.body if u == 0 else _subst(s.body, {s.var: binary("add", s.var, Const(u, s.var.dtype))})
             self.env.append({})
             self.stmt(body)
@@ -218,7 +218,7 @@ class WebGLLanesRenderer(WebGLRenderer):
             self.emit(f"fxc_r[fxc_l] = {'int(' + v + ')' if s.buf.dtype == 'bool' else v};")
             return
         values = []
-        for j in range(LANES):
+        for j in range(TEXEL_WIDTH):
             self.lane = j
             values.append(self.expr(s.value))
             if not out:
@@ -256,13 +256,13 @@ class WebGLLanesRenderer(WebGLRenderer):
                     t = self.new()
                     self.emit(f"int {t} = {base};")
                     base, aff = t, (t, *aff[1:])
-                return _Lanes([base if k * j == 0 else f"({base} + {k * j})" for j in range(LANES)], aff)
+                return _Lanes([base if k * j == 0 else f"({base} + {k * j})" for j in range(TEXEL_WIDTH)], aff)
             if isinstance(e, Load) and e.args[0].scope == "global":
                 got = self._texel_load(e) or self._row_load(e)
                 if got is not None:
                     return got
             texts, done = [], {}         # a lane whose code is another's (the same operands) reuses its value
-            for j in range(LANES):
+            for j in range(TEXEL_WIDTH):
                 self.lane = j
                 code = self.compute(e)
                 if code not in done:
@@ -297,7 +297,7 @@ class WebGLLanesRenderer(WebGLRenderer):
             got = (0, int(e.value))
         elif isinstance(e, Var):
             one = self._single.get(e)       # the variable of a loop of one iteration is its start
-            got = (LANES, 0) if e in self.unrolled else (0, 0) if e in self.zero else (0, one) \
+            got = (TEXEL_WIDTH, 0) if e in self.unrolled else (0, 0) if e in self.zero else (0, one) \
                 if one is not None else (1, 0)
         elif isinstance(e, Cast) and e.args[1].dtype in _INTS:
             got = self._mod(e.args[1])
@@ -337,30 +337,30 @@ class WebGLLanesRenderer(WebGLRenderer):
             if m == 0:
                 t = self._texel(j, (None, (c + off) >> 2), lambda: str((c + off) >> 2), vec)
                 return wrap(f"{t}.{'xyzw'[(c + off) & 3]}")
-            if m % LANES:
+            if m % TEXEL_WIDTH:
                 return None
-            o = c % LANES + off
+            o = c % TEXEL_WIDTH + off
             text = super().expr
             t = self._texel(j, (rest, o >> 2), lambda: f"({text(rest)} >> 2) + {o >> 2}", vec)
             return wrap(f"{t}.{'xyzw'[o & 3]}")
         aff = self._lanes(rest).aff
-        if aff is None or aff[2] % LANES:
-            if self._lane_align(rest) % LANES:
+        if aff is None or aff[2] % TEXEL_WIDTH:
+            if self._lane_align(rest) % TEXEL_WIDTH:
                 return None
             texts = self._lanes(rest).texts      # every lane's index a multiple of 4 + off: a texel per lane
-            at = [(lambda i: lambda: f"({texts[i]} >> 2) + {off >> 2}")(i) for i in range(LANES)]
+            at = [(lambda i: lambda: f"({texts[i]} >> 2) + {off >> 2}")(i) for i in range(TEXEL_WIDTH)]
             return _Lanes([wrap(f"{self._texel(j, (rest, off >> 2, i), at[i], vec)}.{'xyzw'[off & 3]}")
-                           for i in range(LANES)])
+                           for i in range(TEXEL_WIDTH)])
         base, k = aff[0], aff[1]
         if k == 1:          # four consecutive elements: one texel when aligned, else two
             at = lambda i: lambda: f"({base} >> 2) + {(off + i) >> 2}"        # noqa: E731
             return _Lanes([wrap(f"{self._texel(j, (rest, (off + i) >> 2), at(i), vec)}.{'xyzw'[(off + i) & 3]}")
-                           for i in range(LANES)])
-        if k % LANES:
+                           for i in range(TEXEL_WIDTH)])
+        if k % TEXEL_WIDTH:
             return None
-        at = [(lambda i: lambda: f"(({base} + {k * i}) >> 2) + {off >> 2}")(i) for i in range(LANES)]
+        at = [(lambda i: lambda: f"(({base} + {k * i}) >> 2) + {off >> 2}")(i) for i in range(TEXEL_WIDTH)]
         return _Lanes([wrap(f"{self._texel(j, (rest, off >> 2, i if k else None), at[i], vec)}.{'xyzw'[off & 3]}")
-                       for i in range(LANES)])
+                       for i in range(TEXEL_WIDTH)])
 
     def _row_load(self, e):
         """Four consecutive elements (index base + lane, base not known aligned) in two fetches (fxc_ld4)."""
@@ -418,9 +418,9 @@ class WebGLLanesRenderer(WebGLRenderer):
         if np.ndim(vals) == 0:
             return None
         n = int(self.kernel.launch.grid[0])
-        rows = vals.reshape(-1, LANES)
+        rows = vals.reshape(-1, TEXEL_WIDTH)
         k = int(rows[0, 1] - rows[0, 0]) if n > 1 else 0
-        ok = rows == rows[:, :1] + k * np.arange(LANES)
+        ok = rows == rows[:, :1] + k * np.arange(TEXEL_WIDTH)
         if not ok.reshape(-1)[:n].all():
             return None
         align = int(np.gcd.reduce(rows[:, 0])) or _ALIGNED
@@ -524,7 +524,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         n = self.kernel.launch.grid[0]
         if not isinstance(n, int):          # a symbolic grid: nothing is evaluated, the lanes are computed each
             return None
-        return np.arange(-(-n // LANES) * LANES, dtype=np.int64)
+        return np.arange(-(-n // TEXEL_WIDTH) * TEXEL_WIDTH, dtype=np.int64)
 
     def _at_top(self, c: int, a) -> str:
         """c x (atom a at lane 0), computed once at the top of the shader (a depends on g only)."""
@@ -560,16 +560,16 @@ class WebGLLanesRenderer(WebGLRenderer):
         body = self.body_text()
         out = self.outputs[0]
         fl = out.dtype in _FLOAT_TEX
-        head = [ES_HEAD, f"// {k.name}: {k.launch}, {LANES} outputs a fragment ({self.mode})",
+        head = [ES_HEAD, f"// {k.name}: {k.launch}, {TEXEL_WIDTH} outputs a fragment ({self.mode})",
                 f"#define FXC_W {self.width}", f"ivec2 fxc_at(int e) {{ return {self.at()}; }}",
                 f"layout(location = 0) out highp {'vec4' if fl else 'ivec4'} fxc_out;"]
         head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
                  for j, b in enumerate(k.params) if b is not out]
-        copies = range(LANES) if self.mode == "lanes" else (None,)
+        copies = range(TEXEL_WIDTH) if self.mode == "lanes" else (None,)
         main = [f"  {VALUE[b.dtype]} {n}{'' if c is None else '_' + str(c)}[{max(b.size, 1)}];"
                 for b, n in self.private.items() for c in copies]
         if self.mode == "loop":
-            main.append(f"  {'float' if fl else 'int'} fxc_r[{LANES}];")
+            main.append(f"  {'float' if fl else 'int'} fxc_r[{TEXEL_WIDTH}];")
         helpers = helper_text({u for u in self.used if u in _HELPERS}) + (ES_TRIG if self.trig else "")
         divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
         kinds = {"f": ("vec4", "float", "sampler2D"), "i": ("ivec4", "int", "isampler2D")}
@@ -578,6 +578,6 @@ class WebGLLanesRenderer(WebGLRenderer):
         tail = [f"  fxc_out = {'vec4' if fl else 'ivec4'}(fxc_r[0], fxc_r[1], fxc_r[2], fxc_r[3]);"] \
             if self.mode == "loop" else []
         return "\n".join(head + [helpers, *divs, *ld4, "void main() {",
-                                 f"  int fxc_g = {LANES} * (int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x));",
+                                 f"  int fxc_g = {TEXEL_WIDTH} * (int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x));",
                                  f"  if (fxc_g >= {out.size}) {{ discard; }}", *main, *self.top, body, *tail, "}",
                                  ""])
