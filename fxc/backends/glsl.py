@@ -594,10 +594,10 @@ def render_webgl(kernels: list, width: int) -> str:
     sizes, and which parameter it writes."""
     import json
 
-    from .webgl_lanes import LANES, WebGLLanesRenderer
-    texels = max((-(-b.size // LANES) for k in kernels for b in k.params), default=1)
+    from .webgl_lanes import TEXEL_WIDTH, WebGLLanesRenderer
+    texels = max((-(-b.size // TEXEL_WIDTH) for k in kernels for b in k.params), default=1)
     width = min(width, max(64, 1 << (-(-texels // 2048) - 1).bit_length()))    # as narrow as fits 2048 rows:
-    out = {"width": width, "lanes": LANES, "kernels": {}}       # a draw of few fragments still spans whole quads
+    out = {"width": width, "lanes": TEXEL_WIDTH, "kernels": {}}       # a draw of few fragments still spans whole quads
     for k in kernels:
         r = WebGLLanesRenderer(k, width)
         text = r.kernel_text()
