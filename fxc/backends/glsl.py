@@ -565,13 +565,19 @@ class WebGLRenderer(GLSLRenderer):
             return f"fxc_{op}({args[0]})"
         return super().op_code(op, dtype, *args)
 
-    def kernel_text(self) -> str:
+    def check_kernel(self) -> None:
+        """What WebGL cannot run: work-groups of more than one work-item, 64-bit indices, int64 values not
+        provably narrowable to 32 bits (a LoweringError naming the kernel)."""
         k = self.kernel
         if k.launch is None or any(b != 1 for b in k.launch.block):
             raise LoweringError(f"{k.name}: WebGL runs work-groups of one work-item")
         if k.index_bits != 32:
             raise LoweringError(f"{k.name}: a buffer of this kernel is 2 GiB or larger; WebGL indexes in 32 bits")
         check_int64_narrowable(k)
+
+    def kernel_text(self) -> str:
+        k = self.kernel
+        self.check_kernel()
         body = self.body_text()
         out = self.outputs[0]
         head = [ES_HEAD, f"// {k.name}: {k.launch}", f"#define FXC_W {self.width}",

@@ -551,12 +551,7 @@ class WebGLLanesRenderer(WebGLRenderer):
     # -- the shader -----------------------------------------------------------------------------------------
     def kernel_text(self) -> str:
         k = self.kernel
-        if k.launch is None or any(b != 1 for b in k.launch.block):
-            raise LoweringError(f"{k.name}: WebGL runs work-groups of one work-item")
-        if k.index_bits != 32:
-            raise LoweringError(f"{k.name}: a buffer of this kernel is 2 GiB or larger; WebGL indexes in 32 bits")
-        from ..lowering.int_ranges import check_int64_narrowable
-        check_int64_narrowable(k)
+        self.check_kernel()
         body = self.body_text()
         out = self.outputs[0]
         fl = out.dtype in _FLOAT_TEX
