@@ -44,6 +44,9 @@ class Caps:
     #                                         JS runtime supplies)
     cache_bytes: int = 1 << 20              # a core's private (L2) data cache: what a CPU schedule keeps hot between
                                             # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
+    dynamic_rows: bool = True               # code for a symbolic number of rows (a dynamic batch) runs every size
+                                            # from one build: row-block kernels (llvm) or row launches with operand
+                                            # offsets set at call time (opencl, opengl); False: builds per size
 
     @property
     def lanes(self) -> int:
@@ -206,7 +209,7 @@ def _wasm_target(opts: dict) -> Target:
     caps = Caps(vector_bits=128 if simd else 32, vector_registers=16, threads=int(threads),
                 features=frozenset(features),
                 index_bits=64, dtypes=Caps().dtypes - {"float16"}, libm=False,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, dynamic_rows=False)
     return Target("wasm", tuple(sorted(opts.items())), caps)
 
 
@@ -325,7 +328,7 @@ def webgl_caps(info: dict) -> Caps:
     return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
                 max_work_group_size=1, index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, dynamic_rows=False)
 
 
 def _webgl_target(target: Target) -> Target:
@@ -345,7 +348,7 @@ def webgpu_caps(info: dict) -> Caps:
                 local_memory_bytes=int(info["local_memory_bytes"]),
                 max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, dynamic_rows=False)
 
 
 def _webgpu_target(target: Target) -> Target:
