@@ -113,41 +113,29 @@ def build_device(graph, target: Target, **options):
         slots.update({vid: slots[src.id] for vid, src in views.items()})
         kernels, steps, lines, same, scratch = [], [], [], {}, 0
         for i, gr in enumerate(prepack + groups):
-            is_pre = i < len(prepack)
+            is_pre, rowwise = i < len(prepack), symbolic_group(gr, sym)
             sig = group_signature(gr)
-            if symbolic_group(gr, sym):
-                if sig not in same:
-                    same[sig] = row_launches(gr, f"k{i}_{gr.root.op}", target.caps, sym)
-                    kernels += same[sig][ROW_BLOCK] + same[sig][1]
-                per = row_bytes(gr, sym)
-                for part, size in enumerate((ROW_BLOCK, 1)):
-                    launches = same[sig][size]
-                    args, at = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs], end
-                    for b in launches[0].params if launches else ():
-                        if b.scope == "scratch":
-                            args.append(("work", at))
-                            at += (b.nbytes + 63) // 64 * 64
-                    scratch = max(scratch, at - end)
-                    rows = tuple(per + [0] * (len(args) - len(per)))
-                    steps += [Launch(k.name, list(args), k.launch.grid, k.launch.block, is_pre, rows, (i, ROW_BLOCK, part))
-                              for k in launches]
-                shapes = ", ".join(f"{k.name} {k.launch}" for k in same[sig][ROW_BLOCK])
-                lines.append(f"{gr.describe()}  [{target.kind}: per {ROW_BLOCK} rows {shapes}; then per row]")
-                continue
-            if sig not in same:
-                same[sig] = group_launches(gr, f"k{i}_{gr.root.op}", target.caps)
-                kernels += same[sig]
-            launches = same[sig]
+            if sig not in same:     # {rows: launches} of a group over symbolic rows, else {0: launches}
+                name = f"k{i}_{gr.root.op}"
+                same[sig] = row_launches(gr, name, target.caps, sym) if rowwise else \
+                    {0: group_launches(gr, name, target.caps)}
+                kernels += [k for ks in same[sig].values() for k in ks]
             args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
-            at = end
-            for b in launches[0].params if launches else ():
-                if b.scope == "scratch":
-                    args.append(("work", at))
-                    at += (b.nbytes + 63) // 64 * 64
-            scratch = max(scratch, at - end)
-            for k in launches:
-                steps.append(Launch(k.name, list(args), k.launch.grid, k.launch.block, is_pre))
+            for part, launches in enumerate(same[sig].values()):
+                extra, at = [], end     # scratch: after the packed weights, shared (the launches run one at a time)
+                for b in launches[0].params if launches else ():
+                    if b.scope == "scratch":
+                        extra.append(("work", at))
+                        at += (b.nbytes + 63) // 64 * 64
+                scratch = max(scratch, at - end)
+                rows, repeat = ((tuple(row_bytes(gr, sym) + [0] * len(extra)), (i, ROW_BLOCK, part)) if rowwise
+                                else ((), ()))
+                steps += [Launch(k.name, args + extra, k.launch.grid, k.launch.block, is_pre, rows, repeat)
+                          for k in launches]
+            launches = next(iter(same[sig].values()))
             shapes = ", ".join(f"{k.name} {k.launch}" + (" (single work-item)" if _single(k) else "") for k in launches)
+            if rowwise:
+                shapes = f"per {ROW_BLOCK} rows {shapes}; then per row"
             lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else ""))
         if dbg >= 3:
             for k in kernels:

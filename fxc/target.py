@@ -46,7 +46,7 @@ class Caps:
                                             # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
     dynamic_rows: bool = True               # code for a symbolic number of rows (a dynamic batch) runs every size
                                             # from one build: row-block kernels (llvm) or row launches with operand
-                                            # offsets set at call time (opencl, opengl); False: builds per size
+                                            # offsets set at call time (opencl, opengl, webgpu); False: builds per size
 
     @property
     def lanes(self) -> int:
@@ -348,7 +348,7 @@ def webgpu_caps(info: dict) -> Caps:
                 local_memory_bytes=int(info["local_memory_bytes"]),
                 max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, dynamic_rows=False)
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
 
 
 def _webgpu_target(target: Target) -> Target:

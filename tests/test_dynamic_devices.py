@@ -1,5 +1,5 @@
-"""Dynamic shapes on the device targets (issue 26): one build for every batch on opencl and opengl (row launches,
-fxc/device_rows.py); webgl, webgpu and wasm build per size, correctly, and fxc.explain says so. A missing device
+"""Dynamic shapes on the device targets (issue 26): one build for every batch on opencl, opengl and webgpu (row
+launches, fxc/device_rows.py); webgl and wasm build per size, correctly, and fxc.explain says so. A missing device
 runtime is a failure, not a skip."""
 import sys
 
@@ -12,8 +12,8 @@ from fxc.runtime.device_module import Launch
 from fxc.runtime.device_rows import expand
 
 BUILD = sys.modules["fxc.build"]
-SYMBOLIC_TARGETS = ("opencl", "opengl")           # Caps.dynamic_rows
-PER_SIZE_TARGETS = ("webgl", "webgpu", "wasm")
+SYMBOLIC_TARGETS = ("opencl", "opengl", "webgpu")            # Caps.dynamic_rows
+PER_SIZE_TARGETS = ("webgl", "wasm")
 
 
 def _mlp():

@@ -81,9 +81,22 @@ class FxcWebGPU {
     const arena = d.createBuffer({size: Math.max(16, arenaBytes), usage: usage.STORAGE | usage.COPY_DST |
                                  usage.COPY_SRC});
     const errors = d.createBuffer({size: 16, usage: usage.STORAGE | usage.COPY_DST | usage.COPY_SRC});
+    const launches = this.launches(plan, pipelines, arena, errors);
+    d.queue.writeBuffer(errors, 0, new Int32Array(4));
+    for (const [offset, data] of consts) d.queue.writeBuffer(arena, offset, data);
+    const bad = await d.popErrorScope(), oom = await d.popErrorScope();
+    if (bad || oom) throw new Error(`the model's buffers could not be made: ${(bad || oom).message}`);
+    return new FxcWebGPUModel(this, arena, errors, launches);
+  }
+
+  // the launches of a plan over an arena: per launch its pipeline, a bind group made once (the arena, its slice of
+  // one uniform buffer of operand byte offsets, the error words) and its work-groups
+  launches(plan, pipelines, arena, errors) {
+    const d = this.device, align = this.info.uniform_align;
     const slot = n => Math.ceil(Math.max(1, Math.ceil(n / 4)) * 16 / align) * align;
     const total = plan.reduce((s, st) => s + slot(st.offsets.length), 0);
-    const offsets = d.createBuffer({size: Math.max(16, total), usage: usage.UNIFORM | usage.COPY_DST});
+    const usage = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
+    const offsets = d.createBuffer({size: Math.max(16, total), usage});
     const words = new Int32Array(total / 4);
     const launches = [];
     let at = 0;
@@ -97,11 +110,7 @@ class FxcWebGPU {
       at += slot(st.offsets.length);
     }
     d.queue.writeBuffer(offsets, 0, words);
-    d.queue.writeBuffer(errors, 0, new Int32Array(4));
-    for (const [offset, data] of consts) d.queue.writeBuffer(arena, offset, data);
-    const bad = await d.popErrorScope(), oom = await d.popErrorScope();
-    if (bad || oom) throw new Error(`the model's buffers could not be made: ${(bad || oom).message}`);
-    return new FxcWebGPUModel(this, arena, errors, launches);
+    return launches;
   }
 }
 
@@ -162,6 +171,15 @@ class FxcWebGPUModel {
       pass.dispatchWorkgroups(x, y, z);
     }
     pass.end();
+  }
+
+  // another plan over the same arena (a model with a symbolic size, at another size: fxc.runtime.device_rows);
+  // its pipelines come from the page's cache (by shader text)
+  async replan(program, plan) {
+    const pipelines = {};
+    for (const name of new Set(plan.map(st => st.kernel)))
+      pipelines[name] = await this.gpu.pipeline(name, program.kernels[name].shader);
+    this.launches = this.gpu.launches(plan, pipelines, this.arena, this.errors);
   }
 
   destroy() {
