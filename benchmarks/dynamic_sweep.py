@@ -16,8 +16,10 @@ Models and the size that varies: resnet18 and mobilenet_v2 (batch 2..64, --image
 - inductor: `torch.compile(model, dynamic=True)` (PyTorch's default backend; `builds` counts Dynamo graphs).
 
 `compile_s` is the sum over sizes of each variant's first call at that size (what a caller waits for: tracing,
-building and one run) minus one steady call. Latency: the median of --runs calls per size, the variants called
-round robin (one call of each per round, after one warm-up call) so that all see the same machine load.
+building and one run) minus one steady call. Latency: the median of --runs calls per size. Each variant's calls
+run in a row (after one untimed call): called round robin, the worker threads of one runtime still spinning after
+its call (fxc's pool, inductor's OpenMP team) slowed the next variant's call several-fold on a 2-core host. Half
+the calls run in the variants' order, half in the reverse order, so that a drift of the load reaches all alike.
 Writes benchmarks/results/dynamic-<UTC time>.json (atomically) and .png: one panel per model, latency against
 size for each variant, linear axes from zero.
 """
@@ -114,11 +116,13 @@ def sweep(name: str, sizes: list, runs: int, image: int, variants: list, target:
                 got = v.call(size, inputs)          # warm-up, and the check against eager
                 max_err[v.kind] = max(max_err[v.kind], float((got - ref).abs().max()))
             times = {v.kind: [] for v in vs}
-            for _ in range(runs):
-                for v in vs:
-                    t0 = time.perf_counter()
+            for half, order in ((runs - runs // 2, vs), (runs // 2, vs[::-1])):
+                for v in order:         # a variant's calls in a row: see the module docstring
                     v.call(size, inputs)
-                    times[v.kind].append(1e3 * (time.perf_counter() - t0))
+                    for _ in range(half):
+                        t0 = time.perf_counter()
+                        v.call(size, inputs)
+                        times[v.kind].append(1e3 * (time.perf_counter() - t0))
             for v in vs:
                 med = statistics.median(times[v.kind])
                 out[v.kind]["ms"].append(med)
