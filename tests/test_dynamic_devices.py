@@ -44,8 +44,8 @@ def test_expand_runs_blocks_then_single_rows_at_moved_offsets():
     assert [st.kernel for st, _ in expand(plan, 8)] == ["static", "a8", "b8"]
 
 
-@pytest.mark.parametrize("target", SYMBOLIC_TARGETS)
-def test_symbolic_graph_on_a_device_runs_every_size(target):
+@pytest.mark.parametrize("target", ("llvm",) + SYMBOLIC_TARGETS)
+def test_symbolic_graph_runs_every_size_and_checks_static_dims(target):
     from tests.test_dynamic import _mlp_graph, _mlp_ref
     rng = np.random.default_rng(0)
     ws = [rng.standard_normal(s).astype(np.float32) for s in ((128, 64), (128,), (64, 128), (64,))]
@@ -58,7 +58,9 @@ def test_symbolic_graph_on_a_device_runs_every_size(target):
         np.testing.assert_allclose(module(x, *ws), _mlp_ref(x, *ws), rtol=1e-4, atol=1e-4)
     with pytest.raises(InputError, match="outside the compiled range"):
         module(rng.standard_normal((41, 64)).astype(np.float32), *ws)
-    assert any("per 8 rows" in line for line in module.kernels)
+    with pytest.raises(InputError, match="only the symbolic dims may vary"):
+        module(rng.standard_normal((4, 65)).astype(np.float32), *ws)
+    assert target == "llvm" or any("per 8 rows" in line for line in module.kernels)
 
 
 @pytest.mark.parametrize("target", SYMBOLIC_TARGETS)

@@ -30,6 +30,9 @@ def bind_symbols(specs, shapes, symbols: list) -> dict:
                              f"{list(shape)}")
         for dim, n in zip(spec.shape, shape):
             if isinstance(dim, int):
+                if n != dim:
+                    raise InputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)} "
+                                     f"(only the symbolic dims may vary)")
                 continue
             c, _, name = dim.rpartition("*")
             c = int(c or 1)
