@@ -13,7 +13,8 @@ Models and the size that varies: resnet18 and mobilenet_v2 (batch 2..64, --image
   size in turn; `builds` counts fxc builds over the whole sweep (fxc.build.stats; 1 when one build serves every
   size, one per size where a part of the graph cannot stay symbolic: that is reported, not hidden);
 - fxc_static: `fxc.from_torch(model, inputs)` per size (one static build each);
-- inductor: `torch.compile(model, dynamic=True)` (PyTorch's default backend; `builds` counts Dynamo graphs).
+- inductor: `torch.compile(model, dynamic=True)` (PyTorch's default backend; `builds` counts Dynamo graphs);
+- eager: the model itself (the reference every variant's output is compared with; its latency for scale).
 
 `compile_s` is the sum over sizes of each variant's first call at that size (what a caller waits for: tracing,
 building and one run) minus one steady call. Latency: the median of --runs calls per size. Each variant's calls
@@ -37,8 +38,8 @@ MODELS = ("resnet18", "mobilenet_v2", "bert", "transformer_encoder")
 SIZES = {"resnet18": [2, 4, 8, 16, 32, 64], "mobilenet_v2": [2, 4, 8, 16, 32, 64], "bert": [16, 32, 64, 96, 128],
          "transformer_encoder": [16, 32, 64, 128, 256, 512]}
 QUICK = {"resnet18": [2, 5, 9], "mobilenet_v2": [2, 5, 9], "bert": [16, 40, 64], "transformer_encoder": [16, 100, 200]}
-VARIANTS = ("fxc_dynamic", "fxc_static", "inductor")
-COLORS = {"fxc_dynamic": "tab:red", "fxc_static": "tab:orange", "inductor": "tab:blue"}
+VARIANTS = ("fxc_dynamic", "fxc_static", "inductor", "eager")
+COLORS = {"fxc_dynamic": "tab:red", "fxc_static": "tab:orange", "inductor": "tab:blue", "eager": "tab:gray"}
 
 
 def make(name: str):
@@ -81,18 +82,21 @@ class Variant:
             self.fn = torch.compile(model, backend="fxc", dynamic=True, options={"target": target})
         elif kind == "inductor":
             self.fn = torch.compile(model, dynamic=True)
+        elif kind == "eager":
+            self.fn = model
         self.target = target
 
     def prepare(self, size: int, inputs: tuple) -> float:
         """The first call at this size (builds counted); its seconds."""
         import fxc
-        before = _graphs() if self.kind == "inductor" else _builds()
+        count = _builds if self.kind.startswith("fxc") else _graphs     # fxc builds; Dynamo graphs
+        before = count()
         t0 = time.perf_counter()
         if self.kind == "fxc_static":
             self.static[size] = fxc.from_torch(self.model, inputs, target=self.target)
         self.call(size, inputs)
         took = time.perf_counter() - t0
-        self.builds += (_graphs() if self.kind == "inductor" else _builds()) - before
+        self.builds += count() - before
         return took
 
     def call(self, size: int, inputs: tuple):
@@ -144,7 +148,8 @@ def plot(results: dict, path: Path, footer: str) -> None:
     for ax, name in zip(axes[0], names):
         r = results[name]
         for kind, v in r["variants"].items():
-            label = f"{kind}: {v['builds']} {'graphs' if kind == 'inductor' else 'builds'}, {v['compile_s']:.0f} s"
+            label = kind if kind == "eager" else \
+                f"{kind}: {v['builds']} {'graphs' if kind == 'inductor' else 'builds'}, {v['compile_s']:.0f} s"
             ax.plot(r["sizes"], v["ms"], marker="o", color=COLORS.get(kind), label=label)
         ax.set_xlim(0, max(r["sizes"]) * 1.05)
         ax.set_ylim(0, max(max(v["ms"]) for v in r["variants"].values()) * 1.15)
