@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ExecutionError, IndexOutOfRangeError, InputError, index_error_message
 from .artifact import _REEXPORT, MANIFEST, PARAMS, interface, unpack_params
-from .device_rows import expand, shape_at, symbolic_dims
+from .device_rows import expand, nbytes_at, shape_at, symbolic_dims
 from .module import TensorSpec, check_inputs, np_dtype
 from .symbols import bind_symbols
 
@@ -167,12 +167,12 @@ class DeviceModule:
             return False
         cap = max(s, min(2 * self._capacity, int(self.symbols[0].get("max", s))))
         at = {self.symbols[0]["name"]: cap}
-        nbytes = lambda spec: int(np.prod(shape_at(spec, at), dtype=np.int64)) * np_dtype(spec.dtype).itemsize  # noqa: E731
-        self.device.check_memory([nbytes(x) for x in self.inputs + self.outputs] + [c.nbytes for c in self.consts]
-                                 + [self.workspace_bytes + self.row_bytes * cap], f"the model at size {cap}")
+        self.device.check_memory([nbytes_at(x, at) for x in self.inputs + self.outputs]
+                                 + [c.nbytes for c in self.consts] + [self.workspace_bytes + self.row_bytes * cap],
+                                 f"the model at size {cap}")
         buf, cl = self.device.buffer, self.device.cl
-        self._in = [buf(nbytes(x)) if symbolic_dims(x) else b for x, b in zip(self.inputs, self._in)]
-        self._out = [buf(nbytes(x)) if symbolic_dims(x) else b for x, b in zip(self.outputs, self._out)]
+        self._in = [buf(nbytes_at(x, at)) if symbolic_dims(x) else b for x, b in zip(self.inputs, self._in)]
+        self._out = [buf(nbytes_at(x, at)) if symbolic_dims(x) else b for x, b in zip(self.outputs, self._out)]
         ws = buf(self.workspace_bytes + self.row_bytes * cap)
         if self._ws is not None and self.workspace_bytes:
             cl.enqueue_copy(self.device.queue, ws, self._ws, byte_count=self.workspace_bytes)

@@ -156,8 +156,8 @@ def open_device(spec: str | None = None) -> Device:
     return Device()
 
 
-from .device_module import DeviceModule, _nbytes  # noqa: E402
-from .device_rows import expand  # noqa: E402  (after open_device: device_module is generic)
+from .device_module import DeviceModule  # noqa: E402  (after open_device: device_module is generic)
+from .device_rows import expand  # noqa: E402
 
 
 def _aligned(n: int) -> int:
@@ -170,15 +170,13 @@ def place_arena(m, limit: int, api: str, device: str, sizes: dict | None = None)
     m._const_at, m._ws_at and m.arena_bytes; a TargetError when the arena exceeds the device's binding limit.
     sizes: the size symbols' values the arena holds (a module with symbolic sizes: its tensors and the workspace's
     symbolic region, `m.row_bytes` per unit of the symbol, at those sizes)."""
-    from .device_rows import shape_at
+    from .device_rows import nbytes_at
     m.consts = [np.ascontiguousarray(c) for c in m.consts]
     at, m._in_at, m._out_at, m._const_at = HEADER, [], [], []
     for specs, offs in ((m.inputs, m._in_at), (m.outputs, m._out_at)):
         for s in specs:
             offs.append(at)
-            n = _nbytes(s) if not sizes else \
-                int(np.prod(shape_at(s, sizes), dtype=np.int64)) * np.dtype(s.dtype).itemsize
-            at = _aligned(at + n)
+            at = _aligned(at + nbytes_at(s, sizes))
     for c in m.consts:
         m._const_at.append(at)
         at = _aligned(at + c.nbytes)
