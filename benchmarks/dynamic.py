@@ -6,12 +6,20 @@ For each model, one `fxc.from_torch(..., dynamic_shapes=...)` build (the batch, 
 torch.export Dim of range [1, --max]) and one static `fxc.from_torch` build per size; at each size both are timed
 round robin (one call of each per round, after 3 warm-up calls), so both see the same machine load. Prints per
 size the median ms of each, their ratio (dynamic / static) and the compile seconds of each build.
+
+    python -m benchmarks.dynamic --sweep [--quick]
+
+runs the size sweep of issue 26 against inductor with dynamic=True, writing a JSON and a plot
+(benchmarks/dynamic_sweep.py).
 """
 from __future__ import annotations
 
 import argparse
 import statistics
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _inputs(name: str, size: int, image: int):
@@ -74,10 +82,24 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--cases", default="resnet18:1,8;mobilenet_v2:1;bert:128",
                    help="model:size,size;... (batch sizes; bert, transformer_encoder: sequence lengths)")
-    p.add_argument("--runs", type=int, default=30)
+    p.add_argument("--runs", type=int, default=None, help="timed calls per size (30; sweep: 20, quick 3)")
     p.add_argument("--max", type=int, default=128, help="the dynamic build's largest size")
-    p.add_argument("--image", type=int, default=224, help="image side of the conv nets")
+    p.add_argument("--image", type=int, default=None, help="image side of the conv nets (224; --quick: 64)")
+    p.add_argument("--sweep", action="store_true", help="the size sweep against inductor (benchmarks/dynamic_sweep.py)")
+    p.add_argument("--quick", action="store_true", help="sweep: 3 sizes per model, small images, 3 runs")
+    p.add_argument("--models", default=None, help="sweep: comma list of resnet18, mobilenet_v2, bert, "
+                                                  "transformer_encoder (default: all)")
+    p.add_argument("--sizes", default=None, help="sweep: model:size,size;... replacing a model's default sizes")
+    p.add_argument("--variants", default=None, help="sweep: comma list of fxc_dynamic, fxc_static, inductor")
+    p.add_argument("--target", default="llvm", help="sweep: the fxc target (llvm, opencl, opengl)")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="sweep: folder of the JSON and PNG")
     a = p.parse_args(argv)
+    if a.sweep:
+        from .dynamic_sweep import main as sweep_main
+        sweep_main(a)
+        return
+    a.runs = 30 if a.runs is None else a.runs
+    a.image = 224 if a.image is None else a.image
     print("| model | size | dynamic ms | static ms | dynamic / static | compile s (dynamic once, static) "
           "| min ms (dynamic, static) |")
     print("|---|---|---|---|---|---|---|")

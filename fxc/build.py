@@ -472,8 +472,9 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
              f" + kernel scratch {scratch} B")
     symbols = [dict(vars(infos.get(n) or SymInfo(n))) for n in sym_index]
     if target.kind == "wasm":
-        if symbols:
-            raise LoweringError("symbolic sizes on the wasm target: it builds per size")
+        if symbols:         # (Caps.dynamic_rows is False for wasm)
+            raise LoweringError("symbolic sizes on the wasm target: its plan runtime takes no symbolic offsets, so "
+                                "it builds per size")
         return _wasm_module(graph, target, lib, consts, end + scratch, lines, plan.total_bytes, pre_calls, calls,
                             flops, profile)
     extra = dict(symbols=symbols, sym_header=header, row_bytes=plan.row_bytes,

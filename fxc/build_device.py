@@ -5,6 +5,10 @@ graph -> pipeline_for(target) (no CPU passes) -> fusion -> per group: the GPU-fa
 -> DeviceModule (program source + launch plan over input/output/constant buffers and one planned workspace).
 `fxc.build.build` dispatches here for every target that is not a CPU. Backends are found through
 `BACKENDS` (target kind -> renderer and module); nothing here names a device library.
+A graph with a symbolic batch (one size symbol in the inputs' leading dims) builds once where the target's Caps
+have `dynamic_rows`: its groups over rows become row launches (fxc/device_rows.py), its symbolic buffers a region
+of the workspace at base + symbol x bytes per unit; elsewhere (or for a group reading across rows) LoweringError,
+and the caller builds per size.
 """
 from __future__ import annotations
 
@@ -57,9 +61,10 @@ def _single(k) -> bool:
 
 def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.build.build for options)."""
-    from .build import debug_level, gc_paused, group_signature
+    from .build import debug_level, gc_paused, group_signature, spec_shape
     from .build_mixed import Fallback
     from .lowering.expr import ITEMSIZE
+    from .lowering.sym import SymInfo
     from .relay_like.fuse_ops import fuse_ops
     from .relay_like.hoist import hoisted_values
     from .relay_like.pipeline import run_pipeline
@@ -70,8 +75,10 @@ def build_device(graph, target: Target, **options):
     if options.get("precision", "fp32") != "fp32":
         raise TargetError(f"precision={options['precision']!r} is a CPU mode (AVX-512 BF16); the {target.kind} "
                           f"target computes in float32: use precision='fp32'")
+    from .device_rows import ROW_BLOCK, graph_symbol, row_bytes, row_launches, symbolic_group
     target = device_target(target)
     dbg, t0 = debug_level(options), time.perf_counter()
+    sym = graph_symbol(graph, target.caps, target.kind)
     with gc_paused():
         graph = run_pipeline(graph, dbg, _log, target=target)
         # weight-only values: a prepack step of their own (not on WebGL, whose host checks the indices a kernel
@@ -102,33 +109,43 @@ def build_device(graph, target: Target, **options):
         slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
         slots.update({vid: ("out", i) for vid, i in into_out.items()})
         slots.update({vid: ("work", off) for vid, off in {**plan.offsets, **packed}.items()})
+        slots.update({vid: ("work", ("rows", off)) for vid, off in plan.row_offsets.items()})
         slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
         slots.update({vid: slots[src.id] for vid, src in views.items()})
         kernels, steps, lines, same, scratch = [], [], [], {}, 0
         host = Fallback(target, render) if target.caps.fallback else None      # webgl: wasm kernels in the page
         for i, gr in enumerate(prepack + groups):
-            is_pre = i < len(prepack)
+            is_pre, rowwise = i < len(prepack), symbolic_group(gr, sym)
             sig = group_signature(gr)
             args = [slots[v.id] for v in gr.outputs] + [slots[v.id] for v in gr.inputs]
-            why = host.refusal(gr, sig, f"k{i}_{gr.root.op}", args) if host else None
+            # (a group over symbolic rows is not probed: its row launches raise where the device refuses it, and
+            # the graph then builds per size, where the in-page fallback kernels run)
+            why = host.refusal(gr, sig, f"k{i}_{gr.root.op}", args) if host and not rowwise else None
             if why is not None:
                 steps.append(Launch(host.entry(gr, sig, why), list(args), (1,), (1,), is_pre))
                 lines.append(f"{gr.describe()}  [{target.caps.fallback} in the page: {steps[-1].kernel}; "
                              f"{target.kind} refused it: {why[:160]}]")
                 continue
-            if sig not in same:
-                same[sig] = host.launches(sig) if host else group_launches(gr, f"k{i}_{gr.root.op}", target.caps)
-                kernels += same[sig]
-            launches = same[sig]
-            at = end
-            for b in launches[0].params if launches else ():
-                if b.scope == "scratch":
-                    args.append(("work", at))
-                    at += (b.nbytes + 63) // 64 * 64
-            scratch = max(scratch, at - end)
-            for k in launches:
-                steps.append(Launch(k.name, list(args), k.launch.grid, k.launch.block, is_pre))
+            if sig not in same:     # {rows: launches} of a group over symbolic rows, else {0: launches}
+                name = f"k{i}_{gr.root.op}"
+                same[sig] = row_launches(gr, name, target.caps, sym) if rowwise else \
+                    {0: host.launches(sig) if host else group_launches(gr, name, target.caps)}
+                kernels += [k for ks in same[sig].values() for k in ks]
+            for part, launches in enumerate(same[sig].values()):
+                extra, at = [], end     # scratch: after the packed weights, shared (the launches run one at a time)
+                for b in launches[0].params if launches else ():
+                    if b.scope == "scratch":
+                        extra.append(("work", at))
+                        at += (b.nbytes + 63) // 64 * 64
+                scratch = max(scratch, at - end)
+                rows, repeat = ((tuple(row_bytes(gr, sym) + [0] * len(extra)), (i, ROW_BLOCK, part)) if rowwise
+                                else ((), ()))
+                steps += [Launch(k.name, args + extra, k.launch.grid, k.launch.block, is_pre, rows, repeat)
+                          for k in launches]
+            launches = next(iter(same[sig].values()))
             shapes = ", ".join(f"{k.name} {k.launch}" + (" (single work-item)" if _single(k) else "") for k in launches)
+            if rowwise:
+                shapes = f"per {ROW_BLOCK} rows {shapes}; then per row"
             lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else ""))
         if dbg >= 3:
             for k in kernels:
@@ -138,16 +155,24 @@ def build_device(graph, target: Target, **options):
             raise TargetError(f"kernels {', '.join(wide[:3])} compute in float64, which the device of {target} "
                               f"lacks (no cl_khr_fp64); cast the model to float32 (model.float()) or choose a "
                               f"device with fp64 (-device=)")
+        base = (end + scratch + 63) // 64 * 64       # the symbolic region: base + symbol x per
+        steps = [st if not st.repeat else Launch(st.kernel, [("work", (base, ix[1])) if k == "work" and
+                                                            isinstance(ix, tuple) else (k, ix) for k, ix in st.args],
+                                                 st.grid, st.block, st.prepack, st.rows, st.repeat) for st in steps]
         source = render(kernels) if host is None else host.attach(render(kernels))
         if dbg >= 4:
             _log(source)
+        extra = {}
+        if sym is not None:
+            info = dict(getattr(graph, "symbols", {})).get(sym.name) or SymInfo(sym.name)
+            extra = dict(symbols=[dict(vars(info))], row_bytes=plan.row_bytes)
         profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
         module = module_class(str(target), source,
-                              [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
-                              [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
-                              [c.data for c in consts], end + scratch, steps, lines,
+                              [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.inputs],
+                              [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.outputs],
+                              [c.data for c in consts], base if sym is not None else end + scratch, steps, lines,
                               prepack_inputs=sorted(i for i, v in enumerate(graph.inputs) if v.id in graph.weights),
-                              profiled=profile, intermediate_bytes=plan.total_bytes)
+                              profiled=profile, intermediate_bytes=plan.total_bytes, **extra)
     if dbg >= 1:
         _log(f"[fxc] built {len(kernels)} {target.kind} kernels ({len(steps)} launches) in "
              f"{1e3 * (time.perf_counter() - t0):.1f} ms; workspace {plan.workspace_bytes} B")

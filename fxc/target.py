@@ -49,6 +49,9 @@ class Caps:
     vector_widths: frozenset = frozenset()  # a device language's float32 vector types that device kernels keep
     #                                         (loads, lane-wise arithmetic, stores: OpenCL C's float2/4/8/16); empty:
     #                                         device kernels are scalarized (fxc.lowering.legalize)
+    dynamic_rows: bool = True               # code for a symbolic number of rows (a dynamic batch) runs every size
+                                            # from one build: row-block kernels (llvm) or row launches with operand
+                                            # offsets set at call time (opencl, opengl, webgpu); False: builds per size
 
     @property
     def lanes(self) -> int:
@@ -211,7 +214,7 @@ def _wasm_target(opts: dict) -> Target:
     caps = Caps(vector_bits=128 if simd else 32, vector_registers=16, threads=int(threads),
                 features=frozenset(features),
                 index_bits=64, dtypes=Caps().dtypes - {"float16"}, libm=False,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, dynamic_rows=False)
     return Target("wasm", tuple(sorted(opts.items())), caps)
 
 
@@ -332,7 +335,8 @@ def webgl_caps(info: dict) -> Caps:
     return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
                 max_work_group_size=1, index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm")
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm",
+                dynamic_rows=False)
 
 
 def _webgl_target(target: Target) -> Target:

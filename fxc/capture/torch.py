@@ -605,6 +605,8 @@ class FxcSubgraph(torch.nn.Module):
         except Exception as e:      # noqa: BLE001 (never the user's problem: static builds per size instead)
             log.info("fxc: %s: no symbolic build (%s: %s); building per size", self.name, type(e).__name__, e,
                      exc_info=log.isEnabledFor(logging.DEBUG))
+            note = f"{self.name}: one build per size, not one for all sizes ({type(e).__name__}: {str(e)[:200]})"
+            _record(lambda r: r.notes.append(note))
             self._symbolic = None
             self._dynamic = None
             return None

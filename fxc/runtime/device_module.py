@@ -8,6 +8,12 @@ graph's edges: inputs before the first launch, outputs after the last. Inputs th
 version or address (the caller's token), or a different sample of their words (a write the version missed).
 The launches marked `prepack` (what reads weights only: a batch norm's scale, a weight's transpose) run on the
 first call and again only after such an upload (`prepack_runs` counts them).
+
+A module with size symbols (`symbols`, from a graph with a symbolic batch: fxc/device_rows.py) binds them from the
+input shapes at each call (runtime/symbols.py's rules: InputError outside the range), grows its input, output and
+workspace buffers when a larger size comes (the workspace's symbolic region is `row_bytes` per unit of the
+symbol), and runs the plan expanded for that size (runtime/device_rows.py: launches per block of rows, operand
+offsets moved to the block's rows), cached per size.
 """
 from __future__ import annotations
 
@@ -21,7 +27,9 @@ import numpy as np
 
 from ..errors import ArtifactError, ExecutionError, IndexOutOfRangeError, InputError, index_error_message
 from .artifact import _REEXPORT, MANIFEST, PARAMS, interface, unpack_params
+from .device_rows import expand, nbytes_at, shape_at, symbolic_dims
 from .module import TensorSpec, check_inputs, np_dtype
+from .symbols import bind_symbols
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
 
@@ -33,6 +41,8 @@ class Launch:
     grid: tuple
     block: tuple
     prepack: bool = False       # part of the prepack step (reads weights only): rerun only when a weight changed
+    rows: tuple = ()            # symbolic plans: each argument's bytes per row (runtime/device_rows.py)
+    repeat: tuple = ()          # symbolic plans: (group, rows per launch, part 0 blocks | 1 remaining rows)
 
 
 def _nbytes(spec: TensorSpec) -> int:
@@ -62,6 +72,8 @@ class DeviceModule:
     profiled: bool = False
     kernel_flops: list = field(default_factory=list)
     intermediate_bytes: int = 0
+    symbols: list = field(default_factory=list)     # size symbols (dicts name, min, max, divisor); [] when static
+    row_bytes: int = 0                  # workspace bytes per unit of the symbol, after workspace_bytes
     prepack_runs: int = field(default=0, init=False)        # calls that ran the prepack launches
     _prepacked: bool = field(default=False, init=False, repr=False)     # their results are in the workspace
 
@@ -70,22 +82,25 @@ class DeviceModule:
         self.device = open_device(dict(_attrs(self.target)).get("device"))
         cl = self.device.cl
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
-        sizes = ([_nbytes(s) for s in self.inputs + self.outputs] + [c.nbytes for c in self.consts]
-                 + [self.workspace_bytes])
+        sizes = ([_nbytes(s) for s in self.inputs + self.outputs if not symbolic_dims(s)]
+                 + [c.nbytes for c in self.consts] + [self.workspace_bytes])
         self.device.check_memory(sizes)
         self._program = self.device.program(self.source)
         buf = self.device.buffer
-        self._in = [buf(_nbytes(s)) for s in self.inputs]
-        self._out = [buf(_nbytes(s)) for s in self.outputs]
+        self._in = [None if symbolic_dims(s) else buf(_nbytes(s)) for s in self.inputs]
+        self._out = [None if symbolic_dims(s) else buf(_nbytes(s)) for s in self.outputs]
         self._const = [buf(c.nbytes) for c in self.consts]
         for b, c in zip(self._const, self.consts):
             if c.nbytes:
                 cl.enqueue_copy(self.device.queue, b, c)
-        self._ws = buf(self.workspace_bytes)
+        self._ws = None if self.symbols else buf(self.workspace_bytes)
         self._err = buf(4 * ERROR_WORDS)
         self._zero = np.zeros(ERROR_WORDS, np.int32)
         cl.enqueue_copy(self.device.queue, self._err, self._zero)
-        self._launches = [self._bind(step) for step in self.plan]
+        self._capacity = 0              # the size of the symbol the buffers hold (symbolic modules)
+        self._at: dict = {}             # size -> [(bound launch, step)] (symbolic modules)
+        self._kernels: dict = {}        # kernel name -> its one kernel object (symbolic modules)
+        self._static = None if self.symbols else [(self._bind(st, offs), st) for st, offs in expand(self.plan, None)]
         self._resident = None           # the token key of the weights now on the device (and their sample)
         self._fingerprint_value = None
         self._resident_objects = None
@@ -94,39 +109,101 @@ class DeviceModule:
         self._lib = _HostFingerprint        # what the torch capture reads for its own weight fingerprints
         self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
 
-    def _bind(self, step: Launch):
-        """A kernel object with its arguments set once (the buffers never move)."""
-        k = self.device.cl.Kernel(self._program, step.kernel)
+    def _bind(self, step: Launch, offsets: list):
+        """(kernel object, global size, local size, name, arguments): a static module's kernel objects have their
+        arguments set once (the buffers never move: arguments None); a symbolic module's share one object per
+        kernel and set the arguments of each launch before it."""
         args = []
-        for kind, ix in step.args:
+        for (kind, ix), off in zip(step.args, offsets):
             if kind == "null":
                 args += [None, np.uint64(0)]
                 continue
             b = {"in": self._in, "out": self._out, "const": self._const}.get(kind)
-            args += [self._ws, np.uint64(ix)] if b is None else [b[ix], np.uint64(0)]
-        k.set_args(*args, self._err)
+            args += [self._ws if b is None else b[ix], np.uint64(off)]
+        args.append(self._err)
+        if self.symbols:
+            k = self._kernels.get(step.kernel)
+            if k is None:
+                k = self._kernels[step.kernel] = self.device.cl.Kernel(self._program, step.kernel)
+        else:
+            k = self.device.cl.Kernel(self._program, step.kernel)
+            k.set_args(*args)
+            args = None
         gsize = tuple(int(g) * int(b) for g, b in zip(step.grid, step.block))
-        return k, gsize, tuple(int(b) for b in step.block), step.kernel
+        return k, gsize, tuple(int(b) for b in step.block), step.kernel, args
+
+    # -- size symbols --------------------------------------------------------------------------------------
+    def sizes(self, shapes) -> dict:
+        """{symbol: value} from the input shapes (InputError where they break the compiled range)."""
+        return bind_symbols(self.inputs, shapes, self.symbols) if self.symbols else {}
+
+    def output_shapes(self, sizes: dict) -> list:
+        return [shape_at(s, sizes) for s in self.outputs]
+
+    def _size(self, sizes) -> int | None:
+        if not self.symbols:
+            return None
+        if not sizes:
+            raise InputError("this module has symbolic sizes: run it with the sizes of its inputs "
+                             "(sizes=module.sizes(shapes))")
+        return int(sizes[self.symbols[0]["name"]])
+
+    def _pairs(self, s) -> list:
+        """[(bound launch, plan step)] of a call at size s (the static plan's when s is None)."""
+        if s is None:
+            return self._static
+        got = self._at.get(s)
+        if got is None:
+            if len(self._at) >= 64:
+                self._at.clear()
+            got = self._at[s] = [(self._bind(st, offs), st) for st, offs in expand(self.plan, s)]
+        return got
+
+    def _grow_to(self, s: int) -> bool:
+        """Buffers for size s (symbolic modules): the symbolic inputs, outputs and the workspace reallocated when s
+        exceeds what they hold (to twice that, within the symbol's range), the workspace's static part (packed
+        weights) copied over. True when they moved."""
+        if s <= self._capacity:
+            return False
+        cap = max(s, min(2 * self._capacity, int(self.symbols[0].get("max", s))))
+        at = {self.symbols[0]["name"]: cap}
+        self.device.check_memory([nbytes_at(x, at) for x in self.inputs + self.outputs]
+                                 + [c.nbytes for c in self.consts] + [self.workspace_bytes + self.row_bytes * cap],
+                                 f"the model at size {cap}")
+        buf, cl = self.device.buffer, self.device.cl
+        self._in = [buf(nbytes_at(x, at)) if symbolic_dims(x) else b for x, b in zip(self.inputs, self._in)]
+        self._out = [buf(nbytes_at(x, at)) if symbolic_dims(x) else b for x, b in zip(self.outputs, self._out)]
+        ws = buf(self.workspace_bytes + self.row_bytes * cap)
+        if self._ws is not None and self.workspace_bytes:
+            cl.enqueue_copy(self.device.queue, ws, self._ws, byte_count=self.workspace_bytes)
+        self._ws, self._capacity = ws, cap
+        self._at.clear()
+        return True
 
     # -- calls -------------------------------------------------------------------------------------------
     def check_inputs(self, arrays) -> list:
-        return check_inputs(self.inputs, arrays)
+        return check_inputs(self.inputs, arrays, self.symbols)
 
     def __call__(self, *arrays):
         """numpy in, numpy out (a list when the module has several outputs)."""
         ins = self.check_inputs(arrays)
-        outs = [np.empty(s.shape, np_dtype(s.dtype)) for s in self.outputs]
-        self.run_arrays(ins, outs, None)
+        sizes = self.sizes([a.shape for a in ins])
+        outs = [np.empty(shape, np_dtype(s.dtype)) for s, shape in zip(self.outputs, self.output_shapes(sizes))]
+        self.run_arrays(ins, outs, None, sizes)
         return outs[0] if len(outs) == 1 else outs
 
-    def run_arrays(self, ins: list, outs: list, token=None) -> None:
+    def run_arrays(self, ins: list, outs: list, token=None, sizes=None) -> None:
         """Run on contiguous numpy arrays (outs are written). token: (addresses of the prepack_inputs, (their
-        objects, versions)) naming the current weights; None uploads every input."""
-        with self._lock:
-            self._run(ins, outs, token)
+        objects, versions)) naming the current weights; None uploads every input. sizes: the symbols' values
+        (`sizes(shapes)`) for a module with symbolic sizes."""
+        s = self._size(sizes)
+        with self._lock:          # (the browser modules' _run takes no size: they have no symbolic builds)
+            self._run(ins, outs, token) if s is None else self._run(ins, outs, token, s)
 
-    def _run(self, ins: list, outs: list, token) -> None:
+    def _run(self, ins: list, outs: list, token, s=None) -> None:
         cl, q = self.device.cl, self.device.queue
+        if s is not None and self._grow_to(s):
+            self._resident = None           # the moved buffers hold no inputs yet
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
@@ -137,7 +214,11 @@ class DeviceModule:
                 self.uploaded_bytes += a.nbytes
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]     # their ids stay theirs
-        events = [(cl.enqueue_nd_range_kernel(q, k, g, b), name) for k, g, b, name in self._to_launch(resident)]
+        events = []
+        for k, g, b, name, args in self._to_launch(resident, self._pairs(s)):
+            if args is not None:
+                k.set_args(*args)
+            events.append((cl.enqueue_nd_range_kernel(q, k, g, b), name))
         for b, o in zip(self._out, outs):
             if o.nbytes:
                 cl.enqueue_copy(q, o, b, is_blocking=False)
@@ -160,13 +241,14 @@ class DeviceModule:
             raise ExecutionError("integer division by zero in a compiled kernel (eager PyTorch raises "
                                  "ZeroDivisionError here too); make the divisor nonzero or divide in floating point")
 
-    def _to_launch(self, resident: bool) -> list:
-        """The launches of this call: all of them, or (weights resident and prepacked already) the main ones."""
+    def _to_launch(self, resident: bool, pairs: list) -> list:
+        """The launches of this call (pairs: [(bound launch, step)]): all of them, or (weights resident and
+        prepacked already) the main ones."""
         if resident and self._prepacked:
-            return [x for x, st in zip(self._launches, self.plan) if not st.prepack]
+            return [x for x, st in pairs if not st.prepack]
         self._prepacked = True
         self.prepack_runs += any(st.prepack for st in self.plan)
-        return self._launches
+        return [x for x, _ in pairs]
 
     def _weights_print(self, ins) -> tuple:
         """Sampled bytes of each resident input (a write through .data keeps its version and address)."""
@@ -177,18 +259,17 @@ class DeviceModule:
                 out.append(flat[np.linspace(0, flat.size - 1, 16).astype(np.int64)].tobytes())
         return tuple(out)
 
-    def run_prepared(self, in_array, out_ptrs: list, token=None) -> None:
+    def run_prepared(self, in_array, out_ptrs: list, token=None, sizes=None) -> None:
         """The CPU Module's pointer interface (the torch capture): a ctypes array of input addresses, output
-        addresses, and the token (addresses, (objects, versions)) of the weights."""
-        ins = [_view(in_array[i], s) for i, s in enumerate(self.inputs)]
-        outs = [_view(p, s) for p, s in zip(out_ptrs, self.outputs)]
-        self.run_arrays(ins, outs, token)
+        addresses, the token (addresses, (objects, versions)) of the weights, and the symbols' values."""
+        self.run_pointers([in_array[i] for i in range(len(self.inputs))], out_ptrs, None, sizes, token)
 
-    def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None) -> None:
-        token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
-        ins = [_view(p, s) for p, s in zip(in_ptrs, self.inputs)]
-        outs = [_view(p, s) for p, s in zip(out_ptrs, self.outputs)]
-        self.run_arrays(ins, outs, token)
+    def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None, sizes=None, token=None) -> None:
+        if token is None and prepack_token is not None:
+            token = (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
+        ins = [_view(p, s, sizes) for p, s in zip(in_ptrs, self.inputs)]
+        outs = [_view(p, s, sizes) for p, s in zip(out_ptrs, self.outputs)]
+        self.run_arrays(ins, outs, token, sizes)
 
     def wake(self) -> None:
         """Nothing to wake: the device's queue is always ready (the CPU module wakes its worker threads)."""
@@ -239,14 +320,15 @@ def _token_key(token):
     return tuple(addrs), tuple(map(id, objs)), tuple(versions)
 
 
-def _view(address: int, spec: TensorSpec) -> np.ndarray:
-    """A numpy array over `address` holding a contiguous tensor of `spec` (no copy)."""
+def _view(address: int, spec: TensorSpec, sizes=None) -> np.ndarray:
+    """A numpy array over `address` holding a contiguous tensor of `spec` (no copy) at the symbols' `sizes`."""
     dt = np_dtype(spec.dtype)
-    n = int(np.prod(spec.shape, dtype=np.int64))
+    shape = shape_at(spec, sizes) if sizes else spec.shape
+    n = int(np.prod(shape, dtype=np.int64))
     if n == 0:
-        return np.empty(spec.shape, dt)
+        return np.empty(shape, dt)
     raw = (ctypes.c_uint8 * (n * dt.itemsize)).from_address(int(address))
-    return np.frombuffer(raw, dt).reshape(spec.shape)
+    return np.frombuffer(raw, dt).reshape(shape)
 
 
 # -- device artifacts (export_artifact.export_device writes them) ------------------------------------------------

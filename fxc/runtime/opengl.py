@@ -156,28 +156,33 @@ def open_device(spec: str | None = None) -> Device:
     return Device()
 
 
-from .device_module import DeviceModule, _nbytes  # noqa: E402  (after open_device: device_module is generic)
+from .device_module import DeviceModule  # noqa: E402  (after open_device: device_module is generic)
+from .device_rows import expand  # noqa: E402
 
 
 def _aligned(n: int) -> int:
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def place_arena(m, limit: int, api: str, device: str) -> None:
+def place_arena(m, limit: int, api: str, device: str, sizes: dict | None = None) -> None:
     """Place a module's tensors in its one storage buffer (the GL and WebGPU arenas): HEADER bytes, then the inputs,
     outputs and constants aligned, then the workspace. Sets m.consts (contiguous), m._in_at, m._out_at,
-    m._const_at, m._ws_at and m.arena_bytes; a TargetError when the arena exceeds the device's binding limit."""
+    m._const_at, m._ws_at and m.arena_bytes; a TargetError when the arena exceeds the device's binding limit.
+    sizes: the size symbols' values the arena holds (a module with symbolic sizes: its tensors and the workspace's
+    symbolic region, `m.row_bytes` per unit of the symbol, at those sizes)."""
+    from .device_rows import nbytes_at
     m.consts = [np.ascontiguousarray(c) for c in m.consts]
     at, m._in_at, m._out_at, m._const_at = HEADER, [], [], []
     for specs, offs in ((m.inputs, m._in_at), (m.outputs, m._out_at)):
         for s in specs:
             offs.append(at)
-            at = _aligned(at + _nbytes(s))
+            at = _aligned(at + nbytes_at(s, sizes))
     for c in m.consts:
         m._const_at.append(at)
         at = _aligned(at + c.nbytes)
     m._ws_at = at
-    m.arena_bytes = _aligned(at + m.workspace_bytes)
+    rows = getattr(m, "row_bytes", 0) * next(iter(sizes.values())) if sizes else 0
+    m.arena_bytes = _aligned(at + m.workspace_bytes + rows)
     if m.arena_bytes > limit:
         mib = 2 ** 20
         raise TargetError(f"the model needs {m.arena_bytes / mib:.1f} MiB of {api} storage but {device} binds at "
@@ -190,13 +195,16 @@ class GLModule(DeviceModule):
 
     def __post_init__(self):
         self.device = open_device(None)
-        place_arena(self, int(self.device.info["max_storage_bytes"]), "GL", str(self.device))
+        self._capacity, self._at, self._static = 0, {}, None
+        if not self.symbols:        # (a symbolic module places its arena at its first call's size: _grow_to)
+            place_arena(self, int(self.device.info["max_storage_bytes"]), "GL", str(self.device))
         shaders = split_program(self.source)
         missing = sorted({st.kernel for st in self.plan} - set(shaders))
         if missing:
             raise CompileError(f"the GL program lacks kernels {', '.join(missing[:3])}", self.source)
         self._programs = {name: self.device.program(src) for name, src in shaders.items()}
-        self.device.run(self._setup)
+        if not self.symbols:
+            self.device.run(self._setup)
         self._resident = None
         self._fingerprint_value = None
         self._resident_objects = None
@@ -213,28 +221,46 @@ class GLModule(DeviceModule):
         for at, c in zip(self._const_at, self.consts):
             if c.nbytes:
                 self._arena.write(c.tobytes(), offset=at)
-        self._launches = [self._bind(step) for step in self.plan]
+        if not self.symbols:
+            self._static = [(self._bind(st, offs), st) for st, offs in expand(self.plan, None)]
 
-    def _slot(self, kind: str, ix: int) -> int:
+    def _grow_to(self, s: int) -> bool:
+        """An arena for size s of the symbol (symbolic modules), placed anew (to twice the size it held, within the
+        symbol's range) when s exceeds it; its contents then start empty (weights upload again). True when moved."""
+        if s <= self._capacity:
+            return False
+        cap = max(s, min(2 * self._capacity, int(self.symbols[0].get("max", s))))
+        place_arena(self, int(self.device.info["max_storage_bytes"]), "GL", str(self.device),
+                    {self.symbols[0]["name"]: cap})
+        if self._capacity:
+            self.device.run(self._arena.release)
+        self.device.run(self._setup)
+        self._capacity, self._prepacked = cap, False
+        self._at.clear()
+        return True
+
+    def _slot(self, kind: str, ix) -> int:
         if kind == "null":
             return -1
         if kind == "work":
-            return self._ws_at + ix
+            return self._ws_at
         return {"in": self._in_at, "out": self._out_at, "const": self._const_at}[kind][ix]
 
-    def _bind(self, step):
+    def _bind(self, step, offsets: list):
         """The program, its uniforms with this launch's byte offsets, and the dispatch size."""
         prog = self._programs[step.kernel]
         uniforms = []
-        for j, (kind, ix) in enumerate(step.args):
+        for j, ((kind, ix), off) in enumerate(zip(step.args, offsets)):
             u = prog.get(f"fxc_b{j}", None)
             if u is not None:           # a parameter the shader never reads is compiled out
-                uniforms.append((u, self._slot(kind, ix)))
+                uniforms.append((u, self._slot(kind, ix) + (off if kind != "null" else 0)))
         dims, _ = dispatch_of(tuple(step.grid))
         return prog, uniforms, dims, step.kernel
 
-    def _run(self, ins: list, outs: list, token) -> None:
+    def _run(self, ins: list, outs: list, token, s=None) -> None:
         from .device_module import _token_key
+        if s is not None and self._grow_to(s):
+            self._resident = None           # the new arena holds no inputs yet
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
@@ -242,7 +268,7 @@ class GLModule(DeviceModule):
         self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
-        err = self.device.run(self._execute, ins, outs, upload, self._to_launch(resident))
+        err = self.device.run(self._execute, ins, outs, upload, self._to_launch(resident, self._pairs(s)))
         if err:
             self._prepacked = False
             words = np.frombuffer(self.device.run(self._arena.read, 16, 0), np.int32)

@@ -36,6 +36,7 @@ import numpy as np
 from ...errors import CompileError, ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ..browser import open_browser
 from ..device_module import DeviceModule, _HostFingerprint, _token_key
+from ..device_rows import expand
 from ..opengl import dispatch_of, place_arena
 from ..wasm import wasm_fault
 
@@ -96,23 +97,61 @@ class WebGPUModule(DeviceModule):
 
     def __post_init__(self):
         self.device = open_gpu()
-        place_arena(self, int(self.device.info["max_storage_bytes"]), "WebGPU", self.device.info["name"])
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
-        program = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
-        wasm = program.get("wasm", {}).get("entries", {})      # groups WGSL refused: wasm kernels (build_mixed)
-        missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]) - set(wasm))
+        self._program = program = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
+        self._wasm = program.get("wasm", {}).get("entries", {})     # groups WGSL refused: wasm kernels (build_mixed)
+        missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]) - set(self._wasm))
         if missing:
             raise CompileError(f"the WebGPU program lacks kernels {', '.join(missing[:3])}", self.source)
-        plan = [{"wasm": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args], **wasm[st.kernel]}
-                if st.kernel in wasm else
-                {"kernel": st.kernel, "offsets": [self._slot(kind, ix) for kind, ix in st.args],
-                 "groups": list(dispatch_of(tuple(st.grid))[0])} for st in self.plan]
         self._id = self.device.browser.new_id()
         self._files = f"m{self._id}"            # this module's files on the page's server: .consts, .in, .out
+        self._capacity, self._size_now, self._steps = 0, None, list(self.plan)
+        if not self.symbols:        # (a symbolic module makes its page model at its first call's size: _grow_to)
+            self._make(None)
+        self._resident = None
+        self._fingerprint_value = None
+        self._resident_objects = None
+        self.uploaded_bytes = 0
+        self._times: dict = {}
+        self._lib = _HostFingerprint
+        self._lock = threading.Lock()
+
+    def _page_plan(self, s) -> list:
+        """The plan as the page takes it at size s of the symbol (None: static): kernel, operand offsets, groups."""
+        pairs = expand(self.plan, s)
+        self._steps = [st for st, _ in pairs]
+        plan = []
+        for st, offs in pairs:
+            offsets = [self._slot(kind, ix) + (off if kind != "null" else 0) for (kind, ix), off in zip(st.args, offs)]
+            plan.append({"wasm": st.kernel, "offsets": offsets, **self._wasm[st.kernel]} if st.kernel in self._wasm
+                        else {"kernel": st.kernel, "offsets": offsets, "groups": list(dispatch_of(tuple(st.grid))[0])})
+        return plan
+
+    def _grow_to(self, s: int) -> None:
+        """The page's model at size s: placed anew in a larger arena (twice the size it held, within the symbol's
+        range; weights upload again) when s exceeds it, else the plan for s over the same arena."""
+        if s > self._capacity:
+            cap = max(s, min(2 * self._capacity, int(self.symbols[0].get("max", s))))
+            if self._capacity:
+                _call(self.device, "([id]) => { window.fxcModels[id].destroy(); delete window.fxcModels[id]; }",
+                      [self._id])
+            self._capacity = cap
+            self._make(s)
+            self._resident = None
+        elif s != self._size_now:
+            _call(self.device, "async ([id, program, plan]) => { await window.fxcModels[id].replan(program, plan); }",
+                  [self._id, self._program, self._page_plan(s)])
+        self._size_now = s
+
+    def _make(self, s) -> None:
+        """The page's model: its arena (at the capacity of a symbolic module), the constants, the plan at size s."""
+        sizes = {self.symbols[0]["name"]: self._capacity} if self.symbols else None
+        place_arena(self, int(self.device.info["max_storage_bytes"]), "WebGPU", self.device.info["name"], sizes)
+        program, plan = self._program, self._page_plan(s)
         held = [(at, c) for at, c in zip(self._const_at, self.consts) if c.nbytes]
         payload, spans = _payload(self.device, f"{self._files}.consts", [c for _, c in held])
         consts = [[at, *span] for (at, _), span in zip(held, spans)]
-        module = f"{self._files}.wasm" if wasm else None
+        module = f"{self._files}.wasm" if self._wasm else None
         if module:
             self.device.put(module, base64.b64decode(program["wasm"]["module"]))
         program = {"kernels": program["kernels"]}
@@ -126,22 +165,18 @@ class WebGPUModule(DeviceModule):
         finally:
             self.device.files.pop(f"{self._files}.consts", None)
             self.device.files.pop(module, None)
-        self._resident = None
-        self._fingerprint_value = None
-        self._resident_objects = None
-        self.uploaded_bytes = 0
-        self._times: dict = {}
-        self._lib = _HostFingerprint
-        self._lock = threading.Lock()
 
-    def _slot(self, kind: str, ix: int) -> int:
+    def _slot(self, kind: str, ix) -> int:
+        """An operand's base byte offset in the arena (the launch's offset within it is added: device_rows)."""
         if kind == "null":
             return -1
         if kind == "work":
-            return self._ws_at + ix
+            return self._ws_at
         return {"in": self._in_at, "out": self._out_at, "const": self._const_at}[kind][ix]
 
-    def _run(self, ins: list, outs: list, token) -> None:
+    def _run(self, ins: list, outs: list, token, s=None) -> None:
+        if s is not None:
+            self._grow_to(s)
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
@@ -173,7 +208,7 @@ class WebGPUModule(DeviceModule):
                 at += o.nbytes
         else:
             got = [base64.b64decode(b) for b in got]
-        for st, ms in zip(self.plan, times):       # profiled: each launch timed on its own (ns, as OpenCL's events)
+        for st, ms in zip(self._steps, times):       # profiled: each launch timed on its own (ns, as OpenCL's events)
             t = self._times.setdefault(st.kernel, [0, 0])
             t[0] += int(ms * 1e6)
             t[1] += 1

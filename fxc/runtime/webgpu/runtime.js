@@ -82,14 +82,30 @@ class FxcWebGPU {
     const arena = d.createBuffer({size: Math.max(16, arenaBytes), usage: usage.STORAGE | usage.COPY_DST |
                                  usage.COPY_SRC});
     const errors = d.createBuffer({size: 16, usage: usage.STORAGE | usage.COPY_DST | usage.COPY_SRC});
+    const launches = this.launches(plan, pipelines, arena, errors);
+    d.queue.writeBuffer(errors, 0, new Int32Array(4));
+    for (const [offset, data] of consts) d.queue.writeBuffer(arena, offset, data);
+    const bad = await d.popErrorScope(), oom = await d.popErrorScope();
+    if (bad || oom) throw new Error(`the model's buffers could not be made: ${(bad || oom).message}`);
+    const m = new FxcWebGPUModel(this, arena, errors, launches);
+    if (wasm) m.wasm = await FxcWasm.load(wasm);
+    m.launches = launches.map(l => l.wasm ? {host: fxcGpuWasmStep(m, l)} : l);
+    return m;
+  }
+
+  // the launches of a plan over an arena: per launch its pipeline, a bind group made once (the arena, its slice of
+  // one uniform buffer of operand byte offsets, the error words) and its work-groups
+  launches(plan, pipelines, arena, errors) {
+    const d = this.device, align = this.info.uniform_align;
     const slot = n => Math.ceil(Math.max(1, Math.ceil(n / 4)) * 16 / align) * align;
     const total = plan.reduce((s, st) => s + (st.wasm ? 0 : slot(st.offsets.length)), 0);
-    const offsets = d.createBuffer({size: Math.max(16, total), usage: usage.UNIFORM | usage.COPY_DST});
+    const usage = GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST;
+    const offsets = d.createBuffer({size: Math.max(16, total), usage});
     const words = new Int32Array(total / 4);
     const launches = [];
     let at = 0;
     for (const st of plan) {
-      if (st.wasm) { launches.push(st); continue; }     // a wasm step: made below, once the model exists
+      if (st.wasm) { launches.push(st); continue; }     // a wasm step: made by model() or replan()
       words.set(st.offsets, at / 4);
       const size = Math.max(1, Math.ceil(st.offsets.length / 4)) * 16;
       const group = d.createBindGroup({layout: this.layout, entries: [
@@ -99,14 +115,7 @@ class FxcWebGPU {
       at += slot(st.offsets.length);
     }
     d.queue.writeBuffer(offsets, 0, words);
-    d.queue.writeBuffer(errors, 0, new Int32Array(4));
-    for (const [offset, data] of consts) d.queue.writeBuffer(arena, offset, data);
-    const bad = await d.popErrorScope(), oom = await d.popErrorScope();
-    if (bad || oom) throw new Error(`the model's buffers could not be made: ${(bad || oom).message}`);
-    const m = new FxcWebGPUModel(this, arena, errors, launches);
-    if (wasm) m.wasm = await FxcWasm.load(wasm);
-    m.launches = launches.map(l => l.wasm ? {host: fxcGpuWasmStep(m, l)} : l);
-    return m;
+    return launches;
   }
 }
 
@@ -175,6 +184,16 @@ class FxcWebGPUModel {
       pass.dispatchWorkgroups(x, y, z);
     }
     pass.end();
+  }
+
+  // another plan over the same arena (a model with a symbolic size, at another size: fxc.runtime.device_rows);
+  // its pipelines come from the page's cache (by shader text)
+  async replan(program, plan) {
+    const pipelines = {};
+    for (const name of new Set(plan.filter(st => !st.wasm).map(st => st.kernel)))
+      pipelines[name] = await this.gpu.pipeline(name, program.kernels[name].shader);
+    const launches = this.gpu.launches(plan, pipelines, this.arena, this.errors);
+    this.launches = launches.map(l => l.wasm ? {host: fxcGpuWasmStep(this, l)} : l);
   }
 
   destroy() {

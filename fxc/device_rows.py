@@ -1,0 +1,68 @@
+"""Row launches: a fused group with a symbolic number of rows on a device target (OpenCL, OpenGL).
+
+Takes a fused group whose symbolic tensors have one size symbol `s` in their leading non-unit dim ("rows",
+fxc/lowering/blocks.py, whose checks it applies: every read of a row tensor is of the row its output is in) and
+produces the device kernels of the group's static GPU schedule at ROW_BLOCK rows and at one row, with each
+operand's bytes per row. Nothing in a kernel depends on `s`: at call time the runtime binds `s` from the input
+shapes and launches
+
+    the ROW_BLOCK-row kernels  s // ROW_BLOCK times, at rows 0, ROW_BLOCK, 2 ROW_BLOCK, ...
+    the one-row kernels        s % ROW_BLOCK times, at rows s // ROW_BLOCK * ROW_BLOCK + r
+
+each launch with its operands' offsets (OpenCL's offset arguments, GL's offset uniforms) moved to its first row,
+and the symbolic part of the workspace placed at `base + s * per` (fxc.runtime.device_rows evaluates both).
+So a size's launches run exactly the static schedule of ROW_BLOCK rows (and of one row), and one build serves
+every size in the symbol's range.
+"""
+from __future__ import annotations
+
+import math
+
+from .errors import LoweringError
+from .lowering.blocks import ROW_BLOCK, check_rows, group_symbol, row_layout
+from .lowering.expr import ITEMSIZE
+from .lowering.loop_ir import Buffer
+
+
+def row_bytes(gr, sym) -> list:
+    """Bytes per row of each output then each input of group gr (0 for a static operand)."""
+    out = []
+    for v in list(gr.outputs) + list(gr.inputs):
+        lay = row_layout(v.shape, sym)
+        out.append(0 if lay is None else lay[1] * ITEMSIZE[v.dtype])
+    return out
+
+
+def row_launches(gr, name: str, caps, sym) -> dict:
+    """{rows: the device kernels (launches in order) of group gr at that many rows} for ROW_BLOCK and 1 rows;
+    LoweringError when the group reads rows other than those it writes (then the graph builds per size)."""
+    from .build import group_tensors
+    from .lowering.schedules.gpu import lower_group_device
+    out = {}
+    for size in (ROW_BLOCK, 1):
+        tensors: dict = {}
+        roots, _, ins = group_tensors(gr, {sym.name: size}, tensors)
+        bufs = [Buffer(f"out{k}", o.dtype, math.prod(t.shape)) for k, (o, t) in enumerate(zip(gr.outputs, roots))]
+        if size == ROW_BLOCK:
+            check_rows(gr, sym, tensors)
+        out[size] = lower_group_device(f"{name}_r{size}", roots, bufs, ins, caps)
+    return out
+
+
+def graph_symbol(graph, caps, kind: str):
+    """The one size symbol of a graph's inputs (None when static). LoweringError when the target cannot take it
+    (Caps.dynamic_rows False: the caller then builds per size) or there are several."""
+    from .build import symbol_slots
+    names = list(symbol_slots(graph))
+    if not names:
+        return None
+    if not caps.dynamic_rows:
+        raise LoweringError(f"symbolic sizes on the {kind} target: its runtime takes no operand offsets at call "
+                            f"time, so it builds per size")
+    from .lowering.sym import Sym
+    return Sym(names[0])
+
+
+def symbolic_group(gr, sym) -> bool:
+    """Whether group gr has tensors with the size symbol (then it runs as row launches)."""
+    return sym is not None and group_symbol(gr) is not None
