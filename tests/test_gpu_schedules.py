@@ -16,7 +16,9 @@ from fxc.lowering.schedules import gpu
 
 
 def _compile(fn, *xs):
-    return torch.compile(fn, backend="fxc", options={"target": "opencl"})(*xs)
+    """fn compiled for opencl at these inputs' static shapes (a second shape would otherwise make Dynamo's batch
+    symbolic: row launches, each block at its own schedule)."""
+    return torch.compile(fn, backend="fxc", dynamic=False, options={"target": "opencl"})(*xs)
 
 
 def _sources(monkeypatch, **knobs) -> list:
