@@ -93,6 +93,9 @@ def main(argv=None) -> None:
     p.add_argument("--variants", default=None, help="sweep: comma list of fxc_dynamic, fxc_static, inductor")
     p.add_argument("--target", default="llvm", help="sweep: the fxc target (llvm, opencl, opengl)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="sweep: folder of the JSON and PNG")
+    p.add_argument("--threads", type=int, default=None, help="sweep: threads for every variant (default: all cores; "
+                                                             "1 on a host shared with other jobs, where a team of 2 "
+                                                             "waits at each barrier for a descheduled thread)")
     a = p.parse_args(argv)
     if a.sweep:
         from .dynamic_sweep import main as sweep_main

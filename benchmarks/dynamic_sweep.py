@@ -33,6 +33,8 @@ import statistics
 import time
 from pathlib import Path
 
+from .run import wait_until_idle
+
 ROOT = Path(__file__).resolve().parent.parent
 MODELS = ("resnet18", "mobilenet_v2", "bert", "transformer_encoder")
 SIZES = {"resnet18": [2, 4, 8, 16, 32, 64], "mobilenet_v2": [2, 4, 8, 16, 32, 64], "bert": [16, 32, 64, 96, 128],
@@ -122,6 +124,7 @@ def sweep(name: str, sizes: list, runs: int, image: int, variants: list, target:
             times = {v.kind: [] for v in vs}
             for half, order in ((runs - runs // 2, vs), (runs // 2, vs[::-1])):
                 for v in order:         # a variant's calls in a row: see the module docstring
+                    wait_until_idle()   # (the previous variant's threads may still spin)
                     v.call(size, inputs)
                     for _ in range(half):
                         t0 = time.perf_counter()
@@ -175,12 +178,14 @@ def run(models: list, sizes: dict, runs: int, image: int, variants: list, target
         results[name] = sweep(name, sizes[name], runs, image, variants, target)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     doc = {"date": stamp, "host": platform.node(), "cpus": os.cpu_count(), "torch": torch.__version__,
-           "load_average_start": load0, "load_average_end": os.getloadavg(), "target": target, "runs": runs,
+           "threads": torch.get_num_threads(), "load_average_start": load0, "load_average_end": os.getloadavg(),
+           "target": target, "runs": runs,
            "image": image, "seconds": time.perf_counter() - t0, "models": results}
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"dynamic-{stamp}.json"
     atomic_write(path, json.dumps(doc, indent=1).encode())
-    footer = (f"{stamp}, target {target}, {os.cpu_count()} CPUs, load average {load0[0]:.1f} -> "
+    footer = (f"{stamp}, target {target}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs, load average "
+              f"{load0[0]:.1f} -> "
               f"{doc['load_average_end'][0]:.1f}; median of {runs} calls per size; images {image}x{image}")
     try:
         plot(results, path.with_suffix(".png"), footer)
@@ -204,6 +209,11 @@ def table(doc: dict) -> None:
 
 def main(a) -> None:
     """Run from `python -m benchmarks.dynamic --sweep` (its parsed arguments)."""
+    threads = a.threads or len(os.sched_getaffinity(0))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "FXC_NUM_THREADS"):    # before fxc's runtime starts its pool
+        os.environ[var] = str(threads)
+    import torch
+    torch.set_num_threads(threads)
     models = [m for m in (a.models or ",".join(MODELS)).split(",") if m]
     unknown = sorted(set(models) - set(MODELS))
     if unknown:
