@@ -4,6 +4,7 @@
     .venv/bin/python -m benchmarks.call_overhead --models mobilenet_v2,resnet18 --runs 100
     .venv/bin/python -m benchmarks.call_overhead --recursive-dict-tags        # Dynamo's opt-in guard shortcut
     .venv/bin/python -m benchmarks.call_overhead --with-aot-autograd          # also the AOT autograd path
+    .venv/bin/python -m benchmarks.call_overhead --with-dynamo-floor          # also Dynamo alone, warm and cold
 
 Both peers are called alternately under torch.inference_mode() (as benchmarks.run does), so each call follows the
 other's kernels, with the caches as cold as in the benchmark. Per call, timed with perf_counter stamps taken in
@@ -20,6 +21,12 @@ wrappers of fxc's methods (a microsecond or two each):
 `--with-aot-autograd` adds a third peer, torch.compile through AOT autograd as in grad mode (the backend's
 inference path, fxc/capture/torch_inference.py, switched off for its compile): the same kernels, so the difference
 is the path's.
+
+`--with-dynamo-floor` adds what any torch.compile backend pays per call, Dynamo alone: a backend that computes
+nothing (it returns the first call's result) timed in the same rotation (`Dynamo alone total`: its caches as cold
+as the other peers', after a model's worth of memory traffic) and then in a loop of its own
+(`Dynamo alone, warm`: every guard and parameter object still in the cache). The difference is the cache misses of
+Dynamo's guards over the model's modules and parameters, which no backend can avoid.
 
 `--recursive-dict-tags` compiles with torch._dynamo.config.use_recursive_dict_tags_for_guards (read when the
 guards are built, so only these compiles are affected): Dynamo then skips the guards of a module subtree whose dicts are
@@ -76,7 +83,19 @@ def _through_aot_autograd(gm, example_inputs):
         return fxc_backend(gm, example_inputs)
 
 
-def measure(name: str, runs: int, recursive_dict_tags: bool, with_aot: bool = False) -> dict:
+def _dynamo_alone(gm, example_inputs):
+    """A backend that computes nothing: the first call's result, every call (Dynamo's own per-call cost)."""
+    first = []
+
+    def run(*args):
+        if not first:
+            first.append(gm(*args))
+        return first[0]
+    return run
+
+
+def measure(name: str, runs: int, recursive_dict_tags: bool, with_aot: bool = False,
+            with_floor: bool = False) -> dict:
     import torch
     import torch._dynamo
 
@@ -90,9 +109,12 @@ def measure(name: str, runs: int, recursive_dict_tags: bool, with_aot: bool = Fa
     peers = {"torch.compile": torch.compile(copy.deepcopy(model), backend="fxc")}
     if with_aot:
         peers["via AOT autograd"] = torch.compile(copy.deepcopy(model), backend=_through_aot_autograd)
+    floor = torch.compile(copy.deepcopy(model), backend=_dynamo_alone) if with_floor else None
     with torch._dynamo.config.patch(use_recursive_dict_tags_for_guards=recursive_dict_tags), torch.inference_mode():
         for compiled in peers.values():
             compiled(*inputs)       # compiles (the guards are built now)
+        if floor is not None:
+            floor(*inputs)
     rows: dict = {}
 
     def add(key, seconds):
@@ -123,6 +145,14 @@ def measure(name: str, runs: int, recursive_dict_tags: bool, with_aot: bool = Fa
                 add(f"{label} fxc_after", stamps["f1"] - stamps["k1"])
                 add(f"{label} return", t1 - stamps["f1"])
                 add(f"{label} outside_kernels", t1 - t0 - (stamps["k1"] - stamps["k0"]))
+            if floor is not None:
+                t0 = time.perf_counter()
+                floor(*inputs)
+                add("Dynamo alone total", time.perf_counter() - t0)
+        for _ in range(runs if floor is not None else 0):
+            t0 = time.perf_counter()
+            floor(*inputs)
+            add("Dynamo alone, warm", time.perf_counter() - t0)
     return rows
 
 
@@ -131,6 +161,8 @@ def main(argv=None) -> None:
     p.add_argument("--models", default="mobilenet_v2", help="comma list of fxc.testing.models names (batch 1)")
     p.add_argument("--runs", type=int, default=60, help="calls of each peer (default 60)")
     p.add_argument("--threads", type=int, default=2, help="threads for fxc and PyTorch (default 2)")
+    p.add_argument("--with-dynamo-floor", action="store_true",
+                   help="also time Dynamo alone (a backend computing nothing), in the rotation and warm")
     p.add_argument("--recursive-dict-tags", action="store_true",
                    help="compile with torch._dynamo.config.use_recursive_dict_tags_for_guards")
     p.add_argument("--with-aot-autograd", action="store_true",
@@ -143,7 +175,7 @@ def main(argv=None) -> None:
     print(f"{_cpu_model()}, {a.threads} threads, torch {torch.__version__}, "
           f"recursive dict tags {'on' if a.recursive_dict_tags else 'off'}")
     for name in a.models.split(","):
-        rows = measure(name.strip(), a.runs, a.recursive_dict_tags, a.with_aot_autograd)
+        rows = measure(name.strip(), a.runs, a.recursive_dict_tags, a.with_aot_autograd, a.with_dynamo_floor)
         print(f"\n{name} (batch 1), {a.runs} calls each, load average {os.getloadavg()[0]:.2f}; ms")
         print(f"{'':36s}{'median':>9s}{'min':>9s}")
         for key, ms in rows.items():

@@ -94,9 +94,11 @@ def build_dynamo_alone(model, inputs, threads) -> Runner:
     return _torch_runner(torch.compile(_private(model), backend=backend), inputs)
 
 
-def build_fxc(model, inputs, threads) -> Runner:
+def build_fxc(model, inputs, threads, target: str | None = None) -> Runner:
+    # target: a CPU target string for fxc ("llvm -mcpu=haswell"; benchmarks.run --target), None for the host's
     torch.set_num_threads(threads)
-    return _torch_runner(torch.compile(_private(model), backend="fxc"), inputs)
+    options = {} if target is None else {"options": {"target": target}}
+    return _torch_runner(torch.compile(_private(model), backend="fxc", **options), inputs)
 
 
 def build_fxc_opencl(model, inputs, threads) -> Runner:
@@ -111,25 +113,26 @@ def build_fxc_opengl(model, inputs, threads) -> Runner:
     return _torch_runner(torch.compile(_private(model), backend="fxc", options={"target": "opengl"}), inputs)
 
 
-def build_fxc_bf16(model, inputs, threads) -> Runner:
+def build_fxc_bf16(model, inputs, threads, target: str | None = None) -> Runner:
     # fxc's bf16 mode: convs/matmuls over weights with bfloat16 operands on AVX-512 BF16, float32 accumulation
     torch.set_num_threads(threads)
-    return _torch_runner(torch.compile(_private(model), backend="fxc", options={"precision": "bf16"}), inputs)
+    options = {"precision": "bf16"} if target is None else {"precision": "bf16", "target": target}
+    return _torch_runner(torch.compile(_private(model), backend="fxc", options=options), inputs)
 
 
-def build_fxc_aot(model, inputs, threads, precision: str = "fp32") -> Runner:
+def build_fxc_aot(model, inputs, threads, precision: str = "fp32", target: str | None = None) -> Runner:
     # fxc's ahead-of-time path: torch.export of the model, weights baked in as constants (as ONNX Runtime and
     # OpenVINO have them), no Dynamo guards or AOT-autograd wrappers around the call
     import fxc
     torch.set_num_threads(threads)
     with torch.no_grad():
-        compiled = fxc.from_torch(_private(model), tuple(inputs), precision=precision)
+        compiled = fxc.from_torch(_private(model), tuple(inputs), target=target or "llvm", precision=precision)
     return _torch_runner(compiled, inputs)
 
 
-def build_fxc_aot_bf16(model, inputs, threads) -> Runner:
+def build_fxc_aot_bf16(model, inputs, threads, target: str | None = None) -> Runner:
     # the ahead-of-time path in fxc's bf16 mode: what OpenVINO's bf16 default compares with call for call
-    return build_fxc_aot(model, inputs, threads, precision="bf16")
+    return build_fxc_aot(model, inputs, threads, precision="bf16", target=target)
 
 
 def _torch_version() -> str:
@@ -346,3 +349,4 @@ def peers_for(model_name: str) -> dict[str, Peer]:
 
 
 PEER_NAMES = tuple(peers_for("resnet18"))
+CPU_TARGETED = ("fxc", "fxc_aot", "fxc_bf16", "fxc_aot_bf16")     # the peers benchmarks.run --target applies to

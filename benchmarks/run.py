@@ -19,6 +19,7 @@ A peer that is not installed or fails is reported as unavailable with the reason
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -57,6 +58,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-subprocess-compile", action="store_true",
                    help="skip the cold-process / warm-cache compile-time subprocesses")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="folder for the JSON and PNG")
+    p.add_argument("--target", default=None,
+                   help="CPU target string for the fxc peers (fxc, fxc_aot and their bf16 forms), e.g. "
+                        "'llvm -mcpu=cascadelake' or 'llvm -mcpu=haswell': code for a lower ISA run on this host "
+                        "(default: the host's CPU)")
     p.add_argument("--compile-worker", nargs=3, metavar=("PEER", "MODEL", "BATCH"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     a.runs = a.runs or (5 if a.quick else 30)
@@ -141,7 +146,16 @@ def fxc_memory(model, inputs) -> dict:
         return {"unavailable": f"fxc.from_torch failed: {_short(e)}"}
 
 
-def compile_worker(peer_name: str, model_name: str, batch: int, seq_len: int, threads: int) -> None:
+def peer_builder(peer, target: str | None):
+    """The peer's build function, with fxc's CPU target (--target) bound for the peers it applies to."""
+    from benchmarks.peers import CPU_TARGETED
+    if target is None or peer.name not in CPU_TARGETED:
+        return peer.build
+    return functools.partial(peer.build, target=target)
+
+
+def compile_worker(peer_name: str, model_name: str, batch: int, seq_len: int, threads: int,
+                   target: str | None = None) -> None:
     """Subprocess entry: build one peer once and print its compile time (build + first call) as JSON; for fxc
     also the part of it spent in fxc's own build (fxc.build.build: passes, lowering, LLVM, link), the rest being
     Dynamo, AOT autograd, fxc's partitioning and the first call."""
@@ -162,7 +176,7 @@ def compile_worker(peer_name: str, model_name: str, batch: int, seq_len: int, th
                     in_build[0] += time.perf_counter() - t
             fxc.build.build = timed
         t0 = time.perf_counter()
-        runner = peer.build(model, inputs, threads)
+        runner = peer_builder(peer, target)(model, inputs, threads)
         runner.run()
         result = {"compile_s": time.perf_counter() - t0}
         if peer_name.startswith("fxc"):
@@ -187,7 +201,8 @@ def compile_in_subprocess(peer: str, name: str, batch: int, args, cache_root: Pa
     env = dict(os.environ, **cache_env(cache_root, peer, name, batch),
                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "benchmarks.run", "--compile-worker", peer, name, str(batch),
-           "--threads", str(args.threads), "--seq-len", str(args.seq_len)]
+           "--threads", str(args.threads), "--seq-len", str(args.seq_len)] + \
+        (["--target", args.target] if args.target else [])
     out = {}
     rounds = ("cold", "warm") if peers_for(name)[peer].cached else ("cold",)
     for kind in rounds:
@@ -262,7 +277,7 @@ def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root:
     import torch
     import torch._dynamo
 
-    from benchmarks.peers import peers_for
+    from benchmarks.peers import CPU_TARGETED, peers_for
 
     print(f"\n== {name}, batch {batch} ==", flush=True)
     torch._dynamo.reset()   # no state from the previous workload (it would make the batch dimension dynamic)
@@ -274,6 +289,8 @@ def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root:
     results, runners = {}, {}
     for pname in peer_names:
         peer, res = table[pname], {"label": table[pname].label}
+        if args.target and pname in CPU_TARGETED:
+            res["target"] = args.target       # also in meta["fxc_target"] and the header line
         results[pname] = res
         try:
             res["version"] = peer.versions()
@@ -288,7 +305,7 @@ def run_workload(name: str, batch: int, peer_names: list[str], args, cache_root:
             os.environ.update(cache_env(cache_root, pname, name, batch))
         try:
             t0 = time.perf_counter()
-            runner = peer.build(model, inputs, args.threads)
+            runner = peer_builder(peer, args.target)(model, inputs, args.threads)
             out = runner.run()
             res["compile_s"] = time.perf_counter() - t0
             os.environ.update(saved)
@@ -396,7 +413,7 @@ def main(argv=None) -> int:
     pin_threads(args.threads)
     if args.compile_worker:
         peer, name, batch = args.compile_worker
-        compile_worker(peer, name, int(batch), args.seq_len, args.threads)
+        compile_worker(peer, name, int(batch), args.seq_len, args.threads, args.target)
         return 0
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -425,6 +442,7 @@ def main(argv=None) -> int:
         "cpu": cpu_name(), "cores_available": len(os.sched_getaffinity(0)), "threads": args.threads,
         "torch": torch.__version__, "numpy": np.__version__, "python": sys.version.split()[0],
         "runs": args.runs, "warmup": args.warmup, "budget_s": args.budget, "seq_len": args.seq_len,
+        "fxc_target": args.target or "llvm (the host's CPU)",
         "fxc_bf16": "fxc_bf16: torch.compile(backend='fxc', options={'precision': 'bf16'}), fxc_aot_bf16: "
                     "fxc.from_torch(..., precision='bf16'); their max|err| is vs eager fp32",
         "notes": [f"every peer pinned to {args.threads} threads (torch.set_num_threads, ORT intra_op_num_threads, "
@@ -438,7 +456,8 @@ def main(argv=None) -> int:
                   "shared machine: numbers are noisy"],
     }
     print(f"fxc benchmarks: {meta['cpu']}, {args.threads} threads for every peer; runs={args.runs} "
-          f"(budget {args.budget:.0f} s per cell), warm-up {args.warmup}; peers: {', '.join(peer_names)}", flush=True)
+          f"(budget {args.budget:.0f} s per cell), warm-up {args.warmup}; peers: {', '.join(peer_names)}; "
+          f"fxc target: {meta['fxc_target']}", flush=True)
     report = {"meta": meta, "workloads": []}
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     json_path, png_path = out_dir / f"bench-{stamp}.json", out_dir / f"bench-{stamp}.png"

@@ -135,3 +135,28 @@ def test_training_benchmark_checks_gradients(capsys):
     assert float(rows["fxc"][5]) == 1.0                 # step/fxc of fxc itself
     for r in rows.values():
         assert 0 < float(r[4]) and float(r[6]) < 1e-4   # step time; grad err of both against float64
+
+
+def test_target_option_reaches_the_fxc_peers(monkeypatch):
+    """benchmarks.run --target compiles the fxc peers for that CPU (here haswell code, which this x86 host runs) and
+    leaves the other peers alone; the result still matches eager."""
+    import torch
+
+    import fxc
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.peers import peers_for
+    from benchmarks.run import parse_args, peer_builder
+    assert parse_args(["--target", "llvm -mcpu=haswell"]).target == "llvm -mcpu=haswell"
+    table = peers_for("resnet18")
+    assert peer_builder(table["eager"], "llvm -mcpu=haswell") is table["eager"].build
+    assert peer_builder(table["fxc"], None) is table["fxc"].build
+    seen = []
+    real = fxc.from_torch
+    monkeypatch.setattr(fxc, "from_torch", lambda *a, **k: seen.append(k["target"]) or real(*a, **k))
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    x = torch.randn(2, 8)
+    runner = peer_builder(table["fxc_aot"], "llvm -mcpu=haswell")(model, [x], 1)
+    assert seen == ["llvm -mcpu=haswell"]
+    with torch.no_grad():
+        torch.testing.assert_close(runner.run(), model(x))
