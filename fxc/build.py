@@ -472,11 +472,12 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
              f" + kernel scratch {scratch} B")
     symbols = [dict(vars(infos.get(n) or SymInfo(n))) for n in sym_index]
     if target.kind == "wasm":
-        if symbols:         # (Caps.dynamic_rows is False for wasm)
-            raise LoweringError("symbolic sizes on the wasm target: its plan runtime takes no symbolic offsets, so "
-                                "it builds per size")
-        return _wasm_module(graph, target, lib, consts, end + scratch, lines, plan.total_bytes, pre_calls, calls,
-                            flops, profile)
+        if symbols and not target.caps.dynamic_rows:
+            raise LoweringError(f"symbolic sizes on the {target.kind} target: its plan runtime takes no symbolic "
+                                f"offsets, so it builds per size")
+        extra = dict(symbols=symbols, sym_header=header, sym_bytes=symbolic_bytes(plan.sym_bytes)) if symbols else {}
+        return _wasm_module(graph, target, lib, consts, header + 64 if sym_index else end + scratch, lines,
+                            plan.total_bytes, pre_calls, calls, flops, profile, **extra)
     extra = dict(symbols=symbols, sym_header=header, row_bytes=plan.row_bytes,
                  sym_bytes=symbolic_bytes(plan.sym_bytes)) if symbols else {}
     return (DynamicModule if symbols else Module)(target.kind, str(lib),
@@ -499,19 +500,21 @@ def _link(target: Target):
 
 
 def _wasm_module(graph, target: Target, wasm: bytes, consts, workspace: int, lines, intermediate: int, pre_calls, calls,
-                 flops, profile: bool):
+                 flops, profile: bool, **symbolic):
     """The runtime module of a wasm build: the .wasm module and its plan (for explain and export), run in a browser
-    page; the weights stay in the page between calls (resident), and are packed again only when they change."""
+    page; the weights stay in the page between calls (resident), and are packed again only when they change. With
+    size symbols (`symbolic`: symbols, sym_header, sym_bytes) the page sizes its buffers and writes the symbols'
+    values into the workspace header per call, as the llvm runtime does."""
     from .backends.wasm import MEMORY_PAGES
     from .runtime.device_module import Launch
     from .runtime.wasm import WasmModule, program_text
     plan = [Launch(name, list(args), (1,), (1,)) for name, args in pre_calls + calls]
     return WasmModule(str(target), program_text(wasm, bool(pre_calls), target.caps.threads, MEMORY_PAGES),
-                      [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs],
-                      [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs],
+                      [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.inputs],
+                      [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.outputs],
                       [c.data for c in consts], workspace, plan, kernels=lines,
                       prepack_inputs=sorted(i for i, v in enumerate(graph.inputs) if v.id in graph.weights),
-                      profiled=profile, kernel_flops=flops, intermediate_bytes=intermediate)
+                      profiled=profile, kernel_flops=flops, intermediate_bytes=intermediate, **symbolic)
 
 
 def wasm_group_entries(groups: list, target="wasm") -> tuple:

@@ -65,9 +65,48 @@ def symbol_facts(module) -> list:
 
 
 def plan_args(slots) -> list:
-    """A plan's arguments as JSON: [kind, index or byte offset], or ["work", [base, header, per]] for a buffer at
-    base + symbol x per bytes of the workspace."""
-    return [[kind, [int(v) for v in ix] if isinstance(ix, tuple) else int(ix)] for kind, ix in slots]
+    """A plan's arguments as JSON: [kind, index or byte offset]; ["work", [base, header, per]] for a buffer at
+    base + symbol x per bytes of the workspace (header: the byte of the symbol's value); ["work", [base, [[coef,
+    [header bytes]], ...]]] for one at base + the sum of coef x the product of those symbols (several symbols, s x s).
+    ArtifactError for a slot of another form (never written as something the runtime would misread)."""
+    def arg(kind, ix):
+        if isinstance(ix, (int, np.integer)):
+            return [kind, int(ix)]
+        if kind == "work" and isinstance(ix, tuple) and len(ix) == 3 and all(isinstance(v, int) for v in ix):
+            return [kind, [int(v) for v in ix]]
+        if (kind == "work" and isinstance(ix, tuple) and len(ix) == 2 and isinstance(ix[0], int) and all(
+                isinstance(c, int) and all(isinstance(h, int) for h in hs) for c, hs in ix[1])):
+            return [kind, [int(ix[0]), [[int(c), [int(h) for h in hs]] for c, hs in ix[1]]]]
+        raise ArtifactError(f"cannot export a plan slot {(kind, ix)!r}: the artifact format has no form for it; "
+                            f"export a build with static shapes (fxc.from_torch without dynamic_shapes)")
+    return [arg(kind, ix) for kind, ix in slots]
+
+
+def workspace_terms(module, symbols: list) -> list:
+    """The symbolic region's size as the manifest records it: [[coefficient, [symbol names]], ...] (a product of
+    several symbols, or a symbol twice for s x s); ArtifactError when a term names no symbol of the module."""
+    terms = [[int(c), list(names)] for c, names in getattr(module, "sym_bytes", None) or []]
+    if not terms and getattr(module, "row_bytes", 0):
+        terms = [[int(module.row_bytes), [symbols[0]["name"]]]]
+    known = {s["name"] for s in symbols}
+    if any(c < 0 or not names or not set(names) <= known for c, names in terms):
+        raise ArtifactError(f"cannot export the workspace size {terms}: its terms must be products of the module's "
+                            f"symbols {sorted(known)}")
+    return terms
+
+
+def check_dims(module) -> None:
+    """Every symbolic input/output dim must be 'name' or 'c*name' of one symbol (what C's tables and the runtime
+    bind); a product of symbols (a [b*s, 64] input) is refused with an ArtifactError naming the input."""
+    known = {s["name"] for s in module.symbols}
+    for kind, specs in (("input", module.inputs), ("output", module.outputs)):
+        for spec in specs:
+            for d in spec.shape:
+                c, _, name = d.rpartition("*") if isinstance(d, str) else ("", "", None)
+                if not isinstance(d, int) and not (name in known and (c == "" or c.isdigit())):
+                    raise ArtifactError(f"cannot export {kind} {spec.name!r} of shape {list(spec.shape)}: its dim "
+                                        f"{d} is not a multiple of one size symbol, so the C entry cannot bind it; "
+                                        f"give the model inputs whose dims are single symbols (reshape inside it)")
 
 
 def pack_params(consts: list) -> tuple:
@@ -125,6 +164,8 @@ def export(compiled, path, sign_key=None) -> Path:
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
     symbols = symbol_facts(module) if module.symbols else []
+    if symbols:
+        check_dims(module)
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION if symbols else STATIC_FORMAT_VERSION,
         "fxc_version": __version__,
@@ -136,10 +177,11 @@ def export(compiled, path, sign_key=None) -> Path:
         "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels),
     }
     if symbols:     # a dynamic build (format version 2): its sizes' facts and where the kernels read their values
-        manifest.update(symbols=symbols, sym_header=int(module.sym_header), row_bytes=int(module.row_bytes))
+        manifest.update(symbols=symbols, sym_header=int(module.sym_header), row_bytes=int(module.row_bytes),
+                        sym_bytes=workspace_terms(module, symbols))
     iface = json.dumps(interface(manifest), sort_keys=True, separators=(",", ":"))
     header, source = llvm_deploy.render_c(module, [r["offset"] for r in records], params, __version__,
-                                          nbytes, iface, symbols)
+                                          nbytes, iface, symbols, manifest.get("sym_bytes", ()))
     parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
              HEADER: header.encode(), C_SOURCE: source.encode()}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}

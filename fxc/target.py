@@ -214,7 +214,7 @@ def _wasm_target(opts: dict) -> Target:
     caps = Caps(vector_bits=128 if simd else 32, vector_registers=16, threads=int(threads),
                 features=frozenset(features),
                 index_bits=64, dtypes=Caps().dtypes - {"float16"}, libm=False,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, dynamic_rows=False)
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"})
     return Target("wasm", tuple(sorted(opts.items())), caps)
 
 

@@ -114,8 +114,15 @@ def test_rows_mixed_across_batch_fall_back_to_builds_per_size():
         def forward(self, x):
             return (x - x.mean(0)) * 2      # reads every row: not a row-block kernel
 
+    def batch_only(b):      # the features static: the row symbol alone, which the mean over it does not keep
+        x = torch.randn(b, 16)
+        torch._dynamo.mark_dynamic(x, 0)
+        return x
+
     sizes = (3, 6)
-    assert _compiled_sweep(Mix(), lambda b: torch.randn(b, 16), sizes, dynamic=True) >= len(sizes)   # correct, per size
+    assert _compiled_sweep(Mix(), batch_only, sizes) >= len(sizes)      # correct, per size
+    # dynamic=True makes the 16 a symbol too: with both symbolic the mean is a symbolic loop over the batch (one build)
+    assert _compiled_sweep(Mix(), lambda b: torch.randn(b, 16), sizes, dynamic=True) == 1
 
 
 def test_from_torch_with_dynamic_shapes():

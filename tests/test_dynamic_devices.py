@@ -1,5 +1,6 @@
 """Dynamic shapes on the device targets (issue 26): one build for every batch on opencl, opengl and webgpu (row
-launches, fxc/device_rows.py); webgl and wasm build per size, correctly, and fxc.explain says so. A missing device
+launches, fxc/device_rows.py) and wasm (the llvm row-block kernels; the page sizes its buffers and writes the symbol
+header per call); webgl builds per size, correctly, and fxc.explain says so. A missing device
 runtime is a failure, not a skip."""
 import sys
 
@@ -12,8 +13,8 @@ from fxc.runtime.device_module import Launch
 from fxc.runtime.device_rows import expand
 
 BUILD = sys.modules["fxc.build"]
-SYMBOLIC_TARGETS = ("opencl", "opengl", "webgpu")            # Caps.dynamic_rows
-PER_SIZE_TARGETS = ("webgl", "wasm")
+SYMBOLIC_TARGETS = ("opencl", "opengl", "webgpu", "wasm")    # Caps.dynamic_rows
+PER_SIZE_TARGETS = ("webgl",)
 
 
 def _mlp():
@@ -60,7 +61,7 @@ def test_symbolic_graph_runs_every_size_and_checks_static_dims(target):
         module(rng.standard_normal((41, 64)).astype(np.float32), *ws)
     with pytest.raises(InputError, match="only the symbolic dims may vary"):
         module(rng.standard_normal((4, 65)).astype(np.float32), *ws)
-    assert target == "llvm" or any("per 8 rows" in line for line in module.kernels)
+    assert target in ("llvm", "wasm") or any("per 8 rows" in line for line in module.kernels)
 
 
 @pytest.mark.parametrize("target", SYMBOLIC_TARGETS)
@@ -103,3 +104,18 @@ def test_mobilenet_v2_with_dynamic_batch_builds_once_on_a_device(target):
             x = torch.randn(n, 3, 32, 32)
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
     assert BUILD.stats["builds"] == before + 1
+
+
+def test_wasm_two_symbols_one_build():
+    """A graph with a batch and a sequence ([b, s, s] buffers: workspace slots that are polynomials of both) on
+    wasm: one build, each (b, s) pair against torch, the page's buffers grown between calls."""
+    from tests.test_export_dynamic import PAIRS, _attention_graph, _attention_ref
+    before = BUILD.stats["builds"]
+    module = BUILD.build(_attention_graph(), "wasm")
+    assert BUILD.stats["builds"] == before + 1 and [s["name"] for s in module.symbols] == ["b", "s"]
+    rng = np.random.default_rng(3)
+    for b, s in PAIRS:
+        x = rng.standard_normal((b, s, 8)).astype(np.float32)
+        np.testing.assert_allclose(module(x), _attention_ref(x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(InputError, match="s = 51 is outside"):
+        module(np.zeros((2, 51, 8), np.float32))

@@ -140,6 +140,20 @@ def test_transformer_encoder_dynamic_sequence_builds_once():
     assert builds() == before + 1
 
 
+def test_torch_compile_batch_and_sequence_builds_once():
+    """torch.compile(dynamic=True) of BERT called with varying batch AND sequence length: both stay symbolic (the
+    partition's placeholders include products like s0 * s1, the sizes of its views), one build for every pair
+    (batches >= 2: Dynamo specialises a batch of 1 into a graph of its own)."""
+    model = _bert_small()
+    compiled = torch.compile(model, backend="fxc", dynamic=True)
+    before = builds()
+    with torch.no_grad():
+        for b, s in ((2, 16), (3, 37), (4, 128), (2, 23), (5, 9)):
+            a = _bert_inputs(b, s)
+            close(compiled(*a), model(*a))
+    assert builds() == before + 1
+
+
 def test_from_torch_with_a_batch_and_a_sequence_dim():
     model = _bert_small()
     batch, seq = Dim("batch", min=1, max=8), Dim("seq", min=2, max=128)

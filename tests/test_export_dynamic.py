@@ -323,3 +323,91 @@ def test_torch_compile_model_is_pointed_to_from_torch(tmp_path):
     with pytest.raises(fxc.errors.FxcError, match="dynamic_shapes"):
         fxc.export(compiled, tmp_path / "m.fxc")
     assert not (tmp_path / "m.fxc").exists()
+
+
+# several symbols (a batch and a sequence): the workspace is a sum of products of them (b x s, b x s x s)
+PAIRS = ((1, 3), (4, 50), (2, 17))      # (batch, sequence): the smallest, the largest, one in between
+
+
+def _attention_graph():
+    """softmax(x x^T) x + x of an input [b, s, 8] with b in [1, 4], s in [1, 50]: buffers of b x s and b x s x s
+    bytes, offsets that are polynomials of both symbols."""
+    b, s = Sym("b"), Sym("s")
+    g = Graph()
+    x = g.input((b, s, 8), "float32", "x")
+    scores = g.call1("matmul", [x, x], trans_b=True)
+    g.outputs = [g.call1("add", [g.call1("matmul", [g.call1("softmax", [scores], dim=-1), x]), x])]
+    g.symbols = {"b": SymInfo("b", 1, 4), "s": SymInfo("s", 1, 50)}
+    return g
+
+
+def _attention_ref(x: np.ndarray) -> np.ndarray:
+    t = torch.from_numpy(x)
+    return (torch.softmax(t @ t.transpose(1, 2), -1) @ t + t).numpy()
+
+
+def test_two_symbols_export_python_and_c(tmp_path):
+    """A graph with two symbols whose workspace slots are sums of products (b x s, b x s x s): exported (format 2
+    with `sym_bytes`), run at three (b, s) pairs by fxc.load without torch and by run_shaped.c, against torch;
+    sizes outside either range are refused in both."""
+    from fxc.build import build
+    module = build(_attention_graph())
+    assert any(k == "work" and isinstance(ix, tuple) and len(ix) == 2 for _, slots in module.plan for k, ix in slots)
+    path = fxc.export(module, tmp_path / "two.fxc")
+    m = _manifest(path)
+    assert [s["name"] for s in m["symbols"]] == ["b", "s"]
+    assert sorted(map(sorted, (t[1] for t in m["sym_bytes"]))) == [["b", "s"], ["b", "s", "s"]]
+    rng = np.random.default_rng(6)
+    xs = [rng.standard_normal((b, s, 8)).astype(np.float32) for b, s in PAIRS]
+    outs, errors, _ = _run_without_torch(path, xs, [[5, 3, 8], [2, 51, 8]], tmp_path)
+    for x, y in zip(xs, outs):
+        assert_close_np(y, _attention_ref(x))
+    assert "b = 5 is outside" in errors[0] and "s = 51 is outside" in errors[1]
+    d, exe = _c_program(path, tmp_path)
+    for x in xs:
+        x.tofile(tmp_path / "x.bin")
+        p = _run_c(exe, d, [_dims(x.shape), tmp_path / "x.bin", tmp_path / "y.bin"])
+        assert p.returncode == 0, p.stderr
+        assert_close_np(np.fromfile(tmp_path / "y.bin", np.float32).reshape(x.shape), _attention_ref(x))
+    p = _run_c(exe, d, ["2x51x8", tmp_path / "x.bin", tmp_path / "y.bin"])
+    assert p.returncode == 1 and "s = 51 is outside the compiled range [1, 50]" in p.stderr, p.stderr
+
+
+def test_edited_workspace_terms_are_refused(tmp_path):
+    """The workspace's symbolic size is in the library's interface: a manifest whose `sym_bytes` was shrunk (so a
+    runtime would allocate too little) is refused at load."""
+    from fxc.build import build
+    path = fxc.export(build(_attention_graph()), tmp_path / "two.fxc")
+
+    def shrink(m):
+        m["sym_bytes"][0][0] = 1
+    with pytest.raises(ArtifactError, match="manifest was edited"):
+        fxc.load(_rewrite(path, tmp_path / "small.fxc", manifest=shrink))
+
+
+def test_bert_batch_and_sequence_artifact(tmp_path):
+    """BERT (2 layers, hidden 64) from fxc.from_torch with a batch Dim and a sequence Dim: one artifact run at three
+    (batch, sequence) pairs by fxc.load without torch and by run_shaped.c (int64 ids and mask), against eager."""
+    from .test_dynamic_seq import _bert_inputs, _bert_small
+    model = _bert_small()
+    batch, seq = Dim("batch", min=1, max=4), Dim("seq", min=2, max=64)
+    compiled = fxc.from_torch(model, _bert_inputs(2, 16), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    path = fxc.export(compiled, tmp_path / "bert.fxc")
+    assert len(_manifest(path)["symbols"]) == 2
+    pairs = ((1, 2), (4, 64), (3, 23))
+    ins = [[t.numpy() for t in _bert_inputs(b, s)] for b, s in pairs]
+    with torch.no_grad():
+        refs = [model(*_bert_inputs(b, s)).numpy() for b, s in pairs]
+    d, exe = _c_program(path, tmp_path)
+    for (ids, mask), ref in zip(ins, refs):
+        ids.tofile(tmp_path / "ids.bin")
+        mask.tofile(tmp_path / "mask.bin")
+        p = _run_c(exe, d, [_dims(ids.shape), tmp_path / "ids.bin", _dims(mask.shape), tmp_path / "mask.bin",
+                            tmp_path / "y.bin"])
+        assert p.returncode == 0, p.stderr
+        assert_close_np(np.fromfile(tmp_path / "y.bin", np.float32).reshape(ref.shape), ref, atol=1e-4)
+    m = fxc.load(path)
+    for (ids, mask), ref in zip(ins, refs):
+        assert_close_np(m(ids, mask), ref, atol=1e-4)
+    with pytest.raises(InputError, match="outside the compiled range"):
+        m(*[t.numpy() for t in _bert_inputs(2, 65)])

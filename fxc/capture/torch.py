@@ -27,7 +27,7 @@ from ..runtime.cpu import pointer_array
 
 # re-exported: fxc.capture.torch.explain, .Explanation, .recording, ._recorders (one list) stay valid
 from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
-from .torch_symbolic import symbolic_placeholders
+from .torch_symbolic import symbolic_tries
 from .torch_weights import WeightSampler
 
 log = logging.getLogger("fxc")
@@ -436,8 +436,9 @@ class FxcSubgraph(torch.nn.Module):
         self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
         self._last = None               # the module of the previous call: woken first thing (Module.wake)
         self._early: dict = {}          # key -> the slot of its build started at compile time (_build_early)
-        self._symbolic = symbolic_placeholders(gm)   # (per placeholder: its shape/value with size symbols,
-                                                     # {name: SymInfo}) when Dynamo gave symbolic sizes, else None
+        self._tries = symbolic_tries(gm)    # the symbolic forms to try: every symbol, then the row symbol alone
+        self._symbolic = self._tries.pop(0) if self._tries else None    # (per placeholder: its shape/value with
+                                                     # size symbols, {name: SymInfo}), None: sizes static
 
     def expect(self, args) -> dict:
         """The slot an early build (_build_early) of these arguments' shapes fills: {"done": Event, "entry"}."""
@@ -492,8 +493,8 @@ class FxcSubgraph(torch.nn.Module):
                     self.cache[key] = entry
         if entry is None and self._symbolic is not None and not self._specialised(args):
             entry = self._compile_symbolic(args)
+            key = self._key(args)   # (of the symbolic form that built, or of static sizes)
             if entry is None:       # sizes the compiler cannot keep symbolic: one build per size, as before
-                key = self._key(args)
                 entry = self.cache.get(key)
             else:
                 self.cache[key] = entry
@@ -595,21 +596,29 @@ class FxcSubgraph(torch.nn.Module):
             return self._compile(args, symbolic=True) if symbolic else self._compile(args)
 
     def _compile_symbolic(self, args):
-        """The entry of one build for every size of the symbolic dims, or None (then self._symbolic is None and
-        each size builds on its own) when a part of the graph cannot be compiled with symbolic sizes."""
+        """The entry of one build for every size of the symbolic dims (every symbol, else the row symbol alone:
+        self._tries), or None (then self._symbolic is None and each size builds on its own) when a part of the
+        graph cannot be compiled with symbolic sizes."""
         if self.options.get("check") or self.options.get("profile"):
-            self._symbolic = None
+            self._symbolic, self._tries = None, []
             return None
-        try:
-            return self.compile(args, symbolic=True)
-        except Exception as e:      # noqa: BLE001 (never the user's problem: static builds per size instead)
-            log.info("fxc: %s: no symbolic build (%s: %s); building per size", self.name, type(e).__name__, e,
-                     exc_info=log.isEnabledFor(logging.DEBUG))
-            note = f"{self.name}: one build per size, not one for all sizes ({type(e).__name__}: {str(e)[:200]})"
-            _record(lambda r: r.notes.append(note))
-            self._symbolic = None
-            self._dynamic = None
-            return None
+        while self._symbolic is not None:
+            try:
+                return self.compile(args, symbolic=True)
+            except Exception as e:      # noqa: BLE001 (never the user's problem: fewer symbols or static builds)
+                if self._tries:
+                    log.info("fxc: %s: no build with symbols %s (%s: %s); trying %s", self.name,
+                             sorted(self._symbolic[1]), type(e).__name__, e, sorted(self._tries[0][1]))
+                    self._symbolic = self._tries.pop(0)
+                    continue
+                log.info("fxc: %s: no symbolic build (%s: %s); building per size", self.name, type(e).__name__, e,
+                         exc_info=log.isEnabledFor(logging.DEBUG))
+                note = f"{self.name}: one build per size, not one for all sizes ({type(e).__name__}: {str(e)[:200]})"
+                _record(lambda r: r.notes.append(note))
+                self._symbolic = None
+            finally:
+                self._dynamic = None
+        return None
 
     def _compile(self, args, symbolic: bool = False):
         from ..build import build

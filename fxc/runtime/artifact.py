@@ -188,9 +188,14 @@ def _is_spec(s, dim_ok=_is_int) -> bool:
             and all(map(dim_ok, s["shape"])) and _known_dtype(s.get("dtype")))
 
 
-def _is_slot(a) -> bool:       # [kind, index or offset]; ["work", [base, header, per]]: base + symbol x per
+def _is_slot(a) -> bool:       # [kind, index or offset]; ["work", [base, header, per]]: base + symbol x per;
+    # ["work", [base, [[coef, [header bytes]], ...]]]: base + sum of coef x the product of those symbols
     return isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and (_is_int(a[1]) or (
-        a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 3 and all(map(_is_int, a[1]))))
+        a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 3 and all(map(_is_int, a[1]))) or (
+        a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 2 and _is_int(a[1][0])
+        and isinstance(a[1][1], list) and all(
+            isinstance(t, list) and len(t) == 2 and _is_int(t[0]) and isinstance(t[1], list) and t[1]
+            and all(map(_is_int, t[1])) for t in a[1][1])))
 
 
 def _known_dtype(dtype) -> bool:
@@ -307,6 +312,8 @@ def interface(manifest: dict) -> dict:
     if manifest.get("symbols"):     # the ranges the library checks, its workspace layout
         out.update(symbols=[[s["name"], s["min"], s["max"], s["divisor"]] for s in manifest["symbols"]],
                    sym_header=manifest["sym_header"], row_bytes=manifest["row_bytes"])
+        if "sym_bytes" in manifest:     # the workspace's symbolic size (several symbols: a sum of products)
+            out.update(sym_bytes=manifest["sym_bytes"])
     return out
 
 

@@ -114,9 +114,11 @@ class DynamicArtifactModule(DynamicModule):
 
     @staticmethod
     def fields(manifest: dict) -> dict:
-        """A format 2 manifest's symbols, symbol header offset and workspace bytes per unit of the first symbol."""
+        """A format 2 manifest's symbols, symbol header offset and the workspace's symbolic size: `sym_bytes`
+        (a sum of products of symbols), or in artifacts without it bytes per unit of the first symbol."""
         return {"symbols": [dict(s) for s in manifest["symbols"]], "sym_header": int(manifest["sym_header"]),
-                "row_bytes": int(manifest["row_bytes"])}
+                "row_bytes": int(manifest["row_bytes"]),
+                "sym_bytes": [[int(c), list(names)] for c, names in manifest.get("sym_bytes", [])]}
 
 
 def manifest_problem(m: dict, is_int) -> tuple:
@@ -131,6 +133,11 @@ def manifest_problem(m: dict, is_int) -> tuple:
     if syms and (m.get("format_version") == 1 or not is_int(m.get("sym_header")) or not is_int(m.get("row_bytes"))):
         return "size symbols need format version 2 and integer 'sym_header' and 'row_bytes'", is_int
     names = {s["name"] for s in syms}
+    terms = m.get("sym_bytes", [])
+    if not isinstance(terms, list) or not all(
+            isinstance(t, list) and len(t) == 2 and is_int(t[0]) and isinstance(t[1], list) and t[1]
+            and all(isinstance(x, str) and x in names for x in t[1]) for t in terms):
+        return "'sym_bytes' is not a list of [coefficient, [symbol names]]", is_int
 
     def dim_ok(d) -> bool:
         c, _, name = d.rpartition("*") if isinstance(d, str) else ("", "", None)

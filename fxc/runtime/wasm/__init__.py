@@ -20,7 +20,7 @@ import base64
 import json
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -115,7 +115,13 @@ class _Info:
 @dataclass
 class WasmModule(DeviceModule):
     """A module of the wasm target: its plan runs inside the `.wasm` module (`fxc_run`) in a browser page. The
-    page is opened, and the module loaded into it, at the first call (building and exporting need no browser)."""
+    page is opened, and the module loaded into it, at the first call (building and exporting need no browser).
+    With size symbols (`symbols`) its kernels are the llvm target's (row blocks, symbolic loops: fxc_run reads the
+    symbols' int64 values at byte `sym_header` of the workspace); each call binds them from the input shapes
+    (runtime/symbols.py: InputError outside the range), and the page grows its buffers to the call's sizes (the
+    workspace: `workspace_bytes` + the `sym_bytes` terms, keeping the packed weights) and writes the header."""
+    sym_header: int = 0
+    sym_bytes: list = field(default_factory=list)   # the workspace's symbolic region: [[coefficient, [names]], ...]
 
     def __post_init__(self):
         from ..module import np_dtype
@@ -139,7 +145,8 @@ class WasmModule(DeviceModule):
         if self._id is None:
             from ..module import np_dtype
             rt = open_wasm_runtime()
-            nbytes = lambda specs: [int(np.prod(s.shape, dtype=np.int64)) * np_dtype(s.dtype).itemsize  # noqa: E731
+            nbytes = lambda specs: [0 if self.symbols else  # noqa: E731  (symbolic: sized by each call)
+                                    int(np.prod(s.shape, dtype=np.int64)) * np_dtype(s.dtype).itemsize
                                     for s in specs]
             spec = {"inputs": nbytes(self.inputs), "outputs": nbytes(self.outputs),
                     "consts": [c.nbytes for c in self.consts], "workspace": int(self.workspace_bytes),
@@ -167,8 +174,24 @@ class WasmModule(DeviceModule):
             weakref.finalize(self, _RELEASED.append, mid).atexit = False
         return self._id
 
-    def _run(self, ins: list, outs: list, token) -> None:
+    def run_arrays(self, ins: list, outs: list, token=None, sizes=None) -> None:
+        """As DeviceModule.run_arrays; a symbolic module takes every symbol's value (`sizes(shapes)`)."""
+        if self.symbols and not sizes:
+            self._size(sizes)       # (raises: a symbolic module needs the sizes of its inputs)
+        with self._lock:
+            self._run(ins, outs, token, sizes if self.symbols else None)
+
+    def _call_sizes(self, ins: list, outs: list, sizes: dict) -> list:
+        """[input bytes, output bytes, workspace bytes, header byte, the symbols' values] of a symbolic call."""
+        terms = sum(c * int(np.prod([sizes[x] for x in names], dtype=np.int64)) for c, names in self.sym_bytes)
+        return [[a.nbytes for a in ins], [o.nbytes for o in outs], int(self.workspace_bytes) + terms,
+                int(self.sym_header), [int(sizes[s["name"]]) for s in self.symbols]]
+
+    def _run(self, ins: list, outs: list, token, sizes=None) -> None:
         mid = self._load()
+        if sizes:           # this call's sizes: the page grows its buffers and writes the symbol header
+            self.device.call("([id, sizes]) => window.fxcWasmModels[id].size(...sizes)",
+                             [mid, self._call_sizes(ins, outs, sizes)])
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value

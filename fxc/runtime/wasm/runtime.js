@@ -129,6 +129,27 @@ class FxcWasmModel {
     this.args = [w.pointers(this.ins), w.pointers(this.outs), w.pointers(this.consts), this.work];
   }
 
+  size(ins, outs, work, header, values) {   // a symbolic model's call: its buffers' bytes (grown, never shrunk;
+    const w = this.wasm;                   // the workspace keeps its packed weights), the symbols' int64 values
+    let moved = false;
+    const grow = (ptrs, have, need) => need.forEach((n, i) => {
+      if (n > have[i]) { ptrs[i] = w.alloc(n); have[i] = n; moved = true; }
+    });
+    this.cap = this.cap || {ins: this.spec.inputs.slice(), outs: this.spec.outputs.slice(), work: this.spec.workspace};
+    grow(this.ins, this.cap.ins, ins);
+    grow(this.outs, this.cap.outs, outs);
+    if (work > this.cap.work) {
+      const at = w.alloc(work);
+      w.bytes(at, this.cap.work).set(w.bytes(this.work, this.cap.work));
+      this.work = at;
+      this.cap.work = work;
+      moved = true;
+    }
+    if (moved) this.args = [w.pointers(this.ins), w.pointers(this.outs), w.pointers(this.consts), this.work];
+    this.spec.outputs = outs;              // what post() sends
+    new BigInt64Array(w.memory.buffer, this.work + header, values.length).set(values.map(BigInt));
+  }
+
   step(fresh) {                      // the plan once; fresh: the weights changed (pack them again)
     const w = this.wasm;
     if (!this.spec.prepack) return w.call("fxc_run", ...this.args);
