@@ -28,6 +28,11 @@ CASES = {
     "depthwise_w10": (lambda: nn.Conv2d(8, 8, 3, padding=1, groups=8), (2, 8, 10, 10)),
     "linear_k20_n7": (lambda: nn.Linear(20, 7), (3, 20)),
     "linear_k18_n12": (lambda: nn.Linear(18, 12), (5, 18)),
+    "conv3x3_w14": (lambda: nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()), (1, 8, 14, 14)),
+    "conv3x3_w7_no_pad": (lambda: nn.Conv2d(6, 5, 3), (1, 6, 9, 9)),
+    "conv7x7_stride2": (lambda: nn.Conv2d(3, 4, 7, stride=2, padding=3), (1, 3, 20, 20)),
+    "maxpool3x3_stride2": (lambda: nn.MaxPool2d(3, 2, 1), (1, 4, 15, 15)),
+    "conv1x3_w9": (lambda: nn.Conv2d(4, 4, (1, 3), padding=(0, 1)), (1, 4, 5, 9)),
     "reduce_36": (_Reduce, (5, 36)),
     "reduce_37": (_Reduce, (3, 37)),
 }
