@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 from contextlib import contextmanager
+
+from benchmarks.device_time import device_times
 
 # (name, rows, k, n): MobileNetV2's and ResNet-18's classifiers, a BERT-base projection, a batch of 4
 SHAPES = [("mobilenet_v2 fc", 1, 1280, 1000), ("resnet18 fc", 1, 512, 1000), ("bert 768x768", 1, 768, 768),
@@ -49,12 +50,7 @@ def linear_ms(name: str, rows: int, k: int, n: int, runs: int, device: str) -> t
     c = fxc.from_torch(model, args, target=f"opencl -device={device}", profile=True)
     with torch.no_grad():
         torch.testing.assert_close(c(*args), model(*args), rtol=1e-3, atol=1e-3)
-        times = []
-        for _ in range(runs):
-            c.module.profile(reset=True)
-            c(*args)
-            times.append(sum(r["total_ms"] for r in c.module.profile()))
-    return min(times), statistics.median(times)
+        return device_times(c.module, args, runs, call=c)
 
 
 def main(argv=None) -> int:

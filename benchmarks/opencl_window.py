@@ -22,6 +22,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from benchmarks.device_time import device_ms, device_times
+
 # (name, op, channels, input size, stride): MobileNetV2 (224 x 224) depthwise 3x3 layers, ResNet-18's 3x3/2 max pool
 LAYERS = [("dw 32x112 s1", "dw", 32, 112, 1), ("dw 96x112 s2", "dw", 96, 112, 2), ("dw 144x56 s1", "dw", 144, 56, 1),
           ("dw 192x28 s1", "dw", 192, 28, 1), ("dw 384x14 s1", "dw", 384, 14, 1), ("dw 960x7 s1", "dw", 960, 7, 1),
@@ -86,12 +88,7 @@ def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) ->
         ref = torch.nn.functional.max_pool2d(torch.from_numpy(x), 3, stride, 1).numpy()
     mod = build(b.graph, target=f"opencl -device={device}", profile=True)
     assert np.allclose(mod(*args), ref, rtol=1e-4, atol=1e-4), f"{op} {c}x{size} is wrong"
-    times = []
-    for _ in range(runs):
-        mod.profile(reset=True)
-        mod(*args)
-        times.append(sum(r["total_ms"] for r in mod.profile()))
-    return min(times), statistics.median(times)
+    return device_times(mod, args, runs)
 
 
 def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
@@ -114,9 +111,7 @@ def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
             torch.testing.assert_close(c(*inputs), want, rtol=1e-3, atol=1e-3)
         for _ in range(runs):
             for c, t in zip(compiled, times):
-                c.module.profile(reset=True)
-                c(*inputs)
-                t.append(sum(r["total_ms"] for r in c.module.profile()))
+                t.append(device_ms(c.module, c, *inputs))
     return [(min(t), statistics.median(t)) for t in times]
 
 
