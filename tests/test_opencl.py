@@ -2,7 +2,6 @@
 torch.compile / from_torch / export with weights kept on the device, and the error cases.
 
 A missing OpenCL runtime is a failure, not a skip (scripts/setup.sh installs PoCL)."""
-import json
 import os
 import subprocess
 import sys
@@ -22,6 +21,7 @@ from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import Module, TensorSpec
 from tests.helpers import assert_close_np, check_module
+from tests.helpers_devices import CASE_IDS, CASES, check_op_sample, export_and_load_without_torch, small_net
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -155,45 +155,15 @@ def test_tiled_gemm_both_forms(shared, monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------- a fixed op sample
-# every fusion kind: elementwise, broadcast, injective, reduction, out-elemwise-fusable (conv, matmul) and opaque
-# (hand-written loop IR: sort, scans, linalg, scatter, gather), with int, bool and float64 samples among them
-OP_SAMPLE = ("add", "exp", "where", "cast", "floordiv", "remainder", "logical_and", "isnan", "erf", "pow",
-             "permute", "pad", "cat", "slice", "gather", "index_select", "embedding", "scatter", "index_put",
-             "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "layer_norm", "cumsum", "sort",
-             "conv2d", "conv_transpose2d", "matmul", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-             "cholesky", "lgamma", "grid_sample", "random_uniform")
-CASES = [(name, k) for name in OP_SAMPLE for k in range(min(2, len(all_ops()[name].samples(np.random.default_rng(0)))))]
-
-
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_opencl(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs)
-    module = build(b.graph, target="opencl")
-    assert module.target.startswith("opencl") and module.plan
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(outs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    assert check_op_sample("opencl", name, k).plan
 
 
 # ---------------------------------------------------------------------------------- users: torch, export
-def _small_net():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
-
-
 def test_torch_compile_keeps_weights_on_the_device():
     """Weights are uploaded once; a changed weight (optimizer step, in-place write) is uploaded again."""
-    model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    model, x = small_net(), torch.randn(2, 3, 12, 12)
     compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
     modules = []
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())     # fxc.explain's record
@@ -219,7 +189,7 @@ def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
     """The prepack step (a batch norm folded into the conv's weights: what reads weights only) runs on the first
     call, not on the next ones, and again after an in-place write to a weight (seen by its version, or by the
     sampled words when .data hides it); the result follows the weight."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 11)
+    model, x = small_net(), torch.randn(1, 3, 10, 11)
     compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
     try:
@@ -263,25 +233,8 @@ def test_explain_marks_single_work_item_kernels():
 
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """fxc.from_torch(target="opencl") -> fxc.export -> fxc.load in a process that cannot import torch,
-    llvmlite or the compiler; the artifact holds OpenCL C source and refuses an edited manifest."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 10)
-    compiled = fxc.from_torch(model, (x,), target="opencl")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    np.save(tmp_path / "x.npy", x.numpy())
-    from tests.test_export import LOAD_AND_RUN
-    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), str(tmp_path / "x.npy"),
-                        str(tmp_path / "out.npz")], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == []
-    assert all(n in ("fxc", "fxc.errors", "fxc.cache") or n.startswith("fxc.runtime") for n in report["modules"])
-    with np.load(tmp_path / "out.npz") as z:
-        assert_close_np(z["arr_0"], expected)
-    import zipfile
-    with zipfile.ZipFile(path) as z:
+    llvmlite or the compiler; the artifact holds OpenCL C source."""
+    with export_and_load_without_torch("opencl", tmp_path) as z:
         assert "__kernel" in z.read("program.cl").decode()
 
 
@@ -377,7 +330,7 @@ def test_a_driver_build_error_carries_source_and_log():
 
 def test_model_on_opencl_matches_eager():
     """A small conv net through torch.compile on OpenCL (the reference models: test_reference_models_on_opencl)."""
-    check_module(_small_net(), torch.randn(2, 3, 16, 16), target="opencl", rtol=1e-4, atol=1e-5)
+    check_module(small_net(), torch.randn(2, 3, 16, 16), target="opencl", rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow

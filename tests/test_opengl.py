@@ -4,10 +4,6 @@ torch.compile / from_torch / export + load without torch, and the error cases.
 
 A missing GL runtime is a failure, not a skip (scripts/setup.sh installs Mesa's EGL and moderngl)."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,23 +17,22 @@ from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
 from tests.helpers import assert_close_np, check_module
-from tests.test_opencl import CASES, _fixture_expected, _fixture_kernel, _small_net
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers_devices import (
+    CASE_IDS,
+    CASES,
+    check_op_sample,
+    export_and_load_without_torch,
+    run_script,
+    small_net,
+    target_error_script,
+)
+from tests.test_opencl import _fixture_expected, _fixture_kernel
 
 # ops of the sample that GL refuses (a LoweringError: torch.compile runs their graph in eager): float64 (cholesky's
 # samples, and lgamma, which computes in float64 for float32 too, as every special function) and 64-bit hash
 # constants (random_uniform)
-REFUSED = {("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 0),
-           ("random_uniform", 1)}
-
-
-def _graph(name, arrays, attrs):
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    return b.graph
+REFUSED = {case: (LoweringError, None) for case in (("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1),
+                                                    ("random_uniform", 0), ("random_uniform", 1))}
 
 
 # ------------------------------------------------------------------------------------------ the loop-IR fixture
@@ -87,24 +82,10 @@ def test_grid_longer_than_gl_dispatch_limit_is_folded():
 
 
 # ---------------------------------------------------------------------------------------------- the op sample
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_opengl(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    graph = _graph(name, arrays, attrs)
-    if (name, k) in REFUSED:
-        with pytest.raises(LoweringError):
-            build(graph, target="opengl")
-        return
-    module = build(graph, target="opengl")
-    assert module.target == "opengl" and module.plan
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(graph.outputs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    module = check_op_sample("opengl", name, k, refused=REFUSED)
+    assert module is None or module.plan
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt")
@@ -175,7 +156,7 @@ def test_int_division_by_zero_raises():
 
 # ---------------------------------------------------------------------------------------- users: torch, export
 def test_torch_compile_keeps_weights_in_the_arena():
-    model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    model, x = small_net(), torch.randn(2, 3, 12, 12)
     compiled = torch.compile(model, backend="fxc", options={"target": "opengl"})
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
     try:
@@ -196,30 +177,13 @@ def test_torch_compile_keeps_weights_in_the_arena():
 
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """from_torch(target="opengl") -> export -> load in a process that cannot import torch or llvmlite."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 10)
-    compiled = fxc.from_torch(model, (x,), target="opengl")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    np.save(tmp_path / "x.npy", x.numpy())
-    from tests.test_export import LOAD_AND_RUN
-    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), str(tmp_path / "x.npy"),
-                        str(tmp_path / "out.npz")], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == []
-    assert all(n in ("fxc", "fxc.errors", "fxc.cache") or n.startswith("fxc.runtime") for n in report["modules"])
-    with np.load(tmp_path / "out.npz") as z:
-        assert_close_np(z["arr_0"], expected)
-    import zipfile
-    with zipfile.ZipFile(path) as z:
+    with export_and_load_without_torch("opengl", tmp_path) as z:
         assert "#version 430" in z.read("program.glsl").decode()
         assert json.loads(z.read("manifest.json"))["target"] == "opengl"
 
 
 def test_model_on_opengl_matches_eager():
-    check_module(_small_net(), torch.randn(2, 3, 16, 16), target="opengl", rtol=1e-4, atol=1e-5)
+    check_module(small_net(), torch.randn(2, 3, 16, 16), target="opengl", rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -236,27 +200,11 @@ def test_reference_models_on_opengl(name):
 
 
 # ------------------------------------------------------------------------------------------------- errors
-NO_CONTEXT = """
-import sys
-from fxc.errors import TargetError
-from fxc.relay_like.builder import Builder
-from fxc.build import build
-b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
-try:
-    build(b.graph, target="opengl")
-    sys.exit(1)
-except TargetError as e:
-    print("TargetError:", e)
-    sys.exit(0 if sys.argv[1] in str(e) and "libegl-mesa0" in str(e) else 3)
-"""
-
-
 @pytest.mark.parametrize("env,says", [({"__EGL_VENDOR_LIBRARY_FILENAMES": "/nonexistent.json"}, "EGL"),
                                       ({"MESA_GL_VERSION_OVERRIDE": "3.3"}, "OpenGL 4.3")],
                          ids=["no-egl-driver", "gl-3.3"])
 def test_no_gl_context_or_old_gl_is_a_target_error(env, says):
-    e = dict(os.environ, PYTHONPATH=str(ROOT), **env)
-    p = subprocess.run([sys.executable, "-c", NO_CONTEXT, says], capture_output=True, text=True, env=e, timeout=120)
+    p = run_script(target_error_script("opengl", says, "libegl-mesa0"), **env)
     assert p.returncode == 0, p.stdout + p.stderr
 
 

@@ -1,0 +1,123 @@
+"""Scaffolding the device targets' test files share (test_opencl, test_opengl, test_webgl, test_webgpu, test_wasm).
+
+Takes a target name and what a test expects of it; produces the fixed op sample (`CASES`), its per-case check
+(`check_op_sample`), the small conv net the torch paths use (`small_net`), the export-then-load-in-a-process-without-
+torch check (`export_and_load_without_torch`) and the scripts that build with a missing driver in a fresh process
+(`target_error_script`, `run_script`). Every check compares with the op's numpy reference or eager torch.
+"""
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import fxc
+from fxc.build import build
+from fxc.ops.registry import all_ops
+from fxc.relay_like.builder import Builder
+from tests.helpers import assert_close_np
+from tests.helpers_export import LOAD_AND_RUN, check_runtime_report, run_blocked
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# every fusion kind: elementwise, broadcast, injective, reduction, out-elemwise-fusable (conv, matmul) and opaque
+# (hand-written loop IR: sort, scans, linalg, scatter, gather), with int, bool and float64 samples among them
+OP_SAMPLE = ("add", "exp", "where", "cast", "floordiv", "remainder", "logical_and", "isnan", "erf", "pow",
+             "permute", "pad", "cat", "slice", "gather", "index_select", "embedding", "scatter", "index_put",
+             "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "layer_norm", "cumsum", "sort",
+             "conv2d", "conv_transpose2d", "matmul", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+             "cholesky", "lgamma", "grid_sample", "random_uniform")
+CASES = [(name, k) for name in OP_SAMPLE for k in range(min(2, len(all_ops()[name].samples(np.random.default_rng(0)))))]
+CASE_IDS = [f"{n}-{k}" for n, k in CASES]
+
+
+def sample_graph(name: str, arrays, attrs):
+    """A graph of one call of op `name` on inputs shaped and typed as `arrays`."""
+    b = Builder()
+    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
+    outs = b.graph.call(name, ins, **attrs)
+    b.graph.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    return b.graph
+
+
+def check_op_sample(target: str, name: str, k: int, refused: dict = None, in_wasm: set = None):
+    """Builds sample k of op `name` for `target` and compares every output with the op's numpy reference.
+
+    `refused` maps the cases the target must refuse to (error class, message pattern or None): the build raises it.
+    `in_wasm`, for the browser targets that run what their shaders cannot as wasm kernels in the page: exactly these
+    cases have a "[wasm in the page:" kernel. Returns the module (None for a refused case)."""
+    op = all_ops()[name]
+    arrays, attrs = op.samples(np.random.default_rng(k))[k]
+    graph = sample_graph(name, arrays, attrs)
+    if refused and (name, k) in refused:
+        error, match = refused[name, k]
+        with pytest.raises(error, match=match):
+            build(graph, target=target)
+        return None
+    module = build(graph, target=target)
+    assert module.target.split()[0] == target, module.target
+    if in_wasm is not None:
+        assert any("[wasm in the page:" in line for line in module.kernels) == ((name, k) in in_wasm), module.kernels
+    got = module(*arrays)
+    got = got if isinstance(got, list) else [got]
+    ref = op.reference(*arrays, **attrs)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    assert len(got) == len(ref) == len(graph.outputs)
+    for o, g, r in zip(graph.outputs, got, ref):
+        assert g.shape == tuple(o.shape)
+        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    return module
+
+
+def small_net():
+    """conv, batch norm, relu, pooling and a linear layer: the small model the torch and export tests run."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
+
+
+def export_and_load_without_torch(target: str, tmp_path) -> zipfile.ZipFile:
+    """fxc.from_torch(small_net, target) -> fxc.export -> fxc.load in a process that cannot import torch, llvmlite or
+    the compiler; both runs match eager. Returns the artifact, opened, for the caller's checks of its files."""
+    model, x = small_net(), torch.randn(1, 3, 10, 10)
+    compiled = fxc.from_torch(model, (x,), target=target)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    assert_close_np(compiled(x.numpy()), expected)
+    path = fxc.export(compiled, tmp_path / "m.fxc")
+    np.save(tmp_path / "x.npy", x.numpy())
+    check_runtime_report(run_blocked(LOAD_AND_RUN, path, tmp_path / "x.npy", tmp_path / "out.npz"),
+                         allowed=("fxc", "fxc.errors", "fxc.cache"))
+    with np.load(tmp_path / "out.npz") as z:
+        assert_close_np(z["arr_0"], expected)
+    return zipfile.ZipFile(path)
+
+
+def target_error_script(target: str, *says: str) -> str:
+    """A script that builds exp(x) for `target` and exits 0 only if that raises a TargetError whose message has every
+    string of `says` (1: no error at all, 3: another message)."""
+    return f"""
+import sys
+from fxc.errors import TargetError
+from fxc.relay_like.builder import Builder
+from fxc.build import build
+b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
+try:
+    build(b.graph, target={target!r})
+    sys.exit(1)
+except TargetError as e:
+    print("TargetError:", e)
+    sys.exit(0 if all(s in str(e) for s in {list(says)!r}) else 3)
+"""
+
+
+def run_script(script: str, *args, timeout: int = 120, **env) -> subprocess.CompletedProcess:
+    """Runs `script` in a fresh Python with this checkout on its path and `env` added to the environment."""
+    e = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, env=e,
+                          timeout=timeout)
+
