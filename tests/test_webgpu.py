@@ -6,11 +6,6 @@ refused), torch.compile / from_torch / export + load without torch, and the erro
 A missing browser or WebGPU adapter is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's
 playwright). One browser per test process (fxc.runtime.browser.open_browser), shared with the webgl target."""
 import json
-import os
-import subprocess
-import sys
-import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,24 +20,24 @@ from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
 from tests.helpers import assert_close_np, check_module
-from tests.test_opencl import CASES, _fixture_expected, _fixture_kernel, _small_net
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers_devices import (
+    CASE_IDS,
+    CASES,
+    check_op_sample,
+    export_and_load_without_torch,
+    run_script,
+    small_net,
+    target_error_script,
+)
+from tests.test_opencl import _fixture_expected, _fixture_kernel
 
 # ops of the sample that WGSL refuses: float64 (cholesky's samples, and lgamma, which computes in float64 for float32
 # too) and 64-bit hash constants (random_uniform). They run as wasm kernels in the page (fxc.build_mixed), but for
 # those whose float64 tensors would cross between the two or that wasm lacks (lgamma): a LoweringError, so
 # torch.compile runs their graph in eager
 IN_WASM = {("cholesky", 0), ("random_uniform", 0)}
-REFUSED = {("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1)}
-
-
-def _graph(name, arrays, attrs):
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    return b.graph
+REFUSED = {case: (LoweringError, None)
+           for case in (("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1))}
 
 
 # ------------------------------------------------------------------------------------------ the loop-IR fixture
@@ -109,25 +104,10 @@ def test_grid_longer_than_the_dispatch_limit_is_folded():
 
 
 # ---------------------------------------------------------------------------------------------- the op sample
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_webgpu(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    graph = _graph(name, arrays, attrs)
-    if (name, k) in REFUSED:
-        with pytest.raises(LoweringError):
-            build(graph, target="webgpu")
-        return
-    module = build(graph, target="webgpu")
-    assert module.target == "webgpu" and module.plan
-    assert any("[wasm in the page:" in line for line in module.kernels) == ((name, k) in IN_WASM), module.kernels
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(graph.outputs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    module = check_op_sample("webgpu", name, k, refused=REFUSED, in_wasm=IN_WASM)
+    assert module is None or module.plan
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt", "sin", "cos", "tan")
@@ -229,7 +209,7 @@ def test_int_division_by_zero_raises():
 def test_torch_compile_keeps_weights_resident():
     """torch.compile(target="webgpu"): nothing falls back; weights are uploaded once and again only when changed."""
     import gc
-    model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    model, x = small_net(), torch.randn(2, 3, 12, 12)
     before = {id(o) for o in gc.get_objects() if type(o).__name__ == "WebGPUModule"}     # earlier tests' modules
     compiled = torch.compile(model, backend="fxc", options={"target": "webgpu"})
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
@@ -251,23 +231,7 @@ def test_torch_compile_keeps_weights_resident():
 
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """from_torch(target="webgpu") -> export -> load in a process that cannot import torch or llvmlite."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 10)
-    compiled = fxc.from_torch(model, (x,), target="webgpu")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    np.save(tmp_path / "x.npy", x.numpy())
-    from tests.test_export import LOAD_AND_RUN
-    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), str(tmp_path / "x.npy"),
-                        str(tmp_path / "out.npz")], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == []
-    assert all(n in ("fxc", "fxc.errors", "fxc.cache") or n.startswith("fxc.runtime") for n in report["modules"])
-    with np.load(tmp_path / "out.npz") as z:
-        assert_close_np(z["arr_0"], expected)
-    with zipfile.ZipFile(path) as z:
+    with export_and_load_without_torch("webgpu", tmp_path) as z:
         assert "@compute" in z.read("program.wgsl.json").decode()
         assert json.loads(z.read("manifest.json"))["target"] == "webgpu"
 
@@ -286,24 +250,9 @@ def test_reference_models_on_webgpu(name):
 
 
 # ------------------------------------------------------------------------------------------------- errors
-NO_BROWSER = """
-import sys
-from fxc.errors import TargetError
-from fxc.relay_like.builder import Builder
-from fxc.build import build
-b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
-try:
-    build(b.graph, target="webgpu")
-    sys.exit(1)
-except TargetError as e:
-    print("TargetError:", e)
-    sys.exit(0 if "no Chromium at /nonexistent/chromium" in str(e) and "apt-get install chromium" in str(e) else 3)
-"""
-
-
 def test_no_browser_is_a_target_error():
-    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
-    p = subprocess.run([sys.executable, "-c", NO_BROWSER], capture_output=True, text=True, env=env, timeout=120)
+    script = target_error_script("webgpu", "no Chromium at /nonexistent/chromium", "apt-get install chromium")
+    p = run_script(script, FXC_CHROMIUM="/nonexistent/chromium")
     assert p.returncode == 0, p.stdout + p.stderr
 
 
