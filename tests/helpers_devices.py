@@ -17,6 +17,8 @@ import torch
 
 import fxc
 from fxc.build import build
+from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
+from fxc.lowering.loop_ir import Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from tests.helpers import assert_close_np
@@ -105,6 +107,8 @@ import sys
 from fxc.errors import TargetError
 from fxc.relay_like.builder import Builder
 from fxc.build import build
+from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
+from fxc.lowering.loop_ir import Buffer, For, Kernel, Store, seq
 b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
 try:
     build(b.graph, target={target!r})
@@ -121,3 +125,61 @@ def run_script(script: str, *args, timeout: int = 120, **env) -> subprocess.Comp
     return subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, env=e,
                           timeout=timeout)
 
+
+# ------------------------------------------------------------------ the renderers' shared loop-IR fixture
+def fixture_kernel(rows: int, cols: int) -> Kernel:
+    """y[r, c] = (x > 0 ? exp(x) : 2x) + rowsum(x) + (int)(x * 3) // 2, rows in parallel, 16-lane vector stores."""
+    x, y = Buffer("x", "float32", rows * cols), Buffer("y", "float32", rows * cols)
+    acc = Buffer("acc", "float32", 1, "private")
+    r, c, c2 = Var("r"), Var("c"), Var("c")
+    zero = Const(0, "int64")
+    v = x[r * cols + c]
+    rowsum = For(c, cols, Store(acc, zero, acc[zero] + v))
+    val = select(compare("gt", v, 0.0), unary("exp", v), v * 2.0) + acc[zero]
+    val = val + cast("float32", binary("floordiv", cast("int32", v * 3.0), as_expr(2, "int32")))
+    lanes = 16
+    vec = For(c2, cols // lanes, Store(y, r * cols + c2 * lanes,
+                                       VecLoad(y, r * cols + c2 * lanes, lanes) + Broadcast(Const(1.0, "float32"),
+                                                                                            lanes)))
+    body = For(r, rows, seq(Store(acc, zero, Const(0.0, "float32")), rowsum,
+                            For(c, cols, Store(y, r * cols + c, val)), vec), "parallel")
+    return Kernel("fixture", [y, x], body)
+
+
+def fixture_expected(x):
+    """What fixture_kernel computes, in numpy."""
+    rowsum = x.sum(axis=1, keepdims=True)
+    out = np.where(x > 0, np.exp(x), 2 * x) + rowsum + np.floor_divide(np.trunc(x * 3).astype(np.int32), 2)
+    return (out + 1).astype(np.float32)
+
+
+def fixture_launches(k: Kernel, index_bits=None) -> tuple:
+    """Kernel k split into a device's launches (work-groups of 4) and scalarized: (kernels, plan of Launches)."""
+    from fxc.lowering.legalize import scalarize
+    from fxc.lowering.loop_ir import launch_of
+    from fxc.lowering.schedules.gpu import Knobs
+    from fxc.lowering.schedules.gpu.from_loops import split_launches
+    from fxc.runtime.device_module import Launch
+    kernels = []
+    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
+        body = scalarize(body)
+        bits = {} if index_bits is None else {"index_bits": index_bits}
+        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, launch=launch_of(body), **bits))
+    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    return kernels, plan
+
+
+def check_tiled_gemm(target: str, shared: bool, monkeypatch):
+    """The GEMM schedule in one form (local-memory blocks if `shared`, else register tiles), 8x8 tiles, over a batched
+    matmul with a bias + relu epilogue and sizes that leave partial tiles: equal to numpy. Returns the module."""
+    from fxc.lowering.schedules import gpu
+    monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: gpu.Knobs(gemm_tile=8, gemm_shared=shared)))
+    rng = np.random.default_rng(3)
+    a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((3, 37, 50), (50, 29), (29,)))
+    b = Builder()
+    va, vw, vb = (b.graph.input(x.shape, "float32") for x in (a, w, bias))
+    b.graph.outputs = [b.call("relu", [b.call("add", [b.call("matmul", [va, vw]), vb])])]
+    m = build(b.graph, target=target)
+    assert "block 8x8" in m.kernels[0], m.kernels
+    assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
+    return m

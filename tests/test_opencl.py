@@ -15,43 +15,28 @@ import fxc
 import fxc.capture.torch
 from fxc.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
-from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
+from fxc.lowering.expr import Broadcast, Const, Var, VecLoad
 from fxc.lowering.loop_ir import Barrier, Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import Module, TensorSpec
 from tests.helpers import assert_close_np, check_module
-from tests.helpers_devices import CASE_IDS, CASES, check_op_sample, export_and_load_without_torch, small_net
+from tests.helpers_devices import (
+    CASE_IDS,
+    CASES,
+    check_op_sample,
+    check_tiled_gemm,
+    export_and_load_without_torch,
+    fixture_expected,
+    fixture_kernel,
+    fixture_launches,
+    small_net,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------------ loop-IR fixtures, both renderers
-def _fixture_kernel(rows: int, cols: int) -> Kernel:
-    """y[r, c] = (x > 0 ? exp(x) : 2x) + rowsum(x) + (int)(x * 3) // 2, rows in parallel, 16-lane vector stores."""
-    x, y = Buffer("x", "float32", rows * cols), Buffer("y", "float32", rows * cols)
-    acc = Buffer("acc", "float32", 1, "private")
-    r, c, c2 = Var("r"), Var("c"), Var("c")
-    zero = Const(0, "int64")
-    v = x[r * cols + c]
-    rowsum = For(c, cols, Store(acc, zero, acc[zero] + v))
-    val = select(compare("gt", v, 0.0), unary("exp", v), v * 2.0) + acc[zero]
-    val = val + cast("float32", binary("floordiv", cast("int32", v * 3.0), as_expr(2, "int32")))
-    lanes = 16
-    vec = For(c2, cols // lanes, Store(y, r * cols + c2 * lanes,
-                                       VecLoad(y, r * cols + c2 * lanes, lanes) + Broadcast(Const(1.0, "float32"),
-                                                                                            lanes)))
-    body = For(r, rows, seq(Store(acc, zero, Const(0.0, "float32")), rowsum,
-                            For(c, cols, Store(y, r * cols + c, val)), vec), "parallel")
-    return Kernel("fixture", [y, x], body)
-
-
-def _fixture_expected(x):
-    rowsum = x.sum(axis=1, keepdims=True)
-    out = np.where(x > 0, np.exp(x), 2 * x) + rowsum + np.floor_divide(np.trunc(x * 3).astype(np.int32), 2)
-    return (out + 1).astype(np.float32)
-
-
 def _run_llvm(k: Kernel, x):
     from fxc.backends import llvm
     ir = llvm.render([k], [(k.name, [("out", 0), ("in", 0)])])
@@ -62,16 +47,8 @@ def _run_llvm(k: Kernel, x):
 
 def _run_opencl(k: Kernel, x):
     from fxc.backends.opencl import render_opencl
-    from fxc.lowering.legalize import scalarize
-    from fxc.lowering.loop_ir import launch_of
-    from fxc.lowering.schedules.gpu import Knobs
-    from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.device_module import DeviceModule, Launch
-    kernels = []
-    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
-        body = scalarize(body)
-        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, launch=launch_of(body)))
-    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    from fxc.runtime.device_module import DeviceModule
+    kernels, plan = fixture_launches(k)
     m = DeviceModule("opencl", render_opencl(kernels), [TensorSpec("x", x.shape, "float32")],
                      [TensorSpec("y", x.shape, "float32")], [], 0, plan)
     return m(x), kernels
@@ -81,9 +58,9 @@ def test_fixture_kernel_on_both_renderers():
     """One hand-written loop-IR kernel (parallel rows, private accumulator, select, casts, floor division, vector
     loads/stores) rendered by the LLVM and the OpenCL renderer: both equal numpy."""
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
-    expected = _fixture_expected(x)
-    assert_close_np(_run_llvm(_fixture_kernel(6, 32), x), expected)
-    got, kernels = _run_opencl(_fixture_kernel(6, 32), x)
+    expected = fixture_expected(x)
+    assert_close_np(_run_llvm(fixture_kernel(6, 32), x), expected)
+    got, kernels = _run_opencl(fixture_kernel(6, 32), x)
     assert_close_np(got, expected)
     assert kernels[0].launch.grid == (2,) and kernels[0].launch.block == (4,)   # 6 rows: 2 work-groups of 4
 
@@ -142,16 +119,8 @@ def test_tree_reduction_uses_shared_memory_and_barriers(case):
 def test_tiled_gemm_both_forms(shared, monkeypatch):
     """The GEMM schedule's two forms (local-memory blocks: GPUs; register tiles: devices whose local memory is
     plain memory, PoCL), over a batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
-    from fxc.lowering.schedules import gpu
-    monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: gpu.Knobs(gemm_tile=8, gemm_shared=shared)))
-    rng = np.random.default_rng(3)
-    a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((3, 37, 50), (50, 29), (29,)))
-    b = Builder()
-    va, vw, vb = (b.graph.input(x.shape, "float32") for x in (a, w, bias))
-    b.graph.outputs = [b.call("relu", [b.call("add", [b.call("matmul", [va, vw]), vb])])]
-    m = build(b.graph, target="opencl")
-    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in m.source) == shared and "block 8x8" in m.kernels[0]
-    assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
+    m = check_tiled_gemm("opencl", shared, monkeypatch)
+    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in m.source) == shared
 
 
 # ---------------------------------------------------------------------------------------- a fixed op sample

@@ -12,7 +12,6 @@ import torch
 import fxc
 from fxc.build import build
 from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
-from fxc.lowering.loop_ir import Kernel
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
@@ -22,11 +21,13 @@ from tests.helpers_devices import (
     CASES,
     check_op_sample,
     export_and_load_without_torch,
+    fixture_expected,
+    fixture_kernel,
+    fixture_launches,
     run_script,
     small_net,
     target_error_script,
 )
-from tests.test_opencl import _fixture_expected, _fixture_kernel
 
 # ops of the sample that GL refuses (a LoweringError: torch.compile runs their graph in eager): float64 (cholesky's
 # samples, and lgamma, which computes in float64 for float32 too, as every special function) and 64-bit hash
@@ -40,24 +41,14 @@ def test_fixture_kernel_on_glsl():
     """The renderers' shared loop-IR fixture (parallel rows, private accumulator, select, casts, floor division,
     vector loads/stores) as GLSL compute shaders equals numpy."""
     from fxc.backends.glsl import render_glsl
-    from fxc.lowering.legalize import scalarize
-    from fxc.lowering.loop_ir import launch_of
-    from fxc.lowering.schedules.gpu import Knobs
-    from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.device_module import Launch
     from fxc.runtime.opengl import GLModule
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
-    k = _fixture_kernel(6, 32)
-    kernels = []
-    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
-        body = scalarize(body)
-        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, index_bits=32, launch=launch_of(body)))
-    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    kernels, plan = fixture_launches(fixture_kernel(6, 32), index_bits=32)
     source = render_glsl(kernels)
     assert "#version 430" in source and "gl_WorkGroupID" in source
     m = GLModule("opengl", source, [TensorSpec("x", x.shape, "float32")], [TensorSpec("y", x.shape, "float32")],
                  [], 0, plan)
-    assert_close_np(m(x), _fixture_expected(x))
+    assert_close_np(m(x), fixture_expected(x))
 
 
 def test_tree_reduction_uses_shared_memory_and_barriers():

@@ -15,7 +15,6 @@ import fxc
 import fxc.capture.torch
 from fxc.build import build
 from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
-from fxc.lowering.loop_ir import Kernel
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
@@ -24,12 +23,15 @@ from tests.helpers_devices import (
     CASE_IDS,
     CASES,
     check_op_sample,
+    check_tiled_gemm,
     export_and_load_without_torch,
+    fixture_expected,
+    fixture_kernel,
+    fixture_launches,
     run_script,
     small_net,
     target_error_script,
 )
-from tests.test_opencl import _fixture_expected, _fixture_kernel
 
 # ops of the sample that WGSL refuses: float64 (cholesky's samples, and lgamma, which computes in float64 for float32
 # too) and 64-bit hash constants (random_uniform). They run as wasm kernels in the page (fxc.build_mixed), but for
@@ -45,25 +47,15 @@ def test_fixture_kernel_on_wgsl():
     """The renderers' shared loop-IR fixture (parallel rows, private accumulator, select, casts, floor division,
     vector loads/stores) as WGSL compute shaders equals numpy."""
     from fxc.backends.wgsl import render_wgsl
-    from fxc.lowering.legalize import scalarize
-    from fxc.lowering.loop_ir import launch_of
-    from fxc.lowering.schedules.gpu import Knobs
-    from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.device_module import Launch
     from fxc.runtime.webgpu import WebGPUModule
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
-    k = _fixture_kernel(6, 32)
-    kernels = []
-    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
-        body = scalarize(body)
-        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, index_bits=32, launch=launch_of(body)))
-    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    kernels, plan = fixture_launches(fixture_kernel(6, 32), index_bits=32)
     source = render_wgsl(kernels)
     shader = json.loads(source)["kernels"][kernels[0].name]["shader"]
     assert "@compute @workgroup_size(4, 1, 1)" in shader and "fxc_wid" in shader
     m = WebGPUModule("webgpu", source, [TensorSpec("x", x.shape, "float32")], [TensorSpec("y", x.shape, "float32")],
                      [], 0, plan)
-    assert_close_np(m(x), _fixture_expected(x))
+    assert_close_np(m(x), fixture_expected(x))
 
 
 def test_tree_reduction_uses_workgroup_memory_and_barriers():
@@ -80,16 +72,8 @@ def test_tree_reduction_uses_workgroup_memory_and_barriers():
 def test_tiled_gemm_both_forms(shared, monkeypatch):
     """The GEMM schedule's two forms (workgroup-memory blocks: GPUs; register tiles: SwiftShader, a CPU), over a
     batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
-    from fxc.lowering.schedules import gpu
-    monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: gpu.Knobs(gemm_tile=8, gemm_shared=shared)))
-    rng = np.random.default_rng(3)
-    a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((3, 37, 50), (50, 29), (29,)))
-    b = Builder()
-    va, vw, vb = (b.graph.input(x.shape, "float32") for x in (a, w, bias))
-    b.graph.outputs = [b.call("relu", [b.call("add", [b.call("matmul", [va, vw]), vb])])]
-    m = build(b.graph, target="webgpu")
-    assert ("workgroupBarrier();" in m.source) == shared and "block 8x8" in m.kernels[0]
-    assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
+    m = check_tiled_gemm("webgpu", shared, monkeypatch)
+    assert ("workgroupBarrier();" in m.source) == shared
 
 
 def test_grid_longer_than_the_dispatch_limit_is_folded():
