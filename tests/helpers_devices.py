@@ -183,3 +183,86 @@ def check_tiled_gemm(target: str, shared: bool, monkeypatch):
     assert "block 8x8" in m.kernels[0], m.kernels
     assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
     return m
+
+
+# ------------------------------------------------------------------ checks the GPU-family targets share
+def check_row_sum(target: str):
+    """sum over rows of 5000 (a tree reduction in work-group memory): equal to numpy. Returns the module."""
+    x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("sum", [v], axes=[1], keepdim=False)]
+    m = build(b.graph, target=target)
+    assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
+    return m
+
+
+def check_folded_grid(target: str):
+    """More than 65535 work-groups on one axis (neg of 4M elements): split over two dispatch axes, recombined in the
+    shader; equal to numpy."""
+    x = np.random.default_rng(2).standard_normal(65536 * 64 + 3).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("neg", [v])]
+    m = build(b.graph, target=target)
+    assert "65535u" in m.source
+    np.testing.assert_array_equal(m(x), -x)
+    return m
+
+
+def check_binary_ops(target: str, ops, a, e) -> None:
+    """Each of `ops` (those the registry has) on float32 arrays a and e against the op's numpy reference."""
+    for op in ops:
+        if op not in all_ops():
+            continue
+        b = Builder()
+        x, y = b.graph.input(a.shape, "float32"), b.graph.input(e.shape, "float32")
+        b.graph.outputs = [b.call(op, [x, y])]
+        got = build(b.graph, target=target)(a, e)
+        assert_close_np(got, np.asarray(all_ops()[op].reference(a, e)).astype(np.float32))
+
+
+def check_int64_embedding(target: str) -> None:
+    """int64 indices (an embedding) run in 32 bits: an int64 value beyond 32 bits is an ExecutionError, never a wrong
+    row, and the next call is right again; an index out of range is eager's IndexError (never a clamped row)."""
+    from fxc.errors import ExecutionError, IndexOutOfRangeError
+    w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
+    b = Builder()
+    vw, vi = b.graph.input(w.shape, "float32"), b.graph.input((1, 4), "int64")
+    b.graph.outputs = [b.call("embedding", [vw, vi])]
+    m = build(b.graph, target=target)
+    assert_close_np(m(w, np.array([[0, 7, 49, 3]], np.int64)), w[[0, 7, 49, 3]][None])
+    with pytest.raises(ExecutionError, match="int64 value beyond 32 bits"):
+        m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
+    assert_close_np(m(w, np.array([[1, 2, 3, 4]], np.int64)), w[[1, 2, 3, 4]][None])     # the flag was reset
+    with pytest.raises(IndexOutOfRangeError, match="embedding: index 50 is out of range for a dimension of size 50"):
+        m(w, np.array([[0, 50, 1, 2]], np.int64))
+    assert_close_np(m(w, np.array([[4, 3, 2, 1]], np.int64)), w[[4, 3, 2, 1]][None])
+
+
+def check_int_division_by_zero(target: str):
+    """int32 floor division: equal to numpy, and a zero divisor is an ExecutionError. Returns the module."""
+    from fxc.errors import ExecutionError
+    b = Builder()
+    x, y = b.graph.input((4,), "int32"), b.graph.input((4,), "int32")
+    b.graph.outputs = [b.call("floordiv", [x, y])]
+    m = build(b.graph, target=target)
+    a = np.array([7, -7, 5, 1], np.int32)
+    np.testing.assert_array_equal(m(a, np.array([2, 2, -3, 1], np.int32)), np.floor_divide(a, [2, 2, -3, 1]))
+    with pytest.raises(ExecutionError, match="division by zero"):
+        m(a, np.array([2, 0, 1, 1], np.int32))
+    return m
+
+
+def check_reference_model(target: str, name: str) -> None:
+    """A reference model (fxc.testing.models, batch 1, 32 tokens) on `target`: every op compiled to its kernels,
+    the output equal to eager within 1e-4 and not trivially small."""
+    from fxc.testing.models import example_inputs, make_model
+    from tests.helpers import check_module
+    model = make_model(name)
+    inputs = example_inputs(name, batch=1, seq_len=32)
+    rep = fxc.explain(model, *inputs, target=target)
+    assert not rep.fallback_ops and not rep.failures, str(rep)
+    assert all(f"[{target}:" in k for k in rep.kernels)
+    out = check_module(model, *inputs, target=target, rtol=0, atol=1e-4)
+    assert torch.isfinite(out).all() and out.abs().max() > 1e-2

@@ -11,7 +11,7 @@ import torch
 
 import fxc
 from fxc.build import build
-from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
+from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
@@ -19,7 +19,13 @@ from tests.helpers import assert_close_np, check_module
 from tests.helpers_devices import (
     CASE_IDS,
     CASES,
+    check_binary_ops,
+    check_folded_grid,
+    check_int64_embedding,
+    check_int_division_by_zero,
     check_op_sample,
+    check_reference_model,
+    check_row_sum,
     export_and_load_without_torch,
     fixture_expected,
     fixture_kernel,
@@ -52,24 +58,13 @@ def test_fixture_kernel_on_glsl():
 
 
 def test_tree_reduction_uses_shared_memory_and_barriers():
-    x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("sum", [v], axes=[1], keepdim=False)]
-    m = build(b.graph, target="opengl")
+    m = check_row_sum("opengl")
     assert "shared float" in m.source and "barrier();" in m.source
-    assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
 
 
 def test_grid_longer_than_gl_dispatch_limit_is_folded():
     """More than 65535 work-groups on one axis: split over two dispatch axes, recombined in the shader."""
-    x = np.random.default_rng(2).standard_normal(65536 * 64 + 3).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("neg", [v])]
-    m = build(b.graph, target="opengl")
-    assert "65535u" in m.source
-    np.testing.assert_array_equal(m(x), -x)
+    check_folded_grid("opengl")
 
 
 # ---------------------------------------------------------------------------------------------- the op sample
@@ -99,34 +94,14 @@ def test_glsl_math_helpers_in_float32(name):
 def test_pow_atan2_fmod_edge_cases():
     a = np.array([-2.0, -2.0, 0.0, 0.0, 2.0, -0.0, 3.0, -8.0, 5.3, -5.3], np.float32)
     e = np.array([3.0, 0.5, 0.0, -1.0, 10.0, 3.0, -2.0, 2.0, 0.7, 0.7], np.float32)
-    for op in ("pow", "atan2", "remainder", "fmod"):
-        if op not in all_ops():
-            continue
-        b = Builder()
-        x, y = b.graph.input(a.shape, "float32"), b.graph.input(e.shape, "float32")
-        b.graph.outputs = [b.call(op, [x, y])]
-        got = build(b.graph, target="opengl")(a, e)
-        ref = np.asarray(all_ops()[op].reference(a, e)).astype(np.float32)
-        assert_close_np(got, ref)
+    check_binary_ops("opengl", ("pow", "atan2", "remainder", "fmod"), a, e)
 
 
 # ------------------------------------------------------------------------------------------ int64 in 32 bits
 def test_int64_indices_narrowed_and_checked():
     """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
     wrong row; int64 arithmetic that may overflow 32 bits is refused."""
-    w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
-    ids = np.array([[0, 7, 49, -1]], np.int64)
-    b = Builder()
-    vw, vi = b.graph.input(w.shape, "float32"), b.graph.input(ids.shape, "int64")
-    b.graph.outputs = [b.call("embedding", [vw, vi])]
-    m = build(b.graph, target="opengl")
-    assert_close_np(m(w, np.array([[0, 7, 49, 3]], np.int64)), w[[0, 7, 49, 3]][None])
-    with pytest.raises(ExecutionError, match="int64 value beyond 32 bits"):
-        m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
-    assert_close_np(m(w, np.array([[1, 2, 3, 4]], np.int64)), w[[1, 2, 3, 4]][None])     # the flag was reset
-    with pytest.raises(IndexOutOfRangeError, match="embedding: index 50 is out of range for a dimension of size 50"):
-        m(w, np.array([[0, 50, 1, 2]], np.int64))          # eager raises IndexError here too (never a clamped row)
-    assert_close_np(m(w, np.array([[4, 3, 2, 1]], np.int64)), w[[4, 3, 2, 1]][None])
+    check_int64_embedding("opengl")
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]
@@ -135,14 +110,7 @@ def test_int64_indices_narrowed_and_checked():
 
 
 def test_int_division_by_zero_raises():
-    b = Builder()
-    x, y = b.graph.input((4,), "int32"), b.graph.input((4,), "int32")
-    b.graph.outputs = [b.call("floordiv", [x, y])]
-    m = build(b.graph, target="opengl")
-    a = np.array([7, -7, 5, 1], np.int32)
-    np.testing.assert_array_equal(m(a, np.array([2, 2, -3, 1], np.int32)), np.floor_divide(a, [2, 2, -3, 1]))
-    with pytest.raises(ExecutionError, match="division by zero"):
-        m(a, np.array([2, 0, 1, 1], np.int32))
+    check_int_division_by_zero("opengl")
 
 
 # ---------------------------------------------------------------------------------------- users: torch, export
@@ -180,14 +148,7 @@ def test_model_on_opengl_matches_eager():
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
 def test_reference_models_on_opengl(name):
-    from fxc.testing.models import example_inputs, make_model
-    model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
-    rep = fxc.explain(model, *inputs, target="opengl")
-    assert not rep.fallback_ops and not rep.failures, str(rep)
-    assert all("[opengl:" in k for k in rep.kernels)
-    out = check_module(model, *inputs, target="opengl", rtol=0, atol=1e-4)
-    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
+    check_reference_model("opengl", name)
 
 
 # ------------------------------------------------------------------------------------------------- errors

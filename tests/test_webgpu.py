@@ -14,15 +14,21 @@ import torch
 import fxc
 import fxc.capture.torch
 from fxc.build import build
-from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
+from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
-from tests.helpers import assert_close_np, check_module
+from tests.helpers import assert_close_np
 from tests.helpers_devices import (
     CASE_IDS,
     CASES,
+    check_binary_ops,
+    check_folded_grid,
+    check_int64_embedding,
+    check_int_division_by_zero,
     check_op_sample,
+    check_reference_model,
+    check_row_sum,
     check_tiled_gemm,
     export_and_load_without_torch,
     fixture_expected,
@@ -59,13 +65,8 @@ def test_fixture_kernel_on_wgsl():
 
 
 def test_tree_reduction_uses_workgroup_memory_and_barriers():
-    x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("sum", [v], axes=[1], keepdim=False)]
-    m = build(b.graph, target="webgpu")
+    m = check_row_sum("webgpu")
     assert "var<workgroup>" in m.source and "workgroupBarrier();" in m.source
-    assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["workgroup-memory-tiles", "register-tiles"])
@@ -78,13 +79,7 @@ def test_tiled_gemm_both_forms(shared, monkeypatch):
 
 def test_grid_longer_than_the_dispatch_limit_is_folded():
     """More than 65535 work-groups on one axis: split over two dispatch axes, recombined in the shader."""
-    x = np.random.default_rng(2).standard_normal(65536 * 64 + 3).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("neg", [v])]
-    m = build(b.graph, target="webgpu")
-    assert "65535u" in m.source
-    np.testing.assert_array_equal(m(x), -x)
+    check_folded_grid("webgpu")
 
 
 # ---------------------------------------------------------------------------------------------- the op sample
@@ -119,15 +114,7 @@ def test_pow_atan2_fmod_nan_edge_cases():
     """C's pow / atan2 / fmod edge cases, NaN-propagating max and the x86 float -> int cast of NaN and infinity."""
     a = np.array([-2.0, -2.0, 0.0, 0.0, 2.0, -0.0, 3.0, -8.0, 5.3, -5.3, np.nan, np.inf], np.float32)
     e = np.array([3.0, 0.5, 0.0, -1.0, 10.0, 3.0, -2.0, 2.0, 0.7, 0.7, 1.0, 2.0], np.float32)
-    for op in ("pow", "atan2", "remainder", "fmod", "maximum", "minimum"):
-        if op not in all_ops():
-            continue
-        b = Builder()
-        x, y = b.graph.input(a.shape, "float32"), b.graph.input(e.shape, "float32")
-        b.graph.outputs = [b.call(op, [x, y])]
-        got = build(b.graph, target="webgpu")(a, e)
-        ref = np.asarray(all_ops()[op].reference(a, e)).astype(np.float32)
-        assert_close_np(got, ref)
+    check_binary_ops("webgpu", ("pow", "atan2", "remainder", "fmod", "maximum", "minimum"), a, e)
     b = Builder()
     x = b.graph.input(a.shape, "float32")
     b.graph.outputs = [b.call("cast", [x], dtype="int32")]
@@ -155,19 +142,7 @@ def test_int64_indices_narrowed_and_checked():
     """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
     wrong row; an index out of range is eager's IndexError; int64 arithmetic that may overflow 32 bits runs as a
     wasm kernel in the page (fxc.build_mixed), in 64 bits."""
-    w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
-    ids = np.array([[0, 7, 49, -1]], np.int64)
-    b = Builder()
-    vw, vi = b.graph.input(w.shape, "float32"), b.graph.input(ids.shape, "int64")
-    b.graph.outputs = [b.call("embedding", [vw, vi])]
-    m = build(b.graph, target="webgpu")
-    assert_close_np(m(w, np.array([[0, 7, 49, 3]], np.int64)), w[[0, 7, 49, 3]][None])
-    with pytest.raises(ExecutionError, match="int64 value beyond 32 bits"):
-        m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
-    assert_close_np(m(w, np.array([[1, 2, 3, 4]], np.int64)), w[[1, 2, 3, 4]][None])     # the flag was reset
-    with pytest.raises(IndexOutOfRangeError, match="embedding: index 50 is out of range for a dimension of size 50"):
-        m(w, np.array([[0, 50, 1, 2]], np.int64))
-    assert_close_np(m(w, np.array([[4, 3, 2, 1]], np.int64)), w[[4, 3, 2, 1]][None])
+    check_int64_embedding("webgpu")
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]
@@ -178,14 +153,8 @@ def test_int64_indices_narrowed_and_checked():
 
 
 def test_int_division_by_zero_raises():
-    b = Builder()
-    x, y = b.graph.input((4,), "int32"), b.graph.input((4,), "int32")
-    b.graph.outputs = [b.call("floordiv", [x, y])]
-    m = build(b.graph, target="webgpu")
+    m = check_int_division_by_zero("webgpu")
     a = np.array([7, -7, 5, 1], np.int32)
-    np.testing.assert_array_equal(m(a, np.array([2, 2, -3, 1], np.int32)), np.floor_divide(a, [2, 2, -3, 1]))
-    with pytest.raises(ExecutionError, match="division by zero"):
-        m(a, np.array([2, 0, 1, 1], np.int32))
     np.testing.assert_array_equal(m(a, np.array([1, 2, 3, 4], np.int32)), np.floor_divide(a, [1, 2, 3, 4]))
 
 
@@ -223,14 +192,7 @@ def test_from_torch_export_and_load_without_torch(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
 def test_reference_models_on_webgpu(name):
-    from fxc.testing.models import example_inputs, make_model
-    model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
-    rep = fxc.explain(model, *inputs, target="webgpu")
-    assert not rep.fallback_ops and not rep.failures, str(rep)
-    assert all("[webgpu:" in k for k in rep.kernels)
-    out = check_module(model, *inputs, target="webgpu", rtol=0, atol=1e-4)
-    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
+    check_reference_model("webgpu", name)
 
 
 # ------------------------------------------------------------------------------------------------- errors
