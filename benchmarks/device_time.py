@@ -18,3 +18,10 @@ def device_times(module, args: tuple, runs: int, call=None) -> tuple:
     """(fastest, median) device time of `runs` calls, in ms; `call` defaults to the module."""
     times = [device_ms(module, call or module, *args) for _ in range(runs)]
     return min(times), statistics.median(times)
+
+
+def table_row(label: str, cells, label_width: int, cell_width: int) -> str:
+    """One line of a benchmark table: the label left-aligned, each cell (a (min, median) pair in ms: "min/median";
+    any other value as it is) right-aligned."""
+    text = ["{:.3f}/{:.3f}".format(*c) if isinstance(c, tuple) else str(c) for c in cells]
+    return f"{label:<{label_width}}" + "".join(f"{t:>{cell_width}}" for t in text)

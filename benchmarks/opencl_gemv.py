@@ -15,7 +15,7 @@ import dataclasses
 import os
 from contextlib import contextmanager
 
-from benchmarks.device_time import device_times
+from benchmarks.device_time import device_times, table_row
 
 # (name, rows, k, n): MobileNetV2's and ResNet-18's classifiers, a BERT-base projection, a batch of 4
 SHAPES = [("mobilenet_v2 fc", 1, 1280, 1000), ("resnet18 fc", 1, 512, 1000), ("bert 768x768", 1, 768, 768),
@@ -63,13 +63,13 @@ def main(argv=None) -> int:
     from fxc.runtime.opencl import open_device
     print(f"device: {open_device(a.device).info['name']}")
     variants = a.variants.split(",") if a.variants else list(VARIANTS)
-    print(f"{'layer':<22}" + "".join(f"{v:>18}" for v in variants) + "   (ms, device time: min/median)")
+    print(table_row("layer", variants, 22, 18) + "   (ms, device time: min/median)")
     for name, rows, k, n in SHAPES:
         row = []
         for v in variants:
             with variant(v):
-                row.append("{:.3f}/{:.3f}".format(*linear_ms(name, rows, k, n, a.runs, a.device)))
-        print(f"{name:<22}" + "".join(f"{x:>18}" for x in row), flush=True)
+                row.append(linear_ms(name, rows, k, n, a.runs, a.device))
+        print(table_row(name, row, 22, 18), flush=True)
     return 0
 
 

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from benchmarks.device_time import device_ms, device_times
+from benchmarks.device_time import device_ms, device_times, table_row
 
 # (name, op, channels, input size, stride): MobileNetV2 (224 x 224) depthwise 3x3 layers, ResNet-18's 3x3/2 max pool
 LAYERS = [("dw 32x112 s1", "dw", 32, 112, 1), ("dw 96x112 s2", "dw", 96, 112, 2), ("dw 144x56 s1", "dw", 144, 56, 1),
@@ -128,12 +128,12 @@ def main(argv=None) -> int:
     print(f"device: {open_device(a.device).info['name']}")
     variants = a.variants.split(",") if a.variants else VARIANTS
     if not a.models:
-        print(f"{'layer':<24}" + "".join(f"{v:>16}" for v in variants) + "   (ms, device time: min/median)")
+        print(table_row("layer", variants, 24, 16) + "   (ms, device time: min/median)")
     if a.models:
-        print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time: min/median)")
+        print(table_row("model", MODEL_VARIANTS, 24, 16) + "   (ms, device time: min/median)")
     for name in (a.models.split(",") if a.models else []):
         row = ["{:.1f}/{:.1f}".format(*ms) for ms in model_ms(name, MODEL_VARIANTS, a.runs, a.device)]
-        print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
+        print(table_row(name, row, 24, 16), flush=True)
     for name, op, c, size, stride in ([] if a.models else LAYERS):
         if a.layers and not any(name.startswith(s) for s in a.layers.split(",")):
             continue
@@ -144,8 +144,8 @@ def main(argv=None) -> int:
                 row.append("-")
                 continue
             with variant(v):
-                row.append("{:.3f}/{:.3f}".format(*layer_ms(op, c, size, stride, a.runs, a.device)))
-        print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
+                row.append(layer_ms(op, c, size, stride, a.runs, a.device))
+        print(table_row(name, row, 24, 16), flush=True)
     return 0
 
 
