@@ -69,3 +69,16 @@ def build_c_example(name: str, folder: Path, exe: Path, strict: bool = True) -> 
                         capture_output=True, text=True)
     assert cc.returncode == 0, cc.stderr
     return exe
+
+
+def onnx_with_named_batch(model, example):
+    """`model` exported to ONNX (the TorchScript exporter) with input x and output y whose dim 0 is named "batch":
+    the onnx ModelProto."""
+    import io
+
+    import onnx
+    import torch
+    f = io.BytesIO()
+    torch.onnx.export(model, (example,), f, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
+    return onnx.load_from_string(f.getvalue())

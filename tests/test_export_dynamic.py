@@ -4,7 +4,6 @@ the system compiler), compared with eager PyTorch at three sizes; sizes outside 
 inconsistent between inputs or breaking a divisor are named errors; old (format 1, ABI 1) artifacts still load and
 run."""
 import ctypes
-import io
 import json
 import platform
 import subprocess
@@ -23,7 +22,14 @@ from fxc.relay_like.graph import Graph
 from fxc.runtime.artifact import LIBRARY, MANIFEST, extract
 
 from .helpers import assert_close_np
-from .helpers_export import BLOCKER, build_c_example, check_runtime_report, run_blocked, run_cli_blocked
+from .helpers_export import (
+    BLOCKER,
+    build_c_example,
+    check_runtime_report,
+    onnx_with_named_batch,
+    run_blocked,
+    run_cli_blocked,
+)
 from .test_export import _rewrite
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -267,13 +273,9 @@ def test_old_format_1_artifact_loads_and_runs(tmp_path):
 
 def test_from_onnx_named_dim_exports_one_artifact(tmp_path):
     """An ONNX model with a named batch dim: its symbolic build exported, run at three sizes by fxc.load."""
-    import onnx
     torch.manual_seed(3)
     model = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.Tanh(), torch.nn.Linear(24, 5)).eval()
-    f = io.BytesIO()
-    torch.onnx.export(model, (torch.randn(3, 12),), f, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
-    onnx_model = fxc.from_onnx(onnx.load_from_string(f.getvalue()))
+    onnx_model = fxc.from_onnx(onnx_with_named_batch(model, torch.randn(3, 12)))
     rng = np.random.default_rng(4)
     onnx_model(rng.standard_normal((3, 12)).astype(np.float32))       # binds the shapes: the symbolic build
     path = fxc.export(onnx_model, tmp_path / "onnx.fxc")
