@@ -12,6 +12,8 @@ import statistics
 
 import numpy as np
 
+from benchmarks.device_time import device_times
+
 # (name, M, N, K): ResNet-18 batch 1 convolutions as GEMMs
 SHAPES = [("conv1 7x7/2", 64, 12544, 147), ("layer1 3x3", 64, 3136, 576), ("layer2 3x3", 128, 784, 1152),
           ("layer3 3x3", 256, 196, 2304), ("layer4 3x3", 512, 49, 4608)]
@@ -27,12 +29,7 @@ def fxc_gemm_ms(m: int, n: int, k: int, runs: int, device: str) -> float:
     x, y = np.random.rand(m, k).astype(np.float32), np.random.rand(k, n).astype(np.float32)
     out = mod(x, y)
     assert np.allclose(out, x @ y, rtol=1e-3, atol=1e-3), "fxc's GEMM is wrong"
-    times = []
-    for _ in range(runs):
-        mod.profile(reset=True)
-        mod(x, y)
-        times.append(sum(r["total_ms"] for r in mod.profile()))
-    return statistics.median(times)
+    return device_times(mod, (x, y), runs)[1]
 
 
 def clblast_gemm_ms(m: int, n: int, k: int, runs: int, device: str) -> float | None:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
-import statistics
 from contextlib import contextmanager
+
+from benchmarks.device_time import device_times, table_row
 
 # (name, rows, k, n): MobileNetV2's and ResNet-18's classifiers, a BERT-base projection, a batch of 4
 SHAPES = [("mobilenet_v2 fc", 1, 1280, 1000), ("resnet18 fc", 1, 512, 1000), ("bert 768x768", 1, 768, 768),
@@ -49,12 +50,7 @@ def linear_ms(name: str, rows: int, k: int, n: int, runs: int, device: str) -> t
     c = fxc.from_torch(model, args, target=f"opencl -device={device}", profile=True)
     with torch.no_grad():
         torch.testing.assert_close(c(*args), model(*args), rtol=1e-3, atol=1e-3)
-        times = []
-        for _ in range(runs):
-            c.module.profile(reset=True)
-            c(*args)
-            times.append(sum(r["total_ms"] for r in c.module.profile()))
-    return min(times), statistics.median(times)
+        return device_times(c.module, args, runs, call=c)
 
 
 def main(argv=None) -> int:
@@ -67,13 +63,13 @@ def main(argv=None) -> int:
     from fxc.runtime.opencl import open_device
     print(f"device: {open_device(a.device).info['name']}")
     variants = a.variants.split(",") if a.variants else list(VARIANTS)
-    print(f"{'layer':<22}" + "".join(f"{v:>18}" for v in variants) + "   (ms, device time: min/median)")
+    print(table_row("layer", variants, 22, 18) + "   (ms, device time: min/median)")
     for name, rows, k, n in SHAPES:
         row = []
         for v in variants:
             with variant(v):
-                row.append("{:.3f}/{:.3f}".format(*linear_ms(name, rows, k, n, a.runs, a.device)))
-        print(f"{name:<22}" + "".join(f"{x:>18}" for x in row), flush=True)
+                row.append(linear_ms(name, rows, k, n, a.runs, a.device))
+        print(table_row(name, row, 22, 18), flush=True)
     return 0
 
 

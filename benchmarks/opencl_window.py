@@ -22,6 +22,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from benchmarks.device_time import device_ms, device_times, table_row
+
 # (name, op, channels, input size, stride): MobileNetV2 (224 x 224) depthwise 3x3 layers, ResNet-18's 3x3/2 max pool
 LAYERS = [("dw 32x112 s1", "dw", 32, 112, 1), ("dw 96x112 s2", "dw", 96, 112, 2), ("dw 144x56 s1", "dw", 144, 56, 1),
           ("dw 192x28 s1", "dw", 192, 28, 1), ("dw 384x14 s1", "dw", 384, 14, 1), ("dw 960x7 s1", "dw", 960, 7, 1),
@@ -86,12 +88,7 @@ def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) ->
         ref = torch.nn.functional.max_pool2d(torch.from_numpy(x), 3, stride, 1).numpy()
     mod = build(b.graph, target=f"opencl -device={device}", profile=True)
     assert np.allclose(mod(*args), ref, rtol=1e-4, atol=1e-4), f"{op} {c}x{size} is wrong"
-    times = []
-    for _ in range(runs):
-        mod.profile(reset=True)
-        mod(*args)
-        times.append(sum(r["total_ms"] for r in mod.profile()))
-    return min(times), statistics.median(times)
+    return device_times(mod, args, runs)
 
 
 def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
@@ -114,9 +111,7 @@ def model_ms(name: str, variants: tuple, runs: int, device: str) -> list:
             torch.testing.assert_close(c(*inputs), want, rtol=1e-3, atol=1e-3)
         for _ in range(runs):
             for c, t in zip(compiled, times):
-                c.module.profile(reset=True)
-                c(*inputs)
-                t.append(sum(r["total_ms"] for r in c.module.profile()))
+                t.append(device_ms(c.module, c, *inputs))
     return [(min(t), statistics.median(t)) for t in times]
 
 
@@ -133,12 +128,12 @@ def main(argv=None) -> int:
     print(f"device: {open_device(a.device).info['name']}")
     variants = a.variants.split(",") if a.variants else VARIANTS
     if not a.models:
-        print(f"{'layer':<24}" + "".join(f"{v:>16}" for v in variants) + "   (ms, device time: min/median)")
+        print(table_row("layer", variants, 24, 16) + "   (ms, device time: min/median)")
     if a.models:
-        print(f"{'model':<24}" + "".join(f"{v:>16}" for v in MODEL_VARIANTS) + "   (ms, device time: min/median)")
+        print(table_row("model", MODEL_VARIANTS, 24, 16) + "   (ms, device time: min/median)")
     for name in (a.models.split(",") if a.models else []):
         row = ["{:.1f}/{:.1f}".format(*ms) for ms in model_ms(name, MODEL_VARIANTS, a.runs, a.device)]
-        print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
+        print(table_row(name, row, 24, 16), flush=True)
     for name, op, c, size, stride in ([] if a.models else LAYERS):
         if a.layers and not any(name.startswith(s) for s in a.layers.split(",")):
             continue
@@ -149,8 +144,8 @@ def main(argv=None) -> int:
                 row.append("-")
                 continue
             with variant(v):
-                row.append("{:.3f}/{:.3f}".format(*layer_ms(op, c, size, stride, a.runs, a.device)))
-        print(f"{name:<24}" + "".join(f"{x:>16}" for x in row), flush=True)
+                row.append(layer_ms(op, c, size, stride, a.runs, a.device))
+        print(table_row(name, row, 24, 16), flush=True)
     return 0
 
 

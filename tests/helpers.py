@@ -31,3 +31,15 @@ def check_module(model, *inputs, target="llvm", rtol=1e-4, atol=1e-5, **options)
         else:
             assert a == e
     return actual
+
+
+def sgd_steps(models, x, y, steps=3, lr=0.1):
+    """`steps` SGD steps of each model in turn on the mean squared error of model(x) against y (eager and compiled
+    alike, so that their parameters can be compared afterwards)."""
+    for m in models:
+        opt = torch.optim.SGD(m.parameters(), lr=lr)
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = ((m(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()

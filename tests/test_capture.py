@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import fxc
 from fxc.capture.explain import recording
-from tests.helpers import check_module
+from tests.helpers import check_module, sgd_steps
 
 
 def test_entry_point_registration_in_fresh_process():
@@ -99,13 +99,7 @@ def test_training_step_matches_eager(target):
     m2.load_state_dict(m1.state_dict())
     c = torch.compile(m2, backend="fxc", options={"target": target})
     x, y = torch.randn(6, 16), torch.randn(6, 4)
-    for m in (m1, c):
-        opt = torch.optim.SGD(m.parameters(), lr=0.1)
-        for _ in range(3):
-            opt.zero_grad()
-            loss = ((m(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
+    sgd_steps((m1, c), x, y)
     for p1, p2 in zip(m1.parameters(), m2.parameters()):
         torch.testing.assert_close(p1, p2, rtol=1e-4, atol=1e-5)
 

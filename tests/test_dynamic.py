@@ -196,17 +196,11 @@ def test_fuzz_dynamic_programs_are_right_at_two_sizes():
 
 
 def test_from_onnx_named_dim_builds_once():
-    import io
-
-    import onnx
-
     import fxc
+    from tests.helpers_export import onnx_with_named_batch
     torch.manual_seed(0)
     mlp = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64)).eval()
-    f = io.BytesIO()
-    torch.onnx.export(mlp, (torch.randn(3, 64),), f, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
-    model = fxc.from_onnx(onnx.load_from_string(f.getvalue()))
+    model = fxc.from_onnx(onnx_with_named_batch(mlp, torch.randn(3, 64)))
     before = builds()
     with torch.no_grad():
         for n in (1, 3, 9, 20):

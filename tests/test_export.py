@@ -21,6 +21,7 @@ from fxc.errors import ArtifactError, FxcError, InputError, TargetError, Unsuppo
 from fxc.runtime.artifact import LIBRARY, MANIFEST, PARAMS, extract
 
 from .helpers import assert_close_np
+from .helpers_export import LOAD_AND_RUN, build_c_example, check_runtime_report, run_blocked, run_cli_blocked
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -182,31 +183,6 @@ def test_export_is_deterministic(case, tmp_path):
 
 # ------------------------------------------------------------------------------------------ import boundary
 
-BLOCKER = """
-import importlib.abc, sys
-BLOCKED = ("torch", "llvmlite", "onnx", "mxnet", "fxc.capture", "fxc.ops", "fxc.lowering", "fxc.relay_like",
-           "fxc.backends", "fxc.build", "fxc.export_artifact", "fxc.testing")
-class Blocker(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path, target=None):
-        if name.split(".")[0] in BLOCKED or any(name == b or name.startswith(b + ".") for b in BLOCKED):
-            raise ImportError(f"the deploy runtime imported {name}")
-sys.meta_path.insert(0, Blocker())
-"""
-
-LOAD_AND_RUN = BLOCKER + """
-import json, os
-import numpy as np
-import fxc
-module = fxc.load(sys.argv[1])
-outs = module(*[np.load(p) for p in sys.argv[2:-1]])
-np.savez(sys.argv[-1], *(outs if isinstance(outs, list) else [outs]))
-mods = sorted(n for n in sys.modules if n == "fxc" or n.startswith("fxc."))
-bad = sorted(n for n in sys.modules if any(n == b or n.startswith(b + ".") for b in BLOCKED))
-print(json.dumps({"modules": mods, "bytes": sum(os.path.getsize(sys.modules[n].__file__) for n in mods),
-                  "blocked_loaded": bad}))
-"""
-
-
 def test_load_imports_only_the_runtime(case, tmp_path):
     """fxc.load + run in a fresh interpreter where torch, llvmlite and the compiler cannot be imported."""
     _, inputs, expected, _, path = case
@@ -214,12 +190,8 @@ def test_load_imports_only_the_runtime(case, tmp_path):
     for i, t in enumerate(inputs):
         np.save(tmp_path / f"in{i}.npy", t.numpy())
         files.append(str(tmp_path / f"in{i}.npy"))
-    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), *files, str(tmp_path / "out.npz")],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == []
-    assert all(n in ("fxc", "fxc.errors") or n.startswith("fxc.runtime") for n in report["modules"]), report
+    report = run_blocked(LOAD_AND_RUN, path, *files, tmp_path / "out.npz", timeout=120)
+    check_runtime_report(report)
     assert report["bytes"] < 50_000, report     # the runtime stays tiny (hostile-artifact checks: ~10 KB of it)
     print(f"runtime: {report['bytes']} bytes in {report['modules']}")
     with np.load(tmp_path / "out.npz") as z:
@@ -233,11 +205,8 @@ def test_cli_run_and_inspect_import_only_the_runtime(case, tmp_path):
     for i, t in enumerate(inputs):
         np.save(tmp_path / f"in{i}.npy", t.numpy())
         args += ["--input", str(tmp_path / f"in{i}.npy")]
-    script = BLOCKER + "import runpy; runpy.run_module('fxc.cli', run_name='__main__', alter_sys=True)"
     for argv in (["run", str(path), *args], ["inspect", str(path)]):
-        p = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=ROOT,
-                           timeout=120)
-        assert p.returncode == 0, p.stderr
+        run_cli_blocked(argv)
 
 
 # ----------------------------------------------------------------------------------------------- C entry
@@ -246,11 +215,7 @@ def test_c_example_matches_pytorch(case, tmp_path):
     """examples/c/run_model.c, built with gcc against the extracted artifact, gives PyTorch's outputs."""
     _, inputs, expected, _, path = case
     d = extract(path, tmp_path / "model")
-    exe = tmp_path / "run_model"
-    cc = subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", str(ROOT / "examples/c/run_model.c"),
-                         "-I", str(d), "-L", str(d), "-lfxc_model", f"-Wl,-rpath,{d}", "-o", str(exe)],
-                        capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
+    exe = build_c_example("run_model", d, tmp_path / "run_model")
     ins = []
     for i, t in enumerate(inputs):
         t.numpy().tofile(tmp_path / f"in{i}.bin")

@@ -4,11 +4,9 @@ the system compiler), compared with eager PyTorch at three sizes; sizes outside 
 inconsistent between inputs or breaking a divisor are named errors; old (format 1, ABI 1) artifacts still load and
 run."""
 import ctypes
-import io
 import json
 import platform
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -24,7 +22,15 @@ from fxc.relay_like.graph import Graph
 from fxc.runtime.artifact import LIBRARY, MANIFEST, extract
 
 from .helpers import assert_close_np
-from .test_export import BLOCKER, _rewrite
+from .helpers_export import (
+    BLOCKER,
+    build_c_example,
+    check_runtime_report,
+    onnx_with_named_batch,
+    run_blocked,
+    run_cli_blocked,
+)
+from .test_export import _rewrite
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZES = (1, 5, 17)        # a remainder row alone, a block-less batch, two row blocks and a remainder
@@ -85,13 +91,8 @@ def _run_without_torch(path, xs: list, bad_shapes: list, tmp_path) -> tuple:
     """(outputs at xs, messages of the InputErrors at bad_shapes, runtime report) from fxc.load in a fresh
     interpreter where torch, llvmlite and the compiler cannot be imported."""
     np.savez(tmp_path / "in.npz", **{f"x{k:02d}": x for k, x in enumerate(xs)})
-    p = subprocess.run([sys.executable, "-c", RUN_SIZES, str(path), str(tmp_path / "in.npz"),
-                        str(tmp_path / "out.npz"), json.dumps(bad_shapes)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == [], report
-    assert all(n in ("fxc", "fxc.errors") or n.startswith("fxc.runtime") for n in report["modules"]), report
+    report = run_blocked(RUN_SIZES, path, tmp_path / "in.npz", tmp_path / "out.npz", json.dumps(bad_shapes))
+    check_runtime_report(report)
     with np.load(tmp_path / "out.npz") as z:
         outs = [z[f"arr_{k}"] for k in range(len(xs))]
     return outs, report["errors"], report
@@ -116,12 +117,9 @@ def test_cli_runs_and_inspects_a_dynamic_artifact(mlp, tmp_path):
     model, path = mlp
     x = np.random.default_rng(2).standard_normal((3, 16)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    script = BLOCKER + "import runpy; runpy.run_module('fxc.cli', run_name='__main__', alter_sys=True)"
     run = ["run", str(path), "--input", str(tmp_path / "x.npy"), "-o", str(tmp_path / "y.npy")]
     for argv in (run, ["inspect", str(path)]):
-        p = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=ROOT,
-                           timeout=120)
-        assert p.returncode == 0, p.stderr
+        p = run_cli_blocked(argv)
     assert "in [1, 64]" in p.stdout and "C ABI 2" in p.stdout, p.stdout
     assert_close_np(np.load(tmp_path / "y.npy"), _eager(model, x))
 
@@ -157,12 +155,7 @@ def test_malformed_symbol_fields_are_named(mlp, tmp_path, edit):
 def _c_program(artifact, tmp_path) -> tuple:
     """(the extracted folder, examples/c/run_shaped.c built against it with gcc -Wall -Wextra -Werror)."""
     d = extract(artifact, tmp_path / "model")
-    exe = tmp_path / "run_shaped"
-    cc = subprocess.run(["gcc", "-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", str(ROOT / "examples/c/run_shaped.c"),
-                         "-I", str(d), "-L", str(d), "-lfxc_model", f"-Wl,-rpath,{d}", "-o", str(exe)],
-                        capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
-    return d, exe
+    return d, build_c_example("run_shaped", d, tmp_path / "run_shaped")
 
 
 def _run_c(exe, d, args: list) -> subprocess.CompletedProcess:
@@ -270,10 +263,7 @@ def test_old_format_1_artifact_loads_and_runs(tmp_path):
     assert_close_np(fxc.load(path)(x), expected)
     d = extract(path, tmp_path / "model")
     assert "#define FXC_ABI_VERSION 1" in (d / "fxc_model.h").read_text()
-    exe = tmp_path / "run_model"
-    cc = subprocess.run(["gcc", "-std=c11", "-O2", str(ROOT / "examples/c/run_model.c"), "-I", str(d), "-L", str(d),
-                         "-lfxc_model", f"-Wl,-rpath,{d}", "-o", str(exe)], capture_output=True, text=True)
-    assert cc.returncode == 0, cc.stderr
+    exe = build_c_example("run_model", d, tmp_path / "run_model", strict=False)
     x.tofile(tmp_path / "x.bin")
     p = subprocess.run([str(exe), str(d), str(tmp_path / "x.bin"), str(tmp_path / "y.bin")], capture_output=True,
                        text=True, timeout=60)
@@ -283,13 +273,9 @@ def test_old_format_1_artifact_loads_and_runs(tmp_path):
 
 def test_from_onnx_named_dim_exports_one_artifact(tmp_path):
     """An ONNX model with a named batch dim: its symbolic build exported, run at three sizes by fxc.load."""
-    import onnx
     torch.manual_seed(3)
     model = torch.nn.Sequential(torch.nn.Linear(12, 24), torch.nn.Tanh(), torch.nn.Linear(24, 5)).eval()
-    f = io.BytesIO()
-    torch.onnx.export(model, (torch.randn(3, 12),), f, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
-    onnx_model = fxc.from_onnx(onnx.load_from_string(f.getvalue()))
+    onnx_model = fxc.from_onnx(onnx_with_named_batch(model, torch.randn(3, 12)))
     rng = np.random.default_rng(4)
     onnx_model(rng.standard_normal((3, 12)).astype(np.float32))       # binds the shapes: the symbolic build
     path = fxc.export(onnx_model, tmp_path / "onnx.fxc")

@@ -250,18 +250,23 @@ def test_staged_fixture_on_opencl(vectors):
     np.testing.assert_allclose(_device_module(DeviceModule, "opencl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
 
 
+def _scalarized_fixture(render):
+    """The staged fixture, which `render` must refuse for its vectors, scalarized and rendered: (kernel, source)."""
+    from fxc.errors import LoweringError
+    from fxc.lowering.legalize import scalarize
+    k = _staged_fixture()
+    with pytest.raises(LoweringError, match="scalarize"):
+        render([k])
+    k = dataclasses.replace(k, body=scalarize(k.body))
+    return k, render([k])
+
+
 def test_staged_fixture_on_glsl():
     """GLSL compute rejects the fixture's vectors (its kernels come scalarized: Caps.vector_widths is empty for GL)
     and runs the scalarized fixture (shared memory, barrier) on the GL device: equal to numpy."""
     from fxc.backends.glsl import render_glsl
-    from fxc.errors import LoweringError
-    from fxc.lowering.legalize import scalarize
     from fxc.runtime.opengl import GLModule
-    k = _staged_fixture()
-    with pytest.raises(LoweringError, match="scalarize"):
-        render_glsl([k])
-    k = dataclasses.replace(k, body=scalarize(k.body))
-    src = render_glsl([k])
+    k, src = _scalarized_fixture(render_glsl)
     assert "shared float" in src and "barrier();" in src
     a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
     np.testing.assert_allclose(_device_module(GLModule, "opengl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
@@ -274,12 +279,7 @@ def test_staged_fixture_on_wgsl_webgl_and_llvm():
     from fxc.backends.glsl import render_webgl
     from fxc.backends.wgsl import render_wgsl
     from fxc.errors import LoweringError
-    from fxc.lowering.legalize import scalarize
-    k = _staged_fixture()
-    with pytest.raises(LoweringError, match="scalarize"):
-        render_wgsl([k])
-    k = dataclasses.replace(k, body=scalarize(k.body))
-    src = render_wgsl([k])
+    k, src = _scalarized_fixture(render_wgsl)
     assert "var<workgroup>" in src and "workgroupBarrier();" in src
     from fxc.runtime.webgpu import WebGPUModule
     a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)

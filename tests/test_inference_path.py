@@ -6,6 +6,7 @@ import torch._dynamo.backends.common as dynamo_common
 import torch.nn as nn
 
 from fxc.capture.explain import recording
+from tests.helpers import sgd_steps
 
 
 class ConvNet(nn.Module):
@@ -67,13 +68,7 @@ def test_grad_mode_takes_aot_autograd_and_trains_like_eager(target, aot_calls):
     c = torch.compile(m2, backend="fxc", options={"target": target})
     x, y = torch.randn(4, 3, 8, 8), torch.randn(4, 5)
     with recording() as rec:
-        for m in (m1, c):
-            opt = torch.optim.SGD(m.parameters(), lr=0.1)
-            for _ in range(3):
-                opt.zero_grad()
-                loss = ((m(x) - y) ** 2).mean()
-                loss.backward()
-                opt.step()
+        sgd_steps((m1, c), x, y)
     assert rec.inference_graphs == 0 and len(aot_calls) >= 1, str(rec)
     for p1, p2 in zip(m1.state_dict().values(), m2.state_dict().values()):    # BN's running statistics too
         torch.testing.assert_close(p1, p2, rtol=1e-4, atol=1e-5)

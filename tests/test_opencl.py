@@ -2,7 +2,6 @@
 torch.compile / from_torch / export with weights kept on the device, and the error cases.
 
 A missing OpenCL runtime is a failure, not a skip (scripts/setup.sh installs PoCL)."""
-import json
 import os
 import subprocess
 import sys
@@ -16,42 +15,28 @@ import fxc
 import fxc.capture.torch
 from fxc.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
-from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
+from fxc.lowering.expr import Broadcast, Const, Var, VecLoad
 from fxc.lowering.loop_ir import Barrier, Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import Module, TensorSpec
 from tests.helpers import assert_close_np, check_module
+from tests.helpers_devices import (
+    CASE_IDS,
+    CASES,
+    check_op_sample,
+    check_tiled_gemm,
+    export_and_load_without_torch,
+    fixture_expected,
+    fixture_kernel,
+    fixture_launches,
+    small_net,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 # ------------------------------------------------------------------------------ loop-IR fixtures, both renderers
-def _fixture_kernel(rows: int, cols: int) -> Kernel:
-    """y[r, c] = (x > 0 ? exp(x) : 2x) + rowsum(x) + (int)(x * 3) // 2, rows in parallel, 16-lane vector stores."""
-    x, y = Buffer("x", "float32", rows * cols), Buffer("y", "float32", rows * cols)
-    acc = Buffer("acc", "float32", 1, "private")
-    r, c, c2 = Var("r"), Var("c"), Var("c")
-    zero = Const(0, "int64")
-    v = x[r * cols + c]
-    rowsum = For(c, cols, Store(acc, zero, acc[zero] + v))
-    val = select(compare("gt", v, 0.0), unary("exp", v), v * 2.0) + acc[zero]
-    val = val + cast("float32", binary("floordiv", cast("int32", v * 3.0), as_expr(2, "int32")))
-    lanes = 16
-    vec = For(c2, cols // lanes, Store(y, r * cols + c2 * lanes,
-                                       VecLoad(y, r * cols + c2 * lanes, lanes) + Broadcast(Const(1.0, "float32"),
-                                                                                            lanes)))
-    body = For(r, rows, seq(Store(acc, zero, Const(0.0, "float32")), rowsum,
-                            For(c, cols, Store(y, r * cols + c, val)), vec), "parallel")
-    return Kernel("fixture", [y, x], body)
-
-
-def _fixture_expected(x):
-    rowsum = x.sum(axis=1, keepdims=True)
-    out = np.where(x > 0, np.exp(x), 2 * x) + rowsum + np.floor_divide(np.trunc(x * 3).astype(np.int32), 2)
-    return (out + 1).astype(np.float32)
-
-
 def _run_llvm(k: Kernel, x):
     from fxc.backends import llvm
     ir = llvm.render([k], [(k.name, [("out", 0), ("in", 0)])])
@@ -62,16 +47,8 @@ def _run_llvm(k: Kernel, x):
 
 def _run_opencl(k: Kernel, x):
     from fxc.backends.opencl import render_opencl
-    from fxc.lowering.legalize import scalarize
-    from fxc.lowering.loop_ir import launch_of
-    from fxc.lowering.schedules.gpu import Knobs
-    from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.device_module import DeviceModule, Launch
-    kernels = []
-    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
-        body = scalarize(body)
-        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, launch=launch_of(body)))
-    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    from fxc.runtime.device_module import DeviceModule
+    kernels, plan = fixture_launches(k)
     m = DeviceModule("opencl", render_opencl(kernels), [TensorSpec("x", x.shape, "float32")],
                      [TensorSpec("y", x.shape, "float32")], [], 0, plan)
     return m(x), kernels
@@ -81,9 +58,9 @@ def test_fixture_kernel_on_both_renderers():
     """One hand-written loop-IR kernel (parallel rows, private accumulator, select, casts, floor division, vector
     loads/stores) rendered by the LLVM and the OpenCL renderer: both equal numpy."""
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
-    expected = _fixture_expected(x)
-    assert_close_np(_run_llvm(_fixture_kernel(6, 32), x), expected)
-    got, kernels = _run_opencl(_fixture_kernel(6, 32), x)
+    expected = fixture_expected(x)
+    assert_close_np(_run_llvm(fixture_kernel(6, 32), x), expected)
+    got, kernels = _run_opencl(fixture_kernel(6, 32), x)
     assert_close_np(got, expected)
     assert kernels[0].launch.grid == (2,) and kernels[0].launch.block == (4,)   # 6 rows: 2 work-groups of 4
 
@@ -142,58 +119,20 @@ def test_tree_reduction_uses_shared_memory_and_barriers(case):
 def test_tiled_gemm_both_forms(shared, monkeypatch):
     """The GEMM schedule's two forms (local-memory blocks: GPUs; register tiles: devices whose local memory is
     plain memory, PoCL), over a batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
-    from fxc.lowering.schedules import gpu
-    monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: gpu.Knobs(gemm_tile=8, gemm_shared=shared)))
-    rng = np.random.default_rng(3)
-    a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((3, 37, 50), (50, 29), (29,)))
-    b = Builder()
-    va, vw, vb = (b.graph.input(x.shape, "float32") for x in (a, w, bias))
-    b.graph.outputs = [b.call("relu", [b.call("add", [b.call("matmul", [va, vw]), vb])])]
-    m = build(b.graph, target="opencl")
-    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in m.source) == shared and "block 8x8" in m.kernels[0]
-    assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
+    m = check_tiled_gemm("opencl", shared, monkeypatch)
+    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in m.source) == shared
 
 
 # ---------------------------------------------------------------------------------------- a fixed op sample
-# every fusion kind: elementwise, broadcast, injective, reduction, out-elemwise-fusable (conv, matmul) and opaque
-# (hand-written loop IR: sort, scans, linalg, scatter, gather), with int, bool and float64 samples among them
-OP_SAMPLE = ("add", "exp", "where", "cast", "floordiv", "remainder", "logical_and", "isnan", "erf", "pow",
-             "permute", "pad", "cat", "slice", "gather", "index_select", "embedding", "scatter", "index_put",
-             "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "layer_norm", "cumsum", "sort",
-             "conv2d", "conv_transpose2d", "matmul", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-             "cholesky", "lgamma", "grid_sample", "random_uniform")
-CASES = [(name, k) for name in OP_SAMPLE for k in range(min(2, len(all_ops()[name].samples(np.random.default_rng(0)))))]
-
-
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_opencl(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs)
-    module = build(b.graph, target="opencl")
-    assert module.target.startswith("opencl") and module.plan
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(outs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    assert check_op_sample("opencl", name, k).plan
 
 
 # ---------------------------------------------------------------------------------- users: torch, export
-def _small_net():
-    torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
-                               torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4)).eval()
-
-
 def test_torch_compile_keeps_weights_on_the_device():
     """Weights are uploaded once; a changed weight (optimizer step, in-place write) is uploaded again."""
-    model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    model, x = small_net(), torch.randn(2, 3, 12, 12)
     compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
     modules = []
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())     # fxc.explain's record
@@ -219,7 +158,7 @@ def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
     """The prepack step (a batch norm folded into the conv's weights: what reads weights only) runs on the first
     call, not on the next ones, and again after an in-place write to a weight (seen by its version, or by the
     sampled words when .data hides it); the result follows the weight."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 11)
+    model, x = small_net(), torch.randn(1, 3, 10, 11)
     compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
     try:
@@ -263,25 +202,8 @@ def test_explain_marks_single_work_item_kernels():
 
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """fxc.from_torch(target="opencl") -> fxc.export -> fxc.load in a process that cannot import torch,
-    llvmlite or the compiler; the artifact holds OpenCL C source and refuses an edited manifest."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 10)
-    compiled = fxc.from_torch(model, (x,), target="opencl")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    np.save(tmp_path / "x.npy", x.numpy())
-    from tests.test_export import LOAD_AND_RUN
-    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), str(tmp_path / "x.npy"),
-                        str(tmp_path / "out.npz")], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == []
-    assert all(n in ("fxc", "fxc.errors", "fxc.cache") or n.startswith("fxc.runtime") for n in report["modules"])
-    with np.load(tmp_path / "out.npz") as z:
-        assert_close_np(z["arr_0"], expected)
-    import zipfile
-    with zipfile.ZipFile(path) as z:
+    llvmlite or the compiler; the artifact holds OpenCL C source."""
+    with export_and_load_without_torch("opencl", tmp_path) as z:
         assert "__kernel" in z.read("program.cl").decode()
 
 
@@ -377,7 +299,7 @@ def test_a_driver_build_error_carries_source_and_log():
 
 def test_model_on_opencl_matches_eager():
     """A small conv net through torch.compile on OpenCL (the reference models: test_reference_models_on_opencl)."""
-    check_module(_small_net(), torch.randn(2, 3, 16, 16), target="opencl", rtol=1e-4, atol=1e-5)
+    check_module(small_net(), torch.randn(2, 3, 16, 16), target="opencl", rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow

@@ -4,10 +4,6 @@ torch.compile / from_torch / export + load without torch, and the error cases.
 
 A missing GL runtime is a failure, not a skip (scripts/setup.sh installs Mesa's EGL and moderngl)."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,29 +11,35 @@ import torch
 
 import fxc
 from fxc.build import build
-from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
-from fxc.lowering.loop_ir import Kernel
+from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
 from tests.helpers import assert_close_np, check_module
-from tests.test_opencl import CASES, _fixture_expected, _fixture_kernel, _small_net
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers_devices import (
+    CASE_IDS,
+    CASES,
+    check_binary_ops,
+    check_folded_grid,
+    check_int64_embedding,
+    check_int_division_by_zero,
+    check_op_sample,
+    check_reference_model,
+    check_row_sum,
+    export_and_load_without_torch,
+    fixture_expected,
+    fixture_kernel,
+    fixture_launches,
+    run_script,
+    small_net,
+    target_error_script,
+)
 
 # ops of the sample that GL refuses (a LoweringError: torch.compile runs their graph in eager): float64 (cholesky's
 # samples, and lgamma, which computes in float64 for float32 too, as every special function) and 64-bit hash
 # constants (random_uniform)
-REFUSED = {("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 0),
-           ("random_uniform", 1)}
-
-
-def _graph(name, arrays, attrs):
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    return b.graph
+REFUSED = {case: (LoweringError, None) for case in (("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1),
+                                                    ("random_uniform", 0), ("random_uniform", 1))}
 
 
 # ------------------------------------------------------------------------------------------ the loop-IR fixture
@@ -45,66 +47,31 @@ def test_fixture_kernel_on_glsl():
     """The renderers' shared loop-IR fixture (parallel rows, private accumulator, select, casts, floor division,
     vector loads/stores) as GLSL compute shaders equals numpy."""
     from fxc.backends.glsl import render_glsl
-    from fxc.lowering.legalize import scalarize
-    from fxc.lowering.loop_ir import launch_of
-    from fxc.lowering.schedules.gpu import Knobs
-    from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.device_module import Launch
     from fxc.runtime.opengl import GLModule
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
-    k = _fixture_kernel(6, 32)
-    kernels = []
-    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
-        body = scalarize(body)
-        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, index_bits=32, launch=launch_of(body)))
-    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    kernels, plan = fixture_launches(fixture_kernel(6, 32), index_bits=32)
     source = render_glsl(kernels)
     assert "#version 430" in source and "gl_WorkGroupID" in source
     m = GLModule("opengl", source, [TensorSpec("x", x.shape, "float32")], [TensorSpec("y", x.shape, "float32")],
                  [], 0, plan)
-    assert_close_np(m(x), _fixture_expected(x))
+    assert_close_np(m(x), fixture_expected(x))
 
 
 def test_tree_reduction_uses_shared_memory_and_barriers():
-    x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("sum", [v], axes=[1], keepdim=False)]
-    m = build(b.graph, target="opengl")
+    m = check_row_sum("opengl")
     assert "shared float" in m.source and "barrier();" in m.source
-    assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
 
 
 def test_grid_longer_than_gl_dispatch_limit_is_folded():
     """More than 65535 work-groups on one axis: split over two dispatch axes, recombined in the shader."""
-    x = np.random.default_rng(2).standard_normal(65536 * 64 + 3).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("neg", [v])]
-    m = build(b.graph, target="opengl")
-    assert "65535u" in m.source
-    np.testing.assert_array_equal(m(x), -x)
+    check_folded_grid("opengl")
 
 
 # ---------------------------------------------------------------------------------------------- the op sample
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_opengl(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    graph = _graph(name, arrays, attrs)
-    if (name, k) in REFUSED:
-        with pytest.raises(LoweringError):
-            build(graph, target="opengl")
-        return
-    module = build(graph, target="opengl")
-    assert module.target == "opengl" and module.plan
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(graph.outputs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    module = check_op_sample("opengl", name, k, refused=REFUSED)
+    assert module is None or module.plan
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt")
@@ -127,34 +94,14 @@ def test_glsl_math_helpers_in_float32(name):
 def test_pow_atan2_fmod_edge_cases():
     a = np.array([-2.0, -2.0, 0.0, 0.0, 2.0, -0.0, 3.0, -8.0, 5.3, -5.3], np.float32)
     e = np.array([3.0, 0.5, 0.0, -1.0, 10.0, 3.0, -2.0, 2.0, 0.7, 0.7], np.float32)
-    for op in ("pow", "atan2", "remainder", "fmod"):
-        if op not in all_ops():
-            continue
-        b = Builder()
-        x, y = b.graph.input(a.shape, "float32"), b.graph.input(e.shape, "float32")
-        b.graph.outputs = [b.call(op, [x, y])]
-        got = build(b.graph, target="opengl")(a, e)
-        ref = np.asarray(all_ops()[op].reference(a, e)).astype(np.float32)
-        assert_close_np(got, ref)
+    check_binary_ops("opengl", ("pow", "atan2", "remainder", "fmod"), a, e)
 
 
 # ------------------------------------------------------------------------------------------ int64 in 32 bits
 def test_int64_indices_narrowed_and_checked():
     """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
     wrong row; int64 arithmetic that may overflow 32 bits is refused."""
-    w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
-    ids = np.array([[0, 7, 49, -1]], np.int64)
-    b = Builder()
-    vw, vi = b.graph.input(w.shape, "float32"), b.graph.input(ids.shape, "int64")
-    b.graph.outputs = [b.call("embedding", [vw, vi])]
-    m = build(b.graph, target="opengl")
-    assert_close_np(m(w, np.array([[0, 7, 49, 3]], np.int64)), w[[0, 7, 49, 3]][None])
-    with pytest.raises(ExecutionError, match="int64 value beyond 32 bits"):
-        m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
-    assert_close_np(m(w, np.array([[1, 2, 3, 4]], np.int64)), w[[1, 2, 3, 4]][None])     # the flag was reset
-    with pytest.raises(IndexOutOfRangeError, match="embedding: index 50 is out of range for a dimension of size 50"):
-        m(w, np.array([[0, 50, 1, 2]], np.int64))          # eager raises IndexError here too (never a clamped row)
-    assert_close_np(m(w, np.array([[4, 3, 2, 1]], np.int64)), w[[4, 3, 2, 1]][None])
+    check_int64_embedding("opengl")
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]
@@ -163,19 +110,12 @@ def test_int64_indices_narrowed_and_checked():
 
 
 def test_int_division_by_zero_raises():
-    b = Builder()
-    x, y = b.graph.input((4,), "int32"), b.graph.input((4,), "int32")
-    b.graph.outputs = [b.call("floordiv", [x, y])]
-    m = build(b.graph, target="opengl")
-    a = np.array([7, -7, 5, 1], np.int32)
-    np.testing.assert_array_equal(m(a, np.array([2, 2, -3, 1], np.int32)), np.floor_divide(a, [2, 2, -3, 1]))
-    with pytest.raises(ExecutionError, match="division by zero"):
-        m(a, np.array([2, 0, 1, 1], np.int32))
+    check_int_division_by_zero("opengl")
 
 
 # ---------------------------------------------------------------------------------------- users: torch, export
 def test_torch_compile_keeps_weights_in_the_arena():
-    model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    model, x = small_net(), torch.randn(2, 3, 12, 12)
     compiled = torch.compile(model, backend="fxc", options={"target": "opengl"})
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
     try:
@@ -196,67 +136,27 @@ def test_torch_compile_keeps_weights_in_the_arena():
 
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """from_torch(target="opengl") -> export -> load in a process that cannot import torch or llvmlite."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 10)
-    compiled = fxc.from_torch(model, (x,), target="opengl")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    np.save(tmp_path / "x.npy", x.numpy())
-    from tests.test_export import LOAD_AND_RUN
-    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), str(tmp_path / "x.npy"),
-                        str(tmp_path / "out.npz")], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == []
-    assert all(n in ("fxc", "fxc.errors", "fxc.cache") or n.startswith("fxc.runtime") for n in report["modules"])
-    with np.load(tmp_path / "out.npz") as z:
-        assert_close_np(z["arr_0"], expected)
-    import zipfile
-    with zipfile.ZipFile(path) as z:
+    with export_and_load_without_torch("opengl", tmp_path) as z:
         assert "#version 430" in z.read("program.glsl").decode()
         assert json.loads(z.read("manifest.json"))["target"] == "opengl"
 
 
 def test_model_on_opengl_matches_eager():
-    check_module(_small_net(), torch.randn(2, 3, 16, 16), target="opengl", rtol=1e-4, atol=1e-5)
+    check_module(small_net(), torch.randn(2, 3, 16, 16), target="opengl", rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
 def test_reference_models_on_opengl(name):
-    from fxc.testing.models import example_inputs, make_model
-    model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
-    rep = fxc.explain(model, *inputs, target="opengl")
-    assert not rep.fallback_ops and not rep.failures, str(rep)
-    assert all("[opengl:" in k for k in rep.kernels)
-    out = check_module(model, *inputs, target="opengl", rtol=0, atol=1e-4)
-    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
+    check_reference_model("opengl", name)
 
 
 # ------------------------------------------------------------------------------------------------- errors
-NO_CONTEXT = """
-import sys
-from fxc.errors import TargetError
-from fxc.relay_like.builder import Builder
-from fxc.build import build
-b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
-try:
-    build(b.graph, target="opengl")
-    sys.exit(1)
-except TargetError as e:
-    print("TargetError:", e)
-    sys.exit(0 if sys.argv[1] in str(e) and "libegl-mesa0" in str(e) else 3)
-"""
-
-
 @pytest.mark.parametrize("env,says", [({"__EGL_VENDOR_LIBRARY_FILENAMES": "/nonexistent.json"}, "EGL"),
                                       ({"MESA_GL_VERSION_OVERRIDE": "3.3"}, "OpenGL 4.3")],
                          ids=["no-egl-driver", "gl-3.3"])
 def test_no_gl_context_or_old_gl_is_a_target_error(env, says):
-    e = dict(os.environ, PYTHONPATH=str(ROOT), **env)
-    p = subprocess.run([sys.executable, "-c", NO_CONTEXT, says], capture_output=True, text=True, env=e, timeout=120)
+    p = run_script(target_error_script("opengl", says, "libegl-mesa0"), **env)
     assert p.returncode == 0, p.stdout + p.stderr
 
 

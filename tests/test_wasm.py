@@ -8,11 +8,7 @@ reference models (test_reference_models_on_wasm, slow), torch.compile / from_tor
 error codes (an index out of range). A missing wasm-ld or browser is a named TargetError (scripts/setup.sh installs
 Debian's lld and chromium; a missing one in CI is a failure, not a skip)."""
 import json
-import os
-import subprocess
-import sys
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,13 +17,10 @@ import torch
 import fxc
 from fxc.build import build
 from fxc.errors import CompileError, IndexOutOfRangeError, TargetError
-from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.target import Target
 from tests.helpers import assert_close_np, check_module
-from tests.test_opencl import CASES, _small_net
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers_devices import CASE_IDS, CASES, check_op_sample, run_script, small_net, target_error_script
 
 
 def test_wasm_target_caps():
@@ -62,30 +55,14 @@ def test_register_tiles_fit_wasm_registers():
 
 
 # the sample's cases whose math function only a C libm has (lgamma: glibc's, to double accuracy; JS's Math lacks it)
-NEEDS_LIBM = {("lgamma", 0): "lgamma", ("lgamma", 1): "lgamma"}
+# (a build-time error naming the function, never an unresolved import)
+NEEDS_LIBM = {("lgamma", 0): (CompileError, "needs lgamma[ ,]"), ("lgamma", 1): (CompileError, "needs lgamma[ ,]")}
 
 
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_wasm(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs)
-    if (name, k) in NEEDS_LIBM:         # a build-time error naming the function, never an unresolved import
-        with pytest.raises(CompileError, match=f"needs {NEEDS_LIBM[name, k]}[ ,]"):
-            build(b.graph, target="wasm")
-        return
-    module = build(b.graph, target="wasm")
-    assert module.target.startswith("wasm") and module.wasm[:4] == b"\0asm"
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(outs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    module = check_op_sample("wasm", name, k, refused=NEEDS_LIBM)
+    assert module is None or module.wasm[:4] == b"\0asm"
 
 
 def test_scalar_and_vector_math_without_libm():
@@ -119,7 +96,7 @@ def test_scalar_and_vector_math_without_libm():
 def test_torch_compile_export_and_load_on_wasm(tmp_path):
     """torch.compile(target="wasm") runs the small conv net in the page (nothing falls back); a second call keeps the
     weights in the page; from_torch, export and load run it too."""
-    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    model, x = small_net(), torch.randn(2, 3, 16, 16)
     rep = fxc.explain(model, x, target="wasm")
     assert not rep.fallback_ops and not rep.failures, str(rep)
     check_module(model, x, target="wasm", rtol=1e-4, atol=1e-5)
@@ -135,7 +112,7 @@ def test_torch_compile_export_and_load_on_wasm(tmp_path):
 
 
 def test_weights_stay_in_the_page_until_they_change():
-    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    model, x = small_net(), torch.randn(2, 3, 16, 16)
     compiled = torch.compile(model, backend="fxc", options={"target": "wasm"})
     with torch.no_grad():
         compiled(x)
@@ -227,24 +204,9 @@ def test_js_imports_match_the_linker_list():
     assert sorted(have) == sorted(JS_IMPORTS)
 
 
-NO_LLD = """
-import sys
-from fxc.errors import TargetError
-from fxc.relay_like.builder import Builder
-from fxc.build import build
-b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
-try:
-    build(b.graph, target="wasm")
-    sys.exit(1)
-except TargetError as e:
-    print("TargetError:", e)
-    sys.exit(0 if "apt-get install lld" in str(e) else 3)
-"""
-
-
 def test_no_wasm_ld_is_a_target_error(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_WASM_LD="/nonexistent/wasm-ld", FXC_CACHE_DIR=str(tmp_path))
-    p = subprocess.run([sys.executable, "-c", NO_LLD], capture_output=True, text=True, env=env, timeout=120)
+    p = run_script(target_error_script("wasm", "apt-get install lld"), FXC_WASM_LD="/nonexistent/wasm-ld",
+                   FXC_CACHE_DIR=str(tmp_path))
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -268,9 +230,7 @@ except TargetError as e:
 
 
 def test_no_browser_builds_and_exports_then_a_call_is_a_target_error(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
-    p = subprocess.run([sys.executable, "-c", NO_BROWSER, str(tmp_path / "m.fxc")], capture_output=True, text=True,
-                       env=env, timeout=120)
+    p = run_script(NO_BROWSER, tmp_path / "m.fxc", FXC_CHROMIUM="/nonexistent/chromium")
     assert p.returncode == 0 and (tmp_path / "m.fxc").exists(), p.stdout + p.stderr
 
 

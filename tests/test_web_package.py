@@ -17,7 +17,7 @@ from fxc.errors import ArtifactError
 from fxc.runtime.browser import open_browser
 from fxc.web import serve, write_package
 from tests.helpers import assert_close_np
-from tests.test_opencl import _small_net
+from tests.helpers_devices import small_net
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
     torch.manual_seed(0)
-    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    model, x = small_net(), torch.randn(2, 3, 16, 16)
     path = fxc.export(fxc.from_torch(model, (x,), target="webgl"), tmp_path_factory.mktemp("web") / "net.fxc")
     return model, path
 
@@ -40,6 +40,16 @@ def _open(url):
     except BaseException:
         page.close()
         raise
+
+
+def _check_page_output(got, result, expected) -> float:
+    """The page's first output (the whole array it posted back, and its argmax in the result) against `expected`,
+    within 1e-4 of its scale; returns the scale."""
+    scale = float(np.abs(expected).max())
+    assert result["outputs"][0]["argmax"] == int(expected.argmax())
+    assert_close_np(np.asarray(got["outputs"][0], np.float32).reshape(expected.shape), expected,
+                    rtol=0, atol=1e-4 * scale)
+    return scale
 
 
 def test_package_runs_in_the_browser_and_matches_eager(artifact, tmp_path):
@@ -68,11 +78,8 @@ def test_package_runs_in_the_browser_and_matches_eager(artifact, tmp_path):
     out = result["outputs"][0]
     assert out["shape"] == list(expected.shape) and result["runs"] == 3 and result["latency_ms"] > 0
     assert "ms a call" in got["latency"]
-    scale = float(np.abs(expected).max())
+    scale = _check_page_output(got, result, expected)
     assert abs(out["max"] - expected.max()) <= 1e-4 * scale and abs(out["mean"] - expected.mean()) <= 1e-4 * scale
-    assert out["argmax"] == int(expected.argmax())
-    assert_close_np(np.asarray(got["outputs"][0], np.float32).reshape(expected.shape), expected,
-                    rtol=0, atol=1e-4 * scale)
 
 
 def test_a_tampered_part_is_reported_on_the_page(artifact, tmp_path):
@@ -117,7 +124,7 @@ def test_web_refuses_other_targets(tmp_path):
 @pytest.fixture(scope="module")
 def gpu_artifact(tmp_path_factory):
     torch.manual_seed(1)
-    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    model, x = small_net(), torch.randn(2, 3, 16, 16)
     path = fxc.export(fxc.from_torch(model, (x,), target="webgpu"), tmp_path_factory.mktemp("gpu") / "gpunet.fxc")
     return model, path
 
@@ -138,10 +145,7 @@ def test_webgpu_package_runs_in_the_browser_and_matches_eager(gpu_artifact, tmp_
     assert got["state"] == "done", got["status"]
     result = json.loads(got["result"])
     assert "WebGPU" in result["renderer"] and result["runs"] == 3 and result["latency_ms"] > 0
-    scale = float(np.abs(expected).max())
-    assert result["outputs"][0]["argmax"] == int(expected.argmax())
-    assert_close_np(np.asarray(got["outputs"][0], np.float32).reshape(expected.shape), expected,
-                    rtol=0, atol=1e-4 * scale)
+    _check_page_output(got, result, expected)
 
 
 def test_webgpu_package_reports_a_tampered_shader(gpu_artifact, tmp_path):

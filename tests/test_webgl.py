@@ -9,10 +9,6 @@ or a constant (the host checks them). What a fragment cannot express runs as was
 sort...), integer division by a divisor that may be 0, float -> int64 casts, an index computed in the kernel; what
 neither can (float64 between the two, lgamma) is a LoweringError, so torch.compile runs that graph in eager. A missing
 browser is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's playwright)."""
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,43 +17,22 @@ import torch
 import fxc
 from fxc.build import build
 from fxc.errors import IndexOutOfRangeError, LoweringError
-from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from tests.helpers import assert_close_np, check_module
-from tests.test_opencl import CASES, _small_net
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers_devices import CASE_IDS, CASES, check_op_sample, run_script, small_net, target_error_script
 
 # the sample's cases a fragment shader cannot express (see the module docstring): they run as wasm kernels in the
 # page (fxc.build_mixed), but for those whose float64 would cross between the two or that wasm lacks (lgamma)
 IN_WASM = {(n, k) for n in ("cholesky", "cumsum", "grid_sample", "index_put", "random_uniform", "scatter", "sort")
            for k in (0, 1)} | {("floordiv", 1), ("remainder", 1)}
-REFUSED = {("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1)}
-IN_WASM -= REFUSED
+REFUSED = {case: (LoweringError, None)
+           for case in (("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1))}
+IN_WASM -= set(REFUSED)
 
 
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_webgl(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs)
-    if (name, k) in REFUSED:
-        with pytest.raises(LoweringError):
-            build(b.graph, target="webgl")
-        return
-    module = build(b.graph, target="webgl")
-    assert module.target == "webgl"
-    assert any("[wasm in the page:" in line for line in module.kernels) == ((name, k) in IN_WASM), module.kernels
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(outs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    check_op_sample("webgl", name, k, refused=REFUSED, in_wasm=IN_WASM)
 
 
 def test_tensor_taller_than_one_texture_row_block():
@@ -98,7 +73,7 @@ def test_checked_indices_are_checked_on_the_host():
 def test_torch_compile_and_export_on_webgl(tmp_path):
     """torch.compile(target="webgl") runs the small conv net in the page (nothing falls back); from_torch, export and
     load run it too."""
-    model, x = _small_net(), torch.randn(2, 3, 16, 16)
+    model, x = small_net(), torch.randn(2, 3, 16, 16)
     rep = fxc.explain(model, x, target="webgl")
     assert not rep.fallback_ops and not rep.failures and all("[webgl:" in k for k in rep.kernels), str(rep)
     check_module(model, x, target="webgl", rtol=1e-4, atol=1e-5)
@@ -115,24 +90,9 @@ def test_torch_compile_and_export_on_webgl(tmp_path):
     assert_close_np(fxc.load(path)(x.numpy()), expected)
 
 
-NO_BROWSER = """
-import sys
-from fxc.errors import TargetError
-from fxc.relay_like.builder import Builder
-from fxc.build import build
-b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
-try:
-    build(b.graph, target="webgl")
-    sys.exit(1)
-except TargetError as e:
-    print("TargetError:", e)
-    sys.exit(0 if "no Chromium at /nonexistent/chromium" in str(e) and "apt-get install chromium" in str(e) else 3)
-"""
-
-
 def test_no_browser_is_a_target_error():
-    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
-    p = subprocess.run([sys.executable, "-c", NO_BROWSER], capture_output=True, text=True, env=env, timeout=120)
+    script = target_error_script("webgl", "no Chromium at /nonexistent/chromium", "apt-get install chromium")
+    p = run_script(script, FXC_CHROMIUM="/nonexistent/chromium")
     assert p.returncode == 0, p.stdout + p.stderr
 
 
@@ -146,28 +106,12 @@ def test_browser_harness_pages_are_isolated_and_secure():
     assert page.info["max_texture_size"] >= 2048 and "driver" in page.info
 
 
-NO_WEBGL = """
-import sys
-from fxc.errors import TargetError
-from fxc.relay_like.builder import Builder
-from fxc.build import build
-b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
-try:
-    build(b.graph, target="webgl")
-    sys.exit(1)
-except TargetError as e:
-    print("TargetError:", e)
-    sys.exit(0 if "no WebGL 2 context" in str(e) else 3)
-"""
-
-
 def test_browser_without_webgl2_is_a_target_error(tmp_path):
     """A Chromium whose WebGL is off (a wrapper adding --disable-3d-apis) is a TargetError naming what is missing."""
     wrapper = tmp_path / "chromium"
     wrapper.write_text('#!/bin/sh\nexec /usr/bin/chromium --disable-3d-apis "$@"\n')
     wrapper.chmod(0o755)
-    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM=str(wrapper))
-    p = subprocess.run([sys.executable, "-c", NO_WEBGL], capture_output=True, text=True, env=env, timeout=180)
+    p = run_script(target_error_script("webgl", "no WebGL 2 context"), timeout=180, FXC_CHROMIUM=str(wrapper))
     assert p.returncode == 0, p.stdout + p.stderr
 
 

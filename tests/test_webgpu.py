@@ -6,11 +6,6 @@ refused), torch.compile / from_torch / export + load without torch, and the erro
 A missing browser or WebGPU adapter is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's
 playwright). One browser per test process (fxc.runtime.browser.open_browser), shared with the webgl target."""
 import json
-import os
-import subprocess
-import sys
-import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,30 +14,38 @@ import torch
 import fxc
 import fxc.capture.torch
 from fxc.build import build
-from fxc.errors import CompileError, ExecutionError, IndexOutOfRangeError, LoweringError, TargetError
-from fxc.lowering.loop_ir import Kernel
+from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
-from tests.helpers import assert_close_np, check_module
-from tests.test_opencl import CASES, _fixture_expected, _fixture_kernel, _small_net
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import assert_close_np
+from tests.helpers_devices import (
+    CASE_IDS,
+    CASES,
+    check_binary_ops,
+    check_folded_grid,
+    check_int64_embedding,
+    check_int_division_by_zero,
+    check_op_sample,
+    check_reference_model,
+    check_row_sum,
+    check_tiled_gemm,
+    export_and_load_without_torch,
+    fixture_expected,
+    fixture_kernel,
+    fixture_launches,
+    run_script,
+    small_net,
+    target_error_script,
+)
 
 # ops of the sample that WGSL refuses: float64 (cholesky's samples, and lgamma, which computes in float64 for float32
 # too) and 64-bit hash constants (random_uniform). They run as wasm kernels in the page (fxc.build_mixed), but for
 # those whose float64 tensors would cross between the two or that wasm lacks (lgamma): a LoweringError, so
 # torch.compile runs their graph in eager
 IN_WASM = {("cholesky", 0), ("random_uniform", 0)}
-REFUSED = {("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1)}
-
-
-def _graph(name, arrays, attrs):
-    b = Builder()
-    ins = [b.graph.input(a.shape, str(a.dtype) if a.dtype != np.bool_ else "bool") for a in arrays]
-    outs = b.graph.call(name, ins, **attrs)
-    b.graph.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-    return b.graph
+REFUSED = {case: (LoweringError, None)
+           for case in (("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1))}
 
 
 # ------------------------------------------------------------------------------------------ the loop-IR fixture
@@ -50,84 +53,40 @@ def test_fixture_kernel_on_wgsl():
     """The renderers' shared loop-IR fixture (parallel rows, private accumulator, select, casts, floor division,
     vector loads/stores) as WGSL compute shaders equals numpy."""
     from fxc.backends.wgsl import render_wgsl
-    from fxc.lowering.legalize import scalarize
-    from fxc.lowering.loop_ir import launch_of
-    from fxc.lowering.schedules.gpu import Knobs
-    from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.device_module import Launch
     from fxc.runtime.webgpu import WebGPUModule
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
-    k = _fixture_kernel(6, 32)
-    kernels = []
-    for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
-        body = scalarize(body)
-        kernels.append(Kernel(f"{k.name}_{i}", k.params, body, index_bits=32, launch=launch_of(body)))
-    plan = [Launch(kk.name, [("out", 0), ("in", 0)], kk.launch.grid, kk.launch.block) for kk in kernels]
+    kernels, plan = fixture_launches(fixture_kernel(6, 32), index_bits=32)
     source = render_wgsl(kernels)
     shader = json.loads(source)["kernels"][kernels[0].name]["shader"]
     assert "@compute @workgroup_size(4, 1, 1)" in shader and "fxc_wid" in shader
     m = WebGPUModule("webgpu", source, [TensorSpec("x", x.shape, "float32")], [TensorSpec("y", x.shape, "float32")],
                      [], 0, plan)
-    assert_close_np(m(x), _fixture_expected(x))
+    assert_close_np(m(x), fixture_expected(x))
 
 
 def test_tree_reduction_uses_workgroup_memory_and_barriers():
-    x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("sum", [v], axes=[1], keepdim=False)]
-    m = build(b.graph, target="webgpu")
+    m = check_row_sum("webgpu")
     assert "var<workgroup>" in m.source and "workgroupBarrier();" in m.source
-    assert_close_np(m(x), x.sum(axis=1), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["workgroup-memory-tiles", "register-tiles"])
 def test_tiled_gemm_both_forms(shared, monkeypatch):
     """The GEMM schedule's two forms (workgroup-memory blocks: GPUs; register tiles: SwiftShader, a CPU), over a
     batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
-    from fxc.lowering.schedules import gpu
-    monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: gpu.Knobs(gemm_tile=8, gemm_shared=shared)))
-    rng = np.random.default_rng(3)
-    a, w, bias = (rng.standard_normal(s).astype(np.float32) for s in ((3, 37, 50), (50, 29), (29,)))
-    b = Builder()
-    va, vw, vb = (b.graph.input(x.shape, "float32") for x in (a, w, bias))
-    b.graph.outputs = [b.call("relu", [b.call("add", [b.call("matmul", [va, vw]), vb])])]
-    m = build(b.graph, target="webgpu")
-    assert ("workgroupBarrier();" in m.source) == shared and "block 8x8" in m.kernels[0]
-    assert_close_np(m(a, w, bias), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-5)
+    m = check_tiled_gemm("webgpu", shared, monkeypatch)
+    assert ("workgroupBarrier();" in m.source) == shared
 
 
 def test_grid_longer_than_the_dispatch_limit_is_folded():
     """More than 65535 work-groups on one axis: split over two dispatch axes, recombined in the shader."""
-    x = np.random.default_rng(2).standard_normal(65536 * 64 + 3).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    b.graph.outputs = [b.call("neg", [v])]
-    m = build(b.graph, target="webgpu")
-    assert "65535u" in m.source
-    np.testing.assert_array_equal(m(x), -x)
+    check_folded_grid("webgpu")
 
 
 # ---------------------------------------------------------------------------------------------- the op sample
-@pytest.mark.parametrize("name,k", CASES, ids=[f"{n}-{k}" for n, k in CASES])
+@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
 def test_op_sample_on_webgpu(name, k):
-    op = all_ops()[name]
-    arrays, attrs = op.samples(np.random.default_rng(k))[k]
-    graph = _graph(name, arrays, attrs)
-    if (name, k) in REFUSED:
-        with pytest.raises(LoweringError):
-            build(graph, target="webgpu")
-        return
-    module = build(graph, target="webgpu")
-    assert module.target == "webgpu" and module.plan
-    assert any("[wasm in the page:" in line for line in module.kernels) == ((name, k) in IN_WASM), module.kernels
-    got = module(*arrays)
-    got = got if isinstance(got, list) else [got]
-    ref = op.reference(*arrays, **attrs)
-    ref = ref if isinstance(ref, tuple) else (ref,)
-    for o, g, r in zip(graph.outputs, got, ref):
-        assert g.shape == tuple(o.shape)
-        assert_close_np(g, np.asarray(r).astype(g.dtype))
+    module = check_op_sample("webgpu", name, k, refused=REFUSED, in_wasm=IN_WASM)
+    assert module is None or module.plan
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt", "sin", "cos", "tan")
@@ -155,15 +114,7 @@ def test_pow_atan2_fmod_nan_edge_cases():
     """C's pow / atan2 / fmod edge cases, NaN-propagating max and the x86 float -> int cast of NaN and infinity."""
     a = np.array([-2.0, -2.0, 0.0, 0.0, 2.0, -0.0, 3.0, -8.0, 5.3, -5.3, np.nan, np.inf], np.float32)
     e = np.array([3.0, 0.5, 0.0, -1.0, 10.0, 3.0, -2.0, 2.0, 0.7, 0.7, 1.0, 2.0], np.float32)
-    for op in ("pow", "atan2", "remainder", "fmod", "maximum", "minimum"):
-        if op not in all_ops():
-            continue
-        b = Builder()
-        x, y = b.graph.input(a.shape, "float32"), b.graph.input(e.shape, "float32")
-        b.graph.outputs = [b.call(op, [x, y])]
-        got = build(b.graph, target="webgpu")(a, e)
-        ref = np.asarray(all_ops()[op].reference(a, e)).astype(np.float32)
-        assert_close_np(got, ref)
+    check_binary_ops("webgpu", ("pow", "atan2", "remainder", "fmod", "maximum", "minimum"), a, e)
     b = Builder()
     x = b.graph.input(a.shape, "float32")
     b.graph.outputs = [b.call("cast", [x], dtype="int32")]
@@ -191,19 +142,7 @@ def test_int64_indices_narrowed_and_checked():
     """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
     wrong row; an index out of range is eager's IndexError; int64 arithmetic that may overflow 32 bits runs as a
     wasm kernel in the page (fxc.build_mixed), in 64 bits."""
-    w = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
-    ids = np.array([[0, 7, 49, -1]], np.int64)
-    b = Builder()
-    vw, vi = b.graph.input(w.shape, "float32"), b.graph.input(ids.shape, "int64")
-    b.graph.outputs = [b.call("embedding", [vw, vi])]
-    m = build(b.graph, target="webgpu")
-    assert_close_np(m(w, np.array([[0, 7, 49, 3]], np.int64)), w[[0, 7, 49, 3]][None])
-    with pytest.raises(ExecutionError, match="int64 value beyond 32 bits"):
-        m(w, np.array([[0, 2 ** 40, 1, 2]], np.int64))
-    assert_close_np(m(w, np.array([[1, 2, 3, 4]], np.int64)), w[[1, 2, 3, 4]][None])     # the flag was reset
-    with pytest.raises(IndexOutOfRangeError, match="embedding: index 50 is out of range for a dimension of size 50"):
-        m(w, np.array([[0, 50, 1, 2]], np.int64))
-    assert_close_np(m(w, np.array([[4, 3, 2, 1]], np.int64)), w[[4, 3, 2, 1]][None])
+    check_int64_embedding("webgpu")
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]
@@ -214,14 +153,8 @@ def test_int64_indices_narrowed_and_checked():
 
 
 def test_int_division_by_zero_raises():
-    b = Builder()
-    x, y = b.graph.input((4,), "int32"), b.graph.input((4,), "int32")
-    b.graph.outputs = [b.call("floordiv", [x, y])]
-    m = build(b.graph, target="webgpu")
+    m = check_int_division_by_zero("webgpu")
     a = np.array([7, -7, 5, 1], np.int32)
-    np.testing.assert_array_equal(m(a, np.array([2, 2, -3, 1], np.int32)), np.floor_divide(a, [2, 2, -3, 1]))
-    with pytest.raises(ExecutionError, match="division by zero"):
-        m(a, np.array([2, 0, 1, 1], np.int32))
     np.testing.assert_array_equal(m(a, np.array([1, 2, 3, 4], np.int32)), np.floor_divide(a, [1, 2, 3, 4]))
 
 
@@ -229,7 +162,7 @@ def test_int_division_by_zero_raises():
 def test_torch_compile_keeps_weights_resident():
     """torch.compile(target="webgpu"): nothing falls back; weights are uploaded once and again only when changed."""
     import gc
-    model, x = _small_net(), torch.randn(2, 3, 12, 12)
+    model, x = small_net(), torch.randn(2, 3, 12, 12)
     before = {id(o) for o in gc.get_objects() if type(o).__name__ == "WebGPUModule"}     # earlier tests' modules
     compiled = torch.compile(model, backend="fxc", options={"target": "webgpu"})
     fxc.capture.torch._recorders.append(rec := fxc.capture.torch.Explanation())
@@ -251,23 +184,7 @@ def test_torch_compile_keeps_weights_resident():
 
 def test_from_torch_export_and_load_without_torch(tmp_path):
     """from_torch(target="webgpu") -> export -> load in a process that cannot import torch or llvmlite."""
-    model, x = _small_net(), torch.randn(1, 3, 10, 10)
-    compiled = fxc.from_torch(model, (x,), target="webgpu")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    np.save(tmp_path / "x.npy", x.numpy())
-    from tests.test_export import LOAD_AND_RUN
-    p = subprocess.run([sys.executable, "-c", LOAD_AND_RUN, str(path), str(tmp_path / "x.npy"),
-                        str(tmp_path / "out.npz")], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert p.returncode == 0, p.stderr
-    report = json.loads(p.stdout.strip().splitlines()[-1])
-    assert report["blocked_loaded"] == []
-    assert all(n in ("fxc", "fxc.errors", "fxc.cache") or n.startswith("fxc.runtime") for n in report["modules"])
-    with np.load(tmp_path / "out.npz") as z:
-        assert_close_np(z["arr_0"], expected)
-    with zipfile.ZipFile(path) as z:
+    with export_and_load_without_torch("webgpu", tmp_path) as z:
         assert "@compute" in z.read("program.wgsl.json").decode()
         assert json.loads(z.read("manifest.json"))["target"] == "webgpu"
 
@@ -275,35 +192,13 @@ def test_from_torch_export_and_load_without_torch(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
 def test_reference_models_on_webgpu(name):
-    from fxc.testing.models import example_inputs, make_model
-    model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
-    rep = fxc.explain(model, *inputs, target="webgpu")
-    assert not rep.fallback_ops and not rep.failures, str(rep)
-    assert all("[webgpu:" in k for k in rep.kernels)
-    out = check_module(model, *inputs, target="webgpu", rtol=0, atol=1e-4)
-    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
+    check_reference_model("webgpu", name)
 
 
 # ------------------------------------------------------------------------------------------------- errors
-NO_BROWSER = """
-import sys
-from fxc.errors import TargetError
-from fxc.relay_like.builder import Builder
-from fxc.build import build
-b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
-try:
-    build(b.graph, target="webgpu")
-    sys.exit(1)
-except TargetError as e:
-    print("TargetError:", e)
-    sys.exit(0 if "no Chromium at /nonexistent/chromium" in str(e) and "apt-get install chromium" in str(e) else 3)
-"""
-
-
 def test_no_browser_is_a_target_error():
-    env = dict(os.environ, PYTHONPATH=str(ROOT), FXC_CHROMIUM="/nonexistent/chromium")
-    p = subprocess.run([sys.executable, "-c", NO_BROWSER], capture_output=True, text=True, env=env, timeout=120)
+    script = target_error_script("webgpu", "no Chromium at /nonexistent/chromium", "apt-get install chromium")
+    p = run_script(script, FXC_CHROMIUM="/nonexistent/chromium")
     assert p.returncode == 0, p.stdout + p.stderr
 
 
