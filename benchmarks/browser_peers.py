@@ -242,7 +242,7 @@ def run_fxc(target: str, prep: dict, args) -> dict:
     row, compiled = build_target(prep["model"], prep["inputs"], prep["reference"], target)
     name = "fxc_" + target.split()[0]
     threads = "-" if name != "fxc_wasm" else dict(t.lstrip("-").split("=", 1) for t in target.split()[1:]
-                                                  if "=" in t).get("num-threads", "default")
+                                                  if "=" in t).get("num-threads", "default").strip("'\"")
     if compiled is None:
         return _row(name, f"fxc {target}", threads, [], None, None, "", f"{row.status}: {row.reason}"[:300])
     time_round_robin({target: lambda: compiled(*prep["inputs"])}, {target: row}, args.runs, args.warmup, args.budget)
@@ -288,9 +288,13 @@ def format_table(model: str, rows: list) -> str:
             lines.append(f"{r['label']:<26} {r['threads']!s:>7} failed: {r['error']}"[:300])
     by = {r["peer"]: r for r in rows}
     for ours, theirs in GOALS:
-        a, b = by.get(ours, {}), by.get(theirs, {})
+        b = by.get(theirs, {})
+        mine = [r for r in rows if r["peer"] == ours]      # fxc's row at the peer's threads (1 with 1, 2 with 2)
+        a = ([r for r in mine if str(r["threads"]).strip("'") == str(b.get("threads", "")).split(">")[0]] or mine
+             or [{}])[-1]
         if a.get("status") == "ok" and b.get("status") == "ok":
-            lines.append(f"{theirs} / {ours}: {b['median_ms'] / a['median_ms']:.2f} (> 1: fxc faster)")
+            at = f" ({str(a['threads']).strip(chr(39))} threads)" if str(a["threads"]).strip("'").isdigit() else ""
+            lines.append(f"{theirs} / {ours}{at}: {b['median_ms'] / a['median_ms']:.2f} (> 1: fxc faster)")
         elif ours in by or theirs in by:
             lines.append(f"{theirs} / {ours}: no ratio ({ours}: {a.get('status', 'not run')}, "
                          f"{theirs}: {b.get('status', 'not run')})")
@@ -333,13 +337,13 @@ def write_chart(report: dict, path: Path) -> str:
 
 
 def merge_reports(paths: list) -> dict:
-    """Earlier runs' reports as one: the first file's meta, rows keyed by (model, peer), later files winning."""
+    """Earlier runs' reports as one: the first file's meta, rows keyed by (model, label), later files winning."""
     reports = [json.loads(Path(p).read_text()) for p in paths]
     models: dict = {}
     for rep in reports:
         for m in rep["models"]:
             rows = models.setdefault(m["model"], {})
-            rows.update({r["peer"]: r for r in m["rows"]})
+            rows.update({r["label"]: r for r in m["rows"]})     # (fxc's wasm at 1 and 2 threads: one peer)
     meta = dict(reports[0]["meta"], merged_from=[str(p) for p in paths])
     return {"meta": meta, "models": [{"model": k, "rows": list(v.values())} for k, v in models.items()]}
 

@@ -116,6 +116,13 @@ def test_peer_rows_checked_against_eager_and_goal_ratios():
     assert "tfjs_webgl / fxc_webgl: 2.00 (> 1: fxc faster)" in table
     assert "ort_wasm_1t / fxc_wasm: no ratio (fxc_wasm: failed, ort_wasm_1t: not run)" in table
     assert "[WRONG:" in table
+    # wasm compared at the same threads, whatever the rows' order: 1 with 1, 2 with 2
+    ort1 = _row("ort_wasm_1t", "ORT-web wasm, 1 thread", 1, [60.0], ref, ref, "")
+    ort2 = _row("ort_wasm_2t", "ORT-web wasm, 2 threads", 2, [40.0], ref, ref, "")
+    fxc1 = _row("fxc_wasm", "fxc wasm -num-threads=1", "1", [30.0], ref, ref, "")
+    fxc2 = _row("fxc_wasm", "fxc wasm -num-threads=2", "2", [10.0], ref, ref, "")
+    table = format_table("resnet18", [ort1, ort2, fxc1, fxc2])
+    assert "ort_wasm_1t / fxc_wasm (1 threads): 2.00" in table and "ort_wasm_2t / fxc_wasm (2 threads): 4.00" in table
 
 
 def test_peer_server_isolates_the_page(tmp_path):
