@@ -83,17 +83,6 @@ def _through_aot_autograd(gm, example_inputs):
         return fxc_backend(gm, example_inputs)
 
 
-def _dynamo_alone(gm, example_inputs):
-    """A backend that computes nothing: the first call's result, every call (Dynamo's own per-call cost)."""
-    first = []
-
-    def run(*args):
-        if not first:
-            first.append(gm(*args))
-        return first[0]
-    return run
-
-
 def measure(name: str, runs: int, recursive_dict_tags: bool, with_aot: bool = False,
             with_floor: bool = False) -> dict:
     import torch
@@ -101,6 +90,8 @@ def measure(name: str, runs: int, recursive_dict_tags: bool, with_aot: bool = Fa
 
     import fxc
     from fxc.testing.models import example_inputs, make_model
+
+    from .peers import dynamo_alone
     model = make_model(name).eval()
     inputs = example_inputs(name, 1)
     stamps: dict = {}
@@ -109,7 +100,7 @@ def measure(name: str, runs: int, recursive_dict_tags: bool, with_aot: bool = Fa
     peers = {"torch.compile": torch.compile(copy.deepcopy(model), backend="fxc")}
     if with_aot:
         peers["via AOT autograd"] = torch.compile(copy.deepcopy(model), backend=_through_aot_autograd)
-    floor = torch.compile(copy.deepcopy(model), backend=_dynamo_alone) if with_floor else None
+    floor = torch.compile(copy.deepcopy(model), backend=dynamo_alone) if with_floor else None
     with torch._dynamo.config.patch(use_recursive_dict_tags_for_guards=recursive_dict_tags), torch.inference_mode():
         for compiled in peers.values():
             compiled(*inputs)       # compiles (the guards are built now)

@@ -77,21 +77,23 @@ def build_inductor_freezing(model, inputs, threads) -> Runner:
     return _torch_runner(torch.compile(_private(model), options={"freezing": True}), inputs)
 
 
+def dynamo_alone(gm, example_inputs):
+    """A torch.compile backend that computes nothing: the first call's result, every call (Dynamo's own per-call
+    cost: its guards and the loads of every parameter it passes to the compiled graph)."""
+    first = []
+
+    def run(*args):
+        if not first:
+            first.append(gm(*args))
+        return first[0]
+    return run
+
+
 def build_dynamo_alone(model, inputs, threads) -> Runner:
-    # what every torch.compile backend pays per call before and after its own code: Dynamo's guards and the loads
-    # of every parameter it passes to the compiled graph. The backend computes nothing: it returns the eager
-    # result of the first call (so max|err| is 0), and the time is the floor under the torch.compile peers.
+    # what every torch.compile backend pays per call before and after its own code (max|err| is 0: the eager
+    # result of the first call); the time is the floor under the torch.compile peers.
     torch.set_num_threads(threads)
-
-    def backend(gm, example_inputs):
-        first = []
-
-        def run(*args):
-            if not first:
-                first.append(gm(*args))
-            return first[0]
-        return run
-    return _torch_runner(torch.compile(_private(model), backend=backend), inputs)
+    return _torch_runner(torch.compile(_private(model), backend=dynamo_alone), inputs)
 
 
 def build_fxc(model, inputs, threads, target: str | None = None) -> Runner:

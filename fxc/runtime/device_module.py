@@ -101,13 +101,20 @@ class DeviceModule:
         self._at: dict = {}             # size -> [(bound launch, step)] (symbolic modules)
         self._kernels: dict = {}        # kernel name -> its one kernel object (symbolic modules)
         self._static = None if self.symbols else [(self._bind(st, offs), st) for st, offs in expand(self.plan, None)]
-        self._resident = None           # the token key of the weights now on the device (and their sample)
+        self._init_call_state()
+
+    def _init_call_state(self) -> None:
+        """The call state every device runtime keeps: which weights are resident (the token key of the weights on the
+        device and their sample), the bytes of inputs the last call uploaded, profiled times, the fingerprint the
+        torch capture reads for its own weights, and one lock (one call at a time: the device buffers are the
+        module's own)."""
+        self._resident = None
         self._fingerprint_value = None
         self._resident_objects = None
-        self.uploaded_bytes = 0         # bytes of inputs the last call copied to the device
+        self.uploaded_bytes = 0
         self._times: dict = {}
-        self._lib = _HostFingerprint        # what the torch capture reads for its own weight fingerprints
-        self._lock = threading.Lock()       # one call at a time: the device buffers are the module's own
+        self._lib = _HostFingerprint
+        self._lock = threading.Lock()
 
     def _bind(self, step: Launch, offsets: list):
         """(kernel object, global size, local size, name, arguments): a static module's kernel objects have their

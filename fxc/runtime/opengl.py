@@ -205,14 +205,7 @@ class GLModule(DeviceModule):
         self._programs = {name: self.device.program(src) for name, src in shaders.items()}
         if not self.symbols:
             self.device.run(self._setup)
-        self._resident = None
-        self._fingerprint_value = None
-        self._resident_objects = None
-        self.uploaded_bytes = 0
-        self._times: dict = {}
-        from .device_module import _HostFingerprint
-        self._lib = _HostFingerprint
-        self._lock = threading.Lock()
+        self._init_call_state()
 
     def _setup(self):
         ctx = self.device.ctx

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ import numpy as np
 
 from ...errors import ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ..browser import open_browser
-from ..device_module import DeviceModule, _HostFingerprint, _token_key
+from ..device_module import DeviceModule, _token_key
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
 ALIGN = 16          # offset of each tensor in a file sent to the page
@@ -133,11 +132,7 @@ class WasmModule(DeviceModule):
         self.threads, self._pages = int(prog.get("threads", 1)), prog.get("memory_pages")
         self._np = [np_dtype(s.dtype) for s in self.outputs]
         self._id = self._files = None
-        self._resident = self._fingerprint_value = self._resident_objects = None
-        self.uploaded_bytes = 0
-        self._times: dict = {}
-        self._lib = _HostFingerprint
-        self._lock = threading.Lock()
+        self._init_call_state()
         self.device = _Info
 
     def _load(self) -> int:

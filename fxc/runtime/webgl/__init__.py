@@ -26,7 +26,6 @@ cannot make), IndexOutOfRangeError, ExecutionError.
 from __future__ import annotations
 
 import base64
-import threading
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ import numpy as np
 
 from ...errors import ExecutionError, IndexOutOfRangeError, LoweringError, TargetError, index_error_message
 from ..browser import open_browser
-from ..device_module import DeviceModule, _HostFingerprint, _token_key
+from ..device_module import DeviceModule, _token_key
 from ..wasm import wasm_fault
 
 WIDTH = 2048            # texture width: WebGL 2 guarantees MAX_TEXTURE_SIZE >= 2048
@@ -237,13 +236,7 @@ class WebGLModule(DeviceModule):
             self.device.files.pop(wasm, None)
         weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
         self._np = [np_dtype(s.dtype) for s in self.outputs]
-        self._resident = None           # the token key of the weights now in the page (and their sample)
-        self._fingerprint_value = None
-        self._resident_objects = None
-        self.uploaded_bytes = 0         # bytes of inputs the last call sent to the page
-        self._times: dict = {}
-        self._lib = _HostFingerprint
-        self._lock = threading.Lock()
+        self._init_call_state()
 
     def _run(self, ins: list, outs: list, token) -> None:
         for i, size, wrap, op in self.desc["checks"]:

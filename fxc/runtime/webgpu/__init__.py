@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +34,7 @@ import numpy as np
 
 from ...errors import CompileError, ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ..browser import open_browser
-from ..device_module import DeviceModule, _HostFingerprint, _token_key
+from ..device_module import DeviceModule, _token_key
 from ..device_rows import expand
 from ..opengl import dispatch_of, place_arena
 from ..wasm import wasm_fault
@@ -108,13 +107,7 @@ class WebGPUModule(DeviceModule):
         self._capacity, self._size_now, self._steps = 0, None, list(self.plan)
         if not self.symbols:        # (a symbolic module makes its page model at its first call's size: _grow_to)
             self._make(None)
-        self._resident = None
-        self._fingerprint_value = None
-        self._resident_objects = None
-        self.uploaded_bytes = 0
-        self._times: dict = {}
-        self._lib = _HostFingerprint
-        self._lock = threading.Lock()
+        self._init_call_state()
 
     def _page_plan(self, s) -> list:
         """The plan as the page takes it at size s of the symbol (None: static): kernel, operand offsets, groups."""
