@@ -343,7 +343,8 @@ def merge_reports(paths: list) -> dict:
     for rep in reports:
         for m in rep["models"]:
             rows = models.setdefault(m["model"], {})
-            rows.update({r["label"]: r for r in m["rows"]})     # (fxc's wasm at 1 and 2 threads: one peer)
+            # keyed by label: fxc's wasm rows at 1 and 2 threads are one peer
+            rows.update({r.get("label") or r["peer"]: r for r in m["rows"]})
     meta = dict(reports[0]["meta"], merged_from=[str(p) for p in paths])
     return {"meta": meta, "models": [{"model": k, "rows": list(v.values())} for k, v in models.items()]}
 

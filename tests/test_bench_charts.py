@@ -156,6 +156,10 @@ def test_merge_reports_later_rows_win(tmp_path):
     got = merge_reports([tmp_path / "a.json", tmp_path / "b.json"])
     assert got["meta"]["cpu"] == "x" and [m["model"] for m in got["models"]] == ["resnet18", "bert"]
     assert [(r["peer"], r["status"]) for r in got["models"][0]["rows"]] == [("p", "ok"), ("q", "ok")]
+    wasm = [{"peer": "fxc_wasm", "label": f"fxc wasm -num-threads={n}", "status": "ok"} for n in (1, 2)]
+    (tmp_path / "c.json").write_text(json.dumps({"meta": {}, "models": [{"model": "bert", "rows": wasm}]}))
+    got = merge_reports([tmp_path / "c.json"])
+    assert [r["label"] for r in got["models"][0]["rows"]] == [r["label"] for r in wasm]     # both threads kept
 
 
 def test_chart_label_names_the_threads_used():
