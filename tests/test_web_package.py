@@ -22,12 +22,17 @@ from tests.helpers_devices import small_net
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _exported(tmp_path_factory, target: str, seed: int, name: str):
+    """The small net (seeded) compiled for target and exported: (model, artifact path)."""
+    torch.manual_seed(seed)
+    model, x = small_net(), torch.randn(2, 3, 16, 16)
+    path = fxc.export(fxc.from_torch(model, (x,), target=target), tmp_path_factory.mktemp(name) / f"{name}.fxc")
+    return model, path
+
+
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
-    torch.manual_seed(0)
-    model, x = small_net(), torch.randn(2, 3, 16, 16)
-    path = fxc.export(fxc.from_torch(model, (x,), target="webgl"), tmp_path_factory.mktemp("web") / "net.fxc")
-    return model, path
+    return _exported(tmp_path_factory, "webgl", 0, "net")
 
 
 def _open(url):
@@ -123,10 +128,7 @@ def test_web_refuses_other_targets(tmp_path):
 
 @pytest.fixture(scope="module")
 def gpu_artifact(tmp_path_factory):
-    torch.manual_seed(1)
-    model, x = small_net(), torch.randn(2, 3, 16, 16)
-    path = fxc.export(fxc.from_torch(model, (x,), target="webgpu"), tmp_path_factory.mktemp("gpu") / "gpunet.fxc")
-    return model, path
+    return _exported(tmp_path_factory, "webgpu", 1, "gpunet")
 
 
 def test_webgpu_package_runs_in_the_browser_and_matches_eager(gpu_artifact, tmp_path):
