@@ -616,8 +616,6 @@ class FxcSubgraph(torch.nn.Module):
                 note = f"{self.name}: one build per size, not one for all sizes ({type(e).__name__}: {str(e)[:200]})"
                 _record(lambda r: r.notes.append(note))
                 self._symbolic = None
-            finally:
-                self._dynamic = None
         return None
 
     def _compile(self, args, symbolic: bool = False):
