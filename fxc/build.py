@@ -471,15 +471,15 @@ def _build(graph, target: Target, dbg: int, t0: float, **options) -> Module:
              f" + packed weights {end - plan.workspace_bytes} B"
              f" + kernel scratch {scratch} B")
     symbols = [dict(vars(infos.get(n) or SymInfo(n))) for n in sym_index]
+    extra = dict(symbols=symbols, sym_header=header, sym_bytes=symbolic_bytes(plan.sym_bytes)) if symbols else {}
     if target.kind == "wasm":
         if symbols and not target.caps.dynamic_rows:
             raise LoweringError(f"symbolic sizes on the {target.kind} target: its plan runtime takes no symbolic "
                                 f"offsets, so it builds per size")
-        extra = dict(symbols=symbols, sym_header=header, sym_bytes=symbolic_bytes(plan.sym_bytes)) if symbols else {}
         return _wasm_module(graph, target, lib, consts, header + 64 if sym_index else end + scratch, lines,
                             plan.total_bytes, pre_calls, calls, flops, profile, **extra)
-    extra = dict(symbols=symbols, sym_header=header, row_bytes=plan.row_bytes,
-                 sym_bytes=symbolic_bytes(plan.sym_bytes)) if symbols else {}
+    if symbols:
+        extra["row_bytes"] = plan.row_bytes
     return (DynamicModule if symbols else Module)(target.kind, str(lib),
                   [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.inputs],
                   [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.outputs],
