@@ -103,6 +103,15 @@ def build_fxc(model, inputs, threads, target: str | None = None) -> Runner:
     return _torch_runner(torch.compile(_private(model), backend="fxc", **options), inputs)
 
 
+def build_fxc_no_module_guards(model, inputs, threads) -> Runner:
+    # fxc with the user's per-compile opt-out of Dynamo's guards on nn.Module parameters and buffers
+    # (torch.compiler.skip_guard_on_inbuilt_nn_modules_unsafe): what a user who never swaps a parameter for one of
+    # another shape can choose; fxc itself still sees new weights (addresses, versions) every call
+    torch.set_num_threads(threads)
+    options = {"guard_filter_fn": torch.compiler.skip_guard_on_inbuilt_nn_modules_unsafe}
+    return _torch_runner(torch.compile(_private(model), backend="fxc", options=options), inputs)
+
+
 def build_fxc_opencl(model, inputs, threads) -> Runner:
     # fxc's opencl target on the first OpenCL device (FXC_OPENCL_DEVICE picks another): PoCL's CPU device here
     torch.set_num_threads(threads)
@@ -343,6 +352,8 @@ def peers_for(model_name: str) -> dict[str, Peer]:
         Peer("fxc_bf16", "fxc bf16", build_fxc_bf16, _fxc_version, cached=True),
         Peer("fxc_opencl", "fxc opencl", build_fxc_opencl, _fxc_version, cached=True),
         Peer("fxc_opengl", "fxc opengl", build_fxc_opengl, _fxc_version, cached=True),
+        Peer("fxc_no_module_guards", "fxc, no module guards", build_fxc_no_module_guards, _fxc_version,
+             cached=True),
         Peer("fxc_aot", "fxc.from_torch (frozen)", build_fxc_aot, _fxc_version, cached=True),
         Peer("fxc_aot_bf16", "fxc.from_torch bf16", build_fxc_aot_bf16, _fxc_version, cached=True),
         Peer("fxc", "fxc", build_fxc, _fxc_version, cached=True),

@@ -109,3 +109,21 @@ def test_graphs_that_are_not_pure_functions_keep_aot_autograd(target, aot_calls)
     assert v.data_ptr() == t.data_ptr()     # a real view, as in eager
     torch.testing.assert_close(d, t * 2)
     assert len(aot_calls) == 2
+
+
+def test_skipping_dynamos_module_guards_keeps_weight_updates_seen(target):
+    """options={"guard_filter_fn": torch.compiler.skip_guard_on_inbuilt_nn_modules_unsafe} (the user's opt-out of
+    Dynamo's per-call guards on parameters, benchmarks' fxc_no_module_guards peer): Dynamo no longer recompiles
+    when a parameter is replaced, and fxc's own checks of the weights (addresses, versions) still follow it."""
+    m = _model()
+    skip = torch.compiler.skip_guard_on_inbuilt_nn_modules_unsafe
+    c = torch.compile(m, backend="fxc", options={"target": target, "guard_filter_fn": skip})
+    x = torch.randn(2, 3, 10, 10)
+    with torch.no_grad():
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
+        m.conv.weight.mul_(-2.0)                            # in place: a version bump
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
+        m.fc.weight = nn.Parameter(torch.randn(5, 8))      # a new tensor in the same place
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
+        m.conv.weight.data = torch.randn(8, 3, 3, 3)        # new storage behind the same Parameter
+        torch.testing.assert_close(c(x), m(x), rtol=1e-4, atol=1e-5)
