@@ -166,8 +166,10 @@ def test_compile_worker_builds_for_the_requested_target(tmp_path):
 
 def test_module_cache_key_is_the_targets():
     """Two targets, one graph: two libraries (the cache key holds the target's CPU and features)."""
-    libs = {build(_matmul_gelu_graph(), target=spec).library for spec in ["llvm"] + LOWER_ISAS}
-    assert len(libs) == 3
+    specs = ["llvm"] + LOWER_ISAS
+    libs = {build(_matmul_gelu_graph(), target=spec).library for spec in specs}
+    machines = {(t.mcpu, t.caps.features) for t in map(Target.parse, specs)}   # a haswell host's "llvm" is haswell
+    assert len(libs) == len(machines) >= 2
 
 
 @pytest.mark.parametrize("spec", LOWER_ISAS)
@@ -203,7 +205,10 @@ def test_bf16_pack_rounds_to_nearest_even_and_keeps_nan():
     expected = expected.astype(np.uint16).astype(np.uint32)
     expected = (expected[0] | (expected[1] << 16)).view(np.int32)
     expected = np.where(np.isnan(np.stack([vals, vals[::-1]])).any(0), 0, expected)
-    specs = ["llvm -mcpu=cascadelake"] + (["llvm"] if Target.parse("llvm").caps.has("avx512bf16") else [])
+    # the integer rounding on the widest target without avx512bf16 that this host runs; the instruction where it has it
+    rounding = next(s for s in ["llvm -mcpu=cascadelake", "llvm -mcpu=haswell", "llvm -mcpu=x86-64-v2"]
+                    if Target.parse(s).caps.features <= host_features())
+    specs = [rounding] + (["llvm"] if Target.parse("llvm").caps.has("avx512bf16") else [])
     for spec in specs:
         got = build(b.graph, target=spec)(np.stack([vals, vals[::-1].copy()]))
         nan = np.isnan(np.stack([vals, vals[::-1]]))

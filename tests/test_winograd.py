@@ -242,7 +242,7 @@ def test_output_channel_groups_share_one_transformed_input(tile, monkeypatch):
 
 
 @pytest.mark.parametrize("tile", [4, 2])
-@pytest.mark.parametrize("shape", [(1, 256, 64, 28, 28, 1), (1, 256, 64, 7, 7, 1), (2, 96, 80, 14, 13, 1)],
+@pytest.mark.parametrize("shape", [(1, 256, 64, 28, 28, 1), (1, 256, 64, 7, 7, 1), (2, 192, 80, 14, 13, 1)],
                          ids=lambda s: "x".join(map(str, s)))
 def test_tile_rows_take_the_weight_block_in_l1_sized_channel_chunks(shape, tile, monkeypatch):
     """A task's tile rows each run the GEMM over the same U[xi] block; it goes in channel chunks of U_CHUNK bytes,
