@@ -1,5 +1,6 @@
 """Comparison helpers shared by the tests."""
 import numpy as np
+import pytest
 import torch
 
 
@@ -43,3 +44,14 @@ def sgd_steps(models, x, y, steps=3, lr=0.1):
             loss = ((m(x) - y) ** 2).mean()
             loss.backward()
             opt.step()
+
+
+def _host_has_avx512f() -> bool:
+    from fxc.target import Target
+    return Target.parse("llvm").caps.has("avx512f")
+
+
+# a test of the 16-lane (AVX-512) schedules' form (their loops, tiles, vector widths), not of the answer: on a host
+# without AVX-512 the host target's schedules are the 8-lane ones, whose answers the op and model tests check
+avx512_schedule = pytest.mark.skipif(not _host_has_avx512f(),
+                                     reason="checks the 16-lane AVX-512 schedule: this host's CPU lacks avx512f")
