@@ -200,7 +200,7 @@ class WasmModule(DeviceModule):
             got = rt.call("""async ([id, url, back, records, fresh]) => {
                 const m = window.fxcWasmModels[id];
                 m.load("ins", await (await fetch(url)).arrayBuffer(), records);
-                const r = m.step(fresh);
+                const r = await m.step(fresh);
                 if (!r.rc) await m.post(back);
                 return r; }""", [mid, url, f"{self._files}.out", records, not resident])
         finally:
