@@ -160,10 +160,16 @@ def test_two_thread_model_runs_its_plan_on_a_worker():
     assert generations[0] >= 1 and generations[2] > generations[1] > generations[0]
 
 
-def test_the_page_is_the_shared_browsers_and_data_goes_as_binary():
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "files"])
+def test_the_page_is_the_shared_browsers_and_data_goes_as_binary(inline, monkeypatch):
     """The wasm page is one page of the process's one browser (fxc.runtime.browser); inputs and outputs of several
-    dtypes travel as binary files (Page.put / take), and none is left on the server after a call."""
+    dtypes travel as binary files (Page.put / take) or, when small, as base64 within the call (inline), and none is
+    left on the server after a call."""
+    import fxc.runtime.wasm as wasm_rt
     from fxc.runtime.browser import open_browser
+    if not inline:
+        monkeypatch.setattr(wasm_rt, "INLINE_IN", 0)
+        monkeypatch.setattr(wasm_rt, "INLINE_OUT", 0)
     rng = np.random.default_rng(7)
     x = rng.standard_normal((3, 1000)).astype(np.float32)
     i = rng.integers(-5, 5, (3, 1000)).astype(np.int64)

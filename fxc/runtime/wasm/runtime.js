@@ -33,6 +33,18 @@ function fxcWasmImports() {
   return env;
 }
 const FXC_WASM_IMPORTS = fxcWasmImports();
+
+function fxcToBase64(bytes) {       // base64 of a Uint8Array (small data for the harness's call, no file)
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function fxcFromBase64(b64) {       // the bytes of base64 text, as an ArrayBuffer
+  const s = atob(b64), out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out.buffer;
+}
 const FXC_WASM_STACK = 8 << 20;      // bytes of each worker's stack (fxc.backends.wasm.STACK_BYTES)
 
 // a worker: instantiate the module on the shared memory, take its own stack, report; worker 0 then runs the entries
@@ -133,16 +145,11 @@ class FxcWasm {
   }
 
   write(at, b64) {                   // base64 (small data from a script) straight into the module's memory
-    const s = atob(b64), dst = this.bytes(at, s.length);
-    for (let i = 0; i < s.length; i++) dst[i] = s.charCodeAt(i);
+    const src = new Uint8Array(fxcFromBase64(b64));
+    this.bytes(at, src.length).set(src);
   }
 
-  read(at, n) {                      // base64 of n bytes of the module's memory
-    const src = this.bytes(at, n);
-    let s = "";
-    for (let i = 0; i < n; i += 0x8000) s += String.fromCharCode.apply(null, src.subarray(i, Math.min(n, i + 0x8000)));
-    return btoa(s);
-  }
+  read(at, n) { return fxcToBase64(this.bytes(at, n)); }   // base64 of n bytes of the module's memory
 }
 
 class FxcWasmModel {
@@ -194,14 +201,18 @@ class FxcWasmModel {
     });
   }
 
-  async post(url) {                  // the outputs, one after another, POSTed to the harness's server
+  outputBytes() {                    // the outputs, one after another (a copy)
     const n = this.spec.outputs.reduce((a, b) => a + b, 0), body = new Uint8Array(n);
     let at = 0;
     this.outs.forEach((p, k) => {
       body.set(this.wasm.bytes(p, this.spec.outputs[k]), at);
       at += this.spec.outputs[k];
     });
-    const r = await fetch(url, {method: "POST", body});
+    return body;
+  }
+
+  async post(url) {                  // the outputs POSTed to the harness's server (one file)
+    const r = await fetch(url, {method: "POST", body: this.outputBytes()});
     if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
   }
 
