@@ -59,6 +59,7 @@ POOL_IR = """
 @fxc_pool_workers = global i32 0, align 4
 @fxc_pool_gen = global i32 0, align 4
 @fxc_pool_done = global i32 0, align 4
+@fxc_pool_spin = global i32 {spin}, align 4
 @fxc_pool_busy = internal global i32 0, align 4
 @fxc_pool_fn = internal global ptr null, align 4
 @fxc_pool_args = internal global ptr null, align 4
@@ -104,7 +105,8 @@ poll:
   br i1 %all, label %out, label %more
 more:
   %i1 = add i32 %i, 1
-  %long = icmp ugt i32 %i1, {spin}
+  %lim = load atomic i32, ptr @fxc_pool_spin monotonic, align 4
+  %long = icmp ugt i32 %i1, %lim
   br i1 %long, label %sleep, label %poll
 sleep:
   %d2 = load atomic i32, ptr @fxc_pool_done seq_cst, align 4
@@ -133,7 +135,8 @@ poll:
   br i1 %same0, label %more, label %run
 more:
   %i1 = add i32 %i, 1
-  %long = icmp ugt i32 %i1, {spin}
+  %lim = load atomic i32, ptr @fxc_pool_spin monotonic, align 4
+  %long = icmp ugt i32 %i1, %lim
   br i1 %long, label %block, label %poll
 block:
   %r = call i32 @llvm.wasm.memory.atomic.wait32(ptr @fxc_pool_gen, i32 %s, i64 -1)
@@ -200,7 +203,7 @@ def _shared_memory_flags() -> list:
     counter and each worker's own stack pointer exported)."""
     return ["--shared-memory", "--import-memory", f"--initial-memory={MEMORY_PAGES[0] << 16}",
             f"--max-memory={MEMORY_PAGES[1] << 16}", "--export=fxc_worker", "--export=fxc_pool_workers",
-            "--export=fxc_pool_gen", "--export=__stack_pointer"]
+            "--export=fxc_pool_gen", "--export=fxc_pool_spin", "--export=__stack_pointer"]
 
 
 def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tuple:
