@@ -134,13 +134,42 @@ def test_two_threads_share_the_module_memory():
         assert_close_np(m(a, w), np.tanh(a @ w))
     workers, generation = m.device.call("""(id) => { const w = window.fxcWasmModels[id].wasm;
         return [w.workers.length, new Int32Array(w.memory.buffer)[w.exports.fxc_pool_gen.value >> 2]]; }""", m._id)
-    assert m.device.info["isolated"] and workers == 1 and generation >= 2
+    assert m.device.info["isolated"] and workers == 2 and generation >= 2
 
 
-def test_the_page_is_the_shared_browsers_and_data_goes_as_binary():
+def test_two_thread_model_runs_its_plan_on_a_worker():
+    """A model built for `wasm -num-threads=2` matches eager, and its plan runs on the plan's web worker (worker 0
+    counts the entries it ran: the weight packing, then one plan a call) with the pool worker taking part of the
+    parallel loops (the pool's generation counter moves every call), while the page's thread only awaits the answer."""
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU(), torch.nn.LayerNorm(96),
+                                torch.nn.Linear(96, 32)).eval()
+    x = torch.randn(24, 64)
+    compiled = fxc.from_torch(model, (x,), target="wasm -num-threads=2")
+    with torch.no_grad():
+        expected = model(x).numpy()
+    m, seen = compiled.module, []
+    for _ in range(3):
+        assert_close_np(compiled(x).numpy(), expected)
+        seen.append(m.device.call("""(id) => { const w = window.fxcWasmModels[id].wasm;
+            return [w.workers.length, w.planner === w.workers[0], w.planRuns,
+                    new Int32Array(w.memory.buffer)[w.exports.fxc_pool_gen.value >> 2]]; }""", m._id))
+    assert all(workers == 2 and planner for workers, planner, _, _ in seen)
+    runs, generations = [s[2] for s in seen], [s[3] for s in seen]
+    assert runs[0] >= 1 and runs[2] > runs[1] > runs[0]
+    assert generations[0] >= 1 and generations[2] > generations[1] > generations[0]
+
+
+@pytest.mark.parametrize("inline", [True, False], ids=["inline", "files"])
+def test_the_page_is_the_shared_browsers_and_data_goes_as_binary(inline, monkeypatch):
     """The wasm page is one page of the process's one browser (fxc.runtime.browser); inputs and outputs of several
-    dtypes travel as binary files (Page.put / take), and none is left on the server after a call."""
+    dtypes travel as binary files (Page.put / take) or, when small, as base64 within the call (inline), and none is
+    left on the server after a call."""
+    import fxc.runtime.wasm as wasm_rt
     from fxc.runtime.browser import open_browser
+    if not inline:
+        monkeypatch.setattr(wasm_rt, "INLINE_IN", 0)
+        monkeypatch.setattr(wasm_rt, "INLINE_OUT", 0)
     rng = np.random.default_rng(7)
     x = rng.standard_normal((3, 1000)).astype(np.float32)
     i = rng.integers(-5, 5, (3, 1000)).astype(np.int64)

@@ -45,16 +45,21 @@ entry:
   ret void
 }
 """
-# ... and for several (-num-threads=N): a pool of N - 1 web workers on the module's shared memory, each in
-# fxc_worker(k) (k = 1..N-1), asleep in memory.atomic.wait32 on the generation counter. A parallel loop over n
-# stores its body, arguments and n, bumps the generation and wakes them; part k of N (n k / N to n (k + 1) / N) runs
-# on worker k, part 0 on the caller, which then spins until every worker has counted itself done (a browser's main
-# thread may not wait). fxc_pool_workers stays 0 (every loop runs whole in the caller) until the JS runtime has
-# started the workers; a loop inside a parallel body, or of fewer than 2 iterations, runs whole too.
+# ... and for several (-num-threads=N): N web workers on the module's shared memory (fxc/runtime/wasm/runtime.js).
+# Worker 0 runs the plan (the page's own thread only posts a call and awaits the answer, so it never spins and both
+# cores do kernel work); workers k = 1..N-1 serve the pool in fxc_worker(k). A parallel loop over n stores its body,
+# arguments and n, bumps the generation counter and wakes the pool (one barrier a loop: the workers count themselves
+# done); part k of N (n k / N to n (k + 1) / N) runs on worker k, part 0 on the caller. Whoever waits (the caller for
+# the parts, a pool worker for the next loop) polls its counter POOL_SPIN times, then sleeps in memory.atomic.wait32
+# (the last worker done wakes the caller). fxc_pool_workers stays 0 (every loop runs whole in the caller) until the
+# JS runtime has started the workers; a loop inside a parallel body, or of fewer than 2 iterations, runs whole too
+# (a loop too small to be worth threads is serial already: the schedules' PARALLEL_MIN_WORK).
+POOL_SPIN = 20000           # polls before sleeping (a few tens of microseconds: the next loop usually comes sooner)
 POOL_IR = """
 @fxc_pool_workers = global i32 0, align 4
 @fxc_pool_gen = global i32 0, align 4
-@fxc_pool_done = internal global i32 0, align 4
+@fxc_pool_done = global i32 0, align 4
+@fxc_pool_spin = global i32 {spin}, align 4
 @fxc_pool_busy = internal global i32 0, align 4
 @fxc_pool_fn = internal global ptr null, align 4
 @fxc_pool_args = internal global ptr null, align 4
@@ -87,14 +92,29 @@ pool:
   %parts = add i64 %w64, 1
   %end0 = sdiv i64 %n, %parts
   %any = icmp sgt i64 %end0, 0
-  br i1 %any, label %mine, label %spin
+  br i1 %any, label %mine, label %poll0
 mine:
   call void %fn(i64 0, i64 %end0, ptr %args)
-  br label %spin
-spin:
+  br label %poll0
+poll0:
+  br label %poll
+poll:
+  %i = phi i32 [ 0, %poll0 ], [ %i1, %more ]
   %d = load atomic i32, ptr @fxc_pool_done seq_cst, align 4
   %all = icmp uge i32 %d, %w
-  br i1 %all, label %out, label %spin
+  br i1 %all, label %out, label %more
+more:
+  %i1 = add i32 %i, 1
+  %lim = load atomic i32, ptr @fxc_pool_spin monotonic, align 4
+  %long = icmp ugt i32 %i1, %lim
+  br i1 %long, label %sleep, label %poll
+sleep:
+  %d2 = load atomic i32, ptr @fxc_pool_done seq_cst, align 4
+  %all2 = icmp uge i32 %d2, %w
+  br i1 %all2, label %out, label %block
+block:
+  %r = call i32 @llvm.wasm.memory.atomic.wait32(ptr @fxc_pool_done, i32 %d2, i64 -1)
+  br label %sleep
 out:
   store atomic i32 0, ptr @fxc_pool_busy seq_cst, align 4
   ret void
@@ -104,14 +124,27 @@ define void @fxc_worker(i32 %k) {
 entry:
   %seen = alloca i32, align 4
   store i32 0, ptr %seen, align 4
-  br label %sleep
-sleep:
+  br label %next
+next:
   %s = load i32, ptr %seen, align 4
+  br label %poll
+poll:
+  %i = phi i32 [ 0, %next ], [ %i1, %more ]
+  %g0 = load atomic i32, ptr @fxc_pool_gen seq_cst, align 4
+  %same0 = icmp eq i32 %g0, %s
+  br i1 %same0, label %more, label %run
+more:
+  %i1 = add i32 %i, 1
+  %lim = load atomic i32, ptr @fxc_pool_spin monotonic, align 4
+  %long = icmp ugt i32 %i1, %lim
+  br i1 %long, label %block, label %poll
+block:
   %r = call i32 @llvm.wasm.memory.atomic.wait32(ptr @fxc_pool_gen, i32 %s, i64 -1)
-  %g = load atomic i32, ptr @fxc_pool_gen seq_cst, align 4
-  %same = icmp eq i32 %g, %s
-  br i1 %same, label %sleep, label %run
+  %g1 = load atomic i32, ptr @fxc_pool_gen seq_cst, align 4
+  %same1 = icmp eq i32 %g1, %s
+  br i1 %same1, label %block, label %run
 run:
+  %g = load atomic i32, ptr @fxc_pool_gen seq_cst, align 4
   store i32 %g, ptr %seen, align 4
   %fn = load atomic ptr, ptr @fxc_pool_fn seq_cst, align 4
   %args = load atomic ptr, ptr @fxc_pool_args seq_cst, align 4
@@ -132,9 +165,14 @@ body:
   br label %fin
 fin:
   %old = atomicrmw add ptr @fxc_pool_done, i32 1 seq_cst
-  br label %sleep
+  %now = add i32 %old, 1
+  %last = icmp eq i32 %now, %w
+  br i1 %last, label %wake, label %next
+wake:
+  %woke = call i32 @llvm.wasm.memory.atomic.notify(ptr @fxc_pool_done, i32 1)
+  br label %next
 }
-"""
+""".replace("{spin}", str(POOL_SPIN))
 MEMORY_PAGES = (512, 32768)     # a threaded module's shared memory, in 64 KiB pages: initial (32 MiB), most (2 GiB)
 STACK_BYTES = 8 << 20       # the kernels' private arrays (register tiles, small scratch) live on the stack
 ENTRIES = ("fxc_run", "fxc_prepack", "fxc_run_main")
@@ -165,7 +203,7 @@ def _shared_memory_flags() -> list:
     counter and each worker's own stack pointer exported)."""
     return ["--shared-memory", "--import-memory", f"--initial-memory={MEMORY_PAGES[0] << 16}",
             f"--max-memory={MEMORY_PAGES[1] << 16}", "--export=fxc_worker", "--export=fxc_pool_workers",
-            "--export=fxc_pool_gen", "--export=__stack_pointer"]
+            "--export=fxc_pool_gen", "--export=fxc_pool_spin", "--export=__stack_pointer"]
 
 
 def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tuple:

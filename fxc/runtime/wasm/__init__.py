@@ -5,9 +5,11 @@
 
 The program (fxc.backends.wasm via fxc.build) is JSON: {"wasm": base64 of the module, "prepack": whether it has
 `fxc_prepack` / `fxc_run_main`, "threads", "memory_pages"}. The page holds the model's buffers in the module's
-memory: inputs, outputs, constants (written once) and the workspace. A call serves the inputs that changed as one
-binary file (Page.put: the harness's loopback server, which the page fetches), runs the plan there (`fxc_run`, or
-the weight packing and `fxc_run_main`), and the page POSTs the outputs back as one binary file (Page.take): Python
+memory: inputs, outputs, constants (written once) and the workspace. A call is one round trip to the page: the
+inputs that changed go as one binary file (Page.put: the harness's loopback server, which the page fetches) or, up to
+INLINE_IN bytes, as base64 within the call; the plan runs there (`fxc_run`, or the weight packing and
+`fxc_run_main`; a threaded module's on its plan worker, fxc/runtime/wasm/runtime.js); the outputs come back within
+the call's answer up to INLINE_OUT bytes, else the page POSTs them as one binary file (Page.take): Python
 in, Python out, the model runs in the browser. The weights (`prepack_inputs`) stay in the page while the caller's
 token says they are unchanged; then neither their upload nor their packing is repeated. The page is the shared
 browser's (one Chromium per process), cross-origin isolated, so threaded modules get shared memory and workers.
@@ -30,6 +32,8 @@ from ..device_module import DeviceModule, _token_key
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
 ALIGN = 16          # offset of each tensor in a file sent to the page
+INLINE_IN, INLINE_OUT = 64 << 10, 256 << 10     # bytes sent (returned) as base64 within the call, not as a file:
+# below these a loopback request of its own (the page's fetch, its POST) costs more than the text in Playwright's call
 SETUP = """() => { window.fxcWasmModels = {};
   return {isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency}; }"""
 
@@ -184,9 +188,6 @@ class WasmModule(DeviceModule):
 
     def _run(self, ins: list, outs: list, token, sizes=None) -> None:
         mid = self._load()
-        if sizes:           # this call's sizes: the page grows its buffers and writes the symbol header
-            self.device.call("([id, sizes]) => window.fxcWasmModels[id].size(...sizes)",
-                             [mid, self._call_sizes(ins, outs, sizes)])
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
@@ -194,19 +195,25 @@ class WasmModule(DeviceModule):
         blob, records = pack(send)
         self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
         self._resident = None           # until this call has put the weights in place
-        rt, url = self.device, f"{self._files}.in"
-        rt.put(url, blob)
-        try:
-            got = rt.call("""async ([id, url, back, records, fresh]) => {
+        rt, url, back = self.device, f"{self._files}.in", f"{self._files}.out"
+        inline = len(blob) <= INLINE_IN
+        if not inline:
+            rt.put(url, blob)
+        try:            # one round trip: this call's sizes (symbolic), the inputs, the plan, the outputs
+            got = rt.call("""async ([id, sizes, url, b64, back, records, fresh]) => {
                 const m = window.fxcWasmModels[id];
-                m.load("ins", await (await fetch(url)).arrayBuffer(), records);
-                const r = m.step(fresh);
-                if (!r.rc) await m.post(back);
-                return r; }""", [mid, url, f"{self._files}.out", records, not resident])
+                if (sizes) m.size(...sizes);
+                m.load("ins", b64 !== null ? fxcFromBase64(b64) : await (await fetch(url)).arrayBuffer(), records);
+                const r = await m.step(fresh);
+                if (r.rc) return r;
+                if (back) await m.post(back); else r.out = fxcToBase64(m.outputBytes());
+                return r; }""", [mid, self._call_sizes(ins, outs, sizes) if sizes else None, url,
+                                 base64.b64encode(blob).decode() if inline else None,
+                                 None if sum(o.nbytes for o in outs) <= INLINE_OUT else back, records, not resident])
         finally:
             rt.drop(url)
         _check(got)
-        raw = rt.take(f"{self._files}.out")
+        raw = base64.b64decode(got["out"]) if "out" in got else rt.take(back)
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
         at = 0

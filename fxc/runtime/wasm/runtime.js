@@ -1,10 +1,10 @@
 // fxc's WebAssembly plan runtime: runs a model compiled for the `wasm` target (fxc.backends.wasm) in a browser.
 //
 //   const w = await FxcWasm.load(bytes, threads, pages);   // compile + instantiate one .wasm module (its memory;
-//                                                  // threads > 1: shared, with threads - 1 web workers)
+//                                                  // threads > 1: shared, with threads web workers)
 //   const m = new FxcWasmModel(w, spec);          // buffers of one model: inputs, outputs, constants, workspace
 //   m.load("consts", arrayBuffer, records);       // write constants or inputs ([offset, bytes] in the buffer)
-//   m.step(fresh); await m.post(url);             // run the plan ({rc, record}); POST the outputs (one file)
+//   await m.step(fresh); await m.post(url);       // run the plan ({rc, record}); POST the outputs (one file)
 //   w.call("fxc_group3", [inPtrs], [outPtrs], work)   // one entry of a group module (for webgl/webgpu fallbacks)
 //
 // The module exports its memory, `__heap_base` (buffers are placed from there, 64-byte aligned, growing the memory
@@ -14,8 +14,10 @@
 // functions WebAssembly has no instruction for, from Math (FXC_WASM_IMPORTS; fxc.backends.wasm.JS_IMPORTS).
 //
 // Threads (a module linked for -num-threads=N): the memory is a shared WebAssembly.Memory (the page must be
-// cross-origin isolated: COOP/COEP), N - 1 web workers instantiate the same module on it, each with a stack of its
-// own, and sleep in the module's fxc_worker(k) until a parallel loop wakes them (fxc.backends.wasm.POOL_IR).
+// cross-origin isolated: COOP/COEP) and N web workers instantiate the same module on it, each with a stack of its
+// own. Worker 0 runs the plan (`run`: the page posts the entry and its arguments and awaits the answer, so the
+// page's thread never spins while kernels run); workers 1..N-1 sleep in the module's fxc_worker(k) until a parallel
+// loop wakes them (fxc.backends.wasm.POOL_IR). The page's own instance only places buffers and reads the memory.
 "use strict";
 
 function fxcWasmImports() {
@@ -31,17 +33,37 @@ function fxcWasmImports() {
   return env;
 }
 const FXC_WASM_IMPORTS = fxcWasmImports();
+
+function fxcToBase64(bytes) {       // base64 of a Uint8Array (small data for the harness's call, no file)
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  return btoa(s);
+}
+
+function fxcFromBase64(b64) {       // the bytes of base64 text, as an ArrayBuffer
+  const s = atob(b64), out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out.buffer;
+}
 const FXC_WASM_STACK = 8 << 20;      // bytes of each worker's stack (fxc.backends.wasm.STACK_BYTES)
 
-// a worker: instantiate the module on the shared memory, take its own stack, report, then serve the pool forever
+// a worker: instantiate the module on the shared memory, take its own stack, report; worker 0 then runs the entries
+// the page posts (answering {rc, runs}: the plans it has run), the others serve the pool forever
 const FXC_WASM_WORKER = `"use strict";
 const FXC_WASM_IMPORTS = (${fxcWasmImports.toString()})();
 onmessage = async (e) => {
   const {module, memory, index, stack} = e.data;
   const {exports} = await WebAssembly.instantiate(module, {env: {...FXC_WASM_IMPORTS, memory}});
   exports.__stack_pointer.value = stack;
+  if (index === 0) {
+    let runs = 0;
+    onmessage = (c) => {
+      const fn = exports[c.data.entry];
+      postMessage(fn ? {rc: fn(...c.data.args), runs: ++runs} : {missing: c.data.entry});
+    };
+  }
   postMessage(index);
-  exports.fxc_worker(index);
+  if (index > 0) exports.fxc_worker(index);
 };`;
 
 class FxcWasm {
@@ -53,22 +75,25 @@ class FxcWasm {
                       "Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp");
     const memory = new WebAssembly.Memory({initial: pages[0], maximum: pages[1], shared: true});
     const w = new FxcWasm(await WebAssembly.instantiate(module, {env: {...FXC_WASM_IMPORTS, memory}}), memory);
-    await w.startWorkers(module, threads - 1);
+    await w.startWorkers(module, threads);
     return w;
   }
 
-  async startWorkers(module, n) {    // n workers asleep in fxc_worker, then the pool counts them
+  async startWorkers(module, n) {    // the plan's worker (0) and n - 1 pool workers asleep in fxc_worker
     const url = URL.createObjectURL(new Blob([FXC_WASM_WORKER], {type: "text/javascript"}));
     this.workers = [];
     const ready = [];
-    for (let k = 1; k <= n; k++) {
+    for (let k = 0; k < n; k++) {
       const worker = new Worker(url);
       this.workers.push(worker);
       ready.push(new Promise((resolve, reject) => { worker.onmessage = resolve; worker.onerror = reject; }));
       worker.postMessage({module, memory: this.memory, index: k, stack: this.alloc(FXC_WASM_STACK) + FXC_WASM_STACK});
     }
     await Promise.all(ready);
-    Atomics.store(new Int32Array(this.memory.buffer), this.exports.fxc_pool_workers.value >> 2, n);
+    URL.revokeObjectURL(url);
+    this.planner = this.workers[0];
+    this.planRuns = 0;               // entries run by the plan's worker (its own count, from its last answer)
+    Atomics.store(new Int32Array(this.memory.buffer), this.exports.fxc_pool_workers.value >> 2, n - 1);
   }
 
   constructor(instance, memory = null) {
@@ -95,26 +120,36 @@ class FxcWasm {
     return at;
   }
 
-  call(entry, ...args) {             // an entry's return code (0: fine) and, on 4, the index record
+  call(entry, ...args) {             // an entry's return code (0: fine) and, on 4, the index record (this thread)
     const fn = this.exports[entry];
     if (!fn) throw new Error(`the wasm module has no entry ${entry}`);
-    const rc = fn(...args);
+    return this.answer(fn(...args));
+  }
+
+  async run(entry, ...args) {        // as call, on the plan's worker when the module is threaded (the page waits idle)
+    if (!this.planner) return this.call(entry, ...args);
+    const got = await new Promise((resolve, reject) => {
+      this.planner.onmessage = e => resolve(e.data);
+      this.planner.onerror = e => reject(new Error(`the wasm plan's worker failed: ${e.message}`));
+      this.planner.postMessage({entry, args});
+    });
+    if (got.missing) throw new Error(`the wasm module has no entry ${got.missing}`);
+    this.planRuns = got.runs;
+    return this.answer(got.rc);
+  }
+
+  answer(rc) {
     let record = null;
     if (rc & 4 && this.record) record = Array.from(new BigInt64Array(this.memory.buffer, this.record, 3), Number);
     return {rc, record};
   }
 
   write(at, b64) {                   // base64 (small data from a script) straight into the module's memory
-    const s = atob(b64), dst = this.bytes(at, s.length);
-    for (let i = 0; i < s.length; i++) dst[i] = s.charCodeAt(i);
+    const src = new Uint8Array(fxcFromBase64(b64));
+    this.bytes(at, src.length).set(src);
   }
 
-  read(at, n) {                      // base64 of n bytes of the module's memory
-    const src = this.bytes(at, n);
-    let s = "";
-    for (let i = 0; i < n; i += 0x8000) s += String.fromCharCode.apply(null, src.subarray(i, Math.min(n, i + 0x8000)));
-    return btoa(s);
-  }
+  read(at, n) { return fxcToBase64(this.bytes(at, n)); }   // base64 of n bytes of the module's memory
 }
 
 class FxcWasmModel {
@@ -150,14 +185,14 @@ class FxcWasmModel {
     new BigInt64Array(w.memory.buffer, this.work + header, values.length).set(values.map(BigInt));
   }
 
-  step(fresh) {                      // the plan once; fresh: the weights changed (pack them again)
+  async step(fresh) {                // the plan once; fresh: the weights changed (pack them again)
     const w = this.wasm;
-    if (!this.spec.prepack) return w.call("fxc_run", ...this.args);
+    if (!this.spec.prepack) return w.run("fxc_run", ...this.args);
     if (fresh) {
-      const r = w.call("fxc_prepack", ...this.args);
+      const r = await w.run("fxc_prepack", ...this.args);
       if (r.rc) return r;
     }
-    return w.call("fxc_run_main", ...this.args);
+    return w.run("fxc_run_main", ...this.args);
   }
 
   load(which, buf, records) {        // which: "ins" or "consts"; records: [offset, bytes] in buf (null: not sent)
@@ -166,14 +201,18 @@ class FxcWasmModel {
     });
   }
 
-  async post(url) {                  // the outputs, one after another, POSTed to the harness's server
+  outputBytes() {                    // the outputs, one after another (a copy)
     const n = this.spec.outputs.reduce((a, b) => a + b, 0), body = new Uint8Array(n);
     let at = 0;
     this.outs.forEach((p, k) => {
       body.set(this.wasm.bytes(p, this.spec.outputs[k]), at);
       at += this.spec.outputs[k];
     });
-    const r = await fetch(url, {method: "POST", body});
+    return body;
+  }
+
+  async post(url) {                  // the outputs POSTed to the harness's server (one file)
+    const r = await fetch(url, {method: "POST", body: this.outputBytes()});
     if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
   }
 
@@ -181,10 +220,10 @@ class FxcWasmModel {
     for (const worker of this.wasm.workers || []) worker.terminate();
   }
 
-  bench(runs) {                      // ms per run of the plan alone (inputs and packed weights in place)
-    this.step(true);
+  async bench(runs) {                // ms per run of the plan alone (inputs and packed weights in place)
+    await this.step(true);
     const t0 = performance.now();
-    for (let k = 0; k < runs; k++) this.step(false);
+    for (let k = 0; k < runs; k++) await this.step(false);
     return (performance.now() - t0) / runs;
   }
 }
