@@ -15,7 +15,7 @@ Nothing in the cache is trusted blindly (docs/deploy.md, "The compile cache"):
 
 The cache is bounded (least recently used first, `FXC_CACHE_MAX_BYTES`): every hit sets the entry's mtime to now
 (its last use), and a write that takes the folder past the bound removes the entries used longest ago until it is
-at 80% of the bound (see `evict`). A size count (`.size`) under a lock (`.lock`, flock) keeps writes from walking
+at 80% of the bound (see `evict`). A size count kept in the lock file (`.lock`, flock) keeps writes from walking
 the folder, so two processes writing at once account and evict one after the other. An entry used in the last
 `GRACE_S` seconds is never removed (a loader may be between its check and its dlopen); one removed while another
 process reads it stays readable there (POSIX), and a loader that finds it gone takes it as a miss.
@@ -195,7 +195,7 @@ def max_bytes() -> int:
 
 
 def _files(root: Path) -> list:
-    """(last use, size, path) of every entry under root: regular files, not the lock, the size count or a write in
+    """(last use, size, path) of every entry under root: regular files, not the lock (and size count) or a write in
     progress (their names start with a dot or end in .tmp)."""
     out = []
     stack = [root]
@@ -241,29 +241,31 @@ def evict(root: Path, target: int, keep=()) -> int:
 
 
 class _Locked:
-    """The cache's lock (an flock on `.lock`) and its size count (`.size`: the total bytes of the entries, or absent:
-    unknown, the next use counts them)."""
+    """The cache's lock (an flock on `.lock`), whose file also holds the size count: the total bytes of the entries
+    as decimal digits, or nothing readable (unknown: the next use counts them)."""
 
     def __init__(self, root: Path):
         self.root = root
 
     def __enter__(self):
         self.fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self.fd)
+            raise
         return self
 
     def __exit__(self, *exc):
         os.close(self.fd)                   # releases the flock
 
     def total(self):
-        try:
-            return int((self.root / ".size").read_text())
-        except (OSError, ValueError):
-            return None
+        text = os.pread(self.fd, 32, 0).strip()
+        return int(text) if text.isdigit() else None
 
     def set_total(self, n: int) -> None:
-        (self.root / ".size.tmp").write_text(str(n))
-        os.replace(self.root / ".size.tmp", self.root / ".size")     # a reader never sees half a number
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, b"%d\n" % n, 0)
 
 
 def account(path: Path, nbytes: int) -> None:

@@ -66,7 +66,7 @@ def test_bound_holds_after_every_write_and_the_count_is_true(bounded, monkeypatc
     for i in range(40):
         cache.write_entry(f"modules/m{i}.npz", os.urandom(900 + 13 * i))
         assert _on_disk(bounded) <= 10000, i
-        assert int((bounded / ".size").read_text()) == _on_disk(bounded), i
+        assert int((bounded / ".lock").read_text()) == _on_disk(bounded), i
     assert cache.read_entry("modules/m39.npz") is not None     # the newest stays
     assert cache.read_entry("modules/m0.npz") is None
 
@@ -102,7 +102,7 @@ def test_concurrent_writers_keep_the_bound_and_a_true_count(bounded, monkeypatch
         out, err = p.communicate(timeout=120)
         assert p.returncode == 0 and out.strip() == "ok", err[-2000:]
     assert _on_disk(bounded) <= 20000
-    assert int((bounded / ".size").read_text()) == _on_disk(bounded)
+    assert int((bounded / ".lock").read_text()) == _on_disk(bounded)
     monkeypatch.setenv("FXC_CACHE_MAX_BYTES", "20000")
     with warnings.catch_warnings():
         warnings.simplefilter("error")                          # every entry left is whole: no damage warning
