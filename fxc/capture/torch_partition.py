@@ -20,7 +20,7 @@ from ..runtime.cpu import pointer_array
 from .explain import _record
 from .torch_graph import FROM_STR, SEED, to_graph
 from .torch_symbolic import symbolic_tries
-from .torch_weights import WeightSampler
+from .torch_weights import WeightCheck, WeightSampler
 
 log = logging.getLogger("fxc")
 
@@ -147,15 +147,13 @@ class FxcSubgraph(torch.nn.Module):
     def _inputs(self, key, tensor_pos, orders, args, module):
         """(the tensors to keep alive while the module reads them, a ctypes array of the input addresses, the
         prepack token for Module.run_prepared), or None to run eagerly. While the weights are the same tensors at
-        the same versions and addresses, their prepared forms, the address array and the token are reused from
-        the previous call: only the activations are looked at. orders: each input's dimension order in memory
-        (to_graph's `layouts`)."""
+        the same versions and addresses (WeightCheck: one C pass over them), their prepared forms, the address array
+        and the token are reused from the previous call: only the activations are looked at. orders: each input's
+        dimension order in memory (to_graph's `layouts`)."""
         held = self._held.get(key)
         if held is not None:
-            wpos, objs, versions, addrs, prepared, acts, array, token, copied = held
-            weights = wpos(args)
-            if all(map(operator.is_, weights, objs)) and list(map(_VERSION, weights)) == versions \
-                    and list(map(_DATA_PTR, weights)) == addrs and (copied is None or copied.unchanged()):
+            same, prepared, acts, array, token, copied = held
+            if same(args) and (copied is None or copied.unchanged()):
                 array = type(array).from_buffer_copy(array)     # a private copy: concurrent callers
                 ins = [prepared]
                 for slot, i in acts:
@@ -192,7 +190,7 @@ class FxcSubgraph(torch.nn.Module):
             return ins, array, token
         copies = [args[i] for slot, i in enumerate(tensor_pos)
                   if slot in fixed and ins[slot].data_ptr() != args[i].data_ptr()]
-        self._held[key] = (_picker(wpos), weights, versions, list(map(_DATA_PTR, weights)),
+        self._held[key] = (WeightCheck(wpos, weights, versions, list(map(_DATA_PTR, weights))),
                            [ins[slot] for slot in sorted(fixed)], acts, array, token,
                            WeightSampler.of(copies, module._lib.fingerprint) if copies else None)
         return ins, array, token
@@ -285,14 +283,6 @@ def _prepare(t, order=None):
         t = t.permute(order)
     return t if t.is_contiguous() else t.contiguous()
 
-
-
-def _picker(positions):
-    """A function of the arguments that returns those at `positions` as a sequence (one C call: operator.itemgetter,
-    whose result for a single position is the item itself)."""
-    if len(positions) == 1:
-        return lambda args, i=positions[0]: (args[i],)
-    return operator.itemgetter(*positions) if positions else lambda args: ()
 
 
 _VERSION = operator.attrgetter("_version")
