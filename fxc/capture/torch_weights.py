@@ -31,6 +31,7 @@ SOURCE = Path(__file__).with_name("weight_check.cpp")
 PREBUILT = SOURCE.parent / "_prebuilt"
 _VERSION = operator.attrgetter("_version")
 _native: dict = {"fn": None, "thread": None}
+_start = threading.Lock()          # one build thread per process
 
 
 def _picker(positions):
@@ -69,9 +70,10 @@ class WeightCheck:
 def native(wait: bool = False):
     """The C check (fxc_weights_same), or None while it builds (in a thread started by the first call) or when it
     cannot be built (then the checks stay in Python: slower, as right). wait: build now, in this thread."""
-    if _native["fn"] is None and _native["thread"] is None:
-        _native["thread"] = threading.Thread(target=_load, name="fxc-weight-check-build", daemon=True)
-        _native["thread"].start()
+    with _start:
+        if _native["fn"] is None and _native["thread"] is None:
+            _native["thread"] = threading.Thread(target=_load, name="fxc-weight-check-build", daemon=True)
+            _native["thread"].start()
     if wait:
         _native["thread"].join()
     return _native["fn"]
