@@ -76,3 +76,18 @@ def test_weight_changes_are_seen_through_torch_compile_with_the_c_check(native, 
     with torch.inference_mode():
         torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
     assert 1 in said and 0 in said and -1 not in said, said     # the C pass decided, both ways
+
+
+def test_without_gxx_the_python_check_decides(monkeypatch, caplog):
+    monkeypatch.setattr(tw.shutil, "which", lambda name: None)
+    monkeypatch.setattr(tw, "PREBUILT", tw.SOURCE.parent / "_no_such_folder")
+    monkeypatch.setattr(tw, "_native", {"fn": None, "thread": "done"})
+    with caplog.at_level("INFO", logger="fxc"):
+        tw._load()
+    assert tw._native["fn"] is None and "stays in Python" in caplog.text and "g++" in caplog.text
+    p = torch.nn.Parameter(torch.randn(3))
+    c = tw.WeightCheck([0], [p], [p._version], [p.data_ptr()])
+    assert c((p,))
+    with torch.no_grad():
+        p.mul_(2.0)
+    assert not c((p,))
