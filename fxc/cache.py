@@ -1,6 +1,7 @@
 """The on-disk cache (compiled libraries, object files, modules, tuning logs): one folder, atomic writes only.
 
-Takes: FXC_CACHE_DIR (default ~/.cache/fxc). Produces: `cache_dir()`, the folder to use, and checked entries.
+Takes: FXC_CACHE_DIR (default ~/.cache/fxc) and FXC_CACHE_MAX_BYTES (its size bound, default 2 GiB; a user's
+setting, like the folder). Produces: `cache_dir()`, the folder to use, checked entries, and the bound.
 
 Nothing in the cache is trusted blindly (docs/deploy.md, "The compile cache"):
 - the folder must belong to this user and be writable by nobody else (as pip and ccache require); otherwise,
@@ -11,15 +12,25 @@ Nothing in the cache is trusted blindly (docs/deploy.md, "The compile cache"):
   else can write it; anything else (truncated, damaged, another entry's content copied over it) is a miss,
   with one warning, and is rebuilt. A library keeps its trailer on disk: the ELF loader ignores bytes past
   the sections, so `dlopen` takes the checked file as it is.
+
+The cache is bounded (least recently used first, `FXC_CACHE_MAX_BYTES`): every hit sets the entry's mtime to now
+(its last use), and a write that takes the folder past the bound removes the entries used longest ago until it is
+at 80% of the bound (see `evict`). A size count kept in the lock file (`.lock`, flock) keeps writes from walking
+the folder, so two processes writing at once account and evict one after the other. An entry used in the last
+`GRACE_S` seconds is never removed (a loader may be between its check and its dlopen); one removed while another
+process reads it stays readable there (POSIX), and a loader that finds it gone takes it as a miss.
 """
 from __future__ import annotations
 
 import atexit
+import fcntl
 import hashlib
 import os
+import re
 import shutil
 import stat
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -121,6 +132,7 @@ def write_entry(relative: str, data: bytes, mode: int = 0o644) -> Path:
             raise                           # the private folder itself failed: a real error
         path = _private_dir(f"writing {relative} failed ({e.strerror or e})") / relative
         atomic_write(path, sealed, mode)
+    account(path, len(sealed))
     return path
 
 
@@ -147,6 +159,10 @@ def read_entry(relative: str, path: Path | None = None):
             except OSError:
                 pass
         return None
+    try:
+        os.utime(path)                      # its last use: the bound evicts the entries used longest ago
+    except OSError:                         # gone meanwhile (evicted): the bytes read are still this entry's
+        pass
     return data[:-TRAILER]
 
 
@@ -155,6 +171,148 @@ def checked_file(relative: str):
     object file), or None (see read_entry)."""
     path = entry_path(relative)
     return path if read_entry(relative, path) is not None else None
+
+
+# -- the size bound (least recently used first) ------------------------------------------------------------
+DEFAULT_MAX_BYTES = 2 << 30
+GRACE_S = 60.0          # an entry used this recently is never evicted (a loader may be between its check and load)
+LOW_WATER = 0.8         # eviction goes down to this fraction of the bound, so the next writes need no eviction
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def max_bytes() -> int:
+    """The cache's size bound in bytes: FXC_CACHE_MAX_BYTES (a number of bytes, or with a K, M, G or T suffix:
+    512M, 2G; 0 means no bound), default 2 GiB. A value that is none of these: the default, with one warning."""
+    text = os.environ.get("FXC_CACHE_MAX_BYTES", "").strip()
+    if not text:
+        return DEFAULT_MAX_BYTES
+    m = re.fullmatch(r"(\d+(?:\.\d*)?)\s*([kmgt]?)(?:i?b)?", text.lower())
+    if m is None:
+        warn_once("max-bytes", f"FXC_CACHE_MAX_BYTES={text!r} is not a size; the cache is bounded at the default "
+                               f"{DEFAULT_MAX_BYTES >> 30} GiB. Fix: a number of bytes, or e.g. 512M, 2G (0: no bound)")
+        return DEFAULT_MAX_BYTES
+    return int(float(m.group(1)) * _UNITS[m.group(2)])
+
+
+def _files(root: Path) -> list:
+    """(last use, size, path) of every entry under root: regular files, not the lock (and size count) or a write in
+    progress (their names start with a dot or end in .tmp)."""
+    out = []
+    stack = [root]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    if e.name.startswith(".") or e.name.endswith(".tmp"):
+                        continue
+                    try:
+                        if e.is_dir(follow_symlinks=False):
+                            stack.append(e.path)
+                        elif e.is_file(follow_symlinks=False):
+                            st = e.stat(follow_symlinks=False)
+                            out.append((st.st_mtime, st.st_size, e.path))
+                    except OSError:         # removed meanwhile
+                        pass
+        except OSError:
+            pass
+    return out
+
+
+def evict(root: Path, target: int, keep=()) -> int:
+    """Remove the entries under `root` used longest ago until their total is at most `target` bytes, sparing those
+    in `keep` and those used in the last GRACE_S seconds; returns the total left. Call it holding the lock."""
+    files = sorted(_files(root))
+    total = sum(size for _, size, _ in files)
+    recent = time.time() - GRACE_S
+    keep = {str(k) for k in keep}
+    for used, size, path in files:
+        if total <= target:
+            break
+        if used >= recent or path in keep:
+            continue
+        try:
+            os.unlink(path)
+        except FileNotFoundError:           # another process evicted it first
+            pass
+        except OSError:
+            continue
+        total -= size
+    return total
+
+
+class _Locked:
+    """The cache's lock (an flock on `.lock`), whose file also holds the size count: the total bytes of the entries
+    as decimal digits, or nothing readable (unknown: the next use counts them)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+
+    def __enter__(self):
+        self.fd = os.open(self.root / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)                   # releases the flock
+
+    def total(self):
+        text = os.pread(self.fd, 32, 0).strip()
+        return int(text) if text.isdigit() else None
+
+    def set_total(self, n: int) -> None:
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, b"%d\n" % n, 0)
+
+
+def account(path: Path, nbytes: int) -> None:
+    """Count a new entry of `nbytes` at `path` (written by this process) and, when that takes the cache past
+    max_bytes(), evict (never `path` itself). A cache that cannot be accounted (locked out, read-only) only grows."""
+    limit = max_bytes()
+    root = cache_dir()
+    if not limit or root not in Path(path).parents:
+        return
+    try:
+        with _Locked(root) as lk:
+            total = lk.total()
+            total = sum(size for _, size, _ in _files(root)) if total is None else total + nbytes
+            if total > limit:
+                total = evict(root, int(limit * LOW_WATER), keep=(path,))
+            lk.set_total(total)
+    except OSError:
+        pass
+
+
+def stats() -> dict:
+    """{"dir", "bytes", "entries", "max_bytes"} of the cache in use (counted now; also resets the size count)."""
+    root = cache_dir()
+    files = _files(root)
+    total = sum(size for _, size, _ in files)
+    try:
+        with _Locked(root) as lk:
+            lk.set_total(total)
+    except OSError:
+        pass
+    return {"dir": str(root), "bytes": total, "entries": len(files), "max_bytes": max_bytes()}
+
+
+def clear() -> tuple:
+    """Remove every entry of the cache in use; returns (entries, bytes) removed. A process loading one meanwhile
+    takes it as a miss (or, having opened it, reads it to the end)."""
+    root = cache_dir()
+    n = freed = 0
+    with _Locked(root) as lk:
+        for _, size, path in _files(root):
+            try:
+                os.unlink(path)
+                n, freed = n + 1, freed + size
+            except OSError:
+                pass
+        lk.set_total(sum(size for _, size, _ in _files(root)))
+    return n, freed
 
 
 # -- compiled modules, by graph fingerprint ---------------------------------------------------------------

@@ -298,6 +298,19 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    from . import cache
+    if args.action == "clear":
+        n, freed = cache.clear()
+        print(f"removed {n} entries ({freed / 2**20:.1f} MiB) from {cache.cache_dir()}")
+        return 0
+    s = cache.stats()
+    bound = f"{s['max_bytes'] / 2**30:.2f} GiB" if s["max_bytes"] else "none"
+    print(f"{s['dir']}: {s['entries']} entries, {s['bytes'] / 2**20:.1f} MiB; bound {bound} (FXC_CACHE_MAX_BYTES, "
+          f"least recently used entries evicted first)")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fxc", description="fxc deep-learning compiler: deploy artifacts")
     sub = p.add_subparsers(dest="command", required=True)
@@ -347,6 +360,9 @@ def parser() -> argparse.ArgumentParser:
     k = sub.add_parser("keygen", help="make an Ed25519 key pair for signing artifacts")
     k.add_argument("key", help="private key file to write (its public key goes to <name>.pub.pem)")
     k.set_defaults(fn=cmd_keygen)
+    ca = sub.add_parser("cache", help="the compile cache: its folder, size and entries; `fxc cache clear` empties it")
+    ca.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
+    ca.set_defaults(fn=cmd_cache)
     return p
 
 

@@ -48,3 +48,7 @@ ls fxc/runtime/_prebuilt/cpu_parallel-*.o >/dev/null 2>&1 && [ -z "$(find fxc/ru
 # it: no first `import fxc.mxnet` then waits for g++; quick when it is there
 ls fxc/capture/_prebuilt/libfxc_mxnet-*.so >/dev/null 2>&1 && [ -z "$(find fxc/capture/mxnet_fxc.cc -newer fxc/capture/_prebuilt -print)" ] \
   || .venv/bin/python -c "from fxc.capture.mxnet_ext import prebuild_extension; prebuild_extension()"
+# the torch.compile backend's per-call weight check (fxc/capture/weight_check.cpp, built against the installed
+# torch) beside its source: no first torch.compile then checks its weights in Python while g++ runs (~15 s of CPU)
+ls fxc/capture/_prebuilt/weight_check-*.so >/dev/null 2>&1 && [ -z "$(find fxc/capture/weight_check.cpp -newer fxc/capture/_prebuilt -print)" ] \
+  || .venv/bin/python -c "from fxc.capture.torch_weights import prebuild; prebuild()"

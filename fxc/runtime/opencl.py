@@ -117,8 +117,8 @@ class Device:
         if path is not None and path.exists():
             try:
                 return cl.Program(self.ctx, [self.dev], [path.read_bytes()]).build()
-            except cl.Error:
-                pass            # a stale or damaged binary: build from source
+            except (cl.Error, OSError):
+                pass            # a stale or damaged binary, or one evicted meanwhile (fxc/cache.py): build from source
         prog = cl.Program(self.ctx, source)
         try:
             prog.build(options=["-cl-std=CL1.2"])
