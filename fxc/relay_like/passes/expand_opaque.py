@@ -5,7 +5,8 @@ registry ops that each compute one output element from their inputs (reductions 
     layer_norm(x, w, b)      -> the moments of x - x[first] in one reduction (sum of d and d*d), rsqrt,
                                 (x - mean) * rstd * w + b
                                 (its outputs (out, mean, rstd) as the kernel gives them)
-    softmax(x, dim, safe)    -> m = amax(x); e = exp(x - m); e / sum(e)       (safe: -inf rows give zeros)
+    softmax(x, dim, safe)    -> m = amax(x); exp(x - m - log(sum(exp(x - m))))  (three draws; safe: -inf rows give
+                                zeros)
     log_softmax(x, dim)      -> x - m - log(sum(exp(x - m)))
     max_pool2d(x)            -> pad(x, -inf) then the maximum of its KHxKW strided slices (NaN propagates as eager)
 
@@ -61,12 +62,13 @@ def _softmax(log: bool):
         zero = b.scalar(0.0, x.dtype)
         if safe:            # a row of -inf only: exp(-inf - 0) = 0 everywhere, a sum of 0, and zeros out
             m = b.call("where", [b.call("eq", [m, -math.inf]), zero, m])
-        xm = b.call("sub", [x, m])
-        e = b.call("exp", [xm])
-        s = b.call("sum", [e], axes=axes, keepdim=True)
+        # three draws: m; the sum with exp(x + -m) inside it; the output. x + -m is x - m exactly, but another
+        # node: as one node (or exp(x - m) / s), it would be a tensor of its own, read by two consumers (a draw more)
+        s = b.call("sum", [b.call("exp", [b.call("add", [x, b.call("neg", [m])])])], axes=axes, keepdim=True)
+        lse = b.call("sub", [b.call("sub", [x, m]), b.call("log", [s])])
         if log:
-            return (b.call("sub", [xm, b.call("log", [s])]),)
-        out = b.call("div", [e, s])
+            return (lse,)
+        out = b.call("exp", [lse])
         if safe:
             out = b.call("where", [b.call("eq", [s, 0.0]), zero, out])
         return (out,)
