@@ -26,7 +26,7 @@ def _layer_norm(b, x, *affine, ndims, eps, weight, bias):
     its correction, the variance; each a fragment per four rows, on SwiftShader mostly idle threads). The moments are
     of d = x - k, k the row's first element (the shifted-data algorithm: no cancellation while k is within a few
     standard deviations of the mean; a row of equal values gives d = 0, so exactly its value as the mean and a zero
-    variance, as eager's Welford moments do): s = sum over the row of [d, d*d, d, d*d], four outputs a row (one
+    variance, as eager's Welford moments do): s = sum over the row of [d, d*d, 0, 0], four outputs a row (one
     texel: the row is the same in a fragment's four lanes, read once for them), then mean = k + s0/n,
     var = max(s1/n - (s0/n)^2, 0)."""
     nd = x.type.ndim
@@ -35,10 +35,14 @@ def _layer_norm(b, x, *affine, ndims, eps, weight, bias):
     k = x
     for a in axes:
         k = b.call("slice", [k], dim=a, start=0, end=1, step=1)
-    d = b.call("sub", [x, k])
+    # d is written three ways (x - k, x + -k, -(k - x): the same values) so that no node has two readers: each
+    # one is inlined into its reader (the moments' draw, the output's draw) rather than being a tensor of its own
     col = tuple(x.shape) + (1,)
-    d1, d2 = b.call("reshape", [d], shape=col), b.call("reshape", [b.call("mul", [d, d])], shape=col)
-    s = b.call("sum", [b.call("cat", [d1, d2, d1, d2], dim=nd)], axes=axes, keepdim=True)
+    nk = b.call("neg", [k])
+    sq = b.call("mul", [b.call("add", [x, nk]), b.call("add", [nk, x])])
+    d1, d2 = b.call("reshape", [b.call("neg", [b.call("sub", [k, x])])], shape=col), b.call("reshape", [sq], shape=col)
+    s = b.call("sum", [b.call("pad", [b.call("cat", [d1, d2], dim=nd)], pad=(0, 2))], axes=axes, keepdim=True)
+    d = b.call("sub", [x, k])
     kept = tuple(k.shape)
     m1 = b.call("mul", [b.call("reshape", [b.call("slice", [s], dim=nd, start=0, end=1, step=1)], shape=kept),
                         1.0 / n])
