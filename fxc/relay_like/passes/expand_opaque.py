@@ -22,8 +22,9 @@ from ..graph import Graph
 
 
 def _layer_norm(b, x, *affine, ndims, eps, weight, bias):
-    """One reduction draw for the row's moments, one elementwise draw for the output (was three reductions: the mean,
-    its correction, the variance; each a fragment per four rows, on SwiftShader mostly idle threads). The moments are
+    """One reduction draw for the row's moments, one elementwise draw for the output, and one of a value a row for
+    its first element (was three reductions: the mean, its correction, the variance; each a fragment per four rows,
+    on SwiftShader mostly idle threads, and the output). The moments are
     of d = x - k, k the row's first element (the shifted-data algorithm: no cancellation while k is within a few
     standard deviations of the mean; a row of equal values gives d = 0, so exactly its value as the mean and a zero
     variance, as eager's Welford moments do): s = sum over the row of [d, d*d, 0, 0], four outputs a row (one
@@ -35,8 +36,8 @@ def _layer_norm(b, x, *affine, ndims, eps, weight, bias):
     k = x
     for a in axes:
         k = b.call("slice", [k], dim=a, start=0, end=1, step=1)
-    # d is written three ways (x - k, x + -k, -(k - x): the same values) so that no node has two readers: each
-    # one is inlined into its reader (the moments' draw, the output's draw) rather than being a tensor of its own
+    # d is written four ways (x - k, -(k - x), x + -k, -k + x: the same values) so that no node of a row's size has
+    # two readers: each is inlined into its reader (the moments' draw, the output's draw), not a tensor of its own
     col = tuple(x.shape) + (1,)
     nk = b.call("neg", [k])
     sq = b.call("mul", [b.call("add", [x, nk]), b.call("add", [nk, x])])
