@@ -20,9 +20,9 @@ import fxc
 from fxc.testing.models import MODEL_NAMES, example_inputs, make_model
 
 
-def run(name: str, runs: int, profile: bool) -> dict:
+def run(name: str, runs: int, profile: bool, seq: int = 32) -> dict:
     model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
+    inputs = example_inputs(name, batch=1, seq_len=seq)
     t0 = time.perf_counter()
     compiled = fxc.from_torch(model, inputs, target="webgl", profile=profile)
     build = time.perf_counter() - t0
@@ -40,7 +40,7 @@ def run(name: str, runs: int, profile: bool) -> dict:
           f"{', '.join(f'{t:.2f}' for t in times)} s; max abs error {err:.2e} at output scale {scale:.2f} "
           f"({err / scale:.1e} x scale)", flush=True)
     if profile:
-        print(compiled.module.profile_table(top=10), flush=True)
+        print(compiled.module.profile_table(top=12), flush=True)
     return {"model": name, "build_s": build, "calls_s": times, "max_abs_error": err, "scale": scale}
 
 
@@ -49,11 +49,12 @@ def main(argv=None) -> None:
     p.add_argument("--models", default=",".join(MODEL_NAMES))
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--profile", action="store_true", help="also time every draw (the slowest kernels)")
+    p.add_argument("--seq", type=int, default=32, help="BERT's sequence length (the browser peers use 128)")
     args = p.parse_args(argv)
     from fxc.runtime.webgl import open_page
     print(f"device: {open_page().info['name']}, {open_page().info['driver']}", flush=True)
     for name in args.models.split(","):
-        run(name, args.runs, args.profile)
+        run(name, args.runs, args.profile, args.seq)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 False: WebGL's fragment shaders), the opaque ops whose kernels are hand-written loop IR become compositions of
 registry ops that each compute one output element from their inputs (reductions with the loop inside).
 
-    layer_norm(x, w, b)      -> the corrected two-pass mean, the biased variance, rsqrt, (x - mean) * rstd * w + b
+    layer_norm(x, w, b)      -> the moments of x - x[first] in one reduction (sum of d and d*d), rsqrt,
+                                (x - mean) * rstd * w + b
                                 (its outputs (out, mean, rstd) as the kernel gives them)
-    softmax(x, dim, safe)    -> m = amax(x); e = exp(x - m); e / sum(e)       (safe: -inf rows give zeros)
+    softmax(x, dim, safe)    -> m = amax(x); exp(x - m - log(sum(exp(x - m))))  (three draws; safe: -inf rows give
+                                zeros)
     log_softmax(x, dim)      -> x - m - log(sum(exp(x - m)))
     max_pool2d(x)            -> pad(x, -inf) then the maximum of its KHxKW strided slices (NaN propagates as eager)
 
@@ -15,17 +17,42 @@ from __future__ import annotations
 
 import math
 
-from ...ops.reduce import centre
 from ..builder import Builder
 from ..graph import Graph
 
 
 def _layer_norm(b, x, *affine, ndims, eps, weight, bias):
-    axes = tuple(range(x.type.ndim - ndims, x.type.ndim))
-    mean, xc = centre(b, x, axes)
-    var = b.call("mean", [b.call("mul", [xc, xc])], axes=axes, keepdim=True)
+    """One reduction draw for the row's moments, one elementwise draw for the output, and one of a value a row for
+    its first element (was three reductions: the mean, its correction, the variance; each a fragment per four rows,
+    on SwiftShader mostly idle threads, and the output). The moments are
+    of d = x - k, k the row's first element (the shifted-data algorithm: no cancellation while k is within a few
+    standard deviations of the mean; a row of equal values gives d = 0, so exactly its value as the mean and a zero
+    variance, as eager's Welford moments do): s = sum over the row of [d, d*d, 0, 0], four outputs a row (one
+    texel: the row is the same in a fragment's four lanes, read once for them), then mean = k + s0/n,
+    var = max(s1/n - (s0/n)^2, 0)."""
+    nd = x.type.ndim
+    axes = tuple(range(nd - ndims, nd))
+    n = math.prod(x.shape[a] for a in axes)
+    k = x
+    for a in axes:
+        k = b.call("slice", [k], dim=a, start=0, end=1, step=1)
+    # d is written four ways (x - k, -(k - x), x + -k, -k + x: the same values) so that no node of a row's size has
+    # two readers: each is inlined into its reader (the moments' draw, the output's draw), not a tensor of its own
+    col = tuple(x.shape) + (1,)
+    nk = b.call("neg", [k])
+    sq = b.call("mul", [b.call("add", [x, nk]), b.call("add", [nk, x])])
+    d1, d2 = b.call("reshape", [b.call("neg", [b.call("sub", [k, x])])], shape=col), b.call("reshape", [sq], shape=col)
+    s = b.call("sum", [b.call("pad", [b.call("cat", [d1, d2], dim=nd)], pad=(0, 2))], axes=axes, keepdim=True)
+    d = b.call("sub", [x, k])
+    kept = tuple(k.shape)
+    m1 = b.call("mul", [b.call("reshape", [b.call("slice", [s], dim=nd, start=0, end=1, step=1)], shape=kept),
+                        1.0 / n])
+    m2 = b.call("mul", [b.call("reshape", [b.call("slice", [s], dim=nd, start=1, end=2, step=1)], shape=kept),
+                        1.0 / n])
+    var = b.call("maximum", [b.call("sub", [m2, b.call("mul", [m1, m1])]), 0.0])
+    mean = b.call("add", [k, m1])
     rstd = b.call("rsqrt", [b.call("add", [var, float(eps)])])
-    out = b.call("mul", [xc, rstd])
+    out = b.call("mul", [b.call("sub", [d, m1]), rstd])
     if weight:
         out = b.call("mul", [out, affine[0]])
     if bias:
@@ -40,12 +67,13 @@ def _softmax(log: bool):
         zero = b.scalar(0.0, x.dtype)
         if safe:            # a row of -inf only: exp(-inf - 0) = 0 everywhere, a sum of 0, and zeros out
             m = b.call("where", [b.call("eq", [m, -math.inf]), zero, m])
-        xm = b.call("sub", [x, m])
-        e = b.call("exp", [xm])
-        s = b.call("sum", [e], axes=axes, keepdim=True)
+        # three draws: m; the sum with exp(x + -m) inside it; the output. x + -m is x - m exactly, but another
+        # node: as one node (or exp(x - m) / s), it would be a tensor of its own, read by two consumers (a draw more)
+        s = b.call("sum", [b.call("exp", [b.call("add", [x, b.call("neg", [m])])])], axes=axes, keepdim=True)
+        lse = b.call("sub", [b.call("sub", [x, m]), b.call("log", [s])])
         if log:
-            return (b.call("sub", [xm, b.call("log", [s])]),)
-        out = b.call("div", [e, s])
+            return (lse,)
+        out = b.call("exp", [lse])
         if safe:
             out = b.call("where", [b.call("eq", [s, 0.0]), zero, out])
         return (out,)
