@@ -1,9 +1,9 @@
 """A device module's launch plan at one value of its size symbol (numpy only; fxc/device_rows.py builds the plan).
 
-A symbolic device plan holds Launch steps whose `repeat` is (group, rows per launch, part) and whose `rows` gives
-each argument's bytes per row: the steps of one group and part run as a unit, part 0 once per block of `rows`
-rows (s // rows times), part 1 once per remaining row (s % rows times), every argument's offset moved to the
-unit's first row. A workspace argument may be ("work", (base, per)): the byte offset base + s * per (the
+A symbolic device plan holds Launch steps whose `repeat` is (group, rows per launch, part[, tail rows]) and whose
+`rows` gives each argument's bytes per row: the steps of one group and part run as a unit, part 0 once per block
+of `rows` rows (s // rows times), part 1 once per remaining row (s % rows times; with tail rows u, once per u of
+the remaining rows, the last perhaps past s), every argument's offset moved to the unit's first row. A workspace argument may be ("work", (base, per)): the byte offset base + s * per (the
 workspace's symbolic region). `expand(plan, s)` lists the launches of a call at size s as (step, offsets).
 """
 from __future__ import annotations
@@ -35,9 +35,9 @@ def expand(plan: list, s: int | None) -> list:
         if key is None:
             out += [(st, [0 if kind != "work" else slot_offset(ix, s or 0) for kind, ix in st.args]) for st in steps]
             continue
-        _, rows, part = key
+        rows, part = key[1], key[2]
         full = s // rows * rows
-        starts = range(0, full, rows) if part == 0 else range(full, s)
+        starts = range(0, full, rows) if part == 0 else range(full, s, key[3] if len(key) > 3 else 1)
         for r in starts:
             for st in steps:
                 out.append((st, [(0 if kind != "work" else slot_offset(ix, s)) + r * per
