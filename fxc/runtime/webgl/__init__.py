@@ -225,6 +225,8 @@ def _released() -> list:
 class WebGLModule(DeviceModule):
     """A DeviceModule whose device is a WebGL 2 page in headless Chromium."""
 
+    exports_symbols = True      # a symbolic batch exports (format 2) and runs from the artifact and `fxc web`
+
     def __post_init__(self):
         from ..module import np_dtype
         self.device = open_page()
