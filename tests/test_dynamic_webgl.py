@@ -1,7 +1,8 @@
 """A symbolic batch on the `webgl` target (issue 26): one build for every batch by row launches (fxc/device_rows.py;
 the page's plan runs each row group per block of 8 rows and per tail of 1, 2 or 4 rows, every operand moved by a
-texel offset uniform). Results against eager PyTorch; a batch outside the range is an InputError. A missing browser
-is a failure, not a skip."""
+texel offset uniform). torch.compile(dynamic=True), fxc.from_torch with a Dim, fxc.export + fxc.load and the static
+web package (`fxc web`, the page's ?size=N), results against eager PyTorch; a batch outside the range is an
+InputError (the page's error). A missing browser is a failure, not a skip."""
 import sys
 
 import numpy as np
@@ -55,18 +56,56 @@ def test_from_torch_dynamic_convnet_builds_once_and_refuses_out_of_range():
         compiled(torch.randn(21, 3, 14, 14))
 
 
-def test_symbolic_graph_on_webgl_every_size_from_one_build():
-    """The row plan at sizes that take blocks only, rows only and both, growing and shrinking: each a fresh draw list
-    over the same textures (or grown ones)."""
-    from tests.test_dynamic import _mlp_graph, _mlp_ref
-    rng = np.random.default_rng(0)
-    ws = [rng.standard_normal(s).astype(np.float32) for s in ((128, 64), (128,), (64, 128), (64,))]
-    before = BUILD.stats["builds"]
-    module = BUILD.build(_mlp_graph(1, 40), "webgl")
-    assert BUILD.stats["builds"] == before + 1 and module.symbols
-    for n in (9, 1, 8, 40, 3):
-        x = rng.standard_normal((n, 64)).astype(np.float32)
-        np.testing.assert_allclose(module(x, *ws), _mlp_ref(x, *ws), rtol=1e-4, atol=1e-4)
-    assert any("per 8 rows" in line for line in module.kernels)
+def test_tail_rows_keep_texel_alignment():
+    """Rows of 37 elements: the rows after the blocks run 4 at a time (37 x 4 elements: whole texels), the last
+    launch past s when s % 8 is not a multiple of 4; every offset a whole number of texels."""
+    from fxc.runtime.device_module import Launch
+    from fxc.runtime.device_rows import expand
+    plan = [Launch("a8", [("out", 0), ("in", 0)], (1,), (1,), rows=(148, 96), repeat=(0, 8, 0, 8)),
+            Launch("a4", [("out", 0), ("in", 0)], (1,), (1,), rows=(148, 96), repeat=(0, 8, 1, 4))]
+    got = [(st.kernel, offs) for st, offs in expand(plan, 13)]
+    assert got == [("a8", [0, 0]), ("a4", [8 * 148, 8 * 96]), ("a4", [12 * 148, 12 * 96])]
+    assert all(o % 16 == 0 for _, offs in got for o in offs)
+    assert [st.kernel for st, _ in expand(plan, 16)] == ["a8", "a8"]
+
+
+@pytest.fixture(scope="module")
+def dynamic_artifact(tmp_path_factory):
+    model = _convnet()
+    compiled = fxc.from_torch(model, (torch.randn(2, 3, 14, 14),), dynamic_shapes=({0: Dim("batch", min=1, max=20)},),
+                              target="webgl")
+    return model, fxc.export(compiled, tmp_path_factory.mktemp("dyn") / "convnet.fxc")
+
+
+def test_export_and_load_run_any_batch_in_range(dynamic_artifact):
+    model, path = dynamic_artifact
+    m = fxc.load(path)
+    assert m.symbols and m.symbols[0]["max"] == 20
+    with torch.no_grad():
+        for n in (3, 5, 17):
+            x = torch.randn(n, 3, 14, 14)
+            np.testing.assert_allclose(m(x.numpy()), model(x).numpy(), rtol=1e-4, atol=1e-4)
     with pytest.raises(InputError, match="outside the compiled range"):
-        module(rng.standard_normal((41, 64)).astype(np.float32), *ws)
+        m(np.zeros((21, 3, 14, 14), np.float32))
+
+
+def test_web_package_runs_the_size_the_page_asks_for(dynamic_artifact, tmp_path):
+    """`fxc web` of the dynamic artifact: the page runs the sample (batch 3) tiled to ?size=N; a size outside the
+    range is the page's error naming the range."""
+    from fxc.web import serve, write_package
+    from tests.test_web_package import _open
+    model, path = dynamic_artifact
+    x = np.random.default_rng(3).standard_normal((3, 3, 14, 14)).astype(np.float32)
+    index = write_package(path, tmp_path / "site", inputs=[x], runs=1)
+    with serve(index.parent) as server:
+        for n in (5, 17):
+            page, got = _open(server.url + f"?size={n}")
+            page.close()
+            assert got["state"] == "done", got["status"]
+            with torch.no_grad():
+                expected = model(torch.from_numpy(x[np.arange(n) % 3])).numpy()
+            np.testing.assert_allclose(np.asarray(got["outputs"][0], np.float32).reshape(expected.shape), expected,
+                                       rtol=1e-4, atol=1e-4)
+        page, got = _open(server.url + "?size=21")
+        page.close()
+        assert got["state"] == "error" and "outside the compiled range [1, 20]" in got["status"]

@@ -585,5 +585,5 @@ class WebGLLanesRenderer(WebGLRenderer):
         tail = [f"  fxc_out = {'vec4' if fl else 'ivec4'}(fxc_r[0], fxc_r[1], fxc_r[2], fxc_r[3]);"] \
             if self.mode == "loop" else []
         return "\n".join(head + [helpers, *divs, *ld4, "void main() {",
-                                 f"  int fxc_g = {TEXEL_WIDTH} * ({at});", f"  if ({skip}) {{ discard; }}", *main, *self.top, body, *tail, "}",
-                                 ""])
+                                 f"  int fxc_g = {TEXEL_WIDTH} * ({at});", f"  if ({skip}) {{ discard; }}",
+                                 *main, *self.top, body, *tail, "}", ""])

@@ -3,8 +3,9 @@
 A symbolic device plan holds Launch steps whose `repeat` is (group, rows per launch, part[, tail rows]) and whose
 `rows` gives each argument's bytes per row: the steps of one group and part run as a unit, part 0 once per block
 of `rows` rows (s // rows times), part 1 once per remaining row (s % rows times; with tail rows u, once per u of
-the remaining rows, the last perhaps past s), every argument's offset moved to the unit's first row. A workspace argument may be ("work", (base, per)): the byte offset base + s * per (the
-workspace's symbolic region). `expand(plan, s)` lists the launches of a call at size s as (step, offsets).
+the remaining rows, the last perhaps past s), every argument's offset moved to the unit's first row. A workspace
+argument may be ("work", (base, per)): the byte offset base + s * per (the workspace's symbolic region).
+`expand(plan, s)` lists the launches of a call at size s as (step, offsets).
 """
 from __future__ import annotations
 
