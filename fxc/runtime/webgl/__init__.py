@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ExecutionError, IndexOutOfRangeError, LoweringError, TargetError, index_error_message
+from ...errors import ExecutionError, IndexOutOfRangeError, InputError, LoweringError, TargetError, index_error_message
 from ..browser import open_browser
 from ..device_module import DeviceModule, _token_key
 from ..device_rows import expand
@@ -150,11 +150,13 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if rows > cap:
             raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {per_row}; this "
                                 f"browser's MAX_TEXTURE_SIZE is {cap} (the graph runs elsewhere)")
+    # a symbolic batch: the largest size whose textures MAX_TEXTURE_SIZE holds (the page grows them up to it)
+    fit = min([(cap * per_row - s["elements"]) // s["per"] for s in slots if s["per"]] + [1 << 53])
     return link_wasm_steps({"width": width, "lanes": int(program.get("lanes", 1)),
                             "kernels": {n: {"shader": k["shader"], "output": k["output"]}
                                         for n, k in program["kernels"].items()},
                             "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
-                            "checks": checks, "symbol": dict(symbols[0]) if symbols else None})
+                            "checks": checks, "symbol": dict(symbols[0]) if symbols else None, "fit": fit})
 
 
 def wasm_step(st, entry: dict, slot) -> dict:
@@ -258,6 +260,10 @@ class WebGLModule(DeviceModule):
         self._init_call_state()
 
     def _run(self, ins: list, outs: list, token, s=None) -> None:
+        if s is not None and s > self.desc["fit"]:
+            raise InputError(f"{self.symbols[0]['name']} = {s} needs textures taller than this browser's "
+                             f"MAX_TEXTURE_SIZE ({self.device.info['max_texture_size']} rows); sizes up to "
+                             f"{self.desc['fit']} run here: split the batch, or use the webgpu or llvm target")
         for i, size, wrap, op in self.desc["checks"]:
             bad = _index_range(ins[i], size, wrap)
             if bad is not None:

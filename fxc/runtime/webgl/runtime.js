@@ -113,7 +113,7 @@ class FxcWebGL {
     const sym = this.desc.symbol;
     if (!(s >= sym.min && s <= sym.max)) throw new Error(`size ${s} of ${sym.name} is outside [${sym.min}, ${sym.max}]`);
     if (s <= this.cap) return;
-    const cap = Math.max(s, Math.min(2 * this.cap, sym.max));
+    const cap = Math.max(s, Math.min(2 * this.cap, sym.max, this.desc.fit));     // fit: what MAX_TEXTURE_SIZE holds
     this.desc.slots.forEach((slot, i) => {
       if (!slot.per) return;
       this.gl.deleteTexture(this.textures[i].tex);
@@ -122,24 +122,26 @@ class FxcWebGL {
     this.cap = cap;
   }
 
-  draws(s) {              // [step, texel offset per parameter or null, first texture row, rows] of a call at size s
-    if (!this.desc.symbol) return this.steps.map(st => [st, null, 0, st.rows]);
+  draws(s) {              // [step, texel offset per parameter or null, viewport [x, y, w, h]] of a call at size s
+    const W = this.width;
+    if (!this.desc.symbol) return this.fixed || (this.fixed = this.steps.map(st => [st, null, [0, 0, W, st.rows]]));
     let got = this.plans.get(s);
     if (got) return got;
     got = [];
-    const texels = this.width, steps = this.steps;
+    const steps = this.steps;
     for (let i = 0; i < steps.length;) {
       const rep = steps[i].step && steps[i].step.repeat, key = rep ? rep.join() : null;
       let j = i + 1;
       while (key !== null && j < steps.length && steps[j].step && steps[j].step.repeat &&
              steps[j].step.repeat.join() === key) j++;
-      if (key === null) { got.push([steps[i], null, 0, steps[i].rows]); i++; continue; }
+      if (key === null) { got.push([steps[i], null, [0, 0, W, steps[i].rows]]); i++; continue; }
       const [, block, part, tail] = rep, full = Math.floor(s / block) * block;
       for (let r = part === 0 ? 0 : full; r < (part === 0 ? full : s); r += part === 0 ? block : (tail || 1)) {
         for (let q = i; q < j; q++) {
           const st = steps[q].step, offs = st.per.map(p => r * p / 4), o = offs[steps[q].k.output];
-          const y0 = Math.floor(o / texels), y1 = Math.ceil((o + st.n / 4) / texels);
-          got.push([steps[q], offs, y0, y1 - y0]);
+          const end = o + Math.ceil(st.n / 4), y0 = Math.floor(o / W), y1 = Math.ceil(end / W);
+          // the texture rows of the output's texels [o, end); within one row, just its texels
+          got.push([steps[q], offs, y1 - y0 === 1 ? [o % W, y0, end - o, 1] : [0, y0, W, y1 - y0]]);
         }
       }
       i = j;
@@ -156,7 +158,7 @@ class FxcWebGL {
     this.fresh = inputs.map(data => data !== null);     // which inputs changed (a wasm step reads those again)
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
     const probe = new Float32Array(4), iprobe = new Int32Array(4);
-    for (const [s, offs, y0, rows] of this.draws(size)) {
+    for (const [s, offs, view] of this.draws(size)) {
       const t0 = profile ? performance.now() : 0;
       if (s.host) {                       // a wasm step: {fault} stops the plan (fxc.runtime.wasm.wasm_fault)
         const fault = s.host();
@@ -167,7 +169,7 @@ class FxcWebGL {
       }
       const out = this.textures[s.out];
       gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, out.tex, 0);
-      gl.viewport(0, y0, this.width, rows);    // not the texture's rows: a discarded fragment costs as much as any
+      gl.viewport(...view);    // not the texture's rows: a discarded fragment costs as much as any
       gl.useProgram(s.k.prog);
       if (offs) s.k.qs.forEach((loc, j) => { if (loc) gl.uniform1i(loc, offs[j]); });
       s.inputs.forEach((t, unit) => {
