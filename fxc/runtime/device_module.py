@@ -42,7 +42,8 @@ class Launch:
     block: tuple
     prepack: bool = False       # part of the prepack step (reads weights only): rerun only when a weight changed
     rows: tuple = ()            # symbolic plans: each argument's bytes per row (runtime/device_rows.py)
-    repeat: tuple = ()          # symbolic plans: (group, rows per launch, part 0 blocks | 1 remaining rows)
+    repeat: tuple = ()          # symbolic plans: (group, rows per launch, part 0 blocks | 1 remaining rows[, rows
+    #                             per launch of part 1: 1, or 2 / 4 where offsets must be whole texels (webgl)])
 
 
 def _nbytes(spec: TensorSpec) -> int:

@@ -19,6 +19,11 @@ server, which the page fetches), the plan runs there, the outputs come back (POS
 Inputs that are weights (`prepack_inputs`) stay resident in their textures and are sent again only when they
 changed (the version rule of fxc.runtime.device_module). Built with profile=True, a call also times each draw.
 
+A module with a size symbol (a symbolic batch: fxc/device_rows.py's row launches) is loaded once for every size:
+each call passes the size, and the page grows the textures of the symbolic tensors and draws the row steps per
+block of rows, each draw with its parameters' texel offsets (runtime.js: grow, draws); a size whose textures would
+exceed MAX_TEXTURE_SIZE is an InputError naming the largest that fits.
+
 Errors are named: TargetError (no Playwright, no Chromium at /usr/bin/chromium or $FXC_CHROMIUM, no WebGL 2 or no
 float render targets in it), CompileError (a shader the browser rejected), LoweringError (an index check the host
 cannot make), IndexOutOfRangeError, ExecutionError.
