@@ -136,6 +136,7 @@ def build_device(graph, target: Target, **options):
                 if rowwise:
                     row_names.update(k.name for ks in same[sig].values() for k in ks)
                     widest = max([widest] + row_bytes(gr, sym))
+            sizes = list(same[sig])         # rows of each part: the block, then the tails (fxc/device_rows.py)
             for part, (size, launches) in enumerate(same[sig].items()):
                 extra, at = [], end     # scratch: after the packed weights, shared (the launches run one at a time)
                 for b in launches[0].params if launches else ():
@@ -143,8 +144,9 @@ def build_device(graph, target: Target, **options):
                         extra.append(("work", at))
                         at += (b.nbytes + 63) // 64 * 64
                 scratch = max(scratch, at - end)
-                rows, repeat = ((tuple(row_bytes(gr, sym) + [0] * len(extra)), (i, ROW_BLOCK, part, size)) if rowwise
-                                else ((), ()))
+                tail = (size, sizes[part - 1] if part else ROW_BLOCK, int(part == len(sizes) - 1))
+                rows, repeat = ((tuple(row_bytes(gr, sym) + [0] * len(extra)), (i, ROW_BLOCK, part) + tail)
+                                if rowwise else ((), ()))
                 steps += [Launch(k.name, args + extra, k.launch.grid, k.launch.block, is_pre, rows, repeat)
                           for k in launches]
             launches = next(iter(same[sig].values()))

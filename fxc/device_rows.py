@@ -12,7 +12,8 @@ shapes and launches
 (where a target's operand offsets must be multiples of `Caps.row_align` elements, WebGL's 4-element texels, and a
 row's elements are not, the last rows run in launches of `tail_rows` rows, 2 or 4, the smallest unit that keeps
 every offset aligned: ceil(s % ROW_BLOCK / unit) launches; the rows past s that the last one computes are in
-the buffers' padding, the runtime sizes them for a multiple of ROW_BLOCK rows)
+the buffers' padding, the runtime sizes them for ROW_BLOCK rows more. With `Caps.binary_tails` the rows after the
+blocks run as at most one launch of 4 rows, one of 2, then the last unit's: a batch of 7 is 3 launches, not 7)
 
 each launch with its operands' offsets (OpenCL's offset arguments, GL's offset uniforms) moved to its first row,
 and the symbolic part of the workspace placed at `base + s * per` (fxc.runtime.device_rows evaluates both).
@@ -53,11 +54,14 @@ def tail_rows(gr, caps, sym) -> int:
 
 def row_launches(gr, name: str, caps, sym) -> dict:
     """{rows: the device kernels (launches in order) of group gr at that many rows} for ROW_BLOCK and tail_rows
-    rows; LoweringError when the group reads rows other than those it writes (then the graph builds per size)."""
+    rows (and 4, 2 rows with Caps.binary_tails), in that order; LoweringError when the group reads rows other than
+    those it writes (then the graph builds per size)."""
     from .build import group_tensors
     from .lowering.schedules.gpu import lower_group_device
     out = {}
-    for size in (ROW_BLOCK, tail_rows(gr, caps, sym)):
+    unit = tail_rows(gr, caps, sym)
+    tails = [x for x in (4, 2, 1) if x >= unit] if caps.binary_tails else [unit]
+    for size in [ROW_BLOCK] + tails:
         tensors: dict = {}
         roots, _, ins = group_tensors(gr, {sym.name: size}, tensors)
         bufs = [Buffer(f"out{k}", o.dtype, math.prod(t.shape)) for k, (o, t) in enumerate(zip(gr.outputs, roots))]

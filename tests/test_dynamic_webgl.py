@@ -69,6 +69,19 @@ def test_tail_rows_keep_texel_alignment():
     assert [st.kernel for st, _ in expand(plan, 16)] == ["a8", "a8"]
 
 
+def test_binary_tails_run_at_most_one_launch_of_each_size():
+    """Caps.binary_tails (webgl): the rows after the blocks as one launch of 4, one of 2 and the last unit's."""
+    from fxc.runtime.device_module import Launch
+    from fxc.runtime.device_rows import expand
+    plan = [Launch(f"a{u}", [("out", 0)], (1,), (1,), rows=(16,), repeat=(0, 8, p, u, m, int(u == 1)))
+            for p, (u, m) in enumerate(((8, 8), (4, 8), (2, 4), (1, 2)))]
+    for s in range(1, 30):
+        got = [(st.kernel, offs[0] // 16) for st, offs in expand(plan, s)]
+        rows = [r for k, start in got for r in range(start, start + int(k[1:]))]
+        assert rows == list(range(s)), (s, got)          # every row once, in order
+        assert len(got) == s // 8 + bin(s % 8).count("1")
+
+
 @pytest.fixture(scope="module")
 def dynamic_artifact(tmp_path_factory):
     model = _convnet()

@@ -135,8 +135,14 @@ class FxcWebGL {
       while (key !== null && j < steps.length && steps[j].step && steps[j].step.repeat &&
              steps[j].step.repeat.join() === key) j++;
       if (key === null) { got.push([steps[i], null, [0, 0, W, steps[i].rows]]); i++; continue; }
-      const [, block, part, tail] = rep, full = Math.floor(s / block) * block;
-      for (let r = part === 0 ? 0 : full; r < (part === 0 ? full : s); r += part === 0 ? block : (tail || 1)) {
+      // part 0: blocks; a later part: the rows from s - s % m the parts before it left, the last part all of them
+      // in launches of `unit` rows, another one launch when s % m >= unit (fxc/runtime/device_rows.py's expand)
+      const [, block, part, unit = 1, m = block, last = 1] = rep, first = s - s % m;
+      const starts = [];
+      if (part === 0) for (let r = 0; r + block <= s; r += block) starts.push(r);
+      else if (last) for (let r = first; r < s; r += unit) starts.push(r);
+      else if (s % m >= unit) starts.push(first);
+      for (const r of starts) {
         for (let q = i; q < j; q++) {
           const st = steps[q].step, offs = st.per.map(p => r * p / 4), o = offs[steps[q].k.output];
           const end = o + Math.ceil(st.n / 4), y0 = Math.floor(o / W), y1 = Math.ceil(end / W);
