@@ -3,6 +3,7 @@
 through `fxc.load` (the deploy runtime) on the same inputs, interleaved, medians of --runs calls after warm-up.
 
     .venv/bin/python -m benchmarks.dynamic_export [--model resnet18] [--size 64] [--batches 1,5,8] [--runs 30]
+                                                  [--target webgl]   # llvm (default) or webgl (the browser page)
 
 Prints the dynamic build's build + export time once, then per batch: dynamic ms, static ms, dynamic / static, and
 the static build + export time (the dynamic outputs are checked against the static ones first).
@@ -23,6 +24,7 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=64, help="image height and width")
     ap.add_argument("--batches", default="1,5,8")
     ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--target", default="llvm", help="llvm, or webgl (the device target whose dynamic builds export)")
     args = ap.parse_args(argv)
     import torch
     from torch.export import Dim
@@ -34,12 +36,14 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as d:
         t = time.perf_counter()
         dynamic = fxc.from_torch(model, (torch.randn(2, 3, hw, hw),),
-                                 dynamic_shapes=({0: Dim("batch", min=1, max=max(batches + [16]))},))
+                                 dynamic_shapes=({0: Dim("batch", min=1, max=max(batches + [16]))},),
+                                 target=args.target)
         dyn = fxc.load(fxc.export(dynamic, Path(d) / "dynamic.fxc"))
         print(f"{args.model} {hw}x{hw}: dynamic build + export {time.perf_counter() - t:.1f} s")
         for b in batches:
             t = time.perf_counter()
-            st = fxc.load(fxc.export(fxc.from_torch(model, (torch.randn(b, 3, hw, hw),)), Path(d) / f"static{b}.fxc"))
+            static = fxc.from_torch(model, (torch.randn(b, 3, hw, hw),), target=args.target)
+            st = fxc.load(fxc.export(static, Path(d) / f"static{b}.fxc"))
             built = time.perf_counter() - t
             x = np.random.default_rng(b).standard_normal((b, 3, hw, hw)).astype(np.float32)
             np.testing.assert_allclose(dyn(x), st(x), rtol=1e-3, atol=1e-3)

@@ -22,23 +22,25 @@ from .target import Target, device_target
 
 
 def _backend(kind: str):
-    """(render(kernels) -> program source, Module class, needs_fp64(kernel)) of a device target kind."""
+    """(render(kernels, rows=None) -> program source, Module class, needs_fp64(kernel)) of a device target kind;
+    rows: (names of the row-launch kernels, elements of the largest tensor at the symbol's largest size), which
+    only WebGL's renderer reads (its offsets are uniforms of the row kernels; its texture width fits that size)."""
     if kind == "opencl":
         from .backends.opencl import needs_fp64, render_opencl
         from .runtime.device_module import DeviceModule
-        return render_opencl, DeviceModule, needs_fp64
+        return (lambda kernels, rows=None: render_opencl(kernels)), DeviceModule, needs_fp64
     if kind == "opengl":
         from .backends.glsl import needs_fp64, render_glsl
         from .runtime.opengl import GLModule
-        return render_glsl, GLModule, needs_fp64
+        return (lambda kernels, rows=None: render_glsl(kernels)), GLModule, needs_fp64
     if kind == "webgl":
         from .backends.glsl import needs_fp64, render_webgl
         from .runtime.webgl import WIDTH, WebGLModule
-        return (lambda kernels: render_webgl(kernels, WIDTH)), WebGLModule, needs_fp64
+        return (lambda kernels, rows=None: render_webgl(kernels, WIDTH, *(rows or ()))), WebGLModule, needs_fp64
     if kind == "webgpu":
         from .backends.wgsl import needs_fp64, render_wgsl
         from .runtime.webgpu import WebGPUModule
-        return render_wgsl, WebGPUModule, needs_fp64
+        return (lambda kernels, rows=None: render_wgsl(kernels)), WebGPUModule, needs_fp64
     raise TargetError(f"target kind {kind!r} has no device backend yet; available: opencl, opengl, webgl, webgpu (and "
                       f"llvm for the CPU)")
 
@@ -112,7 +114,7 @@ def build_device(graph, target: Target, **options):
         slots.update({vid: ("work", ("rows", off)) for vid, off in plan.row_offsets.items()})
         slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
         slots.update({vid: slots[src.id] for vid, src in views.items()})
-        kernels, steps, lines, same, scratch = [], [], [], {}, 0
+        kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
         host = Fallback(target, render) if target.caps.fallback else None      # webgl: wasm kernels in the page
         for i, gr in enumerate(prepack + groups):
             is_pre, rowwise = i < len(prepack), symbolic_group(gr, sym)
@@ -131,15 +133,20 @@ def build_device(graph, target: Target, **options):
                 same[sig] = row_launches(gr, name, target.caps, sym) if rowwise else \
                     {0: host.launches(sig) if host else group_launches(gr, name, target.caps)}
                 kernels += [k for ks in same[sig].values() for k in ks]
-            for part, launches in enumerate(same[sig].values()):
+                if rowwise:
+                    row_names.update(k.name for ks in same[sig].values() for k in ks)
+                    widest = max([widest] + row_bytes(gr, sym))
+            sizes = list(same[sig])         # rows of each part: the block, then the tails (fxc/device_rows.py)
+            for part, (size, launches) in enumerate(same[sig].items()):
                 extra, at = [], end     # scratch: after the packed weights, shared (the launches run one at a time)
                 for b in launches[0].params if launches else ():
                     if b.scope == "scratch":
                         extra.append(("work", at))
                         at += (b.nbytes + 63) // 64 * 64
                 scratch = max(scratch, at - end)
-                rows, repeat = ((tuple(row_bytes(gr, sym) + [0] * len(extra)), (i, ROW_BLOCK, part)) if rowwise
-                                else ((), ()))
+                tail = (size, sizes[part - 1] if part else ROW_BLOCK, int(part == len(sizes) - 1))
+                rows, repeat = ((tuple(row_bytes(gr, sym) + [0] * len(extra)), (i, ROW_BLOCK, part) + tail)
+                                if rowwise else ((), ()))
                 steps += [Launch(k.name, args + extra, k.launch.grid, k.launch.block, is_pre, rows, repeat)
                           for k in launches]
             launches = next(iter(same[sig].values()))
@@ -159,12 +166,13 @@ def build_device(graph, target: Target, **options):
         steps = [st if not st.repeat else Launch(st.kernel, [("work", (base, ix[1])) if k == "work" and
                                                             isinstance(ix, tuple) else (k, ix) for k, ix in st.args],
                                                  st.grid, st.block, st.prepack, st.rows, st.repeat) for st in steps]
-        source = render(kernels) if host is None else host.attach(render(kernels))
+        info = (dict(getattr(graph, "symbols", {})).get(sym.name) or SymInfo(sym.name)) if sym is not None else None
+        rows = (frozenset(row_names), widest * min(int(info.max), 1 << 24)) if row_names else None
+        source = render(kernels, rows) if host is None else host.attach(render(kernels, rows))
         if dbg >= 4:
             _log(source)
         extra = {}
         if sym is not None:
-            info = dict(getattr(graph, "symbols", {})).get(sym.name) or SymInfo(sym.name)
             extra = dict(symbols=[dict(vars(info))], row_bytes=plan.row_bytes)
         profile = bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
         module = module_class(str(target), source,

@@ -233,6 +233,8 @@ def cmd_inspect(args) -> int:
     def slot(kind, ix):
         if kind in names:
             return names[kind][ix] if ix < len(names[kind]) else f"{kind}{ix}?"
+        if kind == "work" and isinstance(ix, list) and len(ix) == 2:    # a device's row launches: base + s x per
+            return f"work+{ix[0]}+{m['symbols'][0]['name']}*{ix[1]}"
         if kind == "work" and isinstance(ix, list):         # base + symbol x per (format 2)
             k = (ix[1] - m.get("sym_header", 0)) // 8
             sym = m["symbols"][k]["name"] if 0 <= k < len(m.get("symbols", [])) else f"[work+{ix[1]}]"

@@ -212,24 +212,33 @@ def _add(z: zipfile.ZipFile, name: str, data: bytes, compression: int, mode: int
 def export_device(module, path) -> Path:
     """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
     first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
-    if getattr(module, "symbols", None):
-        raise ArtifactError(f"this {module.target} module has size symbols; exporting a dynamic device build is not "
-                            f"implemented: export the llvm target's dynamic build, or a {module.target} build with "
-                            f"static shapes")
+    symbols = symbol_facts(module) if getattr(module, "symbols", None) else []
+    if symbols and not getattr(module, "exports_symbols", False):
+        raise ArtifactError(f"this {module.target} module has size symbols; exporting a dynamic device build is "
+                            f"implemented for webgl only: export the llvm or webgl target's dynamic build, or a "
+                            f"{module.target} build with static shapes")
+    if symbols:
+        check_dims(module)
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
+    slot = lambda ix: int(ix) if isinstance(ix, int) else [int(x) for x in ix]  # noqa: E731 (["work", [base, per]])
+    rows = lambda st: {"rows": list(st.rows), "repeat": list(st.repeat)} if st.repeat else {}  # noqa: E731
     manifest = {
-        "format": FORMAT, "format_version": STATIC_FORMAT_VERSION, "fxc_version": __version__,
+        "format": FORMAT, "format_version": FORMAT_VERSION if symbols else STATIC_FORMAT_VERSION,
+        "fxc_version": __version__,
         "target": module.target, "target_info": {"device": module.device.info["name"],
                                                  "driver": module.device.info["driver"]},
         "inputs": sig(module.inputs), "outputs": sig(module.outputs),
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
-        "plan": [{"kernel": st.kernel, "args": [[kind, int(ix)] for kind, ix in st.args], "grid": list(st.grid),
-                  "block": list(st.block), **({"prepack": True} if st.prepack else {})} for st in module.plan],
+        "plan": [{"kernel": st.kernel, "args": [[kind, slot(ix)] for kind, ix in st.args], "grid": list(st.grid),
+                  "block": list(st.block), **({"prepack": True} if st.prepack else {}), **rows(st)}
+                 for st in module.plan],
         "resident_inputs": list(module.prepack_inputs), "program": program_part({"target": module.target}),
         "kernels": list(module.kernels),
     }
+    if symbols:     # format 2: row launches (fxc/device_rows.py); a device has no symbol header (sym_header 0)
+        manifest.update(symbols=symbols, sym_header=0, row_bytes=int(module.row_bytes))
     parts = {manifest["program"]: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
     buf = io.BytesIO()

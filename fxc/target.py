@@ -51,7 +51,14 @@ class Caps:
     #                                         device kernels are scalarized (fxc.lowering.legalize)
     dynamic_rows: bool = True               # code for a symbolic number of rows (a dynamic batch) runs every size
                                             # from one build: row-block kernels (llvm) or row launches with operand
-                                            # offsets set at call time (opencl, opengl, webgpu); False: builds per size
+                                            # offsets set at call time (opencl, opengl, webgpu, webgl); False: builds
+                                            # per size
+    row_align: int = 1                      # a row launch's operand offsets are multiples of this many elements
+    #                                         (webgl: 4, a texel of its RGBA textures); the last rows of a size then
+    #                                         run in launches of the fewest rows that keep it (fxc/device_rows.py)
+    binary_tails: bool = False              # the rows after the blocks run as launches of 4, 2 and 1 rows (at most
+    #                                         one each) rather than one a row: where a launch costs much (a WebGL
+    #                                         draw), fewer launches for two more kernels a group
 
     @property
     def lanes(self) -> int:
@@ -336,7 +343,7 @@ def webgl_caps(info: dict) -> Caps:
                 max_work_group_size=1, index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
                 math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm",
-                dynamic_rows=False)
+                row_align=4, binary_tails=True)
 
 
 def _webgl_target(target: Target) -> Target:

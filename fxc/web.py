@@ -50,23 +50,26 @@ PAGE_JS = """"use strict";
   const status = document.getElementById("status"), shown = document.getElementById("result");
   try {
     const t0 = performance.now();
-    const {model, pkg, inputs} = await fxcLoadPackage("./");
+    let {model, pkg, inputs} = await fxcLoadPackage("./");
     const loadMs = performance.now() - t0;
     const check = r => {                            // a wasm step's error code (webgl with wasm kernels)
       if (r.fault) throw new Error(`${r.fault.entry} returned ${r.fault.rc} ${JSON.stringify(r.fault.record)}`);
       return r; };
-    let r = check(await model.run(inputs, false));  // the first draw of each program may compile it
+    const size = fxcPackageSize(pkg);                // a symbolic batch: the page's ?size=N (else the sample's)
+    if (size !== null) inputs = fxcTile(inputs, pkg, size);
+    let r = check(await model.run(inputs, false, size));  // the first draw of each program may compile it
     const times = [];
     for (let i = 0; i < pkg.runs; i++) {
       const t = performance.now();
-      r = check(await model.run(inputs, false));
+      r = check(await model.run(inputs, false, size));
       times.push(performance.now() - t);
     }
     times.sort((a, b) => a - b);
     const median = times.length ? times[times.length >> 1] : NaN;
     window.fxcOutputs = r.outputs.map(o => Array.from(o));
     const result = {model: pkg.model, latency_ms: median, runs: times.length, load_ms: loadMs,
-                    renderer: model.renderer, outputs: r.outputs.map((o, i) => fxcSummary(o, pkg.outputs[i].shape))};
+                    renderer: model.renderer,
+                    outputs: r.outputs.map((o, i) => fxcSummary(o, fxcShape(pkg.outputs[i].shape, size)))};
     const fmt = v => (Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3)) ? v.toExponential(3) : v.toFixed(4);
     const table = document.getElementById("outputs");
     for (const [i, s] of result.outputs.entries()) {
@@ -106,20 +109,22 @@ def _sri(data: bytes) -> str:
     return "sha256-" + base64.b64encode(hashlib.sha256(data).digest()).decode()
 
 
-def sample_inputs(specs: list, seed: int = 0) -> list:
-    """One input set of the signature: standard normal floats, zero integers and False."""
+def sample_inputs(specs: list, seed: int = 0, sizes: dict | None = None) -> list:
+    """One input set of the signature (at the size symbols' `sizes`): standard normal floats, zero integers, False."""
+    from .runtime.device_rows import shape_at
     from .runtime.module import np_dtype
     rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s.shape).astype(np.float32) if s.dtype == "float32"
-            else np.zeros(s.shape, np_dtype(s.dtype)) for s in specs]
+    shapes = [shape_at(s, sizes) if sizes else s.shape for s in specs]
+    return [rng.standard_normal(shape).astype(np.float32) if s.dtype == "float32"
+            else np.zeros(shape, np_dtype(s.dtype)) for s, shape in zip(specs, shapes)]
 
 
-def _webgl_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tuple:
+def _webgl_parts(source, specs, outputs, consts, workspace, plan, inputs, symbols=()) -> tuple:
     """The webgl package's own parts: layout.json, weights.bin, sample.bin and, when some groups run as wasm
     kernels (what WebGL cannot express), module.wasm; (files, package.json entries, scripts, kernels, launches)."""
     from .runtime.webgl import WASM_JS, WASM_STEPS_JS
     program = program_of(source)
-    desc = layout(program, plan, specs, outputs, consts)
+    desc = layout(program, plan, specs, outputs, consts, symbols=symbols)
     weights, wrec = pack(consts, [f"constant {i}" for i in range(len(consts))])
     sample, srec = pack(inputs, [s.name for s in specs])
     files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
@@ -193,13 +198,21 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
                             f"for webgl or webgpu: compile it with target='webgl' (fxc compile --target webgl) or "
                             f"target='webgpu'")
     source, specs, outputs, consts, workspace, plan = read_device(artifact, manifest, parts)
-    inputs = check_inputs(specs, sample_inputs(specs) if inputs is None else list(inputs))
-    files, extra, scripts, kernels, launches = PARTS[kind](source, specs, outputs, consts, workspace, plan, inputs)
+    symbols, dynamic = list(manifest.get("symbols") or ()), {}
+    if symbols:     # a symbolic batch (webgl): the sample at its size; the page runs any size (?size=N) in range
+        from .runtime.symbols import bind_symbols
+        sizes = {symbols[0]["name"]: min(max(8, symbols[0]["min"]), symbols[0]["max"])} if inputs is None else \
+            bind_symbols(specs, [np.shape(a) for a in inputs], symbols)
+        inputs = sample_inputs(specs, sizes=sizes) if inputs is None else list(inputs)
+        dynamic = {"symbol": symbols[0], "sample_size": int(sizes[symbols[0]["name"]])}
+    inputs = check_inputs(specs, sample_inputs(specs) if inputs is None else list(inputs), symbols)
+    files, extra, scripts, kernels, launches = PARTS[kind](source, specs, outputs, consts, workspace, plan, inputs,
+                                                           **({"symbols": symbols} if symbols else {}))
     sig = lambda ss: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in ss]  # noqa: E731
     title = Path(artifact).stem
     pkg = {"format": "fxc-web", "model": title, "target": manifest["target"], "fxc_version": __version__,
            "artifact_sha256": hashlib.sha256(Path(artifact).read_bytes()).hexdigest(), "runs": int(runs),
-           "inputs": sig(specs), "outputs": sig(outputs), "layout": "layout.json", **extra,
+           "inputs": sig(specs), "outputs": sig(outputs), "layout": "layout.json", **extra, **dynamic,
            "parts": {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in files.items()}}
     scripts.update({"package.js": PACKAGE_JS.read_bytes(), "page.js": PAGE_JS.encode()})
     tags = "\n".join(f'<script src="{n}" integrity="{_sri(d)}"{" defer" if n == "page.js" else ""}></script>'

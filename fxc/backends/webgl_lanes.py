@@ -93,8 +93,9 @@ def _walk(e):
 class WebGLLanesRenderer(WebGLRenderer):
     """The WebGL renderer with four outputs a fragment (see the module docstring)."""
 
-    def __init__(self, kernel, width: int):
+    def __init__(self, kernel, width: int, offsets: bool = False):
         super().__init__(dataclasses.replace(kernel, body=_inline_single(kernel.body)), width)
+        self.offsets = offsets          # row launches: each parameter j at a texel offset, uniform fxc_q{j}
         self.lane = None                # the lane whose text expr() gives, while a lane's value is rendered
         self._vary: dict = {}
         self.vvars = self._varying_vars()
@@ -317,7 +318,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         t = self.lookup(key)
         if t is None:
             t = self.new()
-            self.emit(f"{vec} {t} = texelFetch(fxc_t{j}, fxc_at({at()}), 0);")
+            self.emit(f"{vec} {t} = texelFetch(fxc_t{j}, fxc_at({at()}{self._q(j)}), 0);")
             scope = self._share[1] if self._share and len(self.env) == self._share[0] else self.env[-1]
             scope[key] = t
         return t
@@ -374,7 +375,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         fl = buf.dtype in _FLOAT_TEX
         t = self.new()
         self.ld4.add("f" if fl else "i")
-        self.emit(f"{'vec4' if fl else 'ivec4'} {t} = fxc_ld4{'f' if fl else 'i'}(fxc_t{j}, {aff[0]});")
+        self.emit(f"{'vec4' if fl else 'ivec4'} {t} = fxc_ld4{'f' if fl else 'i'}(fxc_t{j}, {aff[0]}{self._q(j, 4)});")
         texts = [f"{t}.{c}" for c in "xyzw"]
         return _Lanes([f"({x} != 0)" for x in texts] if buf.dtype == "bool" else texts)
 
@@ -545,8 +546,14 @@ class WebGLLanesRenderer(WebGLRenderer):
         j = self.kernel.params.index(buf)
         fl = buf.dtype in _FLOAT_TEX
         self.ld4.add("pf" if fl else "pi")     # a select of the component: 1.4x faster than v[c] on SwiftShader
-        v = f"fxc_pick{'f' if fl else 'i'}(texelFetch(fxc_t{j}, fxc_at(({idx}) >> 2), 0), ({idx}) & 3)"
+        v = f"fxc_pick{'f' if fl else 'i'}(texelFetch(fxc_t{j}, fxc_at((({idx}) >> 2){self._q(j)}), 0), ({idx}) & 3)"
         return f"({v} != 0)" if buf.dtype == "bool" else v
+
+    def _q(self, j: int, scale: int = 1) -> str:
+        """The text adding parameter j's launch offset (texels x scale) to an index: "" without offsets."""
+        if not self.offsets:
+            return ""
+        return f" + fxc_q{j}" if scale == 1 else f" + (fxc_q{j} << {scale.bit_length() - 1})"
 
     # -- the shader -----------------------------------------------------------------------------------------
     def kernel_text(self) -> str:
@@ -560,6 +567,11 @@ class WebGLLanesRenderer(WebGLRenderer):
                 f"layout(location = 0) out highp {'vec4' if fl else 'ivec4'} fxc_out;"]
         head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
                  for j, b in enumerate(k.params) if b is not out]
+        o = k.params.index(out)
+        if self.offsets:        # a row launch: its texel offset per parameter; it draws its output's range only
+            head += [f"uniform int fxc_q{j};" for j in range(len(k.params))]
+        at = f"int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x){' - fxc_q' + str(o) if self.offsets else ''}"
+        skip = f"fxc_g < 0 || fxc_g >= {out.size}" if self.offsets else f"fxc_g >= {out.size}"
         copies = range(TEXEL_WIDTH) if self.mode == "lanes" else (None,)
         main = [f"  {VALUE[b.dtype]} {n}{'' if c is None else '_' + str(c)}[{max(b.size, 1)}];"
                 for b, n in self.private.items() for c in copies]
@@ -573,6 +585,5 @@ class WebGLLanesRenderer(WebGLRenderer):
         tail = [f"  fxc_out = {'vec4' if fl else 'ivec4'}(fxc_r[0], fxc_r[1], fxc_r[2], fxc_r[3]);"] \
             if self.mode == "loop" else []
         return "\n".join(head + [helpers, *divs, *ld4, "void main() {",
-                                 f"  int fxc_g = {TEXEL_WIDTH} * (int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x));",
-                                 f"  if (fxc_g >= {out.size}) {{ discard; }}", *main, *self.top, body, *tail, "}",
-                                 ""])
+                                 f"  int fxc_g = {TEXEL_WIDTH} * ({at});", f"  if ({skip}) {{ discard; }}",
+                                 *main, *self.top, body, *tail, "}", ""])

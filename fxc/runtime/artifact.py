@@ -189,9 +189,10 @@ def _is_spec(s, dim_ok=_is_int) -> bool:
 
 
 def _is_slot(a) -> bool:       # [kind, index or offset]; ["work", [base, header, per]]: base + symbol x per;
+    # ["work", [base, per]]: a device plan's (fxc/device_rows.py: no header, the launch moves it by rows);
     # ["work", [base, [[coef, [header bytes]], ...]]]: base + sum of coef x the product of those symbols
     return isinstance(a, list) and len(a) == 2 and a[0] in SLOT_KINDS and (_is_int(a[1]) or (
-        a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 3 and all(map(_is_int, a[1]))) or (
+        a[0] == "work" and isinstance(a[1], list) and len(a[1]) in (2, 3) and all(map(_is_int, a[1]))) or (
         a[0] == "work" and isinstance(a[1], list) and len(a[1]) == 2 and _is_int(a[1][0])
         and isinstance(a[1][1], list) and all(
             isinstance(t, list) and len(t) == 2 and _is_int(t[0]) and isinstance(t[1], list) and t[1]

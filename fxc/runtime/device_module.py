@@ -42,7 +42,8 @@ class Launch:
     block: tuple
     prepack: bool = False       # part of the prepack step (reads weights only): rerun only when a weight changed
     rows: tuple = ()            # symbolic plans: each argument's bytes per row (runtime/device_rows.py)
-    repeat: tuple = ()          # symbolic plans: (group, rows per launch, part 0 blocks | 1 remaining rows)
+    repeat: tuple = ()          # symbolic plans: (group, rows per launch, part 0 blocks | 1 remaining rows[, rows
+    #                             per launch of part 1: 1, or 2 / 4 where offsets must be whole texels (webgl)])
 
 
 def _nbytes(spec: TensorSpec) -> int:
@@ -356,10 +357,14 @@ def read_device(path, manifest: dict, parts: dict) -> tuple:
             raise ArtifactError(f"{path}: the manifest's signature, params layout or plan differs from the one the "
                                 f"program was exported with; the manifest was edited: {_REEXPORT}")
         consts = unpack_params(manifest, parts[PARAMS])
-        spec = lambda s: TensorSpec(str(s["name"]), tuple(int(d) for d in s["shape"]), str(s["dtype"]))  # noqa: E731
+        dim = lambda d: d if isinstance(d, str) else int(d)  # noqa: E731 (text: a size symbol's multiple)
+        spec = lambda s: TensorSpec(str(s["name"]), tuple(dim(d) for d in s["shape"]), str(s["dtype"]))  # noqa: E731
         inputs, outputs = [spec(s) for s in manifest["inputs"]], [spec(s) for s in manifest["outputs"]]
-        plan = [Launch(str(st["kernel"]), [(str(k), int(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
-                       tuple(map(int, st["block"])), bool(st.get("prepack", False))) for st in manifest["plan"]]
+        slot = lambda i: tuple(int(x) for x in i) if isinstance(i, list) else int(i)  # noqa: E731
+        plan = [Launch(str(st["kernel"]), [(str(k), slot(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
+                       tuple(map(int, st["block"])), bool(st.get("prepack", False)),
+                       tuple(map(int, st.get("rows", ()))), tuple(map(int, st.get("repeat", ()))))
+                for st in manifest["plan"]]
         workspace = int(manifest["workspace_bytes"])
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
@@ -379,6 +384,12 @@ def load_device(path, manifest: dict, parts: dict):
         from .wasm import WasmModule as module
     elif kind == "webgpu":          # numpy and playwright (the browser) only
         from .webgpu import WebGPUModule as module
+    extra = {}
+    if manifest.get("symbols"):     # format 2: a symbolic batch run by row launches (a webgl artifact)
+        if not getattr(module, "exports_symbols", False):
+            raise ArtifactError(f"{path}: a {kind} artifact with size symbols; this runtime runs dynamic device "
+                                f"artifacts of webgl only: {_REEXPORT}")
+        extra = dict(symbols=[dict(s) for s in manifest["symbols"]], row_bytes=int(manifest["row_bytes"]))
     return module(manifest["target"], source, inputs, outputs, consts, workspace, plan,
                   kernels=list(manifest.get("kernels", [])),
-                  prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])])
+                  prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])], **extra)

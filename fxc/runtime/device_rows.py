@@ -1,10 +1,13 @@
 """A device module's launch plan at one value of its size symbol (numpy only; fxc/device_rows.py builds the plan).
 
-A symbolic device plan holds Launch steps whose `repeat` is (group, rows per launch, part) and whose `rows` gives
-each argument's bytes per row: the steps of one group and part run as a unit, part 0 once per block of `rows`
-rows (s // rows times), part 1 once per remaining row (s % rows times), every argument's offset moved to the
-unit's first row. A workspace argument may be ("work", (base, per)): the byte offset base + s * per (the
-workspace's symbolic region). `expand(plan, s)` lists the launches of a call at size s as (step, offsets).
+A symbolic device plan holds Launch steps whose `repeat` is (group, rows per launch, part[, tail rows u[, m,
+last]]) and whose `rows` gives each argument's bytes per row: the steps of one group and part run as a unit, part
+0 once per block of `rows` rows (s // rows times), a later part over the rows s - s % m .. s that the parts before
+it left (m: the rows of the part before; `rows` when absent): the last part once per u of them (the last launch
+perhaps past s; u 1 when absent: once per row), any other once, when s % m >= u (binary tails: m = 2u), every
+argument's offset moved to the launch's first row. A workspace
+argument may be ("work", (base, per)): the byte offset base + s * per (the workspace's symbolic region).
+`expand(plan, s)` lists the launches of a call at size s as (step, offsets).
 """
 from __future__ import annotations
 
@@ -35,9 +38,16 @@ def expand(plan: list, s: int | None) -> list:
         if key is None:
             out += [(st, [0 if kind != "work" else slot_offset(ix, s or 0) for kind, ix in st.args]) for st in steps]
             continue
-        _, rows, part = key
-        full = s // rows * rows
-        starts = range(0, full, rows) if part == 0 else range(full, s)
+        rows, part = key[1], key[2]
+        unit = key[3] if len(key) > 3 else 1
+        m, last = (key[4], key[5]) if len(key) > 5 else (rows, 1)
+        first = s - s % m           # the first row the parts before this one left
+        if part == 0:
+            starts = range(0, s // rows * rows, rows)
+        elif last:
+            starts = range(first, s, unit)
+        else:
+            starts = range(first, first + unit, unit) if s % m >= unit else ()
         for r in starts:
             for st in steps:
                 out.append((st, [(0 if kind != "work" else slot_offset(ix, s)) + r * per

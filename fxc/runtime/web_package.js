@@ -66,6 +66,31 @@ async function fxcLoadWebGPU(pkg, parts, desc) {
   return {model, pkg, inputs: pkg.sample.tensors.map(t => bytes(pkg.sample.file, t))};
 }
 
+// a symbolic batch (webgl): pkg.symbol {name, min, max}, the sample's size pkg.sample_size; dims "s" or "4*s"
+function fxcPackageSize(pkg) {          // the page's ?size=N (else the sample's); null for a static model
+  if (!pkg.symbol) return null;
+  const asked = new URLSearchParams(location.search).get("size"), sym = pkg.symbol;
+  const size = asked === null ? pkg.sample_size : Number(asked);
+  if (!Number.isInteger(size) || size < sym.min || size > sym.max || size % (sym.divisor || 1))
+    throw new Error(`size ${asked} of ${sym.name} is outside the compiled range [${sym.min}, ${sym.max}]` +
+                    (sym.divisor > 1 ? ` or not a multiple of ${sym.divisor}` : "") + ": open the page with ?size=N in it");
+  return size;
+}
+
+function fxcShape(shape, size) {        // a shape at the symbol's size
+  return shape.map(d => typeof d === "string" ? (d.includes("*") ? Number(d.split("*")[0]) : 1) * size : d);
+}
+
+function fxcTile(inputs, pkg, size) {   // the sample's rows repeated (row r is the sample's row r % sample_size)
+  return inputs.map((a, i) => {
+    const shape = pkg.inputs[i].shape;
+    if (!shape.some(d => typeof d === "string")) return a;
+    const n = fxcShape(shape, size).reduce((x, y) => x * y, 1), out = new a.constructor(n);
+    for (let k = 0; k < n; k++) out[k] = a[k % a.length];
+    return out;
+  });
+}
+
 function fxcSummary(arr, shape) {       // what the page shows of an output
   let min = Infinity, max = -Infinity, sum = 0, sumAbs = 0, arg = 0;
   for (let i = 0; i < arr.length; i++) {

@@ -19,6 +19,11 @@ server, which the page fetches), the plan runs there, the outputs come back (POS
 Inputs that are weights (`prepack_inputs`) stay resident in their textures and are sent again only when they
 changed (the version rule of fxc.runtime.device_module). Built with profile=True, a call also times each draw.
 
+A module with a size symbol (a symbolic batch: fxc/device_rows.py's row launches) is loaded once for every size:
+each call passes the size, and the page grows the textures of the symbolic tensors and draws the row steps per
+block of rows, each draw with its parameters' texel offsets (runtime.js: grow, draws); a size whose textures would
+exceed MAX_TEXTURE_SIZE is an InputError naming the largest that fits.
+
 Errors are named: TargetError (no Playwright, no Chromium at /usr/bin/chromium or $FXC_CHROMIUM, no WebGL 2 or no
 float render targets in it), CompileError (a shader the browser rejected), LoweringError (an index check the host
 cannot make), IndexOutOfRangeError, ExecutionError.
@@ -32,9 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ExecutionError, IndexOutOfRangeError, LoweringError, TargetError, index_error_message
+from ...errors import ExecutionError, IndexOutOfRangeError, InputError, LoweringError, TargetError, index_error_message
 from ..browser import open_browser
 from ..device_module import DeviceModule, _token_key
+from ..device_rows import expand
+from ..symbols import dim_value
 from ..wasm import wasm_fault
 
 WIDTH = 2048            # texture width: WebGL 2 guarantees MAX_TEXTURE_SIZE >= 2048
@@ -70,27 +77,34 @@ def _index_range(a: np.ndarray, size: int, wrap: bool):
     return int(a.reshape(-1)[np.argmax(bad.reshape(-1))]) if bad.any() else None
 
 
-def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list, max_texture: int = 0) -> dict:
+def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list, max_texture: int = 0,
+           symbols: list = ()) -> dict:
     """What the page runs, as JSON: the program's shaders, the textures ("slots": float or int, elements), the
     steps (kernel and the slot of each parameter), and the slots of the inputs, outputs and constants; "checks":
     the inputs whose values index a dimension (input, size, wrap, op). A step draws the rows of its output tensor,
     not of the (perhaps larger) texture: a discarded fragment still runs on SwiftShader. A step never reads the
     texture it draws into (WebGL forbids it): a workspace place read and written by one step gets a second texture
     from then on.
-    Constants used as indices are checked here (a LoweringError when out of range: the graph runs elsewhere)."""
+    Constants used as indices are checked here (a LoweringError when out of range: the graph runs elsewhere).
+    A symbolic plan (`symbols`: one size symbol; fxc/device_rows.py) gives a slot that holds rows "per" elements per
+    unit of the symbol besides its "elements" (the page grows it: rows(s) in runtime.js), a row step its "repeat"
+    (group, rows per block, part, tail rows), each parameter's elements per row ("per") and its output's elements
+    ("n"); the page expands them per size into draws, each with a texel offset per parameter."""
     width = int(program["width"])
     per_row = width * int(program.get("lanes", 1))     # elements a texture row (lanes: elements a texel)
     slots: list = []
     current: dict = {}                  # (kind, index, float?) -> its slot now
 
-    def slot(kind, ix, dtype, n, fresh=False) -> int:
-        key = (kind, int(ix), dtype == "float32")
+    def slot(kind, ix, dtype, n, fresh=False, per=0) -> int:
+        key = (kind, int(ix) if isinstance(ix, (int, np.integer)) else tuple(ix), dtype == "float32")
         if key not in current or fresh:
             current[key] = len(slots)
-            slots.append({"float": dtype == "float32", "elements": 1})
+            slots.append({"float": dtype == "float32", "elements": 1, "per": 0})
         s = current[key]
         slots[s]["elements"] = max(slots[s]["elements"], int(n))
+        slots[s]["per"] = max(slots[s]["per"], int(per))
         return s
+    size = lambda dt: 1 if dt == "bool" else np.dtype(dt).itemsize     # noqa: E731
     steps, checks = [], []
     wasm = program.get("wasm", {}).get("entries", {})      # groups WebGL refused: wasm kernels (fxc.build_mixed)
     for st in plan:
@@ -101,14 +115,18 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if any(kind == "null" for kind, _ in st.args):
             raise TargetError(f"{st.kernel}: an absent optional input; the webgl target binds every input")
         params = list(zip(st.args, k["params"]))
-        reads = [slot(kind, ix, dt, n) for j, ((kind, ix), (dt, n)) in enumerate(params) if j != k["output"]]
+        pers = [b // size(dt) for b, (dt, _) in zip(st.rows, k["params"])] if st.repeat else [0] * len(params)
+        reads = [slot(kind, ix, dt, n, per=p) for j, (((kind, ix), (dt, n)), p) in enumerate(zip(params, pers))
+                 if j != k["output"]]
         (kind, ix), (dt, n) = params[k["output"]]
-        out = slot(kind, ix, dt, n)
+        out = slot(kind, ix, dt, n, per=pers[k["output"]])
         if out in reads:
-            out = slot(kind, ix, dt, n, fresh=True)
+            out = slot(kind, ix, dt, n, fresh=True, per=pers[k["output"]])
         it = iter(reads)
         steps.append({"kernel": st.kernel, "rows": max(1, -(-int(n) // per_row)),     # the draw covers these only
                       "slots": [out if j == k["output"] else next(it) for j in range(len(params))]})
+        if st.repeat:
+            steps[-1].update(repeat=[int(x) for x in st.repeat], per=pers, n=int(n))
         for j, size, wrap, op in k.get("checks", ()):
             kind, ix = st.args[j]
             if kind == "in" and [ix, size, wrap, op] not in checks:
@@ -121,8 +139,12 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
             elif kind != "in":
                 raise LoweringError(f"{st.kernel}: an index checked as eager checks it, computed by another kernel; "
                                     f"a WebGL fragment has no way to report one out of range")
-    spec = lambda kind, i, s: {"slot": slot(kind, i, s.dtype, np.prod(s.shape, dtype=np.int64)),  # noqa: E731
-                               "name": s.name, "shape": list(s.shape), "dtype": s.dtype}
+    def spec(kind, i, s) -> dict:
+        per = 0 if all(isinstance(d, int) for d in s.shape) else \
+            int(np.prod([dim_value(d, {x["name"]: 1 for x in symbols}) for d in s.shape], dtype=np.int64))
+        n = 0 if per else np.prod(s.shape, dtype=np.int64)
+        return {"slot": slot(kind, i, s.dtype, n, per=per), "name": s.name, "shape": list(s.shape),
+                "dtype": s.dtype, "per": per}
     ins = [spec("in", i, s) for i, s in enumerate(inputs)]
     outs = [spec("out", i, s) for i, s in enumerate(outputs)]
     cs = [{"slot": slot("const", i, str(c.dtype) if c.dtype != np.bool_ else "bool", c.size), "index": i}
@@ -133,11 +155,13 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if rows > cap:
             raise LoweringError(f"a tensor of {s['elements']} elements needs {rows} texture rows of {per_row}; this "
                                 f"browser's MAX_TEXTURE_SIZE is {cap} (the graph runs elsewhere)")
+    # a symbolic batch: the largest size whose textures MAX_TEXTURE_SIZE holds (the page grows them up to it)
+    fit = min([(cap * per_row - s["elements"]) // s["per"] for s in slots if s["per"]] + [1 << 53])
     return link_wasm_steps({"width": width, "lanes": int(program.get("lanes", 1)),
                             "kernels": {n: {"shader": k["shader"], "output": k["output"]}
                                         for n, k in program["kernels"].items()},
                             "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
-                            "checks": checks})
+                            "checks": checks, "symbol": dict(symbols[0]) if symbols else None, "fit": fit})
 
 
 def wasm_step(st, entry: dict, slot) -> dict:
@@ -208,12 +232,14 @@ def _released() -> list:
 class WebGLModule(DeviceModule):
     """A DeviceModule whose device is a WebGL 2 page in headless Chromium."""
 
+    exports_symbols = True      # a symbolic batch exports (format 2) and runs from the artifact and `fxc web`
+
     def __post_init__(self):
         from ..module import np_dtype
         self.device = open_page()
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self.desc = layout(program_of(self.source), self.plan, self.inputs, self.outputs, self.consts,
-                           int(self.device.info["max_texture_size"]))
+                           int(self.device.info["max_texture_size"]), self.symbols)
         self._id = self.device.browser.new_id()
         self._files = f"m{self._id}"
         blob, records = pack(self.consts, [f"constant {i}" for i in range(len(self.consts))])
@@ -238,7 +264,11 @@ class WebGLModule(DeviceModule):
         self._np = [np_dtype(s.dtype) for s in self.outputs]
         self._init_call_state()
 
-    def _run(self, ins: list, outs: list, token) -> None:
+    def _run(self, ins: list, outs: list, token, s=None) -> None:
+        if s is not None and s > self.desc["fit"]:
+            raise InputError(f"{self.symbols[0]['name']} = {s} needs textures taller than this browser's "
+                             f"MAX_TEXTURE_SIZE ({self.device.info['max_texture_size']} rows); sizes up to "
+                             f"{self.desc['fit']} run here: split the batch, or use the webgpu or llvm target")
         for i, size, wrap, op in self.desc["checks"]:
             bad = _index_range(ins[i], size, wrap)
             if bad is not None:
@@ -253,14 +283,14 @@ class WebGLModule(DeviceModule):
         page, url = self.device, f"{self._files}.in"
         page.put(url, blob)
         try:
-            times, fault = page.call("""async ([id, url, back, records, profile, gone]) => {
+            times, fault = page.call("""async ([id, url, back, records, profile, gone, s]) => {
                 fxcRelease(gone);
                 const m = window.fxcModels[id], buf = await (await fetch(url)).arrayBuffer();
-                const r = m.run(records.map(rec => rec === null ? null : fxcView(buf, rec)), profile);
+                const r = m.run(records.map(rec => rec === null ? null : fxcView(buf, rec)), profile, s);
                 if (r.fault) return [null, r.fault];
                 await fxcPost(back, r.outputs);
                 return [r.times, null]; }""", [self._id, url, f"{self._files}.out", records, self.profiled,
-                                               _released()])
+                                               _released(), s])
         finally:
             page.files.pop(url, None)
         if fault:                       # a wasm step's error code (an index out of range, ...)
@@ -269,12 +299,12 @@ class WebGLModule(DeviceModule):
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
         at = 0
-        for o, spec, dt in zip(outs, self.outputs, self._np):
-            n = int(np.prod(spec.shape, dtype=np.int64))
+        for o, spec in zip(outs, self.outputs):
+            n = o.size
             if o.size:
                 o.reshape(-1)[:] = np.frombuffer(raw, np.float32 if spec.dtype == "float32" else np.int32, n, at)
             at += 4 * n
-        for st, ms in zip(self.plan, times or ()):
+        for st, ms in zip(self.plan if s is None else [st for st, _ in expand(self.plan, s)], times or ()):
             t = self._times.setdefault(st.kernel, [0, 0])
             t[0] += int(ms * 1e6)
             t[1] += 1

@@ -3,6 +3,7 @@
 //   const m = new FxcWebGL();                  // a WebGL 2 context with float render targets, or an Error
 //   m.load(desc, consts);                      // compiles every program once, makes the textures, uploads consts
 //   const {outputs} = m.run(inputs);           // typed arrays in (null: keep what the input's texture holds)
+//   m.run(inputs, false, s);                   // a symbolic batch (desc.symbol): any size s in its range
 //   const pkg = await fxcLoadPackage("./");    // a static package (fxc web): fetch, check sha256, load
 //
 // Every tensor place (slot) of the plan is a 2-D texture `width` texels wide, `desc.lanes` consecutive elements a
@@ -10,6 +11,10 @@
 // programs): R32F / R32I. A launch draws one triangle over its output's rows; each fragment computes `lanes`
 // elements. Nothing leaves the GPU between launches: a call uploads the inputs it is given,
 // draws the plan and reads the outputs back.
+// A symbolic plan (fxc/device_rows.py) runs a row step per block of rows: its kernel's uniforms fxc_q<j> move each
+// parameter by whole texels to the block's first row, and the draw covers the texture rows of the block's output
+// range (the shader discards the fragments outside it). Slots with rows ("per" elements per unit of the symbol)
+// grow, to twice the size they held within the symbol's range, when a call's size exceeds it.
 "use strict";
 
 class FxcWebGL {
@@ -81,7 +86,7 @@ class FxcWebGL {
       gl.attachShader(p, this.shader(gl.FRAGMENT_SHADER, k.shader));
       gl.linkProgram(p);
       if (!gl.getProgramParameter(p, gl.LINK_STATUS)) throw new Error("link failed: " + gl.getProgramInfoLog(p));
-      this.programs[name] = {prog: p, output: k.output, units: null};
+      this.programs[name] = {prog: p, output: k.output, units: null, qs: null};
     }
     // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
     this.steps = desc.steps.map((step, i) => {
@@ -96,18 +101,70 @@ class FxcWebGL {
           return loc;
         });
       }
-      return {k: k, out: this.textures[step.slots[k.output]], rows: step.rows, inputs: inputs.map(([, t]) => t)};
+      if (k.qs === null) k.qs = step.slots.map((_, j) => gl.getUniformLocation(k.prog, "fxc_q" + j));
+      return {k: k, out: step.slots[k.output], rows: step.rows, inputs: inputs.map(([j]) => step.slots[j]), step: step};
     });
+    this.cap = 0;                       // the size of the symbol the slots with rows hold
+    this.plans = new Map();             // size -> its draws (symbolic plans)
     consts.forEach((data, i) => this.upload(this.textures[desc.consts[i].slot], data));
   }
 
-  run(inputs, profile) {  // inputs: typed arrays in desc.inputs' order (null: unchanged); {outputs, times}
+  grow(s) {               // the slots with rows sized for s (to twice what they held, within the symbol's range)
+    const sym = this.desc.symbol;
+    if (!(s >= sym.min && s <= sym.max)) throw new Error(`size ${s} of ${sym.name} is outside [${sym.min}, ${sym.max}]`);
+    if (s <= this.cap) return;
+    const cap = Math.max(s, Math.min(2 * this.cap, sym.max, this.desc.fit));     // fit: what MAX_TEXTURE_SIZE holds
+    this.desc.slots.forEach((slot, i) => {
+      if (!slot.per) return;
+      this.gl.deleteTexture(this.textures[i].tex);
+      this.textures[i] = this.texture({float: slot.float, elements: slot.elements + slot.per * cap});
+    });
+    this.cap = cap;
+  }
+
+  draws(s) {              // [step, texel offset per parameter or null, viewport [x, y, w, h]] of a call at size s
+    const W = this.width;
+    if (!this.desc.symbol) return this.fixed || (this.fixed = this.steps.map(st => [st, null, [0, 0, W, st.rows]]));
+    let got = this.plans.get(s);
+    if (got) return got;
+    got = [];
+    const steps = this.steps;
+    for (let i = 0; i < steps.length;) {
+      const rep = steps[i].step && steps[i].step.repeat, key = rep ? rep.join() : null;
+      let j = i + 1;
+      while (key !== null && j < steps.length && steps[j].step && steps[j].step.repeat &&
+             steps[j].step.repeat.join() === key) j++;
+      if (key === null) { got.push([steps[i], null, [0, 0, W, steps[i].rows]]); i++; continue; }
+      // part 0: blocks; a later part: the rows from s - s % m the parts before it left, the last part all of them
+      // in launches of `unit` rows, another one launch when s % m >= unit (fxc/runtime/device_rows.py's expand)
+      const [, block, part, unit = 1, m = block, last = 1] = rep, first = s - s % m;
+      const starts = [];
+      if (part === 0) for (let r = 0; r + block <= s; r += block) starts.push(r);
+      else if (last) for (let r = first; r < s; r += unit) starts.push(r);
+      else if (s % m >= unit) starts.push(first);
+      for (const r of starts) {
+        for (let q = i; q < j; q++) {
+          const st = steps[q].step, offs = st.per.map(p => r * p / 4), o = offs[steps[q].k.output];
+          const end = o + Math.ceil(st.n / 4), y0 = Math.floor(o / W), y1 = Math.ceil(end / W);
+          // the texture rows of the output's texels [o, end); within one row, just its texels
+          got.push([steps[q], offs, y1 - y0 === 1 ? [o % W, y0, end - o, 1] : [0, y0, W, y1 - y0]]);
+        }
+      }
+      i = j;
+    }
+    if (this.plans.size >= 64) this.plans.clear();
+    this.plans.set(s, got);
+    return got;
+  }
+
+  run(inputs, profile, size) {  // inputs: typed arrays in desc.inputs' order (null: unchanged); {outputs, times}
     const gl = this.gl, times = profile ? [] : null;
+    if (this.desc.symbol) this.grow(size);
     inputs.forEach((data, i) => { if (data !== null) this.upload(this.textures[this.desc.inputs[i].slot], data); });
     this.fresh = inputs.map(data => data !== null);     // which inputs changed (a wasm step reads those again)
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
     const probe = new Float32Array(4), iprobe = new Int32Array(4);
-    for (const s of this.steps) {
+    for (const [s, offs, view] of this.draws(size)) {
       const t0 = profile ? performance.now() : 0;
       if (s.host) {                       // a wasm step: {fault} stops the plan (fxc.runtime.wasm.wasm_fault)
         const fault = s.host();
@@ -116,24 +173,30 @@ class FxcWebGL {
         if (profile) times.push(performance.now() - t0);
         continue;
       }
-      gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, s.out.tex, 0);
-      gl.viewport(0, 0, this.width, s.rows);   // not the texture's rows: a discarded fragment costs as much as any
+      const out = this.textures[s.out];
+      gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, out.tex, 0);
+      gl.viewport(...view);    // not the texture's rows: a discarded fragment costs as much as any
       gl.useProgram(s.k.prog);
-      s.inputs.forEach((t, unit) => { gl.activeTexture(gl.TEXTURE0 + unit); gl.bindTexture(gl.TEXTURE_2D, t.tex); });
+      if (offs) s.k.qs.forEach((loc, j) => { if (loc) gl.uniform1i(loc, offs[j]); });
+      s.inputs.forEach((t, unit) => {
+        gl.activeTexture(gl.TEXTURE0 + unit);
+        gl.bindTexture(gl.TEXTURE_2D, this.textures[t].tex);
+      });
       gl.drawArrays(gl.TRIANGLES, 0, 3);
       for (let u = 0; u < s.inputs.length; u++) {
         gl.activeTexture(gl.TEXTURE0 + u);
         gl.bindTexture(gl.TEXTURE_2D, null);
       }
       if (profile) {        // a one-texel read waits for the draw
-        if (s.out.float) gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.FLOAT, probe);
+        if (out.float) gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.FLOAT, probe);
         else gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, iprobe);
         times.push(performance.now() - t0);
       }
     }
     const err = gl.getError();
     if (err !== gl.NO_ERROR) throw new Error(`WebGL error ${err} while running the plan`);
-    const outputs = this.desc.outputs.map(o => this.read(this.textures[o.slot], o.shape.reduce((a, b) => a * b, 1)));
+    const outputs = this.desc.outputs.map(o => this.read(this.textures[o.slot],
+                                                          o.per ? o.per * size : o.shape.reduce((a, b) => a * b, 1)));
     return {outputs: outputs, times: times};
   }
 
