@@ -57,7 +57,7 @@ def test_two_symbols_run_as_row_blocks():
     assert BUILD.stats["builds"] == before + 1
     assert BUILD.stats["row_block_kernels"] > rows and BUILD.stats["symbolic_loop_kernels"] == loops
     with torch.no_grad():
-        for b, s in ((2, 5), (1, 1), (3, 7), (16, 80), (5, 13), (1, 64), (4, 16)):     # blocks of 64, 8 and 1 rows
+        for b, s in ((2, 5), (1, 1), (3, 7), (16, 80), (5, 13), (1, 64), (4, 16), (2, 12)):  # blocks of 64, 16, 8, 1
             x = torch.randn(b, s, 48, generator=torch.Generator().manual_seed(b * 100 + s))
             close(compiled(x), model(x))
     assert BUILD.stats["builds"] == before + 1
