@@ -11,6 +11,11 @@ size the median ms of each, their ratio (dynamic / static) and the compile secon
 
 runs the size sweep of issue 26 against inductor with dynamic=True, writing a JSON and a plot
 (benchmarks/dynamic_sweep.py).
+
+    python -m benchmarks.dynamic --pairs "1x16,2x16,4x64,4x128,8x128" --threads 1 [--small]
+
+times BERT built once with a batch and a sequence symbol against static builds and eager
+(benchmarks/dynamic_pairs.py).
 """
 from __future__ import annotations
 
@@ -96,7 +101,14 @@ def main(argv=None) -> None:
     p.add_argument("--threads", type=int, default=None, help="sweep: threads for every variant (default: all cores; "
                                                              "1 on a host shared with other jobs, where a team of 2 "
                                                              "waits at each barrier for a descheduled thread)")
+    p.add_argument("--pairs", default=None, help="batch x sequence pairs of BERT with two symbols, e.g. "
+                                                 "1x16,4x128 (benchmarks/dynamic_pairs.py)")
+    p.add_argument("--small", action="store_true", help="pairs: the 2-layer hidden-64 BERT of the tests")
     a = p.parse_args(argv)
+    if a.pairs:
+        from .dynamic_pairs import main as pairs_main
+        pairs_main(a)
+        return
     if a.sweep:
         from .dynamic_sweep import main as sweep_main
         sweep_main(a)

@@ -121,21 +121,21 @@ def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, 
     from .lowering.blocks import group_symbols, lower_rows
     from .lowering.sym_loops import lower_symbolic
     caps = Target.parse(target).caps
-    syms = group_symbols(gr)
-    if not syms:
+    if not group_symbols(gr):
         return lower_group(name, *group_tensors(gr), num_threads, caps=caps)
-    if len(syms) == 1:
-        sym = syms[0]
 
-        def tensors_at(size):
-            tensors: dict = {}
-            roots, _, in_bufs = group_tensors(gr, {sym.name: size}, tensors)
-            return roots, list(in_bufs), tensors
-        try:
-            return lower_rows(gr, name, tensors_at, num_threads, caps, sym, sym_index[sym.name])
-        except (LoweringError, TypeError) as e:     # not rows: loops over the symbolic extents (sym_loops.py)
-            if debug_level({}) >= 2:
-                _log(f"[fxc] {name}: symbolic loops ({e})")
+    def tensors_at(env):
+        tensors: dict = {}
+        roots, _, in_bufs = group_tensors(gr, env, tensors)
+        return roots, list(in_bufs), tensors
+    try:                                            # rows of one symbol or of a product (batch x sequence)
+        kernel = lower_rows(gr, name, tensors_at, num_threads, caps, sym_index or {})
+        stats["row_block_kernels"] += 1
+        return kernel
+    except (LoweringError, TypeError) as e:         # not rows: loops over the symbolic extents (sym_loops.py)
+        if debug_level({}) >= 2:
+            _log(f"[fxc] {name}: symbolic loops ({e})")
+    stats["symbolic_loop_kernels"] += 1
     return lower_symbolic(name, *group_tensors(gr), caps, sym_index)
 
 
@@ -311,7 +311,8 @@ def _module_key(graph, target: Target, options: dict) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-stats = collections.Counter()     # "builds": how many graphs went through the compiler (tests count them)
+stats = collections.Counter()     # "builds": how many graphs went through the compiler (tests count them); symbolic
+                                  # groups lowered as "row_block_kernels" or "symbolic_loop_kernels"
 
 
 SYM_HEADER_SLOTS = 8        # the symbol header: 64 bytes, one int64 per symbol

@@ -74,7 +74,7 @@ def reshape_groups(out_shape, in_shape):
     while j < len(out_shape) or k < len(in_shape):
         gj, gk, pj, pk = [], [], 1, 1
         while True:
-            if j < len(out_shape) and (pj < pk or k == len(in_shape) or (pj == pk and not gj)):
+            if j < len(out_shape) and (_smaller(pj, pk) or k == len(in_shape) or (pj == pk and not gj)):
                 pj = canonical(pj * out_shape[j])
                 gj.append(j)
                 j += 1
@@ -89,6 +89,29 @@ def reshape_groups(out_shape, in_shape):
             j += 1
         groups.append((gj, gk))
     return groups
+
+
+def _smaller(a, b) -> bool:
+    """a < b for every size; where the order of symbolic products depends on the sizes (b < b*s fails at s = 1),
+    the proper divisor is the smaller run ([b, s] against [b*s]: the batch run grows first); TypeError otherwise."""
+    try:
+        return a < b
+    except TypeError:
+        if a != b and _divides(a, b):
+            return True
+        if a != b and _divides(b, a):
+            return False
+        raise
+
+
+def _divides(a, b) -> bool:
+    """Whether b is a polynomial multiple of the monomial a (b*s of b, 4*b*s of 2*s)."""
+    from ..lowering.sym import _poly
+    try:
+        _poly(binary("idiv", as_expr(b), as_expr(a)))
+        return True
+    except ValueError:
+        return False
 
 
 def reshape_index(i, out_shape, in_shape):

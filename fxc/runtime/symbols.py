@@ -3,6 +3,8 @@ A TensorSpec dim is an int or the text of a multiple of one symbol ('s0', '4*s0'
 from __future__ import annotations
 
 import ctypes
+import functools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -11,6 +13,7 @@ from ..errors import InputError
 from .module import Module, check_inputs, np_dtype
 
 
+@functools.lru_cache(maxsize=1024)           # (called per symbolic dim of every call)
 def split_dim(dim) -> tuple:
     """A symbolic TensorSpec dim's (coefficient, symbol name): 's0' -> (1, 's0'), '4*s0' -> (4, 's0')."""
     c, _, name = dim.rpartition("*")
@@ -82,7 +85,7 @@ class DynamicModule(Module):
             raise InputError("this module has symbolic sizes: run it with the sizes of its inputs "
                              "(sizes=module.sizes(shapes))")
         values = [sizes[s["name"]] for s in self.symbols]
-        need = self.workspace_bytes + (sum(c * int(np.prod([sizes[x] for x in names])) for c, names in
+        need = self.workspace_bytes + (sum(c * math.prod(sizes[x] for x in names) for c, names in
                                            self.sym_bytes) if self.sym_bytes else self.row_bytes * values[0])
         ws = self._ws.pointer()
         raw, _ = self._ws._local.buf
