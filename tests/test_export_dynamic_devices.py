@@ -17,7 +17,7 @@ from fxc.errors import InputError
 from fxc.runtime.artifact import MANIFEST
 
 from .helpers import assert_close_np
-from .helpers_export import check_runtime_report, run_blocked
+from .helpers_export import check_runtime_report, run_blocked, run_cli_blocked
 from .test_export_dynamic import PAIRS, RUN_SIZES, _attention_graph, _attention_ref
 
 BUILD = sys.modules["fxc.build"]
@@ -55,6 +55,8 @@ def test_dynamic_export_runs_any_batch_in_range_without_torch(target, tmp_path):
             assert_close_np(y, model(torch.from_numpy(x)).numpy())
     assert "outside the compiled range [1, 20]" in errors[0] and "= 21" in errors[0]
     assert "expected shape" in errors[1]
+    shown = run_cli_blocked(["inspect", str(path)]).stdout     # each group's line once, by its first launch
+    assert shown.count("matmul+add -> float32[") == 1 and shown.count("relu -> float32[") == 1, shown
 
 
 def test_wasm_export_of_two_symbols(tmp_path):
