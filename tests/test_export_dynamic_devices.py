@@ -31,12 +31,24 @@ def _convnet():
                                torch.nn.Flatten(), torch.nn.Linear(4 * 3 * 3, 5), torch.nn.Softmax(-1)).eval()
 
 
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """target -> (eager model, its dynamic artifact): the conv net with a batch in [1, 20], built once per target."""
+    made = {}
+
+    def get(target):
+        if target not in made:
+            model = _convnet()
+            compiled = fxc.from_torch(model, (torch.randn(2, 3, 6, 6),),
+                                      dynamic_shapes=({0: Dim("batch", min=1, max=20)},), target=target)
+            made[target] = model, fxc.export(compiled, tmp_path_factory.mktemp(target) / "convnet.fxc")
+        return made[target]
+    return get
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_dynamic_export_runs_any_batch_in_range_without_torch(target, tmp_path):
-    model = _convnet()
-    compiled = fxc.from_torch(model, (torch.randn(2, 3, 6, 6),), dynamic_shapes=({0: Dim("batch", min=1, max=20)},),
-                              target=target)
-    path = fxc.export(compiled, tmp_path / "convnet.fxc")
+def test_dynamic_export_runs_any_batch_in_range_without_torch(target, exported, tmp_path):
+    model, path = exported(target)
     with zipfile.ZipFile(path) as z:
         manifest = json.loads(z.read(MANIFEST))
     assert manifest["format_version"] == 2 and manifest["target"].split(" ")[0] == target
@@ -61,6 +73,19 @@ def test_dynamic_export_runs_any_batch_in_range_without_torch(target, tmp_path):
             write_package(path, tmp_path / "site")
     shown = run_cli_blocked(["inspect", str(path)]).stdout     # each group's line once, by its first launch
     assert shown.count("matmul+add -> float32[") == 1 and shown.count("relu -> float32[") == 1, shown
+
+
+@pytest.mark.parametrize("target", ("opencl", "wasm"))
+@pytest.mark.parametrize("edit", [
+    lambda m: m["symbols"][0].update(max=1 << 20),      # sizes past the arena the plan was laid out for
+    lambda m: m.update(row_bytes=m["row_bytes"] // 2 if m["row_bytes"] else 8),
+    lambda m: m.update(sym_header=m["sym_header"] + 8),
+], ids=["range", "row_bytes", "header"])
+def test_edited_symbol_fields_are_refused(target, edit, exported, tmp_path):
+    """The program's interface line hashes the symbols, row bytes and header: an edited manifest is refused."""
+    from .test_export import _rewrite
+    with pytest.raises(ArtifactError, match="manifest was edited"):
+        fxc.load(_rewrite(exported(target)[1], tmp_path / "bad.fxc", manifest=edit))
 
 
 def test_wasm_export_of_two_symbols(tmp_path):
