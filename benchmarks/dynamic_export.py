@@ -3,7 +3,7 @@
 through `fxc.load` (the deploy runtime) on the same inputs, interleaved, medians of --runs calls after warm-up.
 
     .venv/bin/python -m benchmarks.dynamic_export [--model resnet18] [--size 64] [--batches 1,5,8] [--runs 30]
-                                                  [--target webgl]   # llvm (default) or webgl (the browser page)
+                                                  [--target opencl]  # llvm (default) or a device target
 
 Prints the dynamic build's build + export time once, then per batch: dynamic ms, static ms, dynamic / static, and
 the static build + export time (the dynamic outputs are checked against the static ones first).
@@ -24,7 +24,7 @@ def main(argv=None) -> None:
     ap.add_argument("--size", type=int, default=64, help="image height and width")
     ap.add_argument("--batches", default="1,5,8")
     ap.add_argument("--runs", type=int, default=30)
-    ap.add_argument("--target", default="llvm", help="llvm, or webgl (the device target whose dynamic builds export)")
+    ap.add_argument("--target", default="llvm", help="llvm, or a device target: opencl, opengl, webgpu, webgl, wasm")
     args = ap.parse_args(argv)
     import torch
     from torch.export import Dim

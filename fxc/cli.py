@@ -233,8 +233,12 @@ def cmd_inspect(args) -> int:
     def slot(kind, ix):
         if kind in names:
             return names[kind][ix] if ix < len(names[kind]) else f"{kind}{ix}?"
-        if kind == "work" and isinstance(ix, list) and len(ix) == 2:    # a device's row launches: base + s x per
-            return f"work+{ix[0]}+{m['symbols'][0]['name']}*{ix[1]}"
+        if kind == "work" and isinstance(ix, list) and len(ix) == 2 and isinstance(ix[1], int):    # a device's row
+            return f"work+{ix[0]}+{m['symbols'][0]['name']}*{ix[1]}"                           # launches: s x per
+        if kind == "work" and isinstance(ix, list) and len(ix) == 2:    # base + sum of coef x symbols (s x s)
+            sym = lambda h: (m["symbols"][k]["name"] if 0 <= (k := (h - m.get("sym_header", 0)) // 8)  # noqa: E731
+                             < len(m["symbols"]) else f"[work+{h}]")
+            return f"work+{ix[0]}" + "".join(f"+{c}*{'*'.join(map(sym, hs))}" for c, hs in ix[1])
         if kind == "work" and isinstance(ix, list):         # base + symbol x per (format 2)
             k = (ix[1] - m.get("sym_header", 0)) // 8
             sym = m["symbols"][k]["name"] if 0 <= k < len(m.get("symbols", [])) else f"[work+{ix[1]}]"
@@ -242,8 +246,11 @@ def cmd_inspect(args) -> int:
         return {"work": f"work+{ix}", "const": f"const{ix}", "null": "null"}.get(kind, f"{kind}{ix}")
     kernels = m.get("kernels", [])
     print(f"plan ({len(m['plan'])} kernel calls; arguments: outputs, then inputs):")
+    group = -1
     for i, step in enumerate(m["plan"]):
-        what = kernels[i].split(":", 1)[-1].strip() if i < len(kernels) else ""
+        g = step["repeat"][0] if step.get("repeat") else i     # row launches: several steps of one group's line
+        line = kernels[g] if g != group and g < len(kernels) else ""
+        group, what = g, line.split(":", 1)[1].strip() if line.startswith(step["kernel"] + ":") else line
         print(f"  {step['kernel']}({', '.join(slot(k, ix) for k, ix in step['args'])})  {what}")
     return 0
 

@@ -209,19 +209,24 @@ def _add(z: zipfile.ZipFile, name: str, data: bytes, compression: int, mode: int
     z.writestr(info, data, compress_type=compression)
 
 
+def _slot(ix):
+    """A device plan slot's index as JSON: an int, or nested lists of ints (["work", [base, per]] of row launches;
+    a wasm module's llvm slots [base, header, per] and [base, [[coef, [header bytes]], ...]])."""
+    return int(ix) if isinstance(ix, (int, np.integer)) else [_slot(x) for x in ix]
+
+
 def export_device(module, path) -> Path:
     """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
     first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
     symbols = symbol_facts(module) if getattr(module, "symbols", None) else []
     if symbols and not getattr(module, "exports_symbols", False):
-        raise ArtifactError(f"this {module.target} module has size symbols; exporting a dynamic device build is "
-                            f"implemented for webgl only: export the llvm or webgl target's dynamic build, or a "
-                            f"{module.target} build with static shapes")
+        raise ArtifactError(f"this {module.target} module has size symbols and its runtime cannot run them from an "
+                            f"artifact: export the llvm target's dynamic build, or a {module.target} build with static "
+                            f"shapes")
     if symbols:
         check_dims(module)
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731
-    slot = lambda ix: int(ix) if isinstance(ix, int) else [int(x) for x in ix]  # noqa: E731 (["work", [base, per]])
     rows = lambda st: {"rows": list(st.rows), "repeat": list(st.repeat)} if st.repeat else {}  # noqa: E731
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION if symbols else STATIC_FORMAT_VERSION,
@@ -231,7 +236,7 @@ def export_device(module, path) -> Path:
         "inputs": sig(module.inputs), "outputs": sig(module.outputs),
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
-        "plan": [{"kernel": st.kernel, "args": [[kind, slot(ix)] for kind, ix in st.args], "grid": list(st.grid),
+        "plan": [{"kernel": st.kernel, "args": [[kind, _slot(ix)] for kind, ix in st.args], "grid": list(st.grid),
                   "block": list(st.block), **({"prepack": True} if st.prepack else {}), **rows(st)}
                  for st in module.plan],
         "resident_inputs": list(module.prepack_inputs), "program": program_part({"target": module.target}),
@@ -239,6 +244,8 @@ def export_device(module, path) -> Path:
     }
     if symbols:     # format 2: row launches (fxc/device_rows.py); a device has no symbol header (sym_header 0)
         manifest.update(symbols=symbols, sym_header=0, row_bytes=int(module.row_bytes))
+    if symbols and module.target.split(" ")[0] == "wasm":    # the llvm kernels in wasm32: fxc_run reads the header
+        manifest.update(sym_header=int(module.sym_header), sym_bytes=workspace_terms(module, symbols))
     parts = {manifest["program"]: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
     buf = io.BytesIO()

@@ -199,6 +199,10 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
                             f"target='webgpu'")
     source, specs, outputs, consts, workspace, plan = read_device(artifact, manifest, parts)
     symbols, dynamic = list(manifest.get("symbols") or ()), {}
+    if symbols and kind != "webgl":
+        raise ArtifactError(f"{artifact}: a {kind} artifact with size symbols; `fxc web` packages a symbolic batch for "
+                            f"webgl only (fxc.load runs this one at any size): export a {kind} build with static "
+                            f"shapes for the web package, or a webgl build with the dynamic batch")
     if symbols:     # a symbolic batch (webgl): the sample at its size; the page runs any size (?size=N) in range
         from .runtime.symbols import bind_symbols
         sizes = {symbols[0]["name"]: min(max(8, symbols[0]["min"]), symbols[0]["max"])} if inputs is None else \

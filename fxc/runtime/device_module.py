@@ -77,6 +77,7 @@ class DeviceModule:
     row_bytes: int = 0                  # workspace bytes per unit of the symbol, after workspace_bytes
     prepack_runs: int = field(default=0, init=False)        # calls that ran the prepack launches
     _prepacked: bool = field(default=False, init=False, repr=False)     # their results are in the workspace
+    exports_symbols = True      # a symbolic batch exports (format 2: row launches) and runs from the artifact
 
     def __post_init__(self):
         from .opencl import open_device
@@ -347,6 +348,11 @@ def device_interface_line(manifest: dict) -> str:
     return f"/* fxc_interface {hashlib.sha256(iface.encode()).hexdigest()} */"
 
 
+def _slot(ix):
+    """A plan slot's index from a manifest: an int, or nested tuples of ints (export_artifact._slot wrote lists)."""
+    return tuple(_slot(x) for x in ix) if isinstance(ix, list) else int(ix)
+
+
 def read_device(path, manifest: dict, parts: dict) -> tuple:
     """(source, inputs, outputs, consts, workspace_bytes, plan) of a verified device artifact, its program's interface
     line checked against the manifest (an ArtifactError for an inconsistent one)."""
@@ -360,8 +366,7 @@ def read_device(path, manifest: dict, parts: dict) -> tuple:
         dim = lambda d: d if isinstance(d, str) else int(d)  # noqa: E731 (text: a size symbol's multiple)
         spec = lambda s: TensorSpec(str(s["name"]), tuple(dim(d) for d in s["shape"]), str(s["dtype"]))  # noqa: E731
         inputs, outputs = [spec(s) for s in manifest["inputs"]], [spec(s) for s in manifest["outputs"]]
-        slot = lambda i: tuple(int(x) for x in i) if isinstance(i, list) else int(i)  # noqa: E731
-        plan = [Launch(str(st["kernel"]), [(str(k), slot(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
+        plan = [Launch(str(st["kernel"]), [(str(k), _slot(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
                        tuple(map(int, st["block"])), bool(st.get("prepack", False)),
                        tuple(map(int, st.get("rows", ()))), tuple(map(int, st.get("repeat", ()))))
                 for st in manifest["plan"]]
@@ -385,11 +390,14 @@ def load_device(path, manifest: dict, parts: dict):
     elif kind == "webgpu":          # numpy and playwright (the browser) only
         from .webgpu import WebGPUModule as module
     extra = {}
-    if manifest.get("symbols"):     # format 2: a symbolic batch run by row launches (a webgl artifact)
+    if manifest.get("symbols"):     # format 2: a symbolic batch run by row launches (wasm: by its symbol header)
         if not getattr(module, "exports_symbols", False):
-            raise ArtifactError(f"{path}: a {kind} artifact with size symbols; this runtime runs dynamic device "
-                                f"artifacts of webgl only: {_REEXPORT}")
+            raise ArtifactError(f"{path}: a {kind} artifact with size symbols; this runtime cannot run dynamic "
+                                f"device artifacts: {_REEXPORT}")
         extra = dict(symbols=[dict(s) for s in manifest["symbols"]], row_bytes=int(manifest["row_bytes"]))
+        if kind == "wasm":
+            extra.update(sym_header=int(manifest["sym_header"]),
+                         sym_bytes=[[int(c), [str(x) for x in names]] for c, names in manifest.get("sym_bytes", [])])
     return module(manifest["target"], source, inputs, outputs, consts, workspace, plan,
                   kernels=list(manifest.get("kernels", [])),
                   prepack_inputs=[int(i) for i in manifest.get("resident_inputs", [])], **extra)
