@@ -52,6 +52,8 @@ class Caps:
     dynamic_rows: bool = True               # code for a symbolic number of rows (a dynamic batch) runs every size
                                             # from one build: row-block kernels (llvm) or row launches with operand
                                             # offsets set at call time (opencl, opengl, webgpu); False: builds per size
+    channel_block: int = 0                  # a device's conv activations in NCHWkc, k channels of a pixel together
+    #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
 
     @property
     def lanes(self) -> int:
@@ -336,7 +338,7 @@ def webgl_caps(info: dict) -> Caps:
                 max_work_group_size=1, index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
                 math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm",
-                dynamic_rows=False)
+                dynamic_rows=False, channel_block=4)
 
 
 def _webgl_target(target: Target) -> Target:
