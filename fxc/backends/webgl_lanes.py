@@ -167,7 +167,7 @@ class WebGLLanesRenderer(WebGLRenderer):
 
     def _unrollable(self, s: For) -> bool:
         return self.mode == "lanes" and s.kind in ("serial", "unroll") and isinstance(s.extent, int) \
-            and s.start == 0 and s.extent % TEXEL_WIDTH == 0 and s.extent >= TEXEL_WIDTH \
+            and s.start == 0 and s.extent % TEXEL_WIDTH == 0 and s.extent >= 2 * TEXEL_WIDTH \
             and not any(isinstance(st, For) for st in walk_stmts(s.body))
 
     def _unroll(self, s: For):
