@@ -59,6 +59,8 @@ class Caps:
     binary_tails: bool = False              # the rows after the blocks run as launches of 4, 2 and 1 rows (at most
     #                                         one each) rather than one a row: where a launch costs much (a WebGL
     #                                         draw), fewer launches for two more kernels a group
+    channel_block: int = 0                  # a device's conv activations in NCHWkc, k channels of a pixel together
+    #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
 
     @property
     def lanes(self) -> int:
@@ -343,7 +345,7 @@ def webgl_caps(info: dict) -> Caps:
                 max_work_group_size=1, index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
                 math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm",
-                row_align=4, binary_tails=True)
+                row_align=4, binary_tails=True, channel_block=4)
 
 
 def _webgl_target(target: Target) -> Target:

@@ -93,3 +93,54 @@ def test_lane_dependent_control_flow_runs_the_lanes_one_by_one():
         const out = Array.from(m.run([Float32Array.from(xs)], false).outputs[0]); m.dispose(); return out; }""",
                            [desc, xs.tolist()])
     assert_close_np(np.array(got, np.float32), np.where(np.arange(n) < 5, xs * 2, xs + 1), rtol=0, atol=0)
+
+
+class _BlockedNet(nn.Module):
+    """Every conv kind in NCHW4c (use_channel_blocks): a 7x7 stride-2 stem over 3 channels (NCHW in), a 3x3 conv
+    with a residual add, a depthwise stride-2 conv, a grouped conv, 1x1 convs to 6 channels (not whole blocks) and
+    a pool reading NCHW."""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 7, stride=2, padding=3)
+        self.c3 = nn.Conv2d(8, 8, 3, padding=1)
+        self.dw = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8)
+        self.grouped = nn.Conv2d(8, 8, 3, padding=1, groups=2)
+        self.pw = nn.Conv2d(8, 6, 1)
+        self.last = nn.Conv2d(6, 5, 3, padding=1)
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = torch.relu(self.c3(x) + x)
+        x = nn.functional.hardtanh(self.dw(x), 0.0, 6.0)
+        x = self.pw(self.grouped(x))
+        return self.last(x), nn.functional.max_pool2d(x, 2)
+
+
+def test_channel_blocked_convs_match_eager():
+    """Each fragment of a conv computes four output channels of one pixel (NCHW4c); the net's outputs in NCHW."""
+    torch.manual_seed(0)
+    model, x = _BlockedNet().eval(), torch.randn(1, 3, 22, 22)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        expected = model(x)
+    for got, e in zip(compiled(x.numpy()), expected):
+        assert_close_np(got, e.numpy(), rtol=1e-5, atol=1e-5 * max(1.0, float(e.abs().max())))
+    kernels = " ".join(compiled.module.kernels)
+    assert "conv2d_packed" in kernels and "depthwise_blocked" in kernels, kernels
+
+
+def test_blocked_conv_reads_a_weight_texel_for_four_channels():
+    """A 3x3 conv over NCHW4c (8 -> 8 channels): each step of the innermost loop (a block's four input channels)
+    fetches one input texel and one weight texel (four output channels) for four multiply-adds (was one fetch of
+    each per output where a fragment's outputs wrapped a 7-wide row)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()).eval()
+    x = torch.randn(1, 4, 7, 7)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)
+    program = program_of(compiled.module.source)
+    shader = next(k["shader"] for k in program["kernels"].values() if "< 3;" in k["shader"])
+    body = shader.split("< 4; ++")[-1]      # the step over a block's four channels
+    body = body[:body.index("}", body.index("{") + 1)]
+    assert body.count("texelFetch") == 2, shader

@@ -130,7 +130,7 @@ def from_blocked_ref(x, channels=None):
 
 
 def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False,
-                         blocked_out=False, in_lanes=None, groups=1):
+                         blocked_out=False, in_lanes=None, groups=1, inner_lanes=False):
     """in_lanes: the elements of one NCHW16c block (None: the weight's L float32 values; bf16: L/2 bf16x2 words of L
     channels). The weight's L (its lanes, the target's vector width) is the output block's too."""
     x, w = types
@@ -149,16 +149,21 @@ def _conv2d_packed_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv
 
 
 def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False,
-                   product=None, name="conv2d_packed", groups=1, **facts):
+                   product=None, name="conv2d_packed", groups=1, inner_lanes=False, **facts):
     """conv2d over a weight packed by pack_lanes (output channels in blocks of L, lanes innermost). product(x, w)
     is what is summed (default x * w; bf16 words use their own); facts go to the schedule with the attrs.
     blocked_in / blocked_out: the input / output is NCHW16c ([N, ceil(C/16), H, W, 16], use_blocked_layout); the
     reduction reads the weight's C channels only, and an output's lanes past out_channels hold the packing's zero
-    weights' sums (the epilogue of 0), which no reader takes for a channel."""
+    weights' sums (the epilogue of 0), which no reader takes for a channel.
+    inner_lanes (blocked_in, C a multiple of the input block): the reduction runs over the input's blocks, the window,
+    then a block's channels innermost, so a device fragment reads each input block once for all of them (webgl:
+    one RGBA texel of four channels, use_channel_blocks); the sum is the same."""
     _, c_, kh, kw, L = wp.shape
     li = x.shape[4] if blocked_in else L       # the elements of an input block: 16 channels (8 bf16x2 words)
-    rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
     product = product or (lambda a, b: a * b)
+    if inner_lanes and blocked_in and groups == 1 and c_ % li == 0:
+        return _conv2d_packed_inner(x, wp, out_channels, stride, dilation, nv, blocked_out, product, name, facts)
+    rc, rh, rw = te.reduce_axis(c_, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
 
     def body(n, o, h, wi, ol=None):
         ih, iw = h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]
@@ -176,7 +181,29 @@ def _conv2d_packed(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, bl
                        "groups": groups})
 
 
-def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
+def _conv2d_packed_inner(x, wp, out_channels, stride, dilation, nv, blocked_out, product, name, facts):
+    """conv2d_packed over an NCHWc input with the reduction order (input block, KH, KW, block channel)."""
+    _, c_, kh, kw, L = wp.shape
+    li = x.shape[4]
+    rb, rh, rw, rl = (te.reduce_axis(c_ // li, "rb"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw"),
+                      te.reduce_axis(li, "rl"))
+
+    def body(n, o, h, wi, ol=None):
+        ih, iw = h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]
+        xv = x[n, rb[0], ih, iw, rl[0]]
+        c = rb[0] * li + rl[0]
+        wv = wp[o, c, rh[0], rw[0], ol] if blocked_out else \
+            wp[binary("idiv", o, as_expr(L)), c, rh[0], rw[0], binary("imod", o, as_expr(L))]
+        return te.sum_(product(xv, wv), [rb, rh, rw, rl])
+    shape = _conv2d_packed_infer([x, wp], out_channels, stride, dilation, nv, True, blocked_out, li)[0].shape
+    return te.compute(shape, body, name,
+                      {"schedule": "conv2d_packed", **facts, "x": x, "w": wp, "stride": tuple(stride),
+                       "dilation": tuple(dilation), "nv": nv, "blocked_in": True, "blocked_out": blocked_out,
+                       "groups": 1, "inner_lanes": True})
+
+
+def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False,
+                       inner_lanes=False):
     from .linalg import unpack_ref
     out = _conv2d_ref(from_blocked_ref(x, wp.shape[1]) if blocked_in else x, unpack_ref(wp, 0, 0, out_channels), stride,
                       dilation)

@@ -17,6 +17,7 @@ from .passes import (
     pack_weights,
     simplify,
     use_blocked_layout,
+    use_channel_blocks,
     use_winograd,
 )
 from .passes.use_bf16 import use_bf16, use_bf16_blocked
@@ -32,6 +33,7 @@ PIPELINE = [
     use_bf16,               # precision="bf16" only
     pack_weights,
     use_blocked_layout,
+    use_channel_blocks,     # devices whose Caps name a channel block (webgl) only
     use_bf16_blocked,       # precision="bf16" only
     fold_constants,
     eliminate_common_subexpr,
@@ -74,7 +76,7 @@ def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_eve
             g = use_winograd(g, bf16_direct, weights_vary, caps, winograd)
         elif p is use_blocked_layout:
             g = use_blocked_layout(g, caps, blocked_layout)
-        elif p in (pack_weights, expand_opaque):
+        elif p in (pack_weights, expand_opaque, use_channel_blocks):
             g = p(g, caps)
         else:
             g = p(g)

@@ -9,7 +9,9 @@ from .materialize_outputs import materialize_outputs
 from .pack_weights import pack_weights
 from .simplify import simplify
 from .use_blocked_layout import use_blocked_layout
+from .use_channel_blocks import use_channel_blocks
 from .use_winograd import use_winograd
 
 __all__ = ["eliminate_common_subexpr", "eliminate_dead_code", "expand_opaque", "fold_constants", "fold_scale_axis",
-           "infer_types", "materialize_outputs", "pack_weights", "simplify", "use_blocked_layout", "use_winograd"]
+           "infer_types", "materialize_outputs", "pack_weights", "simplify", "use_blocked_layout",
+           "use_channel_blocks", "use_winograd"]

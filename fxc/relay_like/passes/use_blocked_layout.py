@@ -95,9 +95,12 @@ def _candidate(v, lanes: int) -> bool:
         and v.node is not None
 
 
-def blocked_values(g, lanes: int | None = None) -> set:
-    """Ids of the values the pass stores in NCHW16c (see the module's doc); lanes: the target's (None: this host's)."""
+def blocked_values(g, lanes: int | None = None, every_region: bool = False) -> set:
+    """Ids of the values the pass stores in NCHW16c (see the module's doc); lanes: the target's (None: this host's).
+    every_region (a device's channel blocks, use_channel_blocks): every region is kept, depthwise conv or not, and a
+    conv reads its input blocked wherever it is (no NCHW GEMM)."""
     lanes = lanes or _host_lanes()
+    gemm_in_nchw = (lambda conv: False) if every_region else _gemm_in_nchw
     users = g.users()
     outputs = {v.id for v in g.outputs}
     values = {o.id: o for n in g.nodes for o in n.outputs if _candidate(o, lanes)}
@@ -117,7 +120,7 @@ def blocked_values(g, lanes: int | None = None) -> set:
     def taken(v) -> bool:
         """Some reader takes v blocked."""
         for node, pos in users.get(v.id, ()):
-            if node.op == "conv2d_packed" and pos == 0 and (node.outputs[0].id in S or not _gemm_in_nchw(node)):
+            if node.op == "conv2d_packed" and pos == 0 and (node.outputs[0].id in S or not gemm_in_nchw(node)):
                 return True
             if (_depthwise(node, lanes) or _hw_pad(node) or _elementwise(node)) and node.outputs[0].id in S:
                 return True
@@ -141,6 +144,8 @@ def blocked_values(g, lanes: int | None = None) -> set:
         for u in full_inputs(values[vid]) + ([p.inputs[0]] if p.op == "conv2d_packed" else []):
             if u.id in S:
                 region[find(u.id)] = find(vid)
+    if every_region:
+        return S
     with_dw = {find(vid) for vid in S if _depthwise(values[vid].node, lanes)}
     return {vid for vid in S if find(vid) in with_dw}
 
@@ -157,13 +162,14 @@ def _widen(attrs, wp, add, lanes: int):
     return wide, add("pack_lanes", list(pack.inputs), dict(pack.attrs, blocks=ob))
 
 
-def use_blocked_layout(g, caps=None, enabled: bool = True):
+def use_blocked_layout(g, caps=None, enabled: bool = True, lanes: int | None = None, every_region: bool = False):
     """caps: the target's capabilities (None: this host's): its lanes are the blocks' (NCHW16c on AVX-512, NCHW8c on
-    AVX2, NCHW4c on SSE). enabled=False (the build option blocked_layout=False): the graph as it is."""
+    AVX2, NCHW4c on SSE). enabled=False (the build option blocked_layout=False): the graph as it is. lanes and
+    every_region: a device's channel blocks (use_channel_blocks: that block, every region, no CPU register tiles)."""
     if not enabled:
         return g
-    lanes = caps.lanes if caps is not None else _host_lanes()
-    S = blocked_values(g, lanes)
+    lanes = lanes or (caps.lanes if caps is not None else _host_lanes())
+    S = blocked_values(g, lanes, every_region)
     if not S:
         return g
     blocked: dict = {}                  # id of an NCHW value in S -> its NCHW16c Value
@@ -204,11 +210,12 @@ def use_blocked_layout(g, caps=None, enabled: bool = True):
         out = n.outputs[0] if len(n.outputs) == 1 else None
         if n.op == "conv2d_packed" and (n.inputs[0].id in S or out.id in S):
             x, wp = n.inputs
-            takes = x.id in S and (out.id in S or not _gemm_in_nchw(n))
+            takes = x.id in S and (out.id in S or every_region or not _gemm_in_nchw(n))
             attrs = dict(n.attrs, blocked_in=takes, blocked_out=out.id in S)
             x = blocked[x.id] if takes else as_nchw(x)
-            if out.id in S:
+            if out.id in S and not every_region:
                 attrs["nv"], wp = _widen(attrs, wp, add, lanes)
+            if out.id in S:
                 blocked[out.id] = add("conv2d_packed", [x, wp], attrs)
             else:
                 keep(n, [x, wp], attrs)
