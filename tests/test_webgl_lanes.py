@@ -87,7 +87,8 @@ def test_lane_dependent_control_flow_runs_the_lanes_one_by_one():
     program = json.loads(render_webgl([k], 2048))
     assert "(loop)" in program["kernels"]["k_if"]["shader"]
     spec = lambda name: SimpleNamespace(name=name, shape=(n,), dtype="float32")     # noqa: E731
-    desc = layout(program, [SimpleNamespace(kernel="k_if", args=[("out", 0), ("in", 0)])], [spec("x")], [spec("y")], [])
+    step = SimpleNamespace(kernel="k_if", args=[("out", 0), ("in", 0)], rows=(), repeat=())     # one static launch
+    desc = layout(program, [step], [spec("x")], [spec("y")], [])
     xs = np.linspace(-2, 3, n).astype(np.float32)
     got = open_page().call("""([desc, xs]) => { const m = new FxcWebGL(window.fxcBase); m.load(desc, []);
         const out = Array.from(m.run([Float32Array.from(xs)], false).outputs[0]); m.dispose(); return out; }""",
