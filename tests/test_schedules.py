@@ -585,7 +585,7 @@ def _count_prepacks(monkeypatch):
     real = rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):
-        state = self._ws.state()
+        state = (self._workspace_for(token) if self.prepack_inputs else self._ws).state()
         before = state.get("prepacked"), state.get("fingerprint")
         real(self, ins, outs, token)
         if self.prepack_inputs and (state.get("prepacked") is not before[0] or state.get("fingerprint") != before[1]):
@@ -608,6 +608,25 @@ def test_prepack_cached_until_weights_change(monkeypatch):
         assert len(calls) == 2
         net.load_state_dict(_Net().state_dict())    # copy_ into the parameters
         torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+
+
+def test_instances_sharing_a_build_keep_their_own_packing(monkeypatch):
+    """Dynamo runs one compiled graph for every instance of a class, so two copies of a network share one fxc build:
+    each copy's weights stay packed in a workspace of their own (calls alternating between them repack nothing; a
+    repack per call made MobileNetV2 8.3 ms instead of 5.8), and an update of one copy's weights is still seen."""
+    calls = _count_prepacks(monkeypatch)
+    torch.manual_seed(0)
+    nets, x = [_Net(), _Net()], torch.randn(1, 3, 10, 11)
+    fs = [torch.compile(n, backend="fxc") for n in nets]
+    with torch.no_grad():
+        for _ in range(3):
+            for net, f in zip(nets, fs):
+                torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 2                      # one packing per copy, kept
+        nets[1].conv.weight.mul_(-2.0)
+        for net, f in zip(nets, fs):
+            torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
+        assert len(calls) == 3                      # the updated copy alone repacked
 
 
 def test_writes_through_data_are_seen(monkeypatch):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import operator
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,6 +38,7 @@ def _same_token(a, b) -> bool:
 
 
 FINGERPRINT_WORDS = 4      # sampled words per prepacked input (fxc_fingerprint)
+PREPACKED_SETS = 4         # weight sets a module keeps packed at once, a workspace each (_workspace_for)
 
 
 def check_shape(spec, shape) -> None:
@@ -87,6 +89,7 @@ class Module:
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
         self._ws = Workspace(self.workspace_bytes)
+        self._sets = OrderedDict()      # the prepacked inputs' addresses -> the workspace holding them packed
         self._samples = self._weight_samples()
         if self.profiled and os.environ.get("FXC_PROFILE", "0") not in ("", "0"):
             self.print_profile_at_exit()
@@ -162,8 +165,28 @@ class Module:
         token = None if prepack_token is None else (tuple(in_ptrs[i] for i in self.prepack_inputs), prepack_token)
         self.run_prepared(pointer_array(in_ptrs), out_ptrs, token, sizes)
 
-    def _workspace(self, sizes) -> int:
-        return self._ws.pointer()
+    def _workspace(self, sizes, ws=None) -> int:
+        return (ws or self._ws).pointer()
+
+    def _workspace_for(self, token) -> Workspace:
+        """The workspace holding this token's weights packed: one per weight set (their addresses), up to
+        PREPACKED_SETS, least recently used reused. Dynamo runs one graph for every instance of a class, so copies of
+        a network share a build; alternating calls then repack nothing (the state's token still decides)."""
+        if token is None:
+            return self._ws
+        sets, key = self._sets, token[0]
+        ws = sets.get(key)
+        if ws is None:
+            if not sets:
+                ws = self._ws
+            elif len(sets) < PREPACKED_SETS:
+                ws = Workspace(self.workspace_bytes)
+            else:
+                ws = sets.pop(next(iter(sets)))
+            sets[key] = ws
+        else:
+            sets.move_to_end(key)
+        return ws
 
     def run_prepared(self, in_array, out_ptrs: list, token=None, sizes=None) -> None:
         """run_pointers with the input addresses already a ctypes array and the whole token given:
@@ -174,11 +197,13 @@ class Module:
         `p.data.copy_(w)`; a write missing every sampled word goes unseen)."""
         if self.unrunnable:
             raise TargetError(self.unrunnable)
-        args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._workspace(sizes))
-        if not self.prepack_inputs or self._lib.prepack is None:
+        packs = self.prepack_inputs and self._lib.prepack is not None
+        ws = self._workspace_for(token) if packs else self._ws
+        args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._workspace(sizes, ws))
+        if not packs:
             check_return_code(self._lib.run(*args), self._lib.index_error)
             return
-        state = self._ws.state()
+        state = ws.state()
         last = state.get("prepacked")
         fingerprint = self._fingerprint(in_array)
         if token is None or (last is not token and not _same_token(last, token)) \

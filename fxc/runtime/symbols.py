@@ -78,23 +78,24 @@ class DynamicModule(Module):
     def output_shapes(self, sizes: dict) -> list:
         return [tuple(dim_value(d, sizes) for d in s.shape) for s in self.outputs]
 
-    def _workspace(self, sizes) -> int:
-        """The thread's workspace, grown (keeping its contents: the packed weights) to the call's size, with the
-        symbols' values in its header."""
+    def _workspace(self, sizes, ws=None) -> int:
+        """The thread's workspace (`ws`, else the module's), grown (keeping its contents: the packed weights) to the
+        call's size, with the symbols' values in its header."""
         if not sizes:
             raise InputError("this module has symbolic sizes: run it with the sizes of its inputs "
                              "(sizes=module.sizes(shapes))")
         values = [sizes[s["name"]] for s in self.symbols]
         need = self.workspace_bytes + (sum(c * math.prod(sizes[x] for x in names) for c, names in
                                            self.sym_bytes) if self.sym_bytes else self.row_bytes * values[0])
-        ws = self._ws.pointer()
-        raw, _ = self._ws._local.buf
+        space = ws or self._ws
+        ws = space.pointer()
+        raw, _ = space._local.buf
         have = raw.nbytes - (ws - raw.ctypes.data)
         if need > have:
             new = np.empty(max(need, 2 * have) + 64, np.uint8)
             ptr = new.ctypes.data + (-new.ctypes.data) % 64
             ctypes.memmove(ptr, ws, have)
-            self._ws._local.buf, ws = (new, ptr), ptr
+            space._local.buf, ws = (new, ptr), ptr
         (ctypes.c_int64 * len(values)).from_address(ws + self.sym_header)[:] = values
         return ws
 
