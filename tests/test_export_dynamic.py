@@ -332,6 +332,16 @@ def _attention_ref(x: np.ndarray) -> np.ndarray:
     return (torch.softmax(t @ t.transpose(1, 2), -1) @ t + t).numpy()
 
 
+def check_attention_pairs(module) -> None:
+    """A two-symbol attention module (any target) against numpy at PAIRS, and s = 51 refused by name."""
+    rng = np.random.default_rng(3)
+    for b, s in PAIRS:
+        x = rng.standard_normal((b, s, 8)).astype(np.float32)
+        np.testing.assert_allclose(module(x), _attention_ref(x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(InputError, match="s = 51 is outside"):
+        module(np.zeros((2, 51, 8), np.float32))
+
+
 def test_two_symbols_export_python_and_c(tmp_path):
     """A graph with two symbols whose workspace slots are sums of products (b x s, b x s x s): exported (format 2
     with `sym_bytes`), run at three (b, s) pairs by fxc.load without torch and by run_shaped.c, against torch;

@@ -69,6 +69,18 @@ class Node:
         return f"{outs} = {self.op}({', '.join(map(repr, self.inputs))}{attrs})"
 
 
+def node_appender(nodes: list):
+    """add(op, inputs, attrs): a node of registry op `op` appended to `nodes` (a pass rebuilding a graph's node
+    list), its output type from the op's rule; returns its first output."""
+    from ..ops.registry import get_op
+
+    def add(op: str, inputs: list, attrs: dict) -> Value:
+        node = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
+        nodes.append(node)
+        return node.outputs[0]
+    return add
+
+
 class Graph:
     def __init__(self, inputs=(), outputs=(), nodes=()):
         self.inputs: list = list(inputs)

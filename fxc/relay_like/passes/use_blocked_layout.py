@@ -27,7 +27,7 @@ and BERT (no depthwise conv) keep their kernels. The build option blocked_layout
 from __future__ import annotations
 
 from ...ops.registry import Kind, get_op
-from ..graph import Node
+from ..graph import Node, node_appender
 
 WIDE_NV = 4     # channel blocks per register tile of a blocked conv that makes at least as many channels as it reads
                 # (an expanding 1x1 conv): 7 rows x 4 blocks, 4 weight vectors and 7 broadcasts a step. MobileNetV2's
@@ -176,10 +176,7 @@ def use_blocked_layout(g, caps=None, enabled: bool = True, lanes: int | None = N
     nchw: dict = {}                     # id of a value in S -> its NCHW form, made for a reader that needs it
     new_nodes = []
 
-    def add(op, inputs, attrs):
-        node = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
-        new_nodes.append(node)
-        return node.outputs[0]
+    add = node_appender(new_nodes)
 
     def padded(v, dim: int):
         """v with zeros appended along its channel dim `dim` (0 or 1 of 4) up to whole blocks."""

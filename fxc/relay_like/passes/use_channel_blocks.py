@@ -16,7 +16,7 @@ reduction's block channel innermost (inner_lanes) one input texel serves k x k m
 from __future__ import annotations
 
 from ...ops.registry import get_op
-from ..graph import Node
+from ..graph import Node, node_appender
 from .use_blocked_layout import use_blocked_layout
 
 
@@ -56,10 +56,7 @@ def _blocked_outputs(g, k: int):
     read), converted to NCHW after it where its reader needs that layout."""
     new_nodes = []
 
-    def add(op, inputs, attrs):
-        node = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
-        new_nodes.append(node)
-        return node.outputs[0]
+    add = node_appender(new_nodes)
 
     for n in g.nodes:
         if n.op != "conv2d_packed" or n.attrs.get("blocked_out"):

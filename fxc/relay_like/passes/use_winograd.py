@@ -14,7 +14,7 @@ winograd="all" uses Winograd on every eligible conv, also where winograd_pays sa
 """
 from __future__ import annotations
 
-from ..graph import Node
+from ..graph import node_appender
 
 BF16_MIN_SIDE = 28      # with a bf16 direct kernel at twice the FMA rate: Winograd (float32) only on maps this large
 F4_MIN_TILES = 32       # float32 F(4x4) with fewer 4x4 tiles a pass over its weight: F(2x2) instead where it pays
@@ -116,7 +116,6 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=
     against 1.72 in F(2x2), where a fixed weight gives 1.20 against 1.02; 256 at 14x14 1.13 against 0.73; F(4x4) on
     28x28 and 56x56 0.47 and 0.44 against 1.08 and 1.07."""
     from ...lowering.schedules import rule
-    from ...ops.registry import get_op
     from ...ops.winograd import tiles
     from ...target import Target
     caps = caps or Target.parse("llvm").caps
@@ -125,10 +124,7 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=
     fixed = weight_derived(g) if bf16_direct else set()
     new_nodes = []
 
-    def add(op, inputs, attrs):
-        node = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
-        new_nodes.append(node)
-        return node.outputs[0]
+    add = node_appender(new_nodes)
     for n in g.nodes:
         x, w = n.inputs if n.op == "conv2d" else (None, None)
         if x is None or n.outputs[0].dtype != "float32" or w.shape[2:] != (3, 3) or n.attrs.get("groups", 1) != 1 \
