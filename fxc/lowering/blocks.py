@@ -22,7 +22,7 @@ from ..errors import LoweringError
 from . import te
 from .expr import Expr, Load, Present, Var, VecLoad, as_expr, rebuild, walk
 from .loop_ir import Buffer, For, IfThen, Kernel, LetStmt, Store, map_body, seq, walk_stmts
-from .sym import Sym, symbols_of
+from .sym import monomial, symbols_of
 
 ROW_BLOCK = 8          # rows of the main blocks (their static schedule is the build's for ROW_BLOCK rows)
 WIDE_BLOCK = 64        # ... and before them, blocks of this many rows for groups of short rows (a sequence's
@@ -36,19 +36,6 @@ def row_symbols(rows) -> tuple:
     return tuple(sorted(rows if isinstance(rows, (tuple, list)) else (rows,), key=repr))
 
 
-def _monomial(d):
-    """(symbols as a sorted tuple, coefficient) when dim d is a positive multiple of one product of symbols."""
-    from .sym import _poly
-    try:
-        p = _poly(d)
-    except ValueError:
-        return None
-    if len(p) != 1:
-        return None
-    (m, c), = p.items()
-    return (tuple(sorted(m, key=repr)), c) if c > 0 and all(isinstance(x, Sym) for x in m) else None
-
-
 def _leading_run(shape):
     """(axes of the leading symbolic dims, the product's symbols, coefficient, first static axis after them): the
     dims up to the last symbolic one, skipping unit dims, each a multiple of a product of symbols; None otherwise
@@ -60,7 +47,7 @@ def _leading_run(shape):
     for k, d in enumerate(shape[:last + 1]):
         if not symbols_of(d) and d == 1:
             continue
-        mono = _monomial(d)
+        mono = monomial(d)
         if mono is None or not mono[0]:
             return None
         axes.append(k)

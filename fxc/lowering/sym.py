@@ -132,8 +132,8 @@ def symbols_of(dim) -> set:
     return {x for x in walk(dim) if isinstance(x, Sym)} if isinstance(dim, Expr) else set()
 
 
-def linear(dim):
-    """(symbol, coefficient) when dim is coefficient * symbol (coefficient an int >= 1), else None."""
+def monomial(dim):
+    """(symbols as a sorted tuple, coefficient) when dim is a positive multiple of one product of symbols, else None."""
     if not isinstance(dim, Expr):
         return None
     try:
@@ -143,7 +143,13 @@ def linear(dim):
     if len(p) != 1:
         return None
     (m, c), = p.items()
-    return (m[0], c) if len(m) == 1 and isinstance(m[0], Sym) and c > 0 else None
+    return (tuple(sorted(m, key=repr)), c) if c > 0 and all(isinstance(x, Sym) for x in m) else None
+
+
+def linear(dim):
+    """(symbol, coefficient) when dim is coefficient * symbol (coefficient an int >= 1), else None."""
+    mono = monomial(dim)
+    return (mono[0][0], mono[1]) if mono is not None and len(mono[0]) == 1 else None
 
 
 _FACTS: contextvars.ContextVar = contextvars.ContextVar("fxc_sym_facts", default={})
