@@ -463,7 +463,7 @@ def test_vector_sigmoid_accuracy():
     (PyTorch's own gives 0 there); 1 at +inf and beyond 17, nan for nan."""
     from fxc.lowering.expr import Load, Var, unary
     from fxc.lowering.loop_ir import Buffer
-    from fxc.lowering.schedules.cpu.gemm import vectorize_expr
+    from fxc.lowering.schedules.cpu.vectorize import vectorize_expr
     i = Var("i")
     assert vectorize_expr(unary("sigmoid", Load(Buffer("x", "float32", 64), i)), i, 16) is not None
     xs = _math_samples()
@@ -529,7 +529,7 @@ def test_vector_math_accuracy(op):
     their reduction's range (libm's path)."""
     from fxc.lowering.expr import Load, Var, unary
     from fxc.lowering.loop_ir import Buffer
-    from fxc.lowering.schedules.cpu.gemm import vectorize_expr
+    from fxc.lowering.schedules.cpu.vectorize import vectorize_expr
     i = Var("i")
     assert vectorize_expr(unary(op, Load(Buffer("x", "float32", 64), i)), i, 16) is not None   # no libm loop
     xs = _math_samples()
@@ -776,7 +776,7 @@ def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monke
 def test_aligned_stride_through_idiv_and_imod():
     """Within a vector loop's aligned chunk, an unravelled index (a reshape's) keeps a constant stride."""
     from fxc.lowering.expr import Var, as_expr, binary
-    from fxc.lowering.schedules.cpu.gemm import aligned_stride
+    from fxc.lowering.schedules.cpu.vectorize import aligned_stride
     v, i = Var("v"), Var("i")
     merge = binary("idiv", v, as_expr(64)) * 8192 + i * 64 + binary("imod", v, as_expr(64))
     assert aligned_stride(merge, v, 16) == 1

@@ -152,7 +152,7 @@ def _merge_inner_axes(red, rvars, val):
     from .expr import walk
     if len(rvars) < 2 or not all(isinstance(e, int) for _, e in red.axes[-2:]) or red.axes[-1][1] >= VECTOR_REDUCE_MIN:
         return None
-    from .schedules.cpu.default import linear_stride
+    from .schedules.cpu.vectorize import linear_stride
     a, b = rvars[-2], rvars[-1]
     na, nb = red.axes[-2][1], red.axes[-1][1]
     r = Var("rm")
@@ -175,7 +175,7 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     such as softmax and layer-norm sums): lanes are folded into acc[slot] at the end; None if val
     does not vectorize along that loop."""
     from .expr import Const, Lane, VecLoad, vec
-    from .schedules.cpu.gemm import vectorize_expr
+    from .schedules.cpu.vectorize import vectorize_expr
     lanes = conv.caps.lanes     # the target's vector width
     if not all(isinstance(e, int) for _, e in red.axes):    # a symbolic extent: the scalar loop (sym_loops.py)
         return None
@@ -241,7 +241,7 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
         s, f = schedule_root(conv, t, ob, num_threads, schedule_hint or {})
         stmts.append(s)
         flops += f
-    from .schedules.cpu.gemm import vectorize_loops
+    from .schedules.cpu.vectorize import vectorize_loops
     body = vectorize_loops(seq(*stmts), conv.caps.lanes)
     params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())] + conv.scratches
     return Kernel(name, params, body, flops)

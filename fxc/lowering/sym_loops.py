@@ -37,7 +37,7 @@ ROW_TILE = 4            # rows of a reduction whose column tiles share their red
 def lower_symbolic(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, sym_index: dict) -> Kernel:
     """roots[i] is stored into out_bufs[i] (tensors at symbolic shapes); in_bufs: placeholder -> Buffer;
     sym_index: symbol name -> its slot in `syms`."""
-    from .schedules.cpu.gemm import vectorize_loops
+    from .schedules.cpu.vectorize import vectorize_loops
     syms = Buffer("syms", "int64", 8)
     conv = Converter(dict(in_bufs), caps)
     stmts, flops, done = [], 0, set()
@@ -192,8 +192,7 @@ def _vector_columns(conv: Converter, t, ob, idx: list, shape: list, jl: Var, lan
     """`lanes` columns at once (a multiple of the target's lanes; jl their lane): an injective body as one vectorize
     loop; a reduction (or an epilogue over reductions) as vector accumulators, one slot per column, each update a
     vectorize loop. None when a reduction's reads are not contiguous (or invariant) along the columns."""
-    from .schedules.cpu.default import linear_stride
-    from .schedules.cpu.gemm import aligned_stride
+    from .schedules.cpu.vectorize import aligned_stride, linear_stride
     holes: list = []
     val = conv.convert(t[tuple(idx)], None, holes)
     store = Store(ob, flat_index(idx, shape), val)

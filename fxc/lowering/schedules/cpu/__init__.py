@@ -7,6 +7,8 @@
 - winograd.py: conv2d_winograd (F(4x4, 3x3) and F(2x2, 3x3));
 - grouped_conv.py: row tiles for grouped convs and short-reduction (1-D) convs;
 - column_strips.py: strips of conv rows whose input does not stay cached.
+- vectorize.py: the strides of indices and the explicit vector forms of expressions and `vectorize` loops (used
+  by every schedule here, the GPU GEMV schedule and the lowering).
 
 SCHEDULES maps each kind to its schedule (fxc/lowering/schedules: the registry), RULES the layout rules the graph
 passes ask through `fxc.lowering.schedules.rule("cpu", name)`.

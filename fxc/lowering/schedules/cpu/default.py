@@ -12,7 +12,6 @@ import math
 
 from ... import te
 from ...expr import (
-    Bin,
     Const,
     Expr,
     Load,
@@ -29,34 +28,10 @@ from ...expr import (
 )
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
 from ...lower import Converter, flat_index
+from .vectorize import aligned_stride, linear_stride, vectorize_expr
 
 PARALLEL_MIN_WORK = 1 << 15      # elements x reduce size below which a kernel stays single-threaded
 TILE = 32                        # accumulator tile along the output's last axis
-
-
-def linear_stride(e: Expr, v: Var):
-    """Coefficient of v in e if e is affine in v with a constant coefficient, else None."""
-    if e is v:
-        return 1
-    if isinstance(e, (Const, Var)):
-        return 0
-    if not any(x is v for x in walk(e)):
-        return 0
-    if isinstance(e, Bin):
-        op, a, b = e.args
-        sa, sb = linear_stride(a, v), linear_stride(b, v)
-        if sa is None or sb is None:
-            return None
-        if op == "add":
-            return sa + sb
-        if op == "sub":
-            return sa - sb
-        if op == "mul":
-            if isinstance(b, Const) and sb == 0:
-                return sa * b.value
-            if isinstance(a, Const) and sa == 0:
-                return sb * a.value
-    return None
 
 
 def load_strides(e: Expr, v: Var) -> list:
@@ -133,7 +108,6 @@ def _vector_row(out, index, value, v, n, lanes: int):
     """out[index(v)] = value(v) for v in 0..n as explicit vectors of `lanes` (the target's Caps.lanes; and one
     narrower tail vector), when the row is contiguous in the output and value vectorizes; else None."""
     from ...expr import PackBf16
-    from .gemm import vectorize_expr
     words = out.dtype == "int32" and isinstance(value, PackBf16)       # float32 pairs packed to bf16x2 words
     if (out.dtype != "float32" and not words) or n < 4 or linear_stride(index, v) != 1:
         return None
@@ -213,7 +187,6 @@ def _transposed_tiles(conv, t, out, axes, shape, value, num_threads):
     the source while the axis before them (m) is contiguous there: out[..., m, l] = src(..., 16 b + l, m). Its whole
     blocks run as 16 x 16 tiles, 16 vectors along m transposed in registers (transpose16); the rest of m and the
     blocks past the packed axis's whole blocks element by element. None for any other tensor."""
-    from .gemm import vectorize_expr
     lanes = conv.caps.lanes
     attrs = t.attrs or {}
     whole, exact = attrs.get("pack_whole"), attrs.get("pack_exact")
@@ -260,7 +233,6 @@ def _transposing_tiles(out, axes, shape, value, num_threads, lanes: int):
     (a gather per lane on the generic path) while an outer axis u reads it contiguously, e.g. a permute from NHWC
     to NCHW. Each 16 x 16 tile of (u, v) is 16 vectors along u transposed in registers (transpose16) and stored as
     16 rows along v; the v tail of the whole u tiles and the u tail run as written. None for other roots."""
-    from .gemm import vectorize_expr
     if out.dtype not in ("float32", "int32") or len(axes) < 2 or shape[-1] < lanes:
         return None
     v, index = axes[-1], flat_index(axes, shape)
@@ -413,7 +385,6 @@ def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_thread
     None for other reductions (contiguous rows take the row schedules)."""
     from ...expr import Lane, vec
     from ...lower import COMBINE
-    from .gemm import aligned_stride, vectorize_expr
     lanes = conv.caps.lanes
     rb: te.Reduce = rt.body
     if rt.dtype != "float32" or rb.op not in ("sum", "max", "min") or not rb.axes or not axes:

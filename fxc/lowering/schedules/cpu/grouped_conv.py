@@ -21,7 +21,8 @@ from __future__ import annotations
 from ...expr import Bin, Broadcast, Const, Fma, Load, Var, VecLoad, as_expr, substitute, vec
 from ...loop_ir import Allocate, For, IfThen, Store, seq
 from ...lower import flat_index
-from .gemm import _parallel, acc_vectors, vectorize_expr
+from .gemm import _parallel, acc_vectors
+from .vectorize import vectorize_expr
 
 MAX_VECTORS = 4     # vectors along ow per tile: more leaves too few rows for the weights' broadcasts to pay
 

@@ -30,7 +30,8 @@ from ....ops.winograd import MATRICES, alpha, tiles, transform, transform_loops
 from ...expr import Bin, Const, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
 from ...loop_ir import Allocate, For, IfThen, LetStmt, Store, seq
 from ...lower import flat_index
-from .gemm import Tile, _parallel, vectorize_expr
+from .gemm import Tile, _parallel
+from .vectorize import vectorize_expr
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
 SHARED_V = 850 << 10        # bytes of a task's V up to which output channel groups share one (see the schedule)

@@ -64,7 +64,7 @@ class _Gemv:
         return _match(conv, t, knobs) is not None
 
     def __call__(self, conv, t, out, knobs) -> list:
-        from ..cpu.gemm import vectorize_expr
+        from ..cpu.vectorize import vectorize_expr
         hole, red_t, value, form = _match(conv, t, knobs)
         if form == "j":
             return _along_j(conv, t, out, knobs, hole, red_t, value)
@@ -121,7 +121,7 @@ class _Gemv:
 
 def _along_j(conv, t, out, knobs, hole, red_t, value) -> list:
     """The form for a column factor contiguous along j (see the module's docstring)."""
-    from ..cpu.gemm import vectorize_expr
+    from ..cpu.vectorize import vectorize_expr
     red = red_t.body
     (kv, K), = red.axes
     *lead, n = t.shape

@@ -19,7 +19,7 @@ from ... import te
 from ...expr import Bin, Const, Load, Var, VecLoad, as_expr, binary, compare, substitute, walk
 from ...loop_ir import Buffer, For, IfThen, LetStmt, Stmt, Store, seq
 from ...lower import flat_index
-from ..cpu.default import linear_stride
+from ..cpu.vectorize import linear_stride
 from .one_per_output import unflatten
 
 
