@@ -503,7 +503,7 @@ def test_vector_sigmoid_without_vscalef_selects_its_nan_lanes(monkeypatch):
     """Where 2^k is built from integer bits (no AVX-512F), a nan argument would reach fptosi, whose result is then
     poison: sigmoid selects its nan lanes back from the argument, and its other lanes agree with the vscalefps form
     bit for bit."""
-    from fxc.backends.llvm_render import ModuleWriter
+    from fxc.backends.llvm_module import ModuleWriter
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     x = np.concatenate([np.linspace(-120, 120, 4096), [np.nan, np.inf, -np.inf] * 5 + [0.0]]).astype(np.float32)
     with_scalef, _ = run_graph(lambda g, xv: g.call1("sigmoid", [xv]), [x])

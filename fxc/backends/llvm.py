@@ -108,7 +108,7 @@ def finish_module(mw: ModuleWriter, calls: list, prepack_calls: list = (), profi
 
 
 # Kernels: LLVM's O3 without the SLP vectorizer: fxc's loop IR already holds explicit vectors, and its loops ask
-# for the loop vectorizer and unroller only where they want them (see llvm_render.loop_md); SLP was ~15% of the
+# for the loop vectorizer and unroller only where they want them (see llvm_module.loop_md); SLP was ~15% of the
 # optimisation time for no measured speed. The entry part (a straight list of kernel calls) gets no IR passes,
 # and codegen at O0 (fast instruction selection, no scheduling): it is compiled last, after every kernel is
 # rendered, so its time is the build's tail (ResNet-18's: 36 -> 17 ms of codegen); its code only passes addresses.

@@ -43,7 +43,7 @@ TRIG_LIMIT = 65536.0    # |x| beyond it (or inf, nan): sin/cos of the whole vect
 
 def pack_bf16_words(w: "FunctionWriter", wt: str, lo: str, hi: str) -> str:
     """Vectors lo, hi of float32 -> int32 words of type wt (lo rounded in the low half, hi in the high half), each
-    rounded to the nearest bfloat16, ties to even, a NaN made the quiet NaN 0x7FC0 (FunctionWriter.narrow_storage,
+    rounded to the nearest bfloat16, ties to even, a NaN made the quiet NaN 0x7FC0 (llvm_arith.narrow_storage,
     lane-wise): the pack on a target without vcvtne2ps2bf16, where LLVM would call __truncsfbf2."""
     n = int(wt[1:].split(" x ")[0])
     splat = lambda v: "<" + ", ".join([f"i32 {v}"] * n) + ">"
