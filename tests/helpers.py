@@ -46,6 +46,19 @@ def sgd_steps(models, x, y, steps=3, lr=0.1):
             opt.step()
 
 
+class ConvNet(torch.nn.Module):
+    """A 3x3 conv (3 input channels), relu, the spatial mean and a linear layer: a small network with weights to
+    pack (the prepack and cross-compilation tests)."""
+
+    def __init__(self, channels: int = 24, classes: int = 10):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, channels, 3, padding=1)
+        self.fc = torch.nn.Linear(channels, classes)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
+
+
 def _host_has_avx512f() -> bool:
     from fxc.target import Target
     return Target.parse("llvm").caps.has("avx512f")

@@ -9,7 +9,7 @@ from fxc.build import build
 from fxc.ops.registry import all_ops, get_op
 from fxc.relay_like.graph import Graph
 from fxc.relay_like.passes import pack_weights
-from tests.helpers import assert_close_np
+from tests.helpers import ConvNet, assert_close_np
 
 all_ops()
 RNG = np.random.default_rng(0)
@@ -43,16 +43,6 @@ def test_pack_weights_pass_rewrites_conv_and_matmul():
     assert [n.op for n in pack_weights(g2, avx512).nodes] == ["conv2d"]
 
 
-class _Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 24, 3, padding=1)
-        self.fc = torch.nn.Linear(24, 10)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
-
-
 def _count_prepacks(monkeypatch):
     from fxc.runtime import module as rt
     calls = []
@@ -71,7 +61,7 @@ def _count_prepacks(monkeypatch):
 def test_prepack_cached_until_weights_change(monkeypatch):
     calls = _count_prepacks(monkeypatch)
     torch.manual_seed(0)
-    net, x = _Net(), torch.randn(1, 3, 10, 11)
+    net, x = ConvNet(), torch.randn(1, 3, 10, 11)
     f = torch.compile(net, backend="fxc")
     with torch.no_grad():
         for _ in range(3):
@@ -80,7 +70,7 @@ def test_prepack_cached_until_weights_change(monkeypatch):
         net.conv.weight.mul_(-2.0)                  # in-place update: version bump -> repack
         torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
         assert len(calls) == 2
-        net.load_state_dict(_Net().state_dict())    # copy_ into the parameters
+        net.load_state_dict(ConvNet().state_dict())    # copy_ into the parameters
         torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)
 
 
@@ -90,7 +80,7 @@ def test_instances_sharing_a_build_keep_their_own_packing(monkeypatch):
     repack per call made MobileNetV2 8.3 ms instead of 5.8), and an update of one copy's weights is still seen."""
     calls = _count_prepacks(monkeypatch)
     torch.manual_seed(0)
-    nets, x = [_Net(), _Net()], torch.randn(1, 3, 10, 11)
+    nets, x = [ConvNet(), ConvNet()], torch.randn(1, 3, 10, 11)
     fs = [torch.compile(n, backend="fxc") for n in nets]
     with torch.no_grad():
         for _ in range(3):
@@ -108,7 +98,7 @@ def test_writes_through_data_are_seen(monkeypatch):
     is redone because a sample of the packed inputs' words changed (Module.run_prepared), not served stale."""
     calls = _count_prepacks(monkeypatch)
     torch.manual_seed(0)
-    net, x = _Net(), torch.randn(1, 3, 10, 11)
+    net, x = ConvNet(), torch.randn(1, 3, 10, 11)
     f = torch.compile(net, backend="fxc")
     with torch.no_grad():
         torch.testing.assert_close(f(x), net(x), rtol=1e-4, atol=1e-5)

@@ -16,7 +16,7 @@ from fxc.errors import CompileError, TargetError
 from fxc.relay_like.builder import Builder
 from fxc.target import Target, host_features
 from tests import test_ops
-from tests.helpers import assert_close_np
+from tests.helpers import ConvNet, assert_close_np
 
 LOWER_ISAS = ["llvm -mcpu=haswell", "llvm -mcpu=x86-64-v2"]
 NO_BF16 = ["llvm -mcpu=skylake-avx512", "llvm -mcpu=cascadelake"]     # AVX-512 without vcvtne2ps2bf16/vdpbf16ps
@@ -244,21 +244,11 @@ def test_bf16_precision_without_avx512bf16_is_a_target_error(spec):
 
 
 # ---------------------------------------------------------------- cross-compilation
-class _Net(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
-        self.fc = torch.nn.Linear(8, 5)
-
-    def forward(self, x):
-        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
-
-
 def test_cross_compile_and_export_for_a_cpu_this_host_is_not(tmp_path):
     target = Target.parse(CROSS)
     if not target.caps.features - host_features():
         pytest.skip("this host can run sapphirerapids code: nothing to cross-compile")
-    model, x = _Net().eval(), torch.randn(1, 3, 8, 8)
+    model, x = ConvNet(8, 5).eval(), torch.randn(1, 3, 8, 8)
     compiled = fxc.from_torch(model, (x,), target=CROSS)
     with pytest.raises(TargetError, match="lacks"):         # before any kernel runs
         compiled(x)
@@ -276,7 +266,7 @@ def test_cross_compile_and_export_for_a_cpu_this_host_is_not(tmp_path):
 @pytest.mark.parametrize("spec", LOWER_ISAS)
 def test_torch_compile_and_from_torch_take_target_strings(spec, tmp_path):
     _skip_unless_runnable(spec)
-    model, x = _Net().eval(), torch.randn(2, 3, 8, 8)
+    model, x = ConvNet(8, 5).eval(), torch.randn(2, 3, 8, 8)
     with torch.no_grad():
         expected = model(x)
         torch.testing.assert_close(torch.compile(model, backend="fxc", options={"target": spec})(x), expected,
