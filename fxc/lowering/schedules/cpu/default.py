@@ -38,20 +38,43 @@ def load_strides(e: Expr, v: Var) -> list:
     return [linear_stride(x.args[1], v) for x in walk(e) if isinstance(x, Load) and x.args[0].scope == "global"]
 
 
+def _fused_parallel(axes: list, shape: list, body):
+    """One parallel loop over the product of the extents `shape`, each of `axes` (Vars) bound to its part of the
+    loop's index by idiv / imod."""
+    p = Var("p")
+    for i in reversed(range(len(axes))):
+        st = math.prod(shape[i + 1:])
+        e = p if st == 1 else binary("idiv", p, st)
+        body = LetStmt(axes[i], e if i == 0 else binary("imod", e, shape[i]), body)
+    return For(p, math.prod(shape), body, "parallel")
+
+
 def _outer_loops(axes, shape, body, work: int, num_threads: int):
     """Wrap body in loops over axes; fuse them into one parallel loop when the work is worth threads."""
     if not axes:
         return body
     if num_threads > 1 and work >= PARALLEL_MIN_WORK and math.prod(shape) > 1:
-        p = Var("p")
-        for i in reversed(range(len(axes))):
-            st = math.prod(shape[i + 1:])
-            e = p if st == 1 else binary("idiv", p, st)
-            body = LetStmt(axes[i], e if i == 0 else binary("imod", e, shape[i]), body)
-        return For(p, math.prod(shape), body, "parallel")
+        return _fused_parallel(axes, shape, body)
     for a, s in reversed(list(zip(axes, shape))):
         body = For(a, s, body)
     return body
+
+
+def parallel_over(axes: list, body, work: int, num_threads: int):
+    """Loops over (Var, extent) axes fused into one parallel loop (serial when small); an axis of extent 1 is bound
+    to 0 (the packed-operand schedules: gemm.py, depthwise.py, winograd.py, grouped_conv.py)."""
+    axes = [(a, n) for a, n in axes if n > 1] + [(a, n) for a, n in axes if n == 1]
+    for a, n in axes:
+        if n == 1:
+            body = LetStmt(a, as_expr(0), body)
+    axes = [(a, n) for a, n in axes if n > 1]
+    if not axes:
+        return body
+    if num_threads <= 1 or work < PARALLEL_MIN_WORK:
+        for a, n in reversed(axes):
+            body = For(a, n, body)
+        return body
+    return _fused_parallel([a for a, _ in axes], [n for _, n in axes], body)
 
 
 def _strides(shape):

@@ -9,7 +9,8 @@ from __future__ import annotations
 from ...expr import Bin, Broadcast, Const, Expr, Fma, Lane, Load, Var, VecLoad, as_expr, binary, substitute, vec
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
-from .gemm import _parallel, _store_vector
+from .default import parallel_over
+from .gemm import store_vector
 from .vectorize import linear_stride_is_one, vectorize_expr
 
 MAX_BORDER_COLUMNS = 16     # output columns whose taps leave the input run as scalars; more: generic schedule
@@ -125,7 +126,7 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
         stmts.append(Allocate(acc, body))
     work = N * O * OH * OW * KH * KW
     if wcopy is None:
-        return _parallel([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
+        return parallel_over([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
     rows = For(oh, OH, seq(*stmts))
     if plane is not None and sh == 1 and dh == 1 and dw == 1 and OH >= ROW_BLOCK:
         blocks = OH // ROW_BLOCK
@@ -137,7 +138,7 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     channel = seq(wcopy, rows)
     if plane is not None:
         channel = Allocate(plane, seq(plane_fill, channel))
-    return _parallel([(n, N), (o, O)], Allocate(wl, channel), work, num_threads)
+    return parallel_over([(n, N), (o, O)], Allocate(wl, channel), work, num_threads)
 
 
 def _store_columns(out, out_index, value, red_var, ow, ow0, lanes, accv, at=None):
@@ -244,7 +245,7 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
                 ok = binary("and", Bin("ge", ih, as_expr(0)), Bin("lt", ih, as_expr(H)))
                 rows.append(IfThen(ok, seq(*taps)) if rows_clip else seq(*taps))
         init = [Store(acc, as_expr(i * L), Const(0.0, vec(rt.dtype, L))) for i in range(len(cols))]
-        stores = [_store_vector(value, red.var, out, index, lane, accv(i), {ow: as_expr(col)})
+        stores = [store_vector(value, red.var, out, index, lane, accv(i), {ow: as_expr(col)})
                   for i, col in enumerate(cols)]
         return Allocate(acc, seq(*init, *rows, *stores))
 
@@ -260,7 +261,7 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
     for j in list(range(0, lo)) + list(range(hi, OW)):
         stmts.append(columns([j], False))
     work = N * CB * OH * OW * KH * KW * L
-    return _parallel([(n, N), (cb, CB), (oh, OH)], Allocate(wl, seq(wcopy, *stmts)), work, num_threads)
+    return parallel_over([(n, N), (cb, CB), (oh, OH)], Allocate(wl, seq(wcopy, *stmts)), work, num_threads)
 
 
 ACC_PARTS = 4               # accumulators per vector of columns in the NCHW depthwise conv (one per kernel row mod 4)

@@ -43,6 +43,7 @@ from ...expr import (
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
 from .column_strips import column_parts
+from .default import parallel_over
 from .vectorize import linear_stride, linear_stride_is_one, vectorize_expr
 
 RESERVED_REGISTERS = 4      # vector registers a register tile leaves to the B vectors and the broadcast
@@ -79,29 +80,6 @@ def groups_per_item(groups: int, items: int, num_threads: int) -> int:
     """How many of `groups` (channel tiles) one parallel work item runs in a row, sharing a local copy of its input,
     when there are `items` work items per group: as many as still leave 8 work items per thread."""
     return largest_divisor(groups, -(-8 * num_threads // items))
-
-
-def _parallel(axes: list, body, work: int, num_threads: int):
-    """Loops over (Var, extent) axes fused into one parallel loop (serial when small)."""
-    axes = [(a, n) for a, n in axes if n > 1] + [(a, n) for a, n in axes if n == 1]
-    from .default import PARALLEL_MIN_WORK
-    for a, n in axes:
-        if n == 1:
-            body = LetStmt(a, as_expr(0), body)
-    axes = [(a, n) for a, n in axes if n > 1]
-    if not axes:
-        return body
-    if num_threads <= 1 or work < PARALLEL_MIN_WORK:
-        for a, n in reversed(axes):
-            body = For(a, n, body)
-        return body
-    p = Var("p")
-    shape = [n for _, n in axes]
-    for i in reversed(range(len(axes))):
-        st = math.prod(shape[i + 1:])
-        e = p if st == 1 else binary("idiv", p, st)
-        body = LetStmt(axes[i][0], e if i == 0 else binary("imod", e, shape[i]), body)
-    return For(p, math.prod(shape), body, "parallel")
 
 
 class Tile:
@@ -347,15 +325,15 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         if parts > 1:
             rc = Var("rc")
             body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, chunk=(rc, parts), lanes=L)
-            return _parallel([(n, N), (oh, OH), (rc, parts), (obb, groups)], body, work, num_threads)
+            return parallel_over([(n, N), (oh, OH), (rc, parts), (obb, groups)], body, work, num_threads)
         body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, lanes=L)
-        return _parallel([(n, N), (obb, groups), (oh, OH)], body, work, num_threads)
+        return parallel_over([(n, N), (obb, groups), (oh, OH)], body, work, num_threads)
     body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, prologue=fill, inner=(g, per),
                      lanes=L)
-    return _parallel([(n, N), (chunk, groups // per), (oh, OH)], Allocate(panel, body), work, num_threads)
+    return parallel_over([(n, N), (chunk, groups // per), (oh, OH)], Allocate(panel, body), work, num_threads)
 
 
-def _store_vector(value: Expr, red_var: Var, out: Buffer, index: Expr, lane: Var, acc: Expr, sub: dict):
+def store_vector(value: Expr, red_var: Var, out: Buffer, index: Expr, lane: Var, acc: Expr, sub: dict):
     """Store the epilogue of one accumulator vector along `lane` (its lanes_of(acc) contiguous outputs): one vector
     store, or lane by lane where the epilogue does not vectorize."""
     lanes = lanes_of(acc.dtype)
@@ -376,7 +354,7 @@ def store_blocked(tile: Tile, value: Expr, red_var: Var, out: Buffer, axes, shap
     stmts = []
     for i in range(tile.mr):
         for v in range(tile.nv):
-            st = _store_vector(value, red_var, out, index, lane, tile.vector(i, v), {ow: row0 + i, ob: blk0 + v})
+            st = store_vector(value, red_var, out, index, lane, tile.vector(i, v), {ow: row0 + i, ob: blk0 + v})
             stmts.append(st if shape[1] % tile.nv == 0 else IfThen(Bin("lt", blk0 + v, as_expr(shape[1])), st))
     return seq(*stmts)
 
@@ -519,7 +497,7 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     if xblock is not None:
         body = Allocate(xblock, body)
     work = N * O * HW * C
-    return _parallel([(n, N), (pb, n_pb), (oti, n_ot // per)], body, work, num_threads)
+    return parallel_over([(n, N), (pb, n_pb), (oti, n_ot // per)], body, work, num_threads)
 
 
 # -- matmul over a packed B -------------------------------------------------------------------------------------------
@@ -572,7 +550,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         chunk, split = _row_split(M // mr, math.prod(n for _, n in batch) * groups, num_threads)
         body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr,
                          chunk=chunk, lanes=L)
-        return _parallel(batch + [(nbb, groups)] + split, body, work, num_threads)
+        return parallel_over(batch + [(nbb, groups)] + split, body, work, num_threads)
     # The tile's rows of A would crowd into a few L1 sets (e.g. a row stride of a multiple of 4 KiB) and evict each
     # other on every step: each tile first copies its rows into a local panel of a padded stride.
     pstride = -(-K // L) * L
@@ -597,4 +575,4 @@ def _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block,
     rows, split = _row_split(M // mr, math.prod(n for _, n in batch) * (groups // per), num_threads)
     body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(blk), store_block(blk), mac, mr,
                      prologue=copy, inner=(g, per), chunk=rows, lanes=rt.attrs["b"].shape[-1])
-    return _parallel(batch + [(chunk, groups // per)] + split, Allocate(panel, body), work, num_threads)
+    return parallel_over(batch + [(chunk, groups // per)] + split, Allocate(panel, body), work, num_threads)

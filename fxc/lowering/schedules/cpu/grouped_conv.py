@@ -21,7 +21,8 @@ from __future__ import annotations
 from ...expr import Bin, Broadcast, Const, Fma, Load, Var, VecLoad, as_expr, substitute, vec
 from ...loop_ir import Allocate, For, IfThen, Store, seq
 from ...lower import flat_index
-from .gemm import _parallel, acc_vectors
+from .default import parallel_over
+from .gemm import acc_vectors
 from .vectorize import vectorize_expr
 
 MAX_VECTORS = 4     # vectors along ow per tile: more leaves too few rows for the weights' broadcasts to pay
@@ -119,4 +120,4 @@ def schedule_grouped_conv2d(conv, rt, out, red, value, axes, shape, num_threads)
             return None
         full = IfThen(Bin("lt", ot, as_expr(tiles_per_group - 1)), full, tail)
     work = N * O * OH * OW * CG * KH * KW
-    return _parallel([(n, N), (oh, OH), (gi, groups), (ot, tiles_per_group)], full, work, num_threads)
+    return parallel_over([(n, N), (oh, OH), (gi, groups), (ot, tiles_per_group)], full, work, num_threads)

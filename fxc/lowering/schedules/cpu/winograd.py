@@ -30,7 +30,8 @@ from ....ops.winograd import MATRICES, alpha, tiles, transform, transform_loops
 from ...expr import Bin, Const, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
 from ...loop_ir import Allocate, For, IfThen, LetStmt, Store, seq
 from ...lower import flat_index
-from .gemm import Tile, _parallel
+from .default import parallel_over
+from .gemm import Tile
 from .vectorize import vectorize_expr
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
@@ -248,8 +249,8 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     gemms_task = For(kbg, per_kg, block) if per_kg > 1 else LetStmt(kbg, as_expr(0), block)
     work = N * K * OH * OW * C * 9
     if shared:
-        first = _parallel([(n, N), (tt, TT), (cc, CC)], itrans, N * C * TH * TW * AL * AL * 8, num_threads)
-        return seq(first, _parallel([(n, N), (tt, TT), (kg, KG)], Allocate(M, Allocate(yt_tmp, gemms_task)),
+        first = parallel_over([(n, N), (tt, TT), (cc, CC)], itrans, N * C * TH * TW * AL * AL * 8, num_threads)
+        return seq(first, parallel_over([(n, N), (tt, TT), (kg, KG)], Allocate(M, Allocate(yt_tmp, gemms_task)),
                                     work, num_threads))
     per_task = Allocate(V, Allocate(M, Allocate(yt_tmp, seq(itrans, gemms_task))))
-    return _parallel([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
+    return parallel_over([(n, N), (tt, TT), (kg, KG)], per_task, work, num_threads)
