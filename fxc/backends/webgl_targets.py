@@ -1,0 +1,271 @@
+"""WebGL fragments that write several texels: multiple render targets (the `webgl` target's matmuls and reductions).
+
+Takes a one-work-item-per-output Kernel (as fxc.backends.webgl_lanes renders it: a fragment computes four consecutive
+outputs, one RGBA texel) and, where it pays, produces a kernel whose fragment computes R texels at once, R the
+device's draw buffers (Caps.render_targets; WebGL 2 guarantees 4): the output's texels are cut in R parts of
+`split` texels, target r of the draw is part r, and the fragment at texel q computes the texels q + r * split. The
+R copies of the kernel's body are *jammed*: their loops run as one, so a value the copies share is computed and
+fetched once. In a matmul C = A @ B cut along the rows of C (`split` a multiple of C's row), the copies share the
+column, hence every weight texel: a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (8/64; one
+target: 5/16) — 2.3-3.4x faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py).
+
+    got = split_targets(kernel, width, 4)       # None, or (the jammed kernel, targets, split in texels)
+
+The runtime (fxc/runtime/webgl/runtime.js) draws such a kernel into R part textures and copies each into its place
+in the output texture (copyTexSubImage2D; the parts are whole texture rows, or all of them lie in one row). The
+copies are independent (each its own private buffers and let-bound values, only global loads, the output written
+at its own index), so any interleaving of their statements computes what they compute one after another: the
+results are bitwise those of one target. Used where the kernel has a reduction loop (work per output to share),
+the output is float32 with a constant size that the parts cut exactly, and the copies share at least one load.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ..lowering.expr import Bin, Cast, Const, Expr, Load, Var, binary, children, rebuild
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, Launch, LetStmt, Seq, Store, seq, walk_stmts
+from .webgl_lanes import TEXEL_WIDTH, WebGLLanesRenderer
+
+MIN_REDUCTION = 16          # a kernel's loops run at least this many iterations an output (else no sharing pays)
+
+
+class _NoJam(Exception):
+    """The copies cannot be jammed (different loop bounds or conditions, a barrier): the kernel keeps one target."""
+
+
+def _peel(e):
+    """(rest, c): e = rest + c with c a constant (rest None: e is the constant); through +, - and x constant."""
+    if isinstance(e, Const) and e.dtype in ("int32", "int64"):
+        return None, int(e.value)
+    if isinstance(e, Bin) and e.args[0] == "add":
+        (ra, ca), (rb, cb) = _peel(e.args[1]), _peel(e.args[2])
+        return (ra if rb is None else rb if ra is None else binary("add", ra, rb)), ca + cb
+    if isinstance(e, Bin) and e.args[0] == "mul" and isinstance(e.args[2], Const) and int(e.args[2].value) >= 0:
+        r, c = _peel(e.args[1])
+        return (None if r is None else binary("mul", r, e.args[2])), c * int(e.args[2].value)
+    return e, 0
+
+
+def _nonneg(e, loops: set) -> bool:
+    """e >= 0 provably: loop variables, constants >= 0, and +, x, idiv, imod of such."""
+    if isinstance(e, Const):
+        return e.value >= 0
+    if isinstance(e, Var):
+        return e in loops
+    if isinstance(e, Cast):
+        return e.args[1].dtype in ("int32", "int64") and _nonneg(e.args[1], loops)
+    if isinstance(e, Bin) and e.args[0] in ("add", "mul", "idiv", "imod", "min", "max"):
+        return _nonneg(e.args[1], loops) and _nonneg(e.args[2], loops)
+    return False
+
+
+class _Copy:
+    """Copy r of a grid body: the grid variable moved by `offset` elements, its let-bound variables and private
+    buffers its own, (x + c) // d and (x + c) % d simplified where d divides c (so the copies' shared values are
+    the same expressions)."""
+
+    def __init__(self, r: int, grid: Var, offset: int, loops: set, body, zero: dict):
+        self.r, self.loops = r, loops
+        self.vars: dict = {grid: binary("add", grid, Const(offset, grid.dtype))} if offset else {}
+        self.vars.update(zero)
+        self.bufs: dict = {}
+        self.memo: dict = {}
+        if r:
+            for st in walk_stmts(body):
+                for e in (x for v in vars(st).values() if isinstance(v, Expr) for x in _walk(v)):
+                    if isinstance(e, Load) and e.args[0].scope != "global":
+                        self.buf(e.args[0])
+                if isinstance(st, (Store, Allocate)):
+                    self.buf(st.buf)
+
+    def expr(self, e):
+        got = self.memo.get(e)
+        if got is not None:
+            return got
+        if e in self.vars:
+            got = self.vars[e]
+        elif isinstance(e, (Const, Var)):
+            got = e
+        elif isinstance(e, Load) and e.args[0] in self.bufs:
+            got = Load(self.bufs[e.args[0]], self.expr(e.args[1]))
+        else:
+            args = tuple(self.expr(a) if isinstance(a, Expr) else a for a in e.args)
+            got = e if all(n is o for n, o in zip(args, e.args)) else rebuild(e, args)
+            got = self._simplify(got)
+        self.memo[e] = got
+        return got
+
+    def _simplify(self, e):
+        if isinstance(e, Bin) and e.args[0] in ("idiv", "imod") and isinstance(e.args[2], Const):
+            d = int(e.args[2].value)
+            rest, c = _peel(e.args[1])
+            if d > 0 and rest is not None and c and c % d == 0 and c > 0 and _nonneg(rest, self.loops):
+                if e.args[0] == "imod":                 # (x + k d) % d -> x % d
+                    return binary("imod", rest, e.args[2])
+                return binary("add", binary("idiv", rest, e.args[2]), Const(c // d, e.dtype))  # -> x // d + k
+        return e
+
+    def buf(self, b: Buffer) -> Buffer:
+        if b.scope == "global" or self.r == 0:
+            return b
+        if b not in self.bufs:
+            self.bufs[b] = dataclasses.replace(b, name=f"{b.name}_t{self.r}")
+        return self.bufs[b]
+
+    def stmt(self, s):
+        """s copied (lets renamed, private buffers this copy's, expressions moved)."""
+        if isinstance(s, Seq):
+            return Seq([self.stmt(x) for x in s.stmts])
+        if isinstance(s, For):
+            return For(s.var, s.extent, self.stmt(s.body), s.kind, s.start, s.axis)
+        if isinstance(s, LetStmt):
+            value = self.expr(s.value)
+            if not any(isinstance(x, Load) for x in _walk(value)):
+                self.vars[s.var] = value        # an index: inlined, so the copies' shared ones are alike
+                return self.stmt(s.body)
+            v = s.var if self.r == 0 else Var(s.var.args[0], s.var.dtype)
+            self.vars[s.var] = v
+            return LetStmt(v, value, self.stmt(s.body))
+        if isinstance(s, Allocate):
+            return Allocate(self.buf(s.buf), self.stmt(s.body))
+        if isinstance(s, IfThen):
+            return IfThen(self.expr(s.cond), self.stmt(s.then), None if s.orelse is None else self.stmt(s.orelse))
+        if isinstance(s, Store):
+            return Store(self.buf(s.buf), self.expr(s.index), self.expr(s.value))
+        raise _NoJam(type(s).__name__)
+
+
+def _jam(copies: list):
+    """One statement running the copies (structurally alike) together: loops and conditions merged, lets nested."""
+    s0 = copies[0]
+    if any(type(c) is not type(s0) for c in copies):
+        raise _NoJam("unlike statements")
+    if isinstance(s0, Seq):
+        if any(len(c.stmts) != len(s0.stmts) for c in copies):
+            raise _NoJam("unlike sequences")
+        return seq(*[_jam([c.stmts[i] for c in copies]) for i in range(len(s0.stmts))])
+    if isinstance(s0, For):
+        if any((c.var, c.extent, c.kind, c.start) != (s0.var, s0.extent, s0.kind, s0.start) for c in copies):
+            raise _NoJam("unlike loops")
+        return For(s0.var, s0.extent, _jam([c.body for c in copies]), s0.kind, s0.start, s0.axis)
+    if isinstance(s0, LetStmt):
+        inner = _jam([c.body for c in copies])
+        for c in reversed(copies):
+            inner = LetStmt(c.var, c.value, inner)
+        return inner
+    if isinstance(s0, Allocate):
+        inner = _jam([c.body for c in copies])
+        for c in reversed(copies):
+            inner = Allocate(c.buf, inner)
+        return inner
+    if isinstance(s0, IfThen):
+        if any(c.cond is not s0.cond or (c.orelse is None) != (s0.orelse is None) for c in copies):
+            raise _NoJam("unlike conditions")
+        return IfThen(s0.cond, _jam([c.then for c in copies]),
+                      None if s0.orelse is None else _jam([c.orelse for c in copies]))
+    if isinstance(s0, Store):
+        return Seq(list(copies))
+    raise _NoJam(type(s0).__name__)
+
+
+def _walk(e):
+    yield e
+    for c in children(e):
+        yield from _walk(c)
+
+
+def _divisors(body, grid: Var) -> list:
+    """The constant divisors of the idiv / imod whose dividend depends on the grid variable."""
+    out = set()
+    for st in walk_stmts(body):
+        for e in (x for v in vars(st).values() if isinstance(v, Expr) for x in _walk(v)):
+            if isinstance(e, Bin) and e.args[0] in ("idiv", "imod") and isinstance(e.args[2], Const) \
+                    and any(x is grid for x in _walk(e.args[1])):
+                out.add(abs(int(e.args[2].value)) or 1)
+    return sorted(out)
+
+
+def _global_loads(s) -> set:
+    out = set()
+    for st in walk_stmts(s):
+        for v in vars(st).values():
+            if isinstance(v, Expr):
+                out |= {e for e in _walk(v) if isinstance(e, Load) and e.args[0].scope == "global"}
+    return out
+
+
+def _inline_thread(s, zero: dict):
+    """The kernel's body with its thread loop of one work-item gone (its variable 0)."""
+    if isinstance(s, For) and s.kind == "thread" and s.extent == 1:
+        zero[s.var] = Const(0, s.var.dtype)
+        return _inline_thread(s.body, zero)
+    return s
+
+
+def _split(n: int, targets: int, width: int, divisors: list):
+    """(split texels a part, elements a part) cutting n output elements in `targets` parts exactly, each part a
+    multiple of every divisor (the copies' row / column indices then differ by constants) and of a texel; the parts
+    whole texture rows, or all of them in one row. None where no such cut exists."""
+    unit = math.lcm(TEXEL_WIDTH, *divisors)
+    if n % targets:
+        return None
+    part = n // targets
+    if part % unit:
+        return None
+    texels = part // TEXEL_WIDTH
+    if texels % width == 0 or texels * targets <= width:
+        return texels, part
+    return None
+
+
+def split_targets(kernel: Kernel, width: int, targets: int):
+    """(kernel whose fragment computes `targets` texels, targets, split: texels a part) or None (see the module)."""
+    if targets < 2 or kernel.launch is None or len(kernel.launch.grid) != 1 or kernel.launch.block != (1,):
+        return None
+    body = kernel.body
+    if not (isinstance(body, For) and body.kind == "grid" and isinstance(body.extent, int)):
+        return None
+    outs = {st.buf for st in walk_stmts(body) if isinstance(st, Store) and st.buf.scope == "global"}
+    if len(outs) != 1 or next(iter(outs)).dtype != "float32":
+        return None
+    n = body.extent
+    if not any(isinstance(st, For) and st.kind in ("serial", "unroll") and isinstance(st.extent, int)
+               and st.extent >= MIN_REDUCTION for st in walk_stmts(body.body)):
+        return None                 # no reduction: nothing for the copies to share
+    zero: dict = {}
+    inner = _inline_thread(body.body, zero)
+    loops = {body.var} | {st.var for st in walk_stmts(inner) if isinstance(st, For)}
+    try:
+        first = _Copy(0, body.var, 0, loops, inner, zero).stmt(inner)
+        got = _split(n, targets, width, _divisors(first, body.var))
+        if got is None:
+            return None
+        split, part = got
+        copies = [first] + [_Copy(r, body.var, r * part, loops, inner, zero).stmt(inner) for r in range(1, targets)]
+        jammed = _jam(copies)
+    except _NoJam:
+        return None
+    if not _global_loads(copies[0]) & _global_loads(copies[1]):
+        return None                 # nothing shared: R fragments of one target cost the same
+    k = dataclasses.replace(kernel, body=For(body.var, part, jammed, "grid", 0, 0),
+                            launch=Launch((part,), (1,)))
+    return k, targets, split
+
+
+class WebGLTargetsRenderer(WebGLLanesRenderer):
+    """The lanes renderer of a jammed kernel (split_targets): the store at the fragment's index + r x part writes
+    render target r (`fxc_out<r>`)."""
+
+    def __init__(self, kernel, width: int, targets: int):
+        self.targets, self.part = targets, kernel.launch.grid[0]
+        super().__init__(kernel, width)
+
+    def output_of(self, index):
+        rest, c = _peel(self._expand(index))
+        if rest is None or rest not in self.frag or c % self.part or not 0 <= c // self.part < self.targets:
+            return None
+        return f"fxc_out{c // self.part}"
+
+    def output_decls(self, vec: str) -> list:
+        return [f"layout(location = {r}) out highp {vec} fxc_out{r};" for r in range(self.targets)]
