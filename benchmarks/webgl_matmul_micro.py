@@ -76,7 +76,7 @@ window.micro = async (cfg) => {
       gl.bindFramebuffer(gl.FRAMEBUFFER, fb);
       outs.forEach((o, r) => gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0 + r, gl.TEXTURE_2D, o.t, 0));
       gl.drawBuffers(outs.map((_, r) => gl.COLOR_ATTACHMENT0 + r));
-      gl.viewport(0, 0, Math.min(W, per), rows);
+      if (v.view) gl.viewport(0, 0, v.view[0], v.view[1]); else gl.viewport(0, 0, Math.min(W, per), rows);
       gl.useProgram(p);
       gl.activeTexture(gl.TEXTURE0); gl.bindTexture(gl.TEXTURE_2D, textures[v.a].t);
       gl.activeTexture(gl.TEXTURE1); gl.bindTexture(gl.TEXTURE_2D, textures[v.b].t);
@@ -242,6 +242,13 @@ def _fxc_shader(path, w):
     return s.replace("fxc_t1;", "tA;").replace("fxc_t2;", "tB;").replace("fxc_t1,", "tA,").replace("fxc_t2,", "tB,")
 
 
+def _no_nan(s):
+    """A max without its NaN tests: ((isnan(a) || isnan(b)) ? (a + b) : max(a, b)) -> max(a, b)."""
+    import re
+    return re.sub(r"\(\(isnan\((\w+)\) \|\| isnan\(([\w.]+)\)\) \? \(\w+ \+ [\w.]+\) : (max\(\w+, [\w.]+\))\)",
+                  r"\3", s)
+
+
 def _blocks(x):
     """[R, C] -> [R/2, C/2, 4] (a 2x2 block per texel: x, y the first row, z, w the second)."""
     r, c = x.shape
@@ -257,6 +264,9 @@ def main(argv=None) -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--fxc-shader", help="also time this fxc shader (variant fxc; e.g. a matmul + add of 128x1024 @ "
                    "1024x256 dumped from a program's JSON)")
+    p.add_argument("--amax-shader", help="a row max of 512 rows of 128 (BERT's softmax max) from fxc: variants "
+                   "amax_1024 / amax_128 (a draw 1024 or 128 fragments wide), amax_nonan_* (without the NaN tests)")
+    p.add_argument("--fxc-mrt-shader", help="also time this fxc shader of 4 render targets (variant fxc_mrt)")
     p.add_argument("--variants", default="present,vec4,mrt2,mrt4,mrt8,mrt4_8,packed2x2")
     args = p.parse_args(argv)
     from fxc.runtime.browser import open_browser
@@ -277,12 +287,17 @@ def main(argv=None) -> None:
               "mrt8": lambda: (_shader_vec4(m, k, n, w, 8), 8, "A", "B"),
               "mrt4_8": lambda: (_shader_vec4(m, k, n, w, 4, 8), 4, "A", "B"),
               "packed2x2": lambda: (_shader_packed(m, k, n, w), 1, "Ap", "Bp"),
-              "fxc": lambda: (_fxc_shader(args.fxc_shader, w), 1, "A", "BT")}
+              "fxc": lambda: (_fxc_shader(args.fxc_shader, w), 1, "A", "BT"),
+              "amax_1024": lambda: (_fxc_shader(args.amax_shader, w), 1, "A", "A", [w, 1]),
+              "amax_128": lambda: (_fxc_shader(args.amax_shader, w), 1, "A", "A", [128, 1]),
+              "amax_nonan_1024": lambda: (_no_nan(_fxc_shader(args.amax_shader, w)), 1, "A", "A", [w, 1]),
+              "amax_nonan_128": lambda: (_no_nan(_fxc_shader(args.amax_shader, w)), 1, "A", "A", [128, 1]),
+              "fxc_mrt": lambda: (_fxc_shader(args.fxc_mrt_shader, w), 4, "A", "BT")}
     variants = []
     for name in args.variants.split(","):
-        shader, targets, ta, tb = makers[name]()
+        shader, targets, ta, tb, *view = makers[name]()
         variants.append({"name": name, "shader": shader, "targets": targets, "a": ta, "b": tb,
-                         "texels": m * n // 4})
+                         "texels": 128 if name.startswith("amax") else m * n // 4, "view": view[0] if view else None})
     page = open_browser().page("glmicro", [], "() => ({})")
     page.call("() => {" + JS + "}")
     cfg = {"width": w, "reps": args.reps, "variants": variants,
@@ -296,9 +311,12 @@ def main(argv=None) -> None:
     for v in variants:
         r = res[v["name"]]
         out = np.asarray(r["out"], np.float32)
-        got = out.reshape(m // 2, n // 2, 2, 2).transpose(0, 2, 1, 3).reshape(m, n) if v["name"] == "packed2x2" \
-            else out.reshape(m, n)
-        err = float(np.abs(got - ref).max())
+        if v["name"].startswith("amax"):
+            err = float(np.abs(out - a.reshape(-1)[:65536].reshape(512, 128).max(1)).max())
+        else:
+            got = out.reshape(m // 2, n // 2, 2, 2).transpose(0, 2, 1, 3).reshape(m, n) if v["name"] == "packed2x2" \
+                else out.reshape(m, n)
+            err = float(np.abs(got - ref).max())
         med = statistics.median(r["times"])
         copy = f"{statistics.median(r['copy']):.2f}" if r["copy"] else "-"
         print(f"| {v['name']} | {med:.1f}, {min(r['times']):.1f} | {copy} | {r['read']:.2f} | "

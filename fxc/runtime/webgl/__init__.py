@@ -125,8 +125,10 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         if out in reads:
             out = slot(kind, ix, dt, n, fresh=True, per=pers[k["output"]])
         it = iter(reads)
-        split = k.get("split")          # render targets: the draw covers one part, then copies the parts
-        steps.append({"kernel": st.kernel, "rows": max(1, -(-int(split) // width) if split else -(-int(n) // per_row)),
+        # the draw covers the output's texels (render targets: one part, then the parts are copied), no more: a
+        # draw of 128 texels 128 fragments wide took 0.8 ms, 1024 wide (896 discarded) 3.7 ms (SwiftShader)
+        texels = int(k.get("split") or -(-int(n) // (per_row // width)))
+        steps.append({"kernel": st.kernel, "rows": max(1, -(-texels // width)), "cols": max(1, min(width, texels)),
                       "slots": [out if j == k["output"] else next(it) for j in range(len(params))]})
         if st.repeat:
             steps[-1].update(repeat=[int(x) for x in st.repeat], per=pers, n=int(n))

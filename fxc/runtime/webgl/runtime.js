@@ -106,7 +106,8 @@ class FxcWebGL {
         });
       }
       if (k.qs === null) k.qs = step.slots.map((_, j) => gl.getUniformLocation(k.prog, "fxc_q" + j));
-      return {k: k, out: step.slots[k.output], rows: step.rows, inputs: inputs.map(([j]) => step.slots[j]), step: step};
+      return {k: k, out: step.slots[k.output], rows: step.rows, cols: step.cols || this.width,
+              inputs: inputs.map(([j]) => step.slots[j]), step: step};
     });
     this.cap = 0;                       // the size of the symbol the slots with rows hold
     this.plans = new Map();             // size -> its draws (symbolic plans)
@@ -164,7 +165,8 @@ class FxcWebGL {
 
   draws(s) {              // [step, texel offset per parameter or null, viewport [x, y, w, h]] of a call at size s
     const W = this.width;
-    if (!this.desc.symbol) return this.fixed || (this.fixed = this.steps.map(st => [st, null, [0, 0, W, st.rows]]));
+    if (!this.desc.symbol)
+      return this.fixed || (this.fixed = this.steps.map(st => [st, null, [0, 0, st.cols, st.rows]]));
     let got = this.plans.get(s);
     if (got) return got;
     got = [];
@@ -174,7 +176,7 @@ class FxcWebGL {
       let j = i + 1;
       while (key !== null && j < steps.length && steps[j].step && steps[j].step.repeat &&
              steps[j].step.repeat.join() === key) j++;
-      if (key === null) { got.push([steps[i], null, [0, 0, W, steps[i].rows]]); i++; continue; }
+      if (key === null) { got.push([steps[i], null, [0, 0, steps[i].cols, steps[i].rows]]); i++; continue; }
       // part 0: blocks; a later part: the rows from s - s % m the parts before it left, the last part all of them
       // in launches of `unit` rows, another one launch when s % m >= unit (fxc/runtime/device_rows.py's expand)
       const [, block, part, unit = 1, m = block, last = 1] = rep, first = s - s % m;
