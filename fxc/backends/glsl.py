@@ -609,7 +609,7 @@ def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int =
     width = min(width, max(64, 1 << (-(-texels // 2048) - 1).bit_length()))    # as narrow as fits 2048 rows:
     out = {"width": width, "lanes": TEXEL_WIDTH, "kernels": {}}       # a draw of few fragments still spans whole quads
     for k in kernels:
-        split = split_targets(k, width, targets) if k.name not in offsets else None
+        split = split_targets(k, targets) if k.name not in offsets else None
         r = WebGLTargetsRenderer(split[0], width, split[1]) if split else None
         if r is None or r.mode != "lanes":
             r, split = WebGLLanesRenderer(k, width, k.name in offsets), None

@@ -9,10 +9,10 @@ fetched once. In a matmul C = A @ B cut along the rows of C (`split` a multiple 
 column, hence every weight texel: a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (8/64; one
 target: 5/16) — 2.3-3.4x faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py).
 
-    got = split_targets(kernel, width, 4)       # None, or (the jammed kernel, targets, split in texels)
+    got = split_targets(kernel, 4)              # None, or (the jammed kernel, targets, split in texels)
 
 The runtime (fxc/runtime/webgl/runtime.js) draws such a kernel into R part textures and copies each into its place
-in the output texture (copyTexSubImage2D; the parts are whole texture rows, or all of them lie in one row). The
+in the output texture (copyTexSubImage2D: at most four rectangles a part). The
 copies are independent (each its own private buffers and let-bound values, only global loads, the output written
 at its own index), so any interleaving of their statements computes what they compute one after another: the
 results are bitwise those of one target. Used where the kernel has a reduction loop (work per output to share),
@@ -21,13 +21,13 @@ the output is float32 with a constant size that the parts cut exactly, and the c
 from __future__ import annotations
 
 import dataclasses
-import math
 
-from ..lowering.expr import Bin, Cast, Const, Expr, Load, Var, binary, children, rebuild
+from ..lowering.expr import Bin, Const, Expr, Load, Var, binary, children, rebuild
+from ..lowering.int_ranges import Bounds
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, Launch, LetStmt, Seq, Store, seq, walk_stmts
 from .webgl_lanes import TEXEL_WIDTH, WebGLLanesRenderer
 
-MIN_REDUCTION = 16          # a kernel's loops run at least this many iterations an output (else no sharing pays)
+MIN_REDUCTION = 16          # a kernel's loop nest runs at least this many iterations an output (else no sharing pays)
 
 
 class _NoJam(Exception):
@@ -47,26 +47,13 @@ def _peel(e):
     return e, 0
 
 
-def _nonneg(e, loops: set) -> bool:
-    """e >= 0 provably: loop variables, constants >= 0, and +, x, idiv, imod of such."""
-    if isinstance(e, Const):
-        return e.value >= 0
-    if isinstance(e, Var):
-        return e in loops
-    if isinstance(e, Cast):
-        return e.args[1].dtype in ("int32", "int64") and _nonneg(e.args[1], loops)
-    if isinstance(e, Bin) and e.args[0] in ("add", "mul", "idiv", "imod", "min", "max"):
-        return _nonneg(e.args[1], loops) and _nonneg(e.args[2], loops)
-    return False
-
-
 class _Copy:
     """Copy r of a grid body: the grid variable moved by `offset` elements, its let-bound variables and private
     buffers its own, (x + c) // d and (x + c) % d simplified where d divides c (so the copies' shared values are
     the same expressions)."""
 
-    def __init__(self, r: int, grid: Var, offset: int, loops: set, body, zero: dict):
-        self.r, self.loops = r, loops
+    def __init__(self, r: int, grid: Var, offset: int, bounds: Bounds, body, zero: dict):
+        self.r, self.bounds = r, bounds
         self.vars: dict = {grid: binary("add", grid, Const(offset, grid.dtype))} if offset else {}
         self.vars.update(zero)
         self.bufs: dict = {}
@@ -97,13 +84,21 @@ class _Copy:
         return got
 
     def _simplify(self, e):
-        if isinstance(e, Bin) and e.args[0] in ("idiv", "imod") and isinstance(e.args[2], Const):
-            d = int(e.args[2].value)
-            rest, c = _peel(e.args[1])
-            if d > 0 and rest is not None and c and c % d == 0 and c > 0 and _nonneg(rest, self.loops):
-                if e.args[0] == "imod":                 # (x + k d) % d -> x % d
-                    return binary("imod", rest, e.args[2])
-                return binary("add", binary("idiv", rest, e.args[2]), Const(c // d, e.dtype))  # -> x // d + k
+        """x // d and x % d (d > 0) by x's interval: a constant quotient q gives q and x - q d; else
+        (x + k d) // d -> x // d + k and (x + k d) % d -> x % d for x >= 0."""
+        if not (isinstance(e, Bin) and e.args[0] in ("idiv", "imod") and isinstance(e.args[2], Const)
+                and int(e.args[2].value) > 0):
+            return e
+        op, x, d = e.args[0], e.args[1], int(e.args[2].value)
+        lo, hi = self.bounds.of(x, {})
+        if lo >= 0 and lo // d == hi // d:
+            q = lo // d
+            return Const(q, e.dtype) if op == "idiv" else binary("sub", x, Const(q * d, e.dtype)) if q else x
+        rest, c = _peel(x)
+        if rest is not None and c > 0 and c % d == 0 and self.bounds.of(rest, {})[0] >= 0:
+            if op == "imod":
+                return binary("imod", rest, e.args[2])
+            return binary("add", binary("idiv", rest, e.args[2]), Const(c // d, e.dtype))
         return e
 
     def buf(self, b: Buffer) -> Buffer:
@@ -175,23 +170,15 @@ def _walk(e):
         yield from _walk(c)
 
 
-def _divisors(body, grid: Var) -> list:
-    """The constant divisors of the idiv / imod whose dividend depends on the grid variable."""
+def _loop_loads(s) -> set:
+    """The global loads inside s's loops (a reduction's: where sharing pays)."""
     out = set()
-    for st in walk_stmts(body):
-        for e in (x for v in vars(st).values() if isinstance(v, Expr) for x in _walk(v)):
-            if isinstance(e, Bin) and e.args[0] in ("idiv", "imod") and isinstance(e.args[2], Const) \
-                    and any(x is grid for x in _walk(e.args[1])):
-                out.add(abs(int(e.args[2].value)) or 1)
-    return sorted(out)
-
-
-def _global_loads(s) -> set:
-    out = set()
-    for st in walk_stmts(s):
-        for v in vars(st).values():
-            if isinstance(v, Expr):
-                out |= {e for e in _walk(v) if isinstance(e, Load) and e.args[0].scope == "global"}
+    for loop in walk_stmts(s):
+        if isinstance(loop, For):
+            for st in walk_stmts(loop.body):
+                for v in vars(st).values():
+                    if isinstance(v, Expr):
+                        out |= {e for e in _walk(v) if isinstance(e, Load) and e.args[0].scope == "global"}
     return out
 
 
@@ -203,23 +190,20 @@ def _inline_thread(s, zero: dict):
     return s
 
 
-def _split(n: int, targets: int, width: int, divisors: list):
-    """(split texels a part, elements a part) cutting n output elements in `targets` parts exactly, each part a
-    multiple of every divisor (the copies' row / column indices then differ by constants) and of a texel; the parts
-    whole texture rows, or all of them in one row. None where no such cut exists."""
-    unit = math.lcm(TEXEL_WIDTH, *divisors)
-    if n % targets:
-        return None
-    part = n // targets
-    if part % unit:
-        return None
-    texels = part // TEXEL_WIDTH
-    if texels % width == 0 or texels * targets <= width:
-        return texels, part
-    return None
+def _iterations(s) -> int:
+    """The iterations of the deepest nest of constant loops in s (1: no loop)."""
+    if isinstance(s, For):
+        return s.extent * _iterations(s.body) if isinstance(s.extent, int) else 0
+    if isinstance(s, Seq):
+        return max([_iterations(x) for x in s.stmts] + [1])
+    if isinstance(s, (LetStmt, Allocate)):
+        return _iterations(s.body)
+    if isinstance(s, IfThen):
+        return max(_iterations(s.then), 1 if s.orelse is None else _iterations(s.orelse))
+    return 1
 
 
-def split_targets(kernel: Kernel, width: int, targets: int):
+def split_targets(kernel: Kernel, targets: int):
     """(kernel whose fragment computes `targets` texels, targets, split: texels a part) or None (see the module)."""
     if targets < 2 or kernel.launch is None or len(kernel.launch.grid) != 1 or kernel.launch.block != (1,):
         return None
@@ -230,27 +214,25 @@ def split_targets(kernel: Kernel, width: int, targets: int):
     if len(outs) != 1 or next(iter(outs)).dtype != "float32":
         return None
     n = body.extent
-    if not any(isinstance(st, For) and st.kind in ("serial", "unroll") and isinstance(st.extent, int)
-               and st.extent >= MIN_REDUCTION for st in walk_stmts(body.body)):
-        return None                 # no reduction: nothing for the copies to share
+    if n % (targets * TEXEL_WIDTH) or _iterations(body.body) < MIN_REDUCTION:
+        return None                 # parts of whole texels only; no reduction: little for the copies to share
+    part = n // targets
     zero: dict = {}
     inner = _inline_thread(body.body, zero)
-    loops = {body.var} | {st.var for st in walk_stmts(inner) if isinstance(st, For)}
+    loops = [st for st in walk_stmts(inner) if isinstance(st, For) and isinstance(st.extent, int) and st.start >= 0]
+    bounds = Bounds(kernel, strict=False)      # the grid variable within a part, the loops' within their extents
+    bounds.vars[body.var] = (0, part - 1)
+    bounds.vars.update({st.var: (st.start, st.start + st.extent - 1) for st in loops})
     try:
-        first = _Copy(0, body.var, 0, loops, inner, zero).stmt(inner)
-        got = _split(n, targets, width, _divisors(first, body.var))
-        if got is None:
-            return None
-        split, part = got
-        copies = [first] + [_Copy(r, body.var, r * part, loops, inner, zero).stmt(inner) for r in range(1, targets)]
+        copies = [_Copy(r, body.var, r * part, bounds, inner, zero).stmt(inner) for r in range(targets)]
         jammed = _jam(copies)
     except _NoJam:
         return None
-    if not _global_loads(copies[0]) & _global_loads(copies[1]):
+    if not _loop_loads(copies[0]) & _loop_loads(copies[1]):
         return None                 # nothing shared: R fragments of one target cost the same
     k = dataclasses.replace(kernel, body=For(body.var, part, jammed, "grid", 0, 0),
                             launch=Launch((part,), (1,)))
-    return k, targets, split
+    return k, targets, part // TEXEL_WIDTH
 
 
 class WebGLTargetsRenderer(WebGLLanesRenderer):

@@ -17,7 +17,7 @@
 // grow, to twice the size they held within the symbol's range, when a call's size exceeds it.
 // A kernel with render targets (fxc/backends/webgl_targets.py: "targets" parts of "split" texels) draws the first
 // part's rows into that many part textures at once (a fragment writes one texel of each), then copies part r to
-// the output's texels [r * split, (r + 1) * split) (copyTexSubImage2D: whole rows, or all parts in one row).
+// the output's texels [r * split, (r + 1) * split) (copyTexSubImage2D).
 "use strict";
 
 class FxcWebGL {
@@ -136,14 +136,19 @@ class FxcWebGL {
     gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.fbRead);
     gl.activeTexture(gl.TEXTURE0);
     gl.bindTexture(gl.TEXTURE_2D, out.tex);
+    // texels [0, S) of a part to the output's [at, at + S), both W wide: at most four rectangles (a source row's
+    // first W - o texels end a row of the output, its other o begin the next)
+    const copy = (dx, dy, sx, sy, w, h) => {
+      if (w > 0 && h > 0) gl.copyTexSubImage2D(gl.TEXTURE_2D, 0, dx, dy, sx, sy, w, h);
+    };
     k.parts.forEach((p, r) => {
       gl.framebufferTexture2D(gl.READ_FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, p.tex, 0);
-      const at = r * S, rows = Math.floor(S / W), rest = S - rows * W;
-      if (rows) gl.copyTexSubImage2D(gl.TEXTURE_2D, 0, 0, at / W, 0, 0, W, rows);       // split: whole rows
-      if (rest) {
-        const e = at + rows * W;
-        gl.copyTexSubImage2D(gl.TEXTURE_2D, 0, e % W, Math.floor(e / W), 0, rows, rest, 1);
-      }
+      const at = r * S, o = at % W, y = Math.floor(at / W), full = Math.floor(S / W), rest = S - full * W;
+      copy(o, y, 0, 0, W - o, full);
+      copy(0, y + 1, W - o, 0, o, full);
+      const a = Math.min(rest, W - o);
+      copy(o, y + full, 0, full, a, 1);
+      copy(0, y + full + 1, a, full, rest - a, 1);
     });
     gl.bindTexture(gl.TEXTURE_2D, null);
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
