@@ -1,22 +1,25 @@
-"""WebGL fragments that write several texels: multiple render targets (the `webgl` target's matmuls and reductions).
+"""WebGL fragments that write several texels: multiple render targets (the `webgl` target's matmuls and convolutions).
 
 Takes a one-work-item-per-output Kernel (as fxc.backends.webgl_lanes renders it: a fragment computes four consecutive
 outputs, one RGBA texel) and, where it pays, produces a kernel whose fragment computes R texels at once, R the
 device's draw buffers (Caps.render_targets; WebGL 2 guarantees 4): the output's texels are cut in R parts of
 `split` texels, target r of the draw is part r, and the fragment at texel q computes the texels q + r * split. The
 R copies of the kernel's body are *jammed*: their loops run as one, so a value the copies share is computed and
-fetched once. In a matmul C = A @ B cut along the rows of C (`split` a multiple of C's row), the copies share the
-column, hence every weight texel: a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (8/64; one
-target: 5/16) — 2.3-3.4x faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py).
+fetched once. Each copy's `//` and `%` by a constant are folded by their dividends' intervals (the grid index within
+one part, loop variables within their extents) or as (x + k d) // d = x // d + k, so what the copies share is the
+same expression. In a matmul C = A @ B of M rows the parts are rows m, m + M/4, ... of the same columns: every weight
+texel is shared, a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (one target: 5 for 16) — 2.2-3.4x
+faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py); in a channel-blocked convolution the parts are whole
+channel blocks of the same pixels: every input texel is shared.
 
     got = split_targets(kernel, 4)              # None, or (the jammed kernel, targets, split in texels)
 
 The runtime (fxc/runtime/webgl/runtime.js) draws such a kernel into R part textures and copies each into its place
-in the output texture (copyTexSubImage2D: at most four rectangles a part). The
-copies are independent (each its own private buffers and let-bound values, only global loads, the output written
-at its own index), so any interleaving of their statements computes what they compute one after another: the
-results are bitwise those of one target. Used where the kernel has a reduction loop (work per output to share),
-the output is float32 with a constant size that the parts cut exactly, and the copies share at least one load.
+in the output texture (copyTexSubImage2D: at most four rectangles a part). The copies are independent (each its own
+private buffers and let-bound values, only global loads, the output written at its own index), so any interleaving
+of their statements computes what they compute one after another, each output in the same order of operations: the
+results are those of one target. Used where the kernel's loop nest runs MIN_REDUCTION or more iterations an output,
+its float32 output of a constant size cuts into R parts of whole texels, and a load inside the loops is shared.
 """
 from __future__ import annotations
 
