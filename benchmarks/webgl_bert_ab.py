@@ -1,15 +1,18 @@
 """BERT on webgl: this tree's layer-norm and softmax forms against the earlier ones, in one process, calls alternated.
 
     .venv/bin/python -m benchmarks.webgl_bert_ab --seq 128 --calls 6
+    .venv/bin/python -m benchmarks.webgl_bert_ab --seq 128 --calls 6 --ab targets    # 4 render targets against 1
 
 Builds the BERT encoder (fxc.testing.models, batch 1) twice on the webgl target: with expand_opaque's forms as they
 are (layer norm: one reduction draw for the row moments; softmax: three draws) and with the earlier forms (the
 corrected two-pass mean, the variance, rsqrt: three reductions; softmax: four draws), then alternates calls of the
 two in the same page (back to back, so the host's load falls on both alike) and prints each one's draws, median and
-minimum seconds a call, and max abs error against eager."""
+minimum seconds a call, and max abs error against eager. `--ab targets`: instead, the webgl Caps' render targets as
+they are (4: fragments that write four texels, fxc/backends/webgl_targets.py) against 1 (four outputs a fragment)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import math
 import statistics
@@ -19,6 +22,7 @@ import numpy as np
 import torch
 
 import fxc
+import fxc.target as fxc_target
 from fxc.ops.reduce import centre
 from fxc.testing.models import example_inputs, make_model
 
@@ -56,6 +60,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--seq", type=int, default=128)
     p.add_argument("--calls", type=int, default=6)
+    p.add_argument("--ab", choices=("norms", "targets"), default="norms")
     args = p.parse_args(argv)
     model = make_model("bert")
     inputs = example_inputs("bert", batch=1, seq_len=args.seq)
@@ -63,9 +68,16 @@ def main(argv=None) -> None:
         expected = model(*inputs).numpy()
     arrays = [x.numpy() for x in inputs]
     now = dict(eo.EXPANSIONS)
-    forms = {"this tree": now, "before": {**now, "layer_norm": _layer_norm_before, "softmax": _softmax_before}}
     built = {}
-    for name, expansions in forms.items():
+    if args.ab == "targets":
+        caps = fxc_target.webgl_caps
+        for name, n in (("4 render targets", 4), ("1 render target", 1)):
+            fxc_target.webgl_caps = lambda info, n=n: dataclasses.replace(caps(info), render_targets=n)
+            built[name] = fxc.from_torch(model, inputs, target="webgl")
+            built[name](*arrays)                              # warm-up
+        fxc_target.webgl_caps = caps
+    forms = {"this tree": now, "before": {**now, "layer_norm": _layer_norm_before, "softmax": _softmax_before}}
+    for name, expansions in forms.items() if args.ab == "norms" else ():
         eo.EXPANSIONS.clear()
         eo.EXPANSIONS.update(expansions)
         built[name] = fxc.from_torch(model, inputs, target="webgl")

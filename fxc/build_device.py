@@ -21,7 +21,7 @@ from .lowering.loop_ir import format_kernel
 from .target import Target, device_target
 
 
-def _backend(kind: str):
+def _backend(kind: str, caps=None):
     """(render(kernels, rows=None) -> program source, Module class, needs_fp64(kernel)) of a device target kind;
     rows: (names of the row-launch kernels, elements of the largest tensor at the symbol's largest size), which
     only WebGL's renderer reads (its offsets are uniforms of the row kernels; its texture width fits that size)."""
@@ -36,7 +36,9 @@ def _backend(kind: str):
     if kind == "webgl":
         from .backends.glsl import needs_fp64, render_webgl
         from .runtime.webgl import WIDTH, WebGLModule
-        return (lambda kernels, rows=None: render_webgl(kernels, WIDTH, *(rows or ()))), WebGLModule, needs_fp64
+        targets = caps.render_targets if caps is not None else 1        # several texels a fragment (webgl_targets)
+        return (lambda kernels, rows=None: render_webgl(kernels, WIDTH, *(rows or ()), targets=targets)), \
+            WebGLModule, needs_fp64
     if kind == "webgpu":
         from .backends.wgsl import needs_fp64, render_wgsl
         from .runtime.webgpu import WebGPUModule
@@ -79,6 +81,7 @@ def build_device(graph, target: Target, **options):
                           f"target computes in float32: use precision='fp32'")
     from .device_rows import ROW_BLOCK, graph_symbol, row_bytes, row_launches, symbolic_group
     target = device_target(target)
+    render = _backend(target.kind, target.caps)[0]          # with the device's Caps (webgl: its render targets)
     dbg, t0 = debug_level(options), time.perf_counter()
     sym = graph_symbol(graph, target.caps, target.kind)
     with gc_paused():

@@ -61,6 +61,8 @@ class Caps:
     #                                         draw), fewer launches for two more kernels a group
     channel_block: int = 0                  # a device's conv activations in NCHWkc, k channels of a pixel together
     #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
+    render_targets: int = 1                 # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
+    #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl_targets jams a kernel's copies)
 
     @property
     def lanes(self) -> int:
@@ -345,7 +347,8 @@ def webgl_caps(info: dict) -> Caps:
                 max_work_group_size=1, index_bits=32,
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
                 math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm",
-                row_align=4, binary_tails=True, channel_block=4)
+                row_align=4, binary_tails=True, channel_block=4,
+                render_targets=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
 
 
 def _webgl_target(target: Target) -> Target:

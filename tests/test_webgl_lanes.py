@@ -54,8 +54,8 @@ def test_four_outputs_a_fragment_match_eager(name):
 def test_matmul_reads_four_values_a_fetch():
     """A linear layer's reduction (k = 32) runs four steps at a time, and every texel it reads is fetched once for
     the four steps: the activations' texel shared by the four outputs of a fragment, a weight texel per output."""
-    torch.manual_seed(0)
-    model, x = nn.Linear(32, 16).eval(), torch.randn(4, 32)
+    torch.manual_seed(0)        # 3 rows: no exact cut in render targets (those: tests/test_webgl_targets.py)
+    model, x = nn.Linear(32, 16).eval(), torch.randn(3, 32)
     compiled = fxc.from_torch(model, (x,), target="webgl")
     with torch.no_grad():
         assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)

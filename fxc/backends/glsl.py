@@ -593,21 +593,29 @@ class WebGLRenderer(GLSLRenderer):
                                  f"  if (fxc_i >= {out.size}) {{ discard; }}", *main, body, "}", ""])
 
 
-def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int = 0) -> str:
+def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int = 0, targets: int = 1) -> str:
     """The WebGL program as JSON text: the texture width (at most `width`: the narrowest power of two >= 64 that holds
     every tensor in 2048 rows, WebGL 2's least MAX_TEXTURE_SIZE), the elements a texel (`lanes`: RGBA textures, four
     outputs a fragment, fxc.backends.webgl_lanes), and per kernel its fragment shader, its parameters' dtypes and
     sizes, and which parameter it writes. `offsets`: the names of the kernels that run as row launches (a uniform
-    texel offset per parameter, fxc/device_rows.py); `elements`: the largest tensor at the symbol's largest size."""
+    texel offset per parameter, fxc/device_rows.py); `elements`: the largest tensor at the symbol's largest size;
+    `targets`: the render targets a draw may write (Caps.render_targets): a kernel that gains from writing several
+    texels a fragment (fxc.backends.webgl_targets) has "targets" and "split" (texels a part) in its record."""
     import json
 
     from .webgl_lanes import TEXEL_WIDTH, WebGLLanesRenderer
+    from .webgl_targets import WebGLTargetsRenderer, split_targets
     texels = max([-(-b.size // TEXEL_WIDTH) for k in kernels for b in k.params] + [-(-elements // TEXEL_WIDTH), 1])
     width = min(width, max(64, 1 << (-(-texels // 2048) - 1).bit_length()))    # as narrow as fits 2048 rows:
     out = {"width": width, "lanes": TEXEL_WIDTH, "kernels": {}}       # a draw of few fragments still spans whole quads
     for k in kernels:
-        r = WebGLLanesRenderer(k, width, k.name in offsets)
+        split = split_targets(k, targets) if k.name not in offsets else None
+        r = WebGLTargetsRenderer(split[0], width, split[1]) if split else None
+        if r is None or r.mode != "lanes":
+            r, split = WebGLLanesRenderer(k, width, k.name in offsets), None
         text = r.kernel_text()
         out["kernels"][k.name] = {"shader": text, "output": k.params.index(r.outputs[0]),
                                   "params": [[b.dtype, b.size] for b in k.params], "checks": r.checks}
+        if split:
+            out["kernels"][k.name].update(targets=split[1], split=split[2])
     return json.dumps(out)

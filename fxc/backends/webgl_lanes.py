@@ -207,9 +207,18 @@ class WebGLLanesRenderer(WebGLRenderer):
             return
         super().stmt(s)
 
+    def output_of(self, index):
+        """The GLSL output a store at `index` writes (its own texel: fxc_out), or None (a scatter)."""
+        return "fxc_out" if index in self.frag else None
+
+    def output_decls(self, vec: str) -> list:
+        """The shader's output declarations (fxc.backends.webgl_targets: one per render target)."""
+        return [f"layout(location = 0) out highp {vec} fxc_out;"]
+
     def store(self, s: Store):
         out = s.buf.scope == "global"
-        if out and s.index not in self.frag:
+        name = self.output_of(s.index) if out else None
+        if out and name is None:
             raise LoweringError(f"{self.kernel.name}: stores {s.buf.name} at another index than its own work-item's "
                                 f"(a scatter), which a WebGL fragment cannot")
         if self.mode == "loop":
@@ -228,7 +237,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         if out:
             vec = "vec4" if s.buf.dtype in _FLOAT_TEX else "ivec4"
             conv = (lambda v: f"int({v})") if s.buf.dtype == "bool" else (lambda v: v)
-            self.emit(f"fxc_out = {vec}({', '.join(conv(v) for v in values)});")
+            self.emit(f"{name} = {vec}({', '.join(conv(v) for v in values)});")
         self.invalidate(s.buf)
 
     # -- expressions ----------------------------------------------------------------------------------------
@@ -564,14 +573,15 @@ class WebGLLanesRenderer(WebGLRenderer):
         fl = out.dtype in _FLOAT_TEX
         head = [ES_HEAD, f"// {k.name}: {k.launch}, {TEXEL_WIDTH} outputs a fragment ({self.mode})",
                 f"#define FXC_W {self.width}", f"ivec2 fxc_at(int e) {{ return {self.at()}; }}",
-                f"layout(location = 0) out highp {'vec4' if fl else 'ivec4'} fxc_out;"]
+                *self.output_decls('vec4' if fl else 'ivec4')]
         head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
                  for j, b in enumerate(k.params) if b is not out]
         o = k.params.index(out)
         if self.offsets:        # a row launch: its texel offset per parameter; it draws its output's range only
             head += [f"uniform int fxc_q{j};" for j in range(len(k.params))]
         at = f"int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x){' - fxc_q' + str(o) if self.offsets else ''}"
-        skip = f"fxc_g < 0 || fxc_g >= {out.size}" if self.offsets else f"fxc_g >= {out.size}"
+        n = min(out.size, k.launch.grid[0]) if isinstance(k.launch.grid[0], int) else out.size     # fragments' outputs
+        skip = f"fxc_g < 0 || fxc_g >= {n}" if self.offsets else f"fxc_g >= {n}"
         copies = range(TEXEL_WIDTH) if self.mode == "lanes" else (None,)
         main = [f"  {VALUE[b.dtype]} {n}{'' if c is None else '_' + str(c)}[{max(b.size, 1)}];"
                 for b, n in self.private.items() for c in copies]

@@ -15,6 +15,9 @@
 // parameter by whole texels to the block's first row, and the draw covers the texture rows of the block's output
 // range (the shader discards the fragments outside it). Slots with rows ("per" elements per unit of the symbol)
 // grow, to twice the size they held within the symbol's range, when a call's size exceeds it.
+// A kernel with render targets (fxc/backends/webgl_targets.py: "targets" parts of "split" texels) draws the first
+// part's rows into that many part textures at once (a fragment writes one texel of each), then copies part r to
+// the output's texels [r * split, (r + 1) * split) (copyTexSubImage2D).
 "use strict";
 
 class FxcWebGL {
@@ -86,7 +89,8 @@ class FxcWebGL {
       gl.attachShader(p, this.shader(gl.FRAGMENT_SHADER, k.shader));
       gl.linkProgram(p);
       if (!gl.getProgramParameter(p, gl.LINK_STATUS)) throw new Error("link failed: " + gl.getProgramInfoLog(p));
-      this.programs[name] = {prog: p, output: k.output, units: null, qs: null};
+      this.programs[name] = {prog: p, output: k.output, units: null, qs: null, targets: k.targets || 1,
+                             split: k.split || 0, parts: k.targets > 1 ? this.parts(k.targets, k.split) : null};
     }
     // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
     this.steps = desc.steps.map((step, i) => {
@@ -102,11 +106,53 @@ class FxcWebGL {
         });
       }
       if (k.qs === null) k.qs = step.slots.map((_, j) => gl.getUniformLocation(k.prog, "fxc_q" + j));
-      return {k: k, out: step.slots[k.output], rows: step.rows, inputs: inputs.map(([j]) => step.slots[j]), step: step};
+      return {k: k, out: step.slots[k.output], rows: step.rows, cols: step.cols || this.width,
+              inputs: inputs.map(([j]) => step.slots[j]), step: step};
     });
     this.cap = 0;                       // the size of the symbol the slots with rows hold
     this.plans = new Map();             // size -> its draws (symbolic plans)
     consts.forEach((data, i) => this.upload(this.textures[desc.consts[i].slot], data));
+  }
+
+  parts(n, split) {      // n part textures of `split` texels (shared by the kernels of that shape) and the draw's
+    const gl = this.gl;   // framebuffer of n color attachments
+    this.partTextures = this.partTextures || {};
+    this.fbs = this.fbs || {};
+    if (!this.fbs[n]) {
+      this.fbs[n] = gl.createFramebuffer();
+      gl.bindFramebuffer(gl.FRAMEBUFFER, this.fbs[n]);
+      gl.drawBuffers(Array.from({length: n}, (_, r) => gl.COLOR_ATTACHMENT0 + r));
+      gl.bindFramebuffer(gl.FRAMEBUFFER, null);
+    }
+    const key = `${n}:${split}`;
+    if (!this.partTextures[key])
+      this.partTextures[key] = Array.from({length: n}, () => this.texture({float: true, elements: split * this.lanes}));
+    return this.partTextures[key];
+  }
+
+  gather(k, out) {        // the parts of a draw with render targets into their places in the output texture
+    const gl = this.gl, W = this.width, S = k.split;
+    this.fbRead = this.fbRead || gl.createFramebuffer();
+    gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.fbRead);
+    gl.activeTexture(gl.TEXTURE0);
+    gl.bindTexture(gl.TEXTURE_2D, out.tex);
+    // texels [0, S) of a part to the output's [at, at + S), both W wide: at most four rectangles (a source row's
+    // first W - o texels end a row of the output, its other o begin the next)
+    const copy = (dx, dy, sx, sy, w, h) => {
+      if (w > 0 && h > 0) gl.copyTexSubImage2D(gl.TEXTURE_2D, 0, dx, dy, sx, sy, w, h);
+    };
+    k.parts.forEach((p, r) => {
+      gl.framebufferTexture2D(gl.READ_FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, p.tex, 0);
+      const at = r * S, o = at % W, y = Math.floor(at / W), full = Math.floor(S / W), rest = S - full * W;
+      copy(o, y, 0, 0, W - o, full);
+      copy(0, y + 1, W - o, 0, o, full);
+      const a = Math.min(rest, W - o);
+      copy(o, y + full, 0, full, a, 1);
+      copy(0, y + full + 1, a, full, rest - a, 1);
+    });
+    gl.bindTexture(gl.TEXTURE_2D, null);
+    gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
+    gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, out.tex, 0);
   }
 
   grow(s) {               // the slots with rows sized for s (to twice what they held, within the symbol's range)
@@ -124,7 +170,8 @@ class FxcWebGL {
 
   draws(s) {              // [step, texel offset per parameter or null, viewport [x, y, w, h]] of a call at size s
     const W = this.width;
-    if (!this.desc.symbol) return this.fixed || (this.fixed = this.steps.map(st => [st, null, [0, 0, W, st.rows]]));
+    if (!this.desc.symbol)
+      return this.fixed || (this.fixed = this.steps.map(st => [st, null, [0, 0, st.cols, st.rows]]));
     let got = this.plans.get(s);
     if (got) return got;
     got = [];
@@ -134,7 +181,7 @@ class FxcWebGL {
       let j = i + 1;
       while (key !== null && j < steps.length && steps[j].step && steps[j].step.repeat &&
              steps[j].step.repeat.join() === key) j++;
-      if (key === null) { got.push([steps[i], null, [0, 0, W, steps[i].rows]]); i++; continue; }
+      if (key === null) { got.push([steps[i], null, [0, 0, steps[i].cols, steps[i].rows]]); i++; continue; }
       // part 0: blocks; a later part: the rows from s - s % m the parts before it left, the last part all of them
       // in launches of `unit` rows, another one launch when s % m >= unit (fxc/runtime/device_rows.py's expand)
       const [, block, part, unit = 1, m = block, last = 1] = rep, first = s - s % m;
@@ -174,7 +221,11 @@ class FxcWebGL {
         continue;
       }
       const out = this.textures[s.out];
-      gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, out.tex, 0);
+      if (s.k.parts) {
+        gl.bindFramebuffer(gl.FRAMEBUFFER, this.fbs[s.k.targets]);
+        s.k.parts.forEach((p, r) => gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0 + r, gl.TEXTURE_2D,
+                                                            p.tex, 0));
+      } else gl.framebufferTexture2D(gl.FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, out.tex, 0);
       gl.viewport(...view);    // not the texture's rows: a discarded fragment costs as much as any
       gl.useProgram(s.k.prog);
       if (offs) s.k.qs.forEach((loc, j) => { if (loc) gl.uniform1i(loc, offs[j]); });
@@ -187,6 +238,7 @@ class FxcWebGL {
         gl.activeTexture(gl.TEXTURE0 + u);
         gl.bindTexture(gl.TEXTURE_2D, null);
       }
+      if (s.k.parts) this.gather(s.k, out);
       if (profile) {        // a one-texel read waits for the draw
         if (out.float) gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.FLOAT, probe);
         else gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, iprobe);
@@ -203,6 +255,11 @@ class FxcWebGL {
   dispose() {             // the model's textures and programs (the context, framebuffer and vertex shader stay)
     const gl = this.gl;
     for (const t of this.textures || []) gl.deleteTexture(t.tex);
+    for (const ps of Object.values(this.partTextures || {})) for (const t of ps) gl.deleteTexture(t.tex);
+    for (const f of [...Object.values(this.fbs || {}), this.fbRead]) if (f) gl.deleteFramebuffer(f);
+    this.partTextures = {};
+    this.fbs = {};
+    this.fbRead = null;
     for (const k of Object.values(this.programs || {})) {
       for (const s of gl.getAttachedShaders(k.prog)) if (s !== this.vs) gl.deleteShader(s);
       gl.deleteProgram(k.prog);

@@ -1,0 +1,256 @@
+"""WebGL fragments that write several texels: multiple render targets (the `webgl` target's matmuls and convolutions).
+
+Takes a one-work-item-per-output Kernel (as fxc.backends.webgl_lanes renders it: a fragment computes four consecutive
+outputs, one RGBA texel) and, where it pays, produces a kernel whose fragment computes R texels at once, R the
+device's draw buffers (Caps.render_targets; WebGL 2 guarantees 4): the output's texels are cut in R parts of
+`split` texels, target r of the draw is part r, and the fragment at texel q computes the texels q + r * split. The
+R copies of the kernel's body are *jammed*: their loops run as one, so a value the copies share is computed and
+fetched once. Each copy's `//` and `%` by a constant are folded by their dividends' intervals (the grid index within
+one part, loop variables within their extents) or as (x + k d) // d = x // d + k, so what the copies share is the
+same expression. In a matmul C = A @ B of M rows the parts are rows m, m + M/4, ... of the same columns: every weight
+texel is shared, a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (one target: 5 for 16) — 2.2-3.4x
+faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py); in a channel-blocked convolution the parts are whole
+channel blocks of the same pixels: every input texel is shared.
+
+    got = split_targets(kernel, 4)              # None, or (the jammed kernel, targets, split in texels)
+
+The runtime (fxc/runtime/webgl/runtime.js) draws such a kernel into R part textures and copies each into its place
+in the output texture (copyTexSubImage2D: at most four rectangles a part). The copies are independent (each its own
+private buffers and let-bound values, only global loads, the output written at its own index), so any interleaving
+of their statements computes what they compute one after another, each output in the same order of operations: the
+results are those of one target. Used where the kernel's loop nest runs MIN_REDUCTION or more iterations an output,
+its float32 output of a constant size cuts into R parts of whole texels, and a load inside the loops is shared.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..lowering.expr import Bin, Const, Expr, Load, Var, binary, children, rebuild
+from ..lowering.int_ranges import Bounds
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, Launch, LetStmt, Seq, Store, seq, walk_stmts
+from .webgl_lanes import TEXEL_WIDTH, WebGLLanesRenderer
+
+MIN_REDUCTION = 16          # a kernel's loop nest runs at least this many iterations an output (else no sharing pays)
+
+
+class _NoJam(Exception):
+    """The copies cannot be jammed (different loop bounds or conditions, a barrier): the kernel keeps one target."""
+
+
+def _peel(e):
+    """(rest, c): e = rest + c with c a constant (rest None: e is the constant); through +, - and x constant."""
+    if isinstance(e, Const) and e.dtype in ("int32", "int64"):
+        return None, int(e.value)
+    if isinstance(e, Bin) and e.args[0] == "add":
+        (ra, ca), (rb, cb) = _peel(e.args[1]), _peel(e.args[2])
+        return (ra if rb is None else rb if ra is None else binary("add", ra, rb)), ca + cb
+    if isinstance(e, Bin) and e.args[0] == "mul" and isinstance(e.args[2], Const) and int(e.args[2].value) >= 0:
+        r, c = _peel(e.args[1])
+        return (None if r is None else binary("mul", r, e.args[2])), c * int(e.args[2].value)
+    return e, 0
+
+
+class _Copy:
+    """Copy r of a grid body: the grid variable moved by `offset` elements, its let-bound variables and private
+    buffers its own, (x + c) // d and (x + c) % d simplified where d divides c (so the copies' shared values are
+    the same expressions)."""
+
+    def __init__(self, r: int, grid: Var, offset: int, bounds: Bounds, body, zero: dict):
+        self.r, self.bounds = r, bounds
+        self.vars: dict = {grid: binary("add", grid, Const(offset, grid.dtype))} if offset else {}
+        self.vars.update(zero)
+        self.bufs: dict = {}
+        self.memo: dict = {}
+        if r:
+            for st in walk_stmts(body):
+                for e in (x for v in vars(st).values() if isinstance(v, Expr) for x in _walk(v)):
+                    if isinstance(e, Load) and e.args[0].scope != "global":
+                        self.buf(e.args[0])
+                if isinstance(st, (Store, Allocate)):
+                    self.buf(st.buf)
+
+    def expr(self, e):
+        got = self.memo.get(e)
+        if got is not None:
+            return got
+        if e in self.vars:
+            got = self.vars[e]
+        elif isinstance(e, (Const, Var)):
+            got = e
+        elif isinstance(e, Load) and e.args[0] in self.bufs:
+            got = Load(self.bufs[e.args[0]], self.expr(e.args[1]))
+        else:
+            args = tuple(self.expr(a) if isinstance(a, Expr) else a for a in e.args)
+            got = e if all(n is o for n, o in zip(args, e.args)) else rebuild(e, args)
+            got = self._simplify(got)
+        self.memo[e] = got
+        return got
+
+    def _simplify(self, e):
+        """x // d and x % d (d > 0) by x's interval: a constant quotient q gives q and x - q d; else
+        (x + k d) // d -> x // d + k and (x + k d) % d -> x % d for x >= 0."""
+        if not (isinstance(e, Bin) and e.args[0] in ("idiv", "imod") and isinstance(e.args[2], Const)
+                and int(e.args[2].value) > 0):
+            return e
+        op, x, d = e.args[0], e.args[1], int(e.args[2].value)
+        lo, hi = self.bounds.of(x, {})
+        if lo >= 0 and lo // d == hi // d:
+            q = lo // d
+            return Const(q, e.dtype) if op == "idiv" else binary("sub", x, Const(q * d, e.dtype)) if q else x
+        rest, c = _peel(x)
+        if rest is not None and c > 0 and c % d == 0 and self.bounds.of(rest, {})[0] >= 0:
+            if op == "imod":
+                return binary("imod", rest, e.args[2])
+            return binary("add", binary("idiv", rest, e.args[2]), Const(c // d, e.dtype))
+        return e
+
+    def buf(self, b: Buffer) -> Buffer:
+        if b.scope == "global" or self.r == 0:
+            return b
+        if b not in self.bufs:
+            self.bufs[b] = dataclasses.replace(b, name=f"{b.name}_t{self.r}")
+        return self.bufs[b]
+
+    def stmt(self, s):
+        """s copied (lets renamed, private buffers this copy's, expressions moved)."""
+        if isinstance(s, Seq):
+            return Seq([self.stmt(x) for x in s.stmts])
+        if isinstance(s, For):
+            return For(s.var, s.extent, self.stmt(s.body), s.kind, s.start, s.axis)
+        if isinstance(s, LetStmt):
+            value = self.expr(s.value)
+            if not any(isinstance(x, Load) for x in _walk(value)):
+                self.vars[s.var] = value        # an index: inlined, so the copies' shared ones are alike
+                return self.stmt(s.body)
+            v = s.var if self.r == 0 else Var(s.var.args[0], s.var.dtype)
+            self.vars[s.var] = v
+            return LetStmt(v, value, self.stmt(s.body))
+        if isinstance(s, Allocate):
+            return Allocate(self.buf(s.buf), self.stmt(s.body))
+        if isinstance(s, IfThen):
+            return IfThen(self.expr(s.cond), self.stmt(s.then), None if s.orelse is None else self.stmt(s.orelse))
+        if isinstance(s, Store):
+            return Store(self.buf(s.buf), self.expr(s.index), self.expr(s.value))
+        raise _NoJam(type(s).__name__)
+
+
+def _jam(copies: list):
+    """One statement running the copies (structurally alike) together: loops and conditions merged, lets nested."""
+    s0 = copies[0]
+    if any(type(c) is not type(s0) for c in copies):
+        raise _NoJam("unlike statements")
+    if isinstance(s0, Seq):
+        if any(len(c.stmts) != len(s0.stmts) for c in copies):
+            raise _NoJam("unlike sequences")
+        return seq(*[_jam([c.stmts[i] for c in copies]) for i in range(len(s0.stmts))])
+    if isinstance(s0, For):
+        if any((c.var, c.extent, c.kind, c.start) != (s0.var, s0.extent, s0.kind, s0.start) for c in copies):
+            raise _NoJam("unlike loops")
+        return For(s0.var, s0.extent, _jam([c.body for c in copies]), s0.kind, s0.start, s0.axis)
+    if isinstance(s0, LetStmt):
+        inner = _jam([c.body for c in copies])
+        for c in reversed(copies):
+            inner = LetStmt(c.var, c.value, inner)
+        return inner
+    if isinstance(s0, Allocate):
+        inner = _jam([c.body for c in copies])
+        for c in reversed(copies):
+            inner = Allocate(c.buf, inner)
+        return inner
+    if isinstance(s0, IfThen):
+        if any(c.cond is not s0.cond or (c.orelse is None) != (s0.orelse is None) for c in copies):
+            raise _NoJam("unlike conditions")
+        return IfThen(s0.cond, _jam([c.then for c in copies]),
+                      None if s0.orelse is None else _jam([c.orelse for c in copies]))
+    if isinstance(s0, Store):
+        return Seq(list(copies))
+    raise _NoJam(type(s0).__name__)
+
+
+def _walk(e):
+    yield e
+    for c in children(e):
+        yield from _walk(c)
+
+
+def _loop_loads(s) -> set:
+    """The global loads inside s's loops (a reduction's: where sharing pays)."""
+    out = set()
+    for loop in walk_stmts(s):
+        if isinstance(loop, For):
+            for st in walk_stmts(loop.body):
+                for v in vars(st).values():
+                    if isinstance(v, Expr):
+                        out |= {e for e in _walk(v) if isinstance(e, Load) and e.args[0].scope == "global"}
+    return out
+
+
+def _inline_thread(s, zero: dict):
+    """The kernel's body with its thread loop of one work-item gone (its variable 0)."""
+    if isinstance(s, For) and s.kind == "thread" and s.extent == 1:
+        zero[s.var] = Const(0, s.var.dtype)
+        return _inline_thread(s.body, zero)
+    return s
+
+
+def _iterations(s) -> int:
+    """The iterations of the deepest nest of constant loops in s (1: no loop)."""
+    if isinstance(s, For):
+        return s.extent * _iterations(s.body) if isinstance(s.extent, int) else 0
+    if isinstance(s, Seq):
+        return max([_iterations(x) for x in s.stmts] + [1])
+    if isinstance(s, (LetStmt, Allocate)):
+        return _iterations(s.body)
+    if isinstance(s, IfThen):
+        return max(_iterations(s.then), 1 if s.orelse is None else _iterations(s.orelse))
+    return 1
+
+
+def split_targets(kernel: Kernel, targets: int):
+    """(kernel whose fragment computes `targets` texels, targets, split: texels a part) or None (see the module)."""
+    if targets < 2 or kernel.launch is None or len(kernel.launch.grid) != 1 or kernel.launch.block != (1,):
+        return None
+    body = kernel.body
+    if not (isinstance(body, For) and body.kind == "grid" and isinstance(body.extent, int)):
+        return None
+    outs = {st.buf for st in walk_stmts(body) if isinstance(st, Store) and st.buf.scope == "global"}
+    if len(outs) != 1 or next(iter(outs)).dtype != "float32":
+        return None
+    n = body.extent
+    if n % (targets * TEXEL_WIDTH) or _iterations(body.body) < MIN_REDUCTION:
+        return None                 # parts of whole texels only; no reduction: little for the copies to share
+    part = n // targets
+    zero: dict = {}
+    inner = _inline_thread(body.body, zero)
+    loops = [st for st in walk_stmts(inner) if isinstance(st, For) and isinstance(st.extent, int) and st.start >= 0]
+    bounds = Bounds(kernel, strict=False)      # the grid variable within a part, the loops' within their extents
+    bounds.vars[body.var] = (0, part - 1)
+    bounds.vars.update({st.var: (st.start, st.start + st.extent - 1) for st in loops})
+    try:
+        copies = [_Copy(r, body.var, r * part, bounds, inner, zero).stmt(inner) for r in range(targets)]
+        jammed = _jam(copies)
+    except _NoJam:
+        return None
+    if not _loop_loads(copies[0]) & _loop_loads(copies[1]):
+        return None                 # nothing shared: R fragments of one target cost the same
+    k = dataclasses.replace(kernel, body=For(body.var, part, jammed, "grid", 0, 0),
+                            launch=Launch((part,), (1,)))
+    return k, targets, part // TEXEL_WIDTH
+
+
+class WebGLTargetsRenderer(WebGLLanesRenderer):
+    """The lanes renderer of a jammed kernel (split_targets): the store at the fragment's index + r x part writes
+    render target r (`fxc_out<r>`)."""
+
+    def __init__(self, kernel, width: int, targets: int):
+        self.targets, self.part = targets, kernel.launch.grid[0]
+        super().__init__(kernel, width)
+
+    def output_of(self, index):
+        rest, c = _peel(self._expand(index))
+        if rest is None or rest not in self.frag or c % self.part or not 0 <= c // self.part < self.targets:
+            return None
+        return f"fxc_out{c // self.part}"
+
+    def output_decls(self, vec: str) -> list:
+        return [f"layout(location = {r}) out highp {vec} fxc_out{r};" for r in range(self.targets)]
