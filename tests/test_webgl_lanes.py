@@ -131,9 +131,9 @@ def test_channel_blocked_convs_match_eager():
 
 
 def test_blocked_conv_reads_a_weight_texel_for_four_channels():
-    """A 3x3 conv over NCHW4c (8 -> 8 channels): each step of the innermost loop (a block's four input channels)
-    fetches one input texel and one weight texel (four output channels) for four multiply-adds (was one fetch of
-    each per output where a fragment's outputs wrapped a 7-wide row)."""
+    """A 3x3 conv over NCHW4c (8 -> 8 channels): the innermost loop (a block's four input channels) is unrolled whole
+    into one block: one input texel (its four components constants) and four weight texels (four output channels
+    each) for 16 multiply-adds, the weight's index computed once for the four."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(4, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()).eval()
     x = torch.randn(1, 4, 7, 7)
@@ -142,6 +142,31 @@ def test_blocked_conv_reads_a_weight_texel_for_four_channels():
         assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)
     program = program_of(compiled.module.source)
     shader = next(k["shader"] for k in program["kernels"].values() if "< 3;" in k["shader"])
-    body = shader.split("< 4; ++")[-1]      # the step over a block's four channels
-    body = body[:body.index("}", body.index("{") + 1)]
-    assert body.count("texelFetch") == 2, shader
+    body = shader.split("< 3; ++")[-1]      # the innermost loop over the window's columns, then the unrolled block
+    body = body[:body.index("}")]
+    body = body[body.rindex("{"):]          # the unrolled block alone
+    assert "< 4;" not in body and body.count("texelFetch") == 5 and "fxc_pick" not in body, shader
+    assert body.count(" * ") == 16 + 1, shader          # 16 multiplies, one int product of the weight's index
+
+
+@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_unrolled_max_reduction_propagates_nan(op, n):
+    """A max / min over 4 or 8 elements, its loop unrolled by four: the NaN-propagating max is a select (mix), not a
+    ternary (a chain of ternaries in an unrolled loop never finished compiling on SwiftShader: a lost context)."""
+    x = torch.randn(3, n, 5)
+    x[1, n - 1, 2] = float("nan")
+    model = _MaxMin(op)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    got, expected = compiled(x.numpy()), model(x).numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    assert_close_np(got, expected, rtol=0, atol=0)
+
+
+class _MaxMin(nn.Module):
+    def __init__(self, op: str):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x):
+        return getattr(torch, self.op)(x, 1)

@@ -168,7 +168,7 @@ class WebGLLanesRenderer(WebGLRenderer):
 
     def _unrollable(self, s: For) -> bool:
         return self.mode == "lanes" and s.kind in ("serial", "unroll") and isinstance(s.extent, int) \
-            and s.start == 0 and s.extent % TEXEL_WIDTH == 0 and s.extent >= 2 * TEXEL_WIDTH \
+            and s.start == 0 and s.extent % TEXEL_WIDTH == 0 and s.extent >= TEXEL_WIDTH \
             and not any(isinstance(st, For) for st in walk_stmts(s.body))
 
     def _unroll(self, s: For):
@@ -180,14 +180,16 @@ class WebGLLanesRenderer(WebGLRenderer):
             if isinstance(st, Store):
                 self.invalidate(st.buf)
         v = s.var.name
-        self.emit(f"for (int {v} = 0; {v} < {s.extent}; {v} += {TEXEL_WIDTH}) {{")
+        one = s.extent == TEXEL_WIDTH       # one step: a block (its variable the constant 0), not a loop
+        self.emit("{" if one else f"for (int {v} = 0; {v} < {s.extent}; {v} += {TEXEL_WIDTH}) {{")
         self.unrolled.add(s.var)
         self.env.append({s.var: v})
         saved = self._share
         self._share = (len(self.env) + 1, self.env[-1])
         self.depth += 1
         for u in range(TEXEL_WIDTH):
-            body = s.body if u == 0 else _subst(s.body, {s.var: binary("add", s.var, Const(u, s.var.dtype))})
+            step = Const(u, s.var.dtype) if one else binary("add", s.var, Const(u, s.var.dtype)) if u else s.var
+            body = _subst(s.body, {s.var: step}) if one or u else s.body
             self.env.append({})
             self.stmt(body)
             self.env.pop()
@@ -195,6 +197,19 @@ class WebGLLanesRenderer(WebGLRenderer):
         self._share = saved
         self.env.pop()
         self.emit("}")
+
+    def bind(self, e, text):
+        """In an unrolled loop's copies, a value that reads no memory the kernel writes (an index, an input's texel)
+        is bound in the loop body's scope: the copies compute it once (their own copies of the same expression)."""
+        share = self._share
+        if share and len(self.env) == share[0] and not isinstance(e, Var) \
+                and all(b.scope == "global" and b is not self.outputs[0] for b in self.reads(e)):
+            env, self.env = self.env, self.env[:-2] + [share[1]]
+            try:
+                return super().bind(e, text)
+            finally:
+                self.env = env
+        return super().bind(e, text)
 
     def stmt(self, s):
         if self.mode == "lanes" and isinstance(s, LetStmt) and self.varying(s.value):
