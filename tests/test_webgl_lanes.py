@@ -130,6 +130,38 @@ def test_channel_blocked_convs_match_eager():
     assert "conv2d_packed" in kernels and "depthwise_blocked" in kernels, kernels
 
 
+class _PoolNet(nn.Module):
+    """ResNet's stem and first block, small: conv, relu, a 3x3 stride-2 max pool (padding 1), a 3x3 conv and the
+    residual add of the pool's output, and a 2x2 pool with ceil_mode at the end."""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.c3 = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        x = torch.relu(self.c3(x) + x)
+        return nn.functional.max_pool2d(x, 2, ceil_mode=True)
+
+
+def test_max_pool_keeps_the_channel_blocks():
+    """A max pool between blocked convs reads and writes NCHW4c (max_pool2d_blocked), so the conv after it and the
+    residual add of its output stay blocked: the only conversion to NCHW is the graph's output's (the last pool,
+    which writes the output in NCHW: expand_opaque's strided slices, the conversion fused into them)."""
+    torch.manual_seed(0)
+    model, x = _PoolNet().eval(), torch.randn(1, 3, 21, 21)
+    x[0, 1, 4, 5] = float("nan")                # NaN propagates through the pools as eager's
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        expected = model(x).numpy()
+    got = compiled(x.numpy())
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    assert_close_np(got, expected, rtol=1e-5, atol=1e-5)
+    kernels = compiled.module.kernels
+    assert sum("max_pool2d_blocked" in k for k in kernels) == 1, kernels
+    assert [k for k in kernels if "permute" in k] == kernels[-1:], kernels
+
+
 def test_blocked_conv_reads_a_weight_texel_for_four_channels():
     """A 3x3 conv over NCHW4c (8 -> 8 channels): the innermost loop (a block's four input channels) is unrolled whole
     into one block: one input texel (its four components constants) and four weight texels (four output channels
