@@ -4,7 +4,9 @@
 
 Variants (each a build of the model on the webgl target, the module cache off):
   this tree   as the tree is
-  no-pool     max pools expanded to strided slices in NCHW (expand_opaque) as before: the blocked regions end there
+  per-lane    a lane-independent index that is not affine (a padded window's clamped row) computed per lane: the
+              depthwise convs with a fused pad fetch their input per lane (four fetches a tap, was one)
+  no-pool     also max pools expanded to strided slices in NCHW (expand_opaque) as before: the blocked regions end there
   before      also the loop over a block's four channels not unrolled (only loops of 8 and more, as before)
 Calls of the variants alternate in the same page (back to back, so the host's load falls on all alike); prints each
 one's draws, every call's seconds, the median and the ratio to the first variant, and max abs error / output scale.
@@ -30,7 +32,9 @@ eo = importlib.import_module("fxc.relay_like.passes.expand_opaque")    # the mod
 
 @contextlib.contextmanager
 def _variant(name: str):
-    saved = eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable
+    saved = eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable, webgl_lanes.WebGLLanesRenderer._uniform
+    if name in ("per-lane", "no-pool", "before"):
+        webgl_lanes.WebGLLanesRenderer._uniform = lambda self, e: not self.varying(e)
     if name in ("no-pool", "before"):
         eo._pool_for_blocks = lambda n, caps: False
     if name == "before":
@@ -39,7 +43,8 @@ def _variant(name: str):
     try:
         yield
     finally:
-        eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable = saved
+        (eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable,
+         webgl_lanes.WebGLLanesRenderer._uniform) = saved
 
 
 def run(model_name: str, variants: list, calls: int) -> None:
@@ -75,7 +80,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="resnet18,mobilenet_v2")
     p.add_argument("--calls", type=int, default=4)
-    p.add_argument("--variants", default="this tree,no-pool,before")
+    p.add_argument("--variants", default="this tree,per-lane,no-pool,before")
     args = p.parse_args(argv)
     os.environ["FXC_MODULE_CACHE"] = "0"        # each variant built by this process, not taken from the cache
     print(f"load average {os.getloadavg()}", flush=True)

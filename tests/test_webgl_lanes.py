@@ -181,6 +181,24 @@ def test_blocked_conv_reads_a_weight_texel_for_four_channels():
     assert body.count(" * ") == 16 + 1, shader          # 16 multiplies, one int product of the weight's index
 
 
+def test_padded_depthwise_reads_one_input_texel_a_tap():
+    """A depthwise conv over NCHW4c with its zero pad fused: the window's clamped row and column are not affine in the
+    lane but are the same in all four (a fragment is four channels of one pixel), so each tap fetches one input texel
+    and one weight texel (was four input fetches, a component picked from each)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU6()).eval()
+    x = torch.randn(1, 4, 9, 9)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert any("pad+depthwise_blocked" in k for k in compiled.module.kernels), compiled.module.kernels
+    shader = next(k["shader"] for k in program_of(compiled.module.source)["kernels"].values()
+                  if k["shader"].count("< 3;") == 2)
+    body = shader.split("< 3; ++")[-1]      # the window's column loop
+    body = body[:body.index("}")]
+    assert body.count("texelFetch") == 2 and "fxc_pick" not in body, shader
+
+
 @pytest.mark.parametrize("n", [4, 8])
 @pytest.mark.parametrize("op", ["amax", "amin"])
 def test_unrolled_max_reduction_propagates_nan(op, n):

@@ -26,7 +26,7 @@ import operator
 import numpy as np
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, Const, Load, Var, binary, children, substitute
+from ..lowering.expr import Bin, Cast, Const, Load, Select, Un, Var, binary, children, substitute
 from ..lowering.loop_ir import For, IfThen, LetStmt, Store, map_body, walk_stmts
 from .glsl import _DIV, _FLOAT_TEX, _HELPERS, ES_HEAD, ES_TRIG, VALUE, WebGLRenderer, helper_text
 
@@ -277,6 +277,12 @@ class WebGLLanesRenderer(WebGLRenderer):
                 got = self._texel_load(e) or self._row_load(e)
                 if got is not None:
                     return got
+            elif e.dtype in _INTS + ("bool",) and self._uniform(e):    # the same in every lane: computed once
+                self.lane = 0
+                code = self.compute(e)
+                t = self.new()
+                self.emit(f"{self.type_of(e)} {t} = {code};")
+                return _Lanes([t] * TEXEL_WIDTH, (t, 0, 1, False) if e.dtype in _INTS else None)
             texts, done = [], {}         # a lane whose code is another's (the same operands) reuses its value
             for j in range(TEXEL_WIDTH):
                 self.lane = j
@@ -288,6 +294,21 @@ class WebGLLanesRenderer(WebGLRenderer):
             return _Lanes(texts)
         finally:
             self.lane = saved
+
+    def _uniform(self, e) -> bool:
+        """The int or bool e has the same value in every lane of a fragment: it depends on the work-item index only
+        through values that do (evaluated over the grid: `g // 4`, a row index), by integer and logical operators
+        (a window's clamped row `min(max(g // 4 // W % H + r - 1, 0), H - 1)`: not affine, not evaluable alone)."""
+        if not self.varying(e):
+            return True
+        if isinstance(e, Var) and e in self.lets:
+            return self._uniform(self.lets[e])
+        v = self._eval(self._expand(e))
+        if v is not None:
+            n = int(self.kernel.launch.grid[0])
+            rows = np.broadcast_to(v, (-(-n // TEXEL_WIDTH) * TEXEL_WIDTH,)).reshape(-1, TEXEL_WIDTH)
+            return bool((rows == rows[:, :1]).all())
+        return isinstance(e, (Bin, Un, Cast, Select)) and all(self._uniform(c) for c in children(e))
 
     def _peel(self, e):
         """(rest, off): e = rest + off with off a constant (rest None: e is the constant)."""
