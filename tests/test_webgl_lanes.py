@@ -130,10 +130,42 @@ def test_channel_blocked_convs_match_eager():
     assert "conv2d_packed" in kernels and "depthwise_blocked" in kernels, kernels
 
 
+class _PoolNet(nn.Module):
+    """ResNet's stem and first block, small: conv, relu, a 3x3 stride-2 max pool (padding 1), a 3x3 conv and the
+    residual add of the pool's output, and a 2x2 pool with ceil_mode at the end."""
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.c3 = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x):
+        x = nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        x = torch.relu(self.c3(x) + x)
+        return nn.functional.max_pool2d(x, 2, ceil_mode=True)
+
+
+def test_max_pool_keeps_the_channel_blocks():
+    """A max pool between blocked convs reads and writes NCHW4c (max_pool2d_blocked), so the conv after it and the
+    residual add of its output stay blocked: the only conversion to NCHW is the graph's output's (the last pool,
+    which writes the output in NCHW: expand_opaque's strided slices, the conversion fused into them)."""
+    torch.manual_seed(0)
+    model, x = _PoolNet().eval(), torch.randn(1, 3, 21, 21)
+    x[0, 1, 4, 5] = float("nan")                # NaN propagates through the pools as eager's
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        expected = model(x).numpy()
+    got = compiled(x.numpy())
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    assert_close_np(got, expected, rtol=1e-5, atol=1e-5)
+    kernels = compiled.module.kernels
+    assert sum("max_pool2d_blocked" in k for k in kernels) == 1, kernels
+    assert [k for k in kernels if "permute" in k] == kernels[-1:], kernels
+
+
 def test_blocked_conv_reads_a_weight_texel_for_four_channels():
-    """A 3x3 conv over NCHW4c (8 -> 8 channels): each step of the innermost loop (a block's four input channels)
-    fetches one input texel and one weight texel (four output channels) for four multiply-adds (was one fetch of
-    each per output where a fragment's outputs wrapped a 7-wide row)."""
+    """A 3x3 conv over NCHW4c (8 -> 8 channels): the innermost loop (a block's four input channels) is unrolled whole
+    into one block: one input texel (its four components constants) and four weight texels (four output channels
+    each) for 16 multiply-adds, the weight's index computed once for the four."""
     torch.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(4, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1), nn.ReLU()).eval()
     x = torch.randn(1, 4, 7, 7)
@@ -142,6 +174,49 @@ def test_blocked_conv_reads_a_weight_texel_for_four_channels():
         assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)
     program = program_of(compiled.module.source)
     shader = next(k["shader"] for k in program["kernels"].values() if "< 3;" in k["shader"])
-    body = shader.split("< 4; ++")[-1]      # the step over a block's four channels
-    body = body[:body.index("}", body.index("{") + 1)]
-    assert body.count("texelFetch") == 2, shader
+    body = shader.split("< 3; ++")[-1]      # the innermost loop over the window's columns, then the unrolled block
+    body = body[:body.index("}")]
+    body = body[body.rindex("{"):]          # the unrolled block alone
+    assert "< 4;" not in body and body.count("texelFetch") == 5 and "fxc_pick" not in body, shader
+    assert body.count(" * ") == 16 + 1, shader          # 16 multiplies, one int product of the weight's index
+
+
+def test_padded_depthwise_reads_one_input_texel_a_tap():
+    """A depthwise conv over NCHW4c with its zero pad fused: the window's clamped row and column are not affine in the
+    lane but are the same in all four (a fragment is four channels of one pixel), so each tap fetches one input texel
+    and one weight texel (was four input fetches, a component picked from each)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU6()).eval()
+    x = torch.randn(1, 4, 9, 9)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    with torch.no_grad():
+        assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert any("pad+depthwise_blocked" in k for k in compiled.module.kernels), compiled.module.kernels
+    shader = next(k["shader"] for k in program_of(compiled.module.source)["kernels"].values()
+                  if k["shader"].count("< 3;") == 2)
+    body = shader.split("< 3; ++")[-1]      # the window's column loop
+    body = body[:body.index("}")]
+    assert body.count("texelFetch") == 2 and "fxc_pick" not in body, shader
+
+
+@pytest.mark.parametrize("n", [4, 8])
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_unrolled_max_reduction_propagates_nan(op, n):
+    """A max / min over 4 or 8 elements, its loop unrolled by four: the NaN-propagating max is a select (mix), not a
+    ternary (a chain of ternaries in an unrolled loop never finished compiling on SwiftShader: a lost context)."""
+    x = torch.randn(3, n, 5)
+    x[1, n - 1, 2] = float("nan")
+    model = _MaxMin(op)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    got, expected = compiled(x.numpy()), model(x).numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    assert_close_np(got, expected, rtol=0, atol=0)
+
+
+class _MaxMin(nn.Module):
+    def __init__(self, op: str):
+        super().__init__()
+        self.op = op
+
+    def forward(self, x):
+        return getattr(torch, self.op)(x, 1)

@@ -51,8 +51,10 @@ INT_MIN = "(-2147483647 - 1)"
 
 
 def _fmaxmin(fn):
-    """max/min that propagate NaN (as PyTorch and the other backends)."""
-    return lambda r, dt, a, b: f"((isnan({a}) || isnan({b})) ? ({a} + {b}) : {fn}({a}, {b}))"
+    """max/min that propagate NaN (as PyTorch and the other backends). A select by mix(x, y, bool), not `c ? x : y`:
+    ANGLE turns a ternary into an if/else, and SwiftShader then never finishes compiling (the page loses its WebGL
+    context) a loop whose body holds a chain of them, as an unrolled max reduction has (amax over 4 or 8 elements)."""
+    return lambda r, dt, a, b: f"mix({fn}({a}, {b}), {a} + {b}, isnan({a}) || isnan({b}))"
 
 
 def _helper(name):

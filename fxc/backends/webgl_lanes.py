@@ -26,7 +26,7 @@ import operator
 import numpy as np
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, Const, Load, Var, binary, children, substitute
+from ..lowering.expr import Bin, Cast, Const, Load, Select, Un, Var, binary, children, substitute
 from ..lowering.loop_ir import For, IfThen, LetStmt, Store, map_body, walk_stmts
 from .glsl import _DIV, _FLOAT_TEX, _HELPERS, ES_HEAD, ES_TRIG, VALUE, WebGLRenderer, helper_text
 
@@ -168,7 +168,7 @@ class WebGLLanesRenderer(WebGLRenderer):
 
     def _unrollable(self, s: For) -> bool:
         return self.mode == "lanes" and s.kind in ("serial", "unroll") and isinstance(s.extent, int) \
-            and s.start == 0 and s.extent % TEXEL_WIDTH == 0 and s.extent >= 2 * TEXEL_WIDTH \
+            and s.start == 0 and s.extent % TEXEL_WIDTH == 0 and s.extent >= TEXEL_WIDTH \
             and not any(isinstance(st, For) for st in walk_stmts(s.body))
 
     def _unroll(self, s: For):
@@ -180,14 +180,16 @@ class WebGLLanesRenderer(WebGLRenderer):
             if isinstance(st, Store):
                 self.invalidate(st.buf)
         v = s.var.name
-        self.emit(f"for (int {v} = 0; {v} < {s.extent}; {v} += {TEXEL_WIDTH}) {{")
+        one = s.extent == TEXEL_WIDTH       # one step: a block (its variable the constant 0), not a loop
+        self.emit("{" if one else f"for (int {v} = 0; {v} < {s.extent}; {v} += {TEXEL_WIDTH}) {{")
         self.unrolled.add(s.var)
         self.env.append({s.var: v})
         saved = self._share
         self._share = (len(self.env) + 1, self.env[-1])
         self.depth += 1
         for u in range(TEXEL_WIDTH):
-            body = s.body if u == 0 else _subst(s.body, {s.var: binary("add", s.var, Const(u, s.var.dtype))})
+            step = Const(u, s.var.dtype) if one else binary("add", s.var, Const(u, s.var.dtype)) if u else s.var
+            body = _subst(s.body, {s.var: step}) if one or u else s.body
             self.env.append({})
             self.stmt(body)
             self.env.pop()
@@ -195,6 +197,19 @@ class WebGLLanesRenderer(WebGLRenderer):
         self._share = saved
         self.env.pop()
         self.emit("}")
+
+    def bind(self, e, text):
+        """In an unrolled loop's copies, a value that reads no memory the kernel writes (an index, an input's texel)
+        is bound in the loop body's scope: the copies compute it once (their own copies of the same expression)."""
+        share = self._share
+        if share and len(self.env) == share[0] and not isinstance(e, Var) \
+                and all(b.scope == "global" and b is not self.outputs[0] for b in self.reads(e)):
+            env, self.env = self.env, self.env[:-2] + [share[1]]
+            try:
+                return super().bind(e, text)
+            finally:
+                self.env = env
+        return super().bind(e, text)
 
     def stmt(self, s):
         if self.mode == "lanes" and isinstance(s, LetStmt) and self.varying(s.value):
@@ -271,6 +286,12 @@ class WebGLLanesRenderer(WebGLRenderer):
                 got = self._texel_load(e) or self._row_load(e)
                 if got is not None:
                     return got
+            elif e.dtype in _INTS + ("bool",) and self._uniform(e):    # the same in every lane: computed once
+                self.lane = 0
+                code = self.compute(e)
+                t = self.new()
+                self.emit(f"{self.type_of(e)} {t} = {code};")
+                return _Lanes([t] * TEXEL_WIDTH, (t, 0, 1, False) if e.dtype in _INTS else None)
             texts, done = [], {}         # a lane whose code is another's (the same operands) reuses its value
             for j in range(TEXEL_WIDTH):
                 self.lane = j
@@ -282,6 +303,21 @@ class WebGLLanesRenderer(WebGLRenderer):
             return _Lanes(texts)
         finally:
             self.lane = saved
+
+    def _uniform(self, e) -> bool:
+        """The int or bool e has the same value in every lane of a fragment: it depends on the work-item index only
+        through values that do (evaluated over the grid: `g // 4`, a row index), by integer and logical operators
+        (a window's clamped row `min(max(g // 4 // W % H + r - 1, 0), H - 1)`: not affine, not evaluable alone)."""
+        if not self.varying(e):
+            return True
+        if isinstance(e, Var) and e in self.lets:
+            return self._uniform(self.lets[e])
+        v = self._eval(self._expand(e))
+        if v is not None:
+            n = int(self.kernel.launch.grid[0])
+            rows = np.broadcast_to(v, (-(-n // TEXEL_WIDTH) * TEXEL_WIDTH,)).reshape(-1, TEXEL_WIDTH)
+            return bool((rows == rows[:, :1]).all())
+        return isinstance(e, (Bin, Un, Cast, Select)) and all(self._uniform(c) for c in children(e))
 
     def _peel(self, e):
         """(rest, off): e = rest + off with off a constant (rest None: e is the constant)."""

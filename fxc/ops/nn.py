@@ -323,16 +323,18 @@ def _pool_infer(types, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mod
                                                 dilation, ceil_mode), x.dtype)]
 
 
-def _window(x, i, r, stride, padding, dilation):
-    """Input index of window element r at output i, its in-bounds flag, and the clamped index."""
-    h = i[-2] * stride[0] - padding[0] + r[0][0] * dilation[0]
-    w = i[-1] * stride[1] - padding[1] + r[1][0] * dilation[1]
-    H, W = x.shape[-2:]
+def _window(x, i, r, stride, padding, dilation, hw: int = -2):
+    """Input index of window element r at output i, its in-bounds flag, and the clamped index (hw: the H dim, W
+    the next: the last two, or 2 and 3 of NCHW16c)."""
+    hw = hw % len(i)
+    h = i[hw] * stride[0] - padding[0] + r[0][0] * dilation[0]
+    w = i[hw + 1] * stride[1] - padding[1] + r[1][0] * dilation[1]
+    H, W = x.shape[hw:hw + 2]
     ok = binary("and", binary("and", compare("ge", h, as_expr(0)), compare("lt", h, as_expr(H))),
                 binary("and", compare("ge", w, as_expr(0)), compare("lt", w, as_expr(W))))
     hc = minimum(maximum(h, as_expr(0)), as_expr(H - 1))
     wc = minimum(maximum(w, as_expr(0)), as_expr(W - 1))
-    return h, w, ok, x[tuple(i[:-2]) + (hc, wc)]
+    return h, w, ok, x[tuple(i[:hw]) + (hc, wc) + tuple(i[hw + 2:])]
 
 
 def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
@@ -451,6 +453,37 @@ register(OpDef("max_pool2d", Kind.OPAQUE, _pool_infer, _max_pool_ref, _max_pool,
                    ([rand(rng, (1, 1, 7, 53))], {"kernel": (3, 2), "stride": (1, 3), "padding": (1, 1),
                                                  "dilation": (2, 2), "ceil_mode": True})],
                ("float32", "float64", "int32", "int64")))
+def _max_pool_blocked_infer(types, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    x = types[0]
+    if x.ndim != 5:
+        raise ShapeError(f"max_pool2d_blocked expects an NCHW16c input [N, C/16, H, W, 16], got {x.shape}")
+    oh, ow = _pool_infer([TensorType((1, 1) + x.shape[2:4], x.dtype)], kernel, stride, padding, dilation,
+                         ceil_mode)[0].shape[2:]
+    return [TensorType(x.shape[:2] + (oh, ow) + x.shape[4:], x.dtype)]
+
+
+def _max_pool_blocked(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    """2-d max pooling on NCHW16c: out[n, cb, h, w, l] = max over the window of x[n, cb, ., ., l] (the taps outside
+    the input skipped, as max_pool2d's)."""
+    shape = _max_pool_blocked_infer([x], kernel, stride, padding, dilation, ceil_mode)[0].shape
+    r = [te.reduce_axis(kernel[0], "kh"), te.reduce_axis(kernel[1], "kw")]
+    lo = Const(-math.inf, x.dtype)
+
+    def body(*i):
+        _, _, ok, v = _window(x, i, r, stride, padding, dilation, hw=2)
+        return te.max_(select(ok, v, lo), r)
+    return te.compute(shape, body, "max_pool2d_blocked")
+
+
+def _max_pool_blocked_ref(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
+    return to_blocked_ref(_max_pool_ref(from_blocked_ref(x), kernel, stride, padding, dilation, ceil_mode), x.shape[4])
+
+
+register(OpDef("max_pool2d_blocked", Kind.OPAQUE, _max_pool_blocked_infer, _max_pool_blocked_ref, _max_pool_blocked,
+               {}, None,
+               lambda rng: [([rand(rng, (1, 2, 9, 9, 4))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
+                            ([rand(rng, (2, 1, 8, 7, 16))], {"kernel": (2, 2), "stride": (2, 2), "ceil_mode": True})],
+               FLT, doc="2-d max pooling on NCHW16c activations (use_blocked_layout's device regions)."))
 register(OpDef("max_pool2d_indices", Kind.REDUCTION,
                lambda t, **a: [TensorType(_pool_infer(t[:1], **a)[0].shape, "int64")],
                _max_pool_indices_ref, _max_pool_indices, {}, None,

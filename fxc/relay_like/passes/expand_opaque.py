@@ -8,7 +8,9 @@ registry ops that each compute one output element from their inputs (reductions 
     softmax(x, dim, safe)    -> m = amax(x); exp(x - m - log(sum(exp(x - m))))  (three draws; safe: -inf rows give
                                 zeros)
     log_softmax(x, dim)      -> x - m - log(sum(exp(x - m)))
-    max_pool2d(x)            -> pad(x, -inf) then the maximum of its KHxKW strided slices (NaN propagates as eager)
+    max_pool2d(x)            -> pad(x, -inf) then the maximum of its KHxKW strided slices (NaN propagates as eager);
+                                where the Caps name a channel block, a float32 one is left to use_channel_blocks
+                                (max_pool2d_blocked on NCHWkc; it expands those it does not block)
 
 Takes a typed graph and the target's Caps; returns the graph with those nodes replaced (their output Values keep
 their ids, names and users). Other targets get the graph unchanged: their single kernels are faster.
@@ -104,14 +106,20 @@ EXPANSIONS = {"layer_norm": _layer_norm, "softmax": _softmax(False), "log_softma
               "max_pool2d": _max_pool2d}
 
 
-def expand_opaque(g, caps=None):
-    """caps: the target's capabilities; only where `caps.scatter` is False does anything change."""
+def _pool_for_blocks(n, caps) -> bool:
+    return n.op == "max_pool2d" and getattr(caps, "channel_block", 0) > 1 and n.outputs[0].dtype == "float32" \
+        and n.inputs[0].type.ndim == 4
+
+
+def expand_opaque(g, caps=None, pools_for_blocks: bool = True):
+    """caps: the target's capabilities; only where `caps.scatter` is False does anything change. pools_for_blocks:
+    leave the max pools that use_channel_blocks may block (it calls this again with False for the rest)."""
     if caps is None or caps.scatter or not any(n.op in EXPANSIONS for n in g.nodes):
         return g
     nodes = []
     for n in g.nodes:
         fn = EXPANSIONS.get(n.op)
-        if fn is None:
+        if fn is None or (pools_for_blocks and _pool_for_blocks(n, caps)):
             nodes.append(n)
             continue
         b = Builder(Graph())

@@ -61,6 +61,12 @@ def _hw_pad(n) -> bool:
     return n.op == "pad" and n.attrs.get("mode", "constant") == "constant" and len(n.attrs["pad"]) == 4
 
 
+def _pool(n, pools: bool) -> bool:
+    """A float32 2-d max pool that runs on NCHW16c (max_pool2d_blocked) where `pools` (a device's channel blocks)."""
+    return pools and n.op == "max_pool2d" and len(n.outputs) == 1 and n.outputs[0].dtype == "float32" \
+        and n.inputs[0].type.ndim == 4
+
+
 def _side_operand(u, shape):
     """The 4-d shape of a broadcast operand u of an elementwise op whose output is NCHW `shape` (a per-channel or
     per-sample value, a scalar), or None when u varies over H or W."""
@@ -80,10 +86,10 @@ def _gemm_in_nchw(conv) -> bool:
     return wp.shape[2:4] == (1, 1) and tuple(conv.attrs.get("stride", (1, 1))) == (1, 1) and oh * ow >= GEMM_POSITIONS
 
 
-def layout_inputs(n, v, lanes: int) -> list:
-    """The inputs of node n that share the layout of its output v: a depthwise conv's or a pad's data input, an
-    elementwise op's full-size inputs; none for any other op (a conv reads either layout)."""
-    if _depthwise(n, lanes) or _hw_pad(n):
+def layout_inputs(n, v, lanes: int, pools: bool = False) -> list:
+    """The inputs of node n that share the layout of its output v: a depthwise conv's, a pad's or (pools) a max
+    pool's data input, an elementwise op's full-size inputs; none for any other op (a conv reads either layout)."""
+    if _depthwise(n, lanes) or _hw_pad(n) or _pool(n, pools):
         return [n.inputs[0]]
     if _elementwise(n):
         return [u for u in n.inputs if tuple(u.shape) == tuple(v.shape)]
@@ -107,14 +113,15 @@ def blocked_values(g, lanes: int | None = None, every_region: bool = False) -> s
     S = set(values) - outputs
 
     def full_inputs(v) -> list:
-        return layout_inputs(v.node, v, lanes)
+        return layout_inputs(v.node, v, lanes, every_region)
 
     def made_ok(v) -> bool:
         p = v.node
         if _elementwise(p) and not all(tuple(u.shape) == tuple(v.shape) or _side_operand(u, v.shape) is not None
                                        for u in p.inputs):
             return False
-        return (p.op == "conv2d_packed" or _depthwise(p, lanes) or _hw_pad(p) or _elementwise(p)) \
+        return (p.op == "conv2d_packed" or _depthwise(p, lanes) or _hw_pad(p) or _elementwise(p)
+                or _pool(p, every_region)) \
             and all(u.id in S for u in full_inputs(v))
 
     def taken(v) -> bool:
@@ -122,7 +129,8 @@ def blocked_values(g, lanes: int | None = None, every_region: bool = False) -> s
         for node, pos in users.get(v.id, ()):
             if node.op == "conv2d_packed" and pos == 0 and (node.outputs[0].id in S or not gemm_in_nchw(node)):
                 return True
-            if (_depthwise(node, lanes) or _hw_pad(node) or _elementwise(node)) and node.outputs[0].id in S:
+            if (_depthwise(node, lanes) or _hw_pad(node) or _elementwise(node) or _pool(node, every_region)) \
+                    and node.outputs[0].id in S:
                 return True
         return False
 
@@ -227,6 +235,8 @@ def use_blocked_layout(g, caps=None, enabled: bool = True, lanes: int | None = N
                                        "dilation": tuple(n.attrs.get("dilation", (1, 1)))})
             elif _hw_pad(n):
                 blocked[out.id] = add("pad", [blocked[x.id]], dict(n.attrs, pad=(0, 0) + tuple(n.attrs["pad"])))
+            elif _pool(n, every_region):
+                blocked[out.id] = add("max_pool2d_blocked", [blocked[x.id]], dict(n.attrs))
             else:
                 ins = []
                 for u in n.inputs:

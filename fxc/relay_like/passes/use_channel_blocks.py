@@ -4,9 +4,10 @@ texel), the convolutions' activations in NCHWkc ([N, ceil(C/k), H, W, k]: four c
     conv2d(x, w[O, C, KH, KW]) (groups 1, float32) -> conv2d_packed(x, pack_lanes(w, axis 0, lanes k), inner_lanes)
 
 then use_blocked_layout with that block over every region (not only the CPU's depthwise ones): the convs, depthwise
-convs, zero pads of H and W and elementwise epilogues between them (bias, relu, hardtanh, residual adds) read and
-write NCHWkc, and a value is converted back to NCHW only where a reader needs it (pooling, a flatten, the graph's
-outputs). Takes and returns a Graph; an unchanged graph where the Caps name no block.
+convs, zero pads of H and W, max pools (max_pool2d_blocked: expand_opaque leaves them to this pass, which expands
+those it does not block) and elementwise epilogues between them (bias, relu, hardtanh, residual adds) read and
+write NCHWkc, and a value is converted back to NCHW only where a reader needs it (average pooling, a flatten, the
+graph's outputs). Takes and returns a Graph; an unchanged graph where the Caps name no block.
 
 Why (webgl): a fragment computes k consecutive output elements. In NCHW they run along an output row and wrap it
 on 14x14 and 7x7 maps (each output then reads its own input: 5/4 to 2 texel fetches a multiply-add); in NCHWkc
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from ...ops.registry import get_op
 from ..graph import Node, node_appender
+from .expand_opaque import expand_opaque
 from .use_blocked_layout import use_blocked_layout
 
 
@@ -27,8 +29,10 @@ def _blocks(n: int, k: int) -> int:
 def use_channel_blocks(g, caps=None):
     """caps: the target's capabilities; only where caps.channel_block > 1 does anything change."""
     k = getattr(caps, "channel_block", 0) if caps is not None else 0
-    if k <= 1 or not any(n.op == "conv2d" for n in g.nodes):
+    if k <= 1:
         return g
+    if not any(n.op == "conv2d" for n in g.nodes):
+        return expand_opaque(g, caps, pools_for_blocks=False)
     new_nodes = []
     for n in g.nodes:
         if n.op != "conv2d" or n.attrs.get("groups", 1) != 1 or n.outputs[0].dtype != "float32" \
@@ -48,7 +52,8 @@ def use_channel_blocks(g, caps=None):
         out.node, out.index = rep, 0
         new_nodes += [pack, rep]
     g.nodes = new_nodes
-    return _blocked_outputs(use_blocked_layout(g, caps, lanes=k, every_region=True), k)
+    g = _blocked_outputs(use_blocked_layout(g, caps, lanes=k, every_region=True), k)
+    return expand_opaque(g, caps, pools_for_blocks=False)      # the max pools left in NCHW: as expand_opaque's
 
 
 def _blocked_outputs(g, k: int):

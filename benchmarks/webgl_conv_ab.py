@@ -1,0 +1,93 @@
+"""ResNet-18 / MobileNetV2 on webgl: this tree's conv forms against the earlier ones, in one process, calls alternated.
+
+    .venv/bin/python -m benchmarks.webgl_conv_ab --models resnet18,mobilenet_v2 --calls 4 [--variants a,b,..]
+
+Variants (each a build of the model on the webgl target, the module cache off):
+  this tree   as the tree is
+  per-lane    a lane-independent index that is not affine (a padded window's clamped row) computed per lane: the
+              depthwise convs with a fused pad fetch their input per lane (four fetches a tap, was one)
+  no-pool     also max pools expanded to strided slices in NCHW (expand_opaque) as before: the blocked regions end there
+  before      also the loop over a block's four channels not unrolled (only loops of 8 and more, as before)
+Calls of the variants alternate in the same page (back to back, so the host's load falls on all alike); prints each
+one's draws, every call's seconds, the median and the ratio to the first variant, and max abs error / output scale.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+
+import fxc
+from fxc.backends import webgl_lanes
+from fxc.testing.models import example_inputs, make_model
+
+eo = importlib.import_module("fxc.relay_like.passes.expand_opaque")    # the module (the package exports its function)
+
+
+@contextlib.contextmanager
+def _variant(name: str):
+    saved = eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable, webgl_lanes.WebGLLanesRenderer._uniform
+    if name in ("per-lane", "no-pool", "before"):
+        webgl_lanes.WebGLLanesRenderer._uniform = lambda self, e: not self.varying(e)
+    if name in ("no-pool", "before"):
+        eo._pool_for_blocks = lambda n, caps: False
+    if name == "before":
+        old = saved[1]
+        webgl_lanes.WebGLLanesRenderer._unrollable = lambda self, s: old(self, s) and s.extent >= 8
+    try:
+        yield
+    finally:
+        (eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable,
+         webgl_lanes.WebGLLanesRenderer._uniform) = saved
+
+
+def run(model_name: str, variants: list, calls: int) -> None:
+    model = make_model(model_name)
+    inputs = example_inputs(model_name, batch=1)
+    with torch.no_grad():
+        expected = model(*inputs).numpy()
+    arrays = [x.numpy() for x in inputs]
+    built = {}
+    for name in variants:
+        with _variant(name):
+            built[name] = fxc.from_torch(model, inputs, target="webgl")
+            built[name](*arrays)                                  # warm-up (and the shaders' compile)
+    times = {name: [] for name in built}
+    err = dict.fromkeys(built, 0.0)
+    for _ in range(calls):
+        for name, c in built.items():
+            t0 = time.perf_counter()
+            out = c(*arrays)
+            times[name].append(time.perf_counter() - t0)
+            err[name] = max(err[name], float(np.abs(out - expected).max()))
+    scale = float(np.abs(expected).max())
+    first = statistics.median(times[variants[0]])
+    for name, c in built.items():
+        med = statistics.median(times[name])
+        calls = ", ".join(f"{t:.2f}" for t in times[name])
+        print(f"{model_name} [{name}]: {len(c.module.plan)} draws; calls {calls} s;"
+              f" median {med:.2f} s ({first / med:.2f}x of {variants[0]}'s speed); max abs error / scale "
+              f"{err[name] / scale:.1e}", flush=True)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--models", default="resnet18,mobilenet_v2")
+    p.add_argument("--calls", type=int, default=4)
+    p.add_argument("--variants", default="this tree,per-lane,no-pool,before")
+    args = p.parse_args(argv)
+    os.environ["FXC_MODULE_CACHE"] = "0"        # each variant built by this process, not taken from the cache
+    print(f"load average {os.getloadavg()}", flush=True)
+    for name in args.models.split(","):
+        run(name, args.variants.split(","), args.calls)
+    print(f"load average {os.getloadavg()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
