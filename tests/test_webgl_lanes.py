@@ -178,7 +178,8 @@ class _PoolNet(nn.Module):
 
 def test_max_pool_keeps_the_channel_blocks():
     """A max pool between blocked convs reads and writes NCHW4c (max_pool2d_blocked), so the conv after it and the
-    residual add of its output stay blocked: the only conversion to NCHW is the graph's output's (the last pool,
+    residual add of its output stay blocked: the only conversions are the image's to NCHW4c (its zero pad, the lane
+    past its 3 channels zero: the stem's weight padded to 4 channels) and the graph output's to NCHW (the last pool,
     which writes the output in NCHW: expand_opaque's strided slices, the conversion fused into them)."""
     torch.manual_seed(0)
     model, x = _PoolNet().eval(), torch.randn(1, 3, 21, 21)
@@ -191,7 +192,9 @@ def test_max_pool_keeps_the_channel_blocks():
     assert_close_np(got, expected, rtol=1e-5, atol=1e-5)
     kernels = compiled.module.kernels
     assert sum("max_pool2d_blocked" in k for k in kernels) == 1, kernels
-    assert [k for k in kernels if "permute" in k] == kernels[-1:], kernels
+    assert [k for k in kernels if "permute" in k] == [kernels[0], kernels[-1]], kernels
+    stem = program_of(compiled.module.source)["kernels"][kernels[1].split("[webgl: ")[1].split()[0]]["shader"]
+    assert "fxc_pick" not in stem, stem         # the image's 3 channels read as one texel (zero-padded to 4)
 
 
 def test_blocked_conv_reads_a_weight_texel_for_four_channels():
