@@ -2,12 +2,13 @@
 
     .venv/bin/python -m benchmarks.webgl_conv_ab --models resnet18,mobilenet_v2 --calls 4 [--variants a,b,..]
 
-Variants (each a build of the model on the webgl target, the module cache off):
+Variants (each a build of the model on the webgl target, the module cache off), each turning off what it names:
   this tree   as the tree is
+  nchw-stem   the image not converted at its zero pad: the stem conv reads NCHW (a component picked a step)
   per-lane    a lane-independent index that is not affine (a padded window's clamped row) computed per lane: the
               depthwise convs with a fused pad fetch their input per lane (four fetches a tap, was one)
-  no-pool     also max pools expanded to strided slices in NCHW (expand_opaque) as before: the blocked regions end there
-  before      also the loop over a block's four channels not unrolled (only loops of 8 and more, as before)
+  no-pool     max pools expanded to strided slices in NCHW (expand_opaque): the blocked regions end there
+  before      all of the above, and the loop over a block's four channels not unrolled (only loops of 8 and more)
 Calls of the variants alternate in the same page (back to back, so the host's load falls on all alike); prints each
 one's draws, every call's seconds, the median and the ratio to the first variant, and max abs error / output scale.
 """
@@ -28,23 +29,30 @@ from fxc.backends import webgl_lanes
 from fxc.testing.models import example_inputs, make_model
 
 eo = importlib.import_module("fxc.relay_like.passes.expand_opaque")    # the module (the package exports its function)
+bl = importlib.import_module("fxc.relay_like.passes.use_blocked_layout")
+
+
+OFF = {"this tree": (), "nchw-stem": ("stem",), "per-lane": ("uniform",), "no-pool": ("pool",),
+       "before": ("stem", "uniform", "pool", "unroll")}
 
 
 @contextlib.contextmanager
 def _variant(name: str):
-    saved = eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable, webgl_lanes.WebGLLanesRenderer._uniform
-    if name in ("per-lane", "no-pool", "before"):
-        webgl_lanes.WebGLLanesRenderer._uniform = lambda self, e: not self.varying(e)
-    if name in ("no-pool", "before"):
+    lanes = webgl_lanes.WebGLLanesRenderer
+    saved = eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform
+    off = OFF[name]
+    if "pool" in off:
         eo._pool_for_blocks = lambda n, caps: False
-    if name == "before":
-        old = saved[1]
-        webgl_lanes.WebGLLanesRenderer._unrollable = lambda self, s: old(self, s) and s.extent >= 8
+    if "stem" in off:
+        bl._entry_pad = lambda n, every_region: False
+    if "uniform" in off:
+        lanes._uniform = lambda self, e: not self.varying(e)
+    if "unroll" in off:
+        lanes._unrollable = lambda self, s: saved[2](self, s) and s.extent >= 8
     try:
         yield
     finally:
-        (eo._pool_for_blocks, webgl_lanes.WebGLLanesRenderer._unrollable,
-         webgl_lanes.WebGLLanesRenderer._uniform) = saved
+        eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform = saved
 
 
 def run(model_name: str, variants: list, calls: int) -> None:
@@ -80,7 +88,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--models", default="resnet18,mobilenet_v2")
     p.add_argument("--calls", type=int, default=4)
-    p.add_argument("--variants", default="this tree,per-lane,no-pool,before")
+    p.add_argument("--variants", default=",".join(OFF))
     args = p.parse_args(argv)
     os.environ["FXC_MODULE_CACHE"] = "0"        # each variant built by this process, not taken from the cache
     print(f"load average {os.getloadavg()}", flush=True)

@@ -96,6 +96,38 @@ def test_lane_dependent_control_flow_runs_the_lanes_one_by_one():
     assert_close_np(np.array(got, np.float32), np.where(np.arange(n) < 5, xs * 2, xs + 1), rtol=0, atol=0)
 
 
+def test_unrolled_copies_keep_their_own_let_values():
+    """An unrolled loop's four copies share the values that read no written memory, but not one built on a copy's
+    own let-bound value: acc = 2 * acc + x[4g + r] over r < 4 (each copy's `v * 2` is a different value)."""
+    from types import SimpleNamespace
+
+    from fxc.backends.glsl import render_webgl
+    from fxc.lowering.expr import Const, Load, Var, binary
+    from fxc.lowering.loop_ir import Allocate, Buffer, For, Kernel, Launch, LetStmt, Store, seq
+    from fxc.runtime.webgl import layout, open_page
+    n = 8
+    x, y, acc = Buffer("x", "float32", 4 * n), Buffer("y", "float32", n), Buffer("acc", "float32", 1, "private")
+    g, r, v = Var("g", "int64"), Var("r", "int64"), Var("v", "float32")
+    zero = Const(0, "int64")
+    xv = Load(x, binary("add", binary("mul", g, Const(4, "int64")), r))
+    step = LetStmt(v, Load(acc, zero), Store(acc, zero, binary("add", binary("mul", v, Const(2.0, "float32")), xv)))
+    body = For(g, n, Allocate(acc, seq(Store(acc, zero, Const(0.0, "float32")), For(r, 4, step),
+                                       Store(y, g, Load(acc, zero)))), kind="grid")
+    k = Kernel("k_fold", [y, x], body, index_bits=32, launch=Launch((n,), (1,)))
+    program = json.loads(render_webgl([k], 2048))
+    assert "(lanes)" in program["kernels"]["k_fold"]["shader"] and "< 4;" not in program["kernels"]["k_fold"]["shader"]
+    spec = lambda name, size: SimpleNamespace(name=name, shape=(size,), dtype="float32")     # noqa: E731
+    launch = SimpleNamespace(kernel="k_fold", args=[("out", 0), ("in", 0)], rows=(), repeat=())
+    desc = layout(program, [launch], [spec("x", 4 * n)], [spec("y", n)], [])
+    xs = np.linspace(-2, 3, 4 * n).astype(np.float32)
+    got = open_page().call("""([desc, xs]) => { const m = new FxcWebGL(window.fxcBase); m.load(desc, []);
+        const out = Array.from(m.run([Float32Array.from(xs)], false).outputs[0]); m.dispose(); return out; }""",
+                           [desc, xs.tolist()])
+    x4 = xs.reshape(n, 4)
+    expected = ((x4[:, 0] * 2 + x4[:, 1]) * 2 + x4[:, 2]) * 2 + x4[:, 3]
+    assert_close_np(np.array(got, np.float32), expected, rtol=1e-6, atol=1e-6)
+
+
 class _BlockedNet(nn.Module):
     """Every conv kind in NCHW4c (use_channel_blocks): a 7x7 stride-2 stem over 3 channels (NCHW in), a 3x3 conv
     with a residual add, a depthwise stride-2 conv, a grouped conv, 1x1 convs to 6 channels (not whole blocks) and
@@ -146,7 +178,8 @@ class _PoolNet(nn.Module):
 
 def test_max_pool_keeps_the_channel_blocks():
     """A max pool between blocked convs reads and writes NCHW4c (max_pool2d_blocked), so the conv after it and the
-    residual add of its output stay blocked: the only conversion to NCHW is the graph's output's (the last pool,
+    residual add of its output stay blocked: the only conversions are the image's to NCHW4c (its zero pad, the lane
+    past its 3 channels zero: the stem's weight padded to 4 channels) and the graph output's to NCHW (the last pool,
     which writes the output in NCHW: expand_opaque's strided slices, the conversion fused into them)."""
     torch.manual_seed(0)
     model, x = _PoolNet().eval(), torch.randn(1, 3, 21, 21)
@@ -159,7 +192,9 @@ def test_max_pool_keeps_the_channel_blocks():
     assert_close_np(got, expected, rtol=1e-5, atol=1e-5)
     kernels = compiled.module.kernels
     assert sum("max_pool2d_blocked" in k for k in kernels) == 1, kernels
-    assert [k for k in kernels if "permute" in k] == kernels[-1:], kernels
+    assert [k for k in kernels if "permute" in k] == [kernels[0], kernels[-1]], kernels
+    stem = program_of(compiled.module.source)["kernels"][kernels[1].split("[webgl: ")[1].split()[0]]["shader"]
+    assert "fxc_pick" not in stem, stem         # the image's 3 channels read as one texel (zero-padded to 4)
 
 
 def test_blocked_conv_reads_a_weight_texel_for_four_channels():

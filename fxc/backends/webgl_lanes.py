@@ -200,10 +200,12 @@ class WebGLLanesRenderer(WebGLRenderer):
 
     def bind(self, e, text):
         """In an unrolled loop's copies, a value that reads no memory the kernel writes (an index, an input's texel)
-        is bound in the loop body's scope: the copies compute it once (their own copies of the same expression)."""
+        and no variable a copy binds itself is bound in the loop body's scope: the copies compute it once (their own
+        copies of the same expression)."""
         share = self._share
         if share and len(self.env) == share[0] and not isinstance(e, Var) \
-                and all(b.scope == "global" and b is not self.outputs[0] for b in self.reads(e)):
+                and all(b.scope == "global" and b is not self.outputs[0] for b in self.reads(e)) \
+                and not any(isinstance(x, Var) and x in self.env[-1] for x in _walk(e)):   # a copy's own let
             env, self.env = self.env, self.env[:-2] + [share[1]]
             try:
                 return super().bind(e, text)

@@ -8,6 +8,10 @@ stands for L, the target's vector width (Caps.lanes: 16 float32 lanes on AVX-512
     pad(x) on H, W                        -> pad(x16) on dims 2, 3
     f(x, b[1, C, 1, 1], scalar)           -> f(x16, reshape(b, [1, C/16, 1, 1, 16]), scalar)     (elementwise f)
 
+A device's regions (every_region, use_channel_blocks) also take max pools (max_pool2d_blocked) and start at a zero
+pad of a graph input: the input converted to NCHW16c with its lanes past C zero, so the conv after it reads whole
+blocks over a weight padded with zero channels.
+
 A channel count that is not a multiple of 16 is padded to whole blocks (the weight and per-channel operands with
 zeros). The lanes past C never reach a channel: elementwise ops and the depthwise conv work lane by lane, a conv
 reduces over its weight's C channels only, and the conversion back drops them.
@@ -67,6 +71,14 @@ def _pool(n, pools: bool) -> bool:
         and n.inputs[0].type.ndim == 4
 
 
+def _entry_pad(n, every_region: bool) -> bool:
+    """A device region's entry (every_region): a float32 zero pad of H and W of a graph input (the image), made
+    NCHWkc by a conversion of the input with its lanes past C zero, so the conv reading it unrolls its channels."""
+    x = n.inputs[0] if n.inputs else None
+    return every_region and _hw_pad(n) and x.node is None and x.dtype == "float32" and x.type.ndim == 4 \
+        and isinstance(x.shape[1], int) and float(n.attrs.get("value", 0.0)) == 0.0
+
+
 def _side_operand(u, shape):
     """The 4-d shape of a broadcast operand u of an elementwise op whose output is NCHW `shape` (a per-channel or
     per-sample value, a scalar), or None when u varies over H or W."""
@@ -109,7 +121,7 @@ def blocked_values(g, lanes: int | None = None, every_region: bool = False) -> s
     gemm_in_nchw = (lambda conv: False) if every_region else _gemm_in_nchw
     users = g.users()
     outputs = {v.id for v in g.outputs}
-    values = {o.id: o for n in g.nodes for o in n.outputs if _candidate(o, lanes)}
+    values = {o.id: o for n in g.nodes for o in n.outputs if _candidate(o, lanes) or _entry_pad(n, every_region)}
     S = set(values) - outputs
 
     def full_inputs(v) -> list:
@@ -122,7 +134,7 @@ def blocked_values(g, lanes: int | None = None, every_region: bool = False) -> s
             return False
         return (p.op == "conv2d_packed" or _depthwise(p, lanes) or _hw_pad(p) or _elementwise(p)
                 or _pool(p, every_region)) \
-            and all(u.id in S for u in full_inputs(v))
+            and (_entry_pad(p, every_region) or all(u.id in S for u in full_inputs(v)))
 
     def taken(v) -> bool:
         """Some reader takes v blocked."""
@@ -181,6 +193,7 @@ def use_blocked_layout(g, caps=None, enabled: bool = True, lanes: int | None = N
     if not S:
         return g
     blocked: dict = {}                  # id of an NCHW value in S -> its NCHW16c Value
+    zero_lanes: set = set()             # ids of values in S whose lanes past C are zero (a region entry's)
     nchw: dict = {}                     # id of a value in S -> its NCHW form, made for a reader that needs it
     new_nodes = []
 
@@ -217,6 +230,10 @@ def use_blocked_layout(g, caps=None, enabled: bool = True, lanes: int | None = N
             x, wp = n.inputs
             takes = x.id in S and (out.id in S or every_region or not _gemm_in_nchw(n))
             attrs = dict(n.attrs, blocked_in=takes, blocked_out=out.id in S)
+            if takes and x.id in zero_lanes and wp.shape[1] % lanes and wp.node is not None \
+                    and wp.node.op == "pack_lanes":     # its weight's channels padded to whole blocks, zeros
+                pack = wp.node
+                wp = add("pack_lanes", [padded(pack.inputs[0], 1)], dict(pack.attrs))
             x = blocked[x.id] if takes else as_nchw(x)
             if out.id in S and not every_region:
                 attrs["nv"], wp = _widen(attrs, wp, add, lanes)
@@ -234,6 +251,11 @@ def use_blocked_layout(g, caps=None, enabled: bool = True, lanes: int | None = N
                                       {"stride": tuple(n.attrs.get("stride", (1, 1))),
                                        "dilation": tuple(n.attrs.get("dilation", (1, 1)))})
             elif _hw_pad(n):
+                if _entry_pad(n, every_region):         # the graph input to NCHWkc, its lanes past C zero
+                    xp = padded(x, 1)
+                    t = add("reshape", [xp], {"shape": (xp.shape[0], xp.shape[1] // lanes, lanes) + xp.shape[2:]})
+                    blocked[x.id] = add("permute", [t], {"dims": (0, 1, 3, 4, 2)})
+                    zero_lanes.add(out.id)
                 blocked[out.id] = add("pad", [blocked[x.id]], dict(n.attrs, pad=(0, 0) + tuple(n.attrs["pad"])))
             elif _pool(n, every_region):
                 blocked[out.id] = add("max_pool2d_blocked", [blocked[x.id]], dict(n.attrs))

@@ -7,7 +7,10 @@ then use_blocked_layout with that block over every region (not only the CPU's de
 convs, zero pads of H and W, max pools (max_pool2d_blocked: expand_opaque leaves them to this pass, which expands
 those it does not block) and elementwise epilogues between them (bias, relu, hardtanh, residual adds) read and
 write NCHWkc, and a value is converted back to NCHW only where a reader needs it (average pooling, a flatten, the
-graph's outputs). Takes and returns a Graph; an unchanged graph where the Caps name no block.
+graph's outputs). A graph input (the image) that reaches a conv through a zero pad is converted to NCHWkc there, its
+lanes past C zero, and that conv's weight padded with zero channels to whole blocks (use_blocked_layout's region
+entry): ResNet-18's 3-channel stem reads a texel a step instead of a component. Takes and returns a Graph; an
+unchanged graph where the Caps name no block.
 
 Why (webgl): a fragment computes k consecutive output elements. In NCHW they run along an output row and wrap it
 on 14x14 and 7x7 maps (each output then reads its own input: 5/4 to 2 texel fetches a multiply-add); in NCHWkc
