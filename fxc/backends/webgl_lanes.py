@@ -618,8 +618,8 @@ class WebGLLanesRenderer(WebGLRenderer):
         if self.offsets:        # a row launch: its texel offset per parameter; it draws its output's range only
             head += [f"uniform int fxc_q{j};" for j in range(len(k.params))]
         at = f"int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x){' - fxc_q' + str(o) if self.offsets else ''}"
-        n = min(out.size, k.launch.grid[0]) if isinstance(k.launch.grid[0], int) else out.size     # fragments' outputs
-        skip = f"fxc_g < 0 || fxc_g >= {n}" if self.offsets else f"fxc_g >= {n}"
+        count = min(out.size, k.launch.grid[0]) if isinstance(k.launch.grid[0], int) else out.size   # the grid's
+        skip = f"fxc_g < 0 || fxc_g >= {count}" if self.offsets else f"fxc_g >= {count}"
         copies = range(TEXEL_WIDTH) if self.mode == "lanes" else (None,)
         main = [f"  {VALUE[b.dtype]} {n}{'' if c is None else '_' + str(c)}[{max(b.size, 1)}];"
                 for b, n in self.private.items() for c in copies]
