@@ -124,6 +124,9 @@ class Page:
 class _Files(http.server.BaseHTTPRequestHandler):
     """GET: a page's file from memory; POST: bytes the page sends back (kept in page.received)."""
 
+    disable_nagle_algorithm = True      # a reply's headers and body go out at once: with Nagle on, the body waited
+    #                                     for the browser's delayed ACK of the headers (~40 ms a call on loopback)
+
     def _page(self):
         parts = self.path.split("?", 1)[0].split("/", 3)      # "", token, page, path
         browser = self.server.browser

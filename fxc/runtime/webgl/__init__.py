@@ -42,7 +42,7 @@ from ..browser import open_browser
 from ..device_module import DeviceModule, _token_key
 from ..device_rows import expand
 from ..symbols import dim_value
-from ..wasm import wasm_fault
+from ..wasm import INLINE_IN, INLINE_OUT, wasm_fault
 
 WIDTH = 2048            # texture width: WebGL 2 guarantees MAX_TEXTURE_SIZE >= 2048
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
@@ -287,21 +287,26 @@ class WebGLModule(DeviceModule):
         self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
         self._resident = None           # a failed call leaves nothing known resident
         page, url = self.device, f"{self._files}.in"
-        page.put(url, blob)
+        inline = len(blob) <= INLINE_IN
+        if not inline:
+            page.put(url, blob)
+        back = None if 4 * sum(o.size for o in outs) <= INLINE_OUT else f"{self._files}.out"
         try:
-            times, fault = page.call("""async ([id, url, back, records, profile, gone, s]) => {
+            times, fault, got = page.call("""async ([id, url, b64, back, records, profile, gone, s]) => {
                 fxcRelease(gone);
-                const m = window.fxcModels[id], buf = await (await fetch(url)).arrayBuffer();
+                const m = window.fxcModels[id];
+                const buf = b64 !== null ? fxcFromBase64(b64) : await (await fetch(url)).arrayBuffer();
                 const r = m.run(records.map(rec => rec === null ? null : fxcView(buf, rec)), profile, s);
-                if (r.fault) return [null, r.fault];
+                if (r.fault) return [null, r.fault, null];
+                if (back === null) return [r.times, null, fxcToBase64(fxcBytes(r.outputs))];
                 await fxcPost(back, r.outputs);
-                return [r.times, null]; }""", [self._id, url, f"{self._files}.out", records, self.profiled,
-                                               _released(), s])
+                return [r.times, null, null]; }""", [self._id, url, base64.b64encode(blob).decode() if inline else None,
+                                                     back, records, self.profiled, _released(), s])
         finally:
             page.files.pop(url, None)
         if fault:                       # a wasm step's error code (an index out of range, ...)
             wasm_fault(fault)
-        raw = page.take(f"{self._files}.out")
+        raw = base64.b64decode(got) if back is None else page.take(back)
         self._resident, self._fingerprint_value = key, sample
         self._resident_objects = None if token is None else token[1][0]
         at = 0

@@ -290,11 +290,14 @@ function fxcView(buf, rec) {            // rec: {offset, elements, float}
   return new (rec.float ? Float32Array : Int32Array)(buf, rec.offset, rec.elements);
 }
 
-async function fxcPost(url, arrays) {   // typed arrays of 4-byte elements, one after another
+function fxcBytes(arrays) {              // typed arrays of 4-byte elements, one after another, as one Uint8Array
   const bytes = new Uint8Array(arrays.reduce((n, a) => n + a.byteLength, 0));
   let at = 0;
   for (const a of arrays) { bytes.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), at); at += a.byteLength; }
-  const r = await fetch(url, {method: "POST", body: bytes});
+  return bytes;
+}
+async function fxcPost(url, arrays) {   // the arrays (fxcBytes) sent back to the harness's server
+  const r = await fetch(url, {method: "POST", body: fxcBytes(arrays)});
   if (!r.ok) throw new Error(`sending the outputs failed: HTTP ${r.status}`);
 }
 // the static package (fxc web) loads through fxc/runtime/web_package.js
