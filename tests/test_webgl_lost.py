@@ -100,3 +100,14 @@ def test_context_lost_between_calls_is_recovered():
     open_page().call(LOSE)
     assert_close_np(_exp_model(1.5)(x), np.exp(1.5 * x))    # a build in a lost page: loaded afresh
     assert_close_np(m(x), np.exp(0.5 * x))
+
+
+def test_a_select_of_a_refused_dtype_falls_back():
+    """householder_product's sample 0 has float64 selects inside a group: WebGL refuses the group (a LoweringError the
+    fallback catches: it runs as wasm kernels) rather than crash on rendering the select (a KeyError did)."""
+    op = all_ops()["householder_product"]
+    arrays, attrs = op.samples(np.random.default_rng(0))[0]
+    b = Builder()
+    ins = [b.graph.input(a.shape, str(a.dtype)) for a in arrays]
+    b.graph.outputs = list(b.graph.call("householder_product", ins, **attrs))
+    assert_close_np(build(b.graph, target="webgl")(*arrays), op.reference(*arrays, **attrs))

@@ -530,7 +530,7 @@ class WebGLRenderer(GLSLRenderer):
             raise LoweringError(f"{self.kernel.name}: an optional input; WebGL binds every input")
         if isinstance(e, CheckIndex):
             return self.checked_index(e)
-        if isinstance(e, Select):
+        if isinstance(e, Select) and e.dtype not in REFUSED:       # (float64: GLSLRenderer refuses it)
             return select_code(e.dtype, *self.operands(e, *e.args))
         if isinstance(e, Bin) and e.args[0] in ("div", "truncdiv", "floordiv", "truncmod", "floormod") \
                 and e.args[1].dtype not in _FLOAT_TEX and e.dtype != "bool":
