@@ -600,7 +600,8 @@ class WebGLLanesRenderer(WebGLRenderer):
             raise LoweringError(f"{self.kernel.name}: reads its own output {buf.name}, which a fragment cannot")
         j = self.kernel.params.index(buf)
         fl = buf.dtype in _FLOAT_TEX
-        self.ld4.add("pf" if fl else "pi")     # a select of the component: 1.4x faster than v[c] on SwiftShader
+        self.ld4.add("pf" if fl else "pi")     # selects of the component (the ternaries were 1.4x faster than
+        # v[c] on SwiftShader; the mix form is as fast as they were: benchmarks/webgl_pick_ab.py)
         v = f"fxc_pick{'f' if fl else 'i'}(texelFetch(fxc_t{j}, fxc_at((({idx}) >> 2){self._q(j)}), 0), ({idx}) & 3)"
         return f"({v} != 0)" if buf.dtype == "bool" else v
 
