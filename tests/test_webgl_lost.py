@@ -89,6 +89,22 @@ def test_context_lost_during_a_call_is_an_error_and_the_next_call_recovers():
     assert_close_np(_exp_model(3.0)(x), np.exp(3 * x))
 
 
+def test_a_profiled_call_names_the_draw_that_lost_the_context():
+    """With profile=True each draw is waited for, so the error names the kernel whose draw lost the context."""
+    x = np.linspace(-1, 1, 3000).astype(np.float32)
+    b = Builder()
+    v = b.graph.input(x.shape, "float32")
+    b.graph.outputs = [b.call("exp", [b.call("mul", [v, 0.25])])]
+    m = build(b.graph, target="webgl", profile=True)
+    assert_close_np(m(x), np.exp(0.25 * x))
+    open_page().call("""() => { const gl = window.fxcBase.gl, draw = gl.drawArrays;
+      gl.drawArrays = function (...a) {
+        gl.drawArrays = draw; draw.apply(gl, a); gl.getExtension('WEBGL_lose_context').loseContext(); }; }""")
+    with pytest.raises(DeviceLostError, match="the WebGL context was lost while running kernel k0_"):
+        m(x)
+    assert_close_np(m(x), np.exp(0.25 * x))
+
+
 def test_context_lost_between_calls_is_recovered():
     """A context lost when nothing of fxc's was running (the browser reclaiming the GPU): the next call and the next
     build load into a fresh page and return the right values, without an error."""

@@ -106,6 +106,8 @@ def lost_error(page, error: Exception) -> DeviceLostError | None:
         return None
     page.lost = True
     what = msg[msg.index(LOST) + len(LOST):].split("\n")[0].strip() if LOST in msg else f"during the call ({msg[:300]})"
+    if "running the plan" in what:      # the read-back notices it; a profiled call checks after each draw
+        what += " (a module built with profile=True names the draw it was lost in)"
     return DeviceLostError(
         f"{LOST} {what} on {page.info.get('name', 'this browser')}: the outputs are unknown, so the call fails "
         f"rather than return zeros. This model (and any other in that page) loads itself into a fresh context at "
