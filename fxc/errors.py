@@ -51,6 +51,12 @@ class IndexOutOfRangeError(ExecutionError, IndexError):
     dimension, where eager PyTorch raises IndexError (or RuntimeError): it is both."""
 
 
+class DeviceLostError(ExecutionError):
+    """The device was lost during a call (a WebGL context lost: a shader the GPU's compiler hung on, the browser
+    reclaiming the GPU): the call's outputs are not known (never zeros); the module loads itself again on a fresh
+    device at its next call."""
+
+
 class LibraryError(FxcError):
     """A compiled shared library that is truncated, damaged or not fxc's (it is never loaded)."""
 

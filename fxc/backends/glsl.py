@@ -26,7 +26,7 @@ an integral exponent as in C.
 from __future__ import annotations
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, CheckIndex, Const, Load, Present, Var, children
+from ..lowering.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Var, children
 from ..lowering.int_ranges import check_int64_narrowable
 from ..lowering.loop_ir import (
     BOUND_KINDS,
@@ -405,6 +405,18 @@ float fxc_tan(float x) { return fxc_trig(x, false) / fxc_trig(x, true); }
 """
 
 
+def select_code(dtype: str, c: str, a: str, b: str) -> str:
+    """`c ? a : b` without a ternary, exact for every value (NaN, inf, -0.0, any int): SwiftShader's shader compiler
+    hangs on `?:` chains in (unrolled) loops, which ANGLE turns into if/else with temporaries (a conv2d_packed draw
+    never returned and the context was lost: docs/web.md). A float is `mix(b, a, c)` with a bool `c` (a select, not a
+    blend: mix with a float weight would not be exact), an int a mask (ESSL 3.00 has no int mix), a bool by floats."""
+    if dtype in _FLOAT_TEX:
+        return f"mix({b}, {a}, {c})"
+    if dtype == "bool":
+        return f"(mix(float({b}), float({a}), {c}) != 0.0)"
+    return f"(({a} & -int({c})) | ({b} & (int({c}) - 1)))"
+
+
 class WebGLRenderer(GLSLRenderer):
     """A one-work-item-per-output kernel (fxc.lowering.schedules.gpu with a WebGL target's Caps: work-groups of
     one, no shared memory) -> a fragment shader: the fragment at (x, y) of the output texture is the work-item
@@ -518,6 +530,8 @@ class WebGLRenderer(GLSLRenderer):
             raise LoweringError(f"{self.kernel.name}: an optional input; WebGL binds every input")
         if isinstance(e, CheckIndex):
             return self.checked_index(e)
+        if isinstance(e, Select) and e.dtype not in REFUSED:       # (float64: GLSLRenderer refuses it)
+            return select_code(e.dtype, *self.operands(e, *e.args))
         if isinstance(e, Bin) and e.args[0] in ("div", "truncdiv", "floordiv", "truncmod", "floormod") \
                 and e.args[1].dtype not in _FLOAT_TEX and e.dtype != "bool":
             d = e.args[2]

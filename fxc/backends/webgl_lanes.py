@@ -33,10 +33,16 @@ from .glsl import _DIV, _FLOAT_TEX, _HELPERS, ES_HEAD, ES_TRIG, VALUE, WebGLRend
 TEXEL_WIDTH = 4
 _INTS = ("int32", "int64")
 _ALIGNED = 1 << 30          # the alignment of 0: a multiple of everything
+# no `?:` in these (select_code: SwiftShader's compiler hangs on ternary chains in loops); a float select is
+# mix(x, y, bool), exact for NaN / inf; an int one a mask (sel: ESSL 3.00 has no int mix)
 LD4 = """{v} fxc_ld4{s}({sampler} s, int e) {{ int q = e >> 2, r = e & 3; {v} a = texelFetch(s, fxc_at(q), 0);
   if (r == 0) return a;
   {v} b = texelFetch(s, fxc_at(q + 1), 0);
-  return r == 1 ? {v}(a.yzw, b.x) : r == 2 ? {v}(a.zw, b.xy) : {v}(a.w, b.xyz); }}"""
+  {v} x1 = {v}(a.yzw, b.x), x2 = {v}(a.zw, b.xy), x3 = {v}(a.w, b.xyz);
+  {sel} }}"""
+LD4_SEL = {"f": "return mix(mix(x1, x2, bvec4(r == 2)), x3, bvec4(r == 3));",
+           "i": "ivec4 m2 = ivec4(-int(r == 2)), m3 = ivec4(-int(r == 3)); ivec4 x = (x1 & ~m2) | (x2 & m2); "
+                "return (x & ~m3) | (x3 & m3);"}
 
 
 def _trunc_div(a, b):
@@ -56,7 +62,9 @@ def _inline_single(s):
     return map_body(s, _inline_single)
 
 
-PICK = "{t} fxc_pick{s}({v} v, int c) {{ return c < 2 ? (c == 0 ? v.x : v.y) : (c == 2 ? v.z : v.w); }}"
+PICK = {"f": "float fxc_pickf(vec4 v, int c) { return mix(mix(v.x, v.y, c == 1), mix(v.z, v.w, c == 3), c >= 2); }",
+        "i": "int fxc_picki(ivec4 v, int c) { ivec4 m = -ivec4(equal(ivec4(c), ivec4(0, 1, 2, 3))); "
+             "return (v.x & m.x) | (v.y & m.y) | (v.z & m.z) | (v.w & m.w); }"}
 
 
 class _Lanes:
@@ -592,7 +600,8 @@ class WebGLLanesRenderer(WebGLRenderer):
             raise LoweringError(f"{self.kernel.name}: reads its own output {buf.name}, which a fragment cannot")
         j = self.kernel.params.index(buf)
         fl = buf.dtype in _FLOAT_TEX
-        self.ld4.add("pf" if fl else "pi")     # a select of the component: 1.4x faster than v[c] on SwiftShader
+        self.ld4.add("pf" if fl else "pi")     # selects of the component (the ternaries were 1.4x faster than
+        # v[c] on SwiftShader; the mix form is as fast as they were: benchmarks/webgl_pick_ab.py)
         v = f"fxc_pick{'f' if fl else 'i'}(texelFetch(fxc_t{j}, fxc_at((({idx}) >> 2){self._q(j)}), 0), ({idx}) & 3)"
         return f"({v} != 0)" if buf.dtype == "bool" else v
 
@@ -628,7 +637,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         helpers = helper_text({u for u in self.used if u in _HELPERS}) + (ES_TRIG if self.trig else "")
         divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
         kinds = {"f": ("vec4", "float", "sampler2D"), "i": ("ivec4", "int", "isampler2D")}
-        ld4 = [PICK.format(v=v, s=s[1], t=t) if s[0] == "p" else LD4.format(v=v, s=s, sampler=sampler)
+        ld4 = [PICK[s[1]] if s[0] == "p" else LD4.format(v=v, s=s, sampler=sampler, sel=LD4_SEL[s[-1]])
                for s in sorted(self.ld4) for v, t, sampler in [kinds[s[-1]]]]
         tail = [f"  fxc_out = {'vec4' if fl else 'ivec4'}(fxc_r[0], fxc_r[1], fxc_r[2], fxc_r[3]);"] \
             if self.mode == "loop" else []

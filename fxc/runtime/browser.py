@@ -56,6 +56,7 @@ class Page:
         self.url = url or f"{browser.origin}/{name}/"
         self.files = files              # path under the page's folder -> bytes (None: a real URL, not served here)
         self.received: dict = {}        # path -> bytes the page POSTed
+        self.lost = False               # its device is gone (a lost WebGL context): the target opens a fresh page
         if files is not None:
             browser.served[name] = self
         self.info = browser.thread.run(self._open, setup)

@@ -24,9 +24,15 @@ each call passes the size, and the page grows the textures of the symbolic tenso
 block of rows, each draw with its parameters' texel offsets (runtime.js: grow, draws); a size whose textures would
 exceed MAX_TEXTURE_SIZE is an InputError naming the largest that fits.
 
-Errors are named: TargetError (no Playwright, no Chromium at /usr/bin/chromium or $FXC_CHROMIUM, no WebGL 2 or no
-float render targets in it), CompileError (a shader the browser rejected), LoweringError (an index check the host
-cannot make), IndexOutOfRangeError, ExecutionError.
+A lost context (a shader SwiftShader's compiler hung on: the draw never returns and the browser gives the context
+up; the browser reclaiming the GPU) never hands back zeros: runtime.js checks gl.isContextLost() after each link and
+after the read-back, and the call raises a DeviceLostError naming what ran; the lost page is closed, and every
+module loaded in it loads itself again into a fresh page at its next call (a call that finds the context lost
+before it draws anything is retried there once).
+
+Errors are named: DeviceLostError (above), TargetError (no Playwright, no Chromium at /usr/bin/chromium or
+$FXC_CHROMIUM, no WebGL 2 or no float render targets in it), CompileError (a shader the browser rejected),
+LoweringError (an index check the host cannot make), IndexOutOfRangeError, ExecutionError.
 """
 from __future__ import annotations
 
@@ -37,7 +43,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import ExecutionError, IndexOutOfRangeError, InputError, LoweringError, TargetError, index_error_message
+from ...errors import (
+    CompileError,
+    DeviceLostError,
+    ExecutionError,
+    IndexOutOfRangeError,
+    InputError,
+    LoweringError,
+    TargetError,
+    index_error_message,
+)
 from ..browser import open_browser
 from ..device_module import DeviceModule, _token_key
 from ..device_rows import expand
@@ -56,13 +71,49 @@ SETUP = """() => { try { window.fxcBase = new FxcWebGL(); } catch (e) { return {
           name: d ? gl.getParameter(d.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER)}; }"""
 
 
+LOST = "the WebGL context was lost"        # runtime.js's FXC_LOST
+
+
 def open_page():
-    """The process's WebGL page (a TargetError says what is missing: Playwright, Chromium, WebGL 2, float targets)."""
+    """The process's WebGL page (a TargetError says what is missing: Playwright, Chromium, WebGL 2, float targets);
+    a fresh one when the last one's context was lost."""
     browser = open_browser()
+    old = browser.pages.get("webgl")
+    if old is not None and old.lost:
+        browser.pages.pop("webgl", None)
+        browser.served.pop("webgl", None)
+        try:
+            old.close()
+        except Exception:       # noqa: BLE001 -- a crashed page may refuse to close; it is dropped either way
+            pass
     page = browser.page("webgl", [RUNTIME_JS, WASM_JS, WASM_STEPS_JS], SETUP)     # the wasm runtime: fxc.build_mixed
     page.info.setdefault("browser", browser.version)
     page.info.setdefault("driver", f"Chromium {browser.version}")
     return page
+
+
+def lost_error(page, error: Exception) -> DeviceLostError | None:
+    """The DeviceLostError for an error of a call into `page` when its context is lost (then the page is marked
+    lost: open_page replaces it), else None (the error is the call's own)."""
+    msg = str(error)
+    lost = LOST in msg
+    if not lost:
+        try:
+            lost = bool(page.call("() => !window.fxcBase || window.fxcBase.gl.isContextLost()"))
+        except (CompileError, ExecutionError):
+            lost = True             # the page itself is gone (crashed)
+    if not lost:
+        return None
+    page.lost = True
+    what = msg[msg.index(LOST) + len(LOST):].split("\n")[0].strip() if LOST in msg else f"during the call ({msg[:300]})"
+    if "running the plan" in what:      # the read-back notices it; a profiled call checks after each draw
+        what += " (a module built with profile=True names the draw it was lost in)"
+    return DeviceLostError(
+        f"{LOST} {what} on {page.info.get('name', 'this browser')}: the outputs are unknown, so the call fails "
+        f"rather than return zeros. This model (and any other in that page) loads itself into a fresh context at "
+        f"its next call. If it happens again with this model, one of its shaders hangs the GPU's shader compiler "
+        f"(SwiftShader: see docs/web.md): build it for another target (wasm, webgpu or llvm), and report the kernel "
+        f"(module.source holds its shaders)")
 
 
 def program_of(source: str) -> dict:
@@ -242,12 +293,24 @@ class WebGLModule(DeviceModule):
 
     def __post_init__(self):
         from ..module import np_dtype
-        self.device = open_page()
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
+        self._id = open_browser().new_id()
+        self._files = f"m{self._id}"
+        try:
+            self._load()
+        except DeviceLostError:         # the page was lost before this module drew anything: once more, afresh
+            self._load()
+        weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
+        self._np = [np_dtype(s.dtype) for s in self.outputs]
+        self._init_call_state()
+
+    def _load(self) -> None:
+        """Load the module into the process's page (a fresh one after a lost context): programs compiled and
+        linked, textures made, constants uploaded; nothing is resident there until a call sends the inputs."""
+        self.device = open_page()
+        self._resident = None
         self.desc = layout(program_of(self.source), self.plan, self.inputs, self.outputs, self.consts,
                            int(self.device.info["max_texture_size"]), self.symbols)
-        self._id = self.device.browser.new_id()
-        self._files = f"m{self._id}"
         blob, records = pack(self.consts, [f"constant {i}" for i in range(len(self.consts))])
         self.device.put(f"{self._files}.consts", blob)
         program = program_of(self.source)
@@ -263,12 +326,11 @@ class WebGLModule(DeviceModule):
                 m.load(desc, records.map(r => fxcView(buf, r)));
                 window.fxcModels[id] = m; }""", [self._id, self.desc, f"{self._files}.consts", records, _released(),
                                                  wasm])
+        except (CompileError, ExecutionError) as e:
+            raise lost_error(self.device, e) or e from None
         finally:
             self.device.files.pop(f"{self._files}.consts")
             self.device.files.pop(wasm, None)
-        weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
-        self._np = [np_dtype(s.dtype) for s in self.outputs]
-        self._init_call_state()
 
     def _run(self, ins: list, outs: list, token, s=None) -> None:
         if s is not None and s > self.desc["fit"]:
@@ -279,6 +341,22 @@ class WebGLModule(DeviceModule):
             bad = _index_range(ins[i], size, wrap)
             if bad is not None:
                 raise IndexOutOfRangeError(index_error_message(op, bad, size))
+        if self.device.lost:            # its page's context was lost (by this module or another): a fresh one
+            self._load()
+        try:
+            times, fault, raw = self._call(ins, outs, token, s)
+        except DeviceLostError as e:
+            if "before this call" not in str(e):
+                raise
+            self._load()                # lost before it drew anything (between calls): once more, afresh
+            times, fault, raw = self._call(ins, outs, token, s)
+        if fault:                       # a wasm step's error code (an index out of range, ...)
+            wasm_fault(fault)
+        self._read_outputs(outs, raw, times, s)
+
+    def _call(self, ins: list, outs: list, token, s) -> tuple:
+        """One round trip: the inputs not resident sent, the plan run, the outputs sent back (within the answer up to
+        INLINE_OUT bytes, else POSTed); (times, fault, the outputs' bytes)."""
         key = _token_key(token)
         sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
         resident = key is not None and key == self._resident and sample == self._fingerprint_value
@@ -302,13 +380,18 @@ class WebGLModule(DeviceModule):
                 await fxcPost(back, r.outputs);
                 return [r.times, null, null]; }""", [self._id, url, base64.b64encode(blob).decode() if inline else None,
                                                      back, records, self.profiled, _released(), s])
+            raw = None if fault else base64.b64decode(got) if back is None else page.take(back)
+        except (CompileError, ExecutionError) as e:
+            raise lost_error(page, e) or e from None
         finally:
             page.files.pop(url, None)
-        if fault:                       # a wasm step's error code (an index out of range, ...)
-            wasm_fault(fault)
-        raw = base64.b64decode(got) if back is None else page.take(back)
-        self._resident, self._fingerprint_value = key, sample
-        self._resident_objects = None if token is None else token[1][0]
+        if not fault:
+            self._resident, self._fingerprint_value = key, sample
+            self._resident_objects = None if token is None else token[1][0]
+        return times, fault, raw
+
+    def _read_outputs(self, outs: list, raw: bytes, times, s) -> None:
+        """The outputs the page sent back (`raw`, one after another) into `outs`; the draws' times to the profile."""
         at = 0
         for o, spec in zip(outs, self.outputs):
             n = o.size

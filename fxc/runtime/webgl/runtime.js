@@ -18,12 +18,19 @@
 // A kernel with render targets (fxc/backends/webgl_targets.py: "targets" parts of "split" texels) draws the first
 // part's rows into that many part textures at once (a fragment writes one texel of each), then copies part r to
 // the output's texels [r * split, (r + 1) * split) (copyTexSubImage2D).
+// A lost context (a shader the GPU's compiler hung on, the browser reclaiming the GPU, WEBGL_lose_context) is an
+// Error whose message begins "the WebGL context was lost" (fxc.runtime.webgl turns it into a DeviceLostError and
+// loads its models into a fresh context): load and run check gl.isContextLost() after each link and after reading
+// the outputs, so a lost context never hands back zeros or "compile failed: null".
 "use strict";
+
+const FXC_LOST = "the WebGL context was lost";
 
 class FxcWebGL {
   constructor(base) {               // base: another FxcWebGL whose context this one shares (one per page)
     if (base) { Object.assign(this, {gl: base.gl, fb: base.fb, maxTexture: base.maxTexture, vs: base.vs}); return; }
     const canvas = document.createElement("canvas");
+    canvas.addEventListener("webglcontextlost", e => { e.preventDefault(); }, false);   // isContextLost() tells
     const gl = canvas.getContext("webgl2", {antialias: false, depth: false, stencil: false,
                                             preserveDrawingBuffer: false});
     if (!gl) throw new Error("this browser has no WebGL 2 context (enable hardware acceleration or use Chromium " +
@@ -37,15 +44,21 @@ class FxcWebGL {
     this.maxTexture = gl.getParameter(gl.MAX_TEXTURE_SIZE);
     const vs = "#version 300 es\nvoid main() { vec2 p = vec2(float((gl_VertexID << 1) & 2), " +
                "float(gl_VertexID & 2)); gl_Position = vec4(p * 2.0 - 1.0, 0.0, 1.0); }";
-    this.vs = this.shader(gl.VERTEX_SHADER, vs);
+    this.vs = this.shader(gl.VERTEX_SHADER, vs, "(vertex)");
   }
 
-  shader(type, source) {
+  checkLost(what) {      // an Error if the context is lost (what: while doing what)
+    if (this.gl.isContextLost()) throw new Error(`${FXC_LOST} ${what}`);
+  }
+
+  shader(type, source, name) {
     const gl = this.gl, s = gl.createShader(type);
     gl.shaderSource(s, source);
     gl.compileShader(s);
-    if (!gl.getShaderParameter(s, gl.COMPILE_STATUS))
+    if (!gl.getShaderParameter(s, gl.COMPILE_STATUS)) {
+      this.checkLost(`while compiling kernel ${name}`);     // not a compile error: its log would be null
       throw new Error("shader compile failed: " + gl.getShaderInfoLog(s) + "\n" + source);
+    }
     return s;
   }
 
@@ -86,9 +99,11 @@ class FxcWebGL {
     for (const [name, k] of Object.entries(desc.kernels)) {
       const p = gl.createProgram();
       gl.attachShader(p, this.vs);
-      gl.attachShader(p, this.shader(gl.FRAGMENT_SHADER, k.shader));
+      gl.attachShader(p, this.shader(gl.FRAGMENT_SHADER, k.shader, name));
       gl.linkProgram(p);
-      if (!gl.getProgramParameter(p, gl.LINK_STATUS)) throw new Error("link failed: " + gl.getProgramInfoLog(p));
+      const linked = gl.getProgramParameter(p, gl.LINK_STATUS);   // waits for the link
+      this.checkLost(`while linking kernel ${name}`);
+      if (!linked) throw new Error(`link failed (${name}): ` + gl.getProgramInfoLog(p));
       this.programs[name] = {prog: p, output: k.output, units: null, qs: null, targets: k.targets || 1,
                              split: k.split || 0, parts: k.targets > 1 ? this.parts(k.targets, k.split) : null};
     }
@@ -206,6 +221,7 @@ class FxcWebGL {
 
   run(inputs, profile, size) {  // inputs: typed arrays in desc.inputs' order (null: unchanged); {outputs, times}
     const gl = this.gl, times = profile ? [] : null;
+    this.checkLost("before this call (it was lost earlier)");
     if (this.desc.symbol) this.grow(size);
     inputs.forEach((data, i) => { if (data !== null) this.upload(this.textures[this.desc.inputs[i].slot], data); });
     this.fresh = inputs.map(data => data !== null);     // which inputs changed (a wasm step reads those again)
@@ -243,12 +259,16 @@ class FxcWebGL {
         if (out.float) gl.readPixels(0, 0, 1, 1, gl.RGBA, gl.FLOAT, probe);
         else gl.readPixels(0, 0, 1, 1, gl.RGBA_INTEGER, gl.INT, iprobe);
         times.push(performance.now() - t0);
+        this.checkLost(`while running kernel ${s.step.kernel}`);
       }
     }
-    const err = gl.getError();
-    if (err !== gl.NO_ERROR) throw new Error(`WebGL error ${err} while running the plan`);
     const outputs = this.desc.outputs.map(o => this.read(this.textures[o.slot],
                                                           o.per ? o.per * size : o.shape.reduce((a, b) => a * b, 1)));
+    // after the read-back (which waits for every draw): a context lost meanwhile reads zeros
+    const drawn = this.steps.filter(st => !st.host).map(st => st.step.kernel);
+    this.checkLost(`while running the plan (its draws: ${[...new Set(drawn)].join(", ")})`);
+    const err = gl.getError();
+    if (err !== gl.NO_ERROR) throw new Error(`WebGL error ${err} while running the plan`);
     return {outputs: outputs, times: times};
   }
 
