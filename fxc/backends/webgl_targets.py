@@ -238,6 +238,41 @@ def _loop_loads(s) -> set:
     return out
 
 
+def _elements(load, grid: Var, extents: dict, part: int) -> int:
+    """The elements a load reads for one fragment: its loops' iterations, x 4 where it differs by lane (a matmul's
+    weight column, a conv's output channel; not a conv's input pixel, `g // 4`)."""
+    used = {x for x in _walk(load.args[1]) if isinstance(x, Var)}
+    n = TEXEL_WIDTH if grid in used and _by_lane(load.args[1], grid, part) else 1
+    for v in used:
+        n *= extents.get(v, 1)
+    return n
+
+
+def _by_lane(e, grid: Var, part: int) -> bool:
+    """Whether the int e differs among a fragment's four work-items (evaluated over the grid, other variables 0;
+    True where it cannot be evaluated)."""
+    import numpy as np
+    ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "idiv": np.floor_divide, "imod": np.mod}
+    g = np.arange(part, dtype=np.int64)
+
+    def ev(x):
+        if isinstance(x, Const):
+            return np.int64(int(x.value)) if x.dtype in ("int32", "int64") else None
+        if isinstance(x, Var):
+            return g if x is grid or x == grid else np.int64(0)
+        if isinstance(x, Bin) and x.args[0] in ops:
+            a, b = ev(x.args[1]), ev(x.args[2])
+            if a is None or b is None or (x.args[0] in ("idiv", "imod") and np.any(b == 0)):
+                return None
+            return ops[x.args[0]](a, b)
+        return None
+    v = ev(e)
+    if v is None:
+        return True
+    rows = np.broadcast_to(v, g.shape).reshape(-1, TEXEL_WIDTH)
+    return not bool((rows == rows[:, :1]).all())
+
+
 def _inline_thread(s, zero: dict):
     """The kernel's body with its thread loop of one work-item gone (its variable 0)."""
     if isinstance(s, For) and s.kind == "thread" and s.extent == 1:
@@ -290,8 +325,8 @@ def _cut(grid: Var, targets: int, n: int, block: int) -> list:
 def split_targets(kernel: Kernel, targets: int):
     """(kernel whose fragment computes `targets` texels, targets, split: texels a part, block: texels of a part's
     run, outputs: each target's index of the fragment's work-item) or None (see the module). Of the cuts (the
-    output's quarters; runs of d / targets elements of every d, d a divisor of the kernel's index math), the one
-    whose jammed loops load the fewest distinct elements; None where no cut shares a load."""
+    output's quarters; runs of d / targets elements of every d, d a period of the kernel's index math), the one
+    whose jammed loops read the fewest elements (_elements); None where no cut shares a load."""
     if targets < 2 or kernel.launch is None or len(kernel.launch.grid) != 1 or kernel.launch.block != (1,):
         return None
     body = kernel.body
@@ -310,6 +345,7 @@ def split_targets(kernel: Kernel, targets: int):
     bounds = _Bounds(kernel, strict=False)     # the grid variable within a part, the loops' within their extents
     bounds.vars[body.var] = (0, part - 1)
     bounds.vars.update({st.var: (st.start, st.start + st.extent - 1) for st in loops})
+    extents = {st.var: st.extent for st in loops}
     blocks = [part] + sorted({d // targets for d in _divisors(inner) if d < n and n % d == 0
                               and d % (targets * TEXEL_WIDTH) == 0}, reverse=True)
     best = None
@@ -323,7 +359,7 @@ def split_targets(kernel: Kernel, targets: int):
         loads = [_loop_loads(c) for c in copies]
         if not loads[0] & loads[1]:
             continue                # nothing shared: R fragments of one target cost the same
-        cost = len(set().union(*loads))
+        cost = sum(_elements(x, body.var, extents, part) for x in set().union(*loads))
         if best is None or cost < best[0]:
             best = (cost, block, jammed, at)
     if best is None:
