@@ -9,13 +9,17 @@ fetched once. Each copy's `//` and `%` by a constant are folded by their dividen
 one part, loop variables within their extents) or as (x + k d) // d = x // d + k, so what the copies share is the
 same expression. In a matmul C = A @ B of M rows the parts are rows m, m + M/4, ... of the same columns: every weight
 texel is shared, a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (one target: 5 for 16) — 2.2-3.4x
-faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py); in a channel-blocked convolution the parts are whole
-channel blocks of the same pixels: every input texel is shared.
+faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py). The parts may also be runs: of every R x block
+elements (d = R x block a period of the kernel's index math, e.g. one channel block's pixels of a blocked
+convolution) part r holds the r-th run of `block`, so the copies of a channel-blocked 3x3 conv compute four groups of
+output pixels of the same channel block and share every weight texel (4 input + 4 weight fetches for 64
+multiply-adds; the output's quarters, whole channel blocks sharing the input texel: 17). The cut that reads the
+fewest elements (a load that differs by lane counts 4x) is chosen per kernel.
 
-    got = split_targets(kernel, 4)              # None, or (the jammed kernel, targets, split in texels)
+    got = split_targets(kernel, 4)      # None, or (the jammed kernel, targets, split, block: texels, outputs)
 
 The runtime (fxc/runtime/webgl/runtime.js) draws such a kernel into R part textures and copies each into its place
-in the output texture (copyTexSubImage2D: at most four rectangles a part). The copies are independent (each its own
+in the output texture (copyTexSubImage2D: at most six rectangles a run). The copies are independent (each its own
 private buffers and let-bound values, only global loads, the output written at its own index), so any interleaving
 of their statements computes what they compute one after another, each output in the same order of operations: the
 results are those of one target. Used where the kernel's loop nest runs MIN_REDUCTION or more iterations an output,
