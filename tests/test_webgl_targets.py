@@ -36,7 +36,8 @@ CASES = {       # name: (model, input shapes, whether a kernel gets render targe
     "linear_no_bias_k40": (lambda: nn.Linear(40, 64, bias=False), [(32, 40)], True),
     "linear_parts_within_rows": (lambda: nn.Linear(64, 20), [(48, 64)], True),     # parts of 60 texels, rows of 64
     "linear_parts_straddle_rows": (lambda: nn.Linear(64, 24), [(18, 64)], None),   # a part: 4.5 rows of C
-    "conv1x1_blocked": (lambda: nn.Sequential(nn.Conv2d(16, 16, 1), nn.ReLU()), [(1, 16, 7, 7)], True),
+    "conv1x1_blocked": (lambda: nn.Sequential(nn.Conv2d(16, 16, 1), nn.ReLU()), [(1, 16, 6, 6)], True),
+    "conv1x1_7x7_not_cut": (lambda: nn.Conv2d(16, 16, 1), [(1, 16, 7, 7)], False),  # only channel blocks: 17/20
     "conv3x3_blocked": (lambda: nn.Conv2d(8, 16, 3, padding=1), [(1, 8, 10, 10)], True),
     "attention_bmm": (_Bmm, [(2, 32, 16), (2, 32, 16)], None),
     "linear_rows_not_cut": (lambda: nn.Linear(64, 12), [(6, 64)], False),  # 72 outputs: no cut in 4 parts of texels

@@ -330,7 +330,9 @@ def split_targets(kernel: Kernel, targets: int):
     """(kernel whose fragment computes `targets` texels, targets, split: texels a part, block: texels of a part's
     run, outputs: each target's index of the fragment's work-item) or None (see the module). Of the cuts (the
     output's quarters; runs of d / targets elements of every d, d a period of the kernel's index math), the one
-    whose jammed loops read the fewest elements (_elements); None where no cut shares a load."""
+    whose jammed loops read the fewest elements (_elements); None where no cut reads less than half of what
+    the copies read apart (a conv's parts as whole channel blocks share the input: 17 of 20 texels, measured no
+    faster than one target)."""
     if targets < 2 or kernel.launch is None or len(kernel.launch.grid) != 1 or kernel.launch.block != (1,):
         return None
     body = kernel.body
@@ -364,6 +366,9 @@ def split_targets(kernel: Kernel, targets: int):
         if not loads[0] & loads[1]:
             continue                # nothing shared: R fragments of one target cost the same
         cost = sum(_elements(x, body.var, extents, part) for x in set().union(*loads))
+        alone = sum(_elements(x, body.var, extents, part) for x in loads[0])
+        if cost * 2 > targets * alone:
+            continue                # less than half the reads shared (a conv's channel blocks: 17 of 20): no gain
         if best is None or cost < best[0]:
             best = (cost, block, jammed, at)
     if best is None:
