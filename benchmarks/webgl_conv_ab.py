@@ -12,6 +12,8 @@ Variants (each a build of the model on the webgl target, the module cache off), 
   channel-cut render targets cut as the output's quarters only (a blocked conv's parts: channel blocks, sharing the
               input texels), not by output pixel within a channel block (sharing the weight texels)
   one-target  no render targets (Caps.render_targets 1: four outputs a fragment)
+  any-share   render targets wherever the copies share a load (webgl_targets.MAX_READS 1: a 7x7 conv's channel-block
+              quarters too), not only where they read at most half of what they read apart
 Calls of the variants alternate in the same page (back to back, so the host's load falls on all alike); prints each
 one's draws, every call's seconds, the median and the ratio to the first variant, and max abs error / output scale.
 """
@@ -38,17 +40,21 @@ bl = importlib.import_module("fxc.relay_like.passes.use_blocked_layout")
 
 
 OFF = {"this tree": (), "nchw-stem": ("stem",), "per-lane": ("uniform",), "no-pool": ("pool",),
-       "before": ("stem", "uniform", "pool", "unroll"), "channel-cut": ("pixel-cut",), "one-target": ("targets",)}
+       "before": ("stem", "uniform", "pool", "unroll"), "channel-cut": ("pixel-cut",), "one-target": ("targets",),
+       "any-share": ("max-reads",)}
 
 
 @contextlib.contextmanager
 def _variant(name: str):
     lanes = webgl_lanes.WebGLLanesRenderer
     saved = eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform
-    caps, divisors = fxc_target.webgl_caps, webgl_targets._divisors
+    caps, divisors, reads = fxc_target.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS
     off = OFF[name]
     if "pixel-cut" in off:
         webgl_targets._divisors = lambda s: set()
+        webgl_targets.MAX_READS = 1.0
+    if "max-reads" in off:
+        webgl_targets.MAX_READS = 1.0
     if "targets" in off:
         fxc_target.webgl_caps = lambda info: dataclasses.replace(caps(info), render_targets=1)
     if "pool" in off:
@@ -63,7 +69,7 @@ def _variant(name: str):
         yield
     finally:
         eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform = saved
-        fxc_target.webgl_caps, webgl_targets._divisors = caps, divisors
+        fxc_target.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS = caps, divisors, reads
 
 
 def run(model_name: str, variants: list, calls: int) -> None:

@@ -35,6 +35,7 @@ from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, Launch, Le
 from .webgl_lanes import TEXEL_WIDTH, WebGLLanesRenderer
 
 MIN_REDUCTION = 16          # a kernel's loop nest runs at least this many iterations an output (else no sharing pays)
+MAX_READS = 0.5             # a cut kept where its copies read at most this part of what they read apart
 
 
 class _Bounds(Bounds):
@@ -367,7 +368,7 @@ def split_targets(kernel: Kernel, targets: int):
             continue                # nothing shared: R fragments of one target cost the same
         cost = sum(_elements(x, body.var, extents, part) for x in set().union(*loads))
         alone = sum(_elements(x, body.var, extents, part) for x in loads[0])
-        if cost * 2 > targets * alone:
+        if cost > MAX_READS * targets * alone:
             continue                # less than half the reads shared (a conv's channel blocks: 17 of 20): no gain
         if best is None or cost < best[0]:
             best = (cost, block, jammed, at)
