@@ -1,7 +1,9 @@
 """Fragments that write four texels (render targets, fxc/backends/webgl_targets.py) on the webgl target, against eager
 PyTorch: matmuls with their epilogues (bias, gelu, a residual), a batched matmul, channel-blocked convolutions, the
-parts whole texture rows, all in one row, or starting within a row; which kernels get render targets and which do
-not; the fetches a jammed matmul's inner loop makes; export, fxc.load and the static package. Runs
+parts whole texture rows, all in one row, or starting within a row; a 3x3 conv's parts by output pixel (runs
+within a channel block: the weight texels shared); which kernels get render targets and which do not; the fetches a
+jammed matmul's and conv's inner loops make; the copies' folded index math (numpy); export, fxc.load and the static
+package. Runs
 in the headless Chromium page (one per test process), small shapes."""
 import json
 import re

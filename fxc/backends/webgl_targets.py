@@ -101,9 +101,9 @@ def _sum(terms: list, dtype: str):
 
 
 class _Copy:
-    """Copy r of a grid body: the grid variable moved by `offset` elements, its let-bound variables and private
-    buffers its own, (x + c) // d and (x + c) % d simplified where d divides c (so the copies' shared values are
-    the same expressions)."""
+    """Copy r of a grid body: the grid variable replaced by `at` (copy r's work-item, _cut), its let-bound variables
+    and private buffers its own, its // and % by constants folded (_simplify: so the copies' shared values are the
+    same expressions)."""
 
     def __init__(self, r: int, grid: Var, at, bounds: Bounds, body, zero: dict):
         self.r, self.bounds = r, bounds
