@@ -1,7 +1,9 @@
 """Fragments that write four texels (render targets, fxc/backends/webgl_targets.py) on the webgl target, against eager
 PyTorch: matmuls with their epilogues (bias, gelu, a residual), a batched matmul, channel-blocked convolutions, the
-parts whole texture rows, all in one row, or starting within a row; which kernels get render targets and which do
-not; the fetches a jammed matmul's inner loop makes; export, fxc.load and the static package. Runs
+parts whole texture rows, all in one row, or starting within a row; a 3x3 conv's parts by output pixel (runs
+within a channel block: the weight texels shared); which kernels get render targets and which do not; the fetches a
+jammed matmul's and conv's inner loops make; the copies' folded index math (numpy); export, fxc.load and the static
+package. Runs
 in the headless Chromium page (one per test process), small shapes."""
 import json
 import re
@@ -36,7 +38,8 @@ CASES = {       # name: (model, input shapes, whether a kernel gets render targe
     "linear_no_bias_k40": (lambda: nn.Linear(40, 64, bias=False), [(32, 40)], True),
     "linear_parts_within_rows": (lambda: nn.Linear(64, 20), [(48, 64)], True),     # parts of 60 texels, rows of 64
     "linear_parts_straddle_rows": (lambda: nn.Linear(64, 24), [(18, 64)], None),   # a part: 4.5 rows of C
-    "conv1x1_blocked": (lambda: nn.Sequential(nn.Conv2d(16, 16, 1), nn.ReLU()), [(1, 16, 7, 7)], True),
+    "conv1x1_blocked": (lambda: nn.Sequential(nn.Conv2d(16, 16, 1), nn.ReLU()), [(1, 16, 6, 6)], True),
+    "conv1x1_7x7_not_cut": (lambda: nn.Conv2d(16, 16, 1), [(1, 16, 7, 7)], False),  # only channel blocks: 17/20
     "conv3x3_blocked": (lambda: nn.Conv2d(8, 16, 3, padding=1), [(1, 8, 10, 10)], True),
     "attention_bmm": (_Bmm, [(2, 32, 16), (2, 32, 16)], None),
     "linear_rows_not_cut": (lambda: nn.Linear(64, 12), [(6, 64)], False),  # 72 outputs: no cut in 4 parts of texels
@@ -107,3 +110,56 @@ def test_render_targets_export_load_and_static_package(tmp_path):
         page.close()
     assert got["state"] == "done", got["status"]
     assert_close_np(np.asarray(got["outputs"][0], np.float32).reshape(expected.shape), expected, **tol)
+
+
+def test_conv3x3_parts_by_output_pixel_share_the_weight_texels():
+    """A blocked 3x3 conv (16 -> 16 channels at 8x8): the four parts are runs of 16 output pixels of every channel
+    block ("block": 16 texels), so the copies share every weight texel: a step of the unrolled four-channel loop
+    fetches 4 input texels and 4 weight texels for 64 multiply-adds (the output's quarters, channel blocks sharing
+    the input texel: 17)."""
+    torch.manual_seed(0)
+    model, x = nn.Conv2d(16, 16, 3, padding=1).eval(), torch.randn(1, 16, 8, 8)
+    compiled = fxc.from_torch(model, (x,), target="webgl")
+    (k,) = [k for k in program_of(compiled.module.source)["kernels"].values() if k.get("targets", 1) > 1]
+    assert k["targets"] == 4 and k["split"] == 64 and k["block"] == 16, {n: k[n] for n in ("split", "block")}
+    step = re.search(r"for \(int r\w* = 0; r\w* < 3; \+\+r\w*\) \{\n(?:(?!for \().)*?\{\n(.*?)\n {10}\}", k["shader"],
+                     re.S)
+    assert step is not None and step.group(1).count("texelFetch(") == 8, k["shader"]
+    with torch.no_grad():
+        assert_close_np(compiled(x.numpy()), model(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_copies_index_math_is_exact():
+    """Each copy's simplified // and % (pulled-out multiples, intervals) equal the original index math at the
+    copy's work-item, for every fragment work-item and cut (numpy)."""
+    from fxc.backends import webgl_targets as wt
+    from fxc.lowering.expr import Const, Var, binary
+    from fxc.lowering.loop_ir import Kernel, Seq
+
+    def ev(e, env):
+        if isinstance(e, Const):
+            return np.int64(e.value)
+        if isinstance(e, Var):
+            return env[e]
+        op, a, b = e.args
+        f = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "idiv": np.floor_divide, "imod": np.mod}[op]
+        return f(ev(a, env), ev(b, env))
+    g = Var("g", "int64")
+    c = lambda v: Const(v, "int64")        # noqa: E731
+    n, H, W, CB = 2 * 4 * 10 * 12 * 4, 10, 12, 4          # NCHW4c, batch 2
+    pix = binary("idiv", g, c(4))
+    exprs = [binary("imod", binary("idiv", pix, c(W)), c(H)), binary("imod", pix, c(W)), binary("imod", g, c(4)),
+             binary("imod", binary("idiv", binary("idiv", pix, c(W)), c(H)), c(CB)),
+             binary("idiv", binary("idiv", binary("idiv", pix, c(W)), c(H)), c(CB)),
+             binary("add", binary("mul", binary("imod", binary("idiv", pix, c(W)), c(H)), c(3)), c(-1))]
+    for block in (n // 4, H * W, W * 4, 8):
+        part = n // 4
+        bounds = wt._Bounds(Kernel("k", [], Seq([])), strict=False)
+        bounds.vars[g] = (0, part - 1)
+        q = np.arange(part, dtype=np.int64)
+        for r, at in enumerate(wt._cut(g, 4, n, block)):
+            copy = wt._Copy(r, g, at, bounds, Seq([]), {})
+            gr = ev(at, {g: q})
+            assert sorted(set(gr.tolist())) == sorted(gr.tolist()) and gr.max() < n
+            for e in exprs:
+                np.testing.assert_array_equal(ev(copy.expr(e), {g: q}), ev(e, {g: gr}), err_msg=f"{block} {r} {e}")

@@ -626,7 +626,7 @@ def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int =
     out = {"width": width, "lanes": TEXEL_WIDTH, "kernels": {}}       # a draw of few fragments still spans whole quads
     for k in kernels:
         split = split_targets(k, targets) if k.name not in offsets else None
-        r = WebGLTargetsRenderer(split[0], width, split[1]) if split else None
+        r = WebGLTargetsRenderer(split[0], width, split[1], split[4]) if split else None
         if r is None or r.mode != "lanes":
             r, split = WebGLLanesRenderer(k, width, k.name in offsets), None
         text = r.kernel_text()
@@ -634,4 +634,6 @@ def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int =
                                   "params": [[b.dtype, b.size] for b in k.params], "checks": r.checks}
         if split:
             out["kernels"][k.name].update(targets=split[1], split=split[2])
+            if split[3] != split[2]:        # parts in runs of `block` texels (e.g. pixels within a channel block)
+                out["kernels"][k.name]["block"] = split[3]
     return json.dumps(out)

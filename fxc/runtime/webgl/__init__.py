@@ -135,9 +135,9 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
     steps (kernel and the slot of each parameter), and the slots of the inputs, outputs and constants; "checks":
     the inputs whose values index a dimension (input, size, wrap, op). A step draws the rows of its output tensor,
     not of the (perhaps larger) texture: a discarded fragment still runs on SwiftShader; a kernel with render targets
-    (fxc.backends.webgl_targets: "targets" parts of "split" texels) draws the rows of one part. A step never reads the
-    texture it draws into (WebGL forbids it): a workspace place read and written by one step gets a second texture
-    from then on.
+    (fxc.backends.webgl_targets: "targets" parts of "split" texels, in runs of "block") draws the rows of one part.
+    A step never reads the texture it draws into (WebGL forbids it): a workspace place read and written by one step
+    gets a second texture from then on.
     Constants used as indices are checked here (a LoweringError when out of range: the graph runs elsewhere).
     A symbolic plan (`symbols`: one size symbol; fxc/device_rows.py) gives a slot that holds rows "per" elements per
     unit of the symbol besides its "elements" (the page grows it: rows(s) in runtime.js), a row step its "repeat"
@@ -215,7 +215,8 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
     fit = min([(cap * per_row - s["elements"]) // s["per"] for s in slots if s["per"]] + [1 << 53])
     return link_wasm_steps({"width": width, "lanes": int(program.get("lanes", 1)),
                             "kernels": {n: {"shader": k["shader"], "output": k["output"],
-                                            "targets": k.get("targets", 1), "split": k.get("split", 0)}
+                                            "targets": k.get("targets", 1), "split": k.get("split", 0),
+                                            **({"block": k["block"]} if "block" in k else {})}
                                         for n, k in program["kernels"].items()},
                             "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
                             "checks": checks, "symbol": dict(symbols[0]) if symbols else None, "fit": fit})

@@ -17,7 +17,8 @@
 // grow, to twice the size they held within the symbol's range, when a call's size exceeds it.
 // A kernel with render targets (fxc/backends/webgl_targets.py: "targets" parts of "split" texels) draws the first
 // part's rows into that many part textures at once (a fragment writes one texel of each), then copies part r to
-// the output's texels [r * split, (r + 1) * split) (copyTexSubImage2D).
+// the output's texels [r * split, (r + 1) * split) (copyTexSubImage2D); with "block" (runs of that many texels:
+// e.g. output pixels within one channel block), part r's run j to the output's [(j * targets + r) * block, ...).
 // A lost context (a shader the GPU's compiler hung on, the browser reclaiming the GPU, WEBGL_lose_context) is an
 // Error whose message begins "the WebGL context was lost" (fxc.runtime.webgl turns it into a DeviceLostError and
 // loads its models into a fresh context): load and run check gl.isContextLost() after each link and after reading
@@ -105,7 +106,8 @@ class FxcWebGL {
       this.checkLost(`while linking kernel ${name}`);
       if (!linked) throw new Error(`link failed (${name}): ` + gl.getProgramInfoLog(p));
       this.programs[name] = {prog: p, output: k.output, units: null, qs: null, targets: k.targets || 1,
-                             split: k.split || 0, parts: k.targets > 1 ? this.parts(k.targets, k.split) : null};
+                             split: k.split || 0, block: k.block || k.split || 0,
+                             parts: k.targets > 1 ? this.parts(k.targets, k.split) : null};
     }
     // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
     this.steps = desc.steps.map((step, i) => {
@@ -146,24 +148,37 @@ class FxcWebGL {
   }
 
   gather(k, out) {        // the parts of a draw with render targets into their places in the output texture
-    const gl = this.gl, W = this.width, S = k.split;
+    const gl = this.gl, W = this.width, S = k.split, B = k.block || S, R = k.targets;
     this.fbRead = this.fbRead || gl.createFramebuffer();
     gl.bindFramebuffer(gl.READ_FRAMEBUFFER, this.fbRead);
     gl.activeTexture(gl.TEXTURE0);
     gl.bindTexture(gl.TEXTURE_2D, out.tex);
-    // texels [0, S) of a part to the output's [at, at + S), both W wide: at most four rectangles (a source row's
-    // first W - o texels end a row of the output, its other o begin the next)
     const copy = (dx, dy, sx, sy, w, h) => {
       if (w > 0 && h > 0) gl.copyTexSubImage2D(gl.TEXTURE_2D, 0, dx, dy, sx, sy, w, h);
     };
+    // texels [from, from + n) of a part to the output's [at, at + n), both W wide: the source's first row piece
+    // (at most two rectangles), then whole source rows (a row's first W - o texels end a row of the output, its
+    // other o begin the next: two rectangles), then the last piece (two)
+    const range = (from, at, n) => {
+      const head = Math.min(n, (W - from % W) % W);
+      for (let i = 0; i < head;) {
+        const w = Math.min(head - i, W - (at + i) % W);
+        copy((at + i) % W, Math.floor((at + i) / W), (from + i) % W, Math.floor((from + i) / W), w, 1);
+        i += w;
+      }
+      from += head; at += head; n -= head;
+      const o = at % W, y = Math.floor(at / W), sy = Math.floor(from / W), full = Math.floor(n / W);
+      const rest = n - full * W;
+      copy(o, y, 0, sy, W - o, full);
+      copy(0, y + 1, W - o, sy, o, full);
+      const a = Math.min(rest, W - o);
+      copy(o, y + full, 0, sy + full, a, 1);
+      copy(0, y + full + 1, a, sy + full, rest - a, 1);
+    };
+    // part r's run j (B texels; B = S: the part is one run) goes to the output's texels j * R * B + r * B
     k.parts.forEach((p, r) => {
       gl.framebufferTexture2D(gl.READ_FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, p.tex, 0);
-      const at = r * S, o = at % W, y = Math.floor(at / W), full = Math.floor(S / W), rest = S - full * W;
-      copy(o, y, 0, 0, W - o, full);
-      copy(0, y + 1, W - o, 0, o, full);
-      const a = Math.min(rest, W - o);
-      copy(o, y + full, 0, full, a, 1);
-      copy(0, y + full + 1, a, full, rest - a, 1);
+      for (let j = 0; j * B < S; j++) range(j * B, (j * R + r) * B, B);
     });
     gl.bindTexture(gl.TEXTURE_2D, null);
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
