@@ -163,3 +163,33 @@ def test_copies_index_math_is_exact():
             assert sorted(set(gr.tolist())) == sorted(gr.tolist()) and gr.max() < n
             for e in exprs:
                 np.testing.assert_array_equal(ev(copy.expr(e), {g: q}), ev(e, {g: gr}), err_msg=f"{block} {r} {e}")
+
+
+class _LinearBesideATable(nn.Module):
+    """A linear layer beside an embedding table big enough that the textures are 256 texels wide: the linear's
+    render-target parts (one texture row each) are drawn as tiles (fxc.backends.glsl.part_tiles)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(256, 64)
+        self.table = nn.Embedding(1100, 1024)
+
+    def forward(self, x, ids):
+        return self.lin(x), self.table(ids)
+
+
+def test_parts_of_few_rows_drawn_as_tiles_match_eager():
+    torch.manual_seed(0)
+    m = _LinearBesideATable().eval()
+    x, ids = torch.randn(64, 256), torch.tensor([3, 1099, 0])
+    compiled = fxc.from_torch(m, (x, ids), target="webgl")
+    kernels = program_of(compiled.module.source)["kernels"]
+    assert program_of(compiled.module.source)["width"] == 256
+    tiled = [k for k in kernels.values() if k.get("tiles")]
+    assert tiled and tiled[0]["tiles"] == 4 and tiled[0]["split"] == 256      # a part: 1 row of 256 -> 4 x 64
+    with torch.no_grad():
+        want = m(x, ids)
+    for _ in range(2):          # the part textures are reused by the second call
+        got = compiled(x.numpy(), ids.numpy())
+        for g, w in zip(got, want):
+            assert_close_np(np.asarray(g), w.numpy())

@@ -609,6 +609,23 @@ class WebGLRenderer(GLSLRenderer):
                                  f"  if (fxc_i >= {out.size}) {{ discard; }}", *main, body, "}", ""])
 
 
+PART_ROWS = 32      # the rows a render-target part's draw spans at least, where it can (see part_tiles)
+
+
+def part_tiles(split: int, block: int, width: int) -> int:
+    """Into how many tiles a render-target part of `split` texels (whole rows of `width`: R rows) is drawn: T tiles
+    of `width / T` texels by R rows, one under another, so the draw spans R x T rows. SwiftShader shares a draw
+    among its threads by rows: BERT's 128x1024 @ 1024x256 matmul, a part of 2 rows of 1024 texels, took 36-41 ms a
+    draw; its tiles of 128 texels, 16 rows, 19-22 ms (benchmarks.webgl_matmul_micro --width). 0: drawn as it is
+    (parts in runs of `block`, parts not whole rows, or already PART_ROWS rows)."""
+    if block != split or split % width or split // width >= PART_ROWS:
+        return 0
+    rows, tiles = split // width, 1
+    while rows * tiles < PART_ROWS and width // (2 * tiles) >= 64:
+        tiles *= 2
+    return tiles if tiles > 1 else 0
+
+
 def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int = 0, targets: int = 1) -> str:
     """The WebGL program as JSON text: the texture width (at most `width`: the narrowest power of two >= 64 that holds
     every tensor in 2048 rows, WebGL 2's least MAX_TEXTURE_SIZE), the elements a texel (`lanes`: RGBA textures, four
@@ -629,11 +646,16 @@ def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int =
         r = WebGLTargetsRenderer(split[0], width, split[1], split[4]) if split else None
         if r is None or r.mode != "lanes":
             r, split = WebGLLanesRenderer(k, width, k.name in offsets), None
+        tiles = part_tiles(split[2], split[3], width) if split else 0
+        if tiles:
+            r.tiles = (tiles, split[2] // width)
         text = r.kernel_text()
         out["kernels"][k.name] = {"shader": text, "output": k.params.index(r.outputs[0]),
                                   "params": [[b.dtype, b.size] for b in k.params], "checks": r.checks}
         if split:
             out["kernels"][k.name].update(targets=split[1], split=split[2])
+            if r.tiles:
+                out["kernels"][k.name]["tiles"] = r.tiles[0]
             if split[3] != split[2]:        # parts in runs of `block` texels (e.g. pixels within a channel block)
                 out["kernels"][k.name]["block"] = split[3]
     return json.dumps(out)

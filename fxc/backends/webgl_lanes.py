@@ -104,6 +104,7 @@ class WebGLLanesRenderer(WebGLRenderer):
     def __init__(self, kernel, width: int, offsets: bool = False):
         super().__init__(dataclasses.replace(kernel, body=_inline_single(kernel.body)), width)
         self.offsets = offsets          # row launches: each parameter j at a texel offset, uniform fxc_q{j}
+        self.tiles = None               # (tiles, rows): a render-target part drawn as tiles (glsl.part_tiles)
         self.lane = None                # the lane whose text expr() gives, while a lane's value is rendered
         self._vary: dict = {}
         self.vvars = self._varying_vars()
@@ -627,6 +628,10 @@ class WebGLLanesRenderer(WebGLRenderer):
         if self.offsets:        # a row launch: its texel offset per parameter; it draws its output's range only
             head += [f"uniform int fxc_q{j};" for j in range(len(k.params))]
         at = f"int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x){' - fxc_q' + str(o) if self.offsets else ''}"
+        if self.tiles:          # a part drawn as `tiles` columns of `rows` rows each (fxc.backends.glsl.part_tiles)
+            tiles, rows = self.tiles
+            at = (f"(int(gl_FragCoord.y) % {rows}) * FXC_W + (int(gl_FragCoord.y) / {rows}) * {self.width // tiles}"
+                  " + int(gl_FragCoord.x)")
         count = min(out.size, k.launch.grid[0]) if isinstance(k.launch.grid[0], int) else out.size   # the grid's
         skip = f"fxc_g < 0 || fxc_g >= {count}" if self.offsets else f"fxc_g >= {count}"
         copies = range(TEXEL_WIDTH) if self.mode == "lanes" else (None,)

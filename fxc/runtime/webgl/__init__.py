@@ -179,7 +179,8 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
         # the draw covers the output's texels (render targets: one part, then the parts are copied), no more: a
         # draw of 128 texels 128 fragments wide took 0.8 ms, 1024 wide (896 discarded) 3.7 ms (SwiftShader)
         texels = int(k.get("split") or -(-int(n) // (per_row // width)))
-        steps.append({"kernel": st.kernel, "rows": max(1, -(-texels // width)), "cols": max(1, min(width, texels)),
+        cols = width // int(k.get("tiles") or 1)     # a part drawn as tiles: columns of width / tiles texels
+        steps.append({"kernel": st.kernel, "rows": max(1, -(-texels // cols)), "cols": max(1, min(cols, texels)),
                       "slots": [out if j == k["output"] else next(it) for j in range(len(params))]})
         if st.repeat:
             steps[-1].update(repeat=[int(x) for x in st.repeat], per=pers, n=int(n))
@@ -216,7 +217,7 @@ def layout(program: dict, plan: list, inputs: list, outputs: list, consts: list,
     return link_wasm_steps({"width": width, "lanes": int(program.get("lanes", 1)),
                             "kernels": {n: {"shader": k["shader"], "output": k["output"],
                                             "targets": k.get("targets", 1), "split": k.get("split", 0),
-                                            **({"block": k["block"]} if "block" in k else {})}
+                                            **{f: k[f] for f in ("block", "tiles") if f in k}}
                                         for n, k in program["kernels"].items()},
                             "steps": steps, "slots": slots, "inputs": ins, "outputs": outs, "consts": cs,
                             "checks": checks, "symbol": dict(symbols[0]) if symbols else None, "fit": fit})

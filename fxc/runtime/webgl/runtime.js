@@ -107,7 +107,8 @@ class FxcWebGL {
       if (!linked) throw new Error(`link failed (${name}): ` + gl.getProgramInfoLog(p));
       this.programs[name] = {prog: p, output: k.output, units: null, qs: null, targets: k.targets || 1,
                              split: k.split || 0, block: k.block || k.split || 0,
-                             parts: k.targets > 1 ? this.parts(k.targets, k.split) : null};
+                             tiles: k.tiles || 1,
+                             parts: k.targets > 1 ? this.parts(k.targets, k.split, k.tiles || 1) : null};
     }
     // each step's texture units bound once per call; uniforms (sampler units) set here, once per program
     this.steps = desc.steps.map((step, i) => {
@@ -131,8 +132,8 @@ class FxcWebGL {
     consts.forEach((data, i) => this.upload(this.textures[desc.consts[i].slot], data));
   }
 
-  parts(n, split) {      // n part textures of `split` texels (shared by the kernels of that shape) and the draw's
-    const gl = this.gl;   // framebuffer of n color attachments
+  parts(n, split, tiles) {   // n part textures of `split` texels (shared by the kernels of that shape; drawn as
+    const gl = this.gl;       // `tiles` tiles: `tiles` times the rows) and the draw's framebuffer of n attachments
     this.partTextures = this.partTextures || {};
     this.fbs = this.fbs || {};
     if (!this.fbs[n]) {
@@ -141,9 +142,10 @@ class FxcWebGL {
       gl.drawBuffers(Array.from({length: n}, (_, r) => gl.COLOR_ATTACHMENT0 + r));
       gl.bindFramebuffer(gl.FRAMEBUFFER, null);
     }
-    const key = `${n}:${split}`;
+    const key = `${n}:${split}:${tiles}`;
     if (!this.partTextures[key])
-      this.partTextures[key] = Array.from({length: n}, () => this.texture({float: true, elements: split * this.lanes}));
+      this.partTextures[key] = Array.from({length: n},
+                                          () => this.texture({float: true, elements: split * tiles * this.lanes}));
     return this.partTextures[key];
   }
 
@@ -175,10 +177,13 @@ class FxcWebGL {
       copy(o, y + full, 0, sy + full, a, 1);
       copy(0, y + full + 1, a, sy + full, rest - a, 1);
     };
-    // part r's run j (B texels; B = S: the part is one run) goes to the output's texels j * R * B + r * B
+    // part r's run j (B texels; B = S: the part is one run) goes to the output's texels j * R * B + r * B; a part
+    // drawn as T tiles (whole rows: S / W of them, each tile W / T texels wide) goes tile by tile
+    const T = k.tiles, rows = S / W, tw = W / T;
     k.parts.forEach((p, r) => {
       gl.framebufferTexture2D(gl.READ_FRAMEBUFFER, gl.COLOR_ATTACHMENT0, gl.TEXTURE_2D, p.tex, 0);
-      for (let j = 0; j * B < S; j++) range(j * B, (j * R + r) * B, B);
+      if (T > 1) for (let t = 0; t < T; t++) copy(t * tw, r * rows, 0, t * rows, tw, rows);
+      else for (let j = 0; j * B < S; j++) range(j * B, (j * R + r) * B, B);
     });
     gl.bindTexture(gl.TEXTURE_2D, null);
     gl.bindFramebuffer(gl.FRAMEBUFFER, this.fb);
