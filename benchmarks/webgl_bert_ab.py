@@ -16,13 +16,13 @@ import dataclasses
 import importlib
 import math
 import statistics
-import time
 
 import numpy as np
 import torch
 
 import fxc
 import fxc.target as fxc_target
+from benchmarks.webgl_models import alternate_calls
 from fxc.ops.reduce import centre
 from fxc.testing.models import example_inputs, make_model
 
@@ -84,14 +84,7 @@ def main(argv=None) -> None:
         built[name](*arrays)                                  # warm-up
     eo.EXPANSIONS.clear()
     eo.EXPANSIONS.update(now)
-    times = {name: [] for name in built}
-    err = dict.fromkeys(built, 0.0)
-    for _ in range(args.calls):
-        for name, c in built.items():
-            t0 = time.perf_counter()
-            out = c(*arrays)
-            times[name].append(time.perf_counter() - t0)
-            err[name] = max(err[name], float(np.abs(out - expected).max()))
+    times, err = alternate_calls(built, arrays, expected, args.calls)
     scale = float(np.abs(expected).max())
     for name, c in built.items():
         med = statistics.median(times[name])

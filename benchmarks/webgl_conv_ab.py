@@ -25,13 +25,13 @@ import dataclasses
 import importlib
 import os
 import statistics
-import time
 
 import numpy as np
 import torch
 
 import fxc
 import fxc.target as fxc_target
+from benchmarks.webgl_models import alternate_calls
 from fxc.backends import webgl_lanes, webgl_targets
 from fxc.testing.models import example_inputs, make_model
 
@@ -83,14 +83,7 @@ def run(model_name: str, variants: list, calls: int) -> None:
         with _variant(name):
             built[name] = fxc.from_torch(model, inputs, target="webgl")
             built[name](*arrays)                                  # warm-up (and the shaders' compile)
-    times = {name: [] for name in built}
-    err = dict.fromkeys(built, 0.0)
-    for _ in range(calls):
-        for name, c in built.items():
-            t0 = time.perf_counter()
-            out = c(*arrays)
-            times[name].append(time.perf_counter() - t0)
-            err[name] = max(err[name], float(np.abs(out - expected).max()))
+    times, err = alternate_calls(built, arrays, expected, calls)
     scale = float(np.abs(expected).max())
     first = statistics.median(times[variants[0]])
     for name, c in built.items():

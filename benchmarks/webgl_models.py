@@ -20,6 +20,20 @@ import fxc
 from fxc.testing.models import MODEL_NAMES, example_inputs, make_model
 
 
+def alternate_calls(built: dict, arrays: list, expected: np.ndarray, calls: int) -> tuple:
+    """Calls of the built variants (name -> compiled) alternated `calls` times: ({name: [seconds]}, {name: max abs
+    error against `expected`}); the A/B scripts (webgl_conv_ab, webgl_bert_ab) compare their medians."""
+    times = {name: [] for name in built}
+    err = dict.fromkeys(built, 0.0)
+    for _ in range(calls):
+        for name, c in built.items():
+            t0 = time.perf_counter()
+            out = c(*arrays)
+            times[name].append(time.perf_counter() - t0)
+            err[name] = max(err[name], float(np.abs(out - expected).max()))
+    return times, err
+
+
 def run(name: str, runs: int, profile: bool, seq: int = 32) -> dict:
     model = make_model(name)
     inputs = example_inputs(name, batch=1, seq_len=seq)
