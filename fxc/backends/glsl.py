@@ -616,7 +616,7 @@ def part_tiles(split: int, block: int, width: int) -> int:
     """Into how many tiles a render-target part of `split` texels (whole rows of `width`: R rows) is drawn: T tiles
     of `width / T` texels by R rows, one under another, so the draw spans R x T rows. SwiftShader shares a draw
     among its threads by rows: BERT's 128x1024 @ 1024x256 matmul, a part of 2 rows of 1024 texels, took 36-41 ms a
-    draw; its tiles of 128 texels, 16 rows, 19-22 ms (benchmarks.webgl_matmul_micro --width). 0: drawn as it is
+    draw; drawn 64 texels wide (32 rows), 19-22 ms (benchmarks.webgl_matmul_micro --width). 0: drawn as it is
     (parts in runs of `block`, parts not whole rows, or already PART_ROWS rows)."""
     if block != split or split % width or split // width >= PART_ROWS:
         return 0
@@ -654,8 +654,8 @@ def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int =
                                   "params": [[b.dtype, b.size] for b in k.params], "checks": r.checks}
         if split:
             out["kernels"][k.name].update(targets=split[1], split=split[2])
-            if r.tiles:
-                out["kernels"][k.name]["tiles"] = r.tiles[0]
+            if tiles:
+                out["kernels"][k.name]["tiles"] = tiles
             if split[3] != split[2]:        # parts in runs of `block` texels (e.g. pixels within a channel block)
                 out["kernels"][k.name]["block"] = split[3]
     return json.dumps(out)
