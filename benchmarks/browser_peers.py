@@ -13,7 +13,7 @@ The same three models with the same weights (fxc.testing.models, batch 1, BERT a
   and its wasm backend at 1 and 2 threads;
 - fxc runs `fxc.from_torch(model, inputs, target=T)` for each browser target T this branch has (a target not
   built yet is reported with the reason), through its RPC runtime in its own page of the same Chromium build
-  with the same flags (fxc.runtime.browser.FLAGS).
+  with the same flags (fxc.runtime.browser.page.FLAGS).
 Every peer's output is checked against eager PyTorch before timing is trusted (max abs error, and over the
 output's scale; above 1e-4 the row says WRONG). The pages are served on 127.0.0.1 with COOP/COEP headers, so
 `crossOriginIsolated` holds and wasm threads (SharedArrayBuffer) work; a peer page per run, so no two peers share
@@ -108,7 +108,7 @@ def tfjs_layout(model) -> dict:
 def export_weights(model, stem: Path) -> None:
     """Write `stem`.json (a list of {name, shape, offset}: offsets in float32 elements) and `stem`.bin (the
     tensors' little-endian float32 values one after another) from tfjs_layout(model)."""
-    from fxc.cache import atomic_write
+    from fxc.driver.cache import atomic_write
     manifest, blobs, offset = [], [], 0
     for name, a in tfjs_layout(model).items():
         manifest.append({"name": name, "shape": list(a.shape), "offset": offset})
@@ -183,8 +183,8 @@ def serve(models: Path) -> http.server.ThreadingHTTPServer:
 
 
 def launch_browser(pw):
-    """Chromium with fxc's own flags (fxc.runtime.browser.FLAGS: headless, SwiftShader WebGL 2), plus WebGPU."""
-    from fxc.runtime.browser import FLAGS
+    """Chromium with fxc's own flags (fxc.runtime.browser.page.FLAGS: headless, SwiftShader WebGL 2), plus WebGPU."""
+    from fxc.runtime.browser.page import FLAGS
     flags = list(FLAGS) + [f for f in ("--enable-unsafe-webgpu",) if f not in FLAGS]
     return pw.chromium.launch(executable_path=os.environ.get("FXC_CHROMIUM", "/usr/bin/chromium"), headless=True,
                               args=flags)
@@ -361,7 +361,7 @@ def main(argv=None) -> int:
         return 0
 
     from benchmarks.figure3 import cpu_name
-    from fxc.cache import atomic_write
+    from fxc.driver.cache import atomic_write
     if args.fxc_worker:
         prep = prepare_model(args.models, None)
         print(WORKER_TAG + json.dumps(run_fxc(args.fxc_worker, prep, args)), flush=True)

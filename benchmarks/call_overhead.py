@@ -19,7 +19,7 @@ wrappers of fxc's methods (a microsecond or two each):
 - `total`, and for fxc.from_torch `outside_kernels` (its whole Python path).
 
 `--with-aot-autograd` adds a third peer, torch.compile through AOT autograd as in grad mode (the backend's
-inference path, fxc/capture/torch_inference.py, switched off for its compile): the same kernels, so the difference
+inference path, fxc/capture/torch/inference.py, switched off for its compile): the same kernels, so the difference
 is the path's.
 
 `--with-dynamo-floor` adds what any torch.compile backend pays per call, Dynamo alone: a backend that computes
@@ -53,7 +53,7 @@ def _cpu_model() -> str:
 
 def _instrument(stamps: dict) -> None:
     """Stamp the entry and exit of FxcSubgraph.forward and Module.run_prepared into `stamps` (this process only)."""
-    from fxc.capture.torch import FxcSubgraph
+    from fxc.capture.torch.backend import FxcSubgraph
     from fxc.runtime.module import Module
 
     def wrap(cls, name, enter, leave):
@@ -77,8 +77,8 @@ def _through_aot_autograd(gm, example_inputs):
     """fxc's backend with its inference path off: Dynamo's graph goes through AOT autograd."""
     from unittest import mock
 
-    import fxc.capture.torch_inference as inference
-    from fxc.capture.torch import fxc_backend
+    import fxc.capture.torch.inference as inference
+    from fxc.capture.torch.backend import fxc_backend
     with mock.patch.object(inference, "inference_graph", lambda *args: None):
         return fxc_backend(gm, example_inputs)
 

@@ -1,6 +1,6 @@
 """The device timing loop of the OpenCL microbenchmarks (opencl_gemm, opencl_gemv, opencl_window).
 
-Takes a module built with profile=True (fxc.build, or fxc.from_torch's `.module`) and the arguments of a call;
+Takes a module built with profile=True (fxc.driver.build, or fxc.from_torch's `.module`) and the arguments of a call;
 produces device times in ms from the kernels' OpenCL profiling events: no host copies, no Python overhead."""
 from __future__ import annotations
 

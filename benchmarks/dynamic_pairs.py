@@ -7,7 +7,7 @@ Builds `fxc.from_torch(bert, ..., dynamic_shapes=({0: batch, 1: seq}, {0: batch,
 [1, 8], sequence in [2, 128]: the position table stops at 128), then at each pair a static build, and times the
 three round robin (one call of each per round, after 3 warm-up calls), so all see the same machine load. Prints per
 pair the median (min) ms of each and dynamic / static. `--small` is the 2-layer hidden-64 config of the tests
-(tests/test_dynamic_seq.py), the default the zoo's BERT (4 layers, hidden 256).
+(tests/capture/torch/test_dynamic_seq.py), the default the zoo's BERT (4 layers, hidden 256).
 """
 from __future__ import annotations
 

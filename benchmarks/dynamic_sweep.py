@@ -10,7 +10,7 @@ Models and the size that varies: resnet18 and mobilenet_v2 (batch 2..64, --image
 (fxc.testing.standard's 4-layer nn.TransformerEncoder, batch 1, sequence 16..512). Variants:
 
 - fxc_dynamic: `torch.compile(model, backend="fxc", dynamic=True, options={"target": --target})`, called at every
-  size in turn; `builds` counts fxc builds over the whole sweep (fxc.build.stats; 1 when one build serves every
+  size in turn; `builds` counts fxc builds over the whole sweep (fxc.driver.build.stats; 1 when one build serves every
   size, one per size where a part of the graph cannot stay symbolic: that is reported, not hidden);
 - fxc_static: `fxc.from_torch(model, inputs)` per size (one static build each);
 - inductor: `torch.compile(model, dynamic=True)` (PyTorch's default backend; `builds` counts Dynamo graphs);
@@ -64,8 +64,8 @@ def inputs_at(name: str, size: int, image: int) -> tuple:
 
 
 def _builds() -> int:
-    import fxc.build
-    return fxc.build.stats["builds"]
+    import fxc.driver.build
+    return fxc.driver.build.stats["builds"]
 
 
 def _graphs() -> int:
@@ -168,7 +168,7 @@ def run(models: list, sizes: dict, runs: int, image: int, variants: list, target
     """Sweep every model, write the JSON and PNG; returns the JSON's path."""
     import torch
 
-    from fxc.cache import atomic_write
+    from fxc.driver.cache import atomic_write
     for key in ("recompile_limit", "accumulated_recompile_limit"):
         setattr(torch._dynamo.config, key, max(256, getattr(torch._dynamo.config, key)))
     results, t0 = {}, time.perf_counter()

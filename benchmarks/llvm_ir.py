@@ -20,7 +20,7 @@ def dump(out_dir: Path, name: str, target: str) -> None:
     import torch
 
     import fxc
-    from fxc.backends import llvm
+    from fxc.backends.llvm import compile as llvm
     from fxc.testing.models import example_inputs, make_model
     seen = []
     build_library = llvm.build_library

@@ -20,7 +20,7 @@ SHAPES = [("conv1 7x7/2", 64, 12544, 147), ("layer1 3x3", 64, 3136, 576), ("laye
 
 
 def fxc_gemm_ms(m: int, n: int, k: int, runs: int, device: str) -> float:
-    from fxc.build import build
+    from fxc.driver.build import build
     from fxc.relay_like.builder import Builder
     b = Builder()
     a, w = b.graph.input((m, k), "float32"), b.graph.input((k, n), "float32")
@@ -40,7 +40,7 @@ def clblast_gemm_ms(m: int, n: int, k: int, runs: int, device: str) -> float | N
     import pyopencl as cl
     import pyopencl.array as cla
 
-    from fxc.runtime.opencl import open_device
+    from fxc.runtime.opencl.device import open_device
     dev = open_device(device)
     q = dev.queue
     x, y = np.random.rand(m, k).astype(np.float32), np.random.rand(k, n).astype(np.float32)
@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--device", default="0")
     a = p.parse_args(argv)
-    from fxc.runtime.opencl import open_device
+    from fxc.runtime.opencl.device import open_device
     print(f"device: {open_device(a.device)}")
     print(f"{'shape':<14} {'M':>5} {'N':>6} {'K':>5} {'fxc GFLOP/s':>12} {'CLBlast GFLOP/s':>16} {'fxc/CLBlast':>12}")
     for name, m, n, k in SHAPES:

@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     p.add_argument("--variants", help=f"comma list of {', '.join(VARIANTS)} (default: all)")
     a = p.parse_args(argv)
     os.environ["FXC_MODULE_CACHE"] = "0"        # each variant is built, not read back from the cache
-    from fxc.runtime.opencl import open_device
+    from fxc.runtime.opencl.device import open_device
     print(f"device: {open_device(a.device).info['name']}")
     variants = a.variants.split(",") if a.variants else list(VARIANTS)
     print(table_row("layer", variants, 22, 18) + "   (ms, device time: min/median)")

@@ -62,7 +62,7 @@ def variant(name: str):
 
 
 def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) -> tuple:
-    from fxc.build import build
+    from fxc.driver.build import build
     from fxc.relay_like.builder import Builder
     b = Builder()
     rng = np.random.default_rng(0)
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     p.add_argument("--models", help="comma list of whole models (fxc.testing.models) instead of the layers")
     a = p.parse_args(argv)
     os.environ["FXC_MODULE_CACHE"] = "0"        # each variant is built, not read back from the cache
-    from fxc.runtime.opencl import open_device
+    from fxc.runtime.opencl.device import open_device
     print(f"device: {open_device(a.device).info['name']}")
     variants = a.variants.split(",") if a.variants else VARIANTS
     if not a.models:

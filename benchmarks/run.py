@@ -157,7 +157,7 @@ def peer_builder(peer, target: str | None):
 def compile_worker(peer_name: str, model_name: str, batch: int, seq_len: int, threads: int,
                    target: str | None = None) -> None:
     """Subprocess entry: build one peer once and print its compile time (build + first call) as JSON; for fxc
-    also the part of it spent in fxc's own build (fxc.build.build: passes, lowering, LLVM, link), the rest being
+    also the part of it spent in fxc's own build (fxc.driver.build.build: passes, lowering, LLVM, link), the rest being
     Dynamo, AOT autograd, fxc's partitioning and the first call."""
     try:
         from benchmarks.peers import peers_for
@@ -165,8 +165,8 @@ def compile_worker(peer_name: str, model_name: str, batch: int, seq_len: int, th
         peer = peers_for(model_name)[peer_name]
         in_build = [0.0]
         if peer_name.startswith("fxc"):
-            import fxc.build
-            real = fxc.build.build
+            import fxc.driver.build
+            real = fxc.driver.build.build
 
             def timed(*a, **k):
                 t = time.perf_counter()
@@ -174,7 +174,7 @@ def compile_worker(peer_name: str, model_name: str, batch: int, seq_len: int, th
                     return real(*a, **k)
                 finally:
                     in_build[0] += time.perf_counter() - t
-            fxc.build.build = timed
+            fxc.driver.build.build = timed
         t0 = time.perf_counter()
         runner = peer_builder(peer, target)(model, inputs, threads)
         runner.run()
@@ -477,7 +477,7 @@ def main(argv=None) -> int:
 
 def _write_json(report: dict, path: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from fxc.cache import atomic_write
+    from fxc.driver.cache import atomic_write
     atomic_write(path, (json.dumps(report, indent=1) + "\n").encode())
 
 

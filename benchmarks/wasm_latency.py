@@ -56,7 +56,7 @@ def main(argv=None) -> None:
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--targets", default="wasm;wasm -num-threads=2", help="';'-separated wasm targets")
     a = p.parse_args(argv)
-    from fxc.runtime.wasm import open_wasm_runtime
+    from fxc.runtime.browser.wasm import open_wasm_runtime
     from fxc.target import host_cpu
     info = open_wasm_runtime().info
     print(f"{info['name']}; cross-origin isolated: {info['isolated']}; host CPU {host_cpu()}, "

@@ -6,7 +6,7 @@ screenshot of the page.
     .venv/bin/python -m benchmarks.web_package --target webgl --model mixed --shot docs/img/webgl_wasm_package.png
 
 Models from fxc.testing.models (batch 1, BERT at sequence length 32, batch norms given non-trivial statistics by
-make_model), `mixed`: tests/test_web_mixed.py's model of ops WebGL draws and ops it refuses (wasm kernels), or
+make_model), `mixed`: tests/deploy/test_web_mixed.py's model of ops WebGL draws and ops it refuses (wasm kernels), or
 `roberta`: the BERT encoder with RoBERTa's position ids counted over the mask (a cumsum and a gather by it: wasm).
 """
 from __future__ import annotations
@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 import fxc
-from fxc.runtime.browser import open_browser
-from fxc.web import serve, write_package
+from fxc.deploy.web import serve, write_package
+from fxc.runtime.browser.page import open_browser
 
 
 class RobertaPositions(torch.nn.Module):
@@ -52,7 +52,7 @@ def model_and_inputs(name: str):
         mask[:, 24:] = 0                                                     # a padded tail
         return RobertaPositions(make_model("bert")).eval(), (ids, mask)
     if name == "mixed":
-        from tests.test_web_mixed import Mixed
+        from tests.deploy.test_web_mixed import Mixed
         torch.manual_seed(0)
         return Mixed().eval(), (torch.randn(4, 8), torch.tensor([5, -3, 2, 6]))
     from fxc.testing.models import example_inputs, make_model

@@ -8,7 +8,8 @@ are (layer norm: one reduction draw for the row moments; softmax: three draws) a
 corrected two-pass mean, the variance, rsqrt: three reductions; softmax: four draws), then alternates calls of the
 two in the same page (back to back, so the host's load falls on both alike) and prints each one's draws, median and
 minimum seconds a call, and max abs error against eager. `--ab targets`: instead, the webgl Caps' render targets as
-they are (4: fragments that write four texels, fxc/backends/webgl_targets.py) against 1 (four outputs a fragment)."""
+they are (4: fragments that write four texels, fxc/backends/webgl/draw_buffers.py) against 1 (four outputs a
+fragment)."""
 from __future__ import annotations
 
 import argparse

@@ -32,7 +32,7 @@ import torch
 import fxc
 import fxc.target as fxc_target
 from benchmarks.webgl_models import alternate_calls
-from fxc.backends import webgl_lanes, webgl_targets
+from fxc.backends.webgl import draw_buffers as webgl_targets, lanes as webgl_lanes
 from fxc.testing.models import example_inputs, make_model
 
 eo = importlib.import_module("fxc.relay_like.passes.expand_opaque")    # the module (the package exports its function)

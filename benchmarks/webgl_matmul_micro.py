@@ -269,7 +269,7 @@ def main(argv=None) -> None:
     p.add_argument("--fxc-mrt-shader", help="also time this fxc shader of 4 render targets (variant fxc_mrt)")
     p.add_argument("--variants", default="present,vec4,mrt2,mrt4,mrt8,mrt4_8,packed2x2")
     args = p.parse_args(argv)
-    from fxc.runtime.browser import open_browser
+    from fxc.runtime.browser.page import open_browser
     m, k, n, w = args.m, args.k, args.n, args.width
     rng = np.random.default_rng(0)
     a = rng.standard_normal((m, k)).astype(np.float32)

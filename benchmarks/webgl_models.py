@@ -65,7 +65,7 @@ def main(argv=None) -> None:
     p.add_argument("--profile", action="store_true", help="also time every draw (the slowest kernels)")
     p.add_argument("--seq", type=int, default=32, help="BERT's sequence length (the browser peers use 128)")
     args = p.parse_args(argv)
-    from fxc.runtime.webgl import open_page
+    from fxc.runtime.browser.webgl import open_page
     print(f"device: {open_page().info['name']}, {open_page().info['driver']}", flush=True)
     for name in args.models.split(","):
         run(name, args.runs, args.profile, args.seq)

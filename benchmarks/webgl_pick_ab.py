@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 
-import fxc.backends.webgl_lanes as lanes
-from fxc.build import build
+import fxc.backends.webgl.lanes as lanes
+from fxc.driver.build import build
 from fxc.relay_like.builder import Builder
 
 TERNARY = {"f": "float fxc_pickf(vec4 v, int c) { return c < 2 ? (c == 0 ? v.x : v.y) : (c == 2 ? v.z : v.w); }",

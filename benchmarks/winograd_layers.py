@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from fxc.build import build
+from fxc.driver.build import build
 from fxc.relay_like.builder import Builder
 
 RESNET18 = ["1x64x64x56x56", "1x128x128x28x28", "1x256x256x14x14", "1x512x512x7x7"]
@@ -82,7 +82,7 @@ def main():
     if unknown:
         ap.error(f"unknown form(s) {sorted(unknown)}; known: {', '.join(FORMS)}")
     os.environ.setdefault("FXC_MODULE_CACHE", "0")
-    from fxc.backends.llvm import target_machine
+    from fxc.backends.llvm.compile import target_machine
     if "+avx512bf16" not in target_machine()[3].split(","):
         print("this CPU lacks AVX-512 BF16: the bf16 forms are left out")
         forms = [f for f in forms if FORMS[f][1] != "bf16"]

@@ -21,46 +21,47 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
 
     Returns
     -------
-    fxc.capture.torch.Explanation with .compiled_ops, .fallback_ops (collections.Counter of op name ->
+    fxc.capture.torch.backend.Explanation with .compiled_ops, .fallback_ops (collections.Counter of op name ->
     count over all captured graphs), .kernels (one line per fused kernel), .failures (subgraphs that could not
     compile) and a readable str(); in the first form, a callable that returns it.
     """
-    from .capture.torch import explain as _explain
+    from .capture.torch.backend import explain as _explain
     return _explain(model, *example_inputs, options=options, **option_keywords)
 
 
 def from_torch(model, example_inputs, target: str = "llvm", **options):
-    """Compile a whole PyTorch model ahead of time; see fxc.capture.torch_aot.from_torch.
+    """Compile a whole PyTorch model ahead of time; see fxc.capture.torch.aot.from_torch.
 
     Returns a CompiledModel: torch tensors (or numpy arrays) in, the same kind out; `fxc.export` writes it.
     """
-    from .capture.torch_aot import from_torch as _from_torch
+    from .capture.torch.aot import from_torch as _from_torch
     return _from_torch(model, example_inputs, target=target, **options)
 
 
 def from_mxnet(sym, params=None, shapes=None, dtype="float32", target: str = "llvm", **options):
-    """Compile an MXNet model (symbol, JSON, file or checkpoint prefix + params); see fxc.capture.mxnet.from_mxnet.
+    """Compile an MXNet model (symbol, JSON, file or checkpoint prefix + params); see
+    fxc.capture.mxnet.convert.from_mxnet.
 
     Returns an MXNetModel: NDArrays (or numpy arrays) in, the same kind out; `fxc.export` writes it.
     """
-    from .capture.mxnet import from_mxnet as _from_mxnet
+    from .capture.mxnet.convert import from_mxnet as _from_mxnet
     return _from_mxnet(sym, params, shapes=shapes, dtype=dtype, target=target, **options)
 
 
 def export(compiled, path, sign_key=None):
     """Write a compiled model as one deploy artifact (atomically), signed with the Ed25519 `sign_key` when given;
-    see fxc.export_artifact.export."""
-    from .export_artifact import export as _export
+    see fxc.deploy.export.export."""
+    from .deploy.export import export as _export
     return _export(compiled, path, sign_key=sign_key)
 
 
 def load(path, trusted_keys=None):
-    """Load a deploy artifact with the framework-free runtime; see fxc.runtime.artifact.load.
+    """Load a deploy artifact with the framework-free runtime; see fxc.runtime.artifact.loader.load.
 
     Checks every part's sha256 (and, with trusted_keys, the artifact's Ed25519 signature before anything else);
     returns a module callable on numpy arrays.
     """
-    from .runtime.artifact import load as _load
+    from .runtime.artifact.loader import load as _load
     return _load(path, trusted_keys=trusted_keys)
 
 

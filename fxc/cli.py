@@ -10,7 +10,7 @@
     fxc compile ... --sign-key signer.pem  # a signed artifact
     fxc verify model.fxc --key signer.pub.pem      # (or an extracted folder) signature and every sha256
     fxc run / inspect / extract ... --trusted-key signer.pub.pem   # refuse what that key did not sign
-    fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/web.py)
+    fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/deploy/web.py)
     fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
 
 `run`, `inspect`, `extract` and `verify` use only the deploy runtime (numpy + ctypes; `cryptography` for
@@ -26,7 +26,7 @@ import time
 
 import numpy as np
 
-from .cache import atomic_write
+from .driver.cache import atomic_write
 from .errors import FxcError
 
 
@@ -81,7 +81,7 @@ def _load_factory(ref: str):
 def _compile_onnx(args) -> int:
     """`fxc compile model.onnx`: input shapes from the model, or --input-shape for the dims it leaves open."""
     from .capture.onnx import from_onnx
-    from .export_artifact import export
+    from .deploy.export import export
     t0 = time.perf_counter()
     compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target)
     path = export(compiled, args.output, sign_key=args.sign_key)
@@ -95,18 +95,18 @@ def cmd_compile(args) -> int:
         return _compile_onnx(args)
     if not args.input_shape:
         raise FxcError("give --input-shape once per input of the model (e.g. --input-shape 1,3,224,224)")
-    from .export_artifact import export
+    from .deploy.export import export
     dtypes = args.input_dtype or ["float32"]
     if len(dtypes) == 1:
         dtypes = dtypes * len(args.input_shape)
     if len(dtypes) != len(args.input_shape):
         raise FxcError(f"give one --input-dtype, or one per --input-shape ({len(args.input_shape)})")
-    from .capture.mxnet import is_checkpoint
+    from .capture.mxnet.convert import is_checkpoint
     if is_checkpoint(args.model):           # an MXNet checkpoint prefix (prefix-symbol.json + prefix-%04d.params)
         return _compile_mxnet(args, dtypes)
     import torch
 
-    from .capture.torch_aot import from_torch
+    from .capture.torch.aot import from_torch
     factory = _load_factory(args.model)
     try:
         model = factory()
@@ -135,8 +135,8 @@ def cmd_compile(args) -> int:
 
 
 def _compile_mxnet(args, dtypes) -> int:
-    from .capture.mxnet import from_mxnet
-    from .export_artifact import export
+    from .capture.mxnet.convert import from_mxnet
+    from .deploy.export import export
     t0 = time.perf_counter()
     probe = from_mxnet(args.model, epoch=args.epoch)        # the input names, in call order
     if len(probe.input_names) != len(args.input_shape):
@@ -170,7 +170,7 @@ def _check_output_paths(paths) -> None:
 
 
 def cmd_run(args) -> int:
-    from .runtime.artifact import load
+    from .runtime.artifact.loader import load
     _check_output_paths(args.output)
     module = load(args.artifact, trusted_keys=args.trusted_key)
     arrays = []
@@ -205,7 +205,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .runtime.artifact import read_verified
+    from .runtime.artifact.loader import read_verified
     m, parts, _, signature = read_verified(args.artifact, args.trusted_key)
     if args.json:
         print(json.dumps(m, indent=1))
@@ -256,7 +256,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_extract(args) -> int:
-    from .runtime.artifact import extract
+    from .runtime.artifact.loader import extract
     d = extract(args.artifact, args.directory, trusted_keys=args.trusted_key)
     print(f"extracted {args.artifact} -> {d}")
     return 0
@@ -265,8 +265,8 @@ def cmd_extract(args) -> int:
 def cmd_verify(args) -> int:
     from pathlib import Path
 
-    from .runtime.artifact import read_verified
-    from .runtime.extract import verify_folder
+    from .runtime.artifact.extract import verify_folder
+    from .runtime.artifact.loader import read_verified
     if Path(args.artifact).is_dir():
         verify_folder(args.artifact, args.key)
     else:
@@ -276,7 +276,7 @@ def cmd_verify(args) -> int:
 
 
 def cmd_keygen(args) -> int:
-    from .runtime.signing import generate
+    from .runtime.artifact.signing import generate
     private, public = generate(args.key)
     print(f"private key (keep it secret; sign with --sign-key): {private}\npublic key (give it to the loaders: "
           f"--trusted-key / fxc.load(..., trusted_keys=[...])): {public}")
@@ -284,7 +284,7 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_web(args) -> int:
-    from .web import write_package
+    from .deploy.web import write_package
     inputs = [np.load(f, allow_pickle=False) for f in args.input] or None
     index = write_package(args.artifact, args.directory, inputs=inputs, runs=args.runs,
                           trusted_keys=args.trusted_key)
@@ -294,7 +294,7 @@ def cmd_web(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .web import serve
+    from .deploy.web import serve
     server = serve(args.directory, args.port)
     print(f"serving {args.directory} at {server.url} (127.0.0.1 only; Ctrl-C stops"
           + (f", or after {args.seconds} s)" if args.seconds else ")"), flush=True)
@@ -308,7 +308,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from . import cache
+    from .driver import cache
     if args.action == "clear":
         n, freed = cache.clear()
         print(f"removed {n} entries ({freed / 2**20:.1f} MiB) from {cache.cache_dir()}")

@@ -10,9 +10,9 @@ The code lives in fxc/capture/mxnet*.py; this module only re-exports it.
 """
 import warnings
 
-from .capture.mxnet import MXNetModel, from_mxnet
-from .capture.mxnet_ext import library_path, register
-from .capture.mxnet_gluon import compile
+from .capture.mxnet.convert import MXNetModel, from_mxnet
+from .capture.mxnet.extension import library_path, register
+from .capture.mxnet.gluon import compile
 from .errors import FxcError
 
 try:

@@ -43,7 +43,7 @@ class Caps:
     #                                         fxc's own code, llvm_math, and any other math function an import the
     #                                         JS runtime supplies)
     fallback: str = ""                      # the target kind whose kernels run, in the same page, the fused groups
-    #                                         this one refuses (webgl: "wasm"; fxc.build_mixed); "" for none
+    #                                         this one refuses (webgl: "wasm"; fxc.driver.page_kernels); "" for none
     cache_bytes: int = 1 << 20              # a core's private (L2) data cache: what a CPU schedule keeps hot between
                                             # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
     vector_widths: frozenset = frozenset()  # a device language's float32 vector types that device kernels keep
@@ -55,14 +55,14 @@ class Caps:
                                             # per size
     row_align: int = 1                      # a row launch's operand offsets are multiples of this many elements
     #                                         (webgl: 4, a texel of its RGBA textures); the last rows of a size then
-    #                                         run in launches of the fewest rows that keep it (fxc/device_rows.py)
+    #                                         run in launches of the fewest rows that keep it (fxc/driver/rows.py)
     binary_tails: bool = False              # the rows after the blocks run as launches of 4, 2 and 1 rows (at most
     #                                         one each) rather than one a row: where a launch costs much (a WebGL
     #                                         draw), fewer launches for two more kernels a group
     channel_block: int = 0                  # a device's conv activations in NCHWkc, k channels of a pixel together
     #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
     render_targets: int = 1                 # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
-    #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl_targets jams a kernel's copies)
+    #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl.draw_buffers jams a kernel's copies)
 
     @property
     def lanes(self) -> int:
@@ -136,7 +136,7 @@ class Target:
         it). Compiling and exporting for such a target is allowed; running is not."""
         if self.kind == "wasm":
             from .backends.wasm import find_linker
-            from .runtime.wasm import open_wasm_runtime
+            from .runtime.browser.wasm import open_wasm_runtime
             find_linker()
             open_wasm_runtime()
             return
@@ -298,7 +298,7 @@ X86_CPUS = {
 
 
 def opencl_caps(info: dict) -> Caps:
-    """Caps of an OpenCL device from what its device API reports (fxc.runtime.opencl.Device.info): compute units,
+    """Caps of an OpenCL device from what its device API reports (fxc.runtime.opencl.device.Device.info): compute units,
     local memory (and whether it is memory of its own: feature "dedicated_local_memory"; a CPU device's is plain
     memory), work-group limit, preferred vector width, its extensions, float64 only with the fp64 extension.
     Index width: 32 bits on a GPU (its 64-bit integer arithmetic is emulated); 64 on a CPU device, whose vectoriser
@@ -322,7 +322,7 @@ OPENCL_OPTIONS = ("device",)
 
 
 def opengl_caps(info: dict) -> Caps:
-    """Caps of a GL 4.3+ context (fxc.runtime.opengl.Device.info): 32-bit indices, no float64 / float16 /
+    """Caps of a GL 4.3+ context (fxc.runtime.opengl.device.Device.info): 32-bit indices, no float64 / float16 /
     bfloat16 (int64 is computed in 32 bits where provably exact: fxc.backends.glsl), GL's shared-memory minimum."""
     return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(),
                 local_memory_bytes=int(info["local_memory_bytes"]),
@@ -335,12 +335,13 @@ def _opengl_target(target: Target) -> Target:
     if target.attrs:
         raise TargetError(f"opengl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
                           f"opengl target takes none (it uses the process's EGL context)")
-    from .runtime.opengl import open_device
+    from .runtime.opengl.device import open_device
     return target.with_caps(opengl_caps(open_device(None).info))
 
 
 def webgl_caps(info: dict) -> Caps:
-    """Caps of a WebGL 2 page (fxc.runtime.webgl.open_page().info): one work-item per fragment, no work-groups or
+    """Caps of a WebGL 2 page (fxc.runtime.browser.webgl.open_page().info): one work-item per fragment, no work-groups
+    or
     shared memory, no scatter, 32-bit indices, float32 and integers (int64 narrowed) only; what it refuses runs as
     wasm kernels in the same page."""
     return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
@@ -355,12 +356,13 @@ def _webgl_target(target: Target) -> Target:
     if target.attrs:
         raise TargetError(f"webgl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
                           f"webgl target takes none (FXC_CHROMIUM names the browser)")
-    from .runtime.webgl import open_page
+    from .runtime.browser.webgl import open_page
     return target.with_caps(webgl_caps(open_page().info))
 
 
 def webgpu_caps(info: dict) -> Caps:
-    """Caps of a WebGPU device (fxc.runtime.webgpu.open_gpu().info): its work-group and shared-memory limits, 32-bit
+    """Caps of a WebGPU device (fxc.runtime.browser.webgpu.open_gpu().info): its work-group and shared-memory limits,
+    32-bit
     indices, float32 and integers (int64 narrowed) only; shared memory counts as the device's own
     (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU; what WGSL refuses runs as wasm
     kernels in the same page."""
@@ -376,7 +378,7 @@ def _webgpu_target(target: Target) -> Target:
     if target.attrs:
         raise TargetError(f"webgpu target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
                           f"webgpu target takes none (FXC_CHROMIUM names the browser)")
-    from .runtime.webgpu import open_gpu
+    from .runtime.browser.webgpu import open_gpu
     return target.with_caps(webgpu_caps(open_gpu().info))
 
 
@@ -395,7 +397,7 @@ def device_target(target: Target) -> Target:
     if unknown:
         raise TargetError(f"opencl target: unknown option(s) {', '.join('-' + u for u in unknown)}; known: -device="
                           f"<index or name substring> (or set FXC_OPENCL_DEVICE)")
-    from .runtime.opencl import open_device
+    from .runtime.opencl.device import open_device
     return target.with_caps(opencl_caps(open_device(target.attr("device")).info))
 
 

@@ -8,7 +8,7 @@ export PYTHONPATH=/tmp/site:$PWD FXC_CACHE_DIR=/tmp/fxc-cache PYTHONUNBUFFERED=1
 # fxc's torch.compile entry point (pyproject's [project.entry-points]) without a pip install of the checkout
 mkdir -p /tmp/site/fxc-0.1.0.dist-info
 printf 'Metadata-Version: 2.1\nName: fxc\nVersion: 0.1.0\n' > /tmp/site/fxc-0.1.0.dist-info/METADATA
-printf '[torch_dynamo_backends]\nfxc = fxc.capture.torch:fxc_backend\n' > /tmp/site/fxc-0.1.0.dist-info/entry_points.txt
+printf '[torch_dynamo_backends]\nfxc = fxc.capture.torch.backend:fxc_backend\n' > /tmp/site/fxc-0.1.0.dist-info/entry_points.txt
 lib=$(ldconfig -p | awk '/libnvidia-opencl\.so/{print $NF; exit}')
 [ -z "$lib" ] && lib=$(find / -name 'libnvidia-opencl.so*' 2>/dev/null | head -1)
 echo "NVIDIA OpenCL library: ${lib:-none}"
@@ -22,12 +22,12 @@ for p in cl.get_platforms():
         print("device:", p.name, "|", d.name, "|", d.version, "| driver", d.driver_version, "| CUs", d.max_compute_units,
               "| local", d.local_mem_size, "| wg", d.max_work_group_size)
 PY
-timeout 360 python3 -m pytest tests/test_opencl.py -o addopts="" -q -n 0 -p no:cacheprovider -k "op_sample or fixture or tree or profile or torch_compile or reference_models or out_of_range or export" \
+timeout 360 python3 -m pytest tests/backends/opencl/test_opencl.py -o addopts="" -q -n 0 -p no:cacheprovider -k "op_sample or fixture or tree or profile or torch_compile or reference_models or out_of_range or export" \
   2>&1 | grep -E "passed|failed|FAILED|Error" | tail -30
 python3 - <<'PY'
 import time, numpy as np
 from fxc.relay_like.builder import Builder
-from fxc.build import build
+from fxc.driver.build import build
 for (m, k, n) in ((512, 512, 512), (1024, 1024, 1024)):
     b = Builder(); x = b.graph.input((m, k), "float32"); w = b.graph.input((k, n), "float32")
     b.graph.outputs = [b.call("matmul", [x, w])]

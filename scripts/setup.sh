@@ -13,7 +13,7 @@ command -v "$py" >/dev/null || py=python3
 stamp=.venv/.fxc-setup-$(cat requirements.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 if [ ! -f "$stamp" ]; then
   if [ "$(id -u)" = 0 ]; then
-    # gcc links the kernels; g++ builds fxc's MXNet extension (fxc/capture/mxnet_fxc.cc); PoCL runs the opencl target
+    # gcc links the kernels; g++ builds fxc's MXNet extension (fxc/capture/mxnet/mxnet_fxc.cc); PoCL runs the opencl target
     need=""
     command -v gcc >/dev/null || need="gcc"
     command -v g++ >/dev/null || need="$need g++"
@@ -42,13 +42,13 @@ fi
 .venv/bin/python -m compileall -q fxc >/dev/null
 # the thread-pool runtime's object file beside its source, as a wheel would ship it (a first compile in a fresh
 # cache then skips gcc on it); quick when it is there
-ls fxc/runtime/_prebuilt/cpu_parallel-*.o >/dev/null 2>&1 && [ -z "$(find fxc/runtime/cpu_parallel.c -newer fxc/runtime/_prebuilt -print)" ] \
-  || .venv/bin/python -c "from fxc.backends.llvm import prebuild_runtime; prebuild_runtime()"
+ls fxc/runtime/cpu/_prebuilt/cpu_parallel-*.o >/dev/null 2>&1 && [ -z "$(find fxc/runtime/cpu/cpu_parallel.c -newer fxc/runtime/cpu/_prebuilt -print)" ] \
+  || .venv/bin/python -c "from fxc.backends.llvm.compile import prebuild_runtime; prebuild_runtime()"
 # fxc's MXNet extension (the partitioner behind optimize_for(backend="fxc")) beside its source, as a wheel would ship
 # it: no first `import fxc.mxnet` then waits for g++; quick when it is there
-ls fxc/capture/_prebuilt/libfxc_mxnet-*.so >/dev/null 2>&1 && [ -z "$(find fxc/capture/mxnet_fxc.cc -newer fxc/capture/_prebuilt -print)" ] \
-  || .venv/bin/python -c "from fxc.capture.mxnet_ext import prebuild_extension; prebuild_extension()"
-# the torch.compile backend's per-call weight check (fxc/capture/weight_check.cpp, built against the installed
+ls fxc/capture/mxnet/_prebuilt/libfxc_mxnet-*.so >/dev/null 2>&1 && [ -z "$(find fxc/capture/mxnet/mxnet_fxc.cc -newer fxc/capture/mxnet/_prebuilt -print)" ] \
+  || .venv/bin/python -c "from fxc.capture.mxnet.extension import prebuild_extension; prebuild_extension()"
+# the torch.compile backend's per-call weight check (fxc/capture/torch/weight_check.cpp, built against the installed
 # torch) beside its source: no first torch.compile then checks its weights in Python while g++ runs (~15 s of CPU)
-ls fxc/capture/_prebuilt/weight_check-*.so >/dev/null 2>&1 && [ -z "$(find fxc/capture/weight_check.cpp -newer fxc/capture/_prebuilt -print)" ] \
-  || .venv/bin/python -c "from fxc.capture.torch_weights import prebuild; prebuild()"
+ls fxc/capture/torch/_prebuilt/weight_check-*.so >/dev/null 2>&1 && [ -z "$(find fxc/capture/torch/weight_check.cpp -newer fxc/capture/torch/_prebuilt -print)" ] \
+  || .venv/bin/python -c "from fxc.capture.torch.weights import prebuild; prebuild()"

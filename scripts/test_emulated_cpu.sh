@@ -15,10 +15,10 @@ command -v qemu-x86_64 >/dev/null || { echo "qemu-x86_64 not found: apt-get inst
 bash scripts/setup.sh
 export FXC_CACHE_DIR="${FXC_CACHE_DIR:-$(mktemp -d /tmp/fxc-cache-emulated-XXXXXX)}"
 if [ $# -eq 0 ]; then
-  set -- tests/test_bf16.py tests/test_targets.py tests/test_winograd.py tests/test_conv_schedules_cpu.py \
-         "tests/test_ops.py::test_op_matches_reference[llvm-conv2d_winograd-4]" \
-         "tests/test_ops.py::test_op_matches_reference[llvm-conv2d_winograd-5]" \
-         "tests/test_ops.py::test_op_matches_reference[llvm-pack_bf16_pairs-0]"
+  set -- tests/graph/test_bf16.py tests/backends/test_targets.py tests/graph/test_winograd.py tests/lowering/test_conv_schedules_cpu.py \
+         "tests/ops/test_ops.py::test_op_matches_reference[llvm-conv2d_winograd-4]" \
+         "tests/ops/test_ops.py::test_op_matches_reference[llvm-conv2d_winograd-5]" \
+         "tests/ops/test_ops.py::test_op_matches_reference[llvm-pack_bf16_pairs-0]"
 fi
 qemu-x86_64 -cpu "$cpu" .venv/bin/python -c "import llvmlite.binding as l; print('emulated host:', l.get_host_cpu_name())" 2>/dev/null
 exec qemu-x86_64 -cpu "$cpu" .venv/bin/python -m pytest -p no:xdist -p no:cacheprovider -rs "$@" 2> >(grep -v "TCG doesn't support" >&2)

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import fxc
-from fxc.build import build
+from fxc.driver.build import build
 from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
 from fxc.lowering.loop_ir import Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
@@ -93,7 +93,7 @@ def export_and_load_without_torch(target: str, tmp_path) -> zipfile.ZipFile:
     path = fxc.export(compiled, tmp_path / "m.fxc")
     np.save(tmp_path / "x.npy", x.numpy())
     check_runtime_report(run_blocked(LOAD_AND_RUN, path, tmp_path / "x.npy", tmp_path / "out.npz"),
-                         allowed=("fxc", "fxc.errors", "fxc.cache"))
+                         allowed=("fxc", "fxc.errors", "fxc.driver.cache"))
     with np.load(tmp_path / "out.npz") as z:
         assert_close_np(z["arr_0"], expected)
     return zipfile.ZipFile(path)
@@ -106,7 +106,7 @@ def target_error_script(target: str, *says: str) -> str:
 import sys
 from fxc.errors import TargetError
 from fxc.relay_like.builder import Builder
-from fxc.build import build
+from fxc.driver.build import build
 from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
 from fxc.lowering.loop_ir import Buffer, For, Kernel, Store, seq
 b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
@@ -159,7 +159,7 @@ def fixture_launches(k: Kernel, index_bits=None) -> tuple:
     from fxc.lowering.loop_ir import launch_of
     from fxc.lowering.schedules.gpu import Knobs
     from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.device_module import Launch
+    from fxc.runtime.device import Launch
     kernels = []
     for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
         body = scalarize(body)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BLOCKER = """
 import importlib.abc, sys
 BLOCKED = ("torch", "llvmlite", "onnx", "mxnet", "fxc.capture", "fxc.ops", "fxc.lowering", "fxc.relay_like",
-           "fxc.backends", "fxc.build", "fxc.export_artifact", "fxc.testing")
+           "fxc.backends", "fxc.driver.build", "fxc.deploy.export", "fxc.testing")
 class Blocker(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
         if name.split(".")[0] in BLOCKED or any(name == b or name.startswith(b + ".") for b in BLOCKED):

@@ -1,5 +1,6 @@
-"""Targets for test parametrisation. `TARGETS` (fxc.build) is what the whole op matrix runs on (the host CPU);
-device targets run the reference models and a fixed op sample (tests/test_opencl.py). A test that should run on
+"""Targets for test parametrisation. `TARGETS` (fxc.driver.build) is what the whole op matrix runs on (the host CPU);
+device targets run the reference models and a fixed op sample (tests/backends/opencl/test_opencl.py). A test that
+should run on
 every target parametrises with `all_targets`:
 
     @all_targets
@@ -10,7 +11,7 @@ import os
 
 import pytest
 
-from fxc.build import TARGETS
+from fxc.driver.build import TARGETS
 
 DEVICE_TARGETS = ("opencl", "opengl", "webgl", "wasm", "webgpu")
 ALL_TARGETS = tuple(TARGETS) + DEVICE_TARGETS
@@ -19,6 +20,6 @@ all_targets = pytest.mark.parametrize("target", ALL_TARGETS)
 
 def targets_under_test() -> tuple:
     """What conftest's `target` fixture runs: the host CPU, or the comma list in FXC_TEST_TARGETS (e.g. "opencl":
-    the whole op matrix on OpenCL, `FXC_TEST_TARGETS=opencl pytest tests/test_ops.py`)."""
+    the whole op matrix on OpenCL, `FXC_TEST_TARGETS=opencl pytest tests/ops/test_ops.py`)."""
     chosen = tuple(t for t in os.environ.get("FXC_TEST_TARGETS", "").split(",") if t)
     return chosen or tuple(TARGETS)

@@ -2,10 +2,10 @@
 
 Takes Kernels whose launch geometry is set (fxc.lowering.schedules.gpu) and whose expressions are scalar
 (fxc.lowering.legalize.scalarize); produces one program text: every kernel a whole compute shader after a
-`// fxc_kernel <name>` line (fxc.runtime.opengl splits and compiles them).
+`// fxc_kernel <name>` line (fxc.runtime.opengl.device splits and compiles them).
 
 GLSL has no pointers and no byte offsets: all of a module's tensors live in one storage buffer (the arena,
-fxc.runtime.opengl), seen by every shader through three views bound to it (`fxc_f32` float, `fxc_i32` int,
+fxc.runtime.opengl.device), seen by every shader through three views bound to it (`fxc_f32` float, `fxc_i32` int,
 `fxc_u32` uint words), and each buffer parameter is an element offset into it, a uniform `o_<name>` set per
 launch (-1: an absent optional input). Word 0 of the arena is `fxc_err`: 1 after an integer division by zero,
 2 after an int64 value that does not fit 32 bits, 3 after an index out of range (words 1-3: its op + 1, the index,
@@ -39,7 +39,7 @@ from ..lowering.loop_ir import (
     stmt_exprs,
     walk_stmts,
 )
-from ..runtime.opengl import dispatch_of
+from ..runtime.opengl.device import dispatch_of
 from .cstyle import CStyleRenderer
 
 VALUE = {"float32": "float", "int64": "int", "int32": "int", "int16": "int", "int8": "int", "uint8": "int",
@@ -629,15 +629,15 @@ def part_tiles(split: int, block: int, width: int) -> int:
 def render_webgl(kernels: list, width: int, offsets=frozenset(), elements: int = 0, targets: int = 1) -> str:
     """The WebGL program as JSON text: the texture width (at most `width`: the narrowest power of two >= 64 that holds
     every tensor in 2048 rows, WebGL 2's least MAX_TEXTURE_SIZE), the elements a texel (`lanes`: RGBA textures, four
-    outputs a fragment, fxc.backends.webgl_lanes), and per kernel its fragment shader, its parameters' dtypes and
+    outputs a fragment, fxc.backends.webgl.lanes), and per kernel its fragment shader, its parameters' dtypes and
     sizes, and which parameter it writes. `offsets`: the names of the kernels that run as row launches (a uniform
-    texel offset per parameter, fxc/device_rows.py); `elements`: the largest tensor at the symbol's largest size;
+    texel offset per parameter, fxc/driver/rows.py); `elements`: the largest tensor at the symbol's largest size;
     `targets`: the render targets a draw may write (Caps.render_targets): a kernel that gains from writing several
-    texels a fragment (fxc.backends.webgl_targets) has "targets" and "split" (texels a part) in its record."""
+    texels a fragment (fxc.backends.webgl.draw_buffers) has "targets" and "split" (texels a part) in its record."""
     import json
 
-    from .webgl_lanes import TEXEL_WIDTH, WebGLLanesRenderer
-    from .webgl_targets import WebGLTargetsRenderer, split_targets
+    from .webgl.draw_buffers import WebGLTargetsRenderer, split_targets
+    from .webgl.lanes import TEXEL_WIDTH, WebGLLanesRenderer
     texels = max([-(-b.size // TEXEL_WIDTH) for k in kernels for b in k.params] + [-(-elements // TEXEL_WIDTH), 1])
     width = min(width, max(64, 1 << (-(-texels // 2048) - 1).bit_length()))    # as narrow as fits 2048 rows:
     out = {"width": width, "lanes": TEXEL_WIDTH, "kernels": {}}       # a draw of few fragments still spans whole quads

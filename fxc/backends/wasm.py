@@ -1,4 +1,4 @@
-"""The `wasm` target's build step: a rendered LLVM module (fxc.backends.llvm_render, the same renderer and object
+"""The `wasm` target's build step: a rendered LLVM module (fxc.backends.llvm.render, the same renderer and object
 cache as the `llvm` target) compiled by llvmlite for wasm32 with SIMD128 and linked by Debian's `wasm-ld` (package
 `lld`) into one `.wasm` module per model.
 
@@ -7,10 +7,10 @@ the entries of `build_entries`); produces the `.wasm` bytes, cached by the hash 
 The module exports its memory, its entries, `__heap_base` (where the JS runtime's buffers start) and
 `fxc_index_error` (the record of an out-of-range index). What a kernel needs that wasm has no instruction for:
 `fxc_parallel_for` (one thread: the loop runs in the caller, RUNTIME_IR) and the math functions a browser's `Math`
-has (JS_IMPORTS: fxc/runtime/wasm/runtime.js supplies them as imports). Any other undefined symbol (a libm or
+has (JS_IMPORTS: fxc/runtime/browser/wasm/runtime.js supplies them as imports). Any other undefined symbol (a libm or
 compiler-runtime function, e.g. `erf` in float64) is a CompileError naming it at build time, never an unresolved
 import when the browser loads the module. Float32 math (exp, log, tanh, erf, sigmoid, sin, cos, ...) is fxc's
-own vector code (fxc.backends.llvm_math), scalars included (Caps.libm is False for wasm).
+own vector code (fxc.backends.llvm.mathlib), scalars included (Caps.libm is False for wasm).
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..cache import read_entry, write_entry
+from ..driver.cache import read_entry, write_entry
 from ..errors import CompileError, TargetError
 from ..target import Target
 
@@ -31,7 +31,7 @@ INSTALL_LLD = ("the wasm target links its module with wasm-ld: install Debian's 
 
 # libm names a kernel may call (LLVM's lowering of llvm.sin.f32, frem, ...) that the JS runtime supplies from Math
 # (float32 versions computed in double and rounded: at least as accurate as libm's float ones). Keep in step with
-# FXC_WASM_IMPORTS in fxc/runtime/wasm/runtime.js (tests/test_wasm.py checks).
+# FXC_WASM_IMPORTS in fxc/runtime/browser/wasm/runtime.js (tests/backends/wasm/test_wasm.py checks).
 _MATH = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "exp",
          "expm1", "log", "log1p", "log2", "log10", "exp2", "cbrt", "pow", "atan2", "hypot", "fmod")
 JS_IMPORTS = tuple(n + s for n in _MATH for s in ("", "f")) + ("fmaf", "fxc_profile_now")
@@ -45,7 +45,8 @@ entry:
   ret void
 }
 """
-# ... and for several (-num-threads=N): N web workers on the module's shared memory (fxc/runtime/wasm/runtime.js).
+# ... and for several (-num-threads=N): N web workers on the module's shared memory
+# (fxc/runtime/browser/wasm/runtime.js).
 # Worker 0 runs the plan (the page's own thread only posts a call and awaits the answer, so it never spins and both
 # cores do kernel work); workers k = 1..N-1 serve the pool in fxc_worker(k). A parallel loop over n stores its body,
 # arguments and n, bumps the generation counter and wakes the pool (one barrier a loop: the workers count themselves
@@ -209,8 +210,9 @@ def _shared_memory_flags() -> list:
 def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tuple:
     """(the linked .wasm module's bytes, names of the parts compiled now). The module is cached by the
     hash of the IR, the target machine, the runtime and the linker's options. queue: the build's CompileQueue
-    (fxc.backends.llvm) holding parts already started. exports: the entry functions to export (those defined)."""
-    from . import llvm
+    (fxc.backends.llvm.compile) holding parts already started. exports: the entry functions to export (those
+    defined)."""
+    from .llvm import compile as llvm
     target = Target.parse(target)
     linker = find_linker()
     spec = llvm.machine_spec(target)
@@ -258,7 +260,7 @@ def _link(cmd: list, source: str) -> None:
     missing = sorted(set(re.findall(r"undefined symbol: (\S+)", p.stderr)))
     if missing:
         raise CompileError(f"the wasm module needs {', '.join(missing)}, which WebAssembly lacks and neither fxc's "
-                           f"own math (fxc/backends/llvm_math.py) nor the JS runtime's imports (Math) provide; compute "
+                           f"own math (backends/llvm/mathlib.py) nor the JS runtime's imports (Math) provide; compute "
                            f"that op in float32, or on the llvm target", source=source, log=p.stderr)
     raise CompileError("wasm-ld failed to link the wasm module", source=source, log=p.stderr)
 
@@ -268,9 +270,9 @@ def build_entries(entries: list, target="wasm") -> bytes:
     `name(ptr inputs, ptr outputs, ptr consts, ptr work)`: entries are (entry name, Kernel, the kernel's arguments
     as plan slots: ("out", j), ("in", j), ("const", j) index those arrays of 32-bit addresses in the module's memory,
     ("work", offset) a byte offset into `work`). The building block of the browser's other targets (webgl, webgpu)
-    for the ops they cannot express: fxc.build.wasm_group_entries lowers fused groups to it, and FxcWasm.call in
-    fxc/runtime/wasm/runtime.js calls an entry."""
-    from . import llvm
+    for the ops they cannot express: fxc.driver.build.wasm_group_entries lowers fused groups to it, and FxcWasm.call in
+    fxc/runtime/browser/wasm/runtime.js calls an entry."""
+    from .llvm import compile as llvm
     target = Target.parse(target)
     mw = llvm.module_writer(target)
     for name, kernel, args in entries:

@@ -2,10 +2,10 @@
 
 Takes Kernels whose launch geometry is set (fxc.lowering.schedules.gpu) and whose expressions are scalar
 (fxc.lowering.legalize.scalarize); produces the program as JSON text: per kernel its compute shader and its
-parameter count (fxc.runtime.webgpu runs it in the browser).
+parameter count (fxc.runtime.browser.webgpu runs it in the browser).
 
 Memory. WebGPU forbids two writable bindings of one buffer in a dispatch, so a shader sees all of a module's
-tensors through one binding, the arena `fxc_m` (32-bit words; fxc.runtime.webgpu lays it out), with the byte
+tensors through one binding, the arena `fxc_m` (32-bit words; fxc.runtime.browser.webgpu lays it out), with the byte
 offset of each parameter in a uniform (`fxc_o`, set per launch; -1: an absent optional input). float32 and int32
 are words read and written through `bitcast`; int64 is two words (the low word the value, the high word checked
 to be its sign); int8 / uint8 / bool / int16 are bytes and half-words of words: a kernel that stores one declares
@@ -34,7 +34,7 @@ import struct
 from ..errors import LoweringError
 from ..lowering.expr import Bf16Half, Cast, CheckIndex, Const, Expr, PackBf16, Present, Select, Var, children, lanes_of
 from ..lowering.loop_ir import BOUND_KINDS, Barrier, Buffer, For, Kernel, LetStmt, Store, walk_stmts
-from ..runtime.opengl import dispatch_of
+from ..runtime.opengl.device import dispatch_of
 from .cstyle import CStyleRenderer
 from .glsl import check_int64_narrowable, int32_const
 

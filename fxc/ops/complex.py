@@ -2,7 +2,7 @@
 
 Accepts ATen calls that take a complex value (a `Complex`) or convert to a complex dtype; produces registry
 ops on the real [..., 2] form. `complex_table()` maps ATen overloads to converters taking and returning
-`Complex` values; fxc.capture.torch routes every call with a complex argument (or a complex dtype) through it,
+`Complex` values; fxc.capture.torch.backend routes every call with a complex argument (or a complex dtype) through it,
 so an ATen op without a complex converter here falls back to eager: a pair is never read as a real tensor.
 Real -> complex entry points that take only real inputs (view_as_complex, complex, polar) are ordinary
 ATen converters. The FFT family is in fxc/ops/fft.py.

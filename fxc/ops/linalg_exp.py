@@ -88,4 +88,4 @@ register(OpDef("matrix_exp", Kind.OPAQUE, lambda types: [types[0]], _matrix_exp_
                FLT, lambda types: scratch_check(3 * types[0].shape[-1] ** 2 + 1),
                doc="exp(A) by scaling and squaring with a degree-18 Taylor polynomial (float64 inside).",
                eager_unless_finite=True))      # an overflow: eager's float32 squarings make NaN (inf - inf)
-                                               # where fxc's float64 ones give +-inf (tests/test_contracts.py)
+                                               # where fxc's float64 ones give +-inf (tests/driver/test_contracts.py)

@@ -4,7 +4,7 @@ An OpDef holds the op's fusion kind, type rule, numpy reference, tensor-expressi
 inputs are promoted, the framework names that map onto it (ATen overloads here; ONNX/MXNet in their
 importers' tables keyed by these op names) and sample inputs for the generated tests.
 This module imports no framework: ATen converters receive plain Python values and opaque tensor
-handles from `fxc.capture.torch`.
+handles from `fxc.capture.torch.backend`.
 """
 from __future__ import annotations
 

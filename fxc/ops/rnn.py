@@ -20,7 +20,7 @@ lowering's (`vectorize_loops`). Inputs: xp, W_hh^T, h0 [B, H], then c0 [B, H] (l
 biases). Outputs: out [T, B, H] ([B, T, H] with `batch_first`), h_T [B, H], and c_T [B, H] (lstm).
 
 The converters map fxc's capture ops `fxc.lstm` / `fxc.rnn` (what `aten.lstm.input`, `aten.gru.input`,
-`aten.rnn_tanh.input` and `aten.rnn_relu.input` become in fxc's capture: fxc/capture/torch_fused.py) onto it:
+`aten.rnn_tanh.input` and `aten.rnn_relu.input` become in fxc's capture: fxc/capture/torch/fused.py) onto it:
 layers in turn, a direction each, bidirectional outputs concatenated along the features.
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError, TargetError, check_return_code
-from .cpu import CpuLibrary, Workspace, pointer_array
+from .cpu.library import CpuLibrary, Workspace, pointer_array
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class Module:
     def use_openmp(self) -> None:
         """Run the parallel loops on OpenMP's team (PyTorch's, beside PyTorch) from now on, unless FXC_OPENMP=0:
         for a training step's graphs, whose calls follow PyTorch's own ops (runtime/cpu.py, openmp_mode)."""
-        from .cpu import openmp_mode
+        from .cpu.library import openmp_mode
         if self._lib.use_openmp is not None:
             self._lib.use_openmp(openmp_mode(training_step=True))
 

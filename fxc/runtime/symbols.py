@@ -113,7 +113,7 @@ class DynamicModule(Module):
 
 @dataclass
 class DynamicArtifactModule(DynamicModule):
-    """A DynamicModule loaded from an artifact (fxc.runtime.artifact.load), plus its `manifest`."""
+    """A DynamicModule loaded from an artifact (fxc.runtime.artifact.loader.load), plus its `manifest`."""
     manifest: dict = field(default_factory=dict)
 
     @staticmethod
@@ -127,7 +127,7 @@ class DynamicArtifactModule(DynamicModule):
 
 def manifest_problem(m: dict, is_int) -> tuple:
     """(what is wrong with a format 2 manifest's size symbols, '' when nothing; a test of its TensorSpec dims: an
-    int (is_int), or the text 'name' / 'c*name' of one of its symbols). fxc.runtime.artifact checks manifests."""
+    int (is_int), or the text 'name' / 'c*name' of one of its symbols). fxc.runtime.artifact.loader checks manifests."""
     syms = m["symbols"]
     if not isinstance(syms, list) or not all(
             isinstance(s, dict) and isinstance(s.get("name"), str) and s["name"].isidentifier()

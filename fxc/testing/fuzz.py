@@ -404,7 +404,7 @@ def _compare_fn(fn, inputs, target, grad=False, dynamic=False):
 
     import torch._dynamo
 
-    from ..capture.torch import recording
+    from ..capture.torch.backend import recording
     run = _with_grads if grad else (lambda f, ins: f(*[t.clone() for t in ins]))
     longer = [torch.cat([t, t, t[:1]]) if t.ndim else t for t in inputs] if dynamic else None
     with contextlib.nullcontext() if grad else torch.no_grad():
@@ -552,7 +552,7 @@ def shrink(program: dict, failure: str, target: str = "llvm") -> dict:
 
 
 def save_reproducer(program: dict, failure: str, save_dir) -> Path:
-    from ..cache import atomic_write
+    from ..driver.cache import atomic_write
     body = json.dumps(program, sort_keys=True)
     name = "fuzz_" + hashlib.sha256(body.encode()).hexdigest()[:12] + ".json"
     path = Path(save_dir) / name
@@ -566,7 +566,7 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
     shrunk and saved. The case being checked is kept in `<save_dir>/.fuzz_current-<seed>.json`."""
     import logging
 
-    from ..cache import atomic_write
+    from ..driver.cache import atomic_write
     logging.getLogger("fxc").setLevel(logging.ERROR)
     stats = {"graphs": 0, "wrong": 0, "crashed": 0, "uncompiled": 0, "failures": []}
     t0 = time.perf_counter()

@@ -1,5 +1,5 @@
 """The nine Gluon model-zoo networks fxc is held to, built offline with random weights (nothing is downloaded):
-what `tests/test_mxnet_zoo.py` checks against MXNet and `benchmarks/mxnet_zoo.py` times.
+what `tests/capture/mxnet/test_mxnet_zoo.py` checks against MXNet and `benchmarks/mxnet_zoo.py` times.
 
 `make_gluon(name, size)` gives an initialised network (MSRAPrelu weights, one forward to finish the deferred
 shapes, then BatchNorm's running statistics, gamma and beta set to random non-trivial values: left as they are

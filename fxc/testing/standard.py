@@ -1,6 +1,7 @@
-"""Standard `torch.nn` modules as users write them, with random weights: what `tests/test_standard_modules.py`
+"""Standard `torch.nn` modules as users write them, with random weights: what
+`tests/capture/torch/test_standard_modules.py`
 checks against eager and the benchmark harness times (`python -m benchmarks.run --models transformer_encoder:1`).
-In eval mode these reach PyTorch's fused fast paths and recurrent kernels (fxc/capture/torch_fused.py):
+In eval mode these reach PyTorch's fused fast paths and recurrent kernels (fxc/capture/torch/fused.py):
 
 - transformer_encoder: nn.TransformerEncoder, 4 x nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0,
   activation="gelu", batch_first=True), enable_nested_tensor=False, input [1, 128, 256]

@@ -26,7 +26,7 @@ def check_symbolic(name: str, k: int, last: bool = False) -> str:
     """'symbolic' when sample k of op `name` builds with its leading dim (last: its last dim, for samples of two
     dims or more; the inputs of as many dims with the same size there share the symbol) symbolic and matches the
     reference at two sizes; 'per size: <why>' when it does not build so; AssertionError on a wrong result."""
-    from ..build import build
+    from ..driver.build import build
     from ..lowering.sym import Sym, SymInfo
     from ..ops.registry import all_ops
     from ..relay_like.builder import Builder

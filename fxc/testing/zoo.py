@@ -1,6 +1,6 @@
 """More architectures beside the three reference models, each a small, randomly initialised twin of a family a
 user brings (no weights can be downloaded here): what `benchmarks/zoo.py` times against eager and what
-`tests/test_models.py` checks against it. Each exercises ops and shapes the reference models do not:
+`tests/capture/torch/test_models.py` checks against it. Each exercises ops and shapes the reference models do not:
 
 - convnext: 7x7 depthwise convs, LayerNorm over channels through NHWC permutes, per-channel layer scale;
 - efficientnet: SiLU, 5x5 depthwise convs, squeeze-and-excitation (global pool, 1x1 convs, sigmoid gate);

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...build import BUILD_OPTIONS
+from ...driver.build import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.module import TensorSpec
@@ -289,7 +289,7 @@ class OnnxModel:
                     raise
                 self._specialized |= e.names
                 continue
-            from ...build import build
+            from ...driver.build import build
             m = build(graph, target=self.target, **self.options)
             m.outputs = [TensorSpec(vi.name, s.shape, s.dtype) for vi, s in zip(self.proto.graph.output, m.outputs)]
             self._modules[key] = m
@@ -309,7 +309,7 @@ class OnnxModel:
         shapes = [tuple(Sym(d) if isinstance(d, str) else s for d, s in zip(dims, shape)) if dims else shape
                   for (_, _, dims), shape in zip(self._inputs, bound)]
         try:
-            from ...build import build
+            from ...driver.build import build
             m = build(to_graph(self.proto, shapes), target=self.target, **self.options)
         except Exception as e:      # noqa: BLE001  (never the user's problem: one build per shape instead)
             logging.getLogger("fxc").info("fxc: ONNX model: no symbolic build (%s: %s); building per shape",

@@ -1,0 +1,287 @@
+"""PyTorch capture: the `fxc` torch.compile backend.
+
+Dynamo's FX graph goes through AOT autograd with core-ATen decompositions (forward and backward graphs,
+parameters as live inputs); with grad mode off, straight to an ATen inference graph without AOT autograd's
+runtime wrappers (torch_inference.py). Nodes fxc supports are partitioned into subgraphs that fxc compiles
+(specialised on the concrete input shapes at first call); the rest runs in eager PyTorch, and fxc says
+once which op caused it. Torch tensors in, torch tensors out.
+
+Takes Dynamo's FX graph, its example inputs and the options of torch.compile; produces the compiled callable. This
+file is the entry, its options, the decompositions and the partitioning (`compile_aten_graph`); the conversion of a
+partition to the graph IR is torch_graph.py, the partition's per-call runner (`FxcSubgraph`, the weights' checks)
+torch_partition.py. Their names stay importable from here.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import operator
+import threading
+
+import torch
+import torch.fx
+
+from ...driver.build import BUILD_OPTIONS
+
+# re-exported: fxc.capture.torch.backend.explain, .Explanation, .recording, ._recorders (one list) stay valid
+from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
+
+# re-exported: the conversion (torch_graph.py) and the partition runner (torch_partition.py) keep their old names
+from .graph import (  # noqa: F401
+    FROM_STR,
+    SEED,
+    SUPPORTED_DTYPES,
+    TORCH_DTYPES,
+    _dense_order,
+    _meta,
+    _Support,
+    to_graph,
+    used_outputs,
+)
+from .partition import FxcSubgraph, _prepare  # noqa: F401
+
+log = logging.getLogger("fxc")
+
+# torch.compile's options: every build option (fxc.driver.build.BUILD_OPTIONS) and the capture's own
+OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
+
+_warned: set = set()
+_lock = threading.Lock()
+
+
+def _say_once(key: str, message: str, *args):
+    with _lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(message, *args)
+
+
+def _warn_once(op: str, reason: str):
+    _say_once(op, "fxc: %s is not supported (%s); it runs in eager PyTorch", op, reason)
+
+
+# -- the backend ------------------------------------------------------------------------------------
+def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, **kwargs):
+    """torch.compile backend entry (registered as `fxc` through the torch_dynamo_backends entry point)."""
+    from torch._dynamo.backends.common import aot_autograd
+    options = dict(options or {}, **kwargs)
+    unknown = set(options) - OPTION_NAMES
+    if unknown:
+        from ...errors import FxcError as _E
+        raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
+    from ...target import Target, device_target
+    target = Target.parse(options.get("target", "llvm"))   # "llvm", "llvm -mcpu=haswell", "opencl": TargetError if bad
+    if target.is_cpu:
+        target.check_runnable()     # torch.compile runs what it compiles: a CPU this host is not is an error now
+    else:
+        # a device target without its runtime or device is a TargetError here: never a silent eager (CPU) run of a
+        # model the user asked to run on a device
+        device_target(target)
+    from ...driver.build import check_build_options, check_precision
+    check_precision(options.get("precision", "fp32"), target)
+    check_build_options(options)
+    from ...backends.llvm.compile import start_workers
+    start_workers()         # their start-up overlaps AOT autograd's tracing: ready when the first kernel is
+
+    def fw(g, ins):
+        return compile_aten_graph(g, ins, options, is_forward=True)
+
+    def bw(g, ins):
+        return compile_aten_graph(g, ins, options, is_forward=False)
+
+    from ...driver.build import gc_paused
+    from .fused import route_rnn_calls
+    from .inference import inference_graph
+    route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)
+    with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
+        inference = inference_graph(gm, example_inputs, decompositions())    # grad mode off: no AOT autograd
+        if inference is not None:
+            _record(lambda r: setattr(r, "inference_graphs", r.inference_graphs + 1))
+            return compile_aten_graph(inference[0], example_inputs, options, static=inference[1], boxed=False)
+        return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
+
+
+# ATen ops outside core ATen whose torch._decomp decomposition is exact and made only of ops fxc has
+_EXTRA_DECOMPS = ("addmv", "dist", "narrow_copy", "permute_copy", "view_copy", "unbind_copy",
+                  "_batch_norm_with_update", "_batch_norm_with_update_functional", "max_pool3d_with_indices",
+                  "adaptive_max_pool3d")
+
+
+def _take(x, index):
+    """torch.take as one gather: core ATen's own decomposition indexes with a Python `[]`, which turns a
+    0-d index into a data-dependent view that AOT autograd replays eagerly (nothing left to compile)."""
+    return torch.ops.aten.index.Tensor(x.reshape(-1), [index])
+
+
+@functools.lru_cache(maxsize=None)
+def decompositions() -> dict:
+    """The decomposition table of the capture: core ATen, plus `_EXTRA_DECOMPS`, plus fxc's own. Core ATen as AOT
+    autograd needs it: the decompositions of non-core ops, without the entries torch.export's table adds for every
+    CompositeImplicitAutograd op (AOT autograd's tracing decomposes those through their own kernels anyway);
+    collecting them took 0.14 s of every process's first compile."""
+    from torch._decomp import _core_aten_decompositions_post_autograd, get_decompositions
+    table = dict(_core_aten_decompositions_post_autograd())
+    table.update(get_decompositions([getattr(torch.ops.aten, n) for n in _EXTRA_DECOMPS]))
+    table[torch.ops.aten.take.default] = _take
+    return keep_whole(table)
+
+
+def keep_whole(table: dict) -> dict:
+    """A decomposition table without the ops fxc converts whole, better than their decompositions (both captures:
+    torch.compile's and fxc.from_torch's): aten._safe_softmax is one softmax kernel (ops/reduce.py), not three
+    passes; and with fxc's own for PyTorch's fused module fast paths and its recurrent modules (torch_fused.py:
+    a TransformerEncoderLayer's fused op as its GEMMs, an LSTM as one op that runs a loop over time steps)."""
+    from .fused import fused_decompositions
+    table.pop(torch.ops.aten._safe_softmax.default, None)
+    table.update(fused_decompositions(table))
+    return table
+
+
+
+def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, is_forward: bool = True,
+                       static: set | None = None, boxed: bool = True):
+    """An ATen graph with fxc's partitions compiled: AOT autograd's boxed function, or with boxed=False the plain
+    forward (the inference path, torch_inference.py). static: the placeholders that are parameters or buffers
+    (default: AOT autograd's static inputs of a forward graph)."""
+    from torch._functorch.aot_autograd import make_boxed_func
+    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+    from torch.fx.passes.operator_support import create_op_support
+
+    if static is None:
+        static = _static_placeholders(gm) if is_forward else set()
+    views = _view_outputs(gm)
+    _twin_views(gm, views)
+    support = _Support(views, random=True)
+    partitioner = CapabilityBasedPartitioner(gm, create_op_support(support), allows_single_node_partition=True)
+    partitions = partitioner.propose_partitions()
+    compiled_ops, fallback = collections.Counter(), collections.Counter()
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node.target is operator.getitem:
+            continue
+        if node in support.reasons:
+            r = support.reasons[node]
+            if r not in _NOT_FALLBACK:
+                fallback[str(node.target)] += 1
+                _warn_once(str(node.target), r)
+        else:
+            compiled_ops[str(node.target)] += 1
+    fused = partitioner.fuse_partitions(partitions) if partitions else gm
+    calls = {n.target: n for n in fused.graph.nodes if n.op == "call_module"}
+    subs = []
+    for name, mod in list(fused.named_children()):
+        if isinstance(mod, torch.fx.GraphModule):
+            args = calls[name].args if name in calls else ()
+            weights = {i for i, a in enumerate(args) if isinstance(a, torch.fx.Node) and a.name in static}
+            sub = FxcSubgraph(mod, options, name, weights, training=not is_forward or _saves_for_backward(gm))
+            setattr(fused, name, sub)
+            subs.append(sub)
+    reasons = {str(n.target): r for n, r in support.reasons.items()
+               if r not in _NOT_FALLBACK and n.op == "call_function"}
+
+    def rec(r: Explanation):
+        r.graphs += 1
+        r.subgraphs += len(subs)
+        r.compiled_ops.update(compiled_ops)
+        r.fallback_ops.update(fallback)
+        r.fallback_reasons.update(reasons)
+    _record(rec)
+    fused.recompile()
+    _build_early([(sub, [_meta(a) if isinstance(a, torch.fx.Node) else a for a in calls[sub.name].args])
+                  for sub in subs if sub.name in calls])
+    return make_boxed_func(fused.forward) if boxed else fused.forward
+
+
+def _build_early(subs) -> None:
+    """Start building the partitions for the argument shapes of the trace (its FakeTensors), in one thread, in
+    order: their kernels lower, and compile in the LLVM worker processes, while Dynamo goes on to build its
+    guards; a partition's first call with those shapes waits for its build (FxcSubgraph.forward). Partitions
+    with symbolic shapes or other non-static arguments, and the freeze/check modes (which read the weights'
+    values), build at their first call instead."""
+    early = [(sub, args, sub.expect(args)) for sub, args in subs if _static(args)
+             and not (sub.options.get("freeze") or sub.options.get("check"))]
+    if not early:
+        return
+
+    def run():
+        for sub, args, slot in early:
+            try:
+                slot["entry"] = sub.compile(args)
+            except Exception:       # the first call builds again, with its real arguments, and reports it
+                pass
+            finally:
+                slot["done"].set()
+    threading.Thread(target=run, name="fxc-early-build", daemon=True).start()
+
+
+
+def _static(args) -> bool:
+    """Every argument a tensor of concrete shape and strides, or a plain Python scalar."""
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            if not all(type(d) is int for d in (*a.shape, *a.stride())):
+                return False
+        elif type(a) not in (int, float, bool):
+            return False
+    return True
+
+
+_NOT_FALLBACK = ("size arithmetic", "view output", "error check")
+
+
+def _view_outputs(gm) -> set:
+    """View ops whose result is returned (directly or through further views): they run as torch views of
+    fxc's results, so outputs that alias each other (or an input) in eager alias in the compiled result too
+    (AOT autograd relies on the compiled graph returning real views)."""
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    keep: set = set()
+    for node in reversed(gm.graph.nodes):
+        if node.op == "call_function" and getattr(node.target, "is_view", False) and \
+                any(u is out or u in keep for u in node.users):
+            keep.add(node)
+    return keep
+
+
+def _twin_views(gm, views: set) -> None:
+    """Give the compiled ops that read a view kept in torch (`_view_outputs`) a twin of it to read instead, made
+    the same way from the twins of its own kept inputs. The kept view then only feeds the output (and other kept
+    views), so it no longer cuts the compiled ops around it into separate partitions: a training graph returns the
+    views AOT autograd saves for the backward, and BERT's forward was 29 partitions that way. The outputs stay
+    real views."""
+    twins: dict = {}
+
+    def twin(v):
+        if v not in twins:
+            with gm.graph.inserting_after(v):
+                t = gm.graph.call_function(v.target, *torch.fx.node.map_arg((v.args, v.kwargs),
+                                                                            lambda a: twin(a) if a in views else a))
+            t.meta = dict(v.meta)
+            twins[v] = t
+        return twins[v]
+    for v in [n for n in gm.graph.nodes if n in views]:
+        for u in [u for u in v.users if u.op != "output" and u not in views]:
+            u.replace_input_with(v, twin(v))
+
+
+def _saves_for_backward(gm) -> bool:
+    """A forward graph of a training step: it returns more than the user's outputs (what AOT autograd saves for
+    the backward)."""
+    from torch._guards import TracingContext
+    meta = getattr(TracingContext.try_get(), "fw_metadata", None)
+    returns = getattr(meta, "num_forward", None)
+    out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
+    outs = out.args[0] if isinstance(out.args[0], (list, tuple)) else (out.args[0],)
+    return returns is not None and len(outs) > returns
+
+
+def _static_placeholders(gm) -> set:
+    """Names of the placeholders that are parameters or buffers (AOT autograd's static inputs): fxc treats
+    them as weights, whose derived values are computed once per weight version (fxc/relay_like/hoist.py),
+    or as constants under options={'freeze': True}."""
+    from torch._guards import TracingContext
+    ctx = TracingContext.try_get()
+    idx = getattr(getattr(ctx, "fw_metadata", None), "static_input_indices", None) or ()
+    placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
+    return {placeholders[i] for i in idx if i < len(placeholders)}
+

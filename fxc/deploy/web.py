@@ -1,0 +1,292 @@
+"""The static web package of a model compiled for `webgl` or `webgpu` (`fxc web`), and a local server (`fxc serve`).
+
+    write_package("model.fxc", "site")      # site/index.html, page.js, runtime.js, layout.json, weights.bin, ...
+    with serve("site") as server:           # http://127.0.0.1:<free port>/ with COOP/COEP headers
+        print(server.url)
+
+Takes a verified artifact (`fxc.export` of a webgl or webgpu module: one hashed zip) and writes a folder that runs
+the model in a browser with nothing else: `index.html` loads, with Subresource Integrity hashes, `runtime.js` (the
+target's plan runtime, fxc/runtime/webgl or webgpu, the one the RPC path uses), for a model with wasm kernels
+`wasm.js` (fxc/runtime/wasm's runtime) and the target's side of the boundary (`webgl_steps.js` or
+`webgpu_steps.js`), `package.js` (fxc/runtime/browser/web_package.js: fetch, check, load) and `page.js`. The page
+fetches
+`package.json`, then every part it lists and checks each one's sha256 with SubtleCrypto: `layout.json` (webgl: the
+shaders, textures and steps of fxc.runtime.browser.webgl.layout; webgpu: the WGSL program and its launches over the
+arena's byte offsets), `weights.bin` (the constants: webgl texture data, float32 or int32; webgpu the bytes the
+arena holds), `sample.bin` (one input set: the caller's, or standard normal floats and zero integers) and
+`module.wasm` (the groups WebGL or WGSL cannot express, compiled for wasm32: fxc.driver.page_kernels). It runs the model
+(one warm-up call, then `runs` timed calls) and shows each output's summary (shape, min, max, mean, argmax, first
+values) and the median latency of a call (inputs uploaded, plan run, outputs read back). The page sets
+`document.body.dataset.state` to "done" or "error" and keeps the outputs in `window.fxcOutputs` (what the tests
+read). Files are written atomically.
+
+`serve` is a small http.server on 127.0.0.1 only, with the Cross-Origin-Opener/Embedder-Policy headers a
+cross-origin-isolated page needs (SharedArrayBuffer, wasm threads); it stops on Ctrl-C, after `seconds`, or when
+its context ends. Errors: ArtifactError (not a webgl or webgpu artifact, a damaged one), InputError (sample inputs of
+another signature), FxcError (a folder that cannot be served).
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.server
+import json
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..driver.cache import atomic_write
+from ..errors import ArtifactError, FxcError
+from ..runtime.artifact.loader import read_artifact
+from ..runtime.browser.webgl import RUNTIME_JS, layout, pack, program_of
+from ..runtime.device import read_device
+from ..runtime.module import check_inputs
+
+PACKAGE_JS = Path(__file__).parents[1] / "runtime" / "browser" / "web_package.js"
+
+PAGE_JS = """"use strict";
+(async () => {
+  const status = document.getElementById("status"), shown = document.getElementById("result");
+  try {
+    const t0 = performance.now();
+    let {model, pkg, inputs} = await fxcLoadPackage("./");
+    const loadMs = performance.now() - t0;
+    const check = r => {                            // a wasm step's error code (webgl with wasm kernels)
+      if (r.fault) throw new Error(`${r.fault.entry} returned ${r.fault.rc} ${JSON.stringify(r.fault.record)}`);
+      return r; };
+    const size = fxcPackageSize(pkg);                // a symbolic batch: the page's ?size=N (else the sample's)
+    if (size !== null) inputs = fxcTile(inputs, pkg, size);
+    let r = check(await model.run(inputs, false, size));  // the first draw of each program may compile it
+    const times = [];
+    for (let i = 0; i < pkg.runs; i++) {
+      const t = performance.now();
+      r = check(await model.run(inputs, false, size));
+      times.push(performance.now() - t);
+    }
+    times.sort((a, b) => a - b);
+    const median = times.length ? times[times.length >> 1] : NaN;
+    window.fxcOutputs = r.outputs.map(o => Array.from(o));
+    const result = {model: pkg.model, latency_ms: median, runs: times.length, load_ms: loadMs,
+                    renderer: model.renderer,
+                    outputs: r.outputs.map((o, i) => fxcSummary(o, fxcShape(pkg.outputs[i].shape, size)))};
+    const fmt = v => (Math.abs(v) >= 1e4 || (v !== 0 && Math.abs(v) < 1e-3)) ? v.toExponential(3) : v.toFixed(4);
+    const table = document.getElementById("outputs");
+    for (const [i, s] of result.outputs.entries()) {
+      const row = table.insertRow();
+      for (const v of [pkg.outputs[i].name, `[${s.shape.join(", ")}]`, fmt(s.min), fmt(s.max), fmt(s.mean),
+                       s.argmax, s.first.slice(0, 4).map(fmt).join(", ")]) row.insertCell().textContent = v;
+    }
+    shown.textContent = JSON.stringify(result);
+    document.getElementById("latency").textContent =
+      `${median.toFixed(1)} ms a call (median of ${times.length}; load and checks ${loadMs.toFixed(0)} ms)`;
+    status.textContent = "done: every part's sha256 matched package.json";
+    document.body.dataset.state = "done";
+  } catch (e) {
+    status.textContent = "error: " + (e.message || e);
+    document.body.dataset.state = "error";
+  }
+})();
+"""
+INDEX = """<!doctype html>
+<html><head><meta charset="utf-8"><title>{title} (fxc {kind})</title>
+<style>body {{ font: 15px system-ui, sans-serif; margin: 2em; }} pre {{ background: #f4f4f4; padding: 1em; }}
+#latency {{ font-size: 1.6em; font-weight: bold; }}
+table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: 0.3em 0.8em; text-align: right; }}
+pre {{ white-space: pre-wrap; word-break: break-all; }}</style>
+{scripts}</head>
+<body data-state="loading"><h1>{title}</h1>
+<p>compiled by fxc {version} for the <code>{kind}</code> target: {kernels} kernels, {launches} launches a call{mixed},
+weights {weights_mb:.1f} MB</p>
+<p id="status">loading and checking the package...</p><p id="latency"></p>
+<table id="outputs"><tr><th>output</th><th>shape</th><th>min</th><th>max</th><th>mean</th><th>argmax</th>
+<th>first values</th></tr></table>
+<details><summary>result (JSON)</summary><pre id="result"></pre></details></body></html>
+"""
+
+
+def _sri(data: bytes) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def sample_inputs(specs: list, seed: int = 0, sizes: dict | None = None) -> list:
+    """One input set of the signature (at the size symbols' `sizes`): standard normal floats, zero integers, False."""
+    from ..runtime.module import np_dtype
+    from ..runtime.rows import shape_at
+    rng = np.random.default_rng(seed)
+    shapes = [shape_at(s, sizes) if sizes else s.shape for s in specs]
+    return [rng.standard_normal(shape).astype(np.float32) if s.dtype == "float32"
+            else np.zeros(shape, np_dtype(s.dtype)) for s, shape in zip(specs, shapes)]
+
+
+def _webgl_parts(source, specs, outputs, consts, workspace, plan, inputs, symbols=()) -> tuple:
+    """The webgl package's own parts: layout.json, weights.bin, sample.bin and, when some groups run as wasm
+    kernels (what WebGL cannot express), module.wasm; (files, package.json entries, scripts, kernels, launches)."""
+    from ..runtime.browser.webgl import WASM_JS, WASM_STEPS_JS
+    program = program_of(source)
+    desc = layout(program, plan, specs, outputs, consts, symbols=symbols)
+    weights, wrec = pack(consts, [f"constant {i}" for i in range(len(consts))])
+    sample, srec = pack(inputs, [s.name for s in specs])
+    files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
+             "sample.bin": sample}
+    extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec}}
+    scripts = {"runtime.js": RUNTIME_JS.read_bytes()}
+    if "wasm" in program:
+        files["module.wasm"] = base64.b64decode(program["wasm"]["module"])
+        extra["wasm"] = "module.wasm"
+        scripts["wasm.js"] = WASM_JS.read_bytes()
+        scripts["webgl_steps.js"] = WASM_STEPS_JS.read_bytes()
+    return files, extra, scripts, len(desc["kernels"]), len(desc["steps"])
+
+
+def _raw(arrays: list) -> tuple:
+    """(bytes, [[start, bytes]]): the arrays' bytes as an arena holds them, each padded to whole 4-byte words."""
+    blob, records = bytearray(), []
+    for a in arrays:
+        raw = np.ascontiguousarray(a).reshape(-1).view(np.uint8).tobytes()
+        raw += bytes(-len(raw) % 4)
+        records.append([len(blob), len(raw)])
+        blob += raw
+    return bytes(blob), records
+
+
+def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tuple:
+    """The webgpu package's own parts: layout.json (the WGSL program, the launches with their operands' byte
+    offsets in the arena: fxc.runtime.browser.webgpu's layout), weights.bin and sample.bin (bytes as the arena holds
+    them)."""
+    from types import SimpleNamespace
+
+    from ..runtime.browser.webgpu import RUNTIME_JS as GPU_JS, WASM_JS, WASM_STEPS_JS
+    from ..runtime.device import _nbytes
+    from ..runtime.opengl.device import dispatch_of, place_arena
+    m = SimpleNamespace(inputs=specs, outputs=outputs, consts=consts, workspace_bytes=workspace)
+    place_arena(m, 1 << 62, "WebGPU", "the browser")        # the page checks its adapter's binding limit
+    where = {"in": m._in_at, "out": m._out_at, "const": m._const_at}
+    at = lambda kind, ix: -1 if kind == "null" else m._ws_at + ix if kind == "work" else where[kind][ix]  # noqa: E731
+    program = json.loads(source.split("\n", 1)[1] if source.startswith("/*") else source)
+    wasm = program.pop("wasm", {})          # groups WGSL refused: wasm steps (fxc.driver.page_kernels)
+    entries = wasm.get("entries", {})
+    desc = {"program": program, "arena_bytes": m.arena_bytes, "inputs": m._in_at, "outputs": m._out_at,
+            "output_bytes": [_nbytes(s) for s in outputs], "consts": m._const_at,
+            "plan": [{"wasm": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args], **entries[st.kernel]}
+                     if st.kernel in entries else
+                     {"kernel": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args],
+                      "groups": list(dispatch_of(tuple(st.grid))[0])} for st in plan]}
+    weights, wrec = _raw(m.consts)
+    sample, srec = _raw(inputs)
+    files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
+             "sample.bin": sample}
+    extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec}}
+    scripts = {"runtime.js": GPU_JS.read_bytes()}
+    if wasm:
+        files["module.wasm"] = base64.b64decode(wasm["module"])
+        extra["wasm"] = "module.wasm"
+        scripts.update({"wasm.js": WASM_JS.read_bytes(), "webgpu_steps.js": WASM_STEPS_JS.read_bytes()})
+    return files, extra, scripts, len(program["kernels"]), len(plan)
+
+
+PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts}     # target kind -> its package's parts
+
+
+def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys=None) -> Path:
+    """Write the static web package of a webgl or webgpu artifact into `directory` (made if missing); returns
+    index.html's path. inputs: the sample inputs the page runs (numpy arrays of the signature; default
+    sample_inputs)."""
+    manifest, parts = read_artifact(artifact, trusted_keys)
+    kind = str(manifest.get("target", "")).split(" ")[0]
+    if kind not in PARTS:
+        raise ArtifactError(f"{artifact}: a {manifest.get('target')!r} artifact; `fxc web` packages a model compiled "
+                            f"for webgl or webgpu: compile it with target='webgl' (fxc compile --target webgl) or "
+                            f"target='webgpu'")
+    source, specs, outputs, consts, workspace, plan = read_device(artifact, manifest, parts)
+    symbols, dynamic = list(manifest.get("symbols") or ()), {}
+    if symbols and kind != "webgl":
+        raise ArtifactError(f"{artifact}: a {kind} artifact with size symbols; `fxc web` packages a symbolic batch for "
+                            f"webgl only (fxc.load runs this one at any size): export a {kind} build with static "
+                            f"shapes for the web package, or a webgl build with the dynamic batch")
+    if symbols:     # a symbolic batch (webgl): the sample at its size; the page runs any size (?size=N) in range
+        from ..runtime.symbols import bind_symbols
+        sizes = {symbols[0]["name"]: min(max(8, symbols[0]["min"]), symbols[0]["max"])} if inputs is None else \
+            bind_symbols(specs, [np.shape(a) for a in inputs], symbols)
+        inputs = sample_inputs(specs, sizes=sizes) if inputs is None else list(inputs)
+        dynamic = {"symbol": symbols[0], "sample_size": int(sizes[symbols[0]["name"]])}
+    inputs = check_inputs(specs, sample_inputs(specs) if inputs is None else list(inputs), symbols)
+    files, extra, scripts, kernels, launches = PARTS[kind](source, specs, outputs, consts, workspace, plan, inputs,
+                                                           **({"symbols": symbols} if symbols else {}))
+    sig = lambda ss: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in ss]  # noqa: E731
+    title = Path(artifact).stem
+    pkg = {"format": "fxc-web", "model": title, "target": manifest["target"], "fxc_version": __version__,
+           "artifact_sha256": hashlib.sha256(Path(artifact).read_bytes()).hexdigest(), "runs": int(runs),
+           "inputs": sig(specs), "outputs": sig(outputs), "layout": "layout.json", **extra, **dynamic,
+           "parts": {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in files.items()}}
+    scripts.update({"package.js": PACKAGE_JS.read_bytes(), "page.js": PAGE_JS.encode()})
+    tags = "\n".join(f'<script src="{n}" integrity="{_sri(d)}"{" defer" if n == "page.js" else ""}></script>'
+                     for n, d in scripts.items())
+    files.update(scripts)
+    files["package.json"] = json.dumps(pkg, indent=1).encode()
+    mixed = f" ({len(program_of(source)['wasm']['entries'])} wasm kernels among them)" if "wasm" in extra else ""
+    files["index.html"] = INDEX.format(title=title, kind=kind, scripts=tags, version=__version__, kernels=kernels,
+                                       launches=launches, mixed=mixed,
+                                       weights_mb=len(files["weights.bin"]) / 1e6).encode()
+    out = Path(directory)
+    for name, data in files.items():
+        try:
+            atomic_write(out / name, data)
+        except OSError as e:
+            raise FxcError(f"cannot write {out / name} ({e.strerror or e}); choose a writable folder") from None
+    return out / "index.html"
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def end_headers(self):
+        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
+        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
+        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+    def log_message(self, fmt, *args):      # quiet: the page reports what matters
+        pass
+
+
+http.server.SimpleHTTPRequestHandler.extensions_map.setdefault(".wasm", "application/wasm")
+
+
+class Server:
+    """A running `serve`: .url, .port, .stop() (also a context manager)."""
+
+    def __init__(self, directory, port: int = 0):
+        d = Path(directory)
+        if not (d / "index.html").is_file():
+            raise FxcError(f"{d}: no index.html to serve; write a package there first (fxc web model.fxc {d})")
+        handler = lambda *a, **k: _Handler(*a, directory=str(d), **k)  # noqa: E731
+        try:
+            self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), handler)
+        except OSError as e:
+            raise FxcError(f"cannot listen on 127.0.0.1:{port} ({e.strerror or e}); choose another --port") from None
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="fxc-serve", daemon=True)
+        self._thread.start()
+
+    def wait(self, seconds: float | None = None) -> None:
+        """Serve until stopped, or for `seconds`."""
+        self._thread.join(seconds)
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self._thread.join()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def serve(directory, port: int = 0) -> Server:
+    """Serve `directory` on 127.0.0.1:`port` (0: a free port) from a background thread; stop() ends it."""
+    return Server(directory, port)

@@ -1,0 +1,138 @@
+"""CPU device API: load a compiled shared library and call its `fxc_run` entry with raw pointers.
+Imports only numpy and ctypes."""
+from __future__ import annotations
+
+import ctypes
+import os
+import struct
+import sys
+import threading
+
+import numpy as np
+
+from ...errors import LibraryError
+
+
+def check_elf(path: str) -> None:
+    """Raise LibraryError unless `path` is a whole 64-bit little-endian ELF shared library: every segment the loader
+    maps lies inside the file (a truncated library would otherwise be mapped past its end: SIGBUS in dlopen)."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(64)
+            if len(head) < 64 or head[:6] != b"\x7fELF\x02\x01" or struct.unpack_from("<H", head, 16)[0] != 3:
+                raise LibraryError(f"{path} is not a 64-bit little-endian ELF shared library (damaged?)")
+            phoff, = struct.unpack_from("<Q", head, 32)
+            phentsize, phnum = struct.unpack_from("<HH", head, 54)
+            if phentsize < 56 or phoff + phentsize * phnum > size:
+                raise LibraryError(f"{path} is truncated (its program headers lie past its end)")
+            f.seek(phoff)
+            table = f.read(phentsize * phnum)
+    except OSError as e:
+        raise LibraryError(f"cannot read the library {path}: {e}") from None
+    for k in range(phnum):
+        offset, filesz = struct.unpack_from("<QQ", table, k * phentsize + 8)[0], \
+            struct.unpack_from("<Q", table, k * phentsize + 32)[0]
+        if offset + filesz > size:
+            raise LibraryError(f"{path} is truncated ({size} bytes; a segment ends at {offset + filesz})")
+
+
+def openmp_mode(training_step: bool = False) -> int:
+    """Where kernels run their parallel loops (cpu_parallel.c): 0 on fxc's own pool, 1 on OpenMP's team (beside
+    PyTorch, PyTorch's: its libgomp.so.1 is the one the module links), 2 on whichever is awake at the call. FXC_OPENMP=1
+    / 0 force 1 / 0. Else a training step's graphs take 1 (their calls follow PyTorch's ops: loss, optimizer), every
+    other module 2 when PyTorch is loaded (right after a PyTorch op its team is spinning and takes the loops at once,
+    where fxc's workers would get half a core beside it; after idle fxc's pool wakes faster), 0 without it (nothing
+    else uses the team)."""
+    flag = os.environ.get("FXC_OPENMP", "")
+    if flag in ("0", "1"):
+        return int(flag)
+    return 1 if training_step else 2 if "torch" in sys.modules else 0
+
+
+_CALL_LOCKS: dict = {}      # library path -> the lock its calls take turns on (one dlopen handle, one set of globals)
+
+
+class CpuLibrary:
+    def __init__(self, path: str):
+        self.path = str(path)
+        check_elf(self.path)
+        try:
+            self.lib = ctypes.CDLL(self.path)
+            self.run = self.lib.fxc_run
+        except (OSError, AttributeError) as e:
+            raise LibraryError(f"cannot load the compiled library {self.path}: {e}") from None
+        self.run.restype = ctypes.c_int
+        self.run.argtypes = [ctypes.c_void_p] * 4
+        threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or len(os.sched_getaffinity(0))
+        self.lib.fxc_set_num_threads(ctypes.c_int(threads))
+        self.use_openmp = getattr(self.lib, "fxc_use_openmp", None)    # absent from older libraries
+        if self.use_openmp is not None:
+            self.use_openmp.restype, self.use_openmp.argtypes = None, [ctypes.c_int]
+            self.use_openmp(openmp_mode())
+        try:      # present when the module has a weight-packing step that may be skipped
+            self.prepack, self.run_main = self.lib.fxc_prepack, self.lib.fxc_run_main
+        except AttributeError:
+            self.prepack = self.run_main = None
+        for f in (self.prepack, self.run_main):
+            if f is not None:
+                f.restype, f.argtypes = ctypes.c_int, [ctypes.c_void_p] * 4
+        self.wake = getattr(self.lib, "fxc_wake", None)                    # absent from older libraries
+        if self.wake is not None:
+            self.wake.restype, self.wake.argtypes = None, []
+        try:        # the record of an out-of-range index (op, index, size); absent from older libraries
+            self.index_record = (ctypes.c_int64 * 3).in_dll(self.lib, "fxc_index_error")
+        except ValueError:
+            self.index_record = None
+        # the kernels record a failed call (an index out of range, a division by zero) in the library's globals:
+        # calls into one library take turns, so each reads its own record (they use every core anyway)
+        self._lock, self._failed = _CALL_LOCKS.setdefault(self.path, threading.Lock()), threading.local()
+        self.run, self.prepack, self.run_main = (None if f is None else self._taking_turns(f)
+                                                 for f in (self.run, self.prepack, self.run_main))
+        self.fingerprint = getattr(self.lib, "fxc_fingerprint", None)      # absent from older libraries
+        if self.fingerprint is not None:
+            self.fingerprint.restype = ctypes.c_uint64
+            self.fingerprint.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+
+
+    def _taking_turns(self, fn):
+        """fn, called under the library's lock; a failed call's index record is kept for this thread."""
+        def call(*args):
+            with self._lock:
+                rc = fn(*args)
+                if rc and self.index_record is not None:
+                    self._failed.record = tuple(int(v) for v in self.index_record)
+            return rc
+        return call
+
+    def index_error(self) -> tuple:
+        """(op number, index, size) of the out-of-range index this thread's last failed call met
+        (fxc.errors.INDEX_OPS)."""
+        return getattr(self._failed, "record", (-1, "?", "?"))
+
+
+class Workspace:
+    """A reusable scratch buffer per calling thread (64-byte aligned)."""
+
+    def __init__(self, nbytes: int):
+        self.nbytes = nbytes
+        self._local = threading.local()
+
+    def state(self) -> dict:
+        """Per-thread facts about the workspace's contents (e.g. which weights are packed in it)."""
+        st = getattr(self._local, "state", None)
+        if st is None:
+            st = self._local.state = {}
+        return st
+
+    def pointer(self) -> int:
+        buf = getattr(self._local, "buf", None)
+        if buf is None:
+            raw = np.empty(self.nbytes + 64, dtype=np.uint8)
+            off = (-raw.ctypes.data) % 64
+            self._local.buf = buf = (raw, raw.ctypes.data + off)
+        return buf[1]
+
+
+def pointer_array(addresses) -> ctypes.Array:
+    return (ctypes.c_void_p * max(len(addresses), 1))(*addresses)
