@@ -108,7 +108,7 @@ def tfjs_layout(model) -> dict:
 def export_weights(model, stem: Path) -> None:
     """Write `stem`.json (a list of {name, shape, offset}: offsets in float32 elements) and `stem`.bin (the
     tensors' little-endian float32 values one after another) from tfjs_layout(model)."""
-    from fxc.driver.cache import atomic_write
+    from fxc.runtime.store import atomic_write
     manifest, blobs, offset = [], [], 0
     for name, a in tfjs_layout(model).items():
         manifest.append({"name": name, "shape": list(a.shape), "offset": offset})
@@ -361,7 +361,7 @@ def main(argv=None) -> int:
         return 0
 
     from benchmarks.figure3 import cpu_name
-    from fxc.driver.cache import atomic_write
+    from fxc.runtime.store import atomic_write
     if args.fxc_worker:
         prep = prepare_model(args.models, None)
         print(WORKER_TAG + json.dumps(run_fxc(args.fxc_worker, prep, args)), flush=True)

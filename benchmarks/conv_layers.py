@@ -95,7 +95,7 @@ def main(argv=None) -> int:
               f"{e['min_ms']:10.2f} / {e['median_ms']:9.2f} {e['gflops_at_min']:8.1f}  {r['max_err_rel']:.0e}  "
               f"{'; '.join(r['kernels'])}", flush=True)
     if args.json:
-        from fxc.driver.cache import atomic_write
+        from fxc.runtime.store import atomic_write
         atomic_write(args.json, json.dumps(rows, indent=1).encode())
     return 0
 

@@ -168,7 +168,7 @@ def run(models: list, sizes: dict, runs: int, image: int, variants: list, target
     """Sweep every model, write the JSON and PNG; returns the JSON's path."""
     import torch
 
-    from fxc.driver.cache import atomic_write
+    from fxc.runtime.store import atomic_write
     for key in ("recompile_limit", "accumulated_recompile_limit"):
         setattr(torch._dynamo.config, key, max(256, getattr(torch._dynamo.config, key)))
     results, t0 = {}, time.perf_counter()

@@ -219,7 +219,7 @@ def main(argv=None) -> int:
         return replot(Path(args.from_json), args.chart)
     import torch
 
-    from fxc.driver.cache import atomic_write
+    from fxc.runtime.store import atomic_write
     from fxc.testing.models import example_inputs, make_model
     model, inputs = make_model(args.model), example_inputs(args.model)
     with torch.inference_mode():

@@ -140,7 +140,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown model(s)/peer(s) {bad}")
     os.environ["OMP_NUM_THREADS"] = os.environ["FXC_NUM_THREADS"] = str(args.threads)
     sys.path.insert(0, str(ROOT))
-    from fxc.driver.cache import atomic_write
+    from fxc.runtime.store import atomic_write
     from fxc.target import host_cpu
     from fxc.testing.mxnet_zoo import import_mxnet
     mx = import_mxnet()

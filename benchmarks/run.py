@@ -477,7 +477,7 @@ def main(argv=None) -> int:
 
 def _write_json(report: dict, path: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from fxc.driver.cache import atomic_write
+    from fxc.runtime.store import atomic_write
     atomic_write(path, (json.dumps(report, indent=1) + "\n").encode())
 
 

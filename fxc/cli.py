@@ -26,8 +26,8 @@ import time
 
 import numpy as np
 
-from .driver.cache import atomic_write
 from .errors import FxcError
+from .runtime.store import atomic_write
 
 
 def _shape(text: str) -> tuple:
@@ -308,7 +308,7 @@ def cmd_serve(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from .driver import cache
+    from .runtime import store as cache
     if args.action == "clear":
         n, freed = cache.clear()
         print(f"removed {n} entries ({freed / 2**20:.1f} MiB) from {cache.cache_dir()}")

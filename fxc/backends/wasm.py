@@ -22,8 +22,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..driver.cache import read_entry, write_entry
 from ..errors import CompileError, TargetError
+from ..runtime.store import read_entry, write_entry
 from ..target import Target
 
 INSTALL_LLD = ("the wasm target links its module with wasm-ld: install Debian's lld (`apt-get install lld`, "

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..driver.cache import atomic_write
 from ..errors import ArtifactError, FxcError, TargetError
 from ..runtime.artifact import signing
 from ..runtime.artifact.loader import (
@@ -33,6 +32,7 @@ from ..runtime.artifact.loader import (
 )
 from ..runtime.device import device_interface_line
 from ..runtime.module import Module, np_dtype
+from ..runtime.store import atomic_write
 
 C_ABI = {
     "header": HEADER,

@@ -552,7 +552,7 @@ def shrink(program: dict, failure: str, target: str = "llvm") -> dict:
 
 
 def save_reproducer(program: dict, failure: str, save_dir) -> Path:
-    from ..driver.cache import atomic_write
+    from ..runtime.store import atomic_write
     body = json.dumps(program, sort_keys=True)
     name = "fuzz_" + hashlib.sha256(body.encode()).hexdigest()[:12] + ".json"
     path = Path(save_dir) / name
@@ -566,7 +566,7 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
     shrunk and saved. The case being checked is kept in `<save_dir>/.fuzz_current-<seed>.json`."""
     import logging
 
-    from ..driver.cache import atomic_write
+    from ..runtime.store import atomic_write
     logging.getLogger("fxc").setLevel(logging.ERROR)
     stats = {"graphs": 0, "wrong": 0, "crashed": 0, "uncompiled": 0, "failures": []}
     t0 = time.perf_counter()

@@ -204,7 +204,7 @@ def main(argv=None) -> int:
     report = summarize(records, backend.name, args)
     print_report(report, args.quiet)
     if args.json:
-        from fxc.driver.cache import atomic_write
+        from fxc.runtime.store import atomic_write
         atomic_write(args.json, json.dumps(report, indent=1).encode())
     return 0
 

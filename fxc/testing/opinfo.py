@@ -313,7 +313,7 @@ def sweep(keys, targets, max_samples=8, timeout=600, json_path=None, worker_log=
           dtype="float32", jobs=1) -> dict:
     """Run the OpInfo sweep; returns {"targets": {target: {"totals": ..., "ops": {key: record}}}}.
     `jobs` worker processes run ops side by side (each worker owns one op at a time)."""
-    from ..driver.cache import atomic_write
+    from ..runtime.store import atomic_write
     report = {"max_samples": max_samples, "dtype": dtype, "targets": {}}
     log = open(worker_log, "a") if worker_log else subprocess.DEVNULL
     lock = threading.Lock()

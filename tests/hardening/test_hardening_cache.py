@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import fxc.driver.build as fb
-from fxc.driver import cache
-from fxc.driver.cache import read_entry
+from fxc.runtime import store as cache
+from fxc.runtime.store import read_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 X = np.linspace(-1, 1, 15, dtype=np.float32).reshape(3, 5)

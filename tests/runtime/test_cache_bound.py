@@ -1,4 +1,4 @@
-"""The compile cache is bounded (fxc/driver/cache.py, FXC_CACHE_MAX_BYTES): least recently used entries go first (a hit
+"""The compile cache is bounded (fxc/runtime/store.py, FXC_CACHE_MAX_BYTES): least recently used entries go first (a hit
 counts as a use), the bound holds after every write, two processes writing at once keep it and a true size count,
 and an evicted entry is a clean miss (no warning; a build on a tiny bound still runs and is right)."""
 import json
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from fxc.driver import cache
+from fxc.driver import cache as module_cache
+from fxc.runtime import store as cache
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -82,7 +83,7 @@ def test_recently_used_entries_are_not_evicted(bounded, monkeypatch):
 
 WRITER = '''
 import os, sys
-from fxc import cache
+from fxc.runtime import store as cache
 cache.GRACE_S = 0.0
 tag = sys.argv[1]
 for i in range(60):
@@ -120,7 +121,7 @@ def test_evicted_module_entry_is_a_clean_miss(bounded):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         os.unlink(bounded / "modules/k.npz")                    # as eviction leaves it: one part gone
-        assert cache.load_module("k") is None
+        assert module_cache.load_module("k") is None
         assert cache.read_entry("modules/k.npz") is None
 
 

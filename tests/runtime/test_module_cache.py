@@ -1,4 +1,4 @@
-"""The on-disk module cache (fxc/driver/cache.py, fxc/driver/build.py): a second build of the same graph, in this or
+"""The on-disk module cache (fxc/runtime/store.py, fxc/driver/build.py): a second build of the same graph, in this or
 another process, loads the module instead of compiling; anything that could change the result misses."""
 import json
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import fxc.driver.build as fb
-from fxc.driver.cache import read_entry
 from fxc.relay_like.graph import Graph
+from fxc.runtime.store import read_entry
 
 
 def _graph(scale=2.0):

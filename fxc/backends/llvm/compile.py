@@ -19,8 +19,8 @@ import threading
 import time
 from pathlib import Path
 
-from ...driver.cache import atomic_write, cache_dir, checked_file, read_entry, write_entry
 from ...errors import CompileError
+from ...runtime.store import atomic_write, cache_dir, checked_file, read_entry, write_entry
 from ...target import Target
 from .module import ModuleWriter
 
@@ -149,7 +149,7 @@ PREBUILT = RUNTIME_C.parent / "_prebuilt"      # the runtime's object file made 
 
 def _runtime_object(where: Path | None = None) -> Path:
     """The thread-pool runtime (runtime/cpu_parallel.c) as an object file, by the hash of its source: the one
-    built at install when there is one, else the cache's (checked, fxc/driver/cache.py) or one built now into the cache
+    built at install when there is one, else the cache's (checked, fxc/runtime/store.py) or one built now into the cache
     (or into `where`)."""
     src = RUNTIME_C.read_bytes()
     name = f"cpu_parallel-{hashlib.sha256(src).hexdigest()[:16]}.o"
@@ -196,7 +196,7 @@ def build_library(ir_text: str, queue: "CompileQueue | None" = None, target=None
     C runtime libraries do not define (check_link)."""
     spec = machine_spec(target)
     key = hashlib.sha256((ir_text + spec + RUNTIME_C.read_text()).encode()).hexdigest()[:24]
-    lib = checked_file(f"fxc-{key}.so")        # a damaged or replaced library is a miss (fxc/driver/cache.py)
+    lib = checked_file(f"fxc-{key}.so")        # a damaged or replaced library is a miss (fxc/runtime/store.py)
     if lib is not None:
         if queue is not None:
             queue.finish()
@@ -257,7 +257,7 @@ def compile_objects(ir_text: str, queue: "CompileQueue | None" = None, target=No
     for (name, text), key in zip(parts, keys):
         if key in objects or queue.has(key):
             continue
-        obj = read_entry(f"objects/{key}.o")     # None when missing or damaged (fxc/driver/cache.py)
+        obj = read_entry(f"objects/{key}.o")     # None when missing or damaged (fxc/runtime/store.py)
         if obj is not None:
             objects[key] = obj
         else:

@@ -14,7 +14,7 @@ import hashlib
 import json
 import time
 
-from ...driver.cache import atomic_write, cache_dir
+from ...runtime.store import atomic_write, cache_dir
 
 
 def _loop(name: str, dot: bool, nacc: int = 24) -> str:

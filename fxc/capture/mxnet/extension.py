@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...driver.cache import cache_dir
 from ...errors import CompileError, FxcError
+from ...runtime.store import cache_dir
 from .convert import Model, import_mxnet, parse_symbol_json
 from .ops import CONVERTERS, LABEL_OPS, WEIGHT_SLOTS, Node, attribute_problem
 

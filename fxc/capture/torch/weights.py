@@ -94,12 +94,13 @@ def _load() -> None:
 
 def library_path(where: Path | None = None) -> Path:
     """weight_check.cpp as a shared library for the installed torch: the one built at setup beside this file
-    (`_prebuilt/`) when there is one, else the cache's (checked, fxc/driver/cache.py) or one built now with g++ into the
+    (`_prebuilt/`) when there is one, else the cache's (checked, fxc/runtime/store.py) or one built now with g++ into
+    the
     cache (or into `where`), by the hash of the source, torch's version and build, Python's and g++'s versions."""
     import torch
 
-    from ...driver.cache import checked_file, write_entry
     from ...errors import CompileError
+    from ...runtime.store import checked_file, write_entry
     gxx = shutil.which("g++")
     if gxx is None:
         raise CompileError("g++ is not installed (apt-get install g++)")
@@ -124,7 +125,7 @@ def library_path(where: Path | None = None) -> Path:
         if r.returncode:
             raise CompileError("g++ could not build fxc's weight check", SOURCE.read_text(), r.stderr[-4000:])
         if where is not None:
-            from ...driver.cache import atomic_write
+            from ...runtime.store import atomic_write
             atomic_write(where / name, so.read_bytes(), 0o755)
             return where / name
         return write_entry(f"torch_ext/{name}", so.read_bytes(), 0o755)

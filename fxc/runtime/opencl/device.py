@@ -130,7 +130,7 @@ class Device:
             raise CompileError(f"the OpenCL driver of {self} rejected a generated program", source, log) from None
         if path is not None:
             try:
-                from ...driver.cache import atomic_write
+                from ..store import atomic_write
                 atomic_write(path, prog.binaries[0])
             except (OSError, IndexError, cl.Error):
                 pass            # an unwritable cache only costs the next process a build
@@ -139,7 +139,7 @@ class Device:
 
 def _cache_dir():
     try:
-        from ...driver.cache import cache_dir
+        from ..store import cache_dir
         d = cache_dir() / "opencl"
         d.mkdir(parents=True, exist_ok=True)
         return d
