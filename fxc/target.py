@@ -9,13 +9,15 @@
 A target carries `Caps`: vector lanes and registers, threads, local memory, work-group limits, index width,
 dtypes, math functions. Passes, schedules and renderers read these instead of constants. Parsing never needs
 the device: `Target.parse` is pure text (plus the host's CPU for a bare `llvm`); a device target's
-capabilities are filled by its device API (`with_caps`). `check_runnable` says before any kernel runs
-whether this host can run code built for the target.
+capabilities are filled by its device API (`with_device`, through `fxc.backends.fill`); whether this host can
+run code built for a target is its backend's question (`fxc.backends.check_runnable`). This module is data: it
+imports no backend and opens no device.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import shlex
 from dataclasses import dataclass, field
 
@@ -42,8 +44,13 @@ class Caps:
     libm: bool = True                       # kernels may call a C math library (False: wasm, whose float32 math is
     #                                         fxc's own code, llvm_math, and any other math function an import the
     #                                         JS runtime supplies)
-    fallback: str = ""                      # the target kind whose kernels run, in the same page, the fused groups
-    #                                         this one refuses (webgl: "wasm"; fxc.driver.page_kernels); "" for none
+    page_kernels: str = ""                  # the target kind whose kernels run, in the same page, the fused groups
+    #                                         this one refuses (webgl, webgpu: "wasm"; fxc.driver.page_kernels); ""
+    #                                         for none. (Not capture's eager fallback: these kernels are fxc's own.)
+    hoist_weights: bool = True              # weight-only values (a batch norm's scale, a weight's transpose) run as
+    #                                         a prepack step of their own, kept between calls; False (webgl, whose
+    #                                         host checks the indices a kernel reads before the call: they must be
+    #                                         inputs or constants) keeps them fused into their uses
     cache_bytes: int = 1 << 20              # a core's private (L2) data cache: what a CPU schedule keeps hot between
                                             # work items (1 MiB: Zen 4, Cascade Lake; larger caches only gain)
     vector_widths: frozenset = frozenset()  # a device language's float32 vector types that device kernels keep
@@ -61,6 +68,8 @@ class Caps:
     #                                         draw), fewer launches for two more kernels a group
     channel_block: int = 0                  # a device's conv activations in NCHWkc, k channels of a pixel together
     #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
+    texture_width: int = 0                  # elements in a row of a tensor's texture (webgl: its runtime's WIDTH),
+    #                                         which the renderer's index arithmetic and the runtime's layout share
     render_targets: int = 1                 # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
     #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl.draw_buffers jams a kernel's copies)
 
@@ -78,6 +87,7 @@ class Target:
     kind: str
     attrs: tuple = ()                       # sorted (key, value) pairs from -key=value options
     caps: Caps = field(default_factory=Caps, compare=False)
+    device: object = field(default=None, compare=False, repr=False)     # the opened device (fxc.backends.fill)
 
     # ------------------------------------------------------------------ parsing
     @staticmethod
@@ -92,6 +102,18 @@ class Target:
 
     def with_caps(self, caps: Caps) -> "Target":
         return dataclasses.replace(self, caps=caps)
+
+    def with_device(self, device, caps: Caps) -> "Target":
+        """The target filled by its device API: the opened device and the Caps it reports."""
+        return dataclasses.replace(self, caps=caps, device=device)
+
+    def check_options(self) -> None:
+        """TargetError for an option the target's kind does not take (DEVICE_OPTIONS; llvm and wasm check theirs
+        when parsed)."""
+        known, hint = DEVICE_OPTIONS.get(self.kind, ((), ""))
+        unknown = sorted(set(dict(self.attrs)) - set(known))
+        if unknown and self.kind in DEVICE_OPTIONS:
+            raise TargetError(f"{self.kind} target: unknown option(s) {', '.join('-' + u for u in unknown)}; {hint}")
 
     def __str__(self):
         return " ".join([self.kind] + [f"-{k}={v}" for k, v in self.attrs])
@@ -129,24 +151,6 @@ class Target:
     def machine_key(self) -> str:
         """What code built for this target depends on (cache keys): triple, CPU and feature string."""
         return f"{self.triple}\n{self.mcpu}\n{self.llvm_features}"
-
-    def check_runnable(self) -> None:
-        """Raise TargetError when this host cannot run code built for the target (an llvm target whose CPU
-        features the host lacks; a wasm target without the linker that makes its module or the browser that runs
-        it). Compiling and exporting for such a target is allowed; running is not."""
-        if self.kind == "wasm":
-            from .backends.wasm import find_linker
-            from .runtime.browser.wasm import open_wasm_runtime
-            find_linker()
-            open_wasm_runtime()
-            return
-        if self.kind != "llvm":
-            return
-        missing = sorted(self.caps.features - host_features())
-        if missing:
-            raise TargetError(f"target {self}: this host's CPU ({host_cpu()}) lacks {', '.join(missing)}; code "
-                              f"built for it cannot run here. Compile for target='llvm' (the host) to run, or "
-                              f"export the artifact and run it on a CPU that has these features")
 
 
 def _parse(text: str) -> Target:
@@ -230,20 +234,19 @@ def _wasm_target(opts: dict) -> Target:
 
 
 def _host_threads() -> int:
-    import os
     return len(os.sched_getaffinity(0))
 
 
 @functools.lru_cache(maxsize=None)
 def host_cpu() -> str:
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: the runtime's device APIs import this module, never llvmlite
     return llvm.get_host_cpu_name()
 
 
 @functools.lru_cache(maxsize=None)
 def host_feature_string() -> str:
     """LLVM's feature string of this host's CPU ("+avx2,-avx512fp16,...")."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: as in host_cpu
     return llvm.get_host_cpu_features().flatten()
 
 
@@ -254,7 +257,7 @@ def host_features() -> frozenset:
 
 @functools.lru_cache(maxsize=None)
 def host_triple() -> str:
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: as in host_cpu
     return llvm.get_process_triple()
 
 
@@ -297,108 +300,14 @@ X86_CPUS = {
 }
 
 
-def opencl_caps(info: dict) -> Caps:
-    """Caps of an OpenCL device from what its device API reports (fxc.runtime.opencl.device.Device.info): compute units,
-    local memory (and whether it is memory of its own: feature "dedicated_local_memory"; a CPU device's is plain
-    memory), work-group limit, preferred vector width, its extensions, float64 only with the fp64 extension.
-    Index width: 32 bits on a GPU (its 64-bit integer arithmetic is emulated); 64 on a CPU device, whose vectoriser
-    sees consecutive loads across work-items only through the 64-bit work-item index (there only divisions run in
-    32 bits: fxc.backends.cstyle; measured on PoCL by benchmarks/opencl_window.py)."""
-    dtypes = set(Caps().dtypes) - {"complex64", "complex128"}
-    if not info.get("fp64"):
-        dtypes.discard("float64")
-    return Caps(vector_bits=32 * max(1, int(info.get("preferred_vector_width_float", 1))), vector_registers=0,
-                threads=int(info["compute_units"]),
-                features=frozenset(info.get("extensions", ())) | ({"dedicated_local_memory"}
-                                                                  if info.get("dedicated_local_memory") else set()),
-                local_memory_bytes=int(info["local_memory_bytes"]),
-                max_work_group_size=int(info["max_work_group_size"]),
-                index_bits=32 if info.get("dedicated_local_memory") else 64, dtypes=frozenset(dtypes), scatter=True,
-                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"},
-                vector_widths=frozenset({2, 4, 8, 16}))
-
-
-OPENCL_OPTIONS = ("device",)
-
-
-def opengl_caps(info: dict) -> Caps:
-    """Caps of a GL 4.3+ context (fxc.runtime.opengl.device.Device.info): 32-bit indices, no float64 / float16 /
-    bfloat16 (int64 is computed in 32 bits where provably exact: fxc.backends.glsl), GL's shared-memory minimum."""
-    return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(),
-                local_memory_bytes=int(info["local_memory_bytes"]),
-                max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
-                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
-                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"})
-
-
-def _opengl_target(target: Target) -> Target:
-    if target.attrs:
-        raise TargetError(f"opengl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
-                          f"opengl target takes none (it uses the process's EGL context)")
-    from .runtime.opengl.device import open_device
-    return target.with_caps(opengl_caps(open_device(None).info))
-
-
-def webgl_caps(info: dict) -> Caps:
-    """Caps of a WebGL 2 page (fxc.runtime.browser.webgl.open_page().info): one work-item per fragment, no work-groups
-    or
-    shared memory, no scatter, 32-bit indices, float32 and integers (int64 narrowed) only; what it refuses runs as
-    wasm kernels in the same page."""
-    return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
-                max_work_group_size=1, index_bits=32,
-                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm",
-                row_align=4, binary_tails=True, channel_block=4,
-                render_targets=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
-
-
-def _webgl_target(target: Target) -> Target:
-    if target.attrs:
-        raise TargetError(f"webgl target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
-                          f"webgl target takes none (FXC_CHROMIUM names the browser)")
-    from .runtime.browser.webgl import open_page
-    return target.with_caps(webgl_caps(open_page().info))
-
-
-def webgpu_caps(info: dict) -> Caps:
-    """Caps of a WebGPU device (fxc.runtime.browser.webgpu.open_gpu().info): its work-group and shared-memory limits,
-    32-bit
-    indices, float32 and integers (int64 narrowed) only; shared memory counts as the device's own
-    (feature "dedicated_local_memory") unless the adapter is SwiftShader, a CPU; what WGSL refuses runs as wasm
-    kernels in the same page."""
-    return Caps(vector_bits=128, vector_registers=0, threads=1,
-                features=frozenset({"dedicated_local_memory"} if info.get("dedicated_local_memory") else ()),
-                local_memory_bytes=int(info["local_memory_bytes"]),
-                max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
-                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
-                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm")
-
-
-def _webgpu_target(target: Target) -> Target:
-    if target.attrs:
-        raise TargetError(f"webgpu target: unknown option(s) {', '.join('-' + k for k, _ in target.attrs)}; the "
-                          f"webgpu target takes none (FXC_CHROMIUM names the browser)")
-    from .runtime.browser.webgpu import open_gpu
-    return target.with_caps(webgpu_caps(open_gpu().info))
-
-
-def device_target(target: Target) -> Target:
-    """A device target with its Caps filled from the device it names (opening it: a TargetError says what is
-    missing when there is no runtime or device)."""
-    if target.kind == "opengl":
-        return _opengl_target(target)
-    if target.kind == "webgl":
-        return _webgl_target(target)
-    if target.kind == "webgpu":
-        return _webgpu_target(target)
-    if target.kind != "opencl":
-        raise TargetError(f"target {target}: only 'llvm', 'opencl', 'opengl', 'webgl' and 'webgpu' can be built here")
-    unknown = sorted(set(dict(target.attrs)) - set(OPENCL_OPTIONS))
-    if unknown:
-        raise TargetError(f"opencl target: unknown option(s) {', '.join('-' + u for u in unknown)}; known: -device="
-                          f"<index or name substring> (or set FXC_OPENCL_DEVICE)")
-    from .runtime.opencl.device import open_device
-    return target.with_caps(opencl_caps(open_device(target.attr("device")).info))
+# the options of the device kinds (their device APIs fill the rest of the target: fxc.backends.fill) and what a
+# TargetError for another one says
+DEVICE_OPTIONS = {
+    "opencl": (("device",), "known: -device=<index or name substring> (or set FXC_OPENCL_DEVICE)"),
+    "opengl": ((), "the opengl target takes none (it uses the process's EGL context)"),
+    "webgl": ((), "the webgl target takes none (FXC_CHROMIUM names the browser)"),
+    "webgpu": ((), "the webgpu target takes none (FXC_CHROMIUM names the browser)"),
+}
 
 
 def as_target(target) -> Target:

@@ -2,15 +2,24 @@
 options (fxc/driver/build.py), in the on-disk cache of fxc/runtime/store.py (atomic, checked entries)."""
 from __future__ import annotations
 
+import hashlib
+import io
+import json
+import re
+import zipfile
+import zlib
 from pathlib import Path
 
+import numpy as np
+
+from ..errors import FxcError
+from ..runtime.module import Module, TensorSpec
 from ..runtime.store import checked_file, read_entry, warn_once, write_entry
 
 
 def source_fingerprint() -> str:
     """Hash of fxc's own source (every .py and .c file of the package): a cached module is only reused by
     the exact compiler that built it."""
-    import hashlib
     global _SOURCE_FP
     if _SOURCE_FP is None:
         h = hashlib.sha256()
@@ -28,7 +37,6 @@ _SOURCE_FP = None
 def graph_fingerprint(graph) -> str:
     """A canonical hash of a graph IR: value numbering by first appearance, ops, attrs, types and the bytes
     of every constant (not value names: a cached module takes the current graph's, see fxc/driver/build.py)."""
-    import hashlib
     h = hashlib.sha256()
     ids: dict = {}
 
@@ -50,16 +58,6 @@ def graph_fingerprint(graph) -> str:
 
 def load_module(key: str):
     """The Module cached under `key`, or None (missing, damaged, or its library is gone or damaged)."""
-    import io
-    import json
-    import re
-    import zipfile
-    import zlib
-
-    import numpy as np
-
-    from ..errors import FxcError
-    from ..runtime.module import Module, TensorSpec
     try:
         raw = [read_entry(f"modules/{key}{ext}") for ext in (".json", ".npz", ".ll.z")]
         if any(r is None for r in raw):
@@ -88,11 +86,6 @@ def load_module(key: str):
 def store_module(key: str, module) -> None:
     """Cache a built Module under `key` (metadata, constants and IR; the library is already cached, and is named
     relative to the cache, so a copied cache uses its own files)."""
-    import io
-    import json
-    import zlib
-
-    import numpy as np
     buf = io.BytesIO()
     np.savez(buf, **{f"c{i}": c for i, c in enumerate(module.consts)})
     write_entry(f"modules/{key}.npz", buf.getvalue())

@@ -1,8 +1,8 @@
 """Differential check mode: compiled kernels against the op registry's numpy references.
 
 `check_graph(graph, inputs)` accepts a graph IR (before the pass pipeline) and concrete numpy inputs. It runs
-the pass pipeline and fusion as `fxc.driver.build` does, evaluates every node with its numpy reference, then
-compiles each fused group on its own and runs it on the reference values of its inputs. The first group
+the pass pipeline and fusion as `fxc.driver.build` does (options.run_passes), evaluates every node with its
+numpy reference, then compiles each fused group on its own and runs it on the reference values of its inputs. The first group
 whose result differs is narrowed to its first node that differs when compiled alone (or reported as
 differing only when fused). It produces a `CheckReport`.
 
@@ -18,7 +18,11 @@ import numpy as np
 
 from ..errors import FxcError
 from ..ops.registry import get_op
+from ..relay_like.fuse_ops import fuse_ops
 from ..relay_like.graph import Graph
+from ..target import Target
+from .build import build
+from .options import run_passes
 
 
 class CheckError(FxcError):
@@ -68,7 +72,6 @@ def _differs(actual, expected, rtol, atol) -> str | None:
 
 def _run_nodes(nodes, inputs: list, outputs: list, env: dict, target: str):
     """Build the nodes as one module (their outside inputs become graph inputs) and run it on `env`."""
-    from .build import build
     g = Graph()
     remap = {}
     args = []
@@ -119,10 +122,7 @@ def check_graph(graph: Graph, inputs: list, target: str = "llvm", rtol: float = 
     CheckReport
         `ok`, and when not ok the first node that differs (`node`), its fused group and the difference.
     """
-    from ..relay_like.fuse_ops import fuse_ops
-    from ..relay_like.pipeline import run_pipeline
-    from ..target import Target
-    graph = run_pipeline(graph, target=Target.parse(target))
+    graph = run_passes(graph, Target.parse(target), {})
     env = {v.id: np.asarray(a) for v, a in zip(graph.inputs, inputs)}
     for n in graph.nodes:
         args = [v.data if v.is_const else env[v.id] for v in n.inputs]

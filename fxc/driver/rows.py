@@ -1,4 +1,4 @@
-"""Row launches: a fused group with a symbolic number of rows on a device target (OpenCL, OpenGL).
+"""Row launches: a fused group with a symbolic number of rows on a GPU-family target (opencl, opengl, webgl, webgpu).
 
 Takes a fused group whose symbolic tensors have one size symbol `s` in their leading non-unit dim ("rows",
 fxc/lowering/blocks.py, whose checks it applies: every read of a row tensor is of the row its output is in) and
@@ -28,6 +28,8 @@ from ..errors import LoweringError
 from ..lowering.blocks import ROW_BLOCK, check_rows, group_symbol, row_layout
 from ..lowering.expr import ITEMSIZE
 from ..lowering.loop_ir import Buffer
+from ..lowering.schedules.gpu import lower_group_device
+from .groups import group_tensors
 
 
 def row_bytes(gr, sym) -> list:
@@ -56,8 +58,6 @@ def row_launches(gr, name: str, caps, sym) -> dict:
     """{rows: the device kernels (launches in order) of group gr at that many rows} for ROW_BLOCK and tail_rows
     rows (and 4, 2 rows with Caps.binary_tails), in that order; LoweringError when the group reads rows other than
     those it writes (then the graph builds per size)."""
-    from ..lowering.schedules.gpu import lower_group_device
-    from .build import group_tensors
     out = {}
     unit = tail_rows(gr, caps, sym)
     tails = [x for x in (4, 2, 1) if x >= unit] if caps.binary_tails else [unit]
@@ -69,20 +69,6 @@ def row_launches(gr, name: str, caps, sym) -> dict:
             check_rows(gr, sym, tensors)
         out[size] = lower_group_device(f"{name}_r{size}", roots, bufs, ins, caps)
     return out
-
-
-def graph_symbol(graph, caps, kind: str):
-    """The one size symbol of a graph's inputs (None when static). LoweringError when the target cannot take it
-    (Caps.dynamic_rows False: the caller then builds per size) or there are several."""
-    from .build import symbol_slots
-    names = list(symbol_slots(graph))
-    if not names:
-        return None
-    if not caps.dynamic_rows:
-        raise LoweringError(f"symbolic sizes on the {kind} target: its runtime takes no operand offsets at call "
-                            f"time, so it builds per size")
-    from ..lowering.sym import Sym
-    return Sym(names[0])
 
 
 def symbolic_group(gr, sym) -> bool:

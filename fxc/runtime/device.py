@@ -75,13 +75,16 @@ class DeviceModule:
     intermediate_bytes: int = 0
     symbols: list = field(default_factory=list)     # size symbols (dicts name, min, max, divisor); [] when static
     row_bytes: int = 0                  # workspace bytes per unit of the symbol, after workspace_bytes
+    device: object = field(default=None, repr=False, compare=False)     # the opened device (the build's filled
+    #                                                                     Target's); None: opened from `target`
     prepack_runs: int = field(default=0, init=False)        # calls that ran the prepack launches
     _prepacked: bool = field(default=False, init=False, repr=False)     # their results are in the workspace
     exports_symbols = True      # a symbolic batch exports (format 2: row launches) and runs from the artifact
 
     def __post_init__(self):
-        from .opencl.device import open_device
-        self.device = open_device(dict(_attrs(self.target)).get("device"))
+        if self.device is None:         # (an artifact's module: opened from its target string)
+            from .opencl.device import open_device
+            self.device = open_device(dict(_attrs(self.target)).get("device"))
         cl = self.device.cl
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         sizes = ([_nbytes(s) for s in self.inputs + self.outputs if not symbolic_dims(s)]

@@ -16,6 +16,7 @@ import hashlib
 import os
 
 from ...errors import CompileError, TargetError
+from ...target import Caps, Target
 
 INSTALL = ("install an OpenCL runtime: on Debian `apt-get install pocl-opencl-icd ocl-icd-libopencl1` (a CPU "
            "device), or your GPU vendor's OpenCL driver; and `pip install pyopencl` (the fxc[opencl] extra)")
@@ -156,3 +157,30 @@ def open_device(spec: str | None = None) -> Device:
     """The Device for a target's -device= value (one context and queue per device per process)."""
     dev = choose_device(spec)
     return _open(str(list_devices().index(dev)))
+
+
+def opencl_caps(info: dict) -> Caps:
+    """Caps of an OpenCL device from what it reports (Device.info): compute units, local memory (and whether it is
+    memory of its own: feature "dedicated_local_memory"; a CPU device's is plain memory), work-group limit,
+    preferred vector width, its extensions, float64 only with the fp64 extension.
+    Index width: 32 bits on a GPU (its 64-bit integer arithmetic is emulated); 64 on a CPU device, whose vectoriser
+    sees consecutive loads across work-items only through the 64-bit work-item index (there only divisions run in
+    32 bits: fxc.backends.cstyle; measured on PoCL by benchmarks/opencl_window.py)."""
+    dtypes = set(Caps().dtypes) - {"complex64", "complex128"}
+    if not info.get("fp64"):
+        dtypes.discard("float64")
+    return Caps(vector_bits=32 * max(1, int(info.get("preferred_vector_width_float", 1))), vector_registers=0,
+                threads=int(info["compute_units"]),
+                features=frozenset(info.get("extensions", ())) | ({"dedicated_local_memory"}
+                                                                  if info.get("dedicated_local_memory") else set()),
+                local_memory_bytes=int(info["local_memory_bytes"]),
+                max_work_group_size=int(info["max_work_group_size"]),
+                index_bits=32 if info.get("dedicated_local_memory") else 64, dtypes=frozenset(dtypes), scatter=True,
+                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"},
+                vector_widths=frozenset({2, 4, 8, 16}))
+
+
+def open_target(target: Target) -> Target:
+    """An opencl target filled: the device its -device= names (or FXC_OPENCL_DEVICE), opened, and its Caps."""
+    device = open_device(target.attr("device"))
+    return target.with_device(device, opencl_caps(device.info))

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import CompileError, ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
+from ...target import Caps, Target
 
 INSTALL = ("install Mesa's EGL and GL drivers: on Debian `apt-get install libegl1 libegl-mesa0 libgl1-mesa-dri` "
            "(llvmpipe, a CPU device), or your GPU's GL driver; and `pip install moderngl` (the fxc[gl] extra)")
@@ -156,6 +157,22 @@ def open_device(spec: str | None = None) -> Device:
     return Device()
 
 
+def opengl_caps(info: dict) -> Caps:
+    """Caps of a GL 4.3+ context (Device.info): 32-bit indices, no float64 / float16 / bfloat16 (int64 is computed
+    in 32 bits where provably exact: fxc.backends.glsl), GL's shared-memory minimum."""
+    return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(),
+                local_memory_bytes=int(info["local_memory_bytes"]),
+                max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
+                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
+                math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"})
+
+
+def open_target(target: Target) -> Target:
+    """An opengl target filled: the process's GL context, opened, and its Caps."""
+    device = open_device(None)
+    return target.with_device(device, opengl_caps(device.info))
+
+
 from ..device import DeviceModule  # noqa: E402  (after open_device: device_module is generic)
 from ..rows import expand  # noqa: E402
 
@@ -194,7 +211,7 @@ class GLModule(DeviceModule):
     """A DeviceModule whose device is the GL context: one arena buffer, a compute shader per kernel."""
 
     def __post_init__(self):
-        self.device = open_device(None)
+        self.device = open_device(None) if self.device is None else self.device
         self._capacity, self._at, self._static = 0, {}, None
         if not self.symbols:        # (a symbolic module places its arena at its first call's size: _grow_to)
             place_arena(self, int(self.device.info["max_storage_bytes"]), "GL", str(self.device))

@@ -53,6 +53,7 @@ from ....errors import (
     TargetError,
     index_error_message,
 )
+from ....target import Caps, Target
 from ...device import DeviceModule, _token_key
 from ...rows import expand
 from ...symbols import dim_value
@@ -90,6 +91,25 @@ def open_page():
     page.info.setdefault("browser", browser.version)
     page.info.setdefault("driver", f"Chromium {browser.version}")
     return page
+
+
+def webgl_caps(info: dict) -> Caps:
+    """Caps of a WebGL 2 page (open_page().info): one work-item per fragment, no work-groups or shared memory, no
+    scatter, weight-only values kept fused into their uses (the host checks the indices a kernel reads before the
+    call), 32-bit indices, float32 and integers (int64 narrowed) only; what it refuses runs as wasm kernels in the
+    same page."""
+    return Caps(vector_bits=128, vector_registers=0, threads=1, features=frozenset(), local_memory_bytes=0,
+                max_work_group_size=1, index_bits=32,
+                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
+                hoist_weights=False, math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"},
+                page_kernels="wasm", row_align=4, binary_tails=True, channel_block=4, texture_width=WIDTH,
+                render_targets=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
+
+
+def open_target(target: Target) -> Target:
+    """A webgl target filled: the process's WebGL page, opened, and its Caps."""
+    page = open_page()
+    return target.with_device(page, webgl_caps(page.info))
 
 
 def lost_error(page, error: Exception) -> DeviceLostError | None:
@@ -300,17 +320,18 @@ class WebGLModule(DeviceModule):
         self._id = open_browser().new_id()
         self._files = f"m{self._id}"
         try:
-            self._load()
+            self._load(self.device)
         except DeviceLostError:         # the page was lost before this module drew anything: once more, afresh
             self._load()
         weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
         self._np = [np_dtype(s.dtype) for s in self.outputs]
         self._init_call_state()
 
-    def _load(self) -> None:
-        """Load the module into the process's page (a fresh one after a lost context): programs compiled and
-        linked, textures made, constants uploaded; nothing is resident there until a call sends the inputs."""
-        self.device = open_page()
+    def _load(self, page=None) -> None:
+        """Load the module into the process's page (`page`, else the one open_page gives: a fresh one after a lost
+        context): programs compiled and linked, textures made, constants uploaded; nothing is resident there until
+        a call sends the inputs."""
+        self.device = open_page() if page is None else page
         self._resident = None
         self.desc = layout(program_of(self.source), self.plan, self.inputs, self.outputs, self.consts,
                            int(self.device.info["max_texture_size"]), self.symbols)

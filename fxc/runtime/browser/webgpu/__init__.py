@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from ....errors import CompileError, ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
+from ....target import Caps, Target
 from ...device import DeviceModule, _token_key
 from ...opengl.device import dispatch_of, place_arena
 from ...rows import expand
@@ -62,6 +63,24 @@ def open_gpu():
                     driver=f"Chromium {browser.version}",
                     dedicated_local_memory=arch != "swiftshader" and not info.get("fallback"))
     return page
+
+
+def webgpu_caps(info: dict) -> Caps:
+    """Caps of a WebGPU device (open_gpu().info): its work-group and shared-memory limits, 32-bit indices, float32
+    and integers (int64 narrowed) only; shared memory counts as the device's own (feature "dedicated_local_memory")
+    unless the adapter is SwiftShader, a CPU; what WGSL refuses runs as wasm kernels in the same page."""
+    return Caps(vector_bits=128, vector_registers=0, threads=1,
+                features=frozenset({"dedicated_local_memory"} if info.get("dedicated_local_memory") else ()),
+                local_memory_bytes=int(info["local_memory_bytes"]),
+                max_work_group_size=min(1024, int(info["max_work_group_size"])), index_bits=32,
+                dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=True,
+                math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, page_kernels="wasm")
+
+
+def open_target(target: Target) -> Target:
+    """A webgpu target filled: the process's WebGPU page, opened, and its Caps."""
+    page = open_gpu()
+    return target.with_device(page, webgpu_caps(page.info))
 
 
 def _call(page, script: str, arg=None):
@@ -96,7 +115,7 @@ class WebGPUModule(DeviceModule):
     """A DeviceModule whose device is a WebGPU page in headless Chromium: one arena buffer, a pipeline per kernel."""
 
     def __post_init__(self):
-        self.device = open_gpu()
+        self.device = open_gpu() if self.device is None else self.device
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
         self._program = program = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
         self._wasm = program.get("wasm", {}).get("entries", {})     # groups WGSL refused: wasm kernels (build_mixed)

@@ -1,0 +1,13 @@
+"""The opencl backend entry (fxc.backends.BACKENDS["opencl"]): OpenCL C, run through pyopencl."""
+from __future__ import annotations
+
+from .backend import Backend
+from .opencl import needs_fp64, render_opencl
+
+
+def render(kernels: list, rows=None, caps=None) -> str:
+    return render_opencl(kernels)
+
+
+BACKEND = Backend("opencl", "gpu", "program", "fxc.runtime.device:DeviceModule", device_api="fxc.runtime.opencl.device",
+                  render=render, needs_fp64=needs_fp64)

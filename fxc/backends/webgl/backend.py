@@ -1,0 +1,16 @@
+"""The webgl backend entry (fxc.backends.BACKENDS["webgl"]): GLSL ES fragment shaders over textures in a page."""
+from __future__ import annotations
+
+from ..backend import Backend
+from ..glsl import needs_fp64, render_webgl
+
+
+def render(kernels: list, rows=None, caps=None) -> str:
+    """The program at the page's texture width (Caps.texture_width); rows: its row kernels' offsets are uniforms,
+    its textures fit the largest size; several texels a fragment where the page has the draw buffers
+    (Caps.render_targets, fxc.backends.webgl.draw_buffers)."""
+    return render_webgl(kernels, caps.texture_width, *(rows or ()), targets=caps.render_targets)
+
+
+BACKEND = Backend("webgl", "gpu", "program", "fxc.runtime.browser.webgl:WebGLModule",
+                  device_api="fxc.runtime.browser.webgl", render=render, needs_fp64=needs_fp64)

@@ -1,0 +1,13 @@
+"""The webgpu backend entry (fxc.backends.BACKENDS["webgpu"]): WGSL compute shaders in a browser page."""
+from __future__ import annotations
+
+from .backend import Backend
+from .wgsl import needs_fp64, render_wgsl
+
+
+def render(kernels: list, rows=None, caps=None) -> str:
+    return render_wgsl(kernels)
+
+
+BACKEND = Backend("webgpu", "gpu", "program", "fxc.runtime.browser.webgpu:WebGPUModule",
+                  device_api="fxc.runtime.browser.webgpu", render=render, needs_fp64=needs_fp64)

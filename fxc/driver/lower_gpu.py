@@ -1,0 +1,99 @@
+"""The GPU family (opencl, opengl, webgl, webgpu): a plan's groups as device launches of one rendered program.
+
+Takes the Plan (fxc/driver/plan.py) and the target's Backend; produces its runtime module (form "program": the
+program source and a launch plan over input/output/constant buffers and one planned workspace). Each group is lowered
+by the GPU schedules (fxc.lowering.schedules.gpu) to scalar loop IR with launch geometry; groups of equal signature
+share their kernels; the backend's `render` makes all of them one program. A group over a symbolic number of rows
+becomes row launches (fxc/driver/rows.py; its symbolic buffers a region of the workspace at base + symbol x bytes per
+row). Where the target names Caps.page_kernels (webgl, webgpu: "wasm"), a group the device refuses runs as a kernel of
+that kind in the same page (fxc/driver/page_kernels.py).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+from ..errors import TargetError
+from ..lowering.loop_ir import format_kernel
+from ..runtime.device import Launch
+from .groups import group_launches, group_signature
+from .options import log
+from .page_kernels import PageKernels
+from .plan import Plan, align64, prepack_inputs, scratch_args, tensor_specs
+from .rows import ROW_BLOCK, row_bytes, row_launches, symbolic_group
+
+
+def _single(k) -> bool:
+    """A launch of one work-item: hand-written sequential loop IR that runs on the device, correct but serial."""
+    return all(g == 1 for g in k.launch.grid) and all(b == 1 for b in k.launch.block)
+
+
+def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list):
+    """The runtime module of `plan` for a GPU-family target."""
+    caps, sym = target.caps, plan.row_symbol
+    symbols = symbols[:1]       # row launches: the one symbol of the rows
+    render = lambda kernels, rows=None: backend.render(kernels, rows, caps)  # noqa: E731
+    kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
+    page = PageKernels(target, render) if caps.page_kernels else None      # webgl, webgpu: wasm kernels in the page
+    for i, gr in enumerate(plan.groups):
+        is_pre, rowwise = i < len(plan.prepack), symbolic_group(gr, sym)
+        sig = group_signature(gr)
+        args = plan.args(gr)
+        # (a group over symbolic rows is not probed: its row launches raise where the device refuses it, and
+        # the graph then builds per size, where the in-page kernels run)
+        why = page.refusal(gr, sig, f"k{i}_{gr.root.op}", args) if page and not rowwise else None
+        if why is not None:
+            steps.append(Launch(page.entry(gr, sig, why), list(args), (1,), (1,), is_pre))
+            lines.append(f"{gr.describe()}  [{caps.page_kernels} in the page: {steps[-1].kernel}; "
+                         f"{target.kind} refused it: {why[:160]}]")
+            continue
+        if sig not in same:     # {rows: launches} of a group over symbolic rows, else {0: launches}
+            name = f"k{i}_{gr.root.op}"
+            same[sig] = row_launches(gr, name, caps, sym) if rowwise else \
+                {0: page.launches(sig) if page else group_launches(gr, name, caps)}
+            kernels += [k for ks in same[sig].values() for k in ks]
+            if rowwise:
+                row_names.update(k.name for ks in same[sig].values() for k in ks)
+                widest = max([widest] + row_bytes(gr, sym))
+        sizes = list(same[sig])         # rows of each part: the block, then the tails (fxc/driver/rows.py)
+        for part, (size, launches) in enumerate(same[sig].items()):
+            extra, at = scratch_args(launches[0].params if launches else (), plan.end)   # after the packed weights
+            scratch = max(scratch, at - plan.end)
+            tail = (size, sizes[part - 1] if part else ROW_BLOCK, int(part == len(sizes) - 1))
+            rows, repeat = ((tuple(row_bytes(gr, sym) + [0] * len(extra)), (i, ROW_BLOCK, part) + tail)
+                            if rowwise else ((), ()))
+            steps += [Launch(k.name, args + extra, k.launch.grid, k.launch.block, is_pre, rows, repeat)
+                      for k in launches]
+        launches = next(iter(same[sig].values()))
+        shapes = ", ".join(f"{k.name} {k.launch}" + (" (single work-item)" if _single(k) else "") for k in launches)
+        if rowwise:
+            shapes = f"per {ROW_BLOCK} rows {shapes}; then per row"
+        lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else ""))
+    if dbg >= 3:
+        for k in kernels:
+            log(format_kernel(k))
+    wide = [k.name for k in kernels if backend.needs_fp64(k)]
+    if wide and "float64" not in caps.dtypes:
+        raise TargetError(f"kernels {', '.join(wide[:3])} compute in float64, which the device of {target} "
+                          f"lacks (no cl_khr_fp64); cast the model to float32 (model.float()) or choose a "
+                          f"device with fp64 (-device=)")
+    base = align64(plan.end + scratch)       # the symbolic region: base + symbol x per
+    steps = [st if not st.repeat else Launch(st.kernel, [("work", (base, ix[1])) if k == "work" and
+                                                        isinstance(ix, tuple) else (k, ix) for k, ix in st.args],
+                                             st.grid, st.block, st.prepack, st.rows, st.repeat) for st in steps]
+    rows = (frozenset(row_names), widest * min(int(symbols[0]["max"]), 1 << 24)) if row_names else None
+    source = render(kernels, rows) if page is None else page.attach(render(kernels, rows))
+    if dbg >= 4:
+        log(source)
+    extra = dict(symbols=symbols, row_bytes=plan.memory.row_bytes) if sym is not None else {}
+    module = backend.module_class(sym is not None)(
+        str(target), source, tensor_specs(graph.inputs), tensor_specs(graph.outputs), [c.data for c in plan.consts],
+        base if sym is not None else plan.end + scratch, steps, lines,
+        prepack_inputs=prepack_inputs(plan, graph, backend.form), profiled=profile,
+        intermediate_bytes=plan.memory.total_bytes, device=target.device, **extra)
+    if dbg >= 1:
+        log(f"[fxc] built {len(kernels)} {target.kind} kernels ({len(steps)} launches) in "
+            f"{1e3 * (time.perf_counter() - t0):.1f} ms; workspace {plan.memory.workspace_bytes} B")
+    if profile and os.environ.get("FXC_PROFILE", "0") not in ("", "0"):     # FXC_PROFILE=1: a table at exit
+        module.print_profile_at_exit()
+    return module

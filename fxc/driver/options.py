@@ -1,0 +1,120 @@
+"""Build options: their names, their checks, and what they decide for the graph passes (one place for all).
+
+Takes the options of `build(graph, target, **options)` (and of the frontends, which check their users' options
+against BUILD_OPTIONS, torch.compile's against OPTION_NAMES); produces checked values, FxcError / TargetError
+naming an unknown one, and the graph after the pass pipeline those options choose (`run_passes`).
+
+    debug           level (or FXC_DEBUG): 1 a timeline, 2 the graph after each pass, 3 the loop IR, 4 the code
+    fuse            fusion of ops into groups (default True)
+    profile         time every kernel call (or FXC_PROFILE=1); `Module.profile()` returns the table
+    precision       "fp32" (default) or "bf16" (CPUs with AVX-512 BF16; bf16 chooses where)
+    winograd        "auto", "off", "all";  blocked_layout: True / False (CPU layout passes, measurable apart)
+    weights_vary    the weight inputs change on every call (a training step): their transforms are redone
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..backends import backend_of
+from ..errors import FxcError, TargetError
+from ..relay_like.pipeline import PRECISIONS, run_pipeline
+from ..target import Target
+
+WINOGRAD = ("auto", "off", "all")
+BF16 = ("auto", "all", "weight_bound")
+# the options build() takes besides target (the frontends check their users' options against these)
+BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16"})
+# torch.compile's options: every build option and the capture's own
+OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
+BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 direct conv outruns float32 Winograd
+
+
+def debug_level(options: dict) -> int:
+    return int(options.get("debug", 0) or os.environ.get("FXC_DEBUG", "0") or 0)
+
+
+def profiled(options: dict) -> bool:
+    """Whether every kernel call is timed: the profile option, or FXC_PROFILE=1."""
+    return bool(options.get("profile") or os.environ.get("FXC_PROFILE", "0") not in ("", "0"))
+
+
+def log(msg):
+    """The driver's debug output (stderr)."""
+    print(msg, file=sys.stderr)
+
+
+def layout_choices(options: dict) -> dict:
+    """The build options that switch a CPU layout pass, for measuring one choice against its absence:
+    winograd ("auto": where it pays, the default; "off": direct convs only; "all": every eligible conv) and
+    blocked_layout (True, the default; False: NCHW everywhere). An unknown value is an FxcError naming the valid."""
+    winograd, blocked = options.get("winograd", "auto"), options.get("blocked_layout", True)
+    if winograd not in WINOGRAD:
+        raise FxcError(f"unknown winograd={winograd!r}; valid: {', '.join(map(repr, WINOGRAD))}")
+    if not isinstance(blocked, bool):
+        raise FxcError(f"blocked_layout={blocked!r}: give True or False")
+    return dict(winograd=winograd, blocked_layout=blocked)
+
+
+def bf16_mode(options: dict) -> str:
+    """The bf16 build option (used with precision="bf16"): "auto" (the default: bf16 everywhere where this CPU's
+    vdpbf16ps beats its FMAs, else only on weight-streaming ops), "all" or "weight_bound". An unknown value is an
+    FxcError naming the valid ones."""
+    mode = options.get("bf16", "auto")
+    if mode not in BF16:
+        raise FxcError(f"unknown bf16={mode!r}; valid: {', '.join(map(repr, BF16))} (with precision='bf16')")
+    return mode
+
+
+def check_build_options(options: dict) -> None:
+    """Every build option's value checked up front (torch.compile's backend, before Dynamo traces anything): an
+    FxcError naming the option and its valid values."""
+    layout_choices(options)
+    bf16_mode(options)
+
+
+def check_precision(precision: str, target: "str | Target | None" = None, family: str = "cpu"):
+    """A known precision the target can run. A device target (family "gpu") computes in float32 only; a CPU's bf16
+    needs AVX-512 BF16 (vdpbf16ps): without it bf16 is a TargetError rather than emulated, as two FMAs per bf16
+    pair plus the unpacking do no fewer multiply-adds than float32 and round more."""
+    target = Target.parse(target)
+    if family != "cpu" and precision != "fp32":
+        raise TargetError(f"precision={precision!r} is a CPU mode (AVX-512 BF16); the {target.kind} "
+                          f"target computes in float32: use precision='fp32'")
+    if precision not in PRECISIONS:
+        raise TargetError(f"unknown precision {precision!r}; valid: {', '.join(map(repr, PRECISIONS))}")
+    if precision == "bf16" and not target.caps.has("avx512bf16"):
+        raise TargetError(f"precision='bf16' needs a CPU with AVX-512 BF16 (vdpbf16ps); target '{target}' "
+                          f"({target.mcpu}) lacks it: use precision='fp32', or a target such as "
+                          f"'llvm -mcpu=sapphirerapids' for a CPU that has it")
+
+
+def bf16_everywhere(target: "Target | None" = None, mode: str = "auto") -> bool:
+    """With precision="bf16": bf16 on every conv/matmul over weights where vdpbf16ps beats FMAs per multiply-add on
+    the target CPU (measured once on this host when it runs the target, backends/llvm/probe.py; a CPU it cannot run
+    counts as not faster), or with the build option bf16="all"; else (and with bf16="weight_bound") only on those
+    that stream their weight."""
+    return mode == "all" or (mode != "weight_bound" and _bf16_gain(target) >= 1.0)
+
+
+def bf16_direct_fast(target: "Target | None" = None) -> bool:
+    """A bf16 direct conv runs at about twice the float32 rate on the target (measured, backends/llvm/probe.py):
+    where bf16 is used everywhere, Winograd (float32) then keeps only the large maps where it still wins
+    (passes/use_winograd.py)."""
+    return _bf16_gain(target) >= BF16_FAST_GAIN
+
+
+def _bf16_gain(target: "Target | None") -> float:
+    target = Target.parse(target)
+    if target.mcpu != Target.parse("llvm").mcpu or not target.caps.has("avx512bf16"):
+        return 0.0      # measured only for this host's own CPU
+    return backend_of(target).bf16_gain()
+
+
+def run_passes(graph, target: Target, options: dict, debug: int = 0):
+    """The graph after the pass pipeline of `target` with the choices of these options (the driver's one call of
+    the pipeline: build and check mode)."""
+    precision, mode = options.get("precision", "fp32"), bf16_mode(options)
+    everywhere = precision == "bf16" and bf16_everywhere(target, mode)
+    return run_pipeline(graph, debug, log, precision, everywhere, everywhere and bf16_direct_fast(target),
+                        bool(options.get("weights_vary")), target, **layout_choices(options))
