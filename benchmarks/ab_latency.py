@@ -29,12 +29,12 @@ def _name(model: str, target: str) -> str:
 
 
 def _runnable(targets: str) -> list:
+    from fxc.backends import check_runnable
     from fxc.errors import TargetError
-    from fxc.target import Target
     out = []
     for t in filter(None, (t.strip() for t in targets.split(";"))):
         try:
-            Target.parse(t).check_runnable()
+            check_runnable(t)
             out.append(t)
         except TargetError as e:
             print(f"skipped {t}: {e}")

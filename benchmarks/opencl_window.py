@@ -37,10 +37,10 @@ MODEL_VARIANTS = ("default", "no_gemv", "before")   # the device's defaults; no 
 @contextmanager
 def variant(name: str):
     """Build with one schedule / index width (patched in for the measurement only)."""
-    import fxc.target
     from fxc.backends.opencl import OpenCLRenderer
     from fxc.lowering.schedules import gpu
-    for_caps, index_type, caps = gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps
+    from fxc.runtime.opencl import device as cl_api
+    for_caps, index_type, caps = gpu.Knobs.for_caps, OpenCLRenderer.index_type, cl_api.opencl_caps
     knobs = {"default": {}, "before": {"window_cols": 0, "extern_computes": False, "gemv_max_rows": 0},
              "no_gemv": {"gemv_max_rows": 0},
              "window": {"extern_computes": True}, "window_i64": {"extern_computes": True},
@@ -52,13 +52,13 @@ def variant(name: str):
     if name in ("window_i64", "before"):    # no 32-bit index arithmetic at all
         OpenCLRenderer.index_type = None
     if name == "window_i32":            # every address proven to fit in 32 bits (a GPU's default)
-        fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), index_bits=32)
+        cl_api.opencl_caps = lambda info: dataclasses.replace(caps(info), index_bits=32)
     if name in ("no_gemv", "before"):   # every vector taken apart (as before vector loads)
-        fxc.target.opencl_caps = lambda info: dataclasses.replace(caps(info), vector_widths=frozenset())
+        cl_api.opencl_caps = lambda info: dataclasses.replace(caps(info), vector_widths=frozenset())
     try:
         yield
     finally:
-        gpu.Knobs.for_caps, OpenCLRenderer.index_type, fxc.target.opencl_caps = for_caps, index_type, caps
+        gpu.Knobs.for_caps, OpenCLRenderer.index_type, cl_api.opencl_caps = for_caps, index_type, caps
 
 
 def layer_ms(op: str, c: int, size: int, stride: int, runs: int, device: str) -> tuple:

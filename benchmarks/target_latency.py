@@ -42,13 +42,14 @@ def main(argv=None) -> None:
     p.add_argument("--models", default="resnet18,mobilenet_v2,bert")
     p.add_argument("--runs", type=int, default=60)
     a = p.parse_args(argv)
+    from fxc.backends import check_runnable
     from fxc.errors import TargetError
-    from fxc.target import Target, host_cpu
+    from fxc.target import host_cpu
     print(f"host CPU: {host_cpu()}")
     targets = []
     for t in filter(None, (t.strip() for t in a.targets.split(";"))):
         try:
-            Target.parse(t).check_runnable()
+            check_runnable(t)
             targets.append(t)
         except TargetError as e:
             print(f"skipped {t}: {e}")

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 import fxc
-import fxc.target as fxc_target
+import fxc.runtime.browser.webgl as webgl_api
 from benchmarks.webgl_models import alternate_calls
 from fxc.ops.reduce import centre
 from fxc.testing.models import example_inputs, make_model
@@ -71,12 +71,12 @@ def main(argv=None) -> None:
     now = dict(eo.EXPANSIONS)
     built = {}
     if args.ab == "targets":
-        caps = fxc_target.webgl_caps
+        caps = webgl_api.webgl_caps
         for name, n in (("4 render targets", 4), ("1 render target", 1)):
-            fxc_target.webgl_caps = lambda info, n=n: dataclasses.replace(caps(info), render_targets=n)
+            webgl_api.webgl_caps = lambda info, n=n: dataclasses.replace(caps(info), render_targets=n)
             built[name] = fxc.from_torch(model, inputs, target="webgl")
             built[name](*arrays)                              # warm-up
-        fxc_target.webgl_caps = caps
+        webgl_api.webgl_caps = caps
     forms = {"this tree": now, "before": {**now, "layer_norm": _layer_norm_before, "softmax": _softmax_before}}
     for name, expansions in forms.items() if args.ab == "norms" else ():
         eo.EXPANSIONS.clear()

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 import fxc
-import fxc.target as fxc_target
+import fxc.runtime.browser.webgl as webgl_api
 from benchmarks.webgl_models import alternate_calls
 from fxc.backends.webgl import draw_buffers as webgl_targets, lanes as webgl_lanes
 from fxc.testing.models import example_inputs, make_model
@@ -48,7 +48,7 @@ OFF = {"this tree": (), "nchw-stem": ("stem",), "per-lane": ("uniform",), "no-po
 def _variant(name: str):
     lanes = webgl_lanes.WebGLLanesRenderer
     saved = eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform
-    caps, divisors, reads = fxc_target.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS
+    caps, divisors, reads = webgl_api.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS
     off = OFF[name]
     if "pixel-cut" in off:
         webgl_targets._divisors = lambda s: set()
@@ -56,7 +56,7 @@ def _variant(name: str):
     if "max-reads" in off:
         webgl_targets.MAX_READS = 1.0
     if "targets" in off:
-        fxc_target.webgl_caps = lambda info: dataclasses.replace(caps(info), render_targets=1)
+        webgl_api.webgl_caps = lambda info: dataclasses.replace(caps(info), render_targets=1)
     if "pool" in off:
         eo._pool_for_blocks = lambda n, caps: False
     if "stem" in off:
@@ -69,7 +69,7 @@ def _variant(name: str):
         yield
     finally:
         eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform = saved
-        fxc_target.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS = caps, divisors, reads
+        webgl_api.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS = caps, divisors, reads
 
 
 def run(model_name: str, variants: list, calls: int) -> None:

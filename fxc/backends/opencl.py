@@ -133,7 +133,7 @@ class OpenCLRenderer(CStyleRenderer):
     has_local = True
     bound_index = {"grid": "get_group_id", "thread": "get_local_id"}
     index_type = "int"                  # indices proven to fit 32 bits (fxc.lowering.int_ranges) are ints
-    vector_widths = (2, 4, 8, 16)       # fxc.target.opencl_caps's vector_widths
+    vector_widths = (2, 4, 8, 16)       # fxc.runtime.opencl.device.opencl_caps's vector_widths
     types = VALUE
     memory_types = MEMORY
     code_for_op = CODE_FOR_OP

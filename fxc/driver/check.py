@@ -2,9 +2,9 @@
 
 `check_graph(graph, inputs)` accepts a graph IR (before the pass pipeline) and concrete numpy inputs. It runs
 the pass pipeline and fusion as `fxc.driver.build` does (options.run_passes), evaluates every node with its
-numpy reference, then compiles each fused group on its own and runs it on the reference values of its inputs. The first group
-whose result differs is narrowed to its first node that differs when compiled alone (or reported as
-differing only when fused). It produces a `CheckReport`.
+numpy reference, then compiles each fused group on its own and runs it on the reference values of its inputs.
+The first group whose result differs is narrowed to its first node that differs when compiled alone (or
+reported as differing only when fused). It produces a `CheckReport`.
 
 `torch.compile(model, backend="fxc", options={"check": True})` runs this for every compiled subgraph at its
 first call; a subgraph that differs runs in eager PyTorch, with a warning that names the node (or, with

@@ -10,8 +10,10 @@ import pytest
 import torch
 
 import fxc
+from fxc.backends import check_runnable
 from fxc.backends.llvm import compile as llvm
-from fxc.driver.build import build, check_precision
+from fxc.driver.build import build
+from fxc.driver.options import check_precision
 from fxc.errors import CompileError, TargetError
 from fxc.relay_like.builder import Builder
 from fxc.target import Target, host_features
@@ -66,7 +68,7 @@ def test_bare_llvm_is_this_host():
     t = Target.parse("llvm")
     assert t == Target.parse(f"llvm -mcpu={t.mcpu}") == Target.parse("llvm -mcpu=native")
     assert t.caps.features == host_features()
-    t.check_runnable()
+    check_runnable(t)
 
 
 @pytest.mark.parametrize("spec,match", [("llvm -mcpu=pentium9", "unknown CPU 'pentium9'"),
@@ -101,7 +103,7 @@ def _conv_matmul_graph():
 
 def _rendered_ir(graph, spec) -> tuple:
     """(the graph after the target's passes, the LLVM IR of its kernels) as the build makes them for `spec`."""
-    from fxc.driver.build import group_kernel
+    from fxc.driver.groups import group_kernel
     from fxc.relay_like.fuse_ops import fuse_ops
     from fxc.relay_like.hoist import hoisted_values
     from fxc.relay_like.pipeline import run_pipeline

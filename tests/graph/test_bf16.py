@@ -242,7 +242,7 @@ def test_default_mode_follows_the_measured_dot_rate():
     """By default (bf16="auto"), bf16 goes everywhere only where vdpbf16ps does more multiply-adds per second than
     FMAs."""
     from fxc.backends.llvm.probe import bf16_dot_gain
-    from fxc.driver.build import bf16_everywhere
+    from fxc.driver.options import bf16_everywhere
     gain = bf16_dot_gain()
     assert 0.1 < gain < 8.0, gain
     assert bf16_everywhere() == (gain >= 1.0)
@@ -291,8 +291,8 @@ def test_winograd_f2_conv_within_bf16_bound(batch, c, hw, monkeypatch):
     """Small maps in bf16 (a bf16 direct conv at twice the FMA rate) take Winograd F(2x2,3x3) with bf16 operands:
     V = B^T d B and U = G w G^T rounded to bf16 (2^-8 each), products accumulated in float32, so the error is at
     most (2^-7 + K 2^-23) times the same transforms over |x| and |w| (plus the float32 transforms' rounding)."""
-    import fxc.driver.build as fb
-    monkeypatch.setattr(fb, "bf16_direct_fast", lambda target=None: True)   # a Zen 4's choice, on any AVX-512 BF16 CPU
+    import fxc.driver.options as fo
+    monkeypatch.setattr(fo, "bf16_direct_fast", lambda target=None: True)   # a Zen 4's choice, on any AVX-512 BF16 CPU
     torch.manual_seed(batch)
     model = ConvBlock(c, c, 3, 1, 1).eval()
     x = torch.randn(batch, c, hw, hw)

@@ -164,7 +164,7 @@ def test_bf16_convs_of_the_blocked_region_read_nchw16c_words(batch):
     (an activation's bytes in bfloat16) are made per row tile inside the conv's kernel, never a tensor of their own;
     the depthwise convs stay float32."""
     from fxc.backends.llvm.compile import target_machine
-    from fxc.driver.build import bf16_everywhere
+    from fxc.driver.options import bf16_everywhere
     if "+avx512bf16" not in target_machine()[3].split(",") or not bf16_everywhere():
         pytest.skip("this CPU runs no bf16 conv here (no AVX-512 BF16, or bf16 only where a weight streams)")
     net = _net()
@@ -191,7 +191,7 @@ def test_bf16_blocked_conv_with_taps_reads_its_words_through(stride, dilation):
     """A 3x3 conv between depthwise convs (NCHW16c in and out, no pad of its own) in bf16: its row tiles' panels
     hold every tap's input columns (strided, dilated, a tail tile of 17 - 2 * dilation columns at stride 1)."""
     from fxc.backends.llvm.compile import target_machine
-    from fxc.driver.build import bf16_everywhere
+    from fxc.driver.options import bf16_everywhere
     if "+avx512bf16" not in target_machine()[3].split(",") or not bf16_everywhere():
         pytest.skip("this CPU runs no bf16 conv here (no AVX-512 BF16, or bf16 only where a weight streams)")
     torch.manual_seed(1)
@@ -212,7 +212,7 @@ def test_bf16_conv_over_an_odd_channel_count_in_nchw16c_stays_float32():
     """23 channels in NCHW16c: their last bf16 pair would join channel 22 to a padding lane, so that conv keeps
     float32 operands (the stem, reading NCHW, pairs with a zero channel as everywhere)."""
     from fxc.backends.llvm.compile import target_machine
-    from fxc.driver.build import bf16_everywhere
+    from fxc.driver.options import bf16_everywhere
     if "+avx512bf16" not in target_machine()[3].split(",") or not bf16_everywhere():
         pytest.skip("this CPU runs no bf16 conv here (no AVX-512 BF16, or bf16 only where a weight streams)")
     torch.manual_seed(0)

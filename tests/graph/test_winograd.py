@@ -225,8 +225,8 @@ def test_output_channel_groups_share_one_transformed_input(tile, monkeypatch):
     monkeypatch.setenv("FXC_NUM_THREADS", "2")
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     kernels = []
-    real = sys.modules["fxc.driver.build"].group_kernel
-    monkeypatch.setattr(sys.modules["fxc.driver.build"], "group_kernel",
+    real = sys.modules["fxc.driver.lower_cpu"].group_kernel
+    monkeypatch.setattr(sys.modules["fxc.driver.lower_cpu"], "group_kernel",
                         lambda *a: kernels.append(real(*a)) or kernels[-1])
     for n, shared in ((1, True), (8, False)):
         kernels.clear()
@@ -258,8 +258,8 @@ def test_tile_rows_take_the_weight_block_in_l1_sized_channel_chunks(shape, tile,
                         lambda *a, **k: (tile, False))
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     kernels = []
-    real = sys.modules["fxc.driver.build"].group_kernel
-    monkeypatch.setattr(sys.modules["fxc.driver.build"], "group_kernel",
+    real = sys.modules["fxc.driver.lower_cpu"].group_kernel
+    monkeypatch.setattr(sys.modules["fxc.driver.lower_cpu"], "group_kernel",
                         lambda *a: kernels.append(real(*a)) or kernels[-1])
     n, c, k, h, w, pad = shape
     g, ins = _conv_graph(n, c, k, h, w, pad, True, True, True)

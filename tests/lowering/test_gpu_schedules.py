@@ -148,7 +148,8 @@ def test_knobs_from_caps():
     vectors) gets one GEMV output per work-item in 16-lane vectors and windows read directly; a GPU (memory of its
     own, preferred width 1) 64 work-items along k in float4 loads and window tiles staged in half its local memory;
     WebGL (work-groups of one) no GEMV; a language without vector types scalar loads."""
-    from fxc.target import Caps, opencl_caps
+    from fxc.runtime.opencl.device import opencl_caps
+    from fxc.target import Caps
     pocl = opencl_caps({"compute_units": 2, "local_memory_bytes": 1 << 20, "max_work_group_size": 4096,
                         "preferred_vector_width_float": 16})
     gpu_ = opencl_caps({"compute_units": 132, "local_memory_bytes": 48 << 10, "max_work_group_size": 1024,
@@ -294,9 +295,9 @@ def test_gpu_defaults_run_on_pocl(monkeypatch):
     """The knobs a GPU gets from its Caps (local memory of its own: staged window tiles, the GEMV's shared-memory
     tree, float4 loads, 32-bit indices), forced onto PoCL's device: a MobileNet block (depthwise + batch norm +
     ReLU6, a max pool) and a classifier equal eager."""
-    import fxc.target
-    caps = fxc.target.opencl_caps
-    monkeypatch.setattr(fxc.target, "opencl_caps", lambda info: caps({**info, "dedicated_local_memory": True,
+    from fxc.runtime.opencl import device as cl_api
+    caps = cl_api.opencl_caps
+    monkeypatch.setattr(cl_api, "opencl_caps", lambda info: caps({**info, "dedicated_local_memory": True,
                                                                         "preferred_vector_width_float": 1}))
     sources = _sources(monkeypatch)
     torch.manual_seed(3)

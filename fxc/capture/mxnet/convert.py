@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...driver.build import BUILD_OPTIONS
+from ...backends import fill
+from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ...runtime.module import TensorSpec
 from .ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
@@ -309,7 +310,7 @@ class MXNetModel:
         The symbol's inputs in call order (its arguments that are neither params nor labels).
     """
 
-    def __init__(self, model: Model, shapes: dict, dtypes: dict, target: str, options: dict):
+    def __init__(self, model: Model, shapes: dict, dtypes: dict, target, options: dict):
         self._model, self._shapes, self._dtypes = model, shapes, dtypes
         self.target, self.options, self._module = target, options, None
         self.input_names = list(model.input_names)
@@ -449,4 +450,4 @@ def from_mxnet(sym, params=None, shapes=None, dtype="float32", target: str = "ll
     arg, aux = load_params(params, mx)
     model = Model(graph, text, arg, aux, mx, where)
     shapes, dtypes = _input_dicts(shapes, dtype, model.input_names)
-    return MXNetModel(model, shapes, dtypes, target, options)
+    return MXNetModel(model, shapes, dtypes, fill(target), options)     # the target parsed and filled once

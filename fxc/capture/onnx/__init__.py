@@ -14,7 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...driver.build import BUILD_OPTIONS
+from ...backends import fill
+from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.module import TensorSpec
@@ -208,7 +209,7 @@ class OnnxModel:
         Its flat signature (float16 tensors of the model appear as float32).
     """
 
-    def __init__(self, proto, shapes, target: str, options: dict):
+    def __init__(self, proto, shapes, target, options: dict):
         self.proto, self.target, self.options = proto, target, options
         self._inputs = model_inputs(proto)
         self._fp16_out = [vi.type.tensor_type.elem_type == FLOAT16 for vi in proto.graph.output]
@@ -396,9 +397,8 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     InputError
         A shape that contradicts the model.
     """
-    from ...target import Target
     unknown = set(options) - BUILD_OPTIONS
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
-    Target.parse(target)        # an unknown kind or option is a TargetError now, before anything is converted
-    return OnnxModel(load_model(model_or_path), shapes, target, options)
+    target = fill(target)       # parsed and filled once (a TargetError now, before anything is converted): every
+    return OnnxModel(load_model(model_or_path), shapes, target, options)    # build of the model gets this Target

@@ -16,7 +16,8 @@ import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
-from ...driver.build import BUILD_OPTIONS
+from ...backends import backend_of
+from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, UnsupportedOpError
 from ...runtime.module import TensorSpec, check_shape
 from .backend import FROM_STR, _Support, keep_whole, to_graph
@@ -266,8 +267,7 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
         raise FxcError("fxc.from_torch takes example inputs that are all tensors (torch or numpy)")
     if not isinstance(model, torch.nn.Module):
         model = _Wrap(model)
-    from ...backends.llvm.compile import start_workers
-    start_workers()         # their start-up overlaps torch.export's tracing
+    backend_of(target).start()      # (llvm: the compile workers' start-up overlaps torch.export's tracing)
     gm, out_spec = capture(model, args, dynamic_shapes)
     check_supported(gm, model)
     symbolic = None

@@ -22,7 +22,9 @@ import threading
 import torch
 import torch.fx
 
-from ...driver.build import BUILD_OPTIONS
+from ...backends import backend_of, check_runnable, fill
+from ...driver.build import gc_paused
+from ...driver.options import OPTION_NAMES, check_build_options, check_precision
 
 # re-exported: fxc.capture.torch.backend.explain, .Explanation, .recording, ._recorders (one list) stay valid
 from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
@@ -42,9 +44,6 @@ from .graph import (  # noqa: F401
 from .partition import FxcSubgraph, _prepare  # noqa: F401
 
 log = logging.getLogger("fxc")
-
-# torch.compile's options: every build option (fxc.driver.build.BUILD_OPTIONS) and the capture's own
-OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
 
 _warned: set = set()
 _lock = threading.Lock()
@@ -71,19 +70,14 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     if unknown:
         from ...errors import FxcError as _E
         raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
-    from ...target import Target, device_target
-    target = Target.parse(options.get("target", "llvm"))   # "llvm", "llvm -mcpu=haswell", "opencl": TargetError if bad
-    if target.is_cpu:
-        target.check_runnable()     # torch.compile runs what it compiles: a CPU this host is not is an error now
-    else:
-        # a device target without its runtime or device is a TargetError here: never a silent eager (CPU) run of a
-        # model the user asked to run on a device
-        device_target(target)
-    from ...driver.build import check_build_options, check_precision
+    # the target, parsed and filled once here ("llvm", "llvm -mcpu=haswell", "opencl": TargetError if bad), is what
+    # every build of this model gets. torch.compile runs what it compiles: a CPU this host is not is an error now, and
+    # so is a device target without its runtime or device (never a silent eager run of a model meant for a device)
+    options["target"] = target = fill(options.get("target", "llvm"))
+    check_runnable(target)
     check_precision(options.get("precision", "fp32"), target)
     check_build_options(options)
-    from ...backends.llvm.compile import start_workers
-    start_workers()         # their start-up overlaps AOT autograd's tracing: ready when the first kernel is
+    backend_of(target).start()      # (llvm: the compile workers' start-up overlaps AOT autograd's tracing)
 
     def fw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=True)
@@ -91,7 +85,6 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     def bw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=False)
 
-    from ...driver.build import gc_paused
     from .fused import route_rnn_calls
     from .inference import inference_graph
     route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)

@@ -13,7 +13,7 @@ import threading
 
 import torch
 
-from ...driver.build import BUILD_OPTIONS
+from ...driver.options import BUILD_OPTIONS
 from ...errors import InputError
 from ...ops.registry import get_op
 from ...runtime.cpu.library import pointer_array

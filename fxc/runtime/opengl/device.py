@@ -2,7 +2,7 @@
 
     dev = open_device()                     # the process's GL context (EGL, no window), GL >= 4.3
     dev.info                                # what the compiler reads (renderer, work-group and storage limits)
-    m = GLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # what fxc.driver.build_device makes
+    m = GLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # what fxc.driver.lower_gpu makes
 
 A GLModule keeps all of its tensors in one storage buffer, the arena: a 64-byte header (word 0: fxc_err), then
 the inputs, outputs, constants and the planned workspace, each 64-byte aligned. Every kernel of the program

@@ -7,6 +7,7 @@ import pytest
 
 import fxc.backends.llvm.compile as llvm
 import fxc.driver.build as fb
+import fxc.driver.lower_cpu as lower_cpu
 from fxc.relay_like.graph import Graph
 
 HEAD = ['target triple = "x86_64-unknown-linux-gnu"',
@@ -414,14 +415,14 @@ def test_failed_build_closes_its_compile_queue(monkeypatch, workers):
     import threading
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     interval = sys.getswitchinterval()
-    real, calls = fb.group_kernel, []
+    real, calls = lower_cpu.group_kernel, []
 
     def second_fails(*a, **k):
         calls.append(1)
         if len(calls) == 2:
             raise RuntimeError("boom")
         return real(*a, **k)
-    monkeypatch.setattr(fb, "group_kernel", second_fails)
+    monkeypatch.setattr(lower_cpu, "group_kernel", second_fails)
     with pytest.raises(RuntimeError, match="boom"):
         fb.build(_graph(True))
     assert sys.getswitchinterval() == interval

@@ -2,7 +2,7 @@
 
     page = open_page()                      # the process's WebGL page (one WebGL 2 context, SwiftShader here)
     page.info                               # MAX_TEXTURE_SIZE, the renderer's name
-    m = WebGLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.driver.build_device
+    m = WebGLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.driver.lower_gpu
     desc = layout(program, plan, inputs, outputs, consts)      # what the page runs (the static package's too)
 
 The program (fxc.backends.glsl.render_webgl) is JSON: fragment shaders over 2-D textures `width` texels wide.

@@ -2,7 +2,7 @@
 
     gpu = open_gpu()                        # the process's WebGPU page (SwiftShader's adapter here)
     gpu.info                                # the adapter (vendor, architecture), its limits
-    m = WebGPUModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.driver.build_device
+    m = WebGPUModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.driver.lower_gpu
 
 The page is the harness's (`open_browser().page("webgpu", ...)`: one Chromium per process, every call on its
 thread), served by its loopback server at 127.0.0.1 — a secure context, where `navigator.gpu` exists (`about:blank`
@@ -118,7 +118,7 @@ class WebGPUModule(DeviceModule):
         self.device = open_gpu() if self.device is None else self.device
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
         self._program = program = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
-        self._wasm = program.get("wasm", {}).get("entries", {})     # groups WGSL refused: wasm kernels (build_mixed)
+        self._wasm = program.get("wasm", {}).get("entries", {})     # groups WGSL refused: page kernels (wasm)
         missing = sorted({st.kernel for st in self.plan} - set(program["kernels"]) - set(self._wasm))
         if missing:
             raise CompileError(f"the WebGPU program lacks kernels {', '.join(missing[:3])}", self.source)
