@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
-import os
 import threading
 import time
 
 from ..backends import backend_of, fill
 from ..errors import TargetError
 from ..lowering.sym import facts
-from ..ops.registry import as_registered
 from ..relay_like.fuse_ops import fuse_ops
 from ..relay_like.hoist import hoisted_values
 from ..runtime.module import Module, TensorSpec
 from ..target import Target
-from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
+from .cache import cacheable, load_module, module_key, store_module
 from .groups import stats
 from .lower_cpu import lower_cpu
 from .lower_gpu import lower_gpu
@@ -64,7 +61,7 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
     dbg = debug_level(options)
     t0 = time.perf_counter()
     symbolic = any(v.type.symbolic for v in graph.inputs)       # (the module cache keeps static modules only)
-    key = _module_key(graph, target, options) if _cacheable(dbg) and backend.cached_modules and not symbolic \
+    key = module_key(graph, target, options) if cacheable(dbg) and backend.cached_modules and not symbolic \
         else None
     if key is not None:
         module = load_module(key)
@@ -92,23 +89,6 @@ def _build(graph, target: Target, backend, dbg: int, t0: float, options: dict) -
     groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
     plan = make_plan(graph, groups, hoisted, backend.family, target.caps, target.kind)
     return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
-
-
-def _cacheable(dbg: int) -> bool:
-    """Modules come from the on-disk cache unless FXC_MODULE_CACHE=0, debug >= 2 (which shows the passes) or
-    an op of the graph was replaced at run time (a test's deliberately broken kernel)."""
-    return dbg < 2 and os.environ.get("FXC_MODULE_CACHE", "1") != "0" and as_registered()
-
-
-def _module_key(graph, target: Target, options: dict) -> str:
-    """Everything a built module depends on: fxc's source, the graph, the target (its CPU, features and threads,
-    not the host's), the options and fxc's environment variables (FXC_NUM_THREADS)."""
-    env = sorted((k, v) for k, v in os.environ.items()
-                 if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
-    opts = sorted((k, repr(v)) for k, v in options.items() if k != "debug")
-    parts = [source_fingerprint(), str(target), target.machine_key, repr(env), repr(opts),
-             str(target.caps.threads), graph_fingerprint(graph)]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
 _gc_pauses = {"depth": 0, "was": False}

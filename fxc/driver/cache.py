@@ -1,10 +1,11 @@
 """The compiled-module cache: a built CPU Module stored under a key of fxc's source, the graph, the target and the
-options (fxc/driver/build.py), in the on-disk cache of fxc/runtime/store.py (atomic, checked entries)."""
+options (module_key), in the on-disk cache of fxc/runtime/store.py (atomic, checked entries)."""
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import os
 import re
 import zipfile
 import zlib
@@ -13,8 +14,10 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import FxcError
+from ..ops.registry import as_registered
 from ..runtime.module import Module, TensorSpec
 from ..runtime.store import checked_file, read_entry, warn_once, write_entry
+from ..target import Target
 
 
 def source_fingerprint() -> str:
@@ -97,3 +100,20 @@ def store_module(key: str, module) -> None:
             "intermediate_bytes": module.intermediate_bytes, "prepack_inputs": module.prepack_inputs,
             "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled}
     write_entry(f"modules/{key}.json", json.dumps(meta).encode())      # last: the entry exists once this does
+
+
+def cacheable(dbg: int) -> bool:
+    """Modules come from the on-disk cache unless FXC_MODULE_CACHE=0, debug >= 2 (which shows the passes) or
+    an op of the graph was replaced at run time (a test's deliberately broken kernel)."""
+    return dbg < 2 and os.environ.get("FXC_MODULE_CACHE", "1") != "0" and as_registered()
+
+
+def module_key(graph, target: Target, options: dict) -> str:
+    """Everything a built module depends on: fxc's source, the graph, the target (its CPU, features and threads,
+    not the host's), the options and fxc's environment variables (FXC_NUM_THREADS)."""
+    env = sorted((k, v) for k, v in os.environ.items()
+                 if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
+    opts = sorted((k, repr(v)) for k, v in options.items() if k != "debug")
+    parts = [source_fingerprint(), str(target), target.machine_key, repr(env), repr(opts),
+             str(target.caps.threads), graph_fingerprint(graph)]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()

@@ -7,7 +7,7 @@ that reads it becomes
 
     if present(r): out[i] = f(... + r[i])     else: out[i] = f(...)
 
-(fxc/driver/build.py pairs the groups by their signatures; the branch is taken the same way for a whole call.)
+(fxc/driver/lower_cpu.py pairs the groups by their signatures; the branch is taken the same way for a whole call.)
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ def test_unknown_option_and_target_are_clear_errors():
 
 
 def test_torch_compile_takes_every_build_option():
-    """torch.compile's options are the frontends' build options (fxc.driver.options.BUILD_OPTIONS) plus its own: a layout
+    """torch.compile's options are the frontends' build options (driver.options.BUILD_OPTIONS) plus its own: a layout
     choice reaches the build (winograd="off": no Winograd kernel where the default has one) and a bad value of one is
     named."""
     torch.manual_seed(0)
