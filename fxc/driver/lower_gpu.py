@@ -32,7 +32,10 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     """The runtime module of `plan` for a GPU-family target."""
     caps, sym = target.caps, plan.row_symbol
     symbols = symbols[:1]       # row launches: the one symbol of the rows
-    render = lambda kernels, rows=None: backend.render(kernels, rows, caps)  # noqa: E731
+
+    def render(kernels, rows=None) -> str:
+        return backend.render(kernels, rows, caps)
+
     kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
     page = PageKernels(target, render) if caps.page_kernels else None      # webgl, webgpu: wasm kernels in the page
     for i, gr in enumerate(plan.groups):
