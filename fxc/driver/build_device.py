@@ -67,10 +67,10 @@ def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.driver.build.build for options)."""
     from ..lowering.expr import ITEMSIZE
     from ..lowering.sym import SymInfo
-    from ..relay_like.fuse_ops import fuse_ops
-    from ..relay_like.hoist import hoisted_values
+    from ..relay_like.passes.fuse_ops import fuse_ops
+    from ..relay_like.passes.hoist import hoisted_values
     from ..relay_like.pipeline import run_pipeline
-    from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
+    from ..relay_like.passes.plan_memory import output_sources, plan_memory, reshape_views
     from ..runtime.device import Launch
     from ..runtime.module import TensorSpec
     from .build import debug_level, gc_paused, group_signature, spec_shape

@@ -4,7 +4,7 @@ import pytest
 
 from fxc.errors import IndexOutOfRangeError
 from fxc.relay_like.builder import Builder
-from fxc.relay_like.fuse_ops import fuse_ops
+from fxc.relay_like.passes.fuse_ops import fuse_ops
 from fxc.relay_like.graph import Graph
 from fxc.relay_like.passes import (
     eliminate_common_subexpr,
@@ -13,7 +13,7 @@ from fxc.relay_like.passes import (
     materialize_outputs,
     simplify,
 )
-from fxc.relay_like.plan_memory import plan_memory
+from fxc.relay_like.passes.plan_memory import plan_memory
 
 
 def ops(g):
@@ -148,7 +148,7 @@ def test_plan_memory_shares_dead_buffers():
 
 def test_reshape_groups_are_views_that_keep_their_source_alive():
     from fxc.driver.build import build
-    from fxc.relay_like.plan_memory import reshape_views
+    from fxc.relay_like.passes.plan_memory import reshape_views
     b = Builder()
     x = b.graph.input((64, 32), "float32")
     y = b.graph.input((32, 64), "float32")
@@ -176,7 +176,7 @@ def test_reshape_groups_are_views_that_keep_their_source_alive():
 def test_hoisted_values_stop_at_activations_and_broadcasts():
     """hoist.py: values computed from weights and constants only are hoisted; anything reading an
     activation is not, nor a broadcast that would store a weight at activation size."""
-    from fxc.relay_like.hoist import hoisted_values
+    from fxc.relay_like.passes.hoist import hoisted_values
     g = Graph()
     x = g.input((4, 8), "float32", "x")
     var = g.input((8,), "float32", "var")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ...ops.registry import get_op
 from ..graph import Node
-from ..hoist import weight_derived
+from .hoist import weight_derived
 
 
 def _channel_scale(s, channels: int) -> bool:

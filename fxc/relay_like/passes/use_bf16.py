@@ -59,7 +59,7 @@ def use_bf16(g, everywhere: bool = True, caps=None, blocked_layout: bool = True)
     caps: the target's capabilities (None: this host's): the lanes and register tiles of the packed weights.
     blocked_layout: whether use_blocked_layout runs (the build option of that name)."""
     from ...target import Target
-    from ..hoist import weight_derived
+    from .hoist import weight_derived
     caps = caps or Target.parse("llvm").caps
     lanes = caps.lanes
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
@@ -110,7 +110,7 @@ def use_bf16_blocked(g, everywhere: bool = True):
     them through (fuse_ops), packing each row tile's input columns once into a local panel (schedules/cpu/gemm), so no
     words tensor goes through memory. A conv over an odd number of channels from NCHW16c stays float32 (a pair
     would join a channel to a padding lane)."""
-    from ..hoist import weight_derived
+    from .hoist import weight_derived
     fixed = weight_derived(g)
     r = _Rewrite()
     for n in g.nodes:

@@ -120,7 +120,7 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=
     from ...target import Target
     caps = caps or Target.parse("llvm").caps
     fits, lane_vectors = rule("cpu", "winograd_fits"), rule("cpu", "winograd_lane_vectors")
-    from ..hoist import weight_derived
+    from .hoist import weight_derived
     fixed = weight_derived(g) if bf16_direct else set()
     new_nodes = []
 

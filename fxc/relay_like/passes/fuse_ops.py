@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..ops.registry import Kind, get_op
+from ...ops.registry import Kind, get_op
 
 
 @dataclass(eq=False)
@@ -73,7 +73,7 @@ def _pairs_for_gemm(p, n) -> bool:
         return p.attrs.get("axis") == 4
     if p.attrs.get("axis") != 1:
         return False
-    from ..lowering.schedules import rule
+    from ...lowering.schedules import rule
     conv1x1_as_gemm = rule("cpu", "conv1x1_as_gemm")
     x, wp = n.inputs
     return (len(x.shape) == 4 and wp.shape[2:4] == (1, 1) and tuple(n.attrs.get("stride", (1, 1))) == (1, 1)
