@@ -20,8 +20,8 @@ from ..lowering.sym import SymInfo, facts
 from ..ops.registry import get_op
 from ..relay_like.passes.fuse_ops import fuse_ops
 from ..relay_like.passes.hoist import hoisted_values
-from ..relay_like.pipeline import run_pipeline
 from ..relay_like.passes.plan_memory import output_sources, plan_memory, reshape_views
+from ..relay_like.pipeline import run_pipeline
 from ..runtime.module import Module, TensorSpec
 from ..runtime.symbols import DynamicModule
 from ..target import Target

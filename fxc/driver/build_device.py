@@ -69,8 +69,8 @@ def build_device(graph, target: Target, **options):
     from ..lowering.sym import SymInfo
     from ..relay_like.passes.fuse_ops import fuse_ops
     from ..relay_like.passes.hoist import hoisted_values
-    from ..relay_like.pipeline import run_pipeline
     from ..relay_like.passes.plan_memory import output_sources, plan_memory, reshape_views
+    from ..relay_like.pipeline import run_pipeline
     from ..runtime.device import Launch
     from ..runtime.module import TensorSpec
     from .build import debug_level, gc_paused, group_signature, spec_shape

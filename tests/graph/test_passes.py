@@ -4,7 +4,6 @@ import pytest
 
 from fxc.errors import IndexOutOfRangeError
 from fxc.relay_like.builder import Builder
-from fxc.relay_like.passes.fuse_ops import fuse_ops
 from fxc.relay_like.graph import Graph
 from fxc.relay_like.passes import (
     eliminate_common_subexpr,
@@ -13,6 +12,7 @@ from fxc.relay_like.passes import (
     materialize_outputs,
     simplify,
 )
+from fxc.relay_like.passes.fuse_ops import fuse_ops
 from fxc.relay_like.passes.plan_memory import plan_memory
 
 
