@@ -21,7 +21,7 @@ def _channel_scale(s, channels: int) -> bool:
     return s.dtype == "float32" and s.shape in ((channels, 1, 1), (1, channels, 1, 1))
 
 
-def fold_scale_axis(g):
+def fold_scale_axis(g, ctx):
     fixed = weight_derived(g)
     readers = {vid: len(us) for vid, us in g.users().items()}
     out_ids = {v.id for v in g.outputs}
