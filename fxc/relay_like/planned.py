@@ -1,8 +1,8 @@
 """Planned: a graph after the graph passes, with what each plan step (pipeline.PLAN_STEPS) found in it.
 
 The steps fill it in order, each returning a copy with its fields set: hoist_weights (hoisted), fuse_groups
-(groups), split_prepack (prepack, main, packed_views, views, into_out) and plan_buffers (memory). The driver turns
-it into slots, offsets and kernels."""
+(groups), split_prepack (prepack, main, packed_views, views, into_out) and plan_buffers (memory). The driver's plan
+turns it into slots, offsets and kernels."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
