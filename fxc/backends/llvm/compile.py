@@ -47,7 +47,7 @@ def _shared_machine(spec: str):
 
 def new_machine(spec: str, opt: int = 3):
     """A new LLVM target machine for a spec (one per thread: they are not shared)."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     triple, cpu, features = spec.split("\n")
@@ -120,7 +120,7 @@ PIPELINE = "kernels O3 loop-vectorize unroll no-slp; entry none, codegen O0"
 def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
     """Parse and verify LLVM IR text, then run the kernels' pipeline over it (unless not passes) for target
     machine tm (the host's by default)."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     tm = tm or target_machine()[0]
     mod = None
     try:
@@ -269,7 +269,7 @@ def compile_objects(ir_text: str, queue: "CompileQueue | None" = None, target=No
 
 @functools.lru_cache(maxsize=None)
 def _key_salt(spec: str) -> str:
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     return f"{spec}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
 
 
@@ -491,7 +491,7 @@ def _close_workers():
 def _compile_part(text: str, optimize_ir: bool = True, spec: str | None = None) -> bytes:
     """Optimise and emit one part for the target machine `spec` (None: the host) in its own LLVM context and
     target machine; a part not optimize_ir (the entry) gets no IR passes and O0 codegen (PIPELINE)."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     tm = new_machine(spec or machine_spec(), 3 if optimize_ir else 0)
     return tm.emit_object(optimize(text, llvm.create_context(), tm, passes=optimize_ir))
 
