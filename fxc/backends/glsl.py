@@ -2,7 +2,8 @@
 
 Takes Kernels whose launch geometry is set (fxc.lowering.schedules.gpu) and whose expressions are scalar
 (fxc.lowering.legalize.scalarize); produces one program text: every kernel a whole compute shader after a
-`// fxc_kernel <name>` line (fxc.runtime.opengl.device splits and compiles them).
+`// fxc_kernel <name>` line (fxc.runtime.opengl.device splits and compiles them). The `webgl` target's fragment
+renderers (fxc.backends.webgl) build on GLSLRenderer.
 
 GLSL has no pointers and no byte offsets: all of a module's tensors live in one storage buffer (the arena,
 fxc.runtime.opengl.device), seen by every shader through three views bound to it (`fxc_f32` float, `fxc_i32` int,
