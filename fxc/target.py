@@ -70,7 +70,7 @@ class Caps:
     #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
     texture_width: int = 0                  # elements in a row of a tensor's texture (webgl: its runtime's WIDTH),
     #                                         which the renderer's index arithmetic and the runtime's layout share
-    render_targets: int = 1                 # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
+    draw_buffers: int = 1                   # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
     #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl.draw_buffers jams a kernel's copies)
 
     @property

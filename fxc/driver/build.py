@@ -1,10 +1,10 @@
 """The compiler driver: `build(graph, target, **options)` makes a graph IR a runtime module, the same way for
 every target; everything the target decides is found through its backend (fxc.backends.BACKENDS).
 
-    graph -> the graph passes its target and options choose (options.run_passes) -> fusion (relay_like.fuse_ops)
-    -> the plan: prepack split, slots, offsets, symbol header (plan.py) -> the groups lowered by the target's
-    family, "cpu" (lower_cpu.py: one LLVM module, linked) or "gpu" (lower_gpu.py: launches of one rendered program)
-    -> the backend's runtime module.
+    graph -> the graph passes and plan steps (hoisting, fusion, prepack split, memory plan: relay_like.pipeline)
+    with the context the target and options make (options.pass_context) -> the plan: slots, offsets, symbol
+    header (plan.py) -> the groups lowered by the target's family, "cpu" (lower_cpu.py: one LLVM module, linked)
+    or "gpu" (lower_gpu.py: launches of one rendered program) -> the backend's runtime module.
 """
 from __future__ import annotations
 
@@ -16,15 +16,14 @@ import time
 from ..backends import backend_of, fill
 from ..errors import TargetError
 from ..lowering.sym import facts
-from ..relay_like.fuse_ops import fuse_ops
-from ..relay_like.hoist import hoisted_values
+from ..relay_like.pipeline import plan_graph, run_passes
 from ..runtime.module import Module, TensorSpec
 from ..target import Target
 from .cache import cacheable, load_module, module_key, store_module
 from .groups import stats
 from .lower_cpu import lower_cpu
 from .lower_gpu import lower_gpu
-from .options import check_precision, debug_level, log, profiled, run_passes
+from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
 
 TARGETS = ("llvm",)
@@ -81,13 +80,12 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
 
 
 def _build(graph, target: Target, backend, dbg: int, t0: float, options: dict) -> Module:
-    """Passes, fusion, the plan, and the target family's lowering of it."""
+    """Passes, plan steps, the plan, and the target family's lowering of it."""
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
-    graph = run_passes(graph, target, options, dbg)
-    hoisted = hoisted_values(graph) if target.caps.hoist_weights else frozenset()
-    groups = fuse_ops(graph, enable=options.get("fuse", True), hoisted=hoisted)
-    plan = make_plan(graph, groups, hoisted, backend.family, target.caps, target.kind)
+    ctx = pass_context(target, options, dbg)
+    graph = run_passes(graph, ctx)
+    plan = make_plan(plan_graph(graph, ctx), backend.family, target.caps, target.kind)
     return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
 
 

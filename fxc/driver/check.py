@@ -1,7 +1,7 @@
 """Differential check mode: compiled kernels against the op registry's numpy references.
 
 `check_graph(graph, inputs)` accepts a graph IR (before the pass pipeline) and concrete numpy inputs. It runs
-the pass pipeline and fusion as `fxc.driver.build` does (options.run_passes), evaluates every node with its
+the pass pipeline and fusion as `fxc.driver.build` does (options.pass_context), evaluates every node with its
 numpy reference, then compiles each fused group on its own and runs it on the reference values of its inputs.
 The first group whose result differs is narrowed to its first node that differs when compiled alone (or
 reported as differing only when fused). It produces a `CheckReport`.
@@ -18,11 +18,12 @@ import numpy as np
 
 from ..errors import FxcError
 from ..ops.registry import get_op
-from ..relay_like.fuse_ops import fuse_ops
 from ..relay_like.graph import Graph
+from ..relay_like.passes.fuse_ops import fuse_ops
+from ..relay_like.pipeline import run_passes
 from ..target import Target
 from .build import build
-from .options import run_passes
+from .options import pass_context
 
 
 class CheckError(FxcError):
@@ -122,7 +123,7 @@ def check_graph(graph: Graph, inputs: list, target: str = "llvm", rtol: float = 
     CheckReport
         `ok`, and when not ok the first node that differs (`node`), its fused group and the difference.
     """
-    graph = run_passes(graph, Target.parse(target), {})
+    graph = run_passes(graph, pass_context(Target.parse(target), {}))
     env = {v.id: np.asarray(a) for v, a in zip(graph.inputs, inputs)}
     for n in graph.nodes:
         args = [v.data if v.is_const else env[v.id] for v in n.inputs]

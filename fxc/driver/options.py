@@ -2,7 +2,7 @@
 
 Takes the options of `build(graph, target, **options)` (and of the frontends, which check their users' options
 against BUILD_OPTIONS, torch.compile's against OPTION_NAMES); produces checked values, FxcError / TargetError
-naming an unknown one, and the graph after the pass pipeline those options choose (`run_passes`).
+naming an unknown one, and the PassContext they make for the graph passes and plan steps (`pass_context`).
 
     debug           level (or FXC_DEBUG): 1 a timeline, 2 the graph after each pass, 3 the loop IR, 4 the code
     fuse            fusion of ops into groups (default True)
@@ -18,7 +18,8 @@ import sys
 
 from ..backends import backend_of
 from ..errors import FxcError, TargetError
-from ..relay_like.pipeline import PRECISIONS, run_pipeline
+from ..relay_like.context import PassContext
+from ..relay_like.pipeline import PRECISIONS
 from ..target import Target
 
 WINOGRAD = ("auto", "off", "all")
@@ -111,10 +112,11 @@ def _bf16_gain(target: "Target | None") -> float:
     return backend_of(target).bf16_gain()
 
 
-def run_passes(graph, target: Target, options: dict, debug: int = 0):
-    """The graph after the pass pipeline of `target` with the choices of these options (the driver's one call of
-    the pipeline: build and check mode)."""
+def pass_context(target: Target, options: dict, debug: int = 0) -> PassContext:
+    """What the graph passes and plan steps read (fxc.relay_like.pipeline): the target and the choices these
+    options make for it (the bf16 decisions measured on this host), made in this one place."""
     precision, mode = options.get("precision", "fp32"), bf16_mode(options)
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
-    return run_pipeline(graph, debug, log, precision, everywhere, everywhere and bf16_direct_fast(target),
-                        bool(options.get("weights_vary")), target, **layout_choices(options))
+    return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
+                       bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
+                       debug=debug, log=log)

@@ -1,7 +1,7 @@
 """The plan of a build, made once for every target: which fused groups run when, where every value lives.
 
-Takes the graph after its passes and its fused groups (with the values that depend on weights only); produces a
-`Plan`:
+Takes the Planned graph of the plan steps (fxc.relay_like.pipeline.plan_graph: hoisting, fusion, the prepack split,
+the memory plan of the per-call buffers); produces a `Plan`:
 
     prepack  groups whose outputs depend on weights only (a weight's packing, a batch norm's scale): the module
              runs them at its first call and again only when a weight changed (what `prepack_inputs` watches);
@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from ..errors import CompileError, LoweringError
 from ..lowering.expr import ITEMSIZE
 from ..lowering.sym import Sym, SymInfo, _poly, dim_text, symbols_of
-from ..relay_like.plan_memory import MemoryPlan, output_sources, plan_memory, reshape_views
+from ..relay_like.passes.plan_memory import MemoryPlan
+from ..relay_like.planned import Planned
 from ..runtime.module import TensorSpec
 
 SYM_HEADER_SLOTS = 8        # the symbol header: 64 bytes, one int64 per symbol
@@ -42,7 +43,7 @@ class Plan:
     main: list              # fused groups run on every call
     slots: dict             # Value id -> (kind, index)
     consts: list            # the graph's constants, in const-slot order
-    memory: MemoryPlan      # the workspace's shared buffers (fxc.relay_like.plan_memory)
+    memory: MemoryPlan      # the per-call buffers in the workspace (fxc.relay_like.passes.plan_memory)
     end: int                # bytes of the static workspace: planned buffers, then the packed results
     sym_index: dict         # size symbol name -> its slot in the symbol header ({} when static)
 
@@ -66,26 +67,16 @@ class Plan:
         return Sym(next(iter(self.sym_index))) if self.sym_index else None
 
 
-def make_plan(graph, groups: list, hoisted, family: str, caps, kind: str) -> Plan:
-    """The plan of `groups` (fusion's, in order) of `graph`; hoisted: the ids of values that depend on weights only
-    (empty where Caps.hoist_weights is off). LoweringError for size symbols on a target without Caps.dynamic_rows."""
+def make_plan(planned: Planned, family: str, caps, kind: str) -> Plan:
+    """The plan of a Planned graph for a target of this family: the packed results placed after the per-call
+    buffers, every value's slot. LoweringError for size symbols on a target without Caps.dynamic_rows."""
+    graph, memory = planned.graph, planned.memory
     sym_index = symbol_slots(graph)
     if sym_index and not caps.dynamic_rows:
         raise LoweringError(f"symbolic sizes on the {kind} target: its runtime takes no symbolic sizes or offsets, "
                             f"so it builds per size")
-    out_ids = {v.id for v in graph.outputs}
-    prepack = [gr for gr in groups if all(o.id in hoisted and o.id not in out_ids for o in gr.outputs)]
-    main = [gr for gr in groups if all(gr is not p for p in prepack)]
-    packed_views = reshape_views(prepack, out_ids)      # a weight's reshape (a batch norm's scale): no copy either
-    prepack = [gr for gr in prepack if gr.outputs[0].id not in packed_views]
-    views = reshape_views(main, out_ids)
-    main = [gr for gr in main if gr.outputs[0].id not in views]
-    into_out = output_sources(main, graph.outputs, views)
-    main = [gr for gr in main
-            if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
-    memory = plan_memory(main, graph.outputs, views, set(into_out))
     packed, end = {}, memory.workspace_bytes
-    for gr in prepack:
+    for gr in planned.prepack:
         for v in gr.outputs:
             packed[v.id] = end
             end += align64(max(v.type.numel * ITEMSIZE[v.dtype], 1))
@@ -94,12 +85,12 @@ def make_plan(graph, groups: list, hoisted, family: str, caps, kind: str) -> Pla
     slots = {v.id: ("in", i) for i, v in enumerate(graph.inputs)}
     slots.update({v.id: ("const", i) for i, v in enumerate(consts)})
     slots.update({v.id: ("out", i) for i, v in enumerate(graph.outputs)})
-    slots.update({vid: ("out", i) for vid, i in into_out.items()})
+    slots.update({vid: ("out", i) for vid, i in planned.into_out.items()})
     slots.update({vid: ("work", off) for vid, off in {**memory.offsets, **packed}.items()})
     slots.update({vid: ("work", (tag, off)) for vid, off in getattr(memory, symbolic).items()})
-    slots.update({vid: slots[src.id] for vid, src in packed_views.items()})
-    slots.update({vid: slots[src.id] for vid, src in views.items()})
-    return Plan(prepack, main, slots, consts, memory, end, sym_index)
+    slots.update({vid: slots[src.id] for vid, src in planned.packed_views.items()})
+    slots.update({vid: slots[src.id] for vid, src in planned.views.items()})
+    return Plan(planned.prepack, planned.main, slots, consts, memory, end, sym_index)
 
 
 def scratch_args(params, at: int) -> tuple:

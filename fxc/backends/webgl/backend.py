@@ -2,14 +2,15 @@
 from __future__ import annotations
 
 from ..backend import Backend
-from ..glsl import needs_fp64, render_webgl
+from ..glsl import needs_fp64
+from .program import render_webgl
 
 
 def render(kernels: list, rows=None, caps=None) -> str:
     """The program at the page's texture width (Caps.texture_width); rows: its row kernels' offsets are uniforms,
     its textures fit the largest size; several texels a fragment where the page has the draw buffers
-    (Caps.render_targets, fxc.backends.webgl.draw_buffers)."""
-    return render_webgl(kernels, caps.texture_width, *(rows or ()), targets=caps.render_targets)
+    (Caps.draw_buffers, fxc.backends.webgl.draw_buffers)."""
+    return render_webgl(kernels, caps.texture_width, *(rows or ()), draw_buffers=caps.draw_buffers)
 
 
 BACKEND = Backend("webgl", "gpu", "program", "fxc.runtime.browser.webgl:WebGLModule",

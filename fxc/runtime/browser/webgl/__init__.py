@@ -5,7 +5,7 @@
     m = WebGLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.driver.lower_gpu
     desc = layout(program, plan, inputs, outputs, consts)      # what the page runs (the static package's too)
 
-The program (fxc.backends.glsl.render_webgl) is JSON: fragment shaders over 2-D textures `width` texels wide.
+The program (fxc.backends.webgl.program.render_webgl) is JSON: fragment shaders over 2-D textures `width` texels wide.
 `layout` gives every tensor place of the plan (an input, output, constant, or a workspace offset, per float/int
 kind) one texture, sized for the largest tensor it holds: the intermediates' textures are a pool sized by the
 memory plan. Integers travel as int32 (int64 values must fit 32 bits: checked here, an ExecutionError otherwise);
@@ -103,7 +103,7 @@ def webgl_caps(info: dict) -> Caps:
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
                 hoist_weights=False, math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"},
                 page_kernels="wasm", row_align=4, binary_tails=True, channel_block=4, texture_width=WIDTH,
-                render_targets=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
+                draw_buffers=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
 
 
 def open_target(target: Target) -> Target:
