@@ -329,8 +329,8 @@ def test_run_pipeline_is_run_passes_with_its_arguments_as_the_context():
 
 def test_plan_steps_split_the_prepack_and_plan_the_per_call_buffers():
     """hoist_weights, fuse_groups, split_prepack, plan_buffers: the weight's packing is the prepack step, the conv
-    with its epilogue a per-call group writing straight into the output its reshape makes; with no scatter (webgl)
-    nothing is hoisted."""
+    with its epilogue a per-call group writing straight into the output its reshape makes; with Caps.hoist_weights off
+    (webgl) nothing is hoisted."""
     import dataclasses
 
     from fxc.relay_like.pipeline import plan_graph, run_passes
@@ -342,5 +342,5 @@ def test_plan_steps_split_the_prepack_and_plan_the_per_call_buffers():
     assert set(p.into_out.values()) == {0} and not p.views
     assert p.memory is not None and not p.memory.offsets     # the only intermediate is written into the output
     assert sum(len(gr.nodes) for gr in p.groups) == len(g.nodes)
-    webgl = Target("webgl", (), dataclasses.replace(Caps(), scatter=False))
+    webgl = Target("webgl", (), dataclasses.replace(Caps(), scatter=False, hoist_weights=False))
     assert not plan_graph(g, PassContext(webgl)).prepack
