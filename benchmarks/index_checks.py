@@ -39,8 +39,8 @@ def workloads():
 @contextlib.contextmanager
 def clamped():
     """fxc's index ops with the pre-issue-23 clamp instead of the check (wrap negatives, clamp into [0, n))."""
-    from fxc.lowering.expr import as_expr, cast, compare, maximum, minimum, select
     from fxc.ops import index, movement
+    from fxc.symbolic.expr import as_expr, cast, compare, maximum, minimum, select
 
     def clamp(i, n, op, wrap=False):
         i = cast("int64", i)

@@ -17,10 +17,10 @@ import torch
 
 import fxc
 from fxc.driver.build import build
-from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
 from fxc.lowering.loop_ir import Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
+from fxc.symbolic.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
 from tests.helpers import assert_close_np
 from tests.helpers_export import LOAD_AND_RUN, check_runtime_report, run_blocked
 
@@ -107,7 +107,7 @@ import sys
 from fxc.errors import TargetError
 from fxc.relay_like.builder import Builder
 from fxc.driver.build import build
-from fxc.lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
+from fxc.symbolic.expr import Broadcast, Const, Var, VecLoad, as_expr, binary, cast, compare, select, unary
 from fxc.lowering.loop_ir import Buffer, For, Kernel, Store, seq
 b = Builder(); v = b.graph.input((4,), "float32"); b.graph.outputs = [b.call("exp", [v])]
 try:

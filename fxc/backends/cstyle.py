@@ -19,7 +19,21 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import (
+from ..lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    Kernel,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
+from ..symbolic.expr import (
     Bf16Half,
     Bin,
     Broadcast,
@@ -41,20 +55,6 @@ from ..lowering.expr import (
     lanes_of,
     scalar_of,
 )
-from ..lowering.loop_ir import (
-    BOUND_KINDS,
-    Allocate,
-    Barrier,
-    Buffer,
-    For,
-    IfThen,
-    Kernel,
-    LetStmt,
-    Seq,
-    Stmt,
-    Store,
-    walk_stmts,
-)
 
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "imod": "%", "and": "&", "or": "|",
          "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
@@ -63,8 +63,8 @@ INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "imod": "%
 def index_exprs(body: Stmt) -> set:
     """The integer expressions that compute addresses (the indices of loads and stores, and their parts): in bounds
     by the loop IR's contract, so they cannot overflow, and a language's wrapping arithmetic is not needed there."""
-    from ..lowering.expr import walk
     from ..lowering.loop_ir import stmt_exprs
+    from ..symbolic.expr import walk
     roots = []
     for st in walk_stmts(body):
         if isinstance(st, Store):

@@ -26,7 +26,6 @@ an integral exponent as in C.
 from __future__ import annotations
 
 from ..errors import LoweringError
-from ..lowering.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Var, children
 from ..lowering.int_ranges import check_int64_narrowable
 from ..lowering.loop_ir import (
     BOUND_KINDS,
@@ -40,6 +39,7 @@ from ..lowering.loop_ir import (
     walk_stmts,
 )
 from ..runtime.opengl.device import dispatch_of
+from ..symbolic.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Var, children
 from .cstyle import CStyleRenderer
 
 VALUE = {"float32": "float", "int64": "int", "int32": "int", "int16": "int", "int8": "int", "uint8": "int",

@@ -268,8 +268,8 @@ def render_opencl(kernels: list) -> str:
 
 def needs_fp64(k: Kernel) -> bool:
     """Whether a kernel computes or stores float64 (the device then needs cl_khr_fp64)."""
-    from ..lowering.expr import walk
     from ..lowering.loop_ir import stmt_exprs, walk_stmts
+    from ..symbolic.expr import walk
     if any(b.dtype == "float64" for b in k.params):
         return True
     for st in walk_stmts(k.body):

@@ -12,11 +12,9 @@ import time
 
 from ..errors import LoweringError, TargetError
 from ..lowering import te
-from ..lowering.expr import ITEMSIZE
 from ..lowering.loop_ir import Buffer, format_kernel
 from ..lowering.lower import lower_group
 from ..lowering.optional import optional_input
-from ..lowering.sym import SymInfo, facts
 from ..ops.registry import get_op
 from ..relay_like.fuse_ops import fuse_ops
 from ..relay_like.hoist import hoisted_values
@@ -24,6 +22,8 @@ from ..relay_like.pipeline import run_pipeline
 from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
 from ..runtime.module import Module, TensorSpec
 from ..runtime.symbols import DynamicModule
+from ..symbolic.expr import ITEMSIZE, facts
+from ..symbolic.sym import SymInfo
 from ..target import Target
 from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
 
@@ -92,7 +92,7 @@ def group_tensors(gr, env: dict | None = None, tensors: dict | None = None) -> t
     """The tensor expressions of one fused group: (roots, output buffers, input placeholder -> buffer), what a
     lowering (CPU: lower_group; devices: lower_group_device) takes. env: {symbol name: int}, the sizes at which a
     group with symbolic dims is built (static shapes and attributes); tensors: filled with Value id -> te.Tensor."""
-    from ..lowering.sym import evaluate, substitute_attr
+    from ..symbolic.sym import evaluate, substitute_attr
 
     def shape(v):
         return v.shape if env is None else tuple(evaluate(d, env) for d in v.shape)
@@ -322,7 +322,7 @@ def symbol_slots(graph) -> dict:
     """Symbol name -> its slot in the workspace's symbol header: the symbols of the graph's input shapes (at most
     SYM_HEADER_SLOTS; CompileError otherwise)."""
     from ..errors import CompileError
-    from ..lowering.sym import symbols_of
+    from ..symbolic.sym import symbols_of
     names = sorted({s.name for v in graph.inputs for d in v.shape for s in symbols_of(d)})
     if len(names) > SYM_HEADER_SLOTS:
         raise CompileError(f"inputs with {len(names)} size symbols ({', '.join(names)}); at most "
@@ -335,7 +335,7 @@ def symbolic_slots(calls: list, header: int, sym_index: dict) -> list:
     ("sym", offset polynomial)) -> ("work", (base, header byte of the symbol, per)) for base + symbol x per, or
     ("work", (base, ((coefficient, (header bytes of the monomial's symbols)), ...))) for a polynomial (several
     symbols, s x s): the symbolic region starts after the header."""
-    from ..lowering.sym import _poly
+    from ..symbolic.expr import poly
     if not sym_index:
         return calls
 
@@ -343,7 +343,7 @@ def symbolic_slots(calls: list, header: int, sym_index: dict) -> list:
         if a[0] == "work" and a[1] == "header":
             return ("work", header)
         if a[0] == "work" and isinstance(a[1], tuple):
-            p = _poly(a[1][1])
+            p = poly(a[1][1])
             base = header + 64 + p.pop((), 0)
             terms = tuple((c, tuple(header + 8 * sym_index[x.name] for x in m)) for m, c in p.items())
             if not terms:
@@ -357,13 +357,13 @@ def symbolic_slots(calls: list, header: int, sym_index: dict) -> list:
 
 def symbolic_bytes(size) -> list:
     """A symbolic region's size as [[coefficient, [symbol names]], ...] (the runtime's sum of products)."""
-    from ..lowering.sym import _poly
-    return [[c, [x.name for x in m]] for m, c in _poly(size).items()]
+    from ..symbolic.expr import poly
+    return [[c, [x.name for x in m]] for m, c in poly(size).items()]
 
 
 def spec_shape(shape) -> tuple:
     """A graph shape as the runtime's TensorSpec shape: ints, and '4*s0'-style text for symbolic dims."""
-    from ..lowering.sym import dim_text
+    from ..symbolic.sym import dim_text
     return tuple(d if isinstance(d, int) else dim_text(d) for d in shape)
 
 

@@ -65,14 +65,14 @@ def _single(k) -> bool:
 
 def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.driver.build.build for options)."""
-    from ..lowering.expr import ITEMSIZE
-    from ..lowering.sym import SymInfo
     from ..relay_like.fuse_ops import fuse_ops
     from ..relay_like.hoist import hoisted_values
     from ..relay_like.pipeline import run_pipeline
     from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
     from ..runtime.device import Launch
     from ..runtime.module import TensorSpec
+    from ..symbolic.expr import ITEMSIZE
+    from ..symbolic.sym import SymInfo
     from .build import debug_level, gc_paused, group_signature, spec_shape
     from .page_kernels import Fallback
     render, module_class, needs_fp64 = _backend(target.kind)

@@ -26,8 +26,8 @@ import math
 
 from ..errors import LoweringError
 from ..lowering.blocks import ROW_BLOCK, check_rows, group_symbol, row_layout
-from ..lowering.expr import ITEMSIZE
 from ..lowering.loop_ir import Buffer
+from ..symbolic.expr import ITEMSIZE
 
 
 def row_bytes(gr, sym) -> list:
@@ -81,7 +81,7 @@ def graph_symbol(graph, caps, kind: str):
     if not caps.dynamic_rows:
         raise LoweringError(f"symbolic sizes on the {kind} target: its runtime takes no operand offsets at call "
                             f"time, so it builds per size")
-    from ..lowering.sym import Sym
+    from ..symbolic.expr import Sym
     return Sym(names[0])
 
 

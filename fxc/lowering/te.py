@@ -9,8 +9,8 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from .expr import Const, Expr, Var, as_expr
-from .sym import canonical
+from ..symbolic.expr import ITEMSIZE, Const, Expr, Var, as_expr, is_float
+from ..symbolic.sym import canonical
 
 _names = itertools.count()
 
@@ -84,7 +84,6 @@ REDUCE_INIT = {"sum": 0, "prod": 1, "max": "-inf", "min": "inf"}
 
 
 def reduce_init(op: str, dtype: str) -> Const:
-    from .expr import ITEMSIZE, is_float
     v = REDUCE_INIT[op]
     if isinstance(v, str):
         if is_float(dtype):

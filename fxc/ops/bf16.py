@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import Bf16Half, Const, PackBf16, as_expr, compare, minimum, select
+from ..symbolic.expr import Bf16Half, Const, PackBf16, as_expr, compare, minimum, select
 from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, compare, is_float, maximum, minimum, select
+from ..symbolic.expr import Const, as_expr, binary, compare, is_float, maximum, minimum, select
 from ..types import TensorType
 from .common import np_dtype, rand
 from .registry import Kind, OpDef, register, register_aten

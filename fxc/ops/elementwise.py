@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import (
+from ..symbolic.expr import (
     as_expr,
     binary as binary_expr,
     cast,

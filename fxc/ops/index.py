@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, cast, is_float, maximum, minimum
 from ..lowering.loop_ir import For, Store, seq
+from ..symbolic.expr import Broadcast, Const, Var, VecLoad, as_expr, cast, is_float, maximum, minimum
 from ..types import TensorType
 from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, rand
 from .movement import check_index

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, compare, minimum, select
+from ..symbolic.expr import Const, as_expr, binary, compare, minimum, select
 from ..types import TensorType
 from .common import broadcast_shapes, rand
 from .registry import Kind, OpDef, register

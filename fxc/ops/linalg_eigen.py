@@ -14,8 +14,8 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import as_expr, compare, maximum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
+from ..symbolic.expr import as_expr, compare, maximum, select, unary
 from ..types import TensorType
 from .linalg_factor import (
     F64,

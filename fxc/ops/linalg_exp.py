@@ -12,8 +12,8 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import as_expr, cast, compare, maximum, minimum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
+from ..symbolic.expr import as_expr, cast, compare, maximum, minimum, select, unary
 from .linalg_factor import F64, FLT, Mat, batched, copy, f64, let, loop, scratch, scratch_check, square_dims, when
 from .registry import Kind, OpDef, register
 

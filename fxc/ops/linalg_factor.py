@@ -17,8 +17,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
+from ..symbolic.expr import Const, Var, as_expr, binary, cast, compare, select, unary
 from ..types import TensorType
 from .common import broadcast_shapes
 from .registry import Kind, OpDef, register, register_aten

@@ -12,8 +12,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import as_expr, binary, cast, compare, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, Store, seq
+from ..symbolic.expr import as_expr, binary, cast, compare, select, unary
 from ..types import TensorType
 from .common import broadcast_shapes
 from .linalg_factor import (

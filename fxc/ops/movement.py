@@ -12,8 +12,8 @@ import numpy as np
 
 from ..errors import INDEX_OPS, ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, select
-from ..lowering.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
+from ..symbolic.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, select
+from ..symbolic.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
 from ..types import TensorType
 from .common import contiguous_strides, norm_axis, rand
 from .registry import Kind, OpDef, register
@@ -106,9 +106,9 @@ def _smaller(a, b) -> bool:
 
 def _divides(a, b) -> bool:
     """Whether b is a polynomial multiple of the monomial a (b*s of b, 4*b*s of 2*s)."""
-    from ..lowering.sym import _poly
+    from ..symbolic.expr import poly
     try:
-        _poly(binary("idiv", as_expr(b), as_expr(a)))
+        poly(binary("idiv", as_expr(b), as_expr(a)))
         return True
     except ValueError:
         return False

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..lowering.loop_ir import For, Store, seq
+from ..symbolic.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register, register_aten

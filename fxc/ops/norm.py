@@ -11,9 +11,9 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, is_float, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..lowering.sym import possibly, reciprocal
+from ..symbolic.expr import Const, Var, as_expr, is_float, unary
+from ..symbolic.sym import possibly, reciprocal
 from ..types import TensorType
 from .common import rand
 from .reduce import centre

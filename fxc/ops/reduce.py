@@ -8,9 +8,9 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, compare, is_float, maximum, select, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..lowering.sym import possibly, reciprocal
+from ..symbolic.expr import Const, Var, as_expr, binary, compare, is_float, maximum, select, unary
+from ..symbolic.sym import possibly, reciprocal
 from ..types import TensorType
 from .common import norm_axes, norm_axis, rand
 from .registry import Kind, OpDef, register, register_aten
@@ -160,7 +160,7 @@ def _arg_compute(kind):
 
 
 def minimum_n(v, n):
-    from ..lowering.expr import minimum
+    from ..symbolic.expr import minimum
     return minimum(v, as_expr(max(n - 1, 0)))
 
 

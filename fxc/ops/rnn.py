@@ -29,8 +29,8 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Fma, Var, as_expr, maximum, unary
 from ..lowering.loop_ir import Allocate, Buffer, For, Store, seq
+from ..symbolic.expr import Const, Fma, Var, as_expr, maximum, unary
 from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register, register_aten

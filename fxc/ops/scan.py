@@ -14,7 +14,8 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import (
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
+from ..symbolic.expr import (
     ITEMSIZE,
     Const,
     Var,
@@ -28,7 +29,6 @@ from ..lowering.expr import (
     select,
     unary,
 )
-from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ..types import TensorType
 from .common import norm_axis, rand
 from .registry import Kind, OpDef, register, register_aten

@@ -11,8 +11,8 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, maximum, select, unary as un
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
+from ..symbolic.expr import Const, Var, as_expr, binary, cast, compare, maximum, select, unary as un
 from .registry import Kind, OpDef, register
 from .special import _E64, FLT, _Kit, broadcast_pair_aten
 

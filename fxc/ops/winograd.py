@@ -20,7 +20,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import (
+from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Store, seq
+from ..symbolic.expr import (
     Bf16Half,
     Bin,
     Const,
@@ -36,7 +37,6 @@ from ..lowering.expr import (
     select,
     vec,
 )
-from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, Store, seq
 from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register

@@ -91,7 +91,7 @@ class Graph:
 
     # -- building ----------------------------------------------------------------------------
     def input(self, shape, dtype: str, name: Optional[str] = None) -> Value:
-        from ..lowering.sym import canonical
+        from ..symbolic.sym import canonical
         v = Value(TensorType(tuple(canonical(s) for s in shape), dtype), name=name)
         self.inputs.append(v)
         return v
@@ -100,7 +100,7 @@ class Graph:
     def const(array) -> Value:
         a = np.asarray(array)
         a = np.ascontiguousarray(a) if a.ndim else a.copy()   # ascontiguousarray would make 0-d arrays 1-d
-        from ..lowering.expr import DTYPES
+        from ..symbolic.expr import DTYPES
         dtype = str(a.dtype)
         if dtype not in DTYPES:
             raise ShapeError(f"constant of dtype {dtype} is not supported; use one of {DTYPES}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import ShapeError
-from ..lowering.expr import ITEMSIZE, Expr
+from ..symbolic.expr import ITEMSIZE, Expr
 
 ALIGN = 64
 
@@ -62,7 +62,8 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
     everything static): `sym_offsets` are their offsets from that area's start (polynomials of the symbols),
     `sym_bytes` its size. With one symbol s and sizes c x s only (a batch), the same plan is also `row_offsets`
     (x s) and `row_bytes` (x s)."""
-    from ..lowering.sym import _poly, canonical
+    from ..symbolic.expr import poly
+    from ..symbolic.sym import canonical
     views = views or {}
     out_ids = {v.id for v in graph_outputs} | set(in_outputs)
     first, last, size, per = {}, {}, {}, {}
@@ -76,7 +77,7 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
                     size[v.id] = max(nbytes, 1)
                     continue
                 try:
-                    terms = _poly(nbytes)
+                    terms = poly(nbytes)
                 except ValueError:
                     terms = {}
                 if len(terms) != 1 or not next(iter(terms)) or next(iter(terms.values())) <= 0:

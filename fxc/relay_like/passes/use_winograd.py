@@ -47,7 +47,7 @@ def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
     if mode == "off":
         return None
     from ...lowering.blocks import ROW_BLOCK
-    from ...lowering.expr import Expr
+    from ...symbolic.expr import Expr
     if isinstance(n, Expr):         # a symbolic batch runs in blocks of ROW_BLOCK images (lowering/blocks.py)
         n = ROW_BLOCK
     f4_tiles = n * -(-oh // 4) * -(-ow // 4)

@@ -15,11 +15,11 @@ import fxc
 import fxc.capture.torch.backend
 from fxc.driver.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
-from fxc.lowering.expr import Broadcast, Const, Var, VecLoad
 from fxc.lowering.loop_ir import Barrier, Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import Module, TensorSpec
+from fxc.symbolic.expr import Broadcast, Const, Var, VecLoad
 from tests.helpers import assert_close_np, check_module
 from tests.helpers_devices import (
     CASE_IDS,
@@ -68,7 +68,7 @@ def test_fixture_kernel_on_both_renderers():
 def test_vector_expressions_scalarized_for_opencl():
     """Shuffles and lane reductions (the CPU schedules' vector forms) taken apart lane by lane: the same result on
     both renderers. y[r, c] = x[r, 7 - c] + sum(x[r, :])."""
-    from fxc.lowering.expr import LaneReduce, Shuffle
+    from fxc.symbolic.expr import LaneReduce, Shuffle
     rows = 5
     x, y = Buffer("x", "float32", rows * 8), Buffer("y", "float32", rows * 8)
     r = Var("r")

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from fxc.errors import InputError
-from fxc.lowering.expr import Bin, Const
-from fxc.lowering.sym import Sym, SymInfo, canonical, dim_text, evaluate, linear
 from fxc.relay_like.graph import Graph, TensorType
+from fxc.symbolic.expr import Bin, Const, Sym
+from fxc.symbolic.sym import SymInfo, canonical, dim_text, evaluate, linear
 
 BUILD = sys.modules["fxc.driver.build"]
 

@@ -12,8 +12,9 @@ from torch.export import Dim
 import fxc
 from fxc.errors import LoweringError
 from fxc.lowering.blocks import group_rows, row_layout
-from fxc.lowering.sym import Sym, SymInfo, canonical
 from fxc.relay_like.graph import Graph
+from fxc.symbolic.expr import Sym
+from fxc.symbolic.sym import SymInfo, canonical
 
 BUILD = sys.modules["fxc.driver.build"]
 B, S = Sym("b"), Sym("s")
@@ -95,8 +96,8 @@ def test_group_rows_refuses_mixed_products():
 def test_reshape_of_a_product_of_symbols_keeps_its_runs():
     """[b*s, 64] -> [b, s, 2, 32] (BERT's heads): the runs (b, s | b*s) and (2, 32 | 64) index apart, so the input
     row is i0 * s + i1 (no division of the whole flat index by 64, modulo b*s: K^T 54 -> 7 us at 4 x 128)."""
-    from fxc.lowering.expr import Var, walk
     from fxc.ops.movement import reshape_groups, reshape_index
+    from fxc.symbolic.expr import Var, walk
     bs = canonical(B * S)
     assert reshape_groups((B, S, 2, 32), (bs, 64)) == [([0, 1], [0]), ([2, 3], [1])]
     assert reshape_groups((bs, 64), (B, S, 2, 32)) == [([0], [0, 1]), ([1], [2, 3])]

@@ -9,8 +9,9 @@ import torch
 from torch.export import Dim
 
 import fxc
-from fxc.lowering.sym import Sym, SymInfo, facts, less
 from fxc.relay_like.graph import Graph
+from fxc.symbolic.expr import Sym, facts, less
+from fxc.symbolic.sym import SymInfo
 
 BUILD = sys.modules["fxc.driver.build"]
 
