@@ -19,7 +19,7 @@ from ..lowering import te
 from ..lowering.loop_ir import For, Store, seq
 from ..symbolic.expr import Broadcast, Const, Var, VecLoad, as_expr, cast, is_float, maximum, minimum
 from ..types import TensorType
-from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, rand
+from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, np_dtype, rand
 from .movement import check_index
 from .registry import Kind, OpDef, register, register_aten
 
@@ -354,7 +354,6 @@ register(OpDef("scatter", Kind.OPAQUE, _scatter_infer, _scatter_ref, _scatter,
 
 # -- ATen glue composed of registry ops --------------------------------------------------------------------------------
 def _full_like(b, x, fill_value, dtype=None, **_):
-    from .common import np_dtype
     if not isinstance(fill_value, (int, float, bool)):
         raise UnsupportedOpError("full_like with a tensor fill value")
     return b.const(np.full(tuple(x.shape), fill_value, dtype=np_dtype(dtype or x.dtype)))
@@ -434,7 +433,6 @@ register_aten("aten.masked_fill.Tensor", _masked_fill)
 
 
 def _new_empty(b, x, size, stride=None, dtype=None, **_):
-    from .common import np_dtype
     return b.const(np.zeros(tuple(size), dtype=np_dtype(dtype or x.dtype)))
 
 

@@ -12,10 +12,10 @@ import numpy as np
 
 from ..errors import INDEX_OPS, ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..symbolic.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, select
+from ..symbolic.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, poly, select
 from ..symbolic.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
 from ..types import TensorType
-from .common import contiguous_strides, norm_axis, rand
+from .common import const_like, contiguous_strides, norm_axis, np_dtype, rand
 from .registry import Kind, OpDef, register
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
@@ -106,7 +106,6 @@ def _smaller(a, b) -> bool:
 
 def _divides(a, b) -> bool:
     """Whether b is a polynomial multiple of the monomial a (b*s of b, 4*b*s of 2*s)."""
-    from ..symbolic.expr import poly
     try:
         poly(binary("idiv", as_expr(b), as_expr(a)))
         return True
@@ -368,7 +367,6 @@ def _pad(x, pad, value=0.0, mode="constant"):
             idx.append(j)
         v = x[tuple(idx)]
         if inside is not None:
-            from .common import const_like
             v = select(inside, v, const_like(value, x.dtype))
         return v
     # a consumer's schedule may read x directly and skip the padded taps (depthwise conv fuses its pad)
@@ -436,7 +434,6 @@ op("repeat", Kind.INJECTIVE, lambda t, repeats: [TensorType(_repeat_shape(t[0].s
 def _on_1d(b, op, x, dim, idx, scalar_shape):
     """ATen lets a 0-d tensor stand for a 1-element 1-d one: such calls run on 1-d and are reshaped back."""
     if op == "gather" and idx.type.numel == 0:   # ATen skips the rank check for an empty index
-        from .common import np_dtype
         return b.const(np.zeros(tuple(idx.shape), dtype=np_dtype(x.dtype)))
     if x.type.ndim:
         if op == "gather" and idx.type.ndim != x.type.ndim:
@@ -495,7 +492,6 @@ op("gather", Kind.INJECTIVE, _gather_infer, lambda x, idx, dim: np.take_along_ax
 
 # -- constants made by ATen factories (folded at compile time) --------------------------------------------------------
 def _full(b, size, fill_value, dtype=None, **_):
-    from .common import np_dtype
     dtype = dtype or ("float32" if isinstance(fill_value, float) else "bool" if isinstance(fill_value, bool)
                       else "int64")
     if not isinstance(fill_value, (int, float, bool)):
@@ -506,18 +502,15 @@ def _full(b, size, fill_value, dtype=None, **_):
 def _arange(b, start, end=None, step=1, dtype=None, **_):
     if end is None:
         start, end = 0, start
-    from .common import np_dtype
     dtype = dtype or ("float32" if any(isinstance(v, float) for v in (start, end, step)) else "int64")
     return b.const(np.arange(start, end, step).astype(np_dtype(dtype)))
 
 
 def _scalar_tensor(b, s, dtype=None, **_):
-    from .common import np_dtype
     return b.const(np.array(s, dtype=np_dtype(dtype or "float32")))
 
 
 def _empty(b, size, dtype=None, **_):
-    from .common import np_dtype
     return b.const(np.zeros(tuple(size), dtype=np_dtype(dtype or "float32")))
 
 

@@ -16,6 +16,7 @@ from ..symbolic.expr import Const, Var, as_expr, is_float, unary
 from ..symbolic.sym import possibly, reciprocal
 from ..types import TensorType
 from .common import rand
+from .nn import _batch_norm_inference
 from .reduce import centre
 from .registry import Kind, OpDef, register, register_aten
 
@@ -51,7 +52,6 @@ def _batch_norm_train(b, x, weight, bias, eps):
 
 def _bn_functional(b, x, weight, bias, running_mean, running_var, training, momentum, eps):
     if not training:   # the running statistics normalise and come back unchanged
-        from .nn import _batch_norm_inference
         out, empty, _ = _batch_norm_inference(b, x, weight, bias, running_mean, running_var, momentum, eps)
         return out, empty, empty, running_mean, running_var
     out, mean, var, rstd, n = _batch_norm_train(b, x, weight, bias, eps)

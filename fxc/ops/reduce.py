@@ -9,10 +9,11 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..symbolic.expr import Const, Var, as_expr, binary, compare, is_float, maximum, select, unary
+from ..symbolic.expr import Const, Var, as_expr, binary, compare, is_float, maximum, minimum, select, unary
 from ..symbolic.sym import possibly, reciprocal
 from ..types import TensorType
 from .common import norm_axes, norm_axis, rand
+from .movement import _reshape, flat_of, unravel
 from .registry import Kind, OpDef, register, register_aten
 
 NUM = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
@@ -133,7 +134,6 @@ def _arg_compute(kind):
     def compute(x, axis=None, keepdim=False):
         flat = axis is None or x.ndim == 0
         if flat:
-            from .movement import _reshape
             x = _reshape(x, (max(math.prod(x.shape), 1),)) if x.ndim != 1 else x
             d = 0
         else:
@@ -151,7 +151,6 @@ def _arg_compute(kind):
             return te.reduce("min", select(hit, r[0], as_expr(n)), [r])
         keep_shape = x.shape[:d] + (1,) + x.shape[d + 1:]
         t = te.compute(keep_shape, body, "argext")
-        from .movement import _reshape
         out_shape = _arg_infer([TensorType(x.shape, x.dtype)], None if flat else d, keepdim)[0].shape
         if flat and keepdim:
             out_shape = out_shape
@@ -160,12 +159,10 @@ def _arg_compute(kind):
 
 
 def minimum_n(v, n):
-    from ..symbolic.expr import minimum
     return minimum(v, as_expr(max(n - 1, 0)))
 
 
 def _unflat(i, keep_shape, out_shape):
-    from .movement import flat_of, unravel
     return unravel(flat_of(i, out_shape), keep_shape) if keep_shape else ()
 
 

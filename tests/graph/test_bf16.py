@@ -271,7 +271,7 @@ def test_use_bf16_takes_a_weight_folded_with_a_constant_scale():
 def _winograd_abs(x, w, m):
     """|A^T| [ |G| |w| |G^T| . |B^T| |d| |B| ] |A| per m x m tile (float64, padding 1, stride 1): what bounds the
     rounding of Winograd's operands, as conv(|x|, |w|) does for the direct conv's."""
-    from fxc.ops.winograd import MATRICES
+    from fxc.lowering.winograd import MATRICES
     at, bt, g = [np.abs(np.array(t, np.float64)) for t in MATRICES[m]]
     n, c, h, wd = x.shape
     a = m + 2

@@ -116,7 +116,7 @@ def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=
     against 1.72 in F(2x2), where a fixed weight gives 1.20 against 1.02; 256 at 14x14 1.13 against 0.73; F(4x4) on
     28x28 and 56x56 0.47 and 0.44 against 1.08 and 1.07."""
     from ...lowering.schedules import rule
-    from ...ops.winograd import tiles
+    from ...lowering.winograd import tiles
     from ...target import Target
     caps = caps or Target.parse("llvm").caps
     fits, lane_vectors = rule("cpu", "winograd_fits"), rule("cpu", "winograd_lane_vectors")
