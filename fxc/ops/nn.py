@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.loop_ir import For, Store, seq
-from ..symbolic.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..lowering.extern.pool import max_pool2d_loops
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..types import TensorType
 from .common import rand
 from .linalg import _pack_ref, unpack_ref
@@ -308,52 +308,12 @@ def _window(x, i, r, stride, padding, dilation, hw: int = -2):
 
 
 def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
-    """One output row per parallel step: the columns whose windows stay inside the input row range are one
-    vector loop (strided loads, no bounds checks); the few border columns check every tap."""
+    """The CPU's loop IR (fxc/lowering/extern/pool.py), and the same op as a compute for the GPU schedules."""
     shape = _pool_infer([x], kernel, stride, padding, dilation, ceil_mode)[0].shape
-    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    H, W = x.shape[-2:]
-    OH, OW = shape[-2:]
-    planes = math.prod(x.shape[:-2])
     lo = Const(-math.inf, x.dtype) if is_float(x.dtype) else te.reduce_init("max", x.dtype)
-    offs = [kw * dw - pw for kw in range(KW)]
-    first = max(-(off // sw) for off in offs)                     # columns [first, last]: every tap in the row
-    last = min(OW - 1, min((W - 1 - off) // sw for off in offs))
-
-    def lower(outs, ins):
-        out, xb = outs[0], ins[0]
-        p, j = Var("p"), Var("j")
-        plane, oh = binary("idiv", p, OH), binary("imod", p, OH)
-        rows = [(oh * sh - ph + kh * dh) for kh in range(KH)]
-        inside = [binary("and", compare("ge", h, as_expr(0)), compare("lt", h, as_expr(H))) for h in rows]
-        base = [plane * (H * W) + minimum(maximum(h, as_expr(0)), as_expr(H - 1)) * W for h in rows]
-
-        def window(ow, checked):
-            v = lo
-            for kh in range(KH):
-                for off in offs:
-                    w = ow * sw + off
-                    ok = inside[kh]
-                    if checked:
-                        ok = binary("and", ok,
-                                    binary("and", compare("ge", w, as_expr(0)), compare("lt", w, as_expr(W))))
-                        w = minimum(maximum(w, as_expr(0)), as_expr(W - 1))
-                    v = maximum(v, select(ok, xb[base[kh] + w], lo))
-            return v
-        row = p * OW
-        stmts = []
-        n, vec = last - first + 1, 16       # columns a chunk ("vectorize" loops take the target's vector width)
-        if n > 0:       # whole vectors, then one last vector overlapping them (stores are idempotent) for the rest
-            for start, count in ((first, n if n < vec else n // vec * vec),
-                                 (last + 1 - vec, vec if n > vec and n % vec else 0)):
-                if count:
-                    stmts.append(For(j, count, Store(out, row + start + j, window(j + start, False)), "vectorize"))
-        for start, count in ((0, min(first, OW)), (max(last + 1, first, 0), OW - max(last + 1, first, 0))):
-            if count > 0:
-                stmts.append(For(j, count, Store(out, row + start + j, window(j + start, True))))
-        work = planes * OH * OW * KH * KW
-        return For(p, planes * OH, seq(*stmts), "parallel" if work >= 1 << 15 and planes * OH > 1 else "serial")
-    out = te.extern([(shape, x.dtype)], [x], lower, "max_pool2d")[0]
+    out = te.extern([(shape, x.dtype)], [x], max_pool2d_loops(x.shape, shape, kernel, stride, padding, dilation, lo),
+                    "max_pool2d")[0]
+    KH, KW = kernel
     r = [te.reduce_axis(KH, "kh"), te.reduce_axis(KW, "kw")]
 
     def body(*i):
