@@ -1,7 +1,7 @@
 """Movement / injective ops: reshape, permute, expand, slice, select, cat, pad, flip, repeat, gather,
 index_select, embedding-style indexing, full/arange constants.
 
-Data-dependent indices are checked as eager PyTorch checks them (check_index): an out-of-range one fails the call
+Data-dependent indices are checked as eager PyTorch checks them (te.check_index): an out-of-range one fails the call
 with fxc.errors.IndexOutOfRangeError, naming the op and the index; none is clamped, none reads outside a buffer.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
-from ..errors import INDEX_OPS, ShapeError, UnsupportedOpError
+from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..symbolic.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, poly, select
+from ..symbolic.expr import as_expr, binary, compare, maximum, minimum, poly, select
 from ..symbolic.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
 from ..types import TensorType
 from .common import const_like, contiguous_strides, norm_axis, np_dtype, rand
@@ -39,13 +39,6 @@ def flat_of(idx, shape):
     for i, st in zip(idx, contiguous_strides(shape)):
         f = f + i * st
     return f
-
-
-def check_index(i, n, op: str, wrap: bool = False):
-    """A data-dependent index into a dimension of size n, checked as eager PyTorch checks it (lowering/expr.py,
-    CheckIndex): outside [0, n), or [-n, n) where the op counts negative indices from the end (wrap), the call
-    fails with fxc.errors.IndexOutOfRangeError naming `op` and the index, and no buffer is read out of bounds."""
-    return CheckIndex(i, n, wrap, INDEX_OPS.index(op))
 
 
 # -- reshape ------------------------------------------------------------------------------------------
@@ -446,7 +439,7 @@ def _on_1d(b, op, x, dim, idx, scalar_shape):
 def _index_select(x, idx, dim):
     d = norm_axis(dim, x.ndim)
     shape = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
-    return te.compute(shape, lambda *i: x[i[:d] + (check_index(idx[i[d]], x.shape[d], "index_select"),) + i[d + 1:]],
+    return te.compute(shape, lambda *i: x[i[:d] + (te.check_index(idx[i[d]], x.shape[d], "index_select"),) + i[d + 1:]],
                       "index_select")
 
 
@@ -464,7 +457,7 @@ op("index_select", Kind.INJECTIVE,
 
 def _embedding(w, idx):
     shape = idx.shape + (w.shape[1],)
-    return te.compute(shape, lambda *i: w[check_index(idx[i[:-1]], w.shape[0], "embedding"), i[-1]], "embedding")
+    return te.compute(shape, lambda *i: w[te.check_index(idx[i[:-1]], w.shape[0], "embedding"), i[-1]], "embedding")
 
 
 op("embedding", Kind.INJECTIVE, lambda t: [TensorType(t[1].shape + (t[0].shape[1],), t[0].dtype)],
@@ -480,7 +473,7 @@ def _gather_infer(types, dim):
 
 def _gather(x, idx, dim):
     d = norm_axis(dim, x.ndim)
-    return te.compute(idx.shape, lambda *i: x[i[:d] + (check_index(idx[i], x.shape[d], "gather"),) + i[d + 1:]],
+    return te.compute(idx.shape, lambda *i: x[i[:d] + (te.check_index(idx[i], x.shape[d], "gather"),) + i[d + 1:]],
                       "gather")
 
 
