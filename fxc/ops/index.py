@@ -4,9 +4,9 @@ scatter-reduce, and the ATen glue that composes them (slice_scatter, full_like, 
 `index` is a gather (each output element reads one input element), so it is injective and fuses.
 `index_put` and `scatter` write data-dependent positions: they are `te.extern` ops whose loop IR
 (fxc/lowering/extern/scatter.py) copies the destination and then walks the index tensor serially, so duplicate
-indices accumulate in a fixed order. Data-dependent indices are checked as eager PyTorch checks them (te.check_index: index and index_put
-count negative ones from the end, scatter does not): an out-of-range one fails the call with
-fxc.errors.IndexOutOfRangeError; none touches memory outside a buffer.
+indices accumulate in a fixed order. Data-dependent indices are checked as eager PyTorch checks them
+(te.check_index: index and index_put count negative ones from the end, scatter does not): an out-of-range one
+fails the call with fxc.errors.IndexOutOfRangeError; none touches memory outside a buffer.
 """
 from __future__ import annotations
 
