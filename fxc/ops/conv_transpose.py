@@ -197,7 +197,7 @@ def _as_2d(b, x, w, stride, padding, dilation, output_padding):
 
 
 def transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padding, groups):
-    """ATen convolution(transposed=True) for 1-d and 2-d inputs (called from nn._convolution)."""
+    """ATen convolution(transposed=True) for 1-d and 2-d inputs (called from convolution._convolution)."""
     nd = w.type.ndim - 2
     if nd == 3:
         return transposed_convolution3d(b, x, w, bias, stride, padding, dilation, output_padding, groups)

@@ -22,7 +22,7 @@ class MemoryPlan:
     row_bytes: int = 0     # the symbolic region's bytes per unit of `symbol`
     symbol: str | None = None
     sym_offsets: dict = field(default_factory=dict)   # Value id -> offset in the symbolic region: a polynomial of
-    sym_bytes: object = 0  # the symbols (an int64 size expression, lowering/sym.py), and the region's size
+    sym_bytes: object = 0  # the symbols (an int64 size expression, symbolic/sym.py), and the region's size
 
 
 def reshape_views(groups: list, out_ids: set) -> dict:

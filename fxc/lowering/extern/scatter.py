@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 
 from ...symbolic.expr import Broadcast, Var, VecLoad, as_expr, maximum, minimum
+from .. import te
 from ..loop_ir import For, Store, seq
 from ..lower import strides_of
-from ..te import check_index
 
 
 def nest(shape, body, parallel: bool = False):
@@ -60,7 +60,7 @@ def index_put_loops(xshape, v_shape, idx_shapes, dims, ishape, pos: int, nb: int
             others = iter(i[:pos] + i[pos + nb:])
             coords = {d: next(others) for d in rest}
             for ishp, b_, d in zip(idx_shapes, ib, dims):
-                coords[d] = check_index(bload(b_, ishp, bi), xshape[d], "index_put", wrap=True)
+                coords[d] = te.check_index(bload(b_, ishp, bi), xshape[d], "index_put", wrap=True)
             at = flat([coords[d] for d in range(len(xshape))], xshape)
             val = bload(vb, v_shape, i)
             return Store(out, at, out[at] + val if accumulate else val)
@@ -76,7 +76,7 @@ def scatter_loops(x_shape, idx_shape, src_shape, d: int, reduce, reset):
         out, xb, ib, sb = outs[0], ins[0], ins[1], ins[2]
 
         def target(i):
-            j = check_index(ib[flat(i, idx_shape)], x_shape[d], "scatter")
+            j = te.check_index(ib[flat(i, idx_shape)], x_shape[d], "scatter")
             return flat(list(i[:d]) + [j] + list(i[d + 1:]), x_shape)
 
         def update(i):
