@@ -179,7 +179,7 @@ def lu_solve_loops(adjoint, batch, k, n):
 
 
 def trsm_loops(batch, k, n, trans, unit, upper):
-    """lower(outs, ins) of the trsm_kernel kernel, `batch` matrices."""
+    """lower(outs, ins) of the trsm kernel, `batch` matrices."""
     def lower(outs, ins):
         Y = scratch("y", n, k)
 
@@ -208,7 +208,7 @@ def cholesky_loops(batch, n, upper):
 
 
 def cholesky_solve_loops(batch, k, n, upper):
-    """lower(outs, ins) of the chol_solve kernel, `batch` matrices."""
+    """lower(outs, ins) of the cholesky_solve kernel, `batch` matrices."""
     def lower(outs, ins):
         Y = scratch("y", n, k)
 
@@ -222,7 +222,7 @@ def cholesky_solve_loops(batch, k, n, upper):
 
 
 def lu_unpack_loops(batch, k, m, n):
-    """lower(outs, ins) of the unpack kernel, `batch` matrices."""
+    """lower(outs, ins) of the lu_unpack kernel, `batch` matrices."""
     def lower(outs, ins):
         perm = Buffer("perm", "int64", m, "private")
 

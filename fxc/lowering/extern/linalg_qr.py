@@ -58,7 +58,7 @@ def geqrf_loops(batch, k, m, n):
 
 
 def householder_product_loops(batch, cols, k, m, n):
-    """lower(outs, ins) of the hh kernel, `batch` matrices."""
+    """lower(outs, ins) of the householder_product kernel, `batch` matrices."""
     def lower(outs, ins):
         Q, acc = scratch("q", m, cols), Buffer("acc", F64, 1, "private")
 
