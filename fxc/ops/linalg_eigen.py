@@ -5,6 +5,7 @@ singular values (`svdvals`, one-sided Hestenes Jacobi), in float64 scratch, sort
 Eigenvectors and singular vectors are not offered: their signs (LAPACK's choice) cannot be reproduced, so
 `_linalg_eigh` / `_linalg_svd` compile only where the graph reads the values alone (`b.used_outputs`,
 set by the PyTorch capture); otherwise they fall back to eager.
+The kernels' loop IR is fxc/lowering/extern/linalg_eigen.py.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ A is scaled by 2^-s so that its 1-norm is at most 1/2, the degree-18 Taylor poly
 Horner's rule (truncation error below 1e-22 there), and the result is squared s times. Batch in parallel.
 Through torch.compile, a call whose results are not all finite runs again in eager (`eager_unless_finite`): where
 exp(A) overflows, eager's inf/NaN pattern comes from its own float32 squarings, which fxc does not reproduce.
+The kernels' loop IR is fxc/lowering/extern/linalg_exp.py.
 """
 from __future__ import annotations
 

@@ -8,6 +8,7 @@ operands into float64 scratch, runs the sequential textbook algorithm in loop IR
 results to the output dtype. `_ex` ops return LAPACK's `info` (0, or the 1-based index of the first
 zero pivot / non-positive Cholesky pivot). Matrices whose scratch would exceed SCRATCH_LIMIT bytes
 per thread fall back to eager.
+The kernels' loop IR is fxc/lowering/extern/linalg_factor.py.
 """
 from __future__ import annotations
 

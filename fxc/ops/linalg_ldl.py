@@ -3,6 +3,7 @@
 blocks; info), and `ldl_solve` (sytrs). ATen: linalg_ldl_factor_ex, linalg_ldl_solve (real matrices, so
 `hermitian` changes nothing). The pivot search and the block choice follow sytf2 test by test
 (alpha = (1 + sqrt 17) / 8); arithmetic in float64 scratch, batch in parallel.
+The kernels' loop IR is fxc/lowering/extern/linalg_ldl.py.
 """
 from __future__ import annotations
 

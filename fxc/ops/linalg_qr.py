@@ -3,6 +3,7 @@ implicit leading 1, their scalars tau; each reflector chosen as dlarfg does, bet
 R's signs and tau match LAPACK), `householder_product` (orgqr: the first columns of Q = H_0 ... H_{k-1}),
 `ormqr` (apply Q or Q^T from either side) and `qr` (Q and R in one kernel). float64 scratch, batch in
 parallel; ATen: geqrf, linalg_qr, linalg_householder_product, ormqr.
+The kernels' loop IR is fxc/lowering/extern/linalg_qr.py.
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ Legendre P.
 Each is a `te.extern` kernel whose recurrence loop runs to that element's degree (a data-dependent trip count)
 in the input dtype, with PyTorch's early returns (negative degree, |x| = 1, closed forms cos(n acos x) for
 large degree inside (-1, 1)); the reference runs the same recurrence on numpy arrays.
+The kernels' loop IR is fxc/lowering/extern/elementwise.py.
 """
 from __future__ import annotations
 
