@@ -65,10 +65,10 @@ def _single(k) -> bool:
 
 def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.driver.build.build for options)."""
-    from ..relay_like.fuse_ops import fuse_ops
-    from ..relay_like.hoist import hoisted_values
+    from ..relay_like.passes.fuse_ops import fuse_ops
+    from ..relay_like.passes.hoist import hoisted_values
+    from ..relay_like.passes.plan_memory import output_sources, plan_memory, reshape_views
     from ..relay_like.pipeline import run_pipeline
-    from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
     from ..runtime.device import Launch
     from ..runtime.module import TensorSpec
     from ..symbolic.expr import ITEMSIZE

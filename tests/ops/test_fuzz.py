@@ -14,7 +14,7 @@ import fxc.ops.elementwise as elementwise
 from fxc.capture.torch.backend import recording
 from fxc.lowering import te
 from fxc.ops import registry
-from fxc.relay_like.fuse_ops import fuse_ops
+from fxc.relay_like.passes.fuse_ops import fuse_ops
 from fxc.symbolic.expr import unary as un
 from fxc.testing import fuzz
 
