@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
 from ..errors import ArtifactError, FxcError, TargetError
 from ..runtime.artifact import signing
 from ..runtime.artifact.loader import (
@@ -33,6 +32,7 @@ from ..runtime.artifact.loader import (
 from ..runtime.device import device_interface_line
 from ..runtime.module import Module, np_dtype
 from ..runtime.store import atomic_write
+from ..version import __version__
 
 C_ABI = {
     "header": HEADER,

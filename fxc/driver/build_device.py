@@ -34,10 +34,11 @@ def _backend(kind: str, caps=None):
         from ..runtime.opengl.device import GLModule
         return (lambda kernels, rows=None: render_glsl(kernels)), GLModule, needs_fp64
     if kind == "webgl":
-        from ..backends.glsl import needs_fp64, render_webgl
+        from ..backends.glsl import needs_fp64
+        from ..backends.webgl.program import render_webgl
         from ..runtime.browser.webgl import WIDTH, WebGLModule
-        targets = caps.render_targets if caps is not None else 1        # several texels a fragment (webgl_targets)
-        return (lambda kernels, rows=None: render_webgl(kernels, WIDTH, *(rows or ()), targets=targets)), \
+        buffers = caps.draw_buffers if caps is not None else 1        # several texels a fragment (draw_buffers)
+        return (lambda kernels, rows=None: render_webgl(kernels, WIDTH, *(rows or ()), draw_buffers=buffers)), \
             WebGLModule, needs_fp64
     if kind == "webgpu":
         from ..backends.wgsl import needs_fp64, render_wgsl
