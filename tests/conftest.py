@@ -1,13 +1,34 @@
-"""Shared fixtures: every test that runs compiled code is parametrised over all fxc targets.
-In CI every target must run: a target whose runtime is missing fails, it is not skipped."""
+"""Shared fixtures: `target`, the fxc target a test runs on (which test runs on which: tests/targets.py), and a fresh
+torch._dynamo around every test."""
 
 import pytest
 
-from tests.targets import targets_under_test
+from tests.targets import require_runtime, targets_of
 
 
-@pytest.fixture(params=targets_under_test())
+def _takes_our_target(metafunc) -> bool:
+    """True if the test takes this file's `target` fixture (not a `target` of its own parametrize or module)."""
+    if "target" not in metafunc.fixturenames:
+        return False
+    if any("target" in _argnames(m) for m in metafunc.definition.iter_markers("parametrize")):
+        return False
+    defs = metafunc._arg2fixturedefs.get("target", ())
+    return bool(defs) and defs[-1].func.__module__ == __name__
+
+
+def _argnames(parametrize_marker) -> list:
+    names = parametrize_marker.args[0] if parametrize_marker.args else parametrize_marker.kwargs["argnames"]
+    return [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+
+
+def pytest_generate_tests(metafunc):
+    if _takes_our_target(metafunc):
+        metafunc.parametrize("target", targets_of(metafunc.definition.iter_markers()), indirect=True)
+
+
+@pytest.fixture
 def target(request):
+    require_runtime(request.param)
     return request.param
 
 
@@ -21,3 +42,5 @@ def _fresh_dynamo():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running (models end to end)")
+    config.addinivalue_line("markers", "all_targets: runs on every target of tests/targets.py, not the host alone")
+    config.addinivalue_line("markers", "targets(*names): runs on the targets named, not the host alone")
