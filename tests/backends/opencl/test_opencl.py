@@ -1,5 +1,7 @@
-"""The OpenCL target (PoCL here): loop-IR fixtures on both renderers, a fixed op sample covering every op kind,
-torch.compile / from_torch / export with weights kept on the device, and the error cases.
+"""What only the OpenCL target (PoCL here) has: loop-IR fixtures on both renderers, the prepack step's runs,
+single-work-item kernels in explain, per-kernel device times, the OpenCL device choice and its error cases, and the
+opinfo and fuzz sweeps' fixed samples. The cases every device target shares (the fixed op sample, the reference models,
+weights kept on the device, export and load...) are in tests/backends/test_every_target.py.
 
 A missing OpenCL runtime is a failure, not a skip (scripts/setup.sh installs PoCL)."""
 import os
@@ -90,10 +92,7 @@ def test_cpu_renderer_rejects_device_constructs():
         Buffer("old", "float32", 1, "local")        # the kernel-private scope is "private" now
 
 
-# ---------------------------------------------------------------------------------------- a fixed op sample
-
-
-# ---------------------------------------------------------------------------------- users: torch, export
+# ----------------------------------------------------------------------------- the prepack step, explain, profile
 
 
 def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():

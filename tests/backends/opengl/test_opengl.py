@@ -1,6 +1,7 @@
-"""The OpenGL target (Mesa llvmpipe through EGL here): the loop-IR fixture on the GLSL renderer, the OpenCL test's
-fixed op sample, GLSL's float32 math helpers against numpy, int64 in 32 bits (proved, checked or refused),
-torch.compile / from_torch / export + load without torch, and the error cases.
+"""What only the OpenGL target (Mesa llvmpipe through EGL here) has: the loop-IR fixture on the GLSL renderer, GLSL's
+float32 math helpers against numpy, int64 arithmetic refused, and the GL error cases. The cases every device target
+shares (the fixed op sample, the reference models, weights kept on the device, export and load, int64 indices in 32
+bits...) are in tests/backends/test_every_target.py.
 
 A missing GL runtime is a failure, not a skip (scripts/setup.sh installs Mesa's EGL and moderngl)."""
 
@@ -38,7 +39,7 @@ def test_fixture_kernel_on_glsl():
     assert_close_np(m(x), fixture_expected(x))
 
 
-# ---------------------------------------------------------------------------------------------- the op sample
+# ------------------------------------------------------------------------------------- math and edge cases
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt")
@@ -73,9 +74,6 @@ def test_int64_arithmetic_that_may_overflow_32_bits_is_refused():
     b.graph.outputs = [b.call("add", [x, y])]
     with pytest.raises(LoweringError, match="64-bit integer"):
         build(b.graph, target="opengl")
-
-
-# ---------------------------------------------------------------------------------------- users: torch, export
 
 
 # ------------------------------------------------------------------------------------------------- errors

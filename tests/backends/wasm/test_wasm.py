@@ -4,10 +4,11 @@ fxc/runtime/browser/wasm/runtime.js in a page of the shared browser harness (fxc
 per test
 process, its pages cross-origin isolated, bulk data as binary files over its loopback server).
 
-Everything the llvm target compiles runs (the same loop IR): the fixed op sample covering every op kind, the
-reference models (test_reference_models_on_wasm, slow), torch.compile / from_torch / export / load, a kernel's
-error codes (an index out of range). A missing wasm-ld or browser is a named TargetError (scripts/setup.sh installs
-Debian's lld and chromium; a missing one in CI is a failure, not a skip)."""
+Everything the llvm target compiles runs (the same loop IR): the fixed op sample, the reference models, torch.compile
+/ from_torch / export / load and an index out of range are in tests/backends/test_every_target.py; here what only
+wasm has: its caps and registers, math without libm, two threads, the page's data, the JS runtime's entries and
+imports. A missing wasm-ld or browser is a named TargetError (scripts/setup.sh installs Debian's lld and chromium; a
+missing one in CI is a failure, not a skip)."""
 
 import numpy as np
 import pytest

@@ -9,7 +9,10 @@ or a constant (the host checks them). What a fragment cannot express runs as was
 cumsum,
 sort...), integer division by a divisor that may be 0, float -> int64 casts, an index computed in the kernel; what
 neither can (float64 between the two, lgamma) is a LoweringError, so torch.compile runs that graph in eager. A missing
-browser is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's playwright)."""
+browser is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's playwright).
+
+The cases every device target shares (the fixed op sample with the cases webgl runs as wasm, the reference models,
+weights kept in the page, export and load...) are in tests/backends/test_every_target.py."""
 
 import numpy as np
 import pytest

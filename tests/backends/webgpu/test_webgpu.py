@@ -1,8 +1,8 @@
 """The webgpu target: WGSL compute shaders run by fxc/runtime/browser/webgpu/runtime.js in a headless Chromium page
-(WebGPU on
-SwiftShader here) that Playwright drives: the loop-IR fixture on the WGSL renderer, shared memory and barriers, the
-OpenCL test's fixed op sample, WGSL's float32 math helpers against numpy, int64 in 32 bits (proved, checked or
-refused), torch.compile / from_torch / export + load without torch, and the error cases.
+(WebGPU on SwiftShader here) that Playwright drives. What only it has: the loop-IR fixture on the WGSL renderer, WGSL's
+float32 math helpers against numpy, C's edge cases, byte stores, int64 arithmetic as wasm in the page, data as files,
+and its error cases. The cases every device target shares (the fixed op sample, the reference models, shared memory
+and barriers, weights kept on the device, export and load...) are in tests/backends/test_every_target.py.
 
 A missing browser or WebGPU adapter is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's
 playwright). One browser per test process (fxc.runtime.browser.page.open_browser), shared with the webgl target."""
@@ -41,7 +41,7 @@ def test_fixture_kernel_on_wgsl():
     assert_close_np(m(x), fixture_expected(x))
 
 
-# ---------------------------------------------------------------------------------------------- the op sample
+# ------------------------------------------------------------------------------------- math and edge cases
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt", "sin", "cos", "tan")
@@ -103,9 +103,6 @@ def test_int64_arithmetic_that_may_overflow_32_bits_runs_as_wasm_in_the_page():
     assert any("[wasm in the page:" in line and "WGSL has 32-bit integers only" in line for line in m.kernels)
     big = np.array([2 ** 40, -3, 2 ** 31, 5], np.int64)
     np.testing.assert_array_equal(m(big, big), 2 * big)
-
-
-# ---------------------------------------------------------------------------------------- users: torch, export
 
 
 # ------------------------------------------------------------------------------------------------- errors
