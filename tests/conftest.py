@@ -42,5 +42,6 @@ def _fresh_dynamo():
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: long-running (models end to end)")
-    config.addinivalue_line("markers", "all_targets: runs on every target of tests/targets.py, not the host alone")
-    config.addinivalue_line("markers", "targets(*names): runs on the targets named, not the host alone")
+    config.addinivalue_line("markers", "cpu_targets: runs on the host and the lower ISAs (tests/targets.py)")
+    config.addinivalue_line("markers", "all_targets: runs on every target (tests/targets.py), not the host alone")
+    config.addinivalue_line("markers", "targets(*names): runs on the targets named, and only on those")

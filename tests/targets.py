@@ -2,16 +2,21 @@
 
 Every target fxc has is a parameter of the `target` fixture. What a test that takes `target` runs on:
 
-- unmarked: the host target alone (`HOST`); the whole op matrix and the frontends' tests are of this kind.
-- `@pytest.mark.all_targets`: every target of `ALL_TARGETS`.
-- `@pytest.mark.targets("opencl", "wasm")`: the targets named.
+- unmarked: the host target alone (`HOST`): the frontends' and capture's tests, whose target only changes the kernels.
+- `@pytest.mark.cpu_targets`: the host and the lower ISAs (`CPU_TARGETS`): the whole op matrix, the storage dtypes'
+  conversions (code that differs with the CPU's vector width and instructions).
+- `@pytest.mark.all_targets`: every target of `ALL_TARGETS` (the hardening cases that hold on every target).
+- `@pytest.mark.targets("opencl", "wasm")`: the targets named, and only those: what holds on them alone (the device
+  targets' shared cases, tests/backends/test_every_target.py; int64 beyond 32 bits on the 64-bit-integer targets).
 
-`FXC_TEST_TARGETS` (a comma list) replaces that choice: every test that takes `target` runs on the targets listed,
-marked or not, unless its marker names none of them — e.g. the whole op matrix on OpenCL:
+`FXC_TEST_TARGETS` (a comma list) replaces the first three choices: every test that takes `target` runs on the
+targets listed, but a `targets(...)` test only on those of them it names. E.g. the whole op matrix on OpenCL (which
+the device targets run a fixed sample of in CI: it would take minutes per target, and their refusals fail it):
 `FXC_TEST_TARGETS=opencl python -m pytest tests/ops/test_ops.py -k test_op_matches_reference`.
 
-A target whose runtime this machine lacks (no OpenCL platform, no EGL, no Chromium, no wasm-ld, a CPU without the
-ISA) is skipped, and in CI (CI=true) it is a failure: CI installs every runtime (scripts/setup.sh)."""
+A device target whose runtime this machine lacks (no OpenCL platform, no EGL, no Chromium, no wasm-ld) is skipped, and
+in CI (CI=true) it is a failure: CI installs every runtime (scripts/setup.sh). A CPU target whose instructions this
+host lacks is skipped (hardware, not an install)."""
 import functools
 import os
 
@@ -21,7 +26,8 @@ import pytest
 HOST = "llvm"
 ISA_TARGETS = ("llvm -mcpu=haswell",)               # a lower ISA than the host's: its code must run here
 DEVICE_TARGETS = ("opencl", "opengl", "webgl", "webgpu", "wasm")
-ALL_TARGETS = (HOST,) + ISA_TARGETS + DEVICE_TARGETS
+CPU_TARGETS = (HOST,) + ISA_TARGETS
+ALL_TARGETS = CPU_TARGETS + DEVICE_TARGETS
 
 
 def chosen_targets() -> tuple:
@@ -30,25 +36,23 @@ def chosen_targets() -> tuple:
 
 
 def targets_of(markers) -> tuple:
-    """The targets a test runs on, from its `all_targets` / `targets(...)` markers (see the module docstring)."""
+    """The targets a test runs on, from its markers (see the module docstring)."""
     names = {m.name: m.args for m in markers}
-    marked = ALL_TARGETS if "all_targets" in names else names.get("targets")
+    only = names.get("targets")
     chosen = chosen_targets()
     if chosen:
-        return tuple(t for t in chosen if marked is None or t in marked)
-    return tuple(marked) if marked is not None else (HOST,)
+        return tuple(t for t in chosen if only is None or t in only)
+    if only is not None:
+        return tuple(only)
+    return ALL_TARGETS if "all_targets" in names else CPU_TARGETS if "cpu_targets" in names else (HOST,)
 
 
 @functools.cache
 def missing_runtime(target: str) -> str | None:
-    """Why `target` cannot run on this machine (None: it can). A CPU target needs the host to have its ISA; any other
-    target builds and runs exp(x) once (the first test on that target pays for opening the device)."""
-    from fxc.errors import TargetError
-    from fxc.target import Target, host_features
-    if target.split()[0] == "llvm":
-        lacks = Target.parse(target).caps.features - host_features()
-        return f"this host's CPU lacks {', '.join(sorted(lacks))}" if lacks else None
+    """Why `target`'s runtime cannot run here (None: it can): it builds and runs exp(x) once (the first test on that
+    target pays for opening the device)."""
     from fxc.driver.build import build
+    from fxc.errors import TargetError
     from fxc.relay_like.builder import Builder
     b = Builder()
     v = b.graph.input((4,), "float32")
@@ -61,8 +65,14 @@ def missing_runtime(target: str) -> str | None:
 
 
 def require_runtime(target: str) -> None:
-    """Skips the calling test when `target`'s runtime is missing here; fails it in CI, where every runtime is
-    installed."""
+    """Skips the calling test when this host's CPU lacks a CPU target's instructions (hardware: a skip in CI too), or
+    when `target`'s runtime is missing here, which fails it in CI, where every runtime is installed."""
+    from fxc.target import Target, host_features
+    if target.split()[0] == "llvm":
+        lacks = Target.parse(target).caps.features - host_features()
+        if lacks:
+            pytest.skip(f"this host's CPU lacks {', '.join(sorted(lacks))}, which target {target!r} uses")
+        return
     why = missing_runtime(target)
     if why is None:
         return
