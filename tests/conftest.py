@@ -21,13 +21,24 @@ def _argnames(parametrize_marker) -> list:
     return [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
 
 
+_NO_TARGET = set()          # the tests none of whose targets FXC_TEST_TARGETS lists
+
+
 def pytest_generate_tests(metafunc):
     if _takes_our_target(metafunc):
-        metafunc.parametrize("target", targets_of(metafunc.definition.iter_markers()), indirect=True)
+        targets = targets_of(metafunc.definition.iter_markers())
+        if not targets:
+            _NO_TARGET.add(metafunc.definition.nodeid)
+        metafunc.parametrize("target", targets, indirect=True)
 
 
-def pytest_collection_modifyitems(items):
-    """A test that fails on a target today (tests/targets.py, KNOWN_FAILURES) is an expected failure there."""
+def pytest_collection_modifyitems(config, items):
+    """Deselects the tests with no target to run on; a test that fails on a target today (tests/targets.py,
+    KNOWN_FAILURES) is an expected failure there."""
+    deselected = [item for item in items if item.nodeid.split("[")[0] in _NO_TARGET]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if item.nodeid.split("[")[0] not in _NO_TARGET]
     for item in items:
         target = getattr(item, "callspec", None) and item.callspec.params.get("target")
         why = target and known_failure(item.name, target)
