@@ -27,8 +27,6 @@ from ..symbolic.sym import SymInfo
 from ..target import Target
 from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
 
-TARGETS = ("llvm",)
-
 
 def debug_level(options: dict) -> int:
     return int(options.get("debug", 0) or os.environ.get("FXC_DEBUG", "0") or 0)

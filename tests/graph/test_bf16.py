@@ -195,7 +195,7 @@ def test_unknown_bf16_mode_is_named():
 
 def test_bf16_unavailable():
     """On a CPU without AVX-512 BF16 (this host's own CPU with the feature taken off) bf16 is refused with a clear
-    error (more targets: tests/backends/test_targets.py)."""
+    error (more targets: tests/backends/llvm/test_targets.py)."""
     with pytest.raises(TargetError, match="AVX-512 BF16"):
         fxc.from_torch(torch.nn.Linear(4, 4), torch.randn(2, 4), target="llvm -mattr=-avx512bf16", precision="bf16")
 

@@ -1,7 +1,7 @@
 """The vector schedules (fxc/lowering/schedules/cpu: gemm.py, vectorize.py, ...) against numpy references on odd
 shapes: row/column tails, strides, dilation, padding, depthwise multipliers, batch broadcasting, fused epilogues
 (vector and per-element paths), vector exp/erf, vectorized softmax/row reductions. The pack_weights pass and the
-cached weight-prepack step: test_prepack.py."""
+cached weight-prepack step: tests/graph/test_prepack.py."""
 import math
 import re
 

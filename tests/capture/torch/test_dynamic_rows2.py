@@ -1,8 +1,6 @@
 """Row blocks over two symbols (issue 26 item 3, fxc/lowering/blocks.py): a group whose tensors' leading symbolic
 dims multiply to one product (a batch x a sequence: [b, s, 64], [b*s, 64]) runs the static register tiles on
 blocks of that product's rows, as one symbol's rows do; compared with eager / numpy at several (b, s), one build."""
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -10,13 +8,13 @@ from torch import nn
 from torch.export import Dim
 
 import fxc
+import fxc.driver.build as BUILD
 from fxc.errors import LoweringError
 from fxc.lowering.blocks import group_rows, row_layout
 from fxc.relay_like.graph import Graph
 from fxc.symbolic.expr import Sym
 from fxc.symbolic.sym import SymInfo, canonical
 
-BUILD = sys.modules["fxc.driver.build"]
 B, S = Sym("b"), Sym("s")
 
 
