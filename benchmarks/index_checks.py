@@ -39,19 +39,19 @@ def workloads():
 @contextlib.contextmanager
 def clamped():
     """fxc's index ops with the pre-issue-23 clamp instead of the check (wrap negatives, clamp into [0, n))."""
-    from fxc.lowering.expr import as_expr, cast, compare, maximum, minimum, select
-    from fxc.ops import index, movement
+    from fxc.lowering import te
+    from fxc.symbolic.expr import as_expr, cast, compare, maximum, minimum, select
 
     def clamp(i, n, op, wrap=False):
         i = cast("int64", i)
         i = select(compare("lt", i, as_expr(0)), i + n, i)
         return minimum(maximum(i, as_expr(0)), as_expr(max(n - 1, 0)))
-    saved = movement.check_index, index.check_index
-    movement.check_index = index.check_index = clamp
+    saved = te.check_index
+    te.check_index = clamp
     try:
         yield
     finally:
-        movement.check_index, index.check_index = saved
+        te.check_index = saved
 
 
 def main(argv=None) -> None:

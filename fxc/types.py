@@ -7,16 +7,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .symbolic.sym import canonical
+
 
 @dataclass(frozen=True)
 class TensorType:
-    """shape: ints, or int64 expressions of size symbols (fxc/lowering/sym.py) for dims known at call time."""
+    """shape: ints, or int64 expressions of size symbols (fxc/symbolic/sym.py) for dims known at call time."""
     shape: tuple
     dtype: str
 
     def __post_init__(self):
         if not all(type(d) is int for d in self.shape):
-            from .lowering.sym import canonical
             object.__setattr__(self, "shape", tuple(canonical(d) for d in self.shape))
 
     @property

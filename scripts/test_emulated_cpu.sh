@@ -15,7 +15,7 @@ command -v qemu-x86_64 >/dev/null || { echo "qemu-x86_64 not found: apt-get inst
 bash scripts/setup.sh
 export FXC_CACHE_DIR="${FXC_CACHE_DIR:-$(mktemp -d /tmp/fxc-cache-emulated-XXXXXX)}"
 if [ $# -eq 0 ]; then
-  set -- tests/graph/test_bf16.py tests/backends/test_targets.py tests/graph/test_winograd.py tests/lowering/test_conv_schedules_cpu.py \
+  set -- tests/graph/test_bf16.py tests/backends/llvm/test_targets.py tests/graph/test_winograd.py tests/lowering/test_conv_schedules_cpu.py \
          "tests/ops/test_ops.py::test_op_matches_reference[llvm-conv2d_winograd-4]" \
          "tests/ops/test_ops.py::test_op_matches_reference[llvm-conv2d_winograd-5]" \
          "tests/ops/test_ops.py::test_op_matches_reference[llvm-pack_bf16_pairs-0]"

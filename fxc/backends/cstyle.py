@@ -19,7 +19,23 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import (
+from ..lowering.int_ranges import narrow_indices
+from ..lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    Kernel,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    stmt_exprs,
+    walk_stmts,
+)
+from ..symbolic.expr import (
     Bf16Half,
     Bin,
     Broadcast,
@@ -41,22 +57,6 @@ from ..lowering.expr import (
     lanes_of,
     scalar_of,
     walk,
-)
-from ..lowering.int_ranges import narrow_indices
-from ..lowering.loop_ir import (
-    BOUND_KINDS,
-    Allocate,
-    Barrier,
-    Buffer,
-    For,
-    IfThen,
-    Kernel,
-    LetStmt,
-    Seq,
-    Stmt,
-    Store,
-    stmt_exprs,
-    walk_stmts,
 )
 
 I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1

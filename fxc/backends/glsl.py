@@ -30,7 +30,6 @@ import math
 import struct
 
 from ..errors import LoweringError
-from ..lowering.expr import Present
 from ..lowering.int_ranges import check_int64_narrowable
 from ..lowering.loop_ir import (
     BOUND_KINDS,
@@ -42,6 +41,7 @@ from ..lowering.loop_ir import (
     walk_stmts,
 )
 from ..runtime.plan import dispatch_of
+from ..symbolic.expr import Present
 from .cstyle import CStyleRenderer, int32_const
 
 VALUE = {"float32": "float", "int64": "int", "int32": "int", "int16": "int", "int8": "int", "uint8": "int",

@@ -15,9 +15,9 @@ import time
 
 from ..backends import backend_of, fill
 from ..errors import TargetError
-from ..lowering.sym import facts
 from ..relay_like.pipeline import plan_graph, run_passes
 from ..runtime.module import Module, TensorSpec
+from ..symbolic.expr import facts
 from ..target import Target
 from .cache import cacheable, load_module, module_key, store_module
 from .groups import stats
@@ -26,7 +26,6 @@ from .lower_gpu import lower_gpu
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
 
-TARGETS = ("llvm",)
 LOWER = {"cpu": lower_cpu, "gpu": lower_gpu}        # a backend's family -> how its groups become a module
 
 

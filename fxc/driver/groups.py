@@ -16,9 +16,9 @@ from ..lowering.blocks import group_symbols, lower_rows
 from ..lowering.loop_ir import Buffer
 from ..lowering.lower import lower_group
 from ..lowering.schedules.gpu import lower_group_device
-from ..lowering.sym import evaluate, substitute_attr
 from ..lowering.sym_loops import lower_symbolic
 from ..ops.registry import get_op
+from ..symbolic.sym import evaluate, substitute_attr
 from ..target import Target
 from .options import debug_level, log
 from .plan import scratch_args

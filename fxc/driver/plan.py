@@ -21,11 +21,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import CompileError, LoweringError
-from ..lowering.expr import ITEMSIZE
-from ..lowering.sym import Sym, SymInfo, _poly, dim_text, symbols_of
 from ..relay_like.passes.plan_memory import MemoryPlan
 from ..relay_like.planned import Planned
 from ..runtime.module import TensorSpec
+from ..symbolic.expr import ITEMSIZE, Sym, poly
+from ..symbolic.sym import SymInfo, dim_text, symbols_of
 
 SYM_HEADER_SLOTS = 8        # the symbol header: 64 bytes, one int64 per symbol
 # family -> (slot tag, the memory plan's offsets) of a value of symbolic size: "sym" a polynomial in the header's
@@ -135,7 +135,7 @@ def symbolic_slots(calls: list, header: int, sym_index: dict) -> list:
         if a[0] == "work" and a[1] == "header":
             return ("work", header)
         if a[0] == "work" and isinstance(a[1], tuple):
-            p = _poly(a[1][1])
+            p = poly(a[1][1])
             base = header + 64 + p.pop((), 0)
             terms = tuple((c, tuple(header + 8 * sym_index[x.name] for x in m)) for m, c in p.items())
             if not terms:
@@ -149,7 +149,7 @@ def symbolic_slots(calls: list, header: int, sym_index: dict) -> list:
 
 def symbolic_bytes(size) -> list:
     """A symbolic region's size as [[coefficient, [symbol names]], ...] (the runtime's sum of products)."""
-    return [[c, [x.name for x in m]] for m, c in _poly(size).items()]
+    return [[c, [x.name for x in m]] for m, c in poly(size).items()]
 
 
 def spec_shape(shape) -> tuple:

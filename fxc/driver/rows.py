@@ -26,9 +26,9 @@ import math
 
 from ..errors import LoweringError
 from ..lowering.blocks import ROW_BLOCK, check_rows, group_symbol, row_layout
-from ..lowering.expr import ITEMSIZE
 from ..lowering.loop_ir import Buffer
 from ..lowering.schedules.gpu import lower_group_device
+from ..symbolic.expr import ITEMSIZE
 from .groups import group_tensors
 
 

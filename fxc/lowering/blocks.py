@@ -19,10 +19,11 @@ at the workspace's symbol header). Produces a loop-IR Kernel like `lower_group`'
 from __future__ import annotations
 
 from ..errors import LoweringError
+from ..symbolic.expr import Expr, Load, Present, Var, VecLoad, as_expr, rebuild, walk
+from ..symbolic.sym import monomial, symbols_of
 from . import te
-from .expr import Expr, Load, Present, Var, VecLoad, as_expr, rebuild, walk
 from .loop_ir import Buffer, For, IfThen, Kernel, LetStmt, Store, map_body, seq, walk_stmts
-from .sym import monomial, symbols_of
+from .lower import lower_group
 
 ROW_BLOCK = 8          # rows of the main blocks (their static schedule is the build's for ROW_BLOCK rows)
 WIDE_BLOCK = 64        # ... and before them, blocks of this many rows for groups of short rows (a sequence's
@@ -228,7 +229,6 @@ def lower_rows(gr, name: str, tensors_at, num_threads: int, caps, sym_index: dic
     """The row-block kernel of group gr (see the module's docstring). tensors_at(env) -> (roots, input
     placeholders by input position, {Value id: te.Tensor}) at the symbol sizes env ({name: int});
     sym_index: symbol name -> its slot in `syms`. LoweringError when the group is not rows."""
-    from .lower import lower_group
     rows = group_rows(gr)
     outs = [Buffer(f"out{k}", o.dtype, 1) for k, o in enumerate(gr.outputs)]
     ins = [Buffer(f"in{k}", v.dtype, 1) for k, v in enumerate(gr.inputs)]

@@ -13,7 +13,7 @@ their stores and increments). Two uses, one analysis:
 from __future__ import annotations
 
 from ..errors import LoweringError
-from .expr import Bin, Cast, CheckIndex, Const, Load, Select, Un, Var, walk
+from ..symbolic.expr import Bin, Cast, CheckIndex, Const, Load, Select, Un, Var, walk
 from .loop_ir import BOUND_KINDS, Allocate, For, IfThen, Kernel, LetStmt, Seq, Store, stmt_exprs, walk_stmts
 
 I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1

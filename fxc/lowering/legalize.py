@@ -13,7 +13,7 @@ other vector is taken apart.
 from __future__ import annotations
 
 from ..errors import LoweringError
-from .expr import (
+from ..symbolic.expr import (
     Bf16Half,
     Bin,
     Broadcast,

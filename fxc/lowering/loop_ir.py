@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import LoweringError
-from .expr import ITEMSIZE, Expr, Load, Var, children
+from ..symbolic.expr import ITEMSIZE, Expr, Load, Var, as_expr, children
 
 SCOPES = ("global", "private", "shared", "scratch")
 FOR_KINDS = ("serial", "parallel", "vectorize", "unroll", "grid", "thread")
@@ -40,7 +40,6 @@ class Buffer:
         return self.size * ITEMSIZE[self.dtype]
 
     def __getitem__(self, index) -> Expr:
-        from .expr import as_expr
         return Load(self, as_expr(index))
 
     def __repr__(self):

@@ -8,11 +8,15 @@ becomes an accumulation statement in the epilogue's loop nest. Schedules live in
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 from ..errors import LoweringError
+from ..symbolic.expr import Const, Expr, Lane, Load, Var, VecLoad, as_expr, binary, rebuild, substitute, vec, walk
+from ..target import Target
 from . import te
-from .expr import Const, Expr, Load, Var, as_expr, binary, substitute
 from .loop_ir import Buffer, For, Kernel, Seq, Store, seq
+from .schedules import lookup
+from .vectorize import linear_stride, vectorize_expr, vectorize_loops
 
 
 def strides_of(shape) -> list:
@@ -45,7 +49,6 @@ class Converter:
     reductions become holes (collected) or, in `pre` mode, accumulation statements."""
 
     def __init__(self, bufs: dict, caps=None):
-        from ..target import Target
         self.bufs = bufs
         self.caps = caps or Target.parse("llvm").caps      # the target's capabilities the schedules read
         self.locals: list = []
@@ -78,7 +81,6 @@ class Converter:
             elif isinstance(x, (Const, Var)):
                 r = x
             else:
-                from .expr import rebuild
                 r = rebuild(x, tuple(go(a) if isinstance(a, Expr) else a for a in x.args))
             memo[x] = r
             return r
@@ -147,12 +149,8 @@ def _merge_inner_axes(red, rvars, val):
     """The last two reduce loops as one when every read walks them as one contiguous run (index stride of the
     outer = extent x stride of the inner) and nothing else uses them: a global average pool of a 7 x 7 map is one
     row of 49, which the vector accumulator takes (7 is too short for it); None otherwise."""
-    from types import SimpleNamespace
-
-    from .expr import walk
     if len(rvars) < 2 or not all(isinstance(e, int) for _, e in red.axes[-2:]) or red.axes[-1][1] >= VECTOR_REDUCE_MIN:
         return None
-    from .schedules.cpu.vectorize import linear_stride
     a, b = rvars[-2], rvars[-1]
     na, nb = red.axes[-2][1], red.axes[-1][1]
     r = Var("rm")
@@ -174,8 +172,6 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
     """acc[slot] = reduce(val) with the innermost reduce loop on a vector accumulator (float32 rows
     such as softmax and layer-norm sums): lanes are folded into acc[slot] at the end; None if val
     does not vectorize along that loop."""
-    from .expr import Const, Lane, VecLoad, vec
-    from .schedules.cpu.vectorize import vectorize_expr
     lanes = conv.caps.lanes     # the target's vector width
     if not all(isinstance(e, int) for _, e in red.axes):    # a symbolic extent: the scalar loop (sym_loops.py)
         return None
@@ -222,7 +218,6 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
                 schedule_hint: dict | None = None, caps=None) -> Kernel:
     """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; caps: the target's
     capabilities (None: this host's)."""
-    from .schedules import lookup
     schedule_root = lookup("cpu")          # the CPU family's default schedule (it dispatches on the root's kind)
     bufs = dict(in_bufs)
     stmts, flops = [], 0
@@ -241,7 +236,6 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
         s, f = schedule_root(conv, t, ob, num_threads, schedule_hint or {})
         stmts.append(s)
         flops += f
-    from .schedules.cpu.vectorize import vectorize_loops
     body = vectorize_loops(seq(*stmts), conv.caps.lanes)
     params = list(out_bufs) + [b for b in dict.fromkeys(in_bufs.values())] + conv.scratches
     return Kernel(name, params, body, flops)

@@ -11,7 +11,7 @@ that reads it becomes
 """
 from __future__ import annotations
 
-from .expr import Bin, Expr, Load, Present, VecLoad, children, rebuild
+from ..symbolic.expr import Bin, Expr, Load, Present, VecLoad, children, rebuild
 from .loop_ir import IfThen, Kernel, Stmt, Store, map_body, stmt_exprs, walk_stmts
 
 

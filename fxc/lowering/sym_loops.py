@@ -24,11 +24,12 @@ express symbolically raises (LoweringError, TypeError from ordering a size), and
 from __future__ import annotations
 
 from ..errors import LoweringError
+from ..symbolic.expr import Expr, Load, Sym, Var, as_expr, substitute, walk
+from ..symbolic.sym import is_static
 from . import te
-from .expr import Expr, Load, Var, as_expr, walk
 from .loop_ir import Allocate, Buffer, For, Kernel, LetStmt, Seq, Store, seq, walk_stmts
 from .lower import Converter, flat_index
-from .sym import Sym, is_static
+from .vectorize import aligned_stride, linear_stride, vectorize_loops
 
 COLUMN_VECTORS = 4      # a static row's accumulators: up to this many vectors of lanes (one broadcast, several FMAs)
 ROW_TILE = 4            # rows of a reduction whose column tiles share their reduce loop (4 x 4 vector accumulators)
@@ -37,7 +38,6 @@ ROW_TILE = 4            # rows of a reduction whose column tiles share their red
 def lower_symbolic(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, sym_index: dict) -> Kernel:
     """roots[i] is stored into out_bufs[i] (tensors at symbolic shapes); in_bufs: placeholder -> Buffer;
     sym_index: symbol name -> its slot in `syms`."""
-    from .schedules.cpu.vectorize import vectorize_loops
     syms = Buffer("syms", "int64", 8)
     conv = Converter(dict(in_bufs), caps)
     stmts, flops, done = [], 0, set()
@@ -172,7 +172,6 @@ def _merge_rows(tiles: list):
 
 def _rename(st, mapping: dict):
     """A vectorize loop of stores with the variables of `mapping` replaced."""
-    from .expr import substitute
     if isinstance(st, For):
         return For(st.var, st.extent, _rename(st.body, mapping), st.kind, st.start, st.axis)
     if isinstance(st, Seq):
@@ -192,13 +191,11 @@ def _vector_columns(conv: Converter, t, ob, idx: list, shape: list, jl: Var, lan
     """`lanes` columns at once (a multiple of the target's lanes; jl their lane): an injective body as one vectorize
     loop; a reduction (or an epilogue over reductions) as vector accumulators, one slot per column, each update a
     vectorize loop. None when a reduction's reads are not contiguous (or invariant) along the columns."""
-    from .schedules.cpu.vectorize import aligned_stride, linear_stride
     holes: list = []
     val = conv.convert(t[tuple(idx)], None, holes)
     store = Store(ob, flat_index(idx, shape), val)
     if not holes:
         return For(jl, lanes, store, "vectorize")
-    from .expr import substitute
     stmts, fill = [], {}
     for h in holes:
         if h.tensor.dtype not in ("float32", "float64"):

@@ -9,8 +9,9 @@ from __future__ import annotations
 import itertools
 from typing import Callable
 
-from .expr import Const, Expr, Var, as_expr
-from .sym import canonical
+from ..errors import INDEX_OPS
+from ..symbolic.expr import ITEMSIZE, CheckIndex, Const, Expr, Var, as_expr, is_float
+from ..symbolic.sym import canonical
 
 _names = itertools.count()
 
@@ -84,7 +85,6 @@ REDUCE_INIT = {"sum": 0, "prod": 1, "max": "-inf", "min": "inf"}
 
 
 def reduce_init(op: str, dtype: str) -> Const:
-    from .expr import ITEMSIZE, is_float
     v = REDUCE_INIT[op]
     if isinstance(v, str):
         if is_float(dtype):
@@ -95,6 +95,13 @@ def reduce_init(op: str, dtype: str) -> Const:
         lo, hi = (0, 255) if dtype == "uint8" else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
         return Const(lo if op == "max" else hi, dtype)
     return Const(v, dtype)
+
+
+def check_index(i, n, op: str, wrap: bool = False):
+    """A data-dependent index into a dimension of size n, checked as eager PyTorch checks it (symbolic/expr.py,
+    CheckIndex): outside [0, n), or [-n, n) where the op counts negative indices from the end (wrap), the call
+    fails with fxc.errors.IndexOutOfRangeError naming `op` and the index, and no buffer is read out of bounds."""
+    return CheckIndex(i, n, wrap, INDEX_OPS.index(op))
 
 
 def placeholder(shape, dtype: str, name: str = "x") -> Tensor:

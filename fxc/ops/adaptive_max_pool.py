@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, compare, is_float, minimum, select, unary
+from ..symbolic.expr import Const, as_expr, binary, compare, is_float, minimum, select, unary
 from ..types import TensorType
 from .registry import Kind, OpDef, register, register_aten
 

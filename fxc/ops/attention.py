@@ -20,7 +20,7 @@ import math
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from ..lowering.expr import is_float
+from ..symbolic.expr import is_float
 from .registry import register_aten
 
 

@@ -4,9 +4,9 @@ A bf16x2 word is an int32 holding two bfloat16 values rounded to nearest even fr
 elements along a reduction axis: bits(bf16(x[2c])) | bits(bf16(x[2c + 1])) << 16 (an odd length is
 zero-padded). It is the operand layout of AVX-512 BF16's vdpbf16ps, which adds a.lo * b.lo + a.hi * b.hi
 to a float32 accumulator per lane; so a conv/matmul over words does half the reduction steps of the
-float32 kernel, each a bf16 pair, and still accumulates and returns float32.
+float32 kernel, each a bf16 pair, and still accumulates and returns float32. The words themselves (numpy
+conversions, `pair_words`, the op pack_bf16_pairs) are bf16_words.py.
 
-    pack_bf16_pairs(x, axis)                  float32 [.., C, ..] -> int32 words [.., ceil(C/2), ..]
     conv2d_packed_bf16(x words, w words)      x [N, C/2, H, W], w = pack_lanes(w, axis 0, pair_axis 1)
                                               [O/L, C/2, KH, KW, L] -> float32 [N, O, OH, OW]; or NCHW16c
                                               (blocked_in / blocked_out): x = pack_bf16_pairs(x16, 4)
@@ -21,77 +21,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..lowering import te
-from ..lowering.expr import Bf16Half, Const, PackBf16, as_expr, compare, minimum, select
+from ..symbolic.expr import Bf16Half
 from ..types import TensorType
+from .bf16_words import bf16_pairs_ref, unpair_ref
 from .common import rand
+from .linalg import _matmul_packed_infer, _matmul_ref as mm, _pack_ref, packed_matmul_compute, unpack_ref
+from .nn import _conv2d_packed, _conv2d_packed_infer, _conv2d_ref, from_blocked_ref, to_blocked_ref
 from .registry import Kind, OpDef, register
-
-
-# -- numpy: float32 <-> bf16x2 words ------------------------------------------------------------------------------
-def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bits (uint32), round to nearest even; NaN -> 0x7FC0 (as c10::BFloat16)."""
-    b = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    r = ((b + 0x7FFF + ((b >> 16) & 1)) >> 16).astype(np.uint32)
-    return np.where(np.isnan(x), np.uint32(0x7FC0), r)
-
-
-def bf16_pairs_ref(x: np.ndarray, axis: int) -> np.ndarray:
-    """Adjacent elements along `axis` as bf16x2 words (int32; odd lengths zero-padded)."""
-    x = np.asarray(x, np.float32)
-    if x.shape[axis] % 2:
-        w = [(0, 0)] * x.ndim
-        w[axis] = (0, 1)
-        x = np.pad(x, w)
-    lo = np.take(x, np.arange(0, x.shape[axis], 2), axis=axis)
-    hi = np.take(x, np.arange(1, x.shape[axis], 2), axis=axis)
-    return (bf16_bits(lo) | (bf16_bits(hi) << 16)).view(np.int32)
-
-
-def unpair_ref(w: np.ndarray, axis: int, n: int) -> np.ndarray:
-    """bf16x2 words -> the float32 values they hold, `n` along `axis` (inverse of bf16_pairs_ref up to rounding)."""
-    u = np.ascontiguousarray(w).view(np.uint32)
-    lo, hi = (u << 16).view(np.float32), (u & 0xFFFF0000).view(np.float32)
-    x = np.stack([lo, hi], axis=axis + 1)
-    x = x.reshape(w.shape[:axis] + (-1,) + w.shape[axis + 1:])
-    return np.take(x, np.arange(n), axis=axis)
-
-
-# -- pack_bf16_pairs ----------------------------------------------------------------------------------------------
-def _pairs_infer(types, axis):
-    x = types[0]
-    if x.dtype != "float32" or not -x.ndim <= axis < x.ndim:
-        raise ShapeError(f"pack_bf16_pairs: needs float32 and an axis of {list(x.shape)}, got {x.dtype}, axis {axis}")
-    shape = list(x.shape)
-    shape[axis] = -(-shape[axis] // 2)
-    return [TensorType(tuple(shape), "int32")]
-
-
-def pair_words(get, n: int, axis: int, i: tuple):
-    """The bf16x2 word at index i of the paired tensor: get(index) reads the float32 source, n = its length
-    along `axis` (an odd last pair gets a zero high half)."""
-    def at(j):
-        idx = list(i)
-        idx[axis] = j
-        return get(tuple(idx))
-    lo = at(i[axis] * 2)
-    if n % 2 == 0:
-        return PackBf16(lo, at(i[axis] * 2 + 1))
-    j = i[axis] * 2 + 1
-    hi = select(compare("lt", j, as_expr(n)), at(minimum(j, as_expr(n - 1))), Const(0.0, "float32"))
-    return PackBf16(lo, hi)
-
-
-def _pairs(x, axis):
-    shape = _pairs_infer([x], axis)[0].shape
-    axis %= x.ndim
-    return te.compute(shape, lambda *i: pair_words(lambda idx: x[idx], x.shape[axis], axis, i), "pack_bf16_pairs")
-
-
-register(OpDef("pack_bf16_pairs", Kind.INJECTIVE, _pairs_infer, bf16_pairs_ref, _pairs, {}, None,
-               lambda rng: [([rand(rng, (1, 5, 3, 17))], {"axis": 1}),
-                            ([rand(rng, (4, 6))], {"axis": -1})],
-               ("float32",), doc="Adjacent float32 elements along `axis` as bf16x2 int32 words (odd: zero-padded)."))
 
 
 # -- conv2d over bf16x2 words -------------------------------------------------------------------------------------
@@ -100,7 +36,6 @@ def _dot_halves(a, b):
 
 
 def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
-    from .nn import _conv2d_packed_infer
     x, w = types
     if x.dtype != "int32" or w.dtype != "int32":
         raise ShapeError(f"conv2d_packed_bf16 takes bf16x2 int32 words, got {x.dtype} and {w.dtype}")
@@ -110,14 +45,11 @@ def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, block
 
 
 def _conv(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
-    from .nn import _conv2d_packed
     return _conv2d_packed(x, wp, out_channels, stride, dilation, nv, blocked_in, blocked_out, product=_dot_halves,
                           name="conv2d_packed_bf16", bf16=True)
 
 
 def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False):
-    from .linalg import unpack_ref
-    from .nn import _conv2d_ref, from_blocked_ref, to_blocked_ref
     c = 2 * wp.shape[1]
     xs = from_blocked_ref(unpair_ref(x, 4, 2 * x.shape[4]), c) if blocked_in else unpair_ref(x, 1, c)
     ws = unpair_ref(unpack_ref(wp, 0, 0, out_channels), 1, c)
@@ -126,8 +58,6 @@ def _conv_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked
 
 
 def _conv_sample(rng, n, c, h, w, o, k, blocks, **attrs):
-    from .linalg import _pack_ref
-    from .nn import to_blocked_ref
     x = rand(rng, (n, c, h, w))
     x = bf16_pairs_ref(to_blocked_ref(x, 16), 4) if attrs.get("blocked_in") else bf16_pairs_ref(x, 1)
     wp = _pack_ref(rand(rng, (o, c, k, k)), 0, 0, blocks)
@@ -149,7 +79,6 @@ register(OpDef("conv2d_packed_bf16", Kind.OUT_FUSABLE, _conv_infer, _conv_ref, _
 
 # -- matmul over bf16x2 words -------------------------------------------------------------------------------------
 def _matmul_infer(types, n, trans_a=False, nv=1):
-    from .linalg import _matmul_packed_infer
     a, b = types
     if a.dtype != "int32" or b.dtype != "int32":
         raise ShapeError(f"matmul_packed_bf16 takes bf16x2 int32 words, got {a.dtype} and {b.dtype}")
@@ -158,12 +87,10 @@ def _matmul_infer(types, n, trans_a=False, nv=1):
 
 
 def _matmul(a, bp, n, trans_a=False, nv=1):
-    from .linalg import packed_matmul_compute
     return packed_matmul_compute(a, bp, n, trans_a, nv, _dot_halves, "matmul_packed_bf16", {"bf16": True})
 
 
 def _matmul_ref(a, bp, n, trans_a=False, nv=1):
-    from .linalg import _matmul_ref as mm, unpack_ref
     k = 2 * bp.shape[-2]
     av = unpair_ref(a, a.ndim - 2 if trans_a else a.ndim - 1, k)
     b = unpair_ref(unpack_ref(bp, bp.ndim - 3, bp.ndim - 3, n), bp.ndim - 2, k)      # [.., n, k]
@@ -171,7 +98,6 @@ def _matmul_ref(a, bp, n, trans_a=False, nv=1):
 
 
 def _matmul_sample(rng, a_shape, k, n, blocks, trans_a=False, nv=1):
-    from .linalg import _pack_ref
     a = rand(rng, a_shape)
     bp = _pack_ref(rand(rng, (k, n)), 1, 0, blocks)
     return [bf16_pairs_ref(a, a.ndim - 2 if trans_a else a.ndim - 1), bf16_pairs_ref(bp, 1)], \

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ShapeError
-from ..lowering.expr import INTS, Const, as_expr, cast
+from ..symbolic.expr import INTS, Const, as_expr, cast
 
 # -- dtype promotion (PyTorch's rules: tensors with dims dominate, 0-d and scalars only lift the category)
 _ORDER = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]

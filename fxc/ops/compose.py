@@ -12,7 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from .registry import register_aten
+from .common import norm_axis
+from .index import _index_put_aten
+from .norm import _vector_norm
+from .registry import aten_table, register_aten
 
 
 def _round_decimals(b, x, decimals=0):
@@ -65,7 +68,6 @@ register_aten("aten._trilinear.default", _trilinear)
 def _embedding_renorm(b, w, indices, max_norm, norm_type):
     """The rows of `w` that `indices` names, scaled down to norm `max_norm` where their norm is larger
     (ATen: row * max_norm / (norm + 1e-7)); the other rows unchanged."""
-    from .norm import _vector_norm
     if w.type.ndim != 2 or not w.dtype.startswith("float"):
         raise UnsupportedOpError("embedding_renorm of a non-float or non-2-d weight")
     if indices.type.numel == 0:
@@ -90,7 +92,6 @@ def _put(b, x, index, source, accumulate=False):
     flat = b.call("reshape", [x], shape=(-1,))
     idx = b.call("reshape", [index], shape=(-1,))
     src = b.call("reshape", [b.as_tensor(source, x.dtype)], shape=(-1,))
-    from .index import _index_put_aten
     return b.call("reshape", [_index_put_aten(b, flat, [idx], src, accumulate)], shape=tuple(x.shape))
 
 
@@ -136,8 +137,6 @@ register_aten("aten.bucketize.Tensor", _bucketize)
 
 def _index_reduce(b, x, dim, index, source, reduce, include_self=True):
     """index_reduce along `dim` with a 1-d index: a scatter_reduce whose index is broadcast over source."""
-    from .common import norm_axis
-    from .registry import aten_table
     if x.type.ndim == 0:   # a 0-d tensor stands for a 1-element 1-d one
         one = _index_reduce(b, b.call("reshape", [x], shape=(1,)), 0, b.call("reshape", [index], shape=(-1,)),
                             b.call("reshape", [source], shape=(-1,)), reduce, include_self)
@@ -158,7 +157,6 @@ register_aten("aten.index_reduce.default", _index_reduce)
 def _nonzero_static(b, x, size, fill_value=-1):
     """The coordinates of the first `size` nonzero elements (row-major), rows past them `fill_value`:
     each nonzero element's rank (a cumsum) picks its output row; the rest land in a spare row dropped after."""
-    from .registry import aten_table
     n, nd = x.type.numel, x.type.ndim
     base = b.const(np.full((size + 1, nd), fill_value, dtype=np.int64))
     if n == 0 or nd == 0:   # no coordinates (0-d: rows of width 0) or no element: only fill rows
@@ -212,7 +210,6 @@ def _embedding_bag(b, weight, indices, offsets, scale_grad_by_freq=False, mode=0
         index = b.call("expand", [b.call("reshape", [rows], shape=(-1, 1))], size=(n, dim))
         out = b.call("scatter", [zeros, index, vals], dim=0, reduce="amax", include_self=False)
     else:
-        from .index import _index_put_aten
         out = _index_put_aten(b, zeros, [rows], vals, True)
         if mode == 1:
             ones = b.const(np.ones((n,), dtype=weight.dtype))

@@ -4,7 +4,7 @@ A transposed conv runs as stride-1 conv2ds on fxc's conv schedules, one per outp
 the same position modulo the stride: `conv_transpose_as_convs`), interleaved into the output. The op
 conv_transpose2d, a gather (each output pixel sums the input pixels whose stride-spaced footprint covers it), is
 left for outputs smaller than the stride. conv2d_weight_grad is the correlation of the (padded) input with the
-output gradient. 1-d convolutions reuse both through a height of 1; `nn._convolution` calls
+output gradient. 1-d convolutions reuse both through a height of 1; `convolution._convolution` calls
 `transposed_convolution` for `transposed=True`.
 
 A conv2d's own backward avoids both loops where it can: its input gradient (a transposed conv) becomes the
@@ -18,10 +18,11 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, compare, is_float, maximum, minimum, select
+from ..symbolic.expr import Const, as_expr, binary, compare, is_float, maximum, minimum, select
 from ..types import TensorType
 from .common import np_dtype, rand
 from .registry import Kind, OpDef, register, register_aten
+from .volume import transposed_convolution3d
 
 FLT = ("float32", "float64")
 
@@ -196,10 +197,9 @@ def _as_2d(b, x, w, stride, padding, dilation, output_padding):
 
 
 def transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padding, groups):
-    """ATen convolution(transposed=True) for 1-d and 2-d inputs (called from nn._convolution)."""
+    """ATen convolution(transposed=True) for 1-d and 2-d inputs (called from convolution._convolution)."""
     nd = w.type.ndim - 2
     if nd == 3:
-        from .volume import transposed_convolution3d
         return transposed_convolution3d(b, x, w, bias, stride, padding, dilation, output_padding, groups)
     if nd not in (1, 2) or x.type.ndim != nd + 2:
         raise UnsupportedOpError(f"{nd}-d transposed convolution")

@@ -9,8 +9,9 @@ import math
 
 import numpy as np
 
+from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import (
+from ..symbolic.expr import (
     as_expr,
     binary as binary_expr,
     cast,
@@ -380,14 +381,12 @@ for _table in _ATEN_EXTRA.values():
 # -- randomized leaky relu in eval mode: the slope is the middle of its range (training draws random slopes) -----
 def _rrelu(b, x, noise, lower=0.125, upper=1.0 / 3.0, training=False, generator=None):
     if training:
-        from ..errors import UnsupportedOpError
         raise UnsupportedOpError("rrelu in training mode (random slopes)")
     return b.call("leaky_relu", [x], slope=(float(lower) + float(upper)) / 2), noise
 
 
 def _rrelu_backward(b, grad, x, noise, lower, upper, training, self_is_result):
     if training:
-        from ..errors import UnsupportedOpError
         raise UnsupportedOpError("rrelu backward in training mode")
     return b.call("where", [b.call("gt", [x, 0]), grad, b.call("mul", [grad, (float(lower) + float(upper)) / 2])])
 

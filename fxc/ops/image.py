@@ -12,7 +12,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select, unary
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select, unary
 from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register

@@ -2,11 +2,11 @@
 scatter-reduce, and the ATen glue that composes them (slice_scatter, full_like, split_with_sizes...).
 
 `index` is a gather (each output element reads one input element), so it is injective and fuses.
-`index_put` and `scatter` write data-dependent positions: they are `te.extern` ops whose loop IR copies
-the destination and then walks the index tensor serially, so duplicate indices accumulate in a fixed
-order. Data-dependent indices are checked as eager PyTorch checks them (movement.check_index: index and index_put
-count negative ones from the end, scatter does not): an out-of-range one fails the call with
-fxc.errors.IndexOutOfRangeError; none touches memory outside a buffer.
+`index_put` and `scatter` write data-dependent positions: they are `te.extern` ops whose loop IR
+(fxc/lowering/extern/scatter.py) copies the destination and then walks the index tensor serially, so duplicate
+indices accumulate in a fixed order. Data-dependent indices are checked as eager PyTorch checks them
+(te.check_index: index and index_put count negative ones from the end, scatter does not): an out-of-range one
+fails the call with fxc.errors.IndexOutOfRangeError; none touches memory outside a buffer.
 """
 from __future__ import annotations
 
@@ -16,53 +16,14 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Broadcast, Const, Var, VecLoad, as_expr, cast, is_float, maximum, minimum
-from ..lowering.loop_ir import For, Store, seq
+from ..lowering.extern.scatter import index_put_loops, scatter_loops
+from ..symbolic.expr import Const, cast, is_float
 from ..types import TensorType
-from .common import bcast, broadcast_shapes, contiguous_strides, norm_axis, rand
-from .movement import check_index
+from .common import bcast, broadcast_shapes, norm_axis, np_dtype, rand
 from .registry import Kind, OpDef, register, register_aten
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
 IDX = ("int32", "int64")
-
-
-# -- loop-IR helpers shared by the extern ops of this file and scan.py -------------------------------------------
-def nest(shape, body, parallel: bool = False):
-    """Loops over `shape`; body(vars) -> statement. parallel: the outermost loop runs on threads."""
-    vs = [Var(f"n{d}_") for d in range(len(shape))]
-    s = body(vs)
-    for d in reversed(range(len(shape))):
-        s = For(vs[d], shape[d], s, "parallel" if parallel and d == 0 and shape[0] > 1 else "serial")
-    return s
-
-
-def flat(idx, shape):
-    """Flat row-major offset of a multi-index; size-1 dims are broadcast (read at 0)."""
-    f = as_expr(0)
-    for i, n, st in zip(idx, shape, contiguous_strides(shape)):
-        if n != 1:
-            f = f + i * st
-    return f
-
-
-def bload(buf, shape, idx):
-    """Load buffer `buf` of `shape` at broadcast index `idx` (trailing-aligned, like numpy)."""
-    off = len(idx) - len(shape)
-    return buf[flat(idx[off:], shape)]
-
-
-def copy_stmt(dst, src, n: int, fill: bool = False):
-    """dst[:] = src[:], or with fill dst[:] = src[0]: whole vectors of 16 (parallel when large), then a scalar tail."""
-    if not n:
-        return None
-    i, k = Var("c"), Var("ct")
-    lanes, full = 16, n // 16 * 16
-    value = (lambda at, w: Broadcast(src[0], w)) if fill else (lambda at, w: VecLoad(src, at, w))
-    body = For(i, full // lanes, Store(dst, i * lanes, value(i * lanes, lanes)),
-               "parallel" if n >= 1 << 16 else "serial") if full else None
-    tail = For(k, n - full, Store(dst, k + full, src[0] if fill else src[k + full])) if n > full else None
-    return seq(body, tail)
 
 
 # -- index: x[idx_0, ..., idx_k] over the dims `dims` ------------------------------------------------------------------
@@ -97,7 +58,7 @@ def _index(x, *idx, dims, in_range=False):
         coords = {d: next(others) for d in rest}
         for t, d in zip(idx, dims):
             coords[d] = cast("int64", bcast(t, bi)) if in_range \
-                else check_index(bcast(t, bi), x.shape[d], "index", wrap=True)
+                else te.check_index(bcast(t, bi), x.shape[d], "index", wrap=True)
         return x[tuple(coords[d] for d in range(x.ndim))]
     return te.compute(shape, body, "index")
 
@@ -158,20 +119,9 @@ def _index_put(x, v, *idx, dims, accumulate=False, shape=None):
     ishape, pos, bshape, rest = _index_layout(xshape, dims, [t.shape for t in idx])
     nb = len(bshape)
 
-    def lower(outs, ins):
-        out, xb, vb, ib = outs[0], ins[0], ins[1], ins[2:]
-
-        def body(i):
-            bi = i[pos:pos + nb]
-            others = iter(i[:pos] + i[pos + nb:])
-            coords = {d: next(others) for d in rest}
-            for t, b_, d in zip(idx, ib, dims):
-                coords[d] = check_index(bload(b_, t.shape, bi), xshape[d], "index_put", wrap=True)
-            at = flat([coords[d] for d in range(len(xshape))], xshape)
-            val = bload(vb, v.shape, i)
-            return Store(out, at, out[at] + val if accumulate else val)
-        return seq(copy_stmt(out, xb, math.prod(xshape), fill=shape is not None), nest(ishape, body))
-    return te.extern([(xshape, x.dtype)], [x, v] + list(idx), lower, "index_put")[0]
+    return te.extern([(xshape, x.dtype)], [x, v] + list(idx),
+                     index_put_loops(xshape, v.shape, [t.shape for t in idx], dims, ishape, pos, nb, rest, accumulate,
+                                     shape is not None), "index_put")[0]
 
 
 def _index_put_ref(x, v, *idx, dims, accumulate=False, shape=None):
@@ -263,24 +213,8 @@ def _identity(op, dtype):
 def _scatter(x, idx, src, dim, reduce=None, include_self=True):
     d = norm_axis(dim, x.ndim)
 
-    def lower(outs, ins):
-        out, xb, ib, sb = outs[0], ins[0], ins[1], ins[2]
-
-        def target(i):
-            j = check_index(ib[flat(i, idx.shape)], x.shape[d], "scatter")
-            return flat(list(i[:d]) + [j] + list(i[d + 1:]), x.shape)
-
-        def update(i):
-            at, val = target(i), sb[flat(i, src.shape)]
-            if reduce is None:
-                return Store(out, at, val)
-            comb = {"sum": lambda a: a + val, "prod": lambda a: a * val,
-                    "amax": lambda a: maximum(a, val), "amin": lambda a: minimum(a, val)}[reduce]
-            return Store(out, at, comb(out[at]))
-        reset = None
-        if reduce is not None and not include_self:   # scattered-to positions start from the identity
-            reset = nest(idx.shape, lambda i: Store(out, target(i), _identity(reduce, x.dtype)))
-        return seq(copy_stmt(out, xb, math.prod(x.shape)), reset, nest(idx.shape, update))
+    reset = _identity(reduce, x.dtype) if reduce is not None and not include_self else None
+    lower = scatter_loops(x.shape, idx.shape, src.shape, d, reduce, reset)
     return te.extern([(x.shape, x.dtype)], [x, idx, src], lower, "scatter")[0]
 
 
@@ -354,7 +288,6 @@ register(OpDef("scatter", Kind.OPAQUE, _scatter_infer, _scatter_ref, _scatter,
 
 # -- ATen glue composed of registry ops --------------------------------------------------------------------------------
 def _full_like(b, x, fill_value, dtype=None, **_):
-    from .common import np_dtype
     if not isinstance(fill_value, (int, float, bool)):
         raise UnsupportedOpError("full_like with a tensor fill value")
     return b.const(np.full(tuple(x.shape), fill_value, dtype=np_dtype(dtype or x.dtype)))
@@ -434,7 +367,6 @@ register_aten("aten.masked_fill.Tensor", _masked_fill)
 
 
 def _new_empty(b, x, size, stride=None, dtype=None, **_):
-    from .common import np_dtype
     return b.const(np.zeros(tuple(size), dtype=np_dtype(dtype or x.dtype)))
 
 

@@ -8,8 +8,9 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, compare, minimum, select
+from ..symbolic.expr import Const, as_expr, binary, compare, minimum, select
 from ..types import TensorType
+from .bf16_words import bf16_pairs_ref, pair_words
 from .common import broadcast_shapes, rand
 from .registry import Kind, OpDef, register
 
@@ -142,14 +143,12 @@ def _pack(x, axis, block_pos, blocks, lanes=16, pair_axis=None):
         return te.compute(shape, lambda *i: packed(i), "pack_lanes",
                           {"pack_of": x, "pack_axis": axis, "pack_block_pos": block_pos, "pack_whole": n // lanes,
                            "pack_exact": lambda *i: packed(i, exact=True)})
-    from .bf16 import pair_words
     n_pair = _pack_infer([x], axis, block_pos, blocks, lanes)[0].shape[pair_axis]
     return te.compute(shape, lambda *i: pair_words(packed, n_pair, pair_axis, i), "pack_lanes")
 
 
 def _pack_ref(x, axis, block_pos, blocks, lanes=16, pair_axis=None):
     if pair_axis is not None:
-        from .bf16 import bf16_pairs_ref
         return bf16_pairs_ref(_pack_ref(x, axis, block_pos, blocks, lanes), pair_axis)
     widths = [(0, 0)] * x.ndim
     widths[axis] = (0, blocks * lanes - x.shape[axis])
@@ -178,7 +177,7 @@ register(OpDef("pack_lanes", Kind.INJECTIVE, _pack_infer, _pack_ref, _pack, {}, 
                                                           "pair_axis": 1})],
                NUM, doc="Split `axis` into blocks of `lanes` (zero padded), blocks at block_pos, lanes last; with "
                         "pair_axis (float32), adjacent elements along that axis of the result as bf16x2 int32 words "
-                        "(see ops/bf16.py)."))
+                        "(see ops/bf16_words.py)."))
 
 
 def _mmp_dims(ta, tb, trans_a):

@@ -4,6 +4,7 @@ A is scaled by 2^-s so that its 1-norm is at most 1/2, the degree-18 Taylor poly
 Horner's rule (truncation error below 1e-22 there), and the result is squared s times. Batch in parallel.
 Through torch.compile, a call whose results are not all finite runs again in eager (`eager_unless_finite`): where
 exp(A) overflows, eager's inf/NaN pattern comes from its own float32 squarings, which fxc does not reproduce.
+The kernels' loop IR is fxc/lowering/extern/linalg_exp.py.
 """
 from __future__ import annotations
 
@@ -12,50 +13,15 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import as_expr, cast, compare, maximum, minimum, select, unary
-from ..lowering.loop_ir import Allocate, Buffer, Store, seq
-from .linalg_factor import F64, FLT, Mat, batched, copy, f64, let, loop, scratch, scratch_check, square_dims, when
+from ..lowering.extern.linalg_exp import matrix_exp_loops
+from .linalg_factor import FLT, scratch_check, square_dims
 from .registry import Kind, OpDef, register
-
-DEGREE = 18
-MAX_SQUARINGS = 1100      # enough to bring any finite float64 norm below 1/2
 
 
 def _matrix_exp(a):
     bs, n, _ = square_dims(a, "matrix_exp")
     batch = math.prod(bs)
-    z = as_expr(0)
-
-    def lower(outs, ins):
-        X, E, T = scratch("x", n, n), scratch("e", n, n), scratch("t", n, n)
-        acc = Buffer("acc", F64, 1, "private")
-
-        def product(P, Q):       # T = P Q
-            return loop(n, lambda i: loop(n, lambda j: seq(
-                Store(acc, z, f64(0)), loop(n, lambda c: Store(acc, z, acc[z] + P(i, c) * Q(c, j)), name="c"),
-                T.set(i, j, acc[z])), name="j"))
-
-        def item(b):
-            A = Mat(ins[0], b * (n * n), n)
-            eye = lambda i, j: select(compare("eq", i, j), f64(1), f64(0))
-            col = T.buf                 # T[0] holds one column's absolute sum
-            norm = seq(Store(acc, z, f64(0)), loop(n, lambda j: seq(
-                Store(col, z, f64(0)), loop(n, lambda i: Store(col, z, col[z] + unary("abs", A(i, j)))),
-                Store(acc, z, maximum(acc[z], col[z]))), name="j"))
-
-            def scaled(s):
-                horner = loop(DEGREE, lambda t: seq(product(X, E), let(
-                    "inv", f64(1) / cast(F64, as_expr(DEGREE) - t), lambda inv: loop(n, lambda i: loop(
-                        n, lambda j: E.set(i, j, eye(i, j) + T(i, j) * inv), name="j")))), name="t")
-                square = loop(MAX_SQUARINGS, lambda q: when(compare("lt", q, s), product(E, E), copy(E, T, n, n)),
-                              name="q")
-                return seq(loop(n, lambda i: loop(n, lambda j: seq(X.set(i, j, A(i, j) * unary("exp2", -cast(F64, s))),
-                                                                    E.set(i, j, eye(i, j))), name="j")),
-                           horner, square, copy(Mat(outs[0], b * (n * n), n), E, n, n))
-            steps = cast("int64", minimum(unary("ceil", unary("log2", acc[z] * f64(2))), f64(MAX_SQUARINGS)))
-            return Allocate(X.buf, Allocate(E.buf, Allocate(T.buf, Allocate(acc, seq(
-                norm, let("s", select(compare("gt", acc[z], f64(0.5)), steps, as_expr(0)), scaled))))))
-        return batched(batch, (DEGREE + 8) * n ** 3 + 1, item)
+    lower = matrix_exp_loops(batch, n)
     return te.extern([(a.shape, a.dtype)], [a], lower, "matrix_exp")[0]
 
 

@@ -1,7 +1,7 @@
 """Movement / injective ops: reshape, permute, expand, slice, select, cat, pad, flip, repeat, gather,
 index_select, embedding-style indexing, full/arange constants.
 
-Data-dependent indices are checked as eager PyTorch checks them (check_index): an out-of-range one fails the call
+Data-dependent indices are checked as eager PyTorch checks them (te.check_index): an out-of-range one fails the call
 with fxc.errors.IndexOutOfRangeError, naming the op and the index; none is clamped, none reads outside a buffer.
 """
 from __future__ import annotations
@@ -10,12 +10,12 @@ import math
 
 import numpy as np
 
-from ..errors import INDEX_OPS, ShapeError, UnsupportedOpError
+from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import CheckIndex, as_expr, binary, compare, maximum, minimum, select
-from ..lowering.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
+from ..symbolic.expr import as_expr, binary, compare, maximum, minimum, poly, select
+from ..symbolic.sym import canonical  # sizes may be symbolic (int64 expressions of size symbols)
 from ..types import TensorType
-from .common import contiguous_strides, norm_axis, rand
+from .common import const_like, contiguous_strides, norm_axis, np_dtype, rand
 from .registry import Kind, OpDef, register
 
 ALL = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
@@ -39,13 +39,6 @@ def flat_of(idx, shape):
     for i, st in zip(idx, contiguous_strides(shape)):
         f = f + i * st
     return f
-
-
-def check_index(i, n, op: str, wrap: bool = False):
-    """A data-dependent index into a dimension of size n, checked as eager PyTorch checks it (lowering/expr.py,
-    CheckIndex): outside [0, n), or [-n, n) where the op counts negative indices from the end (wrap), the call
-    fails with fxc.errors.IndexOutOfRangeError naming `op` and the index, and no buffer is read out of bounds."""
-    return CheckIndex(i, n, wrap, INDEX_OPS.index(op))
 
 
 # -- reshape ------------------------------------------------------------------------------------------
@@ -106,9 +99,8 @@ def _smaller(a, b) -> bool:
 
 def _divides(a, b) -> bool:
     """Whether b is a polynomial multiple of the monomial a (b*s of b, 4*b*s of 2*s)."""
-    from ..lowering.sym import _poly
     try:
-        _poly(binary("idiv", as_expr(b), as_expr(a)))
+        poly(binary("idiv", as_expr(b), as_expr(a)))
         return True
     except ValueError:
         return False
@@ -368,7 +360,6 @@ def _pad(x, pad, value=0.0, mode="constant"):
             idx.append(j)
         v = x[tuple(idx)]
         if inside is not None:
-            from .common import const_like
             v = select(inside, v, const_like(value, x.dtype))
         return v
     # a consumer's schedule may read x directly and skip the padded taps (depthwise conv fuses its pad)
@@ -436,7 +427,6 @@ op("repeat", Kind.INJECTIVE, lambda t, repeats: [TensorType(_repeat_shape(t[0].s
 def _on_1d(b, op, x, dim, idx, scalar_shape):
     """ATen lets a 0-d tensor stand for a 1-element 1-d one: such calls run on 1-d and are reshaped back."""
     if op == "gather" and idx.type.numel == 0:   # ATen skips the rank check for an empty index
-        from .common import np_dtype
         return b.const(np.zeros(tuple(idx.shape), dtype=np_dtype(x.dtype)))
     if x.type.ndim:
         if op == "gather" and idx.type.ndim != x.type.ndim:
@@ -449,7 +439,7 @@ def _on_1d(b, op, x, dim, idx, scalar_shape):
 def _index_select(x, idx, dim):
     d = norm_axis(dim, x.ndim)
     shape = x.shape[:d] + (idx.shape[0],) + x.shape[d + 1:]
-    return te.compute(shape, lambda *i: x[i[:d] + (check_index(idx[i[d]], x.shape[d], "index_select"),) + i[d + 1:]],
+    return te.compute(shape, lambda *i: x[i[:d] + (te.check_index(idx[i[d]], x.shape[d], "index_select"),) + i[d + 1:]],
                       "index_select")
 
 
@@ -467,7 +457,7 @@ op("index_select", Kind.INJECTIVE,
 
 def _embedding(w, idx):
     shape = idx.shape + (w.shape[1],)
-    return te.compute(shape, lambda *i: w[check_index(idx[i[:-1]], w.shape[0], "embedding"), i[-1]], "embedding")
+    return te.compute(shape, lambda *i: w[te.check_index(idx[i[:-1]], w.shape[0], "embedding"), i[-1]], "embedding")
 
 
 op("embedding", Kind.INJECTIVE, lambda t: [TensorType(t[1].shape + (t[0].shape[1],), t[0].dtype)],
@@ -483,7 +473,7 @@ def _gather_infer(types, dim):
 
 def _gather(x, idx, dim):
     d = norm_axis(dim, x.ndim)
-    return te.compute(idx.shape, lambda *i: x[i[:d] + (check_index(idx[i], x.shape[d], "gather"),) + i[d + 1:]],
+    return te.compute(idx.shape, lambda *i: x[i[:d] + (te.check_index(idx[i], x.shape[d], "gather"),) + i[d + 1:]],
                       "gather")
 
 
@@ -495,7 +485,6 @@ op("gather", Kind.INJECTIVE, _gather_infer, lambda x, idx, dim: np.take_along_ax
 
 # -- constants made by ATen factories (folded at compile time) --------------------------------------------------------
 def _full(b, size, fill_value, dtype=None, **_):
-    from .common import np_dtype
     dtype = dtype or ("float32" if isinstance(fill_value, float) else "bool" if isinstance(fill_value, bool)
                       else "int64")
     if not isinstance(fill_value, (int, float, bool)):
@@ -506,18 +495,15 @@ def _full(b, size, fill_value, dtype=None, **_):
 def _arange(b, start, end=None, step=1, dtype=None, **_):
     if end is None:
         start, end = 0, start
-    from .common import np_dtype
     dtype = dtype or ("float32" if any(isinstance(v, float) for v in (start, end, step)) else "int64")
     return b.const(np.arange(start, end, step).astype(np_dtype(dtype)))
 
 
 def _scalar_tensor(b, s, dtype=None, **_):
-    from .common import np_dtype
     return b.const(np.array(s, dtype=np_dtype(dtype or "float32")))
 
 
 def _empty(b, size, dtype=None, **_):
-    from .common import np_dtype
     return b.const(np.zeros(tuple(size), dtype=np_dtype(dtype or "float32")))
 
 

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 
-from ..errors import ShapeError, UnsupportedOpError
+from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, is_float, maximum, minimum, select
-from ..lowering.loop_ir import For, Store, seq
+from ..lowering.extern.pool import max_pool2d_loops
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..types import TensorType
 from .common import rand
+from .linalg import _pack_ref, unpack_ref
 from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")
@@ -78,36 +79,8 @@ def _conv2d_ref(x, w, stride=(1, 1), dilation=(1, 1), groups=1):
     return out.astype(x.dtype)
 
 
-def _convolution(b, x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
-    if transposed:
-        from .conv_transpose import transposed_convolution
-        return transposed_convolution(b, x, w, bias, stride, padding, dilation, output_padding, groups)
-    nd = w.type.ndim - 2
-    if nd == 3:
-        from .volume import convolution3d
-        return convolution3d(b, x, w, bias, stride, padding, dilation, groups)
-    if nd not in (1, 2):
-        raise UnsupportedOpError(f"{nd}-d convolution")
-    x, w = b.promote(x, w)
-    if not is_float(x.dtype):
-        raise UnsupportedOpError("integer convolution")
-    stride, padding, dilation = _pair(stride, nd), _pair(padding, nd), _pair(dilation, nd)
-    if nd == 1:   # conv1d as conv2d over a height of 1
-        x = b.call("reshape", [x], shape=x.shape[:2] + (1, x.shape[2]))
-        w = b.call("reshape", [w], shape=w.shape[:2] + (1, w.shape[2]))
-        stride, padding, dilation = (1,) + stride, (0,) + padding, (1,) + dilation
-    if any(padding):
-        x = b.call("pad", [x], pad=(padding[1], padding[1], padding[0], padding[0]), value=0.0, mode="constant")
-    out = b.call("conv2d", [x, w], stride=tuple(stride), dilation=tuple(dilation), groups=groups)
-    if bias is not None:
-        out = b.call("add", [out, b.call("reshape", [bias], shape=(-1, 1, 1))])
-    if nd == 1:
-        out = b.call("reshape", [out], shape=(out.shape[0], out.shape[1], out.shape[3]))
-    return out
-
-
 register(OpDef("conv2d", Kind.OUT_FUSABLE, _conv2d_infer, _conv2d_ref, _conv2d,
-               {"aten.convolution.default": _convolution}, None,
+               {}, None,
                lambda rng: [([rand(rng, (1, 3, 9, 10)), rand(rng, (4, 3, 3, 3))], {}),
                             ([rand(rng, (2, 4, 9, 9)), rand(rng, (6, 2, 3, 3))], {"stride": (2, 2), "groups": 2}),
                             ([rand(rng, (1, 4, 11, 11)), rand(rng, (4, 1, 3, 3))], {"dilation": (2, 2), "groups": 4}),
@@ -204,14 +177,12 @@ def _conv2d_packed_inner(x, wp, out_channels, stride, dilation, nv, blocked_out,
 
 def _conv2d_packed_ref(x, wp, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, blocked_in=False, blocked_out=False,
                        inner_lanes=False):
-    from .linalg import unpack_ref
     out = _conv2d_ref(from_blocked_ref(x, wp.shape[1]) if blocked_in else x, unpack_ref(wp, 0, 0, out_channels), stride,
                       dilation)
     return to_blocked_ref(out, wp.shape[-1]) if blocked_out else out
 
 
 def _packed_w(rng, o, c, k, blocks):
-    from .linalg import _pack_ref
     return _pack_ref(rand(rng, (o, c) + (k if isinstance(k, tuple) else (k, k))), 0, 0, blocks)
 
 
@@ -254,7 +225,6 @@ def _grouped_packed(x, wp, out_channels, groups, stride=(1, 1), dilation=(1, 1),
 
 
 def _grouped_packed_ref(x, wp, out_channels, groups, stride=(1, 1), dilation=(1, 1), nv=1):
-    from .linalg import unpack_ref
     return _conv2d_ref(x, unpack_ref(wp, 0, 0, out_channels), stride, dilation, groups)
 
 
@@ -338,52 +308,12 @@ def _window(x, i, r, stride, padding, dilation, hw: int = -2):
 
 
 def _max_pool(x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
-    """One output row per parallel step: the columns whose windows stay inside the input row range are one
-    vector loop (strided loads, no bounds checks); the few border columns check every tap."""
+    """The CPU's loop IR (fxc/lowering/extern/pool.py), and the same op as a compute for the GPU schedules."""
     shape = _pool_infer([x], kernel, stride, padding, dilation, ceil_mode)[0].shape
-    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    H, W = x.shape[-2:]
-    OH, OW = shape[-2:]
-    planes = math.prod(x.shape[:-2])
     lo = Const(-math.inf, x.dtype) if is_float(x.dtype) else te.reduce_init("max", x.dtype)
-    offs = [kw * dw - pw for kw in range(KW)]
-    first = max(-(off // sw) for off in offs)                     # columns [first, last]: every tap in the row
-    last = min(OW - 1, min((W - 1 - off) // sw for off in offs))
-
-    def lower(outs, ins):
-        out, xb = outs[0], ins[0]
-        p, j = Var("p"), Var("j")
-        plane, oh = binary("idiv", p, OH), binary("imod", p, OH)
-        rows = [(oh * sh - ph + kh * dh) for kh in range(KH)]
-        inside = [binary("and", compare("ge", h, as_expr(0)), compare("lt", h, as_expr(H))) for h in rows]
-        base = [plane * (H * W) + minimum(maximum(h, as_expr(0)), as_expr(H - 1)) * W for h in rows]
-
-        def window(ow, checked):
-            v = lo
-            for kh in range(KH):
-                for off in offs:
-                    w = ow * sw + off
-                    ok = inside[kh]
-                    if checked:
-                        ok = binary("and", ok,
-                                    binary("and", compare("ge", w, as_expr(0)), compare("lt", w, as_expr(W))))
-                        w = minimum(maximum(w, as_expr(0)), as_expr(W - 1))
-                    v = maximum(v, select(ok, xb[base[kh] + w], lo))
-            return v
-        row = p * OW
-        stmts = []
-        n, vec = last - first + 1, 16       # columns a chunk ("vectorize" loops take the target's vector width)
-        if n > 0:       # whole vectors, then one last vector overlapping them (stores are idempotent) for the rest
-            for start, count in ((first, n if n < vec else n // vec * vec),
-                                 (last + 1 - vec, vec if n > vec and n % vec else 0)):
-                if count:
-                    stmts.append(For(j, count, Store(out, row + start + j, window(j + start, False)), "vectorize"))
-        for start, count in ((0, min(first, OW)), (max(last + 1, first, 0), OW - max(last + 1, first, 0))):
-            if count > 0:
-                stmts.append(For(j, count, Store(out, row + start + j, window(j + start, True))))
-        work = planes * OH * OW * KH * KW
-        return For(p, planes * OH, seq(*stmts), "parallel" if work >= 1 << 15 and planes * OH > 1 else "serial")
-    out = te.extern([(shape, x.dtype)], [x], lower, "max_pool2d")[0]
+    out = te.extern([(shape, x.dtype)], [x], max_pool2d_loops(x.shape, shape, kernel, stride, padding, dilation, lo),
+                    "max_pool2d")[0]
+    KH, KW = kernel
     r = [te.reduce_axis(KH, "kh"), te.reduce_axis(KW, "kw")]
 
     def body(*i):

@@ -11,11 +11,11 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, is_float, unary
-from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..lowering.sym import possibly, reciprocal
+from ..lowering.extern.normalize import layer_norm_loops
+from ..symbolic.expr import is_float
 from ..types import TensorType
 from .common import rand
+from .nn import _batch_norm_inference
 from .reduce import centre
 from .registry import Kind, OpDef, register, register_aten
 
@@ -51,7 +51,6 @@ def _batch_norm_train(b, x, weight, bias, eps):
 
 def _bn_functional(b, x, weight, bias, running_mean, running_var, training, momentum, eps):
     if not training:   # the running statistics normalise and come back unchanged
-        from .nn import _batch_norm_inference
         out, empty, _ = _batch_norm_inference(b, x, weight, bias, running_mean, running_var, momentum, eps)
         return out, empty, empty, running_mean, running_var
     out, mean, var, rstd, n = _batch_norm_train(b, x, weight, bias, eps)
@@ -121,45 +120,14 @@ def _layer_norm_infer(types, ndims, eps, weight, bias):
 
 def _layer_norm_compute(x, *affine, ndims, eps, weight, bias):
     """Per row: the corrected two-pass mean (as `centre`), the biased variance of the residuals, then
-    (x - mean) * rstd * weight + bias; outputs (out, mean, rstd) as aten.native_layer_norm."""
+    (x - mean) * rstd * weight + bias (fxc/lowering/extern/normalize.py); outputs (out, mean, rstd) as
+    aten.native_layer_norm."""
     n = math.prod(x.shape[x.ndim - ndims:])
     rows = math.prod(x.shape[:x.ndim - ndims])
     dt = x.dtype
-
-    def lower(outs, ins):
-        out, mean_b, rstd_b = outs
-        xb = ins[0]
-        wb = ins[1] if weight else None
-        bb = ins[1 + bool(weight)] if bias else None
-        r, k = Var("r"), Var("k")
-        s = Buffer("lnsum", dt, 1, "private")
-        z = as_expr(0)
-        xk = xb[r * n + k]
-        m0, mean, rstd = Var("m0", dt), Var("mean", dt), Var("rstd", dt)
-
-        def total(f):
-            return seq(Store(s, z, Const(0.0, dt)), For(k, n, Store(s, z, s[z] + f), "vectorize"))
-
-        y = (xk - mean) * rstd
-        if wb is not None:
-            y = y * wb[k]
-        if bb is not None:
-            y = y + bb[k]
-        inv = reciprocal(n, dt)
-        body = seq(
-            total(xk),
-            LetStmt(m0, s[z] * inv, seq(
-                total(xk - m0),
-                LetStmt(mean, m0 + s[z] * inv, seq(
-                    total((xk - mean) * (xk - mean)),
-                    LetStmt(rstd, 1.0 / unary("sqrt", s[z] * inv + float(eps)), seq(
-                        Store(mean_b, r, mean), Store(rstd_b, r, rstd),
-                        For(k, n, Store(out, r * n + k, y), "vectorize"))))))))
-        kind = "parallel" if possibly(lambda: rows > 1 and rows * n >= 1 << 14) else "serial"
-        return For(r, rows, Allocate(s, body), kind)
-
     stat = x.shape[:x.ndim - ndims] + (1,) * ndims
-    return tuple(te.extern([(x.shape, dt), (stat, dt), (stat, dt)], [x, *affine], lower, "layer_norm"))
+    return tuple(te.extern([(x.shape, dt), (stat, dt), (stat, dt)], [x, *affine],
+                           layer_norm_loops(rows, n, dt, eps, weight, bias), "layer_norm"))
 
 
 def _layer_norm_ref(x, *affine, ndims, eps, weight, bias):

@@ -7,10 +7,10 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..types import TensorType
 from .common import rand
-from .nn import avg_pool_count
+from .nn import _max_pool_indices_ref, _max_pool_ref, avg_pool_count
 from .registry import Kind, OpDef, register, register_aten
 
 FLT = ("float32", "float64")
@@ -86,7 +86,6 @@ def _max_grad_ref(gy, idx, input_hw, kernel, stride, padding, dilation):
 
 def _argmax_of_windows(rng, shape, kernel, stride, padding, dilation=(1, 1)):
     """Saved indices of a real max pooling (sample input; ties make windows share a pixel)."""
-    from .nn import _max_pool_indices_ref, _max_pool_ref
     x = rng.integers(0, 4, shape).astype("float32")
     return _max_pool_indices_ref(x, _max_pool_ref(x, kernel, stride, padding, dilation), kernel, stride, padding,
                                  dilation)

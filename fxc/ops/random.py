@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, binary, cast, compare, unary
+from ..symbolic.expr import Const, binary, cast, compare, unary
 from ..types import TensorType
 from .registry import Kind, OpDef, register, register_aten
 

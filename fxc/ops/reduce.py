@@ -8,11 +8,12 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, compare, is_float, maximum, select, unary
-from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
-from ..lowering.sym import possibly, reciprocal
+from ..lowering.extern.normalize import softmax_loops
+from ..symbolic.expr import as_expr, binary, compare, is_float, minimum, select, unary
+from ..symbolic.sym import reciprocal
 from ..types import TensorType
 from .common import norm_axes, norm_axis, rand
+from .movement import _reshape, flat_of, unravel
 from .registry import Kind, OpDef, register, register_aten
 
 NUM = ("float32", "float64", "int32", "int64", "int8", "uint8", "bool")
@@ -133,7 +134,6 @@ def _arg_compute(kind):
     def compute(x, axis=None, keepdim=False):
         flat = axis is None or x.ndim == 0
         if flat:
-            from .movement import _reshape
             x = _reshape(x, (max(math.prod(x.shape), 1),)) if x.ndim != 1 else x
             d = 0
         else:
@@ -151,7 +151,6 @@ def _arg_compute(kind):
             return te.reduce("min", select(hit, r[0], as_expr(n)), [r])
         keep_shape = x.shape[:d] + (1,) + x.shape[d + 1:]
         t = te.compute(keep_shape, body, "argext")
-        from .movement import _reshape
         out_shape = _arg_infer([TensorType(x.shape, x.dtype)], None if flat else d, keepdim)[0].shape
         if flat and keepdim:
             out_shape = out_shape
@@ -160,12 +159,10 @@ def _arg_compute(kind):
 
 
 def minimum_n(v, n):
-    from ..lowering.expr import minimum
     return minimum(v, as_expr(max(n - 1, 0)))
 
 
 def _unflat(i, keep_shape, out_shape):
-    from .movement import flat_of, unravel
     return unravel(flat_of(i, out_shape), keep_shape) if keep_shape else ()
 
 
@@ -235,42 +232,7 @@ def _rows(shape, dim):
 def _softmax_compute(log: bool):
     def compute(x, dim, safe=False):
         outer, n, inner = _rows(x.shape, dim)
-
-        def lower(outs, ins):
-            out, xb = outs[0], ins[0]
-            dt = x.dtype
-            m, s = Buffer("rmax", dt, 1, "private"), Buffer("rsum", dt, 1, "private")
-            o, j, k = Var("o"), Var("j"), Var("k")
-            zero = Const(0, "int64")
-            at = lambda kk: (o * (n * inner) + kk * inner + j)
-            xv = lambda kk: xb[at(kk)]
-            body = seq(
-                Store(m, zero, Const(-math.inf, dt)),
-                For(k, n, Store(m, zero, maximum(m[zero], xv(k))), "vectorize"),
-                Store(s, zero, Const(0.0, dt)),
-            )
-            if log:     # the sum of exps alone, then x - log-sum-exp: one pass writes the row
-                lse = Var("lse", dt)
-                body = seq(body, For(k, n, Store(s, zero, s[zero] + unary("exp", xv(k) - m[zero])), "vectorize"),
-                           LetStmt(lse, m[zero] + unary("log", s[zero]),
-                                   For(k, n, Store(out, at(k), xv(k) - lse), "vectorize")))
-            else:
-                inv = Var("inv", dt)
-                scale = 1.0 / s[zero]
-                if safe:    # a row of -inf only (m = -inf): zeros, not nan: exp(-inf - 0) = 0, a sum of 0 (any
-                    # other row sums to 1 or more), then times 0
-                    empty = compare("eq", m[zero], Const(-math.inf, dt))
-                    body = seq(body, Store(m, zero, select(empty, Const(0.0, dt), m[zero])))
-                    scale = select(compare("eq", s[zero], Const(0.0, dt)), Const(0.0, dt), scale)
-                body = seq(body, For(k, n, seq(Store(out, at(k), unary("exp", xv(k) - m[zero])),
-                                               Store(s, zero, s[zero] + out[at(k)])), "vectorize"),
-                           LetStmt(inv, scale, For(k, n, Store(out, at(k), out[at(k)] * inv), "vectorize")))
-            body = Allocate(m, Allocate(s, body))
-            nest = For(j, inner, body)
-            work = outer * n * inner
-            kind = "parallel" if possibly(lambda: work >= 1 << 14 and outer > 1) else "serial"
-            return For(o, outer, nest, kind)
-        return te.extern([(x.shape, x.dtype)], [x], lower, "softmax")[0]
+        return te.extern([(x.shape, x.dtype)], [x], softmax_loops(outer, n, inner, x.dtype, log, safe), "softmax")[0]
     return compute
 
 

@@ -9,7 +9,10 @@ handles from `fxc.capture.torch.backend`.
 from __future__ import annotations
 
 import enum
+import importlib
+import pkgutil
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import UnsupportedOpError
@@ -86,9 +89,6 @@ def _load_families():
     if _LOADED:
         return
     _LOADED.append(True)
-    import importlib
-    import pkgutil
-    from pathlib import Path
     for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
         if info.name not in ("registry", "common", "__init__"):
             importlib.import_module(f"{__package__}.{info.name}")

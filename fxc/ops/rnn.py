@@ -13,10 +13,11 @@ The op itself is a `te.extern` whose loop IR runs, for each sequence of the batc
         h = tanh(gates) or relu(gates)                                                                 (rnn)
         out[t, b] = h
 
-The recurrent GEMM is a row of multiply-adds over the transposed W_hh ([H, G*H], contiguous along the gates),
-four hidden units at a time into a vector accumulator row, and the gate activations are one vectorized pass:
-every loop that runs along the gates or the hidden units is a `vectorize` loop, so its lane count is the
-lowering's (`vectorize_loops`). Inputs: xp, W_hh^T, h0 [B, H], then c0 [B, H] (lstm) or b_hh [G*H] (gru with
+The loop IR is fxc/lowering/extern/rnn.py. The recurrent GEMM is a row of multiply-adds over the transposed W_hh
+([H, G*H], contiguous along the gates), four hidden units at a time into a vector accumulator row, and the gate
+activations are one vectorized pass: every loop that runs along the gates or the hidden units is a `vectorize`
+loop, so its lane count is the lowering's (`vectorize_loops`). Inputs: xp, W_hh^T, h0 [B, H], then c0 [B, H]
+(lstm) or b_hh [G*H] (gru with
 biases). Outputs: out [T, B, H] ([B, T, H] with `batch_first`), h_T [B, H], and c_T [B, H] (lstm).
 
 The converters map fxc's capture ops `fxc.lstm` / `fxc.rnn` (what `aten.lstm.input`, `aten.gru.input`,
@@ -29,15 +30,13 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, Fma, Var, as_expr, maximum, unary
-from ..lowering.loop_ir import Allocate, Buffer, For, Store, seq
+from ..lowering.extern.rnn import rnn_loops
 from ..types import TensorType
 from .common import rand
 from .registry import Kind, OpDef, register, register_aten
 
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
 FLT = ("float32", "float64")
-UNROLL = 4          # hidden units per multiply-add pass over the gate row
 
 
 def _dims(types, mode, batch_first):
@@ -64,59 +63,10 @@ def _infer(types, mode, reverse=False, batch_first=False):
 def _compute(xp, w, h0, *rest, mode, reverse=False, batch_first=False):
     GH, H, B = xp.shape[1], h0.shape[1], h0.shape[0]
     T, dt = xp.shape[0] // B, xp.dtype
-    lstm, gru = mode == "lstm", mode == "gru"
+    lstm = mode == "lstm"
     outs = [((B, T, H) if batch_first else (T, B, H), dt), ((B, H), dt)] + ([((B, H), dt)] if lstm else [])
-
-    def lower(obufs, ibufs):
-        out, h_last = obufs[0], obufs[1]
-        xb, wb, h0b = ibufs[:3]
-        extra = ibufs[3] if len(ibufs) > 3 else None      # c0 (lstm) or b_hh (gru)
-        gates, hl = Buffer("gates", dt, GH, "private"), Buffer("hl", dt, H, "private")
-        cl = Buffer("cl", dt, H, "private")
-        bv, s, k, g, j = Var("b"), Var("s"), Var("k"), Var("g"), Var("j")
-        t = as_expr(T - 1) - s if reverse else s
-        row = bv * T + t if batch_first else t * B + bv
-
-        def x(q):       # gate q of this step's projected input, unit j
-            return xb[row * GH + q * H + j]
-
-        def gate(q):    # gate q of the recurrent GEMM's row, unit j
-            return gates[q * H + j]
-
-        def mac(k0, n):       # gates[g] + sum over n hidden units from k0 of h[k] W_hh^T[k, g]
-            acc = gates[g]
-            for u in range(n):
-                acc = Fma(hl[k0 + u], wb[(k0 + u) * GH + g], acc)
-            return Store(gates, g, acc)
-
-        start = (extra[g] if extra is not None else Const(0.0, dt)) if gru else xb[row * GH + g]
-        full, tail = divmod(H, UNROLL)
-        gemm = seq(For(g, GH, Store(gates, g, start), "vectorize"),
-                   For(k, full, For(g, GH, mac(k * UNROLL, UNROLL), "vectorize")) if full else None,
-                   For(g, GH, mac(full * UNROLL, tail), "vectorize") if tail else None)
-        def sig(e):
-            return unary("sigmoid", e)
-
-        def tanh(e):
-            return unary("tanh", e)
-        if lstm:
-            act = [Store(cl, j, sig(gate(1)) * cl[j] + sig(gate(0)) * tanh(gate(2))),
-                   Store(hl, j, sig(gate(3)) * tanh(cl[j]))]
-        elif gru:
-            r, z = sig(x(0) + gate(0)), sig(x(1) + gate(1))
-            n = tanh(x(2) + r * gate(2))
-            act = [Store(hl, j, (1.0 - z) * n + z * hl[j])]
-        else:
-            pre = gate(0)
-            act = [Store(hl, j, tanh(pre) if mode == "rnn_tanh" else maximum(pre, Const(0.0, dt)))]
-        step = seq(gemm, For(j, H, seq(*act, Store(out, row * H + j, hl[j])), "vectorize"))
-        load = [Store(hl, j, h0b[bv * H + j])] + ([Store(cl, j, extra[bv * H + j])] if lstm else [])
-        save = [Store(h_last, bv * H + j, hl[j])] + ([Store(obufs[2], bv * H + j, cl[j])] if lstm else [])
-        body = seq(For(j, H, seq(*load), "vectorize"), For(s, T, step), For(j, H, seq(*save), "vectorize"))
-        body = Allocate(gates, Allocate(hl, Allocate(cl, body) if lstm else body))
-        kind = "parallel" if B > 1 and B * T * GH * H >= 1 << 15 else "serial"
-        return For(bv, B, body, kind)
-    return tuple(te.extern(outs, [xp, w, h0, *rest], lower, f"rnn_{mode}"))
+    return tuple(te.extern(outs, [xp, w, h0, *rest], rnn_loops(T, B, H, GH, dt, mode, reverse, batch_first),
+                           f"rnn_{mode}"))
 
 
 def _sigmoid(x):

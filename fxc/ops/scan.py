@@ -2,9 +2,9 @@
 cumulative max/min with indices, and a stable sort (values + indices) that topk, kthvalue and argsort
 are built from.
 
-All are `te.extern` ops: the loop IR walks each row (the dim, for every position of the other dims) in
-order; rows run in parallel. Sort is a bottom-up merge sort with a row of scratch per thread; ties keep
-their input order, and NaN sorts as the largest value (as in PyTorch).
+All are `te.extern` ops: the loop IR (fxc/lowering/extern/scan.py) walks each row (the dim, for every position
+of the other dims) in order; rows run in parallel. Sort is a bottom-up merge sort with a row of scratch per
+thread; ties keep their input order, and NaN sorts as the largest value (as in PyTorch).
 """
 from __future__ import annotations
 
@@ -14,13 +14,11 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import (
+from ..lowering.extern.scan import cumext_loops, scan_loops, sort_loops
+from ..symbolic.expr import (
     ITEMSIZE,
     Const,
-    Var,
-    as_expr,
     binary,
-    cast,
     compare,
     is_float,
     maximum,
@@ -28,7 +26,6 @@ from ..lowering.expr import (
     select,
     unary,
 )
-from ..lowering.loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ..types import TensorType
 from .common import norm_axis, rand
 from .registry import Kind, OpDef, register, register_aten
@@ -41,23 +38,6 @@ SCRATCH_LIMIT = 1 << 20       # bytes of per-thread sort scratch (a row of value
 def _rows(shape, dim):
     d = norm_axis(dim, len(shape))
     return math.prod(shape[:d]), (shape[d] if shape else 1), math.prod(shape[d + 1:])
-
-
-def _row_loop(shape, dim, body, cost: int):
-    """for every row (outer x inner positions, in parallel when worth it): body(at) where at(k) is the flat
-    index of element k of the row."""
-    outer, n, inner = _rows(shape, dim)
-    p = Var("row")
-    o = p if inner == 1 else binary("idiv", p, as_expr(inner))
-    j = as_expr(0) if inner == 1 else binary("imod", p, as_expr(inner))
-    at = lambda k: o * (n * inner) + k * inner + j
-    rows = outer * inner
-    kind = "parallel" if rows > 1 and rows * cost >= 1 << 15 else "serial"
-    return For(p, rows, body(at), kind)
-
-
-def _nan_or(x, c):
-    return binary("or", unary("isnan", x), c) if is_float(x.dtype) else c
 
 
 # -- cumulative sum / product / logsumexp ------------------------------------------------------------------------------
@@ -76,19 +56,7 @@ def _scan_compute(kind):
     init, comb = _SCANS[kind]
 
     def compute(x, dim):
-        n = _rows(x.shape, dim)[1]
-
-        def lower(outs, ins):
-            out, xb = outs[0], ins[0]
-            acc = Buffer("acc", x.dtype, 1, "private")
-            z, k = as_expr(0), Var("k")
-
-            def row(at):
-                step = seq(Store(acc, z, comb(acc[z], xb[at(k)])), Store(out, at(k), acc[z]))
-                start = Const(init, x.dtype) if is_float(x.dtype) else as_expr(init, x.dtype)
-                return Allocate(acc, seq(Store(acc, z, start), For(k, n, step)))
-            return _row_loop(x.shape, dim, row, n)
-        return te.extern([(x.shape, x.dtype)], [x], lower, kind)[0]
+        return te.extern([(x.shape, x.dtype)], [x], scan_loops(*_rows(x.shape, dim), x.dtype, init, comb), kind)[0]
     return compute
 
 
@@ -126,21 +94,7 @@ for _kind in _SCANS:
 # -- cummax / cummin: running extreme and the (last) index reaching it -------------------------------------------------
 def _cumext_compute(kind):
     def compute(x, dim):
-        n = _rows(x.shape, dim)[1]
-
-        def lower(outs, ins):
-            vals, idxs, xb = outs[0], outs[1], ins[0]
-            acc, pos = Buffer("acc", x.dtype, 1, "private"), Buffer("pos", "int64", 1, "private")
-            z, k = as_expr(0), Var("k")
-
-            def row(at):
-                v = xb[at(k)]
-                better = compare("ge" if kind == "cummax" else "le", v, acc[z])
-                take = binary("or", compare("eq", k, z), _nan_or(v, better))
-                step = IfThen(take, seq(Store(acc, z, v), Store(pos, z, k)))
-                return Allocate(acc, Allocate(pos, For(k, n, seq(step, Store(vals, at(k), acc[z]),
-                                                                 Store(idxs, at(k), pos[z])))))
-            return _row_loop(x.shape, dim, row, n)
+        lower = cumext_loops(*_rows(x.shape, dim), x.dtype, kind)
         return te.extern([(x.shape, x.dtype), (x.shape, "int64")], [x], lower, kind)
     return compute
 
@@ -171,17 +125,6 @@ for _kind in ("cummax", "cummin"):
 
 
 # -- sort (stable merge sort), and what is built from it ---------------------------------------------------------------
-def _before(a, b, descending):
-    """a goes strictly before b (NaN is the largest value)."""
-    if descending:
-        c = compare("gt", a, b)
-        return (binary("or", c, binary("and", unary("isnan", a), unary("not", unary("isnan", b))))
-                if is_float(a.dtype) else c)
-    c = compare("lt", a, b)
-    return (binary("or", c, binary("and", unary("isnan", b), unary("not", unary("isnan", a))))
-            if is_float(a.dtype) else c)
-
-
 def _sort_check(types, dim=-1, descending=False):
     n = _rows(types[0].shape, dim)[1]
     if n * (ITEMSIZE[types[0].dtype] + 8) > SCRATCH_LIMIT:
@@ -190,46 +133,7 @@ def _sort_check(types, dim=-1, descending=False):
 
 
 def _sort_compute(x, dim=-1, descending=False):
-    n = _rows(x.shape, dim)[1]
-    widths = []
-    while (1 << len(widths)) < n:
-        widths.append(1 << len(widths))
-
-    def lower(outs, ins):
-        vals, idxs, xb = outs[0], outs[1], ins[0]
-        sv, si = Buffer("sv", x.dtype, n, "private"), Buffer("si", "int64", n, "private")
-        pi, pj = Buffer("pi", "int64", 1, "private"), Buffer("pj", "int64", 1, "private")
-        z = as_expr(0)
-
-        def row(at):
-            out_side = (vals, idxs, at)
-            scratch = (sv, si, lambda k: k)
-            # the data ping-pongs between the output row and the scratch row; start so it ends in the output
-            sides = [out_side, scratch] if len(widths) % 2 == 0 else [scratch, out_side]
-            k = Var("k")
-            v0, i0, a0 = sides[0]
-            stmts = [For(k, n, seq(Store(v0, a0(k), xb[at(k)]), Store(i0, a0(k), k)))]
-            for p, w in enumerate(widths):
-                (srcv, srci, sa), (dstv, dsti, da) = sides[p % 2], sides[(p + 1) % 2]
-                blk, k = Var("blk"), Var("k")
-                s = blk * (2 * w)
-                mid, end = minimum(s + w, as_expr(n)), minimum(s + 2 * w, as_expr(n))
-                i, j, right = Var("i"), Var("j"), Var("right", "bool")
-                li, rj = minimum(i, as_expr(n - 1)), minimum(j, as_expr(n - 1))
-                take_right = binary("and", compare("lt", j, end),
-                                    binary("or", compare("ge", i, mid),
-                                           _before(srcv[sa(rj)], srcv[sa(li)], descending)))
-                one = lambda c: cast("int64", c)
-                merge = LetStmt(i, pi[z], LetStmt(j, pj[z], LetStmt(right, take_right, seq(
-                    Store(dstv, da(s + k), select(right, srcv[sa(rj)], srcv[sa(li)])),
-                    Store(dsti, da(s + k), select(right, srci[sa(rj)], srci[sa(li)])),
-                    Store(pi, z, i + one(unary("not", right))),
-                    Store(pj, z, j + one(right))))))
-                stmts.append(For(blk, -(-n // (2 * w)), seq(
-                    Store(pi, z, s), Store(pj, z, mid),
-                    For(k, 2 * w, IfThen(compare("lt", s + k, end), merge)))))
-            return Allocate(sv, Allocate(si, Allocate(pi, Allocate(pj, seq(*stmts)))))
-        return _row_loop(x.shape, dim, row, n * max(len(widths), 1))
+    lower = sort_loops(*_rows(x.shape, dim), x.dtype, descending)
     return te.extern([(x.shape, x.dtype), (x.shape, "int64")], [x], lower, "sort")
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, select, unary as un
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, is_float, maximum, select, unary as un
 from ..types import TensorType
 from .common import bcast, broadcast_shapes, rand
 from .registry import Kind, OpDef, register, register_aten

@@ -4,6 +4,7 @@ Legendre P.
 Each is a `te.extern` kernel whose recurrence loop runs to that element's degree (a data-dependent trip count)
 in the input dtype, with PyTorch's early returns (negative degree, |x| = 1, closed forms cos(n acos x) for
 large degree inside (-1, 1)); the reference runs the same recurrence on numpy arrays.
+The kernels' loop IR is fxc/lowering/extern/elementwise.py.
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, maximum, select, unary as un
-from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
+from ..lowering.extern.elementwise import recurrence_loops
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, select, unary as un
 from .registry import Kind, OpDef, register
 from .special import _LIBM_F, FLT, broadcast_pair_aten
 
@@ -175,26 +176,16 @@ def _degree(nf, expr: bool):
 
 def _poly_compute(spec, name):
     """The recurrence runs in the dtype with each step's a * q - b as one fused multiply-add (as PyTorch's CPU
-    kernels are compiled), so rounding, overflow to inf and the NaN after inf - inf happen as in eager."""
+    kernels are compiled), so rounding, overflow to inf and the NaN after inf - inf happen as in eager; its loop
+    is fxc/lowering/extern/elementwise.py's."""
     def compute(x, n):
         size = int(np.prod(x.shape, dtype=np.int64))
 
-        def lower(outs, ins):
-            out, xb, nb = outs[0], ins[0], ins[1]
+        def element(xv, nv):
             M = _PolyKit(True, x.dtype)
-            e, k = Var("e"), Var("k")
-            xv, nv = xb[e], _degree(nb[e], True)
-            early, early_val, q1, step, start, end = spec(M, xv, nv)
-            P, Q = Buffer("pp", x.dtype, 1, "private"), Buffer("pq", x.dtype, 1, "private")
-            z = as_expr(0)
-            r = Var("r", x.dtype)
-            new = step(M, xv, Q[z], P[z], k)
-            loop = For(k, select(early, as_expr(start), maximum(end, as_expr(start))),
-                       LetStmt(r, new, seq(Store(P, z, Q[z]), Store(Q, z, r))), "serial", start)
-            body = Allocate(P, Allocate(Q, seq(Store(P, z, M.f(1)), Store(Q, z, q1), loop,
-                                               Store(out, e, select(early, early_val, Q[z])))))
-            return For(e, size, body, "parallel" if size >= 4096 else "serial")
-        return te.extern([(x.shape, x.dtype)], [x, n], lower, name)[0]
+            early, early_val, q1, step, start, end = spec(M, xv, _degree(nv, True))
+            return early, early_val, q1, lambda q, p, k: step(M, xv, q, p, k), start, end
+        return te.extern([(x.shape, x.dtype)], [x, n], recurrence_loops(size, x.dtype, element, 4096), name)[0]
     return compute
 
 

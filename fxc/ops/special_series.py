@@ -1,8 +1,9 @@
 """Special functions summed to a data-dependent number of terms: the Hurwitz zeta function (and polygamma of
 order >= 2 through it) and the regularized incomplete gamma functions igamma / igammac.
 
-Both are `te.extern` kernels over inputs broadcast to one shape, evaluated in float64 (as PyTorch evaluates
-zeta; igamma agrees with PyTorch's float64 result to ~1e-9); the references run the same sums on numpy.
+Both are `te.extern` kernels (their loops: fxc/lowering/extern/elementwise.py) over inputs broadcast to one
+shape, evaluated in float64 (as PyTorch evaluates zeta; igamma agrees with PyTorch's float64 result to ~1e-9);
+the references run the same sums on numpy.
 """
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import math
 import numpy as np
 
 from ..lowering import te
-from ..lowering.expr import Const, Var, as_expr, binary, cast, compare, maximum, select, unary as un
-from ..lowering.loop_ir import Allocate, Buffer, For, LetStmt, Store, seq
+from ..lowering.extern.elementwise import series_loops, state_loops
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, maximum, select, unary as un
 from .registry import Kind, OpDef, register
 from .special import _E64, FLT, _Kit, broadcast_pair_aten
 
@@ -66,21 +67,15 @@ def _zeta_ref(x, q):
 def _zeta_compute(x, q):
     size = int(np.prod(x.shape, dtype=np.int64))
 
-    def lower(outs, ins):
-        out, xb, qb = outs[0], ins[0], ins[1]
-        e, i = Var("e"), Var("i")
-        xv, qv = cast("float64", xb[e]), cast("float64", qb[e])
+    def element(xe, qe):
+        xv, qv = cast("float64", xe), cast("float64", qe)
         f = lambda v: Const(float(v), "float64")
         nterm = maximum(as_expr(9), cast("int64", un("floor", f(9) - qv)) + as_expr(1))
         nterm = select(binary("or", un("isnan", qv), compare("le", qv, f(-1e15))), as_expr(9), nterm)
-        S, z = Buffer("zs", "float64", 1, "private"), as_expr(0)
-        term = binary("pow", qv + cast("float64", i), -xv)
-        loop = For(i, nterm + as_expr(1), Store(S, z, S[z] + term), "serial", 1)
-        res = _zeta_edges(_E64, xv, qv, _zeta_tail(_E64, xv, qv + cast("float64", nterm), S[z]))
-        body = Allocate(S, seq(Store(S, z, binary("pow", qv, -xv)), loop, Store(out, e, cast(x.dtype, res))))
-        return For(e, size, body, "parallel" if size >= 4096 else "serial")
-    return te.extern([(x.shape, x.dtype)], [x, q], lower, "zeta")[0]
-
+        term = lambda i: binary("pow", qv + cast("float64", i), -xv)
+        finish = lambda s: _zeta_edges(_E64, xv, qv, _zeta_tail(_E64, xv, qv + cast("float64", nterm), s))
+        return binary("pow", qv, -xv), nterm, term, finish
+    return te.extern([(x.shape, x.dtype)], [x, q], series_loops(size, x.dtype, element, 4096), "zeta")[0]
 
 
 def _zeta_samples(rng):
@@ -102,6 +97,7 @@ register(OpDef("zeta", Kind.OPAQUE, lambda t, **_: [t[0]], _zeta_ref, _zeta_comp
 # From a = 1e5 on, Temme's uniform asymptotic expansion (two leading terms; the next is below 1e-10) instead.
 _IG_BIG = 1e5
 _TINY = 1e-300
+_IGAMMA_STATE = ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h")     # the continued fraction's float64 state
 
 
 def _igammac_temme(M, a, x):
@@ -177,15 +173,11 @@ def _igamma_compute(upper):
     def compute(a, x):
         size = int(np.prod(a.shape, dtype=np.int64))
 
-        def lower(outs, ins):
-            out, ab, xb = outs[0], ins[0], ins[1]
-            e, k = Var("e"), Var("k")
-            av, xv = cast("float64", ab[e]), cast("float64", xb[e])
+        def element(ae, xe, k, state):
+            av, xv = cast("float64", ae), cast("float64", xe)
             f = lambda v: Const(float(v), "float64")
             logpre, steps = _igamma_prefactor(_E64, av, xv)
-            st = {n: Buffer(n, "float64", 1, "private") for n in ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h")}
-            z = as_expr(0)
-            T, S, B, C, D, H = (st[n][z] for n in ("ig_t", "ig_s", "ig_b", "ig_c", "ig_d", "ig_h"))
+            T, S, B, C, D, H = (state[n] for n in _IGAMMA_STATE)
             kf = cast("float64", k)
             t2 = T * xv / (av + kf)
             an, b2 = -(kf * (kf - av)), B + f(2)
@@ -194,20 +186,11 @@ def _igamma_compute(upper):
             c2 = b2 + an / C
             c2 = select(compare("lt", un("abs", c2), f(_TINY)), f(_TINY), c2)
             news = {"ig_t": t2, "ig_s": S + t2, "ig_b": b2, "ig_c": c2, "ig_d": d2, "ig_h": H * d2 * c2}
-            lets = [(Var(n, "float64"), v) for n, v in news.items()]
-            step = seq(*[Store(st[n], z, v) for (v, _), n in zip(lets, news)])
-            for v, val in reversed(lets):
-                step = LetStmt(v, val, step)
             b0 = xv + f(1) - av
-            init = seq(Store(st["ig_t"], z, f(1)), Store(st["ig_s"], z, f(1)), Store(st["ig_b"], z, b0),
-                       Store(st["ig_c"], z, f(1 / _TINY)), Store(st["ig_d"], z, f(1) / b0),
-                       Store(st["ig_h"], z, f(1) / b0))
-            loop = For(k, cast("int64", steps) + as_expr(1), step, "serial", 1)
-            res = _igamma_finish(_E64, av, xv, logpre, S, H, upper)
-            body = seq(init, loop, Store(out, e, cast(a.dtype, res)))
-            for buf in st.values():
-                body = Allocate(buf, body)
-            return For(e, size, body, "parallel" if size >= 1024 else "serial")
+            init = {"ig_t": f(1), "ig_s": f(1), "ig_b": b0, "ig_c": f(1 / _TINY), "ig_d": f(1) / b0, "ig_h": f(1) / b0}
+            finish = lambda st: _igamma_finish(_E64, av, xv, logpre, st["ig_s"], st["ig_h"], upper)
+            return init, cast("int64", steps), news, finish
+        lower = state_loops(size, a.dtype, _IGAMMA_STATE, element, 1024)
         return te.extern([(a.shape, a.dtype)], [a, x], lower, "igammac" if upper else "igamma")[0]
     return compute
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..lowering.expr import as_expr, compare, maximum, minimum, select
+from ..symbolic.expr import as_expr, compare, maximum, minimum, select
 from ..types import TensorType
 from .common import norm_axis, rand
 from .registry import Kind, OpDef, register

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ShapeError, UnsupportedOpError
 from ..lowering import te
-from ..lowering.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, is_float, maximum, minimum, select
 from ..types import TensorType
 from .common import rand
 from .nn import _conv_out, _pair, avg_pool_count

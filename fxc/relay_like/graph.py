@@ -12,9 +12,9 @@ from typing import Optional
 import numpy as np
 
 from ..errors import ShapeError
-from ..lowering.expr import DTYPES
-from ..lowering.sym import canonical
 from ..ops.registry import get_op
+from ..symbolic.expr import DTYPES
+from ..symbolic.sym import canonical
 from ..types import TensorType  # noqa: F401  (re-exported: the graph IR's type)
 
 _ids = itertools.count()

@@ -27,9 +27,10 @@ def check_symbolic(name: str, k: int, last: bool = False) -> str:
     dims or more; the inputs of as many dims with the same size there share the symbol) symbolic and matches the
     reference at two sizes; 'per size: <why>' when it does not build so; AssertionError on a wrong result."""
     from ..driver.build import build
-    from ..lowering.sym import Sym, SymInfo
     from ..ops.registry import all_ops
     from ..relay_like.builder import Builder
+    from ..symbolic.expr import Sym
+    from ..symbolic.sym import SymInfo
     op = all_ops()[name]
     arrays, attrs = op.samples(np.random.default_rng(k))[k]
     if not arrays or arrays[0].ndim < (2 if last else 1) or arrays[0].shape[-1 if last else 0] < 1:

@@ -3,17 +3,15 @@
 row-block
 kernels; the page sizes its buffers and writes the symbol header per call). A missing device runtime is a failure,
 not a skip."""
-import sys
-
 import numpy as np
 import pytest
 import torch
 
+import fxc.driver.build as BUILD
 from fxc.errors import InputError
 from fxc.runtime.device import Launch
 from fxc.runtime.rows import expand
 
-BUILD = sys.modules["fxc.driver.build"]
 SYMBOLIC_TARGETS = ("opencl", "opengl", "webgpu", "webgl", "wasm")    # Caps.dynamic_rows
 
 
@@ -45,7 +43,7 @@ def test_expand_runs_blocks_then_single_rows_at_moved_offsets():
     assert [st.kernel for st, _ in expand(plan, 8)] == ["static", "a8", "b8"]
 
 
-@pytest.mark.parametrize("target", ("llvm",) + SYMBOLIC_TARGETS)
+@pytest.mark.targets("llvm", *SYMBOLIC_TARGETS)
 def test_symbolic_graph_runs_every_size_and_checks_static_dims(target):
     from tests.capture.torch.test_dynamic import _mlp_graph, _mlp_ref
     rng = np.random.default_rng(0)
@@ -64,7 +62,7 @@ def test_symbolic_graph_runs_every_size_and_checks_static_dims(target):
     assert target in ("llvm", "wasm") or any("per 8 rows" in line for line in module.kernels)
 
 
-@pytest.mark.parametrize("target", SYMBOLIC_TARGETS)
+@pytest.mark.targets(*SYMBOLIC_TARGETS)
 def test_torch_compile_dynamic_batch_builds_once_on_a_device(target):
     model = _mlp()
     compiled = torch.compile(model, backend="fxc", dynamic=True, options={"target": target})
@@ -74,7 +72,7 @@ def test_torch_compile_dynamic_batch_builds_once_on_a_device(target):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", SYMBOLIC_TARGETS)
+@pytest.mark.targets(*SYMBOLIC_TARGETS)
 def test_mobilenet_v2_with_dynamic_batch_builds_once_on_a_device(target):
     from torch.export import Dim
 

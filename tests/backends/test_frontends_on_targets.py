@@ -25,7 +25,7 @@ def _onnx_convnet(rng):
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.targets(*TARGETS)
 def test_from_onnx_on_target(target):
     rng = np.random.default_rng(0)
     model = _onnx_convnet(rng)
@@ -34,7 +34,7 @@ def test_from_onnx_on_target(target):
     assert_close_np(fxc.from_onnx(model, target=target)(x), expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.targets(*TARGETS)
 def test_from_mxnet_on_target(target):
     from compat.numpy_aliases import import_mxnet
     mx = import_mxnet()

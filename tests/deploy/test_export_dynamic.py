@@ -17,9 +17,10 @@ from torch.export import Dim
 
 import fxc
 from fxc.errors import ArtifactError, InputError
-from fxc.lowering.sym import Sym, SymInfo
 from fxc.relay_like.graph import Graph
 from fxc.runtime.artifact.loader import LIBRARY, MANIFEST, extract
+from fxc.symbolic.expr import Sym
+from fxc.symbolic.sym import SymInfo
 
 from ..helpers import assert_close_np
 from ..helpers_export import (

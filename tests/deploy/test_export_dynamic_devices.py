@@ -5,7 +5,6 @@ runs in a fresh
 interpreter where torch, llvmlite and the compiler cannot be imported, at three batches against eager PyTorch; a
 batch outside the range is the named InputError. A missing device runtime is a failure, not a skip."""
 import json
-import sys
 import zipfile
 
 import numpy as np
@@ -14,6 +13,7 @@ import torch
 from torch.export import Dim
 
 import fxc
+import fxc.driver.build as BUILD
 from fxc.errors import ArtifactError
 from fxc.runtime.artifact.loader import MANIFEST
 
@@ -21,7 +21,6 @@ from ..helpers import assert_close_np
 from ..helpers_export import check_runtime_report, run_blocked, run_cli_blocked
 from .test_export_dynamic import RUN_SIZES, _attention_graph, check_attention_pairs
 
-BUILD = sys.modules["fxc.driver.build"]
 TARGETS = ("opencl", "opengl", "webgpu", "wasm")
 BATCHES = (3, 17, 5)        # rows after no block, two blocks (the arena grown), one (a smaller size in a larger arena)
 
@@ -47,7 +46,7 @@ def exported(tmp_path_factory):
     return get
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.targets(*TARGETS)
 def test_dynamic_export_runs_any_batch_in_range_without_torch(target, exported, tmp_path):
     model, path = exported(target)
     with zipfile.ZipFile(path) as z:
@@ -58,7 +57,8 @@ def test_dynamic_export_runs_any_batch_in_range_without_torch(target, exported, 
     xs = [rng.standard_normal((n, 3, 6, 6)).astype(np.float32) for n in BATCHES]
     np.savez(tmp_path / "in.npz", **{f"x{k:02d}": x for k, x in enumerate(xs)})
     report = run_blocked(RUN_SIZES, path, tmp_path / "in.npz", tmp_path / "out.npz", "[[21, 3, 6, 6], [4, 3, 6, 7]]")
-    check_runtime_report(report, allowed=("fxc", "fxc.errors", "fxc.runtime.store"))    # as the static device artifacts
+    # as the static device artifacts
+    check_runtime_report(report, allowed=("fxc", "fxc.errors", "fxc.version", "fxc.runtime.store"))
     with np.load(tmp_path / "out.npz") as z:
         outs = [z[f"arr_{k}"] for k in range(len(xs))]
     errors = report["errors"]
@@ -76,7 +76,7 @@ def test_dynamic_export_runs_any_batch_in_range_without_torch(target, exported, 
     assert shown.count("matmul+add -> float32[") == 1 and shown.count("relu -> float32[") == 1, shown
 
 
-@pytest.mark.parametrize("target", ("opencl", "wasm"))
+@pytest.mark.targets("opencl", "wasm")
 @pytest.mark.parametrize("edit", [
     lambda m: m["symbols"][0].update(max=1 << 20),      # sizes past the arena the plan was laid out for
     lambda m: m.update(row_bytes=m["row_bytes"] // 2 if m["row_bytes"] else 8),

@@ -10,9 +10,9 @@ import torch.nn.functional as F
 import fxc.ops.elementwise as elementwise
 from fxc.capture.torch.backend import explain
 from fxc.driver.check import CheckError, check_graph
-from fxc.lowering.expr import unary as un
 from fxc.ops import registry
 from fxc.relay_like.builder import Builder
+from fxc.symbolic.expr import unary as un
 
 
 def model(x, w):

@@ -195,7 +195,7 @@ def test_unknown_bf16_mode_is_named():
 
 def test_bf16_unavailable():
     """On a CPU without AVX-512 BF16 (this host's own CPU with the feature taken off) bf16 is refused with a clear
-    error (more targets: tests/backends/test_targets.py)."""
+    error (more targets: tests/backends/llvm/test_targets.py)."""
     with pytest.raises(TargetError, match="AVX-512 BF16"):
         fxc.from_torch(torch.nn.Linear(4, 4), torch.randn(2, 4), target="llvm -mattr=-avx512bf16", precision="bf16")
 
@@ -273,7 +273,7 @@ def test_use_bf16_takes_a_weight_folded_with_a_constant_scale():
 def _winograd_abs(x, w, m):
     """|A^T| [ |G| |w| |G^T| . |B^T| |d| |B| ] |A| per m x m tile (float64, padding 1, stride 1): what bounds the
     rounding of Winograd's operands, as conv(|x|, |w|) does for the direct conv's."""
-    from fxc.ops.winograd import MATRICES
+    from fxc.lowering.winograd import MATRICES
     at, bt, g = [np.abs(np.array(t, np.float64)) for t in MATRICES[m]]
     n, c, h, wd = x.shape
     a = m + 2

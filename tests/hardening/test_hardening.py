@@ -8,6 +8,8 @@ import torch.nn.functional as F
 import fxc
 from fxc.errors import FxcError, InputError
 
+pytestmark = pytest.mark.all_targets       # every target: these cases must hold on each (tests/targets.py)
+
 NAN, INF = float("nan"), float("inf")
 
 

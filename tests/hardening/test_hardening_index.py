@@ -12,6 +12,8 @@ import fxc
 from fxc.errors import IndexOutOfRangeError
 from fxc.runtime.artifact.loader import PARAMS, extract
 
+pytestmark = pytest.mark.all_targets       # every target: these cases must hold on each (tests/targets.py)
+
 BAD_ROWS = [100, -1, 10 ** 6, 2 ** 40, -2 ** 62]       # the indices, for a 100-row embedding
 
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from fxc.backends.opencl import render_opencl
-from fxc.lowering.expr import Var, as_expr, binary
 from fxc.lowering.int_ranges import narrow_indices
 from fxc.lowering.loop_ir import Buffer, For, Kernel, LetStmt, Store, launch_of
 from fxc.lowering.schedules import gpu
+from fxc.symbolic.expr import Var, as_expr, binary
 
 
 def _compile(fn, *xs):
@@ -205,8 +205,8 @@ def _staged_fixture(rows: int = 3, cols: int = 37, threads: int = 8, lanes: int 
     for the rest), waits at a barrier, and each work-item writes y[r, c] = t[c] + 2 t[min(c + 1, cols - 1)] +
     (t[0] + t[1] + t[2] + t[3]) for its columns c = th + j * threads (the last sum a lane reduction of a vector
     read from shared memory)."""
-    from fxc.lowering.expr import Const, LaneReduce, VecLoad, compare
     from fxc.lowering.loop_ir import Barrier, IfThen, seq
+    from fxc.symbolic.expr import Const, LaneReduce, VecLoad, compare
     x, y = Buffer("x", "float32", rows * cols), Buffer("y", "float32", rows * cols)
     tile = Buffer("tile", "float32", cols, "shared")
     g, th, q, j = Var("g"), Var("th"), Var("q"), Var("j")

@@ -1,7 +1,7 @@
 """The vector schedules (fxc/lowering/schedules/cpu: gemm.py, vectorize.py, ...) against numpy references on odd
 shapes: row/column tails, strides, dilation, padding, depthwise multipliers, batch broadcasting, fused epilogues
 (vector and per-element paths), vector exp/erf, vectorized softmax/row reductions. The pack_weights pass and the
-cached weight-prepack step: test_prepack.py."""
+cached weight-prepack step: tests/graph/test_prepack.py."""
 import math
 import re
 
@@ -458,9 +458,9 @@ def test_vector_sigmoid_accuracy():
     """sigmoid's float32 vector form (one reduction of -x clamped to +-87.6, llvm_math.VectorMath.sigmoid) and its
     scalar form within 3 ulp of the float64 result wherever that is a normal float; below 1.2e-38 within 1.2e-38
     (PyTorch's own gives 0 there); 1 at +inf and beyond 17, nan for nan."""
-    from fxc.lowering.expr import Load, Var, unary
     from fxc.lowering.loop_ir import Buffer
-    from fxc.lowering.schedules.cpu.vectorize import vectorize_expr
+    from fxc.lowering.vectorize import vectorize_expr
+    from fxc.symbolic.expr import Load, Var, unary
     i = Var("i")
     assert vectorize_expr(unary("sigmoid", Load(Buffer("x", "float32", 64), i)), i, 16) is not None
     xs = _math_samples()
@@ -524,9 +524,9 @@ def test_vector_math_accuracy(op):
     """The float32 vector forms (llvm_math.VectorMath) within 3 ulp of the float64 result over every magnitude,
     denormals and both signs, with libm's infinities and nans; sin and cos also for vectors holding a lane beyond
     their reduction's range (libm's path)."""
-    from fxc.lowering.expr import Load, Var, unary
     from fxc.lowering.loop_ir import Buffer
-    from fxc.lowering.schedules.cpu.vectorize import vectorize_expr
+    from fxc.lowering.vectorize import vectorize_expr
+    from fxc.symbolic.expr import Load, Var, unary
     i = Var("i")
     assert vectorize_expr(unary(op, Load(Buffer("x", "float32", 64), i)), i, 16) is not None   # no libm loop
     xs = _math_samples()
@@ -562,8 +562,8 @@ def test_groups_of_the_same_shape_share_one_kernel():
 
 def test_aligned_stride_through_idiv_and_imod():
     """Within a vector loop's aligned chunk, an unravelled index (a reshape's) keeps a constant stride."""
-    from fxc.lowering.expr import Var, as_expr, binary
-    from fxc.lowering.schedules.cpu.vectorize import aligned_stride
+    from fxc.lowering.vectorize import aligned_stride
+    from fxc.symbolic.expr import Var, as_expr, binary
     v, i = Var("v"), Var("i")
     merge = binary("idiv", v, as_expr(64)) * 8192 + i * 64 + binary("imod", v, as_expr(64))
     assert aligned_stride(merge, v, 16) == 1

@@ -30,6 +30,7 @@ def edge_values(n=257):
     return torch.cat([x, torch.tensor(special)])
 
 
+@pytest.mark.cpu_targets
 @pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.int64, torch.int32])
 @pytest.mark.parametrize("dst", [torch.float16, torch.bfloat16, torch.int16])
 def test_conversion_to_storage_dtypes_matches_eager(src, dst, target):
@@ -45,6 +46,7 @@ def test_conversion_to_storage_dtypes_matches_eager(src, dst, target):
     assert not explain(f, x).fallback_ops
 
 
+@pytest.mark.cpu_targets
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int16])
 def test_storage_dtype_inputs_and_round_trips(dtype, target):
     def f(h, x):

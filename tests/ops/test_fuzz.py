@@ -13,9 +13,9 @@ import torch.nn.functional as F
 import fxc.ops.elementwise as elementwise
 from fxc.capture.torch.backend import recording
 from fxc.lowering import te
-from fxc.lowering.expr import unary as un
 from fxc.ops import registry
 from fxc.relay_like.passes.fuse_ops import fuse_ops
+from fxc.symbolic.expr import unary as un
 from fxc.testing import fuzz
 
 REGRESSIONS = sorted((Path(__file__).parents[1] / "regressions").glob("*.json"))

@@ -104,11 +104,11 @@ def test_loop_rereads_what_its_previous_iteration_stored():
 
     from fxc.driver.build import build
     from fxc.lowering import te
-    from fxc.lowering.expr import Const, Var, as_expr
     from fxc.lowering.loop_ir import Allocate, Buffer, For, Store, seq
     from fxc.ops import registry
     from fxc.relay_like.builder import Builder
     from fxc.relay_like.graph import TensorType
+    from fxc.symbolic.expr import Const, Var, as_expr
 
     def compute(x):
         def lower(outs, ins):

@@ -11,7 +11,7 @@ it is a base class of:
 from __future__ import annotations
 
 from ...errors import LoweringError
-from ...lowering.expr import FLOATS, STORAGE_FLOATS, Expr, lanes_of, scalar_of
+from ...symbolic.expr import FLOATS, STORAGE_FLOATS, Expr, lanes_of, scalar_of
 from .mathlib import float_literal
 
 LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32", "int16": "i16",

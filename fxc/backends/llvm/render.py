@@ -9,7 +9,21 @@ from __future__ import annotations
 import math
 
 from ...errors import LoweringError
-from ...lowering.expr import (
+from ...lowering.loop_ir import (
+    BOUND_KINDS,
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThen,
+    LetStmt,
+    Seq,
+    Stmt,
+    Store,
+    free_vars,
+    walk_stmts,
+)
+from ...symbolic.expr import (
     FLOATS,
     Bf16Half,
     Bin,
@@ -34,20 +48,6 @@ from ...lowering.expr import (
     lanes_of,
     scalar_of,
     vec,
-)
-from ...lowering.loop_ir import (
-    BOUND_KINDS,
-    Allocate,
-    Barrier,
-    Buffer,
-    For,
-    IfThen,
-    LetStmt,
-    Seq,
-    Stmt,
-    Store,
-    free_vars,
-    walk_stmts,
 )
 from .arith import LTYPE, MTYPE, UNSIGNED, Arithmetic, float_suffix, lty
 from .mathlib import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words

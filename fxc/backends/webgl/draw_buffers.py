@@ -32,9 +32,9 @@ import dataclasses
 
 import numpy as np
 
-from ...lowering.expr import Bin, Const, Expr, Load, Var, binary, children, rebuild
 from ...lowering.int_ranges import Bounds
 from ...lowering.loop_ir import Allocate, Buffer, For, IfThen, Kernel, Launch, LetStmt, Seq, Store, seq, walk_stmts
+from ...symbolic.expr import Bin, Const, Expr, Load, Var, binary, children, rebuild
 from .lanes import TEXEL_WIDTH, WebGLLanesRenderer
 
 MIN_REDUCTION = 16          # a kernel's loop nest runs at least this many iterations an output (else no sharing pays)

@@ -11,9 +11,9 @@ fxc.backends.webgl.program chooses among them per kernel. Also here: the GLSL ES
 from __future__ import annotations
 
 from ...errors import LoweringError
-from ...lowering.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Var, children
 from ...lowering.int_ranges import check_int64_narrowable
 from ...lowering.loop_ir import Buffer, For, Kernel, LetStmt, Store, stmt_exprs, walk_stmts
+from ...symbolic.expr import Bin, Cast, CheckIndex, Const, Load, Present, Select, Var, children
 from ..glsl import HELPERS, INT_DIV, REFUSED, VALUE, GLSLRenderer, helper_text
 
 ES_HEAD = """#version 300 es

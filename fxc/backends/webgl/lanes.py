@@ -26,8 +26,8 @@ import operator
 import numpy as np
 
 from ...errors import LoweringError
-from ...lowering.expr import Bin, Cast, Const, Load, Select, Un, Var, binary, children, substitute
 from ...lowering.loop_ir import For, IfThen, LetStmt, Store, map_body, walk_stmts
+from ...symbolic.expr import Bin, Cast, Const, Load, Select, Un, Var, binary, children, substitute
 from ..glsl import HELPERS, INT_DIV, VALUE, helper_text
 from .fragment import ES_HEAD, ES_TRIG, FLOAT_TEX, WebGLRenderer
 

@@ -299,11 +299,11 @@ class OnnxModel:
         return m
 
     def _build_symbolic(self, bound: tuple):
-        """One module for every value of the model's named dim (its dim_param; fxc/lowering/sym.py), or None when
+        """One module for every value of the model's named dim (its dim_param; fxc/symbolic/sym.py), or None when
         the model has none, several, or a part that needs the size (then each shape builds on its own)."""
         import logging
 
-        from ...lowering.sym import Sym
+        from ...symbolic.expr import Sym
         names = {d for _, _, dims in self._inputs for d in dims or () if isinstance(d, str)}
         if len(names) != 1:
             return None

@@ -287,7 +287,8 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
 def declared_ranges(dynamic_shapes, symbolic) -> dict:
     """The symbols' facts with the ranges the user's Dims declare (torch.export keeps 1 out of a shape
     environment's range, but fxc's code for a symbolic size runs any size from 1)."""
-    from ...lowering.sym import INT_MAX, Sym, SymInfo
+    from ...symbolic.expr import INT_MAX, Sym
+    from ...symbolic.sym import SymInfo
     shapes, infos = symbolic
     infos = dict(infos)
     per_input = dynamic_shapes.values() if isinstance(dynamic_shapes, dict) else dynamic_shapes

@@ -189,7 +189,7 @@ def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
 def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
              random: bool = False, symbolic=None):
     """_to_graph with the symbols' ranges known to the type rules (a slice [:s] of a 128-row table)."""
-    from ...lowering.sym import facts
+    from ...symbolic.expr import facts
     with facts(symbolic[1] if symbolic is not None else {}):
         return _to_graph(gm, args, weights, freeze, layouts, random, symbolic)
 

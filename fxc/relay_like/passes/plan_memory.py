@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ...errors import ShapeError
-from ...lowering.expr import ITEMSIZE, Expr
-from ...lowering.sym import _poly, canonical
+from ...symbolic.expr import ITEMSIZE, Expr, poly
+from ...symbolic.sym import canonical
 
 ALIGN = 64
 
@@ -26,7 +26,7 @@ class MemoryPlan:
     row_bytes: int = 0     # the symbolic region's bytes per unit of `symbol`
     symbol: str | None = None
     sym_offsets: dict = field(default_factory=dict)   # Value id -> offset in the symbolic region: a polynomial of
-    sym_bytes: object = 0  # the symbols (an int64 size expression, lowering/sym.py), and the region's size
+    sym_bytes: object = 0  # the symbols (an int64 size expression, symbolic/sym.py), and the region's size
 
 
 def reshape_views(groups: list, out_ids: set) -> dict:
@@ -79,7 +79,7 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
                     size[v.id] = max(nbytes, 1)
                     continue
                 try:
-                    terms = _poly(nbytes)
+                    terms = poly(nbytes)
                 except ValueError:
                     terms = {}
                 if len(terms) != 1 or not next(iter(terms)) or next(iter(terms.values())) <= 0:

@@ -15,9 +15,9 @@ winograd="all" uses Winograd on every eligible conv, also where winograd_pays sa
 from __future__ import annotations
 
 from ...lowering.blocks import ROW_BLOCK
-from ...lowering.expr import Expr
 from ...lowering.schedules import rule
-from ...ops.winograd import tiles
+from ...lowering.winograd import tiles
+from ...symbolic.expr import Expr
 from ..graph import node_appender
 from .hoist import weight_derived
 

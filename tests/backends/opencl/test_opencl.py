@@ -1,5 +1,7 @@
-"""The OpenCL target (PoCL here): loop-IR fixtures on both renderers, a fixed op sample covering every op kind,
-torch.compile / from_torch / export with weights kept on the device, and the error cases.
+"""What only the OpenCL target (PoCL here) has: loop-IR fixtures on both renderers, the prepack step's runs,
+single-work-item kernels in explain, per-kernel device times, the OpenCL device choice and its error cases, and the
+opinfo and fuzz sweeps' fixed samples. The cases every device target shares (the fixed op sample, the reference models,
+weights kept on the device, export and load...) are in tests/backends/test_every_target.py.
 
 A missing OpenCL runtime is a failure, not a skip (scripts/setup.sh installs PoCL)."""
 import os
@@ -15,18 +17,13 @@ import fxc
 import fxc.capture.torch.backend
 from fxc.driver.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
-from fxc.lowering.expr import Broadcast, Const, Var, VecLoad
 from fxc.lowering.loop_ir import Barrier, Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import Module, TensorSpec
-from tests.helpers import assert_close_np, check_module
+from fxc.symbolic.expr import Broadcast, Const, Var, VecLoad
+from tests.helpers import assert_close_np
 from tests.helpers_devices import (
-    CASE_IDS,
-    CASES,
-    check_op_sample,
-    check_tiled_gemm,
-    export_and_load_without_torch,
     fixture_expected,
     fixture_kernel,
     fixture_launches,
@@ -68,7 +65,7 @@ def test_fixture_kernel_on_both_renderers():
 def test_vector_expressions_scalarized_for_opencl():
     """Shuffles and lane reductions (the CPU schedules' vector forms) taken apart lane by lane: the same result on
     both renderers. y[r, c] = x[r, 7 - c] + sum(x[r, :])."""
-    from fxc.lowering.expr import LaneReduce, Shuffle
+    from fxc.symbolic.expr import LaneReduce, Shuffle
     rows = 5
     x, y = Buffer("x", "float32", rows * 8), Buffer("y", "float32", rows * 8)
     r = Var("r")
@@ -95,63 +92,7 @@ def test_cpu_renderer_rejects_device_constructs():
         Buffer("old", "float32", 1, "local")        # the kernel-private scope is "private" now
 
 
-@pytest.mark.parametrize("case", ["sum", "mean", "norm", "all"])
-def test_tree_reduction_uses_shared_memory_and_barriers(case):
-    """Long rows reduce in a work-group (local memory, barriers), the reduction alone or under an epilogue (mean's
-    scale, a norm's square root), and equal numpy."""
-    x = np.random.default_rng(1).standard_normal((3, 5000)).astype(np.float32)
-    b = Builder()
-    v = b.graph.input(x.shape, "float32")
-    out, expected = {
-        "sum": (lambda: b.call("sum", [v], axes=[1], keepdim=False), lambda: x.sum(axis=1)),
-        "mean": (lambda: b.call("mean", [v], axes=[1], keepdim=False), lambda: x.mean(axis=1)),
-        "norm": (lambda: b.call("sqrt", [b.call("sum", [b.call("mul", [v, v])], axes=[1], keepdim=True)]),
-                 lambda: np.sqrt((x * x).sum(axis=1, keepdims=True))),
-        "all": (lambda: b.call("sum", [v], axes=None, keepdim=False), lambda: np.array(x.sum(), np.float32)),
-    }[case]
-    b.graph.outputs = [out()]
-    m = build(b.graph, target="opencl")
-    assert "__local" in m.source and "barrier(CLK_LOCAL_MEM_FENCE)" in m.source
-    assert_close_np(m(x), expected().astype(np.float32), rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.parametrize("shared", [True, False], ids=["local-memory-tiles", "register-tiles"])
-def test_tiled_gemm_both_forms(shared, monkeypatch):
-    """The GEMM schedule's two forms (local-memory blocks: GPUs; register tiles: devices whose local memory is
-    plain memory, PoCL), over a batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
-    m = check_tiled_gemm("opencl", shared, monkeypatch)
-    assert ("barrier(CLK_LOCAL_MEM_FENCE)" in m.source) == shared
-
-
-# ---------------------------------------------------------------------------------------- a fixed op sample
-@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
-def test_op_sample_on_opencl(name, k):
-    assert check_op_sample("opencl", name, k).plan
-
-
-# ---------------------------------------------------------------------------------- users: torch, export
-def test_torch_compile_keeps_weights_on_the_device():
-    """Weights are uploaded once; a changed weight (optimizer step, in-place write) is uploaded again."""
-    model, x = small_net(), torch.randn(2, 3, 12, 12)
-    compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
-    modules = []
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())     # explain's
-    try:
-        with torch.no_grad():
-            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-    finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
-    assert rec.kernels and all("opencl" in k for k in rec.kernels)
-    import gc
-    modules = [o for o in gc.get_objects() if type(o).__name__ == "DeviceModule" and o.prepack_inputs]
-    assert modules
-    m = modules[-1]
-    with torch.no_grad():
-        compiled(x)
-        assert m.uploaded_bytes == x.numel() * 4            # the activation only
-        model[5].weight.mul_(2)
-        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-        assert m.uploaded_bytes > x.numel() * 4             # the changed weights again
+# ----------------------------------------------------------------------------- the prepack step, explain, profile
 
 
 def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
@@ -198,13 +139,6 @@ def test_explain_marks_single_work_item_kernels():
     ref = f(a, x)
     for got, want in zip(torch.compile(f, backend="fxc", options={"target": "opencl"})(a, x), ref):
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
-
-
-def test_from_torch_export_and_load_without_torch(tmp_path):
-    """fxc.from_torch(target="opencl") -> fxc.export -> fxc.load in a process that cannot import torch,
-    llvmlite or the compiler; the artifact holds OpenCL C source."""
-    with export_and_load_without_torch("opencl", tmp_path) as z:
-        assert "__kernel" in z.read("program.cl").decode()
 
 
 def test_profile_gives_per_kernel_device_times():
@@ -295,40 +229,6 @@ def test_a_driver_build_error_carries_source_and_log():
     with pytest.raises(CompileError) as e:
         open_device(None).program(bad)
     assert e.value.source == bad and "undefined_name" in e.value.log
-
-
-def test_model_on_opencl_matches_eager():
-    """A small conv net through torch.compile on OpenCL (the reference models: test_reference_models_on_opencl)."""
-    check_module(small_net(), torch.randn(2, 3, 16, 16), target="opencl", rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
-def test_reference_models_on_opencl(name):
-    from fxc.testing.models import example_inputs, make_model
-    model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
-    fxc.capture.torch.backend._recorders.append(rep := fxc.capture.torch.backend.Explanation())     # explain's report,
-    try:                                                                             # from the same compile
-        out = check_module(model, *inputs, target="opencl", rtol=0, atol=1e-4)
-    finally:
-        fxc.capture.torch.backend._recorders.remove(rep)
-    assert rep.kernels and not rep.fallback_ops and not rep.failures, str(rep)
-    assert all("[opencl:" in k for k in rep.kernels)
-    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
-
-
-def test_out_of_range_index_raises_as_eager_does():
-    """An index op on the device checks its indices as eager does: IndexOutOfRangeError naming the op and index."""
-    from fxc.errors import IndexOutOfRangeError
-    emb = torch.nn.Embedding(100, 8)
-    m = fxc.from_torch(emb, (torch.tensor([1, 2]),), target="opencl")
-    np.testing.assert_allclose(m(torch.tensor([3, 99])).numpy(), emb(torch.tensor([3, 99])).detach().numpy())
-    with pytest.raises(IndexOutOfRangeError, match="embedding: index 100 is out of range"):
-        m(torch.tensor([3, 100]))
-    with pytest.raises(IndexError):
-        m(torch.tensor([-1, 2]))
-    np.testing.assert_allclose(m(torch.tensor([0, 5])).numpy(), emb(torch.tensor([0, 5])).detach().numpy())
 
 
 # ------------------------------------------------------------------ the sweeps' fixed samples (full: docs/targets.md)

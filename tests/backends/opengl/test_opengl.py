@@ -1,45 +1,27 @@
-"""The OpenGL target (Mesa llvmpipe through EGL here): the loop-IR fixture on the GLSL renderer, the OpenCL test's
-fixed op sample, GLSL's float32 math helpers against numpy, int64 in 32 bits (proved, checked or refused),
-torch.compile / from_torch / export + load without torch, and the error cases.
+"""What only the OpenGL target (Mesa llvmpipe through EGL here) has: the loop-IR fixture on the GLSL renderer, GLSL's
+float32 math helpers against numpy, int64 arithmetic refused, and the GL error cases. The cases every device target
+shares (the fixed op sample, the reference models, weights kept on the device, export and load, int64 indices in 32
+bits...) are in tests/backends/test_every_target.py.
 
 A missing GL runtime is a failure, not a skip (scripts/setup.sh installs Mesa's EGL and moderngl)."""
-import json
 
 import numpy as np
 import pytest
-import torch
 
-import fxc
 from fxc.driver.build import build
-from fxc.errors import CompileError, LoweringError, TargetError
+from fxc.errors import CompileError, LoweringError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
-from tests.helpers import assert_close_np, check_module
+from tests.helpers import assert_close_np
 from tests.helpers_devices import (
-    CASE_IDS,
-    CASES,
     check_binary_ops,
-    check_folded_grid,
-    check_int64_embedding,
-    check_int_division_by_zero,
-    check_op_sample,
-    check_reference_model,
-    check_row_sum,
-    export_and_load_without_torch,
     fixture_expected,
     fixture_kernel,
     fixture_launches,
     run_script,
-    small_net,
     target_error_script,
 )
-
-# ops of the sample that GL refuses (a LoweringError: torch.compile runs their graph in eager): float64 (cholesky's
-# samples, and lgamma, which computes in float64 for float32 too, as every special function) and 64-bit hash
-# constants (random_uniform)
-REFUSED = {case: (LoweringError, None) for case in (("cholesky", 0), ("cholesky", 1), ("lgamma", 0), ("lgamma", 1),
-                                                    ("random_uniform", 0), ("random_uniform", 1))}
 
 
 # ------------------------------------------------------------------------------------------ the loop-IR fixture
@@ -57,21 +39,7 @@ def test_fixture_kernel_on_glsl():
     assert_close_np(m(x), fixture_expected(x))
 
 
-def test_tree_reduction_uses_shared_memory_and_barriers():
-    m = check_row_sum("opengl")
-    assert "shared float" in m.source and "barrier();" in m.source
-
-
-def test_grid_longer_than_gl_dispatch_limit_is_folded():
-    """More than 65535 work-groups on one axis: split over two dispatch axes, recombined in the shader."""
-    check_folded_grid("opengl")
-
-
-# ---------------------------------------------------------------------------------------------- the op sample
-@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
-def test_op_sample_on_opengl(name, k):
-    module = check_op_sample("opengl", name, k, refused=REFUSED)
-    assert module is None or module.plan
+# ------------------------------------------------------------------------------------- math and edge cases
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt")
@@ -98,57 +66,14 @@ def test_pow_atan2_fmod_edge_cases():
 
 
 # ------------------------------------------------------------------------------------------ int64 in 32 bits
-def test_int64_indices_narrowed_and_checked():
-    """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
-    wrong row; int64 arithmetic that may overflow 32 bits is refused."""
-    check_int64_embedding("opengl")
+def test_int64_arithmetic_that_may_overflow_32_bits_is_refused():
+    """int64 arithmetic that may overflow 32 bits is refused (int64 indices narrowed and checked:
+    tests/backends/test_every_target.py)."""
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]
     with pytest.raises(LoweringError, match="64-bit integer"):
         build(b.graph, target="opengl")
-
-
-def test_int_division_by_zero_raises():
-    check_int_division_by_zero("opengl")
-
-
-# ---------------------------------------------------------------------------------------- users: torch, export
-def test_torch_compile_keeps_weights_in_the_arena():
-    model, x = small_net(), torch.randn(2, 3, 12, 12)
-    compiled = torch.compile(model, backend="fxc", options={"target": "opengl"})
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())
-    try:
-        with torch.no_grad():
-            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-    finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
-    assert rec.kernels and all("opengl" in k for k in rec.kernels), rec.kernels
-    import gc
-    m = [o for o in gc.get_objects() if type(o).__name__ == "GLModule" and o.prepack_inputs][-1]
-    with torch.no_grad():
-        compiled(x)
-        assert m.uploaded_bytes == x.numel() * 4
-        model[5].weight.mul_(2)
-        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-        assert m.uploaded_bytes > x.numel() * 4
-
-
-def test_from_torch_export_and_load_without_torch(tmp_path):
-    """from_torch(target="opengl") -> export -> load in a process that cannot import torch or llvmlite."""
-    with export_and_load_without_torch("opengl", tmp_path) as z:
-        assert "#version 430" in z.read("program.glsl").decode()
-        assert json.loads(z.read("manifest.json"))["target"] == "opengl"
-
-
-def test_model_on_opengl_matches_eager():
-    check_module(small_net(), torch.randn(2, 3, 16, 16), target="opengl", rtol=1e-4, atol=1e-5)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
-def test_reference_models_on_opengl(name):
-    check_reference_model("opengl", name)
 
 
 # ------------------------------------------------------------------------------------------------- errors
@@ -166,11 +91,3 @@ def test_a_driver_error_carries_source_and_log():
     with pytest.raises(CompileError) as e:
         open_device().program(bad)
     assert e.value.source == bad and "undefined_name" in e.value.log
-
-
-def test_opengl_target_takes_no_options():
-    b = Builder()
-    v = b.graph.input((4,), "float32")
-    b.graph.outputs = [b.call("exp", [v])]
-    with pytest.raises(TargetError, match="takes none"):
-        build(b.graph, target="opengl -device=1")

@@ -4,12 +4,11 @@ fxc/runtime/browser/wasm/runtime.js in a page of the shared browser harness (fxc
 per test
 process, its pages cross-origin isolated, bulk data as binary files over its loopback server).
 
-Everything the llvm target compiles runs (the same loop IR): the fixed op sample covering every op kind, the
-reference models (test_reference_models_on_wasm, slow), torch.compile / from_torch / export / load, a kernel's
-error codes (an index out of range). A missing wasm-ld or browser is a named TargetError (scripts/setup.sh installs
-Debian's lld and chromium; a missing one in CI is a failure, not a skip)."""
-import json
-import zipfile
+Everything the llvm target compiles runs (the same loop IR): the fixed op sample, the reference models, torch.compile
+/ from_torch / export / load and an index out of range are in tests/backends/test_every_target.py; here what only
+wasm has: its caps and registers, math without libm, two threads, the page's data, the JS runtime's entries and
+imports. A missing wasm-ld or browser is a named TargetError (scripts/setup.sh installs Debian's lld and chromium; a
+missing one in CI is a failure, not a skip)."""
 
 import numpy as np
 import pytest
@@ -17,11 +16,11 @@ import torch
 
 import fxc
 from fxc.driver.build import build
-from fxc.errors import CompileError, IndexOutOfRangeError, TargetError
+from fxc.errors import CompileError, TargetError
 from fxc.relay_like.builder import Builder
 from fxc.target import Target
-from tests.helpers import assert_close_np, check_module
-from tests.helpers_devices import CASE_IDS, CASES, check_op_sample, run_script, small_net, target_error_script
+from tests.helpers import assert_close_np
+from tests.helpers_devices import run_script, target_error_script
 
 
 def test_wasm_target_caps():
@@ -55,17 +54,6 @@ def test_register_tiles_fit_wasm_registers():
             assert tile_rows(rows, nv, caps) * nv + nv + 1 <= caps.vector_registers
 
 
-# the sample's cases whose math function only a C libm has (lgamma: glibc's, to double accuracy; JS's Math lacks it)
-# (a build-time error naming the function, never an unresolved import)
-NEEDS_LIBM = {("lgamma", 0): (CompileError, "needs lgamma[ ,]"), ("lgamma", 1): (CompileError, "needs lgamma[ ,]")}
-
-
-@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
-def test_op_sample_on_wasm(name, k):
-    module = check_op_sample("wasm", name, k, refused=NEEDS_LIBM)
-    assert module is None or module.wasm[:4] == b"\0asm"
-
-
 def test_scalar_and_vector_math_without_libm():
     """exp, log, tanh, erf, sigmoid, sin on float32 are fxc's own code (vectors and scalar tails alike), pow and float64
     math the JS runtime's Math imports; a function neither has is a CompileError naming it at build time."""
@@ -92,34 +80,6 @@ def test_scalar_and_vector_math_without_libm():
     b.graph.outputs = [b.call("erf", [v])]
     with pytest.raises(CompileError, match="needs erf,"):
         build(b.graph, target="wasm")
-
-
-def test_torch_compile_export_and_load_on_wasm(tmp_path):
-    """torch.compile(target="wasm") runs the small conv net in the page (nothing falls back); a second call keeps the
-    weights in the page; from_torch, export and load run it too."""
-    model, x = small_net(), torch.randn(2, 3, 16, 16)
-    rep = fxc.explain(model, x, target="wasm")
-    assert not rep.fallback_ops and not rep.failures, str(rep)
-    check_module(model, x, target="wasm", rtol=1e-4, atol=1e-5)
-    compiled = fxc.from_torch(model, (x,), target="wasm")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    with zipfile.ZipFile(path) as z:
-        assert json.loads(z.read("manifest.json"))["target"].startswith("wasm")
-        assert json.loads(z.read("program.wasm.json").decode().split("\n", 1)[1])["wasm"].startswith("AGFzbQ")
-    assert_close_np(fxc.load(path)(x.numpy()), expected)
-
-
-def test_weights_stay_in_the_page_until_they_change():
-    model, x = small_net(), torch.randn(2, 3, 16, 16)
-    compiled = torch.compile(model, backend="fxc", options={"target": "wasm"})
-    with torch.no_grad():
-        compiled(x)
-        assert_close_np(compiled(x).numpy(), model(x).numpy())
-        model[0].weight.mul_(0.5)           # an in-place change: its version moves, the page gets it again
-        assert_close_np(compiled(x).numpy(), model(x).numpy())
 
 
 def test_two_threads_share_the_module_memory():
@@ -184,15 +144,6 @@ def test_the_page_is_the_shared_browsers_and_data_goes_as_binary(inline, monkeyp
     page = open_browser().pages["wasm"]
     assert m.device.page is page and page.info["isolated"]
     assert not page.received and not [f for f in page.files if f.startswith(m._files)]
-
-
-def test_out_of_range_index_raises_as_eager_does():
-    emb = torch.nn.Embedding(100, 8)
-    m = fxc.from_torch(emb, (torch.tensor([1, 2]),), target="wasm")
-    np.testing.assert_allclose(m(torch.tensor([3, 99])).numpy(), emb(torch.tensor([3, 99])).detach().numpy())
-    with pytest.raises(IndexOutOfRangeError, match="embedding: index 100 is out of range"):
-        m(torch.tensor([3, 100]))
-    np.testing.assert_allclose(m(torch.tensor([0, 5])).numpy(), emb(torch.tensor([0, 5])).detach().numpy())
 
 
 def test_group_entries_run_from_the_js_runtime():
@@ -262,18 +213,3 @@ except TargetError as e:
 def test_no_browser_builds_and_exports_then_a_call_is_a_target_error(tmp_path):
     p = run_script(NO_BROWSER, tmp_path / "m.fxc", FXC_CHROMIUM="/nonexistent/chromium")
     assert p.returncode == 0 and (tmp_path / "m.fxc").exists(), p.stdout + p.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
-def test_reference_models_on_wasm(name):
-    from fxc.testing.models import example_inputs, make_model
-    model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
-    fxc.capture.torch.backend._recorders.append(rep := fxc.capture.torch.backend.Explanation())
-    try:
-        out = check_module(model, *inputs, target="wasm", rtol=0, atol=1e-4)
-    finally:
-        fxc.capture.torch.backend._recorders.remove(rep)
-    assert rep.kernels and not rep.fallback_ops and not rep.failures, str(rep)
-    assert torch.isfinite(out).all() and out.abs().max() > 1e-2

@@ -3,17 +3,14 @@ the page's plan runs each row group per block of 8 rows and per tail of 1, 2 or 
 texel offset uniform). torch.compile(dynamic=True), fxc.from_torch with a Dim, fxc.export + fxc.load and the static
 web package (`fxc web`, the page's ?size=N), results against eager PyTorch; a batch outside the range is an
 InputError (the page's error). A missing browser is a failure, not a skip."""
-import sys
-
 import numpy as np
 import pytest
 import torch
 from torch.export import Dim
 
 import fxc
+import fxc.driver.build as BUILD
 from fxc.errors import InputError
-
-BUILD = sys.modules["fxc.driver.build"]
 
 
 def _mlp():

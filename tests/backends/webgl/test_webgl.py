@@ -9,31 +9,19 @@ or a constant (the host checks them). What a fragment cannot express runs as was
 cumsum,
 sort...), integer division by a divisor that may be 0, float -> int64 casts, an index computed in the kernel; what
 neither can (float64 between the two, lgamma) is a LoweringError, so torch.compile runs that graph in eager. A missing
-browser is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's playwright)."""
+browser is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's playwright).
+
+The cases every device target shares (the fixed op sample with the cases webgl runs as wasm, the reference models,
+weights kept in the page, export and load...) are in tests/backends/test_every_target.py."""
 
 import numpy as np
 import pytest
-import torch
 
-import fxc
 from fxc.driver.build import build
-from fxc.errors import IndexOutOfRangeError, LoweringError
+from fxc.errors import IndexOutOfRangeError
 from fxc.relay_like.builder import Builder
-from tests.helpers import assert_close_np, check_module
-from tests.helpers_devices import CASE_IDS, CASES, check_op_sample, run_script, small_net, target_error_script
-
-# the sample's cases a fragment shader cannot express (see the module docstring): they run as wasm kernels in the
-# page (fxc.driver.page_kernels), but for those whose float64 would cross between the two or that wasm lacks (lgamma)
-IN_WASM = {(n, k) for n in ("cholesky", "cumsum", "grid_sample", "index_put", "random_uniform", "scatter", "sort")
-           for k in (0, 1)} | {("floordiv", 1), ("remainder", 1)}
-REFUSED = {case: (LoweringError, None)
-           for case in (("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1))}
-IN_WASM -= set(REFUSED)
-
-
-@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
-def test_op_sample_on_webgl(name, k):
-    check_op_sample("webgl", name, k, refused=REFUSED, in_wasm=IN_WASM)
+from tests.helpers import assert_close_np
+from tests.helpers_devices import run_script, target_error_script
 
 
 def test_tensor_taller_than_one_texture_row_block():
@@ -71,32 +59,6 @@ def test_checked_indices_are_checked_on_the_host():
         m(w, np.array([[3, 25, 1, 2]], np.int32))
 
 
-def test_torch_compile_and_export_on_webgl(tmp_path):
-    """torch.compile(target="webgl") runs the small conv net in the page (nothing falls back); from_torch, export and
-    load run it too."""
-    model, x = small_net(), torch.randn(2, 3, 16, 16)
-    rep = fxc.explain(model, x, target="webgl")
-    assert not rep.fallback_ops and not rep.failures and all("[webgl:" in k for k in rep.kernels), str(rep)
-    check_module(model, x, target="webgl", rtol=1e-4, atol=1e-5)
-    compiled = fxc.from_torch(model, (x,), target="webgl")
-    with torch.no_grad():
-        expected = model(x).numpy()
-    assert_close_np(compiled(x.numpy()), expected)
-    path = fxc.export(compiled, tmp_path / "m.fxc")
-    import json
-    import zipfile
-    with zipfile.ZipFile(path) as z:
-        assert json.loads(z.read("manifest.json"))["target"] == "webgl"
-        assert "#version 300 es" in z.read("program.webgl.json").decode()
-    assert_close_np(fxc.load(path)(x.numpy()), expected)
-
-
-def test_no_browser_is_a_target_error():
-    script = target_error_script("webgl", "no Chromium at /nonexistent/chromium", "apt-get install chromium")
-    p = run_script(script, FXC_CHROMIUM="/nonexistent/chromium")
-    assert p.returncode == 0, p.stdout + p.stderr
-
-
 def test_browser_harness_pages_are_isolated_and_secure():
     """fxc.runtime.browser.page serves a target's page from memory at a secure origin with COOP/COEP (the webgpu and
     wasm targets' runtimes need WebGPU, SubtleCrypto and SharedArrayBuffer there)."""
@@ -114,28 +76,6 @@ def test_browser_without_webgl2_is_a_target_error(tmp_path):
     wrapper.chmod(0o755)
     p = run_script(target_error_script("webgl", "no WebGL 2 context"), timeout=180, FXC_CHROMIUM=str(wrapper))
     assert p.returncode == 0, p.stdout + p.stderr
-
-
-# the conv nets at a smaller resolution than their 224x224 (the same layers, a tenth of the work: SwiftShader runs
-# every fragment on the CPU); `python -m benchmarks.webgl_models` runs them at full size
-MODEL_INPUT = {"resnet18": (1, 3, 64, 64), "mobilenet_v2": (1, 3, 96, 96)}
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
-def test_reference_models_on_webgl(name):
-    """ResNet-18 (max_pool2d), MobileNetV2 and the BERT encoder (embedding, layer_norm, softmax) run whole in the
-    page under torch.compile (nothing falls back) and match eager within 1e-4 x the output's scale."""
-    from fxc.testing.models import example_inputs, make_model
-    model = make_model(name)
-    inputs = example_inputs(name, batch=1, seq_len=32)
-    if name in MODEL_INPUT:
-        inputs = (torch.randn(MODEL_INPUT[name], generator=torch.Generator().manual_seed(1)),)
-    rep = fxc.explain(model, *inputs, target="webgl")
-    assert not rep.fallback_ops and not rep.failures, str(rep)
-    assert all("[webgl:" in k for k in rep.kernels)
-    out = check_module(model, *inputs, target="webgl", rtol=0, atol=1e-4)
-    assert torch.isfinite(out).all() and out.abs().max() > 1e-2
 
 
 def test_collected_modules_free_their_textures_in_the_page():

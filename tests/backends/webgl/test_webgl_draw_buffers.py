@@ -134,8 +134,8 @@ def test_copies_index_math_is_exact():
     """Each copy's simplified // and % (pulled-out multiples, intervals) equal the original index math at the
     copy's work-item, for every fragment work-item and cut (numpy)."""
     from fxc.backends.webgl import draw_buffers as wt
-    from fxc.lowering.expr import Const, Var, binary
     from fxc.lowering.loop_ir import Kernel, Seq
+    from fxc.symbolic.expr import Const, Var, binary
 
     def ev(e, env):
         if isinstance(e, Const):

@@ -75,9 +75,9 @@ def test_lane_dependent_control_flow_runs_the_lanes_one_by_one():
     from types import SimpleNamespace
 
     from fxc.backends.webgl.program import render_webgl
-    from fxc.lowering.expr import Const, Load, Var, binary, compare
     from fxc.lowering.loop_ir import Buffer, For, IfThen, Kernel, Launch, Store
     from fxc.runtime.browser.webgl import layout, open_page
+    from fxc.symbolic.expr import Const, Load, Var, binary, compare
     n = 10
     x, y, g = Buffer("x", "float32", n), Buffer("y", "float32", n), Var("g", "int64")
     body = For(g, n, IfThen(compare("lt", g, Const(5, "int64")),
@@ -102,9 +102,9 @@ def test_unrolled_copies_keep_their_own_let_values():
     from types import SimpleNamespace
 
     from fxc.backends.webgl.program import render_webgl
-    from fxc.lowering.expr import Const, Load, Var, binary
     from fxc.lowering.loop_ir import Allocate, Buffer, For, Kernel, Launch, LetStmt, Store, seq
     from fxc.runtime.browser.webgl import layout, open_page
+    from fxc.symbolic.expr import Const, Load, Var, binary
     n = 8
     x, y, acc = Buffer("x", "float32", 4 * n), Buffer("y", "float32", n), Buffer("acc", "float32", 1, "private")
     g, r, v = Var("g", "int64"), Var("r", "int64"), Var("v", "float32")

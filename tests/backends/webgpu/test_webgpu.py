@@ -1,8 +1,8 @@
 """The webgpu target: WGSL compute shaders run by fxc/runtime/browser/webgpu/runtime.js in a headless Chromium page
-(WebGPU on
-SwiftShader here) that Playwright drives: the loop-IR fixture on the WGSL renderer, shared memory and barriers, the
-OpenCL test's fixed op sample, WGSL's float32 math helpers against numpy, int64 in 32 bits (proved, checked or
-refused), torch.compile / from_torch / export + load without torch, and the error cases.
+(WebGPU on SwiftShader here) that Playwright drives. What only it has: the loop-IR fixture on the WGSL renderer, WGSL's
+float32 math helpers against numpy, C's edge cases, byte stores, int64 arithmetic as wasm in the page, data as files,
+and its error cases. The cases every device target shares (the fixed op sample, the reference models, shared memory
+and barriers, weights kept on the device, export and load...) are in tests/backends/test_every_target.py.
 
 A missing browser or WebGPU adapter is a failure, not a skip (scripts/setup.sh installs Debian's chromium and pip's
 playwright). One browser per test process (fxc.runtime.browser.page.open_browser), shared with the webgl target."""
@@ -10,44 +10,19 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
-import fxc
-import fxc.capture.torch.backend
 from fxc.driver.build import build
-from fxc.errors import CompileError, LoweringError, TargetError
+from fxc.errors import CompileError, TargetError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.module import TensorSpec
 from tests.helpers import assert_close_np
 from tests.helpers_devices import (
-    CASE_IDS,
-    CASES,
     check_binary_ops,
-    check_folded_grid,
-    check_int64_embedding,
-    check_int_division_by_zero,
-    check_op_sample,
-    check_reference_model,
-    check_row_sum,
-    check_tiled_gemm,
-    export_and_load_without_torch,
     fixture_expected,
     fixture_kernel,
     fixture_launches,
-    run_script,
-    small_net,
-    target_error_script,
 )
-
-# ops of the sample that WGSL refuses: float64 (cholesky's samples, and lgamma, which computes in float64 for float32
-# too) and 64-bit hash constants (random_uniform). They run as wasm kernels in the page (fxc.driver.page_kernels), but
-# for
-# those whose float64 tensors would cross between the two or that wasm lacks (lgamma): a LoweringError, so
-# torch.compile runs their graph in eager
-IN_WASM = {("cholesky", 0), ("random_uniform", 0)}
-REFUSED = {case: (LoweringError, None)
-           for case in (("cholesky", 1), ("lgamma", 0), ("lgamma", 1), ("random_uniform", 1))}
 
 
 # ------------------------------------------------------------------------------------------ the loop-IR fixture
@@ -66,29 +41,7 @@ def test_fixture_kernel_on_wgsl():
     assert_close_np(m(x), fixture_expected(x))
 
 
-def test_tree_reduction_uses_workgroup_memory_and_barriers():
-    m = check_row_sum("webgpu")
-    assert "var<workgroup>" in m.source and "workgroupBarrier();" in m.source
-
-
-@pytest.mark.parametrize("shared", [True, False], ids=["workgroup-memory-tiles", "register-tiles"])
-def test_tiled_gemm_both_forms(shared, monkeypatch):
-    """The GEMM schedule's two forms (workgroup-memory blocks: GPUs; register tiles: SwiftShader, a CPU), over a
-    batched matmul with a bias + relu epilogue and sizes that leave partial tiles."""
-    m = check_tiled_gemm("webgpu", shared, monkeypatch)
-    assert ("workgroupBarrier();" in m.source) == shared
-
-
-def test_grid_longer_than_the_dispatch_limit_is_folded():
-    """More than 65535 work-groups on one axis: split over two dispatch axes, recombined in the shader."""
-    check_folded_grid("webgpu")
-
-
-# ---------------------------------------------------------------------------------------------- the op sample
-@pytest.mark.parametrize("name,k", CASES, ids=CASE_IDS)
-def test_op_sample_on_webgpu(name, k):
-    module = check_op_sample("webgpu", name, k, refused=REFUSED, in_wasm=IN_WASM)
-    assert module is None or module.plan
+# ------------------------------------------------------------------------------------- math and edge cases
 
 
 MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "exp", "sqrt", "sin", "cos", "tan")
@@ -140,11 +93,9 @@ def test_bool_and_byte_stores_do_not_race():
 
 
 # ------------------------------------------------------------------------------------------ int64 in 32 bits
-def test_int64_indices_narrowed_and_checked():
-    """int64 indices (an embedding) run in 32 bits; an int64 value beyond 32 bits is an ExecutionError, never a
-    wrong row; an index out of range is eager's IndexError; int64 arithmetic that may overflow 32 bits runs as a
-    wasm kernel in the page (fxc.driver.page_kernels), in 64 bits."""
-    check_int64_embedding("webgpu")
+def test_int64_arithmetic_that_may_overflow_32_bits_runs_as_wasm_in_the_page():
+    """int64 arithmetic that may overflow 32 bits runs as a wasm kernel in the page (fxc.driver.page_kernels), in 64
+    bits (int64 indices narrowed and checked: tests/backends/test_every_target.py)."""
     b = Builder()
     x, y = b.graph.input((4,), "int64"), b.graph.input((4,), "int64")
     b.graph.outputs = [b.call("add", [x, y])]
@@ -154,54 +105,7 @@ def test_int64_indices_narrowed_and_checked():
     np.testing.assert_array_equal(m(big, big), 2 * big)
 
 
-def test_int_division_by_zero_raises():
-    m = check_int_division_by_zero("webgpu")
-    a = np.array([7, -7, 5, 1], np.int32)
-    np.testing.assert_array_equal(m(a, np.array([1, 2, 3, 4], np.int32)), np.floor_divide(a, [1, 2, 3, 4]))
-
-
-# ---------------------------------------------------------------------------------------- users: torch, export
-def test_torch_compile_keeps_weights_resident():
-    """torch.compile(target="webgpu"): nothing falls back; weights are uploaded once and again only when changed."""
-    import gc
-    model, x = small_net(), torch.randn(2, 3, 12, 12)
-    before = {id(o) for o in gc.get_objects() if type(o).__name__ == "WebGPUModule"}     # earlier tests' modules
-    compiled = torch.compile(model, backend="fxc", options={"target": "webgpu"})
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())
-    try:
-        with torch.no_grad():
-            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-    finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
-    assert rec.kernels and all("[webgpu:" in k for k in rec.kernels), rec.kernels
-    (m,) = [o for o in gc.get_objects()
-            if type(o).__name__ == "WebGPUModule" and o.prepack_inputs and id(o) not in before]
-    with torch.no_grad():
-        compiled(x)
-        assert m.uploaded_bytes == x.numel() * 4
-        model[5].weight.mul_(2)
-        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-        assert m.uploaded_bytes > x.numel() * 4
-
-
-def test_from_torch_export_and_load_without_torch(tmp_path):
-    """from_torch(target="webgpu") -> export -> load in a process that cannot import torch or llvmlite."""
-    with export_and_load_without_torch("webgpu", tmp_path) as z:
-        assert "@compute" in z.read("program.wgsl.json").decode()
-        assert json.loads(z.read("manifest.json"))["target"] == "webgpu"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "bert"])
-def test_reference_models_on_webgpu(name):
-    check_reference_model("webgpu", name)
-
-
 # ------------------------------------------------------------------------------------------------- errors
-def test_no_browser_is_a_target_error():
-    script = target_error_script("webgpu", "no Chromium at /nonexistent/chromium", "apt-get install chromium")
-    p = run_script(script, FXC_CHROMIUM="/nonexistent/chromium")
-    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def test_a_page_without_webgpu_is_a_target_error():
@@ -254,11 +158,3 @@ def test_a_rejected_shader_carries_source_and_messages():
     with pytest.raises(CompileError) as e:
         open_gpu().call("([p]) => window.fxcGPU.model(p, [], 64, [])", [bad])
     assert "undefined_name" in e.value.log
-
-
-def test_webgpu_target_takes_no_options():
-    b = Builder()
-    v = b.graph.input((4,), "float32")
-    b.graph.outputs = [b.call("exp", [v])]
-    with pytest.raises(TargetError, match="takes none"):
-        build(b.graph, target="webgpu -device=1")

@@ -1,8 +1,6 @@
 """Row blocks over two symbols (issue 26 item 3, fxc/lowering/blocks.py): a group whose tensors' leading symbolic
 dims multiply to one product (a batch x a sequence: [b, s, 64], [b*s, 64]) runs the static register tiles on
 blocks of that product's rows, as one symbol's rows do; compared with eager / numpy at several (b, s), one build."""
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -10,12 +8,13 @@ from torch import nn
 from torch.export import Dim
 
 import fxc
+import fxc.driver.build as BUILD
 from fxc.errors import LoweringError
 from fxc.lowering.blocks import group_rows, row_layout
-from fxc.lowering.sym import Sym, SymInfo, canonical
 from fxc.relay_like.graph import Graph
+from fxc.symbolic.expr import Sym
+from fxc.symbolic.sym import SymInfo, canonical
 
-BUILD = sys.modules["fxc.driver.build"]
 B, S = Sym("b"), Sym("s")
 
 
@@ -95,8 +94,8 @@ def test_group_rows_refuses_mixed_products():
 def test_reshape_of_a_product_of_symbols_keeps_its_runs():
     """[b*s, 64] -> [b, s, 2, 32] (BERT's heads): the runs (b, s | b*s) and (2, 32 | 64) index apart, so the input
     row is i0 * s + i1 (no division of the whole flat index by 64, modulo b*s: K^T 54 -> 7 us at 4 x 128)."""
-    from fxc.lowering.expr import Var, walk
     from fxc.ops.movement import reshape_groups, reshape_index
+    from fxc.symbolic.expr import Var, walk
     bs = canonical(B * S)
     assert reshape_groups((B, S, 2, 32), (bs, 64)) == [([0, 1], [0]), ([2, 3], [1])]
     assert reshape_groups((bs, 64), (B, S, 2, 32)) == [([0], [0, 1]), ([1], [2, 3])]

@@ -1,18 +1,16 @@
 """Symbolic dims that are not the leading one, and several symbols (issue 26): attention's [1, h, s, s], GEMMs whose
 N or K is the sequence, transposes of symbolic shapes, a batch and a sequence together; BERT and
 nn.TransformerEncoder with a dynamic sequence length built once (fxc/lowering/sym_loops.py)."""
-import sys
-
 import numpy as np
 import pytest
 import torch
 from torch.export import Dim
 
 import fxc
-from fxc.lowering.sym import Sym, SymInfo, facts, less
+import fxc.driver.build as BUILD
 from fxc.relay_like.graph import Graph
-
-BUILD = sys.modules["fxc.driver.build"]
+from fxc.symbolic.expr import Sym, facts, less
+from fxc.symbolic.sym import SymInfo
 
 
 def builds() -> int:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 
-from ... import te
-from ...expr import (
+from ....symbolic.expr import (
     Const,
     Expr,
+    Lane,
     Load,
+    PackBf16,
     Shuffle,
     Var,
     VecLoad,
@@ -24,11 +25,14 @@ from ...expr import (
     const,
     select,
     substitute,
+    vec,
     walk,
 )
+from ... import te
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq, used_vars
-from ...lower import Converter, flat_index
-from .vectorize import aligned_stride, linear_stride, vectorize_expr
+from ...lower import COMBINE, Converter, Hole, flat_index
+from ...vectorize import aligned_stride, linear_stride, vectorize_expr
+from .. import lookup
 
 PARALLEL_MIN_WORK = 1 << 15      # elements x reduce size below which a kernel stays single-threaded
 TILE = 32                        # accumulator tile along the output's last axis
@@ -93,7 +97,6 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
     value = conv.convert(t.body, None, holes) if not isinstance(t.body, te.Reduce) else None
     axes, shape = list(t.axes), list(t.shape)
     if value is None:                      # the root itself is a reduction: hole at identity
-        from ...lower import Hole
         h = Hole(Var("red", t.dtype), t, tuple(t.axes))
         holes, value = [h], h.var
     red = holes[0] if len(holes) == 1 and _is_identity(holes[0].indices, axes, shape) else None
@@ -130,7 +133,6 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
 def _vector_row(out, index, value, v, n, lanes: int):
     """out[index(v)] = value(v) for v in 0..n as explicit vectors of `lanes` (the target's Caps.lanes; and one
     narrower tail vector), when the row is contiguous in the output and value vectorizes; else None."""
-    from ...expr import PackBf16
     words = out.dtype == "int32" and isinstance(value, PackBf16)       # float32 pairs packed to bf16x2 words
     if (out.dtype != "float32" and not words) or n < 4 or linear_stride(index, v) != 1:
         return None
@@ -391,7 +393,6 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
 def _special(conv, rt, out, red, value, axes, shape, num_threads):
     """The CPU family's schedule of the kind the reduction's compute names in its attrs (the registry,
     fxc/lowering/schedules); None when it names none, has none, or that schedule does not apply."""
-    from .. import lookup
     kind = rt.attrs.get("schedule")
     if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
         return None
@@ -406,8 +407,6 @@ def _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_thread
     epilogue as a vector (lane by lane where the output is not contiguous along j); j past its whole chunks as
     scalar loops. The scalar loops alone read one float per 64-byte line: 145 us for a 32 x 112 x 112 pool.
     None for other reductions (contiguous rows take the row schedules)."""
-    from ...expr import Lane, vec
-    from ...lower import COMBINE
     lanes = conv.caps.lanes
     rb: te.Reduce = rt.body
     if rt.dtype != "float32" or rb.op not in ("sum", "max", "min") or not rb.axes or not axes:

@@ -6,12 +6,26 @@
 """
 from __future__ import annotations
 
-from ...expr import Bin, Broadcast, Const, Expr, Fma, Lane, Load, Var, VecLoad, as_expr, binary, substitute, vec
+from ....symbolic.expr import (
+    Bin,
+    Broadcast,
+    Const,
+    Expr,
+    Fma,
+    Lane,
+    Load,
+    Var,
+    VecLoad,
+    as_expr,
+    binary,
+    substitute,
+    vec,
+)
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
+from ...vectorize import linear_stride_is_one, vectorize_expr
 from .default import parallel_over
 from .gemm import store_vector
-from .vectorize import linear_stride_is_one, vectorize_expr
 
 MAX_BORDER_COLUMNS = 16     # output columns whose taps leave the input run as scalars; more: generic schedule
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from ...expr import (
+from ....symbolic.expr import (
     ITEMSIZE,
     Bin,
     Broadcast,
@@ -42,9 +42,9 @@ from ...expr import (
 )
 from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
+from ...vectorize import linear_stride, linear_stride_is_one, vectorize_expr
 from .column_strips import column_parts
 from .default import parallel_over
-from .vectorize import linear_stride, linear_stride_is_one, vectorize_expr
 
 RESERVED_REGISTERS = 4      # vector registers a register tile leaves to the B vectors and the broadcast
 CONV1X1_AS_GEMM = True      # 1x1 stride-1 convs: lanes along the output positions (schedule_conv1x1)

@@ -18,12 +18,12 @@ schedule="grouped_conv2d", from fxc/ops/nn.py) over an NCHW input buffer and its
 """
 from __future__ import annotations
 
-from ...expr import Bin, Broadcast, Const, Fma, Load, Var, VecLoad, as_expr, substitute, vec
+from ....symbolic.expr import Bin, Broadcast, Const, Fma, Load, Var, VecLoad, as_expr, substitute, vec
 from ...loop_ir import Allocate, For, IfThen, Store, seq
 from ...lower import flat_index
+from ...vectorize import vectorize_expr
 from .default import parallel_over
 from .gemm import acc_vectors
-from .vectorize import vectorize_expr
 
 MAX_VECTORS = 4     # vectors along ow per tile: more leaves too few rows for the weights' broadcasts to pay
 

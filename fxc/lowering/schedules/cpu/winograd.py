@@ -26,13 +26,13 @@ op (a cached prepack step).
 """
 from __future__ import annotations
 
-from ....ops.winograd import MATRICES, alpha, tiles, transform, transform_loops
-from ...expr import Bin, Const, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
+from ....symbolic.expr import Bin, Const, Load, PackBf16, Var, VecLoad, as_expr, binary, dot_bf16, substitute, vec
 from ...loop_ir import Allocate, For, IfThen, LetStmt, Store, seq
 from ...lower import flat_index
+from ...vectorize import vectorize_expr
+from ...winograd import MATRICES, alpha, tiles, transform, transform_loops
 from .default import parallel_over
 from .gemm import Tile
-from .vectorize import vectorize_expr
 
 V_BUDGET = 1 << 20          # bytes of transformed input one task keeps (L2)
 SHARED_V = 850 << 10        # bytes of a task's V up to which output channel groups share one (see the schedule)

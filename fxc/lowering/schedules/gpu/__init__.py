@@ -27,7 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ... import te
+from ...legalize import scalarize
+from ...loop_ir import Kernel, index_bits_of, launch_of
 from ...te import Tensor
+from .. import lookup
 from .from_loops import extern_launches
 from .gemv import gemv
 from .one_per_output import DeviceConverter, one_per_output
@@ -103,10 +107,6 @@ SCHEDULES = {"compute": one_per_output, "reduce": tree_reduction, "gemm": tiled_
 
 def lower_group_device(name: str, roots: list, out_bufs: list, in_bufs: dict, caps, knobs: Knobs | None = None) -> list:
     """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; returns the launches."""
-    from ... import te
-    from ...legalize import scalarize
-    from ...loop_ir import Kernel, index_bits_of, launch_of
-    from .. import lookup
     knobs = knobs or Knobs.for_caps(caps)
     conv = DeviceConverter(dict(in_bufs))
     bodies, done = [], set()

@@ -7,8 +7,8 @@ another, the whole statement runs as one work-item instead: slower, never wrong.
 """
 from __future__ import annotations
 
-from ...expr import Load, Var, walk
-from ...loop_ir import Allocate, For, Seq, Stmt, Store, seq, stmt_exprs, walk_stmts
+from ....symbolic.expr import Load, Var, walk
+from ...loop_ir import Allocate, For, LetStmt, Seq, Stmt, Store, seq, stmt_exprs, walk_stmts
 from .one_per_output import grid_1d
 
 
@@ -65,7 +65,6 @@ def split_launches(body: Stmt, knobs) -> list:
 
 
 def _bind(loop: For, i) -> Stmt:
-    from ...loop_ir import LetStmt
     return LetStmt(loop.var, i + loop.start, loop.body)
 
 

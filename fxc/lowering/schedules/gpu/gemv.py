@@ -20,15 +20,16 @@ from __future__ import annotations
 
 import math
 
-from ...expr import Const, LaneReduce, Var, VecLoad, as_expr, binary, compare, substitute, vec
+from ....symbolic.expr import Const, LaneReduce, Var, VecLoad, as_expr, binary, compare, substitute, vec
 from ...loop_ir import Barrier, Buffer, For, IfThen, LetStmt, Store, seq
+from ...vectorize import vectorize_expr
+from ..cpu.default import load_strides
 from .one_per_output import one_per_output, unflatten
 from .tiled_gemm import matrix_product
 
 
 def _contiguous_in(conv, e, at: dict, k: Var) -> bool:
     """Whether e at `at`, as a function of k, reads every global buffer at consecutive addresses along k."""
-    from ..cpu.default import load_strides
     pre: list = []
     v = conv.convert(substitute(e, {**at}), pre)
     strides = load_strides(v, k)
@@ -64,7 +65,6 @@ class _Gemv:
         return _match(conv, t, knobs) is not None
 
     def __call__(self, conv, t, out, knobs) -> list:
-        from ..cpu.vectorize import vectorize_expr
         hole, red_t, value, form = _match(conv, t, knobs)
         if form == "j":
             return _along_j(conv, t, out, knobs, hole, red_t, value)
@@ -121,7 +121,6 @@ class _Gemv:
 
 def _along_j(conv, t, out, knobs, hole, red_t, value) -> list:
     """The form for a column factor contiguous along j (see the module's docstring)."""
-    from ..cpu.vectorize import vectorize_expr
     red = red_t.body
     (kv, K), = red.axes
     *lead, n = t.shape

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from ...expr import Var, as_expr, compare
+from ....symbolic.expr import Var, as_expr, compare
 from ...loop_ir import For, IfThen, LetStmt, Store, seq
 from ...lower import Converter
 

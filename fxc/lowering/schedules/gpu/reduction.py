@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 
 from .... import errors
+from ....symbolic.expr import Const, Load, Var, as_expr, binary, compare, substitute
 from ... import te
-from ...expr import Const, Load, Var, as_expr, binary, compare, substitute
 from ...loop_ir import Barrier, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import COMBINE
 from .one_per_output import unflatten

@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 
 from ....errors import LoweringError
+from ....symbolic.expr import Bin, Const, Var, as_expr, binary, compare, substitute, walk
 from ... import te
-from ...expr import Bin, Const, Var, as_expr, binary, compare, substitute, walk
 from ...loop_ir import Barrier, Buffer, For, IfThen, Load, Store, seq
 from ...lower import Hole
 from .one_per_output import unflatten

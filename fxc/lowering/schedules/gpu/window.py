@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from ...expr import Var, as_expr, binary, compare, substitute, walk
+from ....symbolic.expr import Var, as_expr, binary, compare, substitute, walk
 from ...loop_ir import Barrier, For, IfThen, Load, Store, seq
 from ...lower import COMBINE
 from .one_per_output import one_per_output, unflatten

@@ -15,11 +15,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ....symbolic.expr import Bin, Const, Load, Var, VecLoad, as_expr, binary, compare, substitute, walk
 from ... import te
-from ...expr import Bin, Const, Load, Var, VecLoad, as_expr, binary, compare, substitute, walk
 from ...loop_ir import Buffer, For, IfThen, LetStmt, Stmt, Store, seq
 from ...lower import flat_index
-from ..cpu.vectorize import linear_stride
+from ...vectorize import linear_stride
 from .one_per_output import unflatten
 
 

@@ -1,6 +1,6 @@
 """Explicit vector code over the target's Caps.lanes: the strides of indices, the vector forms of expressions and loops.
 
-Takes scalar expressions (`fxc.lowering.expr`) and loop-IR statements as the schedules and the lowering build them,
+Takes scalar expressions (`fxc.symbolic.expr`) and loop-IR statements as the schedules and the lowering build them,
 and produces their vector forms:
 - linear_stride / aligned_stride: the stride of an index along a variable (affine in it; aligned_stride also through
   idiv / imod of a chunk that starts at a multiple of the lanes);
@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from ...expr import (
+from ..symbolic.expr import (
     Bin,
     Broadcast,
     Cast,
@@ -39,7 +39,7 @@ from ...expr import (
     vec,
     walk,
 )
-from ...loop_ir import Buffer, For, Seq, Store, map_body, seq
+from .loop_ir import Buffer, For, Seq, Store, map_body, seq
 
 VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
 VECTOR_MATH_F32 = ("exp", "erf", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "sigmoid")   # float32

@@ -350,9 +350,9 @@ def test_a_group_and_the_same_group_with_a_residual_add_share_one_kernel(monkeyp
 
 
 def test_optional_input_only_where_the_input_is_a_term_of_a_stored_sum():
-    from fxc.lowering.expr import Const, Load, Var
     from fxc.lowering.loop_ir import Buffer, For, IfThen, Kernel, LetStmt, Store
     from fxc.lowering.optional import optional_input
+    from fxc.symbolic.expr import Const, Load, Var
     out, a, r = Buffer("out0", "float32", 8), Buffer("in0", "float32", 8), Buffer("in1", "float32", 8)
     i, t = Var("i"), Var("t")
     summed = Kernel("k", [out, a, r], For(i, 8, Store(out, i, Load(a, i) + Load(r, i))))

@@ -1,11 +1,15 @@
-"""Scalar expressions shared by tensor expressions and the loop IR.
+"""Scalar expressions shared by the graph IR's sizes, tensor expressions and the loop IR.
 
 Nodes are hash-consed: building the same expression twice returns the same object, so identity is
 structural equality, hashing is O(1), and renderers get common-subexpression reuse for free.
 Index arithmetic is int64 throughout (no 32-bit overflow on large tensors).
+Size expressions (int64 polynomials of `Sym`s, the symbolic dims) are ordered by `less`: `poly` reads one as a
+polynomial and `facts` gives the symbols' known ranges; the rest of the dims' algebra is in sym.py.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import itertools
 import math
 import weakref
@@ -18,11 +22,6 @@ ITEMSIZE = {"bool": 1, "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8
 STORAGE_FLOATS = ("float16", "bfloat16")   # storage only: loaded, stored and cast (no arithmetic in these dtypes)
 
 _table: "weakref.WeakValueDictionary[tuple, Expr]" = weakref.WeakValueDictionary()
-
-
-def _less(a, b) -> bool:
-    from .sym import less
-    return less(a, b)
 
 
 def is_float(dtype: str) -> bool:
@@ -84,12 +83,12 @@ class Expr:
     def __mod__(self, o): return binary("imod", self, o)
     def __neg__(self): return unary("neg", self)
 
-    # Order of int64 size expressions (symbolic dims), where it holds for every size >= 1 (sym.less); TypeError
+    # Order of int64 size expressions (symbolic dims), where it holds for every size >= 1 (`less`); TypeError
     # where it depends on the size. Equality stays identity (hash-consed nodes; sizes are kept canonical).
-    def __lt__(self, o): return _less(self, o)
-    def __gt__(self, o): return _less(o, self)
-    def __le__(self, o): return not _less(o, self)
-    def __ge__(self, o): return not _less(self, o)
+    def __lt__(self, o): return less(self, o)
+    def __gt__(self, o): return less(o, self)
+    def __le__(self, o): return not less(o, self)
+    def __ge__(self, o): return not less(self, o)
     __hash__ = object.__hash__
 
     def __repr__(self):
@@ -581,3 +580,119 @@ def walk(e: Expr):
 
     go(e)
     return out
+
+
+# Size expressions: int64 polynomials of size symbols (symbolic dims), their one normal form and their order.
+
+INT_MAX = 2 ** 62
+
+
+class Sym(Var):
+    """A named size symbol; the same name is the same object."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(name, dtype="int64", uid="sym"):
+        return (str(name), "int64", "sym")
+
+    @property
+    def name(self):
+        return self.args[0]
+
+    def __repr__(self):
+        return self.args[0]
+
+
+def poly(e) -> dict:
+    """e as {monomial (sorted tuple of atoms): int coefficient}; raises ValueError where e is not a polynomial
+    with int coefficients (then it stays an atom)."""
+    if isinstance(e, int):
+        return {(): e} if e else {}
+    if isinstance(e, Const):
+        return poly(int(e.value))
+    if isinstance(e, Bin):
+        op, a, b = e.args
+        if op in ("add", "sub"):
+            pa, pb = poly(a), poly(b)
+            sign = 1 if op == "add" else -1
+            for m, c in pb.items():
+                pa[m] = pa.get(m, 0) + sign * c
+            return {m: c for m, c in pa.items() if c}
+        if op == "mul":
+            pa, pb = poly(a), poly(b)
+            out: dict = {}
+            for ma, ca in pa.items():
+                for mb, cb in pb.items():
+                    m = tuple(sorted(ma + mb, key=repr))
+                    out[m] = out.get(m, 0) + ca * cb
+            return {m: c for m, c in out.items() if c}
+        if op in ("idiv", "floordiv"):
+            pa, pb = poly(a), poly(b)
+            if len(pb) == 1:
+                (mb, cb), = pb.items()
+                out = {}
+                for m, c in pa.items():
+                    rest = list(m)
+                    for x in mb:
+                        if x not in rest:
+                            raise ValueError(e)
+                        rest.remove(x)
+                    if c % cb:
+                        raise ValueError(e)
+                    out[tuple(rest)] = c // cb
+                return out
+        raise ValueError(e)
+    if isinstance(e, Var):
+        return {(e,): 1}
+    raise ValueError(e)
+
+
+_FACTS: contextvars.ContextVar = contextvars.ContextVar("fxc_sym_facts", default={})
+
+
+@contextlib.contextmanager
+def facts(symbols: dict):
+    """Within it, `less` (the order of symbolic dims) knows the ranges of `symbols` ({name: SymInfo}: a graph's
+    facts, which the runtime checks at every call), so a slice `[:s]` of a table of 128 rows orders s <= 128 when
+    s is at most 128. Outside it a symbol is only known to be >= 1."""
+    token = _FACTS.set({**_FACTS.get(), **(symbols or {})})
+    try:
+        yield
+    finally:
+        _FACTS.reset(token)
+
+
+def _bounds(p: dict) -> tuple:
+    """(least, greatest) value of a polynomial of symbols over their ranges (monomials grow with every symbol, so
+    each takes its extreme at the range's ends; greatest may be INT_MAX ** k, which only compares)."""
+    known = _FACTS.get()
+    lo = hi = 0
+    for m, c in p.items():
+        a = b = 1
+        for x in m:
+            info = known.get(x.name)
+            a, b = a * (info.min if info else 1), b * (info.max if info else INT_MAX)
+        lo, hi = (lo + c * a, hi + c * b) if c > 0 else (lo + c * b, hi + c * a)
+    return lo, hi
+
+
+def less(a, b) -> bool:
+    """a < b for every value of the symbols they mention in their known ranges (>= 1, or `facts`) (ints or int64
+    size expressions); TypeError where that depends on the values (then a caller deciding on it cannot decide for
+    every size)."""
+    try:
+        pa, pb = poly(a if isinstance(a, Expr) else int(a)), poly(b if isinstance(b, Expr) else int(b))
+    except (ValueError, TypeError):
+        raise TypeError(f"cannot order {a!r} and {b!r}") from None
+    if not all(isinstance(x, Sym) for m in (*pa, *pb) for x in m):
+        raise TypeError(f"cannot order {a!r} and {b!r}: only size expressions are ordered")
+    d = dict(pb)
+    for m, c in pa.items():
+        d[m] = d.get(m, 0) - c
+    lo, hi = _bounds(d)                 # b - a over the symbols' ranges
+    if lo > 0:
+        return True
+    if hi <= 0:
+        return False
+    raise TypeError(f"whether {a!r} < {b!r} depends on the sizes")

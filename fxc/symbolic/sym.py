@@ -1,6 +1,7 @@
 """Symbolic dimensions: a size known only at call time (a batch, a sequence length).
 
-A symbol is a `Sym`, an int64 `Var` of the expression language (expr.py) with a stable name, so a dimension is an
+A symbol is a `Sym`, an int64 `Var` of the expression language (expr.py, which also orders sizes: `less`,
+`facts`) with a stable name, so a dimension is an
 int or an int64 expression of symbols (`s0`, `s0 * 128` after a reshape) and renderers see it as any other value.
 `canonical` puts such an expression in one form (a sum of monomials, symbols in name order, the coefficient last),
 so equal sizes are the same object (the graph IR compares dims by identity). `SymInfo` holds what is known of a
@@ -8,30 +9,9 @@ symbol: its range and a divisor. `evaluate` gives a dimension's value for given 
 """
 from __future__ import annotations
 
-import contextlib
-import contextvars
 from dataclasses import dataclass
 
-from .expr import Bin, Const, Expr, Var
-
-INT_MAX = 2 ** 62
-
-
-class Sym(Var):
-    """A named size symbol; the same name is the same object."""
-
-    __slots__ = ()
-
-    @staticmethod
-    def _normalize(name, dtype="int64", uid="sym"):
-        return (str(name), "int64", "sym")
-
-    @property
-    def name(self):
-        return self.args[0]
-
-    def __repr__(self):
-        return self.args[0]
+from .expr import INT_MAX, Bin, Const, Expr, Sym, cast, poly, walk
 
 
 @dataclass(frozen=True)
@@ -61,56 +41,12 @@ def symbolic(shape) -> bool:
     return any(isinstance(d, Expr) for d in shape)
 
 
-def _poly(e) -> dict:
-    """e as {monomial (sorted tuple of atoms): int coefficient}; raises ValueError where e is not a polynomial
-    with int coefficients (then it stays an atom)."""
-    if isinstance(e, int):
-        return {(): e} if e else {}
-    if isinstance(e, Const):
-        return _poly(int(e.value))
-    if isinstance(e, Bin):
-        op, a, b = e.args
-        if op in ("add", "sub"):
-            pa, pb = _poly(a), _poly(b)
-            sign = 1 if op == "add" else -1
-            for m, c in pb.items():
-                pa[m] = pa.get(m, 0) + sign * c
-            return {m: c for m, c in pa.items() if c}
-        if op == "mul":
-            pa, pb = _poly(a), _poly(b)
-            out: dict = {}
-            for ma, ca in pa.items():
-                for mb, cb in pb.items():
-                    m = tuple(sorted(ma + mb, key=repr))
-                    out[m] = out.get(m, 0) + ca * cb
-            return {m: c for m, c in out.items() if c}
-        if op in ("idiv", "floordiv"):
-            pa, pb = _poly(a), _poly(b)
-            if len(pb) == 1:
-                (mb, cb), = pb.items()
-                out = {}
-                for m, c in pa.items():
-                    rest = list(m)
-                    for x in mb:
-                        if x not in rest:
-                            raise ValueError(e)
-                        rest.remove(x)
-                    if c % cb:
-                        raise ValueError(e)
-                    out[tuple(rest)] = c // cb
-                return out
-        raise ValueError(e)
-    if isinstance(e, Var):
-        return {(e,): 1}
-    raise ValueError(e)
-
-
 def canonical(dim):
     """A dim in its one form: an int when it is constant, else the canonical expression (ints pass through)."""
     if not isinstance(dim, Expr):
         return int(dim)
     try:
-        p = _poly(dim)
+        p = poly(dim)
     except ValueError:
         return dim
     out = None
@@ -128,7 +64,6 @@ def canonical(dim):
 
 def symbols_of(dim) -> set:
     """The symbols a dim mentions."""
-    from .expr import walk
     return {x for x in walk(dim) if isinstance(x, Sym)} if isinstance(dim, Expr) else set()
 
 
@@ -137,7 +72,7 @@ def monomial(dim):
     if not isinstance(dim, Expr):
         return None
     try:
-        p = _poly(dim)
+        p = poly(dim)
     except ValueError:
         return None
     if len(p) != 1:
@@ -152,61 +87,10 @@ def linear(dim):
     return (mono[0][0], mono[1]) if mono is not None and len(mono[0]) == 1 else None
 
 
-_FACTS: contextvars.ContextVar = contextvars.ContextVar("fxc_sym_facts", default={})
-
-
-@contextlib.contextmanager
-def facts(symbols: dict):
-    """Within it, `less` (the order of symbolic dims) knows the ranges of `symbols` ({name: SymInfo}: a graph's
-    facts, which the runtime checks at every call), so a slice `[:s]` of a table of 128 rows orders s <= 128 when
-    s is at most 128. Outside it a symbol is only known to be >= 1."""
-    token = _FACTS.set({**_FACTS.get(), **(symbols or {})})
-    try:
-        yield
-    finally:
-        _FACTS.reset(token)
-
-
-def _bounds(poly: dict) -> tuple:
-    """(least, greatest) value of a polynomial of symbols over their ranges (monomials grow with every symbol, so
-    each takes its extreme at the range's ends; greatest may be INT_MAX ** k, which only compares)."""
-    known = _FACTS.get()
-    lo = hi = 0
-    for m, c in poly.items():
-        a = b = 1
-        for x in m:
-            info = known.get(x.name)
-            a, b = a * (info.min if info else 1), b * (info.max if info else INT_MAX)
-        lo, hi = (lo + c * a, hi + c * b) if c > 0 else (lo + c * b, hi + c * a)
-    return lo, hi
-
-
-def less(a, b) -> bool:
-    """a < b for every value of the symbols they mention in their known ranges (>= 1, or `facts`) (ints or int64
-    size expressions); TypeError where that depends on the values (then a caller deciding on it cannot decide for
-    every size)."""
-    try:
-        pa, pb = _poly(a if isinstance(a, Expr) else int(a)), _poly(b if isinstance(b, Expr) else int(b))
-    except (ValueError, TypeError):
-        raise TypeError(f"cannot order {a!r} and {b!r}") from None
-    if not all(isinstance(x, Sym) for m in (*pa, *pb) for x in m):
-        raise TypeError(f"cannot order {a!r} and {b!r}: only size expressions are ordered")
-    d = dict(pb)
-    for m, c in pa.items():
-        d[m] = d.get(m, 0) - c
-    lo, hi = _bounds(d)                 # b - a over the symbols' ranges
-    if lo > 0:
-        return True
-    if hi <= 0:
-        return False
-    raise TypeError(f"whether {a!r} < {b!r} depends on the sizes")
-
-
 def reciprocal(n, dtype: str):
     """1 / n in float `dtype` for a count n (an int, or a symbolic size: then computed at run time)."""
     if not isinstance(n, Expr):
         return 1.0 / n
-    from .expr import cast
     return Const(1.0, dtype) / cast(dtype, n)
 
 
@@ -223,7 +107,7 @@ def evaluate(dim, values: dict) -> int:
     """The int value of a dim given {symbol name: int}."""
     if not isinstance(dim, Expr):
         return int(dim)
-    p = _poly(dim)
+    p = poly(dim)
     total = 0
     for m, c in p.items():
         for x in m:
