@@ -319,8 +319,9 @@ class WebGLModule(DeviceModule):
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self._id = open_browser().new_id()
         self._files = f"m{self._id}"
+        given = self.device if self.device is not None and not self.device.lost else None  # (the build's page)
         try:
-            self._load(self.device)
+            self._load(given)
         except DeviceLostError:         # the page was lost before this module drew anything: once more, afresh
             self._load()
         weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
