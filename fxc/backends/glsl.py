@@ -39,7 +39,7 @@ from ..lowering.loop_ir import (
     stmt_exprs,
     walk_stmts,
 )
-from ..runtime.opengl.device import dispatch_of
+from ..runtime.plan import dispatch_of
 from .cstyle import CStyleRenderer
 
 VALUE = {"float32": "float", "int64": "int", "int32": "int", "int16": "int", "int8": "int", "uint8": "int",

@@ -34,7 +34,7 @@ import struct
 from ..errors import LoweringError
 from ..lowering.expr import Bf16Half, Cast, CheckIndex, Const, Expr, PackBf16, Present, Select, Var, children, lanes_of
 from ..lowering.loop_ir import BOUND_KINDS, Barrier, Buffer, For, Kernel, LetStmt, Store, walk_stmts
-from ..runtime.opengl.device import dispatch_of
+from ..runtime.plan import dispatch_of
 from .cstyle import CStyleRenderer
 from .glsl import check_int64_narrowable, int32_const
 

@@ -17,7 +17,8 @@ import numpy as np
 from .. import __version__
 from ..errors import ArtifactError, FxcError, TargetError
 from ..runtime.artifact import signing
-from ..runtime.artifact.loader import (
+from ..runtime.artifact.device import device_interface_line
+from ..runtime.artifact.read import (
     ALIGN,
     C_SOURCE,
     FORMAT,
@@ -30,9 +31,9 @@ from ..runtime.artifact.loader import (
     interface,
     program_part,
 )
-from ..runtime.device import device_interface_line
-from ..runtime.module import Module, np_dtype
+from ..runtime.module import Module
 from ..runtime.store import atomic_write
+from ..runtime.tensors import np_dtype
 
 C_ABI = {
     "header": HEADER,
@@ -216,7 +217,7 @@ def _slot(ix):
 
 
 def export_device(module, path) -> Path:
-    """Write a device module (fxc.runtime.device.DeviceModule) as an artifact: the OpenCL C program (its
+    """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
     first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
     symbols = symbol_facts(module) if getattr(module, "symbols", None) else []
     if symbols and not getattr(module, "exports_symbols", False):

@@ -22,8 +22,9 @@ from ..relay_like.fuse_ops import fuse_ops
 from ..relay_like.hoist import hoisted_values
 from ..relay_like.pipeline import run_pipeline
 from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
-from ..runtime.module import Module, TensorSpec
+from ..runtime.module import Module
 from ..runtime.symbols import DynamicModule
+from ..runtime.tensors import TensorSpec
 from ..target import Target
 from .cache import graph_fingerprint, load_module, source_fingerprint, store_module
 
@@ -508,7 +509,7 @@ def _wasm_module(graph, target: Target, wasm: bytes, consts, workspace: int, lin
     values into the workspace header per call, as the llvm runtime does."""
     from ..backends.wasm import MEMORY_PAGES
     from ..runtime.browser.wasm import WasmModule, program_text
-    from ..runtime.device import Launch
+    from ..runtime.plan import Launch
     plan = [Launch(name, list(args), (1,), (1,)) for name, args in pre_calls + calls]
     return WasmModule(str(target), program_text(wasm, bool(pre_calls), target.caps.threads, MEMORY_PAGES),
                       [TensorSpec(v.name, spec_shape(v.shape), v.dtype) for v in graph.inputs],

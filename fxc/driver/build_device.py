@@ -27,11 +27,11 @@ def _backend(kind: str, caps=None):
     only WebGL's renderer reads (its offsets are uniforms of the row kernels; its texture width fits that size)."""
     if kind == "opencl":
         from ..backends.opencl import needs_fp64, render_opencl
-        from ..runtime.device import DeviceModule
-        return (lambda kernels, rows=None: render_opencl(kernels)), DeviceModule, needs_fp64
+        from ..runtime.opencl.module import OpenCLModule
+        return (lambda kernels, rows=None: render_opencl(kernels)), OpenCLModule, needs_fp64
     if kind == "opengl":
         from ..backends.glsl import needs_fp64, render_glsl
-        from ..runtime.opengl.device import GLModule
+        from ..runtime.opengl.module import GLModule
         return (lambda kernels, rows=None: render_glsl(kernels)), GLModule, needs_fp64
     if kind == "webgl":
         from ..backends.glsl import needs_fp64, render_webgl
@@ -71,8 +71,8 @@ def build_device(graph, target: Target, **options):
     from ..relay_like.hoist import hoisted_values
     from ..relay_like.pipeline import run_pipeline
     from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
-    from ..runtime.device import Launch
-    from ..runtime.module import TensorSpec
+    from ..runtime.plan import Launch
+    from ..runtime.tensors import TensorSpec
     from .build import debug_level, gc_paused, group_signature, spec_shape
     from .page_kernels import Fallback
     render, module_class, needs_fp64 = _backend(target.kind)

@@ -59,7 +59,8 @@ def load_module(key: str):
     import numpy as np
 
     from ..errors import FxcError
-    from ..runtime.module import Module, TensorSpec
+    from ..runtime.module import Module
+    from ..runtime.tensors import TensorSpec
     try:
         raw = [read_entry(f"modules/{key}{ext}") for ext in (".json", ".npz", ".ll.z")]
         if any(r is None for r in raw):

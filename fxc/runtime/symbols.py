@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .module import Module, check_inputs, np_dtype
+from .module import Module
+from .tensors import check_inputs, np_dtype
 
 
 @functools.lru_cache(maxsize=1024)           # (called per symbolic dim of every call)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fxc.errors import InputError
-from fxc.runtime.device import Launch
+from fxc.runtime.plan import Launch
 from fxc.runtime.rows import expand
 
 BUILD = sys.modules["fxc.driver.build"]

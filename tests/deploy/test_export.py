@@ -18,7 +18,8 @@ import torch.nn.functional as F
 
 import fxc
 from fxc.errors import ArtifactError, FxcError, InputError, TargetError, UnsupportedOpError
-from fxc.runtime.artifact.loader import LIBRARY, MANIFEST, PARAMS, extract
+from fxc.runtime.artifact.extract import extract
+from fxc.runtime.artifact.read import LIBRARY, MANIFEST, PARAMS
 
 from ..helpers import assert_close_np
 from ..helpers_export import LOAD_AND_RUN, build_c_example, check_runtime_report, run_blocked, run_cli_blocked

@@ -19,7 +19,8 @@ import fxc
 from fxc.errors import ArtifactError, InputError
 from fxc.lowering.sym import Sym, SymInfo
 from fxc.relay_like.graph import Graph
-from fxc.runtime.artifact.loader import LIBRARY, MANIFEST, extract
+from fxc.runtime.artifact.extract import extract
+from fxc.runtime.artifact.read import LIBRARY, MANIFEST
 
 from ..helpers import assert_close_np
 from ..helpers_export import (

@@ -15,7 +15,7 @@ from torch.export import Dim
 
 import fxc
 from fxc.errors import ArtifactError
-from fxc.runtime.artifact.loader import MANIFEST
+from fxc.runtime.artifact.read import MANIFEST
 
 from ..helpers import assert_close_np
 from ..helpers_export import check_runtime_report, run_blocked, run_cli_blocked

@@ -10,7 +10,8 @@ import torch
 
 import fxc
 from fxc.errors import IndexOutOfRangeError
-from fxc.runtime.artifact.loader import PARAMS, extract
+from fxc.runtime.artifact.extract import extract
+from fxc.runtime.artifact.read import PARAMS
 
 BAD_ROWS = [100, -1, 10 ** 6, 2 ** 40, -2 ** 62]       # the indices, for a 100-row embedding
 

@@ -206,7 +206,7 @@ def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monke
             calls.append(1)
         real(self, ins, outs, token)
     monkeypatch.setattr(rt.Module, "run_prepared", spy)
-    import fxc.capture.torch.backend as capture
+    import fxc.capture.torch.recorder as capture
     monkeypatch.setattr(capture, "_warned", set())       # said once per process: not yet in this test
     with torch.inference_mode():
         net, x = _conv_bn()

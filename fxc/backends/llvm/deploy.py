@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import INDEX_OPS, CompileError
-from ...runtime.module import np_dtype
 from ...runtime.symbols import split_dim
+from ...runtime.tensors import np_dtype
 from . import compile as llvm
 
 # LLVM feature names -> /proc/cpuinfo flags the loader checks (the vector ISA the kernels may use)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ...driver.build import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
-from ...runtime.module import TensorSpec
+from ...runtime.tensors import TensorSpec
 from .ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
 
 

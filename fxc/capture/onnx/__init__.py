@@ -17,7 +17,7 @@ import numpy as np
 from ...driver.build import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
-from ...runtime.module import TensorSpec
+from ...runtime.tensors import TensorSpec
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
 from .table import Context, FoldingBuilder, NeedsValues, lookup

@@ -18,7 +18,7 @@ import torch.utils._pytree as pytree
 
 from ...driver.build import BUILD_OPTIONS
 from ...errors import FxcError, InputError, UnsupportedOpError
-from ...runtime.module import TensorSpec, check_shape
+from ...runtime.tensors import TensorSpec, check_shape
 from .backend import FROM_STR, _Support, keep_whole, to_graph
 
 _TORCH_DTYPE = {name: dt for name, dt in FROM_STR.items() if not name.startswith("complex")}

@@ -24,9 +24,6 @@ import torch.fx
 
 from ...driver.build import BUILD_OPTIONS
 
-# re-exported: fxc.capture.torch.backend.explain, .Explanation, .recording, ._recorders (one list) stay valid
-from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
-
 # re-exported: the conversion (torch_graph.py) and the partition runner (torch_partition.py) keep their old names
 from .graph import (  # noqa: F401
     FROM_STR,
@@ -40,23 +37,12 @@ from .graph import (  # noqa: F401
     used_outputs,
 )
 from .partition import FxcSubgraph, _prepare  # noqa: F401
+from .recorder import Explanation, _record, _say_once
 
 log = logging.getLogger("fxc")
 
 # torch.compile's options: every build option (fxc.driver.build.BUILD_OPTIONS) and the capture's own
 OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
-
-_warned: set = set()
-_lock = threading.Lock()
-
-
-def _say_once(key: str, message: str, *args):
-    with _lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    log.warning(message, *args)
-
 
 def _warn_once(op: str, reason: str):
     _say_once(op, "fxc: %s is not supported (%s); it runs in eager PyTorch", op, reason)

@@ -17,10 +17,10 @@ from ...driver.build import BUILD_OPTIONS
 from ...errors import InputError
 from ...ops.registry import get_op
 from ...runtime.cpu.library import pointer_array
-from .explain import _record
 from .graph import FROM_STR, SEED, to_graph
+from .recorder import _record, _say_once
 from .symbolic import symbolic_tries
-from .weights import WeightCheck, WeightSampler
+from .weights import WeightCheck
 
 log = logging.getLogger("fxc")
 
@@ -178,7 +178,6 @@ class FxcSubgraph(torch.nn.Module):
         try:
             versions = list(map(_VERSION, weights))
         except RuntimeError:            # inference tensors have no version counter: prepare them every call
-            from .backend import _say_once  # (its once-per-process set is the backend's)
             _say_once("inference-tensor weights",
                       "fxc: the model's parameters are inference tensors (made under torch.inference_mode()), so "
                       "fxc cannot tell when they change and redoes its weight packing on every call; create the "
@@ -190,9 +189,10 @@ class FxcSubgraph(torch.nn.Module):
             return ins, array, token
         copies = [args[i] for slot, i in enumerate(tensor_pos)
                   if slot in fixed and ins[slot].data_ptr() != args[i].data_ptr()]
+        views = [(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size()) for t in copies]
         self._held[key] = (WeightCheck(wpos, weights, versions, list(map(_DATA_PTR, weights))),
                            [ins[slot] for slot in sorted(fixed)], acts, array, token,
-                           WeightSampler.of(copies, module._lib.fingerprint) if copies else None)
+                           module.weights.sample(views) if copies else None)
         return ins, array, token
 
     def compile(self, args, symbolic: bool = False):

@@ -19,7 +19,8 @@ from fxc.lowering.expr import Broadcast, Const, Var, VecLoad
 from fxc.lowering.loop_ir import Barrier, Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
-from fxc.runtime.module import Module, TensorSpec
+from fxc.runtime.module import Module
+from fxc.runtime.tensors import TensorSpec
 from tests.helpers import assert_close_np, check_module
 from tests.helpers_devices import (
     CASE_IDS,
@@ -47,9 +48,9 @@ def _run_llvm(k: Kernel, x):
 
 def _run_opencl(k: Kernel, x):
     from fxc.backends.opencl import render_opencl
-    from fxc.runtime.device import DeviceModule
+    from fxc.runtime.opencl.module import OpenCLModule
     kernels, plan = fixture_launches(k)
-    m = DeviceModule("opencl", render_opencl(kernels), [TensorSpec("x", x.shape, "float32")],
+    m = OpenCLModule("opencl", render_opencl(kernels), [TensorSpec("x", x.shape, "float32")],
                      [TensorSpec("y", x.shape, "float32")], [], 0, plan)
     return m(x), kernels
 
@@ -143,7 +144,7 @@ def test_torch_compile_keeps_weights_on_the_device():
         fxc.capture.torch.backend._recorders.remove(rec)
     assert rec.kernels and all("opencl" in k for k in rec.kernels)
     import gc
-    modules = [o for o in gc.get_objects() if type(o).__name__ == "DeviceModule" and o.prepack_inputs]
+    modules = [o for o in gc.get_objects() if type(o).__name__ == "OpenCLModule" and o.prepack_inputs]
     assert modules
     m = modules[-1]
     with torch.no_grad():
@@ -168,7 +169,7 @@ def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
         fxc.capture.torch.backend._recorders.remove(rec)
     assert any(k.endswith("[prepack]") for k in rec.kernels)
     import gc
-    m, = [o for o in gc.get_objects() if type(o).__name__ == "DeviceModule" and o.prepack_inputs
+    m, = [o for o in gc.get_objects() if type(o).__name__ == "OpenCLModule" and o.prepack_inputs
           and any(s.shape == (1, 3, 10, 11) for s in o.inputs)]
     with torch.no_grad():
         for _ in range(3):
