@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError, TargetError, check_return_code
-from . import profile as kernel_profile
 from .cpu.library import CpuLibrary, Workspace, openmp_mode, pointer_array
 from .tensors import check_inputs, nbytes, np_dtype
 from .weights import Weights, token_of
@@ -54,6 +53,7 @@ class Module:
     def profile(self, reset: bool = False) -> list:
         """Per-kernel times since the last reset: one dict per kernel (kernel, group, calls, total_ms, mean_us,
         share, gflops). Needs a module built with profile=True (or FXC_PROFILE=1)."""
+        from . import profile as kernel_profile  # deferred: profiled modules only (the load's size budget)
         c = kernel_profile.counters(self._lib.lib, len(self.kernels)) if self.profiled else None
         if c is None:
             raise InputError("this module has no kernel timers; build it with profile=True "
@@ -66,10 +66,12 @@ class Module:
     def print_profile_at_exit(self) -> None:
         """Print `profile_table()` to stderr when the process ends (done for every module under FXC_PROFILE=1)."""
         if self.profiled:
+            from . import profile as kernel_profile  # deferred: profiled modules only
             kernel_profile.print_at_exit(self._lib.lib, self.kernels, self.kernel_flops)
 
     def profile_table(self, top: int | None = None, reset: bool = False) -> str:
         """`profile()` as a text table, slowest kernel first."""
+        from . import profile as kernel_profile  # deferred: profiled modules only
         return kernel_profile.format_profile(self.profile(reset), top)
 
     def use_openmp(self) -> None:

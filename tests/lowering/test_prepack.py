@@ -49,10 +49,10 @@ def _count_prepacks(monkeypatch):
     real = rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):
-        state = (self._workspace_for(token) if self.prepack_inputs else self._ws).state()
-        before = state.get("prepacked"), state.get("fingerprint")
+        held = (self._workspace_for(token) if self.prepack_inputs else self._ws).held()
+        before = held.token, held.fingerprint
         real(self, ins, outs, token)
-        if self.prepack_inputs and (state.get("prepacked") is not before[0] or state.get("fingerprint") != before[1]):
+        if self.prepack_inputs and (held.token is not before[0] or held.fingerprint != before[1]):
             calls.append(1)
     monkeypatch.setattr(rt.Module, "run_prepared", spy)
     return calls

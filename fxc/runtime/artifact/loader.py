@@ -24,9 +24,7 @@ from pathlib import Path
 from ...errors import ArtifactError, LibraryError, TargetError
 from ..cpu.library import check_elf
 from ..module import Module
-from ..symbols import DynamicArtifactModule
 from ..tensors import TensorSpec
-from .device import load_device
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
 
 # targets this runtime can run (devices: with their library)
@@ -110,6 +108,7 @@ def load(path, trusted_keys=None) -> ArtifactModule:
     """
     manifest, parts = read_artifact(path, trusted_keys)
     if is_device_artifact(manifest):
+        from .device import load_device  # deferred: a CPU load stays small (tests/deploy/test_export.py's budget)
         return load_device(path, manifest, parts)
     check_target(manifest)
     try:
@@ -127,7 +126,7 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         _check_library(path, lib, expected, parts[PARAMS])
         cls, extra = ArtifactModule, {}
         if manifest.get("symbols"):
-            cls = DynamicArtifactModule
+            from ..symbols import DynamicArtifactModule as cls  # deferred: format 2 only (the load's size budget)
             extra = cls.fields(manifest)
         mod = cls(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs, consts=consts,
                   workspace_bytes=int(manifest["workspace_bytes"]), kernels=list(manifest.get("kernels", [])),

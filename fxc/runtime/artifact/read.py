@@ -32,9 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import ArtifactError
-from ..symbols import manifest_problem
 from ..tensors import np_dtype
-from .signing import verify
 
 FORMAT = "fxc-artifact"
 FORMAT_VERSION = 2             # 2: size symbols (a dynamic build); an artifact without them is written as 1
@@ -87,6 +85,7 @@ def read_verified(path, trusted_keys=None) -> tuple:
             raw = _inflate(path, z, infos[MANIFEST], MAX_MANIFEST)
             signature = _inflate(path, z, infos[SIGNATURE], SIGNATURE_BYTES) if SIGNATURE in infos else None
             if trusted_keys is not None:
+                from .signing import verify  # deferred: signed loads only (the load's size budget)
                 verify(path, raw, signature, trusted_keys)
             manifest = _parse_manifest(path, raw)
             listed = manifest["parts"]
@@ -200,6 +199,7 @@ def _manifest_problem(m: dict) -> str:
         return "'target' is not a string"
     dim_ok = _is_int
     if "symbols" in m:      # format 2: size symbols (runtime/symbols.py)
+        from ..symbols import manifest_problem  # deferred: format 2 only (the load's size budget)
         problem, dim_ok = manifest_problem(m, _is_int)
         if problem:
             return problem
