@@ -31,7 +31,7 @@ from ..runtime.artifact.read import (
     interface,
     program_part,
 )
-from ..runtime.module import Module
+from ..runtime.cpu.module import Module
 from ..runtime.store import atomic_write
 from ..runtime.tensors import np_dtype
 
@@ -127,7 +127,7 @@ def export(compiled, path, sign_key=None) -> Path:
 
     Parameters
     ----------
-    compiled : fxc.capture.torch.aot.CompiledModel or fxc.runtime.module.Module
+    compiled : fxc.capture.torch.aot.CompiledModel or fxc.runtime.cpu.module.Module
         What `fxc.from_torch` (or `fxc.driver.build.build`) returned.
     path : str or os.PathLike
         Destination file; an existing file is replaced only once the new one is complete (a crash or an

@@ -22,8 +22,8 @@ from ..relay_like.fuse_ops import fuse_ops
 from ..relay_like.hoist import hoisted_values
 from ..relay_like.pipeline import run_pipeline
 from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
-from ..runtime.module import Module
-from ..runtime.symbols import DynamicModule
+from ..runtime.cpu.dynamic import DynamicModule
+from ..runtime.cpu.module import Module
 from ..runtime.tensors import TensorSpec
 from ..target import Target
 from .cache import graph_fingerprint, load_module, source_fingerprint, store_module

@@ -59,7 +59,7 @@ def load_module(key: str):
     import numpy as np
 
     from ..errors import FxcError
-    from ..runtime.module import Module
+    from ..runtime.cpu.module import Module
     from ..runtime.tensors import TensorSpec
     try:
         raw = [read_entry(f"modules/{key}{ext}") for ext in (".json", ".npz", ".ll.z")]

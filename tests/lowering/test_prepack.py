@@ -44,7 +44,7 @@ def test_pack_weights_pass_rewrites_conv_and_matmul():
 
 
 def _count_prepacks(monkeypatch):
-    from fxc.runtime import module as rt
+    from fxc.runtime.cpu import module as rt
     calls = []
     real = rt.Module.run_prepared
 
@@ -198,7 +198,7 @@ def test_weight_only_math_is_hoisted_into_prepack(monkeypatch):
 def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monkeypatch, caplog):
     """Weights made under inference_mode have no version counter: every call repacks (a write to them could
     not be seen otherwise), the result follows such a write, and fxc says once why it is slower."""
-    from fxc.runtime import module as rt
+    from fxc.runtime.cpu import module as rt
     calls, real = [], rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):

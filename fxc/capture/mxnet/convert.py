@@ -303,7 +303,7 @@ class MXNetModel:
 
     Attributes
     ----------
-    module : fxc.runtime.module.Module
+    module : fxc.runtime.cpu.module.Module
         The runtime module, what `fxc.export` writes (built from `shapes=`, or at the first call).
     input_names : list of str
         The symbol's inputs in call order (its arguments that are neither params nor labels).

@@ -200,7 +200,7 @@ class OnnxModel:
 
     Attributes
     ----------
-    module : fxc.runtime.module.Module
+    module : fxc.runtime.cpu.module.Module
         The runtime module of the latest binding of the model's input shapes: what `fxc.export` writes. An
         integer input that gives a shape, axes or pads (not data) is compiled in as the value of the call that
         bound it, and is not an input of the module; a call with other values compiles again.

@@ -34,7 +34,7 @@ class CompiledModel:
 
     Attributes
     ----------
-    module : fxc.runtime.module.Module
+    module : fxc.runtime.cpu.module.Module
         The runtime module (kernels, constants, workspace); what `fxc.export` writes.
     inputs, outputs : list of TensorSpec
         The flat input/output signature (name, shape, dtype).

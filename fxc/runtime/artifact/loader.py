@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
 from ..cpu.library import check_elf
-from ..module import Module
+from ..cpu.module import Module
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
 
@@ -126,7 +126,7 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         _check_library(path, lib, expected, parts[PARAMS])
         cls, extra = ArtifactModule, {}
         if manifest.get("symbols"):
-            from ..symbols import DynamicArtifactModule as cls  # deferred: format 2 only (the load's size budget)
+            from ..cpu.dynamic import DynamicArtifactModule as cls  # deferred: format 2 only (the load's size budget)
             extra = cls.fields(manifest)
         mod = cls(target=manifest["target"], library=str(lib), inputs=inputs, outputs=outputs, consts=consts,
                   workspace_bytes=int(manifest["workspace_bytes"]), kernels=list(manifest.get("kernels", [])),

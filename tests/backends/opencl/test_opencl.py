@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import fxc
-import fxc.capture.torch.backend
+import fxc.capture.torch.recorder
 from fxc.driver.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.lowering.expr import Broadcast, Const, Var, VecLoad
 from fxc.lowering.loop_ir import Barrier, Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
-from fxc.runtime.module import Module
+from fxc.runtime.cpu.module import Module
 from fxc.runtime.tensors import TensorSpec
 from tests.helpers import assert_close_np, check_module
 from tests.helpers_devices import (
@@ -136,12 +136,12 @@ def test_torch_compile_keeps_weights_on_the_device():
     model, x = small_net(), torch.randn(2, 3, 12, 12)
     compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
     modules = []
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())     # explain's
+    fxc.capture.torch.recorder._recorders.append(rec := fxc.capture.torch.recorder.Explanation())     # explain's
     try:
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
+        fxc.capture.torch.recorder._recorders.remove(rec)
     assert rec.kernels and all("opencl" in k for k in rec.kernels)
     import gc
     modules = [o for o in gc.get_objects() if type(o).__name__ == "OpenCLModule" and o.prepack_inputs]
@@ -161,12 +161,12 @@ def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
     sampled words when .data hides it); the result follows the weight."""
     model, x = small_net(), torch.randn(1, 3, 10, 11)
     compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())
+    fxc.capture.torch.recorder._recorders.append(rec := fxc.capture.torch.recorder.Explanation())
     try:
         with torch.no_grad():
             compiled(x)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
+        fxc.capture.torch.recorder._recorders.remove(rec)
     assert any(k.endswith("[prepack]") for k in rec.kernels)
     import gc
     m, = [o for o in gc.get_objects() if type(o).__name__ == "OpenCLModule" and o.prepack_inputs
@@ -309,11 +309,11 @@ def test_reference_models_on_opencl(name):
     from fxc.testing.models import example_inputs, make_model
     model = make_model(name)
     inputs = example_inputs(name, batch=1, seq_len=32)
-    fxc.capture.torch.backend._recorders.append(rep := fxc.capture.torch.backend.Explanation())     # explain's report,
+    fxc.capture.torch.recorder._recorders.append(rep := fxc.capture.torch.recorder.Explanation())    # explain's report,
     try:                                                                             # from the same compile
         out = check_module(model, *inputs, target="opencl", rtol=0, atol=1e-4)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rep)
+        fxc.capture.torch.recorder._recorders.remove(rep)
     assert rep.kernels and not rep.fallback_ops and not rep.failures, str(rep)
     assert all("[opencl:" in k for k in rep.kernels)
     assert torch.isfinite(out).all() and out.abs().max() > 1e-2

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import fxc
+import fxc.capture.torch.recorder
 from fxc.driver.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.ops.registry import all_ops
@@ -117,12 +118,12 @@ def test_int_division_by_zero_raises():
 def test_torch_compile_keeps_weights_in_the_arena():
     model, x = small_net(), torch.randn(2, 3, 12, 12)
     compiled = torch.compile(model, backend="fxc", options={"target": "opengl"})
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())
+    fxc.capture.torch.recorder._recorders.append(rec := fxc.capture.torch.recorder.Explanation())
     try:
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
+        fxc.capture.torch.recorder._recorders.remove(rec)
     assert rec.kernels and all("opengl" in k for k in rec.kernels), rec.kernels
     import gc
     m = [o for o in gc.get_objects() if type(o).__name__ == "GLModule" and o.prepack_inputs][-1]

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import fxc
+import fxc.capture.torch.recorder
 from fxc.driver.build import build
 from fxc.errors import CompileError, IndexOutOfRangeError, TargetError
 from fxc.relay_like.builder import Builder
@@ -270,10 +271,10 @@ def test_reference_models_on_wasm(name):
     from fxc.testing.models import example_inputs, make_model
     model = make_model(name)
     inputs = example_inputs(name, batch=1, seq_len=32)
-    fxc.capture.torch.backend._recorders.append(rep := fxc.capture.torch.backend.Explanation())
+    fxc.capture.torch.recorder._recorders.append(rep := fxc.capture.torch.recorder.Explanation())
     try:
         out = check_module(model, *inputs, target="wasm", rtol=0, atol=1e-4)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rep)
+        fxc.capture.torch.recorder._recorders.remove(rep)
     assert rep.kernels and not rep.fallback_ops and not rep.failures, str(rep)
     assert torch.isfinite(out).all() and out.abs().max() > 1e-2

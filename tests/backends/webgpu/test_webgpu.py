@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import fxc
-import fxc.capture.torch.backend
+import fxc.capture.torch.recorder
 from fxc.driver.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.ops.registry import all_ops
@@ -167,12 +167,12 @@ def test_torch_compile_keeps_weights_resident():
     model, x = small_net(), torch.randn(2, 3, 12, 12)
     before = {id(o) for o in gc.get_objects() if type(o).__name__ == "WebGPUModule"}     # earlier tests' modules
     compiled = torch.compile(model, backend="fxc", options={"target": "webgpu"})
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())
+    fxc.capture.torch.recorder._recorders.append(rec := fxc.capture.torch.recorder.Explanation())
     try:
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
+        fxc.capture.torch.recorder._recorders.remove(rec)
     assert rec.kernels and all("[webgpu:" in k for k in rec.kernels), rec.kernels
     (m,) = [o for o in gc.get_objects()
             if type(o).__name__ == "WebGPUModule" and o.prepack_inputs and id(o) not in before]

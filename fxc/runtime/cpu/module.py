@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InputError, TargetError, check_return_code
-from .cpu.library import CpuLibrary, Workspace, openmp_mode, pointer_array
-from .tensors import check_inputs, nbytes, np_dtype
-from .weights import Weights, token_of
+from ...errors import InputError, TargetError, check_return_code
+from ..tensors import check_inputs, nbytes, np_dtype
+from ..weights import Weights, token_of
+from .library import CpuLibrary, Workspace, openmp_mode, pointer_array
 
 PREPACKED_SETS = 4         # weight sets a module keeps packed at once, a workspace each (_workspace_for)
 
@@ -37,7 +37,7 @@ class Module:
     profiled: bool = False              # built with per-kernel timers (profile=True / FXC_PROFILE=1)
     target_spec: str = ""               # the full target string ("llvm -mcpu=haswell"); "" for `target`
     unrunnable: str = ""                # why this host cannot run the kernels (built for a CPU it is not), or ""
-    symbols = ()                        # size symbols: a DynamicModule's (runtime/symbols.py)
+    symbols = ()                        # size symbols: a DynamicModule's (runtime/cpu/dynamic.py)
 
     def __post_init__(self):
         self._lib = CpuLibrary(self.library)
