@@ -1,4 +1,4 @@
-"""`fxc.export`: write a compiled model as one deploy artifact (format in fxc/runtime/artifact/loader.py).
+"""`fxc.export`: write a compiled model as one deploy artifact (format in fxc/runtime/artifact/read.py).
 
 Compiler side of deploy: it builds the artifact's library (kernels + plain C entry points) with the
 target's backend, lays the constants out as raw bytes, and writes the zip atomically (temp file, fsync,

@@ -116,10 +116,10 @@ class DeviceModule:
         with self._lock:          # (the browser modules' _run takes no size: they have no symbolic builds)
             self._run(ins, outs, token) if s is None else self._run(ins, outs, token, s)
 
-    def _to_launch(self, resident: bool, pairs: list) -> list:
+    def _to_launch(self, unchanged: bool, pairs: list) -> list:
         """The launches of this call (pairs: [(bound launch, step)]): all of them, or (weights held and
         prepacked already) the main ones."""
-        if resident and self._prepacked:
+        if unchanged and self._prepacked:
             return [x for x, st in pairs if not st.prepack]
         self._prepacked = True
         self.prepack_runs += any(st.prepack for st in self.plan)

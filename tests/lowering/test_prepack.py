@@ -114,7 +114,7 @@ def test_writes_through_data_are_seen(monkeypatch):
 
 def test_writes_through_data_of_non_contiguous_weights_are_seen(monkeypatch):
     """A channels_last model's conv weights are not contiguous: fxc reads them through contiguous copies, which a
-    write through .data left stale (max error 1.8) until the copies' sources are sampled too (WeightSampler)."""
+    write through .data left stale (max error 1.8) until the copies' sources are sampled too (runtime Sample)."""
     calls = _count_prepacks(monkeypatch)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 4, 1))

@@ -105,15 +105,15 @@ class OpenCLModule(DeviceModule):
         cl, q = self.device.cl, self.device.queue
         if s is not None and self._grow_to(s):
             self.held.drop()                # the moved buffers hold no inputs yet
-        resident, fingerprint = self._weights_unchanged(ins, token)
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
         self.uploaded_bytes = 0
         for i, (b, a) in enumerate(zip(self._in, ins)):
-            if a.nbytes and not (resident and i in self.prepack_inputs):
+            if a.nbytes and not (unchanged and i in self.prepack_inputs):
                 cl.enqueue_copy(q, b, a, is_blocking=False)
                 self.uploaded_bytes += a.nbytes
         self.held.hold(token, fingerprint)
         events = []
-        for k, g, b, name, args in self._to_launch(resident, self._pairs(s)):
+        for k, g, b, name, args in self._to_launch(unchanged, self._pairs(s)):
             if args is not None:
                 k.set_args(*args)
             events.append((cl.enqueue_nd_range_kernel(q, k, g, b), name))

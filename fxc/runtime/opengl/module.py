@@ -92,11 +92,11 @@ class GLModule(DeviceModule):
     def _run(self, ins: list, outs: list, token, s=None) -> None:
         if s is not None and self._grow_to(s):
             self.held.drop()                # the new arena holds no inputs yet
-        resident, fingerprint = self._weights_unchanged(ins, token)
-        upload = [i for i, a in enumerate(ins) if a.nbytes and not (resident and i in self.prepack_inputs)]
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
+        upload = [i for i, a in enumerate(ins) if a.nbytes and not (unchanged and i in self.prepack_inputs)]
         self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
         self.held.hold(token, fingerprint)
-        err = self.device.run(self._execute, ins, outs, upload, self._to_launch(resident, self._pairs(s)))
+        err = self.device.run(self._execute, ins, outs, upload, self._to_launch(unchanged, self._pairs(s)))
         if err:
             self._prepacked = False
             words = np.frombuffer(self.device.run(self._arena.read, 16, 0), np.int32)

@@ -187,8 +187,8 @@ class WasmModule(DeviceModule):
 
     def _run(self, ins: list, outs: list, token, sizes=None) -> None:
         mid = self._load()
-        resident, fingerprint = self._weights_unchanged(ins, token)
-        send = [None if (not a.size or (resident and i in self.prepack_inputs)) else a for i, a in enumerate(ins)]
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
+        send = [None if (not a.size or (unchanged and i in self.prepack_inputs)) else a for i, a in enumerate(ins)]
         blob, records = pack(send)
         self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
         self.held.drop()                # until this call has put the weights in place
@@ -206,7 +206,7 @@ class WasmModule(DeviceModule):
                 if (back) await m.post(back); else r.out = fxcToBase64(m.outputBytes());
                 return r; }""", [mid, self._call_sizes(ins, outs, sizes) if sizes else None, url,
                                  base64.b64encode(blob).decode() if inline else None,
-                                 None if sum(o.nbytes for o in outs) <= INLINE_OUT else back, records, not resident])
+                                 None if sum(o.nbytes for o in outs) <= INLINE_OUT else back, records, not unchanged])
         finally:
             rt.drop(url)
         _check(got)

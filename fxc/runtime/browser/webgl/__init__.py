@@ -360,8 +360,8 @@ class WebGLModule(DeviceModule):
     def _call(self, ins: list, outs: list, token, s) -> tuple:
         """One round trip: the inputs not resident sent, the plan run, the outputs sent back (within the answer up to
         INLINE_OUT bytes, else POSTed); (times, fault, the outputs' bytes)."""
-        resident, fingerprint = self._weights_unchanged(ins, token)
-        send = [None if (resident and i in self.prepack_inputs) else a for i, a in enumerate(ins)]
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
+        send = [None if (unchanged and i in self.prepack_inputs) else a for i, a in enumerate(ins)]
         blob, records = pack(send, [s.name for s in self.inputs])
         self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
         self.held.drop()                # a failed call leaves nothing known held

@@ -172,8 +172,8 @@ class WebGPUModule(DeviceModule):
     def _run(self, ins: list, outs: list, token, s=None) -> None:
         if s is not None:
             self._grow_to(s)
-        resident, fingerprint = self._weights_unchanged(ins, token)
-        upload = [i for i, a in enumerate(ins) if a.nbytes and not (resident and i in self.prepack_inputs)]
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
+        upload = [i for i, a in enumerate(ins) if a.nbytes and not (unchanged and i in self.prepack_inputs)]
         self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
         page, files = self.device, self._files
         payload, spans = _payload(page, f"{files}.in", [ins[i] for i in upload])
