@@ -11,7 +11,7 @@ Unchanged means, decided here once: the same **token** as the held one, (address
 caller (the torch capture: each weight tensor and its version counter; None: changed), and the same
 **fingerprint**, a hash of FINGERPRINT_WORDS evenly spaced 32-bit words of each weight (a write that kept version
 and address, `p.data.copy_(w)`, changes it; one missing every sampled word goes unseen). A CPU library hashes in C
-(`fxc_fingerprint`), every other module with `host_fingerprint`, the same hash in Python.
+(`fxc_fingerprint`), every other module with `host_fingerprint`: the same words, hashed in Python.
 """
 from __future__ import annotations
 
