@@ -17,6 +17,7 @@ from ...driver.build import BUILD_OPTIONS
 from ...errors import InputError
 from ...ops.registry import get_op
 from ...runtime.cpu.library import pointer_array
+from ...runtime.weights import token_of
 from .graph import FROM_STR, SEED, to_graph
 from .recorder import _record, _say_once
 from .symbolic import symbolic_tries
@@ -146,10 +147,10 @@ class FxcSubgraph(torch.nn.Module):
 
     def _inputs(self, key, tensor_pos, orders, args, module):
         """(the tensors to keep alive while the module reads them, a ctypes array of the input addresses, the
-        prepack token for Module.run_prepared), or None to run eagerly. While the weights are the same tensors at
-        the same versions and addresses (WeightCheck: one C pass over them), their prepared forms, the address array
-        and the token are reused from the previous call: only the activations are looked at. orders: each input's
-        dimension order in memory (to_graph's `layouts`)."""
+        weights' token for Module.run_prepared: fxc/runtime/weights.py), or None to run eagerly. While the weights
+        are the same tensors at the same versions and addresses (WeightCheck: one C pass over them), their prepared
+        forms, the address array and the token are reused from the previous call: only the activations are looked
+        at. orders: each input's dimension order in memory (to_graph's `layouts`)."""
         held = self._held.get(key)
         if held is not None:
             same, prepared, acts, array, token, copied = held
@@ -173,8 +174,7 @@ class FxcSubgraph(torch.nn.Module):
         array = pointer_array(ptrs)       # read only: a later call copies it before writing
         wpos = [i for i in tensor_pos if i in self.weights]
         weights = [args[i] for i in wpos]
-        prepack = _prepack_token(module, ins)
-        token = None if prepack is None else (tuple(ptrs[i] for i in module.prepack_inputs), prepack)
+        token = token_of((ptrs[i] for i in module.prepack_inputs), _weight_versions(module, ins))
         try:
             versions = list(map(_VERSION, weights))
         except RuntimeError:            # inference tensors have no version counter: prepare them every call
@@ -289,9 +289,10 @@ _VERSION = operator.attrgetter("_version")
 _DATA_PTR = torch.Tensor.data_ptr
 
 
-def _prepack_token(module, ins):
-    """(tensor, version) of each input the module packs once (weights): packing is redone only when one
-    is a different tensor or was updated in place (optimizer steps and load_state_dict bump `_version`)."""
+def _weight_versions(module, ins):
+    """(tensors, versions) of the module's weights (what torch knows of them; fxc/runtime/weights.py decides with
+    it): what the module holds of them is redone only when one is a different tensor or was updated in place
+    (optimizer steps and load_state_dict bump `_version`)."""
     idx = getattr(module, "prepack_inputs", None)
     if not idx:
         return None
