@@ -1,13 +1,13 @@
 """BERT on webgl: this tree's layer-norm and softmax forms against the earlier ones, in one process, calls alternated.
 
     .venv/bin/python -m benchmarks.webgl_bert_ab --seq 128 --calls 6
-    .venv/bin/python -m benchmarks.webgl_bert_ab --seq 128 --calls 6 --ab targets    # 4 render targets against 1
+    .venv/bin/python -m benchmarks.webgl_bert_ab --seq 128 --calls 6 --ab targets    # 4 draw buffers against 1
 
 Builds the BERT encoder (fxc.testing.models, batch 1) twice on the webgl target: with expand_opaque's forms as they
 are (layer norm: one reduction draw for the row moments; softmax: three draws) and with the earlier forms (the
 corrected two-pass mean, the variance, rsqrt: three reductions; softmax: four draws), then alternates calls of the
 two in the same page (back to back, so the host's load falls on both alike) and prints each one's draws, median and
-minimum seconds a call, and max abs error against eager. `--ab targets`: instead, the webgl Caps' render targets as
+minimum seconds a call, and max abs error against eager. `--ab targets`: instead, the webgl Caps' draw buffers as
 they are (4: fragments that write four texels, fxc/backends/webgl/draw_buffers.py) against 1 (four outputs a
 fragment)."""
 from __future__ import annotations
@@ -72,8 +72,8 @@ def main(argv=None) -> None:
     built = {}
     if args.ab == "targets":
         caps = fxc_target.webgl_caps
-        for name, n in (("4 render targets", 4), ("1 render target", 1)):
-            fxc_target.webgl_caps = lambda info, n=n: dataclasses.replace(caps(info), render_targets=n)
+        for name, n in (("4 draw buffers", 4), ("1 draw buffer", 1)):
+            fxc_target.webgl_caps = lambda info, n=n: dataclasses.replace(caps(info), draw_buffers=n)
             built[name] = fxc.from_torch(model, inputs, target="webgl")
             built[name](*arrays)                              # warm-up
         fxc_target.webgl_caps = caps

@@ -9,10 +9,10 @@ Variants (each a build of the model on the webgl target, the module cache off), 
               depthwise convs with a fused pad fetch their input per lane (four fetches a tap, was one)
   no-pool     max pools expanded to strided slices in NCHW (expand_opaque): the blocked regions end there
   before      all of the above, and the loop over a block's four channels not unrolled (only loops of 8 and more)
-  channel-cut render targets cut as the output's quarters only (a blocked conv's parts: channel blocks, sharing the
+  channel-cut draw buffers cut as the output's quarters only (a blocked conv's parts: channel blocks, sharing the
               input texels), not by output pixel within a channel block (sharing the weight texels)
-  one-target  no render targets (Caps.render_targets 1: four outputs a fragment)
-  any-share   render targets wherever the copies share a load (webgl_targets.MAX_READS 1: a 7x7 conv's channel-block
+  one-target  no draw buffers (Caps.draw_buffers 1: four outputs a fragment)
+  any-share   draw buffers wherever the copies share a load (draw_buffers.MAX_READS 1: a 7x7 conv's channel-block
               quarters too), not only where they read at most half of what they read apart
 Calls of the variants alternate in the same page (back to back, so the host's load falls on all alike); prints each
 one's draws, every call's seconds, the median and the ratio to the first variant, and max abs error / output scale.
@@ -32,7 +32,7 @@ import torch
 import fxc
 import fxc.target as fxc_target
 from benchmarks.webgl_models import alternate_calls
-from fxc.backends.webgl import draw_buffers as webgl_targets, lanes as webgl_lanes
+from fxc.backends.webgl import draw_buffers, lanes as webgl_lanes
 from fxc.testing.models import example_inputs, make_model
 
 eo = importlib.import_module("fxc.relay_like.passes.expand_opaque")    # the module (the package exports its function)
@@ -48,15 +48,15 @@ OFF = {"this tree": (), "nchw-stem": ("stem",), "per-lane": ("uniform",), "no-po
 def _variant(name: str):
     lanes = webgl_lanes.WebGLLanesRenderer
     saved = eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform
-    caps, divisors, reads = fxc_target.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS
+    caps, divisors, reads = fxc_target.webgl_caps, draw_buffers._divisors, draw_buffers.MAX_READS
     off = OFF[name]
     if "pixel-cut" in off:
-        webgl_targets._divisors = lambda s: set()
-        webgl_targets.MAX_READS = 1.0
+        draw_buffers._divisors = lambda s: set()
+        draw_buffers.MAX_READS = 1.0
     if "max-reads" in off:
-        webgl_targets.MAX_READS = 1.0
+        draw_buffers.MAX_READS = 1.0
     if "targets" in off:
-        fxc_target.webgl_caps = lambda info: dataclasses.replace(caps(info), render_targets=1)
+        fxc_target.webgl_caps = lambda info: dataclasses.replace(caps(info), draw_buffers=1)
     if "pool" in off:
         eo._pool_for_blocks = lambda n, caps: False
     if "stem" in off:
@@ -69,7 +69,7 @@ def _variant(name: str):
         yield
     finally:
         eo._pool_for_blocks, bl._entry_pad, lanes._unrollable, lanes._uniform = saved
-        fxc_target.webgl_caps, webgl_targets._divisors, webgl_targets.MAX_READS = caps, divisors, reads
+        fxc_target.webgl_caps, draw_buffers._divisors, draw_buffers.MAX_READS = caps, divisors, reads
 
 
 def run(model_name: str, variants: list, calls: int) -> None:

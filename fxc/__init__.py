@@ -8,8 +8,7 @@
     fxc.export(m, "model.fxc"); fxc.load("model.fxc")   # deploy artifact; the runtime needs no torch
 """
 from .errors import FxcError  # noqa: F401
-
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 
 def explain(model, *example_inputs, options: dict | None = None, **option_keywords):

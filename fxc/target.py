@@ -61,7 +61,7 @@ class Caps:
     #                                         draw), fewer launches for two more kernels a group
     channel_block: int = 0                  # a device's conv activations in NCHWkc, k channels of a pixel together
     #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
-    render_targets: int = 1                 # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
+    draw_buffers: int = 1                   # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
     #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl.draw_buffers jams a kernel's copies)
 
     @property
@@ -349,7 +349,7 @@ def webgl_caps(info: dict) -> Caps:
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
                 math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"}, fallback="wasm",
                 row_align=4, binary_tails=True, channel_block=4,
-                render_targets=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
+                draw_buffers=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
 
 
 def _webgl_target(target: Target) -> Target:

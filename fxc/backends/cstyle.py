@@ -1,4 +1,4 @@
-"""A C-like renderer of scalar loop IR: the shared base of OpenCL C (and the coming GLSL / WGSL).
+"""A C-like renderer of scalar loop IR: the shared base of the OpenCL C, GLSL and WGSL renderers.
 
 Takes a loop-IR Kernel whose expressions are scalar (`fxc.lowering.legalize.scalarize` first; a language with
 `vector_widths` also takes the native float32 vectors `scalarize(..., keep=vector_widths)` leaves) and produces
@@ -40,7 +40,9 @@ from ..lowering.expr import (
     children,
     lanes_of,
     scalar_of,
+    walk,
 )
+from ..lowering.int_ranges import narrow_indices
 from ..lowering.loop_ir import (
     BOUND_KINDS,
     Allocate,
@@ -53,9 +55,11 @@ from ..lowering.loop_ir import (
     Seq,
     Stmt,
     Store,
+    stmt_exprs,
     walk_stmts,
 )
 
+I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
 INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "imod": "%", "and": "&", "or": "|",
          "xor": "^", "shl": "<<", "shr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
 
@@ -63,8 +67,6 @@ INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "imod": "%
 def index_exprs(body: Stmt) -> set:
     """The integer expressions that compute addresses (the indices of loads and stores, and their parts): in bounds
     by the loop IR's contract, so they cannot overflow, and a language's wrapping arithmetic is not needed there."""
-    from ..lowering.expr import walk
-    from ..lowering.loop_ir import stmt_exprs
     roots = []
     for st in walk_stmts(body):
         if isinstance(st, Store):
@@ -75,6 +77,18 @@ def index_exprs(body: Stmt) -> set:
     for r in roots:
         found.update(x for x in walk(r) if not isinstance(x, Load))
     return found
+
+
+def int32_const(v: int, dt: str, int_min: str, kernel: str, language: str) -> str:
+    """An integer constant in a language whose ints are 32 bits (GLSL, WGSL): int_min spells -2**31 there; an int64
+    beyond 32 bits is a reduction's identity (check_int64_narrowable), saturated; any other is a LoweringError."""
+    if dt in ("int64", "int32") and v == I32_MIN:
+        return int_min
+    if dt == "int64" and not I32_MIN <= v <= I32_MAX:
+        return int_min if v < 0 else str(I32_MAX)
+    if not I32_MIN <= v <= I32_MAX:
+        raise LoweringError(f"{kernel}: integer constant {v} needs 64 bits, which {language} lacks")
+    return str(v)
 
 
 class CStyleRenderer:
@@ -103,7 +117,6 @@ class CStyleRenderer:
         self.index_exprs = index_exprs(kernel.body)
         self.fits = set()               # int64 address expressions and variables proven to fit index_type
         if self.index_type:
-            from ..lowering.int_ranges import narrow_indices
             self.fits = narrow_indices(kernel, self.index_exprs)
         self.narrow = self.fits if kernel.index_bits == 32 else set()      # ... and computed in it
         if kernel.index_bits != 32 and any(isinstance(st, For) and st.kind not in BOUND_KINDS

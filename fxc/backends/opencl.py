@@ -15,7 +15,8 @@ division never traps, float16 / bfloat16 are storage types (vload_half / vstore_
 from __future__ import annotations
 
 from ..errors import LoweringError
-from ..lowering.loop_ir import Buffer, Kernel
+from ..lowering.expr import walk
+from ..lowering.loop_ir import Buffer, Kernel, stmt_exprs, walk_stmts
 from .cstyle import CStyleRenderer
 
 VALUE = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "int16": "short", "int8": "char",
@@ -268,8 +269,6 @@ def render_opencl(kernels: list) -> str:
 
 def needs_fp64(k: Kernel) -> bool:
     """Whether a kernel computes or stores float64 (the device then needs cl_khr_fp64)."""
-    from ..lowering.expr import walk
-    from ..lowering.loop_ir import stmt_exprs, walk_stmts
     if any(b.dtype == "float64" for b in k.params):
         return True
     for st in walk_stmts(k.body):

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..errors import CompileError, TargetError
 from ..runtime.store import read_entry, write_entry
 from ..target import Target
+from .llvm import compile as llvm
 
 INSTALL_LLD = ("the wasm target links its module with wasm-ld: install Debian's lld (`apt-get install lld`, "
                "scripts/setup.sh does), or set FXC_WASM_LD to a wasm-ld executable")
@@ -212,7 +213,6 @@ def build_wasm(ir_text: str, queue=None, target="wasm", exports=ENTRIES) -> tupl
     hash of the IR, the target machine, the runtime and the linker's options. queue: the build's CompileQueue
     (fxc.backends.llvm.compile) holding parts already started. exports: the entry functions to export (those
     defined)."""
-    from .llvm import compile as llvm
     target = Target.parse(target)
     linker = find_linker()
     spec = llvm.machine_spec(target)
@@ -272,7 +272,6 @@ def build_entries(entries: list, target="wasm") -> bytes:
     ("work", offset) a byte offset into `work`). The building block of the browser's other targets (webgl, webgpu)
     for the ops they cannot express: fxc.driver.build.wasm_group_entries lowers fused groups to it, and FxcWasm.call in
     fxc/runtime/browser/wasm/runtime.js calls an entry."""
-    from .llvm import compile as llvm
     target = Target.parse(target)
     mw = llvm.module_writer(target)
     for name, kernel, args in entries:

@@ -17,7 +17,7 @@ dimension's size: the first of a call).
 
 Types and semantics: WGSL has f32, i32, u32 and bool, no 64-bit integers and no implicit conversions. A kernel
 indexes in 32 bits; int64 values are computed in 32 bits only where that is provably exact (the interval analysis
-of fxc.backends.glsl, `check_int64_narrowable`), int64 loads and float -> int64 casts are checked on the device;
+of fxc.lowering.int_ranges, `check_int64_narrowable`), int64 loads and float -> int64 casts are checked on the device;
 anything else is a LoweringError (the graph runs elsewhere: eager under torch.compile). float64 / float16 /
 bfloat16 are refused the same way. Semantics follow the other device renderers: NaN-propagating max/min (NaN
 tested on the bits, which no fast-math assumption removes), float -> int casts give INT_MIN for NaN and out-of-range
@@ -33,17 +33,16 @@ import struct
 
 from ..errors import LoweringError
 from ..lowering.expr import Bf16Half, Cast, CheckIndex, Const, Expr, PackBf16, Present, Select, Var, children, lanes_of
+from ..lowering.int_ranges import check_int64_narrowable
 from ..lowering.loop_ir import BOUND_KINDS, Barrier, Buffer, For, Kernel, LetStmt, Store, walk_stmts
 from ..runtime.plan import dispatch_of
-from .cstyle import CStyleRenderer
-from .glsl import check_int64_narrowable, int32_const
+from .cstyle import I32_MAX, I32_MIN, CStyleRenderer, int32_const
 
 VALUE = {"float32": "f32", "int64": "i32", "int32": "i32", "int16": "i32", "int8": "i32", "uint8": "i32",
          "bool": "bool"}
 REFUSED = {"float64": "float64 (WebGPU has no f64)", "float16": "float16", "bfloat16": "bfloat16"}
 SHIFT = {"float32": 2, "int32": 2, "int64": 2, "int16": 1, "int8": 0, "uint8": 0, "bool": 0}   # bytes -> units
 SUBWORD = ("int16", "int8", "uint8", "bool")
-I32_MIN, I32_MAX = -2 ** 31, 2 ** 31 - 1
 INT_MIN = "i32(-2147483648)"
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
 from ..errors import ArtifactError, FxcError, TargetError
 from ..runtime.artifact import signing
 from ..runtime.artifact.device import device_interface_line
@@ -34,6 +33,7 @@ from ..runtime.artifact.read import (
 from ..runtime.cpu.module import Module
 from ..runtime.store import atomic_write
 from ..runtime.tensors import np_dtype
+from ..version import __version__
 
 C_ABI = {
     "header": HEADER,

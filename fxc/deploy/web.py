@@ -36,13 +36,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import __version__
 from ..errors import ArtifactError, FxcError
 from ..runtime.artifact.device import read_device
 from ..runtime.artifact.read import read_artifact
 from ..runtime.browser.webgl import RUNTIME_JS, layout, pack, program_of
 from ..runtime.store import atomic_write
 from ..runtime.tensors import check_inputs
+from ..version import __version__
 
 PACKAGE_JS = Path(__file__).parents[1] / "runtime" / "browser" / "web_package.js"
 

@@ -18,10 +18,10 @@ from ..lowering.lower import lower_group
 from ..lowering.optional import optional_input
 from ..lowering.sym import SymInfo, facts
 from ..ops.registry import get_op
-from ..relay_like.fuse_ops import fuse_ops
-from ..relay_like.hoist import hoisted_values
+from ..relay_like.passes.fuse_ops import fuse_ops
+from ..relay_like.passes.hoist import hoisted_values
+from ..relay_like.passes.plan_memory import output_sources, plan_memory, reshape_views
 from ..relay_like.pipeline import run_pipeline
-from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
 from ..runtime.cpu.dynamic import DynamicModule
 from ..runtime.cpu.module import Module
 from ..runtime.tensors import TensorSpec

@@ -34,10 +34,11 @@ def _backend(kind: str, caps=None):
         from ..runtime.opengl.module import GLModule
         return (lambda kernels, rows=None: render_glsl(kernels)), GLModule, needs_fp64
     if kind == "webgl":
-        from ..backends.glsl import needs_fp64, render_webgl
+        from ..backends.glsl import needs_fp64
+        from ..backends.webgl.program import render_webgl
         from ..runtime.browser.webgl import WIDTH, WebGLModule
-        targets = caps.render_targets if caps is not None else 1        # several texels a fragment (webgl_targets)
-        return (lambda kernels, rows=None: render_webgl(kernels, WIDTH, *(rows or ()), targets=targets)), \
+        buffers = caps.draw_buffers if caps is not None else 1        # several texels a fragment (draw_buffers)
+        return (lambda kernels, rows=None: render_webgl(kernels, WIDTH, *(rows or ()), draw_buffers=buffers)), \
             WebGLModule, needs_fp64
     if kind == "webgpu":
         from ..backends.wgsl import needs_fp64, render_wgsl
@@ -67,10 +68,10 @@ def build_device(graph, target: Target, **options):
     """Compile `graph` for a device target; returns its runtime module (see fxc.driver.build.build for options)."""
     from ..lowering.expr import ITEMSIZE
     from ..lowering.sym import SymInfo
-    from ..relay_like.fuse_ops import fuse_ops
-    from ..relay_like.hoist import hoisted_values
+    from ..relay_like.passes.fuse_ops import fuse_ops
+    from ..relay_like.passes.hoist import hoisted_values
+    from ..relay_like.passes.plan_memory import output_sources, plan_memory, reshape_views
     from ..relay_like.pipeline import run_pipeline
-    from ..relay_like.plan_memory import output_sources, plan_memory, reshape_views
     from ..runtime.plan import Launch
     from ..runtime.tensors import TensorSpec
     from .build import debug_level, gc_paused, group_signature, spec_shape

@@ -119,7 +119,7 @@ def check_graph(graph: Graph, inputs: list, target: str = "llvm", rtol: float = 
     CheckReport
         `ok`, and when not ok the first node that differs (`node`), its fused group and the difference.
     """
-    from ..relay_like.fuse_ops import fuse_ops
+    from ..relay_like.passes.fuse_ops import fuse_ops
     from ..relay_like.pipeline import run_pipeline
     from ..target import Target
     graph = run_pipeline(graph, target=Target.parse(target))

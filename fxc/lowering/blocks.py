@@ -1,6 +1,6 @@
 """Row blocks: one kernel for a fused group whose tensors have a symbolic number of rows.
 
-Takes a group (fxc/relay_like/fuse_ops.Group) whose symbolic tensors all have one symbol `s` in their leading
+Takes a group (fxc/relay_like/passes/fuse_ops.Group) whose symbolic tensors all have one symbol `s` in their leading
 non-unit dim (`[s, 64]`, `[1, 4*s, 768]`: "rows") and static dims after it, and whose every read of such a tensor
 is of the row its output element is in (checked on the tensor expressions). Such a group is the same computation
 on each row: its kernel runs the group's static schedule (the register tiles, vector loops, parallel splits of the

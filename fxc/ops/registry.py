@@ -47,7 +47,7 @@ class OpDef:
         """The op's kernel is a group of its own (Kind.OPAQUE: sort, scan, softmax, max_pool2d, the linalg
         factorizations, ...): it takes no prologue and gives no epilogue. The one rule that fusion and lowering
         share: such an op's compute may be loop IR written whole (`te.extern`), which reads its inputs from
-        buffers and writes whole outputs, so fusion (relay_like/fuse_ops.py) never joins it to another node, and
+        buffers and writes whole outputs, so fusion (relay_like/passes/fuse_ops.py) never joins it to another node, and
         lowering (lowering/lower.py) never meets one of its outputs inlined into another op's expression."""
         return self.kind == Kind.OPAQUE
 

@@ -12,6 +12,9 @@ from typing import Optional
 import numpy as np
 
 from ..errors import ShapeError
+from ..lowering.expr import DTYPES
+from ..lowering.sym import canonical
+from ..ops.registry import get_op
 from ..types import TensorType  # noqa: F401  (re-exported: the graph IR's type)
 
 _ids = itertools.count()
@@ -72,7 +75,6 @@ class Node:
 def node_appender(nodes: list):
     """add(op, inputs, attrs): a node of registry op `op` appended to `nodes` (a pass rebuilding a graph's node
     list), its output type from the op's rule; returns its first output."""
-    from ..ops.registry import get_op
 
     def add(op: str, inputs: list, attrs: dict) -> Value:
         node = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
@@ -86,12 +88,11 @@ class Graph:
         self.inputs: list = list(inputs)
         self.outputs: list = list(outputs)
         self.nodes: list = list(nodes)
-        self.weights: set = set()       # ids of inputs that are weights (change rarely; see hoist.py)
+        self.weights: set = set()       # ids of inputs that are weights (change rarely; see passes/hoist.py)
         self.symbols: dict = {}         # size symbol name -> SymInfo (range, divisor) of its symbolic dims
 
     # -- building ----------------------------------------------------------------------------
     def input(self, shape, dtype: str, name: Optional[str] = None) -> Value:
-        from ..lowering.sym import canonical
         v = Value(TensorType(tuple(canonical(s) for s in shape), dtype), name=name)
         self.inputs.append(v)
         return v
@@ -100,7 +101,6 @@ class Graph:
     def const(array) -> Value:
         a = np.asarray(array)
         a = np.ascontiguousarray(a) if a.ndim else a.copy()   # ascontiguousarray would make 0-d arrays 1-d
-        from ..lowering.expr import DTYPES
         dtype = str(a.dtype)
         if dtype not in DTYPES:
             raise ShapeError(f"constant of dtype {dtype} is not supported; use one of {DTYPES}")
@@ -108,7 +108,6 @@ class Graph:
 
     def call(self, op: str, inputs: list, **attrs) -> list:
         """Append a node of registry op `op`; returns its output Values (types from the op's rule)."""
-        from ..ops.registry import get_op
         opdef = get_op(op)
         attrs = {k: freeze_attr(v) for k, v in attrs.items()}
         types = opdef.infer([v.type for v in inputs], **attrs)

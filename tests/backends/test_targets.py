@@ -102,8 +102,8 @@ def _conv_matmul_graph():
 def _rendered_ir(graph, spec) -> tuple:
     """(the graph after the target's passes, the LLVM IR of its kernels) as the build makes them for `spec`."""
     from fxc.driver.build import group_kernel
-    from fxc.relay_like.fuse_ops import fuse_ops
-    from fxc.relay_like.hoist import hoisted_values
+    from fxc.relay_like.passes.fuse_ops import fuse_ops
+    from fxc.relay_like.passes.hoist import hoisted_values
     from fxc.relay_like.pipeline import run_pipeline
     target = Target.parse(spec)
     g = run_pipeline(graph, target=target)

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 import fxc
 from fxc.backends.llvm.compile import target_machine
 from fxc.errors import TargetError
+from fxc.relay_like.context import PassContext
 
 HAS_BF16 = "+avx512bf16" in target_machine()[3].split(",")
 needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason="the CPU lacks AVX-512 BF16 (test_bf16_unavailable covers it)")
@@ -215,7 +216,7 @@ def _graph():
 
 def test_use_bf16_rewrites_ops_over_weights_only():
     from fxc.relay_like.passes.use_bf16 import use_bf16
-    g = use_bf16(_graph())
+    g = use_bf16(_graph(), PassContext(precision="bf16"))
     ops = [n.op for n in g.nodes]
     assert ops.count("conv2d_packed_bf16") == 3 and ops.count("matmul_packed_bf16") == 1
     assert ops.count("matmul") == 1                       # activation x activation stays float32
@@ -231,7 +232,7 @@ def test_use_bf16_rewrites_ops_over_weights_only():
 
 def test_use_bf16_weight_bound_keeps_compute_bound_ops():
     from fxc.relay_like.passes.use_bf16 import use_bf16
-    g = use_bf16(_graph(), everywhere=False)
+    g = use_bf16(_graph(), PassContext(precision="bf16", bf16_everywhere=False))
     ops = [n.op for n in g.nodes]
     assert "conv2d_packed_bf16" not in ops             # 81 output rows per channel: compute-bound
     assert ops.count("matmul_packed_bf16") == 1         # 4 rows: streams its weight
@@ -263,7 +264,8 @@ def test_use_bf16_takes_a_weight_folded_with_a_constant_scale():
     scale = g.call1("reshape", [g.call1("rsqrt", [var])], shape=(8, 1, 1))
     y = g.call1("mul", [g.call1("conv2d", [x, w]), scale])
     g.outputs = [g.call1("add", [y, g.const(np.ones((8, 1, 1), np.float32))])]
-    g = use_bf16(fold_scale_axis(infer_types(g)))
+    ctx = PassContext(precision="bf16")
+    g = use_bf16(fold_scale_axis(infer_types(g, ctx), ctx), ctx)
     ops = [n.op for n in g.nodes]
     assert "conv2d_packed_bf16" in ops and "conv2d" not in ops, ops
 

@@ -109,23 +109,26 @@ def test_no_region_without_a_depthwise_conv():
     """ResNet-style graphs (no depthwise conv) keep NCHW everywhere; blocked_layout=False turns the pass off."""
     from fxc.capture.torch.aot import capture
     from fxc.capture.torch.backend import to_graph
+    from fxc.relay_like.context import PassContext
     from fxc.relay_like.passes import use_blocked_layout
     from fxc.relay_like.pipeline import PIPELINE
+    ctx = PassContext()
+    lanes = ctx.caps.lanes
 
     def graph_before_layout(net, x):
         gm, _ = capture(net, (x,))
         g = to_graph(gm, (x,), freeze=True)[0]
         for p in PIPELINE[:PIPELINE.index(use_blocked_layout)]:
-            g = g if p.__name__ == "use_bf16" else p(g)       # as run_pipeline does for fp32
+            g = p(g, ctx)
         return g
     torch.manual_seed(0)
     plain = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(),
                                 torch.nn.Conv2d(32, 32, 1)).eval()
-    assert blocked_values(graph_before_layout(plain, torch.randn(1, 3, 8, 8))) == set()
+    assert blocked_values(graph_before_layout(plain, torch.randn(1, 3, 8, 8)), lanes) == set()
     g = graph_before_layout(_net(), torch.randn(1, 3, 18, 18))
-    assert blocked_values(g)
-    assert not any(n.op == "depthwise_blocked" for n in use_blocked_layout(g, enabled=False).nodes)
-    assert any(n.op == "depthwise_blocked" for n in use_blocked_layout(g).nodes)
+    assert blocked_values(g, lanes)
+    assert not any(n.op == "depthwise_blocked" for n in use_blocked_layout(g, PassContext(blocked_layout=False)).nodes)
+    assert any(n.op == "depthwise_blocked" for n in use_blocked_layout(g, ctx).nodes)
 
 
 @pytest.mark.parametrize("stride,hw", [(1, 7), (2, 9), (1, 16)])

@@ -10,12 +10,14 @@ import pytest
 from fxc.driver.build import build
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
+from fxc.relay_like.context import PassContext
 from fxc.relay_like.passes import expand_opaque, infer_types
 from fxc.relay_like.passes.expand_opaque import EXPANSIONS
 from fxc.target import Target
 from tests.helpers import assert_close_np
 
-NO_SCATTER = dataclasses.replace(Target.parse("llvm").caps, scatter=False)
+HOST = Target.parse("llvm")
+NO_SCATTER = PassContext(HOST.with_caps(dataclasses.replace(HOST.caps, scatter=False)))
 CASES = [(n, k) for n in sorted(EXPANSIONS) for k in range(len(all_ops()[n].samples(np.random.default_rng(0))))]
 
 
@@ -24,7 +26,7 @@ def _expanded(name, arrays, attrs):
     ins = [b.graph.input(a.shape, str(a.dtype)) for a in arrays]
     outs = b.graph.call(name, ins, **attrs)
     b.graph.outputs = list(outs)
-    g = expand_opaque(infer_types(b.graph), NO_SCATTER)
+    g = expand_opaque(infer_types(b.graph, NO_SCATTER), NO_SCATTER)
     assert name not in {n.op for n in g.nodes}
     return g, outs
 
@@ -58,4 +60,4 @@ def test_integer_max_pool_and_scatter_targets_unchanged():
     assert_close_np(build(g, target="llvm")(x), all_ops()["max_pool2d"].reference(x, **attrs))
     b = Builder()
     b.graph.outputs = list(b.graph.call("softmax", [b.graph.input((2, 3), "float32")], dim=1))
-    assert [n.op for n in expand_opaque(b.graph, Target.parse("llvm").caps).nodes] == ["softmax"]
+    assert [n.op for n in expand_opaque(b.graph, PassContext(HOST)).nodes] == ["softmax"]

@@ -4,7 +4,7 @@ import pytest
 
 from fxc.errors import IndexOutOfRangeError
 from fxc.relay_like.builder import Builder
-from fxc.relay_like.fuse_ops import fuse_ops
+from fxc.relay_like.context import PassContext
 from fxc.relay_like.graph import Graph
 from fxc.relay_like.passes import (
     eliminate_common_subexpr,
@@ -13,7 +13,10 @@ from fxc.relay_like.passes import (
     materialize_outputs,
     simplify,
 )
-from fxc.relay_like.plan_memory import plan_memory
+from fxc.relay_like.passes.fuse_ops import fuse_ops
+from fxc.relay_like.passes.plan_memory import plan_memory
+
+CTX = PassContext()     # the host CPU, fp32, the build's default choices
 
 
 def ops(g):
@@ -25,7 +28,7 @@ def test_eliminate_dead_code():
     x = b.graph.input((3,), "float32")
     b.call("exp", [x])                      # unused
     b.graph.outputs = [b.call("relu", [x])]
-    assert ops(eliminate_dead_code(b.graph)) == ["relu"]
+    assert ops(eliminate_dead_code(b.graph, CTX)) == ["relu"]
 
 
 def test_eliminate_common_subexpr():
@@ -33,7 +36,7 @@ def test_eliminate_common_subexpr():
     x = b.graph.input((3,), "float32")
     a1, a2 = b.call("exp", [x]), b.call("exp", [x])
     b.graph.outputs = [b.call("add", [a1, a2])]
-    g = eliminate_common_subexpr(b.graph)
+    g = eliminate_common_subexpr(b.graph, CTX)
     assert ops(g) == ["exp", "add"]
     assert g.nodes[1].inputs[0] is g.nodes[1].inputs[1]
 
@@ -43,7 +46,7 @@ def test_fold_constants_only_over_true_constants():
     w = b.graph.input((3,), "float32")     # a weight: a live input, never folded
     c = b.call("mul", [b.const(np.arange(3, dtype="float32")), 2.0])
     b.graph.outputs = [b.call("add", [w, c])]
-    g = fold_constants(b.graph)
+    g = fold_constants(b.graph, CTX)
     assert ops(g) == ["add"]
     np.testing.assert_array_equal(g.nodes[0].inputs[1].data, [0, 2, 4])
 
@@ -53,7 +56,7 @@ def test_simplify_removes_noops():
     x = b.graph.input((2, 3), "float32")
     y = b.call("reshape", [b.call("cast", [x], dtype="float32")], shape=(2, 3))
     b.graph.outputs = [b.call("relu", [y])]
-    g = simplify(b.graph)
+    g = simplify(b.graph, CTX)
     assert ops(g) == ["relu"] and g.nodes[0].inputs[0] is x
 
 
@@ -64,7 +67,7 @@ def test_simplify_runs_elementwise_ops_before_reshapes():
     r = b.call("reshape", [x], shape=(1, 8, 6))
     y = b.call("add", [b.call("mul", [b.call("gelu", [r]), 2.0]), mask])    # scalar, then broadcast operand
     b.graph.outputs = [b.call("reshape", [y], shape=(8, 6))]
-    g = eliminate_dead_code(simplify(b.graph))
+    g = eliminate_dead_code(simplify(b.graph, CTX), CTX)
     # gelu, mul and add now run at x's shape; the mask loses its extra leading 1; both reshapes cancel
     assert ops(g) == ["gelu", "mul", "reshape", "add"]
     assert g.nodes[0].inputs[0] is x and g.outputs[0] is g.nodes[-1].outputs[0]
@@ -79,7 +82,7 @@ def test_simplify_keeps_reshapes_that_must_stay():
     y = b.call("add", [r, b.call("reshape", [other], shape=(1, 2, 6))])
     used_twice = b.call("reshape", [x], shape=(2, 4, 6))
     b.graph.outputs = [y, b.call("exp", [used_twice]), used_twice]
-    g = simplify(b.graph)
+    g = simplify(b.graph, CTX)
     assert ops(g) == ["reshape", "reshape", "add", "reshape", "exp"]
 
 
@@ -88,7 +91,7 @@ def test_simplify_counts_readers_a_removed_noop_hands_over():
     x = b.graph.input((2, 3), "float32")
     c = b.call("cast", [b.call("reshape", [x], shape=(6,))], dtype="float32")   # a no-op with two readers
     b.graph.outputs = [b.call("exp", [c]), b.call("neg", [c])]
-    g = eliminate_dead_code(simplify(b.graph))
+    g = eliminate_dead_code(simplify(b.graph, CTX), CTX)
     produced = {id(n) for n in g.nodes}
     assert all(v.node is None or id(v.node) in produced for n in g.nodes for v in n.inputs)
     assert ops(g) == ["reshape", "exp", "neg"]          # the reshape stays: it has two readers
@@ -99,7 +102,7 @@ def test_materialize_outputs_copies_inputs_and_duplicates():
     x = b.graph.input((2,), "float32")
     r = b.call("relu", [x])
     b.graph.outputs = [x, r, r]
-    g = materialize_outputs(b.graph)
+    g = materialize_outputs(b.graph, CTX)
     assert ops(g) == ["relu", "copy", "copy"]
     assert len({v.id for v in g.outputs}) == 3
 
@@ -148,7 +151,7 @@ def test_plan_memory_shares_dead_buffers():
 
 def test_reshape_groups_are_views_that_keep_their_source_alive():
     from fxc.driver.build import build
-    from fxc.relay_like.plan_memory import reshape_views
+    from fxc.relay_like.passes.plan_memory import reshape_views
     b = Builder()
     x = b.graph.input((64, 32), "float32")
     y = b.graph.input((32, 64), "float32")
@@ -174,9 +177,9 @@ def test_reshape_groups_are_views_that_keep_their_source_alive():
 
 
 def test_hoisted_values_stop_at_activations_and_broadcasts():
-    """hoist.py: values computed from weights and constants only are hoisted; anything reading an
+    """passes/hoist.py: values computed from weights and constants only are hoisted; anything reading an
     activation is not, nor a broadcast that would store a weight at activation size."""
-    from fxc.relay_like.hoist import hoisted_values
+    from fxc.relay_like.passes.hoist import hoisted_values
     g = Graph()
     x = g.input((4, 8), "float32", "x")
     var = g.input((8,), "float32", "var")
@@ -219,7 +222,7 @@ def test_fold_scale_axis_moves_a_channel_scale_into_the_weight():
     from fxc.driver.build import build
     from fxc.relay_like.passes import fold_scale_axis, infer_types
     for groups, bias in ((1, False), (4, False), (1, True), (4, True)):
-        g = fold_scale_axis(infer_types(_conv_bn_graph(groups, bias=bias)))
+        g = fold_scale_axis(infer_types(_conv_bn_graph(groups, bias=bias), CTX), CTX)
         conv = next(n for n in g.nodes if n.op == "conv2d")
         assert conv.inputs[1].node.op == "mul", "the conv reads the scaled weight"
         readers = [n for n in g.nodes if conv.outputs[0] in n.inputs]
@@ -244,7 +247,7 @@ def test_fold_scale_axis_moves_a_channel_scale_into_the_weight():
 def test_fold_scale_axis_leaves_a_conv_read_elsewhere():
     from fxc.relay_like.passes import fold_scale_axis, infer_types
     for bias in (False, True):      # the conv's result (or conv + bias) is also a graph output: nothing folds
-        g = fold_scale_axis(infer_types(_conv_bn_graph(reread=True, bias=bias)))
+        g = fold_scale_axis(infer_types(_conv_bn_graph(reread=True, bias=bias), CTX), CTX)
         assert [n.op for n in g.nodes].count("mul") == 2    # the scale's own mul and the one after the conv
         conv = next(n for n in g.nodes if n.op == "conv2d")
         assert conv.inputs[1].name == "w"
@@ -278,7 +281,7 @@ def test_constant_indices_in_range_are_wrapped_and_loaded_unclamped():
     fine = b.call("index", [x, b.const(np.array([[5, -1], [0, -6]]))], dims=(1,))
     wild = b.call("index", [x, b.const(np.array([1, 6]))], dims=(1,))
     b.graph.outputs = [fine, wild]
-    g = fold_constants(b.graph)
+    g = fold_constants(b.graph, CTX)
     fine_node, wild_node = (v.node for v in g.outputs)
     assert fine_node.attrs.get("in_range") and not wild_node.attrs.get("in_range")
     np.testing.assert_array_equal(fine_node.inputs[1].data, [[5, 5], [0, 0]])
@@ -293,4 +296,51 @@ def _index_graph(indices):
     b = Builder()
     x = b.graph.input((4, 6), "float32")
     b.graph.outputs = [b.call("index", [x, b.const(np.array(indices))], dims=(1,))]
-    return fold_constants(b.graph)
+    return fold_constants(b.graph, CTX)
+
+
+def _weighted_conv_graph():
+    """relu(conv2d(x, w)) + 1, w a weight (a graph input that changes rarely), then reshaped to the output."""
+    b = Builder()
+    x = b.graph.input((1, 8, 10, 10), "float32", "x")
+    w = b.graph.input((16, 8, 3, 3), "float32", "w")
+    b.graph.weights.add(w.id)
+    y = b.call("add", [b.call("relu", [b.call("conv2d", [x, w])]), 1.0])
+    b.graph.outputs = [b.call("reshape", [y], shape=(16, 64))]
+    return b.graph
+
+
+def test_every_pass_runs_for_every_target_and_leaves_what_is_not_its_own():
+    """The pipeline has no per-target list: on a device target the CPU passes (Winograd, packing, blocked layout,
+    bf16) return the graph as it was, and on the host they rewrite the conv."""
+    from fxc.relay_like.pipeline import run_passes
+    from fxc.target import Target
+    assert "conv2d_packed" in ops(run_passes(_weighted_conv_graph(), CTX))
+    device = ops(run_passes(_weighted_conv_graph(), PassContext(Target.parse("opengl"))))
+    assert "conv2d" in device and not any(op.startswith(("conv2d_", "pack_", "winograd")) for op in device)
+
+
+def test_run_pipeline_is_run_passes_with_its_arguments_as_the_context():
+    from fxc.relay_like.pipeline import run_passes, run_pipeline
+    old = run_pipeline(_weighted_conv_graph(), winograd="off")
+    new = run_passes(_weighted_conv_graph(), PassContext(winograd="off"))
+    assert ops(old) == ops(new) and "conv2d_packed" in ops(new)
+
+
+def test_plan_steps_split_the_prepack_and_plan_the_per_call_buffers():
+    """hoist_weights, fuse_groups, split_prepack, plan_buffers: the weight's packing is the prepack step, the conv
+    with its epilogue a per-call group writing straight into the output its reshape makes; with no scatter (webgl)
+    nothing is hoisted."""
+    import dataclasses
+
+    from fxc.relay_like.pipeline import plan_graph, run_passes
+    from fxc.target import Caps, Target
+    g = run_passes(_weighted_conv_graph(), PassContext(winograd="off"))
+    p = plan_graph(g, PassContext(winograd="off"))
+    assert [gr.root.op for gr in p.prepack] == ["pack_lanes"]
+    assert [gr.root.op for gr in p.main] == ["add"] and p.main[0].nodes[0].op == "conv2d_packed"
+    assert set(p.into_out.values()) == {0} and not p.views
+    assert p.memory is not None and not p.memory.offsets     # the only intermediate is written into the output
+    assert sum(len(gr.nodes) for gr in p.groups) == len(g.nodes)
+    webgl = Target("webgl", (), dataclasses.replace(Caps(), scatter=False))
+    assert not plan_graph(g, PassContext(webgl)).prepack

@@ -9,6 +9,7 @@ from fxc.driver.build import build
 from fxc.driver.check import check_graph
 from fxc.lowering.schedules.cpu.winograd import fits
 from fxc.relay_like.builder import Builder
+from fxc.relay_like.context import PassContext
 from fxc.relay_like.passes.use_winograd import f2_pays, use_winograd, winograd_pays, winograd_tile
 from tests.helpers import assert_close_np, check_module
 
@@ -114,7 +115,7 @@ def test_pass_keeps_other_convs():
             g.call1("conv2d", [x, g.input((32, 32, 1, 1), "float32")])]
     g.outputs = outs
     from fxc.relay_like.passes import infer_types
-    g = use_winograd(infer_types(g))
+    g = use_winograd(infer_types(g, PassContext()), PassContext())
     assert [n.op for n in g.nodes] == ["conv2d"] * 4
     assert not winograd_pays(24, 64, 1, 56, 56) and winograd_pays(64, 64, 1, 56, 56)
     assert not winograd_pays(512, 512, 1, 7, 7) and not winograd_pays(512, 512, 8, 7, 7)
@@ -150,7 +151,8 @@ def test_bf16_pass_takes_f2_on_small_maps_over_weights_only():
     g.weights.add(w.id)
     g.outputs = [g.call1("conv2d", [x14, w]), g.call1("conv2d", [x28, w]), g.call1("conv2d", [x14, act])]
     from fxc.relay_like.passes import infer_types
-    nodes = use_winograd(infer_types(g), bf16_direct=True).nodes
+    ctx = PassContext(bf16_direct=True)
+    nodes = use_winograd(infer_types(g, ctx), ctx).nodes
     convs = [n for n in nodes if n.op == "conv2d_winograd"]
     assert [(n.attrs["tile"], n.inputs[1].dtype) for n in convs] == [(2, "int32"), (4, "float32"), (2, "float32")]
     packed = convs[0].inputs[1].node

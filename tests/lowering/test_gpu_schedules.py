@@ -276,8 +276,8 @@ def test_staged_fixture_on_glsl():
 def test_staged_fixture_on_wgsl_webgl_and_llvm():
     """WGSL rejects the vectors and runs the scalarized fixture (workgroup memory, its barrier) on WebGPU: equal to
     numpy; WebGL (no shared memory) and the CPU's LLVM renderer (no work-groups) reject it with a LoweringError."""
-    from fxc.backends.glsl import render_webgl
     from fxc.backends.llvm import compile as llvm
+    from fxc.backends.webgl.program import render_webgl
     from fxc.backends.wgsl import render_wgsl
     from fxc.errors import LoweringError
     k, src = _scalarized_fixture(render_wgsl)

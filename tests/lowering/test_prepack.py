@@ -7,6 +7,7 @@ import torch
 import fxc
 from fxc.driver.build import build
 from fxc.ops.registry import all_ops, get_op
+from fxc.relay_like.context import PassContext
 from fxc.relay_like.graph import Graph
 from fxc.relay_like.passes import pack_weights
 from tests.helpers import ConvNet, assert_close_np
@@ -28,7 +29,7 @@ def test_pack_weights_pass_rewrites_conv_and_matmul():
     y1 = g.call1("conv2d", [x, w], stride=(1, 1), dilation=(1, 1), groups=1)
     y2 = g.call1("matmul", [a, b], trans_b=True)
     g.outputs = [y1, y2]
-    avx512 = fxc.target.Target.parse("llvm -mcpu=skylake-avx512").caps     # 16 lanes, 32 registers: on any host
+    avx512 = PassContext(fxc.target.Target.parse("llvm -mcpu=skylake-avx512"))     # 16 lanes, 32 registers: any host
     g = pack_weights(g, avx512)
     assert [n.op for n in g.nodes] == ["pack_lanes", "conv2d_packed", "pack_lanes", "matmul_packed"]
     pw, conv, pb, mm = g.nodes

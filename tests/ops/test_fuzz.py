@@ -15,7 +15,7 @@ from fxc.capture.torch.recorder import recording
 from fxc.lowering import te
 from fxc.lowering.expr import unary as un
 from fxc.ops import registry
-from fxc.relay_like.fuse_ops import fuse_ops
+from fxc.relay_like.passes.fuse_ops import fuse_ops
 from fxc.testing import fuzz
 
 REGRESSIONS = sorted((Path(__file__).parents[1] / "regressions").glob("*.json"))

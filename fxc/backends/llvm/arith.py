@@ -1,6 +1,6 @@
 """LLVM IR types of the loop IR's dtypes, and the scalar arithmetic that takes more than one instruction.
 
-Takes SSA operand names and dtypes, and emits instruction lines through the FunctionWriter (llvm_render.py) that
+Takes SSA operand names and dtypes, and emits instruction lines through the FunctionWriter (render.py) that
 it is a base class of:
 - integer division and modulo that never trap (a zero divisor raises the module's division-by-zero flag, MIN / -1
   wraps), and Python-style floor division and modulo;

@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import re
+import struct
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,7 @@ def _shared_machine(spec: str):
 
 def new_machine(spec: str, opt: int = 3):
     """A new LLVM target machine for a spec (one per thread: they are not shared)."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     triple, cpu, features = spec.split("\n")
@@ -108,7 +109,7 @@ def finish_module(mw: ModuleWriter, calls: list, prepack_calls: list = (), profi
 
 
 # Kernels: LLVM's O3 without the SLP vectorizer: fxc's loop IR already holds explicit vectors, and its loops ask
-# for the loop vectorizer and unroller only where they want them (see llvm_module.loop_md); SLP was ~15% of the
+# for the loop vectorizer and unroller only where they want them (see module.ModuleWriter.loop_md); SLP was ~15% of the
 # optimisation time for no measured speed. The entry part (a straight list of kernel calls) gets no IR passes,
 # and codegen at O0 (fast instruction selection, no scheduling): it is compiled last, after every kernel is
 # rendered, so its time is the build's tail (ResNet-18's: 36 -> 17 ms of codegen); its code only passes addresses.
@@ -119,7 +120,7 @@ PIPELINE = "kernels O3 loop-vectorize unroll no-slp; entry none, codegen O0"
 def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
     """Parse and verify LLVM IR text, then run the kernels' pipeline over it (unless not passes) for target
     machine tm (the host's by default)."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     tm = tm or target_machine()[0]
     mod = None
     try:
@@ -268,7 +269,7 @@ def compile_objects(ir_text: str, queue: "CompileQueue | None" = None, target=No
 
 @functools.lru_cache(maxsize=None)
 def _key_salt(spec: str) -> str:
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     return f"{spec}\n{PIPELINE}\nllvm {llvm.llvm_version_info}\n"
 
 
@@ -415,23 +416,21 @@ class _Worker:
 
     def ready(self) -> bool:
         """Wait for the worker's first message (its host CPU) and check it matches this process's."""
-        from . import worker as llvm_worker
         with self.lock:
             if self.ok is None:
                 try:
-                    kind, payload = llvm_worker.read(self.proc.stdout)
-                    self.ok = kind == b"H" and payload == llvm_worker.host()
+                    kind, payload = read_message(self.proc.stdout)
+                    self.ok = kind == b"H" and payload == machine_spec().encode()
                 except OSError:
                     self.ok = False
             return self.ok
 
     def compile(self, text: str, passes: bool, spec: str) -> bytes:
-        from . import worker as llvm_worker
         with self.lock:
             if self.ok:
                 try:
-                    llvm_worker.write(self.proc.stdin, b"K" if passes else b"E", f"{spec}\0{text}".encode())
-                    kind, payload = llvm_worker.read(self.proc.stdout)
+                    send_message(self.proc.stdin, b"K" if passes else b"E", f"{spec}\0{text}".encode())
+                    kind, payload = read_message(self.proc.stdout)
                     if kind == b"O":
                         return payload
                     self.ok = kind == b"X"          # an error in the part: compiled here, it raises
@@ -446,6 +445,24 @@ class _Worker:
                 self.proc.wait(timeout=2)
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
+
+
+def send_message(out, kind: bytes, payload: bytes) -> None:
+    """One message to or from a compile worker: its kind byte, an 8-byte little-endian length, the payload."""
+    out.write(kind + struct.pack("<Q", len(payload)) + payload)
+    out.flush()
+
+
+def read_message(inp) -> tuple:
+    """(kind, payload) of the next message from a stream (send_message), or (None, None) at its end."""
+    head = inp.read(9)
+    if len(head) < 9:
+        return None, None
+    kind, n = head[:1], struct.unpack("<Q", head[1:])[0]
+    payload = inp.read(n)
+    if len(payload) < n:
+        return None, None
+    return kind, payload
 
 
 _WORKERS: list = []
@@ -474,7 +491,7 @@ def _close_workers():
 def _compile_part(text: str, optimize_ir: bool = True, spec: str | None = None) -> bytes:
     """Optimise and emit one part for the target machine `spec` (None: the host) in its own LLVM context and
     target machine; a part not optimize_ir (the entry) gets no IR passes and O0 codegen (PIPELINE)."""
-    import llvmlite.binding as llvm
+    import llvmlite.binding as llvm  # deferred: importing llvmlite costs ~35 ms, paid only when LLVM runs
     tm = new_machine(spec or machine_spec(), 3 if optimize_ir else 0)
     return tm.emit_object(optimize(text, llvm.create_context(), tm, passes=optimize_ir))
 

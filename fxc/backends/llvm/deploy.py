@@ -15,6 +15,7 @@ import numpy as np
 from ...errors import INDEX_OPS, CompileError
 from ...runtime.symbols import split_dim
 from ...runtime.tensors import np_dtype
+from ...target import Target
 from . import compile as llvm
 
 # LLVM feature names -> /proc/cpuinfo flags the loader checks (the vector ISA the kernels may use)
@@ -316,7 +317,6 @@ const fxc_tensor_info *fxc_output_info(int i) {{ return i >= 0 && i < FXC_NUM_OU
 def target_info(target=None) -> dict:
     """The CPU the library is built for (an llvm target or its string; None: this host): triple, CPU name, the
     target string and the vector-ISA flags its code may use (the target's, not the host's)."""
-    from ...target import Target
     target = Target.parse(target)
     return {"triple": target.triple, "cpu": target.mcpu, "target": str(target),
             "cpu_flags": sorted(CPU_FLAGS[f] for f in target.caps.features if f in CPU_FLAGS)}

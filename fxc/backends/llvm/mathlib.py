@@ -1,13 +1,9 @@
 """Float literals in LLVM IR, straight-line float32 vector math for what libm has only as scalars (exp, erf): the
-bodies FunctionWriter (llvm_render.py) emits for a vector `exp` or `erf`, and the bf16 pack by integer rounding."""
+bodies FunctionWriter (render.py) emits for a vector `exp` or `erf`, and the bf16 pack by integer rounding."""
 from __future__ import annotations
 
 import math
 import struct
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .render import FunctionWriter
 
 
 def float_literal(value: float, dtype: str) -> str:
@@ -41,9 +37,9 @@ PIO2 = (1.5707963705062866, -4.371139000186243e-08, -1.7151245100059818e-15)   #
 TRIG_LIMIT = 65536.0    # |x| beyond it (or inf, nan): sin/cos of the whole vector by libm, lane by lane
 
 
-def pack_bf16_words(w: "FunctionWriter", wt: str, lo: str, hi: str) -> str:
+def pack_bf16_words(w, wt: str, lo: str, hi: str) -> str:
     """Vectors lo, hi of float32 -> int32 words of type wt (lo rounded in the low half, hi in the high half), each
-    rounded to the nearest bfloat16, ties to even, a NaN made the quiet NaN 0x7FC0 (llvm_arith.narrow_storage,
+    rounded to the nearest bfloat16, ties to even, a NaN made the quiet NaN 0x7FC0 (arith.narrow_storage,
     lane-wise): the pack on a target without vcvtne2ps2bf16, where LLVM would call __truncsfbf2."""
     n = int(wt[1:].split(" x ")[0])
     splat = lambda v: "<" + ", ".join([f"i32 {v}"] * n) + ">"
@@ -71,7 +67,7 @@ class VectorMath:
     is linked): exp by range reduction to 2^k * poly(r), erf as a rational function; log by exponent and mantissa,
     log1p, expm1 and tanh from them with polynomials near 0, sin and cos by reduction modulo pi/2."""
 
-    def __init__(self, w: FunctionWriter, t: str):
+    def __init__(self, w, t: str):
         self.w, self.t = w, t
         self.n = int(t[1:].split(" x ")[0])
         self.it = f"<{self.n} x i32>"

@@ -1,9 +1,10 @@
 """The module level of the LLVM renderer: one LLVM module for a target (triple, data layout, CPU features), its
-declarations and loop metadata, the kernels (each written by llvm_render.FunctionWriter) and the `fxc_run` entry
+declarations and loop metadata, the kernels (each written by render.FunctionWriter) and the `fxc_run` entry
 that runs the execution plan (symbolic workspace slots computed from the symbol header at call time)."""
 from __future__ import annotations
 
 from ...lowering.loop_ir import Kernel
+from .render import FunctionWriter
 
 
 class ModuleWriter:
@@ -52,7 +53,6 @@ class ModuleWriter:
         return f"!{k}"
 
     def kernel(self, k: Kernel):
-        from .render import FunctionWriter
         w = FunctionWriter(self, k.name, k.params, "%args")
         w.load_params("%args")
         w.stmt(k.body)
@@ -77,7 +77,7 @@ class ModuleWriter:
                     continue
                 if kind == "work" and isinstance(ix, tuple):     # base + symbol x per unit (a symbolic size)
                     base, terms = (ix[0], ((ix[2], (ix[1],)),)) if len(ix) == 3 else ix
-                    acc = str(base)     # base + sum of coefficient x product of symbols (fxc/build.symbolic_slots)
+                    acc = str(base)     # base + sum of coefficient x product of symbols (the driver's symbolic_slots)
                     for t, (c, headers) in enumerate(terms):
                         prod = str(c)
                         for u, h in enumerate(headers):

@@ -15,6 +15,7 @@ import json
 import time
 
 from ...runtime.store import atomic_write, cache_dir
+from .compile import build_library, target_machine
 
 
 def _loop(name: str, dot: bool, nacc: int = 24) -> str:
@@ -38,7 +39,6 @@ def _loop(name: str, dot: bool, nacc: int = 24) -> str:
 
 
 def _measure() -> float:
-    from .compile import build_library, target_machine
     tm, triple, _, _ = target_machine()
     ir = "\n".join([f'target triple = "{triple}"', f'target datalayout = "{tm.target_data}"',
                     "declare <16 x float> @llvm.fma.v16f32(<16 x float>, <16 x float>, <16 x float>)",
@@ -62,7 +62,6 @@ def _measure() -> float:
 @functools.lru_cache(maxsize=None)
 def bf16_dot_gain() -> float:
     """Multiply-adds per second of vdpbf16ps over those of float32 FMAs on this CPU (0.0 without AVX-512 BF16)."""
-    from .compile import target_machine
     _, _, cpu, features = target_machine()
     if "+avx512bf16" not in features.split(","):
         return 0.0

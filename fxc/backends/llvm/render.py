@@ -7,7 +7,6 @@ by `fxc_parallel_for` from the CPU runtime; vectorize loops carry LLVM loop-vect
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from ...errors import LoweringError
 from ...lowering.expr import (
@@ -53,9 +52,6 @@ from ...lowering.loop_ir import (
 from .arith import LTYPE, MTYPE, UNSIGNED, Arithmetic, float_suffix, lty
 from .mathlib import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words
 
-if TYPE_CHECKING:
-    from .module import ModuleWriter
-
 FLOAT_FLAGS = "reassoc contract"
 
 # unary math: (llvm intrinsic stem) or ("libm", name) - libm names get an "f" suffix for float32
@@ -74,9 +70,10 @@ ICMP_U = {"lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge", "eq": "eq", "ne": 
 
 
 class FunctionWriter(Arithmetic):
-    """Emits one LLVM function body; statements become blocks, expressions SSA values."""
+    """Emits one LLVM function body of `module` (the ModuleWriter, module.py, that holds it); statements become
+    blocks, expressions SSA values."""
 
-    def __init__(self, module: "ModuleWriter", name: str, params: list, arg_names: str):
+    def __init__(self, module, name: str, params: list, arg_names: str):
         self.m, self.name, self.params = module, name, params
         self.lines: list = []
         self.allocas: list = []

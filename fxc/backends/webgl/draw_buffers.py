@@ -1,14 +1,14 @@
-"""WebGL fragments that write several texels: multiple render targets (the `webgl` target's matmuls and convolutions).
+"""WebGL fragments that write several texels, one a draw buffer (the `webgl` target's matmuls and convolutions).
 
 Takes a one-work-item-per-output Kernel (as fxc.backends.webgl.lanes renders it: a fragment computes four consecutive
 outputs, one RGBA texel) and, where it pays, produces a kernel whose fragment computes R texels at once, R the
-device's draw buffers (Caps.render_targets; WebGL 2 guarantees 4): the output's texels are cut in R parts of
-`split` texels, target r of the draw is part r, and the fragment at texel q computes the texels q + r * split. The
+device's draw buffers (Caps.draw_buffers; WebGL 2 guarantees 4): the output's texels are cut in R parts of
+`split` texels, draw buffer r is part r, and the fragment at texel q computes the texels q + r * split. The
 R copies of the kernel's body are *jammed*: their loops run as one, so a value the copies share is computed and
 fetched once. Each copy's `//` and `%` by a constant are folded by their dividends' intervals (the grid index within
 one part, loop variables within their extents) or as (x + k d) // d = x // d + k, so what the copies share is the
 same expression. In a matmul C = A @ B of M rows the parts are rows m, m + M/4, ... of the same columns: every weight
-texel is shared, a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (one target: 5 for 16) — 2.2-3.4x
+texel is shared, a fragment fetches 4 A texels and 4 B texels for 64 multiply-adds (one buffer: 5 for 16) — 2.2-3.4x
 faster a draw on SwiftShader (benchmarks/webgl_matmul_micro.py). The parts may also be runs: of every R x block
 elements (d = R x block a period of the kernel's index math, e.g. one channel block's pixels of a blocked
 convolution) part r holds the r-th run of `block`, so the copies of a channel-blocked 3x3 conv compute four groups of
@@ -16,19 +16,21 @@ output pixels of the same channel block and share every weight texel (4 input + 
 multiply-adds; the output's quarters, whole channel blocks sharing the input texel: 17). The cut that reads the
 fewest elements (a load that differs by lane counts 4x) is chosen per kernel.
 
-    got = split_targets(kernel, 4)      # None, or (the jammed kernel, targets, split, block: texels, outputs)
+    got = split_draw_buffers(kernel, 4)      # None, or (the jammed kernel, buffers, split, block: texels, outputs)
 
 The runtime (fxc/runtime/browser/webgl/runtime.js) draws such a kernel into R part textures and copies each into its
 place
 in the output texture (copyTexSubImage2D: at most six rectangles a run). The copies are independent (each its own
 private buffers and let-bound values, only global loads, the output written at its own index), so any interleaving
 of their statements computes what they compute one after another, each output in the same order of operations: the
-results are those of one target. Used where the kernel's loop nest runs MIN_REDUCTION or more iterations an output,
+results are those of one draw buffer. Used where the kernel's loop nest runs MIN_REDUCTION or more iterations an output,
 its float32 output of a constant size cuts into R parts of whole texels, and a load inside the loops is shared.
 """
 from __future__ import annotations
 
 import dataclasses
+
+import numpy as np
 
 from ...lowering.expr import Bin, Const, Expr, Load, Var, binary, children, rebuild
 from ...lowering.int_ranges import Bounds
@@ -56,7 +58,7 @@ class _Bounds(Bounds):
 
 
 class _NoJam(Exception):
-    """The copies cannot be jammed (different loop bounds or conditions, a barrier): the kernel keeps one target."""
+    """The copies cannot be jammed (different loop bounds or conditions, a barrier): one draw buffer."""
 
 
 def _peel(e):
@@ -257,7 +259,6 @@ def _elements(load, grid: Var, extents: dict, part: int) -> int:
 def _by_lane(e, grid: Var, part: int) -> bool:
     """Whether the int e differs among a fragment's four work-items (evaluated over the grid, other variables 0;
     True where it cannot be evaluated)."""
-    import numpy as np
     ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "idiv": np.floor_divide, "imod": np.mod}
     g = np.arange(part, dtype=np.int64)
 
@@ -318,24 +319,24 @@ def _divisors(s) -> set:
     return out
 
 
-def _cut(grid: Var, targets: int, n: int, block: int) -> list:
+def _cut(grid: Var, buffers: int, n: int, block: int) -> list:
     """Each copy's work-item for the fragment's work-item q: parts of `block` elements cut from every
-    targets x block (block = n / targets: the output's quarters; less: e.g. output pixels within one channel block)."""
-    if block * targets == n:
-        return [binary("add", grid, Const(r * block, grid.dtype)) for r in range(targets)]
+    buffers x block (block = n / buffers: the output's quarters; less: e.g. output pixels within one channel block)."""
+    if block * buffers == n:
+        return [binary("add", grid, Const(r * block, grid.dtype)) for r in range(buffers)]
     hi, lo = binary("idiv", grid, Const(block, grid.dtype)), binary("imod", grid, Const(block, grid.dtype))
-    base = binary("add", binary("mul", hi, Const(block * targets, grid.dtype)), lo)
-    return [binary("add", base, Const(r * block, grid.dtype)) for r in range(targets)]
+    base = binary("add", binary("mul", hi, Const(block * buffers, grid.dtype)), lo)
+    return [binary("add", base, Const(r * block, grid.dtype)) for r in range(buffers)]
 
 
-def split_targets(kernel: Kernel, targets: int):
-    """(kernel whose fragment computes `targets` texels, targets, split: texels a part, block: texels of a part's
-    run, outputs: each target's index of the fragment's work-item) or None (see the module). Of the cuts (the
-    output's quarters; runs of d / targets elements of every d, d a period of the kernel's index math), the one
+def split_draw_buffers(kernel: Kernel, buffers: int):
+    """(kernel whose fragment computes `buffers` texels, buffers, split: texels a part, block: texels of a part's
+    run, outputs: each draw buffer's index of the fragment's work-item) or None (see the module). Of the cuts (the
+    output's quarters; runs of d / buffers elements of every d, d a period of the kernel's index math), the one
     whose jammed loops read the fewest elements (_elements); None where no cut reads less than half of what
     the copies read apart (a conv's parts as whole channel blocks share the input: 17 of 20 texels, measured no
-    faster than one target)."""
-    if targets < 2 or kernel.launch is None or len(kernel.launch.grid) != 1 or kernel.launch.block != (1,):
+    faster than one draw buffer)."""
+    if buffers < 2 or kernel.launch is None or len(kernel.launch.grid) != 1 or kernel.launch.block != (1,):
         return None
     body = kernel.body
     if not (isinstance(body, For) and body.kind == "grid" and isinstance(body.extent, int)):
@@ -344,9 +345,9 @@ def split_targets(kernel: Kernel, targets: int):
     if len(outs) != 1 or next(iter(outs)).dtype != "float32":
         return None
     n = body.extent
-    if n % (targets * TEXEL_WIDTH) or _iterations(body.body) < MIN_REDUCTION:
+    if n % (buffers * TEXEL_WIDTH) or _iterations(body.body) < MIN_REDUCTION:
         return None                 # parts of whole texels only; no reduction: little for the copies to share
-    part = n // targets
+    part = n // buffers
     zero: dict = {}
     inner = _inline_thread(body.body, zero)
     loops = [st for st in walk_stmts(inner) if isinstance(st, For) and isinstance(st.extent, int) and st.start >= 0]
@@ -354,22 +355,22 @@ def split_targets(kernel: Kernel, targets: int):
     bounds.vars[body.var] = (0, part - 1)
     bounds.vars.update({st.var: (st.start, st.start + st.extent - 1) for st in loops})
     extents = {st.var: st.extent for st in loops}
-    blocks = [part] + sorted({d // targets for d in _divisors(inner) if d < n and n % d == 0
-                              and d % (targets * TEXEL_WIDTH) == 0}, reverse=True)
+    blocks = [part] + sorted({d // buffers for d in _divisors(inner) if d < n and n % d == 0
+                              and d % (buffers * TEXEL_WIDTH) == 0}, reverse=True)
     best = None
     for block in blocks:
-        at = _cut(body.var, targets, n, block)
+        at = _cut(body.var, buffers, n, block)
         try:
-            copies = [_Copy(r, body.var, at[r], bounds, inner, zero).stmt(inner) for r in range(targets)]
+            copies = [_Copy(r, body.var, at[r], bounds, inner, zero).stmt(inner) for r in range(buffers)]
             jammed = _jam(copies)
         except _NoJam:
             continue
         loads = [_loop_loads(c) for c in copies]
         if not loads[0] & loads[1]:
-            continue                # nothing shared: R fragments of one target cost the same
+            continue                # nothing shared: R fragments of one draw buffer cost the same
         cost = sum(_elements(x, body.var, extents, part) for x in set().union(*loads))
         alone = sum(_elements(x, body.var, extents, part) for x in loads[0])
-        if cost > MAX_READS * targets * alone:
+        if cost > MAX_READS * buffers * alone:
             continue                # less than half the reads shared (a conv's channel blocks: 17 of 20): no gain
         if best is None or cost < best[0]:
             best = (cost, block, jammed, at)
@@ -377,26 +378,26 @@ def split_targets(kernel: Kernel, targets: int):
         return None
     _, block, jammed, at = best
     k = dataclasses.replace(kernel, body=For(body.var, part, jammed, "grid", 0, 0), launch=Launch((part,), (1,)))
-    return k, targets, part // TEXEL_WIDTH, block // TEXEL_WIDTH, at
+    return k, buffers, part // TEXEL_WIDTH, block // TEXEL_WIDTH, at
 
 
-class WebGLTargetsRenderer(WebGLLanesRenderer):
-    """The lanes renderer of a jammed kernel (split_targets): the store at the fragment's index + r x part writes
-    render target r (`fxc_out<r>`)."""
+class DrawBuffersRenderer(WebGLLanesRenderer):
+    """The lanes renderer of a jammed kernel (split_draw_buffers): the store at the fragment's index + r x part writes
+    draw buffer r (`fxc_out<r>`)."""
 
-    def __init__(self, kernel, width: int, targets: int, outputs=()):
-        self.targets, self.part = targets, kernel.launch.grid[0]
-        self.target_of = {e: r for r, e in enumerate(outputs)}
+    def __init__(self, kernel, width: int, buffers: int, outputs=()):
+        self.buffers, self.part = buffers, kernel.launch.grid[0]
+        self.buffer_of = {e: r for r, e in enumerate(outputs)}
         super().__init__(kernel, width)
 
     def output_of(self, index):
-        r = self.target_of.get(self._expand(index))
+        r = self.buffer_of.get(self._expand(index))
         if r is not None:
             return f"fxc_out{r}"
         rest, c = _peel(self._expand(index))
-        if rest is None or rest not in self.frag or c % self.part or not 0 <= c // self.part < self.targets:
+        if rest is None or rest not in self.frag or c % self.part or not 0 <= c // self.part < self.buffers:
             return None
         return f"fxc_out{c // self.part}"
 
     def output_decls(self, vec: str) -> list:
-        return [f"layout(location = {r}) out highp {vec} fxc_out{r};" for r in range(self.targets)]
+        return [f"layout(location = {r}) out highp {vec} fxc_out{r};" for r in range(self.buffers)]

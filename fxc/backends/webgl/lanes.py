@@ -1,6 +1,6 @@
 """WebGL fragments that compute four outputs each, over RGBA textures (the `webgl` target's renderer).
 
-Takes a one-work-item-per-output Kernel (as fxc.backends.glsl.WebGLRenderer does) and produces a GLSL ES 3.00
+Takes a one-work-item-per-output Kernel (as fxc.backends.webgl.fragment.WebGLRenderer does) and produces a GLSL ES 3.00
 fragment shader whose fragment f computes the work-items 4f .. 4f+3 (its four "lanes") and writes them as one
 RGBA texel. Every tensor is packed flat, four consecutive elements a texel (element e: texel e >> 2, component
 e & 3), in RGBA32F (float32) or RGBA32I (integers) textures `width` texels wide.
@@ -28,7 +28,8 @@ import numpy as np
 from ...errors import LoweringError
 from ...lowering.expr import Bin, Cast, Const, Load, Select, Un, Var, binary, children, substitute
 from ...lowering.loop_ir import For, IfThen, LetStmt, Store, map_body, walk_stmts
-from ..glsl import _DIV, _FLOAT_TEX, _HELPERS, ES_HEAD, ES_TRIG, VALUE, WebGLRenderer, helper_text
+from ..glsl import HELPERS, INT_DIV, VALUE, helper_text
+from .fragment import ES_HEAD, ES_TRIG, FLOAT_TEX, WebGLRenderer
 
 TEXEL_WIDTH = 4
 _INTS = ("int32", "int64")
@@ -104,7 +105,7 @@ class WebGLLanesRenderer(WebGLRenderer):
     def __init__(self, kernel, width: int, offsets: bool = False):
         super().__init__(dataclasses.replace(kernel, body=_inline_single(kernel.body)), width)
         self.offsets = offsets          # row launches: each parameter j at a texel offset, uniform fxc_q{j}
-        self.tiles = None               # (tiles, rows): a render-target part drawn as tiles (glsl.part_tiles)
+        self.tiles = None               # (tiles, rows): a draw-buffer part drawn as tiles (program.part_tiles)
         self.lane = None                # the lane whose text expr() gives, while a lane's value is rendered
         self._vary: dict = {}
         self.vvars = self._varying_vars()
@@ -238,7 +239,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         return "fxc_out" if index in self.frag else None
 
     def output_decls(self, vec: str) -> list:
-        """The shader's output declarations (fxc.backends.webgl.draw_buffers: one per render target)."""
+        """The shader's output declarations (fxc.backends.webgl.draw_buffers: one per draw buffer)."""
         return [f"layout(location = 0) out highp {vec} fxc_out;"]
 
     def store(self, s: Store):
@@ -261,7 +262,7 @@ class WebGLLanesRenderer(WebGLRenderer):
                 self.emit(f"{self.name_of(s.buf)}_{j}[{self.expr(s.index)}] = {values[-1]};")
         self.lane = None
         if out:
-            vec = "vec4" if s.buf.dtype in _FLOAT_TEX else "ivec4"
+            vec = "vec4" if s.buf.dtype in FLOAT_TEX else "ivec4"
             conv = (lambda v: f"int({v})") if s.buf.dtype == "bool" else (lambda v: v)
             self.emit(f"{name} = {vec}({', '.join(conv(v) for v in values)});")
         self.invalidate(s.buf)
@@ -386,7 +387,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         if buf.scope != "global" or buf is self.outputs[0]:
             return None
         j = self.kernel.params.index(buf)
-        vec = "vec4" if buf.dtype in _FLOAT_TEX else "ivec4"
+        vec = "vec4" if buf.dtype in FLOAT_TEX else "ivec4"
         wrap = (lambda x: f"({x} != 0)") if buf.dtype == "bool" else (lambda x: x)
         rest, off = self._peel(idx)
         if rest is None or not self.varying(rest):
@@ -428,7 +429,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         if aff is None or aff[1] != 1:
             return None
         j = self.kernel.params.index(buf)
-        fl = buf.dtype in _FLOAT_TEX
+        fl = buf.dtype in FLOAT_TEX
         t = self.new()
         self.ld4.add("f" if fl else "i")
         self.emit(f"{'vec4' if fl else 'ivec4'} {t} = fxc_ld4{'f' if fl else 'i'}(fxc_t{j}, {aff[0]}{self._q(j, 4)});")
@@ -600,7 +601,7 @@ class WebGLLanesRenderer(WebGLRenderer):
         if buf is self.outputs[0]:
             raise LoweringError(f"{self.kernel.name}: reads its own output {buf.name}, which a fragment cannot")
         j = self.kernel.params.index(buf)
-        fl = buf.dtype in _FLOAT_TEX
+        fl = buf.dtype in FLOAT_TEX
         self.ld4.add("pf" if fl else "pi")     # selects of the component (the ternaries were 1.4x faster than
         # v[c] on SwiftShader; the mix form is as fast as they were: benchmarks/webgl_pick_ab.py)
         v = f"fxc_pick{'f' if fl else 'i'}(texelFetch(fxc_t{j}, fxc_at((({idx}) >> 2){self._q(j)}), 0), ({idx}) & 3)"
@@ -618,17 +619,17 @@ class WebGLLanesRenderer(WebGLRenderer):
         self.check_kernel()
         body = self.body_text()
         out = self.outputs[0]
-        fl = out.dtype in _FLOAT_TEX
+        fl = out.dtype in FLOAT_TEX
         head = [ES_HEAD, f"// {k.name}: {k.launch}, {TEXEL_WIDTH} outputs a fragment ({self.mode})",
                 f"#define FXC_W {self.width}", f"ivec2 fxc_at(int e) {{ return {self.at()}; }}",
                 *self.output_decls('vec4' if fl else 'ivec4')]
-        head += [f"uniform {'sampler2D' if b.dtype in _FLOAT_TEX else 'isampler2D'} fxc_t{j};"
+        head += [f"uniform {'sampler2D' if b.dtype in FLOAT_TEX else 'isampler2D'} fxc_t{j};"
                  for j, b in enumerate(k.params) if b is not out]
         o = k.params.index(out)
         if self.offsets:        # a row launch: its texel offset per parameter; it draws its output's range only
             head += [f"uniform int fxc_q{j};" for j in range(len(k.params))]
         at = f"int(gl_FragCoord.y) * FXC_W + int(gl_FragCoord.x){' - fxc_q' + str(o) if self.offsets else ''}"
-        if self.tiles:          # a part drawn as `tiles` columns of `rows` rows each (fxc.backends.glsl.part_tiles)
+        if self.tiles:          # a part drawn as `tiles` columns of `rows` rows each (program.part_tiles)
             tiles, rows = self.tiles
             at = (f"(int(gl_FragCoord.y) % {rows}) * FXC_W + (int(gl_FragCoord.y) / {rows}) * {self.width // tiles}"
                   " + int(gl_FragCoord.x)")
@@ -639,8 +640,8 @@ class WebGLLanesRenderer(WebGLRenderer):
                 for b, n in self.private.items() for c in copies]
         if self.mode == "loop":
             main.append(f"  {'float' if fl else 'int'} fxc_r[{TEXEL_WIDTH}];")
-        helpers = helper_text({u for u in self.used if u in _HELPERS}) + (ES_TRIG if self.trig else "")
-        divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {_DIV[op]} }}" for op in _DIV if op in self.used]
+        helpers = helper_text({u for u in self.used if u in HELPERS}) + (ES_TRIG if self.trig else "")
+        divs = [f"int fxc_{op}(int x, int y) {{ int s = y; {INT_DIV[op]} }}" for op in INT_DIV if op in self.used]
         kinds = {"f": ("vec4", "float", "sampler2D"), "i": ("ivec4", "int", "isampler2D")}
         ld4 = [PICK[s[1]] if s[0] == "p" else LD4.format(v=v, s=s, sampler=sampler, sel=LD4_SEL[s[-1]])
                for s in sorted(self.ld4) for v, t, sampler in [kinds[s[-1]]]]

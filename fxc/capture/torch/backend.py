@@ -263,7 +263,7 @@ def _saves_for_backward(gm) -> bool:
 
 def _static_placeholders(gm) -> set:
     """Names of the placeholders that are parameters or buffers (AOT autograd's static inputs): fxc treats
-    them as weights, whose derived values are computed once per weight version (fxc/relay_like/hoist.py),
+    them as weights, whose derived values are computed once per weight version (fxc/relay_like/passes/hoist.py),
     or as constants under options={'freeze': True}."""
     from torch._guards import TracingContext
     ctx = TracingContext.try_get()

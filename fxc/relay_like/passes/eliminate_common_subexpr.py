@@ -1,4 +1,8 @@
-def eliminate_common_subexpr(g):
+"""eliminate_common_subexpr: takes a Graph, returns it with each repeated computation (same op, inputs and attrs)
+made once."""
+
+
+def eliminate_common_subexpr(g, ctx):
     """Nodes with the same op, inputs and attrs compute the same values: keep the first."""
     seen, replace, kept = {}, {}, []
     for n in g.nodes:

@@ -1,4 +1,7 @@
-def eliminate_dead_code(g):
+"""eliminate_dead_code: takes a Graph, returns it without the nodes that reach no graph output."""
+
+
+def eliminate_dead_code(g, ctx):
     """Drop nodes none of whose outputs reach a graph output."""
     live = {v.id for v in g.outputs}
     kept = []

@@ -12,13 +12,14 @@ registry ops that each compute one output element from their inputs (reductions 
                                 where the Caps name a channel block, a float32 one is left to use_channel_blocks
                                 (max_pool2d_blocked on NCHWkc; it expands those it does not block)
 
-Takes a typed graph and the target's Caps; returns the graph with those nodes replaced (their output Values keep
+Takes a typed graph; returns the graph with those nodes replaced (their output Values keep
 their ids, names and users). Other targets get the graph unchanged: their single kernels are faster.
 """
 from __future__ import annotations
 
 import math
 
+from ...ops.registry import get_op
 from ..builder import Builder
 from ..graph import Graph
 
@@ -83,9 +84,9 @@ def _softmax(log: bool):
 
 
 def _max_pool2d(b, x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
-    from ...ops.nn import _pool_infer
     (kh, kw), (sh, sw), (ph, pw), (dh, dw) = kernel, stride, padding, dilation
-    oh, ow = _pool_infer([x.type], kernel, stride, padding, dilation, ceil_mode)[0].shape[-2:]
+    oh, ow = get_op("max_pool2d").infer([x.type], kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                                        ceil_mode=ceil_mode)[0].shape[-2:]
     h, w = x.shape[-2:]
     extra_h = max((oh - 1) * sh + dh * (kh - 1) + 1 - h - ph, 0)    # ceil_mode's last window reaches past the edge
     extra_w = max((ow - 1) * sw + dw * (kw - 1) + 1 - w - pw, 0)
@@ -111,10 +112,16 @@ def _pool_for_blocks(n, caps) -> bool:
         and n.inputs[0].type.ndim == 4
 
 
-def expand_opaque(g, caps=None, pools_for_blocks: bool = True):
-    """caps: the target's capabilities; only where `caps.scatter` is False does anything change. pools_for_blocks:
-    leave the max pools that use_channel_blocks may block (it calls this again with False for the rest)."""
-    if caps is None or caps.scatter or not any(n.op in EXPANSIONS for n in g.nodes):
+def expand_opaque(g, ctx):
+    """Only where the target's Caps.scatter is False does anything change; a max pool that use_channel_blocks may
+    block is left to it."""
+    return expand_ops(g, ctx.caps, pools_for_blocks=True)
+
+
+def expand_ops(g, caps, pools_for_blocks: bool):
+    """The expansion for a target of Caps `caps`. pools_for_blocks: leave the max pools that use_channel_blocks may
+    block (it expands the rest with False)."""
+    if caps.scatter or not any(n.op in EXPANSIONS for n in g.nodes):
         return g
     nodes = []
     for n in g.nodes:

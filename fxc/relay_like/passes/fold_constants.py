@@ -1,3 +1,4 @@
+"""fold_constants: takes a typed Graph, returns it with the nodes over constants only evaluated into constants."""
 import numpy as np
 
 from ...ops.registry import get_op
@@ -6,7 +7,7 @@ from ..graph import Value
 MAX_FOLD_ELEMENTS = 1 << 20
 
 
-def fold_constants(g):
+def fold_constants(g, ctx):
     """Evaluate nodes whose inputs are all constants with the op's numpy reference, unless the result is a constant
     bigger than MAX_FOLD_ELEMENTS and than every input (a broadcast stays inlined in its reader instead of becoming a
     stored copy). Weights are graph inputs (not constants) unless the user froze them, so training still sees

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from ...ops.registry import get_op
 from ..graph import Node
-from ..hoist import weight_derived
+from .hoist import weight_derived
 
 
 def _channel_scale(s, channels: int) -> bool:
     return s.dtype == "float32" and s.shape in ((channels, 1, 1), (1, channels, 1, 1))
 
 
-def fold_scale_axis(g):
+def fold_scale_axis(g, ctx):
     fixed = weight_derived(g)
     readers = {vid: len(us) for vid, us in g.users().items()}
     out_ids = {v.id for v in g.outputs}

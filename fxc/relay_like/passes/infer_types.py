@@ -1,8 +1,10 @@
+"""infer_types: every node's types checked against its op's type rule. Takes and returns a typed Graph (unchanged;
+a ShapeError where a recorded type disagrees)."""
 from ...errors import ShapeError
 from ...ops.registry import get_op
 
 
-def infer_types(g):
+def infer_types(g, ctx):
     """Re-run every op's type rule and check it agrees with the types already recorded."""
     for n in g.nodes:
         types = get_op(n.op).infer([v.type for v in n.inputs], **n.attrs)

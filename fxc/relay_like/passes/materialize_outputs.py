@@ -1,7 +1,8 @@
+"""materialize_outputs: takes a Graph, returns it with a node making every graph output into a buffer of its own."""
 from ..graph import Node
 
 
-def materialize_outputs(g):
+def materialize_outputs(g, ctx):
     """Every graph output gets its own freshly computed buffer: outputs that are graph inputs,
     constants, or repeated get a copy node."""
     seen, outs = set(), []

@@ -14,6 +14,8 @@ weights) are packed by fold_constants at compile time.
 """
 from __future__ import annotations
 
+from ...lowering.schedules import rule
+from ...ops.registry import get_op
 from ..graph import Node
 
 
@@ -25,7 +27,6 @@ def _lane_vectors(n: int, rows: int, caps) -> int:
     """Vectors of Caps.lanes columns per register tile: 2 where the width allows it, 3 when the tile has
     few rows (a 7-wide output row) so the accumulators still fill the registers; on a target with fewer
     accumulator registers one vector per 4 of them (AVX-512's 28: 3; AVX2's 12: 3, tiles of 4 rows)."""
-    from ...lowering.schedules import rule
     most = rule("cpu", "acc_vectors")(caps) // 4
     return max(1, min(3 if rows < 10 else 2, -(-n // caps.lanes), most))
 
@@ -47,15 +48,15 @@ def short_reduction(w_shape, out_shape, lanes: int) -> bool:
     return c * kh * kw < lanes and out_shape[2] == 1 and out_shape[3] >= lanes
 
 
-def pack_weights(g, caps=None):
-    """caps: the target's capabilities (None: this host's), for the register tile's width and the lanes."""
-    from ...target import Target
-    caps = caps or Target.parse("llvm").caps
+def pack_weights(g, ctx):
+    """On a CPU target: its Caps give the register tile's width and the lanes."""
+    if not ctx.target.is_cpu:
+        return g
+    caps = ctx.caps
     lanes = caps.lanes
     new_nodes = []
 
     def add(op, inputs, attrs, like=None):
-        from ...ops.registry import get_op
         types = get_op(op).infer([v.type for v in inputs], **attrs)
         n = Node(op, inputs, attrs, types)
         new_nodes.append(n)

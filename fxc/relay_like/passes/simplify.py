@@ -1,8 +1,9 @@
+"""simplify: takes a typed Graph, returns it without no-op nodes and with reshapes moved out of fusion's way."""
 from ...ops.registry import Kind, get_op
 from ..graph import Node, TensorType
 
 
-def simplify(g):
+def simplify(g, ctx):
     """Remove no-op nodes and move reshapes out of the way of fusion (rules, one per line):
     cast to own dtype, reshape to own shape, a pad by nothing, a slice of everything, copy of an intermediate
     (outputs are materialized later by materialize_outputs); reshape of a reshape reads the first one's input;

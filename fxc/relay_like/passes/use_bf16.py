@@ -16,8 +16,11 @@ bytes: 64x56x56 -> 52 us vs 198 us for pack(pad(x))). The weight side is packed 
 """
 from __future__ import annotations
 
+from ...ops.registry import get_op
 from ..graph import Node
+from .hoist import weight_derived
 from .pack_weights import _blocks, _lane_vectors
+from .use_blocked_layout import _depthwise, layout_inputs
 
 BANDWIDTH_ROWS = 8      # output rows per weight column at most: the op streams its weight (a GEMV), bf16 halves it
 
@@ -30,7 +33,6 @@ class _Rewrite:
         self.words: dict = {}           # (activation id, axis) -> its bf16x2 words
 
     def add(self, op, inputs, attrs):
-        from ...ops.registry import get_op
         n = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
         self.nodes.append(n)
         return n.outputs[0]
@@ -53,17 +55,17 @@ class _Rewrite:
         out.node, out.index = node, 0
 
 
-def use_bf16(g, everywhere: bool = True, caps=None, blocked_layout: bool = True):
-    """everywhere=False (a CPU whose vdpbf16ps is slower per multiply-add than its FMAs, see
-    backends/llvm_probe.py): only the ops bound by reading their weight (<= BANDWIDTH_ROWS rows) change.
-    caps: the target's capabilities (None: this host's): the lanes and register tiles of the packed weights.
-    blocked_layout: whether use_blocked_layout runs (the build option of that name)."""
-    from ...target import Target
-    from ..hoist import weight_derived
-    caps = caps or Target.parse("llvm").caps
+def use_bf16(g, ctx):
+    """On a CPU target with precision "bf16". ctx.bf16_everywhere False (a CPU whose vdpbf16ps is slower per
+    multiply-add than its FMAs, see backends/llvm/probe.py): only the ops bound by reading their weight
+    (<= BANDWIDTH_ROWS rows) change. The target's Caps give the lanes and register tiles of the packed weights;
+    ctx.blocked_layout: whether use_blocked_layout runs (the build option of that name)."""
+    if not (ctx.target.is_cpu and ctx.precision == "bf16"):
+        return g
+    everywhere, caps = ctx.bf16_everywhere, ctx.caps
     lanes = caps.lanes
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
-    blocked = _next_to_depthwise(g, lanes) if blocked_layout else set()
+    blocked = _next_to_depthwise(g, lanes) if ctx.blocked_layout else set()
     r = _Rewrite()
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
@@ -99,8 +101,9 @@ def use_bf16(g, everywhere: bool = True, caps=None, blocked_layout: bool = True)
     return g
 
 
-def use_bf16_blocked(g, everywhere: bool = True):
-    """The convs use_bf16 leaves to use_blocked_layout (those next to a depthwise conv), once it has placed them:
+def use_bf16_blocked(g, ctx):
+    """On a CPU target with precision "bf16" (ctx.bf16_everywhere as for use_bf16): the convs use_bf16 leaves to
+    use_blocked_layout (those next to a depthwise conv), once it has placed them:
 
         conv2d_packed(x16, pack_lanes(w), blocked_in, ..) -> conv2d_packed_bf16(pack_bf16_pairs(x16, 4),
                                                                                 pack_lanes(w, pair_axis 1), ..)
@@ -110,7 +113,9 @@ def use_bf16_blocked(g, everywhere: bool = True):
     them through (fuse_ops), packing each row tile's input columns once into a local panel (schedules/cpu/gemm), so no
     words tensor goes through memory. A conv over an odd number of channels from NCHW16c stays float32 (a pair
     would join a channel to a padding lane)."""
-    from ..hoist import weight_derived
+    if not (ctx.target.is_cpu and ctx.precision == "bf16"):
+        return g
+    everywhere = ctx.bf16_everywhere
     fixed = weight_derived(g)
     r = _Rewrite()
     for n in g.nodes:
@@ -132,7 +137,6 @@ def use_bf16_blocked(g, everywhere: bool = True):
 def _next_to_depthwise(g, lanes: int) -> set:
     """The convs whose input comes from a depthwise conv, or whose output goes to one, through elementwise ops and
     pads (use_blocked_layout's regions)."""
-    from .use_blocked_layout import _depthwise, layout_inputs
     users = g.users()
     up: dict = {}
     down: dict = {}

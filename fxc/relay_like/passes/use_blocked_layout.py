@@ -44,11 +44,6 @@ def _blocks(c: int, lanes: int) -> int:
     return -(-c // lanes)
 
 
-def _host_lanes() -> int:
-    from ...target import Target
-    return Target.parse("llvm").caps.lanes
-
-
 def _depthwise(n, lanes: int) -> bool:
     if n.op != "conv2d" or n.outputs[0].dtype != "float32":
         return False
@@ -113,11 +108,10 @@ def _candidate(v, lanes: int) -> bool:
         and v.node is not None
 
 
-def blocked_values(g, lanes: int | None = None, every_region: bool = False) -> set:
-    """Ids of the values the pass stores in NCHW16c (see the module's doc); lanes: the target's (None: this host's).
+def blocked_values(g, lanes: int, every_region: bool = False) -> set:
+    """Ids of the values the pass stores in NCHW16c (see the module's doc); lanes: the target's.
     every_region (a device's channel blocks, use_channel_blocks): every region is kept, depthwise conv or not, and a
     conv reads its input blocked wherever it is (no NCHW GEMM)."""
-    lanes = lanes or _host_lanes()
     gemm_in_nchw = (lambda conv: False) if every_region else _gemm_in_nchw
     users = g.users()
     outputs = {v.id for v in g.outputs}
@@ -182,13 +176,17 @@ def _widen(attrs, wp, add, lanes: int):
     return wide, add("pack_lanes", list(pack.inputs), dict(pack.attrs, blocks=ob))
 
 
-def use_blocked_layout(g, caps=None, enabled: bool = True, lanes: int | None = None, every_region: bool = False):
-    """caps: the target's capabilities (None: this host's): its lanes are the blocks' (NCHW16c on AVX-512, NCHW8c on
-    AVX2, NCHW4c on SSE). enabled=False (the build option blocked_layout=False): the graph as it is. lanes and
-    every_region: a device's channel blocks (use_channel_blocks: that block, every region, no CPU register tiles)."""
-    if not enabled:
+def use_blocked_layout(g, ctx):
+    """On a CPU target, unless the build option blocked_layout is False: blocks of the target's lanes (NCHW16c on
+    AVX-512, NCHW8c on AVX2, NCHW4c on SSE) around its depthwise convs."""
+    if not (ctx.target.is_cpu and ctx.blocked_layout):
         return g
-    lanes = lanes or (caps.lanes if caps is not None else _host_lanes())
+    return to_blocked(g, ctx.caps.lanes)
+
+
+def to_blocked(g, lanes: int, every_region: bool = False):
+    """The graph with the values of blocked_values(g, lanes, every_region) in blocks of `lanes` channels; every_region:
+    a device's channel blocks (use_channel_blocks: every region, no CPU register tiles)."""
     S = blocked_values(g, lanes, every_region)
     if not S:
         return g

@@ -21,21 +21,22 @@ from __future__ import annotations
 
 from ...ops.registry import get_op
 from ..graph import Node, node_appender
-from .expand_opaque import expand_opaque
-from .use_blocked_layout import use_blocked_layout
+from .expand_opaque import expand_ops
+from .use_blocked_layout import to_blocked
 
 
 def _blocks(n: int, k: int) -> int:
     return -(-n // k)
 
 
-def use_channel_blocks(g, caps=None):
-    """caps: the target's capabilities; only where caps.channel_block > 1 does anything change."""
-    k = getattr(caps, "channel_block", 0) if caps is not None else 0
+def use_channel_blocks(g, ctx):
+    """Only where the target's Caps.channel_block > 1 does anything change."""
+    caps = ctx.caps
+    k = caps.channel_block
     if k <= 1:
         return g
     if not any(n.op == "conv2d" for n in g.nodes):
-        return expand_opaque(g, caps, pools_for_blocks=False)
+        return expand_ops(g, caps, pools_for_blocks=False)
     new_nodes = []
     for n in g.nodes:
         if n.op != "conv2d" or n.attrs.get("groups", 1) != 1 or n.outputs[0].dtype != "float32" \
@@ -55,8 +56,8 @@ def use_channel_blocks(g, caps=None):
         out.node, out.index = rep, 0
         new_nodes += [pack, rep]
     g.nodes = new_nodes
-    g = _blocked_outputs(use_blocked_layout(g, caps, lanes=k, every_region=True), k)
-    return expand_opaque(g, caps, pools_for_blocks=False)      # the max pools left in NCHW: as expand_opaque's
+    g = _blocked_outputs(to_blocked(g, k, every_region=True), k)
+    return expand_ops(g, caps, pools_for_blocks=False)      # the max pools left in NCHW: as expand_opaque's
 
 
 def _blocked_outputs(g, k: int):

@@ -14,7 +14,12 @@ winograd="all" uses Winograd on every eligible conv, also where winograd_pays sa
 """
 from __future__ import annotations
 
+from ...lowering.blocks import ROW_BLOCK
+from ...lowering.expr import Expr
+from ...lowering.schedules import rule
+from ...ops.winograd import tiles
 from ..graph import node_appender
+from .hoist import weight_derived
 
 BF16_MIN_SIDE = 28      # with a bf16 direct kernel at twice the FMA rate: Winograd (float32) only on maps this large
 F4_MIN_TILES = 32       # float32 F(4x4) with fewer 4x4 tiles a pass over its weight: F(2x2) instead where it pays
@@ -46,8 +51,6 @@ def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
     never uses it). `python -m benchmarks.winograd_layers` times every form of a layer."""
     if mode == "off":
         return None
-    from ...lowering.blocks import ROW_BLOCK
-    from ...lowering.expr import Expr
     if isinstance(n, Expr):         # a symbolic batch runs in blocks of ROW_BLOCK images (lowering/blocks.py)
         n = ROW_BLOCK
     f4_tiles = n * -(-oh // 4) * -(-ow // 4)
@@ -105,22 +108,20 @@ def _adjoint(w):
 VARYING_F2_MIN_SIDE = 14    # weights that change every call (training): float32 F(2x2) only on maps this large
 
 
-def use_winograd(g, bf16_direct: bool = False, weights_vary: bool = False, caps=None, mode: str = "auto"):
-    """caps: the target's capabilities (None: this host's), for the register tile's shape and the lanes of the
-    transformed weight's channel blocks (Caps.lanes).
-    bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
-    weights_vary: the weight inputs change on every call (a training step's graphs), so the weight's transform is
+def use_winograd(g, ctx):
+    """On a CPU target: its Caps give the register tile's shape and the lanes of the transformed weight's channel
+    blocks (Caps.lanes); ctx.winograd is the mode of winograd_tile ("auto", "off", "all").
+    ctx.bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
+    ctx.weights_vary: the weight inputs change on every call (a training step's graphs), so the weight's transform is
     redone every call, as the direct kernel's repack is; float32 F(2x2), whose transform writes 16/9 of the weight's
     bytes, then keeps only maps of VARYING_F2_MIN_SIDE and more. Measured with `python -m benchmarks.winograd_layers
     --forms direct,F4,F2 --varying` (ResNet-18's layers, minimum of 40 calls): 512 channels at 7x7 1.58 ms direct
     against 1.72 in F(2x2), where a fixed weight gives 1.20 against 1.02; 256 at 14x14 1.13 against 0.73; F(4x4) on
     28x28 and 56x56 0.47 and 0.44 against 1.08 and 1.07."""
-    from ...lowering.schedules import rule
-    from ...ops.winograd import tiles
-    from ...target import Target
-    caps = caps or Target.parse("llvm").caps
+    if not ctx.target.is_cpu:
+        return g
+    caps, bf16_direct, weights_vary, mode = ctx.caps, ctx.bf16_direct, ctx.weights_vary, ctx.winograd
     fits, lane_vectors = rule("cpu", "winograd_fits"), rule("cpu", "winograd_lane_vectors")
-    from ..hoist import weight_derived
     fixed = weight_derived(g) if bf16_direct else set()
     new_nodes = []
 

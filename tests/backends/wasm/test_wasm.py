@@ -202,7 +202,7 @@ def test_group_entries_run_from_the_js_runtime():
     import base64
 
     from fxc.driver.build import wasm_group_entries
-    from fxc.relay_like.fuse_ops import fuse_ops
+    from fxc.relay_like.passes.fuse_ops import fuse_ops
     from fxc.runtime.browser.wasm import open_wasm_runtime
     x = np.random.default_rng(2).standard_normal((4, 33)).astype(np.float32)
     b = Builder()

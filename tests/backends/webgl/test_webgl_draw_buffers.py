@@ -1,4 +1,4 @@
-"""Fragments that write four texels (render targets, fxc/backends/webgl/draw_buffers.py) on the webgl target, against
+"""Fragments that write four texels (draw buffers, fxc/backends/webgl/draw_buffers.py) on the webgl target, against
 eager
 PyTorch: matmuls with their epilogues (bias, gelu, a residual), a batched matmul, channel-blocked convolutions, the
 parts whole texture rows, all in one row, or starting within a row; a 3x3 conv's parts by output pixel (runs
@@ -33,7 +33,7 @@ class _Bmm(nn.Module):
         return torch.softmax(q @ k.transpose(-1, -2) / 4.0, -1) @ k
 
 
-CASES = {       # name: (model, input shapes, whether a kernel gets render targets: True, False, None: either)
+CASES = {       # name: (model, input shapes, whether a kernel gets draw buffers: True, False, None: either)
     "linear_gelu_residual_rows": (lambda: _LinearGeluResidual(64, 32), [(64, 64), (64, 32)], True),
     "linear_one_row": (lambda: nn.Linear(64, 32), [(8, 64)], True),
     "linear_no_bias_k40": (lambda: nn.Linear(40, 64, bias=False), [(32, 40)], True),
@@ -49,7 +49,7 @@ CASES = {       # name: (model, input shapes, whether a kernel gets render targe
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_render_targets_match_eager(name):
+def test_draw_buffers_match_eager(name):
     make, shapes, least = CASES[name]
     torch.manual_seed(0)
     model = make().eval()
@@ -90,8 +90,8 @@ def test_program_without_targets_still_loads():
     assert json.loads(json.dumps(desc))["kernels"]["k"] == {"shader": "", "output": 0, "targets": 1, "split": 0}
 
 
-def test_render_targets_export_load_and_static_package(tmp_path):
-    """A model with render-target kernels exported: `fxc.load` runs it, and its static package (fxc web) runs in the
+def test_draw_buffers_export_load_and_static_package(tmp_path):
+    """A model with draw-buffer kernels exported: `fxc.load` runs it, and its static package (fxc web) runs in the
     page with the same runtime.js, both matching eager."""
     from fxc.deploy.web import serve, write_package
     from tests.deploy.test_web_package import _open
@@ -168,7 +168,7 @@ def test_copies_index_math_is_exact():
 
 class _LinearBesideATable(nn.Module):
     """A linear layer beside an embedding table big enough that the textures are 256 texels wide: the linear's
-    render-target parts (one texture row each) are drawn as tiles (fxc.backends.glsl.part_tiles)."""
+    draw-buffer parts (one texture row each) are drawn as tiles (fxc.backends.webgl.program.part_tiles)."""
 
     def __init__(self):
         super().__init__()

@@ -54,7 +54,7 @@ def test_four_outputs_a_fragment_match_eager(name):
 def test_matmul_reads_four_values_a_fetch():
     """A linear layer's reduction (k = 32) runs four steps at a time, and every texel it reads is fetched once for
     the four steps: the activations' texel shared by the four outputs of a fragment, a weight texel per output."""
-    torch.manual_seed(0)        # 3 rows: no exact cut in render targets (test_webgl_draw_buffers.py)
+    torch.manual_seed(0)        # 3 rows: no exact cut in draw buffers (test_webgl_draw_buffers.py)
     model, x = nn.Linear(32, 16).eval(), torch.randn(3, 32)
     compiled = fxc.from_torch(model, (x,), target="webgl")
     with torch.no_grad():
@@ -74,7 +74,7 @@ def test_lane_dependent_control_flow_runs_the_lanes_one_by_one():
     used (10 outputs)."""
     from types import SimpleNamespace
 
-    from fxc.backends.glsl import render_webgl
+    from fxc.backends.webgl.program import render_webgl
     from fxc.lowering.expr import Const, Load, Var, binary, compare
     from fxc.lowering.loop_ir import Buffer, For, IfThen, Kernel, Launch, Store
     from fxc.runtime.browser.webgl import layout, open_page
@@ -101,7 +101,7 @@ def test_unrolled_copies_keep_their_own_let_values():
     own let-bound value: acc = 2 * acc + x[4g + r] over r < 4 (each copy's `v * 2` is a different value)."""
     from types import SimpleNamespace
 
-    from fxc.backends.glsl import render_webgl
+    from fxc.backends.webgl.program import render_webgl
     from fxc.lowering.expr import Const, Load, Var, binary
     from fxc.lowering.loop_ir import Allocate, Buffer, For, Kernel, Launch, LetStmt, Store, seq
     from fxc.runtime.browser.webgl import layout, open_page

@@ -5,7 +5,7 @@
     m = WebGLModule(target, program, inputs, outputs, consts, workspace_bytes, plan)   # from fxc.driver.build_device
     desc = layout(program, plan, inputs, outputs, consts)      # what the page runs (the static package's too)
 
-The program (fxc.backends.glsl.render_webgl) is JSON: fragment shaders over 2-D textures `width` texels wide.
+The program (fxc.backends.webgl.program.render_webgl) is JSON: fragment shaders over 2-D textures `width` texels wide.
 `layout` gives every tensor place of the plan (an input, output, constant, or a workspace offset, per float/int
 kind) one texture, sized for the largest tensor it holds: the intermediates' textures are a pool sized by the
 memory plan. Integers travel as int32 (int64 values must fit 32 bits: checked here, an ExecutionError otherwise);

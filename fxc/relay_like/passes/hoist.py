@@ -8,10 +8,14 @@ of any graph input is hoisted as well, growth included: that is what the prepack
 hoisted value (use_blocked_layout's zero channels up to whole blocks: inlined, its bounds test would keep the
 conv epilogue that reads it from vectorizing).
 
+The plan step hoist_weights records them on the Planned graph (relay_like/planned.py).
+
 The runtime redoes the prepack step when one of its graph inputs is another tensor or was written in
 place (module.run_pointers' token), so hoisting never changes results, only when they are computed.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 PACK_OPS = ("pack_lanes", "winograd_weight")
 
@@ -45,3 +49,12 @@ def hoisted_values(g) -> set:
         if n.op in PACK_OPS or n.op == "pad" or all(o.type.numel <= biggest for o in n.outputs):
             fixed.update(o.id for o in n.outputs)
     return fixed - inputs
+
+
+def hoist_weights(p, ctx):
+    """The plan step: p.hoisted, the values of hoisted_values(p.graph) — none on a target without scatter (WebGL:
+    its host checks the indices a kernel reads before the call, so they must be inputs or constants; such values
+    stay fused into their readers)."""
+    if not ctx.caps.scatter:
+        return p
+    return replace(p, hoisted=frozenset(hoisted_values(p.graph)))

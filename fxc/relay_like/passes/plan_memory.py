@@ -2,13 +2,17 @@
 that is a kernel of its own is no kernel at all: its output is a view of its input's storage.
 
 Accepts fused groups (in execution order) and the graph's outputs; returns byte offsets into one
-workspace for every intermediate Value, the workspace size, and the sum of all intermediate sizes."""
+workspace for every intermediate Value, the workspace size, and the sum of all intermediate sizes.
+
+Two plan steps on the Planned graph (relay_like/planned.py): split_prepack (which groups run once per weight version,
+which are views, which write into an output) and plan_buffers (the per-call groups' MemoryPlan)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..errors import ShapeError
-from ..lowering.expr import ITEMSIZE, Expr
+from ...errors import ShapeError
+from ...lowering.expr import ITEMSIZE, Expr
+from ...lowering.sym import _poly, canonical
 
 ALIGN = 64
 
@@ -62,7 +66,6 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
     everything static): `sym_offsets` are their offsets from that area's start (polynomials of the symbols),
     `sym_bytes` its size. With one symbol s and sizes c x s only (a batch), the same plan is also `row_offsets`
     (x s) and `row_bytes` (x s)."""
-    from ..lowering.sym import _poly, canonical
     views = views or {}
     out_ids = {v.id for v in graph_outputs} | set(in_outputs)
     first, last, size, per = {}, {}, {}, {}
@@ -120,3 +123,26 @@ def _place(size: dict, first: dict, last: dict) -> tuple:
         offsets[vid] = off
         placed.append((off, off + nbytes, first[vid], last[vid]))
     return offsets, max((e for _, e, _, _ in placed), default=0)
+
+
+def split_prepack(p, ctx):
+    """The plan step after fusion: p.prepack, the groups that make hoisted values only (none a graph output: run once
+    per weight version, their results stored after the planned workspace), and p.main, the groups run on every call;
+    a lone reshape group of either is a view of its input (p.packed_views, p.views: no kernel), and an intermediate
+    that a graph output only reshapes is written into that output (p.into_out), its reshape dropped."""
+    out_ids = {v.id for v in p.graph.outputs}
+    prepack = [gr for gr in p.groups if all(o.id in p.hoisted and o.id not in out_ids for o in gr.outputs)]
+    main = [gr for gr in p.groups if all(gr is not q for q in prepack)]
+    packed_views = reshape_views(prepack, out_ids)
+    prepack = [gr for gr in prepack if gr.outputs[0].id not in packed_views]
+    views = reshape_views(main, out_ids)
+    main = [gr for gr in main if gr.outputs[0].id not in views]
+    into_out = output_sources(main, p.graph.outputs, views)
+    main = [gr for gr in main
+            if not (gr.root.op == "reshape" and len(gr.nodes) == 1 and gr.root.inputs[0].id in into_out)]
+    return replace(p, prepack=prepack, main=main, packed_views=packed_views, views=views, into_out=into_out)
+
+
+def plan_buffers(p, ctx):
+    """The plan step: p.memory, the MemoryPlan of the per-call groups (p.main) over the views and output sources."""
+    return replace(p, memory=plan_memory(p.main, p.graph.outputs, p.views, set(p.into_out)))

@@ -17,13 +17,15 @@
   activations: it is computed once in the prepack step and read from memory, as a constant would be;
 - a reshape is not a group's root (unless a graph output): it stays a view of its producer's output
   (plan_memory.reshape_views).
-Accepts a typed graph; returns Groups in topological order, each with one root node.
+Accepts a typed graph; returns Groups in topological order, each with one root node. The plan step fuse_groups
+records them on the Planned graph (relay_like/planned.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from ..ops.registry import Kind, get_op
+from ...lowering.schedules import rule
+from ...ops.registry import Kind, get_op
 
 
 @dataclass(eq=False)
@@ -73,7 +75,6 @@ def _pairs_for_gemm(p, n) -> bool:
         return p.attrs.get("axis") == 4
     if p.attrs.get("axis") != 1:
         return False
-    from ..lowering.schedules import rule
     conv1x1_as_gemm = rule("cpu", "conv1x1_as_gemm")
     x, wp = n.inputs
     return (len(x.shape) == 4 and wp.shape[2:4] == (1, 1) and tuple(n.attrs.get("stride", (1, 1))) == (1, 1)
@@ -213,3 +214,9 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
     order = {n: i for i, n in enumerate(g.nodes)}
     groups.sort(key=lambda gr: order[gr.root])
     return groups
+
+
+def fuse_groups(p, ctx):
+    """The plan step: p.groups, the fused groups of p.graph (ctx.fuse False: a group per node), the values of
+    p.hoisted kept out of the groups that run per call."""
+    return replace(p, groups=fuse_ops(p.graph, enable=ctx.fuse, hoisted=p.hoisted))

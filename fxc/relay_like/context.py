@@ -1,0 +1,41 @@
+"""PassContext: everything a graph pass reads besides the graph — the target and the build's choices.
+
+Every pass is `pass(graph, ctx) -> graph`; a pass that applies only to some targets or options reads them here and
+returns the graph unchanged elsewhere. The driver computes the choices (build options, probes of the target CPU)
+once and hands them down in one PassContext."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..target import Caps, Target
+
+
+def _host() -> Target:
+    return Target.parse("llvm")
+
+
+@dataclass(frozen=True)
+class PassContext:
+    """target: the filled Target (its Caps: lanes, registers, scatter, channel_block; target.is_cpu).
+    precision: "fp32" or "bf16" (use_bf16 and use_bf16_blocked run only for "bf16"), with
+    bf16_everywhere: bf16 on every conv/matmul over weights (False: only on those that stream their weight) and
+    bf16_direct: its direct convs run at twice the float32 rate (Winograd keeps only the layers where it still wins).
+    weights_vary: the weights change on every call (a training step's graphs; use_winograd).
+    winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
+    fuse: the build option fuse (False: every node a group of its own).
+    debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go."""
+    target: Target = field(default_factory=_host)
+    precision: str = "fp32"
+    bf16_everywhere: bool = True
+    bf16_direct: bool = False
+    weights_vary: bool = False
+    winograd: str = "auto"
+    blocked_layout: bool = True
+    fuse: bool = True
+    debug: int = 0
+    log: Callable[[str], None] = print
+
+    @property
+    def caps(self) -> Caps:
+        return self.target.caps
