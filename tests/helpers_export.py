@@ -46,7 +46,7 @@ def run_blocked(script: str, *argv, timeout: int = 300) -> dict:
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def check_runtime_report(report: dict, allowed=("fxc", "fxc.errors")) -> None:
+def check_runtime_report(report: dict, allowed=("fxc", "fxc.errors", "fxc.version")) -> None:
     """Nothing blocked was imported, and every fxc module imported is the runtime's (or one of `allowed`)."""
     assert report["blocked_loaded"] == [], report
     assert all(n in allowed or n.startswith("fxc.runtime") for n in report["modules"]), report

@@ -50,7 +50,7 @@ PROGRAMS = {"opencl": PROGRAM, "opengl": "program.glsl",     # device kind -> it
             "webgpu": "program.wgsl.json"}                    # WebGPU: compute shaders in JSON
 PARTS = (LIBRARY, PARAMS, HEADER, C_SOURCE, *PROGRAMS.values())   # the only part names an artifact may have
 ALIGN = 64
-SIGNATURE = "manifest.sig"       # optional: the Ed25519 signature of the manifest's bytes (runtime/signing.py)
+SIGNATURE = "manifest.sig"       # optional: the Ed25519 signature of the manifest's bytes (signing.py)
 SIGNATURE_BYTES = 64
 MAX_MANIFEST = 64 << 20          # bytes: a manifest is a few KiB to a few MiB
 MAX_RATIO = 200                  # uncompressed / compressed size past which a part is refused before inflating
@@ -291,7 +291,6 @@ def unpack_params(manifest: dict, blob: bytes) -> list:
         a.flags.writeable = False
         out.append(a)
     return out
-
 
 
 def is_device_artifact(manifest: dict) -> bool:
