@@ -8,8 +8,8 @@ once which op caused it. Torch tensors in, torch tensors out.
 
 Takes Dynamo's FX graph, its example inputs and the options of torch.compile; produces the compiled callable. This
 file is the entry, its options, the decompositions and the partitioning (`compile_aten_graph`); the conversion of a
-partition to the graph IR is torch_graph.py, the partition's per-call runner (`FxcSubgraph`, the weights' checks)
-torch_partition.py. Their names stay importable from here.
+partition to the graph IR is graph.py, the partition's per-call runner (`FxcSubgraph`, the weights' checks)
+partition.py (their names stay importable from here), what the capture reports recorder.py, fxc.explain explain.py.
 """
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ log = logging.getLogger("fxc")
 
 # torch.compile's options: every build option (fxc.driver.build.BUILD_OPTIONS) and the capture's own
 OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
+
 
 def _warn_once(op: str, reason: str):
     _say_once(op, "fxc: %s is not supported (%s); it runs in eager PyTorch", op, reason)
