@@ -34,7 +34,7 @@ def main():
     import torch
 
     import fxc
-    from fxc.runtime.profile import format_profile
+    from fxc.runtime.cpu.profile import format_profile
     from fxc.testing.models import example_inputs, make_model
     from fxc.testing.standard import make_standard_model, standard_inputs
     from fxc.testing.zoo import make_zoo_model, zoo_inputs

@@ -20,11 +20,11 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
 
     Returns
     -------
-    fxc.capture.torch.backend.Explanation with .compiled_ops, .fallback_ops (collections.Counter of op name ->
+    fxc.capture.torch.recorder.Explanation with .compiled_ops, .fallback_ops (collections.Counter of op name ->
     count over all captured graphs), .kernels (one line per fused kernel), .failures (subgraphs that could not
     compile) and a readable str(); in the first form, a callable that returns it.
     """
-    from .capture.torch.backend import explain as _explain
+    from .capture.torch.explain import explain as _explain
     return _explain(model, *example_inputs, options=options, **option_keywords)
 
 

@@ -205,7 +205,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .runtime.artifact.loader import read_verified
+    from .runtime.artifact.read import read_verified
     m, parts, _, signature = read_verified(args.artifact, args.trusted_key)
     if args.json:
         print(json.dumps(m, indent=1))
@@ -256,7 +256,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_extract(args) -> int:
-    from .runtime.artifact.loader import extract
+    from .runtime.artifact.extract import extract
     d = extract(args.artifact, args.directory, trusted_keys=args.trusted_key)
     print(f"extracted {args.artifact} -> {d}")
     return 0
@@ -266,7 +266,7 @@ def cmd_verify(args) -> int:
     from pathlib import Path
 
     from .runtime.artifact.extract import verify_folder
-    from .runtime.artifact.loader import read_verified
+    from .runtime.artifact.read import read_verified
     if Path(args.artifact).is_dir():
         verify_folder(args.artifact, args.key)
     else:

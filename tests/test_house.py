@@ -19,7 +19,7 @@ HEAVY = FRAMEWORKS | {"pyopencl", "moderngl", "playwright", "llvmlite"}
 # the device APIs of fxc/runtime (a device's handle, its modules, its page); the plan records, the weight state and
 # the on-disk store are not device code
 DEVICE_APIS = ("fxc.runtime.cpu", "fxc.runtime.opencl", "fxc.runtime.opengl", "fxc.runtime.browser",
-               "fxc.runtime.device")
+               "fxc.runtime.device_module")
 # the layers that use the compiler rather than make it up: the public API (fxc/__init__.py), the CLI, the frameworks'
 # capture, the driver, export and the web package, the tuner, the test models and sweeps
 ABOVE_THE_COMPILER = {"fxc", "fxc.cli", "fxc.mxnet", "fxc.capture", "fxc.driver", "fxc.deploy", "fxc.tuning",

@@ -8,8 +8,8 @@ A backend is of one of two families, which decide how the driver lowers the fuse
 - "gpu" (opencl, opengl, webgl, webgpu): the GPU schedules; kernels launched one by one, `render`ed as one program.
 
 and its module has one of two forms: "library" (a shared library this process loads and calls on the inputs in
-place: fxc.runtime.module) or "program" (a program that its device, or a browser page, loads and runs as a plan of
-launches, the weights uploaded once and kept resident there: fxc.runtime.device and the device APIs).
+place: fxc.runtime.cpu.module) or "program" (a program that its device, or a browser page, loads and runs as a plan of
+launches, the weights uploaded once and kept resident there: fxc.runtime.device_module and the device APIs).
 """
 from __future__ import annotations
 

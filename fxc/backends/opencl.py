@@ -126,7 +126,7 @@ long fxc_check_index(long i, long size, int wrap, int op, __global int *err) {
   return 0;
 }
 """
-# fxc_err (fxc.runtime.device.ERROR_WORDS ints): [0] integer division by zero; [1] an index out of range,
+# fxc_err (fxc.runtime.opencl.module.ERROR_WORDS ints): [0] integer division by zero; [1] an index out of range,
 # [2] its op, [3:5] the index, [5:7] the dimension's size (low and high 32-bit words)
 
 

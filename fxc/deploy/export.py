@@ -1,4 +1,4 @@
-"""`fxc.export`: write a compiled model as one deploy artifact (format in fxc/runtime/artifact/loader.py).
+"""`fxc.export`: write a compiled model as one deploy artifact (format in fxc/runtime/artifact/read.py).
 
 Compiler side of deploy: it builds the artifact's library (kernels + plain C entry points) with the
 target's backend, lays the constants out as raw bytes, and writes the zip atomically (temp file, fsync,
@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import ArtifactError, FxcError, TargetError
 from ..runtime.artifact import signing
-from ..runtime.artifact.loader import (
+from ..runtime.artifact.device import device_interface_line
+from ..runtime.artifact.read import (
     ALIGN,
     C_SOURCE,
     FORMAT,
@@ -29,9 +30,9 @@ from ..runtime.artifact.loader import (
     interface,
     program_part,
 )
-from ..runtime.device import device_interface_line
-from ..runtime.module import Module, np_dtype
+from ..runtime.cpu.module import Module
 from ..runtime.store import atomic_write
+from ..runtime.tensors import np_dtype
 from ..version import __version__
 
 C_ABI = {
@@ -126,7 +127,7 @@ def export(compiled, path, sign_key=None) -> Path:
 
     Parameters
     ----------
-    compiled : fxc.capture.torch.aot.CompiledModel or fxc.runtime.module.Module
+    compiled : fxc.capture.torch.aot.CompiledModel or fxc.runtime.cpu.module.Module
         What `fxc.from_torch` (or `fxc.driver.build.build`) returned.
     path : str or os.PathLike
         Destination file; an existing file is replaced only once the new one is complete (a crash or an
@@ -216,7 +217,7 @@ def _slot(ix):
 
 
 def export_device(module, path) -> Path:
-    """Write a device module (fxc.runtime.device.DeviceModule) as an artifact: the OpenCL C program (its
+    """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
     first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
     symbols = symbol_facts(module) if getattr(module, "symbols", None) else []
     if symbols and not getattr(module, "exports_symbols", False):

@@ -37,11 +37,11 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ArtifactError, FxcError
-from ..runtime.artifact.loader import read_artifact
+from ..runtime.artifact.device import read_device
+from ..runtime.artifact.read import read_artifact
 from ..runtime.browser.webgl import RUNTIME_JS, layout, pack, program_of
-from ..runtime.device import read_device
-from ..runtime.module import check_inputs
 from ..runtime.store import atomic_write
+from ..runtime.tensors import check_inputs
 from ..version import __version__
 
 PACKAGE_JS = Path(__file__).parents[1] / "runtime" / "browser" / "web_package.js"
@@ -112,8 +112,8 @@ def _sri(data: bytes) -> str:
 
 def sample_inputs(specs: list, seed: int = 0, sizes: dict | None = None) -> list:
     """One input set of the signature (at the size symbols' `sizes`): standard normal floats, zero integers, False."""
-    from ..runtime.module import np_dtype
     from ..runtime.rows import shape_at
+    from ..runtime.tensors import np_dtype
     rng = np.random.default_rng(seed)
     shapes = [shape_at(s, sizes) if sizes else s.shape for s in specs]
     return [rng.standard_normal(shape).astype(np.float32) if s.dtype == "float32"
@@ -157,9 +157,10 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
     them)."""
     from types import SimpleNamespace
 
+    from ..runtime.arena import place_arena
     from ..runtime.browser.webgpu import RUNTIME_JS as GPU_JS, WASM_JS, WASM_STEPS_JS
-    from ..runtime.device import _nbytes
-    from ..runtime.opengl.device import dispatch_of, place_arena
+    from ..runtime.plan import dispatch_of
+    from ..runtime.tensors import nbytes
     m = SimpleNamespace(inputs=specs, outputs=outputs, consts=consts, workspace_bytes=workspace)
     place_arena(m, 1 << 62, "WebGPU", "the browser")        # the page checks its adapter's binding limit
     where = {"in": m._in_at, "out": m._out_at, "const": m._const_at}
@@ -168,7 +169,7 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
     wasm = program.pop("wasm", {})          # groups WGSL refused: wasm steps (fxc.driver.page_kernels)
     entries = wasm.get("entries", {})
     desc = {"program": program, "arena_bytes": m.arena_bytes, "inputs": m._in_at, "outputs": m._out_at,
-            "output_bytes": [_nbytes(s) for s in outputs], "consts": m._const_at,
+            "output_bytes": [nbytes(s) for s in outputs], "consts": m._const_at,
             "plan": [{"wasm": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args], **entries[st.kernel]}
                      if st.kernel in entries else
                      {"kernel": st.kernel, "offsets": [at(kind, ix) for kind, ix in st.args],

@@ -16,7 +16,8 @@ import time
 from ..backends import backend_of, fill
 from ..errors import TargetError
 from ..relay_like.pipeline import plan_graph, run_passes
-from ..runtime.module import Module, TensorSpec
+from ..runtime.cpu.module import Module
+from ..runtime.tensors import TensorSpec
 from ..symbolic.expr import facts
 from ..target import Target
 from .cache import cacheable, load_module, module_key, store_module

@@ -15,8 +15,9 @@ import numpy as np
 
 from ..errors import FxcError
 from ..ops.registry import as_registered
-from ..runtime.module import Module, TensorSpec
+from ..runtime.cpu.module import Module
 from ..runtime.store import checked_file, read_entry, warn_once, write_entry
+from ..runtime.tensors import TensorSpec
 from ..target import Target
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..errors import CompileError, LoweringError
 from ..relay_like.passes.plan_memory import MemoryPlan
 from ..relay_like.planned import Planned
-from ..runtime.module import TensorSpec
+from ..runtime.tensors import TensorSpec
 from ..symbolic.expr import ITEMSIZE, Sym, poly
 from ..symbolic.sym import SymInfo, dim_text, symbols_of
 

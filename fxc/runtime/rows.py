@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .symbols import dim_value
+from .tensors import np_dtype
+
 
 def slot_offset(ix, s: int) -> int:
     """A slot's byte offset at size s: an int, or (base, per) for base + s * per."""
@@ -61,12 +64,10 @@ def symbolic_dims(spec) -> bool:
 
 def shape_at(spec, sizes: dict) -> tuple:
     """A TensorSpec's shape at the call's symbol values."""
-    from .symbols import dim_value
     return tuple(dim_value(d, sizes) for d in spec.shape)
 
 
 def nbytes_at(spec, sizes: dict | None) -> int:
     """A TensorSpec's bytes at the symbols' values (its static shape's when sizes is None)."""
-    from .module import np_dtype
     shape = shape_at(spec, sizes) if sizes else spec.shape
     return int(np.prod(shape, dtype=np.int64)) * np_dtype(spec.dtype).itemsize

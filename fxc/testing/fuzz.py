@@ -404,7 +404,7 @@ def _compare_fn(fn, inputs, target, grad=False, dynamic=False):
 
     import torch._dynamo
 
-    from ..capture.torch.backend import recording
+    from ..capture.torch.recorder import recording
     run = _with_grads if grad else (lambda f, ins: f(*[t.clone() for t in ins]))
     longer = [torch.cat([t, t, t[:1]]) if t.ndim else t for t in inputs] if dynamic else None
     with contextlib.nullcontext() if grad else torch.no_grad():

@@ -165,7 +165,7 @@ def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from ..capture.torch import backend as fxc_torch
+    from ..capture.torch import recorder as fxc_torch
 
     _seed_outside_the_op()
 

@@ -9,7 +9,7 @@ import torch
 
 import fxc.driver.build as BUILD
 from fxc.errors import InputError
-from fxc.runtime.device import Launch
+from fxc.runtime.plan import Launch
 from fxc.runtime.rows import expand
 
 SYMBOLIC_TARGETS = ("opencl", "opengl", "webgpu", "webgl", "wasm")    # Caps.dynamic_rows

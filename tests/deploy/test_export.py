@@ -18,7 +18,8 @@ import torch.nn.functional as F
 
 import fxc
 from fxc.errors import ArtifactError, FxcError, InputError, TargetError, UnsupportedOpError
-from fxc.runtime.artifact.loader import LIBRARY, MANIFEST, PARAMS, extract
+from fxc.runtime.artifact.extract import extract
+from fxc.runtime.artifact.read import LIBRARY, MANIFEST, PARAMS
 
 from ..helpers import assert_close_np
 from ..helpers_export import LOAD_AND_RUN, build_c_example, check_runtime_report, run_blocked, run_cli_blocked
@@ -192,7 +193,8 @@ def test_load_imports_only_the_runtime(case, tmp_path):
         files.append(str(tmp_path / f"in{i}.npy"))
     report = run_blocked(LOAD_AND_RUN, path, *files, tmp_path / "out.npz", timeout=120)
     check_runtime_report(report)
-    assert report["bytes"] < 52_000, report     # the runtime stays tiny (hostile-artifact checks: ~10 KB of it)
+    assert report["bytes"] < 60_000, report     # the runtime stays tiny (hostile-artifact checks: ~10 KB of it;
+    #                                             the weight state, runtime/weights.py: ~6 KB)
     print(f"runtime: {report['bytes']} bytes in {report['modules']}")
     with np.load(tmp_path / "out.npz") as z:
         for k, e in enumerate(expected):

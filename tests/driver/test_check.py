@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import fxc.ops.elementwise as elementwise
-from fxc.capture.torch.backend import explain
+from fxc.capture.torch.explain import explain
 from fxc.driver.check import CheckError, check_graph
 from fxc.ops import registry
 from fxc.relay_like.builder import Builder

@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 import fxc
-from fxc.capture.torch.backend import recording
+from fxc.capture.torch.recorder import recording
 
 U = 2.0 ** -24          # float32's unit roundoff
 

@@ -45,15 +45,15 @@ def test_pack_weights_pass_rewrites_conv_and_matmul():
 
 
 def _count_prepacks(monkeypatch):
-    from fxc.runtime import module as rt
+    from fxc.runtime.cpu import module as rt
     calls = []
     real = rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):
-        state = (self._workspace_for(token) if self.prepack_inputs else self._ws).state()
-        before = state.get("prepacked"), state.get("fingerprint")
+        held = (self._workspace_for(token) if self.prepack_inputs else self._ws).held()
+        before = held.token, held.fingerprint
         real(self, ins, outs, token)
-        if self.prepack_inputs and (state.get("prepacked") is not before[0] or state.get("fingerprint") != before[1]):
+        if self.prepack_inputs and (held.token is not before[0] or held.fingerprint != before[1]):
             calls.append(1)
     monkeypatch.setattr(rt.Module, "run_prepared", spy)
     return calls
@@ -115,7 +115,7 @@ def test_writes_through_data_are_seen(monkeypatch):
 
 def test_writes_through_data_of_non_contiguous_weights_are_seen(monkeypatch):
     """A channels_last model's conv weights are not contiguous: fxc reads them through contiguous copies, which a
-    write through .data left stale (max error 1.8) until the copies' sources are sampled too (WeightSampler)."""
+    write through .data left stale (max error 1.8) until the copies' sources are sampled too (runtime Sample)."""
     calls = _count_prepacks(monkeypatch)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 4, 1))
@@ -199,7 +199,7 @@ def test_weight_only_math_is_hoisted_into_prepack(monkeypatch):
 def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monkeypatch, caplog):
     """Weights made under inference_mode have no version counter: every call repacks (a write to them could
     not be seen otherwise), the result follows such a write, and fxc says once why it is slower."""
-    from fxc.runtime import module as rt
+    from fxc.runtime.cpu import module as rt
     calls, real = [], rt.Module.run_prepared
 
     def spy(self, ins, outs, token=None):
@@ -207,7 +207,7 @@ def test_inference_tensor_weights_are_repacked_every_call_with_one_warning(monke
             calls.append(1)
         real(self, ins, outs, token)
     monkeypatch.setattr(rt.Module, "run_prepared", spy)
-    import fxc.capture.torch.backend as capture
+    import fxc.capture.torch.recorder as capture
     monkeypatch.setattr(capture, "_warned", set())       # said once per process: not yet in this test
     with torch.inference_mode():
         net, x = _conv_bn()

@@ -201,7 +201,7 @@ def test_reductions_of_0d_tensors_over_dim_0(k, target):
           lambda x: torch.aminmax(x, dim=0), lambda x: x.argmin(-1, keepdim=True)][k]
     x = torch.tensor(3.0)
     same(compiled(fn, target)(x), fn(x))
-    from fxc.capture.torch.backend import explain
+    from fxc.capture.torch.explain import explain
     assert not explain(fn, x).failures
 
 
@@ -233,7 +233,7 @@ def test_other_dtypes_are_right_compiled_or_not(dtype, target):
                                          ([(0, 2), (0, 2)], -1)])
 def test_stack_and_cat_of_empty_tensors_compile(shapes, dim, target):
     """cat/stack whose inputs are all empty along the joined dim (OpInfo's stack sample failed to compile)."""
-    from fxc.capture.torch.backend import explain
+    from fxc.capture.torch.explain import explain
     ts = [torch.randn(s) for s in shapes]
     for fn in (lambda *t: torch.stack(t, dim), lambda *t: torch.cat(t, dim) * 2):
         same(compiled(fn, target)(*ts), fn(*ts))

@@ -23,7 +23,8 @@ import fxc
 from fxc.cli import main as cli
 from fxc.errors import ArtifactError, FxcError
 from fxc.runtime.artifact.extract import extract, verify_folder
-from fxc.runtime.artifact.loader import C_SOURCE, HEADER, LIBRARY, MANIFEST, PARAMS, TMP_PREFIX, read_artifact
+from fxc.runtime.artifact.loader import TMP_PREFIX
+from fxc.runtime.artifact.read import C_SOURCE, HEADER, LIBRARY, MANIFEST, PARAMS, read_artifact
 from fxc.runtime.artifact.signing import SIGNATURE, SignatureError, generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,7 +245,7 @@ def test_highly_compressed_part_is_refused(art, tmp_path):
 
 
 def test_real_artifacts_compress_far_below_the_limit(art):
-    from fxc.runtime.artifact.loader import MAX_RATIO
+    from fxc.runtime.artifact.read import MAX_RATIO
     with zipfile.ZipFile(art[0]) as z:
         for info in z.infolist():
             assert info.file_size <= MAX_RATIO / 4 * max(info.compress_size, 1), (info.filename, info.file_size)

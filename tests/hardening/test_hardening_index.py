@@ -10,7 +10,8 @@ import torch
 
 import fxc
 from fxc.errors import IndexOutOfRangeError
-from fxc.runtime.artifact.loader import PARAMS, extract
+from fxc.runtime.artifact.extract import extract
+from fxc.runtime.artifact.read import PARAMS
 
 pytestmark = pytest.mark.all_targets       # every target: these cases must hold on each (tests/targets.py)
 

@@ -23,17 +23,17 @@ def _compile(fn, *xs):
 
 def _sources(monkeypatch, **knobs) -> list:
     """Builds from now on use these knobs (and are not read back from the module cache); their OpenCL programs."""
-    from fxc.runtime import device as device_module
+    from fxc.runtime.opencl import module as opencl_module
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     for_caps = gpu.Knobs.for_caps
     monkeypatch.setattr(gpu.Knobs, "for_caps", staticmethod(lambda caps: dataclasses.replace(for_caps(caps), **knobs)))
     seen = []
-    init = device_module.DeviceModule.__post_init__
+    init = opencl_module.OpenCLModule.__post_init__
 
     def record(self):
         seen.append(self.source)
         init(self)
-    monkeypatch.setattr(device_module.DeviceModule, "__post_init__", record)
+    monkeypatch.setattr(opencl_module.OpenCLModule, "__post_init__", record)
     return seen
 
 
@@ -91,11 +91,12 @@ def test_indices_are_32_bit_where_the_interval_analysis_proves_it():
     assert "const int g" in huge and "const long i" in huge        # 2**28 work-groups, 2**34 elements
     k = kernel(1 << 12, 32)
     assert {v.name.rstrip("0123456789") for v in narrow_indices(k, set()) if isinstance(v, Var)} == {"g", "th", "i"}
-    from fxc.runtime.device import DeviceModule, Launch
-    from fxc.runtime.module import TensorSpec
+    from fxc.runtime.opencl.module import OpenCLModule
+    from fxc.runtime.plan import Launch
+    from fxc.runtime.tensors import TensorSpec
     a = np.arange(1 << 12, dtype=np.float32)
     for src in (gpu32, cpu64):
-        m = DeviceModule("opencl", src, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")],
+        m = OpenCLModule("opencl", src, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")],
                          [], 0, [Launch("copy", [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)])
         np.testing.assert_array_equal(m(a), a + a[np.arange(a.size) % 64])
 
@@ -230,8 +231,8 @@ def _staged_expected(a):
 
 
 def _device_module(cls, kind, source, k, a):
-    from fxc.runtime.device import Launch
-    from fxc.runtime.module import TensorSpec
+    from fxc.runtime.plan import Launch
+    from fxc.runtime.tensors import TensorSpec
     plan = [Launch(k.name, [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)]
     return cls(kind, source, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")], [], 0, plan)
 
@@ -241,14 +242,14 @@ def test_staged_fixture_on_opencl(vectors):
     """OpenCL C takes the fixture's float4 loads and stores as they are (vload4 / vstore4 from global and local
     memory, a lane reduction) or scalarized: both equal numpy."""
     from fxc.lowering.legalize import scalarize
-    from fxc.runtime.device import DeviceModule
+    from fxc.runtime.opencl.module import OpenCLModule
     k = _staged_fixture()
     k = dataclasses.replace(k, body=scalarize(k.body, {4} if vectors else ()))
     src = render_opencl([k])
     assert "__local float tile" in src and "barrier(CLK_LOCAL_MEM_FENCE)" in src
     assert ("vload4(0, x + " in src and "vstore4(" in src and "vload4(0, tile + " in src) == vectors
     a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)
-    np.testing.assert_allclose(_device_module(DeviceModule, "opencl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
+    np.testing.assert_allclose(_device_module(OpenCLModule, "opencl", src, k, a)(a), _staged_expected(a), rtol=1e-5)
 
 
 def _scalarized_fixture(render):
@@ -266,7 +267,7 @@ def test_staged_fixture_on_glsl():
     """GLSL compute rejects the fixture's vectors (its kernels come scalarized: Caps.vector_widths is empty for GL)
     and runs the scalarized fixture (shared memory, barrier) on the GL device: equal to numpy."""
     from fxc.backends.glsl import render_glsl
-    from fxc.runtime.opengl.device import GLModule
+    from fxc.runtime.opengl.module import GLModule
     k, src = _scalarized_fixture(render_glsl)
     assert "shared float" in src and "barrier();" in src
     a = np.random.default_rng(5).standard_normal((3, 37)).astype(np.float32)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from fxc.capture.torch.backend import explain
+from fxc.capture.torch.explain import explain
 
 NAN, INF = float("nan"), float("inf")
 

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import fxc.ops.elementwise as elementwise
-from fxc.capture.torch.backend import recording
+from fxc.capture.torch.recorder import recording
 from fxc.lowering import te
 from fxc.ops import registry
 from fxc.relay_like.passes.fuse_ops import fuse_ops

@@ -4,7 +4,7 @@ checked against their numpy references in test_ops.py (generated from the regist
 import pytest
 import torch
 
-from fxc.capture.torch import backend as fxc_torch
+from fxc.capture.torch import explain as fxc_torch
 from fxc.testing import opinfo
 
 COMPILED = ["linalg.inv", "linalg.solve", "linalg.det", "linalg.slogdet", "linalg.lu_factor_ex", "linalg.lu",

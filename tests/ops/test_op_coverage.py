@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import fxc
-import fxc.capture.torch.backend as fxc_torch
+import fxc.capture.torch.recorder as fxc_torch
 from tests.helpers import check_module
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import INDEX_OPS, CompileError
-from ...runtime.module import np_dtype
 from ...runtime.symbols import split_dim
+from ...runtime.tensors import np_dtype
 from ...target import Target
 from . import compile as llvm
 

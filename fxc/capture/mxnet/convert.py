@@ -19,7 +19,7 @@ import numpy as np
 from ...backends import fill
 from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
-from ...runtime.module import TensorSpec
+from ...runtime.tensors import TensorSpec
 from .ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
 
 
@@ -304,7 +304,7 @@ class MXNetModel:
 
     Attributes
     ----------
-    module : fxc.runtime.module.Module
+    module : fxc.runtime.cpu.module.Module
         The runtime module, what `fxc.export` writes (built from `shapes=`, or at the first call).
     input_names : list of str
         The symbol's inputs in call order (its arguments that are neither params nor labels).

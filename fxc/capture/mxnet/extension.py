@@ -222,7 +222,7 @@ def compile_subgraph(text: str, shapes: list, types: list, weights: dict | None 
     returns (the folder, the positions of the inputs the compiled code takes)."""
     from ...deploy.export import export
     from ...driver.build import build
-    from ...runtime.artifact.loader import extract
+    from ...runtime.artifact.extract import extract
     mx = import_mxnet()
     graph = parse_symbol_json(text, "an fxc subgraph")
     graph.setdefault("attrs", {}).setdefault("mxnet_version", ["int", 10901])     # (no "upgrading v0.8" notes)

@@ -18,7 +18,7 @@ from ...backends import fill
 from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
-from ...runtime.module import TensorSpec
+from ...runtime.tensors import TensorSpec
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
 from .table import Context, FoldingBuilder, NeedsValues, lookup
@@ -201,7 +201,7 @@ class OnnxModel:
 
     Attributes
     ----------
-    module : fxc.runtime.module.Module
+    module : fxc.runtime.cpu.module.Module
         The runtime module of the latest binding of the model's input shapes: what `fxc.export` writes. An
         integer input that gives a shape, axes or pads (not data) is compiled in as the value of the call that
         bound it, and is not an input of the module; a call with other values compiles again.

@@ -19,7 +19,7 @@ import torch.utils._pytree as pytree
 from ...backends import backend_of
 from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, UnsupportedOpError
-from ...runtime.module import TensorSpec, check_shape
+from ...runtime.tensors import TensorSpec, check_shape
 from .backend import FROM_STR, _Support, keep_whole, to_graph
 
 _TORCH_DTYPE = {name: dt for name, dt in FROM_STR.items() if not name.startswith("complex")}
@@ -35,7 +35,7 @@ class CompiledModel:
 
     Attributes
     ----------
-    module : fxc.runtime.module.Module
+    module : fxc.runtime.cpu.module.Module
         The runtime module (kernels, constants, workspace); what `fxc.export` writes.
     inputs, outputs : list of TensorSpec
         The flat input/output signature (name, shape, dtype).

@@ -8,8 +8,8 @@ once which op caused it. Torch tensors in, torch tensors out.
 
 Takes Dynamo's FX graph, its example inputs and the options of torch.compile; produces the compiled callable. This
 file is the entry, its options, the decompositions and the partitioning (`compile_aten_graph`); the conversion of a
-partition to the graph IR is torch_graph.py, the partition's per-call runner (`FxcSubgraph`, the weights' checks)
-torch_partition.py. Their names stay importable from here.
+partition to the graph IR is graph.py, the partition's per-call runner (`FxcSubgraph`, the weights' checks)
+partition.py (their names stay importable from here), what the capture reports recorder.py, fxc.explain explain.py.
 """
 from __future__ import annotations
 
@@ -26,9 +26,6 @@ from ...backends import backend_of, check_runnable, fill
 from ...driver.build import gc_paused
 from ...driver.options import OPTION_NAMES, check_build_options, check_precision
 
-# re-exported: fxc.capture.torch.backend.explain, .Explanation, .recording, ._recorders (one list) stay valid
-from .explain import Explanation, _record, _recorders, explain, recording, uncaptured_rnn_notes  # noqa: F401
-
 # re-exported: the conversion (torch_graph.py) and the partition runner (torch_partition.py) keep their old names
 from .graph import (  # noqa: F401
     FROM_STR,
@@ -42,19 +39,10 @@ from .graph import (  # noqa: F401
     used_outputs,
 )
 from .partition import FxcSubgraph, _prepare  # noqa: F401
+from .recorder import Explanation, _record, _say_once
 
 log = logging.getLogger("fxc")
 
-_warned: set = set()
-_lock = threading.Lock()
-
-
-def _say_once(key: str, message: str, *args):
-    with _lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    log.warning(message, *args)
 
 
 def _warn_once(op: str, reason: str):

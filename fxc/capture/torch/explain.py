@@ -1,57 +1,14 @@
-"""fxc.explain's record: what fxc compiled, what fell back to eager PyTorch and why, and the kernels.
-
-Takes a model and inputs (explain) or a `with recording()` block; produces an Explanation. The torch.compile
-backend (fxc/capture/torch/backend.py) fills every active recorder through `_record`.
+"""fxc.explain: compile a model with the `fxc` torch.compile backend and report what happened (an Explanation,
+recorder.py: what fxc compiled, what fell back to eager PyTorch and why, and the kernels).
 """
 from __future__ import annotations
 
-import collections
-import contextlib
-from dataclasses import dataclass, field
+import torch
+import torch._dynamo
 
 from ...errors import FxcError
-
-_recorders: list = []      # the active Explanations (one list, shared with fxc.capture.torch.backend)
-
-
-@dataclass
-class Explanation:
-    compiled_ops: collections.Counter = field(default_factory=collections.Counter)
-    fallback_ops: collections.Counter = field(default_factory=collections.Counter)
-    fallback_reasons: dict = field(default_factory=dict)
-    kernels: list = field(default_factory=list)
-    graphs: int = 0
-    subgraphs: int = 0
-    failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
-    notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
-    inference_graphs: int = 0      # graphs compiled for grad mode off, without AOT autograd (torch_inference.py)
-
-    def __str__(self):
-        lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
-                 f"{sum(self.compiled_ops.values())} ops compiled, {sum(self.fallback_ops.values())} fell back"]
-        lines += [f"note: {n}" for n in self.notes]
-        if self.failures:
-            lines.append("subgraphs that failed to compile (ran in eager PyTorch):")
-            lines += [f"  {f}" for f in self.failures]
-        if self.fallback_ops:
-            lines.append("fell back to eager PyTorch:")
-            for op, n in self.fallback_ops.most_common():
-                lines.append(f"  {op} x{n}: {self.fallback_reasons.get(op, '')}")
-        lines.append("compiled ops: " + ", ".join(f"{op} x{n}" for op, n in self.compiled_ops.most_common()))
-        lines.append(f"kernels ({len(self.kernels)}):")
-        lines += [f"  {k}" for k in self.kernels]
-        return "\n".join(lines)
-
-
-@contextlib.contextmanager
-def recording():
-    """An Explanation that every fxc compile and call inside the block fills (fxc.explain, the fuzzer)."""
-    rec = Explanation()
-    _recorders.append(rec)
-    try:
-        yield rec
-    finally:
-        _recorders.remove(rec)
+from .backend import OPTION_NAMES, fxc_backend
+from .recorder import Explanation, recording
 
 
 def explain(model, *example_inputs, options: dict | None = None, **option_keywords):
@@ -67,7 +24,6 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
 
     An unknown option raises fxc.errors.FxcError naming the form for keyword inputs.
     """
-    from .backend import OPTION_NAMES, fxc_backend
     opts = dict(options or {}, **option_keywords)
     unknown = sorted(set(opts) - OPTION_NAMES)
     if unknown:
@@ -76,7 +32,6 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
                        f"fxc.explain(model, options={{...}})(*args, **kwargs)")
 
     def run(*args, **kwargs) -> Explanation:
-        import torch._dynamo
         torch._dynamo.reset()
         try:
             with recording() as rec:
@@ -98,14 +53,8 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
 def uncaptured_rnn_notes(model) -> list:
     """A note per kind of recurrent module in `model` that Dynamo leaves out of its graphs (it runs in eager PyTorch
     whole) while torch._dynamo.config.allow_rnn is off."""
-    import torch._dynamo
     if torch._dynamo.config.allow_rnn or not isinstance(model, torch.nn.Module):
         return []
     kinds = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
     return [f"{k} ran uncaptured in eager PyTorch: Dynamo captures recurrent modules only with "
             f"torch._dynamo.config.allow_rnn = True (then fxc compiles it as a loop over time steps)" for k in kinds]
-
-
-def _record(fn):
-    for r in list(_recorders):
-        fn(r)

@@ -17,10 +17,11 @@ from ...driver.options import BUILD_OPTIONS
 from ...errors import InputError
 from ...ops.registry import get_op
 from ...runtime.cpu.library import pointer_array
-from .explain import _record
+from ...runtime.weights import token_of
 from .graph import FROM_STR, SEED, to_graph
+from .recorder import _record, _say_once
 from .symbolic import symbolic_tries
-from .weights import WeightCheck, WeightSampler
+from .weights import WeightCheck
 
 log = logging.getLogger("fxc")
 
@@ -146,10 +147,10 @@ class FxcSubgraph(torch.nn.Module):
 
     def _inputs(self, key, tensor_pos, orders, args, module):
         """(the tensors to keep alive while the module reads them, a ctypes array of the input addresses, the
-        prepack token for Module.run_prepared), or None to run eagerly. While the weights are the same tensors at
-        the same versions and addresses (WeightCheck: one C pass over them), their prepared forms, the address array
-        and the token are reused from the previous call: only the activations are looked at. orders: each input's
-        dimension order in memory (to_graph's `layouts`)."""
+        weights' token for Module.run_prepared: fxc/runtime/weights.py), or None to run eagerly. While the weights
+        are the same tensors at the same versions and addresses (WeightCheck: one C pass over them), their prepared
+        forms, the address array and the token are reused from the previous call: only the activations are looked
+        at. orders: each input's dimension order in memory (to_graph's `layouts`)."""
         held = self._held.get(key)
         if held is not None:
             same, prepared, acts, array, token, copied = held
@@ -173,12 +174,10 @@ class FxcSubgraph(torch.nn.Module):
         array = pointer_array(ptrs)       # read only: a later call copies it before writing
         wpos = [i for i in tensor_pos if i in self.weights]
         weights = [args[i] for i in wpos]
-        prepack = _prepack_token(module, ins)
-        token = None if prepack is None else (tuple(ptrs[i] for i in module.prepack_inputs), prepack)
+        token = token_of((ptrs[i] for i in module.prepack_inputs), _weight_versions(module, ins))
         try:
             versions = list(map(_VERSION, weights))
         except RuntimeError:            # inference tensors have no version counter: prepare them every call
-            from .backend import _say_once  # (its once-per-process set is the backend's)
             _say_once("inference-tensor weights",
                       "fxc: the model's parameters are inference tensors (made under torch.inference_mode()), so "
                       "fxc cannot tell when they change and redoes its weight packing on every call; create the "
@@ -190,9 +189,10 @@ class FxcSubgraph(torch.nn.Module):
             return ins, array, token
         copies = [args[i] for slot, i in enumerate(tensor_pos)
                   if slot in fixed and ins[slot].data_ptr() != args[i].data_ptr()]
+        views = [(t.data_ptr(), tuple(t.shape), t.stride(), t.element_size()) for t in copies]
         self._held[key] = (WeightCheck(wpos, weights, versions, list(map(_DATA_PTR, weights))),
                            [ins[slot] for slot in sorted(fixed)], acts, array, token,
-                           WeightSampler.of(copies, module._lib.fingerprint) if copies else None)
+                           module.weights.sample(views) if copies else None)
         return ins, array, token
 
     def compile(self, args, symbolic: bool = False):
@@ -289,9 +289,10 @@ _VERSION = operator.attrgetter("_version")
 _DATA_PTR = torch.Tensor.data_ptr
 
 
-def _prepack_token(module, ins):
-    """(tensor, version) of each input the module packs once (weights): packing is redone only when one
-    is a different tensor or was updated in place (optimizer steps and load_state_dict bump `_version`)."""
+def _weight_versions(module, ins):
+    """(tensors, versions) of the module's weights (what torch knows of them; fxc/runtime/weights.py decides with
+    it): what the module holds of them is redone only when one is a different tensor or was updated in place
+    (optimizer steps and load_state_dict bump `_version`)."""
     idx = getattr(module, "prepack_inputs", None)
     if not idx:
         return None

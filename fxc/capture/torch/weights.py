@@ -3,10 +3,9 @@
 `WeightCheck` takes the weights' positions among a partition's arguments, their tensors, versions and addresses;
 it says of a call's arguments whether the weights are still those tensors at those versions and addresses (one C
 pass, weight_check.cpp built with g++ against the installed torch, once per torch version, in a background thread
-at first use; in Python until that is ready, or when it cannot be built). `WeightSampler` takes the weights read
-through a copy (non-contiguous ones, e.g. the conv weights of a channels_last model) and a compiled library's
-fxc_fingerprint; its `unchanged()` says whether sampled words of them still hold the values they held when it was
-made.
+at first use; in Python until that is ready, or when it cannot be built). This is the torch half of the weight
+check: what torch knows (tensor, version, address). The module's weight state (fxc/runtime/weights.py) owns the
+rest: the token it is handed, the fingerprint of the weights' words, what the module holds of them.
 """
 from __future__ import annotations
 
@@ -22,8 +21,10 @@ import tempfile
 import threading
 from pathlib import Path
 
-from ...runtime.cpu.library import pointer_array
-from ...runtime.module import FINGERPRINT_WORDS
+import torch
+
+from ...errors import CompileError
+from ...runtime.store import atomic_write, checked_file, write_entry
 
 log = logging.getLogger("fxc")
 
@@ -47,7 +48,6 @@ class WeightCheck:
     (an optimizer step changes a version, `p.data = t` an address, a new Parameter the object)."""
 
     def __init__(self, positions, tensors, versions, addresses):
-        import torch
         self.pick, self.tensors, self.versions, self.addresses = _picker(positions), tensors, versions, addresses
         self._data_ptr = torch.Tensor.data_ptr
         n = len(tensors)
@@ -97,10 +97,6 @@ def library_path(where: Path | None = None) -> Path:
     (`_prebuilt/`) when there is one, else the cache's (checked, fxc/runtime/store.py) or one built now with g++ into
     the
     cache (or into `where`), by the hash of the source, torch's version and build, Python's and g++'s versions."""
-    import torch
-
-    from ...errors import CompileError
-    from ...runtime.store import checked_file, write_entry
     gxx = shutil.which("g++")
     if gxx is None:
         raise CompileError("g++ is not installed (apt-get install g++)")
@@ -125,7 +121,6 @@ def library_path(where: Path | None = None) -> Path:
         if r.returncode:
             raise CompileError("g++ could not build fxc's weight check", SOURCE.read_text(), r.stderr[-4000:])
         if where is not None:
-            from ...runtime.store import atomic_write
             atomic_write(where / name, so.read_bytes(), 0o755)
             return where / name
         return write_entry(f"torch_ext/{name}", so.read_bytes(), 0o755)
@@ -138,35 +133,3 @@ def prebuild() -> None:
         library_path(PREBUILT)
     except Exception as e:      # noqa: BLE001 (read-only, no g++: the first use builds it into the cache)
         print(f"fxc: weight check not prebuilt ({type(e).__name__}: {str(e)[:300]})", file=sys.stderr)
-
-
-class WeightSampler:
-    """A fingerprint of sampled words of weights that fxc reads through a copy (non-contiguous ones, e.g. the conv
-    weights of a channels_last model): a write through `.data` changes neither their version nor their address,
-    and the module's own fingerprint (Module.run_prepared) only sees the copy, so this one tells when the copy is
-    stale. A write missing every sampled word goes unseen, as for contiguous weights."""
-
-    def __init__(self, tensors, fingerprint):
-        index, offsets = [], []
-        for k, t in enumerate(tensors):
-            size = t.element_size()
-            extent = (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * size   # bytes the view spans
-            if t.numel() == 0 or extent < 4:
-                continue
-            for j in sorted({q * (t.numel() - 1) // max(FINGERPRINT_WORDS - 1, 1) for q in range(FINGERPRINT_WORDS)}):
-                at, rest = 0, j
-                for n, st in zip(reversed(t.shape), reversed(t.stride())):
-                    at, rest = at + (rest % n) * st, rest // n
-                index.append(k)
-                offsets.append(min(at * size, extent - 4))
-        self.fn, self.n = fingerprint, len(index)
-        self.args = (pointer_array([t.data_ptr() for t in tensors]), (ctypes.c_int64 * max(self.n, 1))(*index),
-                     (ctypes.c_int64 * max(self.n, 1))(*offsets), self.n)
-        self.value = self.fn(*self.args)
-
-    @classmethod
-    def of(cls, tensors, fingerprint):
-        return None if fingerprint is None else cls(tensors, fingerprint)
-
-    def unchanged(self) -> bool:
-        return self.fn(*self.args) == self.value

@@ -10,7 +10,8 @@ import os
 from pathlib import Path
 
 from ...errors import ArtifactError
-from .loader import LIBRARY, MANIFEST, MAX_MANIFEST, SIGNATURE, SIGNATURE_BYTES, _parse_manifest, read_verified
+from .read import LIBRARY, MANIFEST, MAX_MANIFEST, SIGNATURE, SIGNATURE_BYTES, _parse_manifest, read_verified
+from .signing import verify
 
 
 def extract(path, directory, trusted_keys=None) -> Path:
@@ -47,7 +48,6 @@ def verify_folder(directory, trusted_keys) -> dict:
     """Check a folder written by `extract` before a C program loads it: the manifest's signature by one of
     `trusted_keys`, then every listed part's size and sha256, and that nothing else (no link) is there. Returns
     the manifest; raises ArtifactError (SignatureError for the signature)."""
-    from .signing import verify
     d = Path(directory)
 
     def read(name: str, limit: int) -> bytes:

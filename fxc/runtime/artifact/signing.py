@@ -25,7 +25,7 @@ class SignatureError(ArtifactError):
 
 def _crypto():
     try:
-        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives import serialization  # deferred: cryptography is optional (fxc[sign])
         from cryptography.hazmat.primitives.asymmetric import ed25519
     except ImportError:
         raise FxcError("signed artifacts need the cryptography package: pip install 'fxc[sign]' "
@@ -93,7 +93,7 @@ def sign(key, manifest: bytes) -> bytes:
 
 def verify(path, manifest: bytes, signature: bytes | None, keys) -> None:
     """Raise SignatureError unless `signature` is one of `keys`' signatures of `manifest`."""
-    from cryptography.exceptions import InvalidSignature
+    from cryptography.exceptions import InvalidSignature  # deferred: cryptography is optional
     trusted = public_keys(keys)
     if signature is None:
         raise SignatureError(f"{path}: the artifact is not signed, and trusted keys were given; export it with "

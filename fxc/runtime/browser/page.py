@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 
 from ...errors import CompileError, ExecutionError, TargetError
-from ..opengl.device import _GLThread
+from ..thread import DeviceThread
 
 INSTALL = ("install Chromium and Playwright: on Debian `apt-get install chromium` (fonts-liberation too), and "
            "`pip install playwright` (the fxc[web] extra; never `playwright install`, fxc uses the system browser)")
@@ -77,7 +77,7 @@ class Page:
         return data
 
     def _open(self, setup):
-        from playwright.sync_api import Error
+        from playwright.sync_api import Error  # deferred: playwright is optional (the fxc[web] extra)
         try:
             self.page = self.browser.context.new_page()
             self.page.goto(self.url)
@@ -90,7 +90,7 @@ class Page:
         browser rejected generated code (its message says "compile failed" or "link failed"), else an
         ExecutionError."""
         def go():
-            from playwright.sync_api import Error
+            from playwright.sync_api import Error  # deferred: playwright is optional (the fxc[web] extra)
             try:
                 return self.page.evaluate(script, arg)
             except Error as e:
@@ -104,7 +104,7 @@ class Page:
     def wait_for(self, predicate: str, seconds: float = 600) -> None:
         """Wait until the JavaScript expression `predicate` is true in the page (an ExecutionError past `seconds`)."""
         def go():
-            from playwright.sync_api import Error
+            from playwright.sync_api import Error  # deferred: playwright is optional (the fxc[web] extra)
             try:
                 self.page.wait_for_function(predicate, timeout=seconds * 1000)
             except Error as e:
@@ -168,7 +168,7 @@ class Browser:
 
     def __init__(self, executable: str):
         self.executable = executable
-        self.thread = _GLThread("fxc-browser")
+        self.thread = DeviceThread("fxc-browser")
         self.version = self.thread.run(self._start)
         self.pages: dict = {}
         self.served: dict = {}
@@ -182,7 +182,7 @@ class Browser:
 
     def _start(self) -> str:
         try:
-            from playwright.sync_api import Error, sync_playwright
+            from playwright.sync_api import Error, sync_playwright  # deferred: playwright is optional
         except ImportError as e:
             raise TargetError(f"the browser targets need Playwright ({e}); {INSTALL}") from None
         if not os.access(self.executable, os.X_OK):

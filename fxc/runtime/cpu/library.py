@@ -11,6 +11,7 @@ import threading
 import numpy as np
 
 from ...errors import LibraryError
+from ..weights import HeldWeights
 
 
 def check_elf(path: str) -> None:
@@ -118,12 +119,12 @@ class Workspace:
         self.nbytes = nbytes
         self._local = threading.local()
 
-    def state(self) -> dict:
-        """Per-thread facts about the workspace's contents (e.g. which weights are packed in it)."""
-        st = getattr(self._local, "state", None)
-        if st is None:
-            st = self._local.state = {}
-        return st
+    def held(self) -> HeldWeights:
+        """Which weights this thread's workspace holds packed (runtime/weights.py)."""
+        held = getattr(self._local, "held", None)
+        if held is None:
+            held = self._local.held = HeldWeights()
+        return held
 
     def pointer(self) -> int:
         buf = getattr(self._local, "buf", None)

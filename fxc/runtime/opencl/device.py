@@ -17,6 +17,7 @@ import os
 
 from ...errors import CompileError, TargetError
 from ...target import Caps, Target
+from ..store import atomic_write, cache_dir
 
 INSTALL = ("install an OpenCL runtime: on Debian `apt-get install pocl-opencl-icd ocl-icd-libopencl1` (a CPU "
            "device), or your GPU vendor's OpenCL driver; and `pip install pyopencl` (the fxc[opencl] extra)")
@@ -24,7 +25,7 @@ INSTALL = ("install an OpenCL runtime: on Debian `apt-get install pocl-opencl-ic
 
 def _cl():
     try:
-        import pyopencl as cl
+        import pyopencl as cl  # deferred: pyopencl is optional (the fxc[opencl] extra)
     except ImportError as e:
         raise TargetError(f"the opencl target needs pyopencl ({e}); {INSTALL}") from None
     return cl
@@ -131,7 +132,6 @@ class Device:
             raise CompileError(f"the OpenCL driver of {self} rejected a generated program", source, log) from None
         if path is not None:
             try:
-                from ..store import atomic_write
                 atomic_write(path, prog.binaries[0])
             except (OSError, IndexError, cl.Error):
                 pass            # an unwritable cache only costs the next process a build
@@ -140,7 +140,6 @@ class Device:
 
 def _cache_dir():
     try:
-        from ..store import cache_dir
         d = cache_dir() / "opencl"
         d.mkdir(parents=True, exist_ok=True)
         return d

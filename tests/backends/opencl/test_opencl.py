@@ -14,13 +14,14 @@ import pytest
 import torch
 
 import fxc
-import fxc.capture.torch.backend
+import fxc.capture.torch.recorder
 from fxc.driver.build import build
 from fxc.errors import CompileError, LoweringError, TargetError
 from fxc.lowering.loop_ir import Barrier, Buffer, For, Kernel, Store, seq
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
-from fxc.runtime.module import Module, TensorSpec
+from fxc.runtime.cpu.module import Module
+from fxc.runtime.tensors import TensorSpec
 from fxc.symbolic.expr import Broadcast, Const, Var, VecLoad
 from tests.helpers import assert_close_np
 from tests.helpers_devices import (
@@ -44,9 +45,9 @@ def _run_llvm(k: Kernel, x):
 
 def _run_opencl(k: Kernel, x):
     from fxc.backends.opencl import render_opencl
-    from fxc.runtime.device import DeviceModule
+    from fxc.runtime.opencl.module import OpenCLModule
     kernels, plan = fixture_launches(k)
-    m = DeviceModule("opencl", render_opencl(kernels), [TensorSpec("x", x.shape, "float32")],
+    m = OpenCLModule("opencl", render_opencl(kernels), [TensorSpec("x", x.shape, "float32")],
                      [TensorSpec("y", x.shape, "float32")], [], 0, plan)
     return m(x), kernels
 
@@ -101,15 +102,15 @@ def test_weight_only_kernels_run_once_and_again_when_a_weight_changes():
     sampled words when .data hides it); the result follows the weight."""
     model, x = small_net(), torch.randn(1, 3, 10, 11)
     compiled = torch.compile(model, backend="fxc", options={"target": "opencl"})
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())
+    fxc.capture.torch.recorder._recorders.append(rec := fxc.capture.torch.recorder.Explanation())
     try:
         with torch.no_grad():
             compiled(x)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
+        fxc.capture.torch.recorder._recorders.remove(rec)
     assert any(k.endswith("[prepack]") for k in rec.kernels)
     import gc
-    m, = [o for o in gc.get_objects() if type(o).__name__ == "DeviceModule" and o.prepack_inputs
+    m, = [o for o in gc.get_objects() if type(o).__name__ == "OpenCLModule" and o.prepack_inputs
           and any(s.shape == (1, 3, 10, 11) for s in o.inputs)]
     with torch.no_grad():
         for _ in range(3):

@@ -12,7 +12,7 @@ from fxc.driver.build import build
 from fxc.errors import CompileError, LoweringError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
-from fxc.runtime.module import TensorSpec
+from fxc.runtime.tensors import TensorSpec
 from tests.helpers import assert_close_np
 from tests.helpers_devices import (
     check_binary_ops,
@@ -29,7 +29,7 @@ def test_fixture_kernel_on_glsl():
     """The renderers' shared loop-IR fixture (parallel rows, private accumulator, select, casts, floor division,
     vector loads/stores) as GLSL compute shaders equals numpy."""
     from fxc.backends.glsl import render_glsl
-    from fxc.runtime.opengl.device import GLModule
+    from fxc.runtime.opengl.module import GLModule
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
     kernels, plan = fixture_launches(fixture_kernel(6, 32), index_bits=32)
     source = render_glsl(kernels)

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import fxc
+import fxc.capture.torch.recorder
 from fxc.driver.build import build
 from fxc.errors import CompileError, TargetError
 from fxc.relay_like.builder import Builder

@@ -15,7 +15,7 @@ from fxc.driver.build import build
 from fxc.errors import CompileError, TargetError
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
-from fxc.runtime.module import TensorSpec
+from fxc.runtime.tensors import TensorSpec
 from tests.helpers import assert_close_np
 from tests.helpers_devices import (
     check_binary_ops,

@@ -10,7 +10,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fxc
-from fxc.capture.torch.explain import recording
+from fxc.capture.torch.recorder import recording
 from tests.helpers import check_module, sgd_steps
 
 
@@ -118,7 +118,7 @@ class _Heads(nn.Module):
 
 
 def test_views_saved_for_the_backward_do_not_cut_the_graph(target):
-    from fxc.capture.torch.backend import Explanation, _recorders
+    from fxc.capture.torch.recorder import Explanation, _recorders
     torch.manual_seed(0)
     m1, m2 = _Heads(), _Heads()
     m2.load_state_dict(m1.state_dict())
@@ -186,7 +186,7 @@ class Unsupported(nn.Module):
 
 
 def test_unsupported_op_falls_back_correctly_and_says_once(target, caplog):
-    from fxc.capture.torch import backend as cap
+    from fxc.capture.torch import recorder as cap
     cap._warned.clear()
     x = torch.randn(4, 8)
     with caplog.at_level(logging.WARNING, logger="fxc"):
@@ -305,7 +305,7 @@ def test_conv_transpose_runs_as_a_conv2d_per_output_phase(case):
     """A transposed conv is a stride-1 conv2d per output phase (the output pixels at one position modulo the
     stride), interleaved: its multiply-adds on fxc's conv schedules, not the conv_transpose2d gather (which ran a
     U-Net's 2x2 up-conv at 5 GFLOP/s); results and gradients match eager's."""
-    from fxc.capture.torch.backend import Explanation, _recorders
+    from fxc.capture.torch.recorder import Explanation, _recorders
     ci, co, k, s, p, op, d, g, h, w = case
     torch.manual_seed(0)
     up = nn.ConvTranspose2d(ci, co, k, stride=s, padding=p, output_padding=op, dilation=d, groups=g)
@@ -405,7 +405,7 @@ def test_conv_gradients_run_as_convs_and_gemms(case):
     """The backward of a conv2d: its input gradient is a stride-1 conv2d (fxc's packed, Winograd and depthwise
     schedules) and, with groups 1, its weight gradient one GEMM over the im2col patches (a 1x1 conv's input is its
     own), not the naive conv_transpose2d and conv2d_weight_grad loops; the gradients match eager's."""
-    from fxc.capture.torch.backend import Explanation, _recorders
+    from fxc.capture.torch.recorder import Explanation, _recorders
     c, o, k, s, p, d, n, h, w, *groups = case
     torch.manual_seed(0)
     conv = nn.Conv2d(c, o, k, stride=s, padding=p, dilation=d, groups=groups[0] if groups else 1)
@@ -438,7 +438,7 @@ def test_training_keeps_winograd_off_small_maps_whose_weight_changes_every_step(
     """A training step's graphs redo every weight transform on every call: there a 3x3 conv on a 7x7 map, which
     inference runs as F(2x2) Winograd over a transform made once, runs as the direct kernel (its repack writes
     less); gradients still match eager's."""
-    from fxc.capture.torch.backend import Explanation, _recorders
+    from fxc.capture.torch.recorder import Explanation, _recorders
     torch.manual_seed(0)
     conv = nn.Conv2d(64, 64, 3, padding=1)
     x = torch.randn(1, 64, 7, 7, requires_grad=True)
@@ -497,7 +497,7 @@ def test_dropout_in_training_compiles_with_its_own_generator():
     from PyTorch's on every call, so torch.manual_seed repeats a run; each call and each dropout draws anew, about
     1 - p of the elements are kept and scaled by 1 / (1 - p), and the gradient goes through the same mask."""
     import fxc
-    from fxc.capture.torch.backend import Explanation, _recorders
+    from fxc.capture.torch.recorder import Explanation, _recorders
     p = 0.3
     w = torch.randn(300, 200)
     rec = Explanation()
@@ -535,7 +535,8 @@ def test_an_embeddings_gradient_is_one_fill_and_scatter(monkeypatch):
     """An embedding's backward is index_put(zeros, [ids], grad, accumulate=True): the zeros are not a table-sized
     constant copied on every call but a fill value of the scatter's own output (BERT's 30522 x 256 gradient took
     4.5 ms that way, eager 1.3). Repeated ids accumulate."""
-    from fxc.capture.torch.backend import Explanation, FxcSubgraph, _recorders
+    from fxc.capture.torch.backend import FxcSubgraph
+    from fxc.capture.torch.recorder import Explanation, _recorders
     modules = []
     real = FxcSubgraph._compile
 
@@ -567,7 +568,7 @@ def test_rand_randn_and_bernoulli_compile_with_fxcs_generator():
     same generator as dropout: uniform draws in [0, 1) with mean 1/2 and variance 1/12, normal draws with mean 0,
     variance 1 and 68.3% within one standard deviation, seeded from PyTorch's generator, new on every call, two ops
     of one graph drawing different numbers; the gradient flows through the draws as through constants."""
-    from fxc.capture.torch.backend import Explanation, _recorders
+    from fxc.capture.torch.recorder import Explanation, _recorders
     n = 300 * 200
 
     def sample(mu, std):

@@ -34,7 +34,7 @@ def inputs():
 def test_keyword_inputs(inputs, target):
     ids, mask = inputs
     rep = fxc.explain(TinyEncoder().eval(), options={"target": target})(input_ids=ids, attention_mask=mask)
-    assert isinstance(rep, fxc.capture.torch.backend.Explanation)
+    assert isinstance(rep, fxc.capture.torch.recorder.Explanation)
     assert rep.graphs == 1 and not rep.failures and not rep.fallback_ops, str(rep)
     assert rep.compiled_ops["aten.mm.default"] + rep.compiled_ops["aten.addmm.default"] >= 1, str(rep)
     assert rep.compiled_ops["aten.mul.Tensor"] >= 1, str(rep)            # the mask was given, and applied

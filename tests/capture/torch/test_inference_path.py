@@ -5,7 +5,7 @@ import torch
 import torch._dynamo.backends.common as dynamo_common
 import torch.nn as nn
 
-from fxc.capture.torch.explain import recording
+from fxc.capture.torch.recorder import recording
 from tests.helpers import sgd_steps
 
 

@@ -49,7 +49,7 @@ def test_standard_module_compiles_and_matches_eager(name, target):
 def test_standard_module_under_inference_mode(name):
     """Called under torch.inference_mode() (inference tensors, no version counters): the fused path and the
     recurrent op compile the same way."""
-    import fxc.capture.torch.backend as fxc_torch
+    import fxc.capture.torch.recorder as fxc_torch
     model, inputs = make_standard_model(name, small=True), standard_inputs(name, small=True)
     rec = fxc_torch.Explanation()
     fxc_torch._recorders.append(rec)

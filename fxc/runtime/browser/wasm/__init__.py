@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from ....errors import ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
-from ...device import DeviceModule, _token_key
+from ...device_module import DeviceModule
+from ...tensors import nbytes, np_dtype
 from ..page import open_browser
 
 RUNTIME_JS = Path(__file__).with_name("runtime.js")
@@ -129,7 +130,6 @@ class WasmModule(DeviceModule):
     sym_bytes: list = field(default_factory=list)   # the workspace's symbolic region: [[coefficient, [names]], ...]
 
     def __post_init__(self):
-        from ...module import np_dtype
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         text = self.source      # an artifact's program starts with its interface line (a comment): skip it
         prog = json.loads(text.split("\n", 1)[1] if text.startswith("/*") else text)
@@ -144,12 +144,9 @@ class WasmModule(DeviceModule):
     def _load(self) -> int:
         """Load the module into the page (once): instantiate it, place the buffers, write the constants."""
         if self._id is None:
-            from ...module import np_dtype
             rt = open_wasm_runtime()
-            nbytes = lambda specs: [0 if self.symbols else  # noqa: E731  (symbolic: sized by each call)
-                                    int(np.prod(s.shape, dtype=np.int64)) * np_dtype(s.dtype).itemsize
-                                    for s in specs]
-            spec = {"inputs": nbytes(self.inputs), "outputs": nbytes(self.outputs),
+            sizes = lambda specs: [0 if self.symbols else nbytes(s) for s in specs]  # noqa: E731 (symbolic: per call)
+            spec = {"inputs": sizes(self.inputs), "outputs": sizes(self.outputs),
                     "consts": [c.nbytes for c in self.consts], "workspace": int(self.workspace_bytes),
                     "prepack": self._prepack}
             if self.threads > 1 and not rt.info["isolated"]:
@@ -190,13 +187,11 @@ class WasmModule(DeviceModule):
 
     def _run(self, ins: list, outs: list, token, sizes=None) -> None:
         mid = self._load()
-        key = _token_key(token)
-        sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
-        resident = key is not None and key == self._resident and sample == self._fingerprint_value
-        send = [None if (not a.size or (resident and i in self.prepack_inputs)) else a for i, a in enumerate(ins)]
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
+        send = [None if (not a.size or (unchanged and i in self.prepack_inputs)) else a for i, a in enumerate(ins)]
         blob, records = pack(send)
         self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
-        self._resident = None           # until this call has put the weights in place
+        self.held.drop()                # until this call has put the weights in place
         rt, url, back = self.device, f"{self._files}.in", f"{self._files}.out"
         inline = len(blob) <= INLINE_IN
         if not inline:
@@ -211,13 +206,12 @@ class WasmModule(DeviceModule):
                 if (back) await m.post(back); else r.out = fxcToBase64(m.outputBytes());
                 return r; }""", [mid, self._call_sizes(ins, outs, sizes) if sizes else None, url,
                                  base64.b64encode(blob).decode() if inline else None,
-                                 None if sum(o.nbytes for o in outs) <= INLINE_OUT else back, records, not resident])
+                                 None if sum(o.nbytes for o in outs) <= INLINE_OUT else back, records, not unchanged])
         finally:
             rt.drop(url)
         _check(got)
         raw = base64.b64decode(got["out"]) if "out" in got else rt.take(back)
-        self._resident, self._fingerprint_value = key, sample
-        self._resident_objects = None if token is None else token[1][0]
+        self.held.hold(token, fingerprint)
         at = 0
         for o, dt in zip(outs, self._np):
             if o.size:

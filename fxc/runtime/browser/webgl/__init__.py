@@ -17,7 +17,7 @@ A module is loaded into the page once: programs compiled and linked, textures ma
 one round trip: the inputs that changed go to the page (served as one binary file by the harness's loopback
 server, which the page fetches), the plan runs there, the outputs come back (POSTed as one binary file).
 Inputs that are weights (`prepack_inputs`) stay resident in their textures and are sent again only when they
-changed (the version rule of fxc.runtime.device). Built with profile=True, a call also times each draw.
+changed (runtime/weights.py). Built with profile=True, a call also times each draw.
 
 A module with a size symbol (a symbolic batch: fxc/driver/rows.py's row launches) is loaded once for every size:
 each call passes the size, and the page grows the textures of the symbolic tensors and draws the row steps per
@@ -37,6 +37,7 @@ LoweringError (an index check the host cannot make), IndexOutOfRangeError, Execu
 from __future__ import annotations
 
 import base64
+import json
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,9 +55,10 @@ from ....errors import (
     index_error_message,
 )
 from ....target import Caps, Target
-from ...device import DeviceModule, _token_key
+from ...device_module import DeviceModule
 from ...rows import expand
 from ...symbols import dim_value
+from ...tensors import np_dtype
 from ..page import open_browser
 from ..wasm import INLINE_IN, INLINE_OUT, wasm_fault
 
@@ -138,7 +140,6 @@ def lost_error(page, error: Exception) -> DeviceLostError | None:
 
 def program_of(source: str) -> dict:
     """The program JSON of a module's source (an artifact's starts with its interface line, a comment)."""
-    import json
     return json.loads(source.split("\n", 1)[1] if source.startswith("/*") else source)
 
 
@@ -315,25 +316,24 @@ class WebGLModule(DeviceModule):
     exports_symbols = True      # a symbolic batch exports (format 2) and runs from the artifact and `fxc web`
 
     def __post_init__(self):
-        from ...module import np_dtype
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self._id = open_browser().new_id()
         self._files = f"m{self._id}"
         given = self.device if self.device is not None and not self.device.lost else None  # (the build's page)
+        self._init_call_state()
         try:
             self._load(given)
         except DeviceLostError:         # the page was lost before this module drew anything: once more, afresh
             self._load()
         weakref.finalize(self, _RELEASED.append, self._id)     # its textures and programs go at the next call
         self._np = [np_dtype(s.dtype) for s in self.outputs]
-        self._init_call_state()
 
     def _load(self, page=None) -> None:
         """Load the module into the process's page (`page`, else the one open_page gives: a fresh one after a lost
         context): programs compiled and linked, textures made, constants uploaded; nothing is resident there until
         a call sends the inputs."""
         self.device = open_page() if page is None else page
-        self._resident = None
+        self.held.drop()
         self.desc = layout(program_of(self.source), self.plan, self.inputs, self.outputs, self.consts,
                            int(self.device.info["max_texture_size"]), self.symbols)
         blob, records = pack(self.consts, [f"constant {i}" for i in range(len(self.consts))])
@@ -382,13 +382,11 @@ class WebGLModule(DeviceModule):
     def _call(self, ins: list, outs: list, token, s) -> tuple:
         """One round trip: the inputs not resident sent, the plan run, the outputs sent back (within the answer up to
         INLINE_OUT bytes, else POSTed); (times, fault, the outputs' bytes)."""
-        key = _token_key(token)
-        sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
-        resident = key is not None and key == self._resident and sample == self._fingerprint_value
-        send = [None if (resident and i in self.prepack_inputs) else a for i, a in enumerate(ins)]
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
+        send = [None if (unchanged and i in self.prepack_inputs) else a for i, a in enumerate(ins)]
         blob, records = pack(send, [s.name for s in self.inputs])
         self.uploaded_bytes = sum(a.nbytes for a in send if a is not None)
-        self._resident = None           # a failed call leaves nothing known resident
+        self.held.drop()                # a failed call leaves nothing known held
         page, url = self.device, f"{self._files}.in"
         inline = len(blob) <= INLINE_IN
         if not inline:
@@ -411,8 +409,7 @@ class WebGLModule(DeviceModule):
         finally:
             page.files.pop(url, None)
         if not fault:
-            self._resident, self._fingerprint_value = key, sample
-            self._resident_objects = None if token is None else token[1][0]
+            self.held.hold(token, fingerprint)
         return times, fault, raw
 
     def _read_outputs(self, outs: list, raw: bytes, times, s) -> None:

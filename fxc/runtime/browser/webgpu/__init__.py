@@ -13,7 +13,7 @@ call as base64 (no second request).
 
 The program (fxc.backends.wgsl.render_wgsl) is JSON: a WGSL compute shader per kernel. A module keeps all of its
 tensors in one storage buffer in the page, the arena: a 64-byte header, then the inputs, outputs, constants and
-the planned workspace, each 64-byte aligned (the layout of fxc.runtime.opengl.device). Constants are written once;
+the planned workspace, each 64-byte aligned (fxc.runtime.arena, as the GL module's). Constants are written once;
 weights (`prepack_inputs`) stay until they change (DeviceModule's rules). A call is one page.evaluate: the page
 takes the inputs, runs every launch in one compute pass, and returns the outputs and the error words. Groups WGSL
 refused run as wasm kernels in the same page (fxc.driver.page_kernels: the program carries the wasm module; a wasm
@@ -35,8 +35,9 @@ import numpy as np
 
 from ....errors import CompileError, ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ....target import Caps, Target
-from ...device import DeviceModule, _token_key
-from ...opengl.device import dispatch_of, place_arena
+from ...arena import place_arena
+from ...device_module import DeviceModule
+from ...plan import dispatch_of
 from ...rows import expand
 from ..page import open_browser
 from ..wasm import wasm_fault
@@ -150,7 +151,7 @@ class WebGPUModule(DeviceModule):
                       [self._id])
             self._capacity = cap
             self._make(s)
-            self._resident = None
+            self.held.drop()
         elif s != self._size_now:
             _call(self.device, "async ([id, program, plan]) => { await window.fxcModels[id].replan(program, plan); }",
                   [self._id, self._program, self._page_plan(s)])
@@ -190,17 +191,15 @@ class WebGPUModule(DeviceModule):
     def _run(self, ins: list, outs: list, token, s=None) -> None:
         if s is not None:
             self._grow_to(s)
-        key = _token_key(token)
-        sample = self._weights_print(ins) if key is not None and self.prepack_inputs else None
-        resident = key is not None and key == self._resident and sample == self._fingerprint_value
-        upload = [i for i, a in enumerate(ins) if a.nbytes and not (resident and i in self.prepack_inputs)]
+        unchanged, fingerprint = self._weights_unchanged(ins, token)
+        upload = [i for i, a in enumerate(ins) if a.nbytes and not (unchanged and i in self.prepack_inputs)]
         self.uploaded_bytes = sum(ins[i].nbytes for i in upload)
         page, files = self.device, self._files
         payload, spans = _payload(page, f"{files}.in", [ins[i] for i in upload])
         data = [[self._in_at[i], *span] for i, span in zip(upload, spans)]
         wanted = [[at, o.nbytes] for at, o in zip(self._out_at, outs)]
         post = f"{files}.out" if sum(o.nbytes for o in outs) > INLINE_BYTES else None
-        self._resident = None           # a failed call leaves nothing known resident
+        self.held.drop()                # a failed call leaves nothing known held
         try:
             err, got, times, fault = _call(page, """async ([id, payload, inputs, outputs, timed, post]) => {
                 const data = await fxcData(payload);
@@ -225,8 +224,7 @@ class WebGPUModule(DeviceModule):
             t = self._times.setdefault(st.kernel, [0, 0])
             t[0] += int(ms * 1e6)
             t[1] += 1
-        self._resident, self._fingerprint_value = key, sample
-        self._resident_objects = None if token is None else token[1][0]
+        self.held.hold(token, fingerprint)
         for o, b in zip(outs, got):
             if o.nbytes:
                 o.reshape(-1).view(np.uint8)[:] = np.frombuffer(b, np.uint8)
