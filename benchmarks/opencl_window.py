@@ -37,7 +37,7 @@ MODEL_VARIANTS = ("default", "no_gemv", "before")   # the device's defaults; no 
 @contextmanager
 def variant(name: str):
     """Build with one schedule / index width (patched in for the measurement only)."""
-    from fxc.backends.opencl import OpenCLRenderer
+    from fxc.backends.opencl.render import OpenCLRenderer
     from fxc.lowering.schedules import gpu
     from fxc.runtime.opencl import device as cl_api
     for_caps, index_type, caps = gpu.Knobs.for_caps, OpenCLRenderer.index_type, cl_api.opencl_caps

@@ -203,11 +203,9 @@ def is_device_api(module: str) -> bool:
 
 
 def is_renderer(module: str) -> bool:
-    """A module of fxc/backends other than the registry and the backends' entries (backend.py, <kind>_backend.py:
-    a Backend names its module class and its device API's caps, so the entries may import device code)."""
-    name = module.rsplit(".", 1)[-1]
-    return within(module, "fxc.backends") and module != "fxc.backends" and not (
-        name == "backend" or name.endswith("_backend"))
+    """A module of fxc/backends other than the registry and the backends' entries (<kind>/backend.py: a Backend
+    names its module class and its device API's caps, so the entries may import device code)."""
+    return within(module, "fxc.backends") and module != "fxc.backends" and module.rsplit(".", 1)[-1] != "backend"
 
 
 def above_the_compiler(module: str) -> bool:

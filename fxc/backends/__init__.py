@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from ..errors import TargetError
 from ..target import Target
-from . import opencl_backend, opengl_backend, wasm_backend, webgpu_backend
 from .backend import Backend
 from .llvm import backend as llvm_backend
+from .opencl import backend as opencl_backend
+from .opengl import backend as opengl_backend
+from .wasm import backend as wasm_backend
 from .webgl import backend as webgl_backend
+from .webgpu import backend as webgpu_backend
 
 BACKENDS: dict[str, Backend] = {
     "llvm": llvm_backend.BACKEND,

@@ -134,7 +134,7 @@ def wasm_group_entries(groups: list, target="wasm") -> tuple:
     """Fused groups another browser target cannot express (webgl, webgpu), compiled to one module of the `target`
     kind (wasm) with one entry per group, `fxc_group<i>(inputs, outputs, consts, work)`: the addresses of the group's
     inputs and outputs in the module's memory, consts unused, work a scratch area of scratch[i] bytes
-    (fxc.backends.wasm.build_entries). Returns (the .wasm's bytes, [entry names], [scratch bytes per group])."""
+    (fxc.backends.wasm.link.build_entries). Returns (the .wasm's bytes, [entry names], [scratch bytes per group])."""
     target = Target.parse(target)
     entries, scratch = [], []
     for i, gr in enumerate(groups):

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import fxc
-import fxc.capture.torch.backend
+import fxc.capture.torch.recorder
 from fxc.driver.build import build
 from fxc.errors import CompileError, IndexOutOfRangeError, LoweringError, TargetError
 from fxc.relay_like.builder import Builder
@@ -80,11 +80,11 @@ def check_artifact(z: zipfile.ZipFile, target: str) -> None:
 
 def compile_recorded(model, inputs, target, **tolerances):
     """check_module (torch.compile vs eager) with explain's report of that same compile: (output, report)."""
-    fxc.capture.torch.backend._recorders.append(rep := fxc.capture.torch.backend.Explanation())
+    fxc.capture.torch.recorder._recorders.append(rep := fxc.capture.torch.recorder.Explanation())
     try:
         out = check_module(model, *inputs, target=target, **tolerances)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rep)
+        fxc.capture.torch.recorder._recorders.remove(rep)
     return out, rep
 
 
@@ -149,12 +149,12 @@ def test_torch_compile_keeps_weights_on_the_device(target):
     before = {id(o) for o in gc.get_objects() if type(o).__name__ == module_class}         # earlier tests' modules
     model, x = small_net(), torch.randn(2, 3, 12, 12)
     compiled = torch.compile(model, backend="fxc", options={"target": target})
-    fxc.capture.torch.backend._recorders.append(rec := fxc.capture.torch.backend.Explanation())
+    fxc.capture.torch.recorder._recorders.append(rec := fxc.capture.torch.recorder.Explanation())
     try:
         with torch.no_grad():
             torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     finally:
-        fxc.capture.torch.backend._recorders.remove(rec)
+        fxc.capture.torch.recorder._recorders.remove(rec)
     assert rec.kernels and kernels_on(rec, target), rec.kernels
     (m,) = [o for o in gc.get_objects()
             if type(o).__name__ == module_class and o.prepack_inputs and id(o) not in before]

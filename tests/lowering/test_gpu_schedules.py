@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fxc.backends.opencl import render_opencl
+from fxc.backends.opencl.render import render_opencl
 from fxc.lowering.int_ranges import narrow_indices
 from fxc.lowering.loop_ir import Buffer, For, Kernel, LetStmt, Store, launch_of
 from fxc.lowering.schedules import gpu
@@ -279,7 +279,7 @@ def test_staged_fixture_on_wgsl_webgl_and_llvm():
     numpy; WebGL (no shared memory) and the CPU's LLVM renderer (no work-groups) reject it with a LoweringError."""
     from fxc.backends.llvm import compile as llvm
     from fxc.backends.webgl.program import render_webgl
-    from fxc.backends.wgsl import render_wgsl
+    from fxc.backends.webgpu.wgsl import render_wgsl
     from fxc.errors import LoweringError
     k, src = _scalarized_fixture(render_wgsl)
     assert "var<workgroup>" in src and "workgroupBarrier();" in src

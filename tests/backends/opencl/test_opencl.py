@@ -44,7 +44,7 @@ def _run_llvm(k: Kernel, x):
 
 
 def _run_opencl(k: Kernel, x):
-    from fxc.backends.opencl import render_opencl
+    from fxc.backends.opencl.render import render_opencl
     from fxc.runtime.opencl.module import OpenCLModule
     kernels, plan = fixture_launches(k)
     m = OpenCLModule("opencl", render_opencl(kernels), [TensorSpec("x", x.shape, "float32")],

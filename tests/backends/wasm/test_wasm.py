@@ -180,7 +180,7 @@ def test_group_entries_run_from_the_js_runtime():
 
 def test_js_imports_match_the_linker_list():
     """Every name the linker lets the module import is one runtime.js supplies (and no other)."""
-    from fxc.backends.wasm import JS_IMPORTS
+    from fxc.backends.wasm.link import JS_IMPORTS
     from fxc.runtime.browser.wasm import open_wasm_runtime
     have = open_wasm_runtime().call("() => Object.keys(FXC_WASM_IMPORTS)")
     assert sorted(have) == sorted(JS_IMPORTS)

@@ -29,7 +29,7 @@ from tests.helpers_devices import (
 def test_fixture_kernel_on_wgsl():
     """The renderers' shared loop-IR fixture (parallel rows, private accumulator, select, casts, floor division,
     vector loads/stores) as WGSL compute shaders equals numpy."""
-    from fxc.backends.wgsl import render_wgsl
+    from fxc.backends.webgpu.wgsl import render_wgsl
     from fxc.runtime.browser.webgpu import WebGPUModule
     x = np.random.default_rng(0).standard_normal((6, 32)).astype(np.float32)
     kernels, plan = fixture_launches(fixture_kernel(6, 32), index_bits=32)
@@ -48,7 +48,8 @@ MATH = ("erf", "expm1", "log1p", "tanh", "sigmoid", "log10", "asinh", "atan", "e
 
 
 def test_wgsl_math_helpers_in_float32():
-    """The functions WGSL lacks or computes loosely (fxc.backends.wgsl helpers) against the op references, every one
+    """The functions WGSL lacks or computes loosely (fxc.backends.webgpu.wgsl helpers) against the op references,
+    every one
     in one module (one build, one call)."""
     x = np.concatenate([np.linspace(-6, 6, 997), [0.0, 1e-6, -1e-6, 1e-3, 20.0, -20.0]]).astype(np.float32)
     b = Builder()

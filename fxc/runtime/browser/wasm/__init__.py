@@ -4,7 +4,8 @@ runtime.js.
     rt = open_wasm_runtime()                # the process's "wasm" page of the shared browser, runtime.js loaded
     m = WasmModule(target, program, inputs, outputs, consts, workspace_bytes, plan, prepack_inputs=...)
 
-The program (fxc.backends.wasm via fxc.driver.build) is JSON: {"wasm": base64 of the module, "prepack": whether it has
+The program (fxc.backends.wasm.link via fxc.driver.build) is JSON: {"wasm": base64 of the module, "prepack": whether
+it has
 `fxc_prepack` / `fxc_run_main`, "threads", "memory_pages"}. The page holds the model's buffers in the module's
 memory: inputs, outputs, constants (written once) and the workspace. A call is one round trip to the page: the
 inputs that changed go as one binary file (Page.put: the harness's loopback server, which the page fetches) or, up to

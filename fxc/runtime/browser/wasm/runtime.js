@@ -1,4 +1,4 @@
-// fxc's WebAssembly plan runtime: runs a model compiled for the `wasm` target (fxc.backends.wasm) in a browser.
+// fxc's WebAssembly plan runtime: runs a model compiled for the `wasm` target (fxc.backends.wasm.link) in a browser.
 //
 //   const w = await FxcWasm.load(bytes, threads, pages);   // compile + instantiate one .wasm module (its memory;
 //                                                  // threads > 1: shared, with threads web workers)
@@ -11,13 +11,13 @@
 // as needed), its entries (`fxc_run(inputs, outputs, consts, work)`: arrays of 32-bit addresses; `fxc_prepack` and
 // `fxc_run_main` when weights are packed once) and `fxc_index_error` (op, index, size of an out-of-range index).
 // An entry returns 0, or 2 (an integer division by zero) | 4 (an index out of range). Its imports are the math
-// functions WebAssembly has no instruction for, from Math (FXC_WASM_IMPORTS; fxc.backends.wasm.JS_IMPORTS).
+// functions WebAssembly has no instruction for, from Math (FXC_WASM_IMPORTS; fxc.backends.wasm.link.JS_IMPORTS).
 //
 // Threads (a module linked for -num-threads=N): the memory is a shared WebAssembly.Memory (the page must be
 // cross-origin isolated: COOP/COEP) and N web workers instantiate the same module on it, each with a stack of its
 // own. Worker 0 runs the plan (`run`: the page posts the entry and its arguments and awaits the answer, so the
 // page's thread never spins while kernels run); workers 1..N-1 sleep in the module's fxc_worker(k) until a parallel
-// loop wakes them (fxc.backends.wasm.POOL_IR). The page's own instance only places buffers and reads the memory.
+// loop wakes them (fxc.backends.wasm.link.POOL_IR). The page's own instance only places buffers and reads the memory.
 "use strict";
 
 function fxcWasmImports() {
@@ -45,7 +45,7 @@ function fxcFromBase64(b64) {       // the bytes of base64 text, as an ArrayBuff
   for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
   return out.buffer;
 }
-const FXC_WASM_STACK = 8 << 20;      // bytes of each worker's stack (fxc.backends.wasm.STACK_BYTES)
+const FXC_WASM_STACK = 8 << 20;      // bytes of each worker's stack (fxc.backends.wasm.link.STACK_BYTES)
 
 // a worker: instantiate the module on the shared memory, take its own stack, report; worker 0 then runs the entries
 // the page posts (answering {rc, runs}: the plans it has run), the others serve the pool forever

@@ -11,7 +11,7 @@ weights over 64 KiB are one file the page fetches (`Page.put`; ~0.2 s for 32 MB,
 page.evaluate took 28 s), outputs over 64 KiB one file it posts back (`Page.take`); smaller data ride inside the
 call as base64 (no second request).
 
-The program (fxc.backends.wgsl.render_wgsl) is JSON: a WGSL compute shader per kernel. A module keeps all of its
+The program (fxc.backends.webgpu.wgsl.render_wgsl) is JSON: a WGSL compute shader per kernel. A module keeps all of its
 tensors in one storage buffer in the page, the arena: a 64-byte header, then the inputs, outputs, constants and
 the planned workspace, each 64-byte aligned (fxc.runtime.arena, as the GL module's). Constants are written once;
 weights (`prepack_inputs`) stay until they change (DeviceModule's rules). A call is one page.evaluate: the page

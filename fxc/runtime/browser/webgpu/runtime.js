@@ -1,4 +1,4 @@
-// fxc's WebGPU plan runtime: runs a model compiled for the `webgpu` target (fxc.backends.wgsl.render_wgsl).
+// fxc's WebGPU plan runtime: runs a model compiled for the `webgpu` target (fxc.backends.webgpu.wgsl.render_wgsl).
 //
 //   const g = await FxcWebGPU.open();           // an adapter and a device, or an Error saying what is missing
 //   const m = await g.model(program, plan, arenaBytes, consts);   // pipelines compiled once a page (by shader text)

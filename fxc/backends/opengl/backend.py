@@ -1,8 +1,8 @@
 """The opengl backend entry (fxc.backends.BACKENDS["opengl"]): GLSL compute shaders on the process's GL context."""
 from __future__ import annotations
 
-from .backend import Backend
-from .glsl import needs_fp64, render_glsl
+from ..backend import Backend
+from ..glsl import needs_fp64, render_glsl
 
 
 def render(kernels: list, rows=None, caps=None) -> str:

@@ -1,8 +1,8 @@
 """The opencl backend entry (fxc.backends.BACKENDS["opencl"]): OpenCL C, run through pyopencl."""
 from __future__ import annotations
 
-from .backend import Backend
-from .opencl import needs_fp64, render_opencl
+from ..backend import Backend
+from .render import needs_fp64, render_opencl
 
 
 def render(kernels: list, rows=None, caps=None) -> str:

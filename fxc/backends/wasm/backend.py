@@ -2,9 +2,9 @@
 whose plan runs in a page (the device API: fxc.runtime.browser.wasm)."""
 from __future__ import annotations
 
-from .backend import Backend, by_name
-from .llvm import compile as llvm
-from .wasm import MEMORY_PAGES, build_entries, build_wasm, find_linker
+from ..backend import Backend, by_name
+from ..llvm import compile as llvm
+from .link import MEMORY_PAGES, build_entries, build_wasm, find_linker
 
 DEVICE_API = "fxc.runtime.browser.wasm"
 

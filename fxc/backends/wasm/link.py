@@ -22,10 +22,10 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..errors import CompileError, TargetError
-from ..runtime.store import read_entry, write_entry
-from ..target import Target
-from .llvm import compile as llvm
+from ...errors import CompileError, TargetError
+from ...runtime.store import read_entry, write_entry
+from ...target import Target
+from ..llvm import compile as llvm
 
 INSTALL_LLD = ("the wasm target links its module with wasm-ld: install Debian's lld (`apt-get install lld`, "
                "scripts/setup.sh does), or set FXC_WASM_LD to a wasm-ld executable")

@@ -1,7 +1,7 @@
 """The webgpu backend entry (fxc.backends.BACKENDS["webgpu"]): WGSL compute shaders in a browser page."""
 from __future__ import annotations
 
-from .backend import Backend
+from ..backend import Backend
 from .wgsl import needs_fp64, render_wgsl
 
 

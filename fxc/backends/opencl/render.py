@@ -14,10 +14,10 @@ division never traps, float16 / bfloat16 are storage types (vload_half / vstore_
 """
 from __future__ import annotations
 
-from ..errors import LoweringError
-from ..lowering.loop_ir import Buffer, Kernel, stmt_exprs, walk_stmts
-from ..symbolic.expr import walk
-from .cstyle import CStyleRenderer
+from ...errors import LoweringError
+from ...lowering.loop_ir import Buffer, Kernel, stmt_exprs, walk_stmts
+from ...symbolic.expr import walk
+from ..cstyle import CStyleRenderer
 
 VALUE = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "int16": "short", "int8": "char",
          "uint8": "uchar", "bool": "bool", "float16": "float", "bfloat16": "float"}
