@@ -137,7 +137,7 @@ def test_small_net_matches_eager(target):
 
 # ---------------------------------------------------------------------------------- weights kept on the device
 # the class of a target's modules
-MODULE_CLASS = {"opencl": "DeviceModule", "opengl": "GLModule", "webgpu": "WebGPUModule", "webgl": "WebGLModule",
+MODULE_CLASS = {"opencl": "OpenCLModule", "opengl": "GLModule", "webgpu": "WebGPUModule", "webgl": "WebGLModule",
                 "wasm": "WasmModule"}
 
 
