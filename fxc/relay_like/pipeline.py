@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 
-from ..target import Target
 from .context import PassContext
 from .passes import (
     eliminate_common_subexpr,
@@ -83,12 +82,3 @@ def plan_graph(g, ctx: PassContext) -> Planned:
         planned = _timed(step, planned, ctx, "plan", lambda p: f"{len(p.groups)} groups")
     return planned
 
-
-def run_pipeline(g, debug: int = 0, log=print, precision: str = "fp32", bf16_everywhere: bool = True,
-                 bf16_direct: bool = False, weights_vary: bool = False, target=None, winograd: str = "auto",
-                 blocked_layout: bool = True):
-    """run_passes with a PassContext of these arguments (target: a fxc.target.Target, None: the host CPU); see
-    PassContext for what each means."""
-    ctx = PassContext(Target.parse(target), precision, bf16_everywhere, bf16_direct, weights_vary, winograd,
-                      blocked_layout, debug=debug, log=log)
-    return run_passes(g, ctx)

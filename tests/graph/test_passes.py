@@ -320,13 +320,6 @@ def test_every_pass_runs_for_every_target_and_leaves_what_is_not_its_own():
     assert "conv2d" in device and not any(op.startswith(("conv2d_", "pack_", "winograd")) for op in device)
 
 
-def test_run_pipeline_is_run_passes_with_its_arguments_as_the_context():
-    from fxc.relay_like.pipeline import run_passes, run_pipeline
-    old = run_pipeline(_weighted_conv_graph(), winograd="off")
-    new = run_passes(_weighted_conv_graph(), PassContext(winograd="off"))
-    assert ops(old) == ops(new) and "conv2d_packed" in ops(new)
-
-
 def test_plan_steps_split_the_prepack_and_plan_the_per_call_buffers():
     """hoist_weights, fuse_groups, split_prepack, plan_buffers: the weight's packing is the prepack step, the conv
     with its epilogue a per-call group writing straight into the output its reshape makes; with Caps.hoist_weights off

@@ -104,11 +104,12 @@ def _conv_matmul_graph():
 def _rendered_ir(graph, spec) -> tuple:
     """(the graph after the target's passes, the LLVM IR of its kernels) as the build makes them for `spec`."""
     from fxc.driver.groups import group_kernel
+    from fxc.relay_like.context import PassContext
     from fxc.relay_like.passes.fuse_ops import fuse_ops
     from fxc.relay_like.passes.hoist import hoisted_values
-    from fxc.relay_like.pipeline import run_pipeline
+    from fxc.relay_like.pipeline import run_passes
     target = Target.parse(spec)
-    g = run_pipeline(graph, target=target)
+    g = run_passes(graph, PassContext(target))
     groups = fuse_ops(g, hoisted=hoisted_values(g))
     kernels = [group_kernel(gr, f"k{i}", 1, target) for i, gr in enumerate(groups)]
     return g, llvm.render(kernels, [], target=target)
