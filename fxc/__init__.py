@@ -24,7 +24,7 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
     count over all captured graphs), .kernels (one line per fused kernel), .failures (subgraphs that could not
     compile) and a readable str(); in the first form, a callable that returns it.
     """
-    from .capture.torch.explain import explain as _explain
+    from .capture.torch.explain import explain as _explain  # deferred: `import fxc` loads no torch
     return _explain(model, *example_inputs, options=options, **option_keywords)
 
 
@@ -33,7 +33,7 @@ def from_torch(model, example_inputs, target: str = "llvm", **options):
 
     Returns a CompiledModel: torch tensors (or numpy arrays) in, the same kind out; `fxc.export` writes it.
     """
-    from .capture.torch.aot import from_torch as _from_torch
+    from .capture.torch.aot import from_torch as _from_torch  # deferred: `import fxc` loads no torch
     return _from_torch(model, example_inputs, target=target, **options)
 
 
@@ -43,14 +43,14 @@ def from_mxnet(sym, params=None, shapes=None, dtype="float32", target: str = "ll
 
     Returns an MXNetModel: NDArrays (or numpy arrays) in, the same kind out; `fxc.export` writes it.
     """
-    from .capture.mxnet.convert import from_mxnet as _from_mxnet
+    from .capture.mxnet.convert import from_mxnet as _from_mxnet  # deferred: `import fxc` loads no compiler
     return _from_mxnet(sym, params, shapes=shapes, dtype=dtype, target=target, **options)
 
 
 def export(compiled, path, sign_key=None):
     """Write a compiled model as one deploy artifact (atomically), signed with the Ed25519 `sign_key` when given;
     see fxc.deploy.export.export."""
-    from .deploy.export import export as _export
+    from .deploy.export import export as _export  # deferred: fxc.load's runtime must not load the writer
     return _export(compiled, path, sign_key=sign_key)
 
 
@@ -60,7 +60,7 @@ def load(path, trusted_keys=None):
     Checks every part's sha256 (and, with trusted_keys, the artifact's Ed25519 signature before anything else);
     returns a module callable on numpy arrays.
     """
-    from .runtime.artifact.loader import load as _load
+    from .runtime.artifact.loader import load as _load  # deferred: `import fxc` loads only errors and version
     return _load(path, trusted_keys=trusted_keys)
 
 
@@ -70,5 +70,5 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options):
 
     Returns an OnnxModel: numpy arrays (or torch tensors) in, the same kind out; `fxc.export` writes it.
     """
-    from .capture.onnx import from_onnx as _from_onnx
+    from .capture.onnx import from_onnx as _from_onnx  # deferred: `import fxc` loads no onnx
     return _from_onnx(model_or_path, shapes=shapes, target=target, **options)

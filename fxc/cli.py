@@ -26,7 +26,13 @@ import time
 
 import numpy as np
 
+from .deploy.web import serve, write_package
 from .errors import FxcError
+from .runtime import store
+from .runtime.artifact.extract import extract, verify_folder
+from .runtime.artifact.loader import load
+from .runtime.artifact.read import read_verified
+from .runtime.artifact.signing import generate
 from .runtime.store import atomic_write
 
 
@@ -80,8 +86,8 @@ def _load_factory(ref: str):
 
 def _compile_onnx(args) -> int:
     """`fxc compile model.onnx`: input shapes from the model, or --input-shape for the dims it leaves open."""
-    from .capture.onnx import from_onnx
-    from .deploy.export import export
+    from .capture.onnx import from_onnx  # deferred: fxc.capture.onnx imports onnx, optional
+    from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
     t0 = time.perf_counter()
     compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target)
     path = export(compiled, args.output, sign_key=args.sign_key)
@@ -95,18 +101,18 @@ def cmd_compile(args) -> int:
         return _compile_onnx(args)
     if not args.input_shape:
         raise FxcError("give --input-shape once per input of the model (e.g. --input-shape 1,3,224,224)")
-    from .deploy.export import export
+    from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
     dtypes = args.input_dtype or ["float32"]
     if len(dtypes) == 1:
         dtypes = dtypes * len(args.input_shape)
     if len(dtypes) != len(args.input_shape):
         raise FxcError(f"give one --input-dtype, or one per --input-shape ({len(args.input_shape)})")
-    from .capture.mxnet.convert import is_checkpoint
+    from .capture.mxnet.convert import is_checkpoint  # deferred: loads the compiler, which run/inspect must not
     if is_checkpoint(args.model):           # an MXNet checkpoint prefix (prefix-symbol.json + prefix-%04d.params)
         return _compile_mxnet(args, dtypes)
-    import torch
+    import torch  # deferred: the CLI's run/inspect/extract/verify start without torch
 
-    from .capture.torch.aot import from_torch
+    from .capture.torch.aot import from_torch  # deferred: imports torch
     factory = _load_factory(args.model)
     try:
         model = factory()
@@ -135,8 +141,8 @@ def cmd_compile(args) -> int:
 
 
 def _compile_mxnet(args, dtypes) -> int:
-    from .capture.mxnet.convert import from_mxnet
-    from .deploy.export import export
+    from .capture.mxnet.convert import from_mxnet  # deferred: loads the compiler, which run/inspect must not
+    from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
     t0 = time.perf_counter()
     probe = from_mxnet(args.model, epoch=args.epoch)        # the input names, in call order
     if len(probe.input_names) != len(args.input_shape):
@@ -170,7 +176,6 @@ def _check_output_paths(paths) -> None:
 
 
 def cmd_run(args) -> int:
-    from .runtime.artifact.loader import load
     _check_output_paths(args.output)
     module = load(args.artifact, trusted_keys=args.trusted_key)
     arrays = []
@@ -205,7 +210,6 @@ def cmd_run(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .runtime.artifact.read import read_verified
     m, parts, _, signature = read_verified(args.artifact, args.trusted_key)
     if args.json:
         print(json.dumps(m, indent=1))
@@ -256,7 +260,6 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_extract(args) -> int:
-    from .runtime.artifact.extract import extract
     d = extract(args.artifact, args.directory, trusted_keys=args.trusted_key)
     print(f"extracted {args.artifact} -> {d}")
     return 0
@@ -264,9 +267,6 @@ def cmd_extract(args) -> int:
 
 def cmd_verify(args) -> int:
     from pathlib import Path
-
-    from .runtime.artifact.extract import verify_folder
-    from .runtime.artifact.read import read_verified
     if Path(args.artifact).is_dir():
         verify_folder(args.artifact, args.key)
     else:
@@ -276,7 +276,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_keygen(args) -> int:
-    from .runtime.artifact.signing import generate
     private, public = generate(args.key)
     print(f"private key (keep it secret; sign with --sign-key): {private}\npublic key (give it to the loaders: "
           f"--trusted-key / fxc.load(..., trusted_keys=[...])): {public}")
@@ -284,7 +283,6 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_web(args) -> int:
-    from .deploy.web import write_package
     inputs = [np.load(f, allow_pickle=False) for f in args.input] or None
     index = write_package(args.artifact, args.directory, inputs=inputs, runs=args.runs,
                           trusted_keys=args.trusted_key)
@@ -294,7 +292,6 @@ def cmd_web(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .deploy.web import serve
     server = serve(args.directory, args.port)
     print(f"serving {args.directory} at {server.url} (127.0.0.1 only; Ctrl-C stops"
           + (f", or after {args.seconds} s)" if args.seconds else ")"), flush=True)
@@ -308,12 +305,11 @@ def cmd_serve(args) -> int:
 
 
 def cmd_cache(args) -> int:
-    from .runtime import store as cache
     if args.action == "clear":
-        n, freed = cache.clear()
-        print(f"removed {n} entries ({freed / 2**20:.1f} MiB) from {cache.cache_dir()}")
+        n, freed = store.clear()
+        print(f"removed {n} entries ({freed / 2**20:.1f} MiB) from {store.cache_dir()}")
         return 0
-    s = cache.stats()
+    s = store.stats()
     bound = f"{s['max_bytes'] / 2**30:.2f} GiB" if s["max_bytes"] else "none"
     print(f"{s['dir']}: {s['entries']} entries, {s['bytes'] / 2**20:.1f} MiB; bound {bound} (FXC_CACHE_MAX_BYTES, "
           f"least recently used entries evicted first)")

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backends.llvm import deploy as llvm_deploy
 from ..errors import ArtifactError, FxcError, TargetError
 from ..runtime.artifact import signing
 from ..runtime.artifact.device import device_interface_line
@@ -160,7 +161,6 @@ def export(compiled, path, sign_key=None) -> Path:
         raise FxcError(f"fxc.export expects what fxc.from_torch returns, got {type(compiled).__name__}")
     if module.target != "llvm":
         raise TargetError(f"export of target {module.target!r} is not implemented; available: llvm")
-    from ..backends.llvm import deploy as llvm_deploy
     key = signing.private_key(sign_key) if sign_key is not None else None     # a bad key fails before the build
     params, records = pack_params(module.consts)
     sig = lambda specs: [{"name": s.name, "shape": list(s.shape), "dtype": s.dtype} for s in specs]  # noqa: E731

@@ -33,15 +33,21 @@ import http.server
 import json
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 from ..errors import ArtifactError, FxcError
+from ..runtime.arena import place_arena
 from ..runtime.artifact.device import read_device
 from ..runtime.artifact.read import read_artifact
-from ..runtime.browser.webgl import RUNTIME_JS, layout, pack, program_of
+from ..runtime.browser import webgpu
+from ..runtime.browser.webgl import RUNTIME_JS, WASM_JS, WASM_STEPS_JS, layout, pack, program_of
+from ..runtime.plan import dispatch_of
+from ..runtime.rows import shape_at
 from ..runtime.store import atomic_write
-from ..runtime.tensors import check_inputs
+from ..runtime.symbols import bind_symbols
+from ..runtime.tensors import check_inputs, nbytes, np_dtype
 from ..version import __version__
 
 PACKAGE_JS = Path(__file__).parents[1] / "runtime" / "browser" / "web_package.js"
@@ -112,8 +118,6 @@ def _sri(data: bytes) -> str:
 
 def sample_inputs(specs: list, seed: int = 0, sizes: dict | None = None) -> list:
     """One input set of the signature (at the size symbols' `sizes`): standard normal floats, zero integers, False."""
-    from ..runtime.rows import shape_at
-    from ..runtime.tensors import np_dtype
     rng = np.random.default_rng(seed)
     shapes = [shape_at(s, sizes) if sizes else s.shape for s in specs]
     return [rng.standard_normal(shape).astype(np.float32) if s.dtype == "float32"
@@ -123,7 +127,6 @@ def sample_inputs(specs: list, seed: int = 0, sizes: dict | None = None) -> list
 def _webgl_parts(source, specs, outputs, consts, workspace, plan, inputs, symbols=()) -> tuple:
     """The webgl package's own parts: layout.json, weights.bin, sample.bin and, when some groups run as wasm
     kernels (what WebGL cannot express), module.wasm; (files, package.json entries, scripts, kernels, launches)."""
-    from ..runtime.browser.webgl import WASM_JS, WASM_STEPS_JS
     program = program_of(source)
     desc = layout(program, plan, specs, outputs, consts, symbols=symbols)
     weights, wrec = pack(consts, [f"constant {i}" for i in range(len(consts))])
@@ -155,12 +158,6 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
     """The webgpu package's own parts: layout.json (the WGSL program, the launches with their operands' byte
     offsets in the arena: fxc.runtime.browser.webgpu's layout), weights.bin and sample.bin (bytes as the arena holds
     them)."""
-    from types import SimpleNamespace
-
-    from ..runtime.arena import place_arena
-    from ..runtime.browser.webgpu import RUNTIME_JS as GPU_JS, WASM_JS, WASM_STEPS_JS
-    from ..runtime.plan import dispatch_of
-    from ..runtime.tensors import nbytes
     m = SimpleNamespace(inputs=specs, outputs=outputs, consts=consts, workspace_bytes=workspace)
     place_arena(m, 1 << 62, "WebGPU", "the browser")        # the page checks its adapter's binding limit
     where = {"in": m._in_at, "out": m._out_at, "const": m._const_at}
@@ -179,11 +176,11 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
     files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
              "sample.bin": sample}
     extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec}}
-    scripts = {"runtime.js": GPU_JS.read_bytes()}
+    scripts = {"runtime.js": webgpu.RUNTIME_JS.read_bytes()}
     if wasm:
         files["module.wasm"] = base64.b64decode(wasm["module"])
         extra["wasm"] = "module.wasm"
-        scripts.update({"wasm.js": WASM_JS.read_bytes(), "webgpu_steps.js": WASM_STEPS_JS.read_bytes()})
+        scripts.update({"wasm.js": webgpu.WASM_JS.read_bytes(), "webgpu_steps.js": webgpu.WASM_STEPS_JS.read_bytes()})
     return files, extra, scripts, len(program["kernels"]), len(plan)
 
 
@@ -207,7 +204,6 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
                             f"webgl only (fxc.load runs this one at any size): export a {kind} build with static "
                             f"shapes for the web package, or a webgl build with the dynamic batch")
     if symbols:     # a symbolic batch (webgl): the sample at its size; the page runs any size (?size=N) in range
-        from ..runtime.symbols import bind_symbols
         sizes = {symbols[0]["name"]: min(max(8, symbols[0]["min"]), symbols[0]["max"])} if inputs is None else \
             bind_symbols(specs, [np.shape(a) for a in inputs], symbols)
         inputs = sample_inputs(specs, sizes=sizes) if inputs is None else list(inputs)

@@ -31,6 +31,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from ..capture.torch.recorder import recording
+from ..runtime.store import atomic_write
+
 MAX_NUMEL = 4096
 RTOL, ATOL = 1e-4, 1e-4    # relative to the largest magnitude of the expected value (float32 reassociation)
 
@@ -402,9 +405,7 @@ def _compare_fn(fn, inputs, target, grad=False, dynamic=False):
     where eager accepts that."""
     import contextlib
 
-    import torch._dynamo
-
-    from ..capture.torch.recorder import recording
+    import torch._dynamo  # deferred: torch._dynamo is slow to import
     run = _with_grads if grad else (lambda f, ins: f(*[t.clone() for t in ins]))
     longer = [torch.cat([t, t, t[:1]]) if t.ndim else t for t in inputs] if dynamic else None
     with contextlib.nullcontext() if grad else torch.no_grad():
@@ -552,7 +553,6 @@ def shrink(program: dict, failure: str, target: str = "llvm") -> dict:
 
 
 def save_reproducer(program: dict, failure: str, save_dir) -> Path:
-    from ..runtime.store import atomic_write
     body = json.dumps(program, sort_keys=True)
     name = "fuzz_" + hashlib.sha256(body.encode()).hexdigest()[:12] + ".json"
     path = Path(save_dir) / name
@@ -565,8 +565,6 @@ def run(count: int, seed: int, target: str = "llvm", save_dir=None, progress=pri
     """Fuzz `count` programs (seeds seed..seed+count-1), `batch` per compiled function; failing ones are
     shrunk and saved. The case being checked is kept in `<save_dir>/.fuzz_current-<seed>.json`."""
     import logging
-
-    from ..runtime.store import atomic_write
     logging.getLogger("fxc").setLevel(logging.ERROR)
     stats = {"graphs": 0, "wrong": 0, "crashed": 0, "uncompiled": 0, "failures": []}
     t0 = time.perf_counter()

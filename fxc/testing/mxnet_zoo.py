@@ -38,7 +38,7 @@ def randomize_batchnorm(net, seed: int = 1) -> None:
 def make_gluon(name: str, size: int | None = None, batch: int = 1, seed: int = 0):
     """(network, input NDArray) for a Gluon zoo name at `size` (default: the benchmark's)."""
     mx = import_mxnet()
-    from mxnet.gluon.model_zoo import vision
+    from mxnet.gluon.model_zoo import vision  # deferred: mxnet is optional, loaded through import_mxnet()'s shim
     size = size or GLUON_ZOO[name][0]
     mx.random.seed(seed)
     net = vision.get_model(name, pretrained=False)

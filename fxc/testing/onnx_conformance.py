@@ -24,6 +24,13 @@ import traceback
 from pathlib import Path
 
 import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.backend.test.case.node import collect_testcases
+
+import fxc
+from fxc.errors import UnsupportedOpError
+from fxc.runtime.store import atomic_write
 
 GOAL_TYPES = {1, 6, 7, 9}       # float32, int32, int64, bool
 
@@ -40,8 +47,6 @@ def goal_case(model) -> bool:
 def node_cases(all_dtypes: bool = False, pattern: str | None = None) -> list:
     """(name, op, model, data_sets, rtol, atol) of the node test cases, in name order."""
     import warnings
-
-    from onnx.backend.test.case.node import collect_testcases
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cases = collect_testcases(None)
@@ -69,8 +74,6 @@ def case_op(case, single: dict) -> str:
 
 def light_models() -> list:
     """(name, model path, inputs, expected outputs) of the light models, inputs as onnx's runner makes them."""
-    import onnx
-    from onnx import numpy_helper
     root = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     out = []
     for path in sorted(root.glob("light_*.onnx")):
@@ -96,7 +99,6 @@ class FxcBackend:
     name = "fxc"
 
     def prepare(self, model):
-        import fxc
         return fxc.from_onnx(model)
 
     def run(self, prepared, inputs):
@@ -105,7 +107,6 @@ class FxcBackend:
 
     @staticmethod
     def unsupported(e: BaseException) -> bool:
-        from fxc.errors import UnsupportedOpError
         return isinstance(e, UnsupportedOpError)
 
 
@@ -113,7 +114,7 @@ class OrtBackend:
     name = "onnxruntime"
 
     def prepare(self, model):
-        import onnxruntime as ort
+        import onnxruntime as ort  # deferred: onnxruntime is a reference peer, optional
         so = ort.SessionOptions()
         so.intra_op_num_threads = 1
         so.log_severity_level = 4
@@ -151,8 +152,6 @@ def compare(outputs, expected, rtol, atol) -> None:
 
 def _array(x) -> np.ndarray:
     """A data set's tensor as numpy (some cases store TensorProtos, as onnx's runner normalises them)."""
-    import onnx
-    from onnx import numpy_helper
     return numpy_helper.to_array(x) if isinstance(x, onnx.TensorProto) else np.asarray(x)
 
 
@@ -196,7 +195,6 @@ def main(argv=None) -> int:
                 print(f"{status:12s} {name}: {msg[:160]}", flush=True)
     if not args.no_models:
         for name, path, inputs, expected in light_models():
-            import onnx
             status, msg, secs = run_case(backend, onnx.load(str(path)), [(inputs, expected)], 1e-3, 1e-7)
             records.append({"kind": "model", "name": name, "op": "(model)", "status": status, "message": msg,
                             "seconds": round(secs, 3)})
@@ -204,13 +202,11 @@ def main(argv=None) -> int:
     report = summarize(records, backend.name, args)
     print_report(report, args.quiet)
     if args.json:
-        from fxc.runtime.store import atomic_write
         atomic_write(args.json, json.dumps(report, indent=1).encode())
     return 0
 
 
 def summarize(records: list, backend: str, args) -> dict:
-    import onnx
     per_op: dict = collections.defaultdict(lambda: {"pass": 0, "fail": 0, "unsupported": 0})
     totals = {k: collections.Counter() for k in ("node", "model")}
     for r in records:

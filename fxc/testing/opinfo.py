@@ -28,6 +28,13 @@ import sys
 import threading
 import time
 
+import torch
+import torch.utils._pytree as pytree
+
+from ..capture.torch import recorder as fxc_torch
+from ..runtime.store import atomic_write
+from .fuzz import closer_than_eager
+
 STATUSES = ("compiled", "fallback", "wrong", "crashed")
 SKIP_PREFIXES = ("empty", "new_empty", "rand", "normal", "bernoulli", "multinomial", "uniform", "cauchy",
                  "exponential", "geometric", "log_normal", "nn.functional.dropout", "nn.functional.alpha_dropout",
@@ -43,8 +50,7 @@ def op_key(op) -> str:
 
 def select_ops(names=None, dtype: str = "float32") -> list:
     """OpInfos to sweep: `dtype` on CPU, deterministic; `names` (op names or keys) narrows the list."""
-    import torch
-    from torch.testing._internal.common_methods_invocations import op_db
+    from torch.testing._internal.common_methods_invocations import op_db  # deferred: slow to import (2 s)
     ops = []
     for op in op_db:
         if getattr(torch, dtype) not in op.supported_dtypes("cpu"):
@@ -62,15 +68,11 @@ def select_ops(names=None, dtype: str = "float32") -> list:
 
 # -- one op, in the worker ----------------------------------------------------------------------------
 def _clone(x):
-    import torch
-    import torch.utils._pytree as pytree
     return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, x)
 
 
 def _compare(actual, expected, what: str):
     """Raise AssertionError naming `what` when two pytrees of results differ."""
-    import torch
-    import torch.utils._pytree as pytree
     a_leaves, a_spec = pytree.tree_flatten(actual)
     e_leaves, e_spec = pytree.tree_flatten(expected)
     if len(a_leaves) != len(e_leaves):
@@ -88,7 +90,6 @@ def _compare(actual, expected, what: str):
 
 def _float64_run(fn, tensors):
     """The sample run eagerly with its float32 tensors in float64 (None when the op has no float64 kernel)."""
-    import torch
     try:
         return _seeded(fn)(*[t.double() if t.dtype == torch.float32 else t.clone() for t in tensors])
     except Exception:       # noqa: BLE001 - no judge
@@ -98,8 +99,6 @@ def _float64_run(fn, tensors):
 def _closer_to_float64(actual, expected, reference) -> bool:
     """True when every float result that differs from eager is as close to the float64 answer as eager is
     (eager's own float32 rounding, not an fxc error: the rule PyTorch's compiler tests use)."""
-    import torch
-    import torch.utils._pytree as pytree
     if reference is None:
         return False
     a_l, e_l, r_l = (pytree.tree_flatten(x)[0] for x in (actual, expected, reference))
@@ -116,7 +115,6 @@ def _closer_to_float64(actual, expected, reference) -> bool:
         if not (e.is_floating_point() and isinstance(a, torch.Tensor) and isinstance(r, torch.Tensor)
                 and a.shape == e.shape == r.shape and a.dtype == e.dtype):
             return False
-        from .fuzz import closer_than_eager
         if not closer_than_eager(a, e, r):
             return False
     return True
@@ -124,8 +122,6 @@ def _closer_to_float64(actual, expected, reference) -> bool:
 
 def _split_sample(sample):
     """(tensors, rebuild): the sample's tensors become graph inputs; everything else stays constant."""
-    import torch
-    import torch.utils._pytree as pytree
     leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
     pos = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
 
@@ -151,8 +147,6 @@ def _seed_outside_the_op():
 
 
 def _seeded(f, seed: int = 42):
-    import torch
-
     def call(*ts):
         torch.manual_seed(seed)
         return f(*ts)
@@ -161,11 +155,8 @@ def _seeded(f, seed: int = 42):
 
 def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
     """Run one OpInfo's samples compiled and eagerly; returns its result record."""
-    import torch
-    import torch._dynamo
-    from torch._dynamo.utils import counters
-
-    from ..capture.torch import recorder as fxc_torch
+    import torch._dynamo  # deferred: torch._dynamo is slow to import
+    from torch._dynamo.utils import counters  # deferred: torch._dynamo is slow to import
 
     _seed_outside_the_op()
 
@@ -313,7 +304,6 @@ def sweep(keys, targets, max_samples=8, timeout=600, json_path=None, worker_log=
           dtype="float32", jobs=1) -> dict:
     """Run the OpInfo sweep; returns {"targets": {target: {"totals": ..., "ops": {key: record}}}}.
     `jobs` worker processes run ops side by side (each worker owns one op at a time)."""
-    from ..runtime.store import atomic_write
     report = {"max_samples": max_samples, "dtype": dtype, "targets": {}}
     log = open(worker_log, "a") if worker_log else subprocess.DEVNULL
     lock = threading.Lock()

@@ -15,7 +15,12 @@ import sys
 
 import numpy as np
 
+from ..driver.build import build
 from ..errors import FxcError
+from ..ops.registry import all_ops
+from ..relay_like.builder import Builder
+from ..symbolic.expr import Sym
+from ..symbolic.sym import SymInfo
 
 
 def _dtype(a) -> str:
@@ -26,11 +31,6 @@ def check_symbolic(name: str, k: int, last: bool = False) -> str:
     """'symbolic' when sample k of op `name` builds with its leading dim (last: its last dim, for samples of two
     dims or more; the inputs of as many dims with the same size there share the symbol) symbolic and matches the
     reference at two sizes; 'per size: <why>' when it does not build so; AssertionError on a wrong result."""
-    from ..driver.build import build
-    from ..ops.registry import all_ops
-    from ..relay_like.builder import Builder
-    from ..symbolic.expr import Sym
-    from ..symbolic.sym import SymInfo
     op = all_ops()[name]
     arrays, attrs = op.samples(np.random.default_rng(k))[k]
     if not arrays or arrays[0].ndim < (2 if last else 1) or arrays[0].shape[-1 if last else 0] < 1:
@@ -75,7 +75,6 @@ def check_symbolic(name: str, k: int, last: bool = False) -> str:
 
 
 def cases() -> list:
-    from ..ops.registry import all_ops
     return [(name, k) for name, op in sorted(all_ops().items()) if op.samples and op.compute
             for k in range(len(op.samples(np.random.default_rng(0))))]
 

@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from ...backends import fill
+from ...driver.build import build
 from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
+from ...relay_like.builder import Builder
 from ...runtime.tensors import TensorSpec
 from .ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
 
@@ -237,7 +239,6 @@ class Model:
 
     def to_graph(self, shapes: dict, dtypes: dict):
         """The fxc graph of the symbol for these input shapes and dtypes; params are constants."""
-        from ...relay_like.builder import Builder
         _, types, inner, out_types = self.infer(shapes, dtypes)
         b = Builder()
         env: dict = {}
@@ -321,7 +322,6 @@ class MXNetModel:
 
     def _build(self, shapes: dict | None = None, dtypes: dict | None = None) -> None:
         """Compile for these input shapes and dtypes (kept only once the build succeeds)."""
-        from ...driver.build import build
         shapes, dtypes = shapes or self._shapes, dtypes or self._dtypes
         graph = self._model.to_graph(shapes, dtypes)
         module = build(graph, target=self.target, **self.options)

@@ -27,7 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ...deploy.export import export
+from ...driver.build import build
 from ...errors import CompileError, FxcError
+from ...relay_like.builder import Builder
+from ...runtime.artifact.extract import extract
 from ...runtime.store import cache_dir
 from .convert import Model, import_mxnet, parse_symbol_json
 from .ops import CONVERTERS, LABEL_OPS, WEIGHT_SLOTS, Node, attribute_problem
@@ -160,7 +164,6 @@ def node_supported(nodes: list, i: int) -> bool:
         if s is None or ref[1] >= len(s):
             return True             # no shapes to try it on (no input shapes given): its attributes decided
         ins.append((s[ref[1]], t[ref[1]] if t and ref[1] < len(t) else "float32"))
-    from ...relay_like.builder import Builder
     b = Builder()
     try:
         vals = [b.graph.input(s, t if t in COMPILED_DTYPES else "float32") for s, t in ins]
@@ -220,9 +223,6 @@ def compile_subgraph(text: str, shapes: list, types: list, weights: dict | None 
     """An MXNet subgraph (its symbol JSON, the shapes and MXNet dtype codes of its inputs in MXNet's order, and the
     values of those inputs to bake in) compiled by fxc and extracted as a deploy artifact into a fresh folder;
     returns (the folder, the positions of the inputs the compiled code takes)."""
-    from ...deploy.export import export
-    from ...driver.build import build
-    from ...runtime.artifact.extract import extract
     mx = import_mxnet()
     graph = parse_symbol_json(text, "an fxc subgraph")
     graph.setdefault("attrs", {}).setdefault("mxnet_version", ["int", 10901])     # (no "upgrading v0.8" notes)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...errors import UnsupportedOpError
+from ...ops.conv_transpose import transposed_convolution
 
 
 @dataclass
@@ -131,7 +132,6 @@ def _convolution(b, ins, n: Node):
 
 def _deconvolution(b, ins, n: Node):
     _nchw(n)
-    from ...ops.conv_transpose import transposed_convolution
     x, w = ins[0], ins[1]
     nd = _spatial(n, x)
     if n.tuple("target_shape"):

@@ -9,16 +9,22 @@ QDQ models (QuantizeLinear/DequantizeLinear) compute in float32 too.
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
 import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import helper
 
 from ...backends import fill
+from ...driver.build import build
 from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.tensors import TensorSpec
+from ...symbolic.expr import Sym
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
 from .table import Context, FoldingBuilder, NeedsValues, lookup
@@ -28,8 +34,6 @@ FLOAT16 = 10
 
 def load_model(model_or_path):
     """An onnx.ModelProto from a ModelProto, serialized bytes or a path (with its external data)."""
-    import onnx
-    from google.protobuf.message import DecodeError
     if isinstance(model_or_path, onnx.ModelProto):
         model = model_or_path
     elif isinstance(model_or_path, (bytes, bytearray)):
@@ -74,7 +78,6 @@ def unsupported_nodes(model, nodes=None) -> list:
     opset, bad = opset_of(model), []
     for i, n in enumerate(nodes if nodes is not None else model.graph.node):
         if n.op_type == "If" and n.domain in ("", "ai.onnx"):     # inlined when its condition is constant
-            from onnx import helper
             for a in n.attribute:
                 bad += unsupported_nodes(model, helper.get_attribute_value(a).node)
             continue
@@ -85,7 +88,6 @@ def unsupported_nodes(model, nodes=None) -> list:
 
 
 def _attrs(node) -> dict:
-    from onnx import helper
     out = {}
     for a in node.attribute:
         v = helper.get_attribute_value(a)
@@ -172,7 +174,6 @@ def _convert_nodes(cx, nodes, env: dict) -> None:
 
 def _inline_if(cx, node, ins, env):
     """If over a constant condition: the branch it takes, converted in place (it reads the outer scope)."""
-    from onnx import helper
     cond = bool(np.asarray(cx.const(ins[0], "condition")).reshape(-1)[0])
     branch = {a.name: helper.get_attribute_value(a) for a in node.attribute}["then_branch" if cond else "else_branch"]
     inner = dict(env)
@@ -290,7 +291,6 @@ class OnnxModel:
                     raise
                 self._specialized |= e.names
                 continue
-            from ...driver.build import build
             m = build(graph, target=self.target, **self.options)
             m.outputs = [TensorSpec(vi.name, s.shape, s.dtype) for vi, s in zip(self.proto.graph.output, m.outputs)]
             self._modules[key] = m
@@ -301,16 +301,12 @@ class OnnxModel:
     def _build_symbolic(self, bound: tuple):
         """One module for every value of the model's named dim (its dim_param; fxc/symbolic/sym.py), or None when
         the model has none, several, or a part that needs the size (then each shape builds on its own)."""
-        import logging
-
-        from ...symbolic.expr import Sym
         names = {d for _, _, dims in self._inputs for d in dims or () if isinstance(d, str)}
         if len(names) != 1:
             return None
         shapes = [tuple(Sym(d) if isinstance(d, str) else s for d, s in zip(dims, shape)) if dims else shape
                   for (_, _, dims), shape in zip(self._inputs, bound)]
         try:
-            from ...driver.build import build
             m = build(to_graph(self.proto, shapes), target=self.target, **self.options)
         except Exception as e:      # noqa: BLE001  (never the user's problem: one build per shape instead)
             logging.getLogger("fxc").info("fxc: ONNX model: no symbolic build (%s: %s); building per shape",
@@ -358,7 +354,7 @@ class OnnxModel:
         outs = outs if isinstance(outs, list) else [outs]
         outs = [o.astype(np.float16) if f16 else o for o, f16 in zip(outs, self._fp16_out)]
         if as_torch:
-            import torch
+            import torch  # deferred: torch is optional (only for torch tensors in and out)
             outs = [torch.from_numpy(np.ascontiguousarray(o)) for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -15,12 +15,20 @@ import traceback
 import numpy as np
 import torch
 import torch.utils._pytree as pytree
+from torch._decomp import core_aten_decompositions, decomposition_table
+from torch.export.graph_signature import InputKind, OutputKind
 
 from ...backends import backend_of
+from ...driver.build import build
 from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, UnsupportedOpError
+from ...ops.registry import aten_table
 from ...runtime.tensors import TensorSpec, check_shape
+from ...symbolic.expr import INT_MAX, Sym
+from ...symbolic.sym import SymInfo
+from ...target import Target
 from .backend import FROM_STR, _Support, keep_whole, to_graph
+from .symbolic import symbolic_placeholders
 
 _TORCH_DTYPE = {name: dt for name, dt in FROM_STR.items() if not name.startswith("complex")}
 
@@ -108,9 +116,6 @@ class CompiledModel:
 def _decompose_unconverted(ep):
     """Ops core ATen keeps that fxc has no converter for but torch._decomp can decompose (a bilinear or nearest
     upsample, which torch.compile's tracing decomposes on its way), decomposed in turn, a few rounds deep."""
-    from torch._decomp import decomposition_table
-
-    from ...ops.registry import aten_table
     for _ in range(3):
         ops = {n.target for n in ep.graph_module.graph.nodes
                if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
@@ -124,8 +129,6 @@ def _decompose_unconverted(ep):
 def capture(model: torch.nn.Module, example_inputs: tuple, dynamic_shapes=None):
     """torch.export + core-ATen decompositions; returns (GraphModule with params as get_attr, out_spec).
     dynamic_shapes: torch.export's (torch.export.Dim per dynamic dim)."""
-    from torch._decomp import core_aten_decompositions
-    from torch.export.graph_signature import InputKind, OutputKind
     try:
         ep = torch.export.export(model, tuple(example_inputs), strict=False, dynamic_shapes=dynamic_shapes)
         ep = _decompose_unconverted(ep.run_decompositions(keep_whole(core_aten_decompositions())))
@@ -170,8 +173,8 @@ def capture(model: torch.nn.Module, example_inputs: tuple, dynamic_shapes=None):
 
 def _graph_breaks() -> tuple:
     """Exception types by which torch.export says the model is not one static graph."""
-    from torch._dynamo.exc import Unsupported, UserError
-    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+    from torch._dynamo.exc import Unsupported, UserError  # deferred: torch._dynamo is slow to import
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode  # deferred: slow (sympy)
     return GuardOnDataDependentSymNode, Unsupported, UserError
 
 
@@ -253,8 +256,6 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
     TargetError
         Unknown target kind, CPU or option.
     """
-    from ...driver.build import build
-    from ...target import Target
     unknown = set(options) - BUILD_OPTIONS
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
@@ -272,7 +273,6 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
     check_supported(gm, model)
     symbolic = None
     if dynamic_shapes is not None:
-        from .symbolic import symbolic_placeholders
         symbolic = symbolic_placeholders(gm, specialize=False)
         if symbolic is not None:
             symbolic = (symbolic[0], declared_ranges(dynamic_shapes, symbolic))
@@ -287,8 +287,6 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
 def declared_ranges(dynamic_shapes, symbolic) -> dict:
     """The symbols' facts with the ranges the user's Dims declare (torch.export keeps 1 out of a shape
     environment's range, but fxc's code for a symbolic size runs any size from 1)."""
-    from ...symbolic.expr import INT_MAX, Sym
-    from ...symbolic.sym import SymInfo
     shapes, infos = symbolic
     infos = dict(infos)
     per_input = dynamic_shapes.values() if isinstance(dynamic_shapes, dict) else dynamic_shapes

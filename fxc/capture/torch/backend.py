@@ -21,10 +21,16 @@ import threading
 
 import torch
 import torch.fx
+from torch._decomp import _core_aten_decompositions_post_autograd, get_decompositions
+from torch._guards import TracingContext
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import create_op_support
 
 from ...backends import backend_of, check_runnable, fill
 from ...driver.build import gc_paused
 from ...driver.options import OPTION_NAMES, check_build_options, check_precision
+from ...errors import FxcError
+from .fused import fused_decompositions, route_rnn_calls
 
 # re-exported: the conversion (torch_graph.py) and the partition runner (torch_partition.py) keep their old names
 from .graph import (  # noqa: F401
@@ -38,6 +44,7 @@ from .graph import (  # noqa: F401
     to_graph,
     used_outputs,
 )
+from .inference import inference_graph
 from .partition import FxcSubgraph, _prepare  # noqa: F401
 from .recorder import Explanation, _record, _say_once
 
@@ -52,12 +59,11 @@ def _warn_once(op: str, reason: str):
 # -- the backend ------------------------------------------------------------------------------------
 def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, **kwargs):
     """torch.compile backend entry (registered as `fxc` through the torch_dynamo_backends entry point)."""
-    from torch._dynamo.backends.common import aot_autograd
+    from torch._dynamo.backends.common import aot_autograd  # deferred: torch._dynamo is slow to import
     options = dict(options or {}, **kwargs)
     unknown = set(options) - OPTION_NAMES
     if unknown:
-        from ...errors import FxcError as _E
-        raise _E(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
+        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
     # the target, parsed and filled once here ("llvm", "llvm -mcpu=haswell", "opencl": TargetError if bad), is what
     # every build of this model gets. torch.compile runs what it compiles: a CPU this host is not is an error now, and
     # so is a device target without its runtime or device (never a silent eager run of a model meant for a device)
@@ -73,8 +79,6 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     def bw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=False)
 
-    from .fused import route_rnn_calls
-    from .inference import inference_graph
     route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
         inference = inference_graph(gm, example_inputs, decompositions())    # grad mode off: no AOT autograd
@@ -102,7 +106,6 @@ def decompositions() -> dict:
     autograd needs it: the decompositions of non-core ops, without the entries torch.export's table adds for every
     CompositeImplicitAutograd op (AOT autograd's tracing decomposes those through their own kernels anyway);
     collecting them took 0.14 s of every process's first compile."""
-    from torch._decomp import _core_aten_decompositions_post_autograd, get_decompositions
     table = dict(_core_aten_decompositions_post_autograd())
     table.update(get_decompositions([getattr(torch.ops.aten, n) for n in _EXTRA_DECOMPS]))
     table[torch.ops.aten.take.default] = _take
@@ -114,7 +117,6 @@ def keep_whole(table: dict) -> dict:
     torch.compile's and fxc.from_torch's): aten._safe_softmax is one softmax kernel (ops/reduce.py), not three
     passes; and with fxc's own for PyTorch's fused module fast paths and its recurrent modules (torch_fused.py:
     a TransformerEncoderLayer's fused op as its GEMMs, an LSTM as one op that runs a loop over time steps)."""
-    from .fused import fused_decompositions
     table.pop(torch.ops.aten._safe_softmax.default, None)
     table.update(fused_decompositions(table))
     return table
@@ -126,9 +128,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
     """An ATen graph with fxc's partitions compiled: AOT autograd's boxed function, or with boxed=False the plain
     forward (the inference path, torch_inference.py). static: the placeholders that are parameters or buffers
     (default: AOT autograd's static inputs of a forward graph)."""
-    from torch._functorch.aot_autograd import make_boxed_func
-    from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
-    from torch.fx.passes.operator_support import create_op_support
+    from torch._functorch.aot_autograd import make_boxed_func  # deferred: torch._functorch is slow to import
 
     if static is None:
         static = _static_placeholders(gm) if is_forward else set()
@@ -248,7 +248,6 @@ def _twin_views(gm, views: set) -> None:
 def _saves_for_backward(gm) -> bool:
     """A forward graph of a training step: it returns more than the user's outputs (what AOT autograd saves for
     the backward)."""
-    from torch._guards import TracingContext
     meta = getattr(TracingContext.try_get(), "fw_metadata", None)
     returns = getattr(meta, "num_forward", None)
     out = next(n for n in reversed(gm.graph.nodes) if n.op == "output")
@@ -260,7 +259,6 @@ def _static_placeholders(gm) -> set:
     """Names of the placeholders that are parameters or buffers (AOT autograd's static inputs): fxc treats
     them as weights, whose derived values are computed once per weight version (fxc/relay_like/passes/hoist.py),
     or as constants under options={'freeze': True}."""
-    from torch._guards import TracingContext
     ctx = TracingContext.try_get()
     idx = getattr(getattr(ctx, "fw_metadata", None), "static_input_indices", None) or ()
     placeholders = [n.name for n in gm.graph.nodes if n.op == "placeholder"]

@@ -24,6 +24,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from torch._decomp import decomposition_table as torch_table
 
 aten = torch.ops.aten
 log = logging.getLogger("fxc")
@@ -211,7 +212,6 @@ def _routed(mode, fn):
 def fused_decompositions(table: dict) -> dict:
     """Entries that replace `table`'s for the fused fast paths and the recurrent modules (those fall back to the
     table's own entry, or to PyTorch's decomposition, for what fxc's forms do not cover)."""
-    from torch._decomp import decomposition_table as torch_table
     out = {aten._transformer_encoder_layer_fwd.default: _encoder_layer,
            aten._native_multi_head_attention.default: _multi_head_attention}
     lstm_op = aten.lstm.input

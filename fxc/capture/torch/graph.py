@@ -17,6 +17,7 @@ from ...ops.complex import REAL_OF, Complex, complex_table, is_complex_call
 from ...ops.registry import aten_table
 from ...relay_like.builder import Builder
 from ...relay_like.graph import Value
+from ...symbolic.expr import facts
 
 TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
                 torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
@@ -189,7 +190,6 @@ def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
 def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
              random: bool = False, symbolic=None):
     """_to_graph with the symbols' ranges known to the type rules (a slice [:s] of a 128-row table)."""
-    from ...symbolic.expr import facts
     with facts(symbolic[1] if symbolic is not None else {}):
         return _to_graph(gm, args, weights, freeze, layouts, random, symbolic)
 

@@ -27,7 +27,7 @@ def inference_graph(gm: torch.fx.GraphModule, example_inputs, decompositions: di
     """(ATen GraphModule, names of its placeholders that are parameters/buffers), or None (AOT autograd instead)."""
     if torch.is_grad_enabled() or not _eligible(gm, example_inputs):
         return None
-    from torch._functorch.aot_autograd import aot_export_joint_simple
+    from torch._functorch.aot_autograd import aot_export_joint_simple  # deferred: torch._functorch is slow to import
     try:
         aten = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=False, decompositions=decompositions)
     except Exception as e:      # noqa: BLE001 (mutations, aliasing, anything else: AOT autograd handles it)

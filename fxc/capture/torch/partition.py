@@ -13,6 +13,8 @@ import threading
 
 import torch
 
+from ...driver.build import build, gc_paused
+from ...driver.check import CheckError, check_graph
 from ...driver.options import BUILD_OPTIONS
 from ...errors import InputError
 from ...ops.registry import get_op
@@ -196,7 +198,6 @@ class FxcSubgraph(torch.nn.Module):
         return ins, array, token
 
     def compile(self, args, symbolic: bool = False):
-        from ...driver.build import gc_paused
         with gc_paused():       # converting and building: see gc_paused
             return self._compile(args, symbolic=True) if symbolic else self._compile(args)
 
@@ -224,7 +225,6 @@ class FxcSubgraph(torch.nn.Module):
         return None
 
     def _compile(self, args, symbolic: bool = False):
-        from ...driver.build import build
         sym = self._symbolic if symbolic else None
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"),
                                                         layouts=True, random=True, symbolic=sym)
@@ -240,7 +240,6 @@ class FxcSubgraph(torch.nn.Module):
         if self.options.get("profile"):     # torch.compile(..., options={"profile": True}): table at exit
             module.print_profile_at_exit()
         if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/driver/check.py)
-            from ...driver.check import CheckError, check_graph
             fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"), layouts=True, random=True)[0]
             arrays = [_prepare(_arg(args, i).detach(), order).numpy() for i, order in zip(tensor_pos, orders)]
             report = check_graph(fresh, arrays, self.options.get("target", "llvm"))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 
 from ...errors import UnsupportedOpError
+from ...symbolic.expr import INT_MAX, Sym
+from ...symbolic.sym import SymInfo
 
 
 def _meta(node):
@@ -20,8 +22,6 @@ def symbolic_placeholders(gm, specialize: bool = True):
     when every size is static. A symbol's range is the shape environment's (Dynamo's dynamic sizes are >= 2).
     With specialize (torch.compile) one symbol stays symbolic (_row_symbol); the others are specialised (None: the
     argument's size at each call). Without (fxc.from_torch: a build that must serve every size) all stay symbolic."""
-    from ...symbolic.expr import INT_MAX, Sym
-    from ...symbolic.sym import SymInfo
     infos, out = {}, []
 
     def symbol(expr, env):
@@ -102,7 +102,6 @@ def symbolic_tries(gm) -> list:
     it (tokens [b, s], activations [b, s, d]: what the symbolic loops handle; an image's H and W would fail in
     its convolutions, so it is not tried), then the row symbol only (the others specialised), as
     `symbolic_placeholders(gm)`. Each entry is (per placeholder shapes, {name: SymInfo}); [] when sizes are static."""
-    from ...symbolic.expr import Sym
     row = symbolic_placeholders(gm)
     try:
         every = symbolic_placeholders(gm, specialize=False)
@@ -118,7 +117,6 @@ def symbolic_tries(gm) -> list:
 def _row_symbol(shapes):
     """The symbol kept symbolic: the first that is only ever the leading dim of a placeholder (after dims of 1:
     the batch of an image, the sequence of a batch-1 token list), or None."""
-    from ...symbolic.expr import Sym
     lead, other = [], set()
     for shape in shapes:
         if not isinstance(shape, tuple):
