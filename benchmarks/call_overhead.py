@@ -53,7 +53,7 @@ def _cpu_model() -> str:
 
 def _instrument(stamps: dict) -> None:
     """Stamp the entry and exit of FxcSubgraph.forward and Module.run_prepared into `stamps` (this process only)."""
-    from fxc.capture.torch.backend import FxcSubgraph
+    from fxc.capture.torch.partition import FxcSubgraph
     from fxc.runtime.cpu.module import Module
 
     def wrap(cls, name, enter, leave):

@@ -42,7 +42,7 @@ class Caps:
     scatter: bool = True                    # stores at data-dependent addresses
     math: frozenset = frozenset({"exp", "log", "sqrt", "tanh", "erf", "sin", "cos", "pow", "atan2"})
     libm: bool = True                       # kernels may call a C math library (False: wasm, whose float32 math is
-    #                                         fxc's own code, llvm_math, and any other math function an import the
+    #                                         fxc's own code, llvm/mathlib, and any other math function an import the
     #                                         JS runtime supplies)
     page_kernels: str = ""                  # the target kind whose kernels run, in the same page, the fused groups
     #                                         this one refuses (webgl, webgpu: "wasm"; fxc.driver.page_kernels); ""

@@ -43,7 +43,7 @@ from .loop_ir import Buffer, For, Seq, Store, map_body, seq
 
 VECTOR_UNARY = ("neg", "abs", "sqrt", "floor", "ceil", "trunc", "round")
 VECTOR_MATH_F32 = ("exp", "erf", "log", "log2", "log10", "log1p", "expm1", "tanh", "sin", "cos", "sigmoid")   # float32
-# vector forms the renderers provide (llvm_math.VECTOR_MATH)
+# vector forms the renderers provide (llvm/mathlib.VECTOR_MATH)
 
 
 def linear_stride(e: Expr, v: Var):

@@ -70,7 +70,7 @@ def _f(x, v):
 
 
 def _sigmoid(x):
-    """float32: the `sigmoid` unary, which a vector renders in one reduction of -x (llvm_math.VectorMath.sigmoid)."""
+    """float32: the `sigmoid` unary, which a vector renders in one reduction of -x (llvm/mathlib.VectorMath.sigmoid)."""
     return un("sigmoid", x) if x.dtype == "float32" else 1.0 / (1.0 + un("exp", -x))
 
 

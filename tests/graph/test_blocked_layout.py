@@ -108,7 +108,7 @@ def test_blocked_value_read_in_nchw_mid_region():
 def test_no_region_without_a_depthwise_conv():
     """ResNet-style graphs (no depthwise conv) keep NCHW everywhere; blocked_layout=False turns the pass off."""
     from fxc.capture.torch.aot import capture
-    from fxc.capture.torch.backend import to_graph
+    from fxc.capture.torch.graph import to_graph
     from fxc.relay_like.context import PassContext
     from fxc.relay_like.passes import use_blocked_layout
     from fxc.relay_like.pipeline import PIPELINE

@@ -455,7 +455,7 @@ def _math_samples():
 
 
 def test_vector_sigmoid_accuracy():
-    """sigmoid's float32 vector form (one reduction of -x clamped to +-87.6, llvm_math.VectorMath.sigmoid) and its
+    """sigmoid's float32 vector form (one reduction of -x clamped to +-87.6, llvm/mathlib.VectorMath.sigmoid) and its
     scalar form within 3 ulp of the float64 result wherever that is a normal float; below 1.2e-38 within 1.2e-38
     (PyTorch's own gives 0 there); 1 at +inf and beyond 17, nan for nan."""
     from fxc.lowering.loop_ir import Buffer
@@ -521,7 +521,7 @@ VECTOR_MATH_REFS = {"log": np.log, "log2": np.log2, "log10": np.log10, "log1p": 
 
 @pytest.mark.parametrize("op", sorted(VECTOR_MATH_REFS))
 def test_vector_math_accuracy(op):
-    """The float32 vector forms (llvm_math.VectorMath) within 3 ulp of the float64 result over every magnitude,
+    """The float32 vector forms (llvm/mathlib.VectorMath) within 3 ulp of the float64 result over every magnitude,
     denormals and both signs, with libm's infinities and nans; sin and cos also for vectors holding a lane beyond
     their reduction's range (libm's path)."""
     from fxc.lowering.loop_ir import Buffer

@@ -3,7 +3,7 @@
 torch.export captures the model as one functional graph, core-ATen decompositions reduce it to the small
 op set, and parameters/buffers become constants of fxc's graph (they are baked into an exported
 artifact). The graph is converted with the same machinery as the torch.compile backend
-(`fxc.capture.torch.backend.to_graph`), but there is no eager fallback here: an op fxc cannot compile is an
+(`fxc.capture.torch.graph.to_graph`), but there is no eager fallback here: an op fxc cannot compile is an
 UnsupportedOpError that names the op and the node.
 """
 from __future__ import annotations
@@ -27,7 +27,8 @@ from ...runtime.tensors import TensorSpec, check_shape
 from ...symbolic.expr import INT_MAX, Sym
 from ...symbolic.sym import SymInfo
 from ...target import Target
-from .backend import FROM_STR, _Support, keep_whole, to_graph
+from .backend import keep_whole
+from .graph import FROM_STR, _Support, to_graph
 from .symbolic import symbolic_placeholders
 
 _TORCH_DTYPE = {name: dt for name, dt in FROM_STR.items() if not name.startswith("complex")}

@@ -2,7 +2,7 @@
 
 Dynamo's FX graph goes through AOT autograd with core-ATen decompositions (forward and backward graphs,
 parameters as live inputs); with grad mode off, straight to an ATen inference graph without AOT autograd's
-runtime wrappers (torch_inference.py). Nodes fxc supports are partitioned into subgraphs that fxc compiles
+runtime wrappers (inference.py). Nodes fxc supports are partitioned into subgraphs that fxc compiles
 (specialised on the concrete input shapes at first call); the rest runs in eager PyTorch, and fxc says
 once which op caused it. Torch tensors in, torch tensors out.
 
@@ -31,21 +31,9 @@ from ...driver.build import gc_paused
 from ...driver.options import OPTION_NAMES, check_build_options, check_precision
 from ...errors import FxcError
 from .fused import fused_decompositions, route_rnn_calls
-
-# re-exported: the conversion (torch_graph.py) and the partition runner (torch_partition.py) keep their old names
-from .graph import (  # noqa: F401
-    FROM_STR,
-    SEED,
-    SUPPORTED_DTYPES,
-    TORCH_DTYPES,
-    _dense_order,
-    _meta,
-    _Support,
-    to_graph,
-    used_outputs,
-)
+from .graph import _meta, _Support
 from .inference import inference_graph
-from .partition import FxcSubgraph, _prepare  # noqa: F401
+from .partition import FxcSubgraph
 from .recorder import Explanation, _record, _say_once
 
 log = logging.getLogger("fxc")
@@ -79,7 +67,7 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     def bw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=False)
 
-    route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (torch_fused.py)
+    route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
         inference = inference_graph(gm, example_inputs, decompositions())    # grad mode off: no AOT autograd
         if inference is not None:
@@ -115,7 +103,7 @@ def decompositions() -> dict:
 def keep_whole(table: dict) -> dict:
     """A decomposition table without the ops fxc converts whole, better than their decompositions (both captures:
     torch.compile's and fxc.from_torch's): aten._safe_softmax is one softmax kernel (ops/reduce.py), not three
-    passes; and with fxc's own for PyTorch's fused module fast paths and its recurrent modules (torch_fused.py:
+    passes; and with fxc's own for PyTorch's fused module fast paths and its recurrent modules (fused.py:
     a TransformerEncoderLayer's fused op as its GEMMs, an LSTM as one op that runs a loop over time steps)."""
     table.pop(torch.ops.aten._safe_softmax.default, None)
     table.update(fused_decompositions(table))
@@ -126,7 +114,7 @@ def keep_whole(table: dict) -> dict:
 def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, is_forward: bool = True,
                        static: set | None = None, boxed: bool = True):
     """An ATen graph with fxc's partitions compiled: AOT autograd's boxed function, or with boxed=False the plain
-    forward (the inference path, torch_inference.py). static: the placeholders that are parameters or buffers
+    forward (the inference path, inference.py). static: the placeholders that are parameters or buffers
     (default: AOT autograd's static inputs of a forward graph)."""
     from torch._functorch.aot_autograd import make_boxed_func  # deferred: torch._functorch is slow to import
 

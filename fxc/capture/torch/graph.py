@@ -3,7 +3,7 @@
 Takes an ATen FX GraphModule and its concrete (or symbolic) arguments; produces the graph IR, the positions of the
 arguments that are its tensor inputs, the outputs' structure and their dimension orders (`to_graph`). Also says which
 FX nodes fxc can convert (`_Support`, the partitioner's test). Used by the torch.compile backend (torch.py,
-torch_partition.py) and fxc.from_torch (torch_aot.py).
+partition.py) and fxc.from_torch (aot.py).
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ class Explanation:
     subgraphs: int = 0
     failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
     notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
-    inference_graphs: int = 0      # graphs compiled for grad mode off, without AOT autograd (torch_inference.py)
+    inference_graphs: int = 0      # graphs compiled for grad mode off, without AOT autograd (inference.py)
 
     def __str__(self):
         lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "

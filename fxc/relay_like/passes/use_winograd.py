@@ -34,7 +34,7 @@ def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
     vector lane per tile) and enough 4x4 tiles per pass over the transformed weight (4x the direct weight's
     bytes). 7x7 stays direct (1.7x slower at batch 1, 1.2x at batch 8).
     bf16_direct: the direct kernel would run in bf16 on a CPU whose vdpbf16ps does twice the multiply-adds of
-    an FMA (precision="bf16", backends/llvm_probe.py). Measured on ResNet-18 (Zen 4): 256 channels at 14x14
+    an FMA (precision="bf16", backends/llvm/probe.py). Measured on ResNet-18 (Zen 4): 256 channels at 14x14
     take 0.53 ms direct in bf16 against 0.78 ms in float32 Winograd, while 128 at 28x28 (0.54 vs 0.43 ms) and
     64 at 56x56 (0.58 vs 0.40-0.55 ms) still favour Winograd."""
     if bf16_direct and min(oh, ow) < BF16_MIN_SIDE:

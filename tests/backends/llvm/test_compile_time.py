@@ -257,7 +257,7 @@ def _early_net():
 def _build_threads(monkeypatch):
     import threading
 
-    from fxc.capture.torch.backend import FxcSubgraph
+    from fxc.capture.torch.partition import FxcSubgraph
     threads = []
     real = FxcSubgraph.compile
 
@@ -284,7 +284,7 @@ def test_torch_compile_starts_the_build_before_the_first_call(monkeypatch):
 def test_a_failed_early_build_leaves_the_first_call_to_build(monkeypatch):
     import torch
 
-    from fxc.capture.torch.backend import FxcSubgraph
+    from fxc.capture.torch.partition import FxcSubgraph
     threads = _build_threads(monkeypatch)
     spied = FxcSubgraph.compile
 

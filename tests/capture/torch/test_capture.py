@@ -144,7 +144,7 @@ def test_a_training_steps_graphs_run_on_pytorchs_openmp_team(monkeypatch, flag):
     """The forward and backward graphs of a training step follow PyTorch's ops (loss, optimizer), whose OpenMP
     threads spin a few ms afterwards: their modules run on that team; inference graphs pick per call (2: the team
     while it is awake, else fxc's pool, which wakes faster after idle); FXC_OPENMP=0 keeps the pool everywhere."""
-    from fxc.capture.torch.backend import FxcSubgraph
+    from fxc.capture.torch.partition import FxcSubgraph
     monkeypatch.setenv("FXC_OPENMP", flag)
     modes = []
     real = FxcSubgraph._compile
@@ -468,7 +468,7 @@ def test_permuted_inputs_are_read_in_place(monkeypatch):
     """An argument that is a permutation of a dense tensor (a transposed weight saved for the backward, an attention
     head's view) is read in its own memory order, through a permute in the graph, not copied; a later call with the
     same shape in another layout (contiguous, or a different permutation) still gets the right result."""
-    from fxc.capture.torch import backend as capture
+    from fxc.capture.torch.graph import _dense_order
     copies = []
     real = torch.Tensor.contiguous
     monkeypatch.setattr(torch.Tensor, "contiguous",
@@ -488,8 +488,8 @@ def test_permuted_inputs_are_read_in_place(monkeypatch):
     assert (24, 40) not in copies, copies                                            # read in place
     c = torch.randn(24, 40)
     torch.testing.assert_close(f2(x, c), torch.relu(x @ c + 1.0))                    # another layout: a copy
-    assert capture._dense_order(bt) == (1, 0) and capture._dense_order(c) is None
-    assert capture._dense_order(torch.randn(4, 6)[:, ::2]) is None                   # gaps: no order
+    assert _dense_order(bt) == (1, 0) and _dense_order(c) is None
+    assert _dense_order(torch.randn(4, 6)[:, ::2]) is None                   # gaps: no order
 
 
 def test_dropout_in_training_compiles_with_its_own_generator():
@@ -535,7 +535,7 @@ def test_an_embeddings_gradient_is_one_fill_and_scatter(monkeypatch):
     """An embedding's backward is index_put(zeros, [ids], grad, accumulate=True): the zeros are not a table-sized
     constant copied on every call but a fill value of the scatter's own output (BERT's 30522 x 256 gradient took
     4.5 ms that way, eager 1.3). Repeated ids accumulate."""
-    from fxc.capture.torch.backend import FxcSubgraph
+    from fxc.capture.torch.partition import FxcSubgraph
     from fxc.capture.torch.recorder import Explanation, _recorders
     modules = []
     real = FxcSubgraph._compile
