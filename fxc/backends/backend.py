@@ -13,19 +13,13 @@ launches, the weights uploaded once and kept resident there: fxc.runtime.device_
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Callable
 
+from ..runtime.modules import by_name, module_class
+
 FAMILIES = ("cpu", "gpu")
 FORMS = ("library", "program")
-
-
-def by_name(path: str):
-    """The object at "package.module:name", imported when first asked: a backend names its device API's objects
-    (its module class, `open_target`) rather than importing device code."""
-    module, _, name = path.partition(":")
-    return getattr(importlib.import_module(module), name)
 
 
 def _runs_anywhere(target) -> None:
@@ -50,8 +44,8 @@ class Backend:
     kind: str
     family: str                     # "cpu" or "gpu" (above)
     form: str                       # its module's form: "library" or "program" (above)
-    module: str                     # its runtime module class, "package.module:Class"
-    symbolic_module: str = ""       # the class for a graph with size symbols, where it is another one
+    symbolic_module: str = ""       # the runtime module class ("package.module:Class") for a graph with size
+    #                                 symbols, where it is not its kind's (fxc.runtime.modules.MODULES)
     device_api: str = ""            # the device API whose `open_target(target)` fills the target: opens the device
     #                                 and reads its Caps ("": a target whose Caps parsing gave: llvm, wasm)
     check_runnable: Callable = _runs_anywhere   # Target -> None, or TargetError when this host cannot run its code
@@ -71,7 +65,7 @@ class Backend:
 
     def module_class(self, symbolic: bool) -> type:
         """The runtime module class of a build (symbolic: the graph has size symbols)."""
-        return by_name(self.symbolic_module if symbolic and self.symbolic_module else self.module)
+        return by_name(self.symbolic_module) if symbolic and self.symbolic_module else module_class(self.kind)
 
     def fill(self, target):
         """The target filled by its device API: the opened device and the Caps it reports."""

@@ -18,7 +18,7 @@ def check_runnable(target) -> None:
                           f"export the artifact and run it on a CPU that has these features")
 
 
-BACKEND = Backend("llvm", "cpu", "library", "fxc.runtime.cpu.module:Module",
+BACKEND = Backend("llvm", "cpu", "library",
                   symbolic_module="fxc.runtime.cpu.dynamic:DynamicModule", check_runnable=check_runnable,
                   start=llvm.start_workers, cached_modules=True, bf16_gain=bf16_dot_gain, compiler=llvm,
                   link=llvm.build_library)

@@ -9,5 +9,5 @@ def render(kernels: list, rows=None, caps=None) -> str:
     return render_opencl(kernels)
 
 
-BACKEND = Backend("opencl", "gpu", "program", "fxc.runtime.opencl.module:OpenCLModule",
+BACKEND = Backend("opencl", "gpu", "program",
                   device_api="fxc.runtime.opencl.device", render=render, needs_fp64=needs_fp64)

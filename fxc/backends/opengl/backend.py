@@ -9,5 +9,5 @@ def render(kernels: list, rows=None, caps=None) -> str:
     return render_glsl(kernels)
 
 
-BACKEND = Backend("opengl", "gpu", "program", "fxc.runtime.opengl.module:GLModule",
+BACKEND = Backend("opengl", "gpu", "program",
                   device_api="fxc.runtime.opengl.device", render=render, needs_fp64=needs_fp64)

@@ -2,7 +2,8 @@
 whose plan runs in a page (the device API: fxc.runtime.browser.wasm)."""
 from __future__ import annotations
 
-from ..backend import Backend, by_name
+from ...runtime.modules import by_name
+from ..backend import Backend
 from ..llvm import compile as llvm
 from .link import MEMORY_PAGES, build_entries, build_wasm, find_linker
 
@@ -20,5 +21,5 @@ def program(wasm: bytes, prepack: bool, target) -> str:
     return by_name(f"{DEVICE_API}:program_text")(wasm, prepack, target.caps.threads, MEMORY_PAGES)
 
 
-BACKEND = Backend("wasm", "cpu", "program", f"{DEVICE_API}:WasmModule", check_runnable=check_runnable,
+BACKEND = Backend("wasm", "cpu", "program", check_runnable=check_runnable,
                   start=llvm.start_workers, compiler=llvm, link=build_wasm, program=program, entries=build_entries)

@@ -13,5 +13,5 @@ def render(kernels: list, rows=None, caps=None) -> str:
     return render_webgl(kernels, caps.texture_width, *(rows or ()), draw_buffers=caps.draw_buffers)
 
 
-BACKEND = Backend("webgl", "gpu", "program", "fxc.runtime.browser.webgl:WebGLModule",
+BACKEND = Backend("webgl", "gpu", "program",
                   device_api="fxc.runtime.browser.webgl", render=render, needs_fp64=needs_fp64)

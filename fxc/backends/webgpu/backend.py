@@ -9,5 +9,5 @@ def render(kernels: list, rows=None, caps=None) -> str:
     return render_wgsl(kernels)
 
 
-BACKEND = Backend("webgpu", "gpu", "program", "fxc.runtime.browser.webgpu:WebGPUModule",
+BACKEND = Backend("webgpu", "gpu", "program",
                   device_api="fxc.runtime.browser.webgpu", render=render, needs_fp64=needs_fp64)

@@ -2,7 +2,7 @@
 module, read back and loaded as that target's module (numpy and the device's library only).
 
     source, inputs, outputs, consts, workspace_bytes, plan = read_device(path, manifest, parts)
-    module = load_device(path, manifest, parts)     # MODULES[kind]: imported only here (device libraries are optional)
+    module = load_device(path, manifest, parts)     # its kind's class (fxc/runtime/modules.py)
 
 The program's first line is `device_interface_line(manifest)`: the sha256 of the interface (signature, params
 layout, workspace, plan with launch shapes), so a manifest edited apart from the program is refused.
@@ -10,19 +10,13 @@ layout, workspace, plan with launch shapes), so a manifest edited apart from the
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 
 from ...errors import ArtifactError
+from ..modules import module_class
 from ..plan import Launch
 from ..tensors import TensorSpec
 from .read import _REEXPORT, MANIFEST, PARAMS, interface, program_part, unpack_params
-
-# device kind -> the module class that runs its artifacts ("module path:class", imported at load: each device's
-# library is optional)
-MODULES = {"opencl": "fxc.runtime.opencl.module:OpenCLModule", "opengl": "fxc.runtime.opengl.module:GLModule",
-           "webgl": "fxc.runtime.browser.webgl:WebGLModule", "wasm": "fxc.runtime.browser.wasm:WasmModule",
-           "webgpu": "fxc.runtime.browser.webgpu:WebGPUModule"}
 
 
 def device_interface_line(manifest: dict) -> str:
@@ -57,12 +51,6 @@ def read_device(path, manifest: dict, parts: dict) -> tuple:
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:
         raise ArtifactError(f"{path}: {MANIFEST} is inconsistent ({type(e).__name__}: {e}); {_REEXPORT}") from None
     return source, inputs, outputs, consts, workspace, plan
-
-
-def module_class(kind: str):
-    """The module class of a device kind (MODULES), imported now."""
-    path, name = MODULES[kind].split(":")
-    return getattr(importlib.import_module(path), name)
 
 
 def load_device(path, manifest: dict, parts: dict):
