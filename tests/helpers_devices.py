@@ -161,7 +161,7 @@ def fixture_launches(k: Kernel, index_bits=None) -> tuple:
     from fxc.lowering.loop_ir import launch_of
     from fxc.lowering.schedules.gpu import Knobs
     from fxc.lowering.schedules.gpu.from_loops import split_launches
-    from fxc.runtime.plan import Launch
+    from fxc.runtime.launch import Launch
     kernels = []
     for i, body in enumerate(split_launches(k.body, Knobs(work_group_size=4))):
         body = scalarize(body)

@@ -40,7 +40,7 @@ from ..lowering.loop_ir import (
     Store,
     walk_stmts,
 )
-from ..runtime.plan import dispatch_of
+from ..runtime.launch import dispatch_of
 from ..symbolic.expr import Present
 from .cstyle import CStyleRenderer, int32_const
 

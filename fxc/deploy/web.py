@@ -43,8 +43,8 @@ from ..runtime.artifact.device import read_device
 from ..runtime.artifact.read import read_artifact
 from ..runtime.browser import webgpu
 from ..runtime.browser.webgl import RUNTIME_JS, WASM_JS, WASM_STEPS_JS, layout, pack, program_of
-from ..runtime.plan import dispatch_of
-from ..runtime.rows import shape_at
+from ..runtime.launch import dispatch_of
+from ..runtime.row_plan import shape_at
 from ..runtime.store import atomic_write
 from ..runtime.symbols import bind_symbols
 from ..runtime.tensors import check_inputs, nbytes, np_dtype

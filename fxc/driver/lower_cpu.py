@@ -15,7 +15,7 @@ import time
 
 from ..lowering.loop_ir import format_kernel
 from ..lowering.optional import optional_input
-from ..runtime.plan import Launch
+from ..runtime.launch import Launch
 from .groups import group_kernel, group_signature, served_without_input
 from .options import log
 from .plan import (

@@ -15,7 +15,7 @@ import time
 
 from ..errors import TargetError
 from ..lowering.loop_ir import format_kernel
-from ..runtime.plan import Launch
+from ..runtime.launch import Launch
 from .groups import group_launches, group_signature
 from .options import log
 from .page_kernels import PageKernels

@@ -16,7 +16,7 @@ the buffers' padding, the runtime sizes them for ROW_BLOCK rows more. With `Caps
 blocks run as at most one launch of 4 rows, one of 2, then the last unit's: a batch of 7 is 3 launches, not 7)
 
 each launch with its operands' offsets (OpenCL's offset arguments, GL's offset uniforms) moved to its first row,
-and the symbolic part of the workspace placed at `base + s * per` (fxc.runtime.rows evaluates both).
+and the symbolic part of the workspace placed at `base + s * per` (fxc.runtime.row_plan evaluates both).
 So a size's launches run exactly the static schedule of ROW_BLOCK rows (and of one row), and one build serves
 every size in the symbol's range.
 """

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import TargetError
-from .rows import nbytes_at
+from .row_plan import nbytes_at
 
 HEADER = 64                 # bytes before the first tensor in the arena (word 0: the error flag)
 ALIGN = 64

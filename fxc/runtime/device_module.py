@@ -14,7 +14,7 @@ weights only: a batch norm's scale, a weight's transpose) run on the first call 
 A module with size symbols (`symbols`, from a graph with a symbolic batch: fxc/driver/rows.py) binds them from the
 input shapes at each call (runtime/symbols.py's rules: InputError outside the range), grows its input, output and
 workspace buffers when a larger size comes (the workspace's symbolic region is `row_bytes` per unit of the
-symbol), and runs the plan expanded for that size (runtime/rows.py: launches per block of rows, operand offsets
+symbol), and runs the plan expanded for that size (runtime/row_plan.py: launches per block of rows, operand offsets
 moved to the block's rows), cached per size.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .rows import expand, shape_at
+from .row_plan import expand, shape_at
 from .symbols import bind_symbols
 from .tensors import TensorSpec, check_inputs, nbytes, np_dtype
 from .weights import HeldWeights, Weights, token_of
@@ -42,7 +42,7 @@ class DeviceModule:
     outputs: list
     consts: list
     workspace_bytes: int
-    plan: list                          # Launch (runtime/plan.py)
+    plan: list                          # Launch (runtime/launch.py)
     kernels: list = field(default_factory=list)     # one line per fused group
     prepack_inputs: list = field(default_factory=list)      # the weights: inputs held on the device (weights.py)
     profiled: bool = False

@@ -9,8 +9,8 @@ import torch
 
 import fxc.driver.build as BUILD
 from fxc.errors import InputError
-from fxc.runtime.plan import Launch
-from fxc.runtime.rows import expand
+from fxc.runtime.launch import Launch
+from fxc.runtime.row_plan import expand
 
 SYMBOLIC_TARGETS = ("opencl", "opengl", "webgpu", "webgl", "wasm")    # Caps.dynamic_rows
 

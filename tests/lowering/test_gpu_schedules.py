@@ -91,8 +91,8 @@ def test_indices_are_32_bit_where_the_interval_analysis_proves_it():
     assert "const int g" in huge and "const long i" in huge        # 2**28 work-groups, 2**34 elements
     k = kernel(1 << 12, 32)
     assert {v.name.rstrip("0123456789") for v in narrow_indices(k, set()) if isinstance(v, Var)} == {"g", "th", "i"}
+    from fxc.runtime.launch import Launch
     from fxc.runtime.opencl.module import OpenCLModule
-    from fxc.runtime.plan import Launch
     from fxc.runtime.tensors import TensorSpec
     a = np.arange(1 << 12, dtype=np.float32)
     for src in (gpu32, cpu64):
@@ -231,7 +231,7 @@ def _staged_expected(a):
 
 
 def _device_module(cls, kind, source, k, a):
-    from fxc.runtime.plan import Launch
+    from fxc.runtime.launch import Launch
     from fxc.runtime.tensors import TensorSpec
     plan = [Launch(k.name, [("out", 0), ("in", 0)], k.launch.grid, k.launch.block)]
     return cls(kind, source, [TensorSpec("x", a.shape, "float32")], [TensorSpec("y", a.shape, "float32")], [], 0, plan)

@@ -34,7 +34,7 @@ import struct
 from ...errors import LoweringError
 from ...lowering.int_ranges import check_int64_narrowable
 from ...lowering.loop_ir import BOUND_KINDS, Barrier, Buffer, For, Kernel, LetStmt, Store, walk_stmts
-from ...runtime.plan import dispatch_of
+from ...runtime.launch import dispatch_of
 from ...symbolic.expr import Bf16Half, Cast, CheckIndex, Const, Expr, PackBf16, Present, Select, Var, children, lanes_of
 from ..cstyle import I32_MAX, I32_MIN, CStyleRenderer, int32_const
 

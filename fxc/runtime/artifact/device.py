@@ -13,8 +13,8 @@ import hashlib
 import json
 
 from ...errors import ArtifactError
+from ..launch import Launch
 from ..modules import module_class
-from ..plan import Launch
 from ..tensors import TensorSpec
 from .read import _REEXPORT, MANIFEST, PARAMS, interface, program_part, unpack_params
 

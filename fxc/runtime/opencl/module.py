@@ -17,7 +17,7 @@ import numpy as np
 
 from ...errors import ExecutionError, IndexOutOfRangeError, index_error_message
 from ..device_module import DeviceModule
-from ..rows import expand, nbytes_at, symbolic_dims
+from ..row_plan import expand, nbytes_at, symbolic_dims
 from ..tensors import nbytes
 from .device import open_device
 

@@ -23,8 +23,8 @@ import numpy as np
 from ...errors import CompileError, ExecutionError, IndexOutOfRangeError, index_error_message
 from ..arena import HEADER, place_arena
 from ..device_module import DeviceModule
-from ..plan import dispatch_of
-from ..rows import expand
+from ..launch import dispatch_of
+from ..row_plan import expand
 from .device import open_device, split_program
 
 

@@ -56,8 +56,8 @@ def test_from_torch_dynamic_convnet_builds_once_and_refuses_out_of_range():
 def test_tail_rows_keep_texel_alignment():
     """Rows of 37 elements: the rows after the blocks run 4 at a time (37 x 4 elements: whole texels), the last
     launch past s when s % 8 is not a multiple of 4; every offset a whole number of texels."""
-    from fxc.runtime.plan import Launch
-    from fxc.runtime.rows import expand
+    from fxc.runtime.launch import Launch
+    from fxc.runtime.row_plan import expand
     plan = [Launch("a8", [("out", 0), ("in", 0)], (1,), (1,), rows=(148, 96), repeat=(0, 8, 0, 8)),
             Launch("a4", [("out", 0), ("in", 0)], (1,), (1,), rows=(148, 96), repeat=(0, 8, 1, 4))]
     got = [(st.kernel, offs) for st, offs in expand(plan, 13)]
@@ -68,8 +68,8 @@ def test_tail_rows_keep_texel_alignment():
 
 def test_binary_tails_run_at_most_one_launch_of_each_size():
     """Caps.binary_tails (webgl): the rows after the blocks as one launch of 4, one of 2 and the last unit's."""
-    from fxc.runtime.plan import Launch
-    from fxc.runtime.rows import expand
+    from fxc.runtime.launch import Launch
+    from fxc.runtime.row_plan import expand
     plan = [Launch(f"a{u}", [("out", 0)], (1,), (1,), rows=(16,), repeat=(0, 8, p, u, m, int(u == 1)))
             for p, (u, m) in enumerate(((8, 8), (4, 8), (2, 4), (1, 2)))]
     for s in range(1, 30):

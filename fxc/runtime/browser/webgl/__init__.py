@@ -56,7 +56,7 @@ from ....errors import (
 )
 from ....target import Caps, Target
 from ...device_module import DeviceModule
-from ...rows import expand
+from ...row_plan import expand
 from ...symbols import dim_value
 from ...tensors import np_dtype
 from ..page import open_browser

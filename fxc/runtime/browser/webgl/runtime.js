@@ -218,7 +218,7 @@ class FxcWebGL {
              steps[j].step.repeat.join() === key) j++;
       if (key === null) { got.push([steps[i], null, [0, 0, steps[i].cols, steps[i].rows]]); i++; continue; }
       // part 0: blocks; a later part: the rows from s - s % m the parts before it left, the last part all of them
-      // in launches of `unit` rows, another one launch when s % m >= unit (fxc/runtime/rows.py's expand)
+      // in launches of `unit` rows, another one launch when s % m >= unit (fxc/runtime/row_plan.py's expand)
       const [, block, part, unit = 1, m = block, last = 1] = rep, first = s - s % m;
       const starts = [];
       if (part === 0) for (let r = 0; r + block <= s; r += block) starts.push(r);

@@ -37,8 +37,8 @@ from ....errors import CompileError, ExecutionError, IndexOutOfRangeError, Targe
 from ....target import Caps, Target
 from ...arena import place_arena
 from ...device_module import DeviceModule
-from ...plan import dispatch_of
-from ...rows import expand
+from ...launch import dispatch_of
+from ...row_plan import expand
 from ..page import open_browser
 from ..wasm import wasm_fault
 

@@ -186,7 +186,7 @@ class FxcWebGPUModel {
     pass.end();
   }
 
-  // another plan over the same arena (a model with a symbolic size, at another size: fxc.runtime.rows);
+  // another plan over the same arena (a model with a symbolic size, at another size: fxc.runtime.row_plan);
   // its pipelines come from the page's cache (by shader text)
   async replan(program, plan) {
     const pipelines = {};

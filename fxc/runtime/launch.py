@@ -1,9 +1,9 @@
-"""The records of a device module's launch plan (numpy-free, no device library): one `Launch` per kernel launch,
+"""The launch records of a device module's plan (numpy-free, no device library): one `Launch` per kernel launch,
 and `dispatch_of`, the work-groups per axis a launch's grid becomes where a device API bounds them (GL, WebGPU).
 
 The driver (fxc/driver/lower_gpu.py, rows.py) writes the plan; the device modules (runtime/opencl/module.py,
 opengl/module.py, browser/*) run it; artifacts store it (runtime/artifact/device.py reads it back);
-runtime/rows.py expands a symbolic plan at one size.
+runtime/row_plan.py expands a symbolic plan at one size.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ class Launch:
     grid: tuple
     block: tuple
     prepack: bool = False       # part of the prepack step (reads weights only): rerun only when a weight changed
-    rows: tuple = ()            # symbolic plans: each argument's bytes per row (runtime/rows.py)
+    rows: tuple = ()            # symbolic plans: each argument's bytes per row (runtime/row_plan.py)
     repeat: tuple = ()          # symbolic plans: (group, rows per launch, part 0 blocks | 1 remaining rows[, rows
     #                             per launch of part 1: 1, or 2 / 4 where offsets must be whole texels (webgl)])
 
