@@ -308,8 +308,3 @@ DEVICE_OPTIONS = {
     "webgl": ((), "the webgl target takes none (FXC_CHROMIUM names the browser)"),
     "webgpu": ((), "the webgpu target takes none (FXC_CHROMIUM names the browser)"),
 }
-
-
-def as_target(target) -> Target:
-    """Target from a Target, a string or None (the host CPU)."""
-    return Target.parse(target)
