@@ -24,6 +24,12 @@ if [ ! -f "$stamp" ]; then
     for p in chromium fonts-liberation; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
     # the wasm target: wasm-ld (Debian's lld) links the kernels into one .wasm module; the browser above runs it
     command -v wasm-ld >/dev/null || need="$need lld"
+    # ARM cross-compilation (llvm -mtriple=aarch64-linux-gnu / armv7l-linux-gnueabihf): the cross compilers and their
+    # C libraries link the kernels and the thread pool; qemu-user runs the cross-built programs in the tests
+    for p in gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu gcc-arm-linux-gnueabihf \
+             libc6-dev-armhf-cross qemu-user; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+    # fxc.explain's picture of the fused graph and `fxc inspect --graph` (graphviz's dot lays it out)
+    command -v dot >/dev/null || need="$need graphviz"
     if [ -n "$need" ]; then
       apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $need >/dev/null
     fi
