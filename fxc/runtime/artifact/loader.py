@@ -76,7 +76,7 @@ class ArtifactModule(Module):
 TMP_PREFIX = "fxc-artifact-"
 
 
-def load(path, trusted_keys=None) -> ArtifactModule:
+def load(path, trusted_keys=None, expected_name=None, min_version=None, expected_sha256=None) -> ArtifactModule:
     """Load a deploy artifact written by `fxc.export`, checking every part's sha256.
 
     Parameters
@@ -84,9 +84,17 @@ def load(path, trusted_keys=None) -> ArtifactModule:
     path : str or os.PathLike
         The artifact file.
     trusted_keys : list, optional
-        Ed25519 public keys (cryptography key objects, PEM bytes, PEM file paths or raw 32-byte keys). When
-        given, the artifact must be signed by one of them (`fxc.export(..., sign_key=...)`); the signature is
-        checked before any part is read and before the library is loaded.
+        Ed25519 public keys (cryptography key objects, PEM bytes, PEM file paths or raw 32-byte keys; a private
+        key, object or PEM file, stands for its public key). When given, the artifact must be signed by one of
+        them (`fxc.export(..., sign_key=...)`); the signature is checked before any part is read and before the
+        library is loaded. Without them a signed artifact loads with an UnverifiedSignatureWarning.
+    expected_name : str, optional
+        The model name the signed manifest must record (`fxc.export(..., name=...)`); needs trusted_keys.
+    min_version : str, optional
+        The lowest model version accepted ("1.4.2", compared numerically; `fxc.export(..., version=...)`), so an
+        older release signed by the same key cannot be rolled back in; needs trusted_keys.
+    expected_sha256 : str, optional
+        The sha256 of the artifact file (what `sha256sum` prints): exactly these bytes, signed or not.
 
     Returns
     -------
@@ -101,12 +109,15 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         Truncated, corrupt or tampered file, an unknown format version, params that are not the library's.
     SignatureError
         (an ArtifactError) trusted_keys given, and the artifact is unsigned or not signed by one of them.
+    IdentityError
+        (an ArtifactError) another model name, a version below min_version, or other bytes than expected_sha256.
     TargetError
         The artifact's target (or CPU) is not available on this machine.
     InputError
         (when called) an input of another shape or dtype than the exported signature.
     """
-    manifest, parts = read_artifact(path, trusted_keys)
+    manifest, parts = read_artifact(path, trusted_keys, expected_name=expected_name, min_version=min_version,
+                                    expected_sha256=expected_sha256)
     if is_device_artifact(manifest):
         from .device import load_device  # deferred: a CPU load stays small (tests/deploy/test_export.py's budget)
         return load_device(path, manifest, parts)
