@@ -36,6 +36,7 @@ from .deploy.web import serve, write_package
 from .errors import FxcError
 from .runtime import store
 from .runtime.artifact.extract import extract, verify_folder
+from .runtime.artifact.identity import check_identity_fields
 from .runtime.artifact.loader import load
 from .runtime.artifact.read import UnverifiedSignatureWarning, read_verified
 from .runtime.artifact.signing import generate
@@ -70,6 +71,13 @@ def _port(text: str) -> int:
     if not 0 <= n <= 65535:
         raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0 to 65535; 0: a free one)")
     return n
+
+
+def _version(text: str) -> str:
+    try:
+        return check_identity_fields(None, text)[1]
+    except FxcError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 @contextlib.contextmanager
@@ -374,8 +382,8 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--epoch", type=int, default=0, help="the epoch of an MXNet checkpoint prefix given as the model")
     c.add_argument("--model-name", help="the model's name, recorded in the (signed) manifest (loaders check it "
                    "with --expect-name)")
-    c.add_argument("--model-version", help="the model's version, dot-separated whole numbers like 1.4.2 (loaders "
-                   "refuse older ones with --min-version)")
+    c.add_argument("--model-version", type=_version, help="the model's version, dot-separated whole numbers like "
+                   "1.4.2 (loaders refuse older ones with --min-version)")
     c.set_defaults(fn=cmd_compile)
     r = sub.add_parser("run", help="run an artifact on .npy inputs")
     r.add_argument("artifact")
@@ -412,7 +420,8 @@ def parser() -> argparse.ArgumentParser:
     v.set_defaults(fn=cmd_verify)
     for sp in (r, i, e, w, v):
         sp.add_argument("--expect-name", help="the model name the signed manifest must record (needs a trusted key)")
-        sp.add_argument("--min-version", help="refuse a model version below this one, e.g. 1.4 (needs a trusted key)")
+        sp.add_argument("--min-version", type=_version, help="refuse a model version below this one, e.g. 1.4 "
+                        "(needs a trusted key)")
         sp.add_argument("--expected-sha256", help="the artifact file's sha256 (sha256sum): exactly these bytes")
     k = sub.add_parser("keygen", help="make an Ed25519 key pair for signing artifacts")
     k.add_argument("key", help="private key file to write (its public key goes to <name>.pub.pem)")

@@ -194,3 +194,19 @@ def test_device_artifacts_are_signed_too(keys, tmp_path):
     np.testing.assert_allclose(module(X), np.exp(X), rtol=1e-5)
     with pytest.raises(SignatureError):
         fxc.load(path, trusted_keys=[other])
+
+
+def test_cli_compile_names_and_signs(keys, tmp_path, capsys):
+    (signer, public), _ = keys
+    (tmp_path / "tiny.py").write_text("import torch\n\ndef make():\n    torch.manual_seed(0)\n"
+                                      "    return torch.nn.Sequential(torch.nn.Linear(8, 2))\n")
+    out = tmp_path / "tiny.fxc"
+    assert cli(["compile", f"{tmp_path / 'tiny.py'}:make", "--input-shape", "3,8", "-o", str(out), "--sign-key",
+                str(signer), "--model-name", "tiny", "--model-version", "3"]) == 0
+    assert cli(["inspect", str(out), "--trusted-key", str(public), "--expect-name", "tiny", "--min-version", "3"]) == 0
+    assert "model: tiny version 3" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:         # refused before anything is compiled
+        cli(["compile", f"{tmp_path / 'tiny.py'}:make", "--input-shape", "3,8", "-o", str(tmp_path / "b.fxc"),
+             "--model-version", "v3"])
+    assert e.value.code == 2 and "dot-separated whole numbers" in capsys.readouterr().err
+    assert not (tmp_path / "b.fxc").exists()

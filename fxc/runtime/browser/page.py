@@ -55,6 +55,14 @@ def launch_options(uid: int, sandbox_opt_out: bool = False) -> tuple:
            "it" if uid == 0 else "FXC_CHROMIUM_SANDBOX=0 asked for it (a host where the sandbox cannot start)"
            if sandbox_opt_out else "")
     return {"args": FLAGS + (["--no-sandbox"] if why else []), "chromium_sandbox": not why}, why
+
+
+def sandbox_options() -> tuple:
+    """launch_options for this process (its user, FXC_CHROMIUM_SANDBOX), with a log line when the sandbox is off."""
+    options, why = launch_options(os.geteuid(), os.environ.get("FXC_CHROMIUM_SANDBOX") == "0")
+    if why:
+        log.warning("fxc: Chromium runs without its sandbox, the pages' shaders and wasm unconfined: %s", why)
+    return options, why
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp",
              "Cross-Origin-Resource-Policy": "same-origin", "Cache-Control": "no-store"}
 TYPES = {".html": "text/html", ".js": "text/javascript", ".json": "application/json", ".wasm": "application/wasm",
@@ -202,9 +210,7 @@ class Browser:
             raise TargetError(f"the browser targets need Playwright ({e}); {INSTALL}") from None
         if not os.access(self.executable, os.X_OK):
             raise TargetError(f"no Chromium at {self.executable} (set FXC_CHROMIUM to another); {INSTALL}")
-        self.options, why = launch_options(os.geteuid(), os.environ.get("FXC_CHROMIUM_SANDBOX") == "0")
-        if why:
-            log.warning("fxc: Chromium runs without its sandbox, the pages' shaders and wasm unconfined: %s", why)
+        self.options, why = sandbox_options()
         self._pw = sync_playwright().start()
         try:
             self._browser = self._pw.chromium.launch(executable_path=self.executable, headless=True, **self.options)
