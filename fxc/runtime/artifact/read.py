@@ -27,8 +27,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import stat
 import struct
+import sys
 import warnings
 import zipfile
 import zlib
@@ -106,7 +108,8 @@ def read_verified(path, trusted_keys=None, expected_name=None, min_version=None,
             elif signature is not None and expected_sha256 is None:
                 warnings.warn(UnverifiedSignatureWarning(
                     f"{path} is signed, but its signature was not verified (no trusted keys given): anyone could "
-                    f"have changed it; give trusted_keys=[public key] (fxc: --trusted-key) to check it"), stacklevel=2)
+                    f"have changed it; give trusted_keys=[public key] (fxc: --trusted-key) to check it"),
+                    stacklevel=_caller())
             manifest = _parse_manifest(path, raw)
             if expected_name is not None or min_version is not None:
                 from .identity import check_identity  # deferred: identity checks only (the load's size budget)
@@ -128,6 +131,14 @@ def read_verified(path, trusted_keys=None, expected_name=None, min_version=None,
         if name not in parts:
             raise ArtifactError(f"{path}: the manifest lists no {name!r} part; {_REEXPORT}")
     return manifest, parts, raw, signature
+
+
+def _caller() -> int:
+    """The stacklevel of the first frame outside fxc (a warning names the user's line)."""
+    level, frame, root = 1, sys._getframe(1), str(Path(__file__).parents[2]) + os.sep
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(root):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def _check_entries(path, z: zipfile.ZipFile, allowed: set) -> dict:
