@@ -27,6 +27,11 @@ class ColumnSum(torch.nn.Module):
         return x.sum(0)
 
 
+class Double(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
 class Pairwise(torch.nn.Module):
     """[b, s] -> [b, s] through a [b, s, s] softmax: its workspace grows with b * s * s."""
 
@@ -144,3 +149,14 @@ def test_check_sizes_names_inputs_past_the_address_space(sums):
     module = fxc.load(path)
     with pytest.raises(InputError, match="more bytes than the address space holds"):
         module.check_sizes({module.symbols[0]["name"]: 2 ** 61})
+
+
+def test_device_artifacts_check_the_range_before_copying(tmp_path):
+    compiled = fxc.from_torch(Double(), (torch.randn(4, 64),), target="opencl",
+                              dynamic_shapes=({0: Dim("rows", min=1, max=2 ** 50)},))
+    module = fxc.load(fxc.export(compiled, tmp_path / "cl.fxc"))
+    with pytest.raises(OutOfMemoryError, match="does not fit in this machine's memory"):
+        module(_strided(2 ** 40, 64))               # in range: the copy cannot be made, and says so
+    with pytest.raises(InputError, match="outside the compiled range"):
+        module(_strided(2 ** 52, 64))               # out of range: refused before a copy is tried
+    np.testing.assert_array_equal(module(np.ones((3, 64), np.float32)), np.full((3, 64), 2, np.float32))

@@ -16,7 +16,7 @@ import numpy as np
 
 from ...errors import InputError, OutOfMemoryError
 from ..symbols import bind_symbols, dim_value
-from ..tensors import check_inputs, np_dtype
+from ..tensors import allocate, check_inputs, np_dtype
 from .module import Module
 
 
@@ -49,7 +49,7 @@ class DynamicModule(Module):
         raw, _ = space._local.buf
         have = raw.nbytes - (ws - raw.ctypes.data)
         if need > have:
-            new = _allocate(lambda: np.empty(max(need, min(2 * have, sys.maxsize - 64)) + 64, np.uint8))
+            new = allocate(lambda: np.empty(max(need, min(2 * have, sys.maxsize - 64)) + 64, np.uint8))
             ptr = new.ctypes.data + (-new.ctypes.data) % 64
             ctypes.memmove(ptr, ws, have)
             space._local.buf, ws = (new, ptr), ptr
@@ -86,7 +86,7 @@ class DynamicModule(Module):
             self.check_inputs(arrays)               # the InputError naming the signature
         sizes = self.sizes([np.shape(a) for a in arrays])  # the range first: a 2**62-row input is never copied
         self.check_sizes(sizes)
-        ins, outs = _allocate(lambda: (self.check_inputs(arrays), [np.empty(shape, np_dtype(s.dtype)) for s, shape
+        ins, outs = allocate(lambda: (self.check_inputs(arrays), [np.empty(shape, np_dtype(s.dtype)) for s, shape
                                                                    in zip(self.outputs, self.output_shapes(sizes))]))
         self.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs], sizes=sizes)
         return outs[0] if len(outs) == 1 else outs
@@ -94,15 +94,6 @@ class DynamicModule(Module):
 
 def _bytes(spec, sizes: dict) -> int:
     return math.prod(dim_value(d, sizes) for d in spec.shape) * np_dtype(spec.dtype).itemsize
-
-
-def _allocate(make):
-    """make(), numpy's MemoryError named: OutOfMemoryError (nothing ran yet)."""
-    try:
-        return make()
-    except MemoryError as e:
-        raise OutOfMemoryError(f"{e}: the call does not fit in this machine's memory; call the model with smaller "
-                               f"sizes (nothing ran)") from None
 
 
 @dataclass
