@@ -11,8 +11,8 @@
     fxc verify model.fxc --key signer.pub.pem      # (or an extracted folder) signature and every sha256
     fxc run / inspect / extract ... --trusted-key signer.pub.pem   # refuse what that key did not sign
     fxc compile ... --model-name resnet18 --model-version 1.4 --sign-key signer.pem    # which model, signed
-    fxc run model.fxc --trusted-key signer.pub.pem --expect-name resnet18 --min-version 1.4  # no substitute,
-    fxc run model.fxc --expected-sha256 HEX         # no rollback; or exactly these bytes (docs/deploy.md)
+    fxc run model.fxc --trusted-key signer.pub.pem --expect-name resnet18 --min-version 1.4  # no swap or rollback
+    fxc run model.fxc --expected-sha256 HEX         # exactly these bytes (docs/deploy.md)
     fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/deploy/web.py)
     fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
 
