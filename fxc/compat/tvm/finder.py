@@ -47,6 +47,7 @@ MODULES = {
     "tvm.autotvm.tuner": "autotvm:tuner",
     "tvm.autotvm.callback": "autotvm:callback",
     "tvm.autotvm.measure": "autotvm:measure",
+    "tvm.autotvm.graph_tuner": "autotvm:graph_tuner",
 }
 PARENTS = {name.rsplit(".", 1)[0] for name in MODULES if "." in name}
 

@@ -1,8 +1,8 @@
 """The facade's one error for a TVM API it does not provide, and the namespaces that raise it.
 
 `UnsupportedAPIError(api, instead)` names the TVM call and what to use instead; `missing_attribute(module, instead)`
-makes a module's `__getattr__` that raises it for every public name the module lacks (dunder names stay plain
-AttributeErrors, so `hasattr` probes keep working), `missing_member(cls)` a class's; `Namespace` is a module
+makes a module's `__getattr__` that raises it for every public name the module lacks (private and dunder names stay
+plain AttributeErrors, so Python's own probes keep working), `missing_member(cls)` a class's; `Namespace` is a module
 object of a few functions (`relay.nn`, `autotvm.tuner`, ...) with the same behaviour.
 """
 from __future__ import annotations
@@ -33,7 +33,7 @@ def missing_attribute(module: str, instead: dict | None = None, default: str = N
     instead = instead or {}
 
     def __getattr__(name: str):
-        if name.startswith("__"):
+        if name.startswith("_"):
             raise AttributeError(name)
         raise UnsupportedAPIError(f"{module}.{name}", instead.get(name, default))
     return __getattr__
@@ -59,6 +59,6 @@ class Namespace(types.ModuleType):
         self._instead, self._default = instead or {}, default
 
     def __getattr__(self, name: str):
-        if name.startswith("__") or name.startswith("_"):
+        if name.startswith("_"):
             raise AttributeError(name)
         raise UnsupportedAPIError(f"{self.__name__}.{name}", self._instead.get(name, self._default))
