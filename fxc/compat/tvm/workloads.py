@@ -5,9 +5,9 @@
     mobilenet   MobileNet v1 (depthwise-separable convolutions; width 1.0)
     vgg         VGG 11, 13, 16 or 19, with or without batch norm
 
-Weights are PyTorch's default initialisation under a fixed seed and BatchNorm statistics set to non-trivial values
-(fxc.testing.models.randomize_batchnorm), so two calls give the same params; the params are the modules'
-state_dict names (not TVM's). Other workloads raise UnsupportedAPIError.
+Weights are PyTorch's default initialisation under a fixed seed, BatchNorm statistics measured on random images
+(fxc.testing.models.randomize_batchnorm) and logits scaled to a std of about 1, so two calls give the same params;
+the params are the modules' state_dict names (not TVM's). Other workloads raise UnsupportedAPIError.
 """
 from __future__ import annotations
 
@@ -27,13 +27,19 @@ def _check(name: str, layout: str, dtype: str, image_shape) -> tuple:
 
 
 def _workload(module, batch_size: int, image_shape: tuple):
-    """(mod, params) of a torch module with random weights, input "data" of (batch_size, *image_shape)."""
+    """(mod, params) of a torch module with random weights, input "data" of (batch_size, *image_shape): BatchNorm
+    statistics measured on random images, and the last Linear scaled so that the logits have a std of about 1."""
     import torch  # deferred: torch loads only for a workload
 
     from ...testing.models import randomize_batchnorm  # deferred: as torch
-    calibration = torch.randn((2,) + image_shape, generator=torch.Generator().manual_seed(0))
-    randomize_batchnorm(module, calibration_inputs=(calibration,))      # statistics that keep activations normal
+    images = torch.randn((8,) + image_shape, generator=torch.Generator().manual_seed(0))
+    randomize_batchnorm(module, calibration_inputs=(images,))
     module.eval()
+    last = [m for m in module.modules() if isinstance(m, torch.nn.Linear)][-1]
+    with torch.no_grad():
+        std = float(module(images).std())
+        last.weight.div_(std)
+        last.bias.div_(std)
     source = TorchSource(module, [("data", (int(batch_size),) + image_shape, "float32")])
     return source.module(), {name: NDArray(v) for name, v in source.params.items()}
 
