@@ -244,6 +244,13 @@ def test_from_onnx_with_create_executor(tvm):
     lazy = tvm.relay.create_executor("graph", mod, tvm.cpu(0), "llvm").evaluate()
     np.testing.assert_array_equal(lazy(x, **params).numpy(), out)          # params at the call, as old scripts pass
     assert tvm.relay.frontend.from_onnx(model, {"input": x.shape}, freeze_params=True)[1] == {}
+    params["w0"].copyfrom(params["w0"].numpy() * 2)          # a script changing a param: the build takes it
+    with tvm.transform.PassContext(opt_level=1):
+        doubled = tvm.relay.create_executor("graph", mod, tvm.cpu(0), "llvm", params).evaluate()(x).numpy()
+    from onnx import numpy_helper
+    model.graph.initializer[0].CopyFrom(numpy_helper.from_array(params["w0"].numpy(), "w0"))
+    np.testing.assert_allclose(doubled, onnx_reference(model, x), rtol=1e-4, atol=1e-3)
+    assert not np.allclose(doubled, out)
     with pytest.raises(InputError, match="not inputs"):
         tvm.relay.frontend.from_onnx(model, {"1": x.shape})
 

@@ -21,7 +21,9 @@ from .unsupported import UnsupportedAPIError
 
 
 def _params(values: dict) -> dict:
-    return {name: NDArray(v) for name, v in values.items()}
+    """The params a frontend hands back: copies (a script that changes them changes what it passes to relay.build,
+    never the model's own values)."""
+    return {name: NDArray(np.array(v)) for name, v in values.items()}
 
 
 def _shapes(shape, names: list, api: str) -> dict:
@@ -107,7 +109,7 @@ class OnnxSource(Source):
 
         from ...capture.onnx import to_graph  # deferred: `import tvm` loads no compiler
         proto = self.proto
-        if any(params[n] is not v for n, v in self.params.items()):
+        if self.changed(params):
             proto = copy.deepcopy(proto)
             for t in proto.graph.initializer:
                 t.CopyFrom(numpy_helper.from_array(params[t.name], t.name))
@@ -162,7 +164,7 @@ class TorchSource(Source):
         from ...capture.torch.aot import capture, check_supported  # deferred: `import tvm` loads no compiler
         from ...capture.torch.graph import to_graph  # deferred: as capture
         module = self.module_
-        changed = {n: v for n, v in params.items() if v is not self.params[n]}
+        changed = self.changed(params)
         if changed:
             module = copy.deepcopy(module)
             module.load_state_dict({n: torch.from_numpy(np.ascontiguousarray(v)) for n, v in changed.items()},

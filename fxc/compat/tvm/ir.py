@@ -9,6 +9,8 @@ function's params. A function of `relay.var`s and ops alone (no imported model) 
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ...errors import InputError, ShapeError
 from ...relay_like.builder import Builder, stated_promotion
 from ...relay_like.graph import Graph
@@ -56,8 +58,12 @@ class Source:
             if array.shape != want.shape or array.dtype != want.dtype:
                 raise ShapeError(f"param {name!r}: {array.dtype}{list(array.shape)} where the model has "
                                  f"{want.dtype}{list(want.shape)}")
-            values[name] = array
+            values[name] = np.array(array)         # (the build's own copy: later changes by the script do not reach it)
         return values
+
+    def changed(self, params: dict) -> dict:
+        """The params whose values differ from the frontend's."""
+        return {n: v for n, v in params.items() if v is not self.params[n] and not np.array_equal(v, self.params[n])}
 
 
 class Expr:
