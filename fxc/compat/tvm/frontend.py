@@ -43,14 +43,11 @@ class MXNetSource(Source):
         self.shapes, self.dtypes, self.aux_names = shapes, dtypes, set(aux)
         super().__init__([(n, shapes[n], dtypes[n]) for n in names], {**arg, **aux})
 
-    def model(self, params: dict):
+    def convert(self, params: dict):
         from ...capture.mxnet.convert import Model  # deferred: `import tvm` loads no compiler
         arg = {k: v for k, v in params.items() if k not in self.aux_names}
         aux = {k: v for k, v in params.items() if k in self.aux_names}
-        return Model(self.graph, self.text, arg, aux, self.mx, self.where)
-
-    def convert(self, params: dict):
-        return self.model(params).to_graph(self.shapes, self.dtypes)
+        return Model(self.graph, self.text, arg, aux, self.mx, self.where).to_graph(self.shapes, self.dtypes)
 
 
 def from_mxnet(symbol, shape=None, dtype="float32", arg_params=None, aux_params=None):
@@ -208,7 +205,7 @@ def from_pytorch(script_module, input_infos, custom_convert_map=None, default_dt
             note("from_pytorch: the converted module's params are named "
                  f"{sorted(source.params)[:3]}... rather than as the TorchScript module's")
     elif isinstance(script_module, torch.nn.Module):
-        source = TorchSource(script_module.eval(), inputs)
+        source = TorchSource(script_module, inputs)
     else:
         raise UnsupportedAPIError(f"from_pytorch of a {type(script_module).__name__}", "pass "
                                   "torch.jit.trace(model, example_input) or the nn.Module")
