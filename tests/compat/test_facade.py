@@ -239,7 +239,15 @@ def test_from_onnx_with_create_executor(tvm):
     with tvm.transform.PassContext(opt_level=1):
         run = tvm.relay.create_executor("graph", mod, tvm.cpu(0), "llvm", params).evaluate()
     out = run(tvm.nd.array(x)).numpy()
-    np.testing.assert_array_equal(out, fxc.from_onnx(model, target="llvm", fuse=True)(x))
+    np.testing.assert_array_equal(out, fxc.from_onnx(model, target="llvm", blocked_layout=False, winograd="off")(x))
+    from tvm.relay.backend import Executor, Runtime  # TVM 0.9's form of relay.build
+    with tvm.transform.PassContext(opt_level=1):
+        lib = tvm.relay.build(mod, "llvm", params=params, executor=Executor("graph"), runtime=Runtime("cpp"))
+    m = tvm.contrib.graph_executor.GraphModule(lib["default"](tvm.cpu(0)))
+    m.run(input=x)
+    np.testing.assert_array_equal(m.get_output(0).numpy(), out)
+    with pytest.raises(UnsupportedAPIError, match="Executor\\('aot'\\)"):
+        Executor("aot")
     np.testing.assert_allclose(out, onnx_reference(model, x), rtol=1e-4, atol=1e-3)
     lazy = tvm.relay.create_executor("graph", mod, tvm.cpu(0), "llvm").evaluate()
     np.testing.assert_array_equal(lazy(x, **params).numpy(), out)          # params at the call, as old scripts pass

@@ -26,6 +26,7 @@ MODULES = {
     "tvm.relay.frontend": "frontend",
     "tvm.relay.nn": "relay:nn",
     "tvm.relay.op": "relay:op",
+    "tvm.relay.backend": "relay:backend",
     "tvm.relay.testing": "workloads",
     "tvm.relay.testing.resnet": "workloads:resnet",
     "tvm.relay.testing.mobilenet": "workloads:mobilenet",

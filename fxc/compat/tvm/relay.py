@@ -45,11 +45,32 @@ class OpRef:
         return hash(self.name)
 
 
+class Executor:
+    """`relay.backend.Executor("graph")` (TVM 0.9 and later): fxc's graph executor is the only one."""
+
+    def __init__(self, name: str = "graph", options=None):
+        if name != "graph" or options:
+            raise UnsupportedAPIError(f"Executor({name!r}{', options' if options else ''})", "fxc builds for its "
+                                      "graph executor: Executor('graph')")
+        self.name = name
+
+
+class Runtime:
+    """`relay.backend.Runtime("cpp")`: fxc's runtime (Python and its C entry point in the artifact)."""
+
+    def __init__(self, name: str = "cpp", options=None):
+        if name != "cpp" or options:
+            raise UnsupportedAPIError(f"Runtime({name!r}{', options' if options else ''})", "fxc's runtime is its "
+                                      "own (the artifact's C entry point covers deployment): Runtime('cpp')")
+        self.name = name
+
+
 nn = Namespace("tvm.relay.nn", "Neural-network ops on the facade's expressions.",
                default=f"the facade applies {', '.join(OPS)} to an imported model's outputs; add other ops to the "
                        f"model in its framework",
                **{n.split(".")[1]: _op(n) for n in OPS if n.startswith("nn.")})
 op = Namespace("tvm.relay.op", "Op references.", get=OpRef, nn=nn)
+backend = Namespace("tvm.relay.backend", "Executor and Runtime.", Executor=Executor, Runtime=Runtime)
 TupleGetItem = tuple_get_item
 Module = IRModule               # relay.Module, the name before TVM 0.7
 build_module = sys.modules[__name__]
