@@ -39,6 +39,7 @@ MODULES = {
     "tvm.contrib.download": "contrib:download",
     "tvm.runtime": "runtime",
     "tvm.nd": "ndarray",
+    "tvm.ndarray": "ndarray",                           # the name before TVM 0.7
     "tvm.target": "target",
     "tvm.transform": "transform",
     "tvm.te": "contrib:te",
