@@ -8,7 +8,7 @@ build options they mean.
     disabled_pass         "FuseOps" -> fuse=False; "AlterOpLayout" -> blocked_layout=False, winograd="off"; the Relay
                           passes fxc has no switch for are accepted (they change speed, never results) with a note
 
-Every choice changes speed only: the facade's results are the same at every level.
+Every choice changes speed only: the facade's outputs are the same at every level, up to float rounding.
 """
 from __future__ import annotations
 
