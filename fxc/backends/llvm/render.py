@@ -339,7 +339,7 @@ class FunctionWriter(Arithmetic):
             return r
         if isinstance(e, Fma):      # a schedule's multiply-add: without an FMA unit a multiply and an add (llvm.fma
             t = lty(e.dtype)        # would be a call of libm's fmaf per lane, ~50x slower in a GEMM)
-            fn = "fma" if self.m.has("fma") else "fmuladd"
+            fn = "fma" if self.m.caps.fma else "fmuladd"
             return self.call(f"llvm.{fn}.{float_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
@@ -389,7 +389,7 @@ class FunctionWriter(Arithmetic):
         n = lanes_of(e.dtype)
         wt = lty(vec("int32", n))
         bt = f"<{2 * n} x bfloat>"
-        if isinstance(e, DotBf16) and not self.m.has("avx512bf16"):     # no vdpbf16ps: the same sum by two FMAs
+        if isinstance(e, DotBf16) and not self.m.caps.bf16_dot:     # no vdpbf16ps: the same sum by two FMAs
             acc, a, b = e.args
             return self.expr(Fma(Bf16Half(a, 1), Bf16Half(b, 1), Fma(Bf16Half(a, 0), Bf16Half(b, 0), acc)))
         if isinstance(e, DotBf16):
@@ -418,7 +418,7 @@ class FunctionWriter(Arithmetic):
             self.emit(f"{s} = shl i32 {parts[1]}, 16")
             self.emit(f"{r} = or i32 {parts[0]}, {s}")
             return r
-        if not self.m.has("avx512bf16"):    # no vcvtne2ps2bf16 (LLVM would call __truncsfbf2): integer rounding
+        if not self.m.caps.bf16_dot:    # no vcvtne2ps2bf16 (LLVM would call __truncsfbf2): integer rounding
             return pack_bf16_words(self, wt, lo, hi)
         ft, ht = lty(e.args[0].dtype), f"<{n} x bfloat>"
         l, h, j, r = self.new(), self.new(), self.new(), self.new()

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
-from ..cpu.library import check_elf
+from ...target import triple_arch
+from ..cpu.library import check_elf, process_arch
 from ..cpu.module import Module
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
@@ -43,11 +44,14 @@ def check_target(manifest: dict) -> None:
         raise TargetError(f"unknown artifact target {target!r} (this fxc runtime runs: {', '.join(RUNTIME_TARGETS)}); "
                           f"use the fxc version that wrote it, or export the model for target 'llvm'")
     info = manifest.get("target_info") or {}
-    arch = str(info.get("triple", "")).split("-")[0]
-    here = {"arm64": "aarch64", "amd64": "x86_64"}.get(os.uname().machine.lower(), os.uname().machine.lower())
-    if arch and arch != here:
-        raise TargetError(f"artifact was built for {info['triple']}, this machine is {here}; "
-                          f"export it on (or for) a {here} machine")
+    arch, here = triple_arch(str(info.get("triple", ""))), process_arch()
+    if info.get("triple") and arch != here:
+        emulate = {"aarch64": "qemu-aarch64", "arm": "qemu-arm"}.get(arch, f"qemu-{arch}")
+        raise TargetError(f"artifact was built for {info['triple']} ({arch} code) and this machine runs {here} code: "
+                          f"run it on an {arch} machine (a Raspberry Pi: fxc.load there, or its C entry point), or "
+                          f"under emulation here: `fxc extract` it and run a C program built with the {arch} cross "
+                          f"compiler under {emulate} -L <sysroot> (docs/arm.md); or export the model for a {here} "
+                          f"target")
     flags = _cpu_flags()
     missing = sorted(set(info.get("cpu_flags", ())) - flags)
     if missing and flags:
