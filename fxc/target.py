@@ -77,6 +77,8 @@ class Caps:
     bf16_dot: bool = False                  # a bf16-pair dot product accumulating in float32 (AVX-512 BF16's
     #                                         vdpbf16ps) and a float32 -> bf16 pair conversion: precision="bf16"
     scalef: bool = False                    # a 16-lane float32 scale by 2^k (AVX-512's vscalefps) for exp's last step
+    float64_minmax: bool = True             # LLVM lowers float64 maximum/minimum (nan-propagating) for the CPU; False
+    #                                         (armv7, whose VFP lacks them: LLVM aborts) renders compare and select
     draw_buffers: int = 1                   # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
     #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl.draw_buffers jams a kernel's copies)
 
@@ -304,7 +306,7 @@ def _arm_target(opts: dict, arch: str) -> Target:
     threads = int(opts.get("num-threads", 0) or 0) or (_host_threads() if native else row.cores)
     caps = Caps(vector_bits=128 if "neon" in feats else 32, vector_registers=VECTOR_REGISTERS[arch],
                 threads=threads, features=feats, fma=arch == "aarch64" or "vfp4" in feats,
-                cache_bytes=row.cache_kib << 10)
+                cache_bytes=row.cache_kib << 10, float64_minmax=arch == "aarch64")
     return Target("llvm", tuple(sorted(opts.items())), caps)
 
 
