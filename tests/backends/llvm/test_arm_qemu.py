@@ -15,10 +15,12 @@ from fxc.driver.build import build
 from fxc.errors import ExecutionError, TargetError
 from fxc.relay_like.builder import Builder
 from fxc.runtime import remote
+from fxc.runtime.artifact import loader
 from fxc.runtime.artifact.read import read_artifact
+from fxc.runtime.cpu.library import check_elf, elf_arch
 from fxc.runtime.remote import measure_remote, run_remote
 from fxc.target import Target, host_triple, triple_arch
-from fxc.testing.models import make_model
+from fxc.testing.models import bert_encoder, mobilenet_v2, randomize_batchnorm, resnet18
 from tests.backends.llvm.arm import ARM_TARGETS, export_for, require_cross, run_emulated
 from tests.helpers import assert_close_np
 from tests.ops import test_ops
@@ -79,23 +81,28 @@ def _ieee(fn, x, y):
     return np.where((x == 0) & (y == 0), np.where(negative, -0.0, 0.0), fn(x, y))
 
 
-MODELS = {      # reduced sizes: 64x64 images, a 2-layer BERT of width 64 over 16 tokens
-    "resnet18": lambda: (make_model("resnet18"),
-                         (torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(1)),)),
-    "mobilenet_v2": lambda: (make_model("mobilenet_v2"),
-                             (torch.randn(1, 3, 64, 64, generator=torch.Generator().manual_seed(2)),)),
-    "bert": lambda: _small_bert(),
-}
+def _conv_net(factory, seed: int):
+    """A reference conv net at reduced size: 64x64 images, 100 classes, its batch norms given statistics measured
+    on such images (fxc.testing.models.randomize_batchnorm), and one input."""
+    g = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = factory(num_classes=100)
+    randomize_batchnorm(model, seed, (torch.randn(2, 3, 64, 64, generator=g),))
+    return model.eval(), (torch.randn(1, 3, 64, 64, generator=g),)
 
 
 def _small_bert():
-    from fxc.testing.models import bert_encoder
+    """BERT's encoder at reduced size (2 layers of width 64, 16 tokens of which the last 4 are masked)."""
     torch.manual_seed(0)
     model = bert_encoder(vocab=1000, hidden=64, layers=2, heads=4, intermediate=128, max_len=16).eval()
     ids = torch.randint(0, 1000, (1, 16), generator=torch.Generator().manual_seed(3))
     mask = torch.ones(1, 16, dtype=torch.long)
     mask[0, 12:] = 0
     return model, (ids, mask)
+
+
+MODELS = {"resnet18": lambda: _conv_net(resnet18, 1), "mobilenet_v2": lambda: _conv_net(mobilenet_v2, 2),
+          "bert": _small_bert}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -128,6 +135,29 @@ def test_arm_artifact_is_refused_by_load_here(arm, tmp_path):
     path = fxc.export(compiled, tmp_path / "m.fxc")
     with pytest.raises(TargetError, match=r"built for .*(aarch64|armv7l).*qemu-(aarch64|arm)"):
         fxc.load(path)
+
+
+def test_arm_artifact_passes_an_arm_machines_load_checks(arm, tmp_path, monkeypatch):
+    """What fxc.load checks before it loads the library passes on a machine of the artifact's architecture with NEON
+    (its cpuinfo flags): the target's arch, the CPU flags, the ELF (32-bit on armv7); a machine without NEON is told."""
+    require_cross(arm)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval()
+    path = fxc.export(fxc.from_torch(model, (torch.randn(2, 8),), target=arm), tmp_path / "m.fxc")
+    manifest, parts = read_artifact(path)
+    arch = triple_arch(Target.parse(arm).triple)
+    lib = tmp_path / "lib.so"
+    lib.write_bytes(parts["libfxc_model.so"])
+    check_elf(str(lib))
+    assert elf_arch(str(lib)) == arch
+    neon = {"aarch64": "asimd", "arm": "neon"}[arch]
+    assert neon in manifest["target_info"]["cpu_flags"]
+    monkeypatch.setattr(loader, "process_arch", lambda: arch)
+    flags = set(manifest["target_info"]["cpu_flags"]) | {"fp", "evtstrm"}     # a Pi's (vfpv4 on armv7 too)
+    monkeypatch.setattr(loader, "_cpu_flags", lambda: flags)
+    loader.check_target(manifest)
+    monkeypatch.setattr(loader, "_cpu_flags", lambda: flags - {neon})
+    with pytest.raises(TargetError, match=f"CPU with {neon}"):
+        loader.check_target(manifest)
 
 
 def test_device_server_under_qemu(arm, tmp_path, monkeypatch):
