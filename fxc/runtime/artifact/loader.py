@@ -22,19 +22,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
-from ...target import triple_arch
-from ..cpu.library import check_elf, process_arch
+from ..cpu.library import check_elf, elf_arch, process_arch
 from ..cpu.module import Module
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
 
+TRIPLES = {"x86_64": ("x86_64", "amd64"), "aarch64": ("aarch64", "arm64"), "arm": ("arm", "thumb")}   # ELF's arch
 # targets this runtime can run (devices: with their library)
 RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "wasm", "webgpu")
 DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 
 
-def check_target(manifest: dict) -> None:
-    """Raise TargetError unless this machine can run the artifact's target."""
+def check_target(manifest: dict, library: bytes = b"") -> None:
+    """Raise TargetError unless this machine can run the artifact's target: kind, `library`'s arch, CPU flags."""
     target = manifest["target"]
     if target in DEVICE_TARGETS:
         raise TargetError(f"artifact target {target!r} needs its device runtime, which is missing here (this fxc "
@@ -44,14 +44,15 @@ def check_target(manifest: dict) -> None:
         raise TargetError(f"unknown artifact target {target!r} (this fxc runtime runs: {', '.join(RUNTIME_TARGETS)}); "
                           f"use the fxc version that wrote it, or export the model for target 'llvm'")
     info = manifest.get("target_info") or {}
-    arch, here = triple_arch(str(info.get("triple", ""))), process_arch()
-    if info.get("triple") and arch != here:
-        emulate = {"aarch64": "qemu-aarch64", "arm": "qemu-arm"}.get(arch, f"qemu-{arch}")
-        raise TargetError(f"artifact was built for {info['triple']} ({arch} code) and this machine runs {here} code: "
-                          f"run it on an {arch} machine (a Raspberry Pi: fxc.load there, or its C entry point), or "
-                          f"under emulation here: `fxc extract` it and run a C program built with the {arch} cross "
-                          f"compiler under {emulate} -L <sysroot> (docs/arm.md); or export the model for a {here} "
-                          f"target")
+    try:        # (not an ELF: _check_library's ArtifactError)
+        arch, here = elf_arch(LIBRARY, library) if library else "", process_arch()
+    except LibraryError:
+        arch = ""
+    triple = str(info.get("triple", arch))
+    if arch and (arch != here or not triple.startswith(TRIPLES.get(arch, arch))):
+        raise TargetError(f"artifact was built for {triple} ({arch} code); this machine runs {here} code. Run it on "
+                          f"such a machine (fxc.load, or the C entry point), or here under qemu-user: a C program "
+                          f"built by the cross gcc, run by qemu-{arch} -L <sysroot> (docs/arm.md)")
     flags = _cpu_flags()
     missing = sorted(set(info.get("cpu_flags", ())) - flags)
     if missing and flags:
@@ -114,7 +115,7 @@ def load(path, trusted_keys=None) -> ArtifactModule:
     if is_device_artifact(manifest):
         from .device import load_device  # deferred: a CPU load stays small (tests/deploy/test_export.py's budget)
         return load_device(path, manifest, parts)
-    check_target(manifest)
+    check_target(manifest, parts.get(LIBRARY, b""))
     try:
         consts = unpack_params(manifest, parts[PARAMS])
         inputs = [TensorSpec(s["name"], tuple(s["shape"]), s["dtype"]) for s in manifest["inputs"]]

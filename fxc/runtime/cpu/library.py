@@ -13,31 +13,30 @@ import numpy as np
 from ...errors import LibraryError
 from ..weights import HeldWeights
 
-ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm"}     # e_machine -> fxc.target.triple_arch's name
+ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm"}     # e_machine -> architecture (as target.triple_arch)
 
 
-def _elf_header(path: str, f) -> tuple:
-    """(64-bit, e_machine) of a little-endian ELF shared library's header; LibraryError for anything else."""
-    head = f.read(20)
-    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] != 1 \
-            or struct.unpack_from("<H", head, 16)[0] != 3:
+def _elf(path: str, head: bytes) -> tuple:
+    """(64-bit, arch) of a little-endian ELF shared library's header."""
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] != 1 or head[16:18] != b"\3\0":
         raise LibraryError(f"{path} is not a little-endian ELF shared library (damaged?)")
-    return head[4] == 2, struct.unpack_from("<H", head, 18)[0]
+    machine = struct.unpack_from("<H", head, 18)[0]
+    return head[4] == 2, ELF_MACHINES.get(machine, f"e_machine {machine}")
 
 
-def elf_arch(path: str) -> str:
-    """The architecture an ELF shared library's code is for ("x86_64", "aarch64", "arm", else "e_machine N")."""
-    try:
-        with open(path, "rb") as f:
-            _, machine = _elf_header(path, f)
-    except OSError as e:
-        raise LibraryError(f"cannot read the library {path}: {e}") from None
-    return ELF_MACHINES.get(machine, f"e_machine {machine}")
+def elf_arch(path: str, head: bytes | None = None) -> str:
+    """The arch of an ELF library's code (its file's, or its first bytes')."""
+    if head is None:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(20)
+        except OSError as e:
+            raise LibraryError(f"cannot read the library {path}: {e}") from None
+    return _elf(path, head)[1]
 
 
 def process_arch() -> str:
-    """The architecture of the code this process runs, in elf_arch's names (a 32-bit process on a 64-bit ARM
-    kernel is "arm")."""
+    """This process's arch (a 32-bit process on a 64-bit ARM kernel: "arm")."""
     machine = os.uname().machine.lower()
     if machine in ("aarch64", "arm64"):
         return "aarch64" if struct.calcsize("P") == 8 else "arm"
@@ -45,32 +44,28 @@ def process_arch() -> str:
 
 
 def check_elf(path: str) -> None:
-    """Raise LibraryError unless `path` is a whole little-endian ELF shared library (64- or 32-bit): every segment
-    the loader maps lies inside the file (a truncated library would otherwise be mapped past its end: SIGBUS in
-    dlopen)."""
+    """Raise LibraryError unless `path` is a whole little-endian ELF (64- or 32-bit) shared library: every segment
+    the loader maps lies inside the file (else mapped past its end: SIGBUS)."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            wide, _ = _elf_header(path, f)
-            f.seek(0)
-            head = f.read(64 if wide else 52)
+            size, head = os.fstat(f.fileno()).st_size, f.read(64)
+            wide = _elf(path, head)[0]
+            # ELF64 (32): e_phoff at 32 (28), e_phentsize/num at 54 (42); p_offset/filesz at 8/32 (4/16)
+            word, at, ph_at, off_at, size_at = ("<Q", 32, 54, 8, 32) if wide else ("<I", 28, 42, 4, 16)
             if len(head) < (64 if wide else 52):
                 raise LibraryError(f"{path} is truncated (its ELF header is cut short)")
-            phoff, = struct.unpack_from("<Q" if wide else "<I", head, 32 if wide else 28)
-            phentsize, phnum = struct.unpack_from("<HH", head, 54 if wide else 42)
+            phoff, = struct.unpack_from(word, head, at)
+            phentsize, phnum = struct.unpack_from("<HH", head, ph_at)
             if phentsize < (56 if wide else 32) or phoff + phentsize * phnum > size:
                 raise LibraryError(f"{path} is truncated (its program headers lie past its end)")
             f.seek(phoff)
             table = f.read(phentsize * phnum)
     except OSError as e:
         raise LibraryError(f"cannot read the library {path}: {e}") from None
-    # p_offset and p_filesz: (8, 32) as u64 in ELF64's program header, (4, 16) as u32 in ELF32's
-    word, at_offset, at_size = ("<Q", 8, 32) if wide else ("<I", 4, 16)
     for k in range(phnum):
-        offset, = struct.unpack_from(word, table, k * phentsize + at_offset)
-        filesz, = struct.unpack_from(word, table, k * phentsize + at_size)
-        if offset + filesz > size:
-            raise LibraryError(f"{path} is truncated ({size} bytes; a segment ends at {offset + filesz})")
+        end = sum(struct.unpack_from(word, table, k * phentsize + a)[0] for a in (off_at, size_at))
+        if end > size:
+            raise LibraryError(f"{path} is truncated ({size} bytes; a segment ends at {end})")
 
 
 def openmp_mode(training_step: bool = False) -> int:

@@ -43,9 +43,7 @@ class Module:
         arch, here = elf_arch(self.library), process_arch()
         if arch != here:        # cross-compiled (an ARM build on x86): exportable, never loaded here
             self._lib = None
-            self.unrunnable = self.unrunnable or (
-                f"the kernels are {arch} code and this process runs {here} code: export the module (fxc.export) "
-                f"and run it on an {arch} machine, or its C program under qemu-user (docs/arm.md)")
+            self.unrunnable = self.unrunnable or f"{arch} code; this process runs {here}: fxc.export it (docs/arm.md)"
         else:
             self._lib = CpuLibrary(self.library)
         self.consts = [np.ascontiguousarray(c) for c in self.consts]

@@ -3,6 +3,8 @@
 exported, run by examples/c/run_model.c built with the cross gcc under qemu-aarch64 / qemu-arm, against the numpy
 references and PyTorch on this host; fxc.load of an ARM artifact refused here with qemu named; the device server
 under qemu measuring and running an artifact sent over 127.0.0.1."""
+import socket
+import struct
 import subprocess
 
 import numpy as np
@@ -133,7 +135,7 @@ def test_arm_artifact_is_refused_by_load_here(arm, tmp_path):
     with pytest.raises(TargetError, match="qemu"):
         compiled(x)
     path = fxc.export(compiled, tmp_path / "m.fxc")
-    with pytest.raises(TargetError, match=r"built for .*(aarch64|armv7l).*qemu-(aarch64|arm)"):
+    with pytest.raises(TargetError, match=r"built for .*(aarch64|armv7l).*qemu-user.*qemu-(aarch64|arm)"):
         fxc.load(path)
 
 
@@ -154,10 +156,10 @@ def test_arm_artifact_passes_an_arm_machines_load_checks(arm, tmp_path, monkeypa
     monkeypatch.setattr(loader, "process_arch", lambda: arch)
     flags = set(manifest["target_info"]["cpu_flags"]) | {"fp", "evtstrm"}     # a Pi's (vfpv4 on armv7 too)
     monkeypatch.setattr(loader, "_cpu_flags", lambda: flags)
-    loader.check_target(manifest)
+    loader.check_target(manifest, parts["libfxc_model.so"])
     monkeypatch.setattr(loader, "_cpu_flags", lambda: flags - {neon})
     with pytest.raises(TargetError, match=f"CPU with {neon}"):
-        loader.check_target(manifest)
+        loader.check_target(manifest, parts["libfxc_model.so"])
 
 
 def test_device_server_under_qemu(arm, tmp_path, monkeypatch):
@@ -183,6 +185,12 @@ def test_device_server_under_qemu(arm, tmp_path, monkeypatch):
             run_remote(artifact, address, [x.numpy()])
         monkeypatch.undo()
         assert len(measure_remote(artifact, address, number=1, repeat=1)) == 1      # the server still serves
+        # a raw request (the protocol of device_server.c) whose library is not one: an answer naming it
+        head = b"FXCQ" + struct.pack("<6I", 1, 1, 1, 0, 0, 0)
+        with socket.create_connection(remote.parse_address(address), timeout=60) as s:
+            s.sendall(head + struct.pack("<Q", 4) + b"junk" + struct.pack("<Q", 0))
+            answer = s.makefile("rb").read()
+        assert answer[:8] == b"FXCR" + struct.pack("<I", 1) and b"cannot load the library" in answer
     finally:
         server.terminate()
         server.wait(timeout=10)
