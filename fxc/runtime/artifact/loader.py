@@ -22,19 +22,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
-from ..cpu.library import check_elf, elf_arch, process_arch
+from ..cpu.library import arch_of, check_elf, process_arch
 from ..cpu.module import Module
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
 
-TRIPLES = {"x86_64": ("x86_64", "amd64"), "aarch64": ("aarch64", "arm64"), "arm": ("arm", "thumb")}   # ELF's arch
 # targets this runtime can run (devices: with their library)
 RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "wasm", "webgpu")
 DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 
 
-def check_target(manifest: dict, library: bytes = b"") -> None:
-    """Raise TargetError unless this machine can run the artifact's target: kind, `library`'s arch, CPU flags."""
+def check_target(manifest: dict) -> None:
+    """Raise TargetError unless this machine can run the artifact's target."""
     target = manifest["target"]
     if target in DEVICE_TARGETS:
         raise TargetError(f"artifact target {target!r} needs its device runtime, which is missing here (this fxc "
@@ -44,15 +43,11 @@ def check_target(manifest: dict, library: bytes = b"") -> None:
         raise TargetError(f"unknown artifact target {target!r} (this fxc runtime runs: {', '.join(RUNTIME_TARGETS)}); "
                           f"use the fxc version that wrote it, or export the model for target 'llvm'")
     info = manifest.get("target_info") or {}
-    try:        # (not an ELF: _check_library's ArtifactError)
-        arch, here = elf_arch(LIBRARY, library) if library else "", process_arch()
-    except LibraryError:
-        arch = ""
-    triple = str(info.get("triple", arch))
-    if arch and (arch != here or not triple.startswith(TRIPLES.get(arch, arch))):
-        raise TargetError(f"artifact was built for {triple} ({arch} code); this machine runs {here} code. Run it on "
-                          f"such a machine (fxc.load, or the C entry point), or here under qemu-user: a C program "
-                          f"built by the cross gcc, run by qemu-{arch} -L <sysroot> (docs/arm.md)")
+    triple, here = str(info.get("triple", "")), process_arch()
+    if triple and arch_of(triple.split("-")[0]) != here:
+        raise TargetError(f"artifact was built for {triple}; this machine runs {here} code. Run it on such a machine "
+                          f"(fxc.load, or the C entry point), or here under qemu-user: a C program built by the cross "
+                          f"gcc, run by qemu-{arch_of(triple.split('-')[0])} -L <sysroot> (docs/arm.md)")
     flags = _cpu_flags()
     missing = sorted(set(info.get("cpu_flags", ())) - flags)
     if missing and flags:
@@ -115,7 +110,7 @@ def load(path, trusted_keys=None) -> ArtifactModule:
     if is_device_artifact(manifest):
         from .device import load_device  # deferred: a CPU load stays small (tests/deploy/test_export.py's budget)
         return load_device(path, manifest, parts)
-    check_target(manifest, parts.get(LIBRARY, b""))
+    check_target(manifest)
     try:
         consts = unpack_params(manifest, parts[PARAMS])
         inputs = [TensorSpec(s["name"], tuple(s["shape"]), s["dtype"]) for s in manifest["inputs"]]

@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import LibraryError
 from ..weights import HeldWeights
 
-ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm"}     # e_machine -> architecture (as target.triple_arch)
+ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm"}     # e_machine -> arch
 
 
 def _elf(path: str, head: bytes) -> tuple:
@@ -24,23 +24,26 @@ def _elf(path: str, head: bytes) -> tuple:
     return head[4] == 2, ELF_MACHINES.get(machine, f"e_machine {machine}")
 
 
-def elf_arch(path: str, head: bytes | None = None) -> str:
-    """The arch of an ELF library's code (its file's, or its first bytes')."""
-    if head is None:
-        try:
-            with open(path, "rb") as f:
-                head = f.read(20)
-        except OSError as e:
-            raise LibraryError(f"cannot read the library {path}: {e}") from None
-    return _elf(path, head)[1]
+def elf_arch(path: str) -> str:
+    """The arch of an ELF library's code."""
+    try:
+        with open(path, "rb") as f:
+            return _elf(path, f.read(20))[1]
+    except OSError as e:
+        raise LibraryError(f"cannot read the library {path}: {e}") from None
+
+
+def arch_of(machine: str) -> str:
+    """An ELF_MACHINES arch from a machine's or a triple's first part ("armv7l": "arm", "arm64": "aarch64")."""
+    m = machine.lower()
+    return "arm" if m.startswith(("arm", "thumb")) and m != "arm64" else {"arm64": "aarch64", "amd64": "x86_64"}.get(
+        m, m)
 
 
 def process_arch() -> str:
     """This process's arch (a 32-bit process on a 64-bit ARM kernel: "arm")."""
-    machine = os.uname().machine.lower()
-    if machine in ("aarch64", "arm64"):
-        return "aarch64" if struct.calcsize("P") == 8 else "arm"
-    return "arm" if machine.startswith("arm") else {"amd64": "x86_64"}.get(machine, machine)
+    arch = arch_of(os.uname().machine)
+    return "arm" if arch == "aarch64" and struct.calcsize("P") == 4 else arch
 
 
 def check_elf(path: str) -> None:
@@ -52,11 +55,9 @@ def check_elf(path: str) -> None:
             wide = _elf(path, head)[0]
             # ELF64 (32): e_phoff at 32 (28), e_phentsize/num at 54 (42); p_offset/filesz at 8/32 (4/16)
             word, at, ph_at, off_at, size_at = ("<Q", 32, 54, 8, 32) if wide else ("<I", 28, 42, 4, 16)
-            if len(head) < (64 if wide else 52):
-                raise LibraryError(f"{path} is truncated (its ELF header is cut short)")
-            phoff, = struct.unpack_from(word, head, at)
-            phentsize, phnum = struct.unpack_from("<HH", head, ph_at)
-            if phentsize < (56 if wide else 32) or phoff + phentsize * phnum > size:
+            phoff, = struct.unpack_from(word, head.ljust(64, b"\0"), at)
+            phentsize, phnum = struct.unpack_from("<HH", head.ljust(64, b"\0"), ph_at)
+            if len(head) < (64 if wide else 52) or phentsize < (56 if wide else 32) or phoff + phentsize * phnum > size:
                 raise LibraryError(f"{path} is truncated (its program headers lie past its end)")
             f.seek(phoff)
             table = f.read(phentsize * phnum)

@@ -40,12 +40,10 @@ class Module:
     symbols = ()                        # size symbols: a DynamicModule's (runtime/cpu/dynamic.py)
 
     def __post_init__(self):
-        arch, here = elf_arch(self.library), process_arch()
-        if arch != here:        # cross-compiled (an ARM build on x86): exportable, never loaded here
-            self._lib = None
-            self.unrunnable = self.unrunnable or f"{arch} code; this process runs {here}: fxc.export it (docs/arm.md)"
-        else:
-            self._lib = CpuLibrary(self.library)
+        arch = elf_arch(self.library)
+        self._lib = CpuLibrary(self.library) if arch == process_arch() else None     # (else cross-compiled)
+        if self._lib is None and not self.unrunnable:
+            self.unrunnable = f"{arch} code: fxc.export it (docs/arm.md)"
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
         self._ws = Workspace(self.workspace_bytes)
