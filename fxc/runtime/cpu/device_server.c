@@ -192,7 +192,7 @@ done:
 }
 
 /* the response (see the top); a broken connection only ends it early */
-static void reply(int fd, int status, const result *r) {
+static void reply(int fd, int status, const result *r, int want_outputs) {
     if (write_all(fd, "FXCR", 4) || write_u32(fd, (uint32_t)status) || write_blob(fd, r->message, strlen(r->message))
         || write_u32(fd, status ? 0 : r->repeat))
         return;
@@ -201,8 +201,9 @@ static void reply(int fd, int status, const result *r) {
         memcpy(&bits, &r->costs[k], 8);
         if (write_u64(fd, bits)) return;
     }
-    if (write_u32(fd, status ? 0 : r->n_out)) return;
-    for (uint32_t i = 0; !status && i < r->n_out; i++)
+    uint32_t n_out = status || !want_outputs ? 0 : r->n_out;
+    if (write_u32(fd, n_out)) return;
+    for (uint32_t i = 0; i < n_out; i++)
         if (write_blob(fd, r->outputs[i], r->out_bytes[i])) return;
 }
 
@@ -245,7 +246,7 @@ static void serve_one(int fd) {
         printf("fxc device server: %s (%u x %u runs)%s%s\n", status ? "failed" : "measured", repeat, number,
                status ? ": " : "", r.message);
         fflush(stdout);
-        reply(fd, status, &r);
+        reply(fd, status, &r, head[6]);
         _exit(0);
     }
     int how = 0;
@@ -255,7 +256,7 @@ static void serve_one(int fd) {
                  : 0);
     else goto out;                      /* the child answered */
 reply:
-    reply(fd, status, &r);
+    reply(fd, status, &r, 0);
 out:
     if (made) {
         snprintf(path, sizeof path, "%s/libfxc_model.so", dir);

@@ -2,7 +2,6 @@
 run_model.c built against it with the target's cross gcc, and that program run under qemu-user (natively on an ARM
 host of the same architecture) on numpy inputs: the outputs as numpy arrays."""
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -10,11 +9,11 @@ import numpy as np
 import pytest
 
 import fxc
-from fxc.backends.llvm.toolchain import CROSS, toolchain
+from fxc.backends.llvm.toolchain import toolchain
 from fxc.errors import TargetError
 from fxc.runtime.artifact.extract import extract
 from fxc.runtime.tensors import np_dtype
-from fxc.target import Target, triple_arch
+from fxc.target import Target
 
 ROOT = Path(__file__).resolve().parents[3]
 ARM_TARGETS = ("rasp3b64", "rasp3b")        # aarch64 (Cortex-A53) and 32-bit armv7 (NEON): qemu-aarch64, qemu-arm
@@ -67,12 +66,3 @@ def run_emulated(folder: Path, exe: Path, target: str, arrays: list, manifest_ou
     assert p.returncode == 0, p.stderr + p.stdout
     return [np.fromfile(o, np_dtype(s["dtype"])).reshape(s["shape"]) for o, s in zip(outs, manifest_outputs)]
 
-
-def disassemble(library: Path, target: str) -> str:
-    """objdump -d of a library built for `target` (the triple's binutils: aarch64-linux-gnu-objdump, ...)."""
-    arch = triple_arch(Target.parse(target).triple)
-    objdump = CROSS[arch].cc.replace("-gcc", "-objdump") if arch in CROSS else "objdump"
-    if shutil.which(objdump) is None:
-        pytest.skip(f"{objdump} is not installed (Debian: binutils-{CROSS[arch].cc[:-4]})")
-    return subprocess.run([objdump, "-d", "--no-show-raw-insn", str(library)], capture_output=True, text=True,
-                          check=True).stdout
