@@ -14,7 +14,7 @@ import torch
 import fxc
 from fxc import cli
 from fxc.driver.build import build
-from fxc.errors import ExecutionError, TargetError
+from fxc.errors import ExecutionError, LibraryError, TargetError
 from fxc.relay_like.builder import Builder
 from fxc.runtime import remote
 from fxc.runtime.artifact import loader
@@ -151,6 +151,10 @@ def test_arm_artifact_passes_an_arm_machines_load_checks(arm, tmp_path, monkeypa
     lib.write_bytes(parts["libfxc_model.so"])
     check_elf(str(lib))
     assert elf_arch(str(lib)) == arch
+    short = tmp_path / "short.so"      # (a truncated 32- or 64-bit library is refused before dlopen maps it)
+    short.write_bytes(parts["libfxc_model.so"][:len(parts["libfxc_model.so"]) // 2])
+    with pytest.raises(LibraryError, match="truncated"):
+        check_elf(str(short))
     neon = {"aarch64": "asimd", "arm": "neon"}[arch]
     assert neon in manifest["target_info"]["cpu_flags"]
     monkeypatch.setattr(loader, "process_arch", lambda: arch)
