@@ -15,6 +15,7 @@
     fxc run model.fxc --expected-sha256 HEX         # exactly these bytes (docs/deploy.md)
     fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/deploy/web.py)
     fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
+    fxc serve-device [--host 0.0.0.0] [--port 9190]  # measure artifacts sent by measure_remote (docs/arm.md)
 
 `run`, `inspect`, `extract` and `verify` use only the deploy runtime (numpy + ctypes; `cryptography` for
 signatures): they never import torch. Every failure is one `fxc: error:` line and exit status 1.
@@ -356,6 +357,11 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def _serve_device(args) -> int:
+    from .deploy.device_server import cmd_serve_device  # deferred: the toolchain (fxc.backends) only for this command
+    return cmd_serve_device(args)
+
+
 def cmd_cache(args) -> int:
     if args.action == "clear":
         n, freed = store.clear()
@@ -411,6 +417,14 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=_port, default=8000, help="0: a free port")
     s.add_argument("--seconds", type=float, default=None, help="stop after this long (default: at Ctrl-C)")
     s.set_defaults(fn=cmd_serve)
+    sd = sub.add_parser("serve-device", help="run artifacts sent by a tuner or benchmark on this machine and return "
+                        "their timings (docs/arm.md); with -o, cross-build that server for --target")
+    sd.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every network; the "
+                    "server runs any library sent to it: trusted networks only)")
+    sd.add_argument("--port", type=int, default=9190, help="0: a free port (printed)")
+    sd.add_argument("--target", default="llvm", help="with -o: the machine to build the server for (e.g. rasp4b64)")
+    sd.add_argument("-o", "--output", help="write the server executable here instead of running it")
+    sd.set_defaults(fn=_serve_device)
     for sp in (r, i, e, w):
         sp.add_argument("--trusted-key", action="append", help="Ed25519 public key (PEM): the artifact must be "
                         "signed by it (repeat for several keys)")

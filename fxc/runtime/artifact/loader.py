@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
-from ..cpu.library import check_elf
+from ..cpu.library import arch_of, check_elf, process_arch
 from ..cpu.module import Module
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
@@ -43,11 +43,11 @@ def check_target(manifest: dict) -> None:
         raise TargetError(f"unknown artifact target {target!r} (this fxc runtime runs: {', '.join(RUNTIME_TARGETS)}); "
                           f"use the fxc version that wrote it, or export the model for target 'llvm'")
     info = manifest.get("target_info") or {}
-    arch = str(info.get("triple", "")).split("-")[0]
-    here = {"arm64": "aarch64", "amd64": "x86_64"}.get(os.uname().machine.lower(), os.uname().machine.lower())
-    if arch and arch != here:
-        raise TargetError(f"artifact was built for {info['triple']}, this machine is {here}; "
-                          f"export it on (or for) a {here} machine")
+    triple, here = str(info.get("triple", "")), process_arch()
+    if triple and arch_of(triple.split("-")[0]) != here:
+        raise TargetError(f"artifact was built for {triple}; this machine runs {here} code. Run it on such a machine "
+                          f"(fxc.load, or the C entry point), or here under qemu-user: a C program built by the cross "
+                          f"gcc, run by qemu-{arch_of(triple.split('-')[0])} -L <sysroot> (docs/arm.md)")
     flags = _cpu_flags()
     missing = sorted(set(info.get("cpu_flags", ())) - flags)
     if missing and flags:
