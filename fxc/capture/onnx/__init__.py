@@ -1,22 +1,25 @@
 """ONNX frontend: `fxc.from_onnx(model_or_path, shapes=None, target="llvm", **options)`.
 
-Takes an `onnx.ModelProto`, its serialized bytes or a `.onnx` path (external data files next to it are read),
-converts the graph with one converter per ONNX op, chosen by the model's opset (`table.py`, `ops_*.py`), into
-fxc's graph IR and builds it for the target. Initializers become the module's constants (its params in an
-exported artifact); dims the model names (`dim_param`) are bound by `shapes=` or at the first call, and every new
-binding compiles once more. float16 tensors compute in float32 (inputs and outputs are converted at the call);
-QDQ models (QuantizeLinear/DequantizeLinear) compute in float32 too.
+Takes an `onnx.ModelProto`, its serialized bytes or a `.onnx` path (external data files next to it are read; a model
+given as bytes or a ModelProto has no folder, so its external data is read only from an explicit `base_dir=`),
+converts the graph with one converter per ONNX op, chosen by the model's opset (`table.py`, `ops_*.py`), into fxc's
+graph IR and builds it for the target. Initializers become the module's constants (its params in an exported
+artifact); dims the model names (`dim_param`) are bound by `shapes=` or at the first call, and every new binding
+compiles once more. float16 tensors compute in float32 (inputs and outputs are converted at the call); QDQ models
+(QuantizeLinear/DequantizeLinear) compute in float32 too.
 """
 from __future__ import annotations
 
 import logging
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper
+from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
 from ...backends import fill
 from ...driver.build import build
@@ -27,13 +30,17 @@ from ...runtime.tensors import TensorSpec
 from ...symbolic.expr import Sym
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
-from .table import Context, FoldingBuilder, NeedsValues, lookup
+from .table import NEWEST_OPSET, Context, FoldingBuilder, NeedsValues, lookup
 
 FLOAT16 = 10
 
 
-def load_model(model_or_path):
-    """An onnx.ModelProto from a ModelProto, serialized bytes or a path (with its external data)."""
+def load_model(model_or_path, base_dir=None):
+    """An onnx.ModelProto from a ModelProto, serialized bytes or a path (with its external data, read from the
+    path's folder, or for bytes and a ModelProto from `base_dir` only)."""
+    if base_dir is not None and isinstance(model_or_path, (str, os.PathLike)):
+        raise InputError("base_dir= is for a model given as bytes or a ModelProto; a model given by its path reads "
+                         "its external data from the path's folder")
     if isinstance(model_or_path, onnx.ModelProto):
         model = model_or_path
     elif isinstance(model_or_path, (bytes, bytearray)):
@@ -57,6 +64,8 @@ def load_model(model_or_path):
                                  f"it again") from e
     else:
         raise FxcError(f"fxc.from_onnx takes an onnx.ModelProto, its bytes or a path, got {type(model_or_path)}")
+    if any(uses_external_data(t) for t in _tensors(model.graph)):
+        model = _with_external_data(model, base_dir)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as e:
@@ -64,6 +73,41 @@ def load_model(model_or_path):
         raise ModelFileError(f"the ONNX model is not valid ({first}); it is truncated, corrupt or was written "
                              f"wrongly: export it again") from e
     return model
+
+
+def _tensors(graph):
+    """Every TensorProto of a graph: initializers and node attributes, in subgraphs too."""
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _tensors(g)
+
+
+def _with_external_data(model, base_dir):
+    """A copy of `model` (bytes or a ModelProto: no folder of its own) with its external data read from
+    `base_dir`, under onnx's checks (no path out of the folder, no links, offsets within the file); without
+    base_dir a ModelFileError (never the working directory's files)."""
+    named = sorted({f"{t.name!r} in {dict((e.key, e.value) for e in t.external_data).get('location', '?')!r}"
+                    for t in _tensors(model.graph) if uses_external_data(t)})
+    if base_dir is None:
+        raise ModelFileError(f"the model keeps tensor(s) {', '.join(named)} in external data files, and a model "
+                             f"given as bytes or a ModelProto has no folder to read them from: pass the .onnx "
+                             f"file's path, or base_dir= the folder that holds the data files")
+    if not Path(base_dir).is_dir():
+        raise ModelFileError(f"base_dir {str(base_dir)!r} is not a folder; pass the folder that holds the model's "
+                             f"external data files ({', '.join(named)})")
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    try:
+        load_external_data_for_model(copy, str(base_dir))
+    except (OSError, ValueError, onnx.checker.ValidationError) as e:
+        raise ModelFileError(f"the model's external data cannot be read from {str(base_dir)!r} ({e}); keep the data "
+                             f"files in that folder, under the names the model records") from e
+    return copy
 
 
 def opset_of(model) -> int:
@@ -113,6 +157,9 @@ def model_inputs(model) -> list:
             raise UnsupportedOpError(f"input {vi.name!r} is not a tensor (sequence, map or optional)")
         dims = ([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
                 if tt.HasField("shape") else None)
+        if any(isinstance(d, int) and d < 0 for d in dims or ()):
+            raise ModelFileError(f"input {vi.name!r} declares the shape {dims}, with a negative dim; the model is "
+                                 f"corrupt (an open dim has a name, or none)")
         out.append((vi.name, tt.elem_type, dims))
     return out
 
@@ -128,15 +175,18 @@ def to_graph(model, shapes: list, values: dict | None = None):
     cx = Context(b, opset_of(model))
     env: dict = {"": None}
     for t in model.graph.initializer:
+        a = as_array(t)
         try:
-            env[t.name] = b.const(as_array(t))
+            env[t.name] = b.const(a)
         except FxcError:
-            raise UnsupportedOpError(f"initializer {t.name!r} of an unsupported dtype") from None
+            raise UnsupportedOpError(f"initializer {t.name!r} is of dtype {a.dtype}, which fxc does not "
+                                     f"compile") from None
     for (name, elem, _), shape in zip(model_inputs(model), shapes):
+        dtype = fxc_dtype(cx, elem, f"input {name!r}")
         if values and name in values:
-            env[name] = b.const(np.asarray(values[name]).astype(np_dtype(fxc_dtype(cx, elem))))
+            env[name] = b.const(np.asarray(values[name]).astype(np_dtype(dtype)))
         else:
-            env[name] = b.graph.input(tuple(shape), fxc_dtype(cx, elem), name)
+            env[name] = b.graph.input(tuple(shape), dtype, name)
     _convert_nodes(cx, model.graph.node, env)
     results = []
     for vi in model.graph.output:
@@ -188,7 +238,7 @@ def _inline_if(cx, node, ins, env):
 def _check_output(cx, vi, v) -> None:
     """The converted output has the dtype and the static dims the model declares (a converter bug otherwise)."""
     tt = vi.type.tensor_type
-    want = fxc_dtype(cx, tt.elem_type)
+    want = fxc_dtype(cx, tt.elem_type, f"output {vi.name!r}")
     dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
     ok = want == v.dtype and (not tt.HasField("shape") or (len(dims) == len(v.shape) and all(
         d is None or d == s for d, s in zip(dims, v.shape))))
@@ -257,6 +307,8 @@ class OnnxModel:
     @staticmethod
     def _check(name, dims, shape) -> tuple:
         shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape):
+            raise InputError(f"input {name!r}: shape {list(shape)} has a negative dim")
         if dims is None:
             return shape
         if len(dims) != len(shape):
@@ -363,13 +415,17 @@ class OnnxModel:
         return f"OnnxModel({sig}) [{self.target}, opset {opset_of(self.proto)}]"
 
 
-def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> OnnxModel:
+def from_onnx(model_or_path, shapes=None, target: str = "llvm", base_dir=None, **options) -> OnnxModel:
     """Compile an ONNX model.
 
     Parameters
     ----------
     model_or_path : onnx.ModelProto, bytes, str or os.PathLike
         The model; a path may have external data files next to it.
+    base_dir : str or os.PathLike, optional
+        For a model given as bytes or a ModelProto whose tensors are in external data files (e.g. loaded with
+        `load_external_data=False`): the folder that holds those files. Without it such a model is refused (it
+        has no folder of its own; the working directory is never read).
     shapes : dict or list, optional
         Input shapes (name -> shape, or one shape per input in order) for dims the model leaves open; without
         it they are bound at the first call.
@@ -387,7 +443,8 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     Raises
     ------
     ModelFileError
-        The file is missing, truncated, corrupt or not a valid ONNX model.
+        The file is missing, truncated, corrupt or not a valid ONNX model, or its external data cannot be read
+        (or, given as bytes or a ModelProto, it has external data and no base_dir).
     UnsupportedOpError
         Ops (all listed, with their nodes) or dtypes fxc cannot compile.
     InputError
@@ -397,4 +454,8 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     if unknown:
         raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
     target = fill(target)       # parsed and filled once (a TargetError now, before anything is converted): every
-    return OnnxModel(load_model(model_or_path), shapes, target, options)    # build of the model gets this Target
+    model = load_model(model_or_path, base_dir)     # build of the model gets this Target
+    if opset_of(model) > NEWEST_OPSET:
+        warnings.warn(f"the ONNX model's opset {opset_of(model)} is newer than fxc knows ({NEWEST_OPSET}): its ops "
+                      f"are converted as at opset {NEWEST_OPSET}, the newest known", stacklevel=2)
+    return OnnxModel(model, shapes, target, options)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.common import norm_axis
 from .ops_tensor import fxc_dtype, pad_nd
 from .table import converter
 
@@ -259,7 +258,7 @@ def instance_norm(cx, ins, at):
 def layer_norm(cx, ins, at):
     x, scale = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
-    axis = norm_axis(int(at.get("axis", -1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", -1), x.type.ndim)
     y, mean, inv = _normalize(cx, x, range(axis, x.type.ndim), float(at.get("epsilon", 1e-5)))
     y = cx.op("mul", [y, scale])
     if bias is not None:
@@ -287,7 +286,7 @@ def group_norm(cx, ins, at):
 @converter("RMSNormalization", since=23)
 def rms_norm(cx, ins, at):
     x, scale = ins
-    axis = norm_axis(int(at.get("axis", -1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", -1), x.type.ndim)
     ms = cx.op("mean", [cx.op("mul", [x, x])], axes=tuple(range(axis, x.type.ndim)), keepdim=True)
     return cx.op("mul", [cx.op("mul", [x, cx.op("rsqrt", [cx.op("add", [ms, float(at.get("epsilon", 1e-5))])])]),
                          scale])
@@ -296,7 +295,7 @@ def rms_norm(cx, ins, at):
 @converter("MeanVarianceNormalization", since=9)
 def mean_variance_norm(cx, ins, at):
     x = ins[0]
-    axes = [norm_axis(a, x.type.ndim) for a in (at.get("axes") or [0, 2, 3])]
+    axes = cx.axes(at.get("axes") or [0, 2, 3], x.type.ndim)
     mean = cx.op("mean", [x], axes=tuple(axes), keepdim=True)
     d = cx.op("sub", [x, mean])
     var = cx.op("mean", [cx.op("mul", [d, d])], axes=tuple(axes), keepdim=True)
@@ -324,7 +323,7 @@ def lrn(cx, ins, at):
 @converter("LpNormalization")
 def lp_normalization(cx, ins, at):
     x = ins[0]
-    axis = norm_axis(int(at.get("axis", -1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", -1), x.type.ndim)
     p = int(at.get("p", 2))
     if p == 1:
         norm = cx.op("sum", [cx.op("abs", [x])], axes=(axis,), keepdim=True)
@@ -379,7 +378,7 @@ def _per_axis(cx, v, x, at):
         return cx.op("reshape", [v], shape=())
     if int(at.get("block_size", 0)):
         raise cx.unsupported("blocked quantisation")
-    axis = norm_axis(int(at.get("axis", 1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", 1), x.type.ndim)
     return cx.op("reshape", [v], shape=tuple(-1 if d == axis else 1 for d in range(x.type.ndim)))
 
 

@@ -109,7 +109,7 @@ def resize_axes(cx, x, sizes, scales, at, roi=None):
 def _plan(cx, x, scales, sizes, at):
     """(sizes, scales) for every axis from the given scales or sizes (for `axes`, keep_aspect_ratio_policy)."""
     nd = x.type.ndim
-    axes = [a % nd for a in at.get("axes") or range(nd)]
+    axes = cx.axes(at.get("axes") or range(nd), nd)
     if sizes is not None:
         sizes = list(sizes)
         ratio = [sizes[i] / x.shape[a] for i, a in enumerate(axes)]
@@ -148,7 +148,7 @@ def resize(cx, ins, at):
         scales = None
     sizes, scales = _plan(cx, x, scales, sizes, at)
     if roi is not None and roi.size and at.get("axes"):
-        nd, axes = x.type.ndim, [a % x.type.ndim for a in at["axes"]]
+        nd, axes = x.type.ndim, cx.axes(at["axes"], x.type.ndim)
         full = [0.0] * nd + [1.0] * nd
         for i, a in enumerate(axes):
             full[a], full[nd + a] = roi[i], roi[len(axes) + i]

@@ -14,13 +14,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import UnsupportedOpError
+from ...errors import ShapeError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...ops.registry import aten_table, get_op
 from ...relay_like.builder import Builder, stated_promotion
 from ...relay_like.graph import Value
 
 _TABLE: dict = {}       # op type -> sorted list of (since opset, converter)
+NEWEST_OPSET = 28       # the newest default-domain opset the converters follow (onnx 1.23's); a model of a newer
+                        # one is converted as at this one, with a warning
 
 
 def converter(*op_types: str, since: int = 1) -> Callable:
@@ -124,6 +126,25 @@ class Context:
     def ints(self, v, what: str):
         d = self.const(v, what)
         return None if d is None else [int(i) for i in np.asarray(d).reshape(-1)]
+
+    def axis(self, axis, rank: int, what: str = "axis") -> int:
+        """`axis` of a tensor of `rank` (negative counts from the end) in [0, rank): every converter's axis comes
+        through here, so one out of ONNX's range [-rank, rank - 1] is a ShapeError naming the node (never wrapped
+        modulo the rank, never clamped)."""
+        a = int(axis)
+        if not -rank <= a < rank:
+            raise ShapeError(f"{self.where()}: {what} {a} is out of range for a tensor of rank {rank} (ONNX allows "
+                             f"{-rank} to {rank - 1}); fix the model's {what}")
+        return a % rank
+
+    def axes(self, axes, rank: int, what: str = "axes") -> list:
+        """Each of `axes` through `axis`, in their order; an axis named twice (as i and i - rank too) is a
+        ShapeError naming the node."""
+        out = [self.axis(a, rank, what) for a in axes]
+        if len(set(out)) != len(out):
+            raise ShapeError(f"{self.where()}: {what} {list(axes)} name an axis twice (rank {rank}); fix the "
+                             f"model's {what}")
+        return out
 
     def scalar(self, value, dtype: str) -> Value:
         return self.b.scalar(value, dtype)
