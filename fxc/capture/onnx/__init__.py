@@ -24,7 +24,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 from ...backends import fill
 from ...driver.build import build
 from ...driver.options import BUILD_OPTIONS
-from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
+from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.tensors import TensorSpec
 from ...symbolic.expr import Sym
@@ -131,9 +131,17 @@ def unsupported_nodes(model, nodes=None) -> list:
     return bad
 
 
+FLAGS = frozenset({"allowzero", "ceil_mode", "count_include_pad", "detect_negative", "detect_positive", "exclusive",
+                   "keepdims", "largest", "noop_with_empty_axes", "reverse", "select_last_index", "sorted", "transA",
+                   "transB", "upper", "onesided", "inverse", "storage_order", "periodic", "training_mode"})   # 0 or 1
+
+
 def _attrs(node) -> dict:
     out = {}
     for a in node.attribute:
+        if a.name in FLAGS and a.type == a.INT and a.i not in (0, 1):
+            raise ModelFileError(f"{node.op_type} (node {node.name or node.output[0]!r}): attribute {a.name} is "
+                                 f"{a.i}; it is a flag, 0 or 1")
         v = helper.get_attribute_value(a)
         if a.type == a.TENSOR:
             v = as_array(v)
@@ -212,10 +220,15 @@ def _convert_nodes(cx, nodes, env: dict) -> None:
         ins = [env[i] for i in node.input]
         while ins and ins[-1] is None:
             ins.pop()
-        if node.op_type == "If":
-            outs = _inline_if(cx, node, ins, env)
-        else:
-            outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
+        try:
+            if node.op_type == "If":
+                outs = _inline_if(cx, node, ins, env)
+            else:
+                outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
+        except (ShapeError, UnsupportedOpError) as e:     # (an op's type rule, e.g. shapes that do not broadcast)
+            if isinstance(e, NeedsValues) or str(e).startswith(cx.where()):
+                raise
+            raise type(e)(f"{cx.where()}: {e}") from None
         outs = outs if isinstance(outs, tuple) else (outs,)
         for name, v in zip(node.output, outs):
             if name:
@@ -243,8 +256,10 @@ def _check_output(cx, vi, v) -> None:
     ok = want == v.dtype and (not tt.HasField("shape") or (len(dims) == len(v.shape) and all(
         d is None or d == s for d, s in zip(dims, v.shape))))
     if not ok:
-        raise FxcError(f"fxc converted output {vi.name!r} to {v.dtype}{list(v.shape)}, but the model declares "
-                       f"{want}{dims}; please report this fxc bug with the model")
+        raise ShapeError(f"the model declares output {vi.name!r} as {want}{dims}, but its nodes compute "
+                         f"{v.dtype}{list(v.shape)} (fxc's conversion): the model contradicts itself (an attribute or "
+                         f"shape was changed after export?); if it runs as declared elsewhere, report this fxc bug "
+                         f"with the model")
 
 
 class OnnxModel:

@@ -101,7 +101,7 @@ def swiglu(cx, ins, at):
 @converter("CumProd", since=26)
 def cumprod(cx, ins, at):
     x = ins[0]
-    axis = cx.axis(cx.ints(ins[1], "axis")[0], x.type.ndim)
+    axis = cx.axis(cx.one_int(ins[1], "axis"), x.type.ndim)
     rev = at.get("reverse", 0)
     if rev:
         x = cx.op("flip", [x], dims=(axis,))
@@ -178,12 +178,12 @@ def _dft(cx, x, axis, length, inverse, onesided):
 
 @converter("DFT", since=17)
 def dft_17(cx, ins, at):
-    length = cx.ints(ins[1], "dft_length")[0] if len(ins) > 1 and ins[1] is not None else None
+    length = cx.one_int(ins[1], "dft_length") if len(ins) > 1 and ins[1] is not None else None
     return _dft(cx, ins[0], int(at.get("axis", 1)), length, at.get("inverse", 0), at.get("onesided", 0))
 
 
 @converter("DFT", since=20)
 def dft(cx, ins, at):
-    length = cx.ints(ins[1], "dft_length")[0] if len(ins) > 1 and ins[1] is not None else None
-    axis = cx.ints(ins[2], "axis")[0] if len(ins) > 2 and ins[2] is not None else -2
+    length = cx.one_int(ins[1], "dft_length") if len(ins) > 1 and ins[1] is not None else None
+    axis = cx.one_int(ins[2], "axis") if len(ins) > 2 and ins[2] is not None else -2
     return _dft(cx, ins[0], axis, length, at.get("inverse", 0), at.get("onesided", 0))

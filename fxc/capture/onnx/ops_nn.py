@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ShapeError
 from .ops_tensor import fxc_dtype, pad_nd
 from .table import converter
 
@@ -17,13 +18,29 @@ def _text(v, default):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _check_window(cx, x, nd: int, **lists) -> None:
+    """A conv's or pool's window attributes fit an input of `nd` spatial dims: each list (kernel_shape, strides,
+    dilations, output_padding: nd values >= 1, or >= 0 for output_padding; pads: 2 * nd values >= 0) as ONNX
+    states, else a ShapeError naming the node."""
+    if x.type.ndim < 3 or nd != x.type.ndim - 2:
+        raise ShapeError(f"{cx.where()}: an input of shape {list(x.shape)} for a window of {nd} spatial dim(s)")
+    for name, values in lists.items():
+        want, low = (2 * nd, 0) if name == "pads" else (nd, 0 if name == "output_padding" else 1)
+        if len(values) != want or any(v < low for v in values):
+            raise ShapeError(f"{cx.where()}: {name} {list(values)} must be {want} values of at least {low} for "
+                             f"{nd} spatial dim(s)")
+
+
 def _geometry(cx, x, at, kernel):
-    """(strides, dilations, ONNX pads [begins..., ends...]) of a conv or pool over x with `kernel`."""
+    """(strides, dilations, ONNX pads [begins..., ends...]) of a conv or pool over x with `kernel`, checked."""
     nd = len(kernel)
     strides = list(at.get("strides") or [1] * nd)
     dil = list(at.get("dilations") or [1] * nd)
     pads = list(at.get("pads") or [0] * (2 * nd))
     auto = _text(at.get("auto_pad"), "NOTSET")
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise ShapeError(f"{cx.where()}: auto_pad {auto!r} is none of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+    _check_window(cx, x, nd, kernel_shape=kernel, strides=strides, dilations=dil, pads=pads)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = [0] * (2 * nd)
         for i in range(nd):
@@ -52,6 +69,8 @@ def conv(cx, ins, at):
     bias = ins[2] if len(ins) > 2 else None
     nd = w.type.ndim - 2
     kernel = list(at.get("kernel_shape") or w.shape[2:])
+    if kernel != list(w.shape[2:]):
+        raise ShapeError(f"{cx.where()}: kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
     strides, dil, pads = _geometry(cx, x, at, kernel)
     if x.dtype not in ("float32", "float64"):
         raise cx.unsupported(f"Conv of {x.dtype}")
@@ -72,6 +91,10 @@ def conv_transpose(cx, ins, at):
     strides = list(at.get("strides") or [1] * nd)
     dil = list(at.get("dilations") or [1] * nd)
     out_pad = list(at.get("output_padding") or [0] * nd)
+    if kernel != list(w.shape[2:]):
+        raise ShapeError(f"{cx.where()}: kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
+    _check_window(cx, x, nd, kernel_shape=kernel, strides=strides, dilations=dil, output_padding=out_pad,
+                  pads=list(at.get("pads") or [0] * (2 * nd)))
     full = [(x.shape[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 + out_pad[i] for i in range(nd)]
     auto = _text(at.get("auto_pad"), "NOTSET")
     pads = list(at.get("pads") or [0] * (2 * nd))

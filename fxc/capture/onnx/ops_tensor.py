@@ -221,6 +221,10 @@ converter("Slice", since=10)(lambda cx, ins, at: _slice(
 
 def _split(cx, x, axis, sizes, n_out):
     axis = cx.axis(axis, x.type.ndim)
+    outputs = len(cx.node.output)
+    if n_out != outputs or outputs < 1 or (sizes is not None and (len(sizes) != outputs or min(sizes) < 0)):
+        raise ShapeError(f"{cx.where()}: {outputs} output(s), but num_outputs {n_out} and split {sizes} (ONNX: as "
+                         f"many sizes, none negative, as outputs)")
     if sizes is None:
         n = x.shape[axis]
         chunk = -(-n // n_out)
@@ -261,7 +265,12 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
 def pad_nd(cx, x, pads, mode="constant", value=0.0):
     """ONNX pads ([begin of each axis..., end of each axis...]); negative pads crop."""
     nd = x.type.ndim
+    if len(pads) != 2 * nd:
+        raise ShapeError(f"{cx.where()}: {len(pads)} pads for a tensor of rank {nd} (ONNX: 2 * rank, begins then "
+                         f"ends)")
     begins, ends = pads[:nd], pads[nd:]
+    if any(x.shape[a] + min(begins[a], 0) + min(ends[a], 0) < 0 for a in range(nd)):
+        raise ShapeError(f"{cx.where()}: pads {list(pads)} crop more than the shape {list(x.shape)} holds")
     for a in range(nd):            # crop first
         if begins[a] < 0 or ends[a] < 0:
             b0, e0 = max(-begins[a], 0), max(-ends[a], 0)
@@ -293,6 +302,8 @@ def pad(cx, ins, at):
     value = 0 if value is None else value.reshape(-1)[0].item()
     if len(ins) > 3 and ins[3] is not None:
         axes = cx.axes(cx.ints(ins[3], "axes"), x.type.ndim)
+        if len(pads) != 2 * len(axes):
+            raise ShapeError(f"{cx.where()}: {len(pads)} pads for {len(axes)} axes (ONNX: 2 per axis)")
         full = [0] * (2 * x.type.ndim)
         for i, a in enumerate(axes):
             full[a], full[x.type.ndim + a] = pads[i], pads[len(axes) + i]
@@ -395,7 +406,7 @@ def scatter_nd(cx, ins, at):
 @converter("Trilu")
 def trilu(cx, ins, at):
     x = ins[0]
-    k = cx.ints(ins[1], "k")[0] if len(ins) > 1 and ins[1] is not None else 0
+    k = cx.one_int(ins[1], "k") if len(ins) > 1 and ins[1] is not None else 0
     r, c = x.shape[-2:]
     rows, cols = np.arange(r)[:, None], np.arange(c)[None, :]
     keep = (cols - rows >= k) if at.get("upper", 1) else (cols - rows <= k)
@@ -405,7 +416,7 @@ def trilu(cx, ins, at):
 @converter("OneHot", since=9)
 def one_hot(cx, ins, at):
     idx, depth, values = ins
-    depth = int(cx.const(depth, "depth").reshape(-1)[0])
+    depth = cx.one_int(depth, "depth")
     nd = idx.type.ndim + 1
     axis = cx.axis(at.get("axis", -1), nd)
     if idx.dtype not in ("int32", "int64"):
@@ -422,7 +433,7 @@ def one_hot(cx, ins, at):
 @converter("CumSum", since=11)
 def cumsum(cx, ins, at):
     x = ins[0]
-    axis = cx.axis(cx.ints(ins[1], "axis")[0], x.type.ndim)
+    axis = cx.axis(cx.one_int(ins[1], "axis"), x.type.ndim)
     if at.get("reverse", 0):
         x = cx.op("flip", [x], dims=(axis,))
     y = cx.op("cumsum", [x], dim=axis)
@@ -462,7 +473,9 @@ def space_to_depth(cx, ins, at):
 @converter("TopK", since=10)
 def top_k(cx, ins, at):
     x = ins[0]
-    k = cx.ints(ins[1], "k")[0]
+    k = cx.one_int(ins[1], "k")
+    if not 0 <= k <= x.shape[cx.axis(at.get("axis", -1), x.type.ndim)]:
+        raise ShapeError(f"{cx.where()}: k {k} is not between 0 and the axis' size")
     axis = cx.axis(at.get("axis", -1), x.type.ndim)
     vals, idx = cx.aten("aten.topk.default", x, k, axis, bool(at.get("largest", 1)), True)
     return vals, idx

@@ -127,6 +127,13 @@ class Context:
         d = self.const(v, what)
         return None if d is None else [int(i) for i in np.asarray(d).reshape(-1)]
 
+    def one_int(self, v, what: str) -> int:
+        """The integer of a constant that holds one (0-d, or 1-d of one element: an axis, k, a depth...)."""
+        d = np.asarray(self.const(v, what))
+        if d.size != 1 or d.ndim > 1:
+            raise ShapeError(f"{self.where()}: its {what} is a tensor of shape {list(d.shape)}; it must hold one value")
+        return int(d.reshape(-1)[0])
+
     def axis(self, axis, rank: int, what: str = "axis") -> int:
         """`axis` of a tensor of `rank` (negative counts from the end) in [0, rank): every converter's axis comes
         through here, so one out of ONNX's range [-rank, rank - 1] is a ShapeError naming the node (never wrapped
