@@ -9,7 +9,7 @@ counted apart ("inexact"), not a finding: onnx's reference evaluator is no oracl
 x * alpha for every x, so alpha=-inf gives NaN where the spec gives x), nor is one the reference evaluator
 cannot allocate ("unknown": fxc computes a huge pad read at two columns without materialising it).
 
-    python -m tests.hardening.onnx_fuzz --n 5000 [--seed 0] [--timeout 20] [-v]
+    python -m tests.hardening.onnx_fuzz --n 5000 [--seed 0] [--timeout 20] [--memory-gib 8] [-v]
 
 prints each finding (with the seed and index that rebuild its mutant: `--only SEED:INDEX`) and the counts;
 exit status 1 when there is a finding. tests/hardening/test_onnx_fuzz.py runs a fixed small sample of it.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import collections
 import random
+import resource
 import signal
 import sys
 import time
@@ -93,9 +94,30 @@ def seed_models() -> list:
          _init("pads", np.array([0, 1, 0, 0], np.int64)), _init("gi", np.array([0, 2], np.int64)),
          _init("cs", np.array([3, 2], np.int64)), _init("r0", np.array(0, f32)), _init("r1", np.array(2, f32)),
          _init("r2", np.array(1, f32))])
-    for m in (mlp, conv, axes, shape):
+    upsample = _model("upsample", [
+        h.make_node("ConvTranspose", ["x", "kt"], ["ct"], strides=[2, 2], kernel_shape=[2, 2]),
+        h.make_node("AveragePool", ["ct"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=0),
+        h.make_node("Resize", ["ap", "", "sc"], ["rs"], mode="nearest"),
+        h.make_node("LayerNormalization", ["rs", "ls"], ["y"], axis=-1, epsilon=1e-5),
+    ], [vi("x", T.FLOAT, [1, 2, 3, 3])], [vi("y", T.FLOAT, [1, 2, 12, 12])],
+        [_init("kt", rng.normal(size=(2, 2, 2, 2)).astype(f32)), _init("sc", np.array([1, 1, 2, 2], f32)),
+         _init("ls", rng.normal(size=12).astype(f32))])
+    pick = _model("pick", [
+        h.make_node("Gemm", ["x", "gw", "gc"], ["gm"], alpha=0.5, beta=2.0, transB=1),
+        h.make_node("TopK", ["gm", "k"], ["v", "i"], axis=-1, largest=1),
+        h.make_node("Expand", ["v", "es"], ["e"]),
+        h.make_node("Tile", ["e", "rep"], ["t"]),
+        h.make_node("ReduceMax", ["t", "ra"], ["y"], keepdims=0),
+        h.make_node("OneHot", ["i", "depth", "onoff"], ["y2"], axis=-1),
+    ], [vi("x", T.FLOAT, [3, 4])], [vi("y", T.FLOAT, [3, 4]), vi("y2", T.FLOAT, [3, 2, 5])],
+        [_init("gw", rng.normal(size=(5, 4)).astype(f32)), _init("gc", rng.normal(size=5).astype(f32)),
+         _init("k", np.array([2], np.int64)), _init("es", np.array([2, 3, 2], np.int64)),
+         _init("rep", np.array([1, 1, 2], np.int64)), _init("ra", np.array([0], np.int64)),
+         _init("depth", np.array(5, np.int64)), _init("onoff", np.array([0.0, 1.0], f32))])
+    models = [mlp, conv, axes, shape, upsample, pick]
+    for m in models:
         onnx.checker.check_model(m)
-    return [mlp, conv, axes, shape]
+    return models
 
 
 # -- mutations -----------------------------------------------------------------------------------------------------
@@ -304,8 +326,12 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=20.0, help="seconds one mutant may take")
     ap.add_argument("--only", help="SEED:INDEX[,INDEX...]: rebuild and run these mutants alone")
+    ap.add_argument("--memory-gib", type=float, default=8.0,
+                    help="this process's data limit: a mutant asking for more meets a MemoryError, not the swap")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
+    limit = int(args.memory_gib * 2 ** 30)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, resource.getrlimit(resource.RLIMIT_DATA)[1]))
     seed, only = args.seed, None
     if args.only:
         s, _, idx = args.only.partition(":")

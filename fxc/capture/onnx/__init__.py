@@ -229,6 +229,9 @@ def _convert_nodes(cx, nodes, env: dict) -> None:
             if isinstance(e, NeedsValues) or str(e).startswith(cx.where()):
                 raise
             raise type(e)(f"{cx.where()}: {e}") from None
+        except MemoryError as e:    # a constant or table the node's attributes make (a Resize to 2**32 rows...)
+            raise ShapeError(f"{cx.where()}: the tensors its attributes and inputs ask for do not fit in memory "
+                             f"({e}); check the model's shapes and attributes") from None
         outs = outs if isinstance(outs, tuple) else (outs,)
         for name, v in zip(node.output, outs):
             if name:

@@ -82,6 +82,9 @@ def conv(cx, ins, at):
                    int(at.get("group", 1)))
 
 
+MAX_STRIDE_PHASES = 4096
+
+
 @converter("ConvTranspose")
 def conv_transpose(cx, ins, at):
     x, w = ins[0], ins[1]
@@ -95,6 +98,9 @@ def conv_transpose(cx, ins, at):
         raise ShapeError(f"{cx.where()}: kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
     _check_window(cx, x, nd, kernel_shape=kernel, strides=strides, dilations=dil, output_padding=out_pad,
                   pads=list(at.get("pads") or [0] * (2 * nd)))
+    if int(np.prod(strides, dtype=object)) > MAX_STRIDE_PHASES:
+        raise cx.unsupported(f"strides {strides} ({int(np.prod(strides, dtype=object))} phases; fxc computes a "
+                             f"transposed convolution as one convolution per phase, at most {MAX_STRIDE_PHASES})")
     full = [(x.shape[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 + out_pad[i] for i in range(nd)]
     auto = _text(at.get("auto_pad"), "NOTSET")
     pads = list(at.get("pads") or [0] * (2 * nd))

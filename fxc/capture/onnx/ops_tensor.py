@@ -97,6 +97,7 @@ def range_(cx, ins, at):
     if delta == 0 or not all(np.isfinite(v).all() for v in (start, limit, delta)):
         raise ShapeError(f"{cx.where()}: start {start}, limit {limit} and delta {delta}: a delta of 0 or a value "
                          f"that is not finite gives no range; fix the model")
+    cx.table(int(max(np.ceil((float(limit) - float(start)) / float(delta)), 0)), "range")
     return cx.b.const(np.arange(start, limit, delta).astype(start.dtype))
 
 
@@ -248,7 +249,10 @@ converter("Split", since=13)(lambda cx, ins, at: _split(
 @converter("Expand")
 def expand(cx, ins, at):
     x = ins[0]
-    shape = broadcast_shapes(x.shape, tuple(cx.ints(ins[1], "shape")))
+    want = tuple(cx.ints(ins[1], "shape"))
+    if any(d < 0 for d in want):
+        raise ShapeError(f"{cx.where()}: shape {list(want)} has a negative dim")
+    shape = broadcast_shapes(x.shape, want)
     if x.type.ndim < len(shape):
         x = cx.op("reshape", [x], shape=(1,) * (len(shape) - x.type.ndim) + tuple(x.shape))
     return cx.op("expand", [x], size=shape)
@@ -256,7 +260,11 @@ def expand(cx, ins, at):
 
 @converter("Tile")
 def tile(cx, ins, at):
-    return cx.op("repeat", [ins[0]], repeats=tuple(cx.ints(ins[1], "repeats")))
+    repeats = cx.ints(ins[1], "repeats")
+    if len(repeats) != ins[0].type.ndim or any(r < 0 for r in repeats):
+        raise ShapeError(f"{cx.where()}: repeats {repeats} must be {ins[0].type.ndim} values of at least 0, one "
+                         f"per dim")
+    return cx.op("repeat", [ins[0]], repeats=tuple(repeats))
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
@@ -417,6 +425,7 @@ def trilu(cx, ins, at):
 def one_hot(cx, ins, at):
     idx, depth, values = ins
     depth = cx.one_int(depth, "depth")
+    cx.table(depth, "depth")
     nd = idx.type.ndim + 1
     axis = cx.axis(at.get("axis", -1), nd)
     if idx.dtype not in ("int32", "int64"):

@@ -58,6 +58,9 @@ class NeedsValues(UnsupportedOpError):
         self.names = names
 
 
+MAX_ELEMENTS = 1 << 40        # the most elements of any tensor of a converted model (4 TiB of float32)
+FOLD_MAX_ELEMENTS = 1 << 22  # the most elements an op over constants makes for it to be folded when converted
+TABLE_MAX_ELEMENTS = 1 << 28   # the most elements of a table a converter builds from the model's values
 SPECIALIZE_MAX = 4096       # the most elements an input may have for the model to specialise on its value
 
 
@@ -76,9 +79,16 @@ def _sources(v: Value) -> list:
     return out
 
 
+def _elements(v: Value) -> int | None:
+    """The number of elements of a Value of static shape, else None."""
+    return int(np.prod(v.shape, dtype=object)) if all(isinstance(d, int) for d in v.shape) else None
+
+
 class FoldingBuilder(Builder):
     """A Builder with ONNX's promotion policy that evaluates an op over constants at once (its registry
-    reference): shape arithmetic, weights made by ConstantOfShape, dequantised weights become constants."""
+    reference): shape arithmetic, weights made by ConstantOfShape, dequantised weights become constants. An op whose
+    outputs would hold more than FOLD_MAX_ELEMENTS stays in the graph (computed at run time, never a huge constant
+    made here)."""
 
     def __init__(self):
         super().__init__(promotion=stated_promotion)
@@ -86,7 +96,12 @@ class FoldingBuilder(Builder):
     def call(self, op: str, inputs: list, **attrs):
         out = super().call(op, inputs, **attrs)
         node = self.graph.nodes[-1]
-        if not node.inputs or not all(v.is_const for v in node.inputs):
+        sizes = [_elements(o) for o in node.outputs]
+        if any(n is not None and n > MAX_ELEMENTS for n in sizes):
+            raise ShapeError(f"{op} makes a tensor of shape {list(node.outputs[0].shape)}: more than {MAX_ELEMENTS} "
+                             f"elements, which no device holds; check the model's shapes and attributes")
+        if (not node.inputs or not all(v.is_const for v in node.inputs)
+                or any(n is None or n > FOLD_MAX_ELEMENTS for n in sizes)):
             return out
         self.graph.nodes.pop()
         res = get_op(op).reference(*[v.data for v in node.inputs], **node.attrs)
@@ -126,6 +141,13 @@ class Context:
     def ints(self, v, what: str):
         d = self.const(v, what)
         return None if d is None else [int(i) for i in np.asarray(d).reshape(-1)]
+
+    def table(self, elements: int, what: str) -> None:
+        """A constant table the converter builds from the model's values (OneHot's depth, Resize's sizes, Range's
+        count) holds at most TABLE_MAX_ELEMENTS: past that a ShapeError naming the node, before it is allocated."""
+        if elements > TABLE_MAX_ELEMENTS:
+            raise ShapeError(f"{self.where()}: its {what} asks fxc for a table of {elements} elements (at most "
+                             f"{TABLE_MAX_ELEMENTS}); check the model's values")
 
     def one_int(self, v, what: str) -> int:
         """The integer of a constant that holds one (0-d, or 1-d of one element: an axis, k, a depth...)."""
