@@ -226,3 +226,51 @@ def test_opset_newer_than_known_warns_once():
 
 def test_working_directory_untouched(in_folder):
     assert sorted(os.listdir(in_folder)) == ["notes.txt"]
+
+
+# -- what the fuzz found (tests/hardening/onnx_fuzz.py) ------------------------------------------------------------
+def conv_model(**attrs):
+    k = numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "k")
+    node = h.make_node("Conv", ["x", "k"], ["y"], name="c", **attrs)
+    return model([node], [vi("x", [1, 1, 5, 5])], [vi("y", [1, 1, 5, 5])], [k])
+
+
+@pytest.mark.parametrize("attrs, says", [
+    ({"pads": [1, 1, 1, 1], "strides": [1, 1, 1]}, "strides .1, 1, 1. must be 2 values"),
+    ({"pads": [1, 1, 1, 1], "kernel_shape": [3, 7]}, "kernel_shape .3, 7. differs from the weight's"),
+    ({"pads": [1, 1, -1, 1]}, "pads .* at least 0"),
+    ({"pads": [1, 1, 1, 1], "dilations": [0, 1]}, "dilations .* at least 1"),
+    ({"pads": [1, 1, 1, 1], "auto_pad": "MAYBE"}, "auto_pad 'MAYBE'"),
+])
+def test_conv_window_and_attributes_checked(attrs, says):
+    with pytest.raises(ShapeError, match=r"Conv \(node 'c'\): " + says):
+        fxc.from_onnx(conv_model(**attrs))
+    ok = conv_model(pads=[1, 1, 1, 1])
+    x = np.random.default_rng(0).normal(size=(1, 1, 5, 5)).astype(np.float32)
+    np.testing.assert_allclose(fxc.from_onnx(ok)(x), ReferenceEvaluator(ok).run(None, {"x": x})[0], rtol=1e-5,
+                               atol=1e-5)
+
+
+def test_attribute_names_checked_against_the_schema():
+    """onnx's checker leaves a function op's attribute names (LayerNormalization at opset 18) unchecked: a renamed
+    one would be read as absent, its default taken."""
+    says = "attribute 'epsilonn' is none of LayerNormalization's .axis, epsilon, stash_type."
+    node = h.make_node("LayerNormalization", ["x", "s"], ["y"], name="ln", epsilonn=1e-3)
+    m = model([node], [vi("x", [2, 3])], [vi("y", [2, 3])], [numpy_helper.from_array(np.ones(3, np.float32), "s")])
+    onnx.checker.check_model(m)
+    with pytest.raises(ModelFileError, match=r"LayerNormalization \(node 'ln'\): " + says):
+        fxc.from_onnx(m)
+
+
+def test_flag_attribute_other_than_0_or_1():
+    m = model([h.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=2 ** 31, name="r")], [vi("x", [2, 3])],
+              [vi("y", [2, 1])], [axes_input([1])])
+    with pytest.raises(ModelFileError, match=r"ReduceSum \(node 'r'\): attribute keepdims is 2147483648; .* 0 or 1"):
+        fxc.from_onnx(m)
+
+
+def test_type_rule_error_names_the_node():
+    a = numpy_helper.from_array(np.ones((3, 2), np.float32), "a")
+    m = model([h.make_node("Add", ["x", "a"], ["y"], name="plus")], [vi("x", [2, 3])], [vi("y", [2, 3])], [a])
+    with pytest.raises(ShapeError, match=r"Add \(node 'plus'\): .*broadcast"):
+        fxc.from_onnx(m)

@@ -10,6 +10,7 @@ compiles once more. float16 tensors compute in float32 (inputs and outputs are c
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import warnings
@@ -136,6 +137,35 @@ FLAGS = frozenset({"allowzero", "ceil_mode", "count_include_pad", "detect_negati
                    "transB", "upper", "onesided", "inverse", "storage_order", "periodic", "training_mode"})   # 0 or 1
 
 
+@functools.cache
+def _schema_attributes(op_type: str, opset: int) -> dict | None:
+    """name -> (AttributeProto type, required) of the op's ONNX schema at this opset; None for an op onnx lacks."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+    return {k: (int(v.type), v.required) for k, v in schema.attributes.items()}
+
+
+def _check_attributes(cx, node) -> None:
+    """The node's attributes are those its op's schema names, of the types it states, the required ones given
+    (onnx's checker leaves these to the op; a renamed or retyped attribute would otherwise be read as absent)."""
+    known = _schema_attributes(node.op_type, cx.opset)
+    if known is None:
+        return
+    for a in node.attribute:
+        if a.name not in known:
+            raise ModelFileError(f"{cx.where()}: attribute {a.name!r} is none of {node.op_type}'s "
+                                 f"({', '.join(sorted(known))}); the model is corrupt")
+        if a.type != known[a.name][0]:
+            raise ModelFileError(f"{cx.where()}: attribute {a.name} is of type "
+                                 f"{onnx.AttributeProto.AttributeType.Name(a.type)}, where ONNX states "
+                                 f"{onnx.AttributeProto.AttributeType.Name(known[a.name][0])}; the model is corrupt")
+    missing = sorted(k for k, (_, required) in known.items() if required and k not in {a.name for a in node.attribute})
+    if missing:
+        raise ModelFileError(f"{cx.where()}: lacks the required attribute(s) {missing}; the model is corrupt")
+
+
 def _attrs(node) -> dict:
     out = {}
     for a in node.attribute:
@@ -220,6 +250,7 @@ def _convert_nodes(cx, nodes, env: dict) -> None:
         ins = [env[i] for i in node.input]
         while ins and ins[-1] is None:
             ins.pop()
+        _check_attributes(cx, node)
         try:
             if node.op_type == "If":
                 outs = _inline_if(cx, node, ins, env)

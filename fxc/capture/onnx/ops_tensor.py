@@ -10,7 +10,7 @@ from onnx import TensorProto, numpy_helper
 
 from ...errors import IndexOutOfRangeError, ModelFileError, ShapeError
 from ...ops.common import broadcast_shapes
-from .table import converter
+from .table import MAX_ELEMENTS, converter
 
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float32",
                11: "float64"}     # float16 computes in float32 (fxc has no float16 kernels)
@@ -60,6 +60,8 @@ def constant(cx, ins, at):
 def constant_of_shape(cx, ins, at):
     value = as_array(at["value"]).reshape(-1) if "value" in at else np.zeros(1, np.float32)
     shape = cx.ints(ins[0], "shape")
+    if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+        raise ShapeError(f"{cx.where()}: a shape {shape} of more than {MAX_ELEMENTS} elements, which no device holds")
     if any(d < 0 for d in shape) or value.size != 1:
         raise ShapeError(f"{cx.where()}: a shape {shape} with a negative dim, or a value of {value.size} elements "
                          f"(ONNX: one); fix the model")
