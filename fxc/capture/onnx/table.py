@@ -138,8 +138,12 @@ class Context:
                                      f"from one); fxc compiles static shapes")
         return v.data
 
-    def ints(self, v, what: str):
+    def ints(self, v, what: str, vector: bool = False):
+        """The integers of a constant input (None for an omitted one); vector: ONNX states it 1-d (axes)."""
         d = self.const(v, what)
+        if d is not None and vector and np.ndim(d) != 1:
+            raise ShapeError(f"{self.where()}: its {what} is a tensor of shape {list(np.shape(d))}; ONNX states a 1-d "
+                             f"tensor")
         return None if d is None else [int(i) for i in np.asarray(d).reshape(-1)]
 
     def table(self, elements: int, what: str) -> None:
