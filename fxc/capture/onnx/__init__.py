@@ -158,9 +158,10 @@ def _check_attributes(cx, node) -> None:
             raise ModelFileError(f"{cx.where()}: attribute {a.name!r} is none of {node.op_type}'s "
                                  f"({', '.join(sorted(known))}); the model is corrupt")
         if a.type != known[a.name][0]:
-            raise ModelFileError(f"{cx.where()}: attribute {a.name} is of type "
-                                 f"{onnx.AttributeProto.AttributeType.Name(a.type)}, where ONNX states "
-                                 f"{onnx.AttributeProto.AttributeType.Name(known[a.name][0])}; the model is corrupt")
+            names = onnx.AttributeProto.AttributeType
+            given = names.Name(a.type) if a.type in names.values() else f"number {a.type}"
+            raise ModelFileError(f"{cx.where()}: attribute {a.name} is of type {given}, where ONNX states "
+                                 f"{names.Name(known[a.name][0])}; the model is corrupt")
     missing = sorted(k for k, (_, required) in known.items() if required and k not in {a.name for a in node.attribute})
     if missing:
         raise ModelFileError(f"{cx.where()}: lacks the required attribute(s) {missing}; the model is corrupt")
@@ -283,7 +284,8 @@ def _inline_if(cx, node, ins, env):
 
 
 def _check_output(cx, vi, v) -> None:
-    """The converted output has the dtype and the static dims the model declares (a converter bug otherwise)."""
+    """The converted output has the dtype and the static dims the model declares (else the model contradicts
+    itself, or a converter has a bug)."""
     tt = vi.type.tensor_type
     want = fxc_dtype(cx, tt.elem_type, f"output {vi.name!r}")
     dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
@@ -506,5 +508,5 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", base_dir=None, *
     model = load_model(model_or_path, base_dir)     # build of the model gets this Target
     if opset_of(model) > NEWEST_OPSET:
         warnings.warn(f"the ONNX model's opset {opset_of(model)} is newer than fxc knows ({NEWEST_OPSET}): its ops "
-                      f"are converted as at opset {NEWEST_OPSET}, the newest known", stacklevel=2)
+                      f"are converted as at opset {NEWEST_OPSET}, the newest known", stacklevel=3)  # (the caller)
     return OnnxModel(model, shapes, target, options)
