@@ -31,7 +31,7 @@ from ...runtime.tensors import TensorSpec
 from ...symbolic.expr import Sym
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
-from .table import NEWEST_OPSET, Context, FoldingBuilder, NeedsValues, lookup
+from .table import NEWEST_OPSET, Context, FoldingBuilder, NeedsValues, describe, lookup
 
 FLOAT16 = 10
 
@@ -128,7 +128,7 @@ def unsupported_nodes(model, nodes=None) -> list:
             continue
         if n.domain not in ("", "ai.onnx") or lookup(n.op_type, opset) is None:
             dom = f"{n.domain}." if n.domain not in ("", "ai.onnx") else ""
-            bad.append(f"{dom}{n.op_type} (node {n.name or n.output[0] or i!r})")
+            bad.append(f"{dom}{n.op_type} (node {n.name or (n.output[0] if n.output else '') or i!r})")
     return bad
 
 
@@ -171,15 +171,18 @@ def _attrs(node) -> dict:
     out = {}
     for a in node.attribute:
         if a.name in FLAGS and a.type == a.INT and a.i not in (0, 1):
-            raise ModelFileError(f"{node.op_type} (node {node.name or node.output[0]!r}): attribute {a.name} is "
-                                 f"{a.i}; it is a flag, 0 or 1")
+            raise ModelFileError(f"{describe(node)}: attribute {a.name} is {a.i}; it is a flag, 0 or 1")
         v = helper.get_attribute_value(a)
         if a.type == a.TENSOR:
             v = as_array(v)
         elif a.type in (a.GRAPH, a.GRAPHS, a.SPARSE_TENSOR, a.TYPE_PROTO):
-            raise UnsupportedOpError(f"{node.op_type} (node {node.name or node.output[0]!r}): attribute {a.name!r} "
-                                     f"holds a subgraph or sparse tensor, which fxc does not compile")
-        out[a.name] = v.decode() if isinstance(v, bytes) else v
+            raise UnsupportedOpError(f"{describe(node)}: attribute {a.name!r} holds a subgraph or sparse tensor, "
+                                     f"which fxc does not compile")
+        try:
+            out[a.name] = v.decode() if isinstance(v, bytes) else v
+        except UnicodeDecodeError:
+            raise ModelFileError(f"{describe(node)}: attribute {a.name} is {v[:40]!r}, not UTF-8 text; the model is "
+                                 f"corrupt") from None
     return out
 
 

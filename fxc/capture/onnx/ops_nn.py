@@ -18,6 +18,11 @@ def _text(v, default):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _given(at: dict, name: str, default: list) -> list:
+    """An attribute list as the model gives it (an empty one is wrong, not absent), else the default."""
+    return list(at[name]) if name in at else default
+
+
 def _check_window(cx, x, nd: int, **lists) -> None:
     """A conv's or pool's window attributes fit an input of `nd` spatial dims: each list (kernel_shape, strides,
     dilations, output_padding: nd values >= 1, or >= 0 for output_padding; pads: 2 * nd values >= 0) as ONNX
@@ -34,9 +39,8 @@ def _check_window(cx, x, nd: int, **lists) -> None:
 def _geometry(cx, x, at, kernel):
     """(strides, dilations, ONNX pads [begins..., ends...]) of a conv or pool over x with `kernel`, checked."""
     nd = len(kernel)
-    strides = list(at.get("strides") or [1] * nd)
-    dil = list(at.get("dilations") or [1] * nd)
-    pads = list(at.get("pads") or [0] * (2 * nd))
+    strides, dil = _given(at, "strides", [1] * nd), _given(at, "dilations", [1] * nd)
+    pads = _given(at, "pads", [0] * 2 * nd)
     auto = _text(at.get("auto_pad"), "NOTSET")
     if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
         raise ShapeError(f"{cx.where()}: auto_pad {auto!r} is none of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
@@ -68,7 +72,7 @@ def conv(cx, ins, at):
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     nd = w.type.ndim - 2
-    kernel = list(at.get("kernel_shape") or w.shape[2:])
+    kernel = _given(at, "kernel_shape", list(w.shape[2:]))
     if kernel != list(w.shape[2:]):
         raise ShapeError(f"{cx.where()}: kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
     strides, dil, pads = _geometry(cx, x, at, kernel)
@@ -90,14 +94,13 @@ def conv_transpose(cx, ins, at):
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     nd = w.type.ndim - 2
-    kernel = list(at.get("kernel_shape") or w.shape[2:])
-    strides = list(at.get("strides") or [1] * nd)
-    dil = list(at.get("dilations") or [1] * nd)
-    out_pad = list(at.get("output_padding") or [0] * nd)
+    kernel = _given(at, "kernel_shape", list(w.shape[2:]))
+    strides, dil = _given(at, "strides", [1] * nd), _given(at, "dilations", [1] * nd)
+    out_pad = _given(at, "output_padding", [0] * nd)
     if kernel != list(w.shape[2:]):
         raise ShapeError(f"{cx.where()}: kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
     _check_window(cx, x, nd, kernel_shape=kernel, strides=strides, dilations=dil, output_padding=out_pad,
-                  pads=list(at.get("pads") or [0] * (2 * nd)))
+                  pads=_given(at, "pads", [0] * 2 * nd))
     if int(np.prod(strides, dtype=object)) > MAX_STRIDE_PHASES:
         raise cx.unsupported(f"strides {strides} ({int(np.prod(strides, dtype=object))} phases; fxc computes a "
                              f"transposed convolution as one convolution per phase, at most {MAX_STRIDE_PHASES})")

@@ -110,6 +110,11 @@ class FoldingBuilder(Builder):
         return vals[0] if len(vals) == 1 else tuple(vals)
 
 
+def describe(node) -> str:
+    """'OpType (node 'name')' of an ONNX node (its first output where it has no name) for messages."""
+    return f"{node.op_type} (node {node.name or (node.output[0] if node.output else '')!r})"
+
+
 class Context:
     """What a converter sees: the builder, the model's opset and the node being converted."""
 
@@ -184,7 +189,7 @@ class Context:
 
     def where(self) -> str:
         n = self.node
-        return f"{n.op_type} (node {n.name or n.output[0]!r})" if n is not None else "the model's inputs"
+        return describe(n) if n is not None else "the model's inputs"
 
     def unsupported(self, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.where()}: {what} is not supported by fxc")
