@@ -274,3 +274,20 @@ def test_type_rule_error_names_the_node():
     m = model([h.make_node("Add", ["x", "a"], ["y"], name="plus")], [vi("x", [2, 3])], [vi("y", [2, 3])], [a])
     with pytest.raises(ShapeError, match=r"Add \(node 'plus'\): .*broadcast"):
         fxc.from_onnx(m)
+
+
+def test_a_huge_result_of_constants_is_not_folded():
+    """Expand of a one-element constant to 2**23 elements stays an op of the graph (computed at run time), where a
+    dequantised weight (as large as its input) still folds."""
+    from fxc.capture.onnx import to_graph
+    one = numpy_helper.from_array(np.ones(1, np.float32), "one")
+    shape = numpy_helper.from_array(np.array([2 ** 23], np.int64), "shape")
+    m = model([h.make_node("Expand", ["one", "shape"], ["e"]), h.make_node("Add", ["e", "x"], ["y"])],
+              [vi("x", [1])], [vi("y", [2 ** 23])], [one, shape])
+    g = to_graph(m, [(1,)])
+    assert "expand" in [n.op for n in g.nodes]
+    w = numpy_helper.from_array(np.ones(2 ** 23, np.int8), "w")
+    s = numpy_helper.from_array(np.array(0.5, np.float32), "s")
+    q = model([h.make_node("DequantizeLinear", ["w", "s"], ["d"]), h.make_node("Add", ["d", "x"], ["y"])],
+              [vi("x", [1])], [vi("y", [2 ** 23])], [w, s])
+    assert [n.op for n in to_graph(q, [(1,)]).nodes] == ["add"]

@@ -59,7 +59,7 @@ class NeedsValues(UnsupportedOpError):
 
 
 MAX_ELEMENTS = 1 << 40        # the most elements of any tensor of a converted model (4 TiB of float32)
-FOLD_MAX_ELEMENTS = 1 << 22  # the most elements an op over constants makes for it to be folded when converted
+FOLD_MAX_ELEMENTS = 1 << 22  # an op over constants making more elements than this and than its inputs is not folded
 TABLE_MAX_ELEMENTS = 1 << 28   # the most elements of a table a converter builds from the model's values
 SPECIALIZE_MAX = 4096       # the most elements an input may have for the model to specialise on its value
 
@@ -87,8 +87,8 @@ def _elements(v: Value) -> int | None:
 class FoldingBuilder(Builder):
     """A Builder with ONNX's promotion policy that evaluates an op over constants at once (its registry
     reference): shape arithmetic, weights made by ConstantOfShape, dequantised weights become constants. An op whose
-    outputs would hold more than FOLD_MAX_ELEMENTS stays in the graph (computed at run time, never a huge constant
-    made here)."""
+    outputs would hold more than FOLD_MAX_ELEMENTS and more than its inputs (an Expand or Tile of a constant to a
+    huge shape) stays in the graph: computed at run time, never a huge constant made here."""
 
     def __init__(self):
         super().__init__(promotion=stated_promotion)
@@ -100,8 +100,10 @@ class FoldingBuilder(Builder):
         if any(n is not None and n > MAX_ELEMENTS for n in sizes):
             raise ShapeError(f"{op} makes a tensor of shape {list(node.outputs[0].shape)}: more than {MAX_ELEMENTS} "
                              f"elements, which no device holds; check the model's shapes and attributes")
-        if (not node.inputs or not all(v.is_const for v in node.inputs)
-                or any(n is None or n > FOLD_MAX_ELEMENTS for n in sizes)):
+        if not node.inputs or not all(v.is_const for v in node.inputs):
+            return out
+        bound = max(FOLD_MAX_ELEMENTS, sum(v.data.size for v in node.inputs))
+        if any(n is None or n > bound for n in sizes):
             return out
         self.graph.nodes.pop()
         res = get_op(op).reference(*[v.data for v in node.inputs], **node.attrs)
