@@ -183,7 +183,7 @@ def clip(cx, ins, at):
 # -- reductions ------------------------------------------------------------------------------------------------
 def _axes(cx, ins, at, axes_input: bool):
     """(axes or None for all, keepdims, identity?) from the attribute (old opsets) or the second input."""
-    axes = cx.ints(ins[1], "axes", vector=True) if axes_input and len(ins) > 1 else at.get("axes")
+    axes = cx.ints(ins[1], "axes") if axes_input and len(ins) > 1 else at.get("axes")
     keep = bool(at.get("keepdims", 1))
     if not axes:
         if at.get("noop_with_empty_axes", 0):

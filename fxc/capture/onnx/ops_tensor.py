@@ -176,7 +176,7 @@ converter("Squeeze")(lambda cx, ins, at: _squeeze(cx, ins[0], at.get("axes")))
 converter("Squeeze", since=13)(lambda cx, ins, at: _squeeze(cx, ins[0], cx.ints(ins[1] if len(ins) > 1 else None,
                                                                                   "axes", True)))
 converter("Unsqueeze")(lambda cx, ins, at: _unsqueeze(cx, ins[0], at["axes"]))
-converter("Unsqueeze", since=13)(lambda cx, ins, at: _unsqueeze(cx, ins[0], cx.ints(ins[1], "axes", True)))
+converter("Unsqueeze", since=13)(lambda cx, ins, at: _unsqueeze(cx, ins[0], cx.ints(ins[1], "axes")))  # 0-d too
 
 
 @converter("Transpose")
@@ -219,7 +219,7 @@ def _slice(cx, x, starts, ends, axes, steps):
 converter("Slice")(lambda cx, ins, at: _slice(cx, ins[0], at["starts"], at["ends"], at.get("axes"), None))
 converter("Slice", since=10)(lambda cx, ins, at: _slice(
     cx, ins[0], cx.ints(ins[1], "starts"), cx.ints(ins[2], "ends"),
-    cx.ints(ins[3], "axes", True) if len(ins) > 3 else None, cx.ints(ins[4], "steps") if len(ins) > 4 else None))
+    cx.ints(ins[3], "axes") if len(ins) > 3 else None, cx.ints(ins[4], "steps") if len(ins) > 4 else None))
 
 
 def _split(cx, x, axis, sizes, n_out):
@@ -311,7 +311,7 @@ def pad(cx, ins, at):
     value = cx.const(ins[2], "constant_value") if len(ins) > 2 and ins[2] is not None else None
     value = 0 if value is None else value.reshape(-1)[0].item()
     if len(ins) > 3 and ins[3] is not None:
-        axes = cx.axes(cx.ints(ins[3], "axes", True), x.type.ndim)
+        axes = cx.axes(cx.ints(ins[3], "axes"), x.type.ndim)
         if len(pads) != 2 * len(axes):
             raise ShapeError(f"{cx.where()}: {len(pads)} pads for {len(axes)} axes (ONNX: 2 per axis)")
         full = [0] * (2 * x.type.ndim)

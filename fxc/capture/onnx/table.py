@@ -146,7 +146,8 @@ class Context:
         return v.data
 
     def ints(self, v, what: str, vector: bool = False):
-        """The integers of a constant input (None for an omitted one); vector: ONNX states it 1-d (axes)."""
+        """The integers of a constant input (None for an omitted one); vector: it must be 1-d (Squeeze's axes, which
+        onnx's reference evaluator refuses 0-d)."""
         d = self.const(v, what)
         if d is not None and vector and np.ndim(d) != 1:
             raise ShapeError(f"{self.where()}: its {what} is a tensor of shape {list(np.shape(d))}; ONNX states a 1-d "
