@@ -211,6 +211,13 @@ def cmd_run(args) -> int:
 
 def cmd_inspect(args) -> int:
     m, parts, _, signature = read_verified(args.artifact, args.trusted_key)
+    if args.graph:
+        from pathlib import Path
+
+        from .deploy.picture import manifest_drawing, write_picture  # deferred: only for --graph
+        drawing = manifest_drawing(m, f"{Path(args.artifact).name} ({m['target']})")
+        print(f"wrote {write_picture(drawing, args.graph)}: {drawing.clusters} fused groups")
+        return 0
     if args.json:
         print(json.dumps(m, indent=1))
         return 0
@@ -219,8 +226,13 @@ def cmd_inspect(args) -> int:
         if signature is not None else "unsigned"
     print(f"{args.artifact}: fxc artifact v{m['format_version']} (fxc {m.get('fxc_version', '?')}), all sha256 "
           f"verified, {signed}")
-    print(f"target: {m['target']} {info.get('triple', '')} cpu={info.get('cpu', '?')} "
-          f"flags={','.join(info.get('cpu_flags', [])) or '-'}")
+    if "cpu" in info:
+        print(f"target: {m['target']} {info.get('triple', '')} cpu={info['cpu']} "
+              f"flags={','.join(info.get('cpu_flags', [])) or '-'}")
+    else:                   # a device artifact: its kind and what its device must offer
+        built = "; ".join(f"{k} {v}" for k, v in sorted(info.items()) if not isinstance(v, (dict, list)))
+        print(f"target: {m['target']}, a {m['target'].split()[0]} device artifact" + (f" (built on {built})"
+                                                                                     if built else ""))
     _print_signature(m)
     tensors = m["params"].get("tensors", [])
     print(f"params: {len(tensors)} tensors, {sum(t['nbytes'] for t in tensors)} bytes; "
@@ -338,6 +350,8 @@ def parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", help="verify an artifact and print its manifest")
     i.add_argument("artifact")
     i.add_argument("--json", action="store_true", help="print the raw manifest")
+    i.add_argument("--graph", metavar="PICTURE", help="draw the fused graph instead: out.svg, out.html (a page with a "
+                   "legend) or out.dot; every fused group a cluster with its kernel and launch shape")
     i.set_defaults(fn=cmd_inspect)
     e = sub.add_parser("extract", help="verify an artifact and unpack its parts into a directory (for C)")
     e.add_argument("artifact")
