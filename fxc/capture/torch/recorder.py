@@ -29,16 +29,8 @@ class Explanation:
     failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
     notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
     inference_graphs: int = 0      # graphs compiled for grad mode off, without AOT autograd (inference.py)
-    captured: list = field(default_factory=list)   # (fused FX graph, its weights' placeholder names): picture()
+    captured: list = field(default_factory=list)   # (fused FX graph, its weights' placeholder names): explain's picture
 
-    def picture(self, path, layout: str = "auto"):
-        """Draw the captured graphs to `path` (.svg, .html: a page with a legend, or .dot): every fused group a
-        cluster with its kernel name and launch shape, eager ops and offloaded groups in their own colours, types on
-        the edges (fxc/deploy/picture.py; layout "auto": graphviz's dot where installed, "fxc": fxc's own). Returns
-        the path."""
-        from ...deploy.picture import write_picture  # deferred: drawing is for the few who ask
-        from .drawing import explanation_drawing  # deferred: imports the partition runner, which imports this
-        return write_picture(explanation_drawing(self.captured, self.failures, "fxc.explain"), path, layout)
 
     def __str__(self):
         lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
