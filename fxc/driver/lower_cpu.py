@@ -57,6 +57,7 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
             same[sigs[j]] = k
         if dbg >= 3:
             log(format_kernel(k))
+        dbg.note("loop_ir.txt", format_kernel(k))
         return k
 
     scratch = 0
@@ -85,6 +86,7 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
         ir = llvm.finish_module(mw, calls, pre_calls, profile)
         if dbg >= 4:
             log(ir)
+        dbg.note("source.txt", ir)
         lib, _ = backend.link(ir, queue, target)
     finally:
         queue.close()
