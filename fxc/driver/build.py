@@ -27,6 +27,7 @@ from .lower_cpu import lower_cpu
 from .lower_gpu import lower_gpu
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
+from .progress import Progress
 
 LOWER = {"cpu": lower_cpu, "gpu": lower_gpu}        # a backend's family -> how its groups become a module
 
@@ -73,7 +74,11 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
                 log(f"[fxc] module from the cache in {1e3 * (time.perf_counter() - t0):.1f} ms ({key[:12]}); "
                     f"FXC_DEBUG=2 or FXC_MODULE_CACHE=0 builds it again, showing the passes")
             return module
-    module = _build(graph, target, backend, dbg, t0, options)
+    dbg.progress = Progress(target.kind)     # (a line on a terminal while a long build runs: driver/progress.py)
+    try:
+        module = _build(graph, target, backend, dbg, t0, options)
+    finally:
+        dbg.progress.close()
     dbg.write(module, str(target), time.perf_counter() - t0)
     if key is not None:
         try:
@@ -88,10 +93,12 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict)
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
     ctx = pass_context(target, options, dbg)
+    dbg.progress.set("graph passes")
     dbg.note("graph_00_input.txt", str(graph))
     graph = run_passes(graph, ctx)
     planned = plan_graph(graph, ctx)
     dbg.note("plan.txt", plan_text(planned))
+    dbg.progress.set("planning")
     plan = make_plan(planned, backend.family, target.caps, target.kind)
     return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
 

@@ -23,6 +23,7 @@ from ..deploy.picture import module_drawing, write_picture
 from ..errors import FxcError
 from ..runtime.store import atomic_write
 from .options import log
+from .progress import Progress
 
 _seq = itertools.count()
 
@@ -31,6 +32,7 @@ class Debug(int):
     """The FXC_DEBUG level, with the FXC_DEBUG_DIR folder of this build (None without one)."""
 
     folder: Path | None
+    progress: Progress          # the build's progress line (set by the build: driver/progress.py)
 
     def __new__(cls, level: int, kind: str = ""):
         self = super().__new__(cls, level)

@@ -39,6 +39,7 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
     page = PageKernels(target, render) if caps.page_kernels else None      # webgl, webgpu: wasm kernels in the page
     for i, gr in enumerate(plan.groups):
+        dbg.progress.set("lowering kernels", i, len(plan.groups))
         is_pre, rowwise = i < len(plan.prepack), symbolic_group(gr, sym)
         sig = group_signature(gr)
         args = plan.args(gr)
@@ -91,6 +92,7 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
         log(source)
     dbg.note("source.txt", source)
     extra = dict(symbols=symbols, row_bytes=plan.memory.row_bytes) if sym is not None else {}
+    dbg.progress.set(f"building the {target.kind} program ({len(kernels)} kernels)")
     module = backend.module_class(sym is not None)(
         str(target), source, tensor_specs(graph.inputs), tensor_specs(graph.outputs), [c.data for c in plan.consts],
         base if sym is not None else plan.end + scratch, steps, lines,
