@@ -26,18 +26,24 @@ def _run_on_pty(env: dict) -> str:
     p = subprocess.Popen([sys.executable, "-c", BUILD], stdin=slave, stdout=slave, stderr=slave,
                          env=dict(os.environ, FXC_MODULE_CACHE="0", **env))
     os.close(slave)
+    out = _read_all(master)
+    assert p.wait(timeout=300) == 0, out.decode(errors="replace")
+    return out.decode(errors="replace")
+
+
+def _read_all(master: int) -> bytes:
+    """What the terminal got, until every writer closed it."""
     out = b""
     while True:
         try:
             chunk = os.read(master, 65536)
-        except OSError:         # the child closed the terminal
+        except OSError:         # the writers closed the terminal
             break
         if not chunk:
             break
         out += chunk
     os.close(master)
-    assert p.wait(timeout=300) == 0, out.decode(errors="replace")
-    return out.decode(errors="replace")
+    return out
 
 
 def test_build_shows_progress_on_a_terminal():
@@ -75,8 +81,7 @@ def test_progress_delay_off_and_one_line_at_a_time(monkeypatch):
         time.sleep(0.3)
         b.close()
         a.close()
-    text = os.read(master, 65536).decode()
-    os.close(master)
+    text = _read_all(master).decode()
     assert "[fxc] llvm: compiling kernels 2/5" in text
     assert "opencl" not in text and "wasm" not in text and "lowering" not in text
-    assert text.endswith("\r\x1b[K")
+    assert text.endswith("\r\x1b[K"), repr(text[-80:])
