@@ -40,6 +40,8 @@ class Progress:
         self.t0 = time.perf_counter()
         delay = _delay()
         self._stop = threading.Event()
+        self._live = False              # this build's line is on the terminal
+        self._lock = threading.Lock()   # one writer at a time: the ticking thread, a set()
         self._thread = None
         isatty = getattr(self.stream, "isatty", None)
         if delay is not None and isatty is not None and isatty():
@@ -50,6 +52,8 @@ class Progress:
         """Now in `stage`, `done` of `total` (0: no count); count: a function giving (done, total) when another
         thread counts (the compile workers)."""
         self.stage, self.done, self.total, self.count = stage, done, total, count
+        if self._live:              # drawn at once: a stage shorter than a tick shows too
+            self._write(f"\r{self.line()}\x1b[K")
 
     def line(self) -> str:
         done, total = self.count() if self.count is not None else (self.done, self.total)
@@ -59,21 +63,25 @@ class Progress:
     def _run(self, delay: float) -> None:
         if self._stop.wait(delay) or not _showing.acquire(blocking=False):
             return
+        self._live = True
         try:
             while True:
                 self._write(f"\r{self.line()}\x1b[K")
                 if self._stop.wait(TICK):
                     break
+            self._live = False
             self._write("\r\x1b[K")
         finally:
             _showing.release()
 
     def _write(self, text: str) -> None:
-        try:
-            self.stream.write(text)
-            self.stream.flush()
-        except (OSError, ValueError):       # a closed or broken terminal: no more progress
-            self._stop.set()
+        with self._lock:
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError):       # a closed or broken terminal: no more progress
+                self._live = False
+                self._stop.set()
 
     def close(self) -> None:
         """The build ended: the line (if it showed) is cleared before this returns."""

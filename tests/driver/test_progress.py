@@ -76,9 +76,11 @@ def test_progress_delay_off_and_one_line_at_a_time(monkeypatch):
         time.sleep(0.1)
         off.close()
         monkeypatch.setenv("FXC_PROGRESS", "0.01")
-        a, b = Progress("llvm", tty), Progress("opencl", tty)     # (b starts while a's line shows)
+        a = Progress("llvm", tty)
         a.set("compiling kernels", count=lambda: (2, 5))
-        time.sleep(0.3)
+        time.sleep(0.2)
+        b = Progress("opencl", tty)             # starts while a's line shows
+        time.sleep(0.2)
         b.close()
         a.close()
     text = _read_all(master).decode()
