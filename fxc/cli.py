@@ -189,10 +189,13 @@ def cmd_run(args) -> int:
     if args.output and len(args.output) != len(outs):
         raise FxcError(f"the model has {len(outs)} output(s); give -o once per output")
     if args.repeat > 1:
-        t0 = time.perf_counter()
+        times = []
         for _ in range(args.repeat):
+            t0 = time.perf_counter()
             module(*arrays)
-        print(f"latency: {1e3 * (time.perf_counter() - t0) / args.repeat:.3f} ms (mean of {args.repeat})")
+            times.append(1e3 * (time.perf_counter() - t0))
+        print(f"latency over {args.repeat} runs: median {np.median(times):.3f} ms, min {min(times):.3f} ms, "
+              f"mean {np.mean(times):.3f} ms")
     for i, (spec, o) in enumerate(zip(module.outputs, outs)):
         if args.output:
             buf = io.BytesIO()
