@@ -194,8 +194,8 @@ def cmd_run(args) -> int:
             t0 = time.perf_counter()
             module(*arrays)
             times.append(1e3 * (time.perf_counter() - t0))
-        print(f"latency over {args.repeat} runs: median {np.median(times):.3f} ms, min {min(times):.3f} ms, "
-              f"mean {np.mean(times):.3f} ms")
+        print(f"latency: median {np.median(times):.3f} ms, min {min(times):.3f} ms, mean {np.mean(times):.3f} ms "
+              f"({args.repeat} runs)")
     for i, (spec, o) in enumerate(zip(module.outputs, outs)):
         if args.output:
             buf = io.BytesIO()
