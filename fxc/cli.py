@@ -12,6 +12,11 @@
     fxc run / inspect / extract ... --trusted-key signer.pub.pem   # refuse what that key did not sign
     fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/deploy/web.py)
     fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
+    fxc inspect model.fxc --graph graph.html        # a picture of the fused graph (.svg, .html, .dot)
+    fxc explain model.py:make_model --input-shape 1,3,224,224 [--picture graph.html]   # what compiles, what not
+    fxc devices                            # the target kinds this host runs, each device with its caps
+    fxc ops --frontend onnx [--target opencl]       # every op a frontend converts; whether it compiles there
+    fxc cache [clear]                      # the compile cache
 
 `run`, `inspect`, `extract` and `verify` use only the deploy runtime (numpy + ctypes; `cryptography` for
 signatures): they never import torch. Every failure is one `fxc: error:` line and exit status 1.
@@ -21,6 +26,8 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
+import signal
 import sys
 import time
 
@@ -34,6 +41,8 @@ from .runtime.artifact.loader import load
 from .runtime.artifact.read import read_verified
 from .runtime.artifact.signing import generate
 from .runtime.store import atomic_write
+from .target import KINDS
+from .version import __version__
 
 
 def _shape(text: str) -> tuple:
@@ -54,6 +63,27 @@ def _positive(text: str) -> int:
     if n < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
     return n
+
+
+def _dim(text: str) -> tuple:
+    """--dim NAME:AXIS[:MIN:MAX] -> (name, axis, min, max or None)."""
+    parts = text.split(":")
+    try:
+        if len(parts) not in (2, 4) or not parts[0].isidentifier():
+            raise ValueError
+        axis, lo, hi = int(parts[1]), int(parts[2]) if len(parts) == 4 else 1, \
+            int(parts[3]) if len(parts) == 4 else None
+        if axis < 0 or lo < 1 or (hi is not None and hi < lo):
+            raise ValueError
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad --dim {text!r}; write NAME:AXIS or NAME:AXIS:MIN:MAX, e.g. batch:0 or "
+                                         f"seq:1:1:512 (MIN >= 1)") from None
+    return parts[0], axis, lo, hi
+
+
+def _options(args) -> dict:
+    """The build options the compile flags give (only those given: a default build stays the default)."""
+    return {"precision": args.precision} if args.precision else {}
 
 
 def _load_factory(ref: str):
@@ -85,34 +115,76 @@ def _load_factory(ref: str):
 
 
 def _compile_onnx(args) -> int:
-    """`fxc compile model.onnx`: input shapes from the model, or --input-shape for the dims it leaves open."""
-    from .capture.onnx import from_onnx  # deferred: fxc.capture.onnx imports onnx, optional
+    """`fxc compile model.onnx`: input shapes from the model, or --input-shape for the dims it leaves open; with
+    --dynamic its named dims stay symbolic (one build for every size; --input-shape then gives the sample sizes)."""
+    from .capture.onnx import from_onnx, load_model, model_inputs  # deferred: imports onnx, optional
     from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
+    if args.dim:
+        raise FxcError("an ONNX model names its dims itself: --dynamic keeps them symbolic (--dim is for PyTorch "
+                       "factories)")
     t0 = time.perf_counter()
-    compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target)
+    inputs = model_inputs(load_model(args.model))
+    open_dims = [(n, dims) for n, _, dims in inputs if dims is None or not all(isinstance(d, int) for d in dims)]
+    if open_dims and not args.input_shape and not args.dynamic:
+        name, dims = open_dims[0]
+        shown = "?" if dims is None else ",".join(str(d) if isinstance(d, int) else d or "?" for d in dims)
+        raise FxcError(f"{args.model}: input {name!r} has open dims ({shown}): give --input-shape once per input "
+                       f"(e.g. --input-shape {shown.replace('?', '1') if dims else '1,3,224,224'} with sizes for "
+                       f"the named dims) for a static build, or --dynamic for one build for every size")
+    if args.dynamic:
+        if args.input_shape and len(args.input_shape) != len(inputs):
+            raise FxcError(f"{args.model} has inputs {[n for n, _, _ in inputs]}: give one --input-shape per input")
+        shapes = args.input_shape or [tuple(d if isinstance(d, int) else 1 for d in dims or ()) for _, _, dims in
+                                      inputs]
+        compiled = from_onnx(args.model, target=args.target, **_options(args))
+        compiled(*_sample_arrays(shapes, [dtype for _, dtype, _ in inputs]))     # (the symbolic build)
+    else:
+        compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target, **_options(args))
     path = export(compiled, args.output, sign_key=args.sign_key)
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
-    _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs]})
+    _print_compiled(compiled)
     return 0
 
 
+def _sample_arrays(shapes, onnx_types) -> list:
+    """Random inputs of these shapes and ONNX element types (floats standard normal, integers small)."""
+    from onnx import helper  # deferred: onnx is optional
+    rng = np.random.default_rng(0)
+    out = []
+    for shape, t in zip(shapes, onnx_types):
+        dt = np.dtype(helper.tensor_dtype_to_np_dtype(t))
+        out.append(rng.standard_normal(shape).astype(dt) if dt.kind == "f" else np.zeros(shape, dt))
+    return out
+
+
 def cmd_compile(args) -> int:
+    _check_output_paths([args.output], "model.fxc")     # before any work: nothing is created but the file
     if args.model.endswith(".onnx"):
         return _compile_onnx(args)
     if not args.input_shape:
         raise FxcError("give --input-shape once per input of the model (e.g. --input-shape 1,3,224,224)")
     from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
-    dtypes = args.input_dtype or ["float32"]
-    if len(dtypes) == 1:
-        dtypes = dtypes * len(args.input_shape)
-    if len(dtypes) != len(args.input_shape):
-        raise FxcError(f"give one --input-dtype, or one per --input-shape ({len(args.input_shape)})")
+    dtypes = _dtypes(args)
     from .capture.mxnet.convert import is_checkpoint  # deferred: loads the compiler, which run/inspect must not
     if is_checkpoint(args.model):           # an MXNet checkpoint prefix (prefix-symbol.json + prefix-%04d.params)
+        if args.dynamic or args.dim:
+            raise FxcError("--dynamic and --dim are for PyTorch factories and ONNX models; an MXNet checkpoint "
+                           "builds for the --input-shape given")
         return _compile_mxnet(args, dtypes)
-    import torch  # deferred: the CLI's run/inspect/extract/verify start without torch
-
     from .capture.torch.aot import from_torch  # deferred: imports torch
+    model, inputs = _torch_model(args, dtypes)
+    t0 = time.perf_counter()
+    compiled = from_torch(model, tuple(inputs), target=args.target, dynamic_shapes=_dynamic_shapes(args, inputs),
+                          **_options(args))
+    path = export(compiled, args.output, sign_key=args.sign_key)
+    print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
+    _print_compiled(compiled)
+    return 0
+
+
+def _torch_model(args, dtypes) -> tuple:
+    """The model `args.model` (file.py:factory) returns, in eval mode, and random inputs of --input-shape."""
+    import torch  # deferred: the CLI's run/inspect/extract/verify start without torch
     factory = _load_factory(args.model)
     try:
         model = factory()
@@ -132,12 +204,54 @@ def cmd_compile(args) -> int:
             inputs.append(torch.randn(shape, generator=gen).to(dtype))
         else:
             inputs.append(torch.randint(0, 2 if dtype == torch.bool else 10, shape, generator=gen).to(dtype))
-    t0 = time.perf_counter()
-    compiled = from_torch(model, tuple(inputs), target=args.target)
-    path = export(compiled, args.output, sign_key=args.sign_key)
-    print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
-    _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs]})
+    return model, inputs
+
+
+def _dtypes(args) -> list:
+    """One dtype per --input-shape (--input-dtype once for all, or once per input)."""
+    dtypes = args.input_dtype or ["float32"]
+    if len(dtypes) == 1:
+        dtypes = dtypes * len(args.input_shape)
+    if len(dtypes) != len(args.input_shape):
+        raise FxcError(f"give one --input-dtype, or one per --input-shape ({len(args.input_shape)})")
+    return dtypes
+
+
+def cmd_explain(args) -> int:
+    if not args.input_shape:
+        raise FxcError("give --input-shape once per input of the model (e.g. --input-shape 1,3,224,224)")
+    if args.picture:
+        _check_output_paths([args.picture], "graph.html")
+    from .commands.explain import explain_text  # deferred: imports torch
+    model, inputs = _torch_model(args, _dtypes(args))
+    print(explain_text(model, tuple(inputs), args.target, args.picture))
     return 0
+
+
+def cmd_devices(args) -> int:
+    from .commands.devices import devices_lines  # deferred: opens the devices
+    print("\n".join(devices_lines()))
+    return 0
+
+
+def cmd_ops(args) -> int:
+    from .commands.ops import ops_lines  # deferred: loads the op registry and the converters
+    print("\n".join(ops_lines(args.frontend, args.target)))
+    return 0
+
+
+def _dynamic_shapes(args, inputs):
+    """torch.export's dynamic_shapes for --dynamic (the leading dim of every input: "batch") and --dim NAME:AXIS
+    (that axis of every input of more dims), or None."""
+    dims = list(args.dim or []) + ([("batch", 0, 1, None)] if args.dynamic else [])
+    if not dims:
+        return None
+    import torch  # deferred: the CLI's run/inspect/extract/verify start without torch
+    made = {name: torch.export.Dim(name, min=lo, **({"max": hi} if hi else {})) for name, _, lo, hi in dims}
+    spec = tuple({axis: made[name] for name, axis, _, _ in dims if axis < x.dim()} or None for x in inputs)
+    if not any(spec):
+        raise FxcError(f"no input has the axes of --dim/--dynamic ({', '.join(f'{n}:{a}' for n, a, _, _ in dims)})")
+    return spec
 
 
 def _compile_mxnet(args, dtypes) -> int:
@@ -148,11 +262,18 @@ def _compile_mxnet(args, dtypes) -> int:
     if len(probe.input_names) != len(args.input_shape):
         raise FxcError(f"{args.model} has inputs {probe.input_names}: give one --input-shape per input")
     compiled = from_mxnet(args.model, shapes=dict(zip(probe.input_names, args.input_shape)),
-                          dtype=dict(zip(probe.input_names, dtypes)), target=args.target, epoch=args.epoch)
+                          dtype=dict(zip(probe.input_names, dtypes)), target=args.target, epoch=args.epoch,
+                          **_options(args))
     path = export(compiled, args.output, sign_key=args.sign_key)
     print(f"compiled {args.model} (epoch {args.epoch}) for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
-    _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs]})
+    _print_compiled(compiled)
     return 0
+
+
+def _print_compiled(compiled) -> None:
+    """The signature of a compiled model, with the size symbols of a dynamic build."""
+    _print_signature({"inputs": [vars(s) for s in compiled.inputs], "outputs": [vars(s) for s in compiled.outputs],
+                      "symbols": list(getattr(compiled.module, "symbols", ()) or ())})
 
 
 def _print_signature(m: dict) -> None:
@@ -164,13 +285,13 @@ def _print_signature(m: dict) -> None:
                                                                     if s["divisor"] > 1 else ""))
 
 
-def _check_output_paths(paths) -> None:
+def _check_output_paths(paths, example: str = "y.npy") -> None:
     """Each -o names a new or existing file in an existing folder (nothing is created but the file)."""
     from pathlib import Path
     for p in paths or ():
         p = Path(p)
         if p.is_dir():
-            raise FxcError(f"-o {p}: is a folder; name a file such as {p / 'y.npy'}")
+            raise FxcError(f"-o {p}: is a folder; name a file such as {p / example}")
         if not p.parent.is_dir():
             raise FxcError(f"-o {p}: the folder {p.parent} does not exist; create it first")
 
@@ -325,22 +446,39 @@ def cmd_cache(args) -> int:
         print(f"removed {n} entries ({freed / 2**20:.1f} MiB) from {store.cache_dir()}")
         return 0
     s = store.stats()
-    bound = f"{s['max_bytes'] / 2**30:.2f} GiB" if s["max_bytes"] else "none"
-    print(f"{s['dir']}: {s['entries']} entries, {s['bytes'] / 2**20:.1f} MiB; bound {bound} (FXC_CACHE_MAX_BYTES, "
+    bound = _bytes(s["max_bytes"]) if s["max_bytes"] else "none"
+    print(f"{s['dir']}: {s['entries']} entries, {_bytes(s['bytes'])}; bound {bound} (FXC_CACHE_MAX_BYTES, "
           f"least recently used entries evicted first)")
     return 0
 
 
+def _bytes(n: int) -> str:
+    """A size in the unit that fits it: 512 B, 1.0 MiB, 2.00 GiB."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}" if unit == "GiB" else f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="fxc", description="fxc deep-learning compiler: deploy artifacts")
+    p.add_argument("--version", action="version", version=f"fxc {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile a PyTorch model (factory returning an nn.Module) to an artifact")
     c.add_argument("model", help="model.py:factory, package.module:factory, model.onnx or an MXNet checkpoint prefix")
     c.add_argument("--input-shape", type=_shape, action="append",
                    help="e.g. 1,3,224,224; once per input (an ONNX model's stated shapes need none)")
     c.add_argument("--input-dtype", action="append", help="float32 (default), int64, ...; once, or once per input")
-    c.add_argument("-o", "--output", required=True, help="artifact file to write")
-    c.add_argument("--target", default="llvm")
+    c.add_argument("-o", "--output", required=True, help="artifact file to write (its folder must exist)")
+    c.add_argument("--target", default="llvm", help=f"a kind ({', '.join(KINDS)}) with its options, e.g. "
+                   "'llvm -mcpu=haswell', 'opencl -device=1' (default: llvm, this CPU); `fxc devices` lists what "
+                   "this host runs")
+    c.add_argument("--dynamic", action="store_true", help="one build for every batch size: the leading dim of every "
+                   "input symbolic (an ONNX model: its named dims)")
+    c.add_argument("--dim", type=_dim, action="append", metavar="NAME:AXIS[:MIN:MAX]", help="that axis of every "
+                   "input symbolic, e.g. seq:1:1:512 (repeatable; a PyTorch factory's inputs)")
+    c.add_argument("--precision", help="fp32 (default), or bf16 on CPUs with AVX-512 BF16 "
+                   "(weights are baked in as constants either way, frozen: batch norms fold into the convolutions)")
     c.add_argument("--sign-key", help="Ed25519 private key (PEM, see `fxc keygen`): sign the artifact")
     c.add_argument("--epoch", type=int, default=0, help="the epoch of an MXNet checkpoint prefix given as the model")
     c.set_defaults(fn=cmd_compile)
@@ -385,6 +523,19 @@ def parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cache", help="the compile cache: its folder, size and entries; `fxc cache clear` empties it")
     ca.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
     ca.set_defaults(fn=cmd_cache)
+    de = sub.add_parser("devices", help="every target kind this host can run, each OpenCL/GL device with its caps")
+    de.set_defaults(fn=cmd_devices)
+    op = sub.add_parser("ops", help="every op a frontend converts, and with --target whether it compiles there")
+    op.add_argument("--frontend", required=True, choices=("torch", "onnx", "mxnet"))
+    op.add_argument("--target", help="also build each op's sample for this target (a minute or more the first time)")
+    op.set_defaults(fn=cmd_ops)
+    x = sub.add_parser("explain", help="what fxc compiles of a PyTorch model, what runs eagerly and why, the kernels")
+    x.add_argument("model", help="model.py:factory or package.module:factory")
+    x.add_argument("--input-shape", type=_shape, action="append", help="e.g. 1,3,224,224; once per input")
+    x.add_argument("--input-dtype", action="append", help="float32 (default), int64, ...; once, or once per input")
+    x.add_argument("--target", default="llvm", help="as for `fxc compile`")
+    x.add_argument("--picture", help="also draw the fused graph: graph.svg, graph.html or graph.dot")
+    x.set_defaults(fn=cmd_explain)
     return p
 
 
@@ -392,6 +543,9 @@ def main(argv=None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
+    except BrokenPipeError:         # `fxc ... | head` closed the pipe: stop quietly, as a SIGPIPE would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())     # (nothing more to flush at exit)
+        return 128 + signal.SIGPIPE
     except FxcError as e:
         print(f"fxc: error: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

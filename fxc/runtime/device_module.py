@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .cpu.profile import SAMPLES, format_profile, stats_us
 from .row_plan import expand, shape_at
 from .symbols import bind_symbols
 from .tensors import TensorSpec, check_inputs, nbytes, np_dtype
@@ -152,6 +151,7 @@ class DeviceModule:
         """A launch of `kernel` took `ns` on the device (a profiled module's launches)."""
         t = self._times.get(kernel)
         if t is None:
+            from .cpu.profile import SAMPLES  # deferred: profiled modules only (the load's size budget)
             t = self._times[kernel] = [0, 0, collections.deque(maxlen=SAMPLES)]
         t[0] += ns
         t[1] += 1
@@ -162,6 +162,7 @@ class DeviceModule:
         total_ms, mean_us, median_us and min_us (of the last SAMPLES launches), share."""
         if not self.profiled:
             raise InputError("this module has no kernel timers; build it with profile=True or FXC_PROFILE=1")
+        from .cpu.profile import stats_us  # deferred: profiled modules only (the load's size budget)
         total = sum(t for t, _, _ in self._times.values()) or 1
         rows = [{"kernel": k, "calls": n, "total_ms": t / 1e6, "mean_us": t / 1e3 / max(n, 1), "share": t / total}
                 | dict(zip(("median_us", "min_us"), stats_us(kept))) for k, (t, n, kept) in self._times.items()]
@@ -170,6 +171,7 @@ class DeviceModule:
         return sorted(rows, key=lambda r: -r["total_ms"])
 
     def profile_table(self, top: int | None = None, reset: bool = False) -> str:
+        from .cpu.profile import format_profile  # deferred: profiled modules only (the load's size budget)
         return format_profile(self.profile(reset), top)
 
     def print_profile_at_exit(self) -> None:
