@@ -75,8 +75,7 @@ def frontend_rows(frontend: str) -> list:
             rows.append((name, "", sorted(used)))
         return rows
     if frontend == "onnx":
-        from ..capture import onnx as _converters  # noqa: F401  deferred: registers every converter
-        from ..capture.onnx.table import table  # deferred: imports onnx, optional
+        from ..capture.onnx.table import table  # deferred: imports onnx (optional); the package registers them all
         return [(op_type, f"opset {entries[0][0]}+", sorted(set().union(*(_names_in(fn, ops, aten, op_type)
                                                                             for _, fn in entries))))
                 for op_type, entries in table().items()]

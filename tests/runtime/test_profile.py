@@ -69,7 +69,7 @@ def _check_spread(rows, runs):
     assert sum(r["calls"] for r in rows) >= runs
 
 
-@pytest.mark.parametrize("target", ["llvm", "opencl"])
+@pytest.mark.parametrize("target", ["llvm", "opencl", "webgl"])
 def test_profile_median_and_minimum(target):
     """A mean alone is no measure on a shared host: the table gives each kernel's median and minimum per call, and
     the header each run's (the samples are what each run added to the counters)."""
