@@ -81,6 +81,13 @@ def _dim(text: str) -> tuple:
     return parts[0], axis, lo, hi
 
 
+def _stages():
+    """The progress line of `fxc compile`'s own stages (a build shows its own line inside them: driver/progress.py;
+    an error ends the process, and the line with it)."""
+    from .driver.progress import Progress  # deferred: run/inspect/extract/verify load no compiler module
+    return Progress("fxc compile")
+
+
 def _options(args) -> dict:
     """The build options the compile flags give (only those given: a default build stays the default)."""
     return {"precision": args.precision} if args.precision else {}
@@ -131,6 +138,8 @@ def _compile_onnx(args) -> int:
         raise FxcError(f"{args.model}: input {name!r} has open dims ({shown}): give --input-shape once per input "
                        f"(e.g. --input-shape {shown.replace('?', '1') if dims else '1,3,224,224'} with sizes for "
                        f"the named dims) for a static build, or --dynamic for one build for every size")
+    stages = _stages()
+    stages.set("converting the model")
     if args.dynamic:
         if args.input_shape and len(args.input_shape) != len(inputs):
             raise FxcError(f"{args.model} has inputs {[n for n, _, _ in inputs]}: give one --input-shape per input")
@@ -140,7 +149,9 @@ def _compile_onnx(args) -> int:
         compiled(*_sample_arrays(shapes, [dtype for _, dtype, _ in inputs]))     # (the symbolic build)
     else:
         compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target, **_options(args))
+    stages.set("writing the artifact")
     path = export(compiled, args.output, sign_key=args.sign_key)
+    stages.close()
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_compiled(compiled)
     return 0
@@ -174,9 +185,13 @@ def cmd_compile(args) -> int:
     from .capture.torch.aot import from_torch  # deferred: imports torch
     model, inputs = _torch_model(args, dtypes)
     t0 = time.perf_counter()
+    stages = _stages()
+    stages.set("tracing the model (torch.export) and converting it")
     compiled = from_torch(model, tuple(inputs), target=args.target, dynamic_shapes=_dynamic_shapes(args, inputs),
                           **_options(args))
+    stages.set("writing the artifact")
     path = export(compiled, args.output, sign_key=args.sign_key)
+    stages.close()
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_compiled(compiled)
     return 0
@@ -258,13 +273,17 @@ def _compile_mxnet(args, dtypes) -> int:
     from .capture.mxnet.convert import from_mxnet  # deferred: loads the compiler, which run/inspect must not
     from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
     t0 = time.perf_counter()
+    stages = _stages()
+    stages.set("converting the model")
     probe = from_mxnet(args.model, epoch=args.epoch)        # the input names, in call order
     if len(probe.input_names) != len(args.input_shape):
         raise FxcError(f"{args.model} has inputs {probe.input_names}: give one --input-shape per input")
     compiled = from_mxnet(args.model, shapes=dict(zip(probe.input_names, args.input_shape)),
                           dtype=dict(zip(probe.input_names, dtypes)), target=args.target, epoch=args.epoch,
                           **_options(args))
+    stages.set("writing the artifact")
     path = export(compiled, args.output, sign_key=args.sign_key)
+    stages.close()
     print(f"compiled {args.model} (epoch {args.epoch}) for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_compiled(compiled)
     return 0

@@ -64,7 +64,7 @@ def test_no_progress_on_a_pipe():
     assert p.returncode == 0 and "[fxc] llvm:" not in p.stderr, p.stderr
 
 
-def test_progress_delay_off_and_one_line_at_a_time(monkeypatch):
+def test_progress_delay_off_and_nested_lines(monkeypatch):
     master, slave = pty.openpty()
     with os.fdopen(slave, "w") as tty:
         monkeypatch.delenv("FXC_PROGRESS", raising=False)
@@ -76,14 +76,19 @@ def test_progress_delay_off_and_one_line_at_a_time(monkeypatch):
         time.sleep(0.1)
         off.close()
         monkeypatch.setenv("FXC_PROGRESS", "0.01")
-        a = Progress("llvm", tty)
-        a.set("compiling kernels", count=lambda: (2, 5))
+        outer = Progress("fxc compile", tty)
+        outer.set("tracing the model")
         time.sleep(0.2)
-        b = Progress("opencl", tty)             # starts while a's line shows
+        inner = Progress("llvm", tty)           # a build inside the command's stage: its line takes over
+        inner.set("compiling kernels", count=lambda: (2, 5))
         time.sleep(0.2)
-        b.close()
-        a.close()
+        inner.close()                           # cleared; the command's line comes back
+        time.sleep(0.4)
+        outer.close()
     text = _read_all(master).decode()
     assert "[fxc] llvm: compiling kernels 2/5" in text
-    assert "opencl" not in text and "wasm" not in text and "lowering" not in text
+    assert "wasm" not in text and "lowering" not in text
+    first, during, after = text.index("fxc compile: tracing"), text.index("llvm: compiling"), \
+        text.rindex("fxc compile: tracing")
+    assert first < during < after and text.index("\r\x1b[K", during) < after
     assert text.endswith("\r\x1b[K"), repr(text[-80:])
