@@ -62,11 +62,32 @@ class Drawing:
         return sum(b.kind in COLOURS for b in self.boxes) + len({b.region for b in self.boxes if b.region})
 
 
-def _line_of(kernel: str, lines: list, start: int) -> int:
-    """The kernel line (from `start` on, wrapping) that describes `kernel`'s group; -1 when none does."""
-    word = re.compile(rf"(^|[\[:;, ]){re.escape(kernel)}([ :;,\]]|$)")
-    order = list(range(start, len(lines))) + list(range(start))
-    return next((i for i in order if word.search(lines[i])), -1)
+def _names(kernel: str, line: str) -> bool:
+    return re.search(rf"(^|[\[:;, ]){re.escape(kernel)}([ :;,\]]|$)", line) is not None
+
+
+def _step_lines(steps: list, lines: list) -> list:
+    """The kernel line (the group) of each step: the group a step names (a row launch's `repeat`); else line i for
+    step i where there is one step per line (CPU plans; device plans of one launch per group); else the line naming
+    its kernel, the current one while its group's launches go on, the next one when a kernel comes again (groups
+    of equal signature share their kernels). -1: no line names it."""
+    if len(steps) == len(lines) and all(g is None for _, _, g in steps):
+        return list(range(len(steps)))
+    out, cur, on_cur = [], -1, set()
+    for kernel, _, group in steps:
+        if group is not None and 0 <= group < len(lines):
+            li = group
+        elif cur >= 0 and kernel not in on_cur and _names(kernel, lines[cur]):
+            li = cur
+        else:
+            order = list(range(cur + 1, len(lines))) + list(range(cur + 1))
+            li = next((i for i in order if _names(kernel, lines[i])), -1)
+        if li != cur:
+            on_cur = set()
+        on_cur.add(kernel)
+        cur = li
+        out.append(li)
+    return out
 
 
 def _group_box(line: str, kernel: str) -> Box:
@@ -93,24 +114,21 @@ def plan_drawing(title: str, lines: list, steps: list, inputs: list, outputs: li
     """Add a module's plan to `drawing` (a new one when None).
 
     lines: its kernel lines (Module.kernels, a manifest's "kernels"); steps: its launches in order, (kernel name,
-    args as (slot kind, index) pairs: outputs first, then inputs); inputs, outputs: (name, type text) pairs. Returns
+    args as (slot kind, index) pairs: outputs first, then inputs, the group's index where the step names it or None);
+    inputs, outputs: (name, type text) pairs. Returns
     (drawing, the input boxes (None for the inputs in `hidden`, e.g. weights), the output boxes). A group of several
     launches is one box."""
     d = drawing or Drawing(title)
     ins = [None if i in hidden else d.add(Box("input", n, detail=t, region=region))
            for i, (n, t) in enumerate(inputs)]
     writer: dict = {}           # slot -> (box, label) of its last writer
-    box_of_line: dict = {}
-    at = 0
-    for kernel, args in steps:
-        li = _line_of(kernel, lines, at)
-        at = max(li, 0)
-        if li in box_of_line and box_of_line[li] == len(d.boxes) - 1:
-            b = box_of_line[li]         # the next launch of the same group
-        else:
+    prev, b = None, None
+    for (kernel, args, _), li in zip(steps, _step_lines(steps, lines)):
+        if li != prev or li < 0:        # (else the next launch of the same group: the same box)
             box = _group_box(lines[li], kernel) if li >= 0 else Box("kernel", kernel, [kernel])
             box.region = region
-            b = box_of_line[li] = d.add(box)
+            b = d.add(box)
+        prev = li
         n_out = max(len(getattr(d.boxes[b], "outs", ())), 1)
         for pos, (kind, ix) in enumerate(args):
             if kind in ("const", "null"):
@@ -138,7 +156,8 @@ def _type_text(spec: dict) -> str:
 
 def manifest_drawing(manifest: dict, title: str) -> Drawing:
     """The Drawing of an artifact's plan (its manifest, as fxc.runtime.artifact.read gives it)."""
-    steps = [(s["kernel"], [(k, ix) for k, ix in s["args"]]) for s in manifest["plan"]]
+    steps = [(s["kernel"], [(k, ix) for k, ix in s["args"]], s["repeat"][0] if s.get("repeat") else None)
+             for s in manifest["plan"]]
     d, _, _ = plan_drawing(title, manifest.get("kernels", []), steps,
                            [(s["name"], _type_text(s)) for s in manifest["inputs"]],
                            [(s["name"], _type_text(s)) for s in manifest["outputs"]])
@@ -357,7 +376,8 @@ def to_html(d: Drawing, svg: str) -> str:
 def module_drawing(module, title: str, drawing: Drawing | None = None, region: str = "",
                    hidden: frozenset = frozenset()) -> tuple:
     """plan_drawing of a runtime module built in this process (its `kernels` lines and its `plan`)."""
-    steps = [(s.kernel, list(s.args)) if hasattr(s, "kernel") else (s[0], list(s[1])) for s in module.plan]
+    steps = [(s.kernel, list(s.args), s.repeat[0] if s.repeat else None) if hasattr(s, "kernel") else
+             (s[0], list(s[1]), None) for s in module.plan]
     spec = lambda s: (s.name, f"{s.dtype}[{', '.join(map(str, s.shape))}]")    # noqa: E731
     return plan_drawing(title, list(module.kernels), steps, [spec(s) for s in module.inputs],
                         [spec(s) for s in module.outputs], drawing, region, hidden)
