@@ -374,8 +374,7 @@ def cmd_inspect(args) -> int:
               f"flags={','.join(info.get('cpu_flags', [])) or '-'}")
     else:                   # a device artifact: its kind and what its device must offer
         built = "; ".join(f"{k} {v}" for k, v in sorted(info.items()) if not isinstance(v, (dict, list)))
-        print(f"target: {m['target']}, a {m['target'].split()[0]} device artifact" + (f" (built on {built})"
-                                                                                     if built else ""))
+        print(f"target: {m['target']} (a device artifact" + (f"; built on {built})" if built else ")"))
     _print_signature(m)
     tensors = m["params"].get("tensors", [])
     print(f"params: {len(tensors)} tensors, {sum(t['nbytes'] for t in tensors)} bytes; "
