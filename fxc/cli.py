@@ -10,6 +10,9 @@
     fxc compile ... --sign-key signer.pem  # a signed artifact
     fxc verify model.fxc --key signer.pub.pem      # (or an extracted folder) signature and every sha256
     fxc run / inspect / extract ... --trusted-key signer.pub.pem   # refuse what that key did not sign
+    fxc compile ... --model-name resnet18 --model-version 1.4 --sign-key signer.pem    # which model, signed
+    fxc run model.fxc --trusted-key signer.pub.pem --expect-name resnet18 --min-version 1.4  # no swap or rollback
+    fxc run model.fxc --expected-sha256 HEX         # exactly these bytes (docs/deploy.md)
     fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/deploy/web.py)
     fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
     fxc inspect model.fxc --graph graph.html        # a picture of the fused graph (.svg, .html, .dot)
@@ -17,6 +20,7 @@
     fxc devices                            # the target kinds this host runs, each device with its caps
     fxc ops --frontend onnx [--target opencl]       # every op a frontend converts; whether it compiles there
     fxc cache [clear]                      # the compile cache
+    fxc serve-device [--host 0.0.0.0] [--port 9190]  # measure artifacts sent by measure_remote (docs/arm.md)
 
 `run`, `inspect`, `extract` and `verify` use only the deploy runtime (numpy + ctypes; `cryptography` for
 signatures): they never import torch. Every failure is one `fxc: error:` line and exit status 1.
@@ -24,21 +28,25 @@ signatures): they never import torch. Every failure is one `fxc: error:` line an
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
 import signal
 import sys
 import time
+import warnings
 
 import numpy as np
 
+from .deploy.npy import read_inputs
 from .deploy.web import serve, write_package
 from .errors import FxcError
 from .runtime import store
 from .runtime.artifact.extract import extract, verify_folder
+from .runtime.artifact.identity import check_identity_fields
 from .runtime.artifact.loader import load
-from .runtime.artifact.read import read_verified
+from .runtime.artifact.read import UnverifiedSignatureWarning, read_verified
 from .runtime.artifact.signing import generate
 from .runtime.store import atomic_write
 from .target import KINDS
@@ -91,6 +99,39 @@ def _stages():
 def _options(args) -> dict:
     """The build options the compile flags give (only those given: a default build stays the default)."""
     return {"precision": args.precision} if args.precision else {}
+def _port(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if not 0 <= n <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (0 to 65535; 0: a free one)")
+    return n
+
+
+def _version(text: str) -> str:
+    try:
+        return check_identity_fields(None, text)[1]
+    except FxcError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+@contextlib.contextmanager
+def _warnings_as_lines():
+    """Warnings raised inside (an unverified signature) as `fxc: warning:` lines on stderr, once each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            yield
+        finally:
+            for message in dict.fromkeys(str(w.message) for w in caught):
+                print(f"fxc: warning: {message}", file=sys.stderr)
+
+
+def _expected(args) -> dict:
+    """The identity a command's artifact must have (--expect-name, --min-version, --expected-sha256)."""
+    return {"expected_name": args.expect_name, "min_version": args.min_version,
+            "expected_sha256": args.expected_sha256}
 
 
 def _load_factory(ref: str):
@@ -150,7 +191,8 @@ def _compile_onnx(args) -> int:
     else:
         compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target, **_options(args))
     stages.set("writing the artifact")
-    path = export(compiled, args.output, sign_key=args.sign_key)
+    path = export(compiled, args.output, sign_key=args.sign_key, name=args.model_name,
+                  version=args.model_version)
     stages.close()
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_compiled(compiled)
@@ -190,7 +232,8 @@ def cmd_compile(args) -> int:
     compiled = from_torch(model, tuple(inputs), target=args.target, dynamic_shapes=_dynamic_shapes(args, inputs),
                           **_options(args))
     stages.set("writing the artifact")
-    path = export(compiled, args.output, sign_key=args.sign_key)
+    path = export(compiled, args.output, sign_key=args.sign_key, name=args.model_name,
+                  version=args.model_version)
     stages.close()
     print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_compiled(compiled)
@@ -282,7 +325,8 @@ def _compile_mxnet(args, dtypes) -> int:
                           dtype=dict(zip(probe.input_names, dtypes)), target=args.target, epoch=args.epoch,
                           **_options(args))
     stages.set("writing the artifact")
-    path = export(compiled, args.output, sign_key=args.sign_key)
+    path = export(compiled, args.output, sign_key=args.sign_key, name=args.model_name,
+                  version=args.model_version)
     stages.close()
     print(f"compiled {args.model} (epoch {args.epoch}) for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
     _print_compiled(compiled)
@@ -317,13 +361,9 @@ def _check_output_paths(paths, example: str = "y.npy") -> None:
 
 def cmd_run(args) -> int:
     _check_output_paths(args.output)
-    module = load(args.artifact, trusted_keys=args.trusted_key)
-    arrays = []
-    for p in args.input:
-        try:
-            arrays.append(np.load(p, allow_pickle=False))
-        except (OSError, ValueError) as e:
-            raise FxcError(f"cannot read input {p}: {e}") from None
+    with _warnings_as_lines():
+        module = load(args.artifact, trusted_keys=args.trusted_key, **_expected(args))
+    arrays = read_inputs(args.input, module)     # each header checked against the signature before its data
     outs = module(*arrays)
     outs = outs if isinstance(outs, list) else [outs]
     if args.output and len(args.output) != len(outs):
@@ -353,7 +393,9 @@ def cmd_run(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    m, parts, _, signature = read_verified(args.artifact, args.trusted_key)
+    with warnings.catch_warnings():      # an unverified signature: said on the first line instead
+        warnings.simplefilter("ignore", UnverifiedSignatureWarning)
+        m, parts, _, signature = read_verified(args.artifact, args.trusted_key, **_expected(args))
     if args.graph:
         from pathlib import Path
 
@@ -365,10 +407,14 @@ def cmd_inspect(args) -> int:
         print(json.dumps(m, indent=1))
         return 0
     info = m.get("target_info", {})
-    signed = ("signed, signature verified" if args.trusted_key else "signed (give --trusted-key to verify)") \
-        if signature is not None else "unsigned"
+    signed = "unsigned" if signature is None else "signature verified" if args.trusted_key else \
+        "signature present, not verified (give --trusted-key to verify it)"
     print(f"{args.artifact}: fxc artifact v{m['format_version']} (fxc {m.get('fxc_version', '?')}), all sha256 "
           f"verified, {signed}")
+    model = m.get("model")
+    if model:
+        print(f"model: {model.get('name', '(no name)')} version {model.get('version', '(none)')}"
+              + ("" if args.trusted_key else " (as the unverified manifest says)"))
     if "cpu" in info:
         print(f"target: {m['target']} {info.get('triple', '')} cpu={info['cpu']} "
               f"flags={','.join(info.get('cpu_flags', [])) or '-'}")
@@ -414,7 +460,8 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_extract(args) -> int:
-    d = extract(args.artifact, args.directory, trusted_keys=args.trusted_key)
+    with _warnings_as_lines():
+        d = extract(args.artifact, args.directory, trusted_keys=args.trusted_key, **_expected(args))
     print(f"extracted {args.artifact} -> {d}")
     return 0
 
@@ -422,9 +469,12 @@ def cmd_extract(args) -> int:
 def cmd_verify(args) -> int:
     from pathlib import Path
     if Path(args.artifact).is_dir():
-        verify_folder(args.artifact, args.key)
+        if args.expected_sha256:
+            raise FxcError("--expected-sha256 pins an artifact file's bytes; verify the .fxc file with it (a folder's "
+                           "parts are checked against its signed manifest)")
+        verify_folder(args.artifact, args.key, args.expect_name, args.min_version)
     else:
-        read_verified(args.artifact, args.key)
+        read_verified(args.artifact, args.key, **_expected(args))
     print(f"{args.artifact}: signature valid ({len(args.key)} trusted key(s)), every part's sha256 verified")
     return 0
 
@@ -437,9 +487,10 @@ def cmd_keygen(args) -> int:
 
 
 def cmd_web(args) -> int:
-    inputs = [np.load(f, allow_pickle=False) for f in args.input] or None
-    index = write_package(args.artifact, args.directory, inputs=inputs, runs=args.runs,
-                          trusted_keys=args.trusted_key)
+    inputs = read_inputs(args.input) or None      # headers checked against the files' sizes before the data
+    with _warnings_as_lines():
+        index = write_package(args.artifact, args.directory, inputs=inputs, runs=args.runs,
+                              trusted_keys=args.trusted_key, **_expected(args))
     names = ", ".join(sorted(p.name for p in index.parent.iterdir()))
     print(f"wrote {index.parent}/ ({names}); serve it with: fxc serve {index.parent}")
     return 0
@@ -456,6 +507,11 @@ def cmd_serve(args) -> int:
     finally:
         server.stop()
     return 0
+
+
+def _serve_device(args) -> int:
+    from .deploy.device_server import cmd_serve_device  # deferred: the toolchain (fxc.backends) only for this command
+    return cmd_serve_device(args)
 
 
 def cmd_cache(args) -> int:
@@ -499,6 +555,10 @@ def parser() -> argparse.ArgumentParser:
                    "(weights are baked in as constants either way, frozen: batch norms fold into the convolutions)")
     c.add_argument("--sign-key", help="Ed25519 private key (PEM, see `fxc keygen`): sign the artifact")
     c.add_argument("--epoch", type=int, default=0, help="the epoch of an MXNet checkpoint prefix given as the model")
+    c.add_argument("--model-name", help="the model's name, recorded in the (signed) manifest (loaders check it "
+                   "with --expect-name)")
+    c.add_argument("--model-version", type=_version, help="the model's version, dot-separated whole numbers like "
+                   "1.4.2 (loaders refuse older ones with --min-version)")
     c.set_defaults(fn=cmd_compile)
     r = sub.add_parser("run", help="run an artifact on .npy inputs")
     r.add_argument("artifact")
@@ -525,9 +585,17 @@ def parser() -> argparse.ArgumentParser:
     w.set_defaults(fn=cmd_web)
     s = sub.add_parser("serve", help="serve a folder (fxc web's) on 127.0.0.1 with COOP/COEP headers")
     s.add_argument("directory")
-    s.add_argument("--port", type=int, default=8000, help="0: a free port")
+    s.add_argument("--port", type=_port, default=8000, help="0: a free port")
     s.add_argument("--seconds", type=float, default=None, help="stop after this long (default: at Ctrl-C)")
     s.set_defaults(fn=cmd_serve)
+    sd = sub.add_parser("serve-device", help="run artifacts sent by a tuner or benchmark on this machine and return "
+                        "their timings (docs/arm.md); with -o, cross-build that server for --target")
+    sd.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every network; the "
+                    "server runs any library sent to it: trusted networks only)")
+    sd.add_argument("--port", type=int, default=9190, help="0: a free port (printed)")
+    sd.add_argument("--target", default="llvm", help="with -o: the machine to build the server for (e.g. rasp4b64)")
+    sd.add_argument("-o", "--output", help="write the server executable here instead of running it")
+    sd.set_defaults(fn=_serve_device)
     for sp in (r, i, e, w):
         sp.add_argument("--trusted-key", action="append", help="Ed25519 public key (PEM): the artifact must be "
                         "signed by it (repeat for several keys)")
@@ -535,6 +603,11 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("artifact", help="model.fxc, or a folder written by `fxc extract`")
     v.add_argument("--key", action="append", required=True, help="trusted Ed25519 public key (PEM); repeatable")
     v.set_defaults(fn=cmd_verify)
+    for sp in (r, i, e, w, v):
+        sp.add_argument("--expect-name", help="the model name the signed manifest must record (needs a trusted key)")
+        sp.add_argument("--min-version", type=_version, help="refuse a model version below this one, e.g. 1.4 "
+                        "(needs a trusted key)")
+        sp.add_argument("--expected-sha256", help="the artifact file's sha256 (sha256sum): exactly these bytes")
     k = sub.add_parser("keygen", help="make an Ed25519 key pair for signing artifacts")
     k.add_argument("key", help="private key file to write (its public key goes to <name>.pub.pem)")
     k.set_defaults(fn=cmd_keygen)

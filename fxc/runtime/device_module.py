@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import InputError
 from .row_plan import expand, shape_at
 from .symbols import bind_symbols
-from .tensors import TensorSpec, check_inputs, nbytes, np_dtype
+from .tensors import TensorSpec, allocate, check_inputs, nbytes, np_dtype
 from .weights import HeldWeights, Weights, token_of
 
 
@@ -105,9 +105,12 @@ class DeviceModule:
 
     def __call__(self, *arrays):
         """numpy in, numpy out (a list when the module has several outputs)."""
-        ins = self.check_inputs(arrays)
+        if len(arrays) == len(self.inputs):     # the sizes (their range) before any copy: a 2**62-row input never is
+            self.sizes([np.shape(a) for a in arrays])
+        ins = allocate(lambda: self.check_inputs(arrays))
         sizes = self.sizes([a.shape for a in ins])
-        outs = [np.empty(shape, np_dtype(s.dtype)) for s, shape in zip(self.outputs, self.output_shapes(sizes))]
+        outs = allocate(lambda: [np.empty(shape, np_dtype(s.dtype)) for s, shape in
+                                 zip(self.outputs, self.output_shapes(sizes))])
         self.run_arrays(ins, outs, None, sizes)
         return outs[0] if len(outs) == 1 else outs
 

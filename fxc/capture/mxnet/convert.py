@@ -17,18 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from ...backends import fill
+from ...compat.numpy_aliases import import_mxnet  # mxnet through the numpy-alias shim
 from ...driver.build import build
 from ...driver.options import BUILD_OPTIONS
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ...relay_like.builder import Builder
 from ...runtime.tensors import TensorSpec
 from .ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
-
-
-def import_mxnet():
-    """mxnet, imported through the numpy-alias shim (compat/numpy_aliases.py)."""
-    from compat.numpy_aliases import import_mxnet as _import
-    return _import()
 
 
 def _mx_error(mx) -> tuple:
