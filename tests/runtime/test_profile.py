@@ -87,6 +87,6 @@ def test_profile_median_and_minimum(target):
         mean, median, least = (float(head.split(w)[1].split()[0]) for w in ("mean ", "median ", "min "))
         assert 0 < least <= median and least <= mean * (1 + 1e-9), head
         kernels = [r for r in rows if r["calls"] == 12]
-        assert abs(sum(r["total_ms"] for r in kernels) / 12 - mean) < 1e-3 * max(mean, 1e-3) + 1e-6
+        assert abs(sum(r["total_ms"] for r in kernels) / 12 - mean) <= 5e-4 + 1e-3 * mean    # (printed to 1 us)
     m.profile(reset=True)
     assert all(r["median_us"] is None and r["calls"] == 0 for r in m.profile())
