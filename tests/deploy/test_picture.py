@@ -133,3 +133,25 @@ def test_picture_errors(tmp_path):
     with pytest.raises(FxcError, match="does not exist"):
         write_picture(d, tmp_path / "missing" / "g.svg")
     assert not (tmp_path / "missing").exists()
+
+
+def test_offloaded_group_has_its_colour(tmp_path):
+    """webgl runs the groups its shaders cannot express (a scatter) as wasm kernels in the page: their clusters are
+    the offload colour, titled with the kernel and why webgl refused it."""
+    import numpy as np
+
+    from fxc.deploy.picture import module_drawing
+    from fxc.driver.build import build
+    from fxc.ops.registry import all_ops
+    from fxc.relay_like.builder import Builder
+    arrays, attrs = all_ops()["scatter"].samples(np.random.default_rng(0))[0]
+    b = Builder()
+    ins = [b.graph.input(a.shape, str(a.dtype)) for a in arrays]
+    outs = b.graph.call("scatter", ins, **attrs)
+    b.graph.outputs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    module = build(b.graph, target="webgl")
+    d, _, _ = module_drawing(module, "scatter on webgl")
+    offloaded = [box for box in d.boxes if box.kind == "offload"]
+    assert offloaded and all("webgl refused it" in box.detail for box in offloaded), module.kernels
+    write_picture(d, tmp_path / "s.svg")
+    assert 'class="cluster group offload"' in (tmp_path / "s.svg").read_text()     # (graphviz keeps the class)
