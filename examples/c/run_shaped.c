@@ -1,7 +1,7 @@
 /* Run an fxc deploy artifact of any input size from plain C (C ABI 2: fxc_main_shaped, fxc_output_dims).
  *
  *   fxc extract model.fxc model_dir          # verify the artifact and unpack it
- *   gcc run_shaped.c -I model_dir -L model_dir -lfxc_model -Wl,-rpath,model_dir -o run_shaped
+ *   gcc run_shaped.c -I model_dir -L model_dir -lfxc_model '-Wl,-rpath,$ORIGIN/model_dir' -o run_shaped
  *   ./run_shaped model_dir 5x16 x.bin y.bin   # per input its dims and its file, then one file per output
  *
  * A model exported from a dynamic build (fxc.from_torch with dynamic_shapes, fxc.from_onnx with a named dim)

@@ -119,4 +119,4 @@ def pass_context(target: Target, options: dict, debug: int = 0) -> PassContext:
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
-                       debug=debug, log=log)
+                       debug=debug, log=log, dump=debug.note if getattr(debug, "folder", None) else None)

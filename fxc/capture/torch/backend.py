@@ -181,6 +181,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
         r.compiled_ops.update(compiled_ops)
         r.fallback_ops.update(fallback)
         r.fallback_reasons.update(reasons)
+        r.captured.append((fused, frozenset(static)))     # (the picture: fxc/capture/torch/drawing.py)
     _record(rec)
     fused.recompile()
     _build_early([(sub, [_meta(a) if isinstance(a, torch.fx.Node) else a for a in calls[sub.name].args])
