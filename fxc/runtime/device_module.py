@@ -44,6 +44,7 @@ class DeviceModule:
     workspace_bytes: int
     plan: list                          # Launch (runtime/launch.py)
     kernels: list = field(default_factory=list)     # one line per fused group
+    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     prepack_inputs: list = field(default_factory=list)      # the weights: inputs held on the device (weights.py)
     profiled: bool = False
     kernel_flops: list = field(default_factory=list)

@@ -29,6 +29,7 @@ class Module:
     consts: list                        # numpy arrays, in const-slot order
     workspace_bytes: int
     kernels: list = field(default_factory=list)     # one line per fused kernel
+    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     intermediate_bytes: int = 0         # sum of intermediate sizes before memory sharing
     source: str = ""                    # generated LLVM IR (for debugging / export)
     prepack_inputs: list = field(default_factory=list)   # the weights: inputs the packing step reads (weights.py)

@@ -6,7 +6,8 @@ constants over device buffers.
 The buffers are the inputs, the outputs, the constants (uploaded once), one workspace sized by the memory plan and
 the kernels' error words (ERROR_WORDS ints: a division by zero, an index out of range). A static module binds every
 launch's kernel object once (its buffers never move); a symbolic one keeps one kernel object per kernel and sets each
-launch's arguments before it. The call protocol, the weights held on the device and the symbols are DeviceModule's
+launch's arguments before it; an external library's step ("clblast:sgemm", EXTERNAL) calls the library on the same
+queue and buffers. The call protocol, the weights held on the device and the symbols are DeviceModule's
 (runtime/device_module.py).
 """
 from __future__ import annotations
@@ -19,9 +20,11 @@ from ...errors import ExecutionError, IndexOutOfRangeError, index_error_message
 from ..device_module import DeviceModule
 from ..row_plan import expand, nbytes_at, symbolic_dims
 from ..tensors import nbytes
+from .clblast import sgemm
 from .device import open_device
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
+EXTERNAL = {"clblast:sgemm": sgemm}     # an external library's plan step (kernel "library:routine") -> its call
 
 
 def _attrs(target: str) -> list:
@@ -62,6 +65,10 @@ class OpenCLModule(DeviceModule):
         """(kernel object, global size, local size, name, arguments): a static module's kernel objects have their
         arguments set once (the buffers never move: arguments None); a symbolic module's share one object per
         kernel and set the arguments of each launch before it."""
+        if step.kernel in EXTERNAL:     # (queue, call, [(buffer, offset)]) run on these buffers, in place
+            ops = [(self._ws if kind == "work" else {"in": self._in, "out": self._out, "const": self._const}[kind][ix],
+                    off) for (kind, ix), off in zip(step.args, offsets)]
+            return EXTERNAL[step.kernel], None, None, step.kernel, (self.device.queue, step.call, ops)
         args = []
         for (kind, ix), off in zip(step.args, offsets):
             if kind == "null":
@@ -115,6 +122,9 @@ class OpenCLModule(DeviceModule):
         self.held.hold(token, fingerprint)
         events = []
         for k, g, b, name, args in self._to_launch(unchanged, self._pairs(s)):
+            if g is None:               # an external library's call
+                k(*args)
+                continue
             if args is not None:
                 k.set_args(*args)
             events.append((cl.enqueue_nd_range_kernel(q, k, g, b), name))
