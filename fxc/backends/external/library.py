@@ -20,6 +20,8 @@ class Pattern:
 
     def match(self, node, users: dict) -> list | None:
         """The nodes of this pattern ending at node (producers first), or None."""
+        if node.op != self.ops[-1]:
+            return None
         nodes = [node]
         for op in reversed(self.ops[:-1]):
             first = nodes[0]
@@ -28,22 +30,19 @@ class Pattern:
             if not prods:
                 return None
             nodes.insert(0, prods[0])
-        return nodes if node.op == self.ops[-1] else None
+        return nodes
 
 
 @dataclass(frozen=True)
 class Library:
     """An external codegen: name (as -libs= spells it), the target kinds it serves, its pattern table, lower
-    (matched nodes -> (plan step kernel name, call parameters): what the runtime's step reads), the package its
-    runtime loads (an artifact's dependency: a Debian package name) and runtime (the module whose `check()` loads
-    the library or raises a TargetError naming the fix).
-    lower: matched nodes -> (kernel "library:routine", call parameters (ints), operand Values in the order the
-    runtime's step takes them, outputs first)."""
+    (matched nodes -> (plan step kernel "library:routine", call parameters (ints), the operand Values in the order
+    the runtime's step takes them, outputs first)) and runtime (the module whose `check()` loads the library or
+    raises a TargetError naming the fix)."""
     name: str
     kinds: tuple
     patterns: tuple
     lower: Callable
-    package: str
     runtime: str
 
     def check_installed(self) -> None:

@@ -16,15 +16,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import ExecutionError, IndexOutOfRangeError, index_error_message
+from ...errors import ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ..device_module import DeviceModule
 from ..row_plan import expand, nbytes_at, symbolic_dims
 from ..tensors import nbytes
-from .clblast import sgemm
+from . import clblast
 from .device import open_device
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
-EXTERNAL = {"clblast:sgemm": sgemm}     # an external library's plan step (kernel "library:routine") -> its call
+EXTERNAL = {"clblast:sgemm": clblast.sgemm}     # an external library's plan step ("library:routine") -> its call
+CHECKS = {"clblast": clblast.check}     # an external library -> its install check (a TargetError naming the fix)
+
+
+def check_libraries(plan: list) -> None:
+    """TargetError naming the fix when a step of the plan calls a library this host lacks, or one this fxc does
+    not know (an artifact of a newer fxc)."""
+    for name in sorted({st.kernel.split(":")[0] for st in plan if st.call}):
+        if name not in CHECKS:
+            raise TargetError(f"the plan calls the external library {name!r}, which this fxc runtime does not "
+                              f"know ({', '.join(CHECKS)}); load it with the fxc that exported it")
+        CHECKS[name]()
 
 
 def _attrs(target: str) -> list:
@@ -36,6 +47,7 @@ class OpenCLModule(DeviceModule):
     """A DeviceModule whose device is an OpenCL device: a buffer per tensor, a kernel object per launch."""
 
     def __post_init__(self):
+        check_libraries(self.plan)
         if self.device is None:         # (an artifact's module: opened from its target string)
             self.device = open_device(dict(_attrs(self.target)).get("device"))
         cl = self.device.cl

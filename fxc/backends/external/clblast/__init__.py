@@ -49,4 +49,4 @@ def lower(nodes) -> tuple:
     return "clblast:sgemm", (ta, tb, m, nn, k, batch, m * k, k * nn), operands
 
 
-LIBRARY = Library("clblast", ("opencl",), PATTERNS, lower, "libclblast1", "fxc.runtime.opencl.clblast")
+LIBRARY = Library("clblast", ("opencl",), PATTERNS, lower, "fxc.runtime.opencl.clblast")
