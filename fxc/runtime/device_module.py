@@ -44,7 +44,6 @@ class DeviceModule:
     workspace_bytes: int
     plan: list                          # Launch (runtime/launch.py)
     kernels: list = field(default_factory=list)     # one line per fused group
-    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     prepack_inputs: list = field(default_factory=list)      # the weights: inputs held on the device (weights.py)
     profiled: bool = False
     kernel_flops: list = field(default_factory=list)
@@ -53,6 +52,7 @@ class DeviceModule:
     row_bytes: int = 0                  # workspace bytes per unit of the symbol, after workspace_bytes
     device: object = field(default=None, repr=False, compare=False)     # the opened device (the build's filled
     #                                                                     Target's); None: opened from `target`
+    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     prepack_runs: int = field(default=0, init=False)        # calls that ran the prepack launches
     _prepacked: bool = field(default=False, init=False, repr=False)     # their results are in the workspace
     exports_symbols = True      # a symbolic batch exports (format 2: row launches) and runs from the artifact
