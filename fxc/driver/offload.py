@@ -1,9 +1,10 @@
 """The offload cost choice (docs/byoc.md): an external library's match against fxc's own kernels, timed on the
 target's device at build, cached per workload and device.
 
-    cost = offload_cost(target, build)      # (library, nodes) -> (library seconds, fxc seconds)
+    cost = offload_cost(target, build)      # (library, nodes, weights) -> (library seconds, fxc seconds)
 
-Each side is the match alone as a graph (its inputs random, its constants kept), built for the target with the
+Each side is the match alone as a graph (its inputs random, its constants kept, its weight inputs weights: held
+on the device between calls, as in the model), built for the target with the
 library forced (offload="always") and without it, and called on the device: the time is the least of ROUNDS calls,
 the two sides called in turn (a passing load weighs on both alike), after a warm-up (the library's first call
 compiles its kernels). Both sides move the same inputs and outputs. The figures are kept in the cache folder's
@@ -34,14 +35,17 @@ def workload_key(library: str, nodes: list, target) -> str:
     return f"{library}|{ops}|{target.kind}|{_device_key(target)}"
 
 
-def _alone(nodes: list) -> Graph:
-    """The match as a graph of its own: its non-constant inputs made graph inputs."""
+def _alone(nodes: list, weights: set) -> Graph:
+    """The match as a graph of its own: its non-constant inputs made graph inputs, those whose ids are in weights
+    (the model graph's) its weights."""
     g, env = Graph(), {}
     for n in nodes:
         ins = []
         for v in n.inputs:
             if v.id not in env:
                 env[v.id] = v if v.is_const else g.input(v.shape, v.dtype)
+                if v.id in weights:
+                    g.weights.add(env[v.id].id)
             ins.append(env[v.id])
         for o, new in zip(n.outputs, g.call(n.op, ins, **n.attrs)):
             env[o.id] = new
@@ -71,17 +75,17 @@ def _load(path) -> dict:
 
 
 def offload_cost(target, build):
-    """(library, nodes) -> (library seconds, fxc seconds) for the target (filled: its device open); build: the
-    driver's build function."""
+    """(library, nodes, weights) -> (library seconds, fxc seconds) for the target (filled: its device open);
+    weights: the model graph's weight ids; build: the driver's build function."""
     plain = dataclasses.replace(target, attrs=tuple(kv for kv in target.attrs if kv[0] != "libs"))
 
-    def cost(library, nodes) -> tuple:
+    def cost(library, nodes, weights=frozenset()) -> tuple:
         key = workload_key(library.name, nodes, target)
         path = cache_dir() / "offload.json"
         known = _load(path)
         if key in known:
             return tuple(known[key])
-        g = _alone(nodes)
+        g = _alone(nodes, weights)
         rng = np.random.default_rng(0)
         arrays = [rng.standard_normal(v.shape).astype(v.dtype) for v in g.inputs]
         figures = _race([build(g, target, offload="always"), build(g, plain)], arrays)

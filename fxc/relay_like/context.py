@@ -24,8 +24,9 @@ class PassContext:
     weights_vary: the weights change on every call (a training step's graphs; use_winograd).
     winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
     fuse: the build option fuse (False: every node a group of its own).
-    libraries: the target's external codegens (-libs=; fxc.backends.external.Library), offload ("auto": a match
-    is offloaded where cost, (library, nodes) -> (library s, fxc s), measured it faster; "always") (docs/byoc.md).
+    libraries: the target's external codegens (-libs=; fxc.backends.external.Library); offload ("auto": a match is
+    offloaded where cost, (library, nodes, weight ids) -> (library s, fxc s), measured it faster; "always") (docs/
+    byoc.md).
     debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go."""
     target: Target = field(default_factory=_host)
     precision: str = "fp32"

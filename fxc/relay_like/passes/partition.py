@@ -4,10 +4,11 @@ is not offloaded.
 Takes the Planned graph after hoisting and a PassContext whose `libraries` are the target's -libs= entries
 (fxc.backends.external.Library: a pattern table whose checks read the target's Caps), `offload` ("auto": keep a
 match only where `cost` measured the library faster than fxc's own kernel; "always": every match, for tests) and
-`cost` ((library, nodes) -> (library seconds, fxc seconds), the driver's measurement, cached). Produces the Planned
-graph with `regions` (Region: one library's matches, adjacent ones merged when no dependency leaves the region and
-re-enters it) and `offload_notes` (node name -> the reason it runs where it runs). A graph without -libs= passes
-unchanged. fuse_groups then keeps each match one group of its own; the driver lowers it with `Library.lower`.
+`cost` ((library, nodes, the graph's weight ids) -> (library seconds, fxc seconds), the driver's measurement,
+cached). Produces the Planned graph with `regions` (Region: one library's matches, adjacent ones merged when no
+dependency leaves the region and re-enters it) and `offload_notes` (node name -> the reason it runs where it runs).
+A graph without -libs= passes unchanged. fuse_groups then keeps each match one group of its own; the driver lowers
+it with `Library.lower`.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ class Region:
         return [n for _, ns in self.matches for n in ns]
 
 
-def _claim(n, lib, users, hoisted, ctx, notes):
+def _claim(n, lib, users, hoisted, weights, ctx, notes):
     """The first match of lib's patterns at n that its check and the cost choice accept: (pattern, nodes) or
     None, the reason written to notes either way."""
     for pat in lib.patterns:
@@ -41,7 +42,7 @@ def _claim(n, lib, users, hoisted, ctx, notes):
         if ctx.offload == "always" or ctx.cost is None:
             notes[n.name] = f"{lib.name}/{pat.name}: offloaded (offload={ctx.offload!r})"
             return pat.name, tuple(nodes)
-        t_lib, t_fxc = ctx.cost(lib, nodes)
+        t_lib, t_fxc = ctx.cost(lib, nodes, weights)
         figures = f"{lib.name} {1e3 * t_lib:.3f} ms, fxc {1e3 * t_fxc:.3f} ms"
         if t_lib < t_fxc:
             notes[n.name] = f"{lib.name}/{pat.name}: offloaded, measured faster ({figures})"
@@ -113,7 +114,7 @@ def partition_external(p, ctx):
         if n in taken:
             continue
         for lib in ctx.libraries:
-            hit = _claim(n, lib, users, p.hoisted, ctx, notes)
+            hit = _claim(n, lib, users, p.hoisted, g.weights, ctx, notes)
             if hit is not None and not taken & set(hit[1]):
                 matches.append((lib.name, hit[0], hit[1]))
                 taken.update(hit[1])
