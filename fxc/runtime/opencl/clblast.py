@@ -50,21 +50,25 @@ def clblast():
                       f"-libs=clblast from the target")
 
 
-def sgemm(queue, call: tuple, operands: list) -> None:
+def sgemm(queue, call: tuple, operands: list, event: bool = False) -> int | None:
     """Enqueue one GEMM (batched when call's batch > 1) on the pyopencl queue; operands: [(pyopencl buffer, byte
-    offset)] of C, A, B. ExecutionError with CLBlast's status code when it refuses."""
+    offset)] of C, A, B. With event, returns the cl_event handle of the call (the caller owns it: a profiled
+    module wraps it in a pyopencl Event). ExecutionError with CLBlast's status code when it refuses."""
     ta, tb, m, n, k, batch, sa, sb = call
     (c, oc), (a, oa), (b, ob) = operands
     lda, ldb = (m if ta else k), (k if tb else n)
-    q = _M(queue.int_ptr)
+    q, ev = _M(queue.int_ptr), _M()
     flags = (ROW_MAJOR, YES if ta else NO, YES if tb else NO, m, n, k, 1.0)
     lib = clblast()
     if batch == 1:
         status = lib.CLBlastSgemm(*flags, a.int_ptr, oa // 4, lda, b.int_ptr, ob // 4, ldb, 0.0,
-                                  c.int_ptr, oc // 4, n, ctypes.byref(q), None)
+                                  c.int_ptr, oc // 4, n, ctypes.byref(q),
+                                  ctypes.byref(ev) if event else None)
     else:
         status = lib.CLBlastSgemmStridedBatched(*flags, a.int_ptr, oa // 4, lda, sa, b.int_ptr, ob // 4, ldb, sb, 0.0,
-                                                c.int_ptr, oc // 4, n, m * n, batch, ctypes.byref(q), None)
+                                                c.int_ptr, oc // 4, n, m * n, batch, ctypes.byref(q),
+                                                ctypes.byref(ev) if event else None)
     if status != 0:
         raise ExecutionError(f"CLBlast refused a GEMM (status {status}, m={m} n={n} k={k} batch={batch}); see "
                              f"clblast_c.h's CLBlastStatusCode, or build without -libs=clblast")
+    return ev.value if event else None

@@ -134,8 +134,10 @@ class OpenCLModule(DeviceModule):
         self.held.hold(token, fingerprint)
         events = []
         for k, g, b, name, args in self._to_launch(unchanged, self._pairs(s)):
-            if g is None:               # an external library's call
-                k(*args)
+            if g is None:               # an external library's call (its event timed as a kernel's when profiled)
+                ev = k(*args, self.profiled)
+                if ev:
+                    events.append((cl.Event.from_int_ptr(ev, retain=False), name))
                 continue
             if args is not None:
                 k.set_args(*args)

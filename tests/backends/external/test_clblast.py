@@ -93,6 +93,15 @@ def test_export_names_clblast_and_load_runs_it(target, tmp_path):
         assert json.loads(z.read("manifest.json"))["requires"] == []
 
 
+def test_profile_times_the_library_call_as_a_kernel(target):
+    g, w = _gemm_graph()
+    m = build(g, f"{target} -libs=clblast", profile=True, **FORCED)
+    x = np.random.default_rng(3).normal(size=(2, 4, 32)).astype(np.float32)
+    np.testing.assert_allclose(m(x), np.maximum(x @ w.T, 0), rtol=1e-5, atol=1e-5)
+    rows = {r["kernel"]: r for r in m.profile()}
+    assert rows["clblast:sgemm"]["calls"] == 1 and rows["clblast:sgemm"]["total_ms"] > 0, rows
+
+
 def test_a_plan_calling_an_unknown_library_is_a_clear_error():
     with pytest.raises(TargetError, match="external library 'onednn', which this fxc runtime does not know"):
         check_libraries([Launch("onednn:matmul", [], (1,), (1,), call=(1,))])
