@@ -1,6 +1,6 @@
-"""CLBlast on the opencl target (PoCL here), for real: regions equal to eager through torch.compile and from_onnx
-with offload forced, explain's split, export naming the library and load checking it, and the cost choice keeping
-fxc's kernel where it is faster.
+"""CLBlast on the opencl target (PoCL here), for real: regions equal to eager through torch.compile, from_onnx and
+from_mxnet with offload forced, profiled calls, explain's split, export naming the library and load checking it,
+and the cost choice keeping fxc's kernel where it is faster.
 
 CLBlast compiles each of its kernels on first use (~30 s on PoCL here; PoCL's kernel cache keeps the binaries for the
 next process), so the GEMMs below stay few and small: float32, its direct kernel's shapes."""
@@ -70,6 +70,19 @@ def test_from_onnx_regions_equal_the_reference(target):
     assert any("clblast:sgemm" in k for k in f.module.kernels), f.module.kernels
     x = rng.normal(size=(2, 3, 16)).astype(np.float32)
     np.testing.assert_allclose(f(x), ReferenceEvaluator(model).run(None, {"x": x})[0], rtol=1e-5, atol=1e-5)
+
+
+def test_from_mxnet_regions_equal_numpy(target):
+    from fxc.testing.mxnet_zoo import import_mxnet
+    mx = import_mxnet()
+    rng = np.random.default_rng(4)
+    w, b = rng.normal(size=(8, 16)).astype(np.float32), rng.normal(size=(8,)).astype(np.float32)
+    sym = mx.sym.relu(mx.sym.FullyConnected(mx.sym.Variable("data"), num_hidden=8, name="fc"))
+    f = fxc.from_mxnet(sym, {"fc_weight": mx.nd.array(w), "fc_bias": mx.nd.array(b)}, shapes={"data": (2, 16)},
+                       target=f"{target} -libs=clblast", **FORCED)
+    assert f.module.offload[0].startswith("region 0 -> clblast: gemm(matmul"), f.module.offload
+    x = rng.normal(size=(2, 16)).astype(np.float32)
+    np.testing.assert_allclose(f(x), np.maximum(x @ w.T + b, 0), rtol=1e-5, atol=1e-5)
 
 
 def _gemm_graph():
