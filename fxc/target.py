@@ -7,6 +7,7 @@
     Target.parse("wasm")                       # WebAssembly (wasm32 + SIMD128) run by a browser: the browser CPU path
     Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72")    # 64-bit ARM (NEON), cross-compiled
     Target.parse("rasp3b")                     # a board's alias (BOARDS): its triple, CPU and NEON
+    Target.parse("opencl -libs=clblast")       # with regions a vendor library runs (docs/byoc.md; `target.libs`)
 
 A target carries `Caps`: vector lanes and registers, threads, local memory, work-group limits, index width,
 dtypes, math functions. Passes, schedules and renderers read these instead of constants. Parsing never needs
@@ -109,6 +110,12 @@ class Target:
     def attr(self, key: str, default=None):
         return dict(self.attrs).get(key, default)
 
+    @property
+    def libs(self) -> tuple:
+        """The external codegens (vendor libraries) the target names with -libs=a,b, TVM-style (docs/byoc.md);
+        which exist and which kinds they serve is fxc.backends.external's question."""
+        return tuple(x for x in self.attr("libs", "").split(",") if x)
+
     def with_caps(self, caps: Caps) -> "Target":
         return dataclasses.replace(self, caps=caps)
 
@@ -184,6 +191,8 @@ def _parse(text: str) -> Target:
             raise TargetError(f"target {text!r}: option {w!r} is not of the form -key=value")
         k, v = w.lstrip("-").split("=", 1)
         opts[k] = v
+    if "libs" in opts and not all(x.isidentifier() for x in opts["libs"].split(",")):
+        raise TargetError(f"target {text!r}: -libs= takes library names separated by commas (e.g. -libs=clblast)")
     if kind == "llvm":
         return _llvm_target(opts)
     if kind == "wasm":
@@ -191,7 +200,7 @@ def _parse(text: str) -> Target:
     return Target(kind, tuple(sorted(opts.items())))
 
 
-LLVM_OPTIONS = ("mcpu", "mattr", "mtriple", "num-threads")
+LLVM_OPTIONS = ("mcpu", "mattr", "mtriple", "num-threads", "libs")
 
 
 def _llvm_target(opts: dict) -> Target:
@@ -413,7 +422,8 @@ X86_CPUS = {
 # the options of the device kinds (their device APIs fill the rest of the target: fxc.backends.fill) and what a
 # TargetError for another one says
 DEVICE_OPTIONS = {
-    "opencl": (("device",), "known: -device=<index or name substring> (or set FXC_OPENCL_DEVICE)"),
+    "opencl": (("device", "libs"), "known: -device=<index or name substring> (or set FXC_OPENCL_DEVICE), "
+                                   "-libs=clblast"),
     "opengl": ((), "the opengl target takes none (it uses the process's EGL context)"),
     "webgl": ((), "the webgl target takes none (FXC_CHROMIUM names the browser)"),
     "webgpu": ((), "the webgpu target takes none (FXC_CHROMIUM names the browser)"),

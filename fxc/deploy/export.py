@@ -259,8 +259,10 @@ def export_device(module, path, sign_key=None, identity=None) -> Path:
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
         "plan": [{"kernel": st.kernel, "args": [[kind, _slot(ix)] for kind, ix in st.args], "grid": list(st.grid),
-                  "block": list(st.block), **({"prepack": True} if st.prepack else {}), **rows(st)}
+                  "block": list(st.block), **({"prepack": True} if st.prepack else {}), **rows(st),
+                  **({"call": list(st.call)} if st.call else {})}
                  for st in module.plan],
+        "requires": sorted({st.kernel.split(":")[0] for st in module.plan if st.call}),   # external libraries
         "resident_inputs": list(module.prepack_inputs), "program": program_part({"target": module.target}),
         "kernels": list(module.kernels), **(identity or {}),
     }

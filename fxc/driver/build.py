@@ -15,6 +15,7 @@ import time
 
 from ..backends import backend_of, fill
 from ..errors import TargetError
+from ..relay_like.passes import describe_partition
 from ..relay_like.pipeline import plan_graph, run_passes
 from ..runtime.cpu.module import Module
 from ..runtime.tensors import TensorSpec
@@ -25,6 +26,7 @@ from .debug import Debug, plan_text
 from .groups import stats
 from .lower_cpu import lower_cpu
 from .lower_gpu import lower_gpu
+from .offload import offload_cost
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
 from .progress import Progress
@@ -92,7 +94,7 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict)
     """Passes, plan steps, the plan, and the target family's lowering of it."""
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
-    ctx = pass_context(target, options, dbg)
+    ctx = pass_context(target, options, dbg, offload_cost(target, build) if target.libs else None)
     dbg.progress.set("graph passes")
     dbg.note("graph_00_input.txt", str(graph))
     graph = run_passes(graph, ctx)
@@ -100,7 +102,9 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict)
     dbg.note("plan.txt", plan_text(planned))
     dbg.progress.set("planning")
     plan = make_plan(planned, backend.family, target.caps, target.kind)
-    return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
+    module = LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
+    module.offload = describe_partition(planned)        # the -libs= regions and reasons (fxc.explain)
+    return module
 
 
 _gc_pauses = {"depth": 0, "was": False}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from ..backends import libraries_of
 from ..errors import TargetError
 from ..lowering.loop_ir import format_kernel
 from ..runtime.launch import Launch
@@ -38,9 +39,16 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
 
     kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
     page = PageKernels(target, render) if caps.page_kernels else None      # webgl, webgpu: wasm kernels in the page
+    libs = {lib.name: lib for lib in libraries_of(target)} if plan.external else {}
     for i, gr in enumerate(plan.groups):
         dbg.progress.set("lowering kernels", i, len(plan.groups))
         is_pre, rowwise = i < len(plan.prepack), symbolic_group(gr, sym)
+        if gr.root.name in plan.external:       # an external library's call (fxc.backends.external)
+            name, nodes = plan.external[gr.root.name]
+            kernel, call, operands = libs[name].lower(nodes)
+            steps.append(Launch(kernel, [plan.slots[v.id] for v in operands], (1,), (1,), is_pre, call=call))
+            lines.append(f"{gr.describe()}  [{kernel}{list(call)}: external library {name}]")
+            continue
         sig = group_signature(gr)
         args = plan.args(gr)
         # (a group over symbolic rows is not probed: its row launches raise where the device refuses it, and

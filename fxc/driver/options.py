@@ -10,13 +10,15 @@ naming an unknown one, and the PassContext they make for the graph passes and pl
     precision       "fp32" (default) or "bf16" (CPUs with AVX-512 BF16; bf16 chooses where)
     winograd        "auto", "off", "all";  blocked_layout: True / False (CPU layout passes, measurable apart)
     weights_vary    the weight inputs change on every call (a training step): their transforms are redone
+    offload         with a target's -libs=: "auto" (default: a match runs in the library where measured faster)
+                    or "always" (every match the patterns accept; for tests) (docs/byoc.md)
 """
 from __future__ import annotations
 
 import os
 import sys
 
-from ..backends import backend_of
+from ..backends import backend_of, libraries_of
 from ..errors import FxcError, TargetError
 from ..relay_like.context import PassContext
 from ..relay_like.pipeline import PRECISIONS
@@ -25,7 +27,9 @@ from ..target import Target
 WINOGRAD = ("auto", "off", "all")
 BF16 = ("auto", "all", "weight_bound")
 # the options build() takes besides target (the frontends check their users' options against these)
-BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16"})
+BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16",
+                           "offload"})
+OFFLOAD = ("auto", "always")
 # torch.compile's options: every build option and the capture's own
 OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
 BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 direct conv outruns float32 Winograd
@@ -72,6 +76,15 @@ def check_build_options(options: dict) -> None:
     FxcError naming the option and its valid values."""
     layout_choices(options)
     bf16_mode(options)
+    offload_mode(options)
+
+
+def offload_mode(options: dict) -> str:
+    """The offload build option: "auto" (the default) or "always"; an FxcError names the valid ones."""
+    mode = options.get("offload", "auto")
+    if mode not in OFFLOAD:
+        raise FxcError(f"unknown offload={mode!r}; valid: {', '.join(map(repr, OFFLOAD))} (with a target's -libs=)")
+    return mode
 
 
 def check_precision(precision: str, target: "str | Target | None" = None, family: str = "cpu"):
@@ -112,11 +125,13 @@ def _bf16_gain(target: "Target | None") -> float:
     return backend_of(target).bf16_gain()
 
 
-def pass_context(target: Target, options: dict, debug: int = 0) -> PassContext:
+def pass_context(target: Target, options: dict, debug: int = 0, cost=None) -> PassContext:
     """What the graph passes and plan steps read (fxc.relay_like.pipeline): the target and the choices these
-    options make for it (the bf16 decisions measured on this host), made in this one place."""
+    options make for it (the bf16 decisions measured on this host), made in this one place; cost: the offload
+    measurement (fxc/driver/offload.py) for a target with -libs=."""
     precision, mode = options.get("precision", "fp32"), bf16_mode(options)
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
-                       debug=debug, log=log, dump=debug.note if getattr(debug, "folder", None) else None)
+                       libraries=libraries_of(target), offload=offload_mode(options), cost=cost, debug=debug, log=log,
+                       dump=debug.note if getattr(debug, "folder", None) else None)

@@ -53,6 +53,7 @@ class DeviceModule:
     row_bytes: int = 0                  # workspace bytes per unit of the symbol, after workspace_bytes
     device: object = field(default=None, repr=False, compare=False)     # the opened device (the build's filled
     #                                                                     Target's); None: opened from `target`
+    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     prepack_runs: int = field(default=0, init=False)        # calls that ran the prepack launches
     _prepacked: bool = field(default=False, init=False, repr=False)     # their results are in the workspace
     exports_symbols = True      # a symbolic batch exports (format 2: row launches) and runs from the artifact

@@ -37,6 +37,7 @@ class Module:
     profiled: bool = False              # built with per-kernel timers (profile=True / FXC_PROFILE=1)
     target_spec: str = ""               # the full target string ("llvm -mcpu=haswell"); "" for `target`
     unrunnable: str = ""                # why this host cannot run the kernels (built for a CPU it is not), or ""
+    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     symbols = ()                        # size symbols: a DynamicModule's (runtime/cpu/dynamic.py)
 
     def __post_init__(self):
