@@ -43,7 +43,11 @@ def constant(cx, ins, at):
 @converter("ConstantOfShape")
 def constant_of_shape(cx, ins, at):
     value = as_array(at["value"]).reshape(-1) if "value" in at else np.zeros(1, np.float32)
-    return cx.b.const(np.full(cx.ints(ins[0], "shape"), value[0], dtype=value.dtype))
+    shape = tuple(cx.ints(ins[0], "shape"))
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"{cx.where()}: shape {list(shape)} has a negative dimension")
+    fill = cx.b.const(np.full((1,) * len(shape), value[0], dtype=value.dtype))
+    return cx.op("expand", [fill], size=shape)      # folded where small (fold_constants.folds), else run time
 
 
 @converter("Shape")

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ...errors import UnsupportedOpError
-from ...ops.common import np_dtype
-from ...ops.registry import aten_table, get_op
+from ...ops.registry import aten_table
 from ...relay_like.builder import Builder, stated_promotion
 from ...relay_like.graph import Value
+from ...relay_like.passes.fold_constants import evaluate, folds
 
 _TABLE: dict = {}       # op type -> sorted list of (since opset, converter)
 
@@ -80,16 +80,15 @@ class FoldingBuilder(Builder):
 
     def __init__(self):
         super().__init__(promotion=stated_promotion)
+        self.where = lambda: None       # the ONNX node being converted, as errors name it (Context sets it)
 
     def call(self, op: str, inputs: list, **attrs):
         out = super().call(op, inputs, **attrs)
         node = self.graph.nodes[-1]
-        if not node.inputs or not all(v.is_const for v in node.inputs):
-            return out
+        if not node.inputs or not all(v.is_const for v in node.inputs) or not folds(node):
+            return out          # (a constant too big to fold is computed at run time: fold_constants.folds)
         self.graph.nodes.pop()
-        res = get_op(op).reference(*[v.data for v in node.inputs], **node.attrs)
-        res = res if isinstance(res, (tuple, list)) else (res,)
-        vals = [self.const(np.asarray(r).astype(np_dtype(o.dtype)).reshape(o.shape)) for r, o in zip(res, node.outputs)]
+        vals = [self.const(r) for r in evaluate(node, self.where())]
         return vals[0] if len(vals) == 1 else tuple(vals)
 
 
@@ -98,6 +97,7 @@ class Context:
 
     def __init__(self, b: FoldingBuilder, opset: int):
         self.b, self.opset, self.node = b, opset, None
+        b.where = self.where
 
     def op(self, name: str, inputs: list, **attrs):
         return self.b.call(name, inputs, **attrs)
