@@ -148,6 +148,10 @@ class CStyleRenderer:
         """The names a buffer parameter called `name` declares (OpenCL: its pointer, base and offset)."""
         return (name,)
 
+    def private_decls(self, name: str) -> tuple:
+        """The names a private or shared buffer called `name` declares (WebGL's lanes mode: one copy per lane)."""
+        return (name,)
+
     def ident(self, key, base: str, derived=lambda n: (n,)) -> str:
         """The kernel's one name of `key`: `base` (made an identifier) where neither it nor what it derives is taken,
         else base_1, base_2, ...; a base beginning `fxc_` (the renderer's names) is prefixed first."""
@@ -188,7 +192,9 @@ class CStyleRenderer:
                 if buf.scope == "shared" and not self.has_local:
                     raise LoweringError(f"{self.kernel.name}: buffer {buf.name} is work-group shared memory, "
                                         f"which {type(self).__name__} cannot express")
-                n = self.private[buf] = self.declare(self.ident(buf, self.buffer_prefix + buf.name), top=True)
+                n = self.private[buf] = self.ident(buf, self.buffer_prefix + buf.name, self.private_decls)
+                for d in self.private_decls(n):
+                    self.declare(d, top=True)
             elif buf not in self.kernel.params:
                 raise LoweringError(f"buffer {buf.name} ({buf.scope}) is not a parameter of {self.kernel.name}")
             else:

@@ -159,6 +159,9 @@ class WebGLLanesRenderer(WebGLRenderer):
                 return False
         return True
 
+    def private_decls(self, name: str) -> tuple:
+        return tuple(f"{name}_{c}" for c in range(TEXEL_WIDTH)) if self.mode == "lanes" else (name,)
+
     # -- statements -----------------------------------------------------------------------------------------
     def loop(self, s: For):
         if s.kind != "grid":
