@@ -39,6 +39,7 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
     page = PageKernels(target, render) if caps.page_kernels else None      # webgl, webgpu: wasm kernels in the page
     for i, gr in enumerate(plan.groups):
+        dbg.progress.set("lowering kernels", i, len(plan.groups))
         is_pre, rowwise = i < len(plan.prepack), symbolic_group(gr, sym)
         sig = group_signature(gr)
         args = plan.args(gr)
@@ -72,9 +73,10 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
         if rowwise:
             shapes = f"per {ROW_BLOCK} rows {shapes}; then per row"
         lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else ""))
-    if dbg >= 3:
-        for k in kernels:
+    for k in kernels:
+        if dbg >= 3:
             log(format_kernel(k))
+        dbg.note("loop_ir.txt", format_kernel(k))
     wide = [k.name for k in kernels if backend.needs_fp64(k)]
     if wide and "float64" not in caps.dtypes:
         raise TargetError(f"kernels {', '.join(wide[:3])} compute in float64, which the device of {target} "
@@ -88,7 +90,9 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     source = render(kernels, rows) if page is None else page.attach(render(kernels, rows))
     if dbg >= 4:
         log(source)
+    dbg.note("source.txt", source)
     extra = dict(symbols=symbols, row_bytes=plan.memory.row_bytes) if sym is not None else {}
+    dbg.progress.set(f"building the {target.kind} program ({len(kernels)} kernels)")
     module = backend.module_class(sym is not None)(
         str(target), source, tensor_specs(graph.inputs), tensor_specs(graph.outputs), [c.data for c in plan.consts],
         base if sym is not None else plan.end + scratch, steps, lines,

@@ -84,7 +84,7 @@ def check_precision(precision: str, target: "str | Target | None" = None, family
                           f"target computes in float32: use precision='fp32'")
     if precision not in PRECISIONS:
         raise TargetError(f"unknown precision {precision!r}; valid: {', '.join(map(repr, PRECISIONS))}")
-    if precision == "bf16" and not target.caps.has("avx512bf16"):
+    if precision == "bf16" and not target.caps.bf16_dot:
         raise TargetError(f"precision='bf16' needs a CPU with AVX-512 BF16 (vdpbf16ps); target '{target}' "
                           f"({target.mcpu}) lacks it: use precision='fp32', or a target such as "
                           f"'llvm -mcpu=sapphirerapids' for a CPU that has it")
@@ -107,7 +107,7 @@ def bf16_direct_fast(target: "Target | None" = None) -> bool:
 
 def _bf16_gain(target: "Target | None") -> float:
     target = Target.parse(target)
-    if target.mcpu != Target.parse("llvm").mcpu or not target.caps.has("avx512bf16"):
+    if target.mcpu != Target.parse("llvm").mcpu or not target.caps.bf16_dot:
         return 0.0      # measured only for this host's own CPU
     return backend_of(target).bf16_gain()
 
@@ -119,4 +119,4 @@ def pass_context(target: Target, options: dict, debug: int = 0) -> PassContext:
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
-                       debug=debug, log=log)
+                       debug=debug, log=log, dump=debug.note if getattr(debug, "folder", None) else None)

@@ -24,7 +24,8 @@ class PassContext:
     weights_vary: the weights change on every call (a training step's graphs; use_winograd).
     winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
     fuse: the build option fuse (False: every node a group of its own).
-    debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go."""
+    debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go;
+    dump: (file name, text) of the graph after each pass, for FXC_DEBUG_DIR's folder (None: none kept)."""
     target: Target = field(default_factory=_host)
     precision: str = "fp32"
     bf16_everywhere: bool = True
@@ -35,6 +36,7 @@ class PassContext:
     fuse: bool = True
     debug: int = 0
     log: Callable[[str], None] = print
+    dump: Callable[[str, str], None] | None = None
 
     @property
     def caps(self) -> Caps:

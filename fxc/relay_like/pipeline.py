@@ -68,10 +68,12 @@ def _timed(step, x, ctx, label: str, size):
 
 def run_passes(g, ctx: PassContext):
     """g after every pass of PIPELINE (FXC_DEBUG 2: the graph after each)."""
-    for p in PIPELINE:
+    for k, p in enumerate(PIPELINE, 1):
         g = _timed(p, g, ctx, "pass", lambda g: f"{len(g.nodes)} nodes")
         if ctx.debug >= 2:
             ctx.log(str(g))
+        if ctx.dump is not None:
+            ctx.dump(f"graph_{k:02d}_{p.__name__}.txt", str(g))
     return g
 
 

@@ -29,6 +29,8 @@ class Explanation:
     failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
     notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
     inference_graphs: int = 0      # graphs compiled for grad mode off, without AOT autograd (inference.py)
+    captured: list = field(default_factory=list)   # (fused FX graph, its weights' placeholder names): explain's picture
+
 
     def __str__(self):
         lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "

@@ -125,9 +125,7 @@ class OpenCLModule(DeviceModule):
         cl.enqueue_copy(q, err, self._err, is_blocking=True)
         if self.profiled:
             for ev, name in events:
-                t = self._times.setdefault(name, [0, 0])
-                t[0] += ev.profile.end - ev.profile.start
-                t[1] += 1
+                self.timed(name, ev.profile.end - ev.profile.start)
         if err[0] or err[1]:
             self._prepacked = False         # the error may come from a prepack launch: raise it again next time
         if err[1]:
