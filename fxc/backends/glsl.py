@@ -41,7 +41,7 @@ from ..lowering.loop_ir import (
     walk_stmts,
 )
 from ..runtime.launch import dispatch_of
-from ..symbolic.expr import Present
+from ..symbolic.expr import Bin, Const, Present
 from .cstyle import CStyleRenderer, int32_const
 
 VALUE = {"float32": "float", "int64": "int", "int32": "int", "int16": "int", "int8": "int", "uint8": "int",
@@ -260,6 +260,10 @@ class GLSLRenderer(CStyleRenderer):
     def compute(self, e):
         if isinstance(e, Present):
             return f"({self.offset(e.args[0])} >= 0)"
+        if isinstance(e, Bin) and e.args[0] in ("add", "sub", "mul", "div") and e.dtype == "float32" \
+                and any(isinstance(a, Const) and math.isnan(a.value) for a in e.args[1:]):
+            return self.float_const(math.nan, "float32")    # x op NaN is NaN: GLSL may fold 0 * NaN to 0 (Mesa
+            # does: the mean over an empty dim, sum * (1 / 0) folded to NaN, was 0)
         if e.dtype in REFUSED:
             raise LoweringError(f"{self.kernel.name}: {REFUSED[e.dtype]} arithmetic; GLSL computes float32")
         return super().compute(e)
