@@ -44,7 +44,6 @@ KNOWN_FAILURES = {
     "test_nan_inf_values[{t}-softmax]": {"webgl": "softmax of a row with inf or nan differs from eager's"},
     "test_nan_inf_values[{t}-log_softmax]": dict.fromkeys(("webgl", "webgpu"),
                                                           "log_softmax of a row with inf or nan differs from eager's"),
-    "test_zero_size_dims[{t}-reduce]": {"opengl": "the mean over an empty dimension is 0, not nan"},
     "test_embedding_out_of_range_raises_through_torch_compile[{t}--4611686018427387904]": {
         "wasm": "the IndexOutOfRangeError names -4611686018427388000 (the index went through a float64)",
         "opengl": INT64_BEYOND_32_BITS, "webgpu": INT64_BEYOND_32_BITS},

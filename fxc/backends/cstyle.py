@@ -12,6 +12,13 @@ index width is 32 (an operation that mixes them with 64-bit values widens them f
 divisions and remainders of such addresses run in 32 bits, and only in kernels without loops inside a work-item
 (one work-item per output: a 64-bit division costs several 32-bit ones; in a loop, PoCL's vectoriser loses the
 addresses' pattern through the casts: ResNet-18's convolutions ran 1.6x slower).
+
+Names: one table per kernel (`ident`) gives every thing the text declares (buffers, loop and let variables,
+temporaries `t<N>`, a language's kernel-level names such as GLSL's parameter offsets `o<j>`) a name no other thing of
+the kernel has: the loop IR's name where it is free, else that name with a suffix; names beginning `fxc_` are the
+renderer's own (preamble, builtins) and never given out. Every declaration is recorded in its C scope (`declare`), and a
+name declared again where an earlier declaration is visible, which would shadow it, is a LoweringError naming it: a
+renderer bug caught at render time, never a store to the wrong place.
 """
 from __future__ import annotations
 
@@ -102,6 +109,8 @@ class CStyleRenderer:
     index_type = None                   # the 32-bit type of int64 indices proven to fit it (None: never narrowed)
     vector_widths: tuple = ()           # lanes of the float32 vector types it renders (vector loads, lane-wise
                                         # arithmetic, stores); others must be scalarized first
+    buffer_prefix = ""                  # prefixes of buffer and variable names (WGSL: loop-IR names may be keywords)
+    var_prefix = ""
 
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
@@ -109,9 +118,12 @@ class CStyleRenderer:
         self.depth = 1
         self.tmp = 0
         self.env: list = [{}]           # scopes: Expr -> C text of its value
+        self.scopes: list = [set()]     # the names declared in each open C scope (parallel to env)
+        self.declared: set = set()      # every name declared so far, in any scope
+        self.idents: dict = {}          # the name table: thing (Var, Buffer, a language's key) -> its name
+        self.taken: set = set()         # the names the table has given out
         self._by_buf: dict = {}         # buffer -> the cached expressions that read it
         self._reads: dict = {}
-        self.names: dict = {}           # Buffer -> its C name
         self.private: dict = {}         # private / shared Buffers, in order of first use
         self.used: set = set()          # helper functions the code calls (the preamble defines them)
         self.index_exprs = index_exprs(kernel.body)
@@ -122,34 +134,84 @@ class CStyleRenderer:
         if kernel.index_bits != 32 and any(isinstance(st, For) and st.kind not in BOUND_KINDS
                                            for st in walk_stmts(kernel.body)):
             self.fits = set()           # 64-bit: 32-bit divisions only where no loop runs inside a work-item
+        for key, base in self.kernel_names():
+            self.declare(self.ident(key, base), top=True)
         for b in kernel.params:
             self.name_of(b)
 
     # -- names and scopes ------------------------------------------------------------------------------
-    def name_of(self, buf: Buffer) -> str:
-        n = self.names.get(buf)
+    def kernel_names(self) -> list:
+        """(key, name) of the names a language declares at the kernel's top besides its buffers (GLSL's offsets)."""
+        return []
+
+    def param_decls(self, name: str) -> tuple:
+        """The names a buffer parameter called `name` declares (OpenCL: its pointer, base and offset)."""
+        return (name,)
+
+    def private_decls(self, name: str) -> tuple:
+        """The names a private or shared buffer called `name` declares (WebGL's lanes mode: one copy per lane)."""
+        return (name,)
+
+    def ident(self, key, base: str, derived=lambda n: (n,)) -> str:
+        """The kernel's one name of `key`: `base` (made an identifier) where neither it nor what it derives is taken,
+        else base_1, base_2, ...; a base beginning `fxc_` (the renderer's names) is prefixed first."""
+        n = self.idents.get(key)
         if n is None:
-            base = "".join(c if c.isalnum() else "_" for c in buf.name)
+            base = "".join(c if c.isalnum() else "_" for c in base)
+            if base.lower().startswith("fxc_") or not base or base[0].isdigit():
+                base = "v" + base
             n, k = base, 0
-            while n in self.names.values():
+            while any(d in self.taken for d in derived(n)):
                 k += 1
                 n = f"{base}_{k}"
-            self.names[buf] = n
+            self.idents[key] = n
+            self.taken.update(derived(n))
+        return n
+
+    def declare(self, name: str, top: bool = False) -> str:
+        """Record a declaration of `name` in the current C scope (top: in the kernel's outermost scope, whose text
+        comes before the body). A name declared again where an earlier declaration is visible would shadow it (the
+        inner one hides the outer from what follows): a LoweringError naming it, as is a top-level name that the
+        body has declared already."""
+        seen = (name in self.declared or name in self.scopes[0]) if top else any(name in s for s in self.scopes)
+        if seen:
+            raise LoweringError(f"{self.kernel.name}: internal error: the name {name} is declared again in a scope "
+                                f"that sees its first declaration ({type(self).__name__}); the kernel would read "
+                                f"or write the wrong value")
+        (self.scopes[0] if top else self.scopes[-1]).add(name)
+        self.declared.add(name)
+        return name
+
+    def var_name(self, v: Var) -> str:
+        return self.ident(v, self.var_prefix + v.name)
+
+    def name_of(self, buf: Buffer) -> str:
+        n = self.idents.get(buf)
+        if n is None:
             if buf.scope in ("private", "shared"):
                 if buf.scope == "shared" and not self.has_local:
                     raise LoweringError(f"{self.kernel.name}: buffer {buf.name} is work-group shared memory, "
                                         f"which {type(self).__name__} cannot express")
-                self.private[buf] = n
+                n = self.private[buf] = self.ident(buf, self.buffer_prefix + buf.name, self.private_decls)
+                for d in self.private_decls(n):
+                    self.declare(d, top=True)
             elif buf not in self.kernel.params:
                 raise LoweringError(f"buffer {buf.name} ({buf.scope}) is not a parameter of {self.kernel.name}")
+            else:
+                n = self.ident(buf, self.buffer_prefix + buf.name, self.param_decls)
+                for d in self.param_decls(n):
+                    self.declare(d, top=True)
         return n
 
     def emit(self, line: str):
         self.lines.append("  " * self.depth + line)
 
     def new(self) -> str:
+        """A fresh temporary, declared in the current scope (t<N>, skipping names the table has given out)."""
         self.tmp += 1
-        return f"t{self.tmp}"
+        while f"t{self.tmp}" in self.taken:
+            self.tmp += 1
+        return self.declare(self.ident(("tmp", self.tmp), f"t{self.tmp}"))
 
     def lookup(self, e):
         for scope in reversed(self.env):
@@ -181,13 +243,24 @@ class CStyleRenderer:
         for b in [b for b in self._by_buf if b.scope == "shared"]:
             self.invalidate(b)
 
-    def block(self, s: Stmt, bind: tuple = ()):
-        """s in a new C block and scope (bind: (Var, C text) pairs visible in it)."""
+    def enter(self, bind: tuple = (), declare: tuple = ()):
+        """Open a scope (bind: (Var, C text) pairs visible in it; declare: the names its first lines declare)."""
         self.env.append(dict(bind))
+        self.scopes.append(set())
+        for n in declare:
+            self.declare(n)
+
+    def leave(self):
+        self.env.pop()
+        self.scopes.pop()
+
+    def block(self, s: Stmt, bind: tuple = (), declare: tuple = ()):
+        """s in a new C block and scope (bind: (Var, C text) pairs visible in it; declare: names it declares)."""
+        self.enter(bind, declare)
         self.depth += 1
         self.stmt(s)
         self.depth -= 1
-        self.env.pop()
+        self.leave()
 
     # -- statements ------------------------------------------------------------------------------------
     def stmt(self, s: Stmt):
@@ -202,8 +275,9 @@ class CStyleRenderer:
             self.name_of(s.buf)
             self.stmt(s.body)
         elif isinstance(s, LetStmt):
-            v = s.var.name
-            self.emit(f"const {self.type_of(s.var)} {v} = {self.expr(s.value)};")
+            value = self.expr(s.value)
+            v = self.declare(self.var_name(s.var))
+            self.emit(f"const {self.type_of(s.var)} {v} = {value};")
             self.env[-1][s.var] = v
             self.stmt(s.body)
         elif isinstance(s, IfThen):
@@ -227,7 +301,7 @@ class CStyleRenderer:
                 self.invalidate(st.buf)
             elif isinstance(st, Barrier):
                 self.invalidate_shared()
-        v = s.var.name
+        v = self.var_name(s.var)
         if s.kind in BOUND_KINDS:          # one iteration per work-group / work-item: the launch runs the loop
             fn = self.bound_index.get(s.kind)
             if fn is None:
@@ -237,14 +311,14 @@ class CStyleRenderer:
             t = self.type_of(s.var)
             self.emit(f"const {t} {v} = ({t}){fn}({s.axis});")
             self.depth -= 1
-            self.block(s.body, ((s.var, v),))
+            self.block(s.body, ((s.var, v),), (v,))
             self.emit("}")
             return
         end = self.expr(s.extent) if isinstance(s.extent, Expr) else str(s.extent)
         if s.kind == "unroll":
             self.emit("#pragma unroll")
         self.emit(f"for ({self.type_of(s.var)} {v} = {s.start}; {v} < {end}; ++{v}) {{")
-        self.block(s.body, ((s.var, v),))
+        self.block(s.body, ((s.var, v),), (v,))
         self.emit("}")
 
     def store(self, s: Store):

@@ -41,7 +41,7 @@ from ..lowering.loop_ir import (
     walk_stmts,
 )
 from ..runtime.launch import dispatch_of
-from ..symbolic.expr import Present
+from ..symbolic.expr import Bin, Const, Present
 from .cstyle import CStyleRenderer, int32_const
 
 VALUE = {"float32": "float", "int64": "int", "int32": "int", "int16": "int", "int8": "int", "uint8": "int",
@@ -184,9 +184,12 @@ class GLSLRenderer(CStyleRenderer):
         self.dims, self.fold = dispatch_of(kernel.launch.grid) if kernel.launch else ((1, 1, 1), None)
 
     # -- names, loops ------------------------------------------------------------------------------------
+    def kernel_names(self) -> list:
+        return [(("offset", j), f"o{j}") for j in range(len(self.kernel.params))]
+
     def offset(self, buf: Buffer) -> str:
         """The element offset of a parameter in the arena (from the byte offset the runtime sets, `fxc_b<j>`)."""
-        return f"o{self.kernel.params.index(buf)}"
+        return self.idents[("offset", self.kernel.params.index(buf))]
 
     def loop(self, s: For):
         for st in walk_stmts(s.body):
@@ -194,7 +197,7 @@ class GLSLRenderer(CStyleRenderer):
                 self.invalidate(st.buf)
             elif isinstance(st, Barrier):
                 self.invalidate_shared()
-        v = s.var.name
+        v = self.var_name(s.var)
         if s.kind in BOUND_KINDS:
             xyz = "xyz"[s.axis]
             if s.kind == "grid" and self.fold == s.axis:
@@ -205,12 +208,12 @@ class GLSLRenderer(CStyleRenderer):
             self.depth += 1
             self.emit(f"const int {v} = {idx};")
             self.depth -= 1
-            self.block(s.body, ((s.var, v),))
+            self.block(s.body, ((s.var, v),), (v,))
             self.emit("}")
             return
         end = self.expr(s.extent) if not isinstance(s.extent, int) else str(s.extent)
         self.emit(f"for (int {v} = {s.start}; {v} < {end}; ++{v}) {{")
-        self.block(s.body, ((s.var, v),))
+        self.block(s.body, ((s.var, v),), (v,))
         self.emit("}")
 
     # -- memory ------------------------------------------------------------------------------------------
@@ -257,6 +260,10 @@ class GLSLRenderer(CStyleRenderer):
     def compute(self, e):
         if isinstance(e, Present):
             return f"({self.offset(e.args[0])} >= 0)"
+        if isinstance(e, Bin) and e.args[0] in ("add", "sub", "mul", "div") and e.dtype == "float32" \
+                and any(isinstance(a, Const) and math.isnan(a.value) for a in e.args[1:]):
+            return self.float_const(math.nan, "float32")    # x op NaN is NaN: GLSL may fold 0 * NaN to 0 (Mesa
+            # does: the mean over an empty dim, sum * (1 / 0) folded to NaN, was 0)
         if e.dtype in REFUSED:
             raise LoweringError(f"{self.kernel.name}: {REFUSED[e.dtype]} arithmetic; GLSL computes float32")
         return super().compute(e)
@@ -315,7 +322,7 @@ class GLSLRenderer(CStyleRenderer):
                 "layout(std430, binding = 1) buffer FxcI32 { int fxc_i32[]; };",
                 "layout(std430, binding = 2) buffer FxcU32 { uint fxc_u32[]; };"]
         head += [f"uniform int fxc_b{j};" for j in range(len(k.params))]
-        main = [f"  int o{j} = fxc_b{j} >> {SHIFT[b.dtype]};" for j, b in enumerate(k.params)]
+        main = [f"  int {self.offset(b)} = fxc_b{j} >> {SHIFT[b.dtype]};" for j, b in enumerate(k.params)]
         for b, n in self.private.items():
             if b.dtype in REFUSED:
                 raise LoweringError(f"{k.name}: {b.scope} buffer {b.name} of {b.dtype}")

@@ -201,6 +201,9 @@ class OpenCLRenderer(CStyleRenderer):
             return w if wide == VALUE[to] else f"(({VALUE[to]}){w})"
         return f"(({VALUE[to]}){x})"
 
+    def param_decls(self, name: str) -> tuple:
+        return (name, f"{name}_base", f"{name}_offset")
+
     # -- the kernel ------------------------------------------------------------------------------------
     def kernel_text(self) -> str:
         k = self.kernel

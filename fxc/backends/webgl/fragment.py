@@ -84,6 +84,9 @@ class WebGLRenderer(GLSLRenderer):
         if len(self.outputs) != 1:
             raise LoweringError(f"{kernel.name}: a WebGL kernel writes one tensor, this one {len(self.outputs)}")
 
+    def kernel_names(self) -> list:
+        return []                       # no offsets: a fragment reads textures
+
     def emit(self, line: str):
         s = line.lstrip()           # GLSL ES 3.00: a const needs a constant initializer
         super().emit(s[len("const "):] if s.startswith("const ") else s)

@@ -159,6 +159,9 @@ class WebGLLanesRenderer(WebGLRenderer):
                 return False
         return True
 
+    def private_decls(self, name: str) -> tuple:
+        return tuple(f"{name}_{c}" for c in range(TEXEL_WIDTH)) if self.mode == "lanes" else (name,)
+
     # -- statements -----------------------------------------------------------------------------------------
     def loop(self, s: For):
         if s.kind != "grid":
@@ -189,23 +192,23 @@ class WebGLLanesRenderer(WebGLRenderer):
         for st in walk_stmts(s.body):
             if isinstance(st, Store):
                 self.invalidate(st.buf)
-        v = s.var.name
+        v = self.var_name(s.var)
         one = s.extent == TEXEL_WIDTH       # one step: a block (its variable the constant 0), not a loop
         self.emit("{" if one else f"for (int {v} = 0; {v} < {s.extent}; {v} += {TEXEL_WIDTH}) {{")
         self.unrolled.add(s.var)
-        self.env.append({s.var: v})
+        self.enter(((s.var, v),), () if one else (v,))
         saved = self._share
         self._share = (len(self.env) + 1, self.env[-1])
         self.depth += 1
         for u in range(TEXEL_WIDTH):
             step = Const(u, s.var.dtype) if one else binary("add", s.var, Const(u, s.var.dtype)) if u else s.var
             body = _subst(s.body, {s.var: step}) if one or u else s.body
-            self.env.append({})
+            self.enter()
             self.stmt(body)
-            self.env.pop()
+            self.leave()
         self.depth -= 1
         self._share = saved
-        self.env.pop()
+        self.leave()
         self.emit("}")
 
     def bind(self, e, text):

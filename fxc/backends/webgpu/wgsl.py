@@ -203,6 +203,7 @@ fn fxc_st16(e: i32, v: i32) { let w = e >> 1u; let s = u32(e & 1) * 16u;
 class WGSLRenderer(CStyleRenderer):
     has_local = True
     bound_index = {"grid": "fxc_wid", "thread": "fxc_lid"}
+    buffer_prefix, var_prefix = "b_", "v_"      # loop-IR names may be WGSL keywords
     types = VALUE
     memory_types = VALUE
     code_for_op = CODE_FOR_OP
@@ -216,23 +217,16 @@ class WGSLRenderer(CStyleRenderer):
         self.dims, self.fold = dispatch_of(kernel.launch.grid) if kernel.launch else ((1, 1, 1), None)
         self.atomic = any(isinstance(s, Store) and s.buf.scope == "global" and s.buf.dtype in SUBWORD
                           for s in walk_stmts(kernel.body))
-        self.var_names: dict = {}
 
     # -- names, statements ---------------------------------------------------------------------------------
-    def var(self, v: Var) -> str:
-        """A loop / let variable's WGSL name (prefixed: loop-IR names may be WGSL keywords)."""
-        n = self.var_names.get(v)
-        if n is None:
-            n = self.var_names[v] = "v_" + "".join(c if c.isalnum() else "_" for c in v.name)
-        return n
-
-    def name_of(self, buf: Buffer) -> str:
-        return "b_" + super().name_of(buf)
+    def kernel_names(self) -> list:
+        return [(("offset", j), f"o{j}") for j in range(len(self.kernel.params))]
 
     def stmt(self, s):
         if isinstance(s, LetStmt):
-            v = self.var(s.var)
-            self.emit(f"let {v}: {VALUE[s.var.dtype]} = {self.expr(s.value)};")
+            value = self.expr(s.value)
+            v = self.declare(self.var_name(s.var))
+            self.emit(f"let {v}: {VALUE[s.var.dtype]} = {value};")
             self.env[-1][s.var] = v
             self.stmt(s.body)
             return
@@ -244,7 +238,7 @@ class WGSLRenderer(CStyleRenderer):
                 self.invalidate(st.buf)
             elif isinstance(st, Barrier):
                 self.invalidate_shared()
-        v = self.var(s.var)
+        v = self.var_name(s.var)
         if s.kind in BOUND_KINDS:
             xyz = "xyz"[s.axis]
             if s.kind == "grid" and self.fold == s.axis:
@@ -255,12 +249,12 @@ class WGSLRenderer(CStyleRenderer):
             self.depth += 1
             self.emit(f"let {v}: i32 = {idx};")
             self.depth -= 1
-            self.block(s.body, ((s.var, v),))
+            self.block(s.body, ((s.var, v),), (v,))
             self.emit("}")
             return
         end = self.expr(s.extent) if not isinstance(s.extent, int) else str(s.extent)
         self.emit(f"for (var {v}: i32 = {s.start}; {v} < {end}; {v}++) {{")
-        self.block(s.body, ((s.var, v),))
+        self.block(s.body, ((s.var, v),), (v,))
         self.emit("}")
 
     # -- expressions ----------------------------------------------------------------------------------------
@@ -343,7 +337,7 @@ class WGSLRenderer(CStyleRenderer):
     # -- memory ---------------------------------------------------------------------------------------------
     def offset(self, buf: Buffer) -> str:
         """The element offset of a parameter in the arena (from the byte offset the runtime sets)."""
-        return f"o{self.kernel.params.index(buf)}"
+        return self.idents[("offset", self.kernel.params.index(buf))]
 
     def load_code(self, buf: Buffer, name: str, idx: str) -> str:
         dt = buf.dtype
@@ -407,9 +401,9 @@ class WGSLRenderer(CStyleRenderer):
         head.append(PREAMBLE.format(load=access[0], store=access[1]))
         if self.atomic:
             head.append(SUBWORD_STORES)
-        main = [f"  let o{j}: i32 = fxc_o[{j // 4}][{j % 4}] >> {SHIFT[b.dtype]}u;" for j, b in enumerate(k.params)]
+        main = [f"  let {self.offset(b)}: i32 = fxc_o[{j // 4}][{j % 4}] >> {SHIFT[b.dtype]}u;"
+                for j, b in enumerate(k.params)]
         for b, n in self.private.items():
-            n = "b_" + n
             if b.dtype in REFUSED:
                 raise LoweringError(f"{k.name}: {b.scope} buffer {b.name} of {b.dtype}")
             if b.scope == "shared":

@@ -65,7 +65,8 @@ def constant_of_shape(cx, ins, at):
     if any(d < 0 for d in shape) or value.size != 1:
         raise ShapeError(f"{cx.where()}: a shape {shape} with a negative dim, or a value of {value.size} elements "
                          f"(ONNX: one); fix the model")
-    return cx.b.const(np.full(shape, value[0], dtype=value.dtype))
+    fill = cx.b.const(np.full((1,) * len(shape), value[0], dtype=value.dtype))
+    return cx.op("expand", [fill], size=tuple(shape))   # folded where small (fold_constants.folds), else run time
 
 
 @converter("Shape")

@@ -15,10 +15,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ...errors import ShapeError, UnsupportedOpError
-from ...ops.common import np_dtype
-from ...ops.registry import aten_table, get_op
+from ...ops.registry import aten_table
 from ...relay_like.builder import Builder, stated_promotion
 from ...relay_like.graph import Value
+from ...relay_like.passes.fold_constants import evaluate, folds
 
 _TABLE: dict = {}       # op type -> sorted list of (since opset, converter)
 NEWEST_OPSET = 28       # the newest default-domain opset the converters follow (onnx 1.23's); a model of a newer
@@ -59,7 +59,6 @@ class NeedsValues(UnsupportedOpError):
 
 
 MAX_ELEMENTS = 1 << 40        # the most elements of any tensor of a converted model (4 TiB of float32)
-FOLD_MAX_ELEMENTS = 1 << 22  # an op over constants making more elements than this and than its inputs is not folded
 TABLE_MAX_ELEMENTS = 1 << 28   # the most elements of a table a converter builds from the model's values
 SPECIALIZE_MAX = 4096       # the most elements an input may have for the model to specialise on its value
 
@@ -87,11 +86,13 @@ def _elements(v: Value) -> int | None:
 class FoldingBuilder(Builder):
     """A Builder with ONNX's promotion policy that evaluates an op over constants at once (its registry
     reference): shape arithmetic, weights made by ConstantOfShape, dequantised weights become constants. An op whose
-    outputs would hold more than FOLD_MAX_ELEMENTS and more than its inputs (an Expand or Tile of a constant to a
-    huge shape) stays in the graph: computed at run time, never a huge constant made here."""
+    outputs would hold more than fold_constants.MAX_FOLD_ELEMENTS and more than its inputs (an Expand or Tile of a
+    constant to a huge shape: fold_constants.folds, the one rule) stays in the graph: computed at run time, never a
+    huge constant made here."""
 
     def __init__(self):
         super().__init__(promotion=stated_promotion)
+        self.where = lambda: None       # the ONNX node being converted, as errors name it (Context sets it)
 
     def call(self, op: str, inputs: list, **attrs):
         out = super().call(op, inputs, **attrs)
@@ -100,15 +101,10 @@ class FoldingBuilder(Builder):
         if any(n is not None and n > MAX_ELEMENTS for n in sizes):
             raise ShapeError(f"{op} makes a tensor of shape {list(node.outputs[0].shape)}: more than {MAX_ELEMENTS} "
                              f"elements, which no device holds; check the model's shapes and attributes")
-        if not node.inputs or not all(v.is_const for v in node.inputs):
-            return out
-        bound = max(FOLD_MAX_ELEMENTS, sum(v.data.size for v in node.inputs))
-        if any(n is None or n > bound for n in sizes):
-            return out
+        if not node.inputs or not all(v.is_const for v in node.inputs) or not folds(node):
+            return out          # (a constant too big to fold is computed at run time: fold_constants.folds)
         self.graph.nodes.pop()
-        res = get_op(op).reference(*[v.data for v in node.inputs], **node.attrs)
-        res = res if isinstance(res, (tuple, list)) else (res,)
-        vals = [self.const(np.asarray(r).astype(np_dtype(o.dtype)).reshape(o.shape)) for r, o in zip(res, node.outputs)]
+        vals = [self.const(r) for r in evaluate(node, self.where())]
         return vals[0] if len(vals) == 1 else tuple(vals)
 
 
@@ -122,6 +118,7 @@ class Context:
 
     def __init__(self, b: FoldingBuilder, opset: int):
         self.b, self.opset, self.node = b, opset, None
+        b.where = self.where
 
     def op(self, name: str, inputs: list, **attrs):
         return self.b.call(name, inputs, **attrs)

@@ -16,7 +16,10 @@
 - a value computed from weights only (`hoisted`, see hoist.py) is not fused into a consumer that reads
   activations: it is computed once in the prepack step and read from memory, as a constant would be;
 - a reshape is not a group's root (unless a graph output): it stays a view of its producer's output
-  (plan_memory.reshape_views).
+  (plan_memory.reshape_views);
+- a group's chains of nodes are at most FUSE_DEPTH long: lowering inlines a group into one expression, as deep as
+  its longest chain, which every walk of the loop IR and the renderers follows by recursion (a chain of 10,000
+  elementwise ops becomes kernels of FUSE_DEPTH ops each, each one pass over memory).
 Accepts a typed graph; returns Groups in topological order, each with one root node. The plan step fuse_groups
 records them on the Planned graph (relay_like/planned.py).
 """
@@ -82,6 +85,9 @@ def _pairs_for_gemm(p, n) -> bool:
             and conv1x1_as_gemm(p.inputs[0].shape[1], n.outputs[0].shape[1], x.shape[2] * x.shape[3]))
 
 
+FUSE_DEPTH = 64         # the longest chain of nodes in a group: its expression's depth, in ops (an op may be a few
+                        # expression levels, each a few Python frames in the recursive walks, under torch.compile's
+                        # own deep stack); far past where fusing more saves memory traffic
 DIAMOND_NODES = 8       # the most nodes of an anchorless group that joins the one group of all its readers
 DIAMOND_READERS = 4
 
@@ -146,16 +152,19 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset(), external:
         parent.update({n: nodes[-1] for n in nodes})
         alone.add(nodes[-1])
     size = {n: 1 for n in g.nodes}
+    depth = {n: 1 for n in g.nodes}     # a bound on the longest chain of nodes in the group (the sum when joined)
 
     def union(producer, consumer) -> bool:
         a, b = find(producer), find(consumer)
         if a is b:
             return True
-        if a in alone or b in alone or (anchors[a] is not None and anchors[b] is not None):
+        if a in alone or b in alone or (anchors[a] is not None and anchors[b] is not None) \
+                or depth[a] + depth[b] > FUSE_DEPTH:
             return False
         parent[a] = b
         anchors[b] = anchors[b] or anchors[a]
         size[b] += size[a]
+        depth[b] += depth[a]
         return True
 
     if enable:

@@ -109,20 +109,25 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
 
 
 def _place(size: dict, first: dict, last: dict) -> tuple:
-    """({id: offset}, end): each buffer (aligned) at the lowest offset free during its lifetime, largest first."""
-    placed = []   # (offset, end, first, last)
-    offsets = {}
+    """({id: offset}, end): each buffer (aligned) at the lowest offset free during its lifetime, largest first.
+    The buffers placed are indexed by the steps they are live at, so that a buffer meets only those that overlap
+    its lifetime (a scan of every placed buffer made a chain of 10,000 MatMuls quadratic: 21 of its 38 s)."""
+    live: dict = {}     # group step -> (offset, end) of the buffers placed that are live at it
+    offsets, top = {}, 0
     for vid in sorted(size, key=lambda k: (-size[k], first[k])):
         nbytes = (size[vid] + ALIGN - 1) // ALIGN * ALIGN
-        conflicts = sorted((o, e) for o, e, f, l in placed if not (l < first[vid] or last[vid] < f))
+        steps = range(first[vid], last[vid] + 1)
+        conflicts = sorted({b for i in steps for b in live.get(i, ())})
         off = 0
         for o, e in conflicts:
             if off + nbytes <= o:
                 break
             off = max(off, e)
         offsets[vid] = off
-        placed.append((off, off + nbytes, first[vid], last[vid]))
-    return offsets, max((e for _, e, _, _ in placed), default=0)
+        for i in steps:
+            live.setdefault(i, []).append((off, off + nbytes))
+        top = max(top, off + nbytes)
+    return offsets, top
 
 
 def split_prepack(p, ctx):

@@ -106,13 +106,19 @@ def _adjoint(w):
 
 
 VARYING_F2_MIN_SIDE = 14    # weights that change every call (training): float32 F(2x2) only on maps this large
+TRAINING_TILE = 2           # the largest Winograd tile of a training step's graphs (weights_vary): F(4x4)'s rounding
+                            # (its transforms' points 1/2 and 2) in the forward cost ResNet-18 at batch 4, 64x64 a
+                            # gradient error of 1.3e-3 against float64 (eager float32: 3.3e-6, direct 5.6e-6);
+                            # F(2x2) forward and backward 4.4e-6 (F(4x4) in the backward alone 6.5e-6): the
+                            # activations' error goes through batch norm's batch statistics into every gradient
 
 
 def use_winograd(g, ctx):
     """On a CPU target: its Caps give the register tile's shape and the lanes of the transformed weight's channel
     blocks (Caps.lanes); ctx.winograd is the mode of winograd_tile ("auto", "off", "all").
     ctx.bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
-    ctx.weights_vary: the weight inputs change on every call (a training step's graphs), so the weight's transform is
+    ctx.weights_vary: the graph is a training step's (its weight inputs change on every call), so its tiles are at
+    most TRAINING_TILE (accuracy: an inference graph keeps F(4x4)), and the weight's transform is
     redone every call, as the direct kernel's repack is; float32 F(2x2), whose transform writes 16/9 of the weight's
     bytes, then keeps only maps of VARYING_F2_MIN_SIDE and more. Measured with `python -m benchmarks.winograd_layers
     --forms direct,F4,F2 --varying` (ResNet-18's layers, minimum of 40 calls): 512 channels at 7x7 1.58 ms direct
@@ -143,6 +149,8 @@ def use_winograd(g, ctx):
         c = x.shape[1]
         over_weight = w.is_const or w.id in fixed
         choice = winograd_tile(c, k, b, oh, ow, bf16_direct and over_weight, mode)
+        if choice is not None and weights_vary and choice[0] > TRAINING_TILE:
+            choice = (TRAINING_TILE, choice[1])
         if choice is None or not fits(c, ow, *choice):
             new_nodes.append(n)
             continue
