@@ -26,6 +26,7 @@ from .lower_cpu import lower_cpu
 from .lower_gpu import lower_gpu
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
+from .tuned import tuned_digest, tuned_records
 
 LOWER = {"cpu": lower_cpu, "gpu": lower_gpu}        # a backend's family -> how its groups become a module
 
@@ -60,8 +61,9 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
     dbg = debug_level(options)
     t0 = time.perf_counter()
     symbolic = any(v.type.symbolic for v in graph.inputs)       # (the module cache keeps static modules only)
-    key = module_key(graph, target, options) if cacheable(dbg) and backend.cached_modules and not symbolic \
-        else None
+    tuned = tuned_records(options, target)                      # the tuning log's best configs for this target
+    key = module_key(graph, target, options, tuned_digest(tuned)) \
+        if cacheable(dbg) and backend.cached_modules and not symbolic else None
     if key is not None:
         module = load_module(key)
         if module is not None:
@@ -70,7 +72,7 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
             if dbg >= 1:
                 log(f"[fxc] module from the cache in {1e3 * (time.perf_counter() - t0):.1f} ms ({key[:12]})")
             return module
-    module = _build(graph, target, backend, dbg, t0, options)
+    module = _build(graph, target, backend, dbg, t0, options, tuned)
     if key is not None:
         try:
             store_module(key, module)
@@ -79,14 +81,15 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
     return module
 
 
-def _build(graph, target: Target, backend, dbg: int, t0: float, options: dict) -> Module:
-    """Passes, plan steps, the plan, and the target family's lowering of it."""
+def _build(graph, target: Target, backend, dbg: int, t0: float, options: dict, tuned: dict) -> Module:
+    """Passes, plan steps, the plan, and the target family's lowering of it (each group with its tuned config)."""
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
     ctx = pass_context(target, options, dbg)
     graph = run_passes(graph, ctx)
     plan = make_plan(plan_graph(graph, ctx), backend.family, target.caps, target.kind)
-    return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
+    return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols),
+                                 tuned)
 
 
 _gc_pauses = {"depth": 0, "was": False}

@@ -10,6 +10,10 @@ naming an unknown one, and the PassContext they make for the graph passes and pl
     precision       "fp32" (default) or "bf16" (CPUs with AVX-512 BF16; bf16 chooses where)
     winograd        "auto", "off", "all";  blocked_layout: True / False (CPU layout passes, measurable apart)
     weights_vary    the weight inputs change on every call (a training step): their transforms are redone
+    tuning_log      the tuning log whose best configs the build applies (a path; False: none; default: the log
+                    beside the compile cache, when it exists; fxc.tune writes it: docs/tuning.md)
+    mode            torch.compile's option: "max-autotune" answers with an FxcError pointing at fxc.tune (fxc tunes
+                    ahead of time, once; its log then applies to every compile)
 """
 from __future__ import annotations
 
@@ -25,9 +29,10 @@ from ..target import Target
 WINOGRAD = ("auto", "off", "all")
 BF16 = ("auto", "all", "weight_bound")
 # the options build() takes besides target (the frontends check their users' options against these)
-BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16"})
+BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16",
+                           "tuning_log"})
 # torch.compile's options: every build option and the capture's own
-OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
+OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize", "mode"}
 BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 direct conv outruns float32 Winograd
 
 
@@ -72,6 +77,11 @@ def check_build_options(options: dict) -> None:
     FxcError naming the option and its valid values."""
     layout_choices(options)
     bf16_mode(options)
+    if options.get("mode") is not None:
+        raise FxcError(f"mode={options['mode']!r}: fxc tunes ahead of time rather than per compile. Run "
+                       f"fxc.tune(model, example_inputs, target=..., trials=...) (or `fxc tune` on the command line) "
+                       f"once; every later compile for that target applies its log (the tuning_log= option, default "
+                       f"the log beside the compile cache): docs/tuning.md")
 
 
 def check_precision(precision: str, target: "str | Target | None" = None, family: str = "cpu"):
