@@ -34,6 +34,7 @@ from .runtime.artifact.loader import load
 from .runtime.artifact.read import read_verified
 from .runtime.artifact.signing import generate
 from .runtime.store import atomic_write
+from .tuning import cli as tune_cli
 
 
 def _shape(text: str) -> tuple:
@@ -368,6 +369,8 @@ def parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cache", help="the compile cache: its folder, size and entries; `fxc cache clear` empties it")
     ca.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
     ca.set_defaults(fn=cmd_cache)
+    tune_cli.add_parser(sub, _shape)
+    sub.choices["tune"].set_defaults(fn=lambda args: tune_cli.run(args, _load_factory))
     return p
 
 

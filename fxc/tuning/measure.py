@@ -1,0 +1,163 @@
+"""Measurement: a task's candidate configs built and timed in a child process that cannot hurt the tuner.
+
+Takes a Task (the group alone as a graph), the target's string, candidate configs and MeasureParams; produces one
+Result per config: costs (seconds per call, one per repeat) or an error kind: "build" (the compile raised), "run"
+(the call raised), "wrong" (its outputs differ from the default schedule's), "crash" (the child died), "hang" (past
+the timeout). A batch runs in one child (`python -m fxc.tuning.child`); when that child dies or hangs, each
+candidate of the batch is run again in a child of its own, so the error is recorded against the one that caused it.
+
+Timing is TVM's: `warmup` calls, then `repeat` repeats of `number` calls each, `number` raised until one repeat
+takes min_repeat_ms; a cost is a repeat's time over its calls.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .log import append, make_record
+
+RUNNER = "fxc.tuning.measure:run_batch"     # what a child runs (a test may name its own, e.g. one that crashes)
+
+
+@dataclass(frozen=True)
+class MeasureParams:
+    number: int = 1             # calls per repeat (raised until a repeat takes min_repeat_ms)
+    repeat: int = 3             # repeats: one cost each
+    min_repeat_ms: float = 20.0
+    warmup: int = 1             # calls before timing
+    timeout_s: float = 120.0    # a child's limit per candidate (its builds and runs)
+    rtol: float = 1e-3          # the check against the default schedule's outputs
+    atol: float = 1e-4
+
+
+@dataclass
+class Result:
+    config: dict
+    costs: list = field(default_factory=list)
+    error: str | None = None
+    detail: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def cost(self) -> float:
+        return float(np.median(self.costs)) if self.error is None and self.costs else float("inf")
+
+
+def example_arrays(graph, seed: int = 0) -> list:
+    """Inputs for a task's graph: random normals (integers in [0, 4) for integer inputs: indices stay in range)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for v in graph.inputs:
+        if v.dtype.startswith(("int", "uint")):
+            out.append(rng.integers(0, 4, size=v.shape).astype(v.dtype))
+        elif v.dtype == "bool":
+            out.append(rng.integers(0, 2, size=v.shape).astype(bool))
+        else:
+            out.append(rng.standard_normal(v.shape).astype(v.dtype))
+    return out
+
+
+def time_module(module, arrays: list, p: MeasureParams) -> list:
+    for _ in range(p.warmup):
+        module(*arrays)
+    number = max(1, p.number)
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            module(*arrays)
+        dt = time.perf_counter() - t0
+        if dt * 1e3 >= p.min_repeat_ms or number >= 1 << 16:
+            break
+        number = min(1 << 16, max(number * 2, int(number * p.min_repeat_ms / max(dt * 1e3, 1e-3)) + 1))
+    costs = [dt / number]
+    for _ in range(p.repeat - 1):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            module(*arrays)
+        costs.append((time.perf_counter() - t0) / number)
+    return costs
+
+
+def _outputs(result) -> list:
+    return [np.asarray(r) for r in (result if isinstance(result, (list, tuple)) else [result])]
+
+
+def run_batch(payload: dict) -> list:
+    """In the child: build and time every config of the payload (a list of result dicts). The default config's
+    outputs are the reference every candidate is checked against (computed here when the payload has none)."""
+    from ..driver.build import build  # deferred: the child's import, not the parent's (fxc.tuning.measure is light)
+    task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
+    arrays = example_arrays(task.graph)
+    reference = payload.get("reference")
+    out = []
+    with tempfile.TemporaryDirectory(prefix="fxc-tune-") as tmp:
+        if reference is None:
+            reference = _outputs(build(task.graph, target, tuning_log=False)(*arrays))
+        for i, config in enumerate(payload["configs"]):
+            t0 = time.perf_counter()
+            log = Path(tmp) / f"c{i}.jsonl"
+            append(log, make_record(task.key, payload["target_key"], config, [1.0], None, task.desc, target))
+            try:
+                module = build(task.graph, target, tuning_log=str(log))
+            except Exception as e:      # noqa: BLE001 - a candidate's compile error is its result, not the tuner's
+                out.append(asdict(Result(config, error="build", detail=f"{type(e).__name__}: {e}"[:300])))
+                continue
+            try:
+                got = _outputs(module(*arrays))
+                costs = time_module(module, arrays, p)
+            except Exception as e:      # noqa: BLE001 - likewise for its run
+                out.append(asdict(Result(config, error="run", detail=f"{type(e).__name__}: {e}"[:300])))
+                continue
+            bad = next((f"output {k}: max |diff| {np.max(np.abs(g.astype(np.float64) - r)):.3g}"
+                        for k, (g, r) in enumerate(zip(got, reference))
+                        if g.shape != r.shape or not np.allclose(g, r, rtol=p.rtol, atol=p.atol, equal_nan=True)),
+                       None)
+            out.append(asdict(Result(config, [] if bad else costs, "wrong" if bad else None, bad or "",
+                                     time.perf_counter() - t0)))
+    return out
+
+
+def measure(task, target: str, target_key: str, configs: list, params: MeasureParams, reference=None,
+            runner: str = RUNNER) -> list:
+    """Results of `configs` for `task`, measured in a child process (see the module doc); a batch whose child
+    dies or hangs is measured again one candidate per child."""
+    payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params),
+                   reference=reference)
+    results = _child(payload, runner, params.timeout_s * max(1, len(configs)))
+    if results is not None or len(configs) == 1:
+        return results if results is not None else [_lost(configs[0], payload)]
+    return [r for c in configs for r in measure(task, target, target_key, [c], params, reference, runner)]
+
+
+def _lost(config: dict, payload: dict) -> Result:
+    why = payload.get("_why", ("crash", ""))
+    return Result(config, error=why[0], detail=why[1])
+
+
+def _child(payload: dict, runner: str, timeout: float):
+    """The runner's results from a child process, or None when it died or hung (payload["_why"] says which)."""
+    with tempfile.TemporaryDirectory(prefix="fxc-measure-") as tmp:
+        src, dst = Path(tmp) / "in.pkl", Path(tmp) / "out.json"
+        src.write_bytes(pickle.dumps({k: v for k, v in payload.items() if k != "_why"}))
+        env = dict(os.environ, FXC_MODULE_CACHE="0")      # candidates are not worth caching
+        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[2]),
+                                                        env.get("PYTHONPATH", "")] if p)
+        try:
+            proc = subprocess.run([sys.executable, "-m", "fxc.tuning.child", runner, str(src), str(dst)], env=env,
+                                  timeout=timeout, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            payload["_why"] = ("hang", f"no result in {timeout:.0f} s")
+            return None
+        if proc.returncode != 0 or not dst.exists():
+            payload["_why"] = ("crash", f"child exit code {proc.returncode}: {proc.stderr.strip()[-300:]}")
+            return None
+        return [Result(**r) for r in json.loads(dst.read_text())]

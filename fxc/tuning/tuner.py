@@ -1,0 +1,173 @@
+"""fxc.tune: search each workload's schedule knobs on the real device and log every measurement.
+
+Takes a model (a torch.nn.Module with example inputs, an ONNX model or path, a model fxc.from_mxnet compiled, or a
+graph IR), a target, a trial budget and a log path; produces a TuneResult (per-task best configs, the end-to-end
+estimate before and after, trials, wall time, the cost model's held-out rank correlations, the curves) and, in the
+log, one record per measurement, which later compiles for the same target apply by themselves.
+
+The loop: extract the tasks (fxc/tuning/tasks.py); resume what the log already holds for them; measure each task's
+default; then, round by round, the scheduler picks the task with the most expected end-to-end gain, the search
+proposes a batch from the cost model's predictions, the batch is measured (a child process; or Dask tasks), every
+result is appended to the log and trains the model.
+"""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FxcError
+from .cost_model import CostModel
+from .features import features
+from .frontends import graph_of
+from .log import append, cost, default_log_path, make_record, read
+from .measure import RUNNER, MeasureParams, Result, measure
+from .progress import Progress
+from .scheduler import TaskState, end_to_end, next_task
+from .search import config_id, propose
+from .tasks import extract_tasks
+from .workload import target_key
+
+
+@dataclass
+class TuneResult:
+    target: str
+    log: Path
+    states: list
+    trials: int = 0
+    resumed: int = 0            # records of these workloads the log already held
+    wall_s: float = 0.0
+    default_s: float = 0.0      # end-to-end estimate, default schedules
+    tuned_s: float = 0.0        # end-to-end estimate, best configs
+    errors: dict = field(default_factory=dict)      # error kind -> count
+    correlations: list = field(default_factory=list)    # (measurements, Spearman rho on the next batch)
+    e2e_curve: list = field(default_factory=list)   # (trials, end-to-end estimate)
+
+    def best_configs(self) -> dict:
+        return {s.task.key: s.best_config for s in self.states}
+
+    def __str__(self):
+        errs = ", ".join(f"{k} {v}" for k, v in sorted(self.errors.items())) or "none"
+        rho = f"; cost model rank correlation {self.correlations[-1][1]:.2f}" if self.correlations else ""
+        return (f"fxc.tune on {self.target}: {len(self.states)} workloads, {self.trials} trials "
+                f"(+{self.resumed} from the log) in {self.wall_s:.1f} s; end to end (estimate) "
+                f"{self.default_s * 1e3:.3f} ms default -> {self.tuned_s * 1e3:.3f} ms tuned; errors: {errs}{rho}; "
+                f"log {self.log}")
+
+
+def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, options: dict | None = None,
+         dask=None, batch: int = 4, params: MeasureParams | None = None, progress: bool | None = None,
+         plot=None, seed: int = 0, runner: str = RUNNER) -> TuneResult:
+    """Tune `model` for `target` with `trials` measurements; see the module doc and docs/tuning.md.
+
+    log: the tuning log to append to (default: the log beside the compile cache, which compiles read by
+    themselves); options: the build options the model will be compiled with; dask: a dask.distributed Client (or
+    a scheduler address "tcp://host:port"); batch: candidates per round; params: MeasureParams (number, repeat,
+    min_repeat_ms, warmup, timeout_s); progress: the bar (None: when stderr is a terminal); plot: a PNG path for
+    the tuning curves.
+    """
+    if not isinstance(trials, int) or trials < 0:
+        raise FxcError(f"trials={trials!r}: give a number of measurements (an int >= 0)")
+    t0 = time.perf_counter()
+    params = params or MeasureParams()
+    graph = graph_of(model, example_inputs)
+    target, tasks = extract_tasks(graph, target, options)
+    tkey = target_key(target)
+    log = Path(log) if log is not None else default_log_path()
+    states = [TaskState(t) for t in tasks]
+    result = TuneResult(str(target), log, states)
+    result.resumed = _resume(states, read(log), tkey)
+    model_ = CostModel(seed)
+    rng = random.Random(seed)
+    feats: dict = {}
+
+    def featurize(state, config):
+        k = (state.task.key, config_id(config))
+        if k not in feats:
+            feats[k] = features(state.task, target, config)
+        return feats[k]
+
+    measurer = _measurer(dask, target, tkey, params, runner)
+    bar = Progress(trials, progress)
+    try:
+        while result.trials < trials:
+            state = next_task(states)
+            if state is None:
+                break
+            if "{}" not in state.measured:
+                configs = [{}]
+            else:
+                configs = propose(state.task, state.measured, model_, lambda c, s=state: featurize(s, c),
+                                  min(batch, trials - result.trials), rng)
+                if not configs:
+                    state.exhausted = True
+                    continue
+            results = measurer(state.task, configs)
+            _record(state, results, log, tkey, target, result)
+            if state.default_cost < float("inf"):
+                model_.update([featurize(state, r.config) for r in results], [r.cost for r in results],
+                              state.default_cost)
+            result.e2e_curve.append((result.trials, end_to_end(states)))
+            bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
+    finally:
+        bar.close()
+    result.wall_s = time.perf_counter() - t0
+    result.default_s, result.tuned_s = end_to_end(states, True), end_to_end(states)
+    result.correlations = model_.correlations
+    if plot is not None:
+        from .plot import plot_curves  # deferred: matplotlib, only for a picture
+        plot_curves(result, plot)
+    return result
+
+
+def _measurer(dask, target, tkey, params, runner):
+    """measure(task, configs) -> [Result]: in a child process here, or as a Dask task."""
+    if dask is None:
+        return lambda task, configs: measure(task, str(target), tkey, configs, params, None, runner)
+    from .dask import DaskMeasurer, connect  # deferred: dask is optional (fxc[tune])
+    client = connect(dask) if isinstance(dask, str) else dask
+    dm = DaskMeasurer(client, target, tkey, params, runner)
+    return lambda task, configs: dm.gather(dm.submit(task, configs), configs)
+
+
+def _record(state: TaskState, results: list, log: Path, tkey: str, target, result: TuneResult) -> None:
+    improved = False
+    for r in results:
+        append(log, make_record(state.task.key, tkey, r.config, r.costs, r.error, state.task.desc, str(target)))
+        c = r.cost
+        state.measured[config_id(r.config)] = c
+        if r.config == {}:
+            state.default_cost = c
+        if r.error is not None:
+            result.errors[r.error] = result.errors.get(r.error, 0) + 1
+        if c < state.best_cost:
+            improved = improved or state.best_cost < float("inf")
+            state.best_cost, state.best_config = c, r.config
+        result.trials += 1
+    state.stale = 0 if improved else state.stale + 1
+    state.curve.append((result.trials, state.best_cost if state.best_cost < float("inf") else 0.0))
+
+
+def _resume(states: list, records: list, tkey: str) -> int:
+    """Fill the states from the log's records of their workloads on this target; returns how many there were."""
+    by_key = {s.task.key: s for s in states}
+    n = 0
+    for r in records:
+        s = by_key.get(r["workload"])
+        if s is None or r["target"] != tkey:
+            continue
+        n += 1
+        c = cost(r)
+        cid = config_id(r["config"])
+        s.measured[cid] = min(c, s.measured.get(cid, np.inf))
+        if r["config"] == {}:
+            s.default_cost = min(s.default_cost, c)
+        if c < s.best_cost:
+            s.best_cost, s.best_config = c, r["config"]
+    return n
+
+
+__all__ = ["tune", "TuneResult", "MeasureParams", "Result"]
