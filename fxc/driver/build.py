@@ -20,13 +20,14 @@ from ..runtime.cpu.module import Module
 from ..runtime.tensors import TensorSpec
 from ..symbolic.expr import facts
 from ..target import Target
+from ..tuning.workload import threads_of
 from .cache import cacheable, load_module, module_key, store_module
 from .groups import stats
 from .lower_cpu import lower_cpu
 from .lower_gpu import lower_gpu
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
-from .tuned import tuned_digest, tuned_records
+from .tuned import graph_knob, tuned_digest, tuned_records
 
 LOWER = {"cpu": lower_cpu, "gpu": lower_gpu}        # a backend's family -> how its groups become a module
 
@@ -85,7 +86,7 @@ def _build(graph, target: Target, backend, dbg: int, t0: float, options: dict, t
     """Passes, plan steps, the plan, and the target family's lowering of it (each group with its tuned config)."""
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
-    ctx = pass_context(target, options, dbg)
+    ctx = pass_context(target, options, dbg, graph_knob(tuned, target, threads_of(target)))
     graph = run_passes(graph, ctx)
     plan = make_plan(plan_graph(graph, ctx), backend.family, target.caps, target.kind)
     return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols),

@@ -122,11 +122,12 @@ def _bf16_gain(target: "Target | None") -> float:
     return backend_of(target).bf16_gain()
 
 
-def pass_context(target: Target, options: dict, debug: int = 0) -> PassContext:
+def pass_context(target: Target, options: dict, debug: int = 0, knob=None) -> PassContext:
     """What the graph passes and plan steps read (fxc.relay_like.pipeline): the target and the choices these
-    options make for it (the bf16 decisions measured on this host), made in this one place."""
+    options make for it (the bf16 decisions measured on this host), made in this one place; knob: the graph-level
+    knobs' lookup (fxc/driver/tuned.py graph_knob; None: every knob at its default)."""
     precision, mode = options.get("precision", "fp32"), bf16_mode(options)
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
-                       debug=debug, log=log)
+                       debug=debug, log=log, **({"knob": knob} if knob is not None else {}))

@@ -56,6 +56,25 @@ def config_of(tuned: dict, gr, target, threads: int) -> dict | None:
     return tuned.get(workload_key(group_signature(gr), target, threads))
 
 
+def graph_key(signature: str, target, threads: int) -> str:
+    """The workload key of a graph-level knob's node (e.g. a conv's Winograd form): its signature, marked apart
+    from the fused groups' signatures."""
+    return workload_key("graph:" + signature, target, threads)
+
+
+def graph_knob(tuned: dict, target, threads: int):
+    """The graph passes' knob lookup (PassContext.knob): the tuned record's value for the node, else the default;
+    None without tuned records."""
+    if not tuned:
+        return None
+
+    def knob(signature, name, default, choices=(), doc="", node=None):
+        rec = tuned.get(graph_key(signature, target, threads))
+        value = rec["config"].get(name, default) if rec else default
+        return value if value in (default, *choices) else default
+    return knob
+
+
 def tuned_digest(tuned: dict) -> str:
     """What the module cache key takes of the applied records: their workloads and configs."""
     if not tuned:

@@ -15,6 +15,11 @@ def _host() -> Target:
     return Target.parse("llvm")
 
 
+def default_knob(signature: str, name: str, default, choices=(), doc: str = "", node=None):
+    """A graph-level knob at its default (a build without tuned configs)."""
+    return default
+
+
 @dataclass(frozen=True)
 class PassContext:
     """target: the filled Target (its Caps: lanes, registers, scatter, channel_block; target.is_cpu).
@@ -24,7 +29,10 @@ class PassContext:
     weights_vary: the weights change on every call (a training step's graphs; use_winograd).
     winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
     fuse: the build option fuse (False: every node a group of its own).
-    debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go."""
+    debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go.
+    knob(signature, name, default, choices, doc, node): a graph-level schedule knob of one node (its signature says
+    what the node computes), e.g. use_winograd's tile per conv: the tuned config's value, else the default (the
+    driver's lookup in the tuning log, fxc/driver/tuned.py; a tuner's records what the passes declare)."""
     target: Target = field(default_factory=_host)
     precision: str = "fp32"
     bf16_everywhere: bool = True
@@ -35,6 +43,7 @@ class PassContext:
     fuse: bool = True
     debug: int = 0
     log: Callable[[str], None] = print
+    knob: Callable = default_knob
 
     @property
     def caps(self) -> Caps:

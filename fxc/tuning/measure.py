@@ -7,10 +7,11 @@ the timeout). A batch runs in one child (`python -m fxc.tuning.child`); when tha
 candidate of the batch is run again in a child of its own, so the error is recorded against the one that caused it.
 
 Timing is TVM's: `warmup` calls, then `repeat` repeats of `number` calls each, `number` raised until one repeat
-takes min_repeat_ms; a cost is a repeat's time over its calls.
+takes min_repeat_ms; a cost is a repeat's kernel time (the module's kernel timers, profile=True) over its calls.
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import pickle
@@ -67,6 +68,8 @@ def example_arrays(graph, seed: int = 0) -> list:
 
 
 def time_module(module, arrays: list, p: MeasureParams) -> list:
+    """Seconds per call of `module` on `arrays`, one per repeat: its kernels' own time where it was built with
+    profile=True (the kernel timers: no call overhead), else the calls' wall time."""
     for _ in range(p.warmup):
         module(*arrays)
     number = max(1, p.number)
@@ -78,12 +81,15 @@ def time_module(module, arrays: list, p: MeasureParams) -> list:
         if dt * 1e3 >= p.min_repeat_ms or number >= 1 << 16:
             break
         number = min(1 << 16, max(number * 2, int(number * p.min_repeat_ms / max(dt * 1e3, 1e-3)) + 1))
-    costs = [dt / number]
-    for _ in range(p.repeat - 1):
+    costs = []
+    for _ in range(p.repeat):
+        if module.profiled:
+            module.profile(reset=True)
         t0 = time.perf_counter()
         for _ in range(number):
             module(*arrays)
-        costs.append((time.perf_counter() - t0) / number)
+        wall = (time.perf_counter() - t0) / number
+        costs.append(sum(r["total_ms"] for r in module.profile()) / 1e3 / number if module.profiled else wall)
     return costs
 
 
@@ -101,13 +107,15 @@ def run_batch(payload: dict) -> list:
     out = []
     with tempfile.TemporaryDirectory(prefix="fxc-tune-") as tmp:
         if reference is None:
-            reference = _outputs(build(task.graph, target, tuning_log=False)(*arrays))
+            reference = _outputs(build(copy.deepcopy(task.graph), target, tuning_log=False)(*arrays))
+        timers = {"profile": True} if payload.get("kernel_time", True) else {}
         for i, config in enumerate(payload["configs"]):
             t0 = time.perf_counter()
             log = Path(tmp) / f"c{i}.jsonl"
             append(log, make_record(task.key, payload["target_key"], config, [1.0], None, task.desc, target))
             try:
-                module = build(task.graph, target, tuning_log=str(log))
+                module = build(copy.deepcopy(task.graph), target, tuning_log=str(log), **timers)  # (a build
+                # rewrites the graph it takes; timers: the kernels' time, without the call's overhead)
             except Exception as e:      # noqa: BLE001 - a candidate's compile error is its result, not the tuner's
                 out.append(asdict(Result(config, error="build", detail=f"{type(e).__name__}: {e}"[:300])))
                 continue

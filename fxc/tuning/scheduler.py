@@ -29,7 +29,11 @@ class TaskState:
 
 
 def next_task(states: list):
-    """The state of the task to tune next, or None when none can improve."""
+    """The state of the task to tune next, or None when none can improve. Graph-level tasks (which change the
+    groups) come first, each tried whole; then every group task's default; then the expected gain decides."""
+    graph = [s for s in states if s.task.graph_level and not s.exhausted]
+    if graph:
+        return graph[0]
     fresh = [s for s in states if "{}" not in s.measured]
     if fresh:
         return fresh[0]
@@ -43,7 +47,7 @@ def end_to_end(states: list, default: bool = False) -> float:
     """Estimated seconds of one model call: the sum over per-call tasks of count x (default or best) cost."""
     total = 0.0
     for s in states:
-        if s.task.prepack:
+        if s.task.prepack or s.task.graph_level:      # (a graph task's node is inside the groups' times)
             continue
         c = s.default_cost if default else min(s.best_cost, s.default_cost)
         total += s.task.count * (c if c < float("inf") else 0.0)

@@ -7,7 +7,6 @@ ones keeps the model honest (exploration).
 """
 from __future__ import annotations
 
-import itertools
 import json
 import random
 
@@ -22,11 +21,8 @@ def propose(task, measured: dict, model, featurize, batch: int, rng: random.Rand
     space = task.space
     pool: dict = {}
     if space.size() <= population:          # small: every valid config
-        names = list(space.knobs)
-        for values in itertools.product(*(space.knobs[n].choices for n in names)):
-            c = dict(zip(names, values))
-            if space.valid(c):
-                pool.setdefault(config_id(space.minimal(c)), space.minimal(c))
+        for c in space.all():
+            pool.setdefault(config_id(c), c)
     else:
         best = sorted((cost, cid) for cid, cost in measured.items() if cost < float("inf"))[:8]
         parents = [json.loads(cid) for _, cid in best] or [{}]

@@ -19,11 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ..backends import fill
 from ..errors import FxcError
+from ..target import Target
 from .cost_model import CostModel
 from .features import features
 from .frontends import graph_of
-from .log import append, cost, default_log_path, make_record, read
+from .log import append, best_for_target, cost, default_log_path, make_record, read
 from .measure import RUNNER, MeasureParams, Result, measure
 from .progress import Progress
 from .scheduler import TaskState, end_to_end, next_task
@@ -74,12 +76,14 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     t0 = time.perf_counter()
     params = params or MeasureParams()
     graph = graph_of(model, example_inputs)
-    target, tasks = extract_tasks(graph, target, options)
-    tkey = target_key(target)
     log = Path(log) if log is not None else default_log_path()
+    target = fill(Target.parse(target))
+    tkey = target_key(target)
+    target, tasks = extract_tasks(graph, target, options, best_for_target(log, tkey)[0])
     states = [TaskState(t) for t in tasks]
     result = TuneResult(str(target), log, states)
     result.resumed = _resume(states, read(log), tkey)
+    layout_done = not any(s.task.graph_level and not _tried_all(s) for s in states)
     model_ = CostModel(seed)
     rng = random.Random(seed)
     feats: dict = {}
@@ -95,9 +99,22 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     try:
         while result.trials < trials:
             state = next_task(states)
+            if not layout_done and (state is None or not state.task.graph_level):
+                # the graph-level choices are made: the groups they give, with what the log knows of them
+                layout_done = True
+                target, tasks = extract_tasks(graph, target, options, best_for_target(log, tkey)[0])
+                done = [s for s in states if s.task.graph_level]
+                states[:] = done + [TaskState(t) for t in tasks if not t.graph_level]
+                result.resumed += _resume(states[len(done):], read(log), tkey)
+                continue
             if state is None:
                 break
-            if "{}" not in state.measured:
+            if state.task.graph_level:
+                configs = [c for c in state.task.space.all() if config_id(c) not in state.measured][:batch]
+                if not configs:
+                    state.exhausted = True
+                    continue
+            elif "{}" not in state.measured:
                 configs = [{}]
             else:
                 configs = propose(state.task, state.measured, model_, lambda c, s=state: featurize(s, c),
@@ -107,7 +124,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
                     continue
             results = measurer(state.task, configs)
             _record(state, results, log, tkey, target, result)
-            if state.default_cost < float("inf"):
+            if state.default_cost < float("inf") and not state.task.graph_level:
                 model_.update([featurize(state, r.config) for r in results], [r.cost for r in results],
                               state.default_cost)
             result.e2e_curve.append((result.trials, end_to_end(states)))
@@ -151,6 +168,10 @@ def _record(state: TaskState, results: list, log: Path, tkey: str, target, resul
     state.curve.append((result.trials, state.best_cost if state.best_cost < float("inf") else 0.0))
 
 
+def _tried_all(state: TaskState) -> bool:
+    return all(config_id(c) in state.measured for c in state.task.space.all())
+
+
 def _resume(states: list, records: list, tkey: str) -> int:
     """Fill the states from the log's records of their workloads on this target; returns how many there were."""
     by_key = {s.task.key: s for s in states}
@@ -167,6 +188,8 @@ def _resume(states: list, records: list, tkey: str) -> int:
             s.default_cost = min(s.default_cost, c)
         if c < s.best_cost:
             s.best_cost, s.best_config = c, r["config"]
+    for s in states:
+        s.exhausted = s.task.graph_level and _tried_all(s)
     return n
 
 

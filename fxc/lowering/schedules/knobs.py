@@ -15,6 +15,7 @@ With an empty config every knob takes its default: the code is that of a build b
 """
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 
@@ -65,6 +66,18 @@ class Space:
         for k in self.knobs.values():
             n *= len(k.choices)
         return n
+
+    def all(self, limit: int = 4096) -> list:
+        """Every valid config (minimal form), for a space of at most `limit` configs (else [])."""
+        if self.size() > limit:
+            return []
+        names = list(self.knobs)
+        out = []
+        for values in itertools.product(*(self.knobs[n].choices for n in names)):
+            c = dict(zip(names, values))
+            if self.valid(c):
+                out.append(self.minimal(c))
+        return out
 
     def minimal(self, config: dict) -> dict:
         """config without the knobs at their default (what a tuning record stores)."""

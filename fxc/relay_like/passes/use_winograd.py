@@ -106,6 +106,23 @@ def _adjoint(w):
 
 
 VARYING_F2_MIN_SIDE = 14    # weights that change every call (training): float32 F(2x2) only on maps this large
+FORMS = {"f4": (4, False), "f2": (2, False), "off": None}      # the winograd knob's values
+
+
+def conv_signature(n, x, padding) -> str:
+    """What a conv's Winograd choice depends on: its attributes, its input and weight types and the zero padding the
+    Winograd kernel absorbs (the key of its graph-level knob)."""
+    return f"conv2d{sorted(n.attrs.items())!r}(x:{x.type!r},w:{n.inputs[1].type!r},pad:{padding})"
+
+
+def _form(ctx, n, x, padding, choice, c, ow, fits):
+    """The conv's Winograd form: the knob `winograd` (f4, f2 or off, the forms that fit; default: choice)."""
+    name = next((k for k, v in FORMS.items() if v == choice), None)
+    if name is None:            # a bf16 form: not a knob
+        return choice
+    forms = [k for k, v in FORMS.items() if v is None or fits(c, ow, *v)]
+    return FORMS[ctx.knob(conv_signature(n, x, padding), "winograd", name, forms,
+                          "the conv's Winograd form: F(4x4, 3x3), F(2x2, 3x3) or the direct kernel", n)]
 
 
 def use_winograd(g, ctx):
@@ -143,6 +160,8 @@ def use_winograd(g, ctx):
         c = x.shape[1]
         over_weight = w.is_const or w.id in fixed
         choice = winograd_tile(c, k, b, oh, ow, bf16_direct and over_weight, mode)
+        if not bf16_direct and mode == "auto":
+            choice = _form(ctx, n, x, padding, choice, c, ow, fits)
         if choice is None or not fits(c, ow, *choice):
             new_nodes.append(n)
             continue
