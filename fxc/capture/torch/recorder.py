@@ -42,7 +42,10 @@ class Explanation:
             for op, n in self.fallback_ops.most_common():
                 lines.append(f"  {op} x{n}: {self.fallback_reasons.get(op, '')}")
         lines.append("compiled ops: " + ", ".join(f"{op} x{n}" for op, n in self.compiled_ops.most_common()))
-        lines.append(f"kernels ({len(self.kernels)}):")
+        tuned = sum("[tuned:" in str(k) for k in self.kernels)
+        lines.append(f"kernels ({len(self.kernels)}; " + (f"{tuned} with a tuned config [tuned: knobs], the others "
+                                                           f"the default schedules):" if tuned else
+                                                           "default schedules, no tuned configs):"))
         lines += [f"  {k}" for k in self.kernels]
         return "\n".join(lines)
 
