@@ -49,9 +49,9 @@ class DaskMeasurer:
             raise FxcError(f"no Dask worker declares the resource {self.resource!r}: start the workers of the "
                            f"machine with that device with `dask worker ... --resources \"{self.resource}=1\"`")
 
-    def submit(self, task, configs: list, reference=None):
-        return self.client.submit(measure, task, str(self.target), self.tkey, configs, self.params, reference,
-                                  self.runner, resources={self.resource: 1}, pure=False, retries=0)
+    def submit(self, task, configs: list):
+        return self.client.submit(measure, task, str(self.target), self.tkey, configs, self.params, self.runner,
+                                  resources={self.resource: 1}, pure=False, retries=0)
 
     def gather(self, future, configs: list) -> list:
         try:

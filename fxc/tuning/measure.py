@@ -15,6 +15,7 @@ import copy
 import json
 import os
 import pickle
+import select
 import subprocess
 import sys
 import tempfile
@@ -97,17 +98,21 @@ def _outputs(result) -> list:
     return [np.asarray(r) for r in (result if isinstance(result, (list, tuple)) else [result])]
 
 
+_references: dict = {}     # (workload, target) -> the default schedule's outputs, in a (persistent) child
+
+
 def run_batch(payload: dict) -> list:
     """In the child: build and time every config of the payload (a list of result dicts). The default config's
-    outputs are the reference every candidate is checked against (computed here when the payload has none)."""
+    outputs are the reference every candidate is checked against (built once per workload in this process)."""
     from ..driver.build import build  # deferred: the child's import, not the parent's (fxc.tuning.measure is light)
     task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
     arrays = example_arrays(task.graph)
-    reference = payload.get("reference")
     out = []
     with tempfile.TemporaryDirectory(prefix="fxc-tune-") as tmp:
-        if reference is None:
-            reference = _outputs(build(copy.deepcopy(task.graph), target, tuning_log=False)(*arrays))
+        if (task.key, target) not in _references:
+            _references[(task.key, target)] = _outputs(build(copy.deepcopy(task.graph), target,
+                                                             tuning_log=False)(*arrays))
+        reference = _references[(task.key, target)]
         timers = {"profile": True} if payload.get("kernel_time", True) else {}
         for i, config in enumerate(payload["configs"]):
             t0 = time.perf_counter()
@@ -134,38 +139,94 @@ def run_batch(payload: dict) -> list:
     return out
 
 
-def measure(task, target: str, target_key: str, configs: list, params: MeasureParams, reference=None,
-            runner: str = RUNNER) -> list:
-    """Results of `configs` for `task`, measured in a child process (see the module doc); a batch whose child
-    dies or hangs is measured again one candidate per child."""
-    payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params),
-                   reference=reference)
-    results = _child(payload, runner, params.timeout_s * max(1, len(configs)))
-    if results is not None or len(configs) == 1:
-        return results if results is not None else [_lost(configs[0], payload)]
-    return [r for c in configs for r in measure(task, target, target_key, [c], params, reference, runner)]
+def measure(task, target: str, target_key: str, configs: list, params: MeasureParams, runner: str = RUNNER,
+            child: "Child | None" = None) -> list:
+    """Results of `configs` for `task`, measured in a child process (child: a persistent one, else a new one; see
+    the module doc); a batch whose child dies or hangs is measured again one candidate per new child."""
+    payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params))
+    timeout = params.timeout_s * max(1, len(configs))
+    results = child.run(payload, runner, timeout) if child is not None else _once(payload, runner, timeout)
+    if isinstance(results, list):
+        return results
+    if len(configs) == 1:
+        return [Result(configs[0], error=results[0], detail=results[1])]
+    return [r for c in configs for r in measure(task, target, target_key, [c], params, runner)]
 
 
-def _lost(config: dict, payload: dict) -> Result:
-    why = payload.get("_why", ("crash", ""))
-    return Result(config, error=why[0], detail=why[1])
+def _env() -> dict:
+    """The child's environment: this fxc first on its path (the child runs in a folder of its own, so no `fxc` of
+    the parent's working directory shadows it), the module cache off (candidates are not worth caching)."""
+    env = dict(os.environ, FXC_MODULE_CACHE="0")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[2]),
+                                                    env.get("PYTHONPATH", "")] if p)
+    return env
 
 
-def _child(payload: dict, runner: str, timeout: float):
-    """The runner's results from a child process, or None when it died or hung (payload["_why"] says which)."""
+def _once(payload: dict, runner: str, timeout: float):
+    """The runner's results from a new child process, or (error kind, detail) when it died or hung."""
     with tempfile.TemporaryDirectory(prefix="fxc-measure-") as tmp:
         src, dst = Path(tmp) / "in.pkl", Path(tmp) / "out.json"
-        src.write_bytes(pickle.dumps({k: v for k, v in payload.items() if k != "_why"}))
-        env = dict(os.environ, FXC_MODULE_CACHE="0")      # candidates are not worth caching
-        env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[2]),
-                                                        env.get("PYTHONPATH", "")] if p)
+        src.write_bytes(pickle.dumps(payload))
         try:
-            proc = subprocess.run([sys.executable, "-m", "fxc.tuning.child", runner, str(src), str(dst)], env=env,
-                                  timeout=timeout, capture_output=True, text=True)
+            proc = subprocess.run([sys.executable, "-m", "fxc.tuning.child", runner, str(src), str(dst)],
+                                  env=_env(), cwd=tmp, timeout=timeout, capture_output=True, text=True)
         except subprocess.TimeoutExpired:
-            payload["_why"] = ("hang", f"no result in {timeout:.0f} s")
-            return None
+            return ("hang", f"no result in {timeout:.0f} s")
         if proc.returncode != 0 or not dst.exists():
-            payload["_why"] = ("crash", f"child exit code {proc.returncode}: {proc.stderr.strip()[-300:]}")
-            return None
+            return ("crash", f"child exit code {proc.returncode}: {proc.stderr.strip()[-300:]}")
         return [Result(**r) for r in json.loads(dst.read_text())]
+
+
+class Child:
+    """A persistent measurement child (`python -m fxc.tuning.child --serve`): batches one after another without a
+    new interpreter each; one that dies or hangs is killed and replaced at the next batch, and after `renew`
+    batches it is replaced anyway (the libraries its builds loaded stay loaded)."""
+
+    def __init__(self, renew: int = 40):
+        self.proc, self.done, self.renew = None, 0, renew
+        self.tmp = tempfile.TemporaryDirectory(prefix="fxc-measure-")
+
+    def run(self, payload: dict, runner: str, timeout: float):
+        """The runner's results, or (error kind, detail) when the child died or hung."""
+        if self.proc is None or self.proc.poll() is not None or self.done >= self.renew:
+            self.close()
+            self.proc = subprocess.Popen([sys.executable, "-m", "fxc.tuning.child", "--serve"], env=_env(),
+                                         cwd=self.tmp.name,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True, bufsize=1)
+            self.done = 0
+        self.done += 1
+        src, dst = Path(self.tmp.name) / f"in{self.done}.pkl", Path(self.tmp.name) / f"out{self.done}.json"
+        src.write_bytes(pickle.dumps(payload))
+        try:
+            self.proc.stdin.write(f"{runner}\t{src}\t{dst}\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self.close()
+            return ("crash", "the measurement child had exited")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                self.close()
+                return ("hang", f"no result in {timeout:.0f} s")
+            line = self.proc.stdout.readline()
+            if not line:
+                code = self.proc.wait()
+                self.close()
+                return ("crash", f"child exit code {code}")
+            if line.strip() == f"done\t{dst}":
+                break
+        src.unlink(missing_ok=True)
+        results = [Result(**r) for r in json.loads(dst.read_text())]
+        dst.unlink(missing_ok=True)
+        return results
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                f.close()
+            self.proc = None

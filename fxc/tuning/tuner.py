@@ -26,7 +26,7 @@ from .cost_model import CostModel
 from .features import features
 from .frontends import graph_of
 from .log import append, best_for_target, cost, default_log_path, make_record, read
-from .measure import RUNNER, MeasureParams, Result, measure
+from .measure import RUNNER, Child, MeasureParams, Result, measure
 from .progress import Progress
 from .scheduler import TaskState, end_to_end, next_task
 from .search import config_id, propose
@@ -94,7 +94,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             feats[k] = features(state.task, target, config)
         return feats[k]
 
-    measurer = _measurer(dask, target, tkey, params, runner)
+    measurer, close = _measurer(dask, target, tkey, params, runner)
     bar = Progress(trials, progress)
     try:
         while result.trials < trials:
@@ -124,6 +124,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
                     continue
             results = measurer(state.task, configs)
             _record(state, results, log, tkey, target, result)
+            _check_default(state, results, target, log)
             if state.default_cost < float("inf") and not state.task.graph_level:
                 model_.update([featurize(state, r.config) for r in results], [r.cost for r in results],
                               state.default_cost)
@@ -131,6 +132,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
     finally:
         bar.close()
+        close()
     result.wall_s = time.perf_counter() - t0
     result.default_s, result.tuned_s = end_to_end(states, True), end_to_end(states)
     result.correlations = model_.correlations
@@ -141,13 +143,14 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
 
 
 def _measurer(dask, target, tkey, params, runner):
-    """measure(task, configs) -> [Result]: in a child process here, or as a Dask task."""
+    """(measure(task, configs) -> [Result], close()): in a child process here, or as Dask tasks."""
     if dask is None:
-        return lambda task, configs: measure(task, str(target), tkey, configs, params, None, runner)
+        child = Child()
+        return (lambda task, configs: measure(task, str(target), tkey, configs, params, runner, child)), child.close
     from .dask import DaskMeasurer, connect  # deferred: dask is optional (fxc[tune])
     client = connect(dask) if isinstance(dask, str) else dask
     dm = DaskMeasurer(client, target, tkey, params, runner)
-    return lambda task, configs: dm.gather(dm.submit(task, configs), configs)
+    return (lambda task, configs: dm.gather(dm.submit(task, configs), configs)), (lambda: None)
 
 
 def _record(state: TaskState, results: list, log: Path, tkey: str, target, result: TuneResult) -> None:
@@ -166,6 +169,16 @@ def _record(state: TaskState, results: list, log: Path, tkey: str, target, resul
         result.trials += 1
     state.stale = 0 if improved else state.stale + 1
     state.curve.append((result.trials, state.best_cost if state.best_cost < float("inf") else 0.0))
+
+
+def _check_default(state: TaskState, results: list, target, log: Path) -> None:
+    """A default schedule that fails is no candidate's fault: the device went away, or fxc cannot build the
+    workload at all. Tuning stops with an error that says so (the log keeps what was measured: a rerun resumes)."""
+    for r in results:
+        if r.config == {} and r.error is not None:
+            raise FxcError(f"fxc.tune: the default schedule of {state.task.desc} failed on {target} ({r.error}: "
+                           f"{r.detail[:200]}); the device may have disappeared or stopped answering. The log "
+                           f"{log} keeps every measurement so far: run fxc.tune again to resume")
 
 
 def _tried_all(state: TaskState) -> bool:
