@@ -11,7 +11,6 @@ takes min_repeat_ms; a cost is a repeat's kernel time (the module's kernel timer
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import pickle
@@ -25,7 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..driver.build import build
 from .log import append, make_record
+from .tasks import clone_graph
 
 RUNNER = "fxc.tuning.measure:run_batch"     # what a child runs (a test may name its own, e.g. one that crashes)
 
@@ -104,13 +105,12 @@ _references: dict = {}     # (workload, target) -> the default schedule's output
 def run_batch(payload: dict) -> list:
     """In the child: build and time every config of the payload (a list of result dicts). The default config's
     outputs are the reference every candidate is checked against (built once per workload in this process)."""
-    from ..driver.build import build  # deferred: the child's import, not the parent's (fxc.tuning.measure is light)
     task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
     arrays = example_arrays(task.graph)
     out = []
     with tempfile.TemporaryDirectory(prefix="fxc-tune-") as tmp:
         if (task.key, target) not in _references:
-            _references[(task.key, target)] = _outputs(build(copy.deepcopy(task.graph), target,
+            _references[(task.key, target)] = _outputs(build(clone_graph(task.graph), target,
                                                              tuning_log=False)(*arrays))
         reference = _references[(task.key, target)]
         timers = {"profile": True} if payload.get("kernel_time", True) else {}
@@ -119,7 +119,7 @@ def run_batch(payload: dict) -> list:
             log = Path(tmp) / f"c{i}.jsonl"
             append(log, make_record(task.key, payload["target_key"], config, [1.0], None, task.desc, target))
             try:
-                module = build(copy.deepcopy(task.graph), target, tuning_log=str(log), **timers)  # (a build
+                module = build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build
                 # rewrites the graph it takes; timers: the kernels' time, without the call's overhead)
             except Exception as e:      # noqa: BLE001 - a candidate's compile error is its result, not the tuner's
                 out.append(asdict(Result(config, error="build", detail=f"{type(e).__name__}: {e}"[:300])))

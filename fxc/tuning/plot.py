@@ -24,7 +24,7 @@ def plot_curves(result, path, top: int = 8) -> Path:
         ax.set_xlabel("trials")
         ax.set_ylabel("best latency (ms)")
         ax.set_xlim(left=0)
-        ax.set_ylim(bottom=0, top=max(ys) * 1.1 if ys else 1)
+        ax.set_ylim(bottom=0, top=max(ys) * 1.1 if ys and max(ys) > 0 else 1)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     fig.tight_layout()

@@ -10,7 +10,6 @@ log's best, applied as a build would); produces the filled Target and the Tasks,
 """
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 from ..backends import backend_of, fill
@@ -48,6 +47,30 @@ class Task:
     @property
     def graph_level(self) -> bool:
         return self.space.family == "graph"
+
+
+def clone_graph(graph: Graph) -> Graph:
+    """A copy of graph with nodes and values of its own (constants' data shared): the passes rewrite the graph they
+    take, and a tuner builds one model, or one workload, many times. (Iterative: deepcopy recurses once per node.)"""
+    g = Graph()
+    env = {}
+    for v in graph.inputs:
+        env[v.id] = g.input(v.shape, v.dtype, v.name)
+        if v.id in graph.weights:
+            g.weights.add(env[v.id].id)
+    for n in graph.nodes:
+        ins = [env.get(v.id, v) for v in n.inputs]          # (a constant stays itself)
+        m = Node(n.op, ins, dict(n.attrs), [o.type for o in n.outputs], n.name)
+        for o, mo in zip(n.outputs, m.outputs):
+            mo.name = o.name
+            env[o.id] = mo
+        g.nodes.append(m)
+    g.outputs = [env.get(v.id, v) for v in graph.outputs]
+    g.symbols = dict(graph.symbols)
+    for k, v in vars(graph).items():         # what a capture adds (e.g. input_orders)
+        if k not in vars(g):
+            setattr(g, k, v)
+    return g
 
 
 def group_graph(gr) -> Graph:
@@ -105,7 +128,7 @@ def extract_tasks(graph, target="llvm", options: dict | None = None, tuned: dict
         return lookup(signature, name, default, choices, doc, node) if lookup else default
 
     ctx = pass_context(target, dict(options or {}), knob=knob)
-    planned = plan_graph(run_passes(copy.deepcopy(graph), ctx), ctx)     # (the passes rewrite what they take)
+    planned = plan_graph(run_passes(clone_graph(graph), ctx), ctx)     # (the passes rewrite what they take)
     plan = make_plan(planned, backend.family, target.caps, target.kind)
     tasks: dict = {}
     for sig, (node, knobs, count) in declared.items():

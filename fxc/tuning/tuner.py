@@ -56,7 +56,7 @@ class TuneResult:
         rho = f"; cost model rank correlation {self.correlations[-1][1]:.2f}" if self.correlations else ""
         return (f"fxc.tune on {self.target}: {len(self.states)} workloads, {self.trials} trials "
                 f"(+{self.resumed} from the log) in {self.wall_s:.1f} s; end to end (estimate) "
-                f"{self.default_s * 1e3:.3f} ms default -> {self.tuned_s * 1e3:.3f} ms tuned; errors: {errs}{rho}; "
+                f"{self.default_s * 1e3:.4g} ms default -> {self.tuned_s * 1e3:.4g} ms tuned; errors: {errs}{rho}; "
                 f"log {self.log}")
 
 
@@ -110,7 +110,8 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             if state is None:
                 break
             if state.task.graph_level:
-                configs = [c for c in state.task.space.all() if config_id(c) not in state.measured][:batch]
+                configs = [c for c in state.task.space.all()
+                           if config_id(c) not in state.measured][:min(batch, trials - result.trials)]
                 if not configs:
                     state.exhausted = True
                     continue

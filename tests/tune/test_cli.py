@@ -19,3 +19,23 @@ def test_cli_errors(tmp_path, capsys):
     assert "needs the logs" in capsys.readouterr().err
     assert main(["tune"]) == 1
     assert "name the model" in capsys.readouterr().err
+
+
+FACTORY = '''
+import torch
+
+
+def make():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU())
+'''
+
+
+def test_tune_a_factory_model(tmp_path, capsys):
+    (tmp_path / "factory.py").write_text(FACTORY)
+    log = tmp_path / "log.jsonl"
+    assert main(["tune", f"{tmp_path / 'factory.py'}:make", "--input-shape", "1,4,8,8", "--trials", "2",
+                 "--log", str(log), "--plot", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert "fxc.tune on llvm" in out and "2 trials" in out, out
+    assert len(log.read_text().splitlines()) == 2 and (tmp_path / "c.png").exists()

@@ -1,5 +1,4 @@
 """Knob spaces: defaults valid and equal to an untuned build; random valid configs compute what the default does."""
-import copy
 import json
 import random
 
@@ -11,7 +10,7 @@ from fxc.lowering.schedules.gpu import Knobs, knob_space
 from fxc.target import Caps
 from fxc.tuning.log import append, make_record
 from fxc.tuning.measure import example_arrays
-from fxc.tuning.tasks import extract_tasks
+from fxc.tuning.tasks import clone_graph, extract_tasks
 from fxc.tuning.workload import target_key
 from tests.tune.models import small
 
@@ -40,7 +39,7 @@ def test_random_configs_compute_the_default(target, tmp_path):
     filled, tasks = extract_tasks(graph, target)
     assert any(t.tunable for t in tasks)
     arrays = example_arrays(graph)
-    want = build(copy.deepcopy(graph), filled, tuning_log=False)(*arrays)
+    want = build(clone_graph(graph), filled, tuning_log=False)(*arrays)
     rng = random.Random(1)
     for trial in range(3):
         log = tmp_path / f"log{trial}.jsonl"
@@ -49,7 +48,7 @@ def test_random_configs_compute_the_default(target, tmp_path):
             configs[t.key] = t.space.sample(rng)
             assert t.space.valid(configs[t.key])
             append(log, make_record(t.key, target_key(filled), configs[t.key], [1.0], None, t.desc, str(filled)))
-        module = build(copy.deepcopy(graph), filled, tuning_log=str(log))
+        module = build(clone_graph(graph), filled, tuning_log=str(log))
         got = module(*arrays)
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=json.dumps(list(configs.values())))
         tuned = [k for k in module.kernels if "[tuned:" in str(k)]

@@ -35,7 +35,7 @@ def test_kill_9_mid_tune_loses_at_most_the_record_in_flight(tmp_path):
     log = tmp_path / "log.jsonl"
     code = ("from fxc.tuning.log import append, make_record\ni = 0\nwhile True:\n"
             "    append(%r, make_record('w', 't', {'k': i}, [1.0] * 200, None, 'x' * 500))\n    i += 1\n" % str(log))
-    p = subprocess.Popen([sys.executable, "-c", code])
+    p = subprocess.Popen([sys.executable, "-c", code], cwd=tmp_path)     # (no fxc of the working directory)
     deadline = time.time() + 60
     while time.time() < deadline and (not log.exists() or log.stat().st_size < 200_000):
         time.sleep(0.05)
