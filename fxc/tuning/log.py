@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 import warnings
 from pathlib import Path
@@ -93,8 +92,8 @@ def read(path) -> list:
 
 
 def cost(record: dict) -> float:
-    """A successful record's latency: the median of its runs (inf for an error)."""
-    return statistics.median(record["costs"]) if record["error"] is None and record["costs"] else float("inf")
+    """A successful record's latency: its fastest repeat, the least disturbed by other work (inf for an error)."""
+    return min(record["costs"]) if record["error"] is None and record["costs"] else float("inf")
 
 
 def best_records(records: list, target: str | None = None) -> dict:
