@@ -3,8 +3,9 @@
 - workload.py: a workload's key (a fused group's signature + the target's machine key + threads) and target key;
 - log.py: the tuning log (JSON lines, one record per measurement, appended atomically) and the best record per
   workload that compiles apply (`tuning_log=` build option, or the default log beside the compile cache);
-- tasks.py: a model's distinct workloads (its fused groups) with their search spaces;
-- measure.py: a candidate built and timed in a child process (timeout; errors recorded by kind);
+- frontends.py: the graph IR of a torch, ONNX or MXNet model;
+- tasks.py: a model's distinct workloads (graph-level knobs' nodes, its fused groups) with their search spaces;
+- measure.py, child.py: candidates built and timed in a child process (timeout; errors recorded by kind);
 - features.py, cost_model.py: loop-IR features and the gradient-boosted cost model trained online;
 - search.py: evolutionary search over the cost model's predictions;
 - scheduler.py: trials shared among the workloads by expected end-to-end gain;

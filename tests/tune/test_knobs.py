@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fxc.driver.build import build
-from fxc.lowering.schedules.gpu import Knobs, knob_space
+from fxc.lowering.schedules.gpu import Knobs, knob_space, knobs_of
 from fxc.target import Caps
 from fxc.tuning.log import append, make_record
 from fxc.tuning.measure import example_arrays
@@ -31,6 +31,9 @@ def test_gpu_defaults_are_valid(caps):
     assert space.valid({}), space.violations({})
     assert space.defaults() == {k: getattr(Knobs.for_caps(caps), k) for k in space.knobs}
     assert not space.valid({"work_group_size": 1 << 20})
+    assert all(k.doc for k in space.knobs.values())
+    assert knobs_of(caps, {"work_group_size": 1 << 20, "nonsense": 1}) == Knobs.for_caps(caps)    # not applied
+    assert knobs_of(caps, {"gemm_rows": 2}).gemm_rows == 2
 
 
 @pytest.mark.parametrize("target", ["llvm", "opencl"])

@@ -102,6 +102,16 @@ def test_a_log_of_another_machine_is_not_applied(tuned_log, tmp_path, capsys):
     assert "other targets or machines" in capsys.readouterr().err
 
 
+def test_a_log_of_another_fxc_version_applies_where_keys_match(tuned_log, tmp_path, capsys):
+    m, x, log = tuned_log
+    old = tmp_path / "old.jsonl"
+    for r in read(log):
+        append(old, {**r, "version": "0.0.1"})
+    c = fxc.from_torch(m, x, tuning_log=str(old))
+    assert _tuned_lines(c.module.kernels)
+    assert "applying records of fxc 0.0.1" in capsys.readouterr().err
+
+
 def test_bad_arguments_are_clear_errors(tmp_path):
     m, x = small()
     with pytest.raises(FxcError, match="trials"):

@@ -95,7 +95,25 @@ def _pow2(lo: int, hi: int) -> list:
     return [1 << i for i in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 1 << i <= hi]
 
 
-KNOB_DOCS = {f.name: f.name.replace("_", " ") for f in dataclasses.fields(Knobs)}
+KNOB_DOCS = {
+    "work_group_size": "work-items per work-group of a one-per-output launch",
+    "reduce_threads": "work-items reducing one output together (a tree in shared memory; < 8: no tree)",
+    "reduce_min_length": "rows at least this long reduce in a work-group",
+    "reduce_max_outputs": "... when there are at most this many outputs",
+    "gemm_tile": "a tiled GEMM's work-group is tile x tile (1: no tiled GEMM)",
+    "gemm_shared": "stage GEMM blocks in shared memory (False: register tiles)",
+    "gemm_rows": "rows of a work-item's register tile",
+    "gemm_cols": "columns of a work-item's register tile",
+    "window_width": "work-items along an image row of a windowed reduction (depthwise, pool)",
+    "window_cols": "outputs of the row per work-item (0: no window schedule)",
+    "window_max": "the largest window (reduction length) the window schedule takes",
+    "window_local_bytes": "shared memory a window work-group may stage its input tile in (0: none)",
+    "extern_computes": "an extern op with a compute form runs as that compute (False: its CPU loop IR)",
+    "vector_width": "lanes of the vector loads a schedule emits (1: scalar loads)",
+    "gemv_max_rows": "a matrix product with at most this many rows is a GEMV (0: none)",
+    "gemv_threads": "work-items along k per GEMV output (> 1: a tree)",
+    "gemv_outputs": "outputs per GEMV work-group",
+}
 
 
 def knob_space(caps) -> Space:
@@ -141,9 +159,11 @@ def knob_space(caps) -> Space:
 
 
 def knobs_of(caps, config: dict | None = None) -> Knobs:
-    """The device's default Knobs with the values a config names (fields it does not name keep their default)."""
+    """The device's default Knobs with the values a config names (fields it does not name keep their default); a
+    config outside knob_space(caps) (an unknown knob, a value not among its choices, a broken constraint: a hand-edited
+    log) is not applied: the defaults are."""
     d = Knobs.for_caps(caps)
-    return dataclasses.replace(d, **config) if config else d
+    return dataclasses.replace(d, **config) if config and knob_space(caps).valid(config) else d
 
 
 def root_kind(conv, t: Tensor, knobs: Knobs) -> str:
