@@ -17,13 +17,15 @@ try:
 except ImportError:         # the tune extra is optional: the search then runs on random proposals
     xgboost = None
 
+HELD_OUT = 200              # the rank correlation is over this many latest held-out predictions
 LOOP = len(NAMES)           # the loop-IR part of a feature vector (the knob values that follow vary by task)
 
 
 class CostModel:
     def __init__(self, seed: int = 0):
         self.xs, self.ys, self.model, self.seed = [], [], None, seed
-        self.correlations: list = []        # (measurements so far, Spearman rho on the next batch, held out)
+        self.correlations: list = []        # (measurements so far, Spearman rho of the held-out predictions)
+        self.held_out: list = []            # (prediction, measured) of candidates predicted before the model saw them
 
     @property
     def available(self) -> bool:
@@ -37,12 +39,15 @@ class CostModel:
     def update(self, feats: list, costs: list, default_cost: float) -> None:
         """Add measured candidates (inf costs: errors, learnt as much slower) and retrain."""
         ok = [(f, c) for f, c in zip(feats, costs) if np.isfinite(default_cost) and default_cost > 0]
-        if self.model is not None and len(ok) >= 3:
+        if self.model is not None and ok:
             pred = self.predict([f for f, _ in ok])
-            meas = [np.log(min(c, 1e3 * default_cost) / default_cost) for _, c in ok]
-            rho = spearman(pred, np.array(meas))
-            if np.isfinite(rho):
-                self.correlations.append((len(self.ys), float(rho)))
+            self.held_out += [(float(p), float(np.log(min(c, 1e3 * default_cost) / default_cost)))
+                              for p, (_, c) in zip(pred, ok) if np.isfinite(c)]
+            recent = self.held_out[-HELD_OUT:]
+            if len(recent) >= 10:
+                rho = spearman(np.array([p for p, _ in recent]), np.array([m for _, m in recent]))
+                if np.isfinite(rho):
+                    self.correlations.append((len(self.ys), rho))
         for f, c in ok:
             self.xs.append(f[:LOOP])
             self.ys.append(float(np.log(min(c, 10 * default_cost) / default_cost)))

@@ -38,7 +38,9 @@ class Task:
     threads: int = 1
 
     def __getstate__(self):
-        return {**self.__dict__, "group": None}     # (the group reaches the whole model's graph)
+        """What a measurement needs (it is pickled to a child or a Dask worker): not the group, which reaches the
+        whole model's graph, nor the space, whose constraints are closures over the device's Caps."""
+        return {**self.__dict__, "group": None, "space": None}
 
     @property
     def tunable(self) -> bool:

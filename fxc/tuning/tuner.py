@@ -45,7 +45,7 @@ class TuneResult:
     default_s: float = 0.0      # end-to-end estimate, default schedules
     tuned_s: float = 0.0        # end-to-end estimate, best configs
     errors: dict = field(default_factory=dict)      # error kind -> count
-    correlations: list = field(default_factory=list)    # (measurements, Spearman rho on the next batch)
+    correlations: list = field(default_factory=list)    # (measurements, Spearman rho of held-out predictions)
     e2e_curve: list = field(default_factory=list)   # (trials, end-to-end estimate)
 
     def best_configs(self) -> dict:
@@ -118,18 +118,22 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             elif "{}" not in state.measured:
                 configs = [{}]
             else:
+                n = min(batch, trials - result.trials)
                 configs = propose(state.task, state.measured, model_, lambda c, s=state: featurize(s, c),
-                                  min(batch, trials - result.trials), rng)
+                                  n - 1 if n > 1 else n, rng)
                 if not configs:
                     state.exhausted = True
                     continue
+                if n > 1:
+                    configs.append({})      # a control: the default again, under the same load as the candidates
             results = measurer(state.task, configs)
             _record(state, results, log, tkey, target, result)
             _check_default(state, results, target, log)
             if state.default_cost < float("inf") and not state.task.graph_level:
                 model_.update([featurize(state, r.config) for r in results], [r.cost for r in results],
                               state.default_cost)
-            result.e2e_curve.append((result.trials, end_to_end(states)))
+            if all("{}" in s.measured for s in states if not s.task.graph_level):
+                result.e2e_curve.append((result.trials, end_to_end(states)))
             bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
     finally:
         bar.close()
@@ -159,9 +163,10 @@ def _record(state: TaskState, results: list, log: Path, tkey: str, target, resul
     for r in results:
         append(log, make_record(state.task.key, tkey, r.config, r.costs, r.error, state.task.desc, str(target)))
         c = r.cost
-        state.measured[config_id(r.config)] = c
+        cid = config_id(r.config)
+        state.measured[cid] = min(c, state.measured.get(cid, float("inf")))
         if r.config == {}:
-            state.default_cost = c
+            state.default_cost = min(c, state.default_cost)
         if r.error is not None:
             result.errors[r.error] = result.errors.get(r.error, 0) + 1
         if c < state.best_cost:
