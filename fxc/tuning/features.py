@@ -8,12 +8,13 @@ loads and stores, private/shared buffers allocated), arithmetic intensity (flops
 """
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
 
 from ..driver.groups import group_kernel, group_launches
-from ..lowering.loop_ir import Allocate, For, IfThen, LetStmt, Seq, Store, walk_stmts
+from ..lowering.loop_ir import Allocate, For, IfThen, LetStmt, Seq, Store, format_kernel, walk_stmts
 from ..lowering.schedules.knobs import Chooser
 from ..symbolic.expr import ITEMSIZE, Fma, Load, VecLoad, walk
 from ..target import Target
@@ -87,11 +88,14 @@ def knob_values(space, config: dict) -> list:
     return out
 
 
-def features(task, target: Target, config: dict) -> np.ndarray:
-    """The feature vector of task under config (its loop IR lowered here, in the tuner's process)."""
+def analyse(task, target: Target, config: dict) -> tuple:
+    """(the feature vector, a digest of the code) of task under config: its loop IR lowered here, in the tuner's
+    process. Two configs with one digest make the same kernels (knobs that do not touch this group): one
+    measurement serves both."""
     gr = task.group
     if target.is_cpu:
         kernels = [group_kernel(gr, "f", task.threads, target, knobs=Chooser(config))]
     else:
         kernels = group_launches(gr, "f", target.caps, config)
-    return np.array(loop_features(kernels) + knob_values(task.space, config), dtype=np.float32)
+    code = hashlib.sha256("\n".join(format_kernel(k) for k in kernels).encode()).hexdigest()
+    return np.array(loop_features(kernels) + knob_values(task.space, config), dtype=np.float32), code

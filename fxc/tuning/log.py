@@ -3,8 +3,8 @@
 A record: {"workload": key, "target": target key, "desc": what the group computes, "config": {knob: value} (only the
 knobs off their default), "costs": [seconds per run, ...] ([] on an error), "error": null or an error kind ("build",
 "run", "wrong", "crash", "hang", "lost"), "time": unix seconds, "version": fxc's version, "target_str": the target's
-string}. Takes log paths; produces records, the best per workload and target (`best_records`), merged and distilled
-logs (`distil`).
+string, "detail": what went wrong (errors only)}. Takes log paths; produces records, the best per workload and target
+(`best_records`), merged and distilled logs (`distil`).
 
 Appends are atomic per record: each is one write() of one whole line to a file opened O_APPEND, then fsync; a
 writer killed mid-write (kill -9) leaves at most one partial last line, which readers skip (one warning per log),
@@ -34,12 +34,12 @@ def default_log_path() -> Path:
 
 
 def make_record(workload: str, target: str, config: dict, costs: list, error: str | None, desc: str = "",
-                target_str: str = "") -> dict:
+                target_str: str = "", detail: str = "") -> dict:
     if error is not None and error not in ERROR_KINDS:
         raise FxcError(f"unknown measurement error kind {error!r}; kinds: {', '.join(ERROR_KINDS)}")
     return {"workload": workload, "target": target, "desc": desc, "config": dict(config),
             "costs": [float(c) for c in costs], "error": error, "time": round(time.time(), 3),
-            "version": __version__, "target_str": target_str}
+            "version": __version__, "target_str": target_str, **({"detail": detail[:300]} if detail else {})}
 
 
 def append(path, record: dict) -> None:

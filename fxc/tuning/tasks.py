@@ -19,7 +19,7 @@ from ..driver.plan import make_plan
 from ..driver.tuned import graph_key, graph_knob
 from ..lowering.blocks import group_symbols
 from ..lowering.schedules.knobs import Knob, Space
-from ..relay_like.graph import Graph, Node
+from ..relay_like.graph import Graph, Node, Value
 from ..relay_like.pipeline import plan_graph, run_passes
 from ..target import Target
 from .workload import threads_of, workload_key
@@ -52,22 +52,29 @@ class Task:
 
 
 def clone_graph(graph: Graph) -> Graph:
-    """A copy of graph with nodes and values of its own (constants' data shared): the passes rewrite the graph they
-    take, and a tuner builds one model, or one workload, many times. (Iterative: deepcopy recurses once per node.)"""
+    """A copy of graph with nodes and values of its own, constants included (their data shared): the passes rewrite
+    the graph they take, and a tuner builds one model, or one workload, many times. Every value gets an id of this
+    process: a graph unpickled in a measurement child carries its parent's ids, which the child's new values would
+    collide with. (Iterative: deepcopy recurses once per node.)"""
     g = Graph()
     env = {}
+
+    def const(v):
+        if v.id not in env:
+            env[v.id] = Value(v.type, name=v.name, data=v.data)
+        return env[v.id]
     for v in graph.inputs:
         env[v.id] = g.input(v.shape, v.dtype, v.name)
         if v.id in graph.weights:
             g.weights.add(env[v.id].id)
     for n in graph.nodes:
-        ins = [env.get(v.id, v) for v in n.inputs]          # (a constant stays itself)
+        ins = [env[v.id] if v.id in env else const(v) for v in n.inputs]
         m = Node(n.op, ins, dict(n.attrs), [o.type for o in n.outputs], n.name)
         for o, mo in zip(n.outputs, m.outputs):
             mo.name = o.name
             env[o.id] = mo
         g.nodes.append(m)
-    g.outputs = [env.get(v.id, v) for v in graph.outputs]
+    g.outputs = [env[v.id] if v.id in env else const(v) for v in graph.outputs]
     g.symbols = dict(graph.symbols)
     for k, v in vars(graph).items():         # what a capture adds (e.g. input_orders)
         if k not in vars(g):

@@ -12,6 +12,7 @@ result is appended to the log and trains the model.
 """
 from __future__ import annotations
 
+import json
 import random
 import time
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from ..backends import fill
 from ..errors import FxcError
 from ..target import Target
 from .cost_model import CostModel
-from .features import features
+from .features import analyse as features_of
 from .frontends import graph_of
 from .log import append, best_for_target, cost, default_log_path, make_record, read
 from .measure import RUNNER, Child, MeasureParams, Result, measure
@@ -86,13 +87,14 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     layout_done = not any(s.task.graph_level and not _tried_all(s) for s in states)
     model_ = CostModel(seed)
     rng = random.Random(seed)
-    feats: dict = {}
+    analysed: dict = {}         # (workload, config id) -> (features, code digest)
+    codes: dict = {}            # workload -> the code digests measured
 
-    def featurize(state, config):
+    def analyse(state, config):
         k = (state.task.key, config_id(config))
-        if k not in feats:
-            feats[k] = features(state.task, target, config)
-        return feats[k]
+        if k not in analysed:
+            analysed[k] = features_of(state.task, target, config)
+        return analysed[k]
 
     measurer, close = _measurer(dask, target, tkey, params, runner)
     bar = Progress(trials, progress)
@@ -119,8 +121,10 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
                 configs = [{}]
             else:
                 n = min(batch, trials - result.trials)
-                configs = propose(state.task, state.measured, model_, lambda c, s=state: featurize(s, c),
-                                  n - 1 if n > 1 else n, rng)
+                seen = codes.setdefault(state.task.key, {analyse(state, json.loads(cid))[1] for cid in state.measured})
+                configs = propose(state.task, state.measured, model_, lambda c, s=state: analyse(s, c),
+                                  n - 1 if n > 1 else n, rng, seen_code=seen)
+                seen.update(analyse(state, c)[1] for c in configs)
                 if not configs:
                     state.exhausted = True
                     continue
@@ -130,7 +134,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             _record(state, results, log, tkey, target, result)
             _check_default(state, results, target, log)
             if state.default_cost < float("inf") and not state.task.graph_level:
-                model_.update([featurize(state, r.config) for r in results], [r.cost for r in results],
+                model_.update([analyse(state, r.config)[0] for r in results], [r.cost for r in results],
                               state.default_cost)
             if all("{}" in s.measured for s in states if not s.task.graph_level):
                 result.e2e_curve.append((result.trials, end_to_end(states)))
@@ -161,7 +165,8 @@ def _measurer(dask, target, tkey, params, runner):
 def _record(state: TaskState, results: list, log: Path, tkey: str, target, result: TuneResult) -> None:
     improved = False
     for r in results:
-        append(log, make_record(state.task.key, tkey, r.config, r.costs, r.error, state.task.desc, str(target)))
+        append(log, make_record(state.task.key, tkey, r.config, r.costs, r.error, state.task.desc, str(target),
+                                r.detail if r.error else ""))
         c = r.cost
         cid = config_id(r.config)
         state.measured[cid] = min(c, state.measured.get(cid, float("inf")))

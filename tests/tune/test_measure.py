@@ -41,3 +41,19 @@ def test_crash_and_hang_in_a_persistent_child():
         assert [r.error for r in mixed] == [None, "crash", "hang"], mixed
     finally:
         child.close()
+
+
+def test_clone_graph_gives_every_value_a_new_id():
+    """A measurement child unpickles its parent's graph, ids and all: the clone it builds must not share one with
+    the values the child makes (a collision mis-wired or broke builds)."""
+    from fxc.tuning.tasks import clone_graph
+    m, x = small()
+    g = graph_of(m, x)
+    old = {v.id for v in g.inputs} | {o.id for n in g.nodes for o in n.outputs} \
+        | {v.id for n in g.nodes for v in n.inputs}
+    c = clone_graph(g)
+    new = {v.id for v in c.inputs} | {o.id for n in c.nodes for o in n.outputs} \
+        | {v.id for n in c.nodes for v in n.inputs}
+    assert any(v.is_const for n in c.nodes for v in n.inputs)
+    assert not old & new
+    assert [n.op for n in c.nodes] == [n.op for n in g.nodes] and len(c.inputs) == len(g.inputs)
