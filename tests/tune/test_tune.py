@@ -1,5 +1,4 @@
 """fxc.tune: a short tuning run (progress bar, PNG, resume), and the tuned log picked up by every way of compiling."""
-import copy
 import random
 
 import numpy as np
@@ -122,4 +121,15 @@ def test_bad_arguments_are_clear_errors(tmp_path):
         fxc.tune(m, x, target="vulkan", log=tmp_path / "l.jsonl")
     with pytest.raises(FxcError, match="tuning_log"):
         fxc.from_torch(m, x, tuning_log=3)
-    assert copy.deepcopy(m) is not None
+
+
+def test_tune_an_mxnet_model_and_apply_its_log(tmp_path):
+    from tests.capture.mxnet.test_mxnet import SHAPE, data, mxnet_forward, small_net
+    sym, args, aux = small_net()
+    compiled = fxc.from_mxnet(sym, {**args, **aux}, shapes={"data": SHAPE})
+    log = tmp_path / "log.jsonl"
+    r = fxc.tune(compiled, target="llvm", trials=3, log=log, progress=False)
+    assert r.trials == 3 and not r.errors and len(read(log)) == 3, r
+    tuned = fxc.from_mxnet(sym, {**args, **aux}, shapes={"data": SHAPE}, tuning_log=str(log))
+    x = data()
+    np.testing.assert_allclose(tuned(x), mxnet_forward(sym, args, aux, data=x)[0], rtol=1e-4, atol=1e-5)
