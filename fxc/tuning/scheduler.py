@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 @dataclass
 class TaskState:
     task: object
-    measured: dict = field(default_factory=dict)    # config id -> cost (inf: error)
+    measured: dict = field(default_factory=dict)    # config id -> its fastest cost (inf: error)
+    samples: dict = field(default_factory=dict)     # config id -> how many times it was measured
     best_cost: float = float("inf")
     best_config: dict = field(default_factory=dict)
     default_cost: float = float("inf")

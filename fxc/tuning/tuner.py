@@ -34,6 +34,9 @@ from .search import config_id, propose
 from .tasks import extract_tasks
 from .workload import target_key
 
+GRAPH_SAMPLES = 2      # measurements of each choice of a graph-level knob (in different rounds: one disturbed round
+                       # on a shared machine must not decide a model's layout)
+
 
 @dataclass
 class TuneResult:
@@ -113,7 +116,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
                 break
             if state.task.graph_level:
                 configs = [c for c in state.task.space.all()
-                           if config_id(c) not in state.measured][:min(batch, trials - result.trials)]
+                           if state.samples.get(config_id(c), 0) < GRAPH_SAMPLES][:min(batch, trials - result.trials)]
                 if not configs:
                     state.exhausted = True
                     continue
@@ -170,6 +173,7 @@ def _record(state: TaskState, results: list, log: Path, tkey: str, target, resul
         c = r.cost
         cid = config_id(r.config)
         state.measured[cid] = min(c, state.measured.get(cid, float("inf")))
+        state.samples[cid] = state.samples.get(cid, 0) + 1
         if r.config == {}:
             state.default_cost = min(c, state.default_cost)
         if r.error is not None:
@@ -193,7 +197,7 @@ def _check_default(state: TaskState, results: list, target, log: Path) -> None:
 
 
 def _tried_all(state: TaskState) -> bool:
-    return all(config_id(c) in state.measured for c in state.task.space.all())
+    return all(state.samples.get(config_id(c), 0) >= GRAPH_SAMPLES for c in state.task.space.all())
 
 
 def _resume(states: list, records: list, tkey: str) -> int:
@@ -208,6 +212,7 @@ def _resume(states: list, records: list, tkey: str) -> int:
         c = cost(r)
         cid = config_id(r["config"])
         s.measured[cid] = min(c, s.measured.get(cid, np.inf))
+        s.samples[cid] = s.samples.get(cid, 0) + 1
         if r["config"] == {}:
             s.default_cost = min(s.default_cost, c)
         if c < s.best_cost:
