@@ -29,6 +29,8 @@ class Explanation:
     failures: list = field(default_factory=list)   # subgraphs that failed to compile and ran eagerly
     notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
     inference_graphs: int = 0      # graphs compiled for grad mode off, without AOT autograd (inference.py)
+    captured: list = field(default_factory=list)   # (fused FX graph, its weights' placeholder names): explain's picture
+    offload: list = field(default_factory=list)    # a target's -libs=: its regions, and why each op runs where
 
     def __str__(self):
         lines = [f"fxc: {self.graphs} captured graph(s), {self.subgraphs} compiled subgraph(s), "
@@ -42,6 +44,9 @@ class Explanation:
             for op, n in self.fallback_ops.most_common():
                 lines.append(f"  {op} x{n}: {self.fallback_reasons.get(op, '')}")
         lines.append("compiled ops: " + ", ".join(f"{op} x{n}" for op, n in self.compiled_ops.most_common()))
+        if self.offload:
+            lines.append("external libraries (-libs=, docs/byoc.md):")
+            lines += [f"  {x}" for x in self.offload]
         tuned = sum("[tuned:" in str(k) for k in self.kernels)
         lines.append(f"kernels ({len(self.kernels)}; " + (f"{tuned} with a tuned config [tuned: knobs], the others "
                                                            f"the default schedules):" if tuned else
