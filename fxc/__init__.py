@@ -66,6 +66,17 @@ def load(path, trusted_keys=None, expected_name=None, min_version=None, expected
                  expected_sha256=expected_sha256)
 
 
+def tune(model, example_inputs=None, target: str = "llvm", trials: int = 64, log=None, **kwargs):
+    """Tune `model`'s schedules for `target` with `trials` measurements, appending each to the tuning `log` (default:
+    the log beside the compile cache), which later compiles for that target apply by themselves; see
+    fxc.tuning.tuner.tune and docs/tuning.md.
+
+    Returns a TuneResult (per-workload best configs, the end-to-end estimate before and after, trials, wall time).
+    """
+    from .tuning.tuner import tune as _tune  # deferred: `import fxc` loads no compiler
+    return _tune(model, example_inputs, target=target, trials=trials, log=log, **kwargs)
+
+
 def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options):
     """Compile an ONNX model (a ModelProto, its bytes or a .onnx path); see fxc.capture.onnx.from_onnx.
 

@@ -50,6 +50,7 @@ from .runtime.artifact.read import UnverifiedSignatureWarning, read_verified
 from .runtime.artifact.signing import generate
 from .runtime.store import atomic_write
 from .target import KINDS
+from .tuning import cli as tune_cli
 from .version import __version__
 
 
@@ -614,6 +615,8 @@ def parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cache", help="the compile cache: its folder, size and entries; `fxc cache clear` empties it")
     ca.add_argument("action", nargs="?", choices=("info", "clear"), default="info")
     ca.set_defaults(fn=cmd_cache)
+    tune_cli.add_parser(sub, _shape)
+    sub.choices["tune"].set_defaults(fn=lambda args: tune_cli.run(args, _load_factory))
     de = sub.add_parser("devices", help="every target kind this host can run, each OpenCL/GL device with its caps")
     de.set_defaults(fn=cmd_devices)
     op = sub.add_parser("ops", help="every op a frontend converts, and with --target whether it compiles there")

@@ -21,6 +21,7 @@ from ..runtime.cpu.module import Module
 from ..runtime.tensors import TensorSpec
 from ..symbolic.expr import facts
 from ..target import Target
+from ..tuning.workload import threads_of
 from .cache import cacheable, load_module, module_key, store_module
 from .debug import Debug, plan_text
 from .groups import stats
@@ -30,6 +31,7 @@ from .offload import offload_cost
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
 from .progress import Progress
+from .tuned import graph_knob, tuned_digest, tuned_records
 
 LOWER = {"cpu": lower_cpu, "gpu": lower_gpu}        # a backend's family -> how its groups become a module
 
@@ -64,9 +66,9 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
     dbg = Debug(debug_level(options), target.kind)       # (with FXC_DEBUG_DIR, its folder: driver/debug.py)
     t0 = time.perf_counter()
     symbolic = any(v.type.symbolic for v in graph.inputs)       # (the module cache keeps static modules only)
-    key = module_key(graph, target, options) if cacheable(dbg) and dbg.folder is None and backend.cached_modules \
-        and not symbolic \
-        else None
+    tuned = tuned_records(options, target)                      # the tuning log's best configs for this target
+    key = module_key(graph, target, options, tuned_digest(tuned)) \
+        if cacheable(dbg) and dbg.folder is None and backend.cached_modules and not symbolic else None
     if key is not None:
         module = load_module(key)
         if module is not None:
@@ -78,7 +80,7 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
             return module
     dbg.progress = Progress(target.kind)     # (a line on a terminal while a long build runs: driver/progress.py)
     try:
-        module = _build(graph, target, backend, dbg, t0, options)
+        module = _build(graph, target, backend, dbg, t0, options, tuned)
     finally:
         dbg.progress.close()
     dbg.write(module, str(target), time.perf_counter() - t0)
@@ -90,11 +92,12 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
     return module
 
 
-def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict) -> Module:
-    """Passes, plan steps, the plan, and the target family's lowering of it."""
+def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict, tuned: dict) -> Module:
+    """Passes, plan steps, the plan, and the target family's lowering of it (each group with its tuned config)."""
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
-    ctx = pass_context(target, options, dbg, offload_cost(target, build) if target.libs else None)
+    ctx = pass_context(target, options, dbg, offload_cost(target, build) if target.libs else None,
+                       knob=graph_knob(tuned, target, threads_of(target)))
     dbg.progress.set("graph passes")
     dbg.note("graph_00_input.txt", str(graph))
     graph = run_passes(graph, ctx)
@@ -102,7 +105,8 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict)
     dbg.note("plan.txt", plan_text(planned))
     dbg.progress.set("planning")
     plan = make_plan(planned, backend.family, target.caps, target.kind)
-    module = LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
+    module = LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols),
+                                   tuned)
     module.offload = describe_partition(planned)        # the -libs= regions and reasons (fxc.explain)
     return module
 

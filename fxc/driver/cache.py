@@ -109,12 +109,13 @@ def cacheable(dbg: int) -> bool:
     return dbg < 2 and os.environ.get("FXC_MODULE_CACHE", "1") != "0" and as_registered()
 
 
-def module_key(graph, target: Target, options: dict) -> str:
+def module_key(graph, target: Target, options: dict, tuned: str = "") -> str:
     """Everything a built module depends on: fxc's source, the graph, the target (its CPU, features and threads,
-    not the host's), the options and fxc's environment variables (FXC_NUM_THREADS)."""
+    not the host's), the options, fxc's environment variables (FXC_NUM_THREADS) and the tuned configs applied
+    (their digest, fxc/driver/tuned.py)."""
     env = sorted((k, v) for k, v in os.environ.items()
                  if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG", "FXC_PROGRESS"))
     opts = sorted((k, repr(v)) for k, v in options.items() if k != "debug")
     parts = [source_fingerprint(), str(target), target.machine_key, repr(env), repr(opts),
-             str(target.caps.threads), graph_fingerprint(graph)]
+             str(target.caps.threads), graph_fingerprint(graph)] + ([tuned] if tuned else [])
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()

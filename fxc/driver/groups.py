@@ -15,7 +15,8 @@ from ..lowering import te
 from ..lowering.blocks import group_symbols, lower_rows
 from ..lowering.loop_ir import Buffer
 from ..lowering.lower import lower_group
-from ..lowering.schedules.gpu import lower_group_device
+from ..lowering.schedules.gpu import knob_space, knobs_of, lower_group_device
+from ..lowering.schedules.knobs import Chooser, Space
 from ..lowering.sym_loops import lower_symbolic
 from ..ops.registry import get_op
 from ..symbolic.sym import evaluate, substitute_attr
@@ -102,13 +103,15 @@ def group_tensors(gr, env: dict | None = None, tensors: dict | None = None) -> t
     return roots, out_bufs, in_bufs
 
 
-def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, sym_index: dict | None = None):
+def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, sym_index: dict | None = None,
+                 knobs: Chooser | None = None):
     """Tensor expressions for one fused group, lowered to a loop-IR Kernel for a CPU. A group with symbolic rows
     becomes a row-block kernel (lowering/blocks.py), any other symbolic group loops over its symbolic extents
-    (lowering/sym_loops.py); sym_index: symbol name -> its slot in the symbol header."""
+    (lowering/sym_loops.py); sym_index: symbol name -> its slot in the symbol header. knobs: the group's config
+    (a static group's schedules read it and record the knobs they declare; None: the defaults)."""
     caps = Target.parse(target).caps
     if not group_symbols(gr):
-        return lower_group(name, *group_tensors(gr), num_threads, caps=caps)
+        return lower_group(name, *group_tensors(gr), num_threads, knobs, caps=caps)
 
     def tensors_at(env):
         tensors: dict = {}
@@ -125,9 +128,20 @@ def group_kernel(gr, name: str, num_threads: int, target: Target | None = None, 
     return lower_symbolic(name, *group_tensors(gr), caps, sym_index)
 
 
-def group_launches(gr, name: str, caps) -> list:
-    """The device kernels (launches in order) of one fused group: the GPU schedules (fxc.lowering.schedules.gpu)."""
-    return lower_group_device(name, *group_tensors(gr), caps)
+def group_launches(gr, name: str, caps, config: dict | None = None) -> list:
+    """The device kernels (launches in order) of one fused group: the GPU schedules (fxc.lowering.schedules.gpu),
+    with a config's knobs (None: the defaults from caps)."""
+    return lower_group_device(name, *group_tensors(gr), caps, knobs_of(caps, config))
+
+
+def group_space(gr, target: Target, num_threads: int) -> Space:
+    """The search space of one static fused group on a target: the knobs its CPU schedules declare (found by
+    lowering it with the defaults), or the GPU family's knobs on the target's device."""
+    if not target.is_cpu:
+        return knob_space(target.caps)
+    chooser = Chooser()
+    group_kernel(gr, "probe", num_threads, target, knobs=chooser)
+    return chooser.space()
 
 
 def wasm_group_entries(groups: list, target="wasm") -> tuple:

@@ -15,6 +15,7 @@ import time
 
 from ..lowering.loop_ir import format_kernel
 from ..lowering.optional import optional_input
+from ..lowering.schedules.knobs import Chooser
 from ..runtime.launch import Launch
 from .groups import group_kernel, group_signature, served_without_input
 from .options import log
@@ -27,10 +28,13 @@ from .plan import (
     symbolic_slots,
     tensor_specs,
 )
+from .tuned import config_of, tuned_note
 
 
-def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list):
-    """The runtime module of `plan` for a CPU-family target (profile: a kernel and a counter per call)."""
+def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list,
+              tuned: dict | None = None):
+    """The runtime module of `plan` for a CPU-family target (profile: a kernel and a counter per call); tuned:
+    workload key -> the tuning record whose config a group's schedules take (fxc/driver/tuned.py)."""
     llvm = backend.compiler
     num_threads = int(os.environ.get("FXC_NUM_THREADS", "0") or 0) or target.caps.threads
     ordered, first = plan.groups, len(plan.prepack)
@@ -40,12 +44,15 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     served = served_without_input(ordered, sigs, first)
     providers = {j: pos for j, pos in served.values()}
     same: dict = {}         # group signature -> kernel: groups of the same shape share one (less to compile)
+    records = [config_of(tuned, gr, target, num_threads) for gr in ordered]
 
     def kernel_of(j):
         """The kernel of group j, its input providers[j] optional where it can be (else j leaves providers)."""
         if sigs[j] in same:
             return same[sigs[j]]
-        k = group_kernel(ordered[j], f"k{j}_{ordered[j].root.op}", num_threads, target, plan.sym_index)
+        rec = records[j]
+        k = group_kernel(ordered[j], f"k{j}_{ordered[j].root.op}", num_threads, target, plan.sym_index,
+                         Chooser(rec["config"]) if rec else None)
         if j in providers:
             opt = optional_input(k, k.params[len(ordered[j].outputs) + providers[j]])
             if opt is None:
@@ -80,7 +87,7 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
             args += extra
             scratch = max(scratch, at - plan.end)
             (pre_calls if i < first else calls).append((k.name, args))
-            lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < first else ""))
+            lines.append(f"{k.name}: {gr.describe()}" + ("  [prepack]" if i < first else "") + tuned_note(records[j]))
             flops.append(k.flops)
         header = align64(plan.end + scratch)
         calls, pre_calls = (symbolic_slots(c, header, plan.sym_index) for c in (calls, pre_calls))

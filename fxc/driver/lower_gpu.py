@@ -17,11 +17,13 @@ from ..backends import libraries_of
 from ..errors import TargetError
 from ..lowering.loop_ir import format_kernel
 from ..runtime.launch import Launch
+from ..tuning.workload import threads_of
 from .groups import group_launches, group_signature
 from .options import log
 from .page_kernels import PageKernels
 from .plan import Plan, align64, prepack_inputs, scratch_args, tensor_specs
 from .rows import ROW_BLOCK, row_bytes, row_launches, symbolic_group
+from .tuned import config_of, tuned_note
 
 
 def _single(k) -> bool:
@@ -29,8 +31,10 @@ def _single(k) -> bool:
     return all(g == 1 for g in k.launch.grid) and all(b == 1 for b in k.launch.block)
 
 
-def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list):
-    """The runtime module of `plan` for a GPU-family target."""
+def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list,
+              tuned: dict | None = None):
+    """The runtime module of `plan` for a GPU-family target; tuned: workload key -> the tuning record whose config a
+    group's schedules take (fxc/driver/tuned.py)."""
     caps, sym = target.caps, plan.row_symbol
     symbols = symbols[:1]       # row launches: the one symbol of the rows
 
@@ -50,6 +54,7 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
             lines.append(f"{gr.describe()}  [{kernel}{list(call)}: external library {name}]")
             continue
         sig = group_signature(gr)
+        rec = None if rowwise or page else config_of(tuned, gr, target, threads_of(target))
         args = plan.args(gr)
         # (a group over symbolic rows is not probed: its row launches raise where the device refuses it, and
         # the graph then builds per size, where the in-page kernels run)
@@ -62,7 +67,7 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
         if sig not in same:     # {rows: launches} of a group over symbolic rows, else {0: launches}
             name = f"k{i}_{gr.root.op}"
             same[sig] = row_launches(gr, name, caps, sym) if rowwise else \
-                {0: page.launches(sig) if page else group_launches(gr, name, caps)}
+                {0: page.launches(sig) if page else group_launches(gr, name, caps, rec and rec["config"])}
             kernels += [k for ks in same[sig].values() for k in ks]
             if rowwise:
                 row_names.update(k.name for ks in same[sig].values() for k in ks)
@@ -80,7 +85,8 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
         shapes = ", ".join(f"{k.name} {k.launch}" + (" (single work-item)" if _single(k) else "") for k in launches)
         if rowwise:
             shapes = f"per {ROW_BLOCK} rows {shapes}; then per row"
-        lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else ""))
+        lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else "")
+                     + tuned_note(rec))
     for k in kernels:
         if dbg >= 3:
             log(format_kernel(k))

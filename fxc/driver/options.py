@@ -10,6 +10,10 @@ naming an unknown one, and the PassContext they make for the graph passes and pl
     precision       "fp32" (default) or "bf16" (CPUs with AVX-512 BF16; bf16 chooses where)
     winograd        "auto", "off", "all";  blocked_layout: True / False (CPU layout passes, measurable apart)
     weights_vary    the weight inputs change on every call (a training step): their transforms are redone
+    tuning_log      the tuning log whose best configs the build applies (a path; False: none; default: the log
+                    beside the compile cache, when it exists; fxc.tune writes it: docs/tuning.md)
+    mode            torch.compile's option: "max-autotune" answers with an FxcError pointing at fxc.tune (fxc tunes
+                    ahead of time, once; its log then applies to every compile)
     offload         with a target's -libs=: "auto" (default: a match runs in the library where measured faster)
                     or "always" (every match the patterns accept; for tests) (docs/byoc.md)
 """
@@ -28,10 +32,10 @@ WINOGRAD = ("auto", "off", "all")
 BF16 = ("auto", "all", "weight_bound")
 # the options build() takes besides target (the frontends check their users' options against these)
 BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16",
-                           "offload"})
+                           "tuning_log", "offload"})
 OFFLOAD = ("auto", "always")
 # torch.compile's options: every build option and the capture's own
-OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
+OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize", "mode"}
 BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 direct conv outruns float32 Winograd
 
 
@@ -76,6 +80,11 @@ def check_build_options(options: dict) -> None:
     FxcError naming the option and its valid values."""
     layout_choices(options)
     bf16_mode(options)
+    if options.get("mode") is not None:
+        raise FxcError(f"mode={options['mode']!r}: fxc tunes ahead of time rather than per compile. Run "
+                       f"fxc.tune(model, example_inputs, target=..., trials=...) (or `fxc tune` on the command line) "
+                       f"once; every later compile for that target applies its log (the tuning_log= option, default "
+                       f"the log beside the compile cache): docs/tuning.md")
     offload_mode(options)
 
 
@@ -125,13 +134,15 @@ def _bf16_gain(target: "Target | None") -> float:
     return backend_of(target).bf16_gain()
 
 
-def pass_context(target: Target, options: dict, debug: int = 0, cost=None) -> PassContext:
+def pass_context(target: Target, options: dict, debug: int = 0, cost=None, knob=None) -> PassContext:
     """What the graph passes and plan steps read (fxc.relay_like.pipeline): the target and the choices these
     options make for it (the bf16 decisions measured on this host), made in this one place; cost: the offload
-    measurement (fxc/driver/offload.py) for a target with -libs=."""
+    measurement (fxc/driver/offload.py) for a target with -libs=; knob: the graph-level knobs' lookup
+    (fxc/driver/tuned.py graph_knob; None: every knob at its default)."""
     precision, mode = options.get("precision", "fp32"), bf16_mode(options)
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
                        libraries=libraries_of(target), offload=offload_mode(options), cost=cost, debug=debug, log=log,
-                       dump=debug.note if getattr(debug, "folder", None) else None)
+                       dump=debug.note if getattr(debug, "folder", None) else None,
+                       **({"knob": knob} if knob is not None else {}))

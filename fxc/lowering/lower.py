@@ -16,6 +16,7 @@ from ..target import Target
 from . import te
 from .loop_ir import Buffer, For, Kernel, Seq, Store, seq
 from .schedules import lookup
+from .schedules.knobs import Chooser
 from .vectorize import linear_stride, vectorize_expr, vectorize_loops
 
 
@@ -48,9 +49,10 @@ class Converter:
     """TE expression -> loop-IR expression. TRefs to buffers become Loads; computes are inlined;
     reductions become holes (collected) or, in `pre` mode, accumulation statements."""
 
-    def __init__(self, bufs: dict, caps=None):
+    def __init__(self, bufs: dict, caps=None, knob: Chooser | None = None):
         self.bufs = bufs
         self.caps = caps or Target.parse("llvm").caps      # the target's capabilities the schedules read
+        self.knob = knob or Chooser()       # knob(name, default, choices, doc): the group's config (schedules/knobs)
         self.locals: list = []
         self.scratches: list = []
 
@@ -215,13 +217,14 @@ def _vector_reduction_impl(conv, red, rvars, val, acc, slot):
 
 
 def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threads: int = 1,
-                schedule_hint: dict | None = None, caps=None) -> Kernel:
+                knobs: Chooser | None = None, caps=None) -> Kernel:
     """roots[i] is stored into out_bufs[i]; in_bufs maps placeholder Tensors to Buffers; caps: the target's
-    capabilities (None: this host's)."""
+    capabilities (None: this host's); knobs: the group's config, which records the knobs its schedules declare
+    (schedules/knobs.py; None: every knob at its default)."""
     schedule_root = lookup("cpu")          # the CPU family's default schedule (it dispatches on the root's kind)
     bufs = dict(in_bufs)
     stmts, flops = [], 0
-    conv = Converter(bufs, caps)
+    conv = Converter(bufs, caps, knobs)
     done = set()
     for t, ob in zip(roots, out_bufs):
         if t.extern is not None:
@@ -233,7 +236,7 @@ def lower_group(name: str, roots: list, out_bufs: list, in_bufs: dict, num_threa
         if t.is_placeholder:   # an alias of an input: copy it
             src = t
             t = te.compute(src.shape, lambda *i: src[i], "copy")
-        s, f = schedule_root(conv, t, ob, num_threads, schedule_hint or {})
+        s, f = schedule_root(conv, t, ob, num_threads)
         stmts.append(s)
         flops += f
     body = vectorize_loops(seq(*stmts), conv.caps.lanes)

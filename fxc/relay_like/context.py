@@ -15,6 +15,11 @@ def _host() -> Target:
     return Target.parse("llvm")
 
 
+def default_knob(signature: str, name: str, default, choices=(), doc: str = "", node=None):
+    """A graph-level knob at its default (a build without tuned configs)."""
+    return default
+
+
 @dataclass(frozen=True)
 class PassContext:
     """target: the filled Target (its Caps: lanes, registers, scatter, channel_block; target.is_cpu).
@@ -28,7 +33,10 @@ class PassContext:
     offloaded where cost, (library, nodes, weight ids) -> (library s, fxc s), measured it faster; "always") (docs/
     byoc.md).
     debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go;
-    dump: (file name, text) of the graph after each pass, for FXC_DEBUG_DIR's folder (None: none kept)."""
+    dump: (file name, text) of the graph after each pass, for FXC_DEBUG_DIR's folder (None: none kept).
+    knob(signature, name, default, choices, doc, node): a graph-level schedule knob of one node (its signature says
+    what the node computes), e.g. use_winograd's tile per conv: the tuned config's value, else the default (the
+    driver's lookup in the tuning log, fxc/driver/tuned.py; a tuner's records what the passes declare)."""
     target: Target = field(default_factory=_host)
     precision: str = "fp32"
     bf16_everywhere: bool = True
@@ -43,6 +51,7 @@ class PassContext:
     debug: int = 0
     log: Callable[[str], None] = print
     dump: Callable[[str, str], None] | None = None
+    knob: Callable = default_knob
 
     @property
     def caps(self) -> Caps:

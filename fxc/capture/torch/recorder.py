@@ -47,7 +47,10 @@ class Explanation:
         if self.offload:
             lines.append("external libraries (-libs=, docs/byoc.md):")
             lines += [f"  {x}" for x in self.offload]
-        lines.append(f"kernels ({len(self.kernels)}):")
+        tuned = sum("[tuned:" in str(k) for k in self.kernels)
+        lines.append(f"kernels ({len(self.kernels)}; " + (f"{tuned} with a tuned config [tuned: knobs], the others "
+                                                           f"the default schedules):" if tuned else
+                                                           "default schedules, no tuned configs):"))
         lines += [f"  {k}" for k in self.kernels]
         return "\n".join(lines)
 

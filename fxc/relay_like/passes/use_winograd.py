@@ -111,6 +111,24 @@ TRAINING_TILE = 2           # the largest Winograd tile of a training step's gra
                             # gradient error of 1.3e-3 against float64 (eager float32: 3.3e-6, direct 5.6e-6);
                             # F(2x2) forward and backward 4.4e-6 (F(4x4) in the backward alone 6.5e-6): the
                             # activations' error goes through batch norm's batch statistics into every gradient
+FORMS = {"f4": (4, False), "f2": (2, False), "off": None}      # the winograd knob's values
+
+
+def conv_signature(n, x, padding) -> str:
+    """What a conv's Winograd choice depends on: its attributes, its input and weight types and the zero padding the
+    Winograd kernel absorbs (the key of its graph-level knob)."""
+    return f"conv2d{sorted(n.attrs.items())!r}(x:{x.type!r},w:{n.inputs[1].type!r},pad:{padding})"
+
+
+def _form(ctx, n, x, padding, choice, c, ow, fits, largest):
+    """The conv's Winograd form: the knob `winograd` (f4, f2 or off: the forms that fit, of tiles up to largest;
+    default: choice)."""
+    name = next((k for k, v in FORMS.items() if v == choice), None)
+    if name is None:            # a bf16 form: not a knob
+        return choice
+    forms = [k for k, v in FORMS.items() if v is None or (v[0] <= largest and fits(c, ow, *v))]
+    return FORMS[ctx.knob(conv_signature(n, x, padding), "winograd", name, forms,
+                          "the conv's Winograd form: F(4x4, 3x3), F(2x2, 3x3) or the direct kernel", n)]
 
 
 def use_winograd(g, ctx):
@@ -149,8 +167,11 @@ def use_winograd(g, ctx):
         c = x.shape[1]
         over_weight = w.is_const or w.id in fixed
         choice = winograd_tile(c, k, b, oh, ow, bf16_direct and over_weight, mode)
-        if choice is not None and weights_vary and choice[0] > TRAINING_TILE:
-            choice = (TRAINING_TILE, choice[1])
+        largest = TRAINING_TILE if weights_vary else FORMS["f4"][0]
+        if choice is not None and choice[0] > largest:
+            choice = (largest, choice[1])
+        if not bf16_direct and mode == "auto":
+            choice = _form(ctx, n, x, padding, choice, c, ow, fits, largest)
         if choice is None or not fits(c, ow, *choice):
             new_nodes.append(n)
             continue

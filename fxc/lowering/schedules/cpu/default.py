@@ -89,7 +89,7 @@ def _strides(shape):
     return list(reversed(st))
 
 
-def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, hint: dict):
+def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int):
     """The CPU family's default schedule: (loop IR storing root t into out, flops). Injective roots and reductions
     computed in place run here; a reduction root goes to _reduction, which hands it to the schedule of its compute's
     kind (conv2d_packed, ...) where one applies."""
@@ -127,7 +127,7 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int, 
                 or For(axes[-1], shape[-1], body, "vectorize")
             return _outer_loops(axes[:-1], shape[:-1], body, math.prod(shape), num_threads), 0
         return body, 0
-    return _reduction(conv, t, out, red, value, axes, shape, num_threads, hint)
+    return _reduction(conv, t, out, red, value, axes, shape, num_threads)
 
 
 def _vector_row(out, index, value, v, n, lanes: int):
@@ -367,7 +367,7 @@ def _is_identity(indices, axes, shape) -> bool:
         i is a or (n == 1 and isinstance(i, Const) and i.value == 0) for i, a, n in zip(indices, axes, shape))
 
 
-def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
+def _reduction(conv, t, out, red, value, axes, shape, num_threads):
     rt: te.Tensor = red.tensor
     rsize = math.prod(e for _, e in rt.body.axes)
     flops = 2 * math.prod(shape) * rsize * (2 if rt.attrs.get("bf16") else 1)    # a bf16x2 word step: 2 multiply-adds
@@ -375,14 +375,16 @@ def _reduction(conv, t, out, red, value, axes, shape, num_threads, hint):
     special = _special(conv, rt, out, red, value, axes, shape, num_threads)
     if special is not None:
         return special, rt.attrs.get("flops", flops)
-    mode = hint.get("reduce_schedule")
-    lanes = None if mode else _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_threads)
-    if lanes is not None:
-        return lanes, flops
-    if mode is None:
-        mode = _choose_mode(conv, rt, axes, shape)
+    probe = Converter(conv.bufs, conv.caps)         # (whether the lanes schedule applies: no locals made in conv)
+    lanes = _lanes_along_output(probe, rt, out, red, value, axes, shape, work, num_threads) is not None
+    mode = conv.knob("reduce.schedule", "lanes" if lanes else _choose_mode(conv, rt, axes, shape),
+                     ("lanes",) * lanes + ("inner",) + ("tile",) * bool(axes),
+                     "lanes: vector accumulators along an output axis; inner: the reduce loop innermost; tile: a "
+                     "register tile along the output's last axis")
+    if mode == "lanes":
+        return _lanes_along_output(conv, rt, out, red, value, axes, shape, work, num_threads), flops
     if mode == "tile" and axes:
-        return _tiled(conv, rt, out, red, value, axes, shape, work, num_threads, hint), flops
+        return _tiled(conv, rt, out, red, value, axes, shape, work, num_threads), flops
     acc = conv.local(rt.dtype)
     zero = Const(0, "int64")
     body = seq(conv.reduction(rt, tuple(axes), acc, zero),
@@ -481,9 +483,9 @@ def _choose_mode(conv, rt, axes, shape) -> str:
     return "inner"
 
 
-def _tiled(conv, rt, out, red, value, axes, shape, work, num_threads, hint):
+def _tiled(conv, rt, out, red, value, axes, shape, work, num_threads):
     """for outer: for jo: acc[0:T] = init; for r: for jj: acc[jj] (+)= body(j=jo*T+jj); store epilogue."""
-    tile = int(hint.get("tile", TILE))
+    tile = conv.knob("reduce.tile", TILE, (4, 8, 16, 64), "outputs along the last axis per accumulator tile (unrolled)")
     j, n = axes[-1], shape[-1]
     parts = []
     main = (n // tile) * tile

@@ -63,8 +63,10 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     ih = oh * sh + kh * dh - pt
     rows_clip = pt > 0 or (OH - 1) * sh + (KH - 1) * dh - pt >= H
     row_ok = binary("and", Bin("ge", ih, as_expr(0)), Bin("lt", ih, as_expr(H)))
-    kh_kind = "unroll" if KH <= 7 else "serial"
-    kw_kind = "unroll" if KW <= 7 else "serial"
+    unroll = conv.knob("depthwise.unroll_max", UNROLL_MAX, (1, 3, 5, 11), "the longest kernel row or column "
+                       "whose loop is unrolled (the taps in registers when both are)")
+    kh_kind = "unroll" if KH <= unroll else "serial"
+    kw_kind = "unroll" if KW <= unroll else "serial"
     wv = conv.convert(w[o, 0, kh, kw], None)
     wcopy = None
     if KH * KW <= 49 and kh_kind == kw_kind == "unroll":   # the channel's taps in registers for all its rows
@@ -142,13 +144,15 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     if wcopy is None:
         return parallel_over([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
     rows = For(oh, OH, seq(*stmts))
-    if plane is not None and sh == 1 and dh == 1 and dw == 1 and OH >= ROW_BLOCK:
-        blocks = OH // ROW_BLOCK
+    R = conv.knob("depthwise.row_block", ROW_BLOCK, (2, 3, 6, 8), "output rows computed together over a channel's "
+                  "plane (loads shared between rows)") if plane is not None and sh == dh == dw == 1 else ROW_BLOCK
+    if plane is not None and sh == 1 and dh == 1 and dw == 1 and OH >= R:
+        blocks = OH // R
         ob, orest = Var("ob"), Var("orest")
-        rows = seq(For(ob, blocks, _row_block(conv, rt, out, red, value, out_index, oh, ow, ob * ROW_BLOCK, plane,
-                                              PW, wl, KH, KW, OW)),
-                   For(orest, OH - blocks * ROW_BLOCK,
-                       LetStmt(oh, orest + blocks * ROW_BLOCK, seq(*stmts))) if OH % ROW_BLOCK else None)
+        rows = seq(For(ob, blocks, _row_block(conv, rt, out, red, value, out_index, oh, ow, ob * R, plane,
+                                              PW, wl, KH, KW, OW, R)),
+                   For(orest, OH - blocks * R,
+                       LetStmt(oh, orest + blocks * R, seq(*stmts))) if OH % R else None)
     channel = seq(wcopy, rows)
     if plane is not None:
         channel = Allocate(plane, seq(plane_fill, channel))
@@ -173,13 +177,13 @@ def _store_columns(out, out_index, value, red_var, ow, ow0, lanes, accv, at=None
 ROW_BLOCK = 4               # output rows the plane path of the NCHW depthwise conv computes together
 
 
-def _row_block(conv, rt, out, red, value, out_index, oh, ow, oh0, plane, PW, wl, KH, KW, OW):
+def _row_block(conv, rt, out, red, value, out_index, oh, ow, oh0, plane, PW, wl, KH, KW, OW, R):
     """ROW_BLOCK output rows from oh0 over a channel's padded plane (stride and dilation 1): each vector of the
     plane's rows is loaded once and feeds every output row whose kernel reaches it, (ROW_BLOCK - 1 + KH) x KW
     loads for ROW_BLOCK x KH x KW FMAs instead of one load per FMA (7x7 over 96 x 56 x 56: 345 -> 188-215 us,
     over 192 x 28 x 28: 198 -> 104-112 us; 5x5 over 96 x 56 x 56: 256 -> 98-160 us). One accumulator per row;
     columns in whole vectors, then one narrower vector."""
-    R, owv, VL = ROW_BLOCK, Var("owv"), conv.caps.lanes
+    owv, VL = Var("owv"), conv.caps.lanes
     stmts = []
     full = OW // VL
     for start, count, lanes in ((0, full, VL), (full * VL, 1, OW - full * VL)):
@@ -265,11 +269,14 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
 
     stmts = []
     t = Var("ct")
-    full = (hi - lo) // DW_COLUMNS
+    width = conv.knob("depthwise_blocked.columns", DW_COLUMNS, range(1, max(1, conv.caps.vector_registers - 4) + 1),
+                      f"output columns per register tile (registers: columns + 1 <= "
+                      f"{conv.caps.vector_registers - 3})")
+    full = (hi - lo) // width
     if full:
-        body = columns([as_expr(lo) + t * DW_COLUMNS + i for i in range(DW_COLUMNS)], True)
+        body = columns([as_expr(lo) + t * width + i for i in range(width)], True)
         stmts.append(For(t, full, body) if full > 1 else LetStmt(t, as_expr(0), body))
-    rest = list(range(lo + full * DW_COLUMNS, hi))
+    rest = list(range(lo + full * width, hi))
     if rest:
         stmts.append(columns(rest, True))
     for j in list(range(0, lo)) + list(range(hi, OW)):
@@ -278,6 +285,7 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
     return parallel_over([(n, N), (cb, CB), (oh, OH)], Allocate(wl, seq(wcopy, *stmts)), work, num_threads)
 
 
+UNROLL_MAX = 7              # the longest kernel row / column of the NCHW depthwise conv whose loop is unrolled
 ACC_PARTS = 4               # accumulators per vector of columns in the NCHW depthwise conv (one per kernel row mod 4)
 PLANE_BORDER = 4            # scalar border columns from which a wider map also takes the plane
 PLANE_FLOATS = 4096         # largest padded window (floats) a depthwise channel copies into a local plane

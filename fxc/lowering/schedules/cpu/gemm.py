@@ -70,6 +70,22 @@ def row_tile(rows: int, nv: int, caps) -> int:
 
 
 
+def rows_knob(conv: Converter, name: str, rows: int, nv: int) -> int:
+    """Knob `name`: rows per register tile of nv vectors, from 1 to what the target's accumulator registers hold
+    (default row_tile's choice)."""
+    limit = max(1, min(rows, acc_vectors(conv.caps) // nv))
+    return conv.knob(name, row_tile(rows, nv, conv.caps), range(1, limit + 1),
+                     f"rows per register tile of {nv} accumulator vectors (registers: rows x {nv} <= "
+                     f"{acc_vectors(conv.caps)})")
+
+
+def parts_knob(conv: Converter, name: str, default: int, whole_tiles: int) -> int:
+    """Knob `name`: parts a row of `whole_tiles` register tiles splits into among parallel work items (each at least
+    two tiles, at most 8 parts; default: the schedule's rule)."""
+    return conv.knob(name, default, range(1, max(1, min(8, whole_tiles // 2)) + 1),
+                     "parallel parts a row of register tiles splits into (work split)")
+
+
 def largest_divisor(n: int, min_quotient: int) -> int:
     """The largest d dividing n with n // d >= min_quotient (work items of d steps each, at least min_quotient of
     them); 1 when none."""
@@ -216,9 +232,10 @@ def row_parts(whole_tiles: int, tasks: int, num_threads: int) -> int:
     return next((p for p in range(2, 9) if 2 * p <= whole_tiles and tasks * p % num_threads == 0), 1)
 
 
-def _row_split(whole_tiles: int, tasks: int, num_threads: int):
-    """(row_tiles' chunk, the parallel axis it adds) for row_parts' split; (None, []) when the rows stay whole."""
-    parts = row_parts(whole_tiles, tasks, num_threads)
+def _row_split(conv: Converter, whole_tiles: int, tasks: int, num_threads: int):
+    """(row_tiles' chunk, the parallel axis it adds) for row_parts' split (knob matmul.row_parts); (None, []) when the
+    rows stay whole."""
+    parts = parts_knob(conv, "matmul.row_parts", row_parts(whole_tiles, tasks, num_threads), whole_tiles)
     if parts == 1:
         return None, []
     rc = Var("rc")
@@ -280,7 +297,7 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         obb = chunk * per + g
     else:
         obb = Var("obb")
-    mr = row_tile(OW, nv, conv.caps)
+    mr = rows_knob(conv, "conv2d.rows", OW, nv)
     span = (mr - 1) * sw + (KW - 1) * dw + 1
     CP = x.shape[1] * li
     panel = conv.local(x.dtype, KH * span * CP, "xpanel") if staged else None
@@ -321,7 +338,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     work = N * (OB * L if blocked_out else O) * OH * OW * C * KH * KW
     if not staged:
         # a row whose input does not stay cached runs in strips, the groups innermost (schedules/cpu/column_strips)
-        parts = column_parts(C * KH * x.shape[3] * ITEMSIZE[x.dtype], groups, OW // mr, conv.caps)
+        parts = parts_knob(conv, "conv2d.strips", column_parts(C * KH * x.shape[3] * ITEMSIZE[x.dtype], groups,
+                                                               OW // mr, conv.caps), OW // mr)
         if parts > 1:
             rc = Var("rc")
             body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, chunk=(rc, parts), lanes=L)
@@ -399,7 +417,9 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     xbuf = conv.bufs.get(x)
     bf16 = bool(a.get("bf16"))      # C counts bf16x2 words (channel pairs)
     if (KH, KW) != (1, 1) or tuple(a["stride"]) != (1, 1) or tuple(x.shape) != (N, C, OH, OW) \
-            or not conv1x1_as_gemm(C * (2 if bf16 else 1), O, OH * OW) or not _flat_positions(value, oh, ow, OW):
+            or not _flat_positions(value, oh, ow, OW) \
+            or not conv.knob("conv1x1.as_gemm", conv1x1_as_gemm(C * (2 if bf16 else 1), O, OH * OW), (True, False),
+                             "a 1x1 stride-1 conv as the GEMM over its positions (False: channel lanes)"):
         return None
     HW = OH * OW
     p = Var("p")
@@ -415,13 +435,14 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     wbuf = conv.bufs[wp]
     pb, ot = Var("pb"), Var("ot")
     lanes = conv.caps.lanes
-    nv = 4 if HW >= 4 * lanes else max(1, -(-HW // lanes))
+    nv = conv.knob("conv1x1.vectors", 4 if HW >= 4 * lanes else max(1, -(-HW // lanes)),
+                   range(1, min(4, -(-HW // lanes)) + 1), "vectors of positions per register tile")
     block = nv * lanes
     nb_full, rest = HW // block, HW % block
     blocks = [([lanes] * nv, nb_full)] if nb_full else []
     if rest:
         blocks.append(([lanes] * (rest // lanes) + ([rest % lanes] if rest % lanes else []), 1))
-    mr = row_tile(O, nv, conv.caps)
+    mr = rows_knob(conv, "conv1x1.rows", O, nv)
     n_full, o_tail = O // mr, O % mr
 
     def tile(widths, p0, o0, rows):
@@ -528,7 +549,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     mac = dot_bf16 if a.get("bf16") else None
     work = math.prod(shape) * K
     groups = NBP // nv
-    mr = row_tile(M, nv, conv.caps)
+    mr = rows_knob(conv, "matmul.rows", M, nv)
     row = conv.convert(A[tuple(a_batch) + ((k, m) if trans_a else (m, k))], None)
     stride = linear_stride(row.args[1], m) if isinstance(row, Load) else None
     itemsize = ITEMSIZE[row.dtype]
@@ -547,7 +568,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         return _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block, mac, work, num_threads, k,
                             panel, lambda i, m0: Load(panel, k * mr + i), copy_cols)
     if stride is None or K < 64 or rows_per_set(abs(stride) * itemsize, mr) <= L1_ROWS_PER_SET:
-        chunk, split = _row_split(M // mr, math.prod(n for _, n in batch) * groups, num_threads)
+        chunk, split = _row_split(conv, M // mr, math.prod(n for _, n in batch) * groups, num_threads)
         body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(nbb), store_block(nbb), mac, mr,
                          chunk=chunk, lanes=L)
         return parallel_over(batch + [(nbb, groups)] + split, body, work, num_threads)
@@ -572,7 +593,7 @@ def _panel_tiles(conv, rt, M, K, nv, mr, groups, batch, b_of_block, store_block,
     per = largest_divisor(groups, num_threads)
     chunk, g = Var("nchunk"), Var("ng")
     blk = chunk * per + g
-    rows, split = _row_split(M // mr, math.prod(n for _, n in batch) * (groups // per), num_threads)
+    rows, split = _row_split(conv, M // mr, math.prod(n for _, n in batch) * (groups // per), num_threads)
     body = row_tiles(conv, rt.dtype, M, nv, [(k, K)], a_of, b_of_block(blk), store_block(blk), mac, mr,
                      prologue=copy, inner=(g, per), chunk=rows, lanes=rt.attrs["b"].shape[-1])
     return parallel_over(batch + [(chunk, groups // per)] + split, Allocate(panel, body), work, num_threads)

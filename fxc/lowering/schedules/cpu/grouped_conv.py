@@ -54,6 +54,10 @@ def schedule_grouped_conv2d(conv, rt, out, red, value, axes, shape, num_threads)
     dh, dw = a["dilation"]
     index = flat_index(axes, shape)
     mr, nv = tile_shape(OG, OW, conv.caps)
+    nv = conv.knob("grouped_conv.vectors", nv, range(1, max(1, min(MAX_VECTORS, -(-OW // conv.caps.lanes))) + 1),
+                   "vectors along the output row per register tile")
+    mr = conv.knob("grouped_conv.rows", mr, range(1, max(1, min(OG, acc_vectors(conv.caps) // nv)) + 1),
+                   f"output channels per register tile (registers: rows x vectors <= {acc_vectors(conv.caps)})")
     L = conv.caps.lanes
     block = nv * L
     nb_full, rest = OW // block, OW % block

@@ -90,6 +90,8 @@ def schedule_conv2d_winograd(conv, rt, out, red, value, axes, shape, num_threads
     ubuf = conv.bufs[u]
     # a task transforms R tile rows once and runs every GEMM over them, so each U[xi] block is read once per task
     R = max(1, min(TH, V_BUDGET // (AL * AL * TW * CW * 4)))
+    R = conv.knob("winograd.task_rows", R, [r for r in (1, 2, 3, 4, 6, 8) if r < R],
+                  "tile rows a task transforms and runs its GEMMs over (at most what V_BUDGET holds)")
     TT = -(-TH // R)
     R = -(-TH // TT)
     RT = R * TW                                     # tiles per task

@@ -21,10 +21,13 @@ list (outputs, inputs, then scratch buffers) and run in order on one queue; each
   max pooling) is scheduled as that compute instead on devices with local memory of their own (GPUs); on a CPU
   device (PoCL) its CPU loop IR, vectorised along rows without bounds tests inside, measured faster.
 
-Knobs (work-group size, reduction threads) are named in `Knobs`; their defaults come from the device's Caps.
+Knobs (work-group size, reduction threads, ...) are the 17 fields of `Knobs`; their defaults come from the device's
+Caps (`Knobs.for_caps`). `knob_space(caps)` declares each one's choices and the constraints a config must meet (a
+tuner's search space, schedules/knobs.py); `knobs_of(caps, config)` is the defaults with a config's values.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ... import te
@@ -32,6 +35,7 @@ from ...legalize import scalarize
 from ...loop_ir import Kernel, index_bits_of, launch_of
 from ...te import Tensor
 from .. import lookup
+from ..knobs import Constraint, Knob, Space
 from .from_loops import extern_launches
 from .gemv import gemv
 from .one_per_output import DeviceConverter, one_per_output
@@ -85,6 +89,81 @@ class Knobs:
                      window_cols=4 if caps.max_work_group_size > 1 else 0,    # work-groups of one (WebGL): no
                      extern_computes=shared,                                    # row work-groups, one-dim grids
                      window_local_bytes=caps.local_memory_bytes // 2 if shared else 0)
+
+
+def _pow2(lo: int, hi: int) -> list:
+    return [1 << i for i in range(lo.bit_length() - 1, hi.bit_length()) if lo <= 1 << i <= hi]
+
+
+KNOB_DOCS = {
+    "work_group_size": "work-items per work-group of a one-per-output launch",
+    "reduce_threads": "work-items reducing one output together (a tree in shared memory; < 8: no tree)",
+    "reduce_min_length": "rows at least this long reduce in a work-group",
+    "reduce_max_outputs": "... when there are at most this many outputs",
+    "gemm_tile": "a tiled GEMM's work-group is tile x tile (1: no tiled GEMM)",
+    "gemm_shared": "stage GEMM blocks in shared memory (False: register tiles)",
+    "gemm_rows": "rows of a work-item's register tile",
+    "gemm_cols": "columns of a work-item's register tile",
+    "window_width": "work-items along an image row of a windowed reduction (depthwise, pool)",
+    "window_cols": "outputs of the row per work-item (0: no window schedule)",
+    "window_max": "the largest window (reduction length) the window schedule takes",
+    "window_local_bytes": "shared memory a window work-group may stage its input tile in (0: none)",
+    "extern_computes": "an extern op with a compute form runs as that compute (False: its CPU loop IR)",
+    "vector_width": "lanes of the vector loads a schedule emits (1: scalar loads)",
+    "gemv_max_rows": "a matrix product with at most this many rows is a GEMV (0: none)",
+    "gemv_threads": "work-items along k per GEMV output (> 1: a tree)",
+    "gemv_outputs": "outputs per GEMV work-group",
+}
+
+
+def knob_space(caps) -> Space:
+    """The search space of the GPU schedules on a device: every field of Knobs with its choices (the default from
+    for_caps first) and the constraints of the device (work-group size, local memory, registers)."""
+    d = Knobs.for_caps(caps)
+    wg, local = caps.max_work_group_size, caps.local_memory_bytes
+    choices = {
+        "work_group_size": _pow2(1, min(wg, 256)),
+        "reduce_threads": [1] + _pow2(8, min(wg, 256)),
+        "reduce_min_length": [256, 512, 2048, 4096],
+        "reduce_max_outputs": [4, 16, 64, 256, 1024],
+        "gemm_tile": [1] + _pow2(4, 32),
+        "gemm_shared": [True, False],
+        "gemm_rows": [1, 2, 4, 8],
+        "gemm_cols": [1, 2, 4, 8],
+        "window_width": _pow2(1, min(wg, 64)),
+        "window_cols": [0, 1, 2, 4, 8],
+        "window_max": [16, 32, 64, 128],
+        "window_local_bytes": [0, local // 4, local // 2],
+        "extern_computes": [True, False],
+        "vector_width": sorted({1, *(w for w in caps.vector_widths if w <= 16)}),
+        "gemv_max_rows": [0, 1, 2, 4, 8],
+        "gemv_threads": _pow2(1, 64),
+        "gemv_outputs": [1, 2, 4, 8, 16, 32],
+    }
+    knobs = {n: Knob(n, tuple(dict.fromkeys([getattr(d, n), *c])), getattr(d, n), KNOB_DOCS[n])
+             for n, c in choices.items()}
+    constraints = (
+        Constraint(f"work_group_size <= the device's {wg} work-items", lambda c: c["work_group_size"] <= wg),
+        Constraint(f"reduce_threads <= {wg} work-items and 8 bytes each fit {local} B of local memory",
+                   lambda c: c["reduce_threads"] <= wg and c["reduce_threads"] * 8 <= local),
+        Constraint(f"gemm_tile^2 <= {wg} work-items; staged blocks (2 x tile^2 floats) fit local memory",
+                   lambda c: c["gemm_tile"] ** 2 <= wg and (not c["gemm_shared"] or 8 * c["gemm_tile"] ** 2 <= local)),
+        Constraint("gemm_rows x gemm_cols <= 32 accumulators per work-item (registers)",
+                   lambda c: c["gemm_rows"] * c["gemm_cols"] <= 32),
+        Constraint(f"window_width <= {wg} work-items", lambda c: c["window_width"] <= wg),
+        Constraint(f"gemv_threads x gemv_outputs <= {wg} work-items; its tree fits local memory",
+                   lambda c: c["gemv_threads"] * c["gemv_outputs"] <= wg
+                   and c["gemv_threads"] * c["gemv_outputs"] * 8 <= max(local, 8)),
+    )
+    return Space("gpu", knobs, constraints)
+
+
+def knobs_of(caps, config: dict | None = None) -> Knobs:
+    """The device's default Knobs with the values a config names (fields it does not name keep their default); a
+    config outside knob_space(caps) (an unknown knob, a value not among its choices, a broken constraint: a hand-edited
+    log) is not applied: the defaults are."""
+    d = Knobs.for_caps(caps)
+    return dataclasses.replace(d, **config) if config and knob_space(caps).valid(config) else d
 
 
 def root_kind(conv, t: Tensor, knobs: Knobs) -> str:

@@ -1,0 +1,75 @@
+"""Default against tuned: fxc.tune on a harness model, then both builds timed interleaved in this process.
+
+    .venv/bin/python -m benchmarks.tune --model resnet18 --target llvm --trials 500 [--log tune.jsonl]
+        [--runs 30] [--plot curve.png] [--scheduler tcp://host:port]
+
+Prints the tuning's trials and wall time, the time to reach within 5% of its final end-to-end estimate, the cost
+model's held-out rank correlation, and the model's latency with the default schedules (tuning_log=False) and with
+the tuned log: median and minimum over --runs interleaved calls (one of each per round; a shared host is noisy, so
+read the minimum too). --trials 0 times an existing --log without tuning. (TVM MetaSchedule side by side is not
+part of it: apache-tvm is not installed in this venv.)
+The long runs of the issue are commands of this script, e.g. on PoCL:
+    .venv/bin/python -m benchmarks.tune --model resnet18 --target opencl --trials 1000
+"""
+import argparse
+import statistics
+import time
+
+
+def _latencies(fns: dict, inputs, runs: int) -> dict:
+    times = {k: [] for k in fns}
+    for f in fns.values():
+        f(*inputs)
+    for i in range(runs):
+        for k in list(fns)[i % len(fns):] + list(fns)[:i % len(fns)]:
+            t0 = time.perf_counter()
+            fns[k](*inputs)
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
+def _within(curve: list, final: float, frac: float = 0.05):
+    return next((t for t, c in curve if c <= final * (1 + frac)), None)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--target", default="llvm")
+    ap.add_argument("--trials", type=int, default=200)
+    ap.add_argument("--log", default=None, help="tuning log (default: a new one per model and target)")
+    ap.add_argument("--runs", type=int, default=30)
+    ap.add_argument("--plot", default=None)
+    ap.add_argument("--scheduler", default=None)
+    args = ap.parse_args(argv)
+    import torch
+
+    import fxc
+    from fxc.testing.models import example_inputs, make_model
+    torch.manual_seed(0)
+    model = make_model(args.model).eval()
+    inputs = example_inputs(args.model, batch=args.batch)
+    log = args.log or f"tune-{args.model}-{args.target.replace(' ', '_')}.jsonl"
+    if args.trials:
+        t0 = time.perf_counter()
+        r = fxc.tune(model, inputs, target=args.target, trials=args.trials, log=log, plot=args.plot,
+                     dask=args.scheduler)
+        wall = time.perf_counter() - t0
+        print(r)
+        reach = _within(r.e2e_curve, r.tuned_s)
+        print(f"tuning: {r.trials} trials in {wall:.0f} s; within 5% of the final estimate after {reach} trials; "
+              f"rank correlation (held out) {[round(c, 2) for _, c in r.correlations[-3:]]}")
+    with torch.inference_mode():
+        fns = {"default": fxc.from_torch(model, inputs, target=args.target, tuning_log=False),
+               "tuned": fxc.from_torch(model, inputs, target=args.target, tuning_log=log)}
+        times = _latencies(fns, inputs, args.runs)
+    for k, ts in times.items():
+        print(f"{args.model} b{args.batch} {args.target:<10} {k:<8} median {statistics.median(ts) * 1e3:8.3f} ms  "
+              f"min {min(ts) * 1e3:8.3f} ms  ({args.runs} interleaved calls)")
+    d, t = (statistics.median(times[k]) for k in ("default", "tuned"))
+    print(f"speed-up (medians): {d / t:.2f}x; minima: {min(times['default']) / min(times['tuned']):.2f}x")
+
+
+if __name__ == "__main__":
+    main()

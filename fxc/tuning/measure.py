@@ -1,0 +1,248 @@
+"""Measurement: a task's candidate configs built and timed in a child process that cannot hurt the tuner.
+
+Takes a Task (the group alone as a graph), the target's string, candidate configs and MeasureParams; produces one
+Result per config: costs (seconds per call, one per repeat) or an error kind: "build" (the compile raised), "run"
+(the call raised), "wrong" (its outputs differ from the default schedule's), "crash" (the child died), "hang" (past
+the timeout). A batch runs in one child (`python -m fxc.tuning.child`); when that child dies or hangs, each
+candidate of the batch is run again in a child of its own, so the error is recorded against the one that caused it.
+
+Timing is TVM's: `warmup` calls, then `repeat` repeats of `number` calls each, `number` raised until one repeat
+takes min_repeat_ms; a cost is a repeat's kernel time (the module's kernel timers, profile=True) over its calls.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import select
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..driver.build import build
+from .log import append, make_record
+from .tasks import clone_graph
+
+RUNNER = "fxc.tuning.measure:run_batch"     # what a child runs (a test may name its own, e.g. one that crashes)
+
+
+@dataclass(frozen=True)
+class MeasureParams:
+    number: int = 1             # calls per repeat (raised until a repeat takes min_repeat_ms)
+    repeat: int = 3             # repeats: one cost each
+    min_repeat_ms: float = 20.0
+    warmup: int = 1             # calls before timing
+    timeout_s: float = 120.0    # a child's limit per candidate (its builds and runs)
+    rtol: float = 1e-3          # the check against the default schedule's outputs: |diff| <= rtol x max |default|
+    atol: float = 1e-5          # + atol
+
+
+@dataclass
+class Result:
+    config: dict
+    costs: list = field(default_factory=list)
+    error: str | None = None
+    detail: str = ""
+    wall_s: float = 0.0
+
+    @property
+    def cost(self) -> float:
+        """The fastest repeat (the least disturbed by other work on the machine); inf for an error."""
+        return float(min(self.costs)) if self.error is None and self.costs else float("inf")
+
+
+def example_arrays(graph, seed: int = 0) -> list:
+    """Inputs for a task's graph: random normals (integers in [0, 4) for integer inputs: indices stay in range)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for v in graph.inputs:
+        if v.dtype.startswith(("int", "uint")):
+            out.append(rng.integers(0, 4, size=v.shape).astype(v.dtype))
+        elif v.dtype == "bool":
+            out.append(rng.integers(0, 2, size=v.shape).astype(bool))
+        else:
+            out.append(rng.standard_normal(v.shape).astype(v.dtype))
+    return out
+
+
+def time_module(module, arrays: list, p: MeasureParams) -> list:
+    """Seconds per call of `module` on `arrays`, one per repeat: its kernels' own time where it was built with
+    profile=True (the kernel timers: no call overhead), else the calls' wall time."""
+    for _ in range(p.warmup):
+        module(*arrays)
+    number = max(1, p.number)
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(number):
+            module(*arrays)
+        dt = time.perf_counter() - t0
+        if dt * 1e3 >= p.min_repeat_ms or number >= 1 << 16:
+            break
+        number = min(1 << 16, max(number * 2, int(number * p.min_repeat_ms / max(dt * 1e3, 1e-3)) + 1))
+    costs = []
+    for _ in range(p.repeat):
+        if module.profiled:
+            module.profile(reset=True)
+        t0 = time.perf_counter()
+        for _ in range(number):
+            module(*arrays)
+        wall = (time.perf_counter() - t0) / number
+        costs.append(sum(r["total_ms"] for r in module.profile()) / 1e3 / number if module.profiled else wall)
+    return costs
+
+
+def _outputs(result) -> list:
+    return [np.asarray(r) for r in (result if isinstance(result, (list, tuple)) else [result])]
+
+
+_references: dict = {}     # (workload, target) -> the default schedule's outputs, in a (persistent) child
+
+
+def _differs(k: int, got: np.ndarray, ref: np.ndarray, p: MeasureParams) -> str:
+    """Why output k differs from the default schedule's ('' when it agrees): its shape, NaNs or infinities where
+    the reference has none, or a largest difference above rtol x the reference's largest magnitude + atol (a
+    schedule reorders sums: Winograd's transforms round at the scale of the whole output, not of each element)."""
+    if got.shape != ref.shape:
+        return f"output {k}: shape {got.shape}, the default's {ref.shape}"
+    if got.dtype.kind not in "fc":
+        return "" if np.array_equal(got, ref) else f"output {k}: differs from the default's"
+    g, r = got.astype(np.float64), ref.astype(np.float64)
+    if not np.array_equal(np.isfinite(g), np.isfinite(r)):
+        return f"output {k}: non-finite values where the default has none (or the reverse)"
+    fin = np.isfinite(r)
+    err = float(np.max(np.abs(g[fin] - r[fin]), initial=0.0))
+    bound = p.rtol * float(np.max(np.abs(r[fin]), initial=0.0)) + p.atol
+    return f"output {k}: max |diff| {err:.3g} > {bound:.3g}" if err > bound else ""
+
+
+def run_batch(payload: dict) -> list:
+    """In the child: build and time every config of the payload (a list of result dicts). The default config's
+    outputs are the reference every candidate is checked against (built once per workload in this process)."""
+    task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
+    arrays = example_arrays(task.graph)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="fxc-tune-") as tmp:
+        if (task.key, target) not in _references:
+            _references[(task.key, target)] = _outputs(build(clone_graph(task.graph), target,
+                                                             tuning_log=False)(*arrays))
+        reference = _references[(task.key, target)]
+        timers = {"profile": True} if payload.get("kernel_time", True) else {}
+        for i, config in enumerate(payload["configs"]):
+            t0 = time.perf_counter()
+            log = Path(tmp) / f"c{i}.jsonl"
+            append(log, make_record(task.key, payload["target_key"], config, [1.0], None, task.desc, target))
+            try:
+                module = build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build
+                # rewrites the graph it takes; timers: the kernels' time, without the call's overhead)
+            except Exception as e:      # noqa: BLE001 - a candidate's compile error is its result, not the tuner's
+                out.append(asdict(Result(config, error="build", detail=f"{type(e).__name__}: {e}"[:300])))
+                continue
+            try:
+                got = _outputs(module(*arrays))
+                costs = time_module(module, arrays, p)
+            except Exception as e:      # noqa: BLE001 - likewise for its run
+                out.append(asdict(Result(config, error="run", detail=f"{type(e).__name__}: {e}"[:300])))
+                continue
+            bad = next((why for k, (g, r) in enumerate(zip(got, reference)) for why in [_differs(k, g, r, p)] if why),
+                       None)
+            out.append(asdict(Result(config, [] if bad else costs, "wrong" if bad else None, bad or "",
+                                     time.perf_counter() - t0)))
+    return out
+
+
+def measure(task, target: str, target_key: str, configs: list, params: MeasureParams, runner: str = RUNNER,
+            child: "Child | None" = None) -> list:
+    """Results of `configs` for `task`, measured in a child process (child: a persistent one, else a new one; see
+    the module doc); a batch whose child dies or hangs is measured again one candidate per new child."""
+    payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params))
+    timeout = params.timeout_s * max(1, len(configs))
+    results = child.run(payload, runner, timeout) if child is not None else _once(payload, runner, timeout)
+    if isinstance(results, list):
+        return results
+    if len(configs) == 1:
+        return [Result(configs[0], error=results[0], detail=results[1])]
+    return [r for c in configs for r in measure(task, target, target_key, [c], params, runner)]
+
+
+def _env() -> dict:
+    """The child's environment: this fxc first on its path (the child runs in a folder of its own, so no `fxc` of
+    the parent's working directory shadows it), the module cache off (candidates are not worth caching)."""
+    env = dict(os.environ, FXC_MODULE_CACHE="0")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(Path(__file__).resolve().parents[2]),
+                                                    env.get("PYTHONPATH", "")] if p)
+    return env
+
+
+def _once(payload: dict, runner: str, timeout: float):
+    """The runner's results from a new child process, or (error kind, detail) when it died or hung."""
+    with tempfile.TemporaryDirectory(prefix="fxc-measure-") as tmp:
+        src, dst = Path(tmp) / "in.pkl", Path(tmp) / "out.json"
+        src.write_bytes(pickle.dumps(payload))
+        try:
+            proc = subprocess.run([sys.executable, "-m", "fxc.tuning.child", runner, str(src), str(dst)],
+                                  env=_env(), cwd=tmp, timeout=timeout, capture_output=True, text=True)
+        except subprocess.TimeoutExpired:
+            return ("hang", f"no result in {timeout:.0f} s")
+        if proc.returncode != 0 or not dst.exists():
+            return ("crash", f"child exit code {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        return [Result(**r) for r in json.loads(dst.read_text())]
+
+
+class Child:
+    """A persistent measurement child (`python -m fxc.tuning.child --serve`): batches one after another without a
+    new interpreter each; one that dies or hangs is killed and replaced at the next batch, and after `renew`
+    batches it is replaced anyway (the libraries its builds loaded stay loaded)."""
+
+    def __init__(self, renew: int = 40):
+        self.proc, self.done, self.renew = None, 0, renew
+        self.tmp = tempfile.TemporaryDirectory(prefix="fxc-measure-")
+
+    def run(self, payload: dict, runner: str, timeout: float):
+        """The runner's results, or (error kind, detail) when the child died or hung."""
+        if self.proc is None or self.proc.poll() is not None or self.done >= self.renew:
+            self.close()
+            self.proc = subprocess.Popen([sys.executable, "-m", "fxc.tuning.child", "--serve"], env=_env(),
+                                         cwd=self.tmp.name,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True, bufsize=1)
+            self.done = 0
+        self.done += 1
+        src, dst = Path(self.tmp.name) / f"in{self.done}.pkl", Path(self.tmp.name) / f"out{self.done}.json"
+        src.write_bytes(pickle.dumps(payload))
+        try:
+            self.proc.stdin.write(f"{runner}\t{src}\t{dst}\n")
+            self.proc.stdin.flush()
+        except OSError:
+            self.close()
+            return ("crash", "the measurement child had exited")
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                self.close()
+                return ("hang", f"no result in {timeout:.0f} s")
+            line = self.proc.stdout.readline()
+            if not line:
+                code = self.proc.wait()
+                self.close()
+                return ("crash", f"child exit code {code}")
+            if line.strip() == f"done\t{dst}":
+                break
+        src.unlink(missing_ok=True)
+        results = [Result(**r) for r in json.loads(dst.read_text())]
+        dst.unlink(missing_ok=True)
+        return results
+
+    def close(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                f.close()
+            self.proc = None
