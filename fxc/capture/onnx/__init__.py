@@ -162,14 +162,26 @@ def _convert_nodes(cx, nodes, env: dict) -> None:
         ins = [env[i] for i in node.input]
         while ins and ins[-1] is None:
             ins.pop()
-        if node.op_type == "If":
-            outs = _inline_if(cx, node, ins, env)
-        else:
-            outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
+        try:
+            if node.op_type == "If":
+                outs = _inline_if(cx, node, ins, env)
+            else:
+                outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
+        except Exception as e:
+            if not getattr(e, "__notes__", None):   # the innermost node (an If's branch) is the one to name
+                e.add_note(cx.where())
+            raise
         outs = outs if isinstance(outs, tuple) else (outs,)
         for name, v in zip(node.output, outs):
             if name:
                 env[name] = v
+
+
+def symbol_name(dim_param: str) -> str:
+    """The size symbol of an ONNX dim name: the name itself where it is an identifier ("batch", "seq_len"), else
+    made one ("batch size" -> "batch_size", "2d" -> "d_2d"), so errors, `fxc inspect` and fxc_model.h show it."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in dim_param.strip()) or "dim"
+    return name if name.isidentifier() else f"d_{name}"
 
 
 def _inline_if(cx, node, ins, env):
@@ -299,18 +311,21 @@ class OnnxModel:
         return m
 
     def _build_symbolic(self, bound: tuple):
-        """One module for every value of the model's named dim (its dim_param; fxc/symbolic/sym.py), or None when
-        the model has none, several, or a part that needs the size (then each shape builds on its own)."""
+        """One module for every value of the model's named dims (its dim_params, each a size symbol of that name:
+        fxc/symbolic/sym.py), or None when the model has none or a part that needs the sizes (then each shape
+        builds on its own, and a WARNING names the op and the symbols)."""
         names = {d for _, _, dims in self._inputs for d in dims or () if isinstance(d, str)}
-        if len(names) != 1:
+        if not names:
             return None
-        shapes = [tuple(Sym(d) if isinstance(d, str) else s for d, s in zip(dims, shape)) if dims else shape
-                  for (_, _, dims), shape in zip(self._inputs, bound)]
+        shapes = [tuple(Sym(symbol_name(d)) if isinstance(d, str) else s for d, s in zip(dims, shape)) if dims
+                  else shape for (_, _, dims), shape in zip(self._inputs, bound)]
         try:
             m = build(to_graph(self.proto, shapes), target=self.target, **self.options)
         except Exception as e:      # noqa: BLE001  (never the user's problem: one build per shape instead)
-            logging.getLogger("fxc").info("fxc: ONNX model: no symbolic build (%s: %s); building per shape",
-                                          type(e).__name__, e)
+            where = f"{e.__notes__[-1]}: " if getattr(e, "__notes__", None) else ""
+            logging.getLogger("fxc").warning(
+                "fxc: ONNX model: its named dim(s) %s cannot stay symbolic (%s%s: %s); it builds once per input "
+                "shape and exports static artifacts", ", ".join(sorted(names)), where, type(e).__name__, e)
             return None
         if not m.symbols:
             return None

@@ -19,6 +19,9 @@ from ...ops.common import np_dtype
 from ...ops.registry import aten_table, get_op
 from ...relay_like.builder import Builder, stated_promotion
 from ...relay_like.graph import Value
+from ...symbolic.expr import Expr
+from ...symbolic.sym import canonical
+from ...types import TensorType
 
 _TABLE: dict = {}       # op type -> sorted list of (since opset, converter)
 
@@ -81,6 +84,18 @@ class FoldingBuilder(Builder):
     def __init__(self):
         super().__init__(promotion=stated_promotion)
 
+    def const(self, array) -> Value:
+        """A constant; an int array holding size symbols (the Shape of a tensor with a named dim: [batch, 8, 2, 2])
+        is a symbolic shape value: an int64 constant whose data are ints and int64 expressions, folded like any
+        other constant into the shapes it makes (a Reshape's target), never an operand of a kernel."""
+        a = np.asarray(array)
+        if a.dtype != object:
+            return super().const(a)
+        a = np.vectorize(canonical, otypes=[object])(a) if a.size else a
+        if not any(isinstance(d, Expr) for d in a.reshape(-1)):
+            return super().const(a.astype(np.int64))
+        return Value(TensorType(a.shape, "int64"), data=a)
+
     def call(self, op: str, inputs: list, **attrs):
         out = super().call(op, inputs, **attrs)
         node = self.graph.nodes[-1]
@@ -89,8 +104,15 @@ class FoldingBuilder(Builder):
         self.graph.nodes.pop()
         res = get_op(op).reference(*[v.data for v in node.inputs], **node.attrs)
         res = res if isinstance(res, (tuple, list)) else (res,)
-        vals = [self.const(np.asarray(r).astype(np_dtype(o.dtype)).reshape(o.shape)) for r, o in zip(res, node.outputs)]
+        vals = [self.const(_as_dtype(np.asarray(r), o.dtype).reshape(o.shape)) for r, o in zip(res, node.outputs)]
         return vals[0] if len(vals) == 1 else tuple(vals)
+
+
+def _as_dtype(a: np.ndarray, dtype: str) -> np.ndarray:
+    """A folded result in the output's dtype; a symbolic shape value (object data) stays one while it is int64."""
+    if a.dtype == object and dtype == "int64":
+        return a
+    return a.astype(np_dtype(dtype))
 
 
 class Context:
@@ -122,8 +144,9 @@ class Context:
         return v.data
 
     def ints(self, v, what: str):
+        """The ints of a constant input; a symbolic shape value's symbolic entries as int64 expressions."""
         d = self.const(v, what)
-        return None if d is None else [int(i) for i in np.asarray(d).reshape(-1)]
+        return None if d is None else [i if isinstance(i, Expr) else int(i) for i in np.asarray(d).reshape(-1)]
 
     def scalar(self, value, dtype: str) -> Value:
         return self.b.scalar(value, dtype)

@@ -9,8 +9,12 @@ UnsupportedOpError that names the op and the node.
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
 import os
+import sys
 import traceback
+import warnings
 
 import numpy as np
 import torch
@@ -29,7 +33,7 @@ from ...symbolic.sym import SymInfo
 from ...target import Target
 from .backend import keep_whole
 from .graph import FROM_STR, _Support, to_graph
-from .symbolic import symbolic_placeholders
+from .symbolic import dim_names, symbolic_placeholders
 
 _TORCH_DTYPE = {name: dt for name, dt in FROM_STR.items() if not name.startswith("complex")}
 
@@ -127,12 +131,30 @@ def _decompose_unconverted(ep):
     return ep
 
 
+@contextlib.contextmanager
+def _without_partial_graph():
+    """What torch.export writes to stderr, less the partial FX graph it prints (once per wrapper: twice) before
+    raising a graph break: fxc's error names the user's line instead."""
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            yield
+    except Exception as e:
+        graph = getattr(e, "partial_fx_graph", None)
+        text = buf.getvalue().replace(f"{graph}\n", "") if graph else buf.getvalue()
+        sys.stderr.write(text)
+        raise
+    sys.stderr.write(buf.getvalue())
+
+
 def capture(model: torch.nn.Module, example_inputs: tuple, dynamic_shapes=None):
     """torch.export + core-ATen decompositions; returns (GraphModule with params as get_attr, out_spec).
     dynamic_shapes: torch.export's (torch.export.Dim per dynamic dim)."""
     try:
-        ep = torch.export.export(model, tuple(example_inputs), strict=False, dynamic_shapes=dynamic_shapes)
-        ep = _decompose_unconverted(ep.run_decompositions(keep_whole(core_aten_decompositions())))
+        with warnings.catch_warnings(), _without_partial_graph():   # (torch's own deepcopy of its tree specs warns
+            warnings.filterwarnings("ignore", r".*isinstance\(treespec, LeafSpec\)", FutureWarning)  # of itself)
+            ep = torch.export.export(model, tuple(example_inputs), strict=False, dynamic_shapes=dynamic_shapes)
+            ep = _decompose_unconverted(ep.run_decompositions(keep_whole(core_aten_decompositions())))
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         where = f"{type(model).__name__}{_user_frame(e)}"
@@ -274,7 +296,7 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
     check_supported(gm, model)
     symbolic = None
     if dynamic_shapes is not None:
-        symbolic = symbolic_placeholders(gm, specialize=False)
+        symbolic = symbolic_placeholders(gm, specialize=False, names=dim_names(gm, dynamic_shapes))
         if symbolic is not None:
             symbolic = (symbolic[0], declared_ranges(dynamic_shapes, symbolic))
     graph, _, struct, _ = to_graph(gm, args, symbolic=symbolic)

@@ -34,7 +34,7 @@ from .fused import fused_decompositions, route_rnn_calls
 from .graph import _meta, _Support
 from .inference import inference_graph
 from .partition import FxcSubgraph
-from .recorder import Explanation, _record, _say_once
+from .recorder import Explanation, GraphBreak, _record, _say_once
 
 log = logging.getLogger("fxc")
 
@@ -67,6 +67,7 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     def bw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=False)
 
+    _record_break(gm)
     route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
         inference = inference_graph(gm, example_inputs, decompositions())    # grad mode off: no AOT autograd
@@ -74,6 +75,31 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
             _record(lambda r: setattr(r, "inference_graphs", r.inference_graphs + 1))
             return compile_aten_graph(inference[0], example_inputs, options, static=inference[1], boxed=False)
         return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
+
+
+def _record_break(gm) -> None:
+    """Dynamo's reason for ending this graph where it did, when it is a graph break (fxc.explain lists them); an op
+    Dynamo left out of its graphs (nonzero: a data-dependent shape) counts as fallen back, with that reason."""
+    why = getattr(gm, "compile_subgraph_reason", None)
+    if why is None or not getattr(why, "graph_break", False):
+        return
+    lines = [x.strip() for x in str(why.reason).splitlines() if x.strip()]
+    field = lambda name: next((x.split(":", 1)[1].strip() for x in lines[1:] if x.startswith(name)), "")  # noqa: E731
+    reason = lines[0] if lines else "graph break"
+    if reason.startswith("generic_jump"):       # Dynamo's words for a Python `if` on a tensor's value
+        reason = "data-dependent branching (a Python if on a tensor's value)"
+    frame = why.user_stack[-1] if getattr(why, "user_stack", None) else None
+    where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name} `{(frame.line or '').strip()}`" \
+        if frame is not None else "?"
+    brk = GraphBreak(reason, field("Explanation:"), where)
+    op = field("Developer debug context:")
+
+    def rec(r: Explanation):
+        r.graph_breaks.append(brk)
+        if op.startswith("aten."):
+            r.fallback_ops[op] += 1
+            r.fallback_reasons.setdefault(op, f"Dynamo runs it outside its graphs: {brk.detail or reason}")
+    _record(rec)
 
 
 # ATen ops outside core ATen whose torch._decomp decomposition is exact and made only of ops fxc has
