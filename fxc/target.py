@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 from .errors import TargetError
 
 KINDS = ("llvm", "opencl", "opengl", "webgl", "webgpu", "wasm", "clml")
+# the kinds named to users (errors, lists): clml builds for Qualcomm's CLML SDK on Adreno and is parsed like the others,
+# but is not offered, as fxc runs it nowhere but on those devices (elsewhere its regions run as opencl kernels)
+LISTED_KINDS = tuple(k for k in KINDS if k != "clml")
 
 
 @dataclass(frozen=True)
@@ -162,7 +165,7 @@ def _parse(text: str) -> Target:
         raise TargetError("empty target string; use 'llvm' for this CPU")
     kind, opts = words[0], {}
     if kind not in KINDS:
-        raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(KINDS)} "
+        raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(LISTED_KINDS)} "
                           f"(e.g. 'llvm -mcpu=haswell', 'opencl -device=0')")
     for w in words[1:]:
         if not w.startswith("-") or "=" not in w:

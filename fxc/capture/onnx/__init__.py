@@ -20,7 +20,7 @@ from onnx import helper
 
 from ...backends import fill
 from ...driver.build import build
-from ...driver.options import BUILD_OPTIONS
+from ...driver.options import check_options
 from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.tensors import TensorSpec
@@ -239,8 +239,14 @@ class OnnxModel:
             self._module_for(bound)
 
     def _bind(self, shapes) -> tuple:
-        """Concrete input shapes from `shapes` (a dict name -> shape, or a list in input order)."""
+        """Concrete input shapes from `shapes` (a dict name -> shape, a list in input order, or one shape for a
+        model of one input, as fxc.from_mxnet takes it)."""
         names = [n for n, _, _ in self._inputs]
+        if isinstance(shapes, (tuple, list)) and shapes and all(isinstance(d, (int, np.integer)) for d in shapes):
+            if len(names) != 1:
+                raise InputError(f"shapes={tuple(shapes)} is one shape, but the model has {len(names)} inputs "
+                                 f"{names}: pass a dict name -> shape")
+            shapes = [shapes]
         if isinstance(shapes, dict):
             unknown = set(shapes) - set(names)
             if unknown:
@@ -350,7 +356,11 @@ class OnnxModel:
     def outputs(self) -> list:
         return self.module.outputs
 
-    def __call__(self, *args):
+    def __call__(self, *args, **named):
+        """Run the model on its inputs, in order or by name (``model(x)``, ``model(input_ids=a, mask=b)``, or
+        ``model(**{"input.1": x})`` for a name that is not an identifier)."""
+        if named:
+            args = self._by_name(args, named)
         if len(args) != len(self._inputs):
             raise InputError(f"the model takes {len(self._inputs)} inputs {[n for n, _, _ in self._inputs]}, "
                              f"got {len(args)}")
@@ -373,6 +383,21 @@ class OnnxModel:
             outs = [torch.from_numpy(np.ascontiguousarray(o)) for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _by_name(self, args: tuple, named: dict) -> tuple:
+        """The inputs in the model's order from positional ones followed by named ones (InputError naming an
+        unknown, repeated or missing input)."""
+        names = [n for n, _, _ in self._inputs]
+        unknown = [k for k in named if k not in names]
+        if unknown:
+            raise InputError(f"{unknown} are not inputs of the model; its inputs are {names}")
+        twice = [k for k in named if k in names[:len(args)]]
+        if twice:
+            raise InputError(f"input(s) {twice} given both by position and by name")
+        missing = [n for n in names[len(args):] if n not in named]
+        if missing:
+            raise InputError(f"the model's input(s) {missing} are missing (its inputs: {names})")
+        return tuple(args) + tuple(named[n] for n in names[len(args):])
+
     def __repr__(self):
         sig = ", ".join(f"{n}: {dims if dims is not None else '?'}" for n, _, dims in self._inputs)
         return f"OnnxModel({sig}) [{self.target}, opset {opset_of(self.proto)}]"
@@ -385,9 +410,9 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     ----------
     model_or_path : onnx.ModelProto, bytes, str or os.PathLike
         The model; a path may have external data files next to it.
-    shapes : dict or list, optional
-        Input shapes (name -> shape, or one shape per input in order) for dims the model leaves open; without
-        it they are bound at the first call.
+    shapes : dict, list or tuple, optional
+        Input shapes (name -> shape, one shape per input in order, or a tuple for a model of one input) for dims
+        the model leaves open; without it they are bound at the first call.
     target : str
         Compilation target ("llvm": the host CPU).
     **options
@@ -396,8 +421,8 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     Returns
     -------
     OnnxModel
-        Callable on numpy arrays (returns numpy arrays) or torch tensors (returns tensors); one output as it is,
-        several as a tuple. `.module` is what `fxc.export` writes.
+        Callable on numpy arrays (returns numpy arrays) or torch tensors (returns tensors), in order or by input
+        name; one output as it is, several as a tuple. `.module` is what `fxc.export` writes.
 
     Raises
     ------
@@ -408,8 +433,6 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     InputError
         A shape that contradicts the model.
     """
-    unknown = set(options) - BUILD_OPTIONS
-    if unknown:
-        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
+    check_options(options)
     target = fill(target)       # parsed and filled once (a TargetError now, before anything is converted): every
     return OnnxModel(load_model(model_or_path), shapes, target, options)    # build of the model gets this Target

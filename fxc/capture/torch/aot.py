@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import io
+import operator
 import os
 import sys
 import traceback
@@ -24,7 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from ...backends import backend_of
 from ...driver.build import build
-from ...driver.options import BUILD_OPTIONS
+from ...driver.options import check_options
 from ...errors import FxcError, InputError, UnsupportedOpError
 from ...ops.registry import aten_table
 from ...runtime.tensors import TensorSpec, check_shape
@@ -228,8 +229,8 @@ def check_supported(gm: torch.fx.GraphModule, model) -> None:
     """Raise UnsupportedOpError listing every node fxc cannot compile (op, node name, source line, reason)."""
     support, bad = _Support(), []
     for node in gm.graph.nodes:
-        if node.op == "call_function":
-            ok, reason = support.check(node)
+        if node.op == "call_function" and node.target is not operator.getitem:     # (the pick of a result of
+            ok, reason = support.check(node)                                        # an op listed already)
             if not ok and reason != "size arithmetic":      # (sizes: evaluated by to_graph, symbolic or not)
                 support.reasons[node] = reason
                 bad.append(f"{node.target} (node {node.name!r}{_node_source(node)}): {reason}")
@@ -279,9 +280,7 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
     TargetError
         Unknown target kind, CPU or option.
     """
-    unknown = set(options) - BUILD_OPTIONS
-    if unknown:
-        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
+    check_options(options)
     target = Target.parse(target)       # TargetError for an unknown kind, CPU or option
     if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
         example_inputs = (example_inputs,)

@@ -28,8 +28,7 @@ from torch.fx.passes.operator_support import create_op_support
 
 from ...backends import backend_of, check_runnable, fill
 from ...driver.build import gc_paused
-from ...driver.options import OPTION_NAMES, check_build_options, check_precision
-from ...errors import FxcError
+from ...driver.options import OPTION_NAMES, check_options, check_precision
 from .fused import fused_decompositions, route_rnn_calls
 from .graph import _meta, _Support
 from .inference import inference_graph
@@ -49,16 +48,13 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     """torch.compile backend entry (registered as `fxc` through the torch_dynamo_backends entry point)."""
     from torch._dynamo.backends.common import aot_autograd  # deferred: torch._dynamo is slow to import
     options = dict(options or {}, **kwargs)
-    unknown = set(options) - OPTION_NAMES
-    if unknown:
-        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
+    check_options(options, OPTION_NAMES)
     # the target, parsed and filled once here ("llvm", "llvm -mcpu=haswell", "opencl": TargetError if bad), is what
     # every build of this model gets. torch.compile runs what it compiles: a CPU this host is not is an error now, and
     # so is a device target without its runtime or device (never a silent eager run of a model meant for a device)
     options["target"] = target = fill(options.get("target", "llvm"))
     check_runnable(target)
     check_precision(options.get("precision", "fp32"), target)
-    check_build_options(options)
     backend_of(target).start()      # (llvm: the compile workers' start-up overlaps AOT autograd's tracing)
 
     def fw(g, ins):
