@@ -77,8 +77,9 @@ class Explanation:
         self.compiled_ops = +self.compiled_ops     # (drops the ops now at zero)
 
     def __str__(self):
+        failed = f" ({len(self.failures)} failed to compile)" if self.failures else ""
         lines = [f"fxc: {self.graphs} captured graph(s), {len(self.graph_breaks)} graph break(s), {self.subgraphs} "
-                 f"compiled subgraph(s), {sum(self.compiled_ops.values())} ops compiled, "
+                 f"subgraph(s) for fxc{failed}, {sum(self.compiled_ops.values())} ops compiled, "
                  f"{sum(self.fallback_ops.values())} fell back"]
         lines += [f"note: {n}" for n in self.notes]
         if self.graph_breaks:
