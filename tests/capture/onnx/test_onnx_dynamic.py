@@ -106,3 +106,14 @@ def _two_inputs():
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 8])
     g = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"])], "two", [a, b], [y])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_conformance_filter_selects_light_models_too():
+    """Issue 42 item 13: `--filter` filters the light models as it does the node cases (a filtered run compiled
+    every light model, filling the cache with their weights)."""
+    from fxc.testing import onnx_conformance as conf
+    every = [p.stem for p in conf.Path(conf.onnx.__file__).parent.joinpath("backend/test/data/light").glob("light_*")
+             if p.suffix == ".onnx"]
+    picked = [name for name, *_ in conf.light_models("squeezenet")]
+    assert len(every) > 3 and picked == ["light_squeezenet"], (picked, every)
+    assert conf.light_models("no_such_model") == []
