@@ -1,50 +1,38 @@
 """Size symbols at call time: their values from the input shapes, checked against what the build assumed.
-A TensorSpec dim is an int or the text of a polynomial of size symbols with int coefficients: 's0', '4*s0', 's0+1'
-(a KV cache one longer than its past), 's0*s1' (a [batch*seq, 64] view), 's0-1'. Standard library only."""
+A TensorSpec dim is an int or the text of a polynomial of symbols: 's0', '4*s0', 's0+1', 's0*s1', 's0-1'.
+Standard library only."""
 from __future__ import annotations
 
 import functools
-import re
 
 from ..errors import InputError
-
-_TERM = re.compile(r"([+-]?)([^+-]+)")
 
 
 @functools.lru_cache(maxsize=1024)           # (called per symbolic dim of every call)
 def dim_terms(dim: str) -> tuple:
-    """A symbolic TensorSpec dim's terms ((coefficient, (symbol names)), ...): 's0' -> ((1, ('s0',)),),
-    '4*s0+1' -> ((4, ('s0',)), (1, ())); ValueError where the text is not such a sum."""
-    terms, at = [], 0
-    for m in _TERM.finditer(dim):
-        if m.start() != at:
-            break
-        at = m.end()
-        c, names = -1 if m.group(1) == "-" else 1, []
-        for f in m.group(2).split("*"):
-            if f.isdigit():
-                c *= int(f)
-            elif f.isidentifier():
-                names.append(f)
-            else:
-                raise ValueError(f"dimension {dim!r}: {f!r} is neither a number nor a symbol name")
-        terms.append((c, tuple(names)))
-    if at != len(dim) or not terms:
-        raise ValueError(f"dimension {dim!r} is not a sum of products of symbols")
+    """A dim's terms ((coefficient, (names)), ...): '4*s0+1' -> ((4, ('s0',)), (1, ())); ValueError if not one."""
+    terms = []
+    for t in dim.replace("-", "+-").split("+")[dim.startswith("-"):]:
+        c, names = (-1, t[1:]) if t.startswith("-") else (1, t)
+        names = names.split("*")
+        if not all(f.isdigit() or f.isidentifier() for f in names):
+            raise ValueError(f"dimension {dim!r} is not a polynomial of size symbols")
+        for f in names:
+            c *= int(f) if f.isdigit() else 1
+        terms.append((c, tuple(f for f in names if not f.isdigit())))
     return tuple(terms)
 
 
 def split_dim(dim) -> tuple:
-    """A dim that is a multiple of one symbol as (coefficient, symbol name): 's0' -> (1, 's0'), '4*s0' -> (4, 's0');
-    ValueError for any other polynomial (the C entry's tables bind only those)."""
-    terms = dim_terms(dim)
-    if len(terms) != 1 or len(terms[0][1]) != 1 or terms[0][0] < 1:
+    """A dim c*s (what the C entry binds) as (c, 's'); ValueError for another polynomial."""
+    (c, names), *more = dim_terms(dim)
+    if more or len(names) != 1 or c < 1:
         raise ValueError(f"dimension {dim!r} is not a multiple of one symbol")
-    return terms[0][0], terms[0][1][0]
+    return c, names[0]
 
 
 def dim_value(dim, sizes: dict) -> int:
-    """A TensorSpec dim's value: an int, or the text of a polynomial of size symbols, given {name: value}."""
+    """A TensorSpec dim's value given {name: value}."""
     if isinstance(dim, int):
         return dim
     total = 0
@@ -55,24 +43,10 @@ def dim_value(dim, sizes: dict) -> int:
     return total
 
 
-def _solvable(dim) -> tuple | None:
-    """(coefficient, symbol, constant) when dim is c*s + k for one symbol s (its value binds s), else None."""
-    c, name, k = 0, None, 0
-    for tc, names in dim_terms(dim):
-        if not names:
-            k += tc
-        elif len(names) == 1 and name in (None, names[0]) and tc > 0:
-            c, name = c + tc, names[0]
-        else:
-            return None
-    return (c, name, k) if name is not None else None
-
-
 def bind_symbols(specs, shapes, symbols: list) -> dict:
-    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: every static
-    dim must be the declared one; a dim c*s + k of one symbol binds s (n - k must be a whole multiple of c, and agree
-    with the other inputs); every other symbolic dim (s0*s1) must equal its value at the bound sizes; every symbol
-    lies in its range; InputError naming the input otherwise."""
+    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: static dims
+    equal; a dim c*s + k binds s (whole, agreeing with the other inputs); every other dim (s0*s1) equals its value
+    at the bound sizes; each symbol in its range; InputError naming the input otherwise."""
     sizes: dict = {}
     later = []
     for spec, shape in zip(specs, shapes):
@@ -85,25 +59,22 @@ def bind_symbols(specs, shapes, symbols: list) -> dict:
                     raise InputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)} "
                                      f"(only the symbolic dims may vary)")
                 continue
-            lin = _solvable(dim)
-            if lin is None:
+            terms = dim_terms(dim)
+            k = sum(c for c, names in terms if not names)
+            (c, names), *more = [t for t in terms if t[1]]
+            if more or len(names) != 1 or c < 1:
                 later.append((spec, shape, dim, n))
                 continue
-            c, name, k = lin
-            if (n - k) % c or n - k < 0:
-                raise InputError(f"input {spec.name!r}: dim {dim} = {n} does not hold a whole {name} (got "
-                                 f"{list(shape)} against {list(spec.shape)})")
-            if sizes.setdefault(name, (n - k) // c) != (n - k) // c:
-                raise InputError(f"input {spec.name!r}: {name} = {(n - k) // c} here but {sizes[name]} in another "
+            v = (n - k) // c
+            if (n - k) % c or v < 0:
+                raise InputError(f"input {spec.name!r}: dim {dim} = {n} does not hold a whole {names[0]}")
+            if sizes.setdefault(names[0], v) != v:
+                raise InputError(f"input {spec.name!r}: {names[0]} = {v} here but {sizes[names[0]]} in another "
                                  f"input ({list(shape)} against {list(spec.shape)})")
     for spec, shape, dim, n in later:
-        try:
-            want = dim_value(dim, sizes)
-        except KeyError as e:
-            raise InputError(f"input {spec.name!r}: no input gives the size {e.args[0]} of its dim {dim}") from None
+        want = dim_value(dim, sizes) if all(x in sizes for _, xs in dim_terms(dim) for x in xs) else "unbound"
         if want != n:
-            raise InputError(f"input {spec.name!r}: dim {dim} = {want} at the other inputs' sizes {sizes}, got {n} "
-                             f"({list(shape)} against {list(spec.shape)})")
+            raise InputError(f"input {spec.name!r}: dim {dim} is {n}, not {want} at {sizes}")
     for sym in symbols:
         v = sizes.get(sym["name"])
         if v is None:
