@@ -239,8 +239,8 @@ def _tvm_version() -> str:
 # -- MXNet: the Gluon model-zoo twin with the PyTorch model's weights copied in -----------------------
 MXNET_ZOO = {"resnet18": "resnet18_v1", "mobilenet_v2": "mobilenetv2_1.0"}
 def import_mxnet():
-    """Import MXNet 1.9.1 on numpy 1.2x through the shim in compat/ (it restores the aliases numpy removed)."""
-    from compat.numpy_aliases import import_mxnet as _import
+    """Import MXNet 1.9.1 on numpy 1.2x through the shim in fxc/compat/ (it restores the aliases numpy removed)."""
+    from fxc.compat.numpy_aliases import import_mxnet as _import
     return _import()
 
 

@@ -48,22 +48,23 @@ def from_mxnet(sym, params=None, shapes=None, dtype="float32", target: str = "ll
     return _from_mxnet(sym, params, shapes=shapes, dtype=dtype, target=target, **options)
 
 
-def export(compiled, path, sign_key=None):
-    """Write a compiled model as one deploy artifact (atomically), signed with the Ed25519 `sign_key` when given;
-    see fxc.deploy.export.export."""
+def export(compiled, path, sign_key=None, name=None, version=None):
+    """Write a compiled model as one deploy artifact (atomically), signed with the Ed25519 `sign_key` when given,
+    naming the model `name` at `version` ("1.4.2") in its manifest; see fxc.deploy.export.export."""
     from .deploy.export import export as _export  # deferred: fxc.load's runtime must not load the writer
-    return _export(compiled, path, sign_key=sign_key)
+    return _export(compiled, path, sign_key=sign_key, name=name, version=version)
 
 
-def load(path, trusted_keys=None):
+def load(path, trusted_keys=None, expected_name=None, min_version=None, expected_sha256=None):
     """Load a deploy artifact with the framework-free runtime; see fxc.runtime.artifact.loader.load.
 
-    Checks every part's sha256 (and, with trusted_keys, the artifact's Ed25519 signature before anything else);
+    Checks every part's sha256 (with trusted_keys, the artifact's Ed25519 signature before anything else; with
+    expected_name / min_version, the signed model name and version; with expected_sha256, the file's bytes);
     returns a module callable on numpy arrays.
     """
     from .runtime.artifact.loader import load as _load  # deferred: `import fxc` loads only errors and version
-    return _load(path, trusted_keys=trusted_keys)
-
+    return _load(path, trusted_keys=trusted_keys, expected_name=expected_name, min_version=min_version,
+                 expected_sha256=expected_sha256)
 
 
 def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options):

@@ -51,6 +51,11 @@ class IndexOutOfRangeError(ExecutionError, IndexError):
     dimension, where eager PyTorch raises IndexError (or RuntimeError): it is both."""
 
 
+class OutOfMemoryError(FxcError, MemoryError):
+    """A call whose outputs, workspace or input copies do not fit in memory (or past the address space), found
+    before anything ran: the C entry's FXC_ERR_NO_MEMORY. It is a MemoryError too."""
+
+
 class DeviceLostError(ExecutionError):
     """The device was lost during a call (a WebGL context lost: a shader the GPU's compiler hung on, the browser
     reclaiming the GPU): the call's outputs are not known (never zeros); the module loads itself again on a fresh

@@ -5,6 +5,9 @@
     Target.parse("llvm -mcpu=x86-64-v2 -mattr=+popcnt")
     Target.parse("opencl -device=0")           # an OpenCL device (FXC_OPENCL_DEVICE picks one too)
     Target.parse("wasm")                       # WebAssembly (wasm32 + SIMD128) run by a browser: the browser CPU path
+    Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72")    # 64-bit ARM (NEON), cross-compiled
+    Target.parse("rasp3b")                     # a board's alias (BOARDS): its triple, CPU and NEON
+    Target.parse("opencl -libs=clblast")       # with regions a vendor library runs (docs/byoc.md; `target.libs`)
 
 A target carries `Caps`: vector lanes and registers, threads, local memory, work-group limits, index width,
 dtypes, math functions. Passes, schedules and renderers read these instead of constants. Parsing never needs
@@ -73,6 +76,13 @@ class Caps:
     #                                         (webgl: 4, one RGBA texel; relay_like.passes.use_channel_blocks); 0: NCHW
     texture_width: int = 0                  # elements in a row of a tensor's texture (webgl: its runtime's WIDTH),
     #                                         which the renderer's index arithmetic and the runtime's layout share
+    fma: bool = False                       # a fused multiply-add instruction in the vector unit (x86 FMA3, ARM's
+    #                                         fmla / vfma): llvm.fma, else llvm.fmuladd (never a libm call per lane)
+    bf16_dot: bool = False                  # a bf16-pair dot product accumulating in float32 (AVX-512 BF16's
+    #                                         vdpbf16ps) and a float32 -> bf16 pair conversion: precision="bf16"
+    scalef: bool = False                    # a 16-lane float32 scale by 2^k (AVX-512's vscalefps) for exp's last step
+    float64_minmax: bool = True             # LLVM lowers float64 maximum/minimum (nan-propagating) for the CPU; False
+    #                                         (armv7, whose VFP lacks them: LLVM aborts) renders compare and select
     draw_buffers: int = 1                   # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
     #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl.draw_buffers jams a kernel's copies)
 
@@ -102,6 +112,12 @@ class Target:
 
     def attr(self, key: str, default=None):
         return dict(self.attrs).get(key, default)
+
+    @property
+    def libs(self) -> tuple:
+        """The external codegens (vendor libraries) the target names with -libs=a,b, TVM-style (docs/byoc.md);
+        which exist and which kinds they serve is fxc.backends.external's question."""
+        return tuple(x for x in self.attr("libs", "").split(",") if x)
 
     def with_caps(self, caps: Caps) -> "Target":
         return dataclasses.replace(self, caps=caps)
@@ -135,8 +151,12 @@ class Target:
 
     @property
     def triple(self) -> str:
-        """The LLVM target triple of an llvm target (-mtriple, else this process's; wasm32's for wasm)."""
-        return self.attr("mtriple") or (WASM_TRIPLE if self.kind == "wasm" else host_triple())
+        """The LLVM target triple of an llvm target (-mtriple, else this process's; wasm32's for wasm), in LLVM's
+        four-part form: "armv7l-linux-gnueabihf" is "armv7l-unknown-linux-gnueabihf" (LLVM reads a three-part
+        triple as arch-vendor-os, and armv7 code would then not take float arguments in VFP registers, the hf ABI)."""
+        triple = self.attr("mtriple") or (WASM_TRIPLE if self.kind == "wasm" else host_triple())
+        parts = triple.split("-")
+        return "-".join([parts[0], "unknown", *parts[1:]]) if len(parts) == 3 and parts[1] == "linux" else triple
 
     @property
     def llvm_features(self) -> str:
@@ -146,7 +166,7 @@ class Target:
         if self.kind == "wasm":
             return ",".join("+" + f for f in sorted(self.caps.features))
         extra = [f for f in self.attr("mattr", "").split(",") if f]
-        if self.mcpu == host_cpu():
+        if self.mcpu == host_cpu() and triple_arch(self.triple) == triple_arch(host_triple()):
             return ",".join([host_feature_string()] + extra)
         return ",".join(extra)
 
@@ -163,15 +183,19 @@ def _parse(text: str) -> Target:
         raise TargetError(f"cannot parse target {text!r}: {e}") from None
     if not words:
         raise TargetError("empty target string; use 'llvm' for this CPU")
+    if words[0] in BOARDS:          # a board's alias: its llvm target, the options after it on top
+        words = shlex.split(BOARDS[words[0]]) + words[1:]
     kind, opts = words[0], {}
     if kind not in KINDS:
         raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(LISTED_KINDS)} "
-                          f"(e.g. 'llvm -mcpu=haswell', 'opencl -device=0')")
+                          f"(e.g. 'llvm -mcpu=haswell', 'opencl -device=0'), or a board: {', '.join(BOARDS)}")
     for w in words[1:]:
         if not w.startswith("-") or "=" not in w:
             raise TargetError(f"target {text!r}: option {w!r} is not of the form -key=value")
         k, v = w.lstrip("-").split("=", 1)
         opts[k] = v
+    if "libs" in opts and not all(x.isidentifier() for x in opts["libs"].split(",")):
+        raise TargetError(f"target {text!r}: -libs= takes library names separated by commas (e.g. -libs=clblast)")
     if kind == "llvm":
         return _llvm_target(opts)
     if kind == "wasm":
@@ -179,7 +203,7 @@ def _parse(text: str) -> Target:
     return Target(kind, tuple(sorted(opts.items())))
 
 
-LLVM_OPTIONS = ("mcpu", "mattr", "mtriple", "num-threads")
+LLVM_OPTIONS = ("mcpu", "mattr", "mtriple", "num-threads", "libs")
 
 
 def _llvm_target(opts: dict) -> Target:
@@ -187,6 +211,9 @@ def _llvm_target(opts: dict) -> Target:
     if unknown:
         raise TargetError(f"llvm target: unknown option(s) {', '.join('-' + u for u in unknown)}; "
                           f"known: {', '.join('-' + o for o in LLVM_OPTIONS)}")
+    arch = triple_arch(opts.get("mtriple") or host_triple())
+    if arch in ARM_CPUS:
+        return _arm_target(opts, arch)
     cpu = opts.get("mcpu") or host_cpu()
     cpu = host_cpu() if cpu == "native" else cpu
     features = set(host_features()) if cpu == host_cpu() else set(cpu_features(cpu))
@@ -200,7 +227,99 @@ def _llvm_target(opts: dict) -> Target:
     regs = 32 if "avx512f" in feats else 16
     threads = int(opts.get("num-threads", 0) or 0) or _host_threads()
     return Target("llvm", tuple(sorted(opts.items())), Caps(vector_bits=bits, vector_registers=regs, threads=threads,
-                                                            features=feats))
+                                                            features=feats, fma="fma" in feats,
+                                                            bf16_dot="avx512bf16" in feats,
+                                                            scalef="avx512f" in feats))
+
+
+def triple_arch(triple: str) -> str:
+    """The architecture family of an LLVM target triple: "x86_64", "aarch64", "arm" (any 32-bit ARM: armv7l,
+    armv8l, thumbv7...), "wasm32", else its first component."""
+    arch = triple.split("-", 1)[0].lower()
+    if arch in ("x86_64", "amd64"):
+        return "x86_64"
+    if arch in ("aarch64", "arm64"):
+        return "aarch64"
+    return "arm" if arch.startswith(("arm", "thumb")) else arch
+
+
+@dataclass(frozen=True)
+class ArmCpu:
+    """An ARM core as fxc's code generation sees it: the LLVM features -mcpu=name enables that fxc reads (or a user
+    asks about), the cores of the boards it ships on (the default thread count) and a core's share of the L2."""
+    features: tuple
+    cores: int = 4
+    cache_kib: int = 256
+
+
+_A64 = ("neon", "fp-armv8", "crc")                           # ARMv8.0-A: Advanced SIMD (NEON) with fmla
+_A64_82 = _A64 + ("lse", "rcpc", "dotprod", "fullfp16")      # ARMv8.2-A cores: sdot/udot, float16 arithmetic
+_A32 = ("neon", "vfp4", "fp-armv8", "d32", "crc")            # an ARMv8 core in AArch32 state: NEON, vfma, 32 d regs
+# triple_arch -> -mcpu -> ArmCpu. Cores and L2: Raspberry Pi 3 (BCM2837, 4x A53, 512 KiB L2), Pi 4 (BCM2711, 4x A72,
+# 1 MiB L2), Pi 5 (BCM2712, 4x A76, 512 KiB L2 each), a Neoverse-N1 server slice (AWS Graviton2: 1 MiB L2 each;
+# -num-threads=N for a larger one). "generic": LLVM's baseline for the triple (armv7: no NEON, as Debian's armhf).
+ARM_CPUS = {
+    "aarch64": {
+        "generic": ArmCpu(_A64[:2], 4, 256),
+        "cortex-a53": ArmCpu(_A64, 4, 128),
+        "cortex-a72": ArmCpu(_A64, 4, 256),
+        "cortex-a76": ArmCpu(_A64_82, 4, 512),
+        "neoverse-n1": ArmCpu(_A64_82, 4, 1024),
+    },
+    "arm": {
+        "generic": ArmCpu(("vfp3",), 4, 128),
+        "cortex-a7": ArmCpu(("neon", "vfp4", "d32"), 4, 128),
+        "cortex-a53": ArmCpu(_A32, 4, 128),
+        "cortex-a72": ArmCpu(_A32, 4, 256),
+    },
+}
+# -mattr names an ARM target takes (LLVM's), and the other spellings users write for them
+ARM_FEATURES = frozenset({"neon", "fp-armv8", "crc", "lse", "rcpc", "dotprod", "fullfp16", "i8mm", "bf16", "vfp3",
+                          "vfp4", "d32", "aes", "sha2", "crypto"})
+ARM_FEATURE_ALIASES = {"fp16": "fullfp16", "asimd": "neon", "simd": "neon", "dot": "dotprod"}
+VECTOR_REGISTERS = {"aarch64": 32, "arm": 16}       # v0-v31; armv7's q0-q15 (NEON's 128-bit registers)
+
+# boards (TVM's arm_cpu models): name -> the llvm target it stands for
+BOARDS = {
+    "rasp3b": "llvm -mtriple=armv7l-linux-gnueabihf -mcpu=cortex-a53 -mattr=+neon",     # 32-bit Raspberry Pi OS
+    "rasp3b64": "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53 -mattr=+neon",
+    "rasp4b": "llvm -mtriple=armv7l-linux-gnueabihf -mcpu=cortex-a72 -mattr=+neon",
+    "rasp4b64": "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72 -mattr=+neon",
+}
+
+
+def _arm_target(opts: dict, arch: str) -> Target:
+    """An ARM llvm target: the CPU's row of ARM_CPUS (this host's CPU and features when it is an ARM machine of
+    the same architecture and -mcpu is left out), -mattr on top; NEON's 128-bit registers (4 float32 lanes), 32 of
+    them on aarch64 and 16 on armv7, FMA, and the board's core count as the default threads."""
+    cpus = ARM_CPUS[arch]
+    native = arch == triple_arch(host_triple())
+    cpu = opts.get("mcpu") or (host_cpu() if native else "generic")
+    cpu = host_cpu() if cpu == "native" and native else cpu
+    if native and cpu == host_cpu():
+        features, row = set(host_features()), cpus.get(cpu, cpus["generic"])
+    elif cpu in cpus:
+        features, row = set(cpus[cpu].features), cpus[cpu]
+    else:
+        raise TargetError(f"llvm target: unknown {arch} CPU {cpu!r}; known: {', '.join(cpus)} (e.g. "
+                          f"'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72', or a board: {', '.join(BOARDS)})")
+    mattr = []
+    for f in filter(None, opts.get("mattr", "").split(",")):
+        name = ARM_FEATURE_ALIASES.get(f[1:], f[1:])
+        if f[0] not in "+-" or name not in ARM_FEATURES:
+            raise TargetError(f"llvm target: -mattr={f!r} is not an {arch} feature; write +name or -name with name "
+                              f"one of {', '.join(sorted(ARM_FEATURES))} (e.g. -mattr=+neon,+dotprod)")
+        (features.add if f[0] == "+" else features.discard)(name)
+        mattr.append(f[0] + name)
+    opts["mcpu"] = cpu
+    if mattr:
+        opts["mattr"] = ",".join(mattr)
+    feats = frozenset(features)
+    threads = int(opts.get("num-threads", 0) or 0) or (_host_threads() if native else row.cores)
+    caps = Caps(vector_bits=128 if "neon" in feats else 32, vector_registers=VECTOR_REGISTERS[arch],
+                threads=threads, features=feats, fma=arch == "aarch64" or "vfp4" in feats,
+                cache_bytes=row.cache_kib << 10, float64_minmax=arch == "aarch64")
+    return Target("llvm", tuple(sorted(opts.items())), caps)
 
 
 WASM_TRIPLE = "wasm32-unknown-unknown"
@@ -306,7 +425,8 @@ X86_CPUS = {
 # the options of the device kinds (their device APIs fill the rest of the target: fxc.backends.fill) and what a
 # TargetError for another one says
 DEVICE_OPTIONS = {
-    "opencl": (("device",), "known: -device=<index or name substring> (or set FXC_OPENCL_DEVICE)"),
+    "opencl": (("device", "libs"), "known: -device=<index or name substring> (or set FXC_OPENCL_DEVICE), "
+                                   "-libs=clblast"),
     "opengl": ((), "the opengl target takes none (it uses the process's EGL context)"),
     "webgl": ((), "the webgl target takes none (FXC_CHROMIUM names the browser)"),
     "webgpu": ((), "the webgpu target takes none (FXC_CHROMIUM names the browser)"),

@@ -28,6 +28,8 @@ if [ ! -f "$stamp" ]; then
     # C libraries link the kernels and the thread pool; qemu-user runs the cross-built programs in the tests
     for p in gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu gcc-arm-linux-gnueabihf \
              libc6-dev-armhf-cross qemu-user; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
+    # the opencl target's external library (-libs=clblast: fxc/backends/external/clblast, called through ctypes)
+    dpkg -s libclblast1 >/dev/null 2>&1 || need="$need libclblast1"
     # fxc.explain's picture of the fused graph and `fxc inspect --graph` (graphviz's dot lays it out)
     command -v dot >/dev/null || need="$need graphviz"
     if [ -n "$need" ]; then

@@ -21,9 +21,9 @@ HEAVY = FRAMEWORKS | {"pyopencl", "moderngl", "playwright", "llvmlite"}
 DEVICE_APIS = ("fxc.runtime.cpu", "fxc.runtime.opencl", "fxc.runtime.opengl", "fxc.runtime.browser",
                "fxc.runtime.device_module")
 # the layers that use the compiler rather than make it up: the public API (fxc/__init__.py), the CLI, the frameworks'
-# capture, the driver, export and the web package, the tuner, the test models and sweeps
+# capture, the driver, export and the web package, the tuner, the test models and sweeps, the other stacks' adapters
 ABOVE_THE_COMPILER = {"fxc", "fxc.cli", "fxc.mxnet", "fxc.capture", "fxc.driver", "fxc.deploy", "fxc.tuning",
-                      "fxc.testing"}
+                      "fxc.testing", "fxc.compat"}
 # what the driver may import of fxc/backends: the registry (BACKENDS) and the Backend protocol
 BACKEND_REGISTRY = {"fxc.backends", "fxc.backends.backend"}
 

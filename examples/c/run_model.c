@@ -1,7 +1,7 @@
 /* Run an fxc deploy artifact from plain C: raw input files in, raw output files out.
  *
  *   fxc extract model.fxc model_dir          # verify the artifact and unpack it
- *   gcc run_model.c -I model_dir -L model_dir -lfxc_model -Wl,-rpath,model_dir -o run_model
+ *   gcc run_model.c -I model_dir -L model_dir -lfxc_model '-Wl,-rpath,$ORIGIN/model_dir' -o run_model
  *   ./run_model model_dir x.bin y.bin         # one file per input, then one per output
  *
  * Each file holds one tensor as contiguous row-major bytes of the dtype/shape in fxc_model.h

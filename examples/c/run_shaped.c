@@ -1,7 +1,7 @@
 /* Run an fxc deploy artifact of any input size from plain C (C ABI 2: fxc_main_shaped, fxc_output_dims).
  *
  *   fxc extract model.fxc model_dir          # verify the artifact and unpack it
- *   gcc run_shaped.c -I model_dir -L model_dir -lfxc_model -Wl,-rpath,model_dir -o run_shaped
+ *   gcc run_shaped.c -I model_dir -L model_dir -lfxc_model '-Wl,-rpath,$ORIGIN/model_dir' -o run_shaped
  *   ./run_shaped model_dir 5x16 x.bin y.bin   # per input its dims and its file, then one file per output
  *
  * A model exported from a dynamic build (fxc.from_torch with dynamic_shapes, fxc.from_onnx with a named dim)
@@ -9,6 +9,8 @@
  * file holds one tensor as contiguous row-major bytes of its dtype (numpy: x.tofile("x.bin")); the output's
  * dims are printed, one line per output: "output I NAME DTYPE D0xD1x... NBYTES".
  */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,7 +83,14 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < n_in; i++) {       /* the file sizes follow the dims (fxc_output_dims checked them) */
         size_t n = itemsize(fxc_input_info(i)->dtype);
-        for (int d = 0; d < fxc_input_info(i)->ndim; d++) n *= (size_t)dims[i][d];
+        int over = 0;                      /* and never wrap: 2^56 x 64 floats is not 0 bytes */
+        for (int d = 0; d < fxc_input_info(i)->ndim; d++)
+            over |= dims[i][d] < 0 || __builtin_mul_overflow(n, (size_t)dims[i][d], &n);
+        if (over || n > PTRDIFF_MAX) {
+            fprintf(stderr, "input %s: %s is more bytes than memory holds\n", fxc_input_info(i)->name,
+                    argv[2 + 2 * i]);
+            return 2;
+        }
         if (!(inputs[i] = read_tensor(argv[3 + 2 * i], n))) return 1;
     }
     if (fxc_main_shaped(input_dims, inputs, outputs) != FXC_OK) { fprintf(stderr, "%s\n", fxc_last_error()); return 1; }

@@ -12,6 +12,7 @@ from __future__ import annotations
 from ..errors import TargetError
 from ..target import Target
 from .backend import Backend
+from .external import libraries_of
 from .llvm import backend as llvm_backend
 from .opencl import backend as opencl_backend
 from .opengl import backend as opengl_backend
@@ -27,6 +28,9 @@ BACKENDS: dict[str, Backend] = {
     "webgl": webgl_backend.BACKEND,
     "webgpu": webgpu_backend.BACKEND,
 }
+
+
+__all__ = ["BACKENDS", "Backend", "backend_of", "check_runnable", "fill", "libraries_of"]
 
 
 def backend_of(target: Target) -> Backend:

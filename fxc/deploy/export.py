@@ -18,6 +18,7 @@ from ..backends.llvm import deploy as llvm_deploy
 from ..errors import ArtifactError, FxcError, TargetError
 from ..runtime.artifact import signing
 from ..runtime.artifact.device import device_interface_line
+from ..runtime.artifact.identity import check_identity_fields
 from ..runtime.artifact.read import (
     ALIGN,
     C_SOURCE,
@@ -123,7 +124,7 @@ def pack_params(consts: list) -> tuple:
     return bytes(blob), records
 
 
-def export(compiled, path, sign_key=None) -> Path:
+def export(compiled, path, sign_key=None, name=None, version=None) -> Path:
     """Write `compiled` as one deploy artifact at `path` (atomically).
 
     Parameters
@@ -137,6 +138,10 @@ def export(compiled, path, sign_key=None) -> Path:
         An Ed25519 private key (a cryptography key object, PEM bytes, a PEM file's path; `fxc keygen` makes
         one): the artifact then carries `manifest.sig`, the signature of its manifest, which
         `fxc.load(path, trusted_keys=[public key])` checks before using any part. Needs `cryptography`.
+    name, version : str, optional
+        Which model this is: a name ("resnet18") and a version of dot-separated whole numbers ("1.4.2"), recorded
+        in the (signed) manifest, so `fxc.load(path, trusted_keys=..., expected_name=..., min_version=...)` refuses
+        another model or an older release signed by the same key (docs/deploy.md).
 
     Returns
     -------
@@ -151,8 +156,9 @@ def export(compiled, path, sign_key=None) -> Path:
         `path` cannot be written (missing permission, disk full...).
     """
     module = getattr(compiled, "module", compiled)
+    identity = _identity(name, version)
     if hasattr(module, "source") and hasattr(module, "device"):     # a device module (OpenCL): program source
-        return export_device(module, path)
+        return export_device(module, path, sign_key, identity)
     if hasattr(compiled, "_orig_mod"):     # torch.compile's model: graphs built per call, weights passed as inputs
         raise FxcError("fxc.export takes an ahead-of-time build, not a torch.compile model; export "
                        "fxc.from_torch(model, example_inputs, dynamic_shapes=...) instead (torch.export.Dim gives "
@@ -175,7 +181,7 @@ def export(compiled, path, sign_key=None) -> Path:
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
         "plan": [{"kernel": name, "args": plan_args(slots)} for name, slots in module.plan],
-        "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels),
+        "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels), **identity,
     }
     if symbols:     # a dynamic build (format version 2): its sizes' facts and where the kernels read their values
         manifest.update(symbols=symbols, sym_header=int(module.sym_header), row_bytes=int(module.row_bytes),
@@ -185,6 +191,19 @@ def export(compiled, path, sign_key=None) -> Path:
                                           nbytes, iface, symbols, manifest.get("sym_bytes", ()))
     parts = {LIBRARY: llvm_deploy.build_deploy_library(module, header, source), PARAMS: params,
              HEADER: header.encode(), C_SOURCE: source.encode()}
+    return _write(path, manifest, parts, key)
+
+
+def _identity(name, version) -> dict:
+    """The manifest's "model" entry ({} when neither is given); ArtifactError for a malformed name or version."""
+    name, version = check_identity_fields(name, version)
+    model = {k: v for k, v in (("name", name), ("version", version)) if v is not None}
+    return {"model": model} if model else {}
+
+
+def _write(path, manifest: dict, parts: dict, key) -> Path:
+    """The zip of the manifest (with each part's sha256 and size), its signature by `key` (None: unsigned) and the
+    parts, written atomically at `path`."""
     manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
     raw = json.dumps(manifest, indent=1).encode()
     signature = signing.sign(key, raw) if key is not None else None
@@ -216,9 +235,11 @@ def _slot(ix):
     return int(ix) if isinstance(ix, (int, np.integer)) else [_slot(x) for x in ix]
 
 
-def export_device(module, path) -> Path:
+def export_device(module, path, sign_key=None, identity=None) -> Path:
     """Write a device module (fxc.runtime.device_module.DeviceModule) as an artifact: the OpenCL C program (its
-    first line the interface's hash), the params and a manifest whose plan carries each launch's geometry."""
+    first line the interface's hash), the params and a manifest whose plan carries each launch's geometry; signed
+    with `sign_key` when given, naming the model as `identity` says (export's {"model": {name, version}})."""
+    key = signing.private_key(sign_key) if sign_key is not None else None     # a bad key fails before the work
     symbols = symbol_facts(module) if getattr(module, "symbols", None) else []
     if symbols and not getattr(module, "exports_symbols", False):
         raise ArtifactError(f"this {module.target} module has size symbols and its runtime cannot run them from an "
@@ -238,25 +259,16 @@ def export_device(module, path) -> Path:
         "workspace_bytes": int(module.workspace_bytes),
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
         "plan": [{"kernel": st.kernel, "args": [[kind, _slot(ix)] for kind, ix in st.args], "grid": list(st.grid),
-                  "block": list(st.block), **({"prepack": True} if st.prepack else {}), **rows(st)}
+                  "block": list(st.block), **({"prepack": True} if st.prepack else {}), **rows(st),
+                  **({"call": list(st.call)} if st.call else {})}
                  for st in module.plan],
+        "requires": sorted({st.kernel.split(":")[0] for st in module.plan if st.call}),   # external libraries
         "resident_inputs": list(module.prepack_inputs), "program": program_part({"target": module.target}),
-        "kernels": list(module.kernels),
+        "kernels": list(module.kernels), **(identity or {}),
     }
     if symbols:     # format 2: row launches (fxc/driver/rows.py); a device has no symbol header (sym_header 0)
         manifest.update(symbols=symbols, sym_header=0, row_bytes=int(module.row_bytes))
     if symbols and module.target.split(" ")[0] == "wasm":    # the llvm kernels in wasm32: fxc_run reads the header
         manifest.update(sym_header=int(module.sym_header), sym_bytes=workspace_terms(module, symbols))
     parts = {manifest["program"]: (device_interface_line(manifest) + "\n" + module.source).encode(), PARAMS: params}
-    manifest["parts"] = {n: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for n, d in parts.items()}
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as z:
-        _add(z, MANIFEST, json.dumps(manifest, indent=1).encode(), zipfile.ZIP_DEFLATED)
-        for name, data in parts.items():
-            _add(z, name, data, zipfile.ZIP_STORED if name == PARAMS else zipfile.ZIP_DEFLATED)
-    try:
-        atomic_write(path, buf.getvalue())
-    except OSError as e:
-        raise ArtifactError(f"cannot write the artifact to {path} ({e}); choose a writable folder with enough "
-                            f"space (nothing was written there)") from e
-    return Path(path)
+    return _write(path, manifest, parts, key)

@@ -20,10 +20,20 @@ values) and the median latency of a call (inputs uploaded, plan run, outputs rea
 `document.body.dataset.state` to "done" or "error" and keeps the outputs in `window.fxcOutputs` (what the tests
 read). Files are written atomically.
 
+`package.json` lists every file of the package ("files"). `write_package` writes into a new or empty folder, or
+over an earlier package (a folder holding only files an fxc web package has, package.json saying so; the files of
+the earlier package the new one lacks are removed); any other non-empty folder is refused, as `fxc extract` does.
+
 `serve` is a small http.server on 127.0.0.1 only, with the Cross-Origin-Opener/Embedder-Policy headers a
-cross-origin-isolated page needs (SharedArrayBuffer, wasm threads); it stops on Ctrl-C, after `seconds`, or when
-its context ends. Errors: ArtifactError (not a webgl or webgpu artifact, a damaged one), InputError (sample inputs of
-another signature), FxcError (a folder that cannot be served).
+cross-origin-isolated page needs (SharedArrayBuffer, wasm threads). It serves the files package.json lists and
+nothing else: each a regular file of the folder opened without following links (no listings, no other files, no
+links out; `/` is index.html), GET and HEAD only. It answers only requests whose Host is its own address
+(127.0.0.1:<port>, localhost:<port> or [::1]:<port>): a page elsewhere that rebinds its DNS name to 127.0.0.1 gets
+421 Misdirected Request, never the model. At most MAX_CONNECTIONS connections are served at once (more are closed
+at once) and one idle past `timeout` seconds is closed: half-sent requests hold neither threads nor the server. It
+stops on Ctrl-C, after `seconds`, or when its context ends. Errors: ArtifactError (not a webgl or webgpu artifact,
+a damaged one), InputError (sample inputs of another signature), FxcError (a folder that cannot be written or
+served).
 """
 from __future__ import annotations
 
@@ -31,6 +41,9 @@ import base64
 import hashlib
 import http.server
 import json
+import os
+import stat
+import sys
 import threading
 from pathlib import Path
 from types import SimpleNamespace
@@ -42,6 +55,7 @@ from ..runtime.arena import place_arena
 from ..runtime.artifact.device import read_device
 from ..runtime.artifact.read import read_artifact
 from ..runtime.browser import webgpu
+from ..runtime.browser.page import ISOLATION, TYPES
 from ..runtime.browser.webgl import RUNTIME_JS, WASM_JS, WASM_STEPS_JS, layout, pack, program_of
 from ..runtime.launch import dispatch_of
 from ..runtime.row_plan import shape_at
@@ -51,6 +65,12 @@ from ..runtime.tensors import check_inputs, nbytes, np_dtype
 from ..version import __version__
 
 PACKAGE_JS = Path(__file__).parents[1] / "runtime" / "browser" / "web_package.js"
+# every file name a package may have (its package.json lists the ones it has)
+PACKAGE_FILES = frozenset({"index.html", "package.json", "page.js", "package.js", "runtime.js", "wasm.js",
+                           "webgl_steps.js", "webgpu_steps.js", "layout.json", "weights.bin", "sample.bin",
+                           "module.wasm"})
+MAX_CONNECTIONS = 32        # served at once; more are closed at once
+IDLE_SECONDS = 10.0         # a connection silent this long is closed
 
 PAGE_JS = """"use strict";
 (async () => {
@@ -187,11 +207,14 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
 PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts}     # target kind -> its package's parts
 
 
-def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys=None) -> Path:
-    """Write the static web package of a webgl or webgpu artifact into `directory` (made if missing); returns
-    index.html's path. inputs: the sample inputs the page runs (numpy arrays of the signature; default
-    sample_inputs)."""
-    manifest, parts = read_artifact(artifact, trusted_keys)
+def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys=None, **expected) -> Path:
+    """Write the static web package of a webgl or webgpu artifact into `directory` (made if missing; else empty,
+    or an earlier package: the module's doc); returns index.html's path. inputs: the sample inputs the page runs
+    (numpy arrays of the signature; default sample_inputs). expected: expected_name, min_version, expected_sha256
+    (fxc.load's)."""
+    out = Path(directory)
+    earlier = _earlier_package(out)         # refused before any work: a folder that is not ours
+    manifest, parts = read_artifact(artifact, trusted_keys, **expected)
     kind = str(manifest.get("target", "")).split(" ")[0]
     if kind not in PARTS:
         raise ArtifactError(f"{artifact}: a {manifest.get('target')!r} artifact; `fxc web` packages a model compiled "
@@ -221,52 +244,170 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
     tags = "\n".join(f'<script src="{n}" integrity="{_sri(d)}"{" defer" if n == "page.js" else ""}></script>'
                      for n, d in scripts.items())
     files.update(scripts)
-    files["package.json"] = json.dumps(pkg, indent=1).encode()
     mixed = f" ({len(program_of(source)['wasm']['entries'])} wasm kernels among them)" if "wasm" in extra else ""
     files["index.html"] = INDEX.format(title=title, kind=kind, scripts=tags, version=__version__, kernels=kernels,
                                        launches=launches, mixed=mixed,
                                        weights_mb=len(files["weights.bin"]) / 1e6).encode()
-    out = Path(directory)
+    pkg["files"] = sorted([*files, "package.json"])
+    files["package.json"] = json.dumps(pkg, indent=1).encode()
     for name, data in files.items():
         try:
             atomic_write(out / name, data)
         except OSError as e:
             raise FxcError(f"cannot write {out / name} ({e.strerror or e}); choose a writable folder") from None
+    for name in earlier - set(files):       # the earlier package's files this one has not (module.wasm...)
+        (out / name).unlink(missing_ok=True)
     return out / "index.html"
 
 
-class _Handler(http.server.SimpleHTTPRequestHandler):
-    def end_headers(self):
-        self.send_header("Cross-Origin-Opener-Policy", "same-origin")
-        self.send_header("Cross-Origin-Embedder-Policy", "require-corp")
-        self.send_header("Cross-Origin-Resource-Policy", "same-origin")
-        self.send_header("Cache-Control", "no-store")
-        super().end_headers()
+def _earlier_package(d: Path) -> set:
+    """The file names in `d` when it may be written: missing, empty, or an earlier fxc web package (package.json
+    says so and every entry is a regular file of a package's name); FxcError for any other folder."""
+    try:
+        entries = list(os.scandir(d))
+    except FileNotFoundError:
+        return set()
+    except OSError as e:
+        raise FxcError(f"cannot write a web package into {d} ({e.strerror or e}); name a new folder") from None
+    if not entries:
+        return set()
+    names = {e.name for e in entries}
+    ours = all(e.name in PACKAGE_FILES and e.is_file(follow_symlinks=False) for e in entries)
+    if not ours or _package_format(d) != "fxc-web":
+        stray = sorted(names - PACKAGE_FILES) or sorted(names)
+        raise FxcError(f"cannot write a web package into {d}: the folder is not empty and is not an earlier fxc web "
+                       f"package (it holds {', '.join(stray[:5])}{', ...' if len(stray) > 5 else ''}); name a new or "
+                       f"empty folder")
+    return names
+
+
+def _package_format(d: Path):
+    try:
+        return json.loads(_read_regular(d, "package.json")).get("format")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _read_regular(d, name: str, dir_fd: int | None = None) -> bytes:
+    """The bytes of the regular file `name` in the folder d (or dir_fd), never through a link; OSError otherwise."""
+    fd = os.open(name if dir_fd is not None else Path(d) / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK,
+                 dir_fd=dir_fd)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise IsADirectoryError(f"{name} is not a regular file")
+        return f.read()
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    """GET/HEAD of the files package.json lists, for requests to the server's own Host; nothing else."""
+
+    timeout = IDLE_SECONDS      # the socket's: a request not sent within it is dropped (Server sets its own)
+
+    def setup(self):
+        self.timeout = self.server.idle_seconds
+        super().setup()
+
+    def _reply(self, status: int, body: bytes = b"", ctype: str = "text/plain; charset=utf-8", head: bool = False):
+        self.send_response(status)
+        for k, v in {**ISOLATION, "Content-Type": ctype, "Content-Length": str(len(body)),
+                     "X-Content-Type-Options": "nosniff"}.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not head:
+            self.wfile.write(body)
+
+    def do_GET(self, head: bool = False):
+        server = self.server
+        host = (self.headers.get("Host") or "").strip().lower()
+        if host not in server.hosts:        # DNS rebinding: another site's name pointed at 127.0.0.1
+            self._reply(421, b"fxc serve answers only http://127.0.0.1:%d/\n" % server.port, head=head)
+            return
+        name = self.path.split("?", 1)[0].split("#", 1)[0]
+        name = "index.html" if name == "/" else name[1:] if name.startswith("/") else ""
+        if name not in server.files:
+            self._reply(404, b"not a file of this package\n", head=head)
+            return
+        try:
+            body = _read_regular(None, name, dir_fd=server.dir_fd)
+        except OSError:
+            self._reply(404, b"not a regular file of this package\n", head=head)
+            return
+        self._reply(200, body, TYPES.get(Path(name).suffix, "application/octet-stream"), head=head)
+
+    def do_HEAD(self):
+        self.do_GET(head=True)
 
     def log_message(self, fmt, *args):      # quiet: the page reports what matters
         pass
 
 
-http.server.SimpleHTTPRequestHandler.extensions_map.setdefault(".wasm", "application/wasm")
+class _BoundedServer(http.server.ThreadingHTTPServer):
+    """A thread per connection, at most MAX_CONNECTIONS at once: a connection past that is closed at once."""
+
+    daemon_threads = True
+    request_queue_size = 64     # the listen backlog: connections past the limit are accepted and closed at once
+
+    def __init__(self, address, handler, limit: int):
+        self.slots = threading.BoundedSemaphore(limit)
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], OSError):      # a client that hung up or timed out: nothing to say
+            super().handle_error(request, client_address)
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 class Server:
     """A running `serve`: .url, .port, .stop() (also a context manager)."""
 
-    def __init__(self, directory, port: int = 0):
+    def __init__(self, directory, port: int = 0, timeout: float = IDLE_SECONDS, connections: int = MAX_CONNECTIONS):
         d = Path(directory)
-        if not (d / "index.html").is_file():
-            raise FxcError(f"{d}: no index.html to serve; write a package there first (fxc web model.fxc {d})")
-        handler = lambda *a, **k: _Handler(*a, directory=str(d), **k)  # noqa: E731
+        files = self._listed(d)
         try:
-            self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", int(port)), handler)
-        except OSError as e:
-            raise FxcError(f"cannot listen on 127.0.0.1:{port} ({e.strerror or e}); choose another --port") from None
-        self.httpd.daemon_threads = True
+            self.httpd = _BoundedServer(("127.0.0.1", int(port)), _Handler, connections)
+        except (OSError, OverflowError) as e:
+            raise FxcError(f"cannot listen on 127.0.0.1:{port} ({getattr(e, 'strerror', None) or e}); choose another "
+                           f"--port (0 to 65535; 0: a free one)") from None
         self.port = self.httpd.server_address[1]
+        self.httpd.files, self.httpd.port, self.httpd.idle_seconds = files, self.port, float(timeout)
+        self.httpd.hosts = {f"{h}:{self.port}" for h in ("127.0.0.1", "localhost", "[::1]")}
+        try:
+            self.httpd.dir_fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as e:
+            self.httpd.server_close()
+            raise FxcError(f"cannot serve {d} ({e.strerror or e})") from None
         self.url = f"http://127.0.0.1:{self.port}/"
         self._thread = threading.Thread(target=self.httpd.serve_forever, name="fxc-serve", daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _listed(d: Path) -> frozenset:
+        """The files package.json lists (FxcError when the folder is not a package of this fxc's)."""
+        try:
+            pkg = json.loads(_read_regular(d, "package.json"))
+            files = pkg["files"] if isinstance(pkg, dict) and pkg.get("format") == "fxc-web" else None
+        except (OSError, ValueError, KeyError):
+            files = None
+        if not (d / "index.html").is_file() or not isinstance(files, list) or "index.html" not in files:
+            raise FxcError(f"{d} is not an fxc web package (no index.html and package.json listing the package's "
+                           f"files; packages of older fxc versions list none): write one there first (fxc web "
+                           f"model.fxc {d})")
+        return frozenset(files) & PACKAGE_FILES
 
     def wait(self, seconds: float | None = None) -> None:
         """Serve until stopped, or for `seconds`."""
@@ -276,6 +417,7 @@ class Server:
         self.httpd.shutdown()
         self.httpd.server_close()
         self._thread.join()
+        os.close(self.httpd.dir_fd)
 
     def __enter__(self):
         return self
@@ -284,6 +426,7 @@ class Server:
         self.stop()
 
 
-def serve(directory, port: int = 0) -> Server:
-    """Serve `directory` on 127.0.0.1:`port` (0: a free port) from a background thread; stop() ends it."""
-    return Server(directory, port)
+def serve(directory, port: int = 0, timeout: float = IDLE_SECONDS, connections: int = MAX_CONNECTIONS) -> Server:
+    """Serve the web package in `directory` on 127.0.0.1:`port` (0: a free port) from a background thread, closing
+    connections idle `timeout` seconds and serving at most `connections` at once; stop() ends it."""
+    return Server(directory, port, timeout, connections)

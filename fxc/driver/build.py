@@ -15,17 +15,21 @@ import time
 
 from ..backends import backend_of, fill
 from ..errors import TargetError
+from ..relay_like.passes import describe_partition
 from ..relay_like.pipeline import plan_graph, run_passes
 from ..runtime.cpu.module import Module
 from ..runtime.tensors import TensorSpec
 from ..symbolic.expr import facts
 from ..target import Target
 from .cache import cacheable, load_module, module_key, store_module
+from .debug import Debug, plan_text
 from .groups import stats
 from .lower_cpu import lower_cpu
 from .lower_gpu import lower_gpu
+from .offload import offload_cost
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
+from .progress import Progress
 
 LOWER = {"cpu": lower_cpu, "gpu": lower_gpu}        # a backend's family -> how its groups become a module
 
@@ -57,10 +61,11 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
 
 
 def _cached_build(graph, target: Target, backend, options: dict) -> Module:
-    dbg = debug_level(options)
+    dbg = Debug(debug_level(options), target.kind)       # (with FXC_DEBUG_DIR, its folder: driver/debug.py)
     t0 = time.perf_counter()
     symbolic = any(v.type.symbolic for v in graph.inputs)       # (the module cache keeps static modules only)
-    key = module_key(graph, target, options) if cacheable(dbg) and backend.cached_modules and not symbolic \
+    key = module_key(graph, target, options) if cacheable(dbg) and dbg.folder is None and backend.cached_modules \
+        and not symbolic \
         else None
     if key is not None:
         module = load_module(key, lambda: _consts(graph, target, backend, dbg, options))
@@ -68,9 +73,15 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
             module.inputs = [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs]
             module.outputs = [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs]
             if dbg >= 1:
-                log(f"[fxc] module from the cache in {1e3 * (time.perf_counter() - t0):.1f} ms ({key[:12]})")
+                log(f"[fxc] module from the cache in {1e3 * (time.perf_counter() - t0):.1f} ms ({key[:12]}); "
+                    f"FXC_DEBUG=2 or FXC_MODULE_CACHE=0 builds it again, showing the passes")
             return module
-    module = _build(graph, target, backend, dbg, t0, options)
+    dbg.progress = Progress(target.kind)     # (a line on a terminal while a long build runs: driver/progress.py)
+    try:
+        module = _build(graph, target, backend, dbg, t0, options)
+    finally:
+        dbg.progress.close()
+    dbg.write(module, str(target), time.perf_counter() - t0)
     if key is not None:
         try:
             store_module(key, module)
@@ -79,14 +90,21 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
     return module
 
 
-def _build(graph, target: Target, backend, dbg: int, t0: float, options: dict) -> Module:
+def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict) -> Module:
     """Passes, plan steps, the plan, and the target family's lowering of it."""
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
-    ctx = pass_context(target, options, dbg)
+    ctx = pass_context(target, options, dbg, offload_cost(target, build) if target.libs else None)
+    dbg.progress.set("graph passes")
+    dbg.note("graph_00_input.txt", str(graph))
     graph = run_passes(graph, ctx)
-    plan = make_plan(plan_graph(graph, ctx), backend.family, target.caps, target.kind)
-    return LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
+    planned = plan_graph(graph, ctx)
+    dbg.note("plan.txt", plan_text(planned))
+    dbg.progress.set("planning")
+    plan = make_plan(planned, backend.family, target.caps, target.kind)
+    module = LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols))
+    module.offload = describe_partition(planned)        # the -libs= regions and reasons (fxc.explain)
+    return module
 
 
 def _consts(graph, target: Target, backend, dbg: int, options: dict) -> list:

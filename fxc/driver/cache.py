@@ -152,7 +152,7 @@ def module_key(graph, target: Target, options: dict) -> str:
     """Everything a built module depends on: fxc's source, the graph, the target (its CPU, features and threads,
     not the host's), the options and fxc's environment variables (FXC_NUM_THREADS)."""
     env = sorted((k, v) for k, v in os.environ.items()
-                 if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG"))
+                 if k.startswith("FXC_") and k not in ("FXC_CACHE_DIR", "FXC_DEBUG", "FXC_PROGRESS"))
     opts = sorted((k, repr(v)) for k, v in options.items() if k != "debug")
     parts = [source_fingerprint(), str(target), target.machine_key, repr(env), repr(opts),
              str(target.caps.threads), graph_fingerprint(graph)]

@@ -57,12 +57,14 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
             same[sigs[j]] = k
         if dbg >= 3:
             log(format_kernel(k))
+        dbg.note("loop_ir.txt", format_kernel(k))
         return k
 
     scratch = 0
     queue = llvm.CompileQueue(target).start()     # each kernel compiles in the workers as soon as it is rendered
     try:
         for i, gr in enumerate(ordered):
+            dbg.progress.set("lowering kernels", i, len(ordered))
             args = plan.args(gr)
             j, pos = served.get(sigs[i], (i, None))
             if j != i:      # the kernel of the same group with one add more, that input left out (a null address)
@@ -86,6 +88,8 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
         ir = llvm.finish_module(mw, calls, pre_calls, profile)
         if dbg >= 4:
             log(ir)
+        dbg.note("source.txt", ir)
+        dbg.progress.set("compiling kernels", count=lambda: (len(queue.objects), len(queue.names)))
         lib, _ = backend.link(ir, queue, target)
     finally:
         queue.close()

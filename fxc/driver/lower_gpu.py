@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from ..backends import libraries_of
 from ..errors import TargetError
 from ..lowering.loop_ir import format_kernel
 from ..runtime.launch import Launch
@@ -38,8 +39,16 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
 
     kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
     page = PageKernels(target, render) if caps.page_kernels else None      # webgl, webgpu: wasm kernels in the page
+    libs = {lib.name: lib for lib in libraries_of(target)} if plan.external else {}
     for i, gr in enumerate(plan.groups):
+        dbg.progress.set("lowering kernels", i, len(plan.groups))
         is_pre, rowwise = i < len(plan.prepack), symbolic_group(gr, sym)
+        if gr.root.name in plan.external:       # an external library's call (fxc.backends.external)
+            name, nodes = plan.external[gr.root.name]
+            kernel, call, operands = libs[name].lower(nodes)
+            steps.append(Launch(kernel, [plan.slots[v.id] for v in operands], (1,), (1,), is_pre, call=call))
+            lines.append(f"{gr.describe()}  [{kernel}{list(call)}: external library {name}]")
+            continue
         sig = group_signature(gr)
         args = plan.args(gr)
         # (a group over symbolic rows is not probed: its row launches raise where the device refuses it, and
@@ -73,9 +82,10 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
         if rowwise:
             shapes = f"per {ROW_BLOCK} rows {shapes}; then per row"
         lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else ""))
-    if dbg >= 3:
-        for k in kernels:
+    for k in kernels:
+        if dbg >= 3:
             log(format_kernel(k))
+        dbg.note("loop_ir.txt", format_kernel(k))
     wide = [k.name for k in kernels if backend.needs_fp64(k)]
     if wide and "float64" not in caps.dtypes:
         raise TargetError(f"kernels {', '.join(wide[:3])} compute in float64, which the device of {target} "
@@ -89,7 +99,9 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     source = render(kernels, rows) if page is None else page.attach(render(kernels, rows))
     if dbg >= 4:
         log(source)
+    dbg.note("source.txt", source)
     extra = dict(symbols=symbols, row_bytes=plan.memory.row_bytes) if sym is not None else {}
+    dbg.progress.set(f"building the {target.kind} program ({len(kernels)} kernels)")
     module = backend.module_class(sym is not None)(
         str(target), source, tensor_specs(graph.inputs), tensor_specs(graph.outputs), [c.data for c in plan.consts],
         base if sym is not None else plan.end + scratch, steps, lines,

@@ -10,13 +10,15 @@ naming an unknown one, and the PassContext they make for the graph passes and pl
     precision       "fp32" (default) or "bf16" (CPUs with AVX-512 BF16; bf16 chooses where)
     winograd        "auto", "off", "all";  blocked_layout: True / False (CPU layout passes, measurable apart)
     weights_vary    the weight inputs change on every call (a training step): their transforms are redone
+    offload         with a target's -libs=: "auto" (default: a match runs in the library where measured faster)
+                    or "always" (every match the patterns accept; for tests) (docs/byoc.md)
 """
 from __future__ import annotations
 
 import os
 import sys
 
-from ..backends import backend_of
+from ..backends import backend_of, libraries_of
 from ..errors import FxcError, TargetError
 from ..relay_like.context import PassContext
 from ..relay_like.pipeline import PRECISIONS
@@ -25,7 +27,9 @@ from ..target import Target
 WINOGRAD = ("auto", "off", "all")
 BF16 = ("auto", "all", "weight_bound")
 # the options build() takes besides target (the frontends check their users' options against these)
-BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16"})
+BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16",
+                           "offload"})
+OFFLOAD = ("auto", "always")
 # torch.compile's options: every build option and the capture's own
 OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize"}
 # accepted but not offered to users: switches of one CPU layout pass, for measuring it against its absence
@@ -88,6 +92,15 @@ def check_build_options(options: dict) -> None:
             raise FxcError(f"{name}={options[name]!r}: give True or False")
     layout_choices(options)
     bf16_mode(options)
+    offload_mode(options)
+
+
+def offload_mode(options: dict) -> str:
+    """The offload build option: "auto" (the default) or "always"; an FxcError names the valid ones."""
+    mode = options.get("offload", "auto")
+    if mode not in OFFLOAD:
+        raise FxcError(f"unknown offload={mode!r}; valid: {', '.join(map(repr, OFFLOAD))} (with a target's -libs=)")
+    return mode
 
 
 def check_precision(precision: str, target: "str | Target | None" = None, family: str = "cpu"):
@@ -100,7 +113,7 @@ def check_precision(precision: str, target: "str | Target | None" = None, family
                           f"target computes in float32: use precision='fp32'")
     if precision not in PRECISIONS:
         raise TargetError(f"unknown precision {precision!r}; valid: {', '.join(map(repr, PRECISIONS))}")
-    if precision == "bf16" and not target.caps.has("avx512bf16"):
+    if precision == "bf16" and not target.caps.bf16_dot:
         raise TargetError(f"precision='bf16' needs a CPU with AVX-512 BF16 (vdpbf16ps); target '{target}' "
                           f"({target.mcpu}) lacks it: use precision='fp32', or a target such as "
                           f"'llvm -mcpu=sapphirerapids' for a CPU that has it")
@@ -123,16 +136,18 @@ def bf16_direct_fast(target: "Target | None" = None) -> bool:
 
 def _bf16_gain(target: "Target | None") -> float:
     target = Target.parse(target)
-    if target.mcpu != Target.parse("llvm").mcpu or not target.caps.has("avx512bf16"):
+    if target.mcpu != Target.parse("llvm").mcpu or not target.caps.bf16_dot:
         return 0.0      # measured only for this host's own CPU
     return backend_of(target).bf16_gain()
 
 
-def pass_context(target: Target, options: dict, debug: int = 0) -> PassContext:
+def pass_context(target: Target, options: dict, debug: int = 0, cost=None) -> PassContext:
     """What the graph passes and plan steps read (fxc.relay_like.pipeline): the target and the choices these
-    options make for it (the bf16 decisions measured on this host), made in this one place."""
+    options make for it (the bf16 decisions measured on this host), made in this one place; cost: the offload
+    measurement (fxc/driver/offload.py) for a target with -libs=."""
     precision, mode = options.get("precision", "fp32"), bf16_mode(options)
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
-                       debug=debug, log=log)
+                       libraries=libraries_of(target), offload=offload_mode(options), cost=cost, debug=debug, log=log,
+                       dump=debug.note if getattr(debug, "folder", None) else None)

@@ -24,7 +24,11 @@ class PassContext:
     weights_vary: the weights change on every call (a training step's graphs; use_winograd).
     winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
     fuse: the build option fuse (False: every node a group of its own).
-    debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go."""
+    libraries: the target's external codegens (-libs=; fxc.backends.external.Library); offload ("auto": a match is
+    offloaded where cost, (library, nodes, weight ids) -> (library s, fxc s), measured it faster; "always") (docs/
+    byoc.md).
+    debug: the FXC_DEBUG level (1: a timeline line per step, 2: the graph after each pass); log: where those go;
+    dump: (file name, text) of the graph after each pass, for FXC_DEBUG_DIR's folder (None: none kept)."""
     target: Target = field(default_factory=_host)
     precision: str = "fp32"
     bf16_everywhere: bool = True
@@ -33,8 +37,12 @@ class PassContext:
     winograd: str = "auto"
     blocked_layout: bool = True
     fuse: bool = True
+    libraries: tuple = ()
+    offload: str = "auto"
+    cost: Callable | None = None
     debug: int = 0
     log: Callable[[str], None] = print
+    dump: Callable[[str, str], None] | None = None
 
     @property
     def caps(self) -> Caps:

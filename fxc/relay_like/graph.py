@@ -44,6 +44,17 @@ class Value:
         return f"%{self.name}"
 
 
+def _const_text(data: np.ndarray) -> str:
+    """A constant's values for a graph dump: all of them when few, else their count and range."""
+    a = np.asarray(data)
+    if a.size <= 8:
+        return np.array2string(a.reshape(-1), precision=6, separator=", ") if a.ndim else repr(a.item())
+    if a.dtype.kind in "biuf":
+        text = (lambda x: f"{float(x):.6g}") if a.dtype.kind == "f" else (lambda x: str(int(x)))
+        return f"<{a.size} values in [{text(a.min())}, {text(a.max())}]>"
+    return f"<{a.size} values>"
+
+
 def freeze_attr(v):
     if isinstance(v, (list, tuple)):
         return tuple(freeze_attr(x) for x in v)
@@ -148,6 +159,7 @@ class Graph:
 
     def __str__(self):
         lines = [f"graph({', '.join(f'{v!r}: {v.type!r}' for v in self.inputs)}):"]
+        lines += [f"  {v!r}: {v.type!r} = const {_const_text(v.data)}" for v in self.constants()]
         for n in self.nodes:
             lines.append("  " + repr(n))
         lines.append(f"  return {', '.join(map(repr, self.outputs))}")

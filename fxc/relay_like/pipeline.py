@@ -20,6 +20,7 @@ from .passes import (
     infer_types,
     materialize_outputs,
     pack_weights,
+    partition_external,
     plan_buffers,
     simplify,
     split_prepack,
@@ -52,6 +53,7 @@ PIPELINE = [                    # pass(graph, ctx) -> graph
 
 PLAN_STEPS = [                  # step(planned, ctx) -> planned
     hoist_weights,              # the weight-only values: computed once per weight version (none on webgl)
+    partition_external,         # the regions the target's -libs= run (docs/byoc.md; none without -libs=)
     fuse_groups,                # fused groups, one kernel each (build option fuse)
     split_prepack,              # prepack groups / per-call groups, reshapes as views
     plan_buffers,               # the per-call buffers' offsets in one workspace
@@ -68,10 +70,12 @@ def _timed(step, x, ctx, label: str, size):
 
 def run_passes(g, ctx: PassContext):
     """g after every pass of PIPELINE (FXC_DEBUG 2: the graph after each)."""
-    for p in PIPELINE:
+    for k, p in enumerate(PIPELINE, 1):
         g = _timed(p, g, ctx, "pass", lambda g: f"{len(g.nodes)} nodes")
         if ctx.debug >= 2:
             ctx.log(str(g))
+        if ctx.dump is not None:
+            ctx.dump(f"graph_{k:02d}_{p.__name__}.txt", str(g))
     return g
 
 

@@ -20,6 +20,7 @@ moved to the block's rows), cached per size.
 from __future__ import annotations
 
 import atexit
+import collections
 import ctypes
 import sys
 import threading
@@ -30,7 +31,7 @@ import numpy as np
 from ..errors import InputError
 from .row_plan import expand, shape_at
 from .symbols import bind_symbols
-from .tensors import TensorSpec, check_inputs, nbytes, np_dtype
+from .tensors import TensorSpec, allocate, check_inputs, nbytes, np_dtype
 from .weights import HeldWeights, Weights, token_of
 
 
@@ -52,6 +53,7 @@ class DeviceModule:
     row_bytes: int = 0                  # workspace bytes per unit of the symbol, after workspace_bytes
     device: object = field(default=None, repr=False, compare=False)     # the opened device (the build's filled
     #                                                                     Target's); None: opened from `target`
+    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     prepack_runs: int = field(default=0, init=False)        # calls that ran the prepack launches
     _prepacked: bool = field(default=False, init=False, repr=False)     # their results are in the workspace
     exports_symbols = True      # a symbolic batch exports (format 2: row launches) and runs from the artifact
@@ -104,9 +106,12 @@ class DeviceModule:
 
     def __call__(self, *arrays):
         """numpy in, numpy out (a list when the module has several outputs)."""
-        ins = self.check_inputs(arrays)
+        if len(arrays) == len(self.inputs):     # the sizes (their range) before any copy: a 2**62-row input never is
+            self.sizes([np.shape(a) for a in arrays])
+        ins = allocate(lambda: self.check_inputs(arrays))
         sizes = self.sizes([a.shape for a in ins])
-        outs = [np.empty(shape, np_dtype(s.dtype)) for s, shape in zip(self.outputs, self.output_shapes(sizes))]
+        outs = allocate(lambda: [np.empty(shape, np_dtype(s.dtype)) for s, shape in
+                                 zip(self.outputs, self.output_shapes(sizes))])
         self.run_arrays(ins, outs, None, sizes)
         return outs[0] if len(outs) == 1 else outs
 
@@ -146,23 +151,32 @@ class DeviceModule:
         """No host threads run kernels here (the CPU module switches to OpenMP's team)."""
 
     # -- profiling ---------------------------------------------------------------------------------------
+    def timed(self, kernel: str, ns: int) -> None:
+        """A launch of `kernel` took `ns` on the device (a profiled module's launches)."""
+        t = self._times.get(kernel)
+        if t is None:
+            from .cpu.profile import SAMPLES  # deferred: profiled modules only (the load's size budget)
+            t = self._times[kernel] = [0, 0, collections.deque(maxlen=SAMPLES)]
+        t[0] += ns
+        t[1] += 1
+        t[2].append(ns / 1e3)
+
     def profile(self, reset: bool = False) -> list:
-        """Per-kernel device times (the device's timers) since the last reset, slowest first."""
+        """Per-kernel device times (the device's timers) since the last reset, slowest first: kernel, calls,
+        total_ms, mean_us, median_us and min_us (of the last SAMPLES launches), share."""
         if not self.profiled:
             raise InputError("this module has no kernel timers; build it with profile=True or FXC_PROFILE=1")
-        total = sum(t for t, _ in self._times.values()) or 1
+        from .cpu.profile import stats_us  # deferred: profiled modules only (the load's size budget)
+        total = sum(t for t, _, _ in self._times.values()) or 1
         rows = [{"kernel": k, "calls": n, "total_ms": t / 1e6, "mean_us": t / 1e3 / max(n, 1), "share": t / total}
-                for k, (t, n) in self._times.items()]
+                | dict(zip(("median_us", "min_us"), stats_us(kept))) for k, (t, n, kept) in self._times.items()]
         if reset:
             self._times.clear()
         return sorted(rows, key=lambda r: -r["total_ms"])
 
     def profile_table(self, top: int | None = None, reset: bool = False) -> str:
-        rows = self.profile(reset)[:top]
-        lines = [f"{'kernel':<40} {'calls':>6} {'total ms':>10} {'mean us':>10} {'share':>6}"]
-        lines += [f"{r['kernel']:<40} {r['calls']:>6} {r['total_ms']:>10.3f} {r['mean_us']:>10.1f} "
-                  f"{100 * r['share']:>5.1f}%" for r in rows]
-        return "\n".join(lines)
+        from .cpu.profile import format_profile  # deferred: profiled modules only (the load's size budget)
+        return format_profile(self.profile(reset), top)
 
     def print_profile_at_exit(self) -> None:
         if self.profiled:

@@ -7,7 +7,7 @@ runtime/row_plan.py expands a symbolic plan at one size.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import TargetError
 
@@ -24,6 +24,9 @@ class Launch:
     rows: tuple = ()            # symbolic plans: each argument's bytes per row (runtime/row_plan.py)
     repeat: tuple = ()          # symbolic plans: (group, rows per launch, part 0 blocks | 1 remaining rows[, rows
     #                             per launch of part 1: 1, or 2 / 4 where offsets must be whole texels (webgl)])
+    call: tuple = field(default=(), repr=False)     # an external library's step (kernel "library:routine",
+    #                             fxc.backends.external): its call's parameters (ints; the module's kernel line shows
+    #                             them), its args the operands it reads and writes
 
 
 def dispatch_of(grid: tuple) -> tuple:

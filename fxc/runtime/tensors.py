@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OutOfMemoryError
 
 
 @dataclass(frozen=True)
@@ -53,3 +53,12 @@ def check_inputs(specs, arrays, symbols=()) -> list:
             check_shape(spec, a.shape)
         out.append(np.ascontiguousarray(a))
     return out
+
+
+def allocate(make):
+    """make() (a call's input copies and outputs), numpy's MemoryError named: OutOfMemoryError, nothing ran yet."""
+    try:
+        return make()
+    except MemoryError as e:
+        raise OutOfMemoryError(f"{e}: the call does not fit in this machine's memory; call the model with smaller "
+                               f"sizes (nothing ran)") from None

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..compat.numpy_aliases import import_mxnet  # noqa: F401  (mxnet through the numpy-alias shim; tests import it here)
+
 # name -> (input size the benchmark uses, the smallest input size the network's fixed-size pools allow)
 GLUON_ZOO = {
     "resnet18_v1": (224, 32), "resnet50_v2": (224, 32), "mobilenet1.0": (224, 32), "mobilenetv2_1.0": (224, 32),
     "squeezenet1.1": (224, 224), "densenet121": (224, 224), "vgg11_bn": (224, 32), "inceptionv3": (299, 299),
     "alexnet": (224, 64),
 }
-
-
-def import_mxnet():
-    from compat.numpy_aliases import import_mxnet as _import
-    return _import()
 
 
 def randomize_batchnorm(net, seed: int = 1) -> None:

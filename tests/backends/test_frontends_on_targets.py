@@ -36,7 +36,7 @@ def test_from_onnx_on_target(target):
 
 @pytest.mark.targets(*TARGETS)
 def test_from_mxnet_on_target(target):
-    from compat.numpy_aliases import import_mxnet
+    from fxc.compat.numpy_aliases import import_mxnet
     mx = import_mxnet()
     rng = np.random.default_rng(1)
     data = mx.sym.var("data")

@@ -93,8 +93,11 @@ def test_inspect_and_extract(compiled, tmp_path):
 def test_cli_errors_are_messages(compiled, tmp_path):
     d, artifact, _ = compiled
     np.save(tmp_path / "bad.npy", np.zeros((3, 4), np.float32))
+    np.save(tmp_path / "idx.npy", np.zeros((3, 4), np.int64))
     p = fxc_cli("run", artifact, "--input", tmp_path / "bad.npy", "--input", tmp_path / "bad.npy", ok=False)
-    assert "InputError" in p.stderr and "expected shape [2, 4], got [3, 4]" in p.stderr
+    assert "InputError" in p.stderr and "expected dtype int64, the file holds float32" in p.stderr
+    p = fxc_cli("run", artifact, "--input", tmp_path / "bad.npy", "--input", tmp_path / "idx.npy", ok=False)
+    assert "InputError" in p.stderr and "expected shape [2, 4], the file holds [3, 4]" in p.stderr
     (tmp_path / "cut.fxc").write_bytes(artifact.read_bytes()[:1000])
     p = fxc_cli("inspect", tmp_path / "cut.fxc", ok=False)
     assert "ArtifactError" in p.stderr and "export the model again" in p.stderr

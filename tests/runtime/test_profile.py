@@ -59,3 +59,34 @@ def test_profile_option_through_from_torch():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
     rows = compiled.module.profile()
     assert any("conv2d" in r["group"] and r["calls"] == 1 and r["total_ms"] > 0 for r in rows)
+
+
+def _check_spread(rows, runs):
+    for r in rows:
+        if r["calls"]:
+            assert r["min_us"] is not None and 0 < r["min_us"] <= r["median_us"], r
+            assert r["min_us"] <= r["mean_us"] * (1 + 1e-9), r      # the minimum is never above the mean
+    assert sum(r["calls"] for r in rows) >= runs
+
+
+@pytest.mark.parametrize("target", ["llvm", "opencl", "webgl"])
+def test_profile_median_and_minimum(target):
+    """A mean alone is no measure on a shared host: the table gives each kernel's median and minimum per call, and
+    the header each run's (the samples are what each run added to the counters)."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((32, 48), np.float32), rng.standard_normal((48, 40), np.float32)
+    m = build(small_graph(), target, profile=True)
+    for _ in range(12):
+        m(a, b)
+    rows = m.profile()
+    _check_spread(rows, 12)
+    table = m.profile_table()
+    assert "median us" in table and "min us" in table
+    if target == "llvm":        # each kept run's time in kernels: median and minimum in the header
+        head = table.splitlines()[0]
+        mean, median, least = (float(head.split(w)[1].split()[0]) for w in ("mean ", "median ", "min "))
+        assert 0 < least <= median and least <= mean * (1 + 1e-9), head
+        kernels = [r for r in rows if r["calls"] == 12]
+        assert abs(sum(r["total_ms"] for r in kernels) / 12 - mean) <= 5e-4 + 1e-3 * mean    # (printed to 1 us)
+    m.profile(reset=True)
+    assert all(r["median_us"] is None and r["calls"] == 0 for r in m.profile())

@@ -1,9 +1,39 @@
-"""Bring-your-own-codegen backends: vendor libraries that run whole regions of a graph (Qualcomm CLML on Adreno,
-CLBlast on OpenCL, oneDNN on the CPU).
+"""Bring-your-own-codegen: vendor libraries that run regions of a graph on a target's own device (docs/byoc.md).
 
-Empty until the BYOC work lands. The seam it plugs into: a partitioning pass in fxc/relay_like (a pattern table per
-external codegen, named by the target's `-libs=` / kind) marks regions; each external backend here renders a region
-to calls of its library and names its runtime shim under fxc/runtime, the same way a target's backend does
-(fxc/backends/backend.py); the driver reaches it through fxc.backends.BACKENDS; unclaimed regions stay with the
-target's own codegen.
+A `Library` is an external codegen: the target kinds it serves, its pattern table, how a matched region becomes a
+step of the target's plan, and what its runtime needs installed. A target names its libraries TVM-style
+("opencl -libs=clblast"; `Target.libs`); `libraries_of(target)` gives their entries (a TargetError for a name
+fxc does not know or a kind the library does not serve). The partition step (fxc/relay_like/passes/partition.py)
+matches the patterns over the graph IR, asks each pattern's check (dtypes, layouts, shapes, attributes, the
+target's Caps) and the build's cost choice, and records the regions and the reason for every op; the driver lowers
+each offloaded match with `Library.lower` into a plan step that the target's runtime module runs on its own
+buffers (fxc/runtime/opencl/module.py for CLBlast).
+
+One folder per library: clblast/ (GEMM on OpenCL). oneDNN (llvm) and CLML (opencl on Adreno) plug in the same way:
+a pattern table, a `lower`, a runtime step.
 """
+from __future__ import annotations
+
+from ...errors import TargetError
+from .clblast import LIBRARY as CLBLAST
+from .library import Library, Pattern
+
+LIBRARIES = {lib.name: lib for lib in (CLBLAST,)}      # one entry per library folder
+__all__ = ["LIBRARIES", "Library", "Pattern", "libraries_of"]
+
+
+def libraries_of(target) -> tuple:
+    """The Library entries the target names with -libs= (its runtime installed), in the order named; TargetError
+    for an unknown name, a kind the library does not serve, or a library not installed here."""
+    known, out = LIBRARIES, []
+    for name in target.libs:
+        lib = known.get(name)
+        if lib is None:
+            raise TargetError(f"target {target}: unknown library -libs={name}; known: {', '.join(known)} "
+                              f"(docs/byoc.md)")
+        if target.kind not in lib.kinds:
+            raise TargetError(f"target {target}: {name} runs on {', '.join(lib.kinds)} targets, not {target.kind}")
+        lib.check_installed()
+        out.append(lib)
+    return tuple(out)
+

@@ -22,8 +22,9 @@ from pathlib import Path
 
 from ...errors import CompileError
 from ...runtime.store import atomic_write, cache_dir, checked_file, read_entry, write_entry
-from ...target import Target
+from ...target import Target, host_triple, triple_arch
 from .module import ModuleWriter
+from .toolchain import toolchain
 
 RUNTIME_C = Path(__file__).resolve().parents[2] / "runtime" / "cpu" / "cpu_parallel.c"
 
@@ -52,7 +53,7 @@ def new_machine(spec: str, opt: int = 3):
     llvm.initialize_native_asmprinter()
     triple, cpu, features = spec.split("\n")
     wasm = triple.startswith("wasm")
-    if wasm:                # another architecture (the wasm target): LLVM's other targets
+    if triple_arch(triple) != triple_arch(host_triple()):   # another architecture (wasm, ARM): LLVM's other targets
         llvm.initialize_all_targets()
         llvm.initialize_all_asmprinters()
     # a wasm module is linked statically (wasm-ld, no GOT); a kernel library is a shared object
@@ -77,7 +78,7 @@ def module_writer(target=None) -> ModuleWriter:
     whether kernels may call libm: not on wasm)."""
     target = Target.parse(target)
     tm, triple, _, _ = target_machine(target)
-    return ModuleWriter(triple, str(tm.target_data), target.caps.features, target.caps.libm)
+    return ModuleWriter(triple, str(tm.target_data), target.caps)
 
 
 def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) -> None:
@@ -148,19 +149,23 @@ def optimize(ir_text: str, context=None, tm=None, passes: bool = True):
 PREBUILT = RUNTIME_C.parent / "_prebuilt"      # the runtime's object file made at install (scripts/setup.sh)
 
 
-def _runtime_object(where: Path | None = None) -> Path:
-    """The thread-pool runtime (runtime/cpu_parallel.c) as an object file, by the hash of its source: the one
-    built at install when there is one, else the cache's (checked, fxc/runtime/store.py) or one built now into the cache
-    (or into `where`)."""
+def _runtime_object(where: Path | None = None, triple: str | None = None) -> Path:
+    """The thread-pool runtime (runtime/cpu_parallel.c) as an object file for `triple` (None: this host), by the
+    hash of its source, compiled by the triple's toolchain (toolchain.py): the one built at install when there is
+    one, else the cache's (checked, fxc/runtime/store.py) or one built now into the cache (or into `where`)."""
     src = RUNTIME_C.read_bytes()
-    name = f"cpu_parallel-{hashlib.sha256(src).hexdigest()[:16]}.o"
+    triple = triple or host_triple()
+    arch = triple_arch(triple)
+    tag = "" if arch == triple_arch(host_triple()) else f"{arch}-"      # (the host's name as it always was)
+    name = f"cpu_parallel-{tag}{hashlib.sha256(src).hexdigest()[:16]}.o"
     if where is None and (PREBUILT / name).exists():
         return PREBUILT / name
     if where is None and (cached := checked_file(name)) is not None:
         return cached
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d) / "rt.o"
-        _run(["gcc", "-O2", "-fPIC", "-fopenmp", "-c", str(RUNTIME_C), "-o", str(tmp)], RUNTIME_C.read_text())
+        _run([toolchain(triple).cc, "-O2", "-fPIC", "-fopenmp", "-c", str(RUNTIME_C), "-o", str(tmp)],
+             RUNTIME_C.read_text())
         if where is None:
             return write_entry(name, tmp.read_bytes())     # its checksum trailer is past the ELF sections
         atomic_write(where / name, tmp.read_bytes())
@@ -211,7 +216,8 @@ def build_library(ir_text: str, queue: "CompileQueue | None" = None, target=None
             paths.append(Path(d) / f"k{k}.o")
             paths[-1].write_bytes(obj)
         so = Path(d) / "k.so"
-        link_shared(["-o", str(so), *map(str, paths), str(_runtime_object())], ir_text)
+        triple = Target.parse(target).triple
+        link_shared(["-o", str(so), *map(str, paths), str(_runtime_object(triple=triple))], ir_text, triple)
         lib = write_entry(f"fxc-{key}.so", so.read_bytes())
     if int(os.environ.get("FXC_DEBUG", "0") or 0) >= 1:
         print(f"[fxc] llvm: {len(objs)} parts, {len(compiled)} compiled ({PIPELINE}, {COMPILE_PROCESSES} processes) "
@@ -223,12 +229,13 @@ COMPILE_PROCESSES = max(1, min(4, len(os.sched_getaffinity(0))))     # this proc
 WORKER_MIN_IR = 200_000     # characters of IR to compile (~0.2 s of LLVM) that pay for starting a worker (~0.2 s)
 
 
-def link_shared(args: list, source: str = "") -> None:
-    """gcc -shared with the parallel runtime's libraries (OpenMP, libm, libc, libpthread, libgcc_s), refusing an
-    undefined symbol (-z defs): a library that links loads. A symbol none of them defines (a compiler-runtime
-    helper such as __truncsfbf2, which LLVM calls where the target CPU lacks an instruction and Debian's libgcc
-    lacks) is a CompileError naming it, never an OSError when the library is loaded."""
-    cmd = ["gcc", "-shared", "-fopenmp", "-Wl,-z,defs", *args, "-lm"]
+def link_shared(args: list, source: str = "", triple: str | None = None) -> None:
+    """gcc -shared (the triple's toolchain: None, this host's) with the parallel runtime's libraries (OpenMP, libm,
+    libc, libpthread, libgcc_s), refusing an undefined symbol (-z defs): a library that links loads. A symbol none
+    of them defines (a compiler-runtime helper such as __truncsfbf2, which LLVM calls where the target CPU lacks an
+    instruction and Debian's libgcc lacks) is a CompileError naming it, never an OSError when the library is
+    loaded."""
+    cmd = [toolchain(triple or host_triple()).cc, "-shared", "-fopenmp", "-Wl,-z,defs", *args, "-lm"]
     try:
         _run(cmd, source)
     except CompileError as e:

@@ -71,7 +71,7 @@ class VectorMath:
         self.w, self.t = w, t
         self.n = int(t[1:].split(" x ")[0])
         self.it = f"<{self.n} x i32>"
-        self.scalef = self.n == 16 and w.m.has("avx512f")     # 2^k by one vscalefps (_times_2k)
+        self.scalef = self.n == 16 and w.m.caps.scalef     # 2^k by one vscalefps (_times_2k)
 
     def c(self, v: float) -> str:
         return "<" + ", ".join([f"float {float_literal(v, 'float32')}"] * self.n) + ">"
@@ -89,7 +89,7 @@ class VectorMath:
     def fma(self, a, b, c, exact: bool = False) -> str:
         """a * b + c: fused where the target has FMA or `exact` (an argument reduction whose constant has all 24
         bits; elsewhere a multiply and an add, as Cephes' constants are made for, not a libm call per lane)."""
-        fn = "fma" if exact or self.w.m.has("fma") else "fmuladd"
+        fn = "fma" if exact or self.w.m.caps.fma else "fmuladd"
         return self.w.call(f"llvm.{fn}.v{self.n}f32", self.t, [(self.t, a), (self.t, b), (self.t, c)])
 
     def fn(self, name, *args) -> str:

@@ -4,25 +4,22 @@ that runs the execution plan (symbolic workspace slots computed from the symbol 
 from __future__ import annotations
 
 from ...lowering.loop_ir import Kernel
+from ...target import Caps
 from .render import FunctionWriter
 
 
 class ModuleWriter:
-    """One LLVM module being written for a target: its triple, data layout and CPU features (`has`)."""
+    """One LLVM module being written for a target: its triple, data layout and capabilities (`caps`: fma,
+    bf16_dot, scalef choose instructions; libm False (wasm): scalar float32 math by fxc's own code)."""
 
-    def __init__(self, triple: str, datalayout: str, features: frozenset = frozenset(), libm: bool = True):
-        self.triple, self.datalayout, self.features = triple, datalayout, frozenset(features)
-        self.libm = libm        # False (wasm): scalar float32 math by fxc's own code (VectorMath on one lane)
+    def __init__(self, triple: str, datalayout: str, caps: Caps):
+        self.triple, self.datalayout, self.caps = triple, datalayout, caps
+        self.libm = caps.libm
         self.functions: list = []
         self.decls: dict = {}
         self.md: list = ["!0 = !{}"]
         self.loop_mds: dict = {}
         self._n = 0
-
-    def has(self, feature: str) -> bool:
-        """Capability flag: the target CPU has this LLVM feature ("avx512f": vscalefps; "avx512bf16": vdpbf16ps,
-        vcvtne2ps2bf16)."""
-        return feature in self.features
 
     def counter(self) -> int:
         self._n += 1

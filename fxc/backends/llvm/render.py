@@ -339,7 +339,7 @@ class FunctionWriter(Arithmetic):
             return r
         if isinstance(e, Fma):      # a schedule's multiply-add: without an FMA unit a multiply and an add (llvm.fma
             t = lty(e.dtype)        # would be a call of libm's fmaf per lane, ~50x slower in a GEMM)
-            fn = "fma" if self.m.has("fma") else "fmuladd"
+            fn = "fma" if self.m.caps.fma else "fmuladd"
             return self.call(f"llvm.{fn}.{float_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
@@ -348,6 +348,18 @@ class FunctionWriter(Arithmetic):
         if isinstance(e, Present):
             r = self.new()
             self.emit(f"{r} = icmp ne ptr {self.ptr(e.args[0])}, null")
+            return r
+        if isinstance(e, LaneReduce) and e.args[0] != "add" and e.dtype == "float64" \
+                and not self.m.caps.float64_minmax:        # lane by lane (Caps.float64_minmax)
+            op, v = e.args
+            vt, x = lty(v.dtype), self.expr(v)
+            lanes = []
+            for k in range(lanes_of(v.dtype)):
+                lanes.append(self.new())
+                self.emit(f"{lanes[-1]} = extractelement {vt} {x}, i64 {k}")
+            r = lanes[0]
+            for lane in lanes[1:]:
+                r = self.minmax_by_select(op, "float64", r, lane)
             return r
         if isinstance(e, LaneReduce):
             op, v = e.args
@@ -389,7 +401,7 @@ class FunctionWriter(Arithmetic):
         n = lanes_of(e.dtype)
         wt = lty(vec("int32", n))
         bt = f"<{2 * n} x bfloat>"
-        if isinstance(e, DotBf16) and not self.m.has("avx512bf16"):     # no vdpbf16ps: the same sum by two FMAs
+        if isinstance(e, DotBf16) and not self.m.caps.bf16_dot:     # no vdpbf16ps: the same sum by two FMAs
             acc, a, b = e.args
             return self.expr(Fma(Bf16Half(a, 1), Bf16Half(b, 1), Fma(Bf16Half(a, 0), Bf16Half(b, 0), acc)))
         if isinstance(e, DotBf16):
@@ -418,7 +430,7 @@ class FunctionWriter(Arithmetic):
             self.emit(f"{s} = shl i32 {parts[1]}, 16")
             self.emit(f"{r} = or i32 {parts[0]}, {s}")
             return r
-        if not self.m.has("avx512bf16"):    # no vcvtne2ps2bf16 (LLVM would call __truncsfbf2): integer rounding
+        if not self.m.caps.bf16_dot:    # no vcvtne2ps2bf16 (LLVM would call __truncsfbf2): integer rounding
             return pack_bf16_words(self, wt, lo, hi)
         ft, ht = lty(e.args[0].dtype), f"<{n} x bfloat>"
         l, h, j, r = self.new(), self.new(), self.new(), self.new()
@@ -466,6 +478,26 @@ class FunctionWriter(Arithmetic):
             return r
         return v
 
+    def minmax_by_select(self, op: str, dt: str, x: str, y: str) -> str:
+        """llvm.maximum / llvm.minimum of x and y without the intrinsic (a CPU whose LLVM cannot lower it,
+        Caps.float64_minmax): the larger (smaller) by an ordered compare, of equal values the bits and-ed (or-ed: so
+        max(-0, +0) is +0 and min is -0), nan when either is nan (x + y)."""
+        t, it = lty(dt), lty(dt.replace("float64", "int64").replace("float32", "int32"))
+        cond = lty(dt.replace(scalar_of(dt), "bool"))
+        gt, pick, eq, xi, yi, both, same, eqpick, uno, nan, r = (self.new() for _ in range(11))
+        self.emit(f"{gt} = fcmp {'ogt' if op == 'max' else 'olt'} {t} {x}, {y}")
+        self.emit(f"{pick} = select {cond} {gt}, {t} {x}, {t} {y}")
+        self.emit(f"{eq} = fcmp oeq {t} {x}, {y}")
+        self.emit(f"{xi} = bitcast {t} {x} to {it}")
+        self.emit(f"{yi} = bitcast {t} {y} to {it}")
+        self.emit(f"{both} = {'and' if op == 'max' else 'or'} {it} {xi}, {yi}")
+        self.emit(f"{same} = bitcast {it} {both} to {t}")
+        self.emit(f"{eqpick} = select {cond} {eq}, {t} {same}, {t} {pick}")
+        self.emit(f"{uno} = fcmp uno {t} {x}, {y}")
+        self.emit(f"{nan} = fadd {t} {x}, {y}")
+        self.emit(f"{r} = select {cond} {uno}, {t} {nan}, {t} {eqpick}")
+        return r
+
     def call(self, fn: str, ret: str, args: list) -> str:
         r = self.new()
         self.m.declare(fn, ret, [t for t, _ in args])
@@ -491,6 +523,8 @@ class FunctionWriter(Arithmetic):
                 self.emit(f"{r} = {simple[op]} {FLOAT_FLAGS} {t} {x}, {y}")
                 return r
             if op in ("max", "min"):
+                if scalar_of(dt) == "float64" and not self.m.caps.float64_minmax:
+                    return self.minmax_by_select(op, dt, x, y)
                 fn = f"llvm.{'maximum' if op == 'max' else 'minimum'}.{float_suffix(dt)}"
                 return self.call(fn, t, [(t, x), (t, y)])
             if op == "pow":

@@ -17,18 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from ...backends import fill
+from ...compat.numpy_aliases import import_mxnet  # mxnet through the numpy-alias shim
 from ...driver.build import build
 from ...driver.options import check_options
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ...relay_like.builder import Builder
 from ...runtime.tensors import TensorSpec
 from .ops import CONVERTERS, LABEL_OPS, Node, attribute_problem, output_count, parse_dtype, unsupported
-
-
-def import_mxnet():
-    """mxnet, imported through the numpy-alias shim (compat/numpy_aliases.py)."""
-    from compat.numpy_aliases import import_mxnet as _import
-    return _import()
 
 
 def _mx_error(mx) -> tuple:
@@ -44,9 +39,10 @@ def _first_line(e: BaseException) -> str:
 
 # -- reading the model ----------------------------------------------------------------------------------------------
 def parse_symbol_json(text: str, where: str = "the symbol JSON") -> dict:
-    """The symbol's JSON as a dict, checked: nodes with op, name and inputs that refer to earlier nodes; heads."""
+    """The symbol's JSON as a dict, checked: nodes with op, name, attribute tables of strings and inputs that refer
+    to earlier nodes; heads that name nodes. A key given twice keeps its last value (as MXNet's reader does)."""
     try:
-        graph = json.loads(text)
+        graph = json.loads(text, object_pairs_hook=_last_wins)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise ModelFileError(f"{where} is not valid JSON ({e}); the file is truncated or corrupt: save it again "
                              f"with sym.save(path) or export it with block.export(prefix)") from None
@@ -56,14 +52,89 @@ def parse_symbol_json(text: str, where: str = "the symbol JSON") -> dict:
     for i, nd in enumerate(nodes):
         if not isinstance(nd, dict) or not isinstance(nd.get("op"), str) or not isinstance(nd.get("name"), str):
             raise ModelFileError(f"{where}: node #{i} lacks an 'op' or a 'name'; the symbol is corrupt")
-        for ref in nd.get("inputs", []):
-            if not (isinstance(ref, list) and ref and isinstance(ref[0], int) and 0 <= ref[0] < i):
+        for key in ATTR_KEYS:
+            table = nd.get(key, {})
+            if not (isinstance(table, dict) and all(isinstance(v, str) for v in table.values())):
+                raise ModelFileError(f"{where}: node {nd['name']!r} ({nd['op']}) has {key!r} {table!r}, which is not "
+                                     f"a table of strings; the symbol is corrupt")
+        refs = nd.get("inputs", [])
+        if not isinstance(refs, list):
+            raise ModelFileError(f"{where}: node {nd['name']!r} ({nd['op']}) has inputs {refs!r}, not a list")
+        for ref in refs:
+            if not (_is_ref(ref) and ref[0] < i):
                 raise ModelFileError(f"{where}: node {nd['name']!r} ({nd['op']}) reads input {ref!r}, which is not "
-                                     f"an earlier node; the symbol is corrupt")
+                                     f"an output of an earlier node ([node, output] or [node, output, version]); "
+                                     f"the symbol is corrupt")
     for ref in graph["heads"]:
-        if not (isinstance(ref, list) and ref and isinstance(ref[0], int) and 0 <= ref[0] < len(nodes)):
+        if not (_is_ref(ref) and ref[0] < len(nodes)):
             raise ModelFileError(f"{where}: output {ref!r} names no node; the symbol is corrupt")
     return graph
+
+
+ATTR_KEYS = ("attrs", "attr", "param")     # MXNet >= 1.0, < 1.0 and < 0.9 name a node's attribute table so
+
+
+def _last_wins(pairs: list) -> dict:
+    """A JSON object as dmlc's reader takes it: a key given twice keeps its last value, at its last place."""
+    out: dict = {}
+    for k, v in pairs:
+        out.pop(k, None)
+        out[k] = v
+    return out
+
+
+def _is_ref(ref) -> bool:
+    """[node, output] or [node, output, version], non-negative ints (MXNet reads them unchecked as unsigned)."""
+    return (isinstance(ref, list) and len(ref) in (2, 3)
+            and all(type(v) is int and 0 <= v < 2 ** 31 for v in ref))
+
+
+def node_attrs(nd: dict) -> dict:
+    """A node's attributes as MXNet 1.9 reads them (nnvm's JSONNode::Load): `attrs` (MXNet >= 1.0) and the legacy
+    `attr` (MXNet < 1.0) each replace one table, so the one later in the node's JSON wins whole; `param` (MXNet <
+    0.9) then adds only the keys neither gave."""
+    attrs: dict = {}
+    for key, table in nd.items():
+        if key in ("attrs", "attr"):
+            attrs = dict(table)
+    for k, v in (nd.get("param") or {}).items():
+        attrs.setdefault(k, v)
+    return attrs
+
+
+def check_outputs_read(graph: dict, mx, where: str) -> None:
+    """Every input reference and head reads an output its node has. MXNet indexes a node's outputs by the number
+    in the JSON without checking it (past the end it crashes the process), so this runs before MXNet loads the
+    graph: a variable has one output; an op node as many as MXNet lists for that node alone."""
+    nodes, counts = graph["nodes"], {}
+
+    def outputs(i: int) -> int:
+        nd = nodes[i]
+        if nd["op"] == "null":
+            return 1
+        n_in = len(nd.get("inputs", []))
+        key = (nd["op"], json.dumps(node_attrs(nd), sort_keys=True), n_in)
+        if key not in counts:
+            alone = {"nodes": [{"op": "null", "name": f"in{k}", "inputs": []} for k in range(n_in)]
+                     + [{"op": nd["op"], "name": nd["name"], "attrs": node_attrs(nd),
+                         "inputs": [[k, 0, 0] for k in range(n_in)]}],
+                     "arg_nodes": list(range(n_in)), "heads": [[n_in, 0, 0]],
+                     "attrs": {"mxnet_version": ["int", 10901]}}
+            try:
+                sym = mx.sym.load_json(json.dumps(alone))
+            except _mx_error(mx) as e:
+                raise ModelFileError(f"MXNet cannot load node {nd['name']!r} ({nd['op']}) of {where} "
+                                     f"({_first_line(e)}); the symbol is corrupt") from None
+            counts[key] = len(sym.get_internals().list_outputs()) - n_in
+        return counts[key]
+
+    reads = [(f"node {nd['name']!r} ({nd['op']}) reads", ref) for nd in nodes for ref in nd.get("inputs", [])]
+    for what, ref in reads + [("the symbol's outputs (heads) read", ref) for ref in graph["heads"]]:
+        have = outputs(ref[0])
+        if ref[1] >= have:
+            src = nodes[ref[0]]
+            raise ModelFileError(f"{where}: {what} output {ref[1]} of node {src['name']!r} ({src['op']}), which "
+                                 f"has {have} output(s); the symbol is corrupt")
 
 
 def is_checkpoint(ref) -> bool:
@@ -153,16 +224,17 @@ class Model:
 
     def __init__(self, graph: dict, text: str, arg: dict, aux: dict, mx, where: str, input_names=None):
         self.graph, self.mx, self.where, self._given_inputs = graph, mx, where, input_names or ()
-        try:
-            self.sym = mx.sym.load_json(text)
-        except _mx_error(mx) as e:
-            raise ModelFileError(f"MXNet cannot load {where} ({_first_line(e)}); the symbol is corrupt") from None
         bad = unsupported(graph["nodes"])
         if bad:
             raise UnsupportedOpError(f"fxc has no converter for {len(bad)} node(s) of {where}:\n  " + "\n  ".join(bad)
                                      + "\nReplace these ops in the model, or run it through "
                                        "sym.optimize_for('fxc', ...) after `import fxc.mxnet`, which leaves them "
                                        "to MXNet")
+        check_outputs_read(graph, mx, where)
+        try:
+            self.sym = mx.sym.load_json(text)
+        except _mx_error(mx) as e:
+            raise ModelFileError(f"MXNet cannot load {where} ({_first_line(e)}); the symbol is corrupt") from None
         self.arg_names, self.aux_names = self.sym.list_arguments(), self.sym.list_auxiliary_states()
         self.arg, self.aux = self._bind(arg, aux)
         labels = self._labels()
@@ -200,6 +272,7 @@ class Model:
         params' shapes checked against what the model needs for these input shapes."""
         mx, where = self.mx, self.where
         desc = ", ".join(f"{k} {tuple(v)}" for k, v in shapes.items())
+        self._check_dims(shapes)
         try:
             arg_shapes, _, aux_shapes = self.sym.infer_shape(**shapes)
             arg_types, out_types, aux_types = self.sym.infer_type(**{k: np.dtype(v) for k, v in dtypes.items()})
@@ -224,8 +297,21 @@ class Model:
                              f"params, they are missing from params")
         return need, types, inner, [np.dtype(t).name for t in out_types or ()]
 
+    def _check_dims(self, shapes: dict) -> None:
+        """Input dims MXNet's shape inference can take: an MXNet built without large-tensor support (the pip
+        wheel) holds a dim in 32 bits and raises a bare Exception past that."""
+        large = self.mx.runtime.Features().is_enabled("INT64_TENSOR_SIZE")
+        limit = 2 ** 63 - 1 if large else 2 ** 31 - 1
+        for name, shape in shapes.items():
+            if any(d < 0 or d > limit for d in shape):
+                raise ShapeError(f"input {name!r} of {self.where} has shape {tuple(shape)}: "
+                                 f"{'a dim' if large else 'MXNet (built without USE_INT64_TENSOR_SIZE) holds a dim'} "
+                                 f"in {'64' if large else '32'} bits, so each must be between 0 and {limit}; give "
+                                 f"the shape the model is meant for")
+
     def check_missing_params(self, shapes: dict) -> None:
         """Inputs without a shape whose shape MXNet infers from the given ones are weights missing from params."""
+        self._check_dims(shapes)
         try:
             arg_shapes = self.sym.infer_shape_partial(**shapes)[0]
         except _mx_error(self.mx):
@@ -252,8 +338,7 @@ class Model:
                     env[(i, 0)] = b.const(np.ascontiguousarray(a, dtype=np.dtype(types[name])))
                 continue            # a label: read only by a loss op's label slot, which converters ignore
             ins = [env.get((ref[0], ref[1] if len(ref) > 1 else 0)) for ref in nd.get("inputs", [])]
-            node = Node(name, op, {str(k): str(v) for k, v in (nd.get("attrs") or nd.get("param") or {}).items()},
-                        _node_shapes(inner, name))
+            node = Node(name, op, node_attrs(nd), _node_shapes(inner, name))
             outs = _convert(b, node, ins if LABEL_OPS.get(op) is None else ins[:LABEL_OPS[op]])
             outs = outs if isinstance(outs, tuple) else (outs,)
             _check_shapes(node, outs)

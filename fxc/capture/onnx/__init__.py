@@ -1,39 +1,47 @@
 """ONNX frontend: `fxc.from_onnx(model_or_path, shapes=None, target="llvm", **options)`.
 
-Takes an `onnx.ModelProto`, its serialized bytes or a `.onnx` path (external data files next to it are read),
-converts the graph with one converter per ONNX op, chosen by the model's opset (`table.py`, `ops_*.py`), into
-fxc's graph IR and builds it for the target. Initializers become the module's constants (its params in an
-exported artifact); dims the model names (`dim_param`) are bound by `shapes=` or at the first call, and every new
-binding compiles once more. float16 tensors compute in float32 (inputs and outputs are converted at the call);
-QDQ models (QuantizeLinear/DequantizeLinear) compute in float32 too.
+Takes an `onnx.ModelProto`, its serialized bytes or a `.onnx` path (external data files next to it are read; a model
+given as bytes or a ModelProto has no folder, so its external data is read only from an explicit `base_dir=`),
+converts the graph with one converter per ONNX op, chosen by the model's opset (`table.py`, `ops_*.py`), into fxc's
+graph IR and builds it for the target. Initializers become the module's constants (its params in an exported
+artifact); dims the model names (`dim_param`) are bound by `shapes=` or at the first call, and every new binding
+compiles once more. float16 tensors compute in float32 (inputs and outputs are converted at the call); QDQ models
+(QuantizeLinear/DequantizeLinear) compute in float32 too.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper
+from onnx.external_data_helper import load_external_data_for_model, uses_external_data
 
 from ...backends import fill
 from ...driver.build import build
 from ...driver.options import check_options
-from ...errors import FxcError, InputError, ModelFileError, UnsupportedOpError
+from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.tensors import TensorSpec
 from ...symbolic.expr import Sym
 from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
 from .ops_tensor import as_array, fxc_dtype
-from .table import Context, FoldingBuilder, NeedsValues, lookup
+from .table import NEWEST_OPSET, Context, FoldingBuilder, NeedsValues, describe, lookup
 
 FLOAT16 = 10
 
 
-def load_model(model_or_path):
-    """An onnx.ModelProto from a ModelProto, serialized bytes or a path (with its external data)."""
+def load_model(model_or_path, base_dir=None):
+    """An onnx.ModelProto from a ModelProto, serialized bytes or a path (with its external data, read from the
+    path's folder, or for bytes and a ModelProto from `base_dir` only)."""
+    if base_dir is not None and isinstance(model_or_path, (str, os.PathLike)):
+        raise InputError("base_dir= is for a model given as bytes or a ModelProto; a model given by its path reads "
+                         "its external data from the path's folder")
     if isinstance(model_or_path, onnx.ModelProto):
         model = model_or_path
     elif isinstance(model_or_path, (bytes, bytearray)):
@@ -57,6 +65,8 @@ def load_model(model_or_path):
                                  f"it again") from e
     else:
         raise FxcError(f"fxc.from_onnx takes an onnx.ModelProto, its bytes or a path, got {type(model_or_path)}")
+    if any(uses_external_data(t) for t in _tensors(model.graph)):
+        model = _with_external_data(model, base_dir)
     try:
         onnx.checker.check_model(model)
     except (onnx.checker.ValidationError, ValueError) as e:
@@ -64,6 +74,41 @@ def load_model(model_or_path):
         raise ModelFileError(f"the ONNX model is not valid ({first}); it is truncated, corrupt or was written "
                              f"wrongly: export it again") from e
     return model
+
+
+def _tensors(graph):
+    """Every TensorProto of a graph: initializers and node attributes, in subgraphs too."""
+    yield from graph.initializer
+    for node in graph.node:
+        for a in node.attribute:
+            if a.HasField("t"):
+                yield a.t
+            yield from a.tensors
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                yield from _tensors(g)
+
+
+def _with_external_data(model, base_dir):
+    """A copy of `model` (bytes or a ModelProto: no folder of its own) with its external data read from
+    `base_dir`, under onnx's checks (no path out of the folder, no links, offsets within the file); without
+    base_dir a ModelFileError (never the working directory's files)."""
+    named = sorted({f"{t.name!r} in {dict((e.key, e.value) for e in t.external_data).get('location', '?')!r}"
+                    for t in _tensors(model.graph) if uses_external_data(t)})
+    if base_dir is None:
+        raise ModelFileError(f"the model keeps tensor(s) {', '.join(named)} in external data files, and a model "
+                             f"given as bytes or a ModelProto has no folder to read them from: pass the .onnx "
+                             f"file's path, or base_dir= the folder that holds the data files")
+    if not Path(base_dir).is_dir():
+        raise ModelFileError(f"base_dir {str(base_dir)!r} is not a folder; pass the folder that holds the model's "
+                             f"external data files ({', '.join(named)})")
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    try:
+        load_external_data_for_model(copy, str(base_dir))
+    except (OSError, ValueError, onnx.checker.ValidationError) as e:
+        raise ModelFileError(f"the model's external data cannot be read from {str(base_dir)!r} ({e}); keep the data "
+                             f"files in that folder, under the names the model records") from e
+    return copy
 
 
 def opset_of(model) -> int:
@@ -83,20 +128,61 @@ def unsupported_nodes(model, nodes=None) -> list:
             continue
         if n.domain not in ("", "ai.onnx") or lookup(n.op_type, opset) is None:
             dom = f"{n.domain}." if n.domain not in ("", "ai.onnx") else ""
-            bad.append(f"{dom}{n.op_type} (node {n.name or n.output[0] or i!r})")
+            bad.append(f"{dom}{n.op_type} (node {n.name or (n.output[0] if n.output else '') or i!r})")
     return bad
+
+
+FLAGS = frozenset({"allowzero", "ceil_mode", "count_include_pad", "detect_negative", "detect_positive", "exclusive",
+                   "keepdims", "largest", "noop_with_empty_axes", "reverse", "select_last_index", "sorted", "transA",
+                   "transB", "upper", "onesided", "inverse", "storage_order", "periodic", "training_mode"})   # 0 or 1
+
+
+@functools.cache
+def _schema_attributes(op_type: str, opset: int) -> dict | None:
+    """name -> (AttributeProto type, required) of the op's ONNX schema at this opset; None for an op onnx lacks."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return None
+    return {k: (int(v.type), v.required) for k, v in schema.attributes.items()}
+
+
+def _check_attributes(cx, node) -> None:
+    """The node's attributes are those its op's schema names, of the types it states, the required ones given
+    (onnx's checker leaves these to the op; a renamed or retyped attribute would otherwise be read as absent)."""
+    known = _schema_attributes(node.op_type, cx.opset)
+    if known is None:
+        return
+    for a in node.attribute:
+        if a.name not in known:
+            raise ModelFileError(f"{cx.where()}: attribute {a.name!r} is none of {node.op_type}'s "
+                                 f"({', '.join(sorted(known))}); the model is corrupt")
+        if a.type != known[a.name][0]:
+            names = onnx.AttributeProto.AttributeType
+            given = names.Name(a.type) if a.type in names.values() else f"number {a.type}"
+            raise ModelFileError(f"{cx.where()}: attribute {a.name} is of type {given}, where ONNX states "
+                                 f"{names.Name(known[a.name][0])}; the model is corrupt")
+    missing = sorted(k for k, (_, required) in known.items() if required and k not in {a.name for a in node.attribute})
+    if missing:
+        raise ModelFileError(f"{cx.where()}: lacks the required attribute(s) {missing}; the model is corrupt")
 
 
 def _attrs(node) -> dict:
     out = {}
     for a in node.attribute:
+        if a.name in FLAGS and a.type == a.INT and a.i not in (0, 1):
+            raise ModelFileError(f"{describe(node)}: attribute {a.name} is {a.i}; it is a flag, 0 or 1")
         v = helper.get_attribute_value(a)
         if a.type == a.TENSOR:
             v = as_array(v)
         elif a.type in (a.GRAPH, a.GRAPHS, a.SPARSE_TENSOR, a.TYPE_PROTO):
-            raise UnsupportedOpError(f"{node.op_type} (node {node.name or node.output[0]!r}): attribute {a.name!r} "
-                                     f"holds a subgraph or sparse tensor, which fxc does not compile")
-        out[a.name] = v.decode() if isinstance(v, bytes) else v
+            raise UnsupportedOpError(f"{describe(node)}: attribute {a.name!r} holds a subgraph or sparse tensor, "
+                                     f"which fxc does not compile")
+        try:
+            out[a.name] = v.decode() if isinstance(v, bytes) else v
+        except UnicodeDecodeError:
+            raise ModelFileError(f"{describe(node)}: attribute {a.name} is {v[:40]!r}, not UTF-8 text; the model is "
+                                 f"corrupt") from None
     return out
 
 
@@ -113,6 +199,9 @@ def model_inputs(model) -> list:
             raise UnsupportedOpError(f"input {vi.name!r} is not a tensor (sequence, map or optional)")
         dims = ([d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim]
                 if tt.HasField("shape") else None)
+        if any(isinstance(d, int) and d < 0 for d in dims or ()):
+            raise ModelFileError(f"input {vi.name!r} declares the shape {dims}, with a negative dim; the model is "
+                                 f"corrupt (an open dim has a name, or none)")
         out.append((vi.name, tt.elem_type, dims))
     return out
 
@@ -128,15 +217,18 @@ def to_graph(model, shapes: list, values: dict | None = None):
     cx = Context(b, opset_of(model))
     env: dict = {"": None}
     for t in model.graph.initializer:
+        a = as_array(t)
         try:
-            env[t.name] = b.const(as_array(t))
+            env[t.name] = b.const(a)
         except FxcError:
-            raise UnsupportedOpError(f"initializer {t.name!r} of an unsupported dtype") from None
+            raise UnsupportedOpError(f"initializer {t.name!r} is of dtype {a.dtype}, which fxc does not "
+                                     f"compile") from None
     for (name, elem, _), shape in zip(model_inputs(model), shapes):
+        dtype = fxc_dtype(cx, elem, f"input {name!r}")
         if values and name in values:
-            env[name] = b.const(np.asarray(values[name]).astype(np_dtype(fxc_dtype(cx, elem))))
+            env[name] = b.const(np.asarray(values[name]).astype(np_dtype(dtype)))
         else:
-            env[name] = b.graph.input(tuple(shape), fxc_dtype(cx, elem), name)
+            env[name] = b.graph.input(tuple(shape), dtype, name)
     _convert_nodes(cx, model.graph.node, env)
     results = []
     for vi in model.graph.output:
@@ -162,11 +254,19 @@ def _convert_nodes(cx, nodes, env: dict) -> None:
         ins = [env[i] for i in node.input]
         while ins and ins[-1] is None:
             ins.pop()
+        _check_attributes(cx, node)
         try:
             if node.op_type == "If":
                 outs = _inline_if(cx, node, ins, env)
             else:
                 outs = lookup(node.op_type, cx.opset)(cx, ins, _attrs(node))
+        except (ShapeError, UnsupportedOpError) as e:     # (an op's type rule, e.g. shapes that do not broadcast)
+            if isinstance(e, NeedsValues) or str(e).startswith(cx.where()):
+                raise
+            raise type(e)(f"{cx.where()}: {e}") from None
+        except MemoryError as e:    # a constant or table the node's attributes make (a Resize to 2**32 rows...)
+            raise ShapeError(f"{cx.where()}: the tensors its attributes and inputs ask for do not fit in memory "
+                             f"({e}); check the model's shapes and attributes") from None
         except Exception as e:
             if not getattr(e, "__notes__", None):   # the innermost node (an If's branch) is the one to name
                 e.add_note(cx.where())
@@ -198,15 +298,18 @@ def _inline_if(cx, node, ins, env):
 
 
 def _check_output(cx, vi, v) -> None:
-    """The converted output has the dtype and the static dims the model declares (a converter bug otherwise)."""
+    """The converted output has the dtype and the static dims the model declares (else the model contradicts
+    itself, or a converter has a bug)."""
     tt = vi.type.tensor_type
-    want = fxc_dtype(cx, tt.elem_type)
+    want = fxc_dtype(cx, tt.elem_type, f"output {vi.name!r}")
     dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
     ok = want == v.dtype and (not tt.HasField("shape") or (len(dims) == len(v.shape) and all(
         d is None or d == s for d, s in zip(dims, v.shape))))
     if not ok:
-        raise FxcError(f"fxc converted output {vi.name!r} to {v.dtype}{list(v.shape)}, but the model declares "
-                       f"{want}{dims}; please report this fxc bug with the model")
+        raise ShapeError(f"the model declares output {vi.name!r} as {want}{dims}, but its nodes compute "
+                         f"{v.dtype}{list(v.shape)} (fxc's conversion): the model contradicts itself (an attribute or "
+                         f"shape was changed after export?); if it runs as declared elsewhere, report this fxc bug "
+                         f"with the model")
 
 
 class OnnxModel:
@@ -275,6 +378,8 @@ class OnnxModel:
     @staticmethod
     def _check(name, dims, shape) -> tuple:
         shape = tuple(int(s) for s in shape)
+        if any(s < 0 for s in shape):
+            raise InputError(f"input {name!r}: shape {list(shape)} has a negative dim")
         if dims is None:
             return shape
         if len(dims) != len(shape):
@@ -403,13 +508,17 @@ class OnnxModel:
         return f"OnnxModel({sig}) [{self.target}, opset {opset_of(self.proto)}]"
 
 
-def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> OnnxModel:
+def from_onnx(model_or_path, shapes=None, target: str = "llvm", base_dir=None, **options) -> OnnxModel:
     """Compile an ONNX model.
 
     Parameters
     ----------
     model_or_path : onnx.ModelProto, bytes, str or os.PathLike
         The model; a path may have external data files next to it.
+    base_dir : str or os.PathLike, optional
+        For a model given as bytes or a ModelProto whose tensors are in external data files (e.g. loaded with
+        `load_external_data=False`): the folder that holds those files. Without it such a model is refused (it
+        has no folder of its own; the working directory is never read).
     shapes : dict, list or tuple, optional
         Input shapes (name -> shape, one shape per input in order, or a tuple for a model of one input) for dims
         the model leaves open; without it they are bound at the first call.
@@ -427,7 +536,8 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     Raises
     ------
     ModelFileError
-        The file is missing, truncated, corrupt or not a valid ONNX model.
+        The file is missing, truncated, corrupt or not a valid ONNX model, or its external data cannot be read
+        (or, given as bytes or a ModelProto, it has external data and no base_dir).
     UnsupportedOpError
         Ops (all listed, with their nodes) or dtypes fxc cannot compile.
     InputError
@@ -435,4 +545,8 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", **options) -> On
     """
     check_options(options)
     target = fill(target)       # parsed and filled once (a TargetError now, before anything is converted): every
-    return OnnxModel(load_model(model_or_path), shapes, target, options)    # build of the model gets this Target
+    model = load_model(model_or_path, base_dir)     # build of the model gets this Target
+    if opset_of(model) > NEWEST_OPSET:
+        warnings.warn(f"the ONNX model's opset {opset_of(model)} is newer than fxc knows ({NEWEST_OPSET}): its ops "
+                      f"are converted as at opset {NEWEST_OPSET}, the newest known", stacklevel=3)  # (the caller)
+    return OnnxModel(model, shapes, target, options)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.common import norm_axis
+from ...errors import ShapeError
 from .ops_tensor import fxc_dtype, pad_nd, slice_axis
 from .table import converter
 
@@ -41,7 +41,7 @@ def affine_grid(cx, ins, at):
 @converter("CenterCropPad", since=18)
 def center_crop_pad(cx, ins, at):
     x, shape = ins[0], cx.ints(ins[1], "shape")
-    axes = [norm_axis(a, x.type.ndim) for a in (at.get("axes") or range(x.type.ndim))]
+    axes = cx.axes(at.get("axes") or range(x.type.ndim), x.type.ndim)
     for a, want in zip(axes, shape):
         n = x.shape[a]
         if want < n:
@@ -101,7 +101,7 @@ def swiglu(cx, ins, at):
 @converter("CumProd", since=26)
 def cumprod(cx, ins, at):
     x = ins[0]
-    axis = norm_axis(cx.ints(ins[1], "axis")[0], x.type.ndim)
+    axis = cx.axis(cx.one_int(ins[1], "axis"), x.type.ndim)
     rev = at.get("reverse", 0)
     if rev:
         x = cx.op("flip", [x], dims=(axis,))
@@ -143,7 +143,10 @@ def _dft(cx, x, axis, length, inverse, onesided):
     if inverse and onesided:
         raise cx.unsupported("an inverse one-sided DFT")
     nd = x.type.ndim
-    axis = norm_axis(axis, nd - 1)
+    axis = cx.axis(axis, nd)
+    if axis == nd - 1:
+        raise ShapeError(f"{cx.where()}: axis {axis} is the last dim, which holds the real and imaginary parts; "
+                         f"DFT runs along one of dims 0 to {nd - 2}")
     n = x.shape[axis]
     length = n if length is None else length
     if length < n:
@@ -175,14 +178,12 @@ def _dft(cx, x, axis, length, inverse, onesided):
 
 @converter("DFT", since=17)
 def dft_17(cx, ins, at):
-    length = cx.ints(ins[1], "dft_length")[0] if len(ins) > 1 and ins[1] is not None else None
+    length = cx.one_int(ins[1], "dft_length") if len(ins) > 1 and ins[1] is not None else None
     return _dft(cx, ins[0], int(at.get("axis", 1)), length, at.get("inverse", 0), at.get("onesided", 0))
 
 
 @converter("DFT", since=20)
 def dft(cx, ins, at):
-    length = cx.ints(ins[1], "dft_length")[0] if len(ins) > 1 and ins[1] is not None else None
-    axis = cx.ints(ins[2], "axis")[0] if len(ins) > 2 and ins[2] is not None else -2
-    x = ins[0]
-    axis = axis if axis >= 0 else axis + x.type.ndim
-    return _dft(cx, x, axis, length, at.get("inverse", 0), at.get("onesided", 0))
+    length = cx.one_int(ins[1], "dft_length") if len(ins) > 1 and ins[1] is not None else None
+    axis = cx.one_int(ins[2], "axis") if len(ins) > 2 and ins[2] is not None else -2
+    return _dft(cx, ins[0], axis, length, at.get("inverse", 0), at.get("onesided", 0))

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.common import norm_axes
 from .table import converter
 
 FLOATS = ("float32", "float64")
@@ -190,7 +189,7 @@ def _axes(cx, ins, at, axes_input: bool):
         if at.get("noop_with_empty_axes", 0):
             return None, keep, True
         axes = None
-    return (tuple(norm_axes(list(axes), ins[0].type.ndim)) if axes is not None else None), keep, False
+    return (tuple(sorted(cx.axes(axes, ins[0].type.ndim))) if axes is not None else None), keep, False
 
 
 def _sum(cx, x, axes, keep, op="sum"):
@@ -270,7 +269,7 @@ for _kind, _since in [("ReduceSum", 13), ("ReduceMean", 18), ("ReduceMax", 18), 
 def _arg(op):
     def conv(cx, ins, at):
         x = ins[0]
-        axis = int(at.get("axis", 0)) % max(x.type.ndim, 1)
+        axis = cx.axis(at.get("axis", 0), x.type.ndim)
         keep = bool(at.get("keepdims", 1))
         if at.get("select_last_index", 0):
             n = x.shape[axis]
@@ -290,8 +289,8 @@ def _softmax(op, coerce: bool):
         x = ins[0]
         nd = x.type.ndim
         if not coerce:
-            return cx.op(op, [x], dim=int(at.get("axis", -1)) % max(nd, 1))
-        axis = int(at.get("axis", 1)) % max(nd, 1)
+            return cx.op(op, [x], dim=cx.axis(at.get("axis", -1), nd))
+        axis = cx.axis(at.get("axis", 1), nd)
         rows = int(np.prod(x.shape[:axis], dtype=np.int64))
         flat = cx.op("reshape", [x], shape=(rows, int(np.prod(x.shape[axis:], dtype=np.int64))))
         return cx.op("reshape", [cx.op(op, [flat], dim=1)], shape=x.shape)
@@ -307,7 +306,7 @@ def _hardmax(coerce: bool):
     def conv(cx, ins, at):
         x = ins[0]
         nd = x.type.ndim
-        axis = int(at.get("axis", 1 if coerce else -1)) % max(nd, 1)
+        axis = cx.axis(at.get("axis", 1 if coerce else -1), nd)
         shape = x.shape
         if coerce:
             rows = int(np.prod(shape[:axis], dtype=np.int64))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.common import norm_axis
+from ...errors import ShapeError
 from .ops_tensor import fxc_dtype, pad_nd
 from .table import converter
 
@@ -18,13 +18,33 @@ def _text(v, default):
     return v.decode() if isinstance(v, bytes) else v
 
 
+def _given(at: dict, name: str, default: list) -> list:
+    """An attribute list as the model gives it (an empty one is wrong, not absent), else the default."""
+    return list(at[name]) if name in at else default
+
+
+def _check_window(cx, x, nd: int, **lists) -> None:
+    """A conv's or pool's window attributes fit an input of `nd` spatial dims: each list (kernel_shape, strides,
+    dilations, output_padding: nd values >= 1, or >= 0 for output_padding; pads: 2 * nd values >= 0) as ONNX
+    states, else a ShapeError naming the node."""
+    if x.type.ndim < 3 or nd != x.type.ndim - 2:
+        raise ShapeError(f"{cx.where()}: an input of shape {list(x.shape)} for a window of {nd} spatial dim(s)")
+    for name, values in lists.items():
+        want, low = (2 * nd, 0) if name == "pads" else (nd, 0 if name == "output_padding" else 1)
+        if len(values) != want or any(v < low for v in values):
+            raise ShapeError(f"{cx.where()}: {name} {list(values)} must be {want} values of at least {low} for "
+                             f"{nd} spatial dim(s)")
+
+
 def _geometry(cx, x, at, kernel):
-    """(strides, dilations, ONNX pads [begins..., ends...]) of a conv or pool over x with `kernel`."""
+    """(strides, dilations, ONNX pads [begins..., ends...]) of a conv or pool over x with `kernel`, checked."""
     nd = len(kernel)
-    strides = list(at.get("strides") or [1] * nd)
-    dil = list(at.get("dilations") or [1] * nd)
-    pads = list(at.get("pads") or [0] * (2 * nd))
+    strides, dil = _given(at, "strides", [1] * nd), _given(at, "dilations", [1] * nd)
+    pads = _given(at, "pads", [0] * 2 * nd)
     auto = _text(at.get("auto_pad"), "NOTSET")
+    if auto not in ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID"):
+        raise ShapeError(f"{cx.where()}: auto_pad {auto!r} is none of NOTSET, SAME_UPPER, SAME_LOWER, VALID")
+    _check_window(cx, x, nd, kernel_shape=kernel, strides=strides, dilations=dil, pads=pads)
     if auto in ("SAME_UPPER", "SAME_LOWER"):
         pads = [0] * (2 * nd)
         for i in range(nd):
@@ -52,7 +72,9 @@ def conv(cx, ins, at):
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     nd = w.type.ndim - 2
-    kernel = list(at.get("kernel_shape") or w.shape[2:])
+    kernel = _given(at, "kernel_shape", list(w.shape[2:]))
+    if kernel != list(w.shape[2:]):
+        raise ShapeError(f"{cx.where()}: kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
     strides, dil, pads = _geometry(cx, x, at, kernel)
     if x.dtype not in ("float32", "float64"):
         raise cx.unsupported(f"Conv of {x.dtype}")
@@ -64,15 +86,24 @@ def conv(cx, ins, at):
                    int(at.get("group", 1)))
 
 
+MAX_STRIDE_PHASES = 4096
+
+
 @converter("ConvTranspose")
 def conv_transpose(cx, ins, at):
     x, w = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
     nd = w.type.ndim - 2
-    kernel = list(at.get("kernel_shape") or w.shape[2:])
-    strides = list(at.get("strides") or [1] * nd)
-    dil = list(at.get("dilations") or [1] * nd)
-    out_pad = list(at.get("output_padding") or [0] * nd)
+    kernel = _given(at, "kernel_shape", list(w.shape[2:]))
+    strides, dil = _given(at, "strides", [1] * nd), _given(at, "dilations", [1] * nd)
+    out_pad = _given(at, "output_padding", [0] * nd)
+    if kernel != list(w.shape[2:]):
+        raise ShapeError(f"{cx.where()}: kernel_shape {kernel} differs from the weight's {list(w.shape[2:])}")
+    _check_window(cx, x, nd, kernel_shape=kernel, strides=strides, dilations=dil, output_padding=out_pad,
+                  pads=_given(at, "pads", [0] * 2 * nd))
+    if int(np.prod(strides, dtype=object)) > MAX_STRIDE_PHASES:
+        raise cx.unsupported(f"strides {strides} ({int(np.prod(strides, dtype=object))} phases; fxc computes a "
+                             f"transposed convolution as one convolution per phase, at most {MAX_STRIDE_PHASES})")
     full = [(x.shape[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 + out_pad[i] for i in range(nd)]
     auto = _text(at.get("auto_pad"), "NOTSET")
     pads = list(at.get("pads") or [0] * (2 * nd))
@@ -259,7 +290,7 @@ def instance_norm(cx, ins, at):
 def layer_norm(cx, ins, at):
     x, scale = ins[0], ins[1]
     bias = ins[2] if len(ins) > 2 else None
-    axis = norm_axis(int(at.get("axis", -1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", -1), x.type.ndim)
     y, mean, inv = _normalize(cx, x, range(axis, x.type.ndim), float(at.get("epsilon", 1e-5)))
     y = cx.op("mul", [y, scale])
     if bias is not None:
@@ -287,7 +318,7 @@ def group_norm(cx, ins, at):
 @converter("RMSNormalization", since=23)
 def rms_norm(cx, ins, at):
     x, scale = ins
-    axis = norm_axis(int(at.get("axis", -1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", -1), x.type.ndim)
     ms = cx.op("mean", [cx.op("mul", [x, x])], axes=tuple(range(axis, x.type.ndim)), keepdim=True)
     return cx.op("mul", [cx.op("mul", [x, cx.op("rsqrt", [cx.op("add", [ms, float(at.get("epsilon", 1e-5))])])]),
                          scale])
@@ -296,7 +327,7 @@ def rms_norm(cx, ins, at):
 @converter("MeanVarianceNormalization", since=9)
 def mean_variance_norm(cx, ins, at):
     x = ins[0]
-    axes = [norm_axis(a, x.type.ndim) for a in (at.get("axes") or [0, 2, 3])]
+    axes = cx.axes(at.get("axes") or [0, 2, 3], x.type.ndim)
     mean = cx.op("mean", [x], axes=tuple(axes), keepdim=True)
     d = cx.op("sub", [x, mean])
     var = cx.op("mean", [cx.op("mul", [d, d])], axes=tuple(axes), keepdim=True)
@@ -324,7 +355,7 @@ def lrn(cx, ins, at):
 @converter("LpNormalization")
 def lp_normalization(cx, ins, at):
     x = ins[0]
-    axis = norm_axis(int(at.get("axis", -1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", -1), x.type.ndim)
     p = int(at.get("p", 2))
     if p == 1:
         norm = cx.op("sum", [cx.op("abs", [x])], axes=(axis,), keepdim=True)
@@ -379,7 +410,7 @@ def _per_axis(cx, v, x, at):
         return cx.op("reshape", [v], shape=())
     if int(at.get("block_size", 0)):
         raise cx.unsupported("blocked quantisation")
-    axis = norm_axis(int(at.get("axis", 1)), x.type.ndim)
+    axis = cx.axis(at.get("axis", 1), x.type.ndim)
     return cx.op("reshape", [v], shape=tuple(-1 if d == axis else 1 for d in range(x.type.ndim)))
 
 

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from ...errors import ShapeError
 from .table import converter
 
 
@@ -82,6 +83,7 @@ def resize_axes(cx, x, sizes, scales, at, roi=None):
     nd = x.type.ndim
     outside = None
     for ax in range(nd):
+        cx.table(int(sizes[ax]) * max(x.shape[ax], 1), f"size {sizes[ax]} of axis {ax}")
         n, m, s = x.shape[ax], sizes[ax], scales[ax]
         if n == m and s == 1 and ctm != "tf_crop_and_resize":
             continue
@@ -109,7 +111,12 @@ def resize_axes(cx, x, sizes, scales, at, roi=None):
 def _plan(cx, x, scales, sizes, at):
     """(sizes, scales) for every axis from the given scales or sizes (for `axes`, keep_aspect_ratio_policy)."""
     nd = x.type.ndim
-    axes = [a % nd for a in at.get("axes") or range(nd)]
+    axes = cx.axes(at.get("axes") or range(nd), nd)
+    given = sizes if sizes is not None else scales
+    if given is None or len(given) != len(axes) or not all(np.isfinite(v) and v > 0 for v in given):
+        what = "sizes" if sizes is not None else "scales"
+        raise ShapeError(f"{cx.where()}: {what} {None if given is None else list(given)} must be {len(axes)} "
+                         f"positive finite values, one per axis")
     if sizes is not None:
         sizes = list(sizes)
         ratio = [sizes[i] / x.shape[a] for i, a in enumerate(axes)]
@@ -147,13 +154,17 @@ def resize(cx, ins, at):
     if scales is not None and scales.size == 0:
         scales = None
     sizes, scales = _plan(cx, x, scales, sizes, at)
+    nd = x.type.ndim
+    want = 2 * len(at.get("axes") or range(nd))
+    if roi is not None and roi.size and roi.size != want:
+        raise ShapeError(f"{cx.where()}: roi of {roi.size} values; it needs {want} (starts then ends, per axis)")
     if roi is not None and roi.size and at.get("axes"):
-        nd, axes = x.type.ndim, [a % x.type.ndim for a in at["axes"]]
+        axes = cx.axes(at["axes"], nd)
         full = [0.0] * nd + [1.0] * nd
         for i, a in enumerate(axes):
-            full[a], full[nd + a] = roi[i], roi[len(axes) + i]
+            full[a], full[nd + a] = roi.reshape(-1)[i], roi.reshape(-1)[len(axes) + i]
         roi = full
-    roi = [float(r) for r in roi] if roi is not None and np.size(roi) else None
+    roi = [float(r) for r in np.reshape(roi, -1)] if roi is not None and np.size(roi) else None
     return resize_axes(cx, x, sizes, scales, at, roi)
 
 

@@ -7,28 +7,44 @@ Shape is a symbolic shape value (table.py) and Flatten, Reshape (0 and -1) and S
 from __future__ import annotations
 
 import numpy as np
-from onnx import helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
-from ...errors import ShapeError
-from ...ops.common import broadcast_shapes, norm_axis
+from ...errors import IndexOutOfRangeError, ModelFileError, ShapeError
+from ...ops.common import broadcast_shapes
 from ...symbolic.expr import Expr, poly
 from ...symbolic.sym import canonical, symbolic
-from .table import converter
+from .table import MAX_ELEMENTS, converter
 
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float32",
                11: "float64"}     # float16 computes in float32 (fxc has no float16 kernels)
 
 
-def fxc_dtype(cx, elem_type: int) -> str:
+def fxc_dtype(cx, elem_type: int, what: str = "") -> str:
+    """fxc's dtype of an ONNX elem_type; UnsupportedOpError for one fxc lacks, ModelFileError for one that is no
+    ONNX type (UNDEFINED, 0, or an unknown number). `what`: the tensor it types, for the message."""
     dt = ONNX_DTYPES.get(int(elem_type))
-    if dt is None:
-        raise cx.unsupported(f"tensors of {helper.tensor_dtype_to_np_dtype(elem_type)}")
-    return dt
+    if dt is not None:
+        return dt
+    where = f"{cx.where()}{': ' + what if what else ''}"
+    if int(elem_type) not in TensorProto.DataType.values() or int(elem_type) == TensorProto.UNDEFINED:
+        raise ModelFileError(f"{where}: elem_type {int(elem_type)} is no ONNX tensor type; the model is corrupt")
+    raise cx.unsupported(f"{what + ' of ' if what else ''}tensors of {TensorProto.DataType.Name(int(elem_type))}")
 
 
 def as_array(t) -> np.ndarray:
-    """A TensorProto attribute's data as a numpy array (float16 widened to float32)."""
-    a = numpy_helper.to_array(t) if not isinstance(t, np.ndarray) else t
+    """A TensorProto attribute's data as a numpy array (float16 widened to float32); a tensor whose data does not
+    fit its dims or type is a ModelFileError naming it."""
+    if isinstance(t, np.ndarray):
+        a = t
+    else:
+        try:
+            a = numpy_helper.to_array(t)
+        except (ValueError, KeyError, TypeError, IndexError) as e:
+            raise ModelFileError(f"tensor {t.name!r} (dims {list(t.dims)}, elem_type {t.data_type}) cannot be read: "
+                                 f"{type(e).__name__}: {e}; the model is corrupt") from None
+        if a.shape != tuple(t.dims):
+            raise ModelFileError(f"tensor {t.name!r} holds {a.size} value(s), which do not fill its dims "
+                                 f"{list(t.dims)}; the model is corrupt")
     return a.astype(np.float32) if a.dtype == np.float16 else a
 
 
@@ -46,7 +62,13 @@ def constant(cx, ins, at):
 @converter("ConstantOfShape")
 def constant_of_shape(cx, ins, at):
     value = as_array(at["value"]).reshape(-1) if "value" in at else np.zeros(1, np.float32)
-    return cx.b.const(np.full(cx.ints(ins[0], "shape"), value[0], dtype=value.dtype))
+    shape = cx.ints(ins[0], "shape")
+    if int(np.prod(shape, dtype=object)) > MAX_ELEMENTS:
+        raise ShapeError(f"{cx.where()}: a shape {shape} of more than {MAX_ELEMENTS} elements, which no device holds")
+    if any(d < 0 for d in shape) or value.size != 1:
+        raise ShapeError(f"{cx.where()}: a shape {shape} with a negative dim, or a value of {value.size} elements "
+                         f"(ONNX: one); fix the model")
+    return cx.b.const(np.full(shape, value[0], dtype=value.dtype))
 
 
 @converter("Shape")
@@ -116,6 +138,10 @@ def cast_like(cx, ins, at):
 @converter("Range")
 def range_(cx, ins, at):
     start, limit, delta = (cx.const(v, "start, limit and delta") for v in ins)
+    if delta == 0 or not all(np.isfinite(v).all() for v in (start, limit, delta)):
+        raise ShapeError(f"{cx.where()}: start {start}, limit {limit} and delta {delta}: a delta of 0 or a value "
+                         f"that is not finite gives no range; fix the model")
+    cx.table(int(max(np.ceil((float(limit) - float(start)) / float(delta)), 0)), "range")
     return cx.b.const(np.arange(start, limit, delta).astype(start.dtype))
 
 
@@ -170,7 +196,7 @@ def flatten(cx, ins, at):
 
 def _squeeze(cx, x, axes):
     nd = x.type.ndim
-    axes = [a % nd for a in axes] if axes else [d for d in range(nd) if x.shape[d] == 1]
+    axes = cx.axes(axes, nd) if axes else [d for d in range(nd) if x.shape[d] == 1]
     if any(x.shape[a] != 1 for a in axes):
         raise ShapeError(f"{cx.where()}: cannot squeeze axes {axes} of shape {list(x.shape)}")
     return cx.op("reshape", [x], shape=tuple(d for i, d in enumerate(x.shape) if i not in axes))
@@ -178,7 +204,7 @@ def _squeeze(cx, x, axes):
 
 def _unsqueeze(cx, x, axes):
     nd = x.type.ndim + len(axes)
-    axes = sorted(a % nd for a in axes)
+    axes = sorted(cx.axes(axes, nd))
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -187,22 +213,24 @@ def _unsqueeze(cx, x, axes):
 
 converter("Squeeze")(lambda cx, ins, at: _squeeze(cx, ins[0], at.get("axes")))
 converter("Squeeze", since=13)(lambda cx, ins, at: _squeeze(cx, ins[0], cx.ints(ins[1] if len(ins) > 1 else None,
-                                                                                  "axes")))
+                                                                                  "axes", True)))
 converter("Unsqueeze")(lambda cx, ins, at: _unsqueeze(cx, ins[0], at["axes"]))
-converter("Unsqueeze", since=13)(lambda cx, ins, at: _unsqueeze(cx, ins[0], cx.ints(ins[1], "axes")))
+converter("Unsqueeze", since=13)(lambda cx, ins, at: _unsqueeze(cx, ins[0], cx.ints(ins[1], "axes")))  # 0-d too
 
 
 @converter("Transpose")
 def transpose(cx, ins, at):
     x = ins[0]
     perm = at.get("perm") or list(range(x.type.ndim))[::-1]
+    if sorted(cx.axes(perm, x.type.ndim, "perm")) != list(range(x.type.ndim)):
+        raise ShapeError(f"{cx.where()}: perm {list(perm)} is not a permutation of the {x.type.ndim} dims")
     return cx.op("permute", [x], dims=tuple(perm))
 
 
 @converter("Concat")
 def concat(cx, ins, at):
     xs = [x for x in ins if x is not None]
-    return cx.op("cat", xs, dim=norm_axis(int(at["axis"]), xs[0].type.ndim))
+    return cx.op("cat", xs, dim=cx.axis(at["axis"], xs[0].type.ndim))
 
 
 def slice_axis(cx, x, axis, start, end, step):
@@ -218,12 +246,12 @@ def slice_axis(cx, x, axis, start, end, step):
 
 def _slice(cx, x, starts, ends, axes, steps):
     nd = x.type.ndim
-    axes = list(range(len(starts))) if axes is None else axes
+    axes = list(range(len(starts))) if axes is None else cx.axes(axes, nd)
     steps = [1] * len(starts) if steps is None else steps
     for s, e, a, st in zip(starts, ends, axes, steps):
         if st == 0:
             raise ShapeError(f"{cx.where()}: a step of 0")
-        x = slice_axis(cx, x, norm_axis(a, nd), s, e, st)
+        x = slice_axis(cx, x, a, s, e, st)
     return x
 
 
@@ -234,7 +262,11 @@ converter("Slice", since=10)(lambda cx, ins, at: _slice(
 
 
 def _split(cx, x, axis, sizes, n_out):
-    axis = norm_axis(axis, x.type.ndim)
+    axis = cx.axis(axis, x.type.ndim)
+    outputs = len(cx.node.output)
+    if n_out != outputs or outputs < 1 or (sizes is not None and (len(sizes) != outputs or min(sizes) < 0)):
+        raise ShapeError(f"{cx.where()}: {outputs} output(s), but num_outputs {n_out} and split {sizes} (ONNX: as "
+                         f"many sizes, none negative, as outputs)")
     if sizes is None:
         n = x.shape[axis]
         chunk = -(-n // n_out)
@@ -258,7 +290,10 @@ converter("Split", since=13)(lambda cx, ins, at: _split(
 @converter("Expand")
 def expand(cx, ins, at):
     x = ins[0]
-    shape = broadcast_shapes(x.shape, tuple(cx.ints(ins[1], "shape")))
+    want = tuple(cx.ints(ins[1], "shape"))
+    if any(d < 0 for d in want):
+        raise ShapeError(f"{cx.where()}: shape {list(want)} has a negative dim")
+    shape = broadcast_shapes(x.shape, want)
     if x.type.ndim < len(shape):
         x = cx.op("reshape", [x], shape=(1,) * (len(shape) - x.type.ndim) + tuple(x.shape))
     return cx.op("expand", [x], size=shape)
@@ -266,7 +301,11 @@ def expand(cx, ins, at):
 
 @converter("Tile")
 def tile(cx, ins, at):
-    return cx.op("repeat", [ins[0]], repeats=tuple(cx.ints(ins[1], "repeats")))
+    repeats = cx.ints(ins[1], "repeats")
+    if len(repeats) != ins[0].type.ndim or any(r < 0 for r in repeats):
+        raise ShapeError(f"{cx.where()}: repeats {repeats} must be {ins[0].type.ndim} values of at least 0, one "
+                         f"per dim")
+    return cx.op("repeat", [ins[0]], repeats=tuple(repeats))
 
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
@@ -275,7 +314,12 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "replicate",
 def pad_nd(cx, x, pads, mode="constant", value=0.0):
     """ONNX pads ([begin of each axis..., end of each axis...]); negative pads crop."""
     nd = x.type.ndim
+    if len(pads) != 2 * nd:
+        raise ShapeError(f"{cx.where()}: {len(pads)} pads for a tensor of rank {nd} (ONNX: 2 * rank, begins then "
+                         f"ends)")
     begins, ends = pads[:nd], pads[nd:]
+    if any(x.shape[a] + min(begins[a], 0) + min(ends[a], 0) < 0 for a in range(nd)):
+        raise ShapeError(f"{cx.where()}: pads {list(pads)} crop more than the shape {list(x.shape)} holds")
     for a in range(nd):            # crop first
         if begins[a] < 0 or ends[a] < 0:
             b0, e0 = max(-begins[a], 0), max(-ends[a], 0)
@@ -306,7 +350,9 @@ def pad(cx, ins, at):
     value = cx.const(ins[2], "constant_value") if len(ins) > 2 and ins[2] is not None else None
     value = 0 if value is None else value.reshape(-1)[0].item()
     if len(ins) > 3 and ins[3] is not None:
-        axes = [norm_axis(a, x.type.ndim) for a in cx.ints(ins[3], "axes")]
+        axes = cx.axes(cx.ints(ins[3], "axes"), x.type.ndim)
+        if len(pads) != 2 * len(axes):
+            raise ShapeError(f"{cx.where()}: {len(pads)} pads for {len(axes)} axes (ONNX: 2 per axis)")
         full = [0] * (2 * x.type.ndim)
         for i, a in enumerate(axes):
             full[a], full[x.type.ndim + a] = pads[i], pads[len(axes) + i]
@@ -317,9 +363,14 @@ def pad(cx, ins, at):
 
 
 # -- indexing --------------------------------------------------------------------------------------------------
-def _nonneg(cx, idx, n):
-    """Indices with negative ones counted from the end (constants at once)."""
+def _nonneg(cx, idx, n, checked: bool = True):
+    """Indices with negative ones counted from the end (constants at once; checked: a constant index outside [-n,
+    n) is an IndexOutOfRangeError naming the node, as onnx's reference evaluator raises IndexError)."""
     if idx.is_const:
+        bad = idx.data[(idx.data < -n) | (idx.data >= n)] if checked else ()
+        if len(bad):
+            raise IndexOutOfRangeError(f"{cx.where()}: index {int(bad[0])} is out of range for a dim of size {n}; "
+                                       f"keep the model's indices in range")
         return cx.b.const(np.where(idx.data < 0, idx.data + n, idx.data).astype(np.int64))
     idx = cx.op("cast", [idx], dtype="int64") if idx.dtype != "int64" else idx
     return cx.op("where", [cx.op("lt", [idx, 0]), cx.op("add", [idx, n]), idx])
@@ -328,14 +379,14 @@ def _nonneg(cx, idx, n):
 @converter("Gather")
 def gather(cx, ins, at):
     x, idx = ins
-    axis = norm_axis(int(at.get("axis", 0)), x.type.ndim)
+    axis = cx.axis(at.get("axis", 0), x.type.ndim)
     return cx.op("index", [x, _nonneg(cx, idx, x.shape[axis])], dims=(axis,))
 
 
 @converter("GatherElements")
 def gather_elements(cx, ins, at):
     x, idx = ins
-    axis = norm_axis(int(at.get("axis", 0)), x.type.ndim)
+    axis = cx.axis(at.get("axis", 0), x.type.ndim)
     return cx.op("gather", [x, _nonneg(cx, idx, x.shape[axis])], dim=axis)
 
 
@@ -360,7 +411,7 @@ def gather_nd(cx, ins, at):
 @converter("ScatterElements", since=11)
 def scatter_elements(cx, ins, at):
     x, idx, upd = ins
-    axis = norm_axis(int(at.get("axis", 0)), x.type.ndim)
+    axis = cx.axis(at.get("axis", 0), x.type.ndim)
     idx = _nonneg(cx, idx, x.shape[axis])
     red = at.get("reduction", "none")
     red = red.decode() if isinstance(red, bytes) else red
@@ -404,7 +455,7 @@ def scatter_nd(cx, ins, at):
 @converter("Trilu")
 def trilu(cx, ins, at):
     x = ins[0]
-    k = cx.ints(ins[1], "k")[0] if len(ins) > 1 and ins[1] is not None else 0
+    k = cx.one_int(ins[1], "k") if len(ins) > 1 and ins[1] is not None else 0
     r, c = x.shape[-2:]
     rows, cols = np.arange(r)[:, None], np.arange(c)[None, :]
     keep = (cols - rows >= k) if at.get("upper", 1) else (cols - rows <= k)
@@ -414,12 +465,13 @@ def trilu(cx, ins, at):
 @converter("OneHot", since=9)
 def one_hot(cx, ins, at):
     idx, depth, values = ins
-    depth = int(cx.const(depth, "depth").reshape(-1)[0])
+    depth = cx.one_int(depth, "depth")
+    cx.table(depth, "depth")
     nd = idx.type.ndim + 1
-    axis = norm_axis(int(at.get("axis", -1)), nd)
+    axis = cx.axis(at.get("axis", -1), nd)
     if idx.dtype not in ("int32", "int64"):
         idx = cx.op("cast", [idx], dtype="int64")
-    idx = _nonneg(cx, idx, depth)
+    idx = _nonneg(cx, idx, depth, checked=False)      # (an index past depth gives a row of off values)
     idx = _unsqueeze(cx, idx, [axis])
     iota = np.arange(depth, dtype=idx.dtype).reshape([-1 if d == axis else 1 for d in range(nd)])
     hot = cx.op("eq", [idx, cx.b.const(iota)])
@@ -431,7 +483,7 @@ def one_hot(cx, ins, at):
 @converter("CumSum", since=11)
 def cumsum(cx, ins, at):
     x = ins[0]
-    axis = norm_axis(cx.ints(ins[1], "axis")[0], x.type.ndim)
+    axis = cx.axis(cx.one_int(ins[1], "axis"), x.type.ndim)
     if at.get("reverse", 0):
         x = cx.op("flip", [x], dims=(axis,))
     y = cx.op("cumsum", [x], dim=axis)
@@ -471,8 +523,10 @@ def space_to_depth(cx, ins, at):
 @converter("TopK", since=10)
 def top_k(cx, ins, at):
     x = ins[0]
-    k = cx.ints(ins[1], "k")[0]
-    axis = norm_axis(int(at.get("axis", -1)), x.type.ndim)
+    k = cx.one_int(ins[1], "k")
+    if not 0 <= k <= x.shape[cx.axis(at.get("axis", -1), x.type.ndim)]:
+        raise ShapeError(f"{cx.where()}: k {k} is not between 0 and the axis' size")
+    axis = cx.axis(at.get("axis", -1), x.type.ndim)
     vals, idx = cx.aten("aten.topk.default", x, k, axis, bool(at.get("largest", 1)), True)
     return vals, idx
 
@@ -482,6 +536,9 @@ def reverse_sequence(cx, ins, at):
     x, lens = ins
     lens = cx.ints(lens, "sequence_lens")
     t_axis, b_axis = int(at.get("time_axis", 0)), int(at.get("batch_axis", 1))
+    if {t_axis, b_axis} != {0, 1} or x.type.ndim < 2:
+        raise ShapeError(f"{cx.where()}: time_axis {t_axis} and batch_axis {b_axis} must be 0 and 1 (or 1 and 0) "
+                         f"of a tensor of rank 2 or more, rank {x.type.ndim} given")
     idx = np.broadcast_to(np.arange(x.shape[t_axis]).reshape([-1 if d == t_axis else 1 for d in range(x.type.ndim)]),
                           x.shape).copy()
     for bi, n in enumerate(lens):
@@ -498,7 +555,7 @@ def compress(cx, ins, at):
     if "axis" not in at:
         x, axis = cx.op("reshape", [x], shape=(int(np.prod(x.shape)),)), 0
     else:
-        axis = norm_axis(int(at["axis"]), x.type.ndim)
+        axis = cx.axis(at["axis"], x.type.ndim)
     keep = keep[keep < x.shape[axis]]
     return cx.op("index", [x, cx.b.const(keep.astype(np.int64))], dims=(axis,))
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import UnsupportedOpError
+from ...errors import ShapeError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...ops.registry import aten_table, get_op
 from ...relay_like.builder import Builder, stated_promotion
@@ -24,6 +24,8 @@ from ...symbolic.sym import canonical
 from ...types import TensorType
 
 _TABLE: dict = {}       # op type -> sorted list of (since opset, converter)
+NEWEST_OPSET = 28       # the newest default-domain opset the converters follow (onnx 1.23's); a model of a newer
+                        # one is converted as at this one, with a warning
 
 
 def converter(*op_types: str, since: int = 1) -> Callable:
@@ -59,6 +61,9 @@ class NeedsValues(UnsupportedOpError):
         self.names = names
 
 
+MAX_ELEMENTS = 1 << 40        # the most elements of any tensor of a converted model (4 TiB of float32)
+FOLD_MAX_ELEMENTS = 1 << 22  # an op over constants making more elements than this and than its inputs is not folded
+TABLE_MAX_ELEMENTS = 1 << 28   # the most elements of a table a converter builds from the model's values
 SPECIALIZE_MAX = 4096       # the most elements an input may have for the model to specialise on its value
 
 
@@ -77,9 +82,16 @@ def _sources(v: Value) -> list:
     return out
 
 
+def _elements(v: Value) -> int | None:
+    """The number of elements of a Value of static shape, else None."""
+    return int(np.prod(v.shape, dtype=object)) if all(isinstance(d, int) for d in v.shape) else None
+
+
 class FoldingBuilder(Builder):
     """A Builder with ONNX's promotion policy that evaluates an op over constants at once (its registry
-    reference): shape arithmetic, weights made by ConstantOfShape, dequantised weights become constants."""
+    reference): shape arithmetic, weights made by ConstantOfShape, dequantised weights become constants. An op whose
+    outputs would hold more than FOLD_MAX_ELEMENTS and more than its inputs (an Expand or Tile of a constant to a
+    huge shape) stays in the graph: computed at run time, never a huge constant made here."""
 
     def __init__(self):
         super().__init__(promotion=stated_promotion)
@@ -99,7 +111,14 @@ class FoldingBuilder(Builder):
     def call(self, op: str, inputs: list, **attrs):
         out = super().call(op, inputs, **attrs)
         node = self.graph.nodes[-1]
+        sizes = [_elements(o) for o in node.outputs]
+        if any(n is not None and n > MAX_ELEMENTS for n in sizes):
+            raise ShapeError(f"{op} makes a tensor of shape {list(node.outputs[0].shape)}: more than {MAX_ELEMENTS} "
+                             f"elements, which no device holds; check the model's shapes and attributes")
         if not node.inputs or not all(v.is_const for v in node.inputs):
+            return out
+        bound = max(FOLD_MAX_ELEMENTS, sum(v.data.size for v in node.inputs))
+        if any(n is None or n > bound for n in sizes):
             return out
         self.graph.nodes.pop()
         res = get_op(op).reference(*[v.data for v in node.inputs], **node.attrs)
@@ -113,6 +132,11 @@ def _as_dtype(a: np.ndarray, dtype: str) -> np.ndarray:
     if a.dtype == object and dtype == "int64":
         return a
     return a.astype(np_dtype(dtype))
+
+
+def describe(node) -> str:
+    """'OpType (node 'name')' of an ONNX node (its first output where it has no name) for messages."""
+    return f"{node.op_type} (node {node.name or (node.output[0] if node.output else '')!r})"
 
 
 class Context:
@@ -143,17 +167,54 @@ class Context:
                                      f"from one); fxc compiles static shapes")
         return v.data
 
-    def ints(self, v, what: str):
-        """The ints of a constant input; a symbolic shape value's symbolic entries as int64 expressions."""
+    def ints(self, v, what: str, vector: bool = False):
+        """The integers of a constant input (None for an omitted one; a symbolic shape value's symbolic entries as
+        int64 expressions); vector: it must be 1-d (Squeeze's axes, which onnx's reference evaluator refuses 0-d)."""
         d = self.const(v, what)
+        if d is not None and vector and np.ndim(d) != 1:
+            raise ShapeError(f"{self.where()}: its {what} is a tensor of shape {list(np.shape(d))}; ONNX states a 1-d "
+                             f"tensor")
         return None if d is None else [i if isinstance(i, Expr) else int(i) for i in np.asarray(d).reshape(-1)]
+
+    def table(self, elements: int, what: str) -> None:
+        """A constant table the converter builds from the model's values (OneHot's depth, Resize's sizes, Range's
+        count) holds at most TABLE_MAX_ELEMENTS: past that a ShapeError naming the node, before it is allocated."""
+        if elements > TABLE_MAX_ELEMENTS:
+            raise ShapeError(f"{self.where()}: its {what} asks fxc for a table of {elements} elements (at most "
+                             f"{TABLE_MAX_ELEMENTS}); check the model's values")
+
+    def one_int(self, v, what: str) -> int:
+        """The integer of a constant that holds one (0-d, or 1-d of one element: an axis, k, a depth...)."""
+        d = np.asarray(self.const(v, what))
+        if d.size != 1 or d.ndim > 1:
+            raise ShapeError(f"{self.where()}: its {what} is a tensor of shape {list(d.shape)}; it must hold one value")
+        return int(d.reshape(-1)[0])
+
+    def axis(self, axis, rank: int, what: str = "axis") -> int:
+        """`axis` of a tensor of `rank` (negative counts from the end) in [0, rank): every converter's axis comes
+        through here, so one out of ONNX's range [-rank, rank - 1] is a ShapeError naming the node (never wrapped
+        modulo the rank, never clamped)."""
+        a = int(axis)
+        if not -rank <= a < rank:
+            raise ShapeError(f"{self.where()}: {what} {a} is out of range for a tensor of rank {rank} (ONNX allows "
+                             f"{-rank} to {rank - 1}); fix the model's {what}")
+        return a % rank
+
+    def axes(self, axes, rank: int, what: str = "axes") -> list:
+        """Each of `axes` through `axis`, in their order; an axis named twice (as i and i - rank too) is a
+        ShapeError naming the node."""
+        out = [self.axis(a, rank, what) for a in axes]
+        if len(set(out)) != len(out):
+            raise ShapeError(f"{self.where()}: {what} {list(axes)} name an axis twice (rank {rank}); fix the "
+                             f"model's {what}")
+        return out
 
     def scalar(self, value, dtype: str) -> Value:
         return self.b.scalar(value, dtype)
 
     def where(self) -> str:
         n = self.node
-        return f"{n.op_type} (node {n.name or n.output[0]!r})" if n is not None else "the model's inputs"
+        return describe(n) if n is not None else "the model's inputs"
 
     def unsupported(self, what: str) -> UnsupportedOpError:
         return UnsupportedOpError(f"{self.where()}: {what} is not supported by fxc")

@@ -29,6 +29,7 @@ from torch.fx.passes.operator_support import create_op_support
 from ...backends import backend_of, check_runnable, fill
 from ...driver.build import gc_paused
 from ...driver.options import OPTION_NAMES, check_options, check_precision
+from ...errors import FxcError
 from .fused import fused_decompositions, route_rnn_calls
 from .graph import _meta, _Support
 from .inference import inference_graph
@@ -47,14 +48,11 @@ def _warn_once(op: str, reason: str):
 def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None = None, **kwargs):
     """torch.compile backend entry (registered as `fxc` through the torch_dynamo_backends entry point)."""
     from torch._dynamo.backends.common import aot_autograd  # deferred: torch._dynamo is slow to import
-    options = dict(options or {}, **kwargs)
-    check_options(options, OPTION_NAMES)
-    # the target, parsed and filled once here ("llvm", "llvm -mcpu=haswell", "opencl": TargetError if bad), is what
-    # every build of this model gets. torch.compile runs what it compiles: a CPU this host is not is an error now, and
-    # so is a device target without its runtime or device (never a silent eager run of a model meant for a device)
-    options["target"] = target = fill(options.get("target", "llvm"))
-    check_runnable(target)
-    check_precision(options.get("precision", "fp32"), target)
+    try:
+        options = checked_options(dict(options or {}, **kwargs))
+    except FxcError as e:       # the caller's own mistake: raised as itself, never as BackendCompilerFailed
+        raise as_user_error(e) from None
+    target = options["target"]
     backend_of(target).start()      # (llvm: the compile workers' start-up overlaps AOT autograd's tracing)
 
     def fw(g, ins):
@@ -96,6 +94,35 @@ def _record_break(gm) -> None:
             r.fallback_ops[op] += 1
             r.fallback_reasons.setdefault(op, f"Dynamo runs it outside its graphs: {brk.detail or reason}")
     _record(rec)
+
+
+def checked_options(options: dict) -> dict:
+    """The options with their target parsed and filled, all checked before anything is traced: the target, parsed
+    and filled once here ("llvm", "llvm -mcpu=haswell", "opencl": its device opened, a TargetError if bad), is what
+    every build of this model gets. torch.compile runs what it compiles: a CPU this host is not is an error now, and
+    so is a device target without its runtime or device (never a silent eager run of a model meant for a device)."""
+    check_options(options, OPTION_NAMES)
+    options["target"] = target = fill(options.get("target", "llvm"))
+    check_runnable(target)
+    check_precision(options.get("precision", "fp32"), target)
+    return options
+
+
+def as_user_error(e: FxcError) -> FxcError:
+    """`e` (its class and message) as an exception Dynamo lets through to the caller of the compiled function.
+    Dynamo wraps whatever a backend raises in BackendCompilerFailed, which `except fxc.errors.TargetError` misses,
+    except its own ShortenTraceback (what BackendCompilerFailed itself derives from): the copy derives from both."""
+    cls = _user_error_class(type(e))
+    out = cls.__new__(cls)
+    Exception.__init__(out, *e.args)
+    out.first_useful_frame = None       # (ShortenTraceback's: None keeps the traceback whole)
+    return out
+
+
+@functools.cache
+def _user_error_class(cls: type) -> type:
+    from torch._dynamo.exc import ShortenTraceback  # deferred: torch._dynamo is slow to import
+    return type(cls.__name__, (cls, ShortenTraceback), {"__module__": cls.__module__, "__doc__": cls.__doc__})
 
 
 # ATen ops outside core ATen whose torch._decomp decomposition is exact and made only of ops fxc has
@@ -177,6 +204,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs, options: dict, 
         r.compiled_ops.update(compiled_ops)
         r.fallback_ops.update(fallback)
         r.fallback_reasons.update(reasons)
+        r.captured.append((fused, frozenset(static)))     # (the picture: fxc/capture/torch/drawing.py)
     _record(rec)
     fused.recompile()
     _build_early([(sub, [_meta(a) if isinstance(a, torch.fx.Node) else a for a in calls[sub.name].args])

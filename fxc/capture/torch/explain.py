@@ -6,13 +6,15 @@ from __future__ import annotations
 import torch
 import torch._dynamo
 
+from ...deploy.picture import write_picture
 from ...driver.options import INTERNAL_OPTIONS
 from ...errors import FxcError
 from .backend import OPTION_NAMES, fxc_backend
+from .drawing import explanation_drawing
 from .recorder import Explanation, recording
 
 
-def explain(model, *example_inputs, options: dict | None = None, **option_keywords):
+def explain(model, *example_inputs, options: dict | None = None, picture=None, **option_keywords):
     """Compile `model` with torch.compile(backend="fxc") and report what happened (an Explanation).
 
     Two forms:
@@ -22,6 +24,10 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
       and returns the Explanation; fxc's options come only through `options`.
     - ``explain(model, *example_inputs, **options)``: runs at once on the positional inputs, every keyword an fxc
       option (the form before keyword inputs; `options=` may be given too).
+
+    picture: also draw what was compiled to this file: .svg, .html (a page with a legend) or .dot; every fused group
+    a cluster with its kernel name and launch shape, eager ops and offloaded groups in their own colours, tensor types
+    on the edges (fxc/deploy/picture.py: graphviz's dot where installed, else fxc's own layout).
 
     An unknown option raises fxc.errors.FxcError naming the form for keyword inputs.
     """
@@ -47,6 +53,9 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
             rec.notes.append("Dynamo captured no graph: the whole model ran in eager PyTorch (torch._dynamo.explain"
                              "(model)(*inputs) lists its graph breaks; e.g. nn.Transformer* with a mask but no "
                              "is_causal= compares the mask's values, which Dynamo cannot trace)")
+        if picture is not None:
+            write_picture(explanation_drawing(rec.captured, rec.failures, f"fxc.explain: {type(model).__name__}"),
+                          picture)
         return rec
 
     return run(*example_inputs) if example_inputs or option_keywords else run

@@ -245,7 +245,7 @@ class FxcSubgraph(torch.nn.Module):
                           if k in BUILD_OPTIONS or k == "target"})
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
             module.use_openmp()
-        _record(lambda r: r.kernels.extend(module.kernels))
+        _record(lambda r: (r.kernels.extend(module.kernels), r.offload.extend(module.offload)))
         if self.options.get("profile"):     # torch.compile(..., options={"profile": True}): table at exit
             module.print_profile_at_exit()
         if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/driver/check.py)

@@ -66,6 +66,8 @@ class Explanation:
     dropped_symbols: list = field(default_factory=list)     # DroppedSymbol: dynamic sizes built per size
     notes: list = field(default_factory=list)      # what ran outside every captured graph, and the switch for it
     inference_graphs: int = 0      # graphs compiled for grad mode off, without AOT autograd (inference.py)
+    captured: list = field(default_factory=list)   # (fused FX graph, its weights' placeholder names): explain's picture
+    offload: list = field(default_factory=list)    # a target's -libs=: its regions, and why each op runs where
 
     def fail(self, failure: Failure) -> None:
         """A subgraph failed: its ops count as eager, with the error as their reason."""
@@ -96,6 +98,9 @@ class Explanation:
             for op, n in self.fallback_ops.most_common():
                 lines.append(f"  {op} x{n}: {self.fallback_reasons.get(op, '')}")
         lines.append("compiled ops: " + ", ".join(f"{op} x{n}" for op, n in self.compiled_ops.most_common()))
+        if self.offload:
+            lines.append("external libraries (-libs=, docs/byoc.md):")
+            lines += [f"  {x}" for x in self.offload]
         lines.append(f"kernels ({len(self.kernels)}):")
         lines += [f"  {k}" for k in self.kernels]
         return "\n".join(lines)

@@ -127,7 +127,9 @@ def _reread_epilogue(v, n, users, out_ids, find, anchors) -> bool:
     return n.outputs[0].dtype == v.dtype and get_op(n.op).kind <= Kind.BROADCAST
 
 
-def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
+def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset(), external: tuple = ()) -> list:
+    """external: node lists (an external library's matches, passes/partition.py) that are one group each, joined
+    by nothing else."""
     users = g.users()
     out_ids = {v.id for v in g.outputs}
     parent = {n: n for n in g.nodes}
@@ -140,6 +142,9 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
 
     anchors = {n: (n if get_op(n.op).kind >= Kind.REDUCTION else None) for n in g.nodes}
     alone = {n for n in g.nodes if get_op(n.op).stands_alone}     # never joined: each stays its own group's root
+    for nodes in external:
+        parent.update({n: nodes[-1] for n in nodes})
+        alone.add(nodes[-1])
     size = {n: 1 for n in g.nodes}
 
     def union(producer, consumer) -> bool:
@@ -218,5 +223,6 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset()) -> list:
 
 def fuse_groups(p, ctx):
     """The plan step: p.groups, the fused groups of p.graph (ctx.fuse False: a group per node), the values of
-    p.hoisted kept out of the groups that run per call."""
-    return replace(p, groups=fuse_ops(p.graph, enable=ctx.fuse, hoisted=p.hoisted))
+    p.hoisted kept out of the groups that run per call, each external match (p.regions) a group of its own."""
+    external = tuple(nodes for r in p.regions for _, nodes in r.matches)
+    return replace(p, groups=fuse_ops(p.graph, enable=ctx.fuse, hoisted=p.hoisted, external=external))

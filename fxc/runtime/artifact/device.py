@@ -45,7 +45,8 @@ def read_device(path, manifest: dict, parts: dict) -> tuple:
         inputs, outputs = [spec(s) for s in manifest["inputs"]], [spec(s) for s in manifest["outputs"]]
         plan = [Launch(str(st["kernel"]), [(str(k), _slot(i)) for k, i in st["args"]], tuple(map(int, st["grid"])),
                        tuple(map(int, st["block"])), bool(st.get("prepack", False)),
-                       tuple(map(int, st.get("rows", ()))), tuple(map(int, st.get("repeat", ()))))
+                       tuple(map(int, st.get("rows", ()))), tuple(map(int, st.get("repeat", ()))),
+                       tuple(map(int, st.get("call", ()))))
                 for st in manifest["plan"]]
         workspace = int(manifest["workspace_bytes"])
     except (KeyError, TypeError, ValueError, AttributeError, UnicodeDecodeError) as e:

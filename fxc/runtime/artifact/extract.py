@@ -10,18 +10,28 @@ import os
 from pathlib import Path
 
 from ...errors import ArtifactError
-from .read import LIBRARY, MANIFEST, MAX_MANIFEST, SIGNATURE, SIGNATURE_BYTES, _parse_manifest, read_verified
+from .identity import check_identity
+from .read import (
+    LIBRARY,
+    MANIFEST,
+    MAX_MANIFEST,
+    SIGNATURE,
+    SIGNATURE_BYTES,
+    _parse_manifest,
+    read_verified,
+)
 from .signing import verify
 
 
-def extract(path, directory, trusted_keys=None) -> Path:
+def extract(path, directory, trusted_keys=None, **expected) -> Path:
     """Verify an artifact and write its parts into `directory` (for C programs: fxc_init(directory)).
 
     The manifest is written as the exact bytes stored (and signed), with `manifest.sig` when the artifact is
     signed, so `fxc verify DIR` can check the folder later. `directory` must not exist, or be an empty folder
-    that is not a link; files are created new (never through a link, never over an existing file).
+    that is not a link; files are created new (never through a link, never over an existing file). `expected`:
+    expected_name, min_version, expected_sha256 (read.py: which model it must be).
     """
-    manifest, parts, raw, signature = read_verified(path, trusted_keys)
+    manifest, parts, raw, signature = read_verified(path, trusted_keys, **expected)
     d = Path(directory)
     try:
         d.mkdir(parents=True, exist_ok=True)
@@ -44,10 +54,11 @@ def extract(path, directory, trusted_keys=None) -> Path:
     return d
 
 
-def verify_folder(directory, trusted_keys) -> dict:
+def verify_folder(directory, trusted_keys, expected_name=None, min_version=None) -> dict:
     """Check a folder written by `extract` before a C program loads it: the manifest's signature by one of
-    `trusted_keys`, then every listed part's size and sha256, and that nothing else (no link) is there. Returns
-    the manifest; raises ArtifactError (SignatureError for the signature)."""
+    `trusted_keys` (and its model name and version, when asked), then every listed part's size and sha256, and that
+    nothing else (no link) is there. Returns the manifest; raises ArtifactError (SignatureError for the signature,
+    IdentityError for another model)."""
     d = Path(directory)
 
     def read(name: str, limit: int) -> bytes:
@@ -64,6 +75,7 @@ def verify_folder(directory, trusted_keys) -> dict:
     raw = read(MANIFEST, MAX_MANIFEST)
     verify(d, raw, read(SIGNATURE, SIGNATURE_BYTES) if (d / SIGNATURE).exists() else None, trusted_keys)
     manifest = _parse_manifest(d, raw)
+    check_identity(d, manifest, expected_name, min_version)
     extra = sorted(set(os.listdir(d)) - set(manifest["parts"]) - {MANIFEST, SIGNATURE})
     if extra:
         raise ArtifactError(f"{d}: {extra} are not parts of the artifact; extract it again into a new folder")

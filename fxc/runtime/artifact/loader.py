@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
-from ..cpu.library import check_elf
+from ..cpu.library import arch_of, check_elf, process_arch
 from ..cpu.module import Module
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
@@ -43,11 +43,11 @@ def check_target(manifest: dict) -> None:
         raise TargetError(f"unknown artifact target {target!r} (this fxc runtime runs: {', '.join(RUNTIME_TARGETS)}); "
                           f"use the fxc version that wrote it, or export the model for target 'llvm'")
     info = manifest.get("target_info") or {}
-    arch = str(info.get("triple", "")).split("-")[0]
-    here = {"arm64": "aarch64", "amd64": "x86_64"}.get(os.uname().machine.lower(), os.uname().machine.lower())
-    if arch and arch != here:
-        raise TargetError(f"artifact was built for {info['triple']}, this machine is {here}; "
-                          f"export it on (or for) a {here} machine")
+    triple, here = str(info.get("triple", "")), process_arch()
+    if triple and arch_of(triple.split("-")[0]) != here:
+        raise TargetError(f"artifact was built for {triple}; this machine runs {here} code. Run it on such a machine "
+                          f"(fxc.load, or the C entry point), or here under qemu-user: a C program built by the cross "
+                          f"gcc, run by qemu-{arch_of(triple.split('-')[0])} -L <sysroot> (docs/arm.md)")
     flags = _cpu_flags()
     missing = sorted(set(info.get("cpu_flags", ())) - flags)
     if missing and flags:
@@ -76,7 +76,7 @@ class ArtifactModule(Module):
 TMP_PREFIX = "fxc-artifact-"
 
 
-def load(path, trusted_keys=None) -> ArtifactModule:
+def load(path, trusted_keys=None, expected_name=None, min_version=None, expected_sha256=None) -> ArtifactModule:
     """Load a deploy artifact written by `fxc.export`, checking every part's sha256.
 
     Parameters
@@ -84,9 +84,17 @@ def load(path, trusted_keys=None) -> ArtifactModule:
     path : str or os.PathLike
         The artifact file.
     trusted_keys : list, optional
-        Ed25519 public keys (cryptography key objects, PEM bytes, PEM file paths or raw 32-byte keys). When
-        given, the artifact must be signed by one of them (`fxc.export(..., sign_key=...)`); the signature is
-        checked before any part is read and before the library is loaded.
+        Ed25519 public keys (cryptography key objects, PEM bytes, PEM file paths or raw 32-byte keys; a private
+        key, object or PEM file, stands for its public key). When given, the artifact must be signed by one of
+        them (`fxc.export(..., sign_key=...)`); the signature is checked before any part is read and before the
+        library is loaded. Without them a signed artifact loads with an UnverifiedSignatureWarning.
+    expected_name : str, optional
+        The model name the signed manifest must record (`fxc.export(..., name=...)`); needs trusted_keys.
+    min_version : str, optional
+        The lowest model version accepted ("1.4.2", compared numerically; `fxc.export(..., version=...)`), so an
+        older release signed by the same key cannot be rolled back in; needs trusted_keys.
+    expected_sha256 : str, optional
+        The sha256 of the artifact file (what `sha256sum` prints): exactly these bytes, signed or not.
 
     Returns
     -------
@@ -101,12 +109,15 @@ def load(path, trusted_keys=None) -> ArtifactModule:
         Truncated, corrupt or tampered file, an unknown format version, params that are not the library's.
     SignatureError
         (an ArtifactError) trusted_keys given, and the artifact is unsigned or not signed by one of them.
+    IdentityError
+        (an ArtifactError) another model name, a version below min_version, or other bytes than expected_sha256.
     TargetError
         The artifact's target (or CPU) is not available on this machine.
     InputError
         (when called) an input of another shape or dtype than the exported signature.
     """
-    manifest, parts = read_artifact(path, trusted_keys)
+    manifest, parts = read_artifact(path, trusted_keys, expected_name=expected_name, min_version=min_version,
+                                    expected_sha256=expected_sha256)
     if is_device_artifact(manifest):
         from .device import load_device  # deferred: a CPU load stays small (tests/deploy/test_export.py's budget)
         return load_device(path, manifest, parts)

@@ -16,15 +16,22 @@ An artifact is a zip archive with these parts (all listed, with their sha256, in
 
 `read_artifact` verifies the zip's entries (only the names above and `manifest.sig`: no paths, links or encryption;
 inflated as streams bounded by their declared sizes), with `trusted_keys` the manifest's Ed25519 signature before
-anything else (signing.py), the manifest's schema and every part's sha256. Imports only the standard library, numpy
-and fxc.runtime / fxc.errors.
+anything else (signing.py), the manifest's schema and every part's sha256. A signed artifact read without
+`trusted_keys` (nor a pinned sha256) warns once (UnverifiedSignatureWarning): nothing vouched for it.
+
+`expected_name`, `min_version`, `expected_sha256`: which model it must be (identity.py, loaded only when asked).
+Imports only the standard library, numpy and fxc.runtime / fxc.errors.
 """
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
 import stat
 import struct
+import sys
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
@@ -59,26 +66,37 @@ REQUIRED = ("target", "inputs", "outputs", "workspace_bytes", "parts", "params",
 _REEXPORT = "export the model again with fxc.export (or `fxc compile`)"
 
 
-def read_artifact(path, trusted_keys=None) -> tuple:
+class UnverifiedSignatureWarning(UserWarning):
+    """A signed artifact was read without trusted keys: its signature was not checked."""
+
+
+def read_artifact(path, trusted_keys=None, **expected) -> tuple:
     """Open an artifact and verify it; returns (manifest dict, {part name: bytes}).
 
     trusted_keys: None, or Ed25519 public keys (fxc/runtime/artifact/signing.py): the manifest's signature must then be
-    one of theirs, checked before anything else in the file is parsed or read.
+    one of theirs, checked before anything else in the file is parsed or read. expected_name, min_version,
+    expected_sha256: which model it must be (the module's doc; check_identity).
 
     Raises ArtifactError for a missing, truncated, corrupt or tampered file, an unknown format version, odd
     part names (a path, a link), a part larger than declared or compressed past MAX_RATIO; SignatureError
-    (an ArtifactError) for a missing or untrusted signature.
+    (an ArtifactError) for a missing or untrusted signature; IdentityError for another model than expected.
     """
-    return read_verified(path, trusted_keys)[:2]
+    return read_verified(path, trusted_keys, **expected)[:2]
 
 
-def read_verified(path, trusted_keys=None) -> tuple:
+def read_verified(path, trusted_keys=None, expected_name=None, min_version=None, expected_sha256=None) -> tuple:
     """read_artifact's (manifest, parts), then the manifest's exact bytes and its signature (or None)."""
     path = Path(path)
     if not path.is_file():
         raise ArtifactError(f"{path}: no such artifact file; write one with fxc.export or `fxc compile`")
+    if (expected_name is not None or min_version is not None) and trusted_keys is None:
+        raise ArtifactError("expected_name / min_version are vouched for only by the artifact's signature: give "
+                            "trusted_keys too (or pin the file's exact bytes with expected_sha256)")
     try:
-        with zipfile.ZipFile(path) as z:
+        if expected_sha256 is not None:
+            from .identity import pinned_bytes  # deferred: identity checks only (the load's size budget)
+        source = path if expected_sha256 is None else io.BytesIO(pinned_bytes(path, expected_sha256))
+        with zipfile.ZipFile(source) as z:
             infos = _check_entries(path, z, {MANIFEST, SIGNATURE, *PARTS})
             if MANIFEST not in infos:
                 raise ArtifactError(f"{path}: not an fxc artifact (no {MANIFEST}); {_REEXPORT}")
@@ -87,7 +105,15 @@ def read_verified(path, trusted_keys=None) -> tuple:
             if trusted_keys is not None:
                 from .signing import verify  # deferred: signed loads only (the load's size budget)
                 verify(path, raw, signature, trusted_keys)
+            elif signature is not None and expected_sha256 is None:
+                warnings.warn(UnverifiedSignatureWarning(
+                    f"{path} is signed, but its signature was not verified (no trusted keys given): anyone could "
+                    f"have changed it; give trusted_keys=[public key] (fxc: --trusted-key) to check it"),
+                    stacklevel=_caller())
             manifest = _parse_manifest(path, raw)
+            if expected_name is not None or min_version is not None:
+                from .identity import check_identity  # deferred: identity checks only (the load's size budget)
+                check_identity(path, manifest, expected_name, min_version)
             listed = manifest["parts"]
             extra = sorted(set(infos) - set(listed) - {MANIFEST, SIGNATURE})
             if extra:
@@ -105,6 +131,14 @@ def read_verified(path, trusted_keys=None) -> tuple:
         if name not in parts:
             raise ArtifactError(f"{path}: the manifest lists no {name!r} part; {_REEXPORT}")
     return manifest, parts, raw, signature
+
+
+def _caller() -> int:
+    """The stacklevel of the first frame outside fxc (a warning names the user's line)."""
+    level, frame, root = 1, sys._getframe(1), str(Path(__file__).parents[2]) + os.sep
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(root):
+        level, frame = level + 1, frame.f_back
+    return level
 
 
 def _check_entries(path, z: zipfile.ZipFile, allowed: set) -> dict:
@@ -237,6 +271,9 @@ def _manifest_problem(m: dict) -> str:
         return "'target_info' is not {triple, cpu, cpu_flags}"
     if not isinstance(m.get("c_abi", {}), dict):
         return "'c_abi' is not an object"
+    if "model" in m:        # export's name= and version=
+        from .identity import model_problem  # deferred: named artifacts only (the load's size budget)
+        return model_problem(m["model"])
     return ""
 
 

@@ -1,6 +1,7 @@
 """Ed25519 signatures of deploy artifacts (optional; needs the `cryptography` package: pip install 'fxc[sign]').
 
-Takes keys as `cryptography` key objects, PEM bytes, paths of PEM files, or raw 32-byte keys. Produces and checks
+Takes keys as `cryptography` key objects, PEM bytes, paths of PEM files, or raw 32-byte keys (a trusted key's raw
+bytes are a public key's; a private key, as an object or a PEM file, stands for its public key). Produces and checks
 `manifest.sig`: the 64-byte Ed25519 signature of the manifest's exact bytes as stored in the artifact. The
 manifest holds the sha256 and size of every other part, so a valid signature vouches for the whole artifact.
 The artifact reader checks it before any other part is read, and so before the library is loaded.
@@ -63,23 +64,26 @@ def private_key(key):
 
 
 def public_keys(keys) -> list:
-    """Ed25519PublicKeys from a list of keys (a private key stands for its public key)."""
+    """Ed25519PublicKeys from a list of keys: public keys, or private keys (objects or PEM files: each stands for
+    its public key); raw 32 bytes are a public key."""
     ed25519, serialization = _crypto()
     if isinstance(keys, (str, os.PathLike, bytes, bytearray)) or not hasattr(keys, "__iter__"):
         keys = [keys]
     out = []
     for key in keys:
-        if isinstance(key, ed25519.Ed25519PrivateKey):
-            key = key.public_key()
-        if not isinstance(key, ed25519.Ed25519PublicKey):
+        if not isinstance(key, (ed25519.Ed25519PublicKey, ed25519.Ed25519PrivateKey)):
             data = _key_bytes(key, "trusted")
             try:
                 key = (ed25519.Ed25519PublicKey.from_public_bytes(data) if len(data) == 32
+                       else serialization.load_pem_private_key(data, password=None) if b"PRIVATE KEY-" in data
                        else serialization.load_pem_public_key(data))
             except (ValueError, TypeError) as e:
-                raise FxcError(f"not an Ed25519 public key in PEM ({e}); `fxc keygen` writes one (*.pub.pem)") from None
-            if not isinstance(key, ed25519.Ed25519PublicKey):
-                raise FxcError(f"a trusted key is a {type(key).__name__}, not Ed25519")
+                raise FxcError(f"not an Ed25519 public key in PEM, nor an unencrypted private key ({e}); "
+                               f"`fxc keygen` writes both (*.pub.pem: the one to give loaders)") from None
+        if isinstance(key, ed25519.Ed25519PrivateKey):
+            key = key.public_key()
+        if not isinstance(key, ed25519.Ed25519PublicKey):
+            raise FxcError(f"a trusted key is a {type(key).__name__}, not Ed25519")
         out.append(key)
     if not out:
         raise FxcError("trusted_keys is empty: give at least one public key (or None to skip the check)")

@@ -17,7 +17,10 @@ puts there (weights, inputs) — bulk data goes over that socket, not through Pl
 about 1 MB/s on this host; the page POSTs bulk results back the same way. Every response has the COOP/COEP headers
 SharedArrayBuffer and wasm threads need; 127.0.0.1 is a secure context, so WebGPU and SubtleCrypto are there too.
 Playwright's API is bound to the thread that started it:
-every call runs on that one thread. Errors are named: TargetError (no Playwright, no Chromium, a page whose setup
+every call runs on that one thread. Chromium keeps its sandbox (the page runs generated shaders and wasm) except
+where it cannot have it: as root (Chromium refuses to start sandboxed there), or when FXC_CHROMIUM_SANDBOX=0 says
+the host has none (no user namespaces); then one log line (logger "fxc", warning) says it is off and why
+(`launch_options`). Errors are named: TargetError (no Playwright, no Chromium, a page whose setup
 reported something missing), CompileError (a shader or module the browser rejected), ExecutionError (anything
 else the page threw).
 """
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import logging
 import os
 import secrets
 import threading
@@ -35,11 +39,30 @@ from ..thread import DeviceThread
 
 INSTALL = ("install Chromium and Playwright: on Debian `apt-get install chromium` (fonts-liberation too), and "
            "`pip install playwright` (the fxc[web] extra; never `playwright install`, fxc uses the system browser)")
-# headless, as root too (Playwright gives the browser a fresh profile directory of its own); WebGL 2 on
-# SwiftShader; WebGPU behind its flag
-FLAGS = ["--headless=new", "--no-sandbox", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+# headless (Playwright gives the browser a fresh profile directory of its own); WebGL 2 on SwiftShader; WebGPU
+# behind its flag; the sandbox as launch_options says
+FLAGS = ["--headless=new", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
          "--ignore-gpu-blocklist", "--enable-unsafe-webgpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
+log = logging.getLogger("fxc")
+
+
+def launch_options(uid: int, sandbox_opt_out: bool = False) -> tuple:
+    """(Playwright launch keywords, why the sandbox is off or "") for a process of user `uid`: the sandbox stays on
+    unless the user is root (Chromium will not start sandboxed as root) or the caller opted out (FXC_CHROMIUM_SANDBOX=0:
+    a host without user namespaces, where the sandbox cannot start)."""
+    why = ("this process runs as root, where Chromium refuses to start its sandbox; run fxc as another user to keep "
+           "it" if uid == 0 else "FXC_CHROMIUM_SANDBOX=0 asked for it (a host where the sandbox cannot start)"
+           if sandbox_opt_out else "")
+    return {"args": FLAGS + (["--no-sandbox"] if why else []), "chromium_sandbox": not why}, why
+
+
+def sandbox_options() -> tuple:
+    """launch_options for this process (its user, FXC_CHROMIUM_SANDBOX), with a log line when the sandbox is off."""
+    options, why = launch_options(os.geteuid(), os.environ.get("FXC_CHROMIUM_SANDBOX") == "0")
+    if why:
+        log.warning("fxc: Chromium runs without its sandbox, the pages' shaders and wasm unconfined: %s", why)
+    return options, why
 ISOLATION = {"Cross-Origin-Opener-Policy": "same-origin", "Cross-Origin-Embedder-Policy": "require-corp",
              "Cross-Origin-Resource-Policy": "same-origin", "Cache-Control": "no-store"}
 TYPES = {".html": "text/html", ".js": "text/javascript", ".json": "application/json", ".wasm": "application/wasm",
@@ -62,7 +85,7 @@ class Page:
         self.info = browser.thread.run(self._open, setup)
         if isinstance(self.info, dict) and "error" in self.info:
             raise TargetError(f"the headless Chromium cannot run the {name} target: {self.info['error']} (flags: "
-                              f"{' '.join(FLAGS)})")
+                              f"{' '.join(browser.options['args'])})")
 
     def put(self, path: str, data: bytes) -> str:
         """Serve `data` at `path` under the page's folder (replacing what was there); returns the path."""
@@ -187,13 +210,17 @@ class Browser:
             raise TargetError(f"the browser targets need Playwright ({e}); {INSTALL}") from None
         if not os.access(self.executable, os.X_OK):
             raise TargetError(f"no Chromium at {self.executable} (set FXC_CHROMIUM to another); {INSTALL}")
+        self.options, why = sandbox_options()
         self._pw = sync_playwright().start()
         try:
-            self._browser = self._pw.chromium.launch(executable_path=self.executable, headless=True, args=FLAGS)
+            self._browser = self._pw.chromium.launch(executable_path=self.executable, headless=True, **self.options)
             self.context = self._browser.new_context()
         except Error as e:
             self._pw.stop()
-            raise TargetError(f"Chromium at {self.executable} did not start ({e}); {INSTALL}") from None
+            hint = (" Chromium could not start its sandbox here: enable unprivileged user namespaces (sysctl "
+                    "kernel.unprivileged_userns_clone=1), or set FXC_CHROMIUM_SANDBOX=0 to run it unconfined;"
+                    if "sandbox" in str(e).lower() and not why else "")
+            raise TargetError(f"Chromium at {self.executable} did not start ({e});{hint} {INSTALL}") from None
         return self._browser.version
 
     def page(self, name: str, scripts: list = (), setup: str | None = None) -> Page:

@@ -13,29 +13,60 @@ import numpy as np
 from ...errors import LibraryError
 from ..weights import HeldWeights
 
+ELF_MACHINES = {62: "x86_64", 183: "aarch64", 40: "arm"}     # e_machine -> arch
 
-def check_elf(path: str) -> None:
-    """Raise LibraryError unless `path` is a whole 64-bit little-endian ELF shared library: every segment the loader
-    maps lies inside the file (a truncated library would otherwise be mapped past its end: SIGBUS in dlopen)."""
+
+def _elf(path: str, head: bytes) -> tuple:
+    """(64-bit, arch) of a little-endian ELF shared library's header."""
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] != 1 or head[16:18] != b"\3\0":
+        raise LibraryError(f"{path} is not a little-endian ELF shared library (damaged?)")
+    machine = struct.unpack_from("<H", head, 18)[0]
+    return head[4] == 2, ELF_MACHINES.get(machine, f"e_machine {machine}")
+
+
+def elf_arch(path: str) -> str:
+    """The arch of an ELF library's code."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            head = f.read(64)
-            if len(head) < 64 or head[:6] != b"\x7fELF\x02\x01" or struct.unpack_from("<H", head, 16)[0] != 3:
-                raise LibraryError(f"{path} is not a 64-bit little-endian ELF shared library (damaged?)")
-            phoff, = struct.unpack_from("<Q", head, 32)
-            phentsize, phnum = struct.unpack_from("<HH", head, 54)
-            if phentsize < 56 or phoff + phentsize * phnum > size:
+            return _elf(path, f.read(20))[1]
+    except OSError as e:
+        raise LibraryError(f"cannot read the library {path}: {e}") from None
+
+
+def arch_of(machine: str) -> str:
+    """An ELF_MACHINES arch from a machine's or a triple's first part ("armv7l": "arm", "arm64": "aarch64")."""
+    m = machine.lower()
+    return "arm" if m.startswith(("arm", "thumb")) and m != "arm64" else {"arm64": "aarch64", "amd64": "x86_64"}.get(
+        m, m)
+
+
+def process_arch() -> str:
+    """This process's arch (a 32-bit process on a 64-bit ARM kernel: "arm")."""
+    arch = arch_of(os.uname().machine)
+    return "arm" if arch == "aarch64" and struct.calcsize("P") == 4 else arch
+
+
+def check_elf(path: str) -> None:
+    """Raise LibraryError unless `path` is a whole little-endian ELF (64- or 32-bit) shared library: every segment
+    the loader maps lies inside the file (else mapped past its end: SIGBUS)."""
+    try:
+        with open(path, "rb") as f:
+            size, head = os.fstat(f.fileno()).st_size, f.read(64)
+            wide = _elf(path, head)[0]
+            # ELF64 (32): e_phoff at 32 (28), e_phentsize/num at 54 (42); p_offset/filesz at 8/32 (4/16)
+            word, at, ph_at, off_at, size_at = ("<Q", 32, 54, 8, 32) if wide else ("<I", 28, 42, 4, 16)
+            phoff, = struct.unpack_from(word, head.ljust(64, b"\0"), at)
+            phentsize, phnum = struct.unpack_from("<HH", head.ljust(64, b"\0"), ph_at)
+            if len(head) < (64 if wide else 52) or phentsize < (56 if wide else 32) or phoff + phentsize * phnum > size:
                 raise LibraryError(f"{path} is truncated (its program headers lie past its end)")
             f.seek(phoff)
             table = f.read(phentsize * phnum)
     except OSError as e:
         raise LibraryError(f"cannot read the library {path}: {e}") from None
     for k in range(phnum):
-        offset, filesz = struct.unpack_from("<QQ", table, k * phentsize + 8)[0], \
-            struct.unpack_from("<Q", table, k * phentsize + 32)[0]
-        if offset + filesz > size:
-            raise LibraryError(f"{path} is truncated ({size} bytes; a segment ends at {offset + filesz})")
+        end = sum(struct.unpack_from(word, table, k * phentsize + a)[0] for a in (off_at, size_at))
+        if end > size:
+            raise LibraryError(f"{path} is truncated ({size} bytes; a segment ends at {end})")
 
 
 def openmp_mode(training_step: bool = False) -> int:

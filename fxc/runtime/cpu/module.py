@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import InputError, TargetError, check_return_code
 from ..tensors import check_inputs, nbytes, np_dtype
 from ..weights import Weights, token_of
-from .library import CpuLibrary, Workspace, openmp_mode, pointer_array
+from .library import CpuLibrary, Workspace, elf_arch, openmp_mode, pointer_array, process_arch
 
 PREPACKED_SETS = 4         # weight sets a module keeps packed at once, a workspace each (_workspace_for)
 
@@ -37,53 +37,66 @@ class Module:
     profiled: bool = False              # built with per-kernel timers (profile=True / FXC_PROFILE=1)
     target_spec: str = ""               # the full target string ("llvm -mcpu=haswell"); "" for `target`
     unrunnable: str = ""                # why this host cannot run the kernels (built for a CPU it is not), or ""
+    offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
     symbols = ()                        # size symbols: a DynamicModule's (runtime/cpu/dynamic.py)
 
     def __post_init__(self):
-        self._lib = CpuLibrary(self.library)
+        arch = elf_arch(self.library)
+        self._lib = CpuLibrary(self.library) if arch == process_arch() else None     # (else cross-compiled)
+        if self._lib is None and not self.unrunnable:
+            self.unrunnable = f"{arch} code: fxc.export it (docs/arm.md)"
         self.consts = [np.ascontiguousarray(c) for c in self.consts]
         self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
         self._ws = Workspace(self.workspace_bytes)
         self._sets = OrderedDict()      # the weights' addresses -> the workspace holding them packed
         self.weights = Weights(self.prepack_inputs, [nbytes(self.inputs[i]) for i in self.prepack_inputs],
-                               self._lib.fingerprint)
+                               self._lib and self._lib.fingerprint)
+        self._samples = None            # each run's kernel times (a profiled module: profile.RunSamples)
+        if self.profiled and self._lib is not None:
+            from . import profile as kernel_profile  # deferred: profiled modules only (the load's size budget)
+            c = kernel_profile.counters(self._lib.lib, len(self.kernels))
+            self._samples = kernel_profile.RunSamples(c) if c is not None else None
         if self.profiled and os.environ.get("FXC_PROFILE", "0") not in ("", "0"):
             self.print_profile_at_exit()
 
     def profile(self, reset: bool = False) -> list:
         """Per-kernel times since the last reset: one dict per kernel (kernel, group, calls, total_ms, mean_us,
-        share, gflops). Needs a module built with profile=True (or FXC_PROFILE=1)."""
+        median_us, min_us, share, gflops). Needs a module built with profile=True (or FXC_PROFILE=1)."""
         from . import profile as kernel_profile  # deferred: profiled modules only (the load's size budget)
+        if self._lib is None:
+            raise TargetError(self.unrunnable)
         c = kernel_profile.counters(self._lib.lib, len(self.kernels)) if self.profiled else None
         if c is None:
             raise InputError("this module has no kernel timers; build it with profile=True "
                              "(torch.compile(..., options={'profile': True})) or FXC_PROFILE=1")
-        rows = kernel_profile.profile_rows(self.kernels, self.kernel_flops, c)
+        rows = kernel_profile.profile_rows(self.kernels, self.kernel_flops, c, self._samples)
         if reset:
             c[:] = 0
+            self._samples.reset()
         return rows
 
     def print_profile_at_exit(self) -> None:
         """Print `profile_table()` to stderr when the process ends (done for every module under FXC_PROFILE=1)."""
-        if self.profiled:
+        if self.profiled and self._lib is not None:
             from . import profile as kernel_profile  # deferred: profiled modules only
-            kernel_profile.print_at_exit(self._lib.lib, self.kernels, self.kernel_flops)
+            kernel_profile.print_at_exit(self._lib.lib, self.kernels, self.kernel_flops, self._samples)
 
     def profile_table(self, top: int | None = None, reset: bool = False) -> str:
         """`profile()` as a text table, slowest kernel first."""
         from . import profile as kernel_profile  # deferred: profiled modules only
-        return kernel_profile.format_profile(self.profile(reset), top)
+        runs = self._samples.per_run_ms() if self._samples is not None else None
+        return kernel_profile.format_profile(self.profile(reset), top, runs)
 
     def use_openmp(self) -> None:
         """Run the parallel loops on OpenMP's team (PyTorch's, beside PyTorch) from now on, unless FXC_OPENMP=0:
         for a training step's graphs, whose calls follow PyTorch's own ops (runtime/cpu.py, openmp_mode)."""
-        if self._lib.use_openmp is not None:
+        if self._lib is not None and self._lib.use_openmp is not None:
             self._lib.use_openmp(openmp_mode(training_step=True))
 
     def wake(self) -> None:
         """Wake the runtime's sleeping worker threads ahead of a call, so they are spinning by its first kernel:
         callers do this before preparing the inputs (the wake-up then overlaps that work)."""
-        if self._lib.wake is not None:
+        if self._lib is not None and self._lib.wake is not None:
             self._lib.wake()
 
     def run_pointers(self, in_ptrs: list, out_ptrs: list, prepack_token=None, sizes=None) -> None:
@@ -131,6 +144,8 @@ class Module:
         args = (in_array, pointer_array(out_ptrs), self._const_ptrs, self._workspace(sizes, ws))
         if not packs:
             check_return_code(self._lib.run(*args), self._lib.index_error)
+            if self._samples is not None:
+                self._samples.take()
             return
         held = ws.held()
         fingerprint = self.weights.fingerprint(in_array)
@@ -139,6 +154,8 @@ class Module:
             check_return_code(self._lib.prepack(*args), self._lib.index_error)
             held.hold(token, fingerprint)
         check_return_code(self._lib.run_main(*args), self._lib.index_error)
+        if self._samples is not None:
+            self._samples.take()
 
     def check_inputs(self, arrays) -> list:
         return check_inputs(self.inputs, arrays)

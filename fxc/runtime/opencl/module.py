@@ -6,7 +6,8 @@ constants over device buffers.
 The buffers are the inputs, the outputs, the constants (uploaded once), one workspace sized by the memory plan and
 the kernels' error words (ERROR_WORDS ints: a division by zero, an index out of range). A static module binds every
 launch's kernel object once (its buffers never move); a symbolic one keeps one kernel object per kernel and sets each
-launch's arguments before it. The call protocol, the weights held on the device and the symbols are DeviceModule's
+launch's arguments before it; an external library's step ("clblast:sgemm", EXTERNAL) calls the library on the same
+queue and buffers. The call protocol, the weights held on the device and the symbols are DeviceModule's
 (runtime/device_module.py).
 """
 from __future__ import annotations
@@ -15,13 +16,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import ExecutionError, IndexOutOfRangeError, index_error_message
+from ...errors import ExecutionError, IndexOutOfRangeError, TargetError, index_error_message
 from ..device_module import DeviceModule
 from ..row_plan import expand, nbytes_at, symbolic_dims
 from ..tensors import nbytes
+from . import clblast
 from .device import open_device
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
+EXTERNAL = {"clblast:sgemm": clblast.sgemm}     # an external library's plan step ("library:routine") -> its call
+CHECKS = {"clblast": clblast.check}     # an external library -> its install check (a TargetError naming the fix)
+
+
+def check_libraries(plan: list) -> None:
+    """TargetError naming the fix when a step of the plan calls a library this host lacks, or one this fxc does
+    not know (an artifact of a newer fxc)."""
+    for name in sorted({st.kernel.split(":")[0] for st in plan if st.call}):
+        if name not in CHECKS:
+            raise TargetError(f"the plan calls the external library {name!r}, which this fxc runtime does not "
+                              f"know ({', '.join(CHECKS)}); load it with the fxc that exported it")
+        CHECKS[name]()
 
 
 def _attrs(target: str) -> list:
@@ -33,6 +47,7 @@ class OpenCLModule(DeviceModule):
     """A DeviceModule whose device is an OpenCL device: a buffer per tensor, a kernel object per launch."""
 
     def __post_init__(self):
+        check_libraries(self.plan)
         if self.device is None:         # (an artifact's module: opened from its target string)
             self.device = open_device(dict(_attrs(self.target)).get("device"))
         cl = self.device.cl
@@ -62,6 +77,10 @@ class OpenCLModule(DeviceModule):
         """(kernel object, global size, local size, name, arguments): a static module's kernel objects have their
         arguments set once (the buffers never move: arguments None); a symbolic module's share one object per
         kernel and set the arguments of each launch before it."""
+        if step.kernel in EXTERNAL:     # (queue, call, [(buffer, offset)]) run on these buffers, in place
+            ops = [(self._ws if kind == "work" else {"in": self._in, "out": self._out, "const": self._const}[kind][ix],
+                    off) for (kind, ix), off in zip(step.args, offsets)]
+            return EXTERNAL[step.kernel], None, None, step.kernel, (self.device.queue, step.call, ops)
         args = []
         for (kind, ix), off in zip(step.args, offsets):
             if kind == "null":
@@ -115,6 +134,11 @@ class OpenCLModule(DeviceModule):
         self.held.hold(token, fingerprint)
         events = []
         for k, g, b, name, args in self._to_launch(unchanged, self._pairs(s)):
+            if g is None:               # an external library's call (its event timed as a kernel's when profiled)
+                ev = k(*args, self.profiled)
+                if ev:
+                    events.append((cl.Event.from_int_ptr(ev, retain=False), name))
+                continue
             if args is not None:
                 k.set_args(*args)
             events.append((cl.enqueue_nd_range_kernel(q, k, g, b), name))
@@ -125,9 +149,7 @@ class OpenCLModule(DeviceModule):
         cl.enqueue_copy(q, err, self._err, is_blocking=True)
         if self.profiled:
             for ev, name in events:
-                t = self._times.setdefault(name, [0, 0])
-                t[0] += ev.profile.end - ev.profile.start
-                t[1] += 1
+                self.timed(name, ev.profile.end - ev.profile.start)
         if err[0] or err[1]:
             self._prepacked = False         # the error may come from a prepack launch: raise it again next time
         if err[1]:

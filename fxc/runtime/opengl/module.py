@@ -128,9 +128,7 @@ class GLModule(DeviceModule):
             ctx.memory_barrier(mgl.SHADER_STORAGE_BARRIER_BIT)
             if self.profiled:
                 ctx.finish()
-                t = self._times.setdefault(name, [0, 0])
-                t[0] += time.perf_counter_ns() - t0
-                t[1] += 1
+                self.timed(name, time.perf_counter_ns() - t0)
         ctx.memory_barrier(mgl.ALL_BARRIER_BITS)
         for at, o in zip(self._out_at, outs):
             if o.nbytes:

@@ -52,7 +52,7 @@ def test_getitem_is_not_an_unsupported_op():
 
 def test_option_values_and_lists():
     m = torch.nn.Linear(4, 4)
-    with pytest.raises(Exception, match=r"freeze='yes': give True or False"):      # (Dynamo wraps it)
+    with pytest.raises(FxcError, match=r"freeze='yes': give True or False"):
         torch.compile(m, backend="fxc", options={"freeze": "yes"})(torch.randn(2, 4))
     torch._dynamo.reset()
     with pytest.raises(FxcError) as e:

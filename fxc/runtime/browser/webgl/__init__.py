@@ -421,9 +421,7 @@ class WebGLModule(DeviceModule):
                 o.reshape(-1)[:] = np.frombuffer(raw, np.float32 if spec.dtype == "float32" else np.int32, n, at)
             at += 4 * n
         for st, ms in zip(self.plan if s is None else [st for st, _ in expand(self.plan, s)], times or ()):
-            t = self._times.setdefault(st.kernel, [0, 0])
-            t[0] += int(ms * 1e6)
-            t[1] += 1
+            self.timed(st.kernel, int(ms * 1e6))
 
     def launches(self) -> list:
         wasm = program_of(self.source).get("wasm", {}).get("entries", {})

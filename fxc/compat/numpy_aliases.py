@@ -31,7 +31,7 @@ def import_mxnet():
                           f"pip install 'numpy<2'")
     restore_numpy_aliases()
     try:
-        import mxnet
+        import mxnet  # deferred: mxnet is optional, and the aliases must be restored first
     except ImportError as e:
         raise ImportError(f"mxnet is not installed ({e}); install it with: pip install 'fxc[mxnet]' "
                           f"(or pip install mxnet==1.9.1)") from e
