@@ -1,52 +1,38 @@
-"""Size symbols at call time: their values from the input shapes, checked against what the build assumed.
-A TensorSpec dim is an int or the text of a polynomial of symbols: 's0', '4*s0', 's0+1', 's0*s1', 's0-1'.
-Standard library only."""
+"""Size symbols at call time: their values from the input shapes, checked against what the build assumed. A
+TensorSpec dim is an int or a polynomial of symbols ('s0', '4*s0', 's0+1', 's0*s1'). Standard library only."""
 from __future__ import annotations
 
 import functools
+import math
 
 from ..errors import InputError
 
 
-@functools.lru_cache(maxsize=1024)           # (called per symbolic dim of every call)
+@functools.lru_cache(maxsize=1024)
 def dim_terms(dim: str) -> tuple:
-    """A dim's terms ((coefficient, (names)), ...): '4*s0+1' -> ((4, ('s0',)), (1, ())); ValueError if not one."""
+    """'4*s0+1' -> ((4, ('s0',)), (1, ())); ValueError if not a polynomial."""
     terms = []
     for t in dim.replace("-", "+-").split("+")[dim.startswith("-"):]:
         c, names = (-1, t[1:]) if t.startswith("-") else (1, t)
         names = names.split("*")
         if not all(f.isdigit() or f.isidentifier() for f in names):
-            raise ValueError(f"dimension {dim!r} is not a polynomial of size symbols")
+            raise ValueError(f"dim {dim!r} is not a polynomial")
         for f in names:
             c *= int(f) if f.isdigit() else 1
         terms.append((c, tuple(f for f in names if not f.isdigit())))
     return tuple(terms)
 
 
-def split_dim(dim) -> tuple:
-    """A dim c*s (what the C entry binds) as (c, 's'); ValueError for another polynomial."""
-    (c, names), *more = dim_terms(dim)
-    if more or len(names) != 1 or c < 1:
-        raise ValueError(f"dimension {dim!r} is not a multiple of one symbol")
-    return c, names[0]
-
-
 def dim_value(dim, sizes: dict) -> int:
     """A TensorSpec dim's value given {name: value}."""
     if isinstance(dim, int):
         return dim
-    total = 0
-    for c, names in dim_terms(dim):
-        for n in names:
-            c *= sizes[n]
-        total += c
-    return total
+    return sum(c * math.prod(sizes[n] for n in names) for c, names in dim_terms(dim))
 
 
 def bind_symbols(specs, shapes, symbols: list) -> dict:
-    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: static dims
-    equal; a dim c*s + k binds s (whole, agreeing with the other inputs); every other dim (s0*s1) equals its value
-    at the bound sizes; each symbol in its range; InputError naming the input otherwise."""
+    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor): a dim c*s + k binds s,
+    others (s0*s1) are checked at the bound sizes, each symbol in its range; InputError naming the input."""
     sizes: dict = {}
     later = []
     for spec, shape in zip(specs, shapes):
@@ -70,9 +56,9 @@ def bind_symbols(specs, shapes, symbols: list) -> dict:
                 raise InputError(f"input {spec.name!r}: dim {dim} = {n} does not hold a whole {names[0]}")
             if sizes.setdefault(names[0], v) != v:
                 raise InputError(f"input {spec.name!r}: {names[0]} = {v} here but {sizes[names[0]]} in another "
-                                 f"input ({list(shape)} against {list(spec.shape)})")
+                                 f"input")
     for spec, shape, dim, n in later:
-        want = dim_value(dim, sizes) if all(x in sizes for _, xs in dim_terms(dim) for x in xs) else "unbound"
+        want = dim_value(dim, sizes) if all(x in sizes for _, xs in dim_terms(dim) for x in xs) else "?"
         if want != n:
             raise InputError(f"input {spec.name!r}: dim {dim} is {n}, not {want} at {sizes}")
     for sym in symbols:

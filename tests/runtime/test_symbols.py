@@ -2,8 +2,9 @@
 of two symbols ('s0*s1'); bound from the inputs, checked, evaluated for the outputs (fxc/runtime/symbols.py)."""
 import pytest
 
+from fxc.backends.llvm.deploy import split_dim
 from fxc.errors import InputError
-from fxc.runtime.symbols import bind_symbols, dim_terms, dim_value, split_dim
+from fxc.runtime.symbols import bind_symbols, dim_terms, dim_value
 from fxc.runtime.tensors import TensorSpec
 from fxc.symbolic.expr import Sym
 from fxc.symbolic.sym import canonical, dim_text
