@@ -22,7 +22,8 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
     -------
     fxc.capture.torch.recorder.Explanation with .compiled_ops, .fallback_ops (collections.Counter of op name ->
     count over all captured graphs), .kernels (one line per fused kernel), .failures (subgraphs that could not
-    compile) and a readable str(); in the first form, a callable that returns it.
+    compile: their ops count as fallen back), .graph_breaks (Dynamo's reasons and lines), .dropped_symbols (dynamic
+    sizes built per size, and why) and a readable str(); in the first form, a callable that returns it.
     """
     from .capture.torch.explain import explain as _explain  # deferred: `import fxc` loads no torch
     return _explain(model, *example_inputs, options=options, **option_keywords)

@@ -27,6 +27,9 @@ from dataclasses import dataclass, field
 from .errors import TargetError
 
 KINDS = ("llvm", "opencl", "opengl", "webgl", "webgpu", "wasm", "clml")
+# the kinds named to users (errors, lists): clml builds for Qualcomm's CLML SDK on Adreno and is parsed like the others,
+# but is not offered, as fxc runs it nowhere but on those devices (elsewhere its regions run as opencl kernels)
+LISTED_KINDS = tuple(k for k in KINDS if k != "clml")
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,7 @@ def _parse(text: str) -> Target:
         words = shlex.split(BOARDS[words[0]]) + words[1:]
     kind, opts = words[0], {}
     if kind not in KINDS:
-        raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(KINDS)} "
+        raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(LISTED_KINDS)} "
                           f"(e.g. 'llvm -mcpu=haswell', 'opencl -device=0'), or a board: {', '.join(BOARDS)}")
     for w in words[1:]:
         if not w.startswith("-") or "=" not in w:

@@ -451,7 +451,9 @@ class CStyleRenderer:
         if t is None and op in INFIX:
             t = "({0} " + INFIX[op] + " {1})"
         if t is None:
-            raise LoweringError(f"{type(self).__name__} has no {op} on {dtype} (kernel {self.kernel.name})")
+            why = (f": fxc evaluates special functions in float64 whatever the tensor's dtype, and "
+                   f"{type(self).__name__} has {op} in no float type it can use for that") if dtype == "float64" else ""
+            raise LoweringError(f"{type(self).__name__} has no {op} on {dtype} (kernel {self.kernel.name}){why}")
         if callable(t):
             return t(self, dtype, *args)
         return t.format(*args, T=self.types[dtype])

@@ -70,7 +70,7 @@ def _cached_build(graph, target: Target, backend, options: dict) -> Module:
     key = module_key(graph, target, options, tuned_digest(tuned)) \
         if cacheable(dbg) and dbg.folder is None and backend.cached_modules and not symbolic else None
     if key is not None:
-        module = load_module(key)
+        module = load_module(key, lambda: _consts(graph, target, backend, dbg, options))
         if module is not None:
             module.inputs = [TensorSpec(v.name, v.shape, v.dtype) for v in graph.inputs]
             module.outputs = [TensorSpec(v.name, v.shape, v.dtype) for v in graph.outputs]
@@ -109,6 +109,14 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict,
                                    tuned)
     module.offload = describe_partition(planned)        # the -libs= regions and reasons (fxc.explain)
     return module
+
+
+def _consts(graph, target: Target, backend, dbg: int, options: dict) -> list:
+    """The constants a build of `graph` gives its module (the passes and the plan only: for a cache entry too large
+    to hold them, fxc/driver/cache.py)."""
+    ctx = pass_context(target, options, dbg)
+    return [c.data for c in make_plan(plan_graph(run_passes(graph, ctx), ctx), backend.family, target.caps,
+                                      target.kind).consts]
 
 
 _gc_pauses = {"depth": 0, "was": False}

@@ -1,5 +1,11 @@
 """The compiled-module cache: a built CPU Module stored under a key of fxc's source, the graph, the target and the
-options (module_key), in the on-disk cache of fxc/runtime/store.py (atomic, checked entries)."""
+options (module_key), in the on-disk cache of fxc/runtime/store.py (atomic, checked entries).
+
+An entry holds the module's library, plan and metadata, and its constants (the weights as the passes leave them:
+packed, folded) only while they are small, at most `max_entry_consts()` (1/32 of the cache's bound, 64 MiB by
+default): a larger model's entry keeps their digest instead, and a hit recomputes them from the graph with the
+graph passes alone (no lowering, no LLVM), checked against the digest. So a cache of 2 GiB holds the code of many
+models rather than the weights of two."""
 from __future__ import annotations
 
 import hashlib
@@ -16,7 +22,7 @@ import numpy as np
 from ..errors import FxcError
 from ..ops.registry import as_registered
 from ..runtime.cpu.module import Module
-from ..runtime.store import checked_file, read_entry, warn_once, write_entry
+from ..runtime.store import checked_file, max_bytes, read_entry, warn_once, write_entry
 from ..runtime.tensors import TensorSpec
 from ..target import Target
 
@@ -60,10 +66,28 @@ def graph_fingerprint(graph) -> str:
     return h.hexdigest()
 
 
-def load_module(key: str):
-    """The Module cached under `key`, or None (missing, damaged, or its library is gone or damaged)."""
+def max_entry_consts() -> int:
+    """The most bytes of constants a module entry holds itself (a 32nd of the cache's bound: 64 MiB by
+    default; no limit when the cache is unbounded)."""
+    bound = max_bytes()
+    return bound // 32 if bound else 1 << 62
+
+
+def consts_digest(consts) -> str:
+    """sha256 of constants' dtypes, shapes and bytes: what a recomputation must reproduce."""
+    h = hashlib.sha256()
+    for c in consts:
+        c = np.ascontiguousarray(c)
+        h.update(f"{c.dtype.str}{c.shape}".encode())
+        h.update(memoryview(c).cast("B"))
+    return h.hexdigest()
+
+
+def load_module(key: str, recompute=None):
+    """The Module cached under `key`, or None (missing, damaged, or its library is gone or damaged). recompute:
+    () -> the module's constants, for an entry that keeps only their digest (None there: the entry is a miss)."""
     try:
-        raw = [read_entry(f"modules/{key}{ext}") for ext in (".json", ".npz", ".ll.z")]
+        raw = [read_entry(f"modules/{key}{ext}") for ext in (".json", ".ll.z")]
         if any(r is None for r in raw):
             return None
         meta = json.loads(raw[0])
@@ -72,9 +96,20 @@ def load_module(key: str):
         library = checked_file(meta["library"])
         if library is None:
             return None
-        with np.load(io.BytesIO(raw[1]), allow_pickle=False) as z:
-            consts = [z[f"c{i}"] for i in range(meta["n_consts"])]
-        source = zlib.decompress(raw[2]).decode()
+        if "consts_digest" in meta:         # constants too large for the entry: recomputed, then checked
+            if recompute is None:
+                return None
+            consts = recompute()
+            if len(consts) != meta["n_consts"] or consts_digest(consts) != meta["consts_digest"]:
+                warn_once("consts", f"the cached module {key[:16]}'s constants differ from the graph's; it is rebuilt")
+                return None
+        else:
+            npz = read_entry(f"modules/{key}.npz")
+            if npz is None:
+                return None
+            with np.load(io.BytesIO(npz), allow_pickle=False) as z:
+                consts = [z[f"c{i}"] for i in range(meta["n_consts"])]
+        source = zlib.decompress(raw[1]).decode()
         spec = lambda t: TensorSpec(t[0], tuple(t[1]), t[2])   # noqa: E731
         plan = [(name, [tuple(s) for s in slots]) for name, slots in meta["plan"]]
         return Module(meta["target"], str(library), [spec(t) for t in meta["inputs"]],
@@ -88,11 +123,13 @@ def load_module(key: str):
 
 
 def store_module(key: str, module) -> None:
-    """Cache a built Module under `key` (metadata, constants and IR; the library is already cached, and is named
-    relative to the cache, so a copied cache uses its own files)."""
-    buf = io.BytesIO()
-    np.savez(buf, **{f"c{i}": c for i, c in enumerate(module.consts)})
-    write_entry(f"modules/{key}.npz", buf.getvalue())
+    """Cache a built Module under `key` (metadata, IR and the constants, or their digest past max_entry_consts();
+    the library is already cached, and is named relative to the cache, so a copied cache uses its own files)."""
+    held = sum(np.asarray(c).nbytes for c in module.consts) <= max_entry_consts()
+    if held:
+        buf = io.BytesIO()
+        np.savez(buf, **{f"c{i}": c for i, c in enumerate(module.consts)})
+        write_entry(f"modules/{key}.npz", buf.getvalue())
     write_entry(f"modules/{key}.ll.z", zlib.compress(module.source.encode(), 1))
     spec = lambda t: [t.name, list(t.shape), t.dtype]   # noqa: E731
     meta = {"target": module.target, "library": Path(module.library).name, "inputs": [spec(t) for t in module.inputs],
@@ -100,6 +137,8 @@ def store_module(key: str, module) -> None:
             "workspace_bytes": module.workspace_bytes, "kernels": module.kernels,
             "intermediate_bytes": module.intermediate_bytes, "prepack_inputs": module.prepack_inputs,
             "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled}
+    if not held:
+        meta["consts_digest"] = consts_digest(module.consts)
     write_entry(f"modules/{key}.json", json.dumps(meta).encode())      # last: the entry exists once this does
 
 

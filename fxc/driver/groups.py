@@ -7,6 +7,7 @@ expressions (`group_tensors`) and kernels (`group_kernel` for a CPU, `group_laun
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 
 from ..backends import backend_of
@@ -26,6 +27,18 @@ from .plan import scratch_args
 
 stats = collections.Counter()     # "builds": how many graphs went through the compiler (tests count them); symbolic
                                   # groups lowered as "row_block_kernels" or "symbolic_loop_kernels"
+
+
+@contextlib.contextmanager
+def naming(gr, symbolic: bool):
+    """With size symbols, an error of lowering group gr becomes a LoweringError that names the group's ops and
+    types first (the capture's warning of a dropped symbol then says which op kept it from staying symbolic)."""
+    try:
+        yield
+    except Exception as e:
+        if not symbolic:
+            raise
+        raise LoweringError(f"{gr.describe()}: {type(e).__name__}: {e}") from e
 
 
 def group_signature(gr, drop=None) -> str:

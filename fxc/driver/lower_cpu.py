@@ -17,7 +17,7 @@ from ..lowering.loop_ir import format_kernel
 from ..lowering.optional import optional_input
 from ..lowering.schedules.knobs import Chooser
 from ..runtime.launch import Launch
-from .groups import group_kernel, group_signature, served_without_input
+from .groups import group_kernel, group_signature, naming, served_without_input
 from .options import log
 from .plan import (
     Plan,
@@ -80,7 +80,8 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
                     args.insert(len(gr.outputs) + pos, ("null", 0))
                 else:
                     j = i
-            k = kernel_of(j)
+            with naming(gr, bool(plan.sym_index)):
+                k = kernel_of(j)
             if any(b.name == "syms" for b in k.params):       # the symbol header (lowering/blocks.py)
                 args.append(("work", "header"))
             extra, at = scratch_args(k.params, plan.end)        # scratch: after the packed weights

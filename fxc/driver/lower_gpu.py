@@ -18,7 +18,7 @@ from ..errors import TargetError
 from ..lowering.loop_ir import format_kernel
 from ..runtime.launch import Launch
 from ..tuning.workload import threads_of
-from .groups import group_launches, group_signature
+from .groups import group_launches, group_signature, naming
 from .options import log
 from .page_kernels import PageKernels
 from .plan import Plan, align64, prepack_inputs, scratch_args, tensor_specs
@@ -66,8 +66,9 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
             continue
         if sig not in same:     # {rows: launches} of a group over symbolic rows, else {0: launches}
             name = f"k{i}_{gr.root.op}"
-            same[sig] = row_launches(gr, name, caps, sym) if rowwise else \
-                {0: page.launches(sig) if page else group_launches(gr, name, caps, rec and rec["config"])}
+            with naming(gr, sym is not None):
+                same[sig] = row_launches(gr, name, caps, sym) if rowwise else \
+                    {0: page.launches(sig) if page else group_launches(gr, name, caps, rec and rec["config"])}
             kernels += [k for ks in same[sig].values() for k in ks]
             if rowwise:
                 row_names.update(k.name for ks in same[sig].values() for k in ks)

@@ -36,6 +36,9 @@ BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", 
 OFFLOAD = ("auto", "always")
 # torch.compile's options: every build option and the capture's own
 OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize", "mode"}
+# accepted but not offered to users: switches of one CPU layout pass, for measuring it against its absence
+INTERNAL_OPTIONS = frozenset({"winograd", "blocked_layout"})
+FLAGS = ("fuse", "profile", "freeze", "check", "weights_vary")     # options that are True or False
 BF16_FAST_GAIN = 1.5    # vdpbf16ps multiply-adds per FMA's from which a bf16 direct conv outruns float32 Winograd
 
 
@@ -75,9 +78,22 @@ def bf16_mode(options: dict) -> str:
     return mode
 
 
+def check_options(options: dict, known=BUILD_OPTIONS, extra=()) -> None:
+    """An FxcError for an option not in `known` (listing the options users are offered: not INTERNAL_OPTIONS; and
+    `extra`, a frontend's own) or a value of the wrong kind (check_build_options)."""
+    unknown = set(options) - set(known) - set(extra)
+    if unknown:
+        listed = sorted((set(known) | set(extra)) - INTERNAL_OPTIONS)
+        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {listed}")
+    check_build_options(options)
+
+
 def check_build_options(options: dict) -> None:
     """Every build option's value checked up front (torch.compile's backend, before Dynamo traces anything): an
     FxcError naming the option and its valid values."""
+    for name in FLAGS:
+        if name in options and not isinstance(options[name], bool):
+            raise FxcError(f"{name}={options[name]!r}: give True or False")
     layout_choices(options)
     bf16_mode(options)
     if options.get("mode") is not None:

@@ -288,15 +288,17 @@ def _cat(*xs, dim):
     shape[d] = sum(x.shape[d] for x in xs)
 
     def body(*i):
-        offs = np.cumsum([0] + [x.shape[d] for x in xs])
+        offs = [0]      # where each input starts along `dim` (ints, or sizes of symbols: a growing KV cache)
+        for x in xs:
+            offs.append(canonical(offs[-1] + x.shape[d]))
         val = None
         for k in reversed(range(len(xs))):
             x = xs[k]
             if x.shape[d] == 0:
                 continue
-            j = minimum(maximum(i[d] - int(offs[k]), as_expr(0)), as_expr(x.shape[d] - 1))
+            j = minimum(maximum(i[d] - as_expr(offs[k]), as_expr(0)), as_expr(canonical(x.shape[d] - 1)))
             v = x[i[:d] + (j,) + i[d + 1:]]
-            val = v if val is None else select(compare("lt", i[d], as_expr(int(offs[k + 1]))), v, val)
+            val = v if val is None else select(compare("lt", i[d], as_expr(offs[k + 1])), v, val)
         if val is None:   # every input is empty along `dim`: so is the output (never read)
             dt = xs[0].dtype
             return as_expr(False if dt == "bool" else 0.0 if dt.startswith("float") else 0, dt)

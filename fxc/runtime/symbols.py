@@ -1,32 +1,40 @@
-"""Size symbols at call time: their values from the input shapes, checked against what the build assumed.
-A TensorSpec dim is an int or the text of a multiple of one symbol ('s0', '4*s0'). Standard library only."""
+"""Size symbols at call time: their values from the input shapes, checked against what the build assumed. A
+TensorSpec dim is an int or a polynomial of symbols ('s0', '4*s0', 's0+1', 's0*s1'). Standard library only."""
 from __future__ import annotations
 
 import functools
+import math
 
 from ..errors import InputError
 
 
-@functools.lru_cache(maxsize=1024)           # (called per symbolic dim of every call)
-def split_dim(dim) -> tuple:
-    """A symbolic TensorSpec dim's (coefficient, symbol name): 's0' -> (1, 's0'), '4*s0' -> (4, 's0')."""
-    c, _, name = dim.rpartition("*")
-    return int(c or 1), name
+@functools.lru_cache(maxsize=1024)
+def dim_terms(dim: str) -> tuple:
+    """'4*s0+1' -> ((4, ('s0',)), (1, ())); ValueError if not a polynomial."""
+    terms = []
+    for t in dim.replace("-", "+-").split("+")[dim.startswith("-"):]:
+        c, names = (-1, t[1:]) if t.startswith("-") else (1, t)
+        names = names.split("*")
+        if not all(f.isdigit() or f.isidentifier() for f in names):
+            raise ValueError(f"dim {dim!r} is not a polynomial")
+        for f in names:
+            c *= int(f) if f.isdigit() else 1
+        terms.append((c, tuple(f for f in names if not f.isdigit())))
+    return tuple(terms)
 
 
 def dim_value(dim, sizes: dict) -> int:
-    """A TensorSpec dim's value: an int, or text 'name' / 'c*name' of a size symbol, given {name: value}."""
+    """A TensorSpec dim's value given {name: value}."""
     if isinstance(dim, int):
         return dim
-    c, name = split_dim(dim)
-    return c * sizes[name]
+    return sum(c * math.prod(sizes[n] for n in names) for c, names in dim_terms(dim))
 
 
 def bind_symbols(specs, shapes, symbols: list) -> dict:
-    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor), checked: every static
-    dim must be the declared one; every dim with a symbol must agree with the others, be a whole multiple of its
-    coefficient and lie in the symbol's range; InputError naming the input otherwise."""
+    """{symbol name: value} from the input shapes (symbols: dicts name, min, max, divisor): a dim c*s + k binds s,
+    others (s0*s1) are checked at the bound sizes, each symbol in its range; InputError naming the input."""
     sizes: dict = {}
+    later = []
     for spec, shape in zip(specs, shapes):
         if len(shape) != len(spec.shape):
             raise InputError(f"input {spec.name!r}: expected {len(spec.shape)} dims {list(spec.shape)}, got "
@@ -37,12 +45,22 @@ def bind_symbols(specs, shapes, symbols: list) -> dict:
                     raise InputError(f"input {spec.name!r}: expected shape {list(spec.shape)}, got {list(shape)} "
                                      f"(only the symbolic dims may vary)")
                 continue
-            c, name = split_dim(dim)
-            if n % c:
-                raise InputError(f"input {spec.name!r}: dim {dim} = {n} is not a multiple of {c}")
-            if sizes.setdefault(name, n // c) != n // c:
-                raise InputError(f"input {spec.name!r}: {name} = {n // c} here but {sizes[name]} in another "
-                                 f"input ({list(shape)} against {list(spec.shape)})")
+            terms = dim_terms(dim)
+            k = sum(c for c, names in terms if not names)
+            (c, names), *more = [t for t in terms if t[1]]
+            if more or len(names) != 1 or c < 1:
+                later.append((spec, shape, dim, n))
+                continue
+            v = (n - k) // c
+            if (n - k) % c or v < 0:
+                raise InputError(f"input {spec.name!r}: dim {dim} = {n} does not hold a whole {names[0]}")
+            if sizes.setdefault(names[0], v) != v:
+                raise InputError(f"input {spec.name!r}: {names[0]} = {v} here but {sizes[names[0]]} in another "
+                                 f"input")
+    for spec, shape, dim, n in later:
+        want = dim_value(dim, sizes) if all(x in sizes for _, xs in dim_terms(dim) for x in xs) else "?"
+        if want != n:
+            raise InputError(f"input {spec.name!r}: dim {dim} is {n}, not {want} at {sizes}")
     for sym in symbols:
         v = sizes.get(sym["name"])
         if v is None:

@@ -126,11 +126,14 @@ def substitute_attr(v, env: dict):
 
 
 def dim_text(dim) -> str:
-    """A dim as the runtime's text: '64', 's0', '128*s0' (coefficient * one symbol; the runtime evaluates it)."""
+    """A dim as the runtime's text (fxc/runtime/symbols.py): '64', 's0', '128*s0', 's0+1', 's0*s1', 's0-1': its
+    polynomial, terms of higher degree first; ValueError where it is not a polynomial of symbols (a floor division)."""
     if not isinstance(dim, Expr):
         return str(int(dim))
-    lin = linear(dim)
-    if lin is None:
-        raise ValueError(f"dimension {dim!r} is not a multiple of one symbol")
-    s, c = lin
-    return s.name if c == 1 else f"{c}*{s.name}"
+    out = ""
+    for m, c in sorted(poly(dim).items(), key=lambda mc: (-len(mc[0]), [repr(x) for x in mc[0]])):
+        if not all(isinstance(x, Sym) for x in m):
+            raise ValueError(f"dimension {dim!r} is not a polynomial of size symbols")
+        term = "*".join(([str(abs(c))] if abs(c) != 1 or not m else []) + [x.name for x in m])
+        out += ("-" if c < 0 else "+" if out else "") + term
+    return out or "0"

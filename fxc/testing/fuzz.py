@@ -433,7 +433,7 @@ def _compare_fn(fn, inputs, target, grad=False, dynamic=False):
     if wrong is not None:
         return wrong
     if rec.failures:            # right (that part ran in eager PyTorch), but fxc could not compile it
-        return "uncompiled: subgraph " + " ".join(rec.failures[0].split())[:300]
+        return "uncompiled: subgraph " + " ".join(str(rec.failures[0]).split())[:300]
     return None
 
 

@@ -72,11 +72,14 @@ def case_op(case, single: dict) -> str:
     return collections.Counter(ops).most_common(1)[0][0] if ops else "?"
 
 
-def light_models() -> list:
-    """(name, model path, inputs, expected outputs) of the light models, inputs as onnx's runner makes them."""
+def light_models(pattern: str | None = None) -> list:
+    """(name, model path, inputs, expected outputs) of the light models (those whose name matches the regular
+    expression `pattern`, when given), inputs as onnx's runner makes them."""
     root = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
     out = []
     for path in sorted(root.glob("light_*.onnx")):
+        if pattern and not re.search(pattern, path.stem):
+            continue
         model = onnx.load(str(path))
         inits = {t.name for t in model.graph.initializer}
         inputs = []
@@ -179,7 +182,8 @@ def main(argv=None) -> int:
     ap.add_argument("--backend", choices=("fxc", "onnxruntime"), default="fxc")
     ap.add_argument("--json", help="write the report (every case, per-op totals) here")
     ap.add_argument("--all-dtypes", action="store_true", help="every node case, not only the goal set")
-    ap.add_argument("--filter", help="only node cases whose name matches this regular expression")
+    ap.add_argument("--filter", help="only the node cases and light models whose name matches this regular "
+                                     "expression (e.g. 'conv|light_resnet50')")
     ap.add_argument("--no-models", action="store_true", help="skip the light models")
     ap.add_argument("--no-nodes", action="store_true", help="skip the node cases")
     ap.add_argument("--quiet", action="store_true", help="print the totals only")
@@ -194,7 +198,7 @@ def main(argv=None) -> int:
             if not args.quiet and status != "pass":
                 print(f"{status:12s} {name}: {msg[:160]}", flush=True)
     if not args.no_models:
-        for name, path, inputs, expected in light_models():
+        for name, path, inputs, expected in light_models(args.filter):
             status, msg, secs = run_case(backend, onnx.load(str(path)), [(inputs, expected)], 1e-3, 1e-7)
             records.append({"kind": "model", "name": name, "op": "(model)", "status": status, "message": msg,
                             "seconds": round(secs, 3)})

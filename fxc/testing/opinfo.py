@@ -214,7 +214,7 @@ def run_op(op, target: str, max_samples: int, dtype: str = "float32") -> dict:
                                              f"kwargs {sample.kwargs!r:.300}): {str(e)[:2000]}")
             return res
         reasons = {op_: rec.fallback_reasons.get(op_, "") for op_ in rec.fallback_ops}
-        reasons.update({f"subgraph failure {k}": f for k, f in enumerate(rec.failures)})
+        reasons.update({f"subgraph failure {k}": str(f) for k, f in enumerate(rec.failures)})
         new_breaks = [k for k, n in counters["graph_break"].items() if n > breaks.get(k, 0)]
         if new_breaks:
             reasons["dynamo graph break"] = " | ".join(" ".join(str(k).split()) for k in new_breaks)[:300]

@@ -77,3 +77,37 @@ def test_replaced_op_or_switch_bypasses_the_cache(cache, monkeypatch):
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")
     fb.build(_graph())
     assert len(built) == 3
+
+
+def _dense(seed=0, n=256):
+    """A graph with n x n float32 weights as constants (an ONNX model's initializers): 256 KiB at n=256."""
+    w = np.random.default_rng(seed).standard_normal((n, n)).astype(np.float32)
+    g = Graph()
+    x = g.input((4, n), "float32", "x")
+    g.outputs = [g.call1("tanh", [g.call1("matmul", [x, Graph.const(w)])])]
+    return g, w
+
+
+def test_large_constants_stay_out_of_the_entry(cache, monkeypatch):
+    """Issue 42 item 13: an entry keeps its constants only up to 1/32 of the cache's bound; past it, only their
+    digest, and a hit recomputes them with the graph passes (no compile) and checks them; the results are right."""
+    tmp, built = cache
+    monkeypatch.setenv("FXC_CACHE_MAX_BYTES", str(32 * 128 * 1024))     # entries hold at most 128 KiB of constants
+    g, w = _dense()
+    x = np.random.default_rng(1).standard_normal((4, 256)).astype(np.float32)
+    a = fb.build(g)
+    assert not list((tmp / "modules").glob("*.npz")), "the 256 KiB of weights were written into the entry"
+    size = sum(p.stat().st_size for p in (tmp / "modules").iterdir())
+    assert size < 64 * 1024, size
+    b = fb.build(_dense()[0])
+    assert len(built) == 1                        # a hit: constants recomputed, not compiled
+    for m in (a, b):
+        np.testing.assert_allclose(m(x), np.tanh(x @ w), rtol=1e-4, atol=1e-5)
+
+
+def test_small_constants_stay_in_the_entry(cache):
+    tmp, built = cache
+    fb.build(_dense(n=64)[0])
+    assert len(list((tmp / "modules").glob("*.npz"))) == 1
+    fb.build(_dense(n=64)[0])
+    assert len(built) == 1

@@ -141,6 +141,18 @@ def test_axis_out_of_the_spec_range_the_reference_takes():
         fxc.from_onnx(m)
 
 
+@pytest.mark.parametrize("axis", [-3, -2, -1, 0, 1, 2, 3])
+def test_flatten_axis_range(axis):
+    """Flatten's axis is in [-r, r] by the spec (r: the rank; axis r puts every dim before the split); onnx's
+    reference evaluator computes something outside it too: fxc keeps to the spec."""
+    m = model([h.make_node("Flatten", ["x"], ["y"], axis=axis, name="fl")], [vi("x", [2, 3])], [vi("y", ["a", "b"])])
+    if -2 <= axis <= 2:
+        np.testing.assert_array_equal(fxc.from_onnx(m)(X), ReferenceEvaluator(m).run(None, {"x": X})[0])
+    else:
+        with pytest.raises(ShapeError, match=rf"Flatten \(node 'fl'\): axis {axis} is out of range"):
+            fxc.from_onnx(m)
+
+
 @pytest.mark.parametrize("axis", [-2, -1, 0, 1])
 def test_axes_in_range_match_the_reference(axis):
     """The edges of the range are taken, negative ones counted from the end."""

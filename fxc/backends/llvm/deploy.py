@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ...errors import INDEX_OPS, CompileError
-from ...runtime.symbols import split_dim
+from ...runtime.symbols import dim_terms
 from ...runtime.tensors import np_dtype
 from ...target import Target, triple_arch
 from . import compile as llvm
@@ -351,6 +351,14 @@ def _tensor_infos(prefix: str, specs: list, nbytes) -> tuple:
         shapes.append(f"static const int64_t {prefix}_shape{i}[] = {{ {dims} }};")
         infos.append(f'{{ {json.dumps(s.name)}, "{s.dtype}", {len(s.shape)}, {prefix}_shape{i}, {nbytes(s)} }}')
     return "\n".join(shapes), ", ".join(infos) or "{ 0 }"
+
+
+def split_dim(dim) -> tuple:
+    """A dim c*s (what the C entry binds) as (c, 's'); ValueError for another polynomial."""
+    (c, names), *more = dim_terms(dim)
+    if more or len(names) != 1 or c < 1:
+        raise ValueError(f"dimension {dim!r} is not a multiple of one symbol")
+    return c, names[0]
 
 
 def _dim_tables(prefix: str, specs: list, symbols: list, itemsize: bool = False) -> str:

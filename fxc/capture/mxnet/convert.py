@@ -19,7 +19,7 @@ import numpy as np
 from ...backends import fill
 from ...compat.numpy_aliases import import_mxnet  # mxnet through the numpy-alias shim
 from ...driver.build import build
-from ...driver.options import BUILD_OPTIONS
+from ...driver.options import check_options
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ...relay_like.builder import Builder
 from ...runtime.tensors import TensorSpec
@@ -524,9 +524,7 @@ def from_mxnet(sym, params=None, shapes=None, dtype="float32", target: str = "ll
         Ops without a converter (all listed, with their nodes).
     """
     epoch = options.pop("epoch", None)
-    unknown = set(options) - BUILD_OPTIONS
-    if unknown:
-        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS | {'epoch'})}")
+    check_options(options, extra={"epoch"})
     mx = import_mxnet()
     text, params_file, where = load_symbol(sym, epoch)
     graph = parse_symbol_json(text, where)

@@ -24,7 +24,7 @@ from onnx.external_data_helper import load_external_data_for_model, uses_externa
 
 from ...backends import fill
 from ...driver.build import build
-from ...driver.options import BUILD_OPTIONS
+from ...driver.options import check_options
 from ...errors import FxcError, InputError, ModelFileError, ShapeError, UnsupportedOpError
 from ...ops.common import np_dtype
 from ...runtime.tensors import TensorSpec
@@ -267,10 +267,21 @@ def _convert_nodes(cx, nodes, env: dict) -> None:
         except MemoryError as e:    # a constant or table the node's attributes make (a Resize to 2**32 rows...)
             raise ShapeError(f"{cx.where()}: the tensors its attributes and inputs ask for do not fit in memory "
                              f"({e}); check the model's shapes and attributes") from None
+        except Exception as e:
+            if not getattr(e, "__notes__", None):   # the innermost node (an If's branch) is the one to name
+                e.add_note(cx.where())
+            raise
         outs = outs if isinstance(outs, tuple) else (outs,)
         for name, v in zip(node.output, outs):
             if name:
                 env[name] = v
+
+
+def symbol_name(dim_param: str) -> str:
+    """The size symbol of an ONNX dim name: the name itself where it is an identifier ("batch", "seq_len"), else
+    made one ("batch size" -> "batch_size", "2d" -> "d_2d"), so errors, `fxc inspect` and fxc_model.h show it."""
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in dim_param.strip()) or "dim"
+    return name if name.isidentifier() else f"d_{name}"
 
 
 def _inline_if(cx, node, ins, env):
@@ -331,8 +342,14 @@ class OnnxModel:
             self._module_for(bound)
 
     def _bind(self, shapes) -> tuple:
-        """Concrete input shapes from `shapes` (a dict name -> shape, or a list in input order)."""
+        """Concrete input shapes from `shapes` (a dict name -> shape, a list in input order, or one shape for a
+        model of one input, as fxc.from_mxnet takes it)."""
         names = [n for n, _, _ in self._inputs]
+        if isinstance(shapes, (tuple, list)) and shapes and all(isinstance(d, (int, np.integer)) for d in shapes):
+            if len(names) != 1:
+                raise InputError(f"shapes={tuple(shapes)} is one shape, but the model has {len(names)} inputs "
+                                 f"{names}: pass a dict name -> shape")
+            shapes = [shapes]
         if isinstance(shapes, dict):
             unknown = set(shapes) - set(names)
             if unknown:
@@ -405,18 +422,21 @@ class OnnxModel:
         return m
 
     def _build_symbolic(self, bound: tuple):
-        """One module for every value of the model's named dim (its dim_param; fxc/symbolic/sym.py), or None when
-        the model has none, several, or a part that needs the size (then each shape builds on its own)."""
+        """One module for every value of the model's named dims (its dim_params, each a size symbol of that name:
+        fxc/symbolic/sym.py), or None when the model has none or a part that needs the sizes (then each shape
+        builds on its own, and a WARNING names the op and the symbols)."""
         names = {d for _, _, dims in self._inputs for d in dims or () if isinstance(d, str)}
-        if len(names) != 1:
+        if not names:
             return None
-        shapes = [tuple(Sym(d) if isinstance(d, str) else s for d, s in zip(dims, shape)) if dims else shape
-                  for (_, _, dims), shape in zip(self._inputs, bound)]
+        shapes = [tuple(Sym(symbol_name(d)) if isinstance(d, str) else s for d, s in zip(dims, shape)) if dims
+                  else shape for (_, _, dims), shape in zip(self._inputs, bound)]
         try:
             m = build(to_graph(self.proto, shapes), target=self.target, **self.options)
         except Exception as e:      # noqa: BLE001  (never the user's problem: one build per shape instead)
-            logging.getLogger("fxc").info("fxc: ONNX model: no symbolic build (%s: %s); building per shape",
-                                          type(e).__name__, e)
+            where = f"{e.__notes__[-1]}: " if getattr(e, "__notes__", None) else ""
+            logging.getLogger("fxc").warning(
+                "fxc: ONNX model: its named dim(s) %s cannot stay symbolic (%s%s: %s); it builds once per input "
+                "shape and exports static artifacts", ", ".join(sorted(names)), where, type(e).__name__, e)
             return None
         if not m.symbols:
             return None
@@ -441,7 +461,11 @@ class OnnxModel:
     def outputs(self) -> list:
         return self.module.outputs
 
-    def __call__(self, *args):
+    def __call__(self, *args, **named):
+        """Run the model on its inputs, in order or by name (``model(x)``, ``model(input_ids=a, mask=b)``, or
+        ``model(**{"input.1": x})`` for a name that is not an identifier)."""
+        if named:
+            args = self._by_name(args, named)
         if len(args) != len(self._inputs):
             raise InputError(f"the model takes {len(self._inputs)} inputs {[n for n, _, _ in self._inputs]}, "
                              f"got {len(args)}")
@@ -464,6 +488,21 @@ class OnnxModel:
             outs = [torch.from_numpy(np.ascontiguousarray(o)) for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
+    def _by_name(self, args: tuple, named: dict) -> tuple:
+        """The inputs in the model's order from positional ones followed by named ones (InputError naming an
+        unknown, repeated or missing input)."""
+        names = [n for n, _, _ in self._inputs]
+        unknown = [k for k in named if k not in names]
+        if unknown:
+            raise InputError(f"{unknown} are not inputs of the model; its inputs are {names}")
+        twice = [k for k in named if k in names[:len(args)]]
+        if twice:
+            raise InputError(f"input(s) {twice} given both by position and by name")
+        missing = [n for n in names[len(args):] if n not in named]
+        if missing:
+            raise InputError(f"the model's input(s) {missing} are missing (its inputs: {names})")
+        return tuple(args) + tuple(named[n] for n in names[len(args):])
+
     def __repr__(self):
         sig = ", ".join(f"{n}: {dims if dims is not None else '?'}" for n, _, dims in self._inputs)
         return f"OnnxModel({sig}) [{self.target}, opset {opset_of(self.proto)}]"
@@ -480,9 +519,9 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", base_dir=None, *
         For a model given as bytes or a ModelProto whose tensors are in external data files (e.g. loaded with
         `load_external_data=False`): the folder that holds those files. Without it such a model is refused (it
         has no folder of its own; the working directory is never read).
-    shapes : dict or list, optional
-        Input shapes (name -> shape, or one shape per input in order) for dims the model leaves open; without
-        it they are bound at the first call.
+    shapes : dict, list or tuple, optional
+        Input shapes (name -> shape, one shape per input in order, or a tuple for a model of one input) for dims
+        the model leaves open; without it they are bound at the first call.
     target : str
         Compilation target ("llvm": the host CPU).
     **options
@@ -491,8 +530,8 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", base_dir=None, *
     Returns
     -------
     OnnxModel
-        Callable on numpy arrays (returns numpy arrays) or torch tensors (returns tensors); one output as it is,
-        several as a tuple. `.module` is what `fxc.export` writes.
+        Callable on numpy arrays (returns numpy arrays) or torch tensors (returns tensors), in order or by input
+        name; one output as it is, several as a tuple. `.module` is what `fxc.export` writes.
 
     Raises
     ------
@@ -504,9 +543,7 @@ def from_onnx(model_or_path, shapes=None, target: str = "llvm", base_dir=None, *
     InputError
         A shape that contradicts the model.
     """
-    unknown = set(options) - BUILD_OPTIONS
-    if unknown:
-        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
+    check_options(options)
     target = fill(target)       # parsed and filled once (a TargetError now, before anything is converted): every
     model = load_model(model_or_path, base_dir)     # build of the model gets this Target
     if opset_of(model) > NEWEST_OPSET:

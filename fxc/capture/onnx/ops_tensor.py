@@ -1,7 +1,8 @@
 """ONNX converters: constants, shapes, casts, movement and indexing (see table.py for the protocol).
 
-fxc compiles static shapes, so every shape-valued input (Reshape's shape, Slice's starts, Pad's pads...) must be a
-constant; Shape and Size of a value are constants, and ops over constants fold as they are built.
+Every shape-valued input (Reshape's shape, Slice's starts, Pad's pads...) must be a constant; Shape and Size of a
+value are constants, and ops over constants fold as they are built. Where the model's named dims stay symbolic, a
+Shape is a symbolic shape value (table.py) and Flatten, Reshape (0 and -1) and Size compute with the symbols.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from onnx import TensorProto, numpy_helper
 
 from ...errors import IndexOutOfRangeError, ModelFileError, ShapeError
 from ...ops.common import broadcast_shapes
+from ...symbolic.expr import Expr, poly
+from ...symbolic.sym import canonical, symbolic
 from .table import MAX_ELEMENTS, converter
 
 ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 5: "int16", 6: "int32", 7: "int64", 9: "bool", 10: "float32",
@@ -71,14 +74,53 @@ def constant_of_shape(cx, ins, at):
 
 @converter("Shape")
 def shape(cx, ins, at):
-    dims = ins[0].shape
-    start, end = at.get("start", 0), at.get("end", len(dims))
-    return cx.b.const(np.array(dims[slice(start, end)], dtype=np.int64))
+    dims = ins[0].shape[slice(at.get("start", 0), at.get("end", len(ins[0].shape)))]
+    return cx.b.const(np.array(dims, dtype=object if symbolic(dims) else np.int64))     # (table.py: symbolic)
 
 
 @converter("Size")
 def size(cx, ins, at):
-    return cx.b.const(np.array(int(np.prod(ins[0].shape, dtype=np.int64)), dtype=np.int64))
+    n = numel(ins[0].shape)
+    return cx.b.const(np.array(n, dtype=object if isinstance(n, Expr) else np.int64))
+
+
+def numel(dims):
+    """The product of dims (ints, or size symbols: then an int64 expression in its one form)."""
+    out = 1
+    for d in dims:
+        out = canonical(out * d) if isinstance(d, Expr) or isinstance(out, Expr) else out * int(d)
+    return out
+
+
+def quotient(cx, total, part, x, shape):
+    """total / part exactly (ints or polynomials of size symbols: a Reshape's -1 over a [batch*8, 4] tensor);
+    ShapeError when it is not whole."""
+    if not isinstance(total, Expr) and not isinstance(part, Expr):
+        if part == 0 or total % part:
+            raise ShapeError(f"{cx.where()}: cannot reshape {list(x.shape)} to {shape}")
+        return total // part
+    pt, pp = poly(total), poly(part)
+    if len(pp) == 1:
+        (mp, cp), = pp.items()
+        out = 0
+        for m, c in pt.items():
+            rest = list(m)
+            for s in mp:
+                if s not in rest:
+                    break
+                rest.remove(s)
+            else:
+                if c % cp == 0:
+                    term = c // cp
+                    for s in rest:
+                        term = s * term
+                    out = canonical(out + term)
+                    continue
+            break
+        else:
+            return out
+    raise ShapeError(f"{cx.where()}: cannot reshape {list(x.shape)} to {shape}: {total!r} is not a whole multiple "
+                     f"of {part!r}")
 
 
 @converter("Cast")
@@ -125,14 +167,12 @@ def dropout(cx, ins, at):
 def reshape_to(cx, x, shape, allowzero=False):
     shape = list(shape)
     if not allowzero:
-        shape = [x.shape[i] if d == 0 else d for i, d in enumerate(shape)]
-    if shape.count(-1) == 1:
-        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
-        total = int(np.prod(x.shape, dtype=np.int64))
-        if known == 0 or total % known:
-            raise ShapeError(f"{cx.where()}: cannot reshape {list(x.shape)} to {shape}")
-        shape[shape.index(-1)] = total // known
-    if int(np.prod(shape, dtype=np.int64)) != int(np.prod(x.shape, dtype=np.int64)):
+        shape = [x.shape[i] if not isinstance(d, Expr) and d == 0 else d for i, d in enumerate(shape)]
+    total = numel(x.shape)
+    if sum(1 for d in shape if not isinstance(d, Expr) and d == -1) == 1:
+        at = next(i for i, d in enumerate(shape) if not isinstance(d, Expr) and d == -1)
+        shape[at] = quotient(cx, total, numel(shape[:at] + shape[at + 1:]), x, shape)
+    if numel(shape) != total:     # (equal sizes of symbols are the same object: canonical)
         raise ShapeError(f"{cx.where()}: cannot reshape {list(x.shape)} to {shape}")
     return cx.op("reshape", [x], shape=tuple(shape))
 
@@ -150,10 +190,12 @@ def reshape(cx, ins, at):
 @converter("Flatten")
 def flatten(cx, ins, at):
     x = ins[0]
-    axis = int(at.get("axis", 1))
-    axis = axis + x.type.ndim if axis < 0 else axis
-    rows = int(np.prod(x.shape[:axis], dtype=np.int64))
-    return cx.op("reshape", [x], shape=(rows, int(np.prod(x.shape[axis:], dtype=np.int64))))
+    rank, axis = x.type.ndim, int(at.get("axis", 1))
+    if not -rank <= axis <= rank:           # (Flatten's axis may be the rank itself)
+        raise ShapeError(f"{cx.where()}: axis {axis} is out of range for a tensor of rank {rank} (Flatten allows "
+                         f"{-rank} to {rank}); fix the model's axis")
+    axis = axis + rank if axis < 0 else axis
+    return cx.op("reshape", [x], shape=(numel(x.shape[:axis]), numel(x.shape[axis:])))
 
 
 def _squeeze(cx, x, axes):

@@ -19,6 +19,9 @@ from ...ops.registry import aten_table
 from ...relay_like.builder import Builder, stated_promotion
 from ...relay_like.graph import Value
 from ...relay_like.passes.fold_constants import evaluate, folds
+from ...symbolic.expr import Expr
+from ...symbolic.sym import canonical
+from ...types import TensorType
 
 _TABLE: dict = {}       # op type -> sorted list of (since opset, converter)
 NEWEST_OPSET = 28       # the newest default-domain opset the converters follow (onnx 1.23's); a model of a newer
@@ -94,6 +97,18 @@ class FoldingBuilder(Builder):
         super().__init__(promotion=stated_promotion)
         self.where = lambda: None       # the ONNX node being converted, as errors name it (Context sets it)
 
+    def const(self, array) -> Value:
+        """A constant; an int array holding size symbols (the Shape of a tensor with a named dim: [batch, 8, 2, 2])
+        is a symbolic shape value: an int64 constant whose data are ints and int64 expressions, folded like any
+        other constant into the shapes it makes (a Reshape's target), never an operand of a kernel."""
+        a = np.asarray(array)
+        if a.dtype != object:
+            return super().const(a)
+        a = np.vectorize(canonical, otypes=[object])(a) if a.size else a
+        if not any(isinstance(d, Expr) for d in a.reshape(-1)):
+            return super().const(a.astype(np.int64))
+        return Value(TensorType(a.shape, "int64"), data=a)
+
     def call(self, op: str, inputs: list, **attrs):
         out = super().call(op, inputs, **attrs)
         node = self.graph.nodes[-1]
@@ -106,6 +121,7 @@ class FoldingBuilder(Builder):
         self.graph.nodes.pop()
         vals = [self.const(r) for r in evaluate(node, self.where())]
         return vals[0] if len(vals) == 1 else tuple(vals)
+
 
 
 def describe(node) -> str:
@@ -143,13 +159,13 @@ class Context:
         return v.data
 
     def ints(self, v, what: str, vector: bool = False):
-        """The integers of a constant input (None for an omitted one); vector: it must be 1-d (Squeeze's axes, which
-        onnx's reference evaluator refuses 0-d)."""
+        """The integers of a constant input (None for an omitted one; a symbolic shape value's symbolic entries as
+        int64 expressions); vector: it must be 1-d (Squeeze's axes, which onnx's reference evaluator refuses 0-d)."""
         d = self.const(v, what)
         if d is not None and vector and np.ndim(d) != 1:
             raise ShapeError(f"{self.where()}: its {what} is a tensor of shape {list(np.shape(d))}; ONNX states a 1-d "
                              f"tensor")
-        return None if d is None else [int(i) for i in np.asarray(d).reshape(-1)]
+        return None if d is None else [i if isinstance(i, Expr) else int(i) for i in np.asarray(d).reshape(-1)]
 
     def table(self, elements: int, what: str) -> None:
         """A constant table the converter builds from the model's values (OneHot's depth, Resize's sizes, Range's

@@ -9,8 +9,13 @@ UnsupportedOpError that names the op and the node.
 from __future__ import annotations
 
 import collections
+import contextlib
+import io
+import operator
 import os
+import sys
 import traceback
+import warnings
 
 import numpy as np
 import torch
@@ -20,7 +25,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 
 from ...backends import backend_of
 from ...driver.build import build
-from ...driver.options import BUILD_OPTIONS
+from ...driver.options import check_options
 from ...errors import FxcError, InputError, UnsupportedOpError
 from ...ops.registry import aten_table
 from ...runtime.tensors import TensorSpec, check_shape
@@ -29,7 +34,7 @@ from ...symbolic.sym import SymInfo
 from ...target import Target
 from .backend import keep_whole
 from .graph import FROM_STR, _Support, to_graph
-from .symbolic import symbolic_placeholders
+from .symbolic import dim_names, symbolic_placeholders
 
 _TORCH_DTYPE = {name: dt for name, dt in FROM_STR.items() if not name.startswith("complex")}
 
@@ -127,12 +132,30 @@ def _decompose_unconverted(ep):
     return ep
 
 
+@contextlib.contextmanager
+def _without_partial_graph():
+    """What torch.export writes to stderr, less the partial FX graph it prints (once per wrapper: twice) before
+    raising a graph break: fxc's error names the user's line instead."""
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf):
+            yield
+    except Exception as e:
+        graph = getattr(e, "partial_fx_graph", None)
+        text = buf.getvalue().replace(f"{graph}\n", "") if graph else buf.getvalue()
+        sys.stderr.write(text)
+        raise
+    sys.stderr.write(buf.getvalue())
+
+
 def capture(model: torch.nn.Module, example_inputs: tuple, dynamic_shapes=None):
     """torch.export + core-ATen decompositions; returns (GraphModule with params as get_attr, out_spec).
     dynamic_shapes: torch.export's (torch.export.Dim per dynamic dim)."""
     try:
-        ep = torch.export.export(model, tuple(example_inputs), strict=False, dynamic_shapes=dynamic_shapes)
-        ep = _decompose_unconverted(ep.run_decompositions(keep_whole(core_aten_decompositions())))
+        with warnings.catch_warnings(), _without_partial_graph():   # (torch's own deepcopy of its tree specs warns
+            warnings.filterwarnings("ignore", r".*isinstance\(treespec, LeafSpec\)", FutureWarning)  # of itself)
+            ep = torch.export.export(model, tuple(example_inputs), strict=False, dynamic_shapes=dynamic_shapes)
+            ep = _decompose_unconverted(ep.run_decompositions(keep_whole(core_aten_decompositions())))
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         where = f"{type(model).__name__}{_user_frame(e)}"
@@ -206,8 +229,8 @@ def check_supported(gm: torch.fx.GraphModule, model) -> None:
     """Raise UnsupportedOpError listing every node fxc cannot compile (op, node name, source line, reason)."""
     support, bad = _Support(), []
     for node in gm.graph.nodes:
-        if node.op == "call_function":
-            ok, reason = support.check(node)
+        if node.op == "call_function" and node.target is not operator.getitem:     # (the pick of a result of
+            ok, reason = support.check(node)                                        # an op listed already)
             if not ok and reason != "size arithmetic":      # (sizes: evaluated by to_graph, symbolic or not)
                 support.reasons[node] = reason
                 bad.append(f"{node.target} (node {node.name!r}{_node_source(node)}): {reason}")
@@ -257,9 +280,7 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
     TargetError
         Unknown target kind, CPU or option.
     """
-    unknown = set(options) - BUILD_OPTIONS
-    if unknown:
-        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(BUILD_OPTIONS)}")
+    check_options(options)
     target = Target.parse(target)       # TargetError for an unknown kind, CPU or option
     if isinstance(example_inputs, (torch.Tensor, np.ndarray)):
         example_inputs = (example_inputs,)
@@ -274,7 +295,7 @@ def from_torch(model, example_inputs, target: str = "llvm", dynamic_shapes=None,
     check_supported(gm, model)
     symbolic = None
     if dynamic_shapes is not None:
-        symbolic = symbolic_placeholders(gm, specialize=False)
+        symbolic = symbolic_placeholders(gm, specialize=False, names=dim_names(gm, dynamic_shapes))
         if symbolic is not None:
             symbolic = (symbolic[0], declared_ranges(dynamic_shapes, symbolic))
     graph, _, struct, _ = to_graph(gm, args, symbolic=symbolic)

@@ -28,13 +28,13 @@ from torch.fx.passes.operator_support import create_op_support
 
 from ...backends import backend_of, check_runnable, fill
 from ...driver.build import gc_paused
-from ...driver.options import OPTION_NAMES, check_build_options, check_precision
+from ...driver.options import OPTION_NAMES, check_options, check_precision
 from ...errors import FxcError
 from .fused import fused_decompositions, route_rnn_calls
 from .graph import _meta, _Support
 from .inference import inference_graph
 from .partition import FxcSubgraph
-from .recorder import Explanation, _record, _say_once
+from .recorder import Explanation, GraphBreak, _record, _say_once
 
 log = logging.getLogger("fxc")
 
@@ -61,6 +61,7 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
     def bw(g, ins):
         return compile_aten_graph(g, ins, options, is_forward=False)
 
+    _record_break(gm)
     route_rnn_calls(gm)     # nn.LSTM / GRU / RNN as one op each (fused.py)
     with gc_paused():       # AOT autograd's tracing and fxc's partitioning: see gc_paused
         inference = inference_graph(gm, example_inputs, decompositions())    # grad mode off: no AOT autograd
@@ -70,18 +71,40 @@ def fxc_backend(gm: torch.fx.GraphModule, example_inputs, options: dict | None =
         return aot_autograd(fw_compiler=fw, bw_compiler=bw, decompositions=decompositions())(gm, example_inputs)
 
 
+def _record_break(gm) -> None:
+    """Dynamo's reason for ending this graph where it did, when it is a graph break (fxc.explain lists them); an op
+    Dynamo left out of its graphs (nonzero: a data-dependent shape) counts as fallen back, with that reason."""
+    why = getattr(gm, "compile_subgraph_reason", None)
+    if why is None or not getattr(why, "graph_break", False):
+        return
+    lines = [x.strip() for x in str(why.reason).splitlines() if x.strip()]
+    field = lambda name: next((x.split(":", 1)[1].strip() for x in lines[1:] if x.startswith(name)), "")  # noqa: E731
+    reason = lines[0] if lines else "graph break"
+    if reason.startswith("generic_jump"):       # Dynamo's words for a Python `if` on a tensor's value
+        reason = "data-dependent branching (a Python if on a tensor's value)"
+    frame = why.user_stack[-1] if getattr(why, "user_stack", None) else None
+    where = f"{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno} in {frame.name} `{(frame.line or '').strip()}`" \
+        if frame is not None else "?"
+    brk = GraphBreak(reason, field("Explanation:"), where)
+    op = field("Developer debug context:")
+
+    def rec(r: Explanation):
+        r.graph_breaks.append(brk)
+        if op.startswith("aten."):
+            r.fallback_ops[op] += 1
+            r.fallback_reasons.setdefault(op, f"Dynamo runs it outside its graphs: {brk.detail or reason}")
+    _record(rec)
+
+
 def checked_options(options: dict) -> dict:
     """The options with their target parsed and filled, all checked before anything is traced: the target, parsed
     and filled once here ("llvm", "llvm -mcpu=haswell", "opencl": its device opened, a TargetError if bad), is what
     every build of this model gets. torch.compile runs what it compiles: a CPU this host is not is an error now, and
     so is a device target without its runtime or device (never a silent eager run of a model meant for a device)."""
-    unknown = set(options) - OPTION_NAMES
-    if unknown:
-        raise FxcError(f"unknown fxc option(s) {sorted(unknown)}; known: {sorted(OPTION_NAMES)}")
+    check_options(options, OPTION_NAMES)
     options["target"] = target = fill(options.get("target", "llvm"))
     check_runnable(target)
     check_precision(options.get("precision", "fp32"), target)
-    check_build_options(options)
     return options
 
 

@@ -32,7 +32,7 @@ def _sources(node) -> list:
 
 def explanation_drawing(captured: list, failures: list, title: str) -> Drawing:
     """The Drawing of the fused graphs `captured` ((graph module, the names of its placeholders that are weights), in
-    capture order); `failures`: the Explanation's failure lines."""
+    capture order); `failures`: the Explanation's failures (recorder.Failure)."""
     d = Drawing(title)
     for gi, (gm, weights) in enumerate(captured):
         prefix = f"graph {gi}: " if len(captured) > 1 else ""
@@ -77,7 +77,7 @@ def _draw_partition(d: Drawing, node, sub: FxcSubgraph, failures: list, prefix: 
     args = list(node.args)
     entry = next((e for e in reversed(list(sub.cache.values())) if e[0] is not None), None)
     if entry is None:       # never built, or failed: it ran in eager PyTorch
-        why = next((f.split(": ", 1)[1] for f in failures if f.startswith(f"{sub.name}: ")), "not compiled")
+        why = next((f.error for f in failures if f.subgraph == sub.name), "not compiled")
         ops = [str(n.target).removeprefix("aten.") for n in sub.gm.graph.nodes if n.op == "call_function"]
         b = d.add(Box("eager", f"{prefix}{sub.name}: ran in eager PyTorch", ops, why[:120]))
         for a in _sources(node):

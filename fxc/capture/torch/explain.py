@@ -7,6 +7,7 @@ import torch
 import torch._dynamo
 
 from ...deploy.picture import write_picture
+from ...driver.options import INTERNAL_OPTIONS
 from ...errors import FxcError
 from .backend import OPTION_NAMES, fxc_backend
 from .drawing import explanation_drawing
@@ -34,7 +35,8 @@ def explain(model, *example_inputs, options: dict | None = None, picture=None, *
     unknown = sorted(set(opts) - OPTION_NAMES)
     if unknown:
         raise FxcError(f"fxc.explain: {', '.join(unknown)}: not an fxc option (known: "
-                       f"{', '.join(sorted(OPTION_NAMES))}); to give the model keyword inputs, write "
+                       f"{', '.join(sorted(OPTION_NAMES - INTERNAL_OPTIONS))}); to give the model keyword inputs, "
+                       f"write "
                        f"fxc.explain(model, options={{...}})(*args, **kwargs)")
 
     def run(*args, **kwargs) -> Explanation:

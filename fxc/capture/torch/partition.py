@@ -7,6 +7,7 @@ unchanged (same tensors, versions and addresses) live in `FxcSubgraph._inputs`.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import operator
 import threading
@@ -21,7 +22,7 @@ from ...ops.registry import get_op
 from ...runtime.cpu.library import pointer_array
 from ...runtime.weights import token_of
 from .graph import FROM_STR, SEED, to_graph
-from .recorder import _record, _say_once
+from .recorder import DroppedSymbol, Failure, _record, _say_once
 from .symbolic import symbolic_tries
 from .weights import WeightCheck
 
@@ -114,8 +115,8 @@ class FxcSubgraph(torch.nn.Module):
                 if isinstance(e, InputError):
                     raise
                 self.eager_keys.add(key)
-                msg = f"{self.name}: {type(e).__name__}: {str(e)[:300]}"
-                _record(lambda r: r.failures.append(msg))
+                failure = Failure(self.name, f"{type(e).__name__}: {str(e)[:300]}", self._ops())
+                _record(lambda r: r.fail(failure))
                 log.warning("fxc: could not compile subgraph %s (%s: %s); it runs in eager PyTorch",
                             self.name, type(e).__name__, e)
                 if self.options.get("debug"):
@@ -144,6 +145,12 @@ class FxcSubgraph(torch.nn.Module):
         res = [outs[k] if kind == "t" else torch.view_as_complex(outs[k]) if kind == "c" else k
                for kind, k in out_struct]
         return tuple(res) if len(res) != 1 or self._multi else res[0]
+
+    def _ops(self) -> tuple:
+        """((op, count), ...) of this partition: what runs eagerly when it cannot compile."""
+        n = collections.Counter(str(x.target) for x in self.gm.graph.nodes
+                                if x.op == "call_function" and x.target is not operator.getitem)
+        return tuple(n.items())
 
     __call__ = forward      # the fused graph's call, without nn.Module.__call__'s hooks (a partition has none)
 
@@ -217,10 +224,12 @@ class FxcSubgraph(torch.nn.Module):
                              sorted(self._symbolic[1]), type(e).__name__, e, sorted(self._tries[0][1]))
                     self._symbolic = self._tries.pop(0)
                     continue
-                log.info("fxc: %s: no symbolic build (%s: %s); building per size", self.name, type(e).__name__, e,
-                         exc_info=log.isEnabledFor(logging.DEBUG))
-                note = f"{self.name}: one build per size, not one for all sizes ({type(e).__name__}: {str(e)[:200]})"
-                _record(lambda r: r.notes.append(note))
+                names = tuple(sorted(self._symbolic[1]))
+                drop = DroppedSymbol(self.name, names, f"{type(e).__name__}: {str(e)[:300]}")
+                log.warning("fxc: %s: the size symbol(s) %s cannot stay symbolic (%s); it builds once per size "
+                            "(fxc.explain lists it)", self.name, ", ".join(names), drop.reason,
+                            exc_info=log.isEnabledFor(logging.DEBUG))
+                _record(lambda r: r.dropped_symbols.append(drop))
                 self._symbolic = None
         return None
 

@@ -9,23 +9,25 @@ import torch
 
 from ...errors import UnsupportedOpError
 from ...symbolic.expr import INT_MAX, Sym
-from ...symbolic.sym import SymInfo
+from ...symbolic.sym import SymInfo, canonical
 
 
 def _meta(node):
     return node.meta.get("val", node.meta.get("example_value"))
 
 
-def symbolic_placeholders(gm, specialize: bool = True):
+def symbolic_placeholders(gm, specialize: bool = True, names: dict | None = None):
     """(per placeholder: its tensor shape with a `Sym` for each symbolic dim, or its symbolic int value, or None;
     {symbol name: SymInfo}) from the FakeTensor metadata Dynamo gives a graph traced with dynamic sizes; None
     when every size is static. A symbol's range is the shape environment's (Dynamo's dynamic sizes are >= 2).
     With specialize (torch.compile) one symbol stays symbolic (_row_symbol); the others are specialised (None: the
-    argument's size at each call). Without (fxc.from_torch: a build that must serve every size) all stay symbolic."""
+    argument's size at each call). Without (fxc.from_torch: a build that must serve every size) all stay symbolic.
+    names: {shape environment's symbol ("s77"): the name to give it} (the user's Dim("batch"): `dim_names`)."""
     infos, out = {}, []
+    names = names or {}
 
     def symbol(expr, env):
-        name = str(expr)
+        name = names.get(str(expr), str(expr))
         if name not in infos:
             vr = env.var_to_range.get(expr)
             lo, hi = (2, INT_MAX) if vr is None else (int(vr.lower), vr.upper)
@@ -59,8 +61,8 @@ def symbolic_placeholders(gm, specialize: bool = True):
         if getattr(expr, "is_number", False):       # a SymInt Dynamo knows the value of (a head dim of 256)
             return int(expr)
         if not getattr(expr, "is_Symbol", False):
-            if scalar and not specialize:
-                return poly(expr, d.node.shape_env)
+            if not specialize:      # a partition's input after a cat of a growing cache: [1, 4, s0 + 1, 32]
+                return canonical(poly(expr, d.node.shape_env))
             raise UnsupportedOpError(f"placeholder size {expr} is an expression of symbols")
         return symbol(expr, d.node.shape_env)
 
@@ -98,19 +100,15 @@ def symbolic_placeholders(gm, specialize: bool = True):
 
 def symbolic_tries(gm) -> list:
     """What torch.compile tries, in order, for a graph with symbolic sizes: every symbol kept symbolic (a batch and a
-    sequence: one build for every pair) when each symbol is one of the first two dims of the placeholders that have
-    it (tokens [b, s], activations [b, s, d]: what the symbolic loops handle; an image's H and W would fail in
-    its convolutions, so it is not tried), then the row symbol only (the others specialised), as
-    `symbolic_placeholders(gm)`. Each entry is (per placeholder shapes, {name: SymInfo}); [] when sizes are static."""
+    sequence, a KV cache's length wherever it is: one build for every size), then the row symbol only (the others
+    specialised), as `symbolic_placeholders(gm)`. Each entry is (per placeholder shapes, {name: SymInfo}); [] when
+    sizes are static."""
     row = symbolic_placeholders(gm)
     try:
         every = symbolic_placeholders(gm, specialize=False)
     except Exception:       # noqa: BLE001  (metadata the full form cannot take: the row symbol alone)
         every = None
-    tries = []
-    if every is not None and len(every[1]) > 1 and all(
-            not isinstance(d, Sym) or i < 2 for x in every[0] if isinstance(x, tuple) for i, d in enumerate(x)):
-        tries.append(every)
+    tries = [every] if every is not None and (row is None or every[1].keys() != row[1].keys()) else []
     return tries + ([row] if row is not None else [])
 
 
@@ -126,3 +124,24 @@ def _row_symbol(shapes):
             if isinstance(d, Sym):
                 (lead.append(d) if i == k else other.add(d))
     return next((s for s in lead if s not in other), None)
+
+
+def dim_names(gm, dynamic_shapes) -> dict:
+    """{shape environment's symbol: the user's name} for the dims torch.export's `dynamic_shapes` names with a
+    torch.export.Dim("batch"), the user inputs being the graph's first placeholders in order; names that are not
+    identifiers, or that two different symbols would share, are left out (the symbol keeps its own)."""
+    per_input = dynamic_shapes.values() if isinstance(dynamic_shapes, dict) else dynamic_shapes or ()
+    metas = [_meta(n) for n in gm.graph.nodes if n.op == "placeholder"]
+    out: dict = {}
+    for m, spec in zip(metas, per_input):
+        dims = spec.items() if isinstance(spec, dict) else enumerate(spec or ())
+        for d, dim in dims:
+            name = getattr(dim, "__name__", None)
+            if not isinstance(m, torch.Tensor) or not isinstance(name, str) or not name.isidentifier() \
+                    or d >= m.dim() or not isinstance(m.shape[d], torch.SymInt):
+                continue
+            expr = m.shape[d].node.expr
+            if getattr(expr, "is_Symbol", False):
+                out[str(expr)] = name
+    taken = list(out.values())
+    return {k: v for k, v in out.items() if taken.count(v) == 1}

@@ -34,8 +34,15 @@ def evaluate(n, where: str | None = None) -> list:
         name = where or f"node {n.name}"
         raise ShapeError(f"{name}: evaluating {n.op} over its constant inputs failed: {type(e).__name__}: {e}") from e
     res = res if isinstance(res, (tuple, list)) else (res,)
-    return [np.ascontiguousarray(np.asarray(r).astype(o.dtype if o.dtype != "bool" else np.bool_)).reshape(o.shape)
-            for o, r in zip(n.outputs, res)]
+    return [np.ascontiguousarray(_as_dtype(np.asarray(r), o.dtype)).reshape(o.shape) for o, r in zip(n.outputs, res)]
+
+
+def _as_dtype(a: np.ndarray, dtype: str) -> np.ndarray:
+    """A folded result in its output's dtype; a symbolic shape value (an ONNX Shape of a tensor with a named dim:
+    int64 data holding size expressions, object dtype) stays one."""
+    if a.dtype == object and dtype == "int64":
+        return a
+    return a.astype(dtype if dtype != "bool" else np.bool_)
 
 
 def fold_constants(g, ctx):

@@ -64,11 +64,12 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
     Values of a symbolic size c x m bytes (m a product of size symbols: s, s * s, b * s) are planned apart, per
     unit of m, in one region per m (the regions one after the other in the symbolic area the build puts after
     everything static): `sym_offsets` are their offsets from that area's start (polynomials of the symbols),
-    `sym_bytes` its size. With one symbol s and sizes c x s only (a batch), the same plan is also `row_offsets`
-    (x s) and `row_bytes` (x s)."""
+    `sym_bytes` its size. A value whose size is another polynomial (c x (s + 1): a KV cache one longer than its past)
+    gets a place of its own after those regions, shared with no other. With one symbol s and sizes c x s only (a
+    batch), the same plan is also `row_offsets` (x s) and `row_bytes` (x s)."""
     views = views or {}
     out_ids = {v.id for v in graph_outputs} | set(in_outputs)
-    first, last, size, per = {}, {}, {}, {}
+    first, last, size, per, alone = {}, {}, {}, {}, {}
     for i, gr in enumerate(groups):
         for v in gr.outputs:
             if v.id not in out_ids:
@@ -82,11 +83,13 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
                     terms = poly(nbytes)
                 except ValueError:
                     terms = {}
-                if len(terms) != 1 or not next(iter(terms)) or next(iter(terms.values())) <= 0:
-                    raise ShapeError(f"cannot plan a buffer of {nbytes!r} bytes: only sizes that are a multiple of "
-                                     f"a product of size symbols are planned")
-                (m, c), = terms.items()
-                per.setdefault(m, {})[v.id] = c
+                if len(terms) == 1 and next(iter(terms)) and next(iter(terms.values())) > 0:
+                    (m, c), = terms.items()
+                    per.setdefault(m, {})[v.id] = c
+                elif terms and any(c > 0 and m for m, c in terms.items()):
+                    alone[v.id] = _aligned_bound(terms)
+                else:
+                    raise ShapeError(f"cannot plan a buffer of {nbytes!r} bytes: not a polynomial of size symbols")
         for v in gr.inputs:
             v = views.get(v.id, v)
             if v.id in first:
@@ -100,12 +103,28 @@ def plan_memory(groups: list, graph_outputs: list, views: dict | None = None, in
         offs, region = _place(per[m], first, last)
         sym_offsets.update({vid: canonical(start + off * unit) for vid, off in offs.items()})
         start = canonical(start + region * unit)
+    for vid, nbytes in alone.items():
+        sym_offsets[vid] = start
+        start = canonical(start + nbytes)
     plan = MemoryPlan(offsets, ws, sum(size.values()), sym_offsets=sym_offsets, sym_bytes=start)
-    if len(per) == 1 and len(next(iter(per))) == 1:          # c x s only: also the one-symbol form
+    if len(per) == 1 and len(next(iter(per))) == 1 and not alone:          # c x s only: also the one-symbol form
         (m, _), = per.items()
         plan.row_offsets, plan.row_bytes = _place(per[m], first, last)
         plan.symbol = m[0].name
     return plan
+
+
+def _aligned_bound(terms: dict):
+    """A byte size at least the polynomial {monomial: coefficient} of size symbols (>= 1) and a multiple of ALIGN at
+    every size: its positive terms, each coefficient rounded up to ALIGN."""
+    out = 0
+    for m, c in terms.items():
+        if c > 0:
+            term = (c + ALIGN - 1) // ALIGN * ALIGN
+            for x in m:
+                term = x * term
+            out = canonical(out + term)
+    return out
 
 
 def _place(size: dict, first: dict, last: dict) -> tuple:

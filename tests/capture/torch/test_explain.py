@@ -61,3 +61,37 @@ def test_a_keyword_input_in_the_positional_form_names_the_other_form(inputs):
     ids, mask = inputs
     with pytest.raises(FxcError, match=r"attention_mask: not an fxc option.*fxc\.explain\(model, options="):
         fxc.explain(TinyEncoder(), ids, attention_mask=mask)
+
+
+def test_graph_breaks_carry_dynamo_reasons():
+    """Issue 42 item 4: a data-dependent `if` and a nonzero give graph breaks; explain lists each with Dynamo's
+    reason and the user's line, and counts the nonzero (run outside every graph) as fallen back."""
+    def f(x):
+        y = x * 2
+        if y.sum() > 0:
+            y = y + 1
+        z = torch.nonzero(y > 1.5)
+        return y.sin(), z
+    rep = fxc.explain(f, torch.ones(4, 5))
+    reasons = [b.reason for b in rep.graph_breaks]
+    assert len(rep.graph_breaks) == 2 and rep.graphs == 3, str(rep)
+    assert "data-dependent branching" in reasons[0] and "if y.sum() > 0" in rep.graph_breaks[0].where, str(rep)
+    assert "nonzero" in rep.graph_breaks[1].detail and "torch.nonzero" in rep.graph_breaks[1].where, str(rep)
+    assert rep.fallback_ops["aten.nonzero.default"] == 1 and "2 graph break(s)" in str(rep) \
+        and "1 fell back" in str(rep), str(rep)
+
+
+@pytest.mark.targets("opencl")
+def test_a_subgraph_refused_by_the_device_counts_as_eager(target):
+    """bessel_j0 has no OpenCL C function: its subgraph fails to lower there and runs in eager; explain counts its
+    ops as fallen back (not compiled), with the error, which says why a float32 op speaks of float64."""
+    f = lambda x: torch.special.bessel_j0(x * 2) + 1  # noqa: E731
+    x = torch.linspace(-3, 3, 8)
+    rep = fxc.explain(f, x, target=target)
+    (failure,) = rep.failures
+    assert "j0" in failure.error and "float64 whatever the tensor's dtype" in failure.error, failure
+    assert not rep.compiled_ops and rep.fallback_ops["aten.special_bessel_j0.default"] == 1, str(rep)
+    assert dict(failure.ops)["aten.mul.Tensor"] == 1 and "failed to compile" in \
+        rep.fallback_reasons["aten.special_bessel_j0.default"], str(rep)
+    torch._dynamo.reset()
+    torch.testing.assert_close(torch.compile(f, backend="fxc", options={"target": target})(x), f(x))
