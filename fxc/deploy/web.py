@@ -54,7 +54,7 @@ from ..errors import ArtifactError, FxcError
 from ..runtime.arena import place_arena
 from ..runtime.artifact.device import read_device
 from ..runtime.artifact.read import read_artifact
-from ..runtime.browser import webgpu
+from ..runtime.browser import wasm, webgpu
 from ..runtime.browser.page import ISOLATION, TYPES
 from ..runtime.browser.webgl import RUNTIME_JS, WASM_JS, WASM_STEPS_JS, layout, pack, program_of
 from ..runtime.launch import dispatch_of
@@ -204,11 +204,30 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
     return files, extra, scripts, len(program["kernels"]), len(plan)
 
 
-PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts}     # target kind -> its package's parts
+def _wasm_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tuple:
+    """The wasm package's own parts: module.wasm (the model's module, its plan inside: fxc.backends.wasm.link),
+    layout.json (the buffers' bytes, whether it packs weights, its threads and shared memory pages), weights.bin and
+    sample.bin (tensors at ALIGN-byte offsets: fxc.runtime.browser.wasm.pack); runtime.js is the wasm device
+    module's own (fxc/runtime/browser/wasm/runtime.js)."""
+    program = json.loads(source.split("\n", 1)[1] if source.startswith("/*") else source)
+    desc = {"spec": {"inputs": [nbytes(s) for s in specs], "outputs": [nbytes(s) for s in outputs],
+                     "consts": [int(np.asarray(c).nbytes) for c in consts], "workspace": int(workspace),
+                     "prepack": bool(program["prepack"])},
+            "threads": int(program.get("threads", 1)), "memory_pages": program.get("memory_pages")}
+    weights, wrec = wasm.pack(consts)
+    sample, srec = wasm.pack(inputs)
+    files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
+             "sample.bin": sample, "module.wasm": base64.b64decode(program["wasm"])}
+    extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec},
+             "module": "module.wasm"}
+    return files, extra, {"runtime.js": wasm.RUNTIME_JS.read_bytes()}, len({st.kernel for st in plan}), len(plan)
+
+
+PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts, "wasm": _wasm_parts}   # target kind -> its package's parts
 
 
 def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys=None, **expected) -> Path:
-    """Write the static web package of a webgl or webgpu artifact into `directory` (made if missing; else empty,
+    """Write the static web package of a webgl, webgpu or wasm artifact into `directory` (made if missing; else empty,
     or an earlier package: the module's doc); returns index.html's path. inputs: the sample inputs the page runs
     (numpy arrays of the signature; default sample_inputs). expected: expected_name, min_version, expected_sha256
     (fxc.load's)."""
@@ -218,8 +237,8 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
     kind = str(manifest.get("target", "")).split(" ")[0]
     if kind not in PARTS:
         raise ArtifactError(f"{artifact}: a {manifest.get('target')!r} artifact; `fxc web` packages a model compiled "
-                            f"for webgl or webgpu: compile it with target='webgl' (fxc compile --target webgl) or "
-                            f"target='webgpu'")
+                            f"for webgl, webgpu or wasm: compile it with target='webgl' (fxc compile --target webgl), "
+                            f"target='webgpu' or target='wasm'")
     source, specs, outputs, consts, workspace, plan = read_device(artifact, manifest, parts)
     symbols, dynamic = list(manifest.get("symbols") or ()), {}
     if symbols and kind != "webgl":
