@@ -1,9 +1,10 @@
-"""A reference model as a static web package (`fxc web`) on the webgl or webgpu target, opened in the headless
+"""A reference model as a static web package (`fxc web`) on the webgl, webgpu or wasm target, opened in the headless
 browser from `fxc serve`: the page's latency and load time, its outputs' error against eager PyTorch, and a
 screenshot of the page.
 
     .venv/bin/python -m benchmarks.web_package --target webgpu --model mobilenet_v2 --shot docs/img/webgpu_package.png
     .venv/bin/python -m benchmarks.web_package --target webgl --model mixed --shot docs/img/webgl_wasm_package.png
+    .venv/bin/python -m benchmarks.web_package --target wasm --model mobilenet_v2 --shot docs/img/wasm_package.png
 
 Models from fxc.testing.models (batch 1, BERT at sequence length 32, batch norms given non-trivial statistics by
 make_model), `mixed`: tests/deploy/test_web_mixed.py's model of ops WebGL draws and ops it refuses (wasm kernels), or
@@ -61,7 +62,7 @@ def model_and_inputs(name: str):
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--target", default="webgpu", choices=["webgl", "webgpu"])
+    p.add_argument("--target", default="webgpu", choices=["webgl", "webgpu", "wasm", "wasm -num-threads=2"])
     p.add_argument("--model", default="mobilenet_v2")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--shot", help="write the page's screenshot (PNG) here")

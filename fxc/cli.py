@@ -13,7 +13,7 @@
     fxc compile ... --model-name resnet18 --model-version 1.4 --sign-key signer.pem    # which model, signed
     fxc run model.fxc --trusted-key signer.pub.pem --expect-name resnet18 --min-version 1.4  # no swap or rollback
     fxc run model.fxc --expected-sha256 HEX         # exactly these bytes (docs/deploy.md)
-    fxc web model.fxc site/                # a webgl / webgpu artifact as a static web page (fxc/deploy/web.py)
+    fxc web model.fxc site/                # a webgl / webgpu / wasm artifact as a static web page (fxc/deploy/web.py)
     fxc serve site/ [--port 8000] [--seconds 600]   # serve it on 127.0.0.1 with COOP/COEP headers
     fxc inspect model.fxc --graph graph.html        # a picture of the fused graph (.svg, .html, .dot)
     fxc explain model.py:make_model --input-shape 1,3,224,224 [--picture graph.html]   # what compiles, what not
@@ -577,7 +577,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("artifact")
     e.add_argument("directory", help="a new (or empty) folder")
     e.set_defaults(fn=cmd_extract)
-    w = sub.add_parser("web", help="a webgl or webgpu artifact as a static web page (index.html, runtime, weights)")
+    w = sub.add_parser("web", help="a webgl, webgpu or wasm artifact as a static web page (index.html, "
+                       "runtime, weights)")
     w.add_argument("artifact")
     w.add_argument("directory", help="the folder to write (made if missing)")
     w.add_argument("--input", action="append", default=[], help="the sample input the page runs (.npy; once per "

@@ -1,21 +1,25 @@
-"""The static web package of a model compiled for `webgl` or `webgpu` (`fxc web`), and a local server (`fxc serve`).
+"""The static web package of a model compiled for `webgl`, `webgpu` or `wasm` (`fxc web`), and a local server
+(`fxc serve`).
 
     write_package("model.fxc", "site")      # site/index.html, page.js, runtime.js, layout.json, weights.bin, ...
     with serve("site") as server:           # http://127.0.0.1:<free port>/ with COOP/COEP headers
         print(server.url)
 
-Takes a verified artifact (`fxc.export` of a webgl or webgpu module: one hashed zip) and writes a folder that runs
-the model in a browser with nothing else: `index.html` loads, with Subresource Integrity hashes, `runtime.js` (the
-target's plan runtime, fxc/runtime/webgl or webgpu, the one the RPC path uses), for a model with wasm kernels
-`wasm.js` (fxc/runtime/wasm's runtime) and the target's side of the boundary (`webgl_steps.js` or
-`webgpu_steps.js`), `package.js` (fxc/runtime/browser/web_package.js: fetch, check, load) and `page.js`. The page
-fetches
-`package.json`, then every part it lists and checks each one's sha256 with SubtleCrypto: `layout.json` (webgl: the
-shaders, textures and steps of fxc.runtime.browser.webgl.layout; webgpu: the WGSL program and its launches over the
-arena's byte offsets), `weights.bin` (the constants: webgl texture data, float32 or int32; webgpu the bytes the
-arena holds), `sample.bin` (one input set: the caller's, or standard normal floats and zero integers) and
-`module.wasm` (the groups WebGL or WGSL cannot express, compiled for wasm32: fxc.driver.page_kernels). It runs the model
-(one warm-up call, then `runs` timed calls) and shows each output's summary (shape, min, max, mean, argmax, first
+Takes a verified artifact (`fxc.export` of a webgl, webgpu or wasm module: one hashed zip) and writes a folder that
+runs the model in a browser with nothing else: `index.html` loads, with Subresource Integrity hashes, `runtime.js`
+(the target's plan runtime, fxc/runtime/browser/webgl, webgpu or wasm, the one the RPC path uses), for a webgl or
+webgpu model with wasm kernels `wasm.js` (fxc/runtime/browser/wasm's runtime) and the target's side of the boundary
+(`webgl_steps.js` or `webgpu_steps.js`), `package.js` (fxc/runtime/browser/web_package.js: fetch, check, load) and
+`page.js` (one for all three targets). The page fetches `package.json`, then every part it lists and checks each
+one's sha256 with SubtleCrypto: `layout.json` (webgl: the shaders, textures and steps of
+fxc.runtime.browser.webgl.layout; webgpu: the WGSL program and its launches over the arena's byte offsets; wasm:
+the buffers' sizes, whether the module packs its weights, its threads and shared memory pages), `weights.bin` (the
+constants: webgl texture data, float32 or int32; webgpu the bytes the arena holds; wasm the tensors at 16-byte
+offsets), `sample.bin` (one input set: the caller's, or standard normal floats and zero integers) and `module.wasm`
+(webgl, webgpu: the groups WebGL or WGSL cannot express, compiled for wasm32: fxc.driver.page_kernels; wasm: the
+model's module, its whole plan inside, run by FxcWasmModel as fxc.runtime.browser.wasm.WasmModule runs it; a threaded
+one needs the page cross-origin isolated, which `serve` provides). It runs the model (one
+warm-up call, then `runs` timed calls) and shows each output's summary (shape, min, max, mean, argmax, first
 values) and the median latency of a call (inputs uploaded, plan run, outputs read back). The page sets
 `document.body.dataset.state` to "done" or "error" and keeps the outputs in `window.fxcOutputs` (what the tests
 read). Files are written atomically.
@@ -31,9 +35,9 @@ links out; `/` is index.html), GET and HEAD only. It answers only requests whose
 (127.0.0.1:<port>, localhost:<port> or [::1]:<port>): a page elsewhere that rebinds its DNS name to 127.0.0.1 gets
 421 Misdirected Request, never the model. At most MAX_CONNECTIONS connections are served at once (more are closed
 at once) and one idle past `timeout` seconds is closed: half-sent requests hold neither threads nor the server. It
-stops on Ctrl-C, after `seconds`, or when its context ends. Errors: ArtifactError (not a webgl or webgpu artifact,
-a damaged one), InputError (sample inputs of another signature), FxcError (a folder that cannot be written or
-served).
+stops on Ctrl-C, after `seconds`, or when its context ends. Errors: ArtifactError (not a webgl, webgpu or wasm
+artifact, a damaged one, size symbols on webgpu or wasm), InputError (sample inputs of another signature), FxcError
+(a folder that cannot be written or served).
 """
 from __future__ import annotations
 
@@ -54,7 +58,7 @@ from ..errors import ArtifactError, FxcError
 from ..runtime.arena import place_arena
 from ..runtime.artifact.device import read_device
 from ..runtime.artifact.read import read_artifact
-from ..runtime.browser import webgpu
+from ..runtime.browser import wasm, webgpu
 from ..runtime.browser.page import ISOLATION, TYPES
 from ..runtime.browser.webgl import RUNTIME_JS, WASM_JS, WASM_STEPS_JS, layout, pack, program_of
 from ..runtime.launch import dispatch_of
@@ -204,11 +208,30 @@ def _webgpu_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tu
     return files, extra, scripts, len(program["kernels"]), len(plan)
 
 
-PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts}     # target kind -> its package's parts
+def _wasm_parts(source, specs, outputs, consts, workspace, plan, inputs) -> tuple:
+    """The wasm package's own parts: module.wasm (the model's module, its plan inside: fxc.backends.wasm.link),
+    layout.json (the buffers' bytes, whether it packs weights, its threads and shared memory pages), weights.bin and
+    sample.bin (tensors at ALIGN-byte offsets: fxc.runtime.browser.wasm.pack); runtime.js is the wasm device
+    module's own (fxc/runtime/browser/wasm/runtime.js)."""
+    program = json.loads(source.split("\n", 1)[1] if source.startswith("/*") else source)
+    desc = {"spec": {"inputs": [nbytes(s) for s in specs], "outputs": [nbytes(s) for s in outputs],
+                     "consts": [int(np.asarray(c).nbytes) for c in consts], "workspace": int(workspace),
+                     "prepack": bool(program["prepack"])},
+            "threads": int(program.get("threads", 1)), "memory_pages": program.get("memory_pages")}
+    weights, wrec = wasm.pack(consts)
+    sample, srec = wasm.pack(inputs)
+    files = {"layout.json": json.dumps(desc, separators=(",", ":")).encode(), "weights.bin": weights,
+             "sample.bin": sample, "module.wasm": base64.b64decode(program["wasm"])}
+    extra = {"weights": {"file": "weights.bin", "tensors": wrec}, "sample": {"file": "sample.bin", "tensors": srec},
+             "module": "module.wasm"}
+    return files, extra, {"runtime.js": wasm.RUNTIME_JS.read_bytes()}, len({st.kernel for st in plan}), len(plan)
+
+
+PARTS = {"webgl": _webgl_parts, "webgpu": _webgpu_parts, "wasm": _wasm_parts}   # target kind -> its package's parts
 
 
 def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys=None, **expected) -> Path:
-    """Write the static web package of a webgl or webgpu artifact into `directory` (made if missing; else empty,
+    """Write the static web package of a webgl, webgpu or wasm artifact into `directory` (made if missing; else empty,
     or an earlier package: the module's doc); returns index.html's path. inputs: the sample inputs the page runs
     (numpy arrays of the signature; default sample_inputs). expected: expected_name, min_version, expected_sha256
     (fxc.load's)."""
@@ -218,8 +241,8 @@ def write_package(artifact, directory, inputs=None, runs: int = 10, trusted_keys
     kind = str(manifest.get("target", "")).split(" ")[0]
     if kind not in PARTS:
         raise ArtifactError(f"{artifact}: a {manifest.get('target')!r} artifact; `fxc web` packages a model compiled "
-                            f"for webgl or webgpu: compile it with target='webgl' (fxc compile --target webgl) or "
-                            f"target='webgpu'")
+                            f"for webgl, webgpu or wasm: compile it with target='webgl' (fxc compile --target webgl), "
+                            f"target='webgpu' or target='wasm'")
     source, specs, outputs, consts, workspace, plan = read_device(artifact, manifest, parts)
     symbols, dynamic = list(manifest.get("symbols") or ()), {}
     if symbols and kind != "webgl":

@@ -1,4 +1,5 @@
-"""The static web package of a webgl model (fxc/deploy/web.py): `fxc.export` -> `write_package` / `fxc web` -> `serve` /
+"""The static web package of a webgl (webgpu, wasm) model (fxc/deploy/web.py): `fxc.export` -> `write_package` /
+`fxc web` -> `serve` /
 `fxc serve` on a free loopback port -> the page in the headless browser (fxc.runtime.browser.page) fetches and checks
 every part's sha256, runs the model and shows the outputs' summary and the latency; the test reads them from the
 DOM and the page's outputs and compares with eager PyTorch. A tampered part is reported on the page."""
@@ -122,7 +123,7 @@ def test_web_refuses_other_targets(tmp_path):
     v = b.graph.input((4,), "float32")
     b.graph.outputs = [b.call("exp", [v])]
     path = fxc.export(build(b.graph, target="llvm"), tmp_path / "cpu.fxc")
-    with pytest.raises(ArtifactError, match="compile it with target=.webgl. .* or target=.webgpu."):
+    with pytest.raises(ArtifactError, match="compile it with target=.webgl. .*, target=.webgpu. or target=.wasm."):
         write_package(path, tmp_path / "site")
 
 
@@ -159,3 +160,28 @@ def test_webgpu_package_reports_a_tampered_shader(gpu_artifact, tmp_path):
         page, got = _open(server.url)
         page.close()
     assert got["state"] == "error" and "layout.json: sha256" in got["status"], got["status"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_wasm_package_runs_in_the_browser_and_matches_eager(tmp_path, threads):
+    """The wasm target's package: its own module.wasm run by the wasm device module's runtime.js; a threaded module
+    (shared memory, workers) in the page fxc serve makes cross-origin isolated."""
+    torch.manual_seed(2)
+    model, x = small_net(), np.random.default_rng(5).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    compiled = fxc.from_torch(model, (torch.from_numpy(x),), target=f"wasm -num-threads={threads}")
+    path = fxc.export(compiled, tmp_path / "wnet.fxc")
+    index = write_package(path, tmp_path / "site", inputs=[x], runs=3)
+    assert sorted(p.name for p in index.parent.iterdir()) == [
+        "index.html", "layout.json", "module.wasm", "package.js", "package.json", "page.js", "runtime.js",
+        "sample.bin", "weights.bin"]
+    assert "FxcWasmModel" in (index.parent / "runtime.js").read_text()
+    with torch.no_grad():
+        expected = model(torch.from_numpy(x)).numpy()
+    with serve(index.parent) as server:
+        page, got = _open(server.url)
+        page.close()
+    assert got["state"] == "done", got["status"]
+    result = json.loads(got["result"])
+    assert f"WebAssembly (wasm32, SIMD128), {threads} thread" in result["renderer"] and result["runs"] == 3
+    assert result["latency_ms"] > 0
+    _check_page_output(got, result, expected)

@@ -1,10 +1,11 @@
 // The static web package's loader (fxc web, fxc/deploy/web.py), shared by its targets: webgl (with the wasm kernels of
-// what WebGL cannot express) and webgpu. package.json lists every other part with its sha256 and size.
+// what WebGL cannot express), webgpu and wasm. package.json lists every other part with its sha256 and size.
 //
 //   const {model, pkg, inputs} = await fxcLoadPackage("./");   // fetch, check every part, load the model
 //   const {outputs} = await model.run(inputs);                  // typed arrays, in pkg.outputs' order
 //
-// Loads after the target's runtime.js (FxcWebGL, and FxcWasm when the package has wasm kernels; or FxcWebGPU).
+// Loads after the target's runtime.js (FxcWebGL, and FxcWasm when the package has wasm kernels; or FxcWebGPU; or
+// FxcWasm and FxcWasmModel: fxc/runtime/browser/wasm/runtime.js, the wasm device module's own).
 "use strict";
 
 async function fxcFetchChecked(base, name, part) {
@@ -26,6 +27,7 @@ async function fxcLoadPackage(base) {   // -> {model, pkg, inputs: the sample in
   const desc = JSON.parse(new TextDecoder().decode(parts[pkg.layout]));
   const kind = pkg.target.split(" ")[0];
   if (kind === "webgpu") return fxcLoadWebGPU(pkg, parts, desc);
+  if (kind === "wasm") return fxcLoadWasm(pkg, parts, desc);
   const consts = pkg.weights.tensors.map(t => fxcView(parts[pkg.weights.file], t));
   const inputs = pkg.sample.tensors.map(t => fxcView(parts[pkg.sample.file], t));
   const model = new FxcWebGL();
@@ -64,6 +66,35 @@ async function fxcLoadWebGPU(pkg, parts, desc) {
     },
   };
   return {model, pkg, inputs: pkg.sample.tensors.map(t => bytes(pkg.sample.file, t))};
+}
+
+// wasm: desc = {spec: the buffers' bytes and prepack (FxcWasmModel's), threads, memory_pages}; the model's module is
+// pkg.module; weights and sample hold tensors at [offset, bytes] records (fxc.runtime.browser.wasm.pack). A threaded
+// module needs a cross-origin-isolated page (fxc serve sends the headers; FxcWasm.load says so otherwise).
+async function fxcLoadWasm(pkg, parts, desc) {
+  const w = await FxcWasm.load(parts[pkg.module], desc.threads, desc.memory_pages);
+  const m = new FxcWasmModel(w, desc.spec);
+  m.load("consts", parts[pkg.weights.file], pkg.weights.tensors);
+  let packed = false;                     // the weights packed once (fxc_prepack), at the first call
+  const model = {
+    renderer: `WebAssembly (wasm32, SIMD128), ${desc.threads} thread${desc.threads > 1 ? "s" : ""}`,
+    async run(inputs) {
+      inputs.forEach((data, i) => w.bytes(m.ins[i], data.byteLength).set(data));
+      const r = await m.step(!packed);
+      if (r.rc & 4) throw new Error(`an index ${r.record ? r.record[1] : "?"} out of range for a dimension of ` +
+                                    `${r.record ? r.record[2] : "?"} (op ${r.record ? r.record[0] : "?"})`);
+      if (r.rc & 2) throw new Error("integer division by zero in a kernel");
+      if (r.rc) throw new Error(`the wasm module's plan returned ${r.rc}`);
+      packed = true;
+      return {outputs: m.outs.map((at, i) => {
+        const T = FXC_TYPED[pkg.outputs[i].dtype], n = desc.spec.outputs[i];
+        const a = new T(w.memory.buffer.slice(at, at + n));
+        return T === BigInt64Array ? Float64Array.from(a, Number) : a;
+      })};
+    },
+  };
+  const bytes = t => new Uint8Array(parts[pkg.sample.file], t[0], t[1]);
+  return {model, pkg, inputs: pkg.sample.tensors.map(bytes)};
 }
 
 // a symbolic batch (webgl): pkg.symbol {name, min, max}, the sample's size pkg.sample_size; dims "s" or "4*s"
