@@ -167,7 +167,6 @@ def _compile_onnx(args) -> int:
     """`fxc compile model.onnx`: input shapes from the model, or --input-shape for the dims it leaves open; with
     --dynamic its named dims stay symbolic (one build for every size; --input-shape then gives the sample sizes)."""
     from .capture.onnx import from_onnx, load_model, model_inputs  # deferred: imports onnx, optional
-    from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
     if args.dim:
         raise FxcError("an ONNX model names its dims itself: --dynamic keeps them symbolic (--dim is for PyTorch "
                        "factories)")
@@ -191,13 +190,7 @@ def _compile_onnx(args) -> int:
         compiled(*_sample_arrays(shapes, [dtype for _, dtype, _ in inputs]))     # (the symbolic build)
     else:
         compiled = from_onnx(args.model, shapes=args.input_shape, target=args.target, **_options(args))
-    stages.set("writing the artifact")
-    path = export(compiled, args.output, sign_key=args.sign_key, name=args.model_name,
-                  version=args.model_version)
-    stages.close()
-    print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
-    _print_compiled(compiled)
-    return 0
+    return _write(args, compiled, stages, t0)
 
 
 def _sample_arrays(shapes, onnx_types) -> list:
@@ -211,13 +204,23 @@ def _sample_arrays(shapes, onnx_types) -> list:
     return out
 
 
+def _write(args, compiled, stages, t0: float, what: str = "") -> int:
+    """fxc compile's last stage: the artifact written (signed and named as asked) and what was compiled."""
+    from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
+    stages.set("writing the artifact")
+    path = export(compiled, args.output, sign_key=args.sign_key, name=args.model_name, version=args.model_version)
+    stages.close()
+    print(f"compiled {args.model}{what} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
+    _print_compiled(compiled)
+    return 0
+
+
 def cmd_compile(args) -> int:
     _check_output_paths([args.output], "model.fxc")     # before any work: nothing is created but the file
     if args.model.endswith(".onnx"):
         return _compile_onnx(args)
     if not args.input_shape:
         raise FxcError("give --input-shape once per input of the model (e.g. --input-shape 1,3,224,224)")
-    from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
     dtypes = _dtypes(args)
     from .capture.mxnet.convert import is_checkpoint  # deferred: loads the compiler, which run/inspect must not
     if is_checkpoint(args.model):           # an MXNet checkpoint prefix (prefix-symbol.json + prefix-%04d.params)
@@ -232,13 +235,7 @@ def cmd_compile(args) -> int:
     stages.set("tracing the model (torch.export) and converting it")
     compiled = from_torch(model, tuple(inputs), target=args.target, dynamic_shapes=_dynamic_shapes(args, inputs),
                           **_options(args))
-    stages.set("writing the artifact")
-    path = export(compiled, args.output, sign_key=args.sign_key, name=args.model_name,
-                  version=args.model_version)
-    stages.close()
-    print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
-    _print_compiled(compiled)
-    return 0
+    return _write(args, compiled, stages, t0)
 
 
 def _torch_model(args, dtypes) -> tuple:
@@ -315,7 +312,6 @@ def _dynamic_shapes(args, inputs):
 
 def _compile_mxnet(args, dtypes) -> int:
     from .capture.mxnet.convert import from_mxnet  # deferred: loads the compiler, which run/inspect must not
-    from .deploy.export import export  # deferred: run/inspect/extract/verify must not load the artifact writer
     t0 = time.perf_counter()
     stages = _stages()
     stages.set("converting the model")
@@ -325,13 +321,7 @@ def _compile_mxnet(args, dtypes) -> int:
     compiled = from_mxnet(args.model, shapes=dict(zip(probe.input_names, args.input_shape)),
                           dtype=dict(zip(probe.input_names, dtypes)), target=args.target, epoch=args.epoch,
                           **_options(args))
-    stages.set("writing the artifact")
-    path = export(compiled, args.output, sign_key=args.sign_key, name=args.model_name,
-                  version=args.model_version)
-    stages.close()
-    print(f"compiled {args.model} (epoch {args.epoch}) for {args.target} in {time.perf_counter() - t0:.1f} s -> {path}")
-    _print_compiled(compiled)
-    return 0
+    return _write(args, compiled, stages, t0, f" (epoch {args.epoch})")
 
 
 def _print_compiled(compiled) -> None:
