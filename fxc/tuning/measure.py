@@ -221,9 +221,11 @@ class Child:
             self.close()
             return ("crash", "the measurement child had exited")
         deadline = time.monotonic() + timeout
+        ready = select.poll()       # (poll, not select: a long-lived process may hold descriptors past FD_SETSIZE)
+        ready.register(self.proc.stdout, select.POLLIN)
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+            if left <= 0 or not ready.poll(left * 1000):
                 self.close()
                 return ("hang", f"no result in {timeout:.0f} s")
             line = self.proc.stdout.readline()

@@ -1,8 +1,10 @@
 """Measurement: the check against the default schedule, and a batch in a persistent child whose candidates crash and
 hang, each recorded against the candidate that caused it."""
+import os
 import random
 
 import numpy as np
+import pytest
 
 from fxc.tuning.frontends import graph_of
 from fxc.tuning.measure import Child, MeasureParams, _differs, measure
@@ -23,7 +25,17 @@ def test_the_check_against_the_default():
     assert "differs" in _differs(0, np.arange(4), np.arange(4)[::-1].copy(), p)
 
 
-def test_crash_and_hang_in_a_persistent_child():
+@pytest.fixture
+def many_descriptors():
+    """Descriptors held open past FD_SETSIZE (1024), as a long-lived process (a test worker, a notebook) may hold:
+    the child's pipe then gets a number select() cannot watch."""
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    yield
+    for fd in held:
+        os.close(fd)
+
+
+def test_crash_and_hang_in_a_persistent_child(many_descriptors):
     m, x = small()
     target, tasks = extract_tasks(graph_of(m, x), "llvm")
     task = next(t for t in tasks if t.tunable and not t.graph_level)

@@ -262,7 +262,7 @@ def test_cross_compile_and_export_for_a_cpu_this_host_is_not(tmp_path):
     assert info["cpu"] == "sapphirerapids" and {"avx512_bf16", "amx_tile", "avx512_fp16"} <= set(info["cpu_flags"])
     with pytest.raises(TargetError):
         fxc.load(path)
-    with pytest.raises(Exception, match="TargetError.*lacks"):    # torch.compile runs what it compiles: refused
+    with pytest.raises(TargetError, match="lacks"):    # torch.compile runs what it compiles: refused, as fxc's error
         torch.compile(model, backend="fxc", options={"target": CROSS})(x)
 
 
