@@ -46,8 +46,8 @@ def _read_all(master: int) -> bytes:
     return out
 
 
-def test_build_shows_progress_on_a_terminal():
-    out = _run_on_pty({"FXC_PROGRESS": "0.01"})
+def test_build_shows_progress_on_a_terminal(tmp_path):
+    out = _run_on_pty({"FXC_PROGRESS": "0.01", "FXC_CACHE_DIR": str(tmp_path)})     # (a cache of its own: a build)
     lines = [seg for seg in out.split("\r") if seg.startswith("[fxc] llvm: ")]
     assert lines, out
     assert any("compiling kernels" in s or "lowering kernels" in s for s in lines), lines
