@@ -1,4 +1,9 @@
-"""Comparison helpers shared by the tests."""
+"""Helpers shared by the tests: comparisons with eager and numpy, and the `fxc` command run as a user runs it."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -68,3 +73,19 @@ def _host_has_avx512f() -> bool:
 # without AVX-512 the host target's schedules are the 8-lane ones, whose answers the op and model tests check
 avx512_schedule = pytest.mark.skipif(not _host_has_avx512f(),
                                      reason="checks the 16-lane AVX-512 schedule: this host's CPU lacks avx512f")
+
+
+FXC = Path(sys.executable).parent / "fxc"       # the console script pip installs beside the interpreter
+
+
+def fxc_cli(*args, ok=True, env=None):
+    """`fxc ARGS` run as a user runs it; ok: exit 0, else exit 1 with one error line and no traceback."""
+    assert FXC.exists(), f"the console script {FXC} is missing: pip install -e ."
+    p = subprocess.run([str(FXC), *map(str, args)], capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **(env or {})))
+    if ok:
+        assert p.returncode == 0, p.stderr
+    else:
+        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+        assert "Traceback" not in p.stderr, p.stderr
+    return p

@@ -1,9 +1,7 @@
 """The `fxc` command line's newer parts: compile's --dynamic/--dim/--precision and its output checks before any
 work, ONNX named dims, --version, a closed pipe, the cache's units, a device artifact's inspect, and the commands
 devices, ops and explain (fxc/commands/)."""
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,7 +13,7 @@ from onnx import TensorProto, helper
 from fxc.cli import _bytes, main
 from fxc.commands.ops import frontend_rows, op_compiles
 
-FXC = Path(sys.executable).parent / "fxc"
+from ..helpers import FXC, fxc_cli
 
 FACTORY = '''
 import torch
@@ -48,15 +46,6 @@ def branchy():
 '''
 
 
-def fxc_cli(*args, ok=True, env=None):
-    p = subprocess.run([str(FXC), *map(str, args)], capture_output=True, text=True, timeout=600,
-                       env=dict(os.environ, **(env or {})))
-    if ok:
-        assert p.returncode == 0, p.stderr
-    else:
-        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
-        assert "Traceback" not in p.stderr, p.stderr
-    return p
 
 
 @pytest.fixture(scope="module")

@@ -1,17 +1,12 @@
 """The `fxc` command line (the installed console script): compile, run, inspect, extract — and its errors."""
 import importlib.util
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from ..helpers import assert_close_np
-
-FXC = Path(sys.executable).parent / "fxc"
+from ..helpers import assert_close_np, fxc_cli
 
 FACTORY = '''
 import torch
@@ -34,15 +29,6 @@ def make():
 '''
 
 
-def fxc_cli(*args, ok=True):
-    assert FXC.exists(), f"the console script {FXC} is missing: pip install -e ."
-    p = subprocess.run([str(FXC), *map(str, args)], capture_output=True, text=True, timeout=300)
-    if ok:
-        assert p.returncode == 0, p.stderr
-    else:
-        assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
-        assert "Traceback" not in p.stderr, p.stderr
-    return p
 
 
 @pytest.fixture(scope="module")
