@@ -149,3 +149,22 @@ def test_quantized_option_is_checked():
     g, _ = conv_chain(np.random.default_rng(6))
     with pytest.raises(FxcError, match="quantized='int4'.*'int8', 'float'"):
         build(g, target="llvm", quantized="int4")
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_max_pool_between_quantize_and_dequantize_runs_on_int8(same):
+    """quantize(max_pool2d(dequantize(xq, s, z)), s, z) -> max_pool2d(xq): exact (max commutes with the monotone
+    dequantize); with another scale on the quantize, the chain stays in float."""
+    b = Builder()
+    xq = b.graph.input((1, 4, 9, 9), "int8", "xq")
+    s, z = b.const(f32(0.07)), b.const(i32(-5))
+    p = b.call("max_pool2d", [b.call("dequantize", [xq, s, z])], kernel=(3, 3), stride=(2, 2), padding=(1, 1))
+    b.graph.outputs = [b.call("quantize", [p, s if same else b.const(f32(0.08)), z], dtype="int8")]
+    g = eliminate_dead_code(quantize_chains(b.graph, CTX), CTX)
+    assert ops(g) == (["max_pool2d"] if same else ["dequantize", "max_pool2d", "quantize"])
+    x = np.random.default_rng(7).integers(-128, 128, (1, 4, 9, 9)).astype(np.int8)
+    want = get_op("max_pool2d").reference(x, kernel=(3, 3), stride=(2, 2), padding=(1, 1))
+    if not same:
+        want = get_op("quantize").reference((want.astype(np.float32) + 5) * np.float32(0.07), f32(0.08), i32(-5),
+                                            dtype="int8")
+    np.testing.assert_array_equal(run(g, x), want)

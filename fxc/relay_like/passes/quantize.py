@@ -6,6 +6,8 @@ model (ONNX QDQ, PyTorch PT2E) become integer ops with int32 accumulation and th
         -> qconv2d(xq, wq, b, sx, zx, sw, 0, sy, zy; padding, relu=True, out_dtype=the quantize's dtype)
     add(matmul(dequantize(aq, sa, za), dequantize(wq, sw, 0)), b)          (the result read as float)
         -> qmatmul(aq, wq, b, sa, za, sw, 0, 1.0, 0; out_dtype="float32")
+    quantize(max_pool2d(dequantize(xq, s, z)), s, z)                        (a reshape too)
+        -> max_pool2d(xq)
 
 Takes a typed Graph, returns it with such chains rewritten (requant="float": the frameworks' definition of the
 chain; inverse=True where the quantize multiplies by the reciprocal scale, as PyTorch's does). The weight is the
@@ -23,6 +25,7 @@ import warnings
 import numpy as np
 
 from ...errors import QuantizationWarning
+from ...ops.quant import RANGE
 from ...ops.registry import get_op
 from ..graph import Graph, Node
 from .hoist import weight_derived
@@ -34,7 +37,11 @@ def quantize_chains(g, ctx):
     look = _Lookup(g)
     refused, rewrites = set(), {}
     for n in g.nodes:
-        if n.op in ("conv2d", "matmul") and n.outputs[0].dtype == "float32":
+        if n.op == "quantize":
+            found = _passthrough(n, look)
+            if found is not None:
+                rewrites[n] = found
+        elif n.op in ("conv2d", "matmul") and n.outputs[0].dtype == "float32":
             found = _match(n, look)
             if isinstance(found, str):
                 refused.add(found)
@@ -107,6 +114,26 @@ def _match(n, look):
     else:
         attrs.update(trans_b=bool(n.attrs.get("trans_b", False)))
     return ("q" + n.op, attrs, [xq, wq, bias, sx, zx, sw, zw, sy, zy], *chain)
+
+
+def _passthrough(q, look):
+    """(op, attrs, [xq], f, q) where q is quantize(f(dequantize(xq))) with the same per-tensor scale, zero point and
+    dtype, f a max_pool2d or a reshape: f(xq) is that value exactly (a max commutes with the monotone dequantize,
+    and quantize(dequantize(xq)) is xq); else None."""
+    f = look.made_by(q.inputs[0], "max_pool2d") or look.made_by(q.inputs[0], "reshape")
+    d = look.made_by(f.inputs[0], "dequantize") if f is not None and look.only_reader(f.outputs[0]) is q else None
+    if d is None or d.inputs[0].dtype != q.attrs.get("dtype") or d.inputs[0].dtype not in ("uint8", "int8") \
+            or (q.attrs.get("qmin"), q.attrs.get("qmax")) not in ((None, None), RANGE[d.inputs[0].dtype]) \
+            or not all(_same(a, b) for a, b in zip(d.inputs[1:], q.inputs[1:])):
+        return None
+    return (f.op, f.attrs, [d.inputs[0]], f, q)
+
+
+def _same(a, b) -> bool:
+    """a and b hold one value, the same (one Value, or constants of equal data)."""
+    if a.type.numel != 1 or b.type.numel != 1:
+        return False
+    return a is b or a.is_const and b.is_const and a.data.reshape(()) == b.data.reshape(())
 
 
 def _unpad(v, look):
@@ -231,7 +258,7 @@ def _rewrite(nodes, rewrites):
                 out.append(n)
             continue
         kind, attrs, inputs, *_ = found
-        if isinstance(inputs[2], _Reshape):
+        if len(inputs) > 2 and isinstance(inputs[2], _Reshape):
             r = inputs[2]
             shaped = _node("reshape", [r.value], {"shape": (r.channels,)})
             out.append(shaped)
