@@ -11,7 +11,7 @@ from fxc.errors import FxcError, QuantizationWarning
 from fxc.ops.registry import get_op
 from fxc.relay_like.builder import Builder
 from fxc.relay_like.context import PassContext
-from fxc.relay_like.passes import eliminate_dead_code, quantize_chains
+from fxc.relay_like.passes import eliminate_dead_code, quantize_chains, simplify
 
 CTX = PassContext()
 
@@ -168,3 +168,25 @@ def test_max_pool_between_quantize_and_dequantize_runs_on_int8(same):
         want = get_op("quantize").reference((want.astype(np.float32) + 5) * np.float32(0.07), f32(0.08), i32(-5),
                                             dtype="int8")
     np.testing.assert_array_equal(run(g, x), want)
+
+
+def test_linear_over_a_sequence_as_torch_captures_it():
+    """dequantize(xq [2, 5, 16]) -> reshape [10, 16] -> matmul(trans_b) -> add -> reshape [2, 5, 8] -> relu ->
+    quantize (simplify moves the relu and quantize before the reshape): one qmatmul over the reshaped int8 input."""
+    rng = np.random.default_rng(8)
+    b = Builder()
+    xq = b.graph.input((2, 5, 16), "uint8", "xq")
+    wq, sw, bias = rng.integers(-127, 128, (8, 16)).astype(np.int8), f32(rng.uniform(0.01, 0.02, 8)), \
+        f32(rng.uniform(-1, 1, 8))
+    x = b.call("reshape", [b.call("dequantize", [xq, b.const(f32(0.03)), b.const(i32(128))])], shape=(10, 16))
+    w = b.call("dequantize", [b.const(wq), b.const(sw), b.const(i32(np.zeros(8)))], axis=0)
+    y = b.call("add", [b.call("matmul", [x, w], trans_b=True), b.const(bias)])
+    y = b.call("relu", [b.call("reshape", [y], shape=(2, 5, 8))])
+    b.graph.outputs = [b.call("quantize", [y, b.const(f32(0.05)), b.const(i32(0))], dtype="uint8", inverse=True)]
+    g = eliminate_dead_code(quantize_chains(simplify(b.graph, CTX), CTX), CTX)
+    assert ops(g) == ["reshape", "qmatmul", "reshape"]
+    assert g.nodes[1].attrs["relu"] and g.nodes[1].attrs["inverse"] and g.nodes[1].attrs["out_dtype"] == "uint8"
+    x = rng.integers(0, 256, (2, 5, 16)).astype(np.uint8)
+    want = get_op("qmatmul").reference(x.reshape(10, 16), wq, bias, f32(0.03), i32(128), sw, i32(np.zeros(8)),
+                                       f32(0.05), i32(0), trans_b=True, relu=True, inverse=True)
+    np.testing.assert_array_equal(run(g, x), want.reshape(2, 5, 8))

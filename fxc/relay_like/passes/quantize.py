@@ -84,19 +84,23 @@ def _match(n, look):
     """(kind, attrs, inputs, chain nodes...) for the chain starting at conv2d / matmul n; a refused scheme's name;
     or None where n is no quantised chain."""
     x_in, w_in = n.inputs
-    padding = (0, 0, 0, 0)
+    padding, shape = (0, 0, 0, 0), None
     if n.op == "conv2d":
         x_in, padding = _unpad(x_in, look)
     elif n.attrs.get("trans_a"):
         return None
+    elif look.made_by(x_in, "reshape") is not None:      # linear over [B, S, K] as a matmul of [B * S, K]
+        x_in, shape = x_in.node.inputs[0], x_in.shape
     dx, dw = look.made_by(x_in, "dequantize"), look.made_by(w_in, "dequantize")
-    if dx is None or dw is None or not look.weight_like(dw.inputs[0]):
+    if dx is None or dw is None or not look.weight_like(dw.inputs[0]) \
+            or shape is not None and dx.inputs[1].type.numel != 1:
         return None
     channels = n.outputs[0].shape[1] if n.op == "conv2d" else n.outputs[0].shape[-1]
     scheme = _activation_scheme(dx) or _weight_scheme(n, dw, look)
     if scheme is not None:
         return scheme
     xq, sx, zx = dx.inputs
+    xq = xq if shape is None else _Reshape(xq, shape)
     wq, sw, zw = dw.inputs
     bias, relu, end, chain = _epilogue(n, channels, sx, sw, look)
     q = end if end.op == "quantize" else None
@@ -218,7 +222,7 @@ def _bias(add, acc, channels, sx, sw, look):
         return Graph.const(np.ascontiguousarray(d.inputs[0].data.reshape(channels)))
     if b.shape == (channels,):
         return b
-    return Graph.const(np.ascontiguousarray(b.data.reshape(channels))) if b.is_const else _Reshape(b, channels)
+    return Graph.const(np.ascontiguousarray(b.data.reshape(channels))) if b.is_const else _Reshape(b, (channels,))
 
 
 def _along_channels(b, acc) -> bool:
@@ -239,10 +243,11 @@ def _is_scale(d, sx, sw) -> bool:
 
 
 class _Reshape:
-    """A float bias computed from weights, to be reshaped to [channels] where the integer op is placed."""
+    """An operand of the integer op to be reshaped where the op is placed: a bias computed from weights (to
+    [channels]), the int8 activation of a matmul that read it reshaped."""
 
-    def __init__(self, value, channels):
-        self.value, self.channels = value, channels
+    def __init__(self, value, shape):
+        self.value, self.shape = value, tuple(shape)
 
 
 # -- rewriting ------------------------------------------------------------------------------------------------------
@@ -258,12 +263,10 @@ def _rewrite(nodes, rewrites):
                 out.append(n)
             continue
         kind, attrs, inputs, *_ = found
-        if len(inputs) > 2 and isinstance(inputs[2], _Reshape):
-            r = inputs[2]
-            shaped = _node("reshape", [r.value], {"shape": (r.channels,)})
-            out.append(shaped)
-            inputs = inputs[:2] + [shaped.outputs[0]] + inputs[3:]
-        q = _node(kind, inputs, attrs)
+        shaped = [_node("reshape", [v.value], {"shape": v.shape}) if isinstance(v, _Reshape) else None
+                  for v in inputs]
+        out += [r for r in shaped if r is not None]
+        q = _node(kind, [v if r is None else r.outputs[0] for v, r in zip(inputs, shaped)], attrs)
         result = n.outputs[0]
         q.outputs[0] = result
         result.node, result.index = q, 0
