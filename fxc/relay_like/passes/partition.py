@@ -147,4 +147,10 @@ def partition_external(p, ctx):
     order = {n: i for i, n in enumerate(g.nodes)}
     matches.sort(key=lambda m: order[m[2][-1]])
     whole = frozenset(lib.name for lib in ctx.libraries if lib.whole_regions)
-    return replace(p, regions=tuple(merge_regions(matches, g, whole, p.hoisted)), offload_notes=notes)
+    regions = merge_regions(matches, g, whole, p.hoisted)
+    for r in regions:
+        if all(n.op == "reshape" for n in r.nodes):     # (views: nothing for a library to run)
+            notes.update({n.name: f"{r.library}/reshape: a region of reshapes only is a view, left to fxc"
+                          for n in r.nodes})
+    regions = tuple(r for r in regions if not all(n.op == "reshape" for n in r.nodes))
+    return replace(p, regions=regions, offload_notes=notes)

@@ -41,21 +41,17 @@ def _hw_padding(pad: tuple) -> list:
 
 
 def _epilogue(nodes, prev, name) -> dict:
-    """The fused conv / dense epilogue attributes: bias, batchnorm (scale, shift), activation."""
-    out, i = {}, 0
-    while i < len(nodes):
-        n = nodes[i]
-        if n.op == "add":              # (a batch norm's add is taken with its mul)
-            out["bias"] = name(other(n, prev))
-        elif n.op == "mul":
-            out["batchnorm"] = {"scale": name(other(n, prev)), "shift": name(other(nodes[i + 1], n.outputs[0]))}
-            prev, i = nodes[i + 1].outputs[0], i + 2
-            continue
-        elif n.op == "relu":
-            out["activation"] = "relu"
-        elif n.op == "hardtanh":
-            out["activation"] = "relu6"
-        prev, i = n.outputs[0], i + 1
+    """A fused conv's epilogue as its inputs and activation: bias (the first add), bn_scale (a mul), bn_shift (an
+    add after the bias or the scale), activation ("relu", "relu6")."""
+    out = {}
+    for n in nodes:
+        if n.op == "mul":
+            out["bn_scale"] = name(other(n, prev))
+        elif n.op == "add":
+            out["bn_shift" if "bias" in out or "bn_scale" in out else "bias"] = name(other(n, prev))
+        else:
+            out["activation"] = "relu" if n.op == "relu" else "relu6"
+        prev = n.outputs[0]
     return out
 
 
@@ -78,12 +74,10 @@ def _node(pattern: str, nodes: list, name) -> dict:
         ins = {"input": name(x), "weight": name(w)}
         fused = _epilogue(nodes[at + 1:], conv.outputs[0], name)
         attrs["activation"] = fused.pop("activation", None)
-        ins.update({k: v for k, v in fused.items() if k == "bias"})
-        if "batchnorm" in fused:
-            ins.update(bn_scale=fused["batchnorm"]["scale"], bn_shift=fused["batchnorm"]["shift"])
+        ins.update(fused)
         return {"op": "convolution" if conv.op == "conv2d" else "transposed_convolution", "inputs": ins,
                 "attrs": attrs}
-    if pattern == "dense":
+    if pattern in ("dense", "batch_matmul"):
         mm = nodes[0]
         a, b = mm.inputs
         ins = {"input": name(a), "weight": name(b)}
@@ -155,12 +149,23 @@ def region_graph(region, leaving: set) -> tuple:
     for pattern, ns in region.matches:
         node = _node(pattern, list(ns), name)
         node["output"] = name(ns[-1].outputs[0])
-        node["fxc"] = f"{pattern}({'+'.join(n.op for n in ns)} {ns[-1].name})"
+        node["fxc"] = f"{pattern}({'+'.join(n.op for n in ns)})"
         nodes.append(node)
     dtype = outs[0].dtype if outs else region.nodes[-1].outputs[0].dtype
     graph = {"format": FORMAT, "version": VERSION, "dtype": dtype,
              **({"accuracy": FP16_ACCURACY} if dtype == "float16" else {}),
              "operands": [f"out{k}" for k in range(len(outs))] + [f"in{k}" for k in range(len(ins))],
              "tensors": name.tensors, "nodes": nodes}
-    return json.dumps(graph, indent=1, sort_keys=False), outs + ins
+    return _dump(graph), outs + ins
+
+
+def _dump(graph: dict) -> str:
+    """JSON with one line per tensor and per node (readable, and diffs of known-good files stay small)."""
+    def part(key, value):
+        if isinstance(value, dict):
+            return "{\n" + ",\n".join(f"  {json.dumps(k)}: {json.dumps(v)}" for k, v in value.items()) + "\n }"
+        if key == "nodes":
+            return "[\n" + ",\n".join(f"  {json.dumps(n)}" for n in value) + "\n ]"
+        return json.dumps(value)
+    return "{\n" + ",\n".join(f" {json.dumps(k)}: {part(k, v)}" for k, v in graph.items()) + "\n}\n"
 

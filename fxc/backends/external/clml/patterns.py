@@ -111,9 +111,20 @@ def _check_dense(nodes, caps) -> str | None:
             if bias.type.numel != mm.outputs[0].shape[1] or bias.type.ndim > 2 or bias is mm.outputs[0]:
                 return "the add after the dense is not a bias of one value per output"
         return None
-    if a.type.ndim == 3 and b.type.ndim == 3 and a.shape[0] == b.shape[0] and len(nodes) == 1:
+    return f"a matmul of {a.shape} x {b.shape}: CLML's dense takes 2-D operands"
+
+
+def _check_batch_matmul(nodes, caps) -> str | None:
+    why = _common(nodes, caps)
+    if why:
+        return why
+    mm = nodes[0]
+    a, b = mm.inputs
+    if mm.attrs.get("trans_a", False):
+        return "a transposed left operand"
+    if a.type.ndim == 3 and b.type.ndim == 3 and a.shape[0] == b.shape[0]:
         return None
-    return f"a matmul of {a.shape} x {b.shape}: CLML runs dense (2-D) and batch matmul (3-D, one batch shape)"
+    return f"a matmul of {a.shape} x {b.shape}: CLML's batch matmul takes 3-D operands of one batch"
 
 
 def _check_binary(nodes, caps) -> str | None:
@@ -225,13 +236,15 @@ def _check_depth_to_space(nodes, caps) -> str | None:
 
 
 def _conv_chains() -> list:
-    """Every fused conv chain, longest first: [pad] conv [bias add] [batch norm mul, add] [relu | relu6]."""
+    """Every fused conv chain, longest first: [pad] conv [bias add] [batch norm: mul, add | its shift alone: add
+    (a scale folded into the weights)] [relu | relu6]."""
     out = []
     for conv in ("conv2d", "conv_transpose2d"):
-        for pad, bias, bn, act in itertools.product((1, 0), (1, 0), (1, 0), ("relu", "hardtanh", None)):
-            if pad and conv == "conv_transpose2d":
+        for pad, bias, bn, act in itertools.product((1, 0), (1, 0), (("mul", "add"), ("add",), ()),
+                                                    ("relu", "hardtanh", None)):
+            if (pad and conv == "conv_transpose2d") or (bn == ("add",) and not bias):
                 continue
-            ops = ("pad",) * pad + (conv,) + ("add",) * bias + ("mul", "add") * bn + ((act,) if act else ())
+            ops = ("pad",) * pad + (conv,) + ("add",) * bias + bn + ((act,) if act else ())
             out.append(ops)
     return sorted(out, key=len, reverse=True)
 
@@ -240,6 +253,7 @@ PATTERNS = (
     *(Pattern("conv2d" if "conv2d" in ops else "conv2d_transpose", ops, _check_conv) for ops in _conv_chains()),
     Pattern("dense", ("matmul", "add"), _check_dense),
     Pattern("dense", ("matmul",), _check_dense),
+    Pattern("batch_matmul", ("matmul",), _check_batch_matmul),
     Pattern("batch_norm", ("mul", "add"), _check_batch_norm),
     Pattern("depth_to_space", ("reshape", "permute", "reshape"), _check_depth_to_space),
     *(Pattern("binary", (op,), _check_binary) for op in BINARY),
