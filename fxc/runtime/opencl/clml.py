@@ -44,6 +44,10 @@ DTYPE = {"float32": 0, "float16": 1}
 OPS = {"convolution": 0, "transposed_convolution": 1, "fully_connected": 2, "batch_matmul": 3, "batchnorm": 4,
        "binary": 5, "activation": 6, "pad": 7, "concat": 8, "softmax": 9, "reshape": 10, "pool": 11,
        "global_pool": 12, "depth_to_space": 13}
+SLOTS = {"convolution": ("input", "weight", "bias", "bn_scale", "bn_shift"),     # an op's inputs in the shim's
+          "transposed_convolution": ("input", "weight", "bias", "bn_scale", "bn_shift"),   # order (-1: absent)
+          "fully_connected": ("input", "weight", "bias"), "batch_matmul": ("input", "weight"),
+          "batchnorm": ("input", "scale", "shift"), "binary": ("a", "b")}
 MODES = {"convolution": 0, "depthwise": 1, "relu": 1, "relu6": 2, "clip": 3, "add": 0, "sub": 1, "mul": 2,
          "div": 3, "max": 4, "min": 5, "average": 1}
 
@@ -97,7 +101,7 @@ def shim(sdk: str):
     lib.fxc_clml_new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_int)]
     lib.fxc_clml_tensor.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int]
     lib.fxc_clml_op.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.c_int,
-                                ctypes.POINTER(ctypes.c_float), ctypes.c_int]
+                                ctypes.POINTER(ctypes.c_float)]
     lib.fxc_clml_bind.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     lib.fxc_clml_finish.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
     lib.fxc_clml_finish.restype = ctypes.c_int
@@ -111,8 +115,11 @@ def _ints(xs) -> ctypes.Array:
 
 
 def _compile(lib, device, graph: dict):
-    """The shim's graph of a region graph: its tensors (NCHW, padded to 4 dims) and ops, created on the device's
-    context (the weights and inputs are bound per call by run)."""
+    """The shim's graph of a region graph: its tensors (NCHW, padded to 4 dims; the step's operands first, in
+    order) and ops, created on the device's context (the operands' buffers are bound per call by run). An op is
+    (kind, ints: output, input count, inputs (SLOTS order, -1 absent), mode, activation, groups, axis, block,
+    transpose, padding t l b r, stride h w, dilation h w, window h w, pad widths; floats: clip lo, hi, pad
+    value)."""
     status = ctypes.c_int(0)
     g = lib.fxc_clml_new(device.ctx.int_ptr, device.dev.int_ptr, ctypes.byref(status))
     if not g:
@@ -121,17 +128,17 @@ def _compile(lib, device, graph: dict):
     ids = {}
     for name, spec in graph["tensors"].items():
         dims = [1] * (4 - len(spec["shape"])) + list(spec["shape"])
-        ids[name] = lib.fxc_clml_tensor(g, DTYPE[spec["dtype"]], _ints(dims), int(name.startswith(("in", "out"))))
+        ids[name] = lib.fxc_clml_tensor(g, DTYPE[spec["dtype"]], _ints(dims),
+                                        1 if name.startswith("in") else 2 if name.startswith("out") else 0)
     for node in graph["nodes"]:
-        a = node["attrs"]
-        ins = [ids[v] for v in node["inputs"].values()] + [-1] * (5 - len(node["inputs"]))
-        ints = [ids[node["output"]], *ins, MODES.get(a.get("mode"), 0), MODES.get(a.get("activation"), 0),
+        a, named = node["attrs"], node["inputs"]
+        ins = [ids[named[k]] if k in named else -1 for k in SLOTS.get(node["op"], sorted(named))]
+        ints = [ids[node["output"]], len(ins), *ins, MODES.get(a.get("mode"), 0), MODES.get(a.get("activation"), 0),
                 a.get("groups", 1), a.get("axis", 1), a.get("block", 1), int(a.get("transpose_weight", False)),
                 *a.get("padding", [0] * 4), *a.get("stride", [1, 1]), *a.get("dilation", [1, 1]),
                 *a.get("window", [1, 1]), *[w for pair in a.get("widths", []) for w in pair]]
         floats = [a.get("lo", 0.0), a.get("hi", 0.0), a.get("value", 0.0)]
-        rc = lib.fxc_clml_op(g, OPS[node["op"]], _ints(ints), len(ints), (ctypes.c_float * 3)(*floats),
-                             len(node["inputs"]))
+        rc = lib.fxc_clml_op(g, OPS[node["op"]], _ints(ints), len(ints), (ctypes.c_float * 3)(*floats))
         if rc:
             raise ExecutionError(f"CLML refused {node['op']} ({node['fxc']}): status {rc}")
     rc = lib.fxc_clml_finish(g, device.queue.int_ptr)     # (memory for its own tensors, the tuning cache)
