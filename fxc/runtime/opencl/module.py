@@ -25,7 +25,8 @@ from . import clblast, clml
 from .device import open_device
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
-EXTERNAL = {"clblast:sgemm": clblast.sgemm, clml.KERNEL: clml.run}    # a plan step ("library:routine") -> its call
+EXTERNAL = {"clblast:sgemm": clblast.sgemm, "clblast:sconvgemm": clblast.sconvgemm,     # a plan step
+            clml.KERNEL: clml.run}                                                      # -> its call
 CHECKS = {"clblast": clblast.check, "clml": clml.check}     # a library -> its install check (TargetError: the fix)
 
 
