@@ -187,7 +187,10 @@ def run(queue, call: tuple, operands: list, event: bool = False) -> None:
     the time between its neighbours."""
     lib, g = _graphs[(queue.int_ptr, call[2], call[1])]
     for k, (buf, off) in enumerate(operands):
-        lib.fxc_clml_bind(g, k, buf.int_ptr, off, 0)
+        rc = lib.fxc_clml_bind(g, k, buf.int_ptr, off, 0)
+        if rc:
+            raise ExecutionError(f"CLML could not view operand {k} of a region in fxc's buffer at byte {off} "
+                                 f"(status {rc}: the device's base address alignment); build for 'opencl'")
     rc = lib.fxc_clml_run(g, queue.int_ptr)
     if rc:
         raise ExecutionError(f"CLML failed running a region (status {rc}); build for 'opencl' to run fxc's kernels")

@@ -267,6 +267,26 @@ def test_clml_target_is_opencl_with_clml_regions():
     assert str(Target.parse("clml -device=0 -libs=clblast")) == "opencl -device=0 -libs=clml,clblast"
 
 
+def test_torch_compile_for_clml_equals_eager_and_explain_shows_the_split():
+    """torch.compile keeps the weights as inputs: fxc folds the batch norm's scale into the conv's weights in the
+    prepack step (left to fxc: weights only), and its shift is the conv match's second add."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU6(),
+                              torch.nn.Conv2d(8, 8, 3, groups=8), torch.nn.Sigmoid()).eval()
+    x = torch.randn(1, 3, 16, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)        # (PoCL: the fallback's warning, tested below)
+        e = fxc.explain(net, options={"target": "clml"})(x)
+        with torch.no_grad():
+            got = torch.compile(net, backend="fxc", options={"target": "clml"})(x)
+    regions = [r for r in e.offload if r.startswith("region")]
+    assert len(regions) == 1 and regions[0].startswith("region 0 -> clml: conv2d(pad+conv2d+add+add+hardtanh"), \
+        str(e)
+    assert any(r.startswith("fxc: sigmoid") and "no pattern of clml matches sigmoid" in r for r in e.offload)
+    assert any("[clml:region: external library clml; fxc's" in k for k in e.kernels)
+    torch.testing.assert_close(got, net(x), rtol=1e-4, atol=1e-4)
+
+
 # -- the runtime: what is missing, and the fallback -------------------------------------------------------------------
 class _Adreno:
     info = {"name": "QUALCOMM Adreno(TM) 740", "extensions": ["cl_khr_fp16", "cl_qcom_ml_ops"]}
