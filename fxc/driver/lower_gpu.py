@@ -38,8 +38,11 @@ def _whole_region(lib, region, plan: Plan, steps: list, start: int, regions: lis
     (how many launches follow it as its fallback, the index of its region graph in the program text); regions gets
     (kernel, region graph text). Returns the kernel line."""
     mine = {id(n) for n in region.nodes}
-    leaving = {v.id for gr in plan.groups if id(gr.root) not in mine for v in gr.inputs}
-    leaving |= {vid for vid, slot in plan.slots.items() if slot[0] == "out"}
+    outside = [v for gr in plan.groups if id(gr.root) not in mine for v in gr.inputs]
+    produced = {v.id for gr in plan.groups for v in gr.outputs}
+    views = {plan.slots[v.id] for v in outside if v.id not in produced and plan.slots[v.id][0] == "work"}
+    leaving = {v.id for v in outside} | {vid for vid, slot in plan.slots.items() if slot[0] == "out"}
+    leaving |= {o.id for n in region.nodes for o in n.outputs if plan.slots.get(o.id) in views}   # (read as a view)
     kernel, call, operands, text = lib.lower(region, leaving)
     steps.insert(start, Launch(kernel, [plan.slots[v.id] for v in operands], (1,), (1,), False,
                                call=(len(steps) - start, len(regions)) + tuple(call)))
