@@ -136,7 +136,9 @@ def _compile(lib, device, graph: dict):
         ints = [ids[node["output"]], len(ins), *ins, MODES.get(a.get("mode"), 0), MODES.get(a.get("activation"), 0),
                 a.get("groups", 1), a.get("axis", 1), a.get("block", 1), int(a.get("transpose_weight", False)),
                 *a.get("padding", [0] * 4), *a.get("stride", [1, 1]), *a.get("dilation", [1, 1]),
-                *a.get("window", [1, 1]), *[w for pair in a.get("widths", []) for w in pair]]
+                *a.get("window", [1, 1]),
+                *[w for pair in [[0, 0]] * (4 - len(a.get("widths", [[0, 0]] * 4))) + a.get("widths", [])
+                  for w in pair]]
         floats = [a.get("lo", 0.0), a.get("hi", 0.0), a.get("value", 0.0)]
         rc = lib.fxc_clml_op(g, OPS[node["op"]], _ints(ints), len(ints), (ctypes.c_float * 3)(*floats))
         if rc:

@@ -162,7 +162,7 @@ int fxc_clml_op(void *gv, int kind, const int *v, int n, const float *f) {
     }
     case 7: {                    /* pad: widths per dim (before, after), NCHW */
         cl_ml_op_pad_desc_qcom d = {CL_PAD_MODE_CONSTANT_QCOM, {{f[2]}}, {0}, prec};
-        for (int k = 0; k < 8; k++) d.pad_per_axis[k] = (cl_uint)a[14 + k];
+        for (int k = 0; k < 8; k++) d.pad_per_axis[k] = (cl_uint)a[16 + k];
         rc = g->api->clCreateMLOpPadQCOM(g->ctx, NULL, &d, T(in[0]), T(out), &op, g->tuning);
         break;
     }

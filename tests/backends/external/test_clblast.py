@@ -1,5 +1,6 @@
-"""CLBlast on the opencl target (PoCL here), for real: regions equal to eager through torch.compile, from_onnx and
-from_mxnet with offload forced, profiled calls, explain's split, export naming the library and load checking it,
+"""CLBlast on the opencl target (PoCL here), for real: GEMM regions equal to eager through torch.compile, from_onnx
+and from_mxnet with offload forced, convolutions through convgemm equal to eager through torch.compile,
+profiled calls, explain's split, export naming the library and load checking it,
 and the cost choice keeping fxc's kernel where it is faster.
 
 CLBlast compiles each of its kernels on first use (~30 s on PoCL here; PoCL's kernel cache keeps the binaries for the

@@ -4,7 +4,8 @@ fxc on ResNet-18, MobileNetV2 and a BERT encoder, every region's serialised grap
 (clml_interpreter.py) and compared with eager PyTorch, the region JSON of small graphs against known-good files
 (clml_golden/; regenerate with `python tests/backends/external/test_clml.py` after a deliberate format change),
 fxc.partition_for, and the runtime fallback: a clml build or artifact on PoCL (no cl_qcom_ml_ops) runs fxc's
-kernels, equal to eager, with one warning."""
+kernels, equal to eager, with one warning; and, with the SDK's shim stood in for (it cannot be built here), the
+region step replacing its fallback launches and the calls the runtime makes of the shim."""
 import json
 import sys
 import warnings
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 import fxc
+import fxc.driver.build
 from fxc.backends import libraries_of
 from fxc.backends.external.clml.codegen import region_graph
 from fxc.ops.registry import get_op
@@ -319,6 +321,49 @@ def test_clml_artifact_falls_back_to_fxc_kernels_on_pocl_with_one_warning(tmp_pa
     assert any(st.kernel == "clml:region" for st in m.module.plan)
     assert "opencl -libs=clml" in m.module.target and "/* clml:region 0" in m.module.source
     assert clml.region_graphs(m.module.source)[0]["nodes"][0]["op"] == "convolution"
+
+
+class _ShimCalls:
+    """Stands in for the shim compiled against the SDK (it cannot be built here: no header): records the calls
+    the runtime's driver makes, to check the protocol of clml_shim.c (tensor k is operand k; op codes)."""
+
+    def __init__(self):
+        self.tensors, self.ops, self.finished = [], [], 0
+
+    def fxc_clml_new(self, ctx, dev, status):
+        return 1
+
+    def fxc_clml_tensor(self, g, dtype, dims, role):
+        self.tensors.append((dtype, list(dims[:4]), role))
+        return len(self.tensors) - 1
+
+    def fxc_clml_op(self, g, kind, ints, n, floats):
+        self.ops.append((kind, list(ints[:n])))
+        return 0
+
+    def fxc_clml_finish(self, g, queue):
+        self.finished += 1
+        return 0
+
+
+def test_with_clml_present_the_region_step_replaces_its_fallback_launches(monkeypatch):
+    g = _conv_fp16("float32")
+    m = fxc.driver.build.build(g, "clml")
+    calls = _ShimCalls()
+    monkeypatch.setattr(clml, "missing", lambda device: None)
+    monkeypatch.setenv("FXC_CLML_SDK", "/sdk")
+    monkeypatch.setattr(clml, "shim", lambda sdk: calls)
+    monkeypatch.setattr(clml, "_graphs", {})
+    (step,) = [st for st in m.plan if st.kernel == "clml:region"]
+    chosen = clml.choose(m.plan, m.device, m.source)
+    assert len(chosen) == len(m.plan) - step.call[0] and chosen[0].kernel == "clml:region"
+    assert chosen[0].call[:2] == step.call[:2] and len(chosen[0].call) == 3     # (+ the program's digest)
+    assert [r for _, _, r in calls.tensors[:4]] == [2, 1, 1, 1]                 # out0, in0 (x), in1 (w), in2 (b)
+    assert calls.tensors[0][1] == [1, 4, 4, 4] and calls.finished == 1
+    (conv, conv_ints), (pool, pool_ints) = calls.ops
+    assert (conv, pool) == (clml.OPS["convolution"], clml.OPS["pool"])
+    assert conv_ints[:9] == [4, 5, 1, 2, 3, -1, -1, 0, 1]      # out t0; 5 inputs: x, w, b, no bn; conv; relu
+    assert conv_ints[13:17] == [1, 1, 1, 1] and pool_ints[:3] == [0, 1, 4]       # padding; out0 <- t0
 
 
 if __name__ == "__main__":      # write the known-good files (after a deliberate change of the format)
