@@ -204,6 +204,7 @@ def _one(op, shapes, dtype="float32", **attrs):
     (_one("conv2d", [(2, 3, 8, 8), None], **CONV), "batch 2: CLML runs batch 1"),
     (_one("add", [(1, 4, 8, 8), (1, 4, 8, 8)], "int64"), "int64 tensors: CLML runs float32 and float16 only"),
     (_one("add", [(1, 4, 8, 8), (1, 4, 1, 1)]), "broadcasting (1, 4, 8, 8) with (1, 4, 1, 1)"),
+    (_one("mul", [(1, 8, 8, 8), (8,)]), "broadcasting (1, 8, 8, 8) with (8,)"),      # (along W: no batch norm)
     (_one("relu", [(1, 40000)]), "dim 40000 of (1, 40000) exceeds CLML's limit of 32768"),
     (_one("relu", [(1, 2, 3, 4, 5)]), "rank 5"),
     (_one("conv2d", [(1, 4, 8, 8), (4, 2, 3, 3)], stride=(1, 1), dilation=(1, 1), groups=2),
@@ -212,8 +213,8 @@ def _one(op, shapes, dtype="float32", **attrs):
      "a dilated depthwise conv"),
     (_one("softmax", [(1, 4, 8, 8)], dim=3), "softmax over axis 3 of a rank-4 tensor"),
     (_one("hardtanh", [(1, 4, 8, 8)], lo=-1.0, hi=1.0), None),
-], ids=["batch2", "int64", "broadcast", "dim_over_32768", "rank5", "grouped", "dilated_depthwise", "softmax_axis",
-        "clip"])
+], ids=["batch2", "int64", "broadcast", "broadcast_w", "dim_over_32768", "rank5", "grouped", "dilated_depthwise",
+        "softmax_axis", "clip"])
 def test_pattern_checks_at_their_edges(g, why):
     p = _planned(g)
     (root,) = [n for n in p.graph.nodes if n.outputs[0] is p.graph.outputs[0]]

@@ -48,8 +48,8 @@ def _common(nodes, caps) -> str | None:
 
 
 def per_channel(v, channels: int) -> bool:
-    """v is one value per channel of an NCHW tensor: (C,), (C,1,1) or (1,C,1,1)."""
-    return v.type.ndim in (1, 3, 4) and v.type.numel == channels and (v.type.ndim == 1 or v.shape[-3] == channels)
+    """v is one value per channel of an NCHW tensor: (C,1,1) or (1,C,1,1) (a (C,) broadcasts along W, not C)."""
+    return v.type.ndim in (3, 4) and tuple(v.shape[-3:]) == (channels, 1, 1) and v.type.numel == channels
 
 
 def other(n, v):
