@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from .errors import TargetError
 
 KINDS = ("llvm", "opencl", "opengl", "webgl", "webgpu", "wasm", "clml")
-# the kinds named to users (errors, lists): clml builds for Qualcomm's CLML SDK on Adreno and is parsed like the others,
-# but is not offered, as fxc runs it nowhere but on those devices (elsewhere its regions run as opencl kernels)
+# the kinds named to users (errors, lists): clml (Qualcomm's CLML SDK on Adreno) is parsed as "opencl -libs=clml" (CLML
+# regions, each carrying fxc's opencl kernels, run where the device lacks the extension) and is not offered in lists
 LISTED_KINDS = tuple(k for k in KINDS if k != "clml")
 
 
@@ -185,6 +185,10 @@ def _parse(text: str) -> Target:
         raise TargetError("empty target string; use 'llvm' for this CPU")
     if words[0] in BOARDS:          # a board's alias: its llvm target, the options after it on top
         words = shlex.split(BOARDS[words[0]]) + words[1:]
+    if words[0] == "clml":          # opencl with CLML regions (docs/byoc.md): "clml -device=0" is
+        named = [x for w in words[1:] if w.startswith("-libs=") for x in w[6:].split(",")]     # "opencl -device=0
+        words = ["opencl", *(w for w in words[1:] if not w.startswith("-libs=")),            # -libs=clml"
+                 "-libs=" + ",".join(dict.fromkeys(x for x in ["clml", *named] if x))]
     kind, opts = words[0], {}
     if kind not in KINDS:
         raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(LISTED_KINDS)} "
@@ -426,7 +430,7 @@ X86_CPUS = {
 # TargetError for another one says
 DEVICE_OPTIONS = {
     "opencl": (("device", "libs"), "known: -device=<index or name substring> (or set FXC_OPENCL_DEVICE), "
-                                   "-libs=clblast"),
+                                   "-libs=clblast,clml"),
     "opengl": ((), "the opengl target takes none (it uses the process's EGL context)"),
     "webgl": ((), "the webgl target takes none (FXC_CHROMIUM names the browser)"),
     "webgpu": ((), "the webgpu target takes none (FXC_CHROMIUM names the browser)"),
