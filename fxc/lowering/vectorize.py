@@ -122,6 +122,8 @@ def aligned_stride(e: Expr, v: Var, lanes: int):
     return go(e)
 
 
+_INT8_EPILOGUE = {"float32", "int32", "int8", "uint8"}     # vector casts among these (backends/llvm/arith.py)
+
 def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, aligned: bool = False):
     """e as a vector over v, v+1, ..., v+lanes-1 (loads along v become vector loads), or None.
     replace: scalar variables that stand for a lane of a given vector (e.g. the accumulator). aligned: v is a
@@ -149,6 +151,12 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, ali
         elif isinstance(x, Cast) and x.args[1].dtype == "bool" and x.dtype in ("float32", "float64"):
             m = go(x.args[1])                    # a mask's 0 / 1 (dropout's backward)
             r = None if m is None else Cast(vec(x.dtype, lanes), m)
+        elif isinstance(x, Cast) and {x.dtype, x.args[1].dtype} <= _INT8_EPILOGUE:
+            a = go(x.args[1])                    # an int8 kernel's epilogue: int32 -> float32 -> int8 / uint8
+            r = None if a is None else Cast(vec(x.dtype, lanes), a)
+        elif isinstance(x, Bin) and x.dtype == "int32" and x.args[0] in ("add", "sub", "mul"):
+            a, b = go(x.args[1]), go(x.args[2])
+            r = None if a is None or b is None else rebuild(x, (x.args[0], a, b))
         elif isinstance(x, PackBf16):            # float32 pairs -> bf16x2 words (vcvtne2ps2bf16)
             lo, hi = go(x.args[0]), go(x.args[1])
             r = None if lo is None or hi is None else PackBf16(lo, hi)

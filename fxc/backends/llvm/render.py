@@ -32,6 +32,7 @@ from ...symbolic.expr import (
     CheckIndex,
     Const,
     DotBf16,
+    DotI8,
     Expr,
     Fma,
     Lane,
@@ -50,6 +51,7 @@ from ...symbolic.expr import (
     vec,
 )
 from .arith import LTYPE, MTYPE, UNSIGNED, Arithmetic, float_suffix, lty
+from .int8 import render_dot_i8
 from .mathlib import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words
 
 FLOAT_FLAGS = "reassoc contract"
@@ -343,6 +345,8 @@ class FunctionWriter(Arithmetic):
             return self.call(f"llvm.{fn}.{float_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
+        if isinstance(e, DotI8):
+            return render_dot_i8(self, e)
         if isinstance(e, CheckIndex):
             return self.check_index(*e.args)
         if isinstance(e, Present):
