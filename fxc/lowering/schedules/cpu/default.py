@@ -396,8 +396,8 @@ def _special(conv, rt, out, red, value, axes, shape, num_threads):
     """The CPU family's schedule of the kind the reduction's compute names in its attrs (the registry,
     fxc/lowering/schedules); None when it names none, has none, or that schedule does not apply."""
     kind = rt.attrs.get("schedule")
-    if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
-        return None
+    if kind is None or rt.dtype != ("int32" if rt.attrs.get("int8") else "float32") or 0 in tuple(shape):
+        return None     # (an empty output: the plain loops, no tiles; int8 words: ops/int8.py)
     fn = lookup("cpu", kind, default=False)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 

@@ -1,0 +1,180 @@
+"""The int8 kernels (ops/int8.py) in every form of the 4-way byte dot (Caps.int8_dot: vnni512 at 512 and 256 bits,
+vnni256, the exact AVX2 / AVX-512BW vpmaddwd form, the widening form of SSE and NEON, aarch64 sdot and armv7 under
+qemu) against numpy integer references computed from the bytes themselves, not from the words: saturation edges
+(activations 255 / 0, weights -128 / 127, zero points at the range ends, scales 2^-20 and 2^4, reductions whose u8 x s8
+pair sums overflow int16, as vpmaddubsw's would)."""
+import subprocess
+
+import numpy as np
+import pytest
+
+from fxc.driver.build import build
+from fxc.ops.int8 import i8_words_ref, pack_weight_ref
+from fxc.relay_like.builder import Builder
+from fxc.target import Target, host_features
+from tests.backends.llvm.arm import export_for, require_cross, run_emulated
+
+# target -> (the int8_dot form, the instruction its IR names at the target's lanes)
+X86 = {"llvm": ("vnni512", "vpdpbusd.512"), "llvm -mcpu=haswell": ("avx2", "avx2.pmadd.wd"),
+       "llvm -mcpu=skylake-avx512": ("avx2", "pmaddw.d.512"), "llvm -mcpu=x86-64": ("", "mul nsw <16 x i16>")}
+
+
+def _conv_ref(x, w, x_zp, stride=(1, 1)):
+    """sum((x - x_zp) * w) over each window, in int64 from the integer tensors."""
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    oh, ow = (h - kh) // stride[0] + 1, (wd - kw) // stride[1] + 1
+    xs = x.astype(np.int64) - x_zp
+    out = np.zeros((n, o, oh, ow), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xs[:, :, i:i + stride[0] * oh:stride[0], j:j + stride[1] * ow:stride[1]]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j].astype(np.int64))
+    return out
+
+
+def _requant_ref(acc, x_scale, w_scale, bias, y_scale, y_zp, qmin, qmax, relu, out_dtype):
+    """The float32 epilogue written out: acc * (x_scale * w_scale) + bias, relu, round half even, zero point, clamp."""
+    v = acc.astype(np.float32) * (np.float32(x_scale) * w_scale.reshape(1, -1, 1, 1))
+    if bias is not None:
+        v = v + bias.reshape(1, -1, 1, 1)
+    if relu:
+        v = np.maximum(v, np.float32(0))
+    if out_dtype == "float32":
+        return v
+    q = np.rint(v / np.float32(y_scale)) + np.float32(y_zp)
+    return np.clip(q, qmin, qmax).astype(out_dtype)
+
+
+def _conv_case(x, w, x_zp, caps, out_dtype="int32", lanes=None, stride=(1, 1), x_scale=0.02, w_scale=None,
+               bias=None, y_scale=0.1, y_zp=0, relu=False, nv=1):
+    """(graph inputs, attrs, expected) of conv2d_packed_i8 for the form of `caps`: activation bytes unsigned on x86
+    (s8 activations shifted by -128), signed on ARM (u8 shifted by 128)."""
+    lanes = lanes or caps.lanes
+    signed_a = caps.int8_dot in ("neon_dot", "neon")
+    shift = (128 if x.dtype == np.uint8 else 0) if signed_a else (0 if x.dtype == np.uint8 else -128)
+    o = w.shape[0]
+    blocks = -(-o // (lanes * nv)) * nv
+    w_scale = np.full(o, 2.0 ** -7, np.float32) if w_scale is None else np.asarray(w_scale, np.float32)
+    qmin, qmax = {"uint8": (0, 255), "int8": (-128, 127)}.get(out_dtype, (0, 0))
+    arrays = [i8_words_ref(x, 1, shift), pack_weight_ref(w, 0, 1, blocks, lanes),
+              w.reshape(o, -1).astype(np.int64).sum(1).astype(np.int32), np.int32(x_zp), np.float32(x_scale), w_scale]
+    if bias is not None:
+        arrays.append(np.asarray(bias, np.float32))
+    if out_dtype in ("uint8", "int8"):
+        arrays += [np.float32(y_scale), np.int32(y_zp)]
+    attrs = dict(out_channels=o, stride=stride, nv=nv, shift=shift, signed_a=signed_a, out_dtype=out_dtype,
+                 relu=relu, qmin=qmin, qmax=qmax, bias="float32" if bias is not None else "")
+    acc = _conv_ref(x, w, x_zp, stride)
+    want = acc.astype(np.int32) if out_dtype == "int32" else \
+        _requant_ref(acc, x_scale, w_scale, bias, y_scale, y_zp, qmin, qmax, relu, out_dtype)
+    return arrays, attrs, want
+
+
+def _graph(cases):
+    b = Builder()
+    for arrays, attrs, _ in cases:
+        ins = [b.graph.input(a.shape, str(a.dtype)) for a in arrays]
+        b.graph.outputs += list(b.graph.call("conv2d_packed_i8", ins, **attrs))
+    return b.graph
+
+
+def _edge_cases(caps, lanes=None):
+    """Saturation edges and a long reduction: every product at its extreme, sums past int16 in every pair."""
+    rng = np.random.default_rng(0)
+    full = lambda v, shape, dt: np.full(shape, v, dt)
+    cases = []
+    for xv, wv in ((255, -128), (255, 127), (0, -128), (0, 127)):       # u8 x s8 extremes, 64 x 3 x 3 reduction
+        cases.append(_conv_case(full(xv, (1, 64, 5, 6), np.uint8), full(wv, (20, 64, 3, 3), np.int8), 0, caps,
+                                lanes=lanes))
+    x = rng.integers(0, 256, (1, 256, 6, 5)).astype(np.uint8)               # 2304-long reduction, random extremes
+    w = rng.choice(np.array([-128, 127, -127, 1], np.int8), (33, 256, 3, 3))
+    cases.append(_conv_case(x, w, 255, caps, lanes=lanes, nv=2))
+    xs = rng.choice(np.array([-128, 127], np.int8), (1, 40, 4, 9))           # s8 activations, zero points at the ends
+    ws = rng.choice(np.array([-128, 127], np.int8), (16, 40, 1, 3))
+    cases.append(_conv_case(xs, ws, -128, caps, lanes=lanes))
+    cases.append(_conv_case(xs, ws, 127, caps, lanes=lanes, stride=(1, 2)))
+    xq = rng.integers(0, 256, (2, 24, 7, 8)).astype(np.uint8)
+    wq = rng.integers(-128, 128, (40, 24, 3, 3)).astype(np.int8)
+    bias = rng.uniform(-50, 50, 40).astype(np.float32)
+    for x_scale, y_scale, y_zp, out in ((2.0 ** -20, 2.0 ** -20, 0, "uint8"), (2.0 ** 4, 2.0 ** 4, 255, "uint8"),
+                                        (2.0 ** -20, 2.0 ** -16, -128, "int8"), (0.01, 0.5, 127, "int8")):
+        cases.append(_conv_case(xq, wq, 128, caps, out, lanes=lanes, x_scale=x_scale, y_scale=y_scale, y_zp=y_zp,
+                                w_scale=rng.uniform(2 ** -9, 2 ** -5, 40), nv=2))
+    cases.append(_conv_case(xq, wq, 3, caps, "uint8", lanes=lanes, bias=bias, relu=True, y_zp=0, nv=2))
+    cases.append(_conv_case(xq, wq, 3, caps, "float32", lanes=lanes, bias=bias, nv=2))
+    return cases
+
+
+def _check(got, cases):
+    for g, (_, attrs, want) in zip(got, cases):
+        if attrs["out_dtype"] == "float32":     # the only float rounding: acc * scale + bias, maybe fused (fma)
+            np.testing.assert_allclose(g, want, rtol=1e-6, atol=1e-6)
+        else:
+            np.testing.assert_array_equal(g, want)
+
+
+@pytest.mark.parametrize("target", list(X86))
+def test_forms_on_x86(target):
+    """Each x86 form's kernels run here (the host has AVX-512 VNNI: every lower form runs too) and match the integer
+    reference exactly; the IR uses the form's instruction."""
+    t = Target.parse(target)
+    missing = t.caps.features - host_features()
+    if missing:
+        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    form, instruction = X86[target]
+    assert t.caps.int8_dot == form
+    cases = _edge_cases(t.caps)
+    module = build(_graph(cases), target=t)
+    assert instruction in module.source
+    _check(module(*[a for arrays, _, _ in cases for a in arrays]), cases)
+
+
+def test_vnni_at_256_bits():
+    """Weights packed in 8 lanes on an AVX-512 VNNI host: vpdpbusd on ymm registers (the IR of the vnni256 form)."""
+    t = Target.parse("llvm")
+    if t.caps.int8_dot != "vnni512":
+        pytest.skip("this host has no AVX-512 VNNI")
+    cases = _edge_cases(t.caps, lanes=8)
+    module = build(_graph(cases), target=t)
+    assert "vpdpbusd.256" in module.source
+    _check(module(*[a for arrays, _, _ in cases for a in arrays]), cases)
+
+
+def test_avxvnni_compiles_to_vex_vpdpbusd():
+    """AVX-VNNI (Alder Lake: no AVX-512) gets the 256-bit VEX vpdpbusd; built here, run where the CPU has it."""
+    t = Target.parse("llvm -mcpu=alderlake")
+    assert t.caps.int8_dot == "vnni256" and t.caps.lanes == 8
+    cases = _edge_cases(t.caps)[:2]
+    module = build(_graph(cases), target=t)
+    asm = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(module.library)], capture_output=True,
+                         text=True, check=True).stdout
+    assert "{vex} vpdpbusd" in asm
+
+
+def test_forms_of_targets():
+    assert Target.parse("llvm -mcpu=cascadelake").caps.int8_dot == "vnni512"
+    assert Target.parse("llvm -mcpu=znver3").caps.int8_dot == "avx2"
+    assert Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76").caps.int8_dot == "neon_dot"
+    assert Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53").caps.int8_dot == "neon"
+    assert Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53 -mattr=+dotprod").caps.int8_dot \
+        == "neon_dot"
+    assert Target.parse("rasp3b").caps.int8_dot == "neon"
+    assert Target.parse("llvm -mtriple=armv7l-linux-gnueabihf").caps.int8_dot == ""
+
+
+@pytest.mark.parametrize("arm,instruction", [("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76", "sdot"),
+                                             ("rasp3b", "mul nsw <16 x i16>")])
+def test_forms_on_arm_under_qemu(arm, instruction, tmp_path):
+    """aarch64 sdot (u8 activations shifted to s8, the shift compensated by the weight sums) and armv7 NEON's
+    widening form, exported and run under qemu."""
+    require_cross(arm)
+    caps = Target.parse(arm).caps
+    cases = _edge_cases(caps)
+    module = build(_graph(cases), target=arm)
+    assert instruction in module.source
+    arrays = [a for arrays, _, _ in cases for a in arrays]
+    artifact, folder, exe = export_for(module, arm, tmp_path)
+    from fxc.runtime.artifact.read import read_artifact
+    manifest, _ = read_artifact(artifact)
+    _check(run_emulated(folder, exe, arm, arrays, manifest["outputs"], tmp_path), cases)
