@@ -1,4 +1,4 @@
-"""int8 compute on CPUs (relay_like/passes/use_int8.py): quantized conv2d/matmul over words of four bytes.
+"""int8 compute on CPUs (relay_like/passes/use_int8.py): ops/quant.py's qconv2d / qmatmul over words of four bytes.
 
 An int8 word is an int32 holding four 8-bit values adjacent along a reduction axis: byte k (bits 8k..8k+7) is element
 4c + k (a length that is not a multiple of 4 is zero-padded). It is the operand layout of the 4-way byte dot
@@ -7,22 +7,23 @@ elsewhere), which adds four byte products to an int32 accumulator per lane; so a
 of the reduction steps, each four multiply-adds, accumulated exactly in int32.
 
 Activation words hold x - shift: the instruction's byte type (Caps.int8_dot; unsigned on x86, signed on ARM) decides
-the shift (u8 activations: 0 on x86, 128 on ARM; s8: -128 on x86, 0 on ARM). Weights (signed int8, symmetric:
-zero point 0) are packed once, as pack_lanes packs float32 weights, with words along the reduction axis:
+the shift (u8 activations: 0 on x86, 128 on ARM; s8: -128 on x86, 0 on ARM). Weights (int8 with zero point 0) are
+packed once, as pack_lanes packs float32 weights, with words along the reduction axis:
 
     pack_i8_words(x, axis, shift)          uint8/int8 [.., C, ..] -> int32 words [.., ceil(C/4), ..]
-    conv2d_packed_i8(xw, ww, wsum, x_zp, x_scale, w_scale[, bias][, y_scale, y_zp])
-                                           xw [N, C/4, H, W] words, ww [O/L, C/4, KH, KW, L] words (i8_words_ref of
-                                           pack_lanes(w, axis 0) along axis 1), wsum [O] int32 (each output's weight
-                                           sum) -> out_dtype [N, O, OH, OW]
-    matmul_packed_i8(aw, bw, wsum, a_zp, a_scale, b_scale[, bias][, y_scale, y_zp])
+    pack_i8_weights(w, axis, blocks, lanes) int8 w -> pack_lanes(w, axis) as words along axis 1: a conv's [O, C, KH, KW]
+                                           -> [O/L, C/4, KH, KW, L], a linear's [N, K] -> [N/L, K/4, L]
+    conv2d_packed_i8(xw, ww, wsum, bias, x_scale, x_zp, w_scale, y_scale, y_zp)
+                                           xw [N, C/4, H, W], ww [O/L, C/4, KH, KW, L] -> out_dtype [N, O, OH, OW]
+    matmul_packed_i8(aw, bw, wsum, bias, a_scale, a_zp, b_scale, y_scale, y_zp)
                                            aw [.., M, K/4], bw [.., N/L, K/4, L] -> out_dtype [.., M, N]
 
-Each is the int32 accumulation with its requantisation epilogue fused (`requant`, as ops/quant.py's qconv2d /
-qmatmul define it): acc = sum(xw bytes x ww bytes) - (x_zp - shift) * wsum[o] is sum((x - x_zp) * w) exactly (a
-conv's padding holds x_zp - shift bytes, the real zero); then (bias) int32 onnxruntime-style or float32 PyTorch-style,
-the float32 scale, relu, and for uint8/int8 outputs round half to even and saturation to [qmin, qmax].
-The references compute the integer sums in int64 from the words and the epilogue in float32, as the kernels do.
+wsum [O] int32 is each output's weight sum; the rest are qconv2d's / qmatmul's epilogue inputs and attrs (out_dtype,
+relu, qmin, qmax, requant, inverse). The sum over the words is corrected by the shift's compensation,
+acc = sum(bytes(xw) * bytes(ww)) - (x_zp - shift) * wsum[o] = sum((x - x_zp) * w) exactly (a conv's padding holds
+x_zp - shift bytes, the real zero), then ends in quant.py's own epilogue: the same int32 and float32 operations in the
+same order, so the outputs equal qconv2d's / qmatmul's bit for bit. The references compute the sums in int64 from
+the words and call quant.py's epilogue reference.
 """
 from __future__ import annotations
 
@@ -30,14 +31,12 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..symbolic.expr import Const, as_expr, binary, cast, compare, dot_i8_generic, maximum, minimum, select, unary
+from ..symbolic.expr import Const, as_expr, binary, cast, compare, dot_i8_generic, minimum, select
 from ..types import TensorType
-from .linalg import _matmul_packed_infer, _pack_ref, packed_matmul_compute, unpack_ref
+from .linalg import _matmul_packed_infer, _pack, _pack_infer, _pack_ref, packed_matmul_compute, unpack_ref
 from .nn import _conv2d_packed, _conv2d_packed_infer, _conv2d_ref
+from .quant import _check_epilogue, _epilogue, _epilogue_ref, _param
 from .registry import Kind, OpDef, register
-
-OUT_DTYPES = ("uint8", "int8", "float32", "int32")
-REQUANT = ("float", "onnxruntime")
 
 
 # -- numpy: integers <-> int8 words -------------------------------------------------------------------------------
@@ -62,12 +61,6 @@ def unword_ref(w: np.ndarray, axis: int, n: int, signed: bool) -> np.ndarray:
     return np.take(b, np.arange(n), axis=axis)
 
 
-def pack_weight_ref(w: np.ndarray, axis: int, red_axis: int, blocks: int, lanes: int) -> np.ndarray:
-    """A constant int8 weight packed for the byte dot: pack_lanes(w, axis, block_pos 0, blocks, lanes) with words of
-    four along red_axis of the result (the pass packs weights with this, once)."""
-    return i8_words_ref(_pack_ref(np.asarray(w, np.int8), axis, 0, blocks, lanes), red_axis)
-
-
 # -- pack_i8_words ------------------------------------------------------------------------------------------------
 def _words_infer(types, axis, shift=0):
     x = types[0]
@@ -79,24 +72,26 @@ def _words_infer(types, axis, shift=0):
     return [TensorType(tuple(shape), "int32")]
 
 
+def word_of(get, n: int, axis: int, i: tuple, shift: int = 0):
+    """The int8 word at index i of the words tensor: get(index) reads the 8-bit source, n = its length along `axis`
+    (bytes past it are zero); bytes (x - shift) mod 256."""
+    w = None
+    for k in range(4):
+        j = i[axis] * 4 + k
+        idx = list(i)
+        idx[axis] = j if n % 4 == 0 else minimum(j, as_expr(n - 1))
+        b = binary("and", binary("sub", cast("int32", get(tuple(idx))), Const(shift, "int32")), Const(255, "int32"))
+        if n % 4:
+            b = select(compare("lt", j, as_expr(n)), b, Const(0, "int32"))
+        b = binary("shl", b, Const(8 * k, "int32")) if k else b
+        w = b if w is None else binary("or", w, b)
+    return w
+
+
 def _words(x, axis, shift=0):
     shape = _words_infer([x], axis, shift)[0].shape
     axis %= x.ndim
-    n = x.shape[axis]
-
-    def word(*i):
-        w = None
-        for k in range(4):
-            j = i[axis] * 4 + k
-            idx = list(i)
-            idx[axis] = j if n % 4 == 0 else minimum(j, as_expr(n - 1))
-            b = binary("and", binary("sub", cast("int32", x[tuple(idx)]), Const(shift, "int32")), Const(255, "int32"))
-            if n % 4:
-                b = select(compare("lt", j, as_expr(n)), b, Const(0, "int32"))
-            b = binary("shl", b, Const(8 * k, "int32")) if k else b
-            w = b if w is None else binary("or", w, b)
-        return w
-    return te.compute(shape, word, "pack_i8_words")
+    return te.compute(shape, lambda *i: word_of(lambda idx: x[idx], x.shape[axis], axis, i, shift), "pack_i8_words")
 
 
 register(OpDef("pack_i8_words", Kind.INJECTIVE, _words_infer, i8_words_ref, _words, {}, None,
@@ -107,192 +102,173 @@ register(OpDef("pack_i8_words", Kind.INJECTIVE, _words_infer, i8_words_ref, _wor
                                       "an int32 word (ops/int8.py; a length not a multiple of 4 zero-padded)."))
 
 
-# -- the requantisation epilogue ----------------------------------------------------------------------------------
-def _epilogue_infer(name, t, rest, out_dtype, requant, bias, o):
-    """Checks the epilogue's inputs (wsum, x_zp, x_scale, w_scale[, bias][, y_scale, y_zp]) for o outputs."""
-    quant = out_dtype in ("uint8", "int8")
-    want = [("int32", [(o,)]), ("int32", [()]), ("float32", [()]), ("float32", [(o,), ()])] \
-        + ([(bias, [(o,)])] if bias else []) + ([("float32", [()]), ("int32", [()])] if quant else [])
-    if out_dtype not in OUT_DTYPES or requant not in REQUANT or bias not in ("", "int32", "float32") \
-            or len(rest) != len(want) or any(r.dtype != d or tuple(r.shape) not in s for r, (d, s) in zip(rest, want)):
-        raise ShapeError(f"{name}: expects wsum int32 [{o}], x_zp int32 [], x_scale float32 [], w_scale float32 "
-                         f"[{o}] or [], " + (f"bias {bias} [{o}], " if bias else "")
-                         + ("y_scale float32 [], y_zp int32 [] " if quant else "")
-                         + f"(out_dtype {out_dtype!r}, requant {requant!r}); got "
-                         + ", ".join(f"{r.dtype} {list(r.shape)}" for r in rest))
-    return [TensorType(t.shape, out_dtype)]
+# -- pack_i8_weights ----------------------------------------------------------------------------------------------
+def _weights_infer(types, axis, blocks, lanes=16):
+    w = types[0]
+    if w.dtype != "int8" or w.ndim < 2:
+        raise ShapeError(f"pack_i8_weights: needs an int8 weight of 2 or more dims, got {w.dtype} {list(w.shape)}")
+    t = _pack_infer(types, axis, 0, blocks, lanes)[0]
+    shape = list(t.shape)
+    shape[1] = -(-shape[1] // 4)
+    return [TensorType(tuple(shape), "int32")]
 
 
-def requant(acc, o, ins, shift, out_dtype, relu, qmin, qmax, requant, bias):
-    """The epilogue over the int32 sum `acc` of output channel `o` (expressions); ins: the op's tensors after the
-    two operands (wsum, x_zp, x_scale, w_scale[, bias][, y_scale, y_zp])."""
-    wsum, xzp, xs, ws = ins[:4]
-    b = ins[4] if bias else None
-    ys, yzp = (ins[-2], ins[-1]) if out_dtype in ("uint8", "int8") else (None, None)
-    wso = ws[o] if len(ws.shape) else ws[()]
-    a = acc - (xzp[()] - Const(shift, "int32")) * wsum[o]
-    if bias == "int32":
-        a = a + b[o]
-    if out_dtype == "int32":
-        return a
-    scale = xs[()] * wso
-    if requant == "onnxruntime" and ys is not None:
-        v = cast("float32", a) * (scale / ys[()])
-    else:
-        v = cast("float32", a) * scale
-        if bias == "float32":
-            v = v + b[o]
-        if relu:
-            v = maximum(v, Const(0.0, "float32"))
-        if ys is None:
-            return v
-        v = v / ys[()]
-    q = unary("round", v) + cast("float32", yzp[()])
-    q = minimum(maximum(q, Const(float(qmin), "float32")), Const(float(qmax), "float32"))
-    return cast(out_dtype, q)
+def _weights(w, axis, blocks, lanes=16):
+    packed = _pack(w, axis, 0, blocks, lanes)
+    shape = _weights_infer([w], axis, blocks, lanes)[0].shape
+    return te.compute(shape, lambda *i: word_of(lambda idx: packed[idx], packed.shape[1], 1, i), "pack_i8_weights")
 
 
-def requant_ref(acc, o_axis, ins, shift, out_dtype, relu, qmin, qmax, requant, bias):
-    """numpy form of `requant` (float32 operations in the same order) over an int64 sum array acc."""
-    wsum, xzp, xs, ws = ins[:4]
-    shape = [1] * acc.ndim
-    shape[o_axis] = -1
-    per = lambda v: np.asarray(v).reshape(shape) if np.ndim(v) else np.asarray(v)
-    a = acc - (np.int64(xzp) - shift) * per(wsum).astype(np.int64)
-    if bias == "int32":
-        a = a + per(ins[4]).astype(np.int64)
-    a = ((a + 2 ** 31) % 2 ** 32 - 2 ** 31)       # int32 arithmetic
-    if out_dtype == "int32":
-        return a.astype(np.int32)
-    scale = np.float32(xs) * per(ws).astype(np.float32)
-    ys = np.float32(ins[-2]) if out_dtype in ("uint8", "int8") else None
-    if requant == "onnxruntime" and ys is not None:
-        v = a.astype(np.float32) * (scale / ys).astype(np.float32)
-    else:
-        v = a.astype(np.float32) * scale
-        if bias == "float32":
-            v = v + per(ins[4]).astype(np.float32)
-        if relu:
-            v = np.maximum(v, np.float32(0))
-        if ys is None:
-            return v.astype(np.float32)
-        v = v / ys
-    q = np.rint(v).astype(np.float32) + np.float32(ins[-1])
-    return np.clip(q, qmin, qmax).astype(out_dtype)
+def pack_weight_ref(w: np.ndarray, axis: int, blocks: int, lanes: int = 16) -> np.ndarray:
+    """pack_lanes(w, axis, block_pos 0, blocks, lanes) with words of four along axis 1 of the result (the reduction
+    axis after the blocks)."""
+    return i8_words_ref(_pack_ref(np.asarray(w, np.int8), axis, 0, blocks, lanes), 1)
+
+
+register(OpDef("pack_i8_weights", Kind.INJECTIVE, _weights_infer, pack_weight_ref, _weights, {}, None,
+               lambda rng: [([rng.integers(-128, 128, (20, 6, 3, 3)).astype(np.int8)], {"axis": 0, "blocks": 2}),
+                            ([rng.integers(-128, 128, (9, 33)).astype(np.int8)], {"axis": 1, "blocks": 3})],
+               ("int8",), doc="An int8 weight packed for the 4-way byte dot once (ops/int8.py): pack_lanes(w, axis, "
+                              "block_pos 0) with words of four along axis 1 of the result."))
+
+
+# -- the requantisation epilogue: ops/quant.py's, after the shift's compensation ----------------------------------
+_EPI = dict(out_dtype="uint8", relu=False, qmin=None, qmax=None, requant="float", inverse=False)
+
+
+def _epi(attrs):
+    return {k: attrs.get(k, v) for k, v in _EPI.items()}
+
+
+def _check(name, t, ins, o, attrs):
+    """The output type: the packed operands' shape in out_dtype, after quant.py's checks of the epilogue's inputs
+    (wsum int32 [o], then qconv2d's bias, x_scale, x_zp, w_scale, y_scale, y_zp)."""
+    wsum, bias, x_scale, x_zp, w_scale, y_scale, y_zp = ins
+    if wsum.dtype != "int32" or tuple(wsum.shape) != (o,):
+        raise ShapeError(f"{name}: wsum must be int32 [{o}] (each output's weight sum), got {wsum.dtype} "
+                         f"{list(wsum.shape)}")
+    e = _epi(attrs)
+    _check_epilogue(name, e["out_dtype"], e["requant"], e["relu"], bias, (x_scale, w_scale), (x_zp, x_zp), y_scale,
+                    y_zp, o, e["qmin"], e["qmax"])
+    return [TensorType(t.shape, e["out_dtype"])]
+
+
+def _output(acc, o, ins, shift, attrs):
+    """quant.py's epilogue of the true sum: acc - (x_zp - shift) * wsum[o] (acc over the shifted bytes)."""
+    wsum, bias, x_scale, x_zp, w_scale, y_scale, y_zp = ins
+    true = acc - (_param(x_zp, None) - Const(shift, "int32")) * wsum[o]
+    return _epilogue(true, o, bias, x_scale, w_scale, y_scale, y_zp, **_epi(attrs))
+
+
+def _output_ref(acc, axis, ins, shift, attrs):
+    wsum, bias, x_scale, x_zp, w_scale, y_scale, y_zp = ins
+    shape = [-1 if d == axis else 1 for d in range(acc.ndim)]
+    true = acc - (np.int64(np.asarray(x_zp).reshape(())) - shift) * wsum.astype(np.int64).reshape(shape)
+    true = (true + 2 ** 31) % 2 ** 32 - 2 ** 31         # int32 arithmetic
+    return _epilogue_ref(true.astype(np.int32), axis, bias, x_scale, w_scale, y_scale, y_zp, **_epi(attrs))
 
 
 def _product(signed_a):
     return lambda a, b: dot_i8_generic(Const(0, "int32"), a, b, signed_a)
 
 
-_EPI = dict(shift=0, signed_a=False, out_dtype="uint8", relu=False, qmin=0, qmax=255, requant="float", bias="")
-
-
-def _epi(attrs):
-    return {k: attrs.get(k, v) for k, v in _EPI.items() if k != "signed_a"}
-
-
 # -- conv2d over int8 words ---------------------------------------------------------------------------------------
-def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, **epi):
+def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False, **epi):
     x, w = types[:2]
-    if x.dtype != "int32" or w.dtype != "int32" or w.ndim != 5:
-        raise ShapeError(f"conv2d_packed_i8 takes int8 words (int32) [N, C/4, H, W] and [O/L, C/4, KH, KW, L], got "
-                         f"{x.dtype} {list(x.shape)} and {w.dtype} {list(w.shape)}")
+    if x.dtype != "int32" or w.dtype != "int32" or w.ndim != 5 or len(types) != 9:
+        raise ShapeError("conv2d_packed_i8 takes int8 words (int32) [N, C/4, H, W] and [O/L, C/4, KH, KW, L], then "
+                         "wsum, bias, x_scale, x_zp, w_scale, y_scale, y_zp; got "
+                         + ", ".join(f"{t.dtype} {list(t.shape)}" for t in types))
     t = _conv2d_packed_infer(types[:2], out_channels, stride, dilation, nv)[0]
-    e = {**_EPI, **epi}
-    return _epilogue_infer("conv2d_packed_i8", t, types[2:], e["out_dtype"], e["requant"], e["bias"], out_channels)
+    return _check("conv2d_packed_i8", t, types[2:], out_channels, epi)
 
 
-def _conv(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, **epi):
-    e = {**_EPI, **epi}
-    acc = _conv2d_packed(x, wp, out_channels, stride, dilation, nv, product=_product(e["signed_a"]),
-                         name="conv2d_packed_i8_acc", int8=True, signed_a=e["signed_a"])
-    return te.compute(acc.shape, lambda n, o, h, w: requant(acc[n, o, h, w], o, ins, **_epi(e)), "conv2d_packed_i8")
+def _conv(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False, **epi):
+    acc = _conv2d_packed(x, wp, out_channels, stride, dilation, nv, product=_product(signed_a),
+                         name="conv2d_packed_i8_acc", int8=True, signed_a=signed_a)
+    return te.compute(acc.shape, lambda n, o, h, w: _output(acc[n, o, h, w], o, ins, shift, epi), "conv2d_packed_i8")
 
 
-def _conv_ref(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, **epi):
-    e = {**_EPI, **epi}
+def _conv_ref(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False, **epi):
     c4 = wp.shape[1]
-    xs = unword_ref(x, 1, 4 * c4, e["signed_a"])
+    xs = unword_ref(x, 1, 4 * c4, signed_a)
     ws = unword_ref(unpack_ref(wp, 0, 0, out_channels), 1, 4 * c4, True)
-    acc = _conv2d_ref(xs.astype(np.float64), ws.astype(np.float64), stride, dilation)
-    return requant_ref(np.rint(acc).astype(np.int64), 1, ins, **_epi(e))
+    acc = _conv2d_ref(xs.astype(np.float64), ws.astype(np.float64), stride, dilation)   # exact: |acc| < 2^53
+    return _output_ref(np.rint(acc).astype(np.int64), 1, ins, shift, epi)
 
 
 # -- matmul over int8 words ---------------------------------------------------------------------------------------
-def _matmul_infer(types, n, nv=1, **epi):
+def _matmul_infer(types, n, nv=1, shift=0, signed_a=False, **epi):
     a, b = types[:2]
-    if a.dtype != "int32" or b.dtype != "int32":
-        raise ShapeError(f"matmul_packed_i8 takes int8 words (int32), got {a.dtype} and {b.dtype}")
+    if a.dtype != "int32" or b.dtype != "int32" or len(types) != 9:
+        raise ShapeError("matmul_packed_i8 takes int8 words (int32) [.., M, K/4] and [.., N/L, K/4, L], then wsum, "
+                         "bias, x_scale, x_zp, w_scale, y_scale, y_zp; got "
+                         + ", ".join(f"{t.dtype} {list(t.shape)}" for t in types))
     t = _matmul_packed_infer(types[:2], n, False, nv)[0]
-    e = {**_EPI, **epi}
-    return _epilogue_infer("matmul_packed_i8", t, types[2:], e["out_dtype"], e["requant"], e["bias"], n)
+    return _check("matmul_packed_i8", t, types[2:], n, epi)
 
 
-def _matmul(a, bp, *ins, n, nv=1, **epi):
-    e = {**_EPI, **epi}
-    acc = packed_matmul_compute(a, bp, n, False, nv, _product(e["signed_a"]), "matmul_packed_i8_acc",
-                                {"int8": True, "signed_a": e["signed_a"]})
-    return te.compute(acc.shape, lambda *i: requant(acc[i], i[-1], ins, **_epi(e)), "matmul_packed_i8")
+def _matmul(a, bp, *ins, n, nv=1, shift=0, signed_a=False, **epi):
+    acc = packed_matmul_compute(a, bp, n, False, nv, _product(signed_a), "matmul_packed_i8_acc",
+                                {"int8": True, "signed_a": signed_a})
+    return te.compute(acc.shape, lambda *i: _output(acc[i], i[-1], ins, shift, epi), "matmul_packed_i8")
 
 
-def _matmul_ref(a, bp, *ins, n, nv=1, **epi):
-    e = {**_EPI, **epi}
+def _matmul_ref(a, bp, *ins, n, nv=1, shift=0, signed_a=False, **epi):
     k4 = bp.shape[-2]
-    av = unword_ref(a, a.ndim - 1, 4 * k4, e["signed_a"])
+    av = unword_ref(a, a.ndim - 1, 4 * k4, signed_a)
     b = unword_ref(unpack_ref(bp, bp.ndim - 3, bp.ndim - 3, n), bp.ndim - 2, 4 * k4, True)     # [.., n, k]
     acc = np.matmul(av, np.swapaxes(b, -1, -2))
-    return requant_ref(acc, acc.ndim - 1, ins, **_epi(e))
+    return _output_ref(acc, acc.ndim - 1, ins, shift, epi)
 
 
 # -- samples: random quantised operands and their epilogue inputs -------------------------------------------------
-def _qparams(rng, o, out_dtype, bias, per_channel=True):
-    ws = rng.uniform(2 ** -9, 2 ** -6, o if per_channel else ()).astype(np.float32)
-    ins = [np.float32(rng.uniform(0.01, 0.05)), ws]
-    if bias == "int32":
-        ins.append(rng.integers(-3000, 3000, o).astype(np.int32))
-    elif bias == "float32":
-        ins.append(rng.uniform(-1, 1, o).astype(np.float32))
-    if out_dtype in ("uint8", "int8"):
-        ins += [np.float32(rng.uniform(0.05, 0.2)), np.int32(rng.integers(-10, 10) + (128 if out_dtype == "uint8"
-                                                                                         else 0))]
-    return ins
+def _qparams(rng, o, out_dtype, bias):
+    """bias, x_scale, x_zp placeholder (replaced), w_scale, y_scale, y_zp for o outputs."""
+    b = rng.integers(-3000, 3000, o).astype(np.int32) if bias == "int32" else \
+        rng.uniform(-1, 1, o).astype(np.float32) if bias == "float32" else np.zeros(o, np.int32)
+    ys = np.float32(rng.uniform(0.05, 0.2)) if out_dtype in ("uint8", "int8") else np.float32(1)
+    yzp = np.int32(rng.integers(-10, 10) + (128 if out_dtype == "uint8" else 0)) if out_dtype in ("uint8", "int8") \
+        else np.int32(0)
+    return b, np.float32(rng.uniform(0.01, 0.05)), rng.uniform(2 ** -9, 2 ** -6, o).astype(np.float32), ys, yzp
 
 
-def conv_operands(x, w, blocks, lanes, x_zp, shift=0):
-    """(x words, packed weight words, wsum, x_zp) of a uint8/int8 NCHW input and an int8 [O, C, KH, KW] weight."""
-    return [i8_words_ref(x, 1, shift), pack_weight_ref(w, 0, 1, blocks, lanes),
-            w.reshape(w.shape[0], -1).astype(np.int64).sum(1).astype(np.int32), np.int32(x_zp)]
+def packed_inputs(xw, wp, w, x_zp, bias, x_scale, w_scale, y_scale, y_zp):
+    """The inputs of conv2d_packed_i8 / matmul_packed_i8 after the two word operands: wsum (each output's weight sum
+    over its other axes, from the int8 weight w [O, ...]) and the qconv2d epilogue's."""
+    wsum = w.reshape(w.shape[0], -1).astype(np.int64).sum(1).astype(np.int32)
+    return [xw, wp, wsum, bias, np.float32(x_scale), np.int32(x_zp), w_scale, np.float32(y_scale), np.int32(y_zp)]
 
 
 def _conv_sample(rng, n, c, h, w, o, k, blocks, x_zp=3, out_dtype="uint8", bias="", lanes=16, shift=0, **attrs):
     x = rng.integers(0, 256, (n, c, h, w)).astype(np.uint8)
     wt = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
-    qmin, qmax = (0, 255) if out_dtype == "uint8" else (-128, 127)
-    return conv_operands(x, wt, blocks, lanes, x_zp, shift) + _qparams(rng, o, out_dtype, bias), \
-        dict(out_channels=o, out_dtype=out_dtype, bias=bias, qmin=qmin, qmax=qmax, shift=shift, **attrs)
+    b, xs, ws, ys, yzp = _qparams(rng, o, out_dtype, bias)
+    return packed_inputs(i8_words_ref(x, 1, shift), pack_weight_ref(wt, 0, blocks, lanes), wt, x_zp, b, xs, ws, ys,
+                         yzp), dict(out_channels=o, out_dtype=out_dtype, shift=shift, **attrs)
 
 
 register(OpDef("conv2d_packed_i8", Kind.OUT_FUSABLE, _conv_infer, _conv_ref, _conv, {}, None,
                lambda rng: [_conv_sample(rng, 1, 3, 9, 10, 4, 3, 1),
                             _conv_sample(rng, 2, 8, 11, 13, 40, 3, 3, stride=(2, 2), nv=3, bias="float32",
-                                         relu=True),
+                                         relu=True, inverse=True),
                             _conv_sample(rng, 1, 16, 5, 6, 33, 1, 3, nv=3, out_dtype="float32", bias="float32"),
                             _conv_sample(rng, 1, 12, 7, 7, 20, 3, 2, nv=2, out_dtype="int8", bias="int32",
-                                         requant="onnxruntime", dilation=(2, 1)),
-                            _conv_sample(rng, 1, 5, 6, 7, 16, 3, 1, x_zp=200, shift=128, signed_a=True)],
+                                         requant="onnxruntime", dilation=(2, 1), relu=True),
+                            _conv_sample(rng, 1, 5, 6, 7, 16, 3, 1, x_zp=200, shift=128, signed_a=True, qmin=0,
+                                         qmax=127),
+                            _conv_sample(rng, 1, 20, 4, 5, 24, 1, 2, out_dtype="int32", bias="int32", nv=2)],
                ("int32", "uint8", "int8", "float32"),
-               doc="Quantised conv2d over int8 words (ops/int8.py): x [N, C/4, H, W], w [O/L, C/4, KH, KW, L], the "
-                   "int32 sum and the requantisation epilogue fused; NCHW out (uint8, int8, float32 or int32)."))
+               doc="Quantised conv2d over int8 words (ops/int8.py): x [N, C/4, H, W], w [O/L, C/4, KH, KW, L], then "
+                   "wsum and qconv2d's epilogue inputs; the int32 sum and qconv2d's requantisation fused."))
 
 
 def _matmul_sample(rng, a_shape, k, n, blocks, a_zp=5, out_dtype="uint8", bias="", lanes=16, shift=0, **attrs):
     a = rng.integers(0, 256, a_shape[:-1] + (k,)).astype(np.uint8)
     b = rng.integers(-128, 128, (n, k)).astype(np.int8)                   # [N, K] (a linear's weight)
-    qmin, qmax = (0, 255) if out_dtype == "uint8" else (-128, 127)
-    ins = [i8_words_ref(a, -1, shift), pack_weight_ref(b, 0, 1, blocks, lanes),
-           b.astype(np.int64).sum(1).astype(np.int32), np.int32(a_zp)] + _qparams(rng, n, out_dtype, bias)
-    return ins, dict(n=n, out_dtype=out_dtype, bias=bias, qmin=qmin, qmax=qmax, shift=shift, **attrs)
+    bb, xs, ws, ys, yzp = _qparams(rng, n, out_dtype, bias)
+    return packed_inputs(i8_words_ref(a, -1, shift), pack_weight_ref(b, 0, blocks, lanes), b, a_zp, bb, xs, ws,
+                         ys, yzp), dict(n=n, out_dtype=out_dtype, shift=shift, **attrs)
 
 
 register(OpDef("matmul_packed_i8", Kind.OUT_FUSABLE, _matmul_infer, _matmul_ref, _matmul, {}, None,
@@ -301,5 +277,5 @@ register(OpDef("matmul_packed_i8", Kind.OUT_FUSABLE, _matmul_infer, _matmul_ref,
                             _matmul_sample(rng, (9, 30), 30, 33, 3, nv=3, bias="int32", requant="onnxruntime",
                                            out_dtype="int8")],
                ("int32", "uint8", "int8", "float32"),
-               doc="Quantised matmul over int8 words (ops/int8.py): a [.., M, K/4], b [.., N/L, K/4, L], the int32 "
-                   "sum and the requantisation epilogue fused (uint8, int8, float32 or int32 out)."))
+               doc="Quantised matmul over int8 words (ops/int8.py): a [.., M, K/4], b [.., N/L, K/4, L], then wsum and "
+                   "qmatmul's epilogue inputs; the int32 sum and qmatmul's requantisation fused."))

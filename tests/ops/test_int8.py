@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fxc.driver.build import build
-from fxc.ops.int8 import i8_words_ref, pack_weight_ref
+from fxc.ops.int8 import i8_words_ref, pack_weight_ref, packed_inputs
 from fxc.relay_like.builder import Builder
 from fxc.target import Target, host_features
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
@@ -57,14 +57,11 @@ def _conv_case(x, w, x_zp, caps, out_dtype="int32", lanes=None, stride=(1, 1), x
     blocks = -(-o // (lanes * nv)) * nv
     w_scale = np.full(o, 2.0 ** -7, np.float32) if w_scale is None else np.asarray(w_scale, np.float32)
     qmin, qmax = {"uint8": (0, 255), "int8": (-128, 127)}.get(out_dtype, (0, 0))
-    arrays = [i8_words_ref(x, 1, shift), pack_weight_ref(w, 0, 1, blocks, lanes),
-              w.reshape(o, -1).astype(np.int64).sum(1).astype(np.int32), np.int32(x_zp), np.float32(x_scale), w_scale]
-    if bias is not None:
-        arrays.append(np.asarray(bias, np.float32))
-    if out_dtype in ("uint8", "int8"):
-        arrays += [np.float32(y_scale), np.int32(y_zp)]
+    b = np.zeros(o, np.int32) if bias is None else np.asarray(bias, np.float32)
+    arrays = packed_inputs(i8_words_ref(x, 1, shift), pack_weight_ref(w, 0, blocks, lanes), w, x_zp, b, x_scale,
+                           w_scale, y_scale, y_zp)
     attrs = dict(out_channels=o, stride=stride, nv=nv, shift=shift, signed_a=signed_a, out_dtype=out_dtype,
-                 relu=relu, qmin=qmin, qmax=qmax, bias="float32" if bias is not None else "")
+                 relu=relu, qmin=qmin, qmax=qmax)
     acc = _conv_ref(x, w, x_zp, stride)
     want = acc.astype(np.int32) if out_dtype == "int32" else \
         _requant_ref(acc, x_scale, w_scale, bias, y_scale, y_zp, qmin, qmax, relu, out_dtype)
