@@ -170,18 +170,19 @@ class Arithmetic:
 
     def vector_cast(self, fr: str, to: str, n: int, x: str) -> str:
         """cast_value lane-wise on n-lane vectors of int32 / int8 / uint8 / float32 (the int8 kernels' epilogues):
-        float -> int as the scalar cast (int32 saturating, NaN and out of range the "integer indefinite" MIN, then
+        float -> int as the scalar cast (truncated to int32, NaN and out of range the "integer indefinite" MIN, then
         wrapped to the narrower type)."""
         tf, tt = f"<{n} x {LTYPE[fr]}>", f"<{n} x {LTYPE[to]}>"
         if fr == to:
             return x
         r = self.new()
         if fr in FLOATS:
-            wide = f"<{n} x i32>"
-            iv = self.call(f"llvm.fptosi.sat.v{n}i32.v{n}f32", wide, [(tf, x)])
-            ab, ok, w = self.call(f"llvm.fabs.v{n}f32", tf, [(tf, x)]), self.new(), self.new()
+            wide = f"<{n} x i32>"       # the lanes in range converted (fptosi.sat would be scalarized)
+            ab, ok, safe, iv, w = self.call(f"llvm.fabs.v{n}f32", tf, [(tf, x)]), *(self.new() for _ in range(4))
             lim = "<" + ", ".join([f"float {float_literal(2.0 ** 31, fr)}"] * n) + ">"
             self.emit(f"{ok} = fcmp olt {tf} {ab}, {lim}")
+            self.emit(f"{safe} = select <{n} x i1> {ok}, {tf} {x}, {tf} zeroinitializer")
+            self.emit(f"{iv} = fptosi {tf} {safe} to {wide}")
             self.emit(f"{w} = select <{n} x i1> {ok}, {wide} {iv}, {wide} <" + ", ".join([f"i32 {-2 ** 31}"] * n)
                       + ">")
             if to == "int32":
