@@ -196,7 +196,7 @@ register(OpDef("quantize", Kind.BROADCAST, _quantize_infer, _quantize_ref, _quan
                doc="float32 -> uint8/int8/int32: clamp(round_half_even(x / scale) + zero_point, qmin, qmax) "
                    "(x * (1 / scale) with inverse=True); scale/zero_point per tensor or along `axis`."))
 register(OpDef("dequantize", Kind.BROADCAST, _dequantize_infer, _dequantize_ref, _dequantize, {}, None,
-               _dequant_samples, ("uint8", "int8", "int32", "float32"),
+               _dequant_samples, ("uint8", "int8", "int16", "int32", "float32"),
                doc="uint8/int8/int32 -> float32: float32(int32(q) - zero_point) * scale, per tensor or along `axis`."))
 
 

@@ -189,7 +189,9 @@ def _bias(add, acc, channels, sx, sw, look):
     d = look.made_by(src, "dequantize")
     if d is not None and d.inputs[0].dtype == "int32" and d.inputs[0].is_const and _is_scale(d, sx, sw):
         return Graph.const(np.ascontiguousarray(d.inputs[0].data.reshape(channels)))
-    return _Reshape(b, channels)
+    if b.shape == (channels,):
+        return b
+    return Graph.const(np.ascontiguousarray(b.data.reshape(channels))) if b.is_const else _Reshape(b, channels)
 
 
 def _along_channels(b, acc) -> bool:
@@ -210,7 +212,7 @@ def _is_scale(d, sx, sw) -> bool:
 
 
 class _Reshape:
-    """A float bias to be reshaped to [channels] where the integer op is placed."""
+    """A float bias computed from weights, to be reshaped to [channels] where the integer op is placed."""
 
     def __init__(self, value, channels):
         self.value, self.channels = value, channels
