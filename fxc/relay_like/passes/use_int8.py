@@ -75,6 +75,13 @@ def use_int8(g: Graph, ctx):
     return g
 
 
+def _lanes(outputs: int, caps) -> int:
+    """Lanes of the packed weight: the target's (Caps.lanes), half of them for at most that many outputs (a narrow
+    layer's weights and tiles not padded to twice its width; the byte dot takes 4, 8 and 16 lanes)."""
+    half = caps.lanes // 2
+    return half if outputs <= half and half >= 4 else caps.lanes
+
+
 def _zero(v) -> bool:
     return v.is_const and not v.data.any()
 
@@ -92,7 +99,7 @@ def _conv(n, caps, weight, activation_words, add):
     if n.attrs.get("groups", 1) != 1 or not weight(w) or not _zero(zw) or (any(pads) and not zx.is_const):
         return None
     o = w.shape[0]
-    lanes = caps.lanes
+    lanes = _lanes(o, caps)
     nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
     xw = activation_words(x, 1, pads, zx.data.reshape(()) if any(pads) else 0)
     ww = add("pack_i8_weights", [w], axis=0, blocks=_blocks(o, nv, lanes), lanes=lanes)
@@ -108,7 +115,7 @@ def _matmul(n, caps, weight, activation_words, add):
         return None
     trans_b = n.attrs.get("trans_b", False)
     cols = b.shape[0] if trans_b else b.shape[1]
-    lanes = caps.lanes
+    lanes = _lanes(cols, caps)
     nv = _lane_vectors(cols, ROWS, caps)
     bw = add("pack_i8_weights", [b], axis=0 if trans_b else 1, blocks=_blocks(cols, nv, lanes), lanes=lanes)
     wsum = add("sum", [add("cast", [b], dtype="int32")], axes=(1 if trans_b else 0,), keepdim=False)
