@@ -7,7 +7,9 @@ build of the same model and ONNX Runtime's int8 run of the QDQ file (issue 43's 
 The model: fxc.testing.models' ResNet-18 (random weights, batch norm randomised), exported with torch.onnx.export,
 quantised by onnxruntime.quantization.quantize_static (QDQ, per-channel, calibrated on --calib random inputs). fxc
 compiles the QDQ file with fxc.from_onnx (quantize_chains -> qconv2d -> use_int8 -> conv2d_packed_i8) and the float32
-ONNX file for its fp32 row. Timed interleaved in one process (wall clock at --threads, min and median), and the
+ONNX file for its fp32 row. Timed interleaved in one process, min and median: wall clock at --threads, or at
+--threads 1 the calling thread's CPU time (every runtime then runs on it; time preempted on a shared host is not
+counted); and the
 agreement reported: fxc int8 against ONNX Runtime int8 (max |diff| of the logits in output quantisation steps), and
 the top-1 of the int8 model against the float32 one's on the same random inputs.
 """
@@ -71,18 +73,20 @@ def main(argv=None) -> int:
         f = fxc.from_onnx(fp32_path, target=args.target)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = args.threads
+        opts.inter_op_num_threads = 1
         sess = ort.InferenceSession(int8_path, opts, providers=["CPUExecutionProvider"])
         x = np.random.default_rng(1).standard_normal((1, 3, 224, 224)).astype(np.float32)
         runs = {"fxc_int8": lambda: q(x), "fxc_fp32": lambda: f(x),
                 "onnxruntime_int8": lambda: sess.run(None, {"x": x})}
         for fn in runs.values():
             fn()
+        clock = time.thread_time if args.threads == 1 else time.perf_counter
         ts = {k: [] for k in runs}
         for r in range(args.runs):
             for k in (list(runs) if r % 2 == 0 else list(reversed(runs))):
-                t = time.perf_counter()
+                t = clock()
                 runs[k]()
-                ts[k].append(time.perf_counter() - t)
+                ts[k].append(clock() - t)
         kernels = q.module.kernels
         xs = np.random.default_rng(2).standard_normal((16, 1, 3, 224, 224)).astype(np.float32)
         top_q = [int(np.argmax(np.asarray(q(v)))) for v in xs]

@@ -123,6 +123,7 @@ def aligned_stride(e: Expr, v: Var, lanes: int):
 
 
 _INT8_EPILOGUE = {"float32", "int32", "int8", "uint8"}     # vector casts among these (backends/llvm/arith.py)
+_INT32_OPS = ("add", "sub", "mul", "and", "or", "shl", "shr")  # int32 lane-wise ops of int8 epilogues and word packs
 
 def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, aligned: bool = False):
     """e as a vector over v, v+1, ..., v+lanes-1 (loads along v become vector loads), or None.
@@ -154,7 +155,7 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, ali
         elif isinstance(x, Cast) and {x.dtype, x.args[1].dtype} <= _INT8_EPILOGUE:
             a = go(x.args[1])                    # an int8 kernel's epilogue: int32 -> float32 -> int8 / uint8
             r = None if a is None else Cast(vec(x.dtype, lanes), a)
-        elif isinstance(x, Bin) and x.dtype == "int32" and x.args[0] in ("add", "sub", "mul"):
+        elif isinstance(x, Bin) and x.dtype == "int32" and x.args[0] in _INT32_OPS:
             a, b = go(x.args[1]), go(x.args[2])
             r = None if a is None or b is None else rebuild(x, (x.args[0], a, b))
         elif isinstance(x, PackBf16):            # float32 pairs -> bf16x2 words (vcvtne2ps2bf16)

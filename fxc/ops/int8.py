@@ -91,7 +91,8 @@ def word_of(get, n: int, axis: int, i: tuple, shift: int = 0):
 def _words(x, axis, shift=0):
     shape = _words_infer([x], axis, shift)[0].shape
     axis %= x.ndim
-    return te.compute(shape, lambda *i: word_of(lambda idx: x[idx], x.shape[axis], axis, i, shift), "pack_i8_words")
+    return te.compute(shape, lambda *i: word_of(lambda idx: x[idx], x.shape[axis], axis, i, shift), "pack_i8_words",
+                      {"int8_words": True})      # (the CPU schedule's vector rows: schedules/cpu/default.py)
 
 
 register(OpDef("pack_i8_words", Kind.INJECTIVE, _words_infer, i8_words_ref, _words, {}, None,
