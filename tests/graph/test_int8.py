@@ -7,6 +7,7 @@ import pytest
 from fxc.driver.build import build
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
+from fxc.runtime.artifact.read import read_artifact
 from fxc.target import Target, host_features
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
 
@@ -80,7 +81,6 @@ def test_quantised_net_on_aarch64_sdot(tmp_path):
     module = build(g, target=arm)
     assert "sdot" in module.source and "conv2d_packed_i8" in _kernels(module)
     artifact, folder, exe = export_for(module, arm, tmp_path)
-    from fxc.runtime.artifact.read import read_artifact
     manifest, _ = read_artifact(artifact)
     for got, want in zip(run_emulated(folder, exe, arm, inputs, manifest["outputs"], tmp_path), refs):
         _equal(got, want)

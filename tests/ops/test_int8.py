@@ -11,6 +11,7 @@ import pytest
 from fxc.driver.build import build
 from fxc.ops.int8 import i8_words_ref, pack_weight_ref, packed_inputs
 from fxc.relay_like.builder import Builder
+from fxc.runtime.artifact.read import read_artifact
 from fxc.target import Target, host_features
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
 
@@ -172,6 +173,5 @@ def test_forms_on_arm_under_qemu(arm, instruction, tmp_path):
     assert instruction in module.source
     arrays = [a for arrays, _, _ in cases for a in arrays]
     artifact, folder, exe = export_for(module, arm, tmp_path)
-    from fxc.runtime.artifact.read import read_artifact
     manifest, _ = read_artifact(artifact)
     _check(run_emulated(folder, exe, arm, arrays, manifest["outputs"], tmp_path), cases)
