@@ -100,6 +100,9 @@ def _edge_cases(caps, lanes=None):
         cases.append(_conv_case(xq, wq, 128, caps, out, lanes=lanes, x_scale=x_scale, y_scale=y_scale, y_zp=y_zp,
                                 w_scale=rng.uniform(2 ** -9, 2 ** -5, 40), nv=2))
     cases.append(_conv_case(xq, wq, 3, caps, "uint8", lanes=lanes, bias=bias, relu=True, y_zp=0, nv=2))
+    x1 = rng.choice(np.array([0, 255, 1, 254], np.uint8), (1, 12, 13, 11))   # 1x1 stride 1: the GEMM over positions
+    w1 = rng.choice(np.array([-128, 127, 5], np.int8), (40, 12, 1, 1))       # (143 of them: vectors and a tail)
+    cases.append(_conv_case(x1, w1, 255, caps, "uint8", lanes=lanes, y_scale=2.0 ** -3, y_zp=128))
     cases.append(_conv_case(xq, wq, 3, caps, "float32", lanes=lanes, bias=bias, nv=2))
     return cases
 

@@ -271,7 +271,7 @@ class FunctionWriter(Arithmetic):
         idx = self.expr(s.index)
         t = MTYPE[s.buf.dtype]
         if lanes_of(s.value.dtype) > 1:          # a vector stored at consecutive elements
-            n, vt, align = lanes_of(s.value.dtype), lty(s.value.dtype), 4
+            n, vt, align = lanes_of(s.value.dtype), lty(s.value.dtype), 1 if t == "i8" else 4   # bytes: any address
             if s.buf.dtype == "bool":            # a byte per element (a <n x i1> in memory would be packed bits)
                 w, vt, align = self.new(), f"<{n} x i8>", 1
                 self.emit(f"{w} = zext <{n} x i1> {v} to {vt}")
