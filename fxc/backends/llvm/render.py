@@ -558,7 +558,10 @@ class FunctionWriter(Arithmetic):
             self.emit(f"{r} = {simple[op]} {t} {x}, {y}")
             return r
         if op in ("max", "min"):
-            return self.call(f"llvm.{'u' if unsigned else 's'}{op}.{t}", t, [(t, x), (t, y)])
+            n = lanes_of(dt)
+            unsigned = scalar_of(dt) in UNSIGNED
+            suffix = t if n == 1 else f"v{n}{LTYPE[scalar_of(dt)]}"       # llvm.umax.v16i8
+            return self.call(f"llvm.{'u' if unsigned else 's'}{op}.{suffix}", t, [(t, x), (t, y)])
         if op in ("div", "truncdiv", "floordiv", "truncmod", "floormod"):
             return self._int_div(op, x, y, t, unsigned)
         raise LoweringError(f"integer {op} is not renderable")
