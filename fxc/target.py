@@ -82,7 +82,7 @@ class Caps:
     #                                         vdpbf16ps) and a float32 -> bf16 pair conversion: precision="bf16"
     int8_dot: str = ""                      # the 4-way byte dot product of int8 kernels (ops/int8.py, DotI8):
     #                                         "vnni512" (AVX-512 VNNI vpdpbusd), "vnni256" (AVX-VNNI's 256-bit
-    #                                         vpdpbusd), "avx2" (exact: bytes widened to int16, vpmaddwd), "neon_dot"
+    #                                         vpdpbusd), "pmaddwd" (AVX2: exact, bytes widened to int16), "neon_dot"
     #                                         (aarch64 sdot), "neon" (NEON widening multiplies), "" (scalar form)
     scalef: bool = False                    # a 16-lane float32 scale by 2^k (AVX-512's vscalefps) for exp's last step
     float64_minmax: bool = True             # LLVM lowers float64 maximum/minimum (nan-propagating) for the CPU; False
@@ -239,12 +239,12 @@ def _llvm_target(opts: dict) -> Target:
 
 def x86_int8_dot(feats: frozenset) -> str:
     """Caps.int8_dot of an x86 CPU: AVX-512 VNNI's 512-bit vpdpbusd, AVX-VNNI's 256-bit one, else the exact
-    vpmaddwd form on AVX2 (or AVX-512BW), else the scalar form."""
+    vpmaddwd form ("pmaddwd") on AVX2 (at 512 bits with AVX-512BW), else the scalar form."""
     if "avx512vnni" in feats and "avx512f" in feats:
         return "vnni512"
     if "avxvnni" in feats:
         return "vnni256"
-    return "avx2" if "avx2" in feats else ""
+    return "pmaddwd" if "avx2" in feats and ("avx512f" not in feats or "avx512bw" in feats) else ""
 
 
 def triple_arch(triple: str) -> str:

@@ -1,5 +1,5 @@
 """The int8 kernels (ops/int8.py) in every form of the 4-way byte dot (Caps.int8_dot: vnni512 at 512 and 256 bits,
-vnni256, the exact AVX2 / AVX-512BW vpmaddwd form, the widening form of SSE and NEON, aarch64 sdot and armv7 under
+vnni256, the exact vpmaddwd form of AVX2 / AVX-512BW, the widening form of SSE and NEON, aarch64 sdot and armv7 under
 qemu) against numpy integer references computed from the bytes themselves, not from the words: saturation edges
 (activations 255 / 0, weights -128 / 127, zero points at the range ends, scales 2^-20 and 2^4, reductions whose u8 x s8
 pair sums overflow int16, as vpmaddubsw's would)."""
@@ -16,8 +16,8 @@ from fxc.target import Target, host_features
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
 
 # target -> (the int8_dot form, the instruction its IR names at the target's lanes)
-X86 = {"llvm": ("vnni512", "vpdpbusd.512"), "llvm -mcpu=haswell": ("avx2", "avx2.pmadd.wd"),
-       "llvm -mcpu=skylake-avx512": ("avx2", "pmaddw.d.512"), "llvm -mcpu=x86-64": ("", "mul nsw <16 x i16>")}
+X86 = {"llvm": ("vnni512", "vpdpbusd.512"), "llvm -mcpu=haswell": ("pmaddwd", "avx2.pmadd.wd"),
+       "llvm -mcpu=skylake-avx512": ("pmaddwd", "pmaddw.d.512"), "llvm -mcpu=x86-64": ("", "mul nsw <16 x i16>")}
 
 
 def _conv_ref(x, w, x_zp, stride=(1, 1)):
@@ -155,7 +155,7 @@ def test_avxvnni_compiles_to_vex_vpdpbusd():
 
 def test_forms_of_targets():
     assert Target.parse("llvm -mcpu=cascadelake").caps.int8_dot == "vnni512"
-    assert Target.parse("llvm -mcpu=znver3").caps.int8_dot == "avx2"
+    assert Target.parse("llvm -mcpu=znver3").caps.int8_dot == "pmaddwd"
     assert Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76").caps.int8_dot == "neon_dot"
     assert Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53").caps.int8_dot == "neon"
     assert Target.parse("llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a53 -mattr=+dotprod").caps.int8_dot \

@@ -3,9 +3,10 @@ lane, b's bytes signed, a's unsigned or signed) in the instruction the target's 
 
     vnni512   vpdpbusd on 512, 256 or 128 bits (llvm.x86.avx512.vpdpbusd.*; AVX-512 VNNI with VL)
     vnni256   vpdpbusd on 256 or 128 bits (AVX-VNNI's VEX form: the same intrinsics)
-    avx2      exact without VNNI: each word's even and odd bytes widened to int16 lanes (zero-extended for a, sign-
-              extended for b), two vpmaddwd (int16 pairs -> int32, |255 x -128| x 2 < 2^31, so nothing saturates;
-              vpmaddubsw's int16 pair sums would, at 255 x -128 x 2) and two adds; 512 bits with AVX-512BW
+    pmaddwd   exact without VNNI (AVX2, AVX-512BW): each word's even and odd bytes widened to int16 lanes (zero-
+              extended for a, sign-extended for b), two vpmaddwd (int16 pairs -> int32, |255 x -128| x 2 < 2^31, so
+              nothing saturates; vpmaddubsw's int16 pair sums would, at 255 x -128 x 2) and two adds; 512 bits where
+              the vectors are (Caps.vector_bits)
     neon_dot  aarch64 sdot (signed a only: ops/int8.py shifts u8 activations by -128 on such targets)
     other     the widening form: bytes extended to int16, multiplied (exact: |255 x -128| < 2^15), extended to int32
               and the four products of a word added (NEON: smull / saddl; any vector ISA LLVM targets)
@@ -39,7 +40,7 @@ def render_dot_i8(w, e: DotI8) -> str:
         av, bv = _bitcast(w, e.dtype, w.expr(a), bt), _bitcast(w, e.dtype, w.expr(b), bt)
         return w.call("llvm.aarch64.neon.sdot.v4i32.v16i8", "<4 x i32>", [("<4 x i32>", w.expr(acc)), (bt, av),
                                                                            (bt, bv)])
-    if kind in ("avx2", "vnni512", "vnni256") and (n < 16 or caps.has("avx512bw")):
+    if kind in ("pmaddwd", "vnni512", "vnni256") and 32 * n <= caps.vector_bits:
         return _pmaddwd(w, e, n, signed)
     return _widening(w, e, n, signed)
 
