@@ -178,3 +178,37 @@ def test_forms_on_arm_under_qemu(arm, instruction, tmp_path):
     artifact, folder, exe = export_for(module, arm, tmp_path)
     manifest, _ = read_artifact(artifact)
     _check(run_emulated(folder, exe, arm, arrays, manifest["outputs"], tmp_path), cases)
+
+
+def test_byte_dot_legalizes_to_int32_arithmetic():
+    """legalize.scalarize (device renderers: OpenCL C, GLSL, WGSL) takes a vector DotI8 apart into each lane's
+    shifts, masks, multiplies and adds, and those are the byte dot: checked on words of extreme bytes by evaluating
+    the scalar expressions."""
+    from fxc.lowering.legalize import scalarize
+    from fxc.lowering.loop_ir import Buffer, Store
+    from fxc.symbolic.expr import Bin, Const, DotI8, Load, VecLoad, walk
+
+    o, a, b = Buffer("o", "int32", 4), Buffer("a", "int32", 4), Buffer("b", "int32", 4)
+    for signed in (False, True):
+        zero = Const(0, "int64")
+        s = scalarize(Store(o, zero, DotI8(VecLoad(o, zero, 4), VecLoad(a, zero, 4), VecLoad(b, zero, 4), signed)))
+        stores = s.stmts
+        assert len(stores) == 4 and not any(isinstance(x, DotI8) for st in stores for x in walk(st.value))
+        rng = np.random.default_rng(3)
+        words = {buf.name: rng.choice(np.array([0, 1, 127, 128, 255], np.uint8), (4, 4)) for buf in (o, a, b)}
+        vals = {name: w.view("<i4")[:, 0].astype(np.int64) for name, w in words.items()}
+        ops = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bitwise_and, "shl": np.left_shift,
+               "shr": np.right_shift}
+
+        def ev(e):
+            if isinstance(e, Const):
+                return np.int64(e.value)
+            if isinstance(e, Load):
+                return vals[e.args[0].name][int(ev(e.args[1]))]
+            assert isinstance(e, Bin), e
+            r = ops[e.args[0]](ev(e.args[1]), ev(e.args[2]))
+            return np.int64(((int(r) + 2 ** 31) % 2 ** 32) - 2 ** 31) if e.dtype == "int32" else r
+        for k, st in enumerate(stores):
+            bytes_a = words["a"][k].astype(np.int8 if signed else np.uint8).astype(np.int64)
+            want = vals["o"][k] + (bytes_a * words["b"][k].astype(np.int8).astype(np.int64)).sum()
+            assert ev(st.value) == want
