@@ -16,7 +16,8 @@ from fxc.target import Target, host_features
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
 
 # target -> (the int8_dot form, the instruction its IR names at the target's lanes)
-X86 = {"llvm": ("vnni512", "vpdpbusd.512"), "llvm -mcpu=haswell": ("pmaddwd", "avx2.pmadd.wd"),
+X86 = {"llvm": ("vnni512", "vpdpbusd.512"), "llvm -mcpu=cascadelake": ("vnni512", "vpdpbusd.512"),
+       "llvm -mcpu=haswell": ("pmaddwd", "avx2.pmadd.wd"),
        "llvm -mcpu=skylake-avx512": ("pmaddwd", "pmaddw.d.512"), "llvm -mcpu=x86-64": ("", "mul nsw <16 x i16>")}
 
 
