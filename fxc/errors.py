@@ -67,6 +67,9 @@ class QuantizationWarning(UserWarning):
     compute in float32 exactly as the model's dequantize -> op defines them, named once per build (docs/int8.md)."""
 
 
+BUILD_WARNINGS = {w.__name__: w for w in (QuantizationWarning,)}    # what a cached module shows again by name
+
+
 class LibraryError(FxcError):
     """A compiled shared library that is truncated, damaged or not fxc's (it is never loaded)."""
 

@@ -12,6 +12,7 @@ import contextlib
 import gc
 import threading
 import time
+import warnings
 
 from ..backends import backend_of, fill
 from ..errors import TargetError
@@ -96,8 +97,14 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict,
     """Passes, plan steps, the plan, and the target family's lowering of it (each group with its tuned config)."""
     backend.start()         # (the LLVM compile workers start while the passes run)
     symbols = dict(getattr(graph, "symbols", {}))
+    warned = []
+
+    def warn(w: Warning):   # shown now, and kept with the module: one from the cache shows it again (cache.py)
+        warned.append([type(w).__name__, str(w)])
+        warnings.warn(w, stacklevel=4)
+
     ctx = pass_context(target, options, dbg, offload_cost(target, build) if target.libs else None,
-                       knob=graph_knob(tuned, target, threads_of(target)))
+                       knob=graph_knob(tuned, target, threads_of(target)), warn=warn)
     dbg.progress.set("graph passes")
     dbg.note("graph_00_input.txt", str(graph))
     graph = run_passes(graph, ctx)
@@ -108,13 +115,14 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict,
     module = LOWER[backend.family](graph, plan, target, backend, dbg, t0, profiled(options), plan.symbols(symbols),
                                    tuned)
     module.offload = describe_partition(planned)        # the -libs= regions and reasons (fxc.explain)
+    module.warned = warned
     return module
 
 
 def _consts(graph, target: Target, backend, dbg: int, options: dict) -> list:
     """The constants a build of `graph` gives its module (the passes and the plan only: for a cache entry too large
     to hold them, fxc/driver/cache.py)."""
-    ctx = pass_context(target, options, dbg)
+    ctx = pass_context(target, options, dbg, warn=lambda w: None)      # (the entry shows the build's warnings)
     return [c.data for c in make_plan(plan_graph(run_passes(graph, ctx), ctx), backend.family, target.caps,
                                       target.kind).consts]
 

@@ -13,13 +13,14 @@ import io
 import json
 import os
 import re
+import warnings
 import zipfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import FxcError
+from ..errors import BUILD_WARNINGS, FxcError
 from ..ops.registry import as_registered
 from ..runtime.cpu.module import Module
 from ..runtime.store import checked_file, max_bytes, read_entry, warn_once, write_entry
@@ -112,10 +113,14 @@ def load_module(key: str, recompute=None):
         source = zlib.decompress(raw[1]).decode()
         spec = lambda t: TensorSpec(t[0], tuple(t[1]), t[2])   # noqa: E731
         plan = [(name, [tuple(s) for s in slots]) for name, slots in meta["plan"]]
-        return Module(meta["target"], str(library), [spec(t) for t in meta["inputs"]],
-                      [spec(t) for t in meta["outputs"]], consts, meta["workspace_bytes"], meta["kernels"],
-                      meta["intermediate_bytes"], source, prepack_inputs=meta["prepack_inputs"], plan=plan,
-                      kernel_flops=meta["kernel_flops"], profiled=meta["profiled"])
+        module = Module(meta["target"], str(library), [spec(t) for t in meta["inputs"]],
+                        [spec(t) for t in meta["outputs"]], consts, meta["workspace_bytes"], meta["kernels"],
+                        meta["intermediate_bytes"], source, prepack_inputs=meta["prepack_inputs"], plan=plan,
+                        kernel_flops=meta["kernel_flops"], profiled=meta["profiled"],
+                        warned=[[str(k), str(m)] for k, m in meta.get("warned", [])])
+        for kind, message in module.warned:     # what the build told the user, told again
+            warnings.warn(BUILD_WARNINGS.get(kind, UserWarning)(message), stacklevel=4)
+        return module
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zlib.error, zipfile.BadZipFile,
             UnicodeDecodeError, FxcError) as e:
         warn_once("entry", f"ignoring the cached module {key[:16]} ({type(e).__name__}: {e}); it is rebuilt")
@@ -136,7 +141,8 @@ def store_module(key: str, module) -> None:
             "outputs": [spec(t) for t in module.outputs], "n_consts": len(module.consts),
             "workspace_bytes": module.workspace_bytes, "kernels": module.kernels,
             "intermediate_bytes": module.intermediate_bytes, "prepack_inputs": module.prepack_inputs,
-            "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled}
+            "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled,
+            "warned": module.warned}
     if not held:
         meta["consts_digest"] = consts_digest(module.consts)
     write_entry(f"modules/{key}.json", json.dumps(meta).encode())      # last: the entry exists once this does

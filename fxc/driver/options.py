@@ -162,11 +162,12 @@ def _bf16_gain(target: "Target | None") -> float:
     return backend_of(target).bf16_gain()
 
 
-def pass_context(target: Target, options: dict, debug: int = 0, cost=None, knob=None) -> PassContext:
+def pass_context(target: Target, options: dict, debug: int = 0, cost=None, knob=None, warn=None) -> PassContext:
     """What the graph passes and plan steps read (fxc.relay_like.pipeline): the target and the choices these
     options make for it (the bf16 decisions measured on this host), made in this one place; cost: the offload
     measurement (fxc/driver/offload.py) for a target with -libs=; knob: the graph-level knobs' lookup
-    (fxc/driver/tuned.py graph_knob; None: every knob at its default)."""
+    (fxc/driver/tuned.py graph_knob; None: every knob at its default); warn: how the passes' warnings reach the
+    user (None: shown, PassContext's default)."""
     precision, mode = options.get("precision", "fp32"), bf16_mode(options)
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
@@ -174,4 +175,4 @@ def pass_context(target: Target, options: dict, debug: int = 0, cost=None, knob=
                        quantized=quantized_mode(options),
                        libraries=libraries_of(target), offload=offload_mode(options), cost=cost, debug=debug, log=log,
                        dump=debug.note if getattr(debug, "folder", None) else None,
-                       **({"knob": knob} if knob is not None else {}))
+                       **({"knob": knob} if knob is not None else {}), **({"warn": warn} if warn is not None else {}))

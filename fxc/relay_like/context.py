@@ -5,6 +5,7 @@ returns the graph unchanged elsewhere. The driver computes the choices (build op
 once and hands them down in one PassContext."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -13,6 +14,11 @@ from ..target import Caps, Target
 
 def _host() -> Target:
     return Target.parse("llvm")
+
+
+def warn_now(warning: Warning) -> None:
+    """A pass's warning to the user (a build without a driver recording it: it is only shown)."""
+    warnings.warn(warning, stacklevel=3)
 
 
 def default_knob(signature: str, name: str, default, choices=(), doc: str = "", node=None):
@@ -38,7 +44,10 @@ class PassContext:
     dump: (file name, text) of the graph after each pass, for FXC_DEBUG_DIR's folder (None: none kept).
     knob(signature, name, default, choices, doc, node): a graph-level schedule knob of one node (its signature says
     what the node computes), e.g. use_winograd's tile per conv: the tuned config's value, else the default (the
-    driver's lookup in the tuning log, fxc/driver/tuned.py; a tuner's records what the passes declare)."""
+    driver's lookup in the tuning log, fxc/driver/tuned.py; a tuner's records what the passes declare).
+    warn(warning): how a pass tells the user something about their model (e.g. passes/quantize.py's
+    QuantizationWarning): the driver shows it and keeps it with the module, so a module from the cache shows it
+    again (fxc/driver/cache.py)."""
     target: Target = field(default_factory=_host)
     precision: str = "fp32"
     bf16_everywhere: bool = True
@@ -55,6 +64,7 @@ class PassContext:
     log: Callable[[str], None] = print
     dump: Callable[[str, str], None] | None = None
     knob: Callable = default_knob
+    warn: Callable[[Warning], None] = warn_now
 
     @property
     def caps(self) -> Caps:

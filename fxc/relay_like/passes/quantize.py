@@ -20,8 +20,6 @@ option quantized="float" (fxc/driver/options.py) turns the pass off; a graph wit
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 from ...errors import QuantizationWarning
@@ -48,10 +46,9 @@ def quantize_chains(g, ctx):
             elif found is not None:
                 rewrites[found[-1]] = found
     if refused:
-        warnings.warn(QuantizationWarning(
+        ctx.warn(QuantizationWarning(
             f"fxc: {'; '.join(sorted(refused))}: fxc has no integer kernels for this quantisation scheme, so these "
-            f"ops compute in float32 as dequantize -> op defines them (exact, at float speed; docs/int8.md)"),
-            stacklevel=2)
+            f"ops compute in float32 as dequantize -> op defines them (exact, at float speed; docs/int8.md)"))
     if rewrites:
         g.nodes = _rewrite(g.nodes, rewrites)
     return g

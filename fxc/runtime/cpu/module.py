@@ -38,6 +38,7 @@ class Module:
     target_spec: str = ""               # the full target string ("llvm -mcpu=haswell"); "" for `target`
     unrunnable: str = ""                # why this host cannot run the kernels (built for a CPU it is not), or ""
     offload: list = field(default_factory=list)     # the -libs= regions and every op's reason (docs/byoc.md)
+    warned: list = field(default_factory=list)      # [warning class name, message] the build showed the user
     symbols = ()                        # size symbols: a DynamicModule's (runtime/cpu/dynamic.py)
 
     def __post_init__(self):
