@@ -71,8 +71,23 @@ def _complex_input(b: Builder, shape, dtype: str, name=None):
     return b.graph.input(tuple(shape), dtype, name)
 
 
-def _convert_call(b: Builder, target: str, args, kwargs):
+def _out_dtypes(meta):
+    """The dtypes torch gives a node's results (its meta value): a dtype, a tuple of them, None for a non-tensor."""
+    if isinstance(meta, torch.Tensor):
+        return TORCH_DTYPES.get(meta.dtype)
+    if isinstance(meta, (list, tuple)):
+        return tuple(_out_dtypes(m) for m in meta)
+    return None
+
+
+def _convert_call(b: Builder, target: str, args, kwargs, meta=None):
+    """The graph of one ATen call. An op over float16/bfloat16 tensors (or making one) computes in float32, its
+    results rounded to the 16-bit dtypes torch gives them (`meta`, the node's value): PyTorch's CPU kernels round at
+    the same boundary (autocast's own casts are `_to_copy` calls of the graph)."""
     args, kwargs = _norm_arg(tuple(args)), {k: _norm_arg(v) for k, v in kwargs.items()}
+    if not is_complex_call(args, kwargs) and b.half_floats((args, kwargs)):
+        out = _convert_call(b, target, b.widen(args), b.widen(kwargs))
+        return b.narrow(out, _out_dtypes(meta))
     if is_complex_call(args, kwargs):    # complex values: only converters that know the [..., 2] form
         conv = complex_table().get(target)
         if conv is None:
@@ -149,7 +164,7 @@ class _Support:
         try:
             b.used_outputs = used_outputs(node)
             out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get),
-                                torch.fx.node.map_arg(node.kwargs, env.get))
+                                torch.fx.node.map_arg(node.kwargs, env.get), _meta(node))
         except FxcError as e:
             return False, str(e)
         except Exception as e:   # a converter bug must never break the user's program
@@ -254,7 +269,7 @@ def _to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, 
                 env[node] = _SYM_ATEN[str(node.target)](*a_)
             else:
                 b.used_outputs = used_outputs(node)
-                env[node] = _convert_call(b, str(node.target), a_, k_)
+                env[node] = _convert_call(b, str(node.target), a_, k_, _meta(node))
         elif node.op == "output":
             res = node.args[0]
             multi = isinstance(res, (list, tuple))
