@@ -204,6 +204,12 @@ unary("cast", cast_array,
                            ([rand(rng, (3, 7), "float64")], {"dtype": "float16"}),
                            ([rand(rng, (3, 7))], {"dtype": "bfloat16"}),
                            ([rand(rng, (3, 7))], {"dtype": "int16"})])
+unary("round_to", lambda x, dtype: cast_array(cast_array(x, dtype), "float32"),
+      lambda x, dtype: cast("float32", cast(dtype, x)), {}, dtypes=("float32",), promote=None,
+      samples=lambda rng: [([rand(rng, (3, 17), high=1e5)], {"dtype": "bfloat16"}),
+                           ([rand(rng, (3, 17), high=7e4)], {"dtype": "float16"})],
+      doc="float32 values rounded to the nearest float16/bfloat16 (ties to even), kept in float32: a 16-bit op's "
+          "result where its consumer computes in float32 again (relay_like/builder.py, Builder.widen)")
 register(OpDef("copy", Kind.ELEMWISE, lambda t, **_: [t[0]], lambda x: x.copy(),
                lambda x: te.compute(x.shape, lambda *i: x[i], "copy"), {}, None,
                lambda rng: [([rand(rng, (3, 4))], {})], STORE))

@@ -95,8 +95,11 @@ class Builder:
         """x with its 16-bit floats made float32 (Values cast, dtype names replaced): an op over float16 / bfloat16
         tensors computes in float32, as PyTorch's CPU kernels and ONNX Runtime do (a product of two 16-bit floats is
         exact in float32), and `narrow` rounds its results back at the op's boundary."""
-        if isinstance(x, Value):
-            return self.call("cast", [x], dtype="float32") if x.dtype in HALF_FLOATS else x
+        if isinstance(x, Value) and x.dtype in HALF_FLOATS:
+            src = x.node.inputs[0] if x.node is not None and x.node.op == "cast" else None
+            if src is not None and src.dtype == "float32":      # float32 rounded to 16 bits: stays float32, rounded
+                return self.call("round_to", [src], dtype=x.dtype)
+            return self.call("cast", [x], dtype="float32")
         if isinstance(x, str):
             return "float32" if x in HALF_FLOATS else x
         if isinstance(x, dict):
