@@ -93,8 +93,10 @@ class Builder:
 
     def widen(self, x):
         """x with its 16-bit floats made float32 (Values cast, dtype names replaced): an op over float16 / bfloat16
-        tensors computes in float32, as PyTorch's CPU kernels and ONNX Runtime do (a product of two 16-bit floats is
-        exact in float32), and `narrow` rounds its results back at the op's boundary."""
+        tensors computes in float32, as PyTorch's CPU kernels do (a product of two 16-bit floats is exact in float32),
+        and `narrow` rounds its results back at the op's boundary. A 16-bit value that is a float32 one rounded
+        (autocast's cast, or the previous op's result) widens to that float32 value rounded in place (`round_to`):
+        the same numbers, and the producer's kernel need not convert to 16 bits and back."""
         if isinstance(x, Value) and x.dtype in HALF_FLOATS:
             src = x.node.inputs[0] if x.node is not None and x.node.op == "cast" else None
             if src is not None and src.dtype == "float32":      # float32 rounded to 16 bits: stays float32, rounded

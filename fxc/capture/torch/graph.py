@@ -85,14 +85,13 @@ def _convert_call(b: Builder, target: str, args, kwargs, meta=None):
     results rounded to the 16-bit dtypes torch gives them (`meta`, the node's value): PyTorch's CPU kernels round at
     the same boundary (autocast's own casts are `_to_copy` calls of the graph)."""
     args, kwargs = _norm_arg(tuple(args)), {k: _norm_arg(v) for k, v in kwargs.items()}
-    if not is_complex_call(args, kwargs) and b.half_floats((args, kwargs)):
-        out = _convert_call(b, target, b.widen(args), b.widen(kwargs))
-        return b.narrow(out, _out_dtypes(meta))
     if is_complex_call(args, kwargs):    # complex values: only converters that know the [..., 2] form
         conv = complex_table().get(target)
         if conv is None:
             raise UnsupportedOpError(f"{target} on complex values")
         return conv(b, *args, **kwargs)
+    if b.half_floats((args, kwargs)):
+        return b.narrow(_convert_call(b, target, b.widen(args), b.widen(kwargs)), _out_dtypes(meta))
     entry = aten_table().get(target)
     if entry is None:
         raise UnsupportedOpError(f"no fxc op for {target}")
@@ -196,7 +195,10 @@ def _dense_order(t):
 
 def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
     """A CPU tensor as a graph constant (complex ones as their real [..., 2] view); `copy` detaches it from
-    the tensor's memory."""
+    the tensor's memory. A float16 / bfloat16 one is its float32 value (exact) cast back to its dtype, as graph
+    constants have numpy's dtypes."""
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return b.as_tensor(b.const(t.float().numpy()), TORCH_DTYPES[t.dtype])
     a = (torch.view_as_real(t) if t.is_complex() else t).numpy()
     c = b.const(a.copy() if copy else a)
     return Complex(c) if t.is_complex() else c

@@ -145,3 +145,23 @@ def test_targets_without_16_bit_floats_refuse_with_the_reason(dtype, target):
     assert torch.equal(got, f(x))
     reasons = " ".join(str(f) for f in rec.failures)
     assert rec.failures and f"is {str(dtype).split('.')[1]}, and the {target} target has no" in reasons, str(rec)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_from_torch_of_a_16_bit_model_and_its_artifact(dtype, tmp_path):
+    """fxc.from_torch takes a 16-bit model (its parameters become constants of their dtype) and matches eager; the
+    exported artifact gives the same bits (bfloat16 as uint16 patterns on the numpy side)."""
+    import numpy as np
+
+    import fxc
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 3)).to(dtype)
+    x = torch.randn(4, 8).to(dtype)
+    f = fxc.from_torch(model, (x,))
+    got = f(x)
+    with torch.no_grad():
+        assert_as_accurate_as_eager(got, model(x), model.double()(x.double()), dtype)
+    loaded = fxc.load(fxc.export(f, tmp_path / "m.fxc"))
+    bits16 = lambda t: t.view(torch.int16).numpy().view(np.uint16 if dtype == torch.bfloat16 else np.float16)  # noqa: E731
+    out = loaded(bits16(x))
+    np.testing.assert_array_equal(out[0] if isinstance(out, list) else out, bits16(got))
