@@ -15,7 +15,7 @@ import time
 import warnings
 
 from ..backends import backend_of, fill
-from ..errors import TargetError
+from ..errors import LoweringError, TargetError
 from ..relay_like.passes import describe_partition
 from ..relay_like.pipeline import plan_graph, run_passes
 from ..runtime.cpu.module import Module
@@ -53,6 +53,7 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
     stats["builds"] += 1
     check_precision(options.get("precision", "fp32"), target, backend.family)
     target = fill(target)               # its device opened and its Caps filled (once: an entry point's stay)
+    check_half_floats(graph, target)
     with gc_paused(), facts(getattr(graph, "symbols", {})):     # the symbols' ranges order symbolic dims
         module = _cached_build(graph, target, backend, options)
     module.target_spec = str(target)
@@ -61,6 +62,20 @@ def build(graph, target: "str | Target" = "llvm", **options) -> Module:
     except TargetError as e:            # built (and exportable); its calls raise this before any kernel runs
         module.unrunnable = str(e)
     return module
+
+
+def check_half_floats(graph, target: Target) -> None:
+    """A graph with float16 / bfloat16 tensors builds only for a target whose Caps has those dtypes (stored in 16
+    bits, computed in float32 inside the kernels); elsewhere (GL, WebGL, WebGPU, wasm's float16) a LoweringError names
+    the missing dtype, and torch.compile runs the graph in eager PyTorch with that reason."""
+    values = list(graph.inputs) + [o for n in graph.nodes for o in n.outputs]
+    for dt in ("float16", "bfloat16"):
+        v = next((v for v in values if v.dtype == dt), None)
+        if v is not None and dt not in target.caps.dtypes:
+            raise LoweringError(f"tensor {v.name} is {dt}, and the {target.kind} target has no {dt} (its "
+                                f"Caps.dtypes: {', '.join(sorted(target.caps.dtypes))}); compile the model in "
+                                f"float32 (model.float(), no autocast) for {target.kind}, or choose a target with "
+                                f"{dt}: llvm, opencl")
 
 
 def _cached_build(graph, target: Target, backend, options: dict) -> Module:

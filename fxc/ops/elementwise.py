@@ -12,6 +12,8 @@ import numpy as np
 from ..errors import UnsupportedOpError
 from ..lowering import te
 from ..symbolic.expr import (
+    Bf16Half,
+    PackBf16,
     as_expr,
     binary as binary_expr,
     cast,
@@ -204,6 +206,18 @@ unary("cast", cast_array,
                            ([rand(rng, (3, 7), "float64")], {"dtype": "float16"}),
                            ([rand(rng, (3, 7))], {"dtype": "bfloat16"}),
                            ([rand(rng, (3, 7))], {"dtype": "int16"})])
+def _round_to(x, dtype):
+    """bfloat16 through a bf16x2 word (PackBf16), whose vector form the renderers have (vcvtne2ps2bf16 with AVX-512
+    BF16, integer rounding elsewhere): a cast pair would keep a conv's epilogue scalar."""
+    return Bf16Half(PackBf16(x, x), 0) if dtype == "bfloat16" else cast("float32", cast(dtype, x))
+
+
+unary("round_to", lambda x, dtype: cast_array(cast_array(x, dtype), "float32"),
+      _round_to, {}, dtypes=("float32",), promote=None,
+      samples=lambda rng: [([rand(rng, (3, 17), high=1e5)], {"dtype": "bfloat16"}),
+                           ([rand(rng, (3, 17), high=7e4)], {"dtype": "float16"})],
+      doc="float32 values rounded to the nearest float16/bfloat16 (ties to even), kept in float32: a 16-bit op's "
+          "result where its consumer computes in float32 again (relay_like/builder.py, Builder.widen)")
 register(OpDef("copy", Kind.ELEMWISE, lambda t, **_: [t[0]], lambda x: x.copy(),
                lambda x: te.compute(x.shape, lambda *i: x[i], "copy"), {}, None,
                lambda rng: [([rand(rng, (3, 4))], {})], STORE))

@@ -16,6 +16,7 @@ from ..ops.registry import get_op
 from .graph import Graph, Value
 
 torch_promotion = result_type       # PyTorch's result dtype (fxc.ops.common.result_type)
+HALF_FLOATS = ("float16", "bfloat16")   # stored in 16 bits, computed in float32 inside each op (Builder.widen)
 
 
 def stated_promotion(operands, to_float: bool = False) -> str:
@@ -74,9 +75,49 @@ class Builder:
             return self.scalar(x, dtype)
         if x.dtype == dtype:
             return x
-        if x.is_const:
+        if x.is_const and dtype not in HALF_FLOATS:     # graph constants have numpy dtypes: 16-bit floats are casts
             return self.const(x.data.astype(np_dtype(dtype)))
         return self.call("cast", [x], dtype=dtype)
+
+    def half_floats(self, x) -> set:
+        """The 16-bit float dtypes in a converter's arguments x (Values and dtype names, in lists, tuples, dicts)."""
+        if isinstance(x, Value):
+            return {x.dtype} & set(HALF_FLOATS)
+        if isinstance(x, str):
+            return {x} & set(HALF_FLOATS)
+        if isinstance(x, dict):
+            x = tuple(x.values())
+        if isinstance(x, (list, tuple)):
+            return set().union(*(self.half_floats(a) for a in x))
+        return set()
+
+    def widen(self, x):
+        """x with its 16-bit floats made float32 (Values cast, dtype names replaced): an op over float16 / bfloat16
+        tensors computes in float32, as PyTorch's CPU kernels do (a product of two 16-bit floats is exact in float32),
+        and `narrow` rounds its results back at the op's boundary. A 16-bit value that is a float32 one rounded
+        (autocast's cast, or the previous op's result) widens to that float32 value rounded in place (`round_to`):
+        the same numbers, and the producer's kernel need not convert to 16 bits and back."""
+        if isinstance(x, Value) and x.dtype in HALF_FLOATS:
+            src = x.node.inputs[0] if x.node is not None and x.node.op == "cast" else None
+            if src is not None and src.dtype == "float32":      # float32 rounded to 16 bits: stays float32, rounded
+                return self.call("round_to", [src], dtype=x.dtype)
+            return self.call("cast", [x], dtype="float32")
+        if isinstance(x, str):
+            return "float32" if x in HALF_FLOATS else x
+        if isinstance(x, dict):
+            return {k: self.widen(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(self.widen(a) for a in x)
+        return x
+
+    def narrow(self, out, dtypes):
+        """A widened op's results rounded (to nearest even) to the dtypes the framework gives them; dtypes: one
+        per result (a tuple for several, None where a result is no tensor)."""
+        if isinstance(out, Value):
+            return self.as_tensor(out, dtypes) if dtypes in HALF_FLOATS and out.dtype != dtypes else out
+        if isinstance(out, (list, tuple)) and isinstance(dtypes, (list, tuple)):
+            return type(out)(self.narrow(o, d) for o, d in zip(out, dtypes))
+        return out
 
     def promote(self, *xs, to_float: bool = False) -> list:
         dt = self.promotion(xs, to_float)

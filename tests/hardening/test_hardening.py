@@ -219,8 +219,9 @@ def test_lazy_negation_views(target):
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.complex64, torch.int16])
 def test_other_dtypes_are_right_compiled_or_not(dtype, target):
-    """float16/bfloat16/int16 are storage dtypes (their arithmetic runs eagerly), complex64 compiles as real
-    pairs, and exp of a complex value has no fxc op (eager): each matches eager."""
+    """float16/bfloat16 compute in float32 op by op, rounded as eager rounds; int16 is a storage dtype (its
+    arithmetic runs eagerly), complex64 compiles as real pairs, and exp of a complex value has no fxc op (eager):
+    each matches eager."""
     def f(y):
         return y * 2 + 1
     y = torch.randn(5).to(dtype)

@@ -71,13 +71,27 @@ def _complex_input(b: Builder, shape, dtype: str, name=None):
     return b.graph.input(tuple(shape), dtype, name)
 
 
-def _convert_call(b: Builder, target: str, args, kwargs):
+def _out_dtypes(meta):
+    """The dtypes torch gives a node's results (its meta value): a dtype, a tuple of them, None for a non-tensor."""
+    if isinstance(meta, torch.Tensor):
+        return TORCH_DTYPES.get(meta.dtype)
+    if isinstance(meta, (list, tuple)):
+        return tuple(_out_dtypes(m) for m in meta)
+    return None
+
+
+def _convert_call(b: Builder, target: str, args, kwargs, meta=None):
+    """The graph of one ATen call. An op over float16/bfloat16 tensors (or making one) computes in float32, its
+    results rounded to the 16-bit dtypes torch gives them (`meta`, the node's value): PyTorch's CPU kernels round at
+    the same boundary (autocast's own casts are `_to_copy` calls of the graph)."""
     args, kwargs = _norm_arg(tuple(args)), {k: _norm_arg(v) for k, v in kwargs.items()}
     if is_complex_call(args, kwargs):    # complex values: only converters that know the [..., 2] form
         conv = complex_table().get(target)
         if conv is None:
             raise UnsupportedOpError(f"{target} on complex values")
         return conv(b, *args, **kwargs)
+    if b.half_floats((args, kwargs)):
+        return b.narrow(_convert_call(b, target, b.widen(args), b.widen(kwargs)), _out_dtypes(meta))
     entry = aten_table().get(target)
     if entry is None:
         raise UnsupportedOpError(f"no fxc op for {target}")
@@ -149,7 +163,7 @@ class _Support:
         try:
             b.used_outputs = used_outputs(node)
             out = _convert_call(b, target, torch.fx.node.map_arg(node.args, env.get),
-                                torch.fx.node.map_arg(node.kwargs, env.get))
+                                torch.fx.node.map_arg(node.kwargs, env.get), _meta(node))
         except FxcError as e:
             return False, str(e)
         except Exception as e:   # a converter bug must never break the user's program
@@ -181,7 +195,10 @@ def _dense_order(t):
 
 def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
     """A CPU tensor as a graph constant (complex ones as their real [..., 2] view); `copy` detaches it from
-    the tensor's memory."""
+    the tensor's memory. A float16 / bfloat16 one is its float32 value (exact) cast back to its dtype, as graph
+    constants have numpy's dtypes."""
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return b.as_tensor(b.const(t.float().numpy()), TORCH_DTYPES[t.dtype])
     a = (torch.view_as_real(t) if t.is_complex() else t).numpy()
     c = b.const(a.copy() if copy else a)
     return Complex(c) if t.is_complex() else c
@@ -254,7 +271,7 @@ def _to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, 
                 env[node] = _SYM_ATEN[str(node.target)](*a_)
             else:
                 b.used_outputs = used_outputs(node)
-                env[node] = _convert_call(b, str(node.target), a_, k_)
+                env[node] = _convert_call(b, str(node.target), a_, k_, _meta(node))
         elif node.op == "output":
             res = node.args[0]
             multi = isinstance(res, (list, tuple))
