@@ -21,8 +21,9 @@ from .one_per_output import unflatten
 
 
 def reduction_epilogue(conv, t):
-    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one reduction
-    (a root that is the reduction itself included); else None."""
+    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one float32
+    reduction (a root that is the reduction itself included); else None (an int32 accumulator's float32 epilogue,
+    qconv2d / qmatmul's: these schedules accumulate in float32, so it runs one work-item per output)."""
     if t.dtype != "float32":
         return None
     if isinstance(t.body, te.Reduce):
@@ -34,8 +35,10 @@ def reduction_epilogue(conv, t):
             value = conv.convert(t.body, None, holes)
         except LoweringError:   # reductions at other indices: not this schedule's shape
             return None
-    if len(holes) != 1 or not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
-                                  for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
+    if len(holes) != 1 or holes[0].tensor.dtype != "float32":
+        return None
+    if not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
+               for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
         return None
     return holes[0], holes[0].tensor, value
 

@@ -1,0 +1,152 @@
+"""The quantised ops (fxc/ops/quant.py: quantize, dequantize, qconv2d, qmatmul) on every target against their numpy
+integer references, the saturation edges included (255 / 0, 127 / -128, zero points at the ends of the range,
+scales 2^-20 and 2^4); a quantised ONNX conv net (onnxruntime.quantization.quantize_static) on every target against
+ONNX Runtime; and a device without 32-bit integer arithmetic refusing qmatmul (torch.compile then runs in eager)."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+import fxc
+from fxc.backends import fill
+from fxc.driver.build import build
+from fxc.errors import LoweringError
+from fxc.ops.registry import get_op
+from tests.helpers_devices import sample_graph
+
+QUANT_OPS = ("quantize", "dequantize", "qconv2d", "qmatmul")
+
+
+def _f32(v):
+    return np.asarray(v, np.float32)
+
+
+def _i32(v):
+    return np.asarray(v, np.int32)
+
+
+def _edges():
+    """(op, inputs, attrs) at the ends of the integer ranges, beside the ops' own samples."""
+    rng = np.random.default_rng(7)
+    ramp = np.linspace(-300, 300, 97).astype(np.float32)
+    u_ends = np.array([[0, 255, 0, 255], [255, 255, 0, 0]], np.uint8)
+    s_ends = np.array([[-128, 127, -127, 0], [127, -128, 127, -128]], np.int8)
+    x = rng.integers(0, 256, (1, 3, 6, 6)).astype(np.uint8)
+    w = rng.choice(np.array([-128, -127, 127, 0], np.int8), size=(4, 3, 3, 3))
+    zero4 = np.zeros(4, np.int32)
+    return [
+        ("quantize", [ramp, _f32(2.0 ** -20), _i32(0)], {"dtype": "uint8"}),           # everything saturates
+        ("quantize", [ramp * 2.0 ** -20, _f32(2.0 ** -20), _i32(255)], {"dtype": "uint8"}),
+        ("quantize", [ramp * 16, _f32(2.0 ** 4), _i32(127)], {"dtype": "int8"}),
+        ("quantize", [ramp, _f32(2.0 ** 4), _i32(-128)], {"dtype": "int8", "inverse": True}),
+        ("dequantize", [u_ends, _f32(2.0 ** 4), _i32(255)], {}),
+        ("dequantize", [s_ends, _f32([2.0 ** -20, 2.0 ** 4]), _i32([-128, 127])], {"axis": 0}),
+        # x_zp 255 and 0: every tap (x - zp) at its extreme; weights at +-127 / -128; outputs saturating both ways
+        ("qconv2d", [x, w, zero4, _f32(2.0 ** 4), _i32(255), _f32(2.0 ** -20) * np.ones(4, np.float32), zero4,
+                     _f32(2.0 ** -20), _i32(0)], {"padding": (1, 1), "out_dtype": "uint8"}),
+        ("qconv2d", [x, w, np.array([2 ** 20, -2 ** 20, 0, 7], np.int32), _f32(1.0), _i32(0),
+                     _f32([1.0, 0.5, 2.0, 1.0]), zero4, _f32(2.0 ** 4), _i32(-128)],
+         {"stride": (2, 2), "out_dtype": "int8", "requant": "onnxruntime"}),
+        ("qmatmul", [np.full((3, 300), 255, np.uint8), np.full((300, 5), -128, np.int8), np.zeros(5, np.int32),
+                     _f32(2.0 ** 4), _i32(0), _f32(2.0 ** 4), np.zeros(5, np.int32), _f32(2.0 ** -20), _i32(127)],
+         {"out_dtype": "int8"}),                                              # acc -9,792,000: saturates at -128
+        ("qmatmul", [np.full((2, 64), 0, np.uint8), rng.integers(-128, 128, (5, 64)).astype(np.int8),
+                     np.zeros(5, np.int32), _f32(0.5), _i32(255), _f32(2.0 ** -20), np.zeros(5, np.int32), _f32(1.0),
+                     _i32(0)], {"trans_b": True, "out_dtype": "int32"}),
+    ]
+
+
+def _check(target: str, name: str, arrays, attrs) -> None:
+    op = get_op(name)
+    got = build(sample_graph(name, arrays, attrs), target=target)(*arrays)
+    want = np.asarray(op.reference(*arrays, **attrs))
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype, got.shape, want.shape)
+    if want.dtype.kind == "f":      # float32 results: the same operations in the same order, rounded alike
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6 * max(1.0, float(np.abs(want).max())))
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=f"{name} {attrs}")
+
+
+@pytest.mark.all_targets
+@pytest.mark.parametrize("name", QUANT_OPS)
+def test_quant_op_samples_equal_the_integer_reference(target, name):
+    for arrays, attrs in get_op(name).samples(np.random.default_rng(0)):
+        _check(target, name, arrays, attrs)
+
+
+@pytest.mark.all_targets
+def test_quant_ops_at_the_saturation_edges(target):
+    for name, arrays, attrs in _edges():
+        _check(target, name, arrays, attrs)
+
+
+@pytest.mark.targets("opencl", "opengl")
+def test_qmatmul_refused_without_32bit_integers(target):
+    """A device without wrapping 32-bit integers (Caps.int32_ops) refuses the int32 accumulation, naming it."""
+    t = fill(target)
+    t = t.with_caps(dataclasses.replace(t.caps, int32_ops=False))
+    arrays, attrs = get_op("qmatmul").samples(np.random.default_rng(0))[0]
+    with pytest.raises(LoweringError, match=r"needs Caps.int32_ops \(it computes int32"):
+        build(sample_graph("qmatmul", arrays, attrs), target=t)
+
+
+class _Net:
+    """A small conv net as quantize_static writes it (QDQ: uint8 activations, per-channel int8 weights): two convs
+    with relu (the second grouped and strided), a max pool and a linear layer."""
+
+    @staticmethod
+    def make(folder):
+        import onnx
+        import torch
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+                self.c2 = torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2)
+                self.fc = torch.nn.Linear(8 * 4 * 4, 10)
+
+            def forward(self, x):
+                x = torch.relu(self.c2(torch.relu(self.c1(x))))
+                return self.fc(torch.nn.functional.max_pool2d(x, 2).flatten(1))
+
+        torch.manual_seed(0)
+        rng = np.random.default_rng(0)
+        plain, quant = folder / "net.onnx", folder / "net_int8.onnx"
+        torch.onnx.export(Net().eval(), (torch.randn(1, 3, 16, 16),), str(plain), dynamo=False, opset_version=17,
+                          input_names=["x"])
+
+        class Calibration(CalibrationDataReader):
+            def __init__(self):
+                self.data = iter([{"x": rng.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(8)])
+
+            def get_next(self):
+                return next(self.data, None)
+        quantize_static(str(plain), str(quant), Calibration(), quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        model = onnx.load(str(quant))
+        last = [n for n in model.graph.node if n.op_type == "DequantizeLinear"][-1]
+        scale = onnx.numpy_helper.to_array(next(i for i in model.graph.initializer if i.name == last.input[1]))
+        return quant, float(scale)
+
+
+@pytest.fixture(scope="module")
+def quantized_net(tmp_path_factory):
+    return _Net.make(tmp_path_factory.mktemp("qnet"))
+
+
+@pytest.mark.all_targets
+def test_quantized_onnx_net_matches_onnxruntime(target, quantized_net):
+    """fxc.from_onnx of the QDQ model on `target` against ONNX Runtime's CPU kernels on the same model: within one
+    step of the output's quantisation (docs/int8.md: where the two round alike, equal)."""
+    import onnxruntime as ort
+    path, step = quantized_net
+    x = np.random.default_rng(1).standard_normal((2, 3, 16, 16)).astype(np.float32)
+    sess = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    want = np.concatenate([sess.run(None, {"x": x[i:i + 1]})[0] for i in range(2)])
+    model = fxc.from_onnx(str(path), target=target)
+    got = np.concatenate([model(x[i:i + 1]) for i in range(2)])
+    assert got.shape == want.shape and got.dtype == np.float32
+    assert np.abs(got - want).max() <= step * 1.001, (np.abs(got - want).max(), step)
+    assert np.abs(want).max() > 4 * step            # the comparison is not of zeros
