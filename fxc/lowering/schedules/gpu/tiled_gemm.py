@@ -21,14 +21,14 @@ from .one_per_output import unflatten
 
 FLOAT = ("float32",)
 # an int32 accumulator (qconv2d / qmatmul: int8 products summed in int32) and the dtypes of its epilogue's result
-INT32, INT32_EPILOGUES = ("float32", "int32"), ("float32", "int32", "int8", "uint8")
+FLOAT_OR_INT32, INT32_EPILOGUES = ("float32", "int32"), ("float32", "int32", "int8", "uint8")
 
 
 def reduction_epilogue(conv, t, accumulators=FLOAT):
     """(hole, reduce tensor, value with the hole) when t is an epilogue, at its own indices, of one reduction whose
     dtype is one of `accumulators` (a root that is the reduction itself included); else None. A float32 reduction's
-    epilogue is float32; an int32 one's (accumulators INT32: the schedules that accumulate in the reduction's own
-    dtype) float32, int32 or 8-bit."""
+    epilogue is float32; an int32 one's (FLOAT_OR_INT32: the schedules that accumulate in the reduction's own dtype)
+    float32, int32 or 8-bit."""
     if t.dtype not in (INT32_EPILOGUES if "int32" in accumulators else FLOAT):
         return None
     if isinstance(t.body, te.Reduce):
@@ -138,7 +138,7 @@ def _product_axes(conv, t):
     factor does not read) and the other reads an output axis alone (the rows): matmul (rows i, columns j) and
     convolution (rows: output channels, columns: the output's pixels, height x width), in float32 or int32 (the
     register tiles accumulate in the reduction's dtype); None otherwise."""
-    found = _sum_of_products(conv, t, INT32)
+    found = _sum_of_products(conv, t, FLOAT_OR_INT32)
     if found is None:
         return None
     hole, red_t, value = found
