@@ -1,7 +1,9 @@
 """The quantised ops (fxc/ops/quant.py: quantize, dequantize, qconv2d, qmatmul) on every target against their numpy
 integer references, the saturation edges included (255 / 0, 127 / -128, zero points at the ends of the range,
-scales 2^-20 and 2^4); a quantised ONNX conv net (onnxruntime.quantization.quantize_static) on every target against
-ONNX Runtime; and a device without 32-bit integer arithmetic refusing qmatmul (torch.compile then runs in eager)."""
+scales 2^-20 and 2^4); ONNX models that onnxruntime.quantization writes on every target against ONNX Runtime (a
+quantize_static QDQ conv net exported from torch, within one output step; tests/capture/onnx/test_onnx_int8.py's
+QOperator conv net and dynamic MLP, every integer tensor bit-exact); and a device without 32-bit integer arithmetic
+refusing qmatmul (torch.compile then runs in eager)."""
 import dataclasses
 
 import numpy as np
@@ -12,6 +14,7 @@ from fxc.backends import fill
 from fxc.driver.build import build
 from fxc.errors import LoweringError
 from fxc.ops.registry import get_op
+from tests.capture.onnx.test_onnx_int8 import MODELS, both, integer_outputs, quantized
 from tests.helpers_devices import sample_graph
 
 QUANT_OPS = ("quantize", "dequantize", "qconv2d", "qmatmul")
@@ -147,6 +150,21 @@ def test_quantized_onnx_net_matches_onnxruntime(target, quantized_net):
     want = np.concatenate([sess.run(None, {"x": x[i:i + 1]})[0] for i in range(2)])
     model = fxc.from_onnx(str(path), target=target)
     got = np.concatenate([model(x[i:i + 1]) for i in range(2)])
+    assert any("qconv2d" in line for line in model.module.kernels), model.module.kernels   # the integer path
     assert got.shape == want.shape and got.dtype == np.float32
     assert np.abs(got - want).max() <= step * 1.001, (np.abs(got - want).max(), step)
     assert np.abs(want).max() > 4 * step            # the comparison is not of zeros
+
+
+@pytest.mark.all_targets
+@pytest.mark.parametrize("name, how", [("convnet", "QOperator"), ("mlp", "dynamic")])
+def test_onnx_integer_models_are_bit_exact(target, tmp_path, name, how):
+    """QLinearConv / QLinearMatMul (requant="onnxruntime") and DynamicQuantizeLinear + MatMulInteger on `target`:
+    every integer tensor the model makes equals ONNX Runtime's."""
+    m = quantized(tmp_path, name, how, **({"per_channel": True} if how == "QOperator" else {}))
+    x = np.random.default_rng(1).normal(size=MODELS[name][1]).astype(np.float32)
+    got, want, quant = both(m, x, target=target)
+    assert integer_outputs(m) and not quant
+    for k in integer_outputs(m):
+        assert got[k].dtype == want[k].dtype, k
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
