@@ -3,7 +3,8 @@ integer references, the saturation edges included (255 / 0, 127 / -128, zero poi
 scales 2^-20 and 2^4); ONNX models that onnxruntime.quantization writes on every target against ONNX Runtime (a
 quantize_static QDQ conv net exported from torch, within one output step; tests/capture/onnx/test_onnx_int8.py's
 QOperator conv net and dynamic MLP, every integer tensor bit-exact); and a device without 32-bit integer arithmetic
-refusing qmatmul (torch.compile then runs in eager)."""
+refusing qmatmul (torch.compile then runs in eager); and the byte tensors of a symbolic batch (row launches at byte
+offsets that are not whole words: rows of 7 and 33 bytes)."""
 import dataclasses
 
 import numpy as np
@@ -14,6 +15,9 @@ from fxc.backends import fill
 from fxc.driver.build import build
 from fxc.errors import LoweringError
 from fxc.ops.registry import get_op
+from fxc.relay_like.graph import Graph
+from fxc.symbolic.expr import Sym
+from fxc.symbolic.sym import SymInfo
 from tests.capture.onnx.test_onnx_int8 import MODELS, both, integer_outputs, quantized
 from tests.helpers_devices import sample_graph
 
@@ -168,3 +172,29 @@ def test_onnx_integer_models_are_bit_exact(target, tmp_path, name, how):
     for k in integer_outputs(m):
         assert got[k].dtype == want[k].dtype, k
         np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+
+
+@pytest.mark.targets("llvm", "opencl", "opengl", "webgpu", "webgl", "wasm")
+def test_quantized_rows_of_a_symbolic_batch(target):
+    """quantize -> qmatmul (int8 out) -> dequantize over a symbolic batch, built once: every size equals the
+    references, blocks of rows and single rows alike (an int8 row of 7 bytes starts mid-word)."""
+    rng = np.random.default_rng(3)
+    k, n = 33, 7
+    w = rng.integers(-128, 128, (n, k)).astype(np.int8)
+    rest = [np.zeros(n, np.int32), _f32(0.05), _i32(3), _f32(np.linspace(0.001, 0.01, n)), np.zeros(n, np.int32),
+            _f32(0.2), _i32(-5)]
+    g = Graph()
+    x = g.input((Sym("batch"), k), "float32", "x")
+    q = g.call1("quantize", [x, Graph.const(_f32(0.05)), Graph.const(_i32(3))], dtype="uint8")
+    y = g.call1("qmatmul", [q, Graph.const(w)] + [Graph.const(a) for a in rest], trans_b=True, out_dtype="int8")
+    g.outputs = [q, y, g.call1("dequantize", [y, Graph.const(_f32(0.2)), Graph.const(_i32(-5))])]
+    g.symbols = {"batch": SymInfo("batch", 1, 40)}
+    module = build(g, target=target)
+    assert module.symbols
+    for rows in (9, 1, 8, 13, 40):
+        xs = (rng.standard_normal((rows, k)) * 4).astype(np.float32)
+        want_q = get_op("quantize").reference(xs, _f32(0.05), _i32(3), dtype="uint8")
+        want_y = get_op("qmatmul").reference(want_q, w, *rest, trans_b=True, out_dtype="int8")
+        want = (want_q, want_y, get_op("dequantize").reference(want_y, _f32(0.2), _i32(-5)))
+        for got, exp in zip(module(xs), want):
+            np.testing.assert_array_equal(got, exp, err_msg=f"{rows} rows")
