@@ -2,7 +2,8 @@
 (bytes packed in words on GL and WebGPU, texels on WebGL), wrap-around of 8- and 32-bit arithmetic, round half to
 even, saturating casts, integer division, and int32 matmuls of widened int8 inputs, exactly equal to numpy; and a
 device without an integer capability (Caps.int8_storage, Caps.int32_ops) refused with a LoweringError naming it
-(torch.compile then runs the graph in eager), or on the browser targets run as wasm kernels in the same page."""
+(torch.compile then runs the graph in eager; `fxc devices` says so), or on the browser targets run as wasm kernels in
+the same page."""
 import dataclasses
 import logging
 
@@ -12,6 +13,7 @@ import torch
 
 import fxc.capture.torch.recorder
 from fxc.backends import fill
+from fxc.commands.devices import caps_text
 from fxc.driver.build import build
 from fxc.errors import LoweringError
 from fxc.relay_like.builder import Builder
@@ -128,6 +130,7 @@ def test_device_without_an_integer_cap_refuses(target, cap):
         build(_graph(fn, arrays), target=t)
     fn, arrays, ref = CASES["round_f32"]
     np.testing.assert_array_equal(build(_graph(fn, arrays), target=t)(*arrays), ref(*arrays))
+    assert "int8 kernels refused" in caps_text(t) and "int8 kernels refused" not in caps_text(fill(target))
 
 
 @pytest.mark.targets("webgl", "webgpu")
