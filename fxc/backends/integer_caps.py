@@ -5,7 +5,7 @@ the kernel, the missing capability and the fix. Two capabilities, read from the 
 
 - `Caps.int8_storage`: stores of 8-bit elements (int8, uint8, bool) that leave their neighbours alone (OpenCL 1.1
   or cl_khr_byte_addressable_store; GL and WebGPU write the byte into its 32-bit word atomically; WebGL's textures
-  hold a value a texel). A kernel that stores one on a device without it is refused.
+  hold an int32 an element). A kernel that stores one on a device without it is refused.
 - `Caps.int32_ops`: 32-bit two's complement integer arithmetic that wraps (int32 accumulation of int8 products,
   requantization). Every OpenCL, GLSL 4.3 and WGSL device has it; a WebGL page has it when its fragment shaders'
   highp int is 32 bits (getShaderPrecisionFormat). A kernel computing integer values on a device without it is
