@@ -11,7 +11,7 @@ from fxc.errors import FxcError, QuantizationWarning
 from fxc.ops.registry import get_op
 from fxc.relay_like.builder import Builder
 from fxc.relay_like.context import PassContext
-from fxc.relay_like.passes import eliminate_dead_code, quantize_chains
+from fxc.relay_like.passes import eliminate_dead_code, quantize_chains, simplify
 
 CTX = PassContext()
 
@@ -149,3 +149,44 @@ def test_quantized_option_is_checked():
     g, _ = conv_chain(np.random.default_rng(6))
     with pytest.raises(FxcError, match="quantized='int4'.*'int8', 'float'"):
         build(g, target="llvm", quantized="int4")
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_max_pool_between_quantize_and_dequantize_runs_on_int8(same):
+    """quantize(max_pool2d(dequantize(xq, s, z)), s, z) -> max_pool2d(xq): exact (max commutes with the monotone
+    dequantize); with another scale on the quantize, the chain stays in float."""
+    b = Builder()
+    xq = b.graph.input((1, 4, 9, 9), "int8", "xq")
+    s, z = b.const(f32(0.07)), b.const(i32(-5))
+    p = b.call("max_pool2d", [b.call("dequantize", [xq, s, z])], kernel=(3, 3), stride=(2, 2), padding=(1, 1))
+    b.graph.outputs = [b.call("quantize", [p, s if same else b.const(f32(0.08)), z], dtype="int8")]
+    g = eliminate_dead_code(quantize_chains(b.graph, CTX), CTX)
+    assert ops(g) == (["max_pool2d"] if same else ["dequantize", "max_pool2d", "quantize"])
+    x = np.random.default_rng(7).integers(-128, 128, (1, 4, 9, 9)).astype(np.int8)
+    want = get_op("max_pool2d").reference(x, kernel=(3, 3), stride=(2, 2), padding=(1, 1))
+    if not same:
+        want = get_op("quantize").reference((want.astype(np.float32) + 5) * np.float32(0.07), f32(0.08), i32(-5),
+                                            dtype="int8")
+    np.testing.assert_array_equal(run(g, x), want)
+
+
+def test_linear_over_a_sequence_as_torch_captures_it():
+    """dequantize(xq [2, 5, 16]) -> reshape [10, 16] -> matmul(trans_b) -> add -> reshape [2, 5, 8] -> relu ->
+    quantize (simplify moves the relu and quantize before the reshape): one qmatmul over the reshaped int8 input."""
+    rng = np.random.default_rng(8)
+    b = Builder()
+    xq = b.graph.input((2, 5, 16), "uint8", "xq")
+    wq, sw, bias = rng.integers(-127, 128, (8, 16)).astype(np.int8), f32(rng.uniform(0.01, 0.02, 8)), \
+        f32(rng.uniform(-1, 1, 8))
+    x = b.call("reshape", [b.call("dequantize", [xq, b.const(f32(0.03)), b.const(i32(128))])], shape=(10, 16))
+    w = b.call("dequantize", [b.const(wq), b.const(sw), b.const(i32(np.zeros(8)))], axis=0)
+    y = b.call("add", [b.call("matmul", [x, w], trans_b=True), b.const(bias)])
+    y = b.call("relu", [b.call("reshape", [y], shape=(2, 5, 8))])
+    b.graph.outputs = [b.call("quantize", [y, b.const(f32(0.05)), b.const(i32(0))], dtype="uint8", inverse=True)]
+    g = eliminate_dead_code(quantize_chains(simplify(b.graph, CTX), CTX), CTX)
+    assert ops(g) == ["reshape", "qmatmul", "reshape"]
+    assert g.nodes[1].attrs["relu"] and g.nodes[1].attrs["inverse"] and g.nodes[1].attrs["out_dtype"] == "uint8"
+    x = rng.integers(0, 256, (2, 5, 16)).astype(np.uint8)
+    want = get_op("qmatmul").reference(x.reshape(10, 16), wq, bias, f32(0.03), i32(128), sw, i32(np.zeros(8)),
+                                       f32(0.05), i32(0), trans_b=True, relu=True, inverse=True)
+    np.testing.assert_array_equal(run(g, x), want.reshape(2, 5, 8))

@@ -6,6 +6,8 @@ model (ONNX QDQ, PyTorch PT2E) become integer ops with int32 accumulation and th
         -> qconv2d(xq, wq, b, sx, zx, sw, 0, sy, zy; padding, relu=True, out_dtype=the quantize's dtype)
     add(matmul(dequantize(aq, sa, za), dequantize(wq, sw, 0)), b)          (the result read as float)
         -> qmatmul(aq, wq, b, sa, za, sw, 0, 1.0, 0; out_dtype="float32")
+    quantize(max_pool2d(dequantize(xq, s, z)), s, z)                        (a reshape too)
+        -> max_pool2d(xq)
 
 Takes a typed Graph, returns it with such chains rewritten (requant="float": the frameworks' definition of the
 chain; inverse=True where the quantize multiplies by the reciprocal scale, as PyTorch's does). The weight is the
@@ -23,6 +25,7 @@ import warnings
 import numpy as np
 
 from ...errors import QuantizationWarning
+from ...ops.quant import RANGE
 from ...ops.registry import get_op
 from ..graph import Graph, Node
 from .hoist import weight_derived
@@ -34,7 +37,11 @@ def quantize_chains(g, ctx):
     look = _Lookup(g)
     refused, rewrites = set(), {}
     for n in g.nodes:
-        if n.op in ("conv2d", "matmul") and n.outputs[0].dtype == "float32":
+        if n.op == "quantize":
+            found = _passthrough(n, look)
+            if found is not None:
+                rewrites[n] = found
+        elif n.op in ("conv2d", "matmul") and n.outputs[0].dtype == "float32":
             found = _match(n, look)
             if isinstance(found, str):
                 refused.add(found)
@@ -77,19 +84,23 @@ def _match(n, look):
     """(kind, attrs, inputs, chain nodes...) for the chain starting at conv2d / matmul n; a refused scheme's name;
     or None where n is no quantised chain."""
     x_in, w_in = n.inputs
-    padding = (0, 0, 0, 0)
+    padding, shape = (0, 0, 0, 0), None
     if n.op == "conv2d":
         x_in, padding = _unpad(x_in, look)
     elif n.attrs.get("trans_a"):
         return None
+    elif look.made_by(x_in, "reshape") is not None:      # linear over [B, S, K] as a matmul of [B * S, K]
+        x_in, shape = x_in.node.inputs[0], x_in.shape
     dx, dw = look.made_by(x_in, "dequantize"), look.made_by(w_in, "dequantize")
-    if dx is None or dw is None or not look.weight_like(dw.inputs[0]):
+    if dx is None or dw is None or not look.weight_like(dw.inputs[0]) \
+            or shape is not None and dx.inputs[1].type.numel != 1:
         return None
     channels = n.outputs[0].shape[1] if n.op == "conv2d" else n.outputs[0].shape[-1]
     scheme = _activation_scheme(dx) or _weight_scheme(n, dw, look)
     if scheme is not None:
         return scheme
     xq, sx, zx = dx.inputs
+    xq = xq if shape is None else _Reshape(xq, shape)
     wq, sw, zw = dw.inputs
     bias, relu, end, chain = _epilogue(n, channels, sx, sw, look)
     q = end if end.op == "quantize" else None
@@ -107,6 +118,26 @@ def _match(n, look):
     else:
         attrs.update(trans_b=bool(n.attrs.get("trans_b", False)))
     return ("q" + n.op, attrs, [xq, wq, bias, sx, zx, sw, zw, sy, zy], *chain)
+
+
+def _passthrough(q, look):
+    """(op, attrs, [xq], f, q) where q is quantize(f(dequantize(xq))) with the same per-tensor scale, zero point and
+    dtype, f a max_pool2d or a reshape: f(xq) is that value exactly (a max commutes with the monotone dequantize,
+    and quantize(dequantize(xq)) is xq); else None."""
+    f = look.made_by(q.inputs[0], "max_pool2d") or look.made_by(q.inputs[0], "reshape")
+    d = look.made_by(f.inputs[0], "dequantize") if f is not None and look.only_reader(f.outputs[0]) is q else None
+    if d is None or d.inputs[0].dtype != q.attrs.get("dtype") or d.inputs[0].dtype not in ("uint8", "int8") \
+            or (q.attrs.get("qmin"), q.attrs.get("qmax")) not in ((None, None), RANGE[d.inputs[0].dtype]) \
+            or not all(_same(a, b) for a, b in zip(d.inputs[1:], q.inputs[1:])):
+        return None
+    return (f.op, f.attrs, [d.inputs[0]], f, q)
+
+
+def _same(a, b) -> bool:
+    """a and b hold one value, the same (one Value, or constants of equal data)."""
+    if a.type.numel != 1 or b.type.numel != 1:
+        return False
+    return a is b or a.is_const and b.is_const and a.data.reshape(()) == b.data.reshape(())
 
 
 def _unpad(v, look):
@@ -191,7 +222,7 @@ def _bias(add, acc, channels, sx, sw, look):
         return Graph.const(np.ascontiguousarray(d.inputs[0].data.reshape(channels)))
     if b.shape == (channels,):
         return b
-    return Graph.const(np.ascontiguousarray(b.data.reshape(channels))) if b.is_const else _Reshape(b, channels)
+    return Graph.const(np.ascontiguousarray(b.data.reshape(channels))) if b.is_const else _Reshape(b, (channels,))
 
 
 def _along_channels(b, acc) -> bool:
@@ -212,10 +243,11 @@ def _is_scale(d, sx, sw) -> bool:
 
 
 class _Reshape:
-    """A float bias computed from weights, to be reshaped to [channels] where the integer op is placed."""
+    """An operand of the integer op to be reshaped where the op is placed: a bias computed from weights (to
+    [channels]), the int8 activation of a matmul that read it reshaped."""
 
-    def __init__(self, value, channels):
-        self.value, self.channels = value, channels
+    def __init__(self, value, shape):
+        self.value, self.shape = value, tuple(shape)
 
 
 # -- rewriting ------------------------------------------------------------------------------------------------------
@@ -231,12 +263,10 @@ def _rewrite(nodes, rewrites):
                 out.append(n)
             continue
         kind, attrs, inputs, *_ = found
-        if isinstance(inputs[2], _Reshape):
-            r = inputs[2]
-            shaped = _node("reshape", [r.value], {"shape": (r.channels,)})
-            out.append(shaped)
-            inputs = inputs[:2] + [shaped.outputs[0]] + inputs[3:]
-        q = _node(kind, inputs, attrs)
+        shaped = [_node("reshape", [v.value], {"shape": v.shape}) if isinstance(v, _Reshape) else None
+                  for v in inputs]
+        out += [r for r in shaped if r is not None]
+        q = _node(kind, [v if r is None else r.outputs[0] for v, r in zip(inputs, shaped)], attrs)
         result = n.outputs[0]
         q.outputs[0] = result
         result.node, result.index = q, 0

@@ -9,7 +9,7 @@ fxc.from_onnx on llvm. Every integer tensor the quantised model makes is compare
   defines it (float32(acc) * (sx * sw), then / sy and round), ONNX Runtime fuses it into QLinearConv, which rounds
   acc * (sx * sw / sy) once.
 
-Also: the schemes fxc has no integer kernels for (blocked quantisation, int4 weights, asymmetric uint8 weights)
+Also: the schemes fxc has no integer kernels for (blocked quantisation, int4 weights, asymmetric uint8 weights, int16)
 compute in float32 with one warning naming the scheme, and an exported int8 model carries int8 weights."""
 import warnings
 import zipfile
@@ -30,7 +30,7 @@ from onnxruntime.quantization import (
 import fxc
 from fxc.errors import QuantizationWarning
 
-INTS = (T.UINT8, T.INT8, T.INT32)
+INTS = (T.UINT8, T.INT8, T.INT16, T.INT32)
 
 
 def _init(name, a, dtype=np.float32):
@@ -182,13 +182,16 @@ def test_qdq_chains_compute_in_integers(tmp_path):
         assert {k: sum(op.startswith(k) for op in ops) for k in want} == want, ops
 
 
-def test_asymmetric_weights_stay_float_with_one_warning(tmp_path, monkeypatch):
+@pytest.mark.parametrize("weights,activations,scheme", [("QUInt8", "QUInt8", "uint8 weights"),
+                                                       ("QInt16", "QInt16", "int16 activations")])
+def test_refused_schemes_stay_float_with_one_warning(tmp_path, monkeypatch, weights, activations, scheme):
+    """Asymmetric uint8 weights, int16 QDQ: in float32 as ONNX defines them, one warning naming the scheme."""
     monkeypatch.setenv("FXC_MODULE_CACHE", "0")     # (a module from the cache skips the passes, and their warning)
-    m = quantized(tmp_path, "convnet", "QDQ", per_channel=False, weight_type=QuantType.QUInt8,
-                  activation_type=QuantType.QUInt8)
+    m = quantized(tmp_path, "convnet", "QDQ", per_channel=False, weight_type=QuantType[weights],
+                  activation_type=QuantType[activations])
     x = np.random.default_rng(4).normal(size=(1, 3, 12, 12)).astype(np.float32)
     got, want, quant = both(m, x)
-    assert len(quant) == 1 and "uint8 weights" in quant[0], quant
+    assert len(quant) == 1 and scheme in quant[0], quant
     for k in integer_outputs(m):
         assert np.abs(got[k].astype(np.int64) - want[k].astype(np.int64)).max() <= 1, k
 
