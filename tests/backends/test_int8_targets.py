@@ -1,6 +1,7 @@
 """int8 / uint8 tensors and int32 arithmetic on every target (issue 43, the generic integer form): 8-bit storage
 (bytes packed in words on GL and WebGPU, texels on WebGL), wrap-around of 8- and 32-bit arithmetic, round half to
-even, saturating casts, integer division, and int32 matmuls of widened int8 inputs, exactly equal to numpy; and a
+even, saturating casts, integer division, max pooling of int8 / uint8 (a channel of zeros: the padding must not
+win), and int32 matmuls of widened int8 inputs, exactly equal to numpy; and a
 device without an integer capability (Caps.int8_storage, Caps.int32_ops) refused with a LoweringError naming it
 (torch.compile then runs the graph in eager; `fxc devices` says so), or on the browser targets run as wasm kernels in
 the same page."""
@@ -23,6 +24,7 @@ I8 = rng.integers(-128, 128, (3, 37)).astype(np.int8)
 J8 = np.concatenate([rng.integers(-128, 128, (2, 37)), np.full((1, 37), -128)]).astype(np.int8)
 U8 = rng.integers(0, 256, (3, 37)).astype(np.uint8)
 V8 = np.concatenate([rng.integers(0, 256, (2, 37)), np.full((1, 37), 255)]).astype(np.uint8)
+P8 = np.concatenate([rng.integers(0, 256, (1, 3, 7, 9)), np.zeros((1, 1, 7, 9))], 1).astype(np.uint8)  # + all 0
 BIG = np.array([[2 ** 31 - 1, -2 ** 31, 100000, -7, 46341, 65536, 7, -2 ** 31]], np.int32)
 DIV = np.array([[2, 3, 100000, 2, 46341, 65536, -2, -1]], np.int32)
 HALVES = np.array([[0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.49999, 1e9, -1e9, 254.5, 255.5, -128.5, 126.5, 127.5, -0.0,
@@ -43,6 +45,14 @@ def _requant(b, acc):
     x = b.call("add", [b.call("round", [b.call("mul", [_cast(b, acc, "float32"), b.scalar(0.37, "float32")])]),
                        b.scalar(3.0, "float32")])
     return _cast(b, b.call("clamp", [x], lo=-128.0, hi=127.0), "int8")
+
+
+def _max_pool(x, low):
+    """3x3 max pooling, stride 2, padding 1 (padding never wins: below every value)."""
+    p = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=low)
+    n, c, h, w = x.shape
+    oh, ow = (h - 1) // 2 + 1, (w - 1) // 2 + 1
+    return np.max([p[:, :, i:i + 2 * oh - 1:2, j:j + 2 * ow - 1:2] for i in range(3) for j in range(3)], axis=0)
 
 
 def _wrapping(fn, *args):
@@ -83,6 +93,10 @@ CASES = {
                      lambda x: np.clip(x, 0, 255).astype(np.uint8)),
     "wrap_i32_i8": (lambda b, x: _cast(b, x, "int8"), [BIG], lambda x: x.astype(np.int8)),
     "wrap_i32_u8": (lambda b, x: _cast(b, x, "uint8"), [BIG], lambda x: x.astype(np.uint8)),
+    "max_pool_u8": (lambda b, x: b.call("max_pool2d", [x], kernel=(3, 3), stride=(2, 2), padding=(1, 1)), [P8],
+                    lambda x: _max_pool(x, 0)),
+    "max_pool_i8": (lambda b, x: b.call("max_pool2d", [x], kernel=(3, 3), stride=(2, 2), padding=(1, 1)),
+                    [P8.view(np.int8)], lambda x: _max_pool(x, -128)),
     "matmul_i8": (lambda b, x, y: b.call("matmul", [_cast(b, x, "int32"), _cast(b, y, "int32")], trans_b=True),
                   [I8, J8], lambda x, y: _wide(x) @ _wide(y).T),
     "matmul_u8_zp_requant": (lambda b, x, y: _requant(b, b.call("matmul", [
