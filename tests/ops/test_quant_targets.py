@@ -20,6 +20,7 @@ from fxc.symbolic.expr import Sym
 from fxc.symbolic.sym import SymInfo
 from tests.capture.onnx.test_onnx_int8 import MODELS, both, integer_outputs, quantized
 from tests.helpers_devices import sample_graph
+from tests.targets import DEVICE_TARGETS
 
 QUANT_OPS = ("quantize", "dequantize", "qconv2d", "qmatmul")
 
@@ -74,7 +75,7 @@ def _check(target: str, name: str, arrays, attrs) -> None:
         np.testing.assert_array_equal(got, want, err_msg=f"{name} {attrs}")
 
 
-@pytest.mark.all_targets
+@pytest.mark.targets(*DEVICE_TARGETS)       # llvm's: tests/ops/test_ops.py, tests/capture/onnx/test_onnx_int8.py
 @pytest.mark.parametrize("name", QUANT_OPS)
 def test_quant_op_samples_equal_the_integer_reference(target, name):
     for arrays, attrs in get_op(name).samples(np.random.default_rng(0)):
@@ -160,7 +161,7 @@ def test_quantized_onnx_net_matches_onnxruntime(target, quantized_net):
     assert np.abs(want).max() > 4 * step            # the comparison is not of zeros
 
 
-@pytest.mark.all_targets
+@pytest.mark.targets(*DEVICE_TARGETS)       # llvm's: tests/ops/test_ops.py, tests/capture/onnx/test_onnx_int8.py
 @pytest.mark.parametrize("name, how", [("convnet", "QOperator"), ("mlp", "dynamic")])
 def test_onnx_integer_models_are_bit_exact(target, tmp_path, name, how):
     """QLinearConv / QLinearMatMul (requant="onnxruntime") and DynamicQuantizeLinear + MatMulInteger on `target`:
