@@ -1,7 +1,8 @@
 """int8 / uint8 tensors and int32 arithmetic on every target (issue 43, the generic integer form): 8-bit storage
 (bytes packed in words on GL and WebGPU, texels on WebGL), wrap-around of 8- and 32-bit arithmetic, round half to
 even, saturating casts, integer division, max pooling of int8 / uint8 (a channel of zeros: the padding must not
-win), and int32 matmuls of widened int8 inputs, exactly equal to numpy; and a
+win), and int32 matmuls of widened int8 inputs, exactly equal to numpy (and a chain of torch ops on int8 tensors
+through torch.compile, equal to eager); and a
 device without an integer capability (Caps.int8_storage, Caps.int32_ops) refused with a LoweringError naming it
 (torch.compile then runs the graph in eager; `fxc devices` says so), or on the browser targets run as wasm kernels in
 the same page."""
@@ -176,3 +177,25 @@ def test_torch_compile_falls_back_where_the_device_lacks_8bit_storage(caplog):
         fxc.capture.torch.recorder._recorders.remove(rep)
     torch.testing.assert_close(got, f(x, y), rtol=0, atol=0)
     assert "Caps.int8_storage" in str(rep), str(rep)
+
+
+@pytest.mark.all_targets
+def test_torch_int8_arithmetic_through_torch_compile(target):
+    """A quantize -> int32 arithmetic -> requantize -> dequantize chain of plain torch ops on int8 / uint8 tensors,
+    compiled with dynamic sizes: every op compiled (none in eager) and every size equal to eager bit for bit."""
+    def f(x, s):
+        q = torch.clamp(torch.round(x / s) + 3, -128, 127).to(torch.int8)
+        y = (q.to(torch.int32) * 3 - 7).clamp(0, 255).to(torch.uint8)
+        return q, y, (y.to(torch.float32) - 5) * 0.25
+
+    torch.manual_seed(43)
+    fxc.capture.torch.recorder._recorders.append(rep := fxc.capture.torch.recorder.Explanation())
+    try:
+        g = torch.compile(f, backend="fxc", dynamic=True, options=dict(target=target))
+        for n in (3, 8, 13):
+            x, s = torch.randn(n, 7) * 50, torch.tensor(0.37)
+            for got, want in zip(g(x, s), f(x, s)):
+                torch.testing.assert_close(got, want, rtol=0, atol=0)
+    finally:
+        fxc.capture.torch.recorder._recorders.remove(rep)
+    assert not rep.fallback_ops, str(rep)
