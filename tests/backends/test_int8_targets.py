@@ -1,11 +1,10 @@
 """int8 / uint8 tensors and int32 arithmetic on every target (issue 43, the generic integer form): 8-bit storage
-(bytes packed in words on GL and WebGPU, texels on WebGL), wrap-around of 8- and 32-bit arithmetic, round half to
-even, saturating casts, integer division, max pooling of int8 / uint8 (a channel of zeros: the padding must not
-win), and int32 matmuls of widened int8 inputs, exactly equal to numpy (and a chain of torch ops on int8 tensors
-through torch.compile, equal to eager); and a
-device without an integer capability (Caps.int8_storage, Caps.int32_ops) refused with a LoweringError naming it
-(torch.compile then runs the graph in eager; `fxc devices` says so), or on the browser targets run as wasm kernels in
-the same page."""
+(bytes packed in words on GL and WebGPU, int32 texels on WebGL), wrap-around of 8- and 32-bit arithmetic, round half
+to even, saturating casts, integer division, max pooling of int8 / uint8 (a channel of zeros: the padding must not
+win) and int32 matmuls of widened int8 inputs, exactly equal to numpy; a chain of torch ops on int8 tensors through
+torch.compile, equal to eager; and a device without an integer capability (Caps.int8_storage, Caps.int32_ops)
+refused with a LoweringError naming it (torch.compile then runs the graph in eager; `fxc devices` says so), or on the
+browser targets run as wasm kernels in the same page."""
 import dataclasses
 import logging
 
