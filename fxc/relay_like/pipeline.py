@@ -29,6 +29,7 @@ from .passes import (
     use_bf16_blocked,
     use_blocked_layout,
     use_channel_blocks,
+    use_int8,
     use_winograd,
 )
 from .planned import Planned
@@ -39,6 +40,7 @@ PIPELINE = [                    # pass(graph, ctx) -> graph
     infer_types,
     simplify,
     quantize_chains,            # build option quantized="int8" (the default): quantised chains -> integer ops
+    use_int8,                   # CPU only: integer ops over int8 weights -> packed int8 kernels
     expand_opaque,              # targets without scatter (webgl) only
     fold_scale_axis,
     use_winograd,               # CPU only (build option winograd)
