@@ -89,6 +89,14 @@ class Caps:
     #                                         (armv7, whose VFP lacks them: LLVM aborts) renders compare and select
     draw_buffers: int = 1                   # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
     #                                         MAX_DRAW_BUFFERS; fxc.backends.webgl.draw_buffers jams a kernel's copies)
+    int8_storage: bool = True               # stores of single bytes (int8, uint8, bool) that leave their neighbours
+    #                                         alone: OpenCL 1.1 or cl_khr_byte_addressable_store (the device says);
+    #                                         GL and WebGPU store a byte into its word atomically, WebGL an int32
+    #                                         an element. Without it a kernel storing bytes is refused
+    #                                         (fxc.backends.integer_caps)
+    int32_ops: bool = True                  # 32-bit two's complement integer arithmetic that wraps (int8 products
+    #                                         summed in int32, requantization); a WebGL page has it when its
+    #                                         fragment shaders' highp int is 32 bits (the page says)
 
     @property
     def lanes(self) -> int:

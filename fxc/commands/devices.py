@@ -23,6 +23,9 @@ def caps_text(t: Target) -> str:
         parts.append(f"no {', '.join(missing)}")
     if not c.scatter:
         parts.append("no scatter")
+    lacks = [w for w, has in (("single-byte stores", c.int8_storage), ("32-bit integers", c.int32_ops)) if not has]
+    if lacks:       # fxc/backends/integer_caps.py refuses the kernels that need them
+        parts.append(f"int8 kernels refused (no {' or '.join(lacks)})")
     if c.page_kernels:
         parts.append(f"refused groups run as {c.page_kernels} kernels in the page")
     parts.append("dynamic batch in one build" if c.dynamic_rows else "builds per size")

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from ..backend import Backend
+from ..integer_caps import check_integer_caps
 from .render import needs_fp64, render_opencl
 
 
 def render(kernels: list, rows=None, caps=None) -> str:
+    check_integer_caps(kernels, caps, "this OpenCL device")
     return render_opencl(kernels)
 
 

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 from ..backend import Backend
+from ..integer_caps import check_integer_caps
 from .wgsl import needs_fp64, render_wgsl
 
 
 def render(kernels: list, rows=None, caps=None) -> str:
+    check_integer_caps(kernels, caps, "this WebGPU device")
     return render_wgsl(kernels)
 
 

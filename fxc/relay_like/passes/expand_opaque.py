@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...ops.registry import get_op
 from ..builder import Builder
 from ..graph import Graph
@@ -90,7 +92,8 @@ def _max_pool2d(b, x, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode
     h, w = x.shape[-2:]
     extra_h = max((oh - 1) * sh + dh * (kh - 1) + 1 - h - ph, 0)    # ceil_mode's last window reaches past the edge
     extra_w = max((ow - 1) * sw + dw * (kw - 1) + 1 - w - pw, 0)
-    low = -math.inf if x.dtype in ("float32", "float64") else -(2 ** 31 if x.dtype == "int32" else 2 ** 63)
+    # the padding never wins: below every value of the dtype (int8's -2**63 wrapped to 0 and beat negative windows)
+    low = -math.inf if x.dtype in ("float32", "float64") else int(np.iinfo(x.dtype).min)
     if ph or pw or extra_h or extra_w:
         x = b.call("pad", [x], pad=(pw, extra_w, ph, extra_h), value=float(low) if low == -math.inf else low)
     nd = x.type.ndim

@@ -161,7 +161,8 @@ def open_device(spec: str | None = None) -> Device:
 def opencl_caps(info: dict) -> Caps:
     """Caps of an OpenCL device from what it reports (Device.info): compute units, local memory (and whether it is
     memory of its own: feature "dedicated_local_memory"; a CPU device's is plain memory), work-group limit,
-    preferred vector width, its extensions, float64 only with the fp64 extension.
+    preferred vector width, its extensions, float64 only with the fp64 extension, byte stores from OpenCL 1.1 or
+    cl_khr_byte_addressable_store (Caps.int8_storage).
     Index width: 32 bits on a GPU (its 64-bit integer arithmetic is emulated); 64 on a CPU device, whose vectoriser
     sees consecutive loads across work-items only through the 64-bit work-item index (there only divisions run in
     32 bits: fxc.backends.cstyle; measured on PoCL by benchmarks/opencl_window.py)."""
@@ -176,7 +177,18 @@ def opencl_caps(info: dict) -> Caps:
                 max_work_group_size=int(info["max_work_group_size"]),
                 index_bits=32 if info.get("dedicated_local_memory") else 64, dtypes=frozenset(dtypes), scatter=True,
                 math=Caps().math | {"erfc", "lgamma", "expm1", "log1p", "asinh", "acosh", "atanh"},
-                vector_widths=frozenset({2, 4, 8, 16}))
+                vector_widths=frozenset({2, 4, 8, 16}), int8_storage=byte_stores(info))
+
+
+def byte_stores(info: dict) -> bool:
+    """Whether the device stores single bytes (OpenCL 1.0 needs the extension; "OpenCL 1.2 pocl" has them; an info
+    without a version is taken as OpenCL 1.2's, the least fxc's kernels are written for)."""
+    words = info.get("version", "OpenCL 1.2").split()
+    try:
+        version = tuple(int(x) for x in words[1].split(".")[:2])
+    except (IndexError, ValueError):
+        version = (1, 0)
+    return version >= (1, 1) or "cl_khr_byte_addressable_store" in info.get("extensions", ())
 
 
 def open_target(target: Target) -> Target:

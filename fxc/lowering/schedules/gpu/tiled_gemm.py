@@ -19,11 +19,17 @@ from ...loop_ir import Barrier, Buffer, For, IfThen, Load, Store, seq
 from ...lower import Hole
 from .one_per_output import unflatten
 
+FLOAT = ("float32",)
+# an int32 accumulator (qconv2d / qmatmul: int8 products summed in int32) and the dtypes of its epilogue's result
+FLOAT_OR_INT32, INT32_EPILOGUES = ("float32", "int32"), ("float32", "int32", "int8", "uint8")
 
-def reduction_epilogue(conv, t):
-    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one reduction
-    (a root that is the reduction itself included); else None."""
-    if t.dtype != "float32":
+
+def reduction_epilogue(conv, t, accumulators=FLOAT):
+    """(hole, reduce tensor, value with the hole) when t is an epilogue, at its own indices, of one reduction whose
+    dtype is one of `accumulators` (a root that is the reduction itself included); else None. A float32 reduction's
+    epilogue is float32; an int32 one's (FLOAT_OR_INT32: the schedules that accumulate in the reduction's own dtype)
+    float32, int32 or 8-bit."""
+    if t.dtype not in (INT32_EPILOGUES if "int32" in accumulators else FLOAT):
         return None
     if isinstance(t.body, te.Reduce):
         h = Hole(Var("red", t.dtype), t, tuple(t.axes))
@@ -34,16 +40,19 @@ def reduction_epilogue(conv, t):
             value = conv.convert(t.body, None, holes)
         except LoweringError:   # reductions at other indices: not this schedule's shape
             return None
-    if len(holes) != 1 or not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
-                                  for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
+    if len(holes) != 1 or holes[0].tensor.dtype not in accumulators or \
+            holes[0].tensor.dtype == "float32" and t.dtype != "float32":
+        return None
+    if not all(i is v or (n == 1 and isinstance(i, Const) and i.value == 0)
+               for i, v, n in zip(holes[0].indices, t.axes, t.shape)):
         return None
     return holes[0], holes[0].tensor, value
 
 
-def _sum_of_products(conv, t):
-    """(hole, reduce tensor, value with the hole) when t is a float32 epilogue, at its own indices, of one sum of
-    products of t's shape; else None."""
-    found = reduction_epilogue(conv, t) if len(t.shape) >= 2 else None
+def _sum_of_products(conv, t, accumulators=FLOAT):
+    """(hole, reduce tensor, value with the hole) when t is an epilogue, at its own indices, of one sum of products
+    of t's shape in one of `accumulators` (reduction_epilogue); else None."""
+    found = reduction_epilogue(conv, t, accumulators) if len(t.shape) >= 2 else None
     if found is None:
         return None
     red_t = found[1]
@@ -127,8 +136,9 @@ def _product_axes(conv, t):
     """(hole, reduce tensor, row factor, col factor, value, row axis, column axes) when t is an epilogue of a sum of
     products whose one factor reads the last output axes (the columns: the longest such suffix of axes the other
     factor does not read) and the other reads an output axis alone (the rows): matmul (rows i, columns j) and
-    convolution (rows: output channels, columns: the output's pixels, height x width); None otherwise."""
-    found = _sum_of_products(conv, t)
+    convolution (rows: output channels, columns: the output's pixels, height x width), in float32 or int32 (the
+    register tiles accumulate in the reduction's dtype); None otherwise."""
+    found = _sum_of_products(conv, t, FLOAT_OR_INT32)
     if found is None:
         return None
     hole, red_t, value = found
@@ -162,7 +172,7 @@ def register_tiles(conv, t, out, knobs) -> list:
     rest = [d for d in range(len(shape)) if d != ra and d not in cas]
     gj, gi, gb, tj, ti = (Var(s) for s in ("gj", "gi", "gb", "tj", "ti"))
     rvars = [Var("k") for _ in red.axes]
-    acc = conv.local("float32", R * C, "gacc")
+    acc = conv.local(red_t.dtype, R * C, "gacc")
     at = dict(zip([axes[d] for d in rest], unflatten(gb, [shape[d] for d in rest]) if rest else []))
     at.update({v: nv for (v, _), nv in zip(red.axes, rvars)})
     rows = [gi * (T * R) + ti + r * T for r in range(R)]
@@ -179,7 +189,8 @@ def register_tiles(conv, t, out, knobs) -> list:
     col_at = lambda cl: dict(zip([axes[d] for d in cas], unflatten(cl, [shape[d] for d in cas])))  # noqa: E731
     av = [operand(rowf, {axes[ra]: clamp(rw, m)}) for rw in rows]
     bv = [operand(colf, col_at(clamp(cl, n))) for cl in cols]
-    init = [Store(acc, as_expr(q), Const(0.0, "float32")) for q in range(R * C)]
+    zero = Const(0.0 if red_t.dtype == "float32" else 0, red_t.dtype)
+    init = [Store(acc, as_expr(q), zero) for q in range(R * C)]
     update = seq(*(Store(acc, as_expr(r * C + c), Load(acc, as_expr(r * C + c)) + av[r] * bv[c])
                    for r in range(R) for c in range(C)))
     for v, (_, extent) in reversed(list(zip(rvars, red.axes))):

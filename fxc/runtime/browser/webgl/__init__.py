@@ -71,6 +71,7 @@ SETUP = """() => { try { window.fxcBase = new FxcWebGL(); } catch (e) { return {
   window.fxcModels = {};
   return {max_texture_size: gl.getParameter(gl.MAX_TEXTURE_SIZE), version: gl.getParameter(gl.VERSION),
           max_draw_buffers: gl.getParameter(gl.MAX_DRAW_BUFFERS),
+          high_int: (p => p && [p.rangeMin, p.rangeMax])(gl.getShaderPrecisionFormat(gl.FRAGMENT_SHADER, gl.HIGH_INT)),
           name: d ? gl.getParameter(d.UNMASKED_RENDERER_WEBGL) : gl.getParameter(gl.RENDERER)}; }"""
 
 
@@ -105,7 +106,15 @@ def webgl_caps(info: dict) -> Caps:
                 dtypes=frozenset({"float32", "int8", "int16", "int32", "int64", "uint8", "bool"}), scatter=False,
                 hoist_weights=False, math=Caps().math | {"expm1", "log1p", "asinh", "acosh", "atanh"},
                 page_kernels="wasm", row_align=4, binary_tails=True, channel_block=4, texture_width=WIDTH,
-                draw_buffers=max(1, min(4, int(info.get("max_draw_buffers", 4)))))
+                draw_buffers=max(1, min(4, int(info.get("max_draw_buffers", 4)))), int32_ops=int32_ints(info))
+
+
+def int32_ints(info: dict) -> bool:
+    """Whether the page's fragment shaders' highp int is 32-bit two's complement (range exponents 31 and 30, which
+    GLSL ES 3.0 requires, and what a page that does not say is taken to have; a narrower one would not wrap as int32
+    arithmetic must: Caps.int32_ops)."""
+    low, high = info.get("high_int") or (31, 30)
+    return low >= 31 and high >= 30
 
 
 def open_target(target: Target) -> Target:
