@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from ..backends import libraries_of
 from ..lowering.loop_ir import format_kernel
 from ..lowering.optional import optional_input
 from ..lowering.schedules.knobs import Chooser
@@ -31,6 +32,18 @@ from .plan import (
 from .tuned import config_of, tuned_note
 
 
+def external_step(llvm, mw, libs: dict, plan: Plan, gr, i: int, num_threads: int) -> tuple:
+    """(step name, its slots, its kernel line) of group i, an external library's match: a call of the library's
+    runtime `fxc_<library>_run` (fxc/runtime/cpu/<library>.py) with the step's parameters, the threads and whether
+    the weights (the third operand) are constants filled in (parameters 1 and 2)."""
+    name, nodes = plan.external[gr.root.name]
+    kind, call, operands = libs[name].lower(nodes)
+    args = [plan.slots[v.id] for v in operands]
+    step = f"fxc_{name}_{i}_{kind.split(':')[1]}"
+    llvm.add_external(mw, step, f"fxc_{name}_run", (call[0], num_threads, int(args[2][0] == "const"), *call[3:]))
+    return step, args, f"{step}: {gr.describe()}  [{kind}{list(call[3:])}: external library {name}]"
+
+
 def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list,
               tuned: dict | None = None):
     """The runtime module of `plan` for a CPU-family target (profile: a kernel and a counter per call); tuned:
@@ -40,7 +53,9 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     ordered, first = plan.groups, len(plan.prepack)
     kernels, calls, pre_calls, lines, flops = [], [], [], [], []
     mw = llvm.module_writer(target)
-    sigs = [None if profile else group_signature(gr) for gr in ordered]   # profiled: a kernel, a counter per call
+    libs = {lib.name: lib for lib in libraries_of(target)} if plan.external else {}
+    sigs = [None if profile or gr.root.name in plan.external else group_signature(gr)
+            for gr in ordered]          # profiled: a kernel, a counter per call; an external call: its own step
     served = served_without_input(ordered, sigs, first)
     providers = {j: pos for j, pos in served.values()}
     same: dict = {}         # group signature -> kernel: groups of the same shape share one (less to compile)
@@ -72,6 +87,12 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     try:
         for i, gr in enumerate(ordered):
             dbg.progress.set("lowering kernels", i, len(ordered))
+            if gr.root.name in plan.external:       # an external library's call (docs/byoc.md)
+                step, args, line = external_step(llvm, mw, libs, plan, gr, i, num_threads)
+                (pre_calls if i < first else calls).append((step, args))
+                lines.append(line)
+                flops.append(0)
+                continue
             args = plan.args(gr)
             j, pos = served.get(sigs[i], (i, None))
             if j != i:      # the kernel of the same group with one add more, that input left out (a null address)
