@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
+from ..cpu import dnnl
 from ..cpu.library import arch_of, check_elf, process_arch
 from ..cpu.module import Module
 from ..tensors import TensorSpec
@@ -32,9 +33,19 @@ RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "wasm", "webgpu")
 DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 
 
+LIBRARIES = {"dnnl": dnnl.check}     # an external library a CPU artifact may require -> its install check
+
+
 def check_target(manifest: dict) -> None:
-    """Raise TargetError unless this machine can run the artifact's target."""
+    """Raise TargetError unless this machine can run the artifact's target and has the external libraries its plan
+    calls (its "requires": docs/byoc.md)."""
     target = manifest["target"]
+    for name in manifest.get("requires", ()) if target not in DEVICE_TARGETS else ():
+        if name not in LIBRARIES:
+            raise TargetError(f"the artifact's plan calls the external library {name!r}, which this fxc runtime does "
+                              f"not know (it knows: {', '.join(LIBRARIES)}); load it with the fxc version that "
+                              f"wrote it, or export the model without -libs={name}")
+        LIBRARIES[name]()
     if target in DEVICE_TARGETS:
         raise TargetError(f"artifact target {target!r} needs its device runtime, which is missing here (this fxc "
                           f"runtime runs: {', '.join(RUNTIME_TARGETS)}); run it on a machine with the {target} "
