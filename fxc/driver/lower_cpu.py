@@ -35,12 +35,14 @@ from .tuned import config_of, tuned_note
 def external_step(llvm, mw, libs: dict, plan: Plan, gr, i: int, num_threads: int) -> tuple:
     """(step name, its slots, its kernel line) of group i, an external library's match: a call of the library's
     runtime `fxc_<library>_run` (fxc/runtime/cpu/<library>.py) with the step's parameters, the threads and whether
-    the weights (the third operand) are constants filled in (parameters 1 and 2)."""
+    the weights (parameter 2: a bit mask of operand positions) are all constants filled in (parameters 1 and 2)."""
     name, nodes = plan.external[gr.root.name]
     kind, call, operands = libs[name].lower(nodes)
-    args = [plan.slots[v.id] for v in operands]
+    args = [plan.slots.get(v.id, ("null", 0)) for v in operands]      # (an output no one reads: none)
     step = f"fxc_{name}_{i}_{kind.split(':')[1]}"
-    llvm.add_external(mw, step, f"fxc_{name}_run", (call[0], num_threads, int(args[2][0] == "const"), *call[3:]))
+    weights = [a for k, a in enumerate(args) if call[2] >> k & 1]
+    llvm.add_external(mw, step, f"fxc_{name}_run",
+                      (call[0], num_threads, int(all(a[0] == "const" for a in weights)), *call[3:]))
     return step, args, f"{step}: {gr.describe()}  [{kind}{list(call[3:])}: external library {name}]"
 
 

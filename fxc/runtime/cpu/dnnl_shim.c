@@ -26,7 +26,7 @@
 #include <string.h>
 #include <oneapi/dnnl/dnnl.h>
 
-enum { CONV = 1, MATMUL = 2 };
+enum { CONV = 1, MATMUL = 2, RNN = 3 };
 enum { ACT_NONE = 0, ACT_RELU = 1, ACT_CLIP = 2 };
 
 typedef struct {
@@ -160,9 +160,143 @@ static int make(const int64_t *p, step_t *s, dnnl_primitive_desc_t *out_pd) {
     return 0;
 }
 
+
+/* -- LSTM / GRU layers (routine 3) ------------------------------------------------------------------------------
+ * p: 3 mode (1 lstm, 2 gru) T B I H L batch_first reverse has_ih_bias has_hh_bias
+ * args: outputs out, h_T[, c_T (lstm)], then x rows, W_ih packed in column blocks of L ([GH/L, I, L]), [the input
+ * projection's bias], W_hh^T [H, GH], h0, [c0 (lstm)], [b_hh (gru)]. fxc's rnn_layer takes the projected rows
+ * (fxc/ops/rnn.py); oneDNN's layer computes the projection itself, so the match is matmul + add + rnn_layer and
+ * oneDNN reads x. Weights are made oneDNN's (ldigo, PyTorch's GRU gates r z n as oneDNN's u r o, the
+ * linear-before-reset GRU's four biases) in the state's buffers, then reordered to the primitive's format. */
+typedef struct {
+    dnnl_primitive_t prim, reorder_l, reorder_i;
+    dnnl_memory_t m[10];          /* src_layer src_iter src_iter_c w_layer w_iter bias dst_layer dst_iter dst_iter_c */
+    dnnl_memory_t user_l, user_i;
+    float *wl, *wi, *bias, *spare;
+    void *pl, *pi;
+    int ready;
+} rnn_t;
+
+enum { R_SRC, R_SRC_ITER, R_SRC_ITER_C, R_WL, R_WI, R_BIAS, R_DST, R_DST_ITER, R_DST_ITER_C };
+
+static int rnn_make(const int64_t *p, rnn_t *s, dnnl_primitive_desc_t *out_pd) {
+    const int64_t *q = p + 3;
+    int lstm = q[0] == 1;
+    int64_t T = q[1], B = q[2], I = q[3], H = q[4], G = lstm ? 4 : 3;
+    dnnl_format_tag_t seq = q[6] ? dnnl_ntc : dnnl_tnc;
+    dnnl_memory_desc_t src, iter, wl_any, wi_any, wl, wi, bias, dst;
+    dnnl_dims_t sd = {T, B, I}, id = {1, 1, B, H}, wld = {1, 1, I, G, H}, wid = {1, 1, H, G, H}, bd = {1, 1, 4, H};
+    dnnl_dims_t dd = {T, B, H};
+    if (ensure_engine()) return -1;
+    OK(dnnl_memory_desc_init_by_tag(&src, 3, sd, dnnl_f32, seq));
+    OK(dnnl_memory_desc_init_by_tag(&dst, 3, dd, dnnl_f32, seq));
+    OK(dnnl_memory_desc_init_by_tag(&iter, 4, id, dnnl_f32, dnnl_ldnc));
+    OK(dnnl_memory_desc_init_by_tag(&wl, 5, wld, dnnl_f32, dnnl_ldigo));
+    OK(dnnl_memory_desc_init_by_tag(&wi, 5, wid, dnnl_f32, dnnl_ldigo));
+    OK(dnnl_memory_desc_init_by_tag(&wl_any, 5, wld, dnnl_f32, dnnl_format_tag_any));
+    OK(dnnl_memory_desc_init_by_tag(&wi_any, 5, wid, dnnl_f32, dnnl_format_tag_any));
+    OK(dnnl_memory_desc_init_by_tag(&bias, 4, bd, dnnl_f32, dnnl_ldgo));
+    dnnl_rnn_direction_t dir = q[7] ? dnnl_unidirectional_right2left : dnnl_unidirectional_left2right;
+    dnnl_rnn_desc_t rd;
+    if (lstm)
+        OK(dnnl_lstm_forward_desc_init(&rd, dnnl_forward_inference, dir, &src, &iter, &iter, &wl_any, &wi_any, &bias,
+                                       &dst, &iter, &iter, 0));
+    else
+        OK(dnnl_lbr_gru_forward_desc_init(&rd, dnnl_forward_inference, dir, &src, &iter, &wl_any, &wi_any, &bias,
+                                          &dst, &iter, 0));
+    dnnl_primitive_desc_t pd;
+    OK(dnnl_primitive_desc_create(&pd, &rd, NULL, engine, NULL));
+    *out_pd = pd;
+    if (!s) return 0;
+    OK(dnnl_primitive_create(&s->prim, pd));
+    const dnnl_memory_desc_t *want_l = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, DNNL_ARG_WEIGHTS_LAYER);
+    const dnnl_memory_desc_t *want_i = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, DNNL_ARG_WEIGHTS_ITER);
+    s->wl = aligned_alloc(64, (I * G * H * 4 + 63) / 64 * 64);
+    s->wi = aligned_alloc(64, (H * G * H * 4 + 63) / 64 * 64);
+    s->bias = aligned_alloc(64, (4 * H * 4 + 63) / 64 * 64);
+    s->spare = aligned_alloc(64, (2 * B * H * 4 + 63) / 64 * 64);
+    s->pl = aligned_alloc(64, (dnnl_memory_desc_get_size(want_l) + 63) / 64 * 64);
+    s->pi = aligned_alloc(64, (dnnl_memory_desc_get_size(want_i) + 63) / 64 * 64);
+    if (!s->wl || !s->wi || !s->bias || !s->spare || !s->pl || !s->pi) return -1;
+    OK(dnnl_memory_create(&s->user_l, &wl, engine, s->wl));
+    OK(dnnl_memory_create(&s->user_i, &wi, engine, s->wi));
+    OK(dnnl_memory_create(&s->m[R_WL], want_l, engine, s->pl));
+    OK(dnnl_memory_create(&s->m[R_WI], want_i, engine, s->pi));
+    OK(dnnl_memory_create(&s->m[R_BIAS], &bias, engine, s->bias));
+    dnnl_primitive_desc_t rpd;
+    OK(dnnl_reorder_primitive_desc_create(&rpd, &wl, engine, want_l, engine, NULL));
+    OK(dnnl_primitive_create(&s->reorder_l, rpd));
+    dnnl_primitive_desc_destroy(rpd);
+    OK(dnnl_reorder_primitive_desc_create(&rpd, &wi, engine, want_i, engine, NULL));
+    OK(dnnl_primitive_create(&s->reorder_i, rpd));
+    dnnl_primitive_desc_destroy(rpd);
+    if (mem(&s->m[R_SRC], &src) || mem(&s->m[R_SRC_ITER], &iter) || mem(&s->m[R_DST], &dst)
+        || mem(&s->m[R_DST_ITER], &iter)) return -1;
+    if (lstm && (mem(&s->m[R_SRC_ITER_C], &iter) || mem(&s->m[R_DST_ITER_C], &iter))) return -1;
+    return 0;
+}
+
+static void rnn_weights(const int64_t *p, rnn_t *s, const float *wp, const float *bih, const float *whh,
+                        const float *bhh) {
+    const int64_t *q = p + 3;
+    int lstm = q[0] == 1;
+    int64_t I = q[3], H = q[4], L = q[5], G = lstm ? 4 : 3, GH = G * H;
+    static const int gru_gate[3] = {1, 0, 2};        /* oneDNN's u r o <- PyTorch's z r n */
+    for (int64_t g = 0; g < G; g++) {
+        int64_t from = lstm ? g : gru_gate[g];
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t h = 0; h < H; h++) {
+                int64_t n = from * H + h;
+                s->wl[i * GH + g * H + h] = wp[(n / L) * I * L + i * L + n % L];
+            }
+        for (int64_t i = 0; i < H; i++)
+            for (int64_t h = 0; h < H; h++) s->wi[i * GH + g * H + h] = whh[i * GH + from * H + h];
+        for (int64_t h = 0; h < H; h++) {
+            float b = bih ? bih[from * H + h] : 0.f;
+            if (!lstm && g < 2 && bhh) b += bhh[from * H + h];
+            s->bias[g * H + h] = b;
+        }
+    }
+    for (int64_t h = 0; h < H; h++) s->bias[3 * H + h] = lstm ? s->bias[3 * H + h] : (bhh ? bhh[2 * H + h] : 0.f);
+    dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, s->user_l}, {DNNL_ARG_TO, s->m[R_WL]}};
+    dnnl_primitive_execute(s->reorder_l, stream, 2, a);
+    dnnl_exec_arg_t b[2] = {{DNNL_ARG_FROM, s->user_i}, {DNNL_ARG_TO, s->m[R_WI]}};
+    dnnl_primitive_execute(s->reorder_i, stream, 2, b);
+}
+
+static void rnn_run(void **args, const int64_t *p, rnn_t *s) {
+    const int64_t *q = p + 3;
+    int lstm = q[0] == 1, nout = lstm ? 3 : 2, k = nout + 2;
+    int64_t B = q[2], H = q[4];
+    const float *bih = q[8] ? args[k++] : NULL, *whh = args[k++];
+    void *h0 = args[k++], *c0 = lstm ? args[k++] : NULL;
+    const float *bhh = !lstm && q[9] ? args[k++] : NULL;
+    if (!(p[2] && s->ready)) {
+        rnn_weights(p, s, args[nout + 1], bih, whh, bhh);
+        s->ready = 1;
+    }
+    dnnl_memory_set_data_handle(s->m[R_SRC], args[nout]);
+    dnnl_memory_set_data_handle(s->m[R_SRC_ITER], h0);
+    dnnl_memory_set_data_handle(s->m[R_DST], args[0]);
+    dnnl_memory_set_data_handle(s->m[R_DST_ITER], args[1] ? args[1] : (void *)s->spare);
+    dnnl_exec_arg_t a[9] = {{DNNL_ARG_SRC_LAYER, s->m[R_SRC]}, {DNNL_ARG_SRC_ITER, s->m[R_SRC_ITER]},
+                            {DNNL_ARG_WEIGHTS_LAYER, s->m[R_WL]}, {DNNL_ARG_WEIGHTS_ITER, s->m[R_WI]},
+                            {DNNL_ARG_BIAS, s->m[R_BIAS]}, {DNNL_ARG_DST_LAYER, s->m[R_DST]},
+                            {DNNL_ARG_DST_ITER, s->m[R_DST_ITER]}};
+    int n = 7;
+    if (lstm) {
+        dnnl_memory_set_data_handle(s->m[R_SRC_ITER_C], c0);
+        dnnl_memory_set_data_handle(s->m[R_DST_ITER_C], args[2] ? args[2] : (void *)(s->spare + B * H));
+        a[n++] = (dnnl_exec_arg_t){DNNL_ARG_SRC_ITER_C, s->m[R_SRC_ITER_C]};
+        a[n++] = (dnnl_exec_arg_t){DNNL_ARG_DST_ITER_C, s->m[R_DST_ITER_C]};
+    }
+    dnnl_primitive_execute(s->prim, stream, n, a);
+    dnnl_stream_wait(stream);
+}
+
 int fxc_dnnl_check(const int64_t *p, char *impl, int n) {
     dnnl_primitive_desc_t pd;
-    if (make(p, NULL, &pd)) return -1;
+    if ((p[0] == RNN ? rnn_make(p, NULL, &pd) : make(p, NULL, &pd))) return -1;
     const char *name = NULL;
     dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &name);
     snprintf(impl, n, "%s", name ? name : "?");
@@ -189,6 +323,25 @@ static void epilogue(const int64_t *p, void **args, const float *full) {
 }
 
 void fxc_dnnl_run(void **args, const int64_t *p, void **state) {
+    if (p[0] == RNN) {
+        rnn_t *r = *state;
+        if (!r) {
+            dnnl_primitive_desc_t pd;
+            r = calloc(1, sizeof *r);
+            if (!r || rnn_make(p, r, &pd)) {
+                fprintf(stderr, "fxc: oneDNN could not make the primitive of an RNN plan step; rebuild without "
+                        "-libs=dnnl\n");
+                abort();
+            }
+            dnnl_primitive_desc_destroy(pd);
+            *state = r;
+        }
+        int old = omp_get_max_threads();
+        omp_set_num_threads((int)p[1]);
+        rnn_run(args, p, r);
+        omp_set_num_threads(old);
+        return;
+    }
     step_t *s = *state;
     if (!s) {
         dnnl_primitive_desc_t pd;

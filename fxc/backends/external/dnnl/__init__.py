@@ -13,8 +13,12 @@ the other tensor in place, the activation as an eltwise post-op). Each check rea
 attributes, then asks oneDNN itself whether it makes the primitive; it returns the reason it does not take a
 match, or None.
 
-Step parameters (int64, fxc/runtime/cpu/dnnl_shim.c reads them): routine (1 conv, 2 matmul), threads and whether
-the weights are constants (both filled by the CPU lowering: 0 here), then the routine's sizes and post-ops.
+    matmul_packed [add bias] rnn_layer (lstm, gru)                 (the input projection and the layer: one oneDNN
+                                                                    LSTM / linear-before-reset GRU layer)
+
+Step parameters (int64, fxc/runtime/cpu/dnnl_shim.c reads them): routine (1 conv, 2 matmul, 3 rnn), threads (0
+here: the CPU lowering writes the build's), the weights (a bit mask of operand positions: the lowering writes 1
+when all are constants, so oneDNN's reordered copy is made once), then the routine's sizes and post-ops.
 """
 from __future__ import annotations
 
@@ -24,7 +28,8 @@ import struct
 from ..library import Library, Pattern
 from . import shim
 
-CONV, MATMUL = 1, 2
+CONV, MATMUL, RNN = 1, 2, 3
+ROUTINES = {CONV: "conv", MATMUL: "matmul", RNN: "rnn"}
 ACTS = {"relu": 1, "clamp": 2, "hardtanh": 2}
 
 
@@ -136,7 +141,7 @@ def _conv(nodes):
     a, lo, hi = _act(act)
     sh, sw = root.attrs.get("stride", (1, 1))
     dh, dwl = root.attrs.get("dilation", (1, 1))
-    params = (CONV, 0, 0, n, chans, h, wd, o, kh, kw, y.shape[2], y.shape[3], sh, sw, dh, dwl, *pads,
+    params = (CONV, 0, 1 << 2, n, chans, h, wd, o, kh, kw, y.shape[2], y.shape[3], sh, sw, dh, dwl, *pads,
               lanes if blocked_in else 0, lanes if blocked_out else 0, wl, dw, int(bias is not None),
               int(res is not None), a, lo, hi)
     return params, [out, x, w] + [v for v in (bias, res) if v is not None]
@@ -159,8 +164,46 @@ def _matmul(nodes):
     if why:
         return why, None
     act_code, lo, hi = _act(act)
-    params = (MATMUL, 0, 0, rows, k, n, lanes, blocks, int(bias is not None), int(res is not None), act_code, lo, hi)
+    params = (MATMUL, 0, 1 << 2, rows, k, n, lanes, blocks, int(bias is not None), int(res is not None), act_code,
+              lo, hi)
     return params, [out, a, bp] + [v for v in (bias, res) if v is not None]
+
+
+def _rnn(nodes):
+    """LSTM / GRU: the input projection (matmul_packed [+ add bias]) and the rnn_layer reading it, as one oneDNN
+    layer (it projects x itself)."""
+    mm, rnn = nodes[0], nodes[-1]
+    add = nodes[1] if len(nodes) == 3 else None
+    why = _static(nodes)
+    if why:
+        return why, None
+    mode = rnn.attrs["mode"]
+    if mode not in ("lstm", "gru"):
+        return f"a {mode} layer: fxc calls oneDNN's LSTM and GRU only", None
+    a, bp = mm.inputs
+    out = rnn.outputs[0]
+    batch_first = bool(rnn.attrs.get("batch_first", False))
+    b, t, h = out.shape if batch_first else (out.shape[1], out.shape[0], out.shape[2])
+    gh = (4 if mode == "lstm" else 3) * h
+    if mm.attrs.get("trans_a", False) or bp.type.ndim != 3 or a.type.ndim != 2 or mm.attrs["n"] != gh:
+        return "an input projection other than x rows times one packed W_ih", None
+    bias = None
+    if add is not None:
+        bias = add.inputs[1] if add.inputs[0] is mm.outputs[0] else add.inputs[0]
+        if math.prod(bias.shape) != gh or tuple(bias.shape)[-1] != gh:
+            return f"an input projection's add of shape {list(bias.shape)} (not a bias of {gh})", None
+    ins = rnn.inputs
+    whh, h0, extra = ins[1], ins[2], list(ins[3:])
+    c0 = extra.pop(0) if mode == "lstm" else None
+    bhh = extra.pop(0) if extra else None
+    params = (RNN, 0, 0, 1 if mode == "lstm" else 2, t, b, a.shape[1], h, bp.shape[2], int(batch_first),
+              int(bool(rnn.attrs.get("reverse", False))), int(bias is not None), int(bhh is not None))
+    outs = list(rnn.outputs)
+    operands = outs + [a, bp] + ([bias] if bias is not None else []) + [whh, h0] + \
+        ([c0] if c0 is not None else []) + ([bhh] if bhh is not None else [])
+    weights = [bp, whh] + [v for v in (bias, bhh) if v is not None]
+    mask = sum(1 << i for i, v in enumerate(operands) if any(v is w for w in weights))
+    return params[:2] + (mask,) + params[3:], operands
 
 
 def _checked(build):
@@ -184,7 +227,9 @@ def _patterns() -> tuple:
         heads = [("pad",), ()] if name == "conv" else [()]
         chains = [h + (root,) + t + a for h in heads for t in tails for a in acts]
         out += [Pattern(name, c, _checked(build)) for c in sorted(chains, key=len, reverse=True)]
-    return tuple(out)
+    rnn = _checked(_rnn)
+    return tuple(out) + (Pattern("rnn", ("matmul_packed", "add", "rnn_layer"), rnn),
+                         Pattern("rnn", ("matmul_packed", "rnn_layer"), rnn))
 
 
 PATTERNS = _patterns()
@@ -192,9 +237,9 @@ PATTERNS = _patterns()
 
 def lower(nodes) -> tuple:
     """("dnnl:conv" | "dnnl:matmul", step parameters, operands [dst, src, weights, bias?, residual?])."""
-    build = _matmul if nodes[-1].op == "matmul_packed" or any(n.op == "matmul_packed" for n in nodes) else _conv
+    build = _rnn if nodes[-1].op == "rnn_layer" else _matmul if nodes[0].op == "matmul_packed" else _conv
     params, operands = build(nodes)
-    return f"dnnl:{'conv' if params[0] == CONV else 'matmul'}", params, operands
+    return f"dnnl:{ROUTINES[params[0]]}", params, operands
 
 
 LIBRARY = Library("dnnl", ("llvm",), PATTERNS, lower, "fxc.runtime.cpu.dnnl")
