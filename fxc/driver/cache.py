@@ -115,7 +115,7 @@ def load_module(key: str, recompute=None):
         return Module(meta["target"], str(library), [spec(t) for t in meta["inputs"]],
                       [spec(t) for t in meta["outputs"]], consts, meta["workspace_bytes"], meta["kernels"],
                       meta["intermediate_bytes"], source, prepack_inputs=meta["prepack_inputs"], plan=plan,
-                      kernel_flops=meta["kernel_flops"], profiled=meta["profiled"])
+                      kernel_flops=meta["kernel_flops"], profiled=meta["profiled"], offload=meta.get("offload", []))
     except (OSError, ValueError, KeyError, TypeError, IndexError, EOFError, zlib.error, zipfile.BadZipFile,
             UnicodeDecodeError, FxcError) as e:
         warn_once("entry", f"ignoring the cached module {key[:16]} ({type(e).__name__}: {e}); it is rebuilt")
@@ -136,7 +136,8 @@ def store_module(key: str, module) -> None:
             "outputs": [spec(t) for t in module.outputs], "n_consts": len(module.consts),
             "workspace_bytes": module.workspace_bytes, "kernels": module.kernels,
             "intermediate_bytes": module.intermediate_bytes, "prepack_inputs": module.prepack_inputs,
-            "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled}
+            "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled,
+            **({"offload": module.offload} if module.offload else {})}      # the -libs= split (fxc.explain)
     if not held:
         meta["consts_digest"] = consts_digest(module.consts)
     write_entry(f"modules/{key}.json", json.dumps(meta).encode())      # last: the entry exists once this does

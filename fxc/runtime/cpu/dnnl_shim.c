@@ -27,6 +27,17 @@
 #include <oneapi/dnnl/dnnl.h>
 
 enum { CONV = 1, MATMUL = 2, RNN = 3 };
+
+/* The module's parallel runtime (cpu_parallel.c, linked beside this file; absent from the build-time check's
+   library): a module with oneDNN steps runs its own parallel loops on OpenMP's team too, oneDNN's, so one team of
+   threads serves both (fxc's pool spinning for its next loop beside oneDNN's team took cores from it: calls of a
+   few ms took seconds on the shared 2-core host). */
+extern void fxc_use_openmp(int on) __attribute__((weak));
+extern int fxc_uses_openmp(void) __attribute__((weak));
+
+static void one_team(void) {
+    if (fxc_use_openmp && fxc_uses_openmp && fxc_uses_openmp() != 1) fxc_use_openmp(1);
+}
 enum { ACT_NONE = 0, ACT_RELU = 1, ACT_CLIP = 2 };
 
 typedef struct {
@@ -305,15 +316,15 @@ int fxc_dnnl_check(const int64_t *p, char *impl, int n) {
 }
 
 static void epilogue(const int64_t *p, void **args, const float *full) {
-    /* matmul through obuf: columns [0, N) of the B x R x L blocks into dst, + bias, + residual, activation */
+    /* matmul through obuf: its columns [0, N) into dst, + bias, + residual, activation */
     const int64_t *q = p + 3;
-    int64_t R = q[0], N = q[2], L = q[3], bias = q[5], residual = q[6], act = q[7];
+    int64_t R = q[0], N = q[2], W = q[3] * q[4], bias = q[5], residual = q[6], act = q[7];
     float lo = bits(q[8]), hi = bits(q[9]);
     float *dst = args[0];
     const float *b = bias ? args[3] : NULL, *res = residual ? args[3 + bias] : NULL;
     for (int64_t r = 0; r < R; r++)
         for (int64_t n = 0; n < N; n++) {
-            float v = full[(n / L) * R * L + r * L + n % L];
+            float v = full[r * W + n];          /* obuf: R rows of the B blocks' W = B x L columns */
             if (b) v += b[n];
             if (res) v += res[r * N + n];
             if (act == ACT_RELU) v = v > 0.f ? v : 0.f;
@@ -323,6 +334,7 @@ static void epilogue(const int64_t *p, void **args, const float *full) {
 }
 
 void fxc_dnnl_run(void **args, const int64_t *p, void **state) {
+    one_team();
     if (p[0] == RNN) {
         rnn_t *r = *state;
         if (!r) {
