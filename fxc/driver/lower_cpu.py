@@ -34,15 +34,20 @@ from .tuned import config_of, tuned_note
 
 def external_step(llvm, mw, libs: dict, plan: Plan, gr, i: int, num_threads: int) -> tuple:
     """(step name, its slots, its kernel line) of group i, an external library's match: a call of the library's
-    runtime `fxc_<library>_run` (fxc/runtime/cpu/<library>.py) with the step's parameters, the threads and whether
-    the weights (parameter 2: a bit mask of operand positions) are all constants filled in (parameters 1 and 2)."""
+    runtime `fxc_<library>_run` (dnnl: fxc/runtime/cpu/dnnl_shim.c) with the step's parameters, where the threads
+    (parameter 1) and how its weights are made (parameter 2, which the library wrote as a bit mask of their operand
+    positions) are filled in: 1 all constants (the library's copy of them is made once), 2 constants or made by
+    the prepack step (remade after a prepack, whose last step fxc_<library>_prepack_end says so, and for another
+    weight set's addresses), 0 otherwise (remade every call)."""
     name, nodes = plan.external[gr.root.name]
     kind, call, operands = libs[name].lower(nodes)
     args = [plan.slots.get(v.id, ("null", 0)) for v in operands]      # (an output no one reads: none)
     step = f"fxc_{name}_{i}_{kind.split(':')[1]}"
-    weights = [a for k, a in enumerate(args) if call[2] >> k & 1]
-    llvm.add_external(mw, step, f"fxc_{name}_run",
-                      (call[0], num_threads, int(all(a[0] == "const" for a in weights)), *call[3:]))
+    weights = [v for k, v in enumerate(operands) if call[2] >> k & 1]
+    const = [plan.slots[v.id][0] == "const" for v in weights]
+    prepacked = {v.id for g in plan.groups[:len(plan.prepack)] for v in g.outputs}
+    made = 1 if all(const) else 2 if all(c or v.id in prepacked for c, v in zip(const, weights)) else 0
+    llvm.add_external(mw, step, f"fxc_{name}_run", (call[0], num_threads, made, *call[3:]))
     return step, args, f"{step}: {gr.describe()}  [{kind}{list(call[3:])}: external library {name}]"
 
 
@@ -89,6 +94,13 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     try:
         for i, gr in enumerate(ordered):
             dbg.progress.set("lowering kernels", i, len(ordered))
+            if i == first and first and libs:       # the prepack's end: the libraries' copies of weights are stale
+                for lib in libs.values():
+                    llvm.add_external(mw, f"fxc_{lib.name}_prepack_end", f"fxc_{lib.name}_prepacked", (0,))
+                    pre_calls.append((f"fxc_{lib.name}_prepack_end", []))
+                    lines.append(f"fxc_{lib.name}_prepack_end: the weights packed anew ({lib.name} remakes its "
+                                 f"copies)  [prepack]")
+                    flops.append(0)
             if gr.root.name in plan.external:       # an external library's call (docs/byoc.md)
                 step, args, line = external_step(llvm, mw, libs, plan, gr, i, num_threads)
                 (pre_calls if i < first else calls).append((step, args))

@@ -5,7 +5,7 @@
  * args: the step's buffers at their planned addresses (outputs first: dst, then src, weights[, bias][, residual]),
  * p: the step's parameters as fxc/backends/external/dnnl writes them, state: the step's own pointer (a global of
  * the module, NULL until the first call), where the primitive, its memory objects and the weights reordered to the
- * primitive's format are made once and kept. Calls of one module take turns (the runtime's lock, the C entry
+ * primitive's format are made once and kept (the weights made again when stale: see stale()). Calls of one module take turns (the runtime's lock, the C entry
  * point's), so a step's state is never shared by two calls at once.
  *
  *   int fxc_dnnl_check(const int64_t *p, char *impl, int n)   (build time: can oneDNN make this primitive; its
@@ -15,8 +15,8 @@
  * NCHW or nChw{L}c: fxc's own layouts, which are oneDNN's), post-ops bias, residual add (a binary post-op reading
  * the residual in place) and ReLU / clip; 2 matmul of rows x a weight packed in column blocks of L ([B, K, L]),
  * run as a batch of B GEMMs over the blocks, writing the columns in place (or through the state's buffer when the
- * last block is partial, the epilogue then applied on the copy). p[1] = threads (the build's), p[2] = 1 when the
- * weights are constants (reordered once, at the first call) else 0 (reordered every call: they may change).
+ * last block is partial, the epilogue then applied on the copy). p[1] = threads (the build's), p[2] how the
+ * weights are made (stale()).
  */
 #include <math.h>
 #include <omp.h>
@@ -45,10 +45,29 @@ typedef struct {
     dnnl_memory_t src, wei, user_wei, bias, dst, res;
     void *wbuf, *obuf;          /* weights in the primitive's format (when it differs), matmul's padded output */
     int weights_ready;
+    int64_t gen;
+    const void *from;
     char impl[128];
 } step_t;
 
 static dnnl_engine_t engine;
+static int64_t generation = 1;       /* bumped at the end of every prepack: weights made there may have changed */
+
+/* The end of the module's prepack step (a plan step of its own, with an unused params and state). */
+void fxc_dnnl_prepacked(void **args, const int64_t *p, void **state) {
+    (void)args; (void)p; (void)state;
+    __atomic_add_fetch(&generation, 1, __ATOMIC_RELAXED);
+}
+
+/* Whether a step's copy of its weights (made from src at generation gen) is stale: p[2] 1 constants (made once),
+   2 made by the prepack (again after a prepack or from another address), 0 made every call. */
+static int stale(const int64_t *p, int ready, int64_t *gen, const void **from, const void *src) {
+    int64_t now = __atomic_load_n(&generation, __ATOMIC_RELAXED);
+    int s = !ready || p[2] == 0 || (p[2] == 2 && (*gen != now || *from != src));
+    *gen = now;
+    *from = src;
+    return s;
+}
 static dnnl_stream_t stream;
 
 static float bits(int64_t v) { float f; int32_t i = (int32_t)v; memcpy(&f, &i, 4); return f; }
@@ -186,6 +205,8 @@ typedef struct {
     float *wl, *wi, *bias, *spare;
     void *pl, *pi;
     int ready;
+    int64_t gen;
+    const void *from;
 } rnn_t;
 
 enum { R_SRC, R_SRC_ITER, R_SRC_ITER_C, R_WL, R_WI, R_BIAS, R_DST, R_DST_ITER, R_DST_ITER_C };
@@ -282,7 +303,7 @@ static void rnn_run(void **args, const int64_t *p, rnn_t *s) {
     const float *bih = q[8] ? args[k++] : NULL, *whh = args[k++];
     void *h0 = args[k++], *c0 = lstm ? args[k++] : NULL;
     const float *bhh = !lstm && q[9] ? args[k++] : NULL;
-    if (!(p[2] && s->ready)) {
+    if (stale(p, s->ready, &s->gen, &s->from, args[nout + 1])) {
         rnn_weights(p, s, args[nout + 1], bih, whh, bhh);
         s->ready = 1;
     }
@@ -372,7 +393,7 @@ void fxc_dnnl_run(void **args, const int64_t *p, void **state) {
     dnnl_memory_set_data_handle(s->dst, s->obuf ? s->obuf : args[0]);
     dnnl_memory_set_data_handle(s->src, args[1]);
     dnnl_memory_set_data_handle(s->user_wei, args[2]);
-    if (s->reorder && !(p[2] && s->weights_ready)) {
+    if (stale(p, s->weights_ready, &s->gen, &s->from, args[2]) && s->reorder) {
         dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, s->user_wei}, {DNNL_ARG_TO, s->wei}};
         dnnl_primitive_execute(s->reorder, stream, 2, r);
         s->weights_ready = 1;

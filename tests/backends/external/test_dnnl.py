@@ -140,6 +140,24 @@ def test_torch_compile_regions_equal_eager_and_explain_shows_the_split():
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_weights_changed_in_place_are_reordered_again():
+    """torch.compile passes the weights as inputs: oneDNN's copies of them are remade after each prepack (and for
+    another weight set's workspace), never served stale."""
+    torch.manual_seed(3)
+    net, x = _Net().eval(), torch.randn(1, 3, 12, 12)
+    other = _Net().eval()
+    m = torch.compile(net, backend="fxc", options={"target": DNNL, **FORCED})
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), net(x), rtol=1e-4, atol=1e-4)
+        for p in net.parameters():
+            p.mul_(0.5)
+        torch.testing.assert_close(m(x), net(x), rtol=1e-4, atol=1e-4)
+        o = torch.compile(other, backend="fxc", options={"target": DNNL, **FORCED})
+        for _ in range(2):      # two weight sets of one build, in turn
+            torch.testing.assert_close(o(x), other(x), rtol=1e-4, atol=1e-4)
+            torch.testing.assert_close(m(x), net(x), rtol=1e-4, atol=1e-4)
+
+
 def test_from_onnx_regions_equal_the_reference():
     from onnx.reference import ReferenceEvaluator
     rng = np.random.default_rng(0)
