@@ -10,8 +10,8 @@ oneDNN's: activations NCHW or NCHW{L}c (oneDNN's nChw{L}c), weights packed in bl
 
 (the pad folded into the convolution's padding, the bias as its bias, the residual as a binary post-op reading
 the other tensor in place, the activation as an eltwise post-op). Each check reads dtypes, shapes, layouts and
-attributes, then asks oneDNN itself whether it makes the primitive; it returns the reason it does not take a
-match, or None.
+attributes, then asks oneDNN itself whether it makes the primitive, and with which implementation (its
+reference one, "ref:any", is refused: it is slow); it returns the reason it does not take a match, or None.
 
     matmul_packed [add bias] rnn_layer (lstm, gru)                 (the input projection and the layer: one oneDNN
                                                                     LSTM / linear-before-reset GRU layer)
@@ -213,7 +213,9 @@ def _checked(build):
         params, _ = build(nodes)
         if isinstance(params, str):
             return params
-        why, _ = shim.primitive(params)
+        why, impl = shim.primitive(params)
+        if why is None and impl.startswith("ref"):
+            return f"oneDNN has only its reference implementation ({impl}) for it"
         return why
     return check
 
