@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import ArtifactError, LibraryError, TargetError
-from ..cpu import dnnl
 from ..cpu.library import arch_of, check_elf, process_arch
 from ..cpu.module import Module
+from ..modules import by_name
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
 
@@ -33,7 +33,7 @@ RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "wasm", "webgpu")
 DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 
 
-LIBRARIES = {"dnnl": dnnl.check}     # an external library a CPU artifact may require -> its install check
+LIBRARIES = {"dnnl": "fxc.runtime.cpu.dnnl"}    # an external library a CPU artifact may require -> its runtime
 
 
 def check_target(manifest: dict) -> None:
@@ -45,7 +45,7 @@ def check_target(manifest: dict) -> None:
             raise TargetError(f"the artifact's plan calls the external library {name!r}, which this fxc runtime does "
                               f"not know (it knows: {', '.join(LIBRARIES)}); load it with the fxc version that "
                               f"wrote it, or export the model without -libs={name}")
-        LIBRARIES[name]()
+        by_name(f"{LIBRARIES[name]}:check")()     # (imported only for an artifact that requires it)
     if target in DEVICE_TARGETS:
         raise TargetError(f"artifact target {target!r} needs its device runtime, which is missing here (this fxc "
                           f"runtime runs: {', '.join(RUNTIME_TARGETS)}); run it on a machine with the {target} "

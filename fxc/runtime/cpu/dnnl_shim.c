@@ -13,9 +13,8 @@
  *
  * Routines: p[0] = 1 convolution (src NCHW or nChw{L}c, weights Oihw{L}o / Goihw{L}g as fxc packs them, dst
  * NCHW or nChw{L}c: fxc's own layouts, which are oneDNN's), post-ops bias, residual add (a binary post-op reading
- * the residual in place) and ReLU / clip; 2 matmul of rows x a weight packed in column blocks of L ([B, K, L]),
- * run as a batch of B GEMMs over the blocks, writing the columns in place (or through the state's buffer when the
- * last block is partial, the epilogue then applied on the copy). p[1] = threads (the build's), p[2] how the
+ * the residual in place) and ReLU / clip; 2 matmul of rows x a weight fxc packed in column blocks of L
+ * ([B, K, L]), which the step unpacks into its own K x N copy (then oneDNN's format), the same post-ops. p[1] = threads (the build's), p[2] how the
  * weights are made (stale()).
  */
 #include <math.h>
@@ -43,7 +42,8 @@ enum { ACT_NONE = 0, ACT_RELU = 1, ACT_CLIP = 2 };
 typedef struct {
     dnnl_primitive_t prim, reorder;
     dnnl_memory_t src, wei, user_wei, bias, dst, res;
-    void *wbuf, *obuf;          /* weights in the primitive's format (when it differs), matmul's padded output */
+    void *wbuf;                 /* the weights in the primitive's format (when it differs from the user's) */
+    float *wplain;              /* matmul: the weight unpacked from fxc's column blocks */
     int weights_ready;
     int64_t gen;
     const void *from;
@@ -146,21 +146,22 @@ static int make(const int64_t *p, step_t *s, dnnl_primitive_desc_t *out_pd) {
         if (post_ops(attr, residual, &res, q[23], bits(q[24]), bits(q[25]))) return -1;
         OK(dnnl_primitive_desc_create(&pd, &cd, attr, engine, NULL));
     } else {
-        /* 3 R K N L B  8 bias residual act lo hi ; direct = N == B * L */
+        /* 3 R K N L B  8 bias residual act lo hi: rows x the weight, which the step unpacks from fxc's column
+           blocks ([B, K, L]) into its own K x N buffer (then oneDNN's format) when stale */
         const int64_t *q = p + 3;
-        int64_t R = q[0], K = q[1], N = q[2], L = q[3], B = q[4];
-        int direct = N == B * L;
-        has_bias = direct && q[5]; residual = direct && q[6];
-        dnnl_dims_t sd = {1, R, K}, ss = {R * K, K, 1}, wd = {B, K, L}, dd = {B, R, L};
-        dnnl_dims_t ds = {L, direct ? N : B * L, 1}, bd = {B, 1, L}, bs = {L, L, 1};
-        OK(dnnl_memory_desc_init_by_strides(&src, 3, sd, dnnl_f32, ss));
-        OK(dnnl_memory_desc_init_by_tag(&wei, 3, wd, dnnl_f32, dnnl_abc));
-        OK(dnnl_memory_desc_init_by_strides(&dst, 3, dd, dnnl_f32, ds));
-        OK(dnnl_memory_desc_init_by_strides(&bias, 3, bd, dnnl_f32, bs));
+        int64_t R = q[0], K = q[1], N = q[2];
+        has_bias = (int)q[5]; residual = (int)q[6];
+        dnnl_dims_t sd = {R, K}, wd = {K, N}, dd = {R, N}, bd = {1, N};
+        OK(dnnl_memory_desc_init_by_tag(&src, 2, sd, dnnl_f32, dnnl_ab));
+        OK(dnnl_memory_desc_init_by_tag(&wei, 2, wd, dnnl_f32, dnnl_ab));
+        OK(dnnl_memory_desc_init_by_tag(&dst, 2, dd, dnnl_f32, dnnl_ab));
+        OK(dnnl_memory_desc_init_by_tag(&bias, 2, bd, dnnl_f32, dnnl_ab));
         res = dst;
+        dnnl_memory_desc_t any_w;
+        OK(dnnl_memory_desc_init_by_tag(&any_w, 2, wd, dnnl_f32, dnnl_format_tag_any));
         dnnl_matmul_desc_t md;
-        OK(dnnl_matmul_desc_init(&md, &src, &wei, has_bias ? &bias : NULL, &dst));
-        if (direct && post_ops(attr, residual, &res, q[7], bits(q[8]), bits(q[9]))) return -1;
+        OK(dnnl_matmul_desc_init(&md, &src, &any_w, has_bias ? &bias : NULL, &dst));
+        if (post_ops(attr, residual, &res, q[7], bits(q[8]), bits(q[9]))) return -1;
         OK(dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL));
     }
     dnnl_primitive_attr_destroy(attr);
@@ -171,7 +172,13 @@ static int make(const int64_t *p, step_t *s, dnnl_primitive_desc_t *out_pd) {
     snprintf(s->impl, sizeof s->impl, "%s", impl ? impl : "?");
     OK(dnnl_primitive_create(&s->prim, pd));
     const dnnl_memory_desc_t *want = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    if (mem(&s->src, &src) || mem(&s->user_wei, &wei) || mem(&s->dst, &dst)) return -1;
+    if (p[0] == MATMUL) {
+        if (!(s->wplain = aligned_alloc(64, (size_t)((p[4] * p[5] * 4 + 63) / 64 * 64)))) return -1;
+        OK(dnnl_memory_create(&s->user_wei, &wei, engine, s->wplain));
+    } else if (mem(&s->user_wei, &wei)) {
+        return -1;
+    }
+    if (mem(&s->src, &src) || mem(&s->dst, &dst)) return -1;
     if (has_bias && mem(&s->bias, &bias)) return -1;
     if (residual && mem(&s->res, &res)) return -1;
     if (!dnnl_memory_desc_equal(want, &wei)) {       /* the primitive's own weights format: reordered into wbuf */
@@ -183,9 +190,6 @@ static int make(const int64_t *p, step_t *s, dnnl_primitive_desc_t *out_pd) {
         OK(dnnl_memory_create(&s->wei, want, engine, s->wbuf));
     } else {
         s->wei = s->user_wei;
-    }
-    if (p[0] == MATMUL && p[5] != p[6] * p[7]) {      /* a partial last block: the output goes through obuf */
-        if (!(s->obuf = aligned_alloc(64, (size_t)((p[3] * p[6] * p[7] * 4 + 63) / 64 * 64)))) return -1;
     }
     return 0;
 }
@@ -336,22 +340,11 @@ int fxc_dnnl_check(const int64_t *p, char *impl, int n) {
     return 0;
 }
 
-static void epilogue(const int64_t *p, void **args, const float *full) {
-    /* matmul through obuf: its columns [0, N) into dst, + bias, + residual, activation */
-    const int64_t *q = p + 3;
-    int64_t R = q[0], N = q[2], W = q[3] * q[4], bias = q[5], residual = q[6], act = q[7];
-    float lo = bits(q[8]), hi = bits(q[9]);
-    float *dst = args[0];
-    const float *b = bias ? args[3] : NULL, *res = residual ? args[3 + bias] : NULL;
-    for (int64_t r = 0; r < R; r++)
-        for (int64_t n = 0; n < N; n++) {
-            float v = full[r * W + n];          /* obuf: R rows of the B blocks' W = B x L columns */
-            if (b) v += b[n];
-            if (res) v += res[r * N + n];
-            if (act == ACT_RELU) v = v > 0.f ? v : 0.f;
-            if (act == ACT_CLIP) v = fminf(fmaxf(v, lo), hi);
-            dst[r * N + n] = v;
-        }
+static void unpack(const int64_t *p, const float *wp, float *w) {
+    /* fxc's column blocks [B, K, L] of a K x N weight -> K x N */
+    int64_t K = p[4], N = p[5], L = p[6];
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t n = 0; n < N; n++) w[k * N + n] = wp[(n / L) * K * L + k * L + n % L];
 }
 
 void fxc_dnnl_run(void **args, const int64_t *p, void **state) {
@@ -389,13 +382,16 @@ void fxc_dnnl_run(void **args, const int64_t *p, void **state) {
     }
     int old = omp_get_max_threads();
     omp_set_num_threads((int)p[1]);
-    int bias = p[0] == CONV ? (int)p[3 + 21] : (int)p[3 + 5], residual = p[0] == CONV ? (int)p[3 + 22] : (int)p[3 + 6];
-    dnnl_memory_set_data_handle(s->dst, s->obuf ? s->obuf : args[0]);
+    int bias = p[0] == CONV ? (int)p[3 + 21] : (int)p[3 + 5];
+    dnnl_memory_set_data_handle(s->dst, args[0]);
     dnnl_memory_set_data_handle(s->src, args[1]);
-    dnnl_memory_set_data_handle(s->user_wei, args[2]);
-    if (stale(p, s->weights_ready, &s->gen, &s->from, args[2]) && s->reorder) {
-        dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, s->user_wei}, {DNNL_ARG_TO, s->wei}};
-        dnnl_primitive_execute(s->reorder, stream, 2, r);
+    if (p[0] == CONV) dnnl_memory_set_data_handle(s->user_wei, args[2]);
+    if (stale(p, s->weights_ready, &s->gen, &s->from, args[2])) {
+        if (p[0] == MATMUL) unpack(p, args[2], s->wplain);
+        if (s->reorder) {
+            dnnl_exec_arg_t r[2] = {{DNNL_ARG_FROM, s->user_wei}, {DNNL_ARG_TO, s->wei}};
+            dnnl_primitive_execute(s->reorder, stream, 2, r);
+        }
         s->weights_ready = 1;
     }
     dnnl_exec_arg_t a[5] = {{DNNL_ARG_SRC, s->src}, {DNNL_ARG_WEIGHTS, s->wei}, {DNNL_ARG_DST, s->dst}};
@@ -407,7 +403,5 @@ void fxc_dnnl_run(void **args, const int64_t *p, void **state) {
     }
     dnnl_primitive_execute(s->prim, stream, n, a);
     dnnl_stream_wait(stream);
-    if (s->obuf) epilogue(p, args, s->obuf);
-    (void)residual;
     omp_set_num_threads(old);
 }
