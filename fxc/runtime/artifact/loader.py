@@ -24,7 +24,6 @@ from pathlib import Path
 from ...errors import ArtifactError, LibraryError, TargetError
 from ..cpu.library import arch_of, check_elf, process_arch
 from ..cpu.module import Module
-from ..modules import by_name
 from ..tensors import TensorSpec
 from .read import _REEXPORT, LIBRARY, MANIFEST, PARAMS, interface, is_device_artifact, read_artifact, unpack_params
 
@@ -33,19 +32,15 @@ RUNTIME_TARGETS = ("llvm", "opencl", "opengl", "webgl", "wasm", "webgpu")
 DEVICE_TARGETS = ("clml",)                                   # known targets whose device runtime is not here
 
 
-LIBRARIES = {"dnnl": "fxc.runtime.cpu.dnnl"}    # an external library a CPU artifact may require -> its runtime
-
-
 def check_target(manifest: dict) -> None:
-    """Raise TargetError unless this machine can run the artifact's target and has the external libraries its plan
-    calls (its "requires": docs/byoc.md)."""
+    """Raise TargetError unless this machine can run the artifact's target (and its "requires": docs/byoc.md)."""
     target = manifest["target"]
     for name in manifest.get("requires", ()) if target not in DEVICE_TARGETS else ():
-        if name not in LIBRARIES:
-            raise TargetError(f"the artifact's plan calls the external library {name!r}, which this fxc runtime does "
-                              f"not know (it knows: {', '.join(LIBRARIES)}); load it with the fxc version that "
-                              f"wrote it, or export the model without -libs={name}")
-        by_name(f"{LIBRARIES[name]}:check")()     # (imported only for an artifact that requires it)
+        if name != "dnnl":
+            raise TargetError(f"the artifact calls the external library {name!r}, which this fxc runtime does not "
+                              f"know; use the fxc that wrote it")
+        from ..cpu.dnnl import check  # deferred: artifacts linking oneDNN only (size budget)
+        check()
     if target in DEVICE_TARGETS:
         raise TargetError(f"artifact target {target!r} needs its device runtime, which is missing here (this fxc "
                           f"runtime runs: {', '.join(RUNTIME_TARGETS)}); run it on a machine with the {target} "

@@ -257,5 +257,5 @@ def test_a_missing_library_at_load_is_a_clear_error(tmp_path, monkeypatch):
             fxc.load(path)
     finally:
         dnnl._library.cache_clear()
-    with pytest.raises(TargetError, match="external library 'onednn', which this fxc runtime does not know"):
+    with pytest.raises(TargetError, match="the external library 'onednn', which this fxc runtime does not know"):
         loader.check_target({"target": "llvm", "requires": ["onednn"]})
