@@ -6,6 +6,7 @@
     m = fxc.from_mxnet(sym, params)              # an MXNet model (import fxc.mxnet for Gluon and optimize_for)
     m = fxc.from_onnx("model.onnx")              # an ONNX model (numpy arrays or torch tensors in and out)
     fxc.export(m, "model.fxc"); fxc.load("model.fxc")   # deploy artifact; the runtime needs no torch
+    print(fxc.partition_for(model, example_inputs, "clml"))   # what a build offloads to vendor libraries
 """
 from .errors import FxcError  # noqa: F401
 from .version import __version__  # noqa: F401
@@ -27,6 +28,17 @@ def explain(model, *example_inputs, options: dict | None = None, **option_keywor
     """
     from .capture.torch.explain import explain as _explain  # deferred: `import fxc` loads no torch
     return _explain(model, *example_inputs, options=options, **option_keywords)
+
+
+def partition_for(model, example_inputs=None, target: str = "clml", **options):
+    """What a build of `model` (a torch.nn.Module with its example inputs, or a graph IR Graph) for `target`
+    ("clml", "opencl -libs=clblast") offloads to its external libraries, before building: TVM's
+    partition_for_clml(mod, params) as a report (docs/byoc.md); see fxc.driver.partition_for.
+
+    Returns a Partition: .regions (library, matches, CLML's region graph), .left (node -> (op, reason)),
+    .offloaded_ops / .left_ops counts, and a readable str()."""
+    from .driver.partition_for import partition_for as _partition_for  # deferred: `import fxc` loads no compiler
+    return _partition_for(model, example_inputs, target, **options)
 
 
 def from_torch(model, example_inputs, target: str = "llvm", **options):

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from .errors import TargetError
 
 KINDS = ("llvm", "opencl", "opengl", "webgl", "webgpu", "wasm", "clml")
-# the kinds named to users (errors, lists): clml builds for Qualcomm's CLML SDK on Adreno and is parsed like the others,
-# but is not offered, as fxc runs it nowhere but on those devices (elsewhere its regions run as opencl kernels)
+# the kinds named to users (errors, lists): clml (Qualcomm's CLML SDK on Adreno) is parsed as "opencl -libs=clml" (CLML
+# regions, each carrying fxc's opencl kernels, run where the device lacks the extension) and is not offered in lists
 LISTED_KINDS = tuple(k for k in KINDS if k != "clml")
 
 
@@ -80,6 +80,10 @@ class Caps:
     #                                         fmla / vfma): llvm.fma, else llvm.fmuladd (never a libm call per lane)
     bf16_dot: bool = False                  # a bf16-pair dot product accumulating in float32 (AVX-512 BF16's
     #                                         vdpbf16ps) and a float32 -> bf16 pair conversion: precision="bf16"
+    int8_dot: str = ""                      # the 4-way byte dot product of int8 kernels (ops/int8.py, DotI8):
+    #                                         "vnni512" (AVX-512 VNNI vpdpbusd), "vnni256" (AVX-VNNI's 256-bit
+    #                                         vpdpbusd), "pmaddwd" (AVX2: exact, bytes widened to int16), "neon_dot"
+    #                                         (aarch64 sdot), "neon" (NEON widening multiplies), "" (scalar form)
     scalef: bool = False                    # a 16-lane float32 scale by 2^k (AVX-512's vscalefps) for exp's last step
     float64_minmax: bool = True             # LLVM lowers float64 maximum/minimum (nan-propagating) for the CPU; False
     #                                         (armv7, whose VFP lacks them: LLVM aborts) renders compare and select
@@ -185,6 +189,10 @@ def _parse(text: str) -> Target:
         raise TargetError("empty target string; use 'llvm' for this CPU")
     if words[0] in BOARDS:          # a board's alias: its llvm target, the options after it on top
         words = shlex.split(BOARDS[words[0]]) + words[1:]
+    if words[0] == "clml":          # opencl with CLML regions (docs/byoc.md): "clml -device=0" is
+        named = [x for w in words[1:] if w.startswith("-libs=") for x in w[6:].split(",")]     # "opencl -device=0
+        words = ["opencl", *(w for w in words[1:] if not w.startswith("-libs=")),            # -libs=clml"
+                 "-libs=" + ",".join(dict.fromkeys(x for x in ["clml", *named] if x))]
     kind, opts = words[0], {}
     if kind not in KINDS:
         raise TargetError(f"unknown target {kind!r}; known kinds: {', '.join(LISTED_KINDS)} "
@@ -229,7 +237,18 @@ def _llvm_target(opts: dict) -> Target:
     return Target("llvm", tuple(sorted(opts.items())), Caps(vector_bits=bits, vector_registers=regs, threads=threads,
                                                             features=feats, fma="fma" in feats,
                                                             bf16_dot="avx512bf16" in feats,
+                                                            int8_dot=x86_int8_dot(feats),
                                                             scalef="avx512f" in feats))
+
+
+def x86_int8_dot(feats: frozenset) -> str:
+    """Caps.int8_dot of an x86 CPU: AVX-512 VNNI's 512-bit vpdpbusd, AVX-VNNI's 256-bit one, else the exact
+    vpmaddwd form ("pmaddwd") on AVX2 (at 512 bits with AVX-512BW), else the scalar form."""
+    if "avx512vnni" in feats and "avx512f" in feats:
+        return "vnni512"
+    if "avxvnni" in feats:
+        return "vnni256"
+    return "pmaddwd" if "avx2" in feats and ("avx512f" not in feats or "avx512bw" in feats) else ""
 
 
 def triple_arch(triple: str) -> str:
@@ -316,8 +335,9 @@ def _arm_target(opts: dict, arch: str) -> Target:
         opts["mattr"] = ",".join(mattr)
     feats = frozenset(features)
     threads = int(opts.get("num-threads", 0) or 0) or (_host_threads() if native else row.cores)
+    int8 = "neon_dot" if arch == "aarch64" and "dotprod" in feats else "neon" if "neon" in feats else ""
     caps = Caps(vector_bits=128 if "neon" in feats else 32, vector_registers=VECTOR_REGISTERS[arch],
-                threads=threads, features=feats, fma=arch == "aarch64" or "vfp4" in feats,
+                threads=threads, features=feats, fma=arch == "aarch64" or "vfp4" in feats, int8_dot=int8,
                 cache_bytes=row.cache_kib << 10, float64_minmax=arch == "aarch64")
     return Target("llvm", tuple(sorted(opts.items())), caps)
 
@@ -426,7 +446,7 @@ X86_CPUS = {
 # TargetError for another one says
 DEVICE_OPTIONS = {
     "opencl": (("device", "libs"), "known: -device=<index or name substring> (or set FXC_OPENCL_DEVICE), "
-                                   "-libs=clblast"),
+                                   "-libs=clblast,clml"),
     "opengl": ((), "the opengl target takes none (it uses the process's EGL context)"),
     "webgl": ((), "the webgl target takes none (FXC_CHROMIUM names the browser)"),
     "webgpu": ((), "the webgpu target takes none (FXC_CHROMIUM names the browser)"),

@@ -30,6 +30,8 @@ if [ ! -f "$stamp" ]; then
              libc6-dev-armhf-cross qemu-user; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
     # the opencl target's external library (-libs=clblast: fxc/backends/external/clblast, called through ctypes)
     dpkg -s libclblast1 >/dev/null 2>&1 || need="$need libclblast1"
+    # the llvm target's external library (-libs=dnnl: oneDNN's C API through ctypes; -dev links exported C artifacts)
+    for p in libdnnl2 libdnnl-dev; do dpkg -s "$p" >/dev/null 2>&1 || need="$need $p"; done
     # fxc.explain's picture of the fused graph and `fxc inspect --graph` (graphviz's dot lays it out)
     command -v dot >/dev/null || need="$need graphviz"
     if [ -n "$need" ]; then

@@ -49,6 +49,7 @@ from ..symbolic.expr import (
     Cast,
     CheckIndex,
     Const,
+    DotI8,
     Expr,
     Fma,
     Lane,
@@ -61,6 +62,7 @@ from ..symbolic.expr import (
     Var,
     VecLoad,
     children,
+    dot_i8_generic,
     lanes_of,
     scalar_of,
     walk,
@@ -423,6 +425,8 @@ class CStyleRenderer:
             return self.op_code("pack_bf16", "float32", *(self.expr(a) for a in e.args))
         if isinstance(e, Bf16Half):
             return self.op_code(f"bf16_half{e.args[1]}", "int32", self.expr(e.args[0]))
+        if isinstance(e, DotI8):        # the 4-way byte dot in shifts, masks, multiplies and adds
+            return self.expr(dot_i8_generic(*e.args))
         if isinstance(e, CheckIndex):
             i, size, wrap, op = e.args
             return self.op_code("check_index", "int64", self.expr(i), str(size), str(int(wrap)), str(op))

@@ -50,10 +50,25 @@ def _opencl_targets() -> list:
         return []
 
 
+def clml_status() -> str:
+    """Where a clml build's regions run on this host's first OpenCL device (CLML, or fxc's kernels and why)."""
+    from ..runtime.opencl import clml  # deferred: pyopencl is optional
+    try:
+        why = clml.missing(fill("opencl").device)
+    except FxcError as e:
+        return f"builds here (= opencl -libs=clml), does not run here: {_first_sentence(str(e))}"
+    if why is None:
+        return "runs here: CLML regions on this device (= opencl -libs=clml)"
+    return f"runs here as fxc's opencl kernels (= opencl -libs=clml): {why}"
+
+
 def devices_lines() -> list:
     """One line per target kind (with the devices of opencl), saying what runs here and its caps."""
     lines = []
     for kind in KINDS:
+        if kind == "clml":
+            lines.append(f"{kind:<18} {clml_status()}")
+            continue
         if kind not in BACKENDS:
             lines.append(f"{kind:<18} not built by this fxc (no backend of that kind here)")
             continue

@@ -6,7 +6,9 @@ by the GPU schedules (fxc.lowering.schedules.gpu) to scalar loop IR with launch 
 share their kernels; the backend's `render` makes all of them one program. A group over a symbolic number of rows
 becomes row launches (fxc/driver/rows.py; its symbolic buffers a region of the workspace at base + symbol x bytes per
 row). Where the target names Caps.page_kernels (webgl, webgpu: "wasm"), a group the device refuses runs as a kernel of
-that kind in the same page (fxc/driver/page_kernels.py).
+that kind in the same page (fxc/driver/page_kernels.py). An external library's match is a call step; a whole-region
+library's region (CLML) is one call step before fxc's own launches of its groups (the runtime runs one or the other:
+_whole_region), its region graph carried in the program text as a comment.
 """
 from __future__ import annotations
 
@@ -31,6 +33,24 @@ def _single(k) -> bool:
     return all(g == 1 for g in k.launch.grid) and all(b == 1 for b in k.launch.block)
 
 
+def _whole_region(lib, region, plan: Plan, steps: list, start: int, regions: list) -> str:
+    """Insert a whole-region library's call step before the fallback launches steps[start:] of its groups: call =
+    (how many launches follow it as its fallback, the index of its region graph in the program text); regions gets
+    (kernel, region graph text). Returns the kernel line."""
+    mine = {id(n) for n in region.nodes}
+    outside = [v for gr in plan.groups if id(gr.root) not in mine for v in gr.inputs]
+    produced = {v.id for gr in plan.groups for v in gr.outputs}
+    views = {plan.slots[v.id] for v in outside if v.id not in produced and plan.slots[v.id][0] == "work"}
+    leaving = {v.id for v in outside} | {vid for vid, slot in plan.slots.items() if slot[0] == "out"}
+    leaving |= {o.id for n in region.nodes for o in n.outputs if plan.slots.get(o.id) in views}   # (read as a view)
+    kernel, call, operands, text = lib.lower(region, leaving)
+    steps.insert(start, Launch(kernel, [plan.slots[v.id] for v in operands], (1,), (1,), False,
+                               call=(len(steps) - start, len(regions)) + tuple(call)))
+    regions.append((kernel, text.replace("*/", "*\\/")))      # (JSON reads \/ as /)
+    return (f"region {len(regions) - 1} of {len(region.matches)} matches  [{kernel}: external library {lib.name}; "
+            f"fxc's {len(steps) - start - 1} launches after it are its fallback]")
+
+
 def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list,
               tuned: dict | None = None):
     """The runtime module of `plan` for a GPU-family target; tuned: workload key -> the tuning record whose config a
@@ -44,11 +64,16 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     kernels, steps, lines, same, scratch, row_names, widest = [], [], [], {}, 0, set(), 0
     page = PageKernels(target, render) if caps.page_kernels else None      # webgl, webgpu: wasm kernels in the page
     libs = {lib.name: lib for lib in libraries_of(target)} if plan.external else {}
+    regions, starts = [], {}                    # whole-region calls: their texts; a region -> its first step
     for i, gr in enumerate(plan.groups):
         dbg.progress.set("lowering kernels", i, len(plan.groups))
         is_pre, rowwise = i < len(plan.prepack), symbolic_group(gr, sym)
-        if gr.root.name in plan.external:       # an external library's call (fxc.backends.external)
-            name, nodes = plan.external[gr.root.name]
+        ext = plan.external.get(gr.root.name)
+        whole = ext is not None and libs[ext[0]].whole_regions and sym is None
+        if whole:
+            starts.setdefault(ext[2], len(steps))
+        elif gr.root.name in plan.external:     # an external library's call (fxc.backends.external)
+            name, nodes, _ = plan.external[gr.root.name]
             kernel, call, operands = libs[name].lower(nodes)
             steps.append(Launch(kernel, [plan.slots[v.id] for v in operands], (1,), (1,), is_pre, call=call))
             lines.append(f"{gr.describe()}  [{kernel}{list(call)}: external library {name}]")
@@ -88,6 +113,8 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
             shapes = f"per {ROW_BLOCK} rows {shapes}; then per row"
         lines.append(f"{gr.describe()}  [{target.kind}: {shapes}]" + ("  [prepack]" if is_pre else "")
                      + tuned_note(rec))
+        if whole and gr.root is ext[2].matches[-1][1][-1]:
+            lines.append(_whole_region(libs[ext[0]], ext[2], plan, steps, starts[ext[2]], regions))
     for k in kernels:
         if dbg >= 3:
             log(format_kernel(k))
@@ -103,6 +130,7 @@ def lower_gpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
                                              st.grid, st.block, st.prepack, st.rows, st.repeat) for st in steps]
     rows = (frozenset(row_names), widest * min(int(symbols[0]["max"]), 1 << 24)) if row_names else None
     source = render(kernels, rows) if page is None else page.attach(render(kernels, rows))
+    source += "".join(f"\n/* {kernel} {k}\n{text}\n*/\n" for k, (kernel, text) in enumerate(regions))
     if dbg >= 4:
         log(source)
     dbg.note("source.txt", source)

@@ -46,7 +46,7 @@ class Plan:
     memory: MemoryPlan      # the per-call buffers in the workspace (fxc.relay_like.passes.plan_memory)
     end: int                # bytes of the static workspace: planned buffers, then the packed results
     sym_index: dict         # size symbol name -> its slot in the symbol header ({} when static)
-    external: dict          # a group root's name -> (library name, matched nodes): an external library's call
+    external: dict          # a group root's name -> (library name, matched nodes, its Region): an external call
 
     @property
     def groups(self) -> list:
@@ -91,7 +91,7 @@ def make_plan(planned: Planned, family: str, caps, kind: str) -> Plan:
     slots.update({vid: ("work", (tag, off)) for vid, off in getattr(memory, symbolic).items()})
     slots.update({vid: slots[src.id] for vid, src in planned.packed_views.items()})
     slots.update({vid: slots[src.id] for vid, src in planned.views.items()})
-    external = {ns[-1].name: (r.library, ns) for r in planned.regions for _, ns in r.matches}
+    external = {ns[-1].name: (r.library, ns, r) for r in planned.regions for _, ns in r.matches}
     return Plan(planned.prepack, planned.main, slots, consts, memory, end, sym_index, external)
 
 

@@ -2,9 +2,10 @@
 
 `scalarize(stmt)` takes loop IR with vector expressions (VecLoad, Broadcast, Shuffle, Lane, LaneReduce,
 bf16x2 words, vector lets and stores: what the CPU schedules produce) and returns the same computation in
-scalar expressions only: a vector store becomes one store per lane, a lane reduction a chain of its lanes'
-scalar ops. A device renderer whose vector types do not cover every width the CPU schedules use (OpenCL C
-has 2, 3, 4, 8 and 16 lanes; GLSL 2 to 4) renders the result instead; devices vectorise across work-items.
+scalar expressions only; a vector store becomes one store per lane, a lane reduction a chain of its lanes'
+scalar ops, a 4-way byte dot (DotI8) int32 arithmetic. A device renderer whose vector types do not cover every
+width the CPU schedules use (OpenCL C has 2, 3, 4, 8 and 16 lanes; GLSL 2 to 4) renders the result instead;
+devices vectorise across work-items.
 `scalarize(stmt, keep)` leaves alone the float32 vectors of widths in `keep` (a device's Caps.vector_widths) built
 only from what a device language has natively: contiguous vector loads, broadcasts, constants, lane-wise
 arithmetic and fma, and at their edge a lane pick or a lane reduction (the GPU schedules' vector loads); every
@@ -20,6 +21,7 @@ from ..symbolic.expr import (
     Cast,
     Const,
     DotBf16,
+    DotI8,
     Expr,
     Fma,
     Lane,
@@ -35,6 +37,7 @@ from ..symbolic.expr import (
     binary,
     cast,
     compare,
+    dot_i8_generic,
     lanes_of,
     rebuild,
     scalar_of,
@@ -98,6 +101,8 @@ class _Scalarizer:
                 r = self.lane(v, n - 1)
                 for j in reversed(range(n - 1)):
                     r = select(compare("eq", k, as_expr(j, k.dtype)), self.lane(v, j), r)
+        elif isinstance(e, DotI8):
+            r = self.scal(dot_i8_generic(*e.args))
         elif isinstance(e, LaneReduce):
             op, v = e.args
             parts = [self.lane(v, k) for k in range(lanes_of(v.dtype))]
@@ -151,6 +156,8 @@ class _Scalarizer:
         elif isinstance(e, DotBf16):
             acc, a, b = (self.lane(x, k) for x in e.args)
             r = Fma(Bf16Half(a, 1), Bf16Half(b, 1), Fma(Bf16Half(a, 0), Bf16Half(b, 0), acc))
+        elif isinstance(e, DotI8):
+            r = dot_i8_generic(*(self.lane(x, k) for x in e.args[:3]), e.args[3])
         elif isinstance(e, Un):
             r = rebuild(e, (e.args[0], self.lane(e.args[1], k)))
         else:

@@ -122,6 +122,10 @@ def aligned_stride(e: Expr, v: Var, lanes: int):
     return go(e)
 
 
+_INT8_EPILOGUE = {"float32", "int32", "int8", "uint8"}     # vector casts among these (backends/llvm/arith.py)
+_INT32_OPS = ("add", "sub", "mul", "and", "or", "shl", "shr")  # int32 lane-wise ops of int8 epilogues and word packs
+_INT8_ROWS = ("uint8", "int8")                              # quantised tensors: `vectorize` loops storing them
+
 def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, aligned: bool = False):
     """e as a vector over v, v+1, ..., v+lanes-1 (loads along v become vector loads), or None.
     replace: scalar variables that stand for a lane of a given vector (e.g. the accumulator). aligned: v is a
@@ -149,6 +153,16 @@ def vectorize_expr(e: Expr, v: Var, lanes: int, replace: dict | None = None, ali
         elif isinstance(x, Cast) and x.args[1].dtype == "bool" and x.dtype in ("float32", "float64"):
             m = go(x.args[1])                    # a mask's 0 / 1 (dropout's backward)
             r = None if m is None else Cast(vec(x.dtype, lanes), m)
+        elif isinstance(x, Cast) and {x.dtype, x.args[1].dtype} <= _INT8_EPILOGUE:
+            a = go(x.args[1])                    # an int8 kernel's epilogue: int32 -> float32 -> int8 / uint8
+            r = None if a is None else Cast(vec(x.dtype, lanes), a)
+        elif isinstance(x, Bin) and (x.dtype == "int32" and x.args[0] in _INT32_OPS
+                                     or x.dtype in _INT8_EPILOGUE and x.args[0] in ("max", "min")):
+            a, b = go(x.args[1]), go(x.args[2])
+            r = None if a is None or b is None else rebuild(x, (x.args[0], a, b))
+        elif isinstance(x, Select) and x.dtype in _INT8_ROWS:      # a max pool's taps over int8 / uint8
+            c, t, f = go(x.args[0]), go(x.args[1]), go(x.args[2])
+            r = None if c is None or t is None or f is None else Select(c, t, f)
         elif isinstance(x, PackBf16):            # float32 pairs -> bf16x2 words (vcvtne2ps2bf16)
             lo, hi = go(x.args[0]), go(x.args[1])
             r = None if lo is None or hi is None else PackBf16(lo, hi)
@@ -209,9 +223,9 @@ def _vectorize_loop(loop: For, lanes: int):
     base = vo * lanes
     vec_body, pre, post = [], [], []
     for st in stores:
-        if st.buf.dtype != "float32":
-            return None
         s_idx = linear_stride(st.index, v)
+        if st.buf.dtype != "float32" and not (st.buf.dtype in _INT8_ROWS and s_idx == 1):
+            return None
         val = st.value
         if s_idx == 1:
             vs = vectorize_expr(val, v, lanes, aligned=True)

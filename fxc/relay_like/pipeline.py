@@ -22,12 +22,14 @@ from .passes import (
     pack_weights,
     partition_external,
     plan_buffers,
+    quantize_chains,
     simplify,
     split_prepack,
     use_bf16,
     use_bf16_blocked,
     use_blocked_layout,
     use_channel_blocks,
+    use_int8,
     use_winograd,
 )
 from .planned import Planned
@@ -37,6 +39,8 @@ PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 o
 PIPELINE = [                    # pass(graph, ctx) -> graph
     infer_types,
     simplify,
+    quantize_chains,            # build option quantized="int8" (the default): quantised chains -> integer ops
+    use_int8,                   # CPU only: integer ops over int8 weights -> packed int8 kernels
     expand_opaque,              # targets without scatter (webgl) only
     fold_scale_axis,
     use_winograd,               # CPU only (build option winograd)

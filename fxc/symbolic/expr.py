@@ -414,6 +414,52 @@ def dot_bf16(acc: Expr, a: Expr, b: Expr) -> Expr:
     return Fma(Bf16Half(a, 1), Bf16Half(b, 1), Fma(Bf16Half(a, 0), Bf16Half(b, 0), acc))
 
 
+class DotI8(Expr):
+    """acc + sum over k < 4 of a.byte[k] * b.byte[k] per lane, over int32 words of four bytes (byte k: bits 8k..8k+7)
+    and an int32 accumulator (scalar or vector): b's bytes signed, a's unsigned (AVX-512 VNNI / AVX-VNNI vpdpbusd) or
+    signed with signed_a (aarch64 sdot). Exact: every product and sum is an integer the int32 accumulator holds
+    (wraps like it on overflow). Renderers without an instruction for it print `dot_i8_generic`."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def _normalize(acc, a, b, signed_a=False):
+        n = lanes_of(acc.dtype)
+        assert acc.dtype == a.dtype == b.dtype == vec("int32", n), (acc.dtype, a.dtype, b.dtype)
+        return (acc, a, b, bool(signed_a))
+
+    def _infer_dtype(self):
+        return self.args[0].dtype
+
+    def __repr__(self):
+        acc, a, b, s = self.args
+        return f"dot_i8({acc}, {a}{' signed' if s else ''}, {b})"
+
+
+def word_byte(w: Expr, k: int, signed: bool) -> Expr:
+    """Byte k of int32 word(s) w as int32: (w << (24 - 8k)) >> 24 (arithmetic) signed, (w >> 8k) & 255 unsigned."""
+    dt = w.dtype
+    if signed:
+        return binary("shr", binary("shl", w, Const(24 - 8 * k, dt)) if k < 3 else w, Const(24, dt))
+    return binary("and", binary("shr", w, Const(8 * k, dt)) if k else w, Const(255, dt))
+
+
+def dot_i8_generic(acc: Expr, a: Expr, b: Expr, signed_a: bool = False) -> Expr:
+    """DotI8's value in plain int32 arithmetic (shifts, masks, multiplies, adds), which every renderer prints."""
+    r = acc
+    for k in range(4):
+        r = r + word_byte(a, k, signed_a) * word_byte(b, k, True)
+    return r
+
+
+def dot_i8(acc: Expr, a: Expr, b: Expr, signed_a: bool = False) -> Expr:
+    """acc + the 4-way byte dot of words a and b (DotI8): the node for vectors of 4, 8 or 16 lanes (an instruction
+    where the target has one, backends/llvm/render.py), the generic arithmetic otherwise."""
+    if lanes_of(acc.dtype) in (4, 8, 16):
+        return DotI8(acc, a, b, signed_a)
+    return dot_i8_generic(acc, a, b, signed_a)
+
+
 def const(value, dtype: str) -> Const:
     return Const(value, dtype)
 

@@ -28,7 +28,6 @@ def test_every_built_kind_has_a_backend_and_a_module_class():
 
 
 def test_a_kind_without_a_backend_is_a_target_error():
-    missing = sorted(set(KINDS) - set(BACKENDS))
-    assert missing, "every parsed kind has a backend: pick another unbuilt kind for this test"
+    assert not set(KINDS) - set(BACKENDS) - {"clml"}        # (clml parses as "opencl -libs=clml")
     with pytest.raises(TargetError, match="can be built here"):
-        backend_of(Target.parse(missing[0]))
+        backend_of(Target("vulkan"))        # (a kind no backend serves, as a newer fxc's artifact could name)

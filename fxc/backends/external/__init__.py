@@ -9,18 +9,19 @@ target's Caps) and the build's cost choice, and records the regions and the reas
 each offloaded match with `Library.lower` into a plan step that the target's runtime module runs on its own
 buffers (fxc/runtime/opencl/module.py for CLBlast).
 
-One folder per library: clblast/ (GEMM on OpenCL), dnnl/ (oneDNN convolutions and matmuls on llvm, run by the
-CPU module: fxc/runtime/cpu/dnnl.py). CLML (opencl on Adreno) plugs in the same way: a pattern table, a `lower`,
-a runtime step.
+One folder per library: clblast/ (GEMM on OpenCL), clml/ (Qualcomm's CLML on Adreno: whole regions, fxc's kernels
+kept as their fallback), dnnl/ (oneDNN convolutions, matmuls, LSTM / GRU layers on llvm, run by the CPU module's
+plan: fxc/runtime/cpu/dnnl_shim.c).
 """
 from __future__ import annotations
 
 from ...errors import TargetError
 from .clblast import LIBRARY as CLBLAST
+from .clml import LIBRARY as CLML
 from .dnnl import LIBRARY as DNNL
 from .library import Library, Pattern
 
-LIBRARIES = {lib.name: lib for lib in (CLBLAST, DNNL)}      # one entry per library folder
+LIBRARIES = {lib.name: lib for lib in (CLBLAST, CLML, DNNL)}      # one entry per library folder
 __all__ = ["LIBRARIES", "Library", "Pattern", "libraries_of"]
 
 

@@ -38,12 +38,17 @@ class Library:
     """An external codegen: name (as -libs= spells it), the target kinds it serves, its pattern table, lower
     (matched nodes -> (plan step kernel "library:routine", call parameters (ints), the operand Values in the order
     the runtime's step takes them, outputs first)) and runtime (the module whose `check()` loads the library or
-    raises a TargetError naming the fix)."""
+    raises a TargetError naming the fix).
+
+    whole_regions (CLML): a region is one call (lower takes the Region: (kernel, call, operands, region graph
+    text)), chosen by pattern rather than by measured cost, and fxc's own kernels for its nodes stay in the plan
+    behind it: the runtime runs one or the other, whichever the device supports."""
     name: str
     kinds: tuple
     patterns: tuple
     lower: Callable
     runtime: str
+    whole_regions: bool = False
 
     def check_installed(self) -> None:
         """TargetError naming the fix when this host cannot load the library."""

@@ -18,6 +18,7 @@ LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32"
          "int8": "i8", "uint8": "i8", "bool": "i1", "float16": "half", "bfloat16": "i16"}   # bfloat16: raw bits
 MTYPE = dict(LTYPE, bool="i8")     # in-memory type
 UNSIGNED = ("uint8", "bool")
+_VECTOR_CASTS = {"float32", "int32", "int8", "uint8"}
 
 
 def lty(dtype: str) -> str:
@@ -157,12 +158,42 @@ class Arithmetic:
             r = self.new()
             self.emit(f"{r} = uitofp {lty(fr)} {self.expr(a)} to {lty(to)}")
             return r
-        if lanes_of(fr) > 1 or lanes_of(to) > 1:
+        n = lanes_of(fr)
+        if n > 1 and lanes_of(to) == n and {scalar_of(fr), scalar_of(to)} <= _VECTOR_CASTS:
+            return self.vector_cast(scalar_of(fr), scalar_of(to), n, self.expr(a))
+        if n > 1 or lanes_of(to) > 1:
             raise LoweringError(f"vector cast {fr} -> {to} is not renderable")
         x = self.expr(a)
         if fr == to:
             return x
         return self.cast_value(fr, to, x)
+
+    def vector_cast(self, fr: str, to: str, n: int, x: str) -> str:
+        """cast_value lane-wise on n-lane vectors of int32 / int8 / uint8 / float32 (the int8 kernels' epilogues):
+        float -> int as the scalar cast (truncated to int32, NaN and out of range the "integer indefinite" MIN, then
+        wrapped to the narrower type)."""
+        tf, tt = f"<{n} x {LTYPE[fr]}>", f"<{n} x {LTYPE[to]}>"
+        if fr == to:
+            return x
+        r = self.new()
+        if fr in FLOATS:
+            wide = f"<{n} x i32>"       # the lanes in range converted (fptosi.sat would be scalarized)
+            ab, ok, safe, iv, w = self.call(f"llvm.fabs.v{n}f32", tf, [(tf, x)]), *(self.new() for _ in range(4))
+            lim = "<" + ", ".join([f"float {float_literal(2.0 ** 31, fr)}"] * n) + ">"
+            self.emit(f"{ok} = fcmp olt {tf} {ab}, {lim}")
+            self.emit(f"{safe} = select <{n} x i1> {ok}, {tf} {x}, {tf} zeroinitializer")
+            self.emit(f"{iv} = fptosi {tf} {safe} to {wide}")
+            self.emit(f"{w} = select <{n} x i1> {ok}, {wide} {iv}, {wide} <" + ", ".join([f"i32 {-2 ** 31}"] * n)
+                      + ">")
+            if to == "int32":
+                return w
+            self.emit(f"{r} = trunc {wide} {w} to {tt}")
+        elif to in FLOATS:
+            self.emit(f"{r} = {'uitofp' if fr in UNSIGNED else 'sitofp'} {tf} {x} to {tt}")
+        else:
+            op = "trunc" if _bits(to) < _bits(fr) else ("zext" if fr in UNSIGNED else "sext")
+            self.emit(f"{r} = {op} {tf} {x} to {tt}")
+        return r
 
     def cast_value(self, fr: str, to: str, x: str) -> str:
         """Convert SSA value x from dtype fr to dtype to. float16/bfloat16 go through float32 both ways, as

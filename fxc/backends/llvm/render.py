@@ -32,6 +32,7 @@ from ...symbolic.expr import (
     CheckIndex,
     Const,
     DotBf16,
+    DotI8,
     Expr,
     Fma,
     Lane,
@@ -50,6 +51,7 @@ from ...symbolic.expr import (
     vec,
 )
 from .arith import LTYPE, MTYPE, UNSIGNED, Arithmetic, float_suffix, lty
+from .int8 import render_dot_i8
 from .mathlib import VECTOR_MATH, VectorMath, float_literal, pack_bf16_words
 
 FLOAT_FLAGS = "reassoc contract"
@@ -269,7 +271,7 @@ class FunctionWriter(Arithmetic):
         idx = self.expr(s.index)
         t = MTYPE[s.buf.dtype]
         if lanes_of(s.value.dtype) > 1:          # a vector stored at consecutive elements
-            n, vt, align = lanes_of(s.value.dtype), lty(s.value.dtype), 4
+            n, vt, align = lanes_of(s.value.dtype), lty(s.value.dtype), 1 if t == "i8" else 4   # bytes: any address
             if s.buf.dtype == "bool":            # a byte per element (a <n x i1> in memory would be packed bits)
                 w, vt, align = self.new(), f"<{n} x i8>", 1
                 self.emit(f"{w} = zext <{n} x i1> {v} to {vt}")
@@ -343,6 +345,8 @@ class FunctionWriter(Arithmetic):
             return self.call(f"llvm.{fn}.{float_suffix(e.dtype)}", t, [(t, self.expr(a)) for a in e.args])
         if isinstance(e, (PackBf16, Bf16Half, DotBf16)):
             return self.bf16(e)
+        if isinstance(e, DotI8):
+            return render_dot_i8(self, e)
         if isinstance(e, CheckIndex):
             return self.check_index(*e.args)
         if isinstance(e, Present):
@@ -554,7 +558,10 @@ class FunctionWriter(Arithmetic):
             self.emit(f"{r} = {simple[op]} {t} {x}, {y}")
             return r
         if op in ("max", "min"):
-            return self.call(f"llvm.{'u' if unsigned else 's'}{op}.{t}", t, [(t, x), (t, y)])
+            n = lanes_of(dt)
+            unsigned = scalar_of(dt) in UNSIGNED
+            suffix = t if n == 1 else f"v{n}{LTYPE[scalar_of(dt)]}"       # llvm.umax.v16i8
+            return self.call(f"llvm.{'u' if unsigned else 's'}{op}.{suffix}", t, [(t, x), (t, y)])
         if op in ("div", "truncdiv", "floordiv", "truncmod", "floormod"):
             return self._int_div(op, x, y, t, unsigned)
         raise LoweringError(f"integer {op} is not renderable")

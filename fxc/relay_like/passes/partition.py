@@ -41,6 +41,9 @@ def _claim(n, lib, users, hoisted, weights, ctx, notes):
             for x in nodes[:-1]:        # (its producers keep the first refusal unless a later match takes them)
                 notes.setdefault(x.name, notes[n.name])
             continue
+        if lib.whole_regions:
+            notes[n.name] = f"{lib.name}/{pat.name}: offloaded (by pattern; fxc's kernels kept as its fallback)"
+            return pat.name, tuple(nodes)
         if ctx.offload == "always" or ctx.cost is None:
             notes[n.name] = f"{lib.name}/{pat.name}: offloaded (offload={ctx.offload!r})"
             return pat.name, tuple(nodes)
@@ -71,14 +74,32 @@ def _convex(members: set, users: dict) -> bool:
     return True
 
 
-def merge_regions(matches: list, g) -> list:
+def _runs(matches: list, g, hoisted) -> set:
+    """The indices of the matches that continue the match before them: together they are a run of the graph's
+    per-call nodes in order with no other node between (convex by construction, and one contiguous stretch of the
+    plan, as a whole-region library's call replaces its fallback launches in place)."""
+    order = [n for n in g.nodes if n.outputs[0].id not in hoisted]
+    at = {n: i for i, n in enumerate(order)}
+    spans = [(min(at[n] for n in ns), max(at[n] for n in ns)) for _, _, ns in matches]
+    return {i for i in range(1, len(matches)) if matches[i][0] == matches[i - 1][0]
+            and spans[i][0] == spans[i - 1][1] + 1}
+
+
+def merge_regions(matches: list, g, whole: frozenset = frozenset(), hoisted=frozenset()) -> list:
     """Regions of one library each: a match joins the region of a match it reads from or feeds (an edge between
-    them) when the union stays convex (no dependency leaves and re-enters)."""
-    users, regions = g.users(), []
-    for lib, pat, nodes in matches:
+    them) when the union stays convex (no dependency leaves and re-enters); for the libraries in whole (whole-region
+    calls), a match joins the region before it when they are one run of nodes (_runs)."""
+    users, regions, runs = g.users(), [], _runs(matches, g, hoisted)
+    for i, (lib, pat, nodes) in enumerate(matches):
+        if lib in whole:
+            if i in runs:
+                regions[-1][1].append((pat, nodes))
+            else:
+                regions.append((lib, [(pat, nodes)]))
+            continue
         mine = set(nodes)
         for r in regions:
-            if r[0] != lib:
+            if r[0] != lib or r[0] in whole:
                 continue
             theirs = {n for _, ns in r[1] for n in ns}
             touches = any(v.node in theirs for n in nodes for v in n.inputs) or \
@@ -127,4 +148,11 @@ def partition_external(p, ctx):
                                      f"matches {n.op}")
     order = {n: i for i, n in enumerate(g.nodes)}
     matches.sort(key=lambda m: order[m[2][-1]])
-    return replace(p, regions=tuple(merge_regions(matches, g)), offload_notes=notes)
+    whole = frozenset(lib.name for lib in ctx.libraries if lib.whole_regions)
+    regions = merge_regions(matches, g, whole, p.hoisted)
+    for r in regions:
+        if all(n.op == "reshape" for n in r.nodes):     # (views: nothing for a library to run)
+            notes.update({n.name: f"{r.library}/reshape: a region of reshapes only is a view, left to fxc"
+                          for n in r.nodes})
+    regions = tuple(r for r in regions if not all(n.op == "reshape" for n in r.nodes))
+    return replace(p, regions=regions, offload_notes=notes)

@@ -1,10 +1,13 @@
 """CLBlast through ctypes on fxc's own OpenCL context, queue and buffers (no copies at a region's edges).
 
     lib = clblast()                                     # the loaded libclblast.so.1, or a TargetError naming the fix
-    sgemm(device, call, [(buffer, byte offset) of c, a, b])      # one launch of an "clblast:sgemm" plan step
+    sgemm(queue, call, [(buffer, byte offset) of c, a, b])       # one launch of a "clblast:sgemm" plan step
+    sconvgemm(queue, call, [(buffer, byte offset) of y, x, w])   # one "clblast:sconvgemm" (NCHW x OIHW -> NCHW)
 
 `call` is the step's parameters as fxc.backends.external.clblast writes them: (trans_a, trans_b, m, n, k, batch,
-a_stride, b_stride) in elements, row-major, C dense (c_stride m*n); batch > 1 runs CLBlastSgemmStridedBatched. CLBlast
+a_stride, b_stride) in elements, row-major, C dense (c_stride m*n); batch > 1 runs CLBlastSgemmStridedBatched; a
+convolution's: (channels, height, width, kernel_h, kernel_w, pad_h, pad_w, stride_h, stride_w, dilation_h,
+dilation_w, kernels, batch), run as CLBlastSconvgemm in cross-correlation mode (what conv2d computes). CLBlast
 compiles its kernels on first use per process (its binary cache is in memory only: CLBlastClearCache /
 CLBlastFillCache, no API to save it); PoCL's own kernel cache (POCL_KERNEL_CACHE, on by default) keeps the built
 programs on disk, which is what makes a second process fast.
@@ -18,6 +21,7 @@ import functools
 from ...errors import ExecutionError, TargetError
 
 ROW_MAJOR, NO, YES = 101, 111, 112
+CROSS_CORRELATION = 151         # CLBlastKernelModeCrossCorrelation
 SONAME = "libclblast.so.1"
 INSTALL = "install CLBlast: on Debian `apt-get install libclblast1` (or libclblast-dev)"
 
@@ -26,6 +30,7 @@ _SGEMM = [ctypes.c_int, ctypes.c_int, ctypes.c_int, _S, _S, _S, _F, _M, _S, _S, 
           ctypes.POINTER(_M), ctypes.POINTER(_M)]
 _BATCHED = [ctypes.c_int, ctypes.c_int, ctypes.c_int, _S, _S, _S, _F, _M, _S, _S, _S, _M, _S, _S, _S, _F, _M, _S, _S,
             _S, _S, ctypes.POINTER(_M), ctypes.POINTER(_M)]
+_CONVGEMM = [ctypes.c_int] + [_S] * 13 + [_M, _S, _M, _S, _M, _S, ctypes.POINTER(_M), ctypes.POINTER(_M)]
 
 
 def check() -> None:
@@ -45,6 +50,7 @@ def clblast():
             continue
         lib.CLBlastSgemm.argtypes, lib.CLBlastSgemm.restype = _SGEMM, ctypes.c_int
         lib.CLBlastSgemmStridedBatched.argtypes, lib.CLBlastSgemmStridedBatched.restype = _BATCHED, ctypes.c_int
+        lib.CLBlastSconvgemm.argtypes, lib.CLBlastSconvgemm.restype = _CONVGEMM, ctypes.c_int
         return lib
     raise TargetError(f"the target names -libs=clblast but {SONAME} is not installed here; {INSTALL}, or drop "
                       f"-libs=clblast from the target")
@@ -70,5 +76,19 @@ def sgemm(queue, call: tuple, operands: list, event: bool = False) -> int | None
                                                 ctypes.byref(ev) if event else None)
     if status != 0:
         raise ExecutionError(f"CLBlast refused a GEMM (status {status}, m={m} n={n} k={k} batch={batch}); see "
+                             f"clblast_c.h's CLBlastStatusCode, or build without -libs=clblast")
+    return ev.value if event else None
+
+
+def sconvgemm(queue, call: tuple, operands: list, event: bool = False) -> int | None:
+    """Enqueue one convolution (CLBlastSconvgemm: NCHW input x OIHW weights -> NCHW result, cross-correlation, zero
+    padding) on the pyopencl queue; operands: [(pyopencl buffer, byte offset)] of Y, X, W. With event, returns the
+    cl_event handle of the call. ExecutionError with CLBlast's status code when it refuses."""
+    (y, oy), (x, ox), (w, ow) = operands
+    q, ev = _M(queue.int_ptr), _M()
+    status = clblast().CLBlastSconvgemm(CROSS_CORRELATION, *call, x.int_ptr, ox // 4, w.int_ptr, ow // 4,
+                                        y.int_ptr, oy // 4, ctypes.byref(q), ctypes.byref(ev) if event else None)
+    if status != 0:
+        raise ExecutionError(f"CLBlast refused a convolution (status {status}, call {list(call)}); see "
                              f"clblast_c.h's CLBlastStatusCode, or build without -libs=clblast")
     return ev.value if event else None

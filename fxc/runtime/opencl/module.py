@@ -7,7 +7,8 @@ The buffers are the inputs, the outputs, the constants (uploaded once), one work
 the kernels' error words (ERROR_WORDS ints: a division by zero, an index out of range). A static module binds every
 launch's kernel object once (its buffers never move); a symbolic one keeps one kernel object per kernel and sets each
 launch's arguments before it; an external library's step ("clblast:sgemm", EXTERNAL) calls the library on the same
-queue and buffers. The call protocol, the weights held on the device and the symbols are DeviceModule's
+queue and buffers; a CLML region step runs, or fxc's launches after it do, as clml.choose decides for the device.
+The call protocol, the weights held on the device and the symbols are DeviceModule's
 (runtime/device_module.py).
 """
 from __future__ import annotations
@@ -20,12 +21,13 @@ from ...errors import ExecutionError, IndexOutOfRangeError, TargetError, index_e
 from ..device_module import DeviceModule
 from ..row_plan import expand, nbytes_at, symbolic_dims
 from ..tensors import nbytes
-from . import clblast
+from . import clblast, clml
 from .device import open_device
 
 ERROR_WORDS = 8     # the kernels' fxc_err ints: a division by zero, an index out of range (op, index, size)
-EXTERNAL = {"clblast:sgemm": clblast.sgemm}     # an external library's plan step ("library:routine") -> its call
-CHECKS = {"clblast": clblast.check}     # an external library -> its install check (a TargetError naming the fix)
+EXTERNAL = {"clblast:sgemm": clblast.sgemm, "clblast:sconvgemm": clblast.sconvgemm,     # a plan step
+            clml.KERNEL: clml.run}                                                      # -> its call
+CHECKS = {"clblast": clblast.check, "clml": clml.check}     # a library -> its install check (TargetError: the fix)
 
 
 def check_libraries(plan: list) -> None:
@@ -70,7 +72,8 @@ class OpenCLModule(DeviceModule):
         self._capacity = 0              # the size of the symbol the buffers hold (symbolic modules)
         self._at: dict = {}             # size -> [(bound launch, step)] (symbolic modules)
         self._kernels: dict = {}        # kernel name -> its one kernel object (symbolic modules)
-        self._static = None if self.symbols else [(self._bind(st, offs), st) for st, offs in expand(self.plan, None)]
+        self._static = None if self.symbols else [(self._bind(st, offs), st) for st, offs in
+                                                  expand(clml.choose(self.plan, self.device, self.source), None)]
         self._init_call_state()
 
     def _bind(self, step, offsets: list):

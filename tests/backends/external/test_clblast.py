@@ -1,5 +1,6 @@
-"""CLBlast on the opencl target (PoCL here), for real: regions equal to eager through torch.compile, from_onnx and
-from_mxnet with offload forced, profiled calls, explain's split, export naming the library and load checking it,
+"""CLBlast on the opencl target (PoCL here), for real: GEMM regions equal to eager through torch.compile, from_onnx
+and from_mxnet with offload forced, convolutions through convgemm equal to eager through torch.compile,
+profiled calls, explain's split, export naming the library and load checking it,
 and the cost choice keeping fxc's kernel where it is faster.
 
 CLBlast compiles each of its kernels on first use (~30 s on PoCL here; PoCL's kernel cache keeps the binaries for the
@@ -136,3 +137,35 @@ def test_cost_choice_keeps_fxc_where_faster_and_caches_the_figures(target, tmp_p
     before = (tmp_path / "offload.json").stat().st_mtime_ns
     assert build(g, f"{target} -libs=clblast").offload == [note]
     assert (tmp_path / "offload.json").stat().st_mtime_ns == before
+
+
+class _Convs(torch.nn.Module):
+    """conv (zero pad 1) -> ReLU -> conv (stride 2, dilation 2, no bias): CLBlast's convgemm; a grouped conv stays
+    fxc's, and so does an asymmetric pad (the conv after it runs in CLBlast unpadded)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.b = torch.nn.Conv2d(8, 4, 3, stride=2, dilation=2, bias=False)
+        self.g = torch.nn.Conv2d(4, 4, 1, groups=2)
+        self.c = torch.nn.Conv2d(4, 2, 3)
+
+    def forward(self, x):
+        y = self.g(self.b(torch.relu(self.a(x))))
+        return self.c(torch.nn.functional.pad(y, (1, 0, 0, 1)))
+
+
+def test_convolutions_through_convgemm_equal_eager(target):
+    torch.manual_seed(0)
+    net, x = _Convs().eval(), torch.randn(2, 3, 16, 16)
+    opts = {"target": f"{target} -libs=clblast", **FORCED}
+    e = fxc.explain(net, options=opts)(x)
+    regions = [r for r in e.offload if r.startswith("region")]
+    assert [r.split(": ", 1)[1].split(" ")[0] for r in regions] == ["convgemm(pad+conv2d", "convgemm(conv2d",
+                                                                    "convgemm(conv2d"], str(e)
+    assert any("a grouped conv (groups 2): convgemm runs groups = 1" in r for r in e.offload)
+    assert any(r.startswith("fxc: pad") for r in e.offload)
+    assert sum("clblast:sconvgemm" in k for k in e.kernels) == 3
+    with torch.no_grad():
+        got, want = torch.compile(net, backend="fxc", options=opts)(x), net(x)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

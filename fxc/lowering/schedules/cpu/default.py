@@ -123,18 +123,20 @@ def schedule_root(conv: Converter, t: te.Tensor, out: Buffer, num_threads: int):
         if row is not None:
             return _outer_loops(axes[:-1], shape[:-1], row, math.prod(shape), num_threads), 0
         if axes:
-            body = _vector_row(out, flat_index(axes, shape), value, axes[-1], shape[-1], conv.caps.lanes) \
+            body = _vector_row(out, flat_index(axes, shape), value, axes[-1], shape[-1], conv.caps.lanes,
+                               bool(t.attrs.get("int8_words"))) \
                 or For(axes[-1], shape[-1], body, "vectorize")
             return _outer_loops(axes[:-1], shape[:-1], body, math.prod(shape), num_threads), 0
         return body, 0
     return _reduction(conv, t, out, red, value, axes, shape, num_threads)
 
 
-def _vector_row(out, index, value, v, n, lanes: int):
+def _vector_row(out, index, value, v, n, lanes: int, int8_words: bool = False):
     """out[index(v)] = value(v) for v in 0..n as explicit vectors of `lanes` (the target's Caps.lanes; and one
-    narrower tail vector), when the row is contiguous in the output and value vectorizes; else None."""
-    words = out.dtype == "int32" and isinstance(value, PackBf16)       # float32 pairs packed to bf16x2 words
-    if (out.dtype != "float32" and not words) or n < 4 or linear_stride(index, v) != 1:
+    narrower tail vector), when the row is contiguous in the output and value vectorizes; else None. Rows of float32,
+    of int8 / uint8 (quantised tensors), of bf16x2 words and of int8 words (int8_words: ops/int8.py's packs)."""
+    words = out.dtype == "int32" and (isinstance(value, PackBf16) or int8_words)
+    if (out.dtype not in ("float32", "uint8", "int8") and not words) or n < 4 or linear_stride(index, v) != 1:
         return None
     full, tail = n // lanes, n % lanes
     stmts = []
@@ -396,8 +398,8 @@ def _special(conv, rt, out, red, value, axes, shape, num_threads):
     """The CPU family's schedule of the kind the reduction's compute names in its attrs (the registry,
     fxc/lowering/schedules); None when it names none, has none, or that schedule does not apply."""
     kind = rt.attrs.get("schedule")
-    if kind is None or rt.dtype != "float32" or 0 in tuple(shape):   # an empty output: the plain loops (no tiles)
-        return None
+    if kind is None or rt.dtype != ("int32" if rt.attrs.get("int8") else "float32") or 0 in tuple(shape):
+        return None     # (an empty output: the plain loops, no tiles; int8 words: ops/int8.py)
     fn = lookup("cpu", kind, default=False)
     return fn(conv, rt, out, red, value, axes, shape, num_threads) if fn else None
 

@@ -36,6 +36,7 @@ from ....symbolic.expr import (
     as_expr,
     binary,
     dot_bf16,
+    dot_i8,
     lanes_of,
     substitute,
     vec,
@@ -68,6 +69,17 @@ def row_tile(rows: int, nv: int, caps) -> int:
     return limit
 
 
+
+
+def word_mac(attrs: dict):
+    """The multiply-add of a packed conv/matmul's register tile: an FMA (None) over float32, vdpbf16ps over bf16x2
+    words (attrs bf16), the 4-way byte dot into int32 over int8 words (attrs int8: ops/int8.py; the broadcast
+    operand is the activation's word, signed where attrs signed_a say)."""
+    if attrs.get("bf16"):
+        return dot_bf16
+    if attrs.get("int8"):
+        return lambda acc, a, b: dot_i8(acc, a, b, attrs["signed_a"])
+    return None
 
 
 def rows_knob(conv: Converter, name: str, rows: int, nv: int) -> int:
@@ -275,6 +287,7 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     nv = a["nv"]
     wbuf = conv.bufs[wp]
     bf16 = bool(a.get("bf16"))          # C counts bf16x2 words (channel pairs)
+    per_word = 2 if bf16 else 4 if a.get("int8") else 1     # ... or int8 words (channel quads)
     c, kh, kw = Var("c"), Var("kh"), Var("kw")
     li = x.shape[4] if blocked_in else L        # the elements of an input block: 16 channels (8 bf16x2 words)
 
@@ -282,7 +295,7 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     # output's channels (a projecting conv) runs as (block, taps, lane), the lane loop innermost: 16 steps at constant
     # offsets once unrolled (MobileNetV2's 96 -> 24 and 576 -> 96 convs: 0.110 -> 0.090 ms, 0.116 -> 0.100 ms; its
     # expanding convs ran 10% slower that way)
-    split = blocked_in and C % li == 0 and C * (2 if bf16 else 1) >= (OB * L if blocked_out else O)
+    split = blocked_in and C % li == 0 and C * per_word >= (OB * L if blocked_out else O)
     cb, cl = Var("cb"), Var("cl")
     cc = cb * li + cl if split else c
 
@@ -333,7 +346,7 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
             return store_blocked(tile, value, red.var, out, axes, shape, ow0, obb * nv)
         return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O)
 
-    mac = dot_bf16 if bf16 else None
+    mac = word_mac(a)
     reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
     work = N * (OB * L if blocked_out else O) * OH * OW * C * KH * KW
     if not staged:
@@ -416,9 +429,11 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
     n, o, oh, ow = axes
     xbuf = conv.bufs.get(x)
     bf16 = bool(a.get("bf16"))      # C counts bf16x2 words (channel pairs)
+    int8 = bool(a.get("int8"))      # ... or int8 words (channel quads)
     if (KH, KW) != (1, 1) or tuple(a["stride"]) != (1, 1) or tuple(x.shape) != (N, C, OH, OW) \
             or not _flat_positions(value, oh, ow, OW) \
-            or not conv.knob("conv1x1.as_gemm", conv1x1_as_gemm(C * (2 if bf16 else 1), O, OH * OW), (True, False),
+            or not conv.knob("conv1x1.as_gemm",
+                             conv1x1_as_gemm(C * (2 if bf16 else 4 if int8 else 1), O, OH * OW), (True, False),
                              "a 1x1 stride-1 conv as the GEMM over its positions (False: channel lanes)"):
         return None
     HW = OH * OW
@@ -462,6 +477,7 @@ def schedule_conv1x1(conv: Converter, rt, out: Buffer, red, value: Expr, axes, s
             for v in range(len(widths)):
                 wb = Broadcast(wv, widths[v]) if widths[v] > 1 else wv
                 upd.append(Store(acc, slot(i, v), dot_bf16(accv(i, v), wb, bvec[v]) if bf16
+                                 else dot_i8(accv(i, v), bvec[v], wb, a["signed_a"]) if int8
                                  else Fma(wb, bvec[v], accv(i, v))))
         init = [Store(acc, slot(i, v), Const(0.0, vt(v))) for i in range(rows) for v in range(len(widths))]
         stores = []
@@ -546,7 +562,7 @@ def schedule_matmul_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         return lambda tile, m0: store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), m0,
                                            blk * (nv * L), m, nn, N)
 
-    mac = dot_bf16 if a.get("bf16") else None
+    mac = word_mac(a)
     work = math.prod(shape) * K
     groups = NBP // nv
     mr = rows_knob(conv, "matmul.rows", M, nv)

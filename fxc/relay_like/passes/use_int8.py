@@ -1,0 +1,128 @@
+"""use_int8: quantised convs and matmuls over constant int8 weights -> the CPU's packed int8 kernels (ops/int8.py).
+
+    qconv2d(x_q, w, bias, sx, zx, sw, 0, sy, zy; padding)  -> conv2d_packed_i8(pad(pack_i8_words(x_q, 1, shift), zx),
+                                                              pack_i8_weights(w, 0), sum(int32(w), [1, 2, 3]),
+                                                              bias, sx, zx, sw, sy, zy)
+    qmatmul(a_q, b [K, N] / [N, K], ...)                    -> matmul_packed_i8(pack_i8_words(a_q, -1, shift),
+                                                              pack_i8_weights(b, n axis), sum(int32(b), k axis), ...)
+
+On CPU targets, after quantize_chains (which makes qconv2d / qmatmul, ops/quant.py); the outputs are the same bit for
+bit (the packed ops end in quant.py's epilogue). A rewrite needs an int8 weight that is a constant or computed from
+weights (fold_constants / the prepack step pack it once), its zero point a constant 0, groups 1, a 2-d matmul weight,
+and, for a padded conv, a constant input zero point (the pad value). Others keep the generic integer compute.
+The activation's shift (ops/int8.py) follows the byte type of the target's dot product, Caps.int8_dot: unsigned on
+x86 (vpdpbusd, or the exact vpmaddwd form), signed on ARM (sdot; smull in the widening form). An activation read by
+several convs (a ResNet block's conv and its downsample) is packed once; a conv's padding pads the words, with words
+of four (x_zp - shift) bytes (the pack a vector row that fuses into the op making x, the pad a row-wise copy: 54 ->
+6 us at 64 x 56 x 56).
+"""
+from __future__ import annotations
+
+from ...ops.registry import get_op
+from ..graph import Graph, Node
+from .hoist import weight_derived
+from .pack_weights import _blocks, _lane_vectors
+
+SIGNED_FORMS = ("neon_dot", "neon")     # Caps.int8_dot forms whose activation bytes are signed (ARM)
+ROWS = 14                               # output rows per register tile a matmul's lane vectors are chosen for
+
+
+def int8_shift(int8_dot: str, dtype: str) -> tuple:
+    """(shift, signed_a) of a uint8 / int8 activation for a Caps.int8_dot form: its bytes x - shift are the
+    instruction's byte type."""
+    signed = int8_dot in SIGNED_FORMS
+    if dtype == "uint8":
+        return (128 if signed else 0), signed
+    return (0 if signed else -128), signed
+
+
+def use_int8(g: Graph, ctx):
+    if not ctx.target.is_cpu or not any(n.op in ("qconv2d", "qmatmul") for n in g.nodes):
+        return g
+    caps = ctx.caps
+    fixed = weight_derived(g)
+    nodes, words = [], {}
+
+    def add(op, inputs, **attrs):
+        n = Node(op, inputs, attrs, get_op(op).infer([v.type for v in inputs], **attrs))
+        nodes.append(n)
+        return n.outputs[0]
+
+    def activation_words(x, axis, pads, zp):
+        shift, _ = int8_shift(caps.int8_dot, x.dtype)
+        key = (x.id, axis, pads, shift)
+        if key not in words:
+            w = add("pack_i8_words", [x], axis=axis, shift=shift)
+            if any(pads):       # pad the words with words of x_zp bytes: a vector row pack, then a row-wise pad
+                top, left, bottom, right = pads
+                byte = (int(zp) - shift) & 255
+                fill = byte * 0x01010101 - (1 << 32 if byte >= 128 else 0)
+                w = add("pad", [w], pad=(left, right, top, bottom), value=float(fill), mode="constant")
+            words[key] = w
+        return words[key]
+
+    def weight(w):
+        return w.dtype == "int8" and (w.is_const or w.id in fixed)
+
+    for n in g.nodes:
+        rep = None
+        if n.op == "qconv2d":
+            rep = _conv(n, caps, weight, activation_words, add)
+        elif n.op == "qmatmul":
+            rep = _matmul(n, caps, weight, activation_words, add)
+        if rep is None:
+            nodes.append(n)
+            continue
+        out, node = n.outputs[0], rep.node          # rep's node takes n's place and keeps its output Value
+        node.outputs[0] = out
+        out.node, out.index = node, 0
+    g.nodes = nodes
+    return g
+
+
+def _lanes(outputs: int, caps) -> int:
+    """Lanes of the packed weight: the target's (Caps.lanes), half of them for at most that many outputs (a narrow
+    layer's weights and tiles not padded to twice its width; the byte dot takes 4, 8 and 16 lanes)."""
+    half = caps.lanes // 2
+    return half if outputs <= half and half >= 4 else caps.lanes
+
+
+def _zero(v) -> bool:
+    return v.is_const and not v.data.any()
+
+
+def _epilogue_attrs(n, caps, x) -> dict:
+    shift, signed = int8_shift(caps.int8_dot, x.dtype)
+    keep = ("out_dtype", "relu", "qmin", "qmax", "requant", "inverse")
+    return dict(shift=shift, signed_a=signed, **{k: n.attrs[k] for k in keep if k in n.attrs})
+
+
+def _conv(n, caps, weight, activation_words, add):
+    x, w, bias, sx, zx, sw, zw, sy, zy = n.inputs
+    padding = tuple(n.attrs.get("padding", (0, 0)))
+    pads = padding + padding if len(padding) == 2 else padding
+    if n.attrs.get("groups", 1) != 1 or not weight(w) or not _zero(zw) or (any(pads) and not zx.is_const):
+        return None
+    o = w.shape[0]
+    lanes = _lanes(o, caps)
+    nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
+    xw = activation_words(x, 1, pads, zx.data.reshape(()) if any(pads) else 0)
+    ww = add("pack_i8_weights", [w], axis=0, blocks=_blocks(o, nv, lanes), lanes=lanes)
+    wsum = add("sum", [add("cast", [w], dtype="int32")], axes=(1, 2, 3), keepdim=False)
+    return add("conv2d_packed_i8", [xw, ww, wsum, bias, sx, zx, sw, sy, zy], out_channels=o,
+               stride=tuple(n.attrs.get("stride", (1, 1))), dilation=tuple(n.attrs.get("dilation", (1, 1))), nv=nv,
+               **_epilogue_attrs(n, caps, x))
+
+
+def _matmul(n, caps, weight, activation_words, add):
+    a, b, bias, sa, za, sb, zb, sy, zy = n.inputs
+    if b.type.ndim != 2 or not weight(b) or not _zero(zb):
+        return None
+    trans_b = n.attrs.get("trans_b", False)
+    cols = b.shape[0] if trans_b else b.shape[1]
+    lanes = _lanes(cols, caps)
+    nv = _lane_vectors(cols, ROWS, caps)
+    bw = add("pack_i8_weights", [b], axis=0 if trans_b else 1, blocks=_blocks(cols, nv, lanes), lanes=lanes)
+    wsum = add("sum", [add("cast", [b], dtype="int32")], axes=(1 if trans_b else 0,), keepdim=False)
+    return add("matmul_packed_i8", [activation_words(a, -1, (0, 0, 0, 0), 0), bw, wsum, bias, sa, za, sb, sy, zy],
+               n=cols, nv=nv, **_epilogue_attrs(n, caps, a))

@@ -1,0 +1,114 @@
+"""use_int8: qconv2d / qmatmul over constant int8 weights become the packed int8 kernels on CPU targets (before/after
+structure), with outputs equal bit for bit to the generic ops' numpy references (ops/quant.py) on every x86 form
+this host runs and under qemu on aarch64 (sdot); what the pass cannot take keeps the generic compute."""
+import numpy as np
+import pytest
+
+from fxc.driver.build import build
+from fxc.ops.registry import all_ops
+from fxc.relay_like.builder import Builder
+from fxc.runtime.artifact.read import read_artifact
+from fxc.target import Target, host_features
+from tests.backends.llvm.arm import export_for, require_cross, run_emulated
+
+f32, i32 = np.float32, np.int32
+
+
+def _net(rng):
+    """A small quantised conv net and a linear layer: (graph, inputs, references of its outputs)."""
+    b = Builder()
+    g = b.graph
+    x = rng.integers(0, 256, (1, 16, 12, 11)).astype(np.uint8)
+    a = rng.integers(0, 256, (2, 5, 40)).astype(np.uint8)
+    xi, ai = g.input(x.shape, "uint8"), g.input(a.shape, "uint8")
+
+    def qconv(v, arr, o, k, attrs, out_dtype, bias, zx, sy=0.05, zy=0):
+        c = arr.shape[1]
+        w = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
+        ins = [w, bias, f32(0.02), i32(zx), rng.uniform(2 ** -9, 2 ** -6, o).astype(f32), np.zeros(o, i32),
+               f32(sy), i32(zy)]
+        attrs = dict(out_dtype=out_dtype, **attrs)
+        y = g.call1("qconv2d", [v] + [g.const(t) for t in ins], **attrs)
+        return y, all_ops()["qconv2d"].reference(arr, *ins, **attrs)
+
+    y1, r1 = qconv(xi, x, 32, 3, dict(padding=(1, 1), relu=True), "uint8", rng.uniform(-1, 1, 32).astype(f32), 7,
+                   zy=3)
+    y2, r2 = qconv(y1, r1, 20, 1, dict(stride=(2, 2), requant="onnxruntime"), "int8",
+                   rng.integers(-500, 500, 20).astype(i32), 3, sy=0.03, zy=-5)
+    y3, r3 = qconv(y2, r2, 24, 3, dict(padding=(0, 1, 2, 1), inverse=True), "uint8", np.zeros(24, i32), -128,
+                   sy=2.0 ** -4, zy=255)
+    y4, r4 = qconv(y1, r1, 8, 3, dict(padding=(1, 1)), "float32", rng.uniform(-1, 1, 8).astype(f32), 3)
+    w = rng.integers(-128, 128, (24, 40)).astype(np.int8)
+    lin = [w, np.zeros(24, i32), f32(0.1), i32(9), rng.uniform(2 ** -9, 2 ** -6, 24).astype(f32), np.zeros(24, i32),
+           f32(0.2), i32(128)]
+    y5 = g.call1("qmatmul", [ai] + [g.const(t) for t in lin], trans_b=True, relu=True)
+    r5 = all_ops()["qmatmul"].reference(a, *lin, trans_b=True, relu=True)
+    g.outputs = [y3, y4, y5]
+    return g, [x, a], [r3, r4, r5]
+
+
+def _kernels(module):
+    return "\n".join(module.kernels)
+
+
+def _equal(got, want):
+    """int8 / uint8 outputs bit for bit; float32 ones to float32 rounding (LLVM may fuse acc * scale + bias into one
+    multiply-add: one rounding where the reference rounds twice, a few ulps where the sum cancels)."""
+    if want.dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    else:
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512", "llvm -mcpu=x86-64"])
+def test_quantised_net_exact(target):
+    missing = Target.parse(target).caps.features - host_features()
+    if missing:
+        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    g, inputs, refs = _net(np.random.default_rng(0))
+    module = build(g, target=target)
+    ks = _kernels(module)
+    assert "conv2d_packed_i8" in ks and "matmul_packed_i8" in ks and "qconv2d" not in ks and "qmatmul" not in ks
+    for got, want in zip(module(*inputs), refs):
+        _equal(got, want)
+
+
+def test_quantised_net_on_aarch64_sdot(tmp_path):
+    """The u8 activations shifted to s8 for sdot, compensated by the weight sums: still bit for bit."""
+    arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"
+    require_cross(arm)
+    g, inputs, refs = _net(np.random.default_rng(1))
+    module = build(g, target=arm)
+    assert "sdot" in module.source and "conv2d_packed_i8" in _kernels(module)
+    artifact, folder, exe = export_for(module, arm, tmp_path)
+    manifest, _ = read_artifact(artifact)
+    for got, want in zip(run_emulated(folder, exe, arm, inputs, manifest["outputs"], tmp_path), refs):
+        _equal(got, want)
+
+
+def test_what_stays_generic():
+    """A uint8 weight with a zero point, a grouped conv and a padded conv whose input zero point is a runtime value
+    keep qconv2d (the generic int32 compute), still exact; a device target is not rewritten."""
+    rng = np.random.default_rng(2)
+    b = Builder()
+    g = b.graph
+    x = rng.integers(0, 256, (1, 8, 6, 6)).astype(np.uint8)
+    xi, zxi = g.input(x.shape, "uint8"), g.input((), "int32")
+    wu = rng.integers(0, 256, (8, 8, 3, 3)).astype(np.uint8)
+    wg = rng.integers(-128, 128, (8, 4, 3, 3)).astype(np.int8)
+    common = lambda o: [np.zeros(o, i32), f32(0.02)]
+    tail = lambda o, zw: [rng.uniform(0.001, 0.01, o).astype(f32), zw, f32(0.1), i32(3)]
+    cases = [([wu] + common(8), [i32(4)], tail(8, np.full(8, 128, i32)), {}),
+             ([wg] + common(8), [i32(4)], tail(8, np.zeros(8, i32)), {"groups": 2}),
+             ([wg[:, :4].repeat(2, 1)] + common(8), None, tail(8, np.zeros(8, i32)), {"padding": (1, 1)})]
+    refs, outs = [], []
+    for head, zx, rest, attrs in cases:
+        zv = g.const(zx[0]) if zx is not None else zxi
+        outs.append(g.call1("qconv2d", [xi, g.const(head[0]), g.const(head[1]), g.const(head[2]), zv]
+                            + [g.const(t) for t in rest], **attrs))
+        refs.append(all_ops()["qconv2d"].reference(x, *head, zx[0] if zx is not None else i32(6), *rest, **attrs))
+    g.outputs = outs
+    module = build(g, target="llvm")
+    assert "conv2d_packed_i8" not in _kernels(module)
+    for got, want in zip(module(x, i32(6)), refs):
+        np.testing.assert_array_equal(got, want)
