@@ -39,7 +39,7 @@ def external_step(llvm, mw, libs: dict, plan: Plan, gr, i: int, num_threads: int
     positions) are filled in: 1 all constants (the library's copy of them is made once), 2 constants or made by
     the prepack step (remade after a prepack, whose last step fxc_<library>_prepack_end says so, and for another
     weight set's addresses), 0 otherwise (remade every call)."""
-    name, nodes = plan.external[gr.root.name]
+    name, nodes, _ = plan.external[gr.root.name]
     kind, call, operands = libs[name].lower(nodes)
     args = [plan.slots.get(v.id, ("null", 0)) for v in operands]      # (an output no one reads: none)
     step = f"fxc_{name}_{i}_{kind.split(':')[1]}"
