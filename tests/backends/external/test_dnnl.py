@@ -239,7 +239,7 @@ def test_auto_keeps_what_it_measured_faster_and_always_forces(tmp_path, monkeypa
     assert measured, auto.offload
     for note in measured:       # "...: offloaded, measured faster (dnnl 0.035 ms, fxc 0.032 ms)" or "kept by fxc"
         t_lib, t_fxc = (float(s.split()[1]) for s in note.split("(")[1].rstrip(")").split(", "))
-        assert ("offloaded" in note) == (t_lib < t_fxc), note
+        assert ("offloaded" in note) == (t_lib < t_fxc) or t_lib == t_fxc, note    # (equal when rounded)
     offloaded = any(k.startswith("fxc_dnnl_") for k, _ in auto.plan)
     assert offloaded == any(r.startswith("region") for r in auto.offload), auto.offload
     assert all("offload='always'" in v for v in always.offload if "dnnl/" in v)
