@@ -32,6 +32,7 @@ from ..runtime.artifact.read import (
     interface,
     program_part,
 )
+from ..runtime.cpu import dnnl
 from ..runtime.cpu.module import Module
 from ..runtime.store import atomic_write
 from ..runtime.tensors import np_dtype
@@ -182,6 +183,7 @@ def export(compiled, path, sign_key=None, name=None, version=None) -> Path:
         "params": {"file": PARAMS, "byte_order": "little", "alignment": ALIGN, "tensors": records},
         "plan": [{"kernel": name, "args": plan_args(slots)} for name, slots in module.plan],
         "library": LIBRARY, "c_abi": C_ABI, "kernels": list(module.kernels), **identity,
+        **({"requires": dnnl.requires(module.plan)} if dnnl.requires(module.plan) else {}),   # linked (docs/byoc.md)
     }
     if symbols:     # a dynamic build (format version 2): its sizes' facts and where the kernels read their values
         manifest.update(symbols=symbols, sym_header=int(module.sym_header), row_bytes=int(module.row_bytes),

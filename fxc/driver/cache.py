@@ -116,7 +116,7 @@ def load_module(key: str, recompute=None):
         module = Module(meta["target"], str(library), [spec(t) for t in meta["inputs"]],
                         [spec(t) for t in meta["outputs"]], consts, meta["workspace_bytes"], meta["kernels"],
                         meta["intermediate_bytes"], source, prepack_inputs=meta["prepack_inputs"], plan=plan,
-                        kernel_flops=meta["kernel_flops"], profiled=meta["profiled"],
+                        kernel_flops=meta["kernel_flops"], profiled=meta["profiled"], offload=meta.get("offload", []),
                         warned=[[str(k), str(m)] for k, m in meta.get("warned", [])])
         for kind, message in module.warned:     # what the build told the user, told again
             warnings.warn(BUILD_WARNINGS.get(kind, UserWarning)(message), stacklevel=4)
@@ -142,7 +142,8 @@ def store_module(key: str, module) -> None:
             "workspace_bytes": module.workspace_bytes, "kernels": module.kernels,
             "intermediate_bytes": module.intermediate_bytes, "prepack_inputs": module.prepack_inputs,
             "plan": module.plan, "kernel_flops": module.kernel_flops, "profiled": module.profiled,
-            "warned": module.warned}
+            "warned": module.warned,
+            **({"offload": module.offload} if module.offload else {})}      # the -libs= split (fxc.explain)
     if not held:
         meta["consts_digest"] = consts_digest(module.consts)
     write_entry(f"modules/{key}.json", json.dumps(meta).encode())      # last: the entry exists once this does

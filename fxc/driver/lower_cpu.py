@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import time
 
+from ..backends import libraries_of
 from ..lowering.loop_ir import format_kernel
 from ..lowering.optional import optional_input
 from ..lowering.schedules.knobs import Chooser
@@ -31,6 +32,25 @@ from .plan import (
 from .tuned import config_of, tuned_note
 
 
+def external_step(llvm, mw, libs: dict, plan: Plan, gr, i: int, num_threads: int) -> tuple:
+    """(step name, its slots, its kernel line) of group i, an external library's match: a call of the library's
+    runtime `fxc_<library>_run` (dnnl: fxc/runtime/cpu/dnnl_shim.c) with the step's parameters, where the threads
+    (parameter 1) and how its weights are made (parameter 2, which the library wrote as a bit mask of their operand
+    positions) are filled in: 1 all constants (the library's copy of them is made once), 2 constants or made by
+    the prepack step (remade after a prepack, whose last step fxc_<library>_prepack_end says so, and for another
+    weight set's addresses), 0 otherwise (remade every call)."""
+    name, nodes, _ = plan.external[gr.root.name]
+    kind, call, operands = libs[name].lower(nodes)
+    args = [plan.slots.get(v.id, ("null", 0)) for v in operands]      # (an output no one reads: none)
+    step = f"fxc_{name}_{i}_{kind.split(':')[1]}"
+    weights = [v for k, v in enumerate(operands) if call[2] >> k & 1]
+    const = [plan.slots[v.id][0] == "const" for v in weights]
+    prepacked = {v.id for g in plan.groups[:len(plan.prepack)] for v in g.outputs}
+    made = 1 if all(const) else 2 if all(c or v.id in prepacked for c, v in zip(const, weights)) else 0
+    llvm.add_external(mw, step, f"fxc_{name}_run", (call[0], num_threads, made, *call[3:]))
+    return step, args, f"{step}: {gr.describe()}  [{kind}{list(call[3:])}: external library {name}]"
+
+
 def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: bool, symbols: list,
               tuned: dict | None = None):
     """The runtime module of `plan` for a CPU-family target (profile: a kernel and a counter per call); tuned:
@@ -40,7 +60,9 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     ordered, first = plan.groups, len(plan.prepack)
     kernels, calls, pre_calls, lines, flops = [], [], [], [], []
     mw = llvm.module_writer(target)
-    sigs = [None if profile else group_signature(gr) for gr in ordered]   # profiled: a kernel, a counter per call
+    libs = {lib.name: lib for lib in libraries_of(target)} if plan.external else {}
+    sigs = [None if profile or gr.root.name in plan.external else group_signature(gr)
+            for gr in ordered]          # profiled: a kernel, a counter per call; an external call: its own step
     served = served_without_input(ordered, sigs, first)
     providers = {j: pos for j, pos in served.values()}
     same: dict = {}         # group signature -> kernel: groups of the same shape share one (less to compile)
@@ -72,6 +94,19 @@ def lower_cpu(graph, plan: Plan, target, backend, dbg: int, t0: float, profile: 
     try:
         for i, gr in enumerate(ordered):
             dbg.progress.set("lowering kernels", i, len(ordered))
+            if i == first and first and libs:       # the prepack's end: the libraries' copies of weights are stale
+                for lib in libs.values():
+                    llvm.add_external(mw, f"fxc_{lib.name}_prepack_end", f"fxc_{lib.name}_prepacked", (0,))
+                    pre_calls.append((f"fxc_{lib.name}_prepack_end", []))
+                    lines.append(f"fxc_{lib.name}_prepack_end: the weights packed anew ({lib.name} remakes its "
+                                 f"copies)  [prepack]")
+                    flops.append(0)
+            if gr.root.name in plan.external:       # an external library's call (docs/byoc.md)
+                step, args, line = external_step(llvm, mw, libs, plan, gr, i, num_threads)
+                (pre_calls if i < first else calls).append((step, args))
+                lines.append(line)
+                flops.append(0)
+                continue
             args = plan.args(gr)
             j, pos = served.get(sigs[i], (i, None))
             if j != i:      # the kernel of the same group with one add more, that input left out (a null address)

@@ -10,16 +10,18 @@ each offloaded match with `Library.lower` into a plan step that the target's run
 buffers (fxc/runtime/opencl/module.py for CLBlast).
 
 One folder per library: clblast/ (GEMM on OpenCL), clml/ (Qualcomm's CLML on Adreno: whole regions, fxc's kernels
-kept as their fallback). oneDNN (llvm) plugs in the same way: a pattern table, a `lower`, a runtime step.
+kept as their fallback), dnnl/ (oneDNN convolutions, matmuls, LSTM / GRU layers on llvm, run by the CPU module's
+plan: fxc/runtime/cpu/dnnl_shim.c).
 """
 from __future__ import annotations
 
 from ...errors import TargetError
 from .clblast import LIBRARY as CLBLAST
 from .clml import LIBRARY as CLML
+from .dnnl import LIBRARY as DNNL
 from .library import Library, Pattern
 
-LIBRARIES = {lib.name: lib for lib in (CLBLAST, CLML)}      # one entry per library folder
+LIBRARIES = {lib.name: lib for lib in (CLBLAST, CLML, DNNL)}      # one entry per library folder
 __all__ = ["LIBRARIES", "Library", "Pattern", "libraries_of"]
 
 

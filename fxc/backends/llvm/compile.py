@@ -23,6 +23,7 @@ from pathlib import Path
 from ...errors import CompileError
 from ...runtime.store import atomic_write, cache_dir, checked_file, read_entry, write_entry
 from ...target import Target, host_triple, triple_arch
+from ..external.dnnl import shim as dnnl
 from .module import ModuleWriter
 from .toolchain import toolchain
 
@@ -94,6 +95,18 @@ def add_kernel(mw: ModuleWriter, kernel, queue: "CompileQueue | None" = None) ->
         key = part_key(name, text, queue.spec)
         if not (cache_dir() / "objects" / f"{key}.o").exists():      # else compile_objects reads it
             queue.add(key, name, text, True)
+
+
+def add_external(mw: ModuleWriter, name: str, symbol: str, params: tuple) -> None:
+    """A plan step that calls an external library's runtime (docs/byoc.md): `name(args)` calls `symbol(args,
+    params, state)`, params the step's int64 parameters (a constant), state the step's own pointer (a global, null
+    until the runtime's first call keeps its objects there). Named fxc_*, it stays in the entry part."""
+    mw.decls[f"@{name}_p"] = (f"@{name}_p = internal constant [{len(params)} x i64] ["
+                              + ", ".join(f"i64 {int(v)}" for v in params) + "]")
+    mw.decls[f"@{name}_s"] = f"@{name}_s = internal global ptr null"
+    mw.declare(symbol, "void", ["ptr", "ptr", "ptr"])
+    mw.functions.append(f"define internal void @{name}(ptr %args) nounwind noinline {{\nentry:\n"
+                        f"  call void @{symbol}(ptr %args, ptr @{name}_p, ptr @{name}_s)\n  ret void\n}}\n")
 
 
 def finish_module(mw: ModuleWriter, calls: list, prepack_calls: list = (), profile: bool = False) -> str:
@@ -201,7 +214,8 @@ def build_library(ir_text: str, queue: "CompileQueue | None" = None, target=None
     target: the llvm target (None: the host). Raises CompileError when the library would need a symbol that the
     C runtime libraries do not define (check_link)."""
     spec = machine_spec(target)
-    key = hashlib.sha256((ir_text + spec + RUNTIME_C.read_text()).encode()).hexdigest()[:24]
+    extra = dnnl.link_args(ir_text)     # an external library's steps: its shim and library (docs/byoc.md)
+    key = hashlib.sha256((ir_text + spec + RUNTIME_C.read_text() + "".join(extra)).encode()).hexdigest()[:24]
     lib = checked_file(f"fxc-{key}.so")        # a damaged or replaced library is a miss (fxc/runtime/store.py)
     if lib is not None:
         if queue is not None:
@@ -217,7 +231,7 @@ def build_library(ir_text: str, queue: "CompileQueue | None" = None, target=None
             paths[-1].write_bytes(obj)
         so = Path(d) / "k.so"
         triple = Target.parse(target).triple
-        link_shared(["-o", str(so), *map(str, paths), str(_runtime_object(triple=triple))], ir_text, triple)
+        link_shared(["-o", str(so), *map(str, paths), str(_runtime_object(triple=triple)), *extra], ir_text, triple)
         lib = write_entry(f"fxc-{key}.so", so.read_bytes())
     if int(os.environ.get("FXC_DEBUG", "0") or 0) >= 1:
         print(f"[fxc] llvm: {len(objs)} parts, {len(compiled)} compiled ({PIPELINE}, {COMPILE_PROCESSES} processes) "

@@ -16,6 +16,7 @@ from ...errors import INDEX_OPS, CompileError
 from ...runtime.symbols import dim_terms
 from ...runtime.tensors import np_dtype
 from ...target import Target, triple_arch
+from ..external.dnnl import shim as dnnl
 from . import compile as llvm
 from .toolchain import toolchain
 
@@ -454,6 +455,7 @@ def build_deploy_library(module, header: str, source: str) -> bytes:
         # -Bsymbolic: the library's own calls (fxc_run, fxc_parallel_for) bind inside it, even when another
         # fxc library with the same symbol names is loaded globally in the process
         llvm.link_shared(["-Wl,-soname,libfxc_model.so", "-Wl,-Bsymbolic", "-o", str(so),
-                          *kernels, str(d / "wrapper.o"), str(llvm._runtime_object(triple=triple))], source, triple)
+                          *kernels, str(d / "wrapper.o"), str(llvm._runtime_object(triple=triple)),
+                          *dnnl.link_args(module.source)], source, triple)
         return so.read_bytes()
 

@@ -38,6 +38,8 @@ def _claim(n, lib, users, hoisted, weights, ctx, notes):
         why = pat.check(nodes, ctx.caps)
         if why is not None:
             notes[n.name] = f"{lib.name}/{pat.name} refused: {why}"
+            for x in nodes[:-1]:        # (its producers keep the first refusal unless a later match takes them)
+                notes.setdefault(x.name, notes[n.name])
             continue
         if lib.whole_regions:
             notes[n.name] = f"{lib.name}/{pat.name}: offloaded (by pattern; fxc's kernels kept as its fallback)"

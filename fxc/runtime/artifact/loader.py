@@ -33,8 +33,14 @@ DEVICE_TARGETS = ("clml",)                                   # known targets who
 
 
 def check_target(manifest: dict) -> None:
-    """Raise TargetError unless this machine can run the artifact's target."""
+    """Raise TargetError unless this machine can run the artifact's target (and its "requires": docs/byoc.md)."""
     target = manifest["target"]
+    for name in manifest.get("requires", ()) if target not in DEVICE_TARGETS else ():
+        if name != "dnnl":
+            raise TargetError(f"the artifact calls the external library {name!r}, which this fxc runtime does not "
+                              f"know; use the fxc that wrote it")
+        from ..cpu.dnnl import check  # deferred: artifacts linking oneDNN only (size budget)
+        check()
     if target in DEVICE_TARGETS:
         raise TargetError(f"artifact target {target!r} needs its device runtime, which is missing here (this fxc "
                           f"runtime runs: {', '.join(RUNTIME_TARGETS)}); run it on a machine with the {target} "
