@@ -22,7 +22,8 @@ import numpy as np
 
 from ..backends import fill
 from ..errors import FxcError
-from ..target import Target
+from ..runtime.remote import parse_address
+from ..target import BOARDS, Target
 from .cost_model import CostModel
 from .features import analyse as features_of
 from .frontends import graph_of
@@ -66,14 +67,15 @@ class TuneResult:
 
 def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, options: dict | None = None,
          dask=None, batch: int = 4, params: MeasureParams | None = None, progress: bool | None = None,
-         plot=None, seed: int = 0, runner: str = RUNNER) -> TuneResult:
+         plot=None, seed: int = 0, runner: str = RUNNER, device: str | None = None) -> TuneResult:
     """Tune `model` for `target` with `trials` measurements; see the module doc and docs/tuning.md.
 
     log: the tuning log to append to (default: the log beside the compile cache, which compiles read by
     themselves); options: the build options the model will be compiled with; dask: a dask.distributed Client (or
     a scheduler address "tcp://host:port"); batch: candidates per round; params: MeasureParams (number, repeat,
     min_repeat_ms, warmup, timeout_s); progress: the bar (None: when stderr is a terminal); plot: a PNG path for
-    the tuning curves.
+    the tuning curves; device: "tcp://host:port" of an fxc device server (`fxc serve-device`) on the machine
+    the target describes (a Raspberry Pi: target="rasp4b64"), which then runs every measurement.
     """
     if not isinstance(trials, int) or trials < 0:
         raise FxcError(f"trials={trials!r}: give a number of measurements (an int >= 0)")
@@ -81,6 +83,8 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     params = params or MeasureParams()
     graph = graph_of(model, example_inputs)
     log = Path(log) if log is not None else default_log_path()
+    if device is not None:
+        _check_device(target, device)
     target = fill(Target.parse(target))
     tkey = target_key(target)
     target, tasks = extract_tasks(graph, target, options, best_for_target(log, tkey)[0])
@@ -99,7 +103,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             analysed[k] = features_of(state.task, target, config)
         return analysed[k]
 
-    measurer, close = _measurer(dask, target, tkey, params, runner)
+    measurer, close = _measurer(dask, target, tkey, params, runner, device)
     bar = Progress(trials, progress)
     try:
         while result.trials < trials:
@@ -154,14 +158,31 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     return result
 
 
-def _measurer(dask, target, tkey, params, runner):
+def _check_device(spec, device: str) -> None:
+    """A device server runs CPU libraries of the machine it is on: the target must say which machine that is (its
+    triple, CPU and features are the records' target key, so they apply to that kind of board only)."""
+    parse_address(device)
+    target = Target.parse(spec)
+    words = str(spec or "llvm").split()
+    if target.kind != "llvm":
+        raise FxcError(f"device={device!r}: an fxc device server runs llvm (CPU) artifacts; {target} is not one. "
+                       f"Measure {target.kind} on this machine (leave device out)")
+    if not (isinstance(spec, Target) or words[0] in BOARDS or any(w.startswith(("-mtriple=", "-mcpu="))
+                                                                   for w in words)):
+        raise FxcError(f"device={device!r} with target {str(target)!r}: name the device's machine, e.g. "
+                       f"target='rasp4b64' or 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72' (the host's CPU "
+                       f"would key the records to this machine, not the device)")
+
+
+def _measurer(dask, target, tkey, params, runner, device=None):
     """(measure(task, configs) -> [Result], close()): in a child process here, or as Dask tasks."""
     if dask is None:
         child = Child()
-        return (lambda task, configs: measure(task, str(target), tkey, configs, params, runner, child)), child.close
+        return (lambda task, configs: measure(task, str(target), tkey, configs, params, runner, child, device)), \
+            child.close
     from .dask import DaskMeasurer, connect  # deferred: dask is optional (fxc[tune])
     client = connect(dask) if isinstance(dask, str) else dask
-    dm = DaskMeasurer(client, target, tkey, params, runner)
+    dm = DaskMeasurer(client, target, tkey, params, runner, device)
     return (lambda task, configs: dm.gather(dm.submit(task, configs), configs)), (lambda: None)
 
 
