@@ -26,6 +26,8 @@ def add_parser(sub, shape) -> None:
     t.add_argument("--scheduler", help="a Dask scheduler, tcp://host:port (default: measure here, no cluster)")
     t.add_argument("--device", help="measure on an fxc device server, tcp://host:port (`fxc serve-device` on the "
                                     "board; --target names the board, e.g. rasp4b64)")
+    t.add_argument("--no-confirm", action="store_true", help="skip re-measuring the tuned groups inside the whole "
+                                                               "model (kept only where it is not slower)")
     t.add_argument("--plot", help="write the tuning curves to this PNG")
     t.add_argument("--batch", type=int, default=4, help="candidates measured per round")
 
@@ -53,6 +55,7 @@ def run(args, load_factory) -> int:
         model = load_factory(args.model)().eval()
         inputs = tuple(torch.randn(*s) for s in args.input_shape)
     result = tune(model, inputs, target=args.target, trials=args.trials, log=(args.log or [None])[0],
-                  dask=args.scheduler, batch=args.batch, plot=args.plot, device=args.device)
+                  dask=args.scheduler, batch=args.batch, plot=args.plot, device=args.device,
+                  confirm=not args.no_confirm)
     print(result)
     return 0

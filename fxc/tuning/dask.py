@@ -43,7 +43,7 @@ def connect(address: str):
 
 
 class DaskMeasurer:
-    """submit(task, configs) -> a future of [Result]; results(futures) yields (future, [Result])."""
+    """submit(task, configs, whole_model) -> a future of [Result]; gather(future, configs) -> [Result]."""
 
     def __init__(self, client, target, target_key: str, params, runner: str, device: str | None = None):
         self.client, self.target, self.tkey, self.params, self.runner = client, target, target_key, params, runner
@@ -54,9 +54,10 @@ class DaskMeasurer:
             raise FxcError(f"no Dask worker declares the resource {self.resource!r}: start the workers of the "
                            f"machine with that device with `dask worker ... --resources \"{self.resource}=1\"`")
 
-    def submit(self, task, configs: list):
+    def submit(self, task, configs: list, whole_model: bool = False):
         return self.client.submit(measure, task, str(self.target), self.tkey, configs, self.params, self.runner,
-                                  None, self.device, resources={self.resource: 1}, pure=False, retries=0)
+                                  None, self.device, whole_model, resources={self.resource: 1}, pure=False,
+                                  retries=0)
 
     def gather(self, future, configs: list) -> list:
         try:

@@ -130,7 +130,9 @@ def _differs(k: int, got: np.ndarray, ref: np.ndarray, p: MeasureParams) -> str:
 def run_batch(payload: dict) -> list:
     """In the child: build and time every config of the payload (a list of result dicts). The default config's
     outputs are the reference every candidate is checked against (built once per workload in this process).
-    With payload["device"] (tcp://host:port), each build is exported and run by that fxc device server instead."""
+    With payload["device"] (tcp://host:port), each build is exported and run by that fxc device server instead.
+    With payload["whole_model"], the task is a whole model and each config {workload: config} the records its
+    build applies (fxc/tuning/confirm.py)."""
     task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
     arrays = example_arrays(task.graph)
     device = payload.get("device")
@@ -150,7 +152,9 @@ def run_batch(payload: dict) -> list:
         for i, config in enumerate(payload["configs"]):
             t0 = time.perf_counter()
             log = Path(tmp) / f"c{i}.jsonl"
-            append(log, make_record(task.key, payload["target_key"], config, [1.0], None, task.desc, target))
+            log.touch()
+            for workload, c in config.items() if payload.get("whole_model") else [(task.key, config)]:
+                append(log, make_record(workload, payload["target_key"], c, [1.0], None, task.desc, target))
             try:
                 module = build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build
                 # rewrites the graph it takes; timers: the kernels' time, without the call's overhead)
@@ -198,18 +202,19 @@ def _remote_runner(device: str, arrays: list, p: MeasureParams, threads: int, tm
 
 
 def measure(task, target: str, target_key: str, configs: list, params: MeasureParams, runner: str = RUNNER,
-            child: "Child | None" = None, device: str | None = None) -> list:
+            child: "Child | None" = None, device: str | None = None, whole_model: bool = False) -> list:
     """Results of `configs` for `task`, measured in a child process (child: a persistent one, else a new one; see
     the module doc); a batch whose child dies or hangs is measured again one candidate per new child."""
     payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params),
-                   device=device)
+                   device=device, whole_model=whole_model)
     timeout = params.timeout_s * max(1, len(configs))
     results = child.run(payload, runner, timeout) if child is not None else _once(payload, runner, timeout)
     if isinstance(results, list):
         return results
     if len(configs) == 1:
         return [Result(configs[0], error=results[0], detail=results[1])]
-    return [r for c in configs for r in measure(task, target, target_key, [c], params, runner, device=device)]
+    return [r for c in configs for r in measure(task, target, target_key, [c], params, runner, device=device,
+                                                whole_model=whole_model)]
 
 
 def _env() -> dict:

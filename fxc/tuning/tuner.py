@@ -24,6 +24,7 @@ from ..backends import fill
 from ..errors import FxcError
 from ..runtime.remote import parse_address
 from ..target import BOARDS, Target
+from .confirm import Confirmation, confirm as confirm_in_model
 from .cost_model import CostModel
 from .features import analyse as features_of
 from .frontends import graph_of
@@ -52,6 +53,7 @@ class TuneResult:
     errors: dict = field(default_factory=dict)      # error kind -> count
     correlations: list = field(default_factory=list)    # (measurements, Spearman rho of held-out predictions)
     e2e_curve: list = field(default_factory=list)   # (trials, end-to-end estimate)
+    confirmation: Confirmation | None = None        # the whole model's A/B of the tuned configs (confirm.py)
 
     def best_configs(self) -> dict:
         return {s.task.key: s.best_config for s in self.states}
@@ -62,12 +64,12 @@ class TuneResult:
         return (f"fxc.tune on {self.target}: {len(self.states)} workloads, {self.trials} trials "
                 f"(+{self.resumed} from the log) in {self.wall_s:.1f} s; end to end (estimate) "
                 f"{self.default_s * 1e3:.4g} ms default -> {self.tuned_s * 1e3:.4g} ms tuned; errors: {errs}{rho}; "
-                f"log {self.log}")
+                f"log {self.log}" + (f"\n{self.confirmation}" if self.confirmation else ""))
 
 
 def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, options: dict | None = None,
          dask=None, batch: int = 4, params: MeasureParams | None = None, progress: bool | None = None,
-         plot=None, seed: int = 0, runner: str = RUNNER, device: str | None = None) -> TuneResult:
+         plot=None, seed: int = 0, runner: str = RUNNER, device: str | None = None, confirm: bool = True) -> TuneResult:
     """Tune `model` for `target` with `trials` measurements; see the module doc and docs/tuning.md.
 
     log: the tuning log to append to (default: the log beside the compile cache, which compiles read by
@@ -146,6 +148,9 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             if all("{}" in s.measured for s in states if not s.task.graph_level):
                 result.e2e_curve.append((result.trials, end_to_end(states)))
             bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
+        if confirm and result.trials:
+            bar.close()
+            result.confirmation = confirm_in_model(graph, states, measurer, log, tkey, target)
     finally:
         bar.close()
         close()
@@ -178,12 +183,12 @@ def _measurer(dask, target, tkey, params, runner, device=None):
     """(measure(task, configs) -> [Result], close()): in a child process here, or as Dask tasks."""
     if dask is None:
         child = Child()
-        return (lambda task, configs: measure(task, str(target), tkey, configs, params, runner, child, device)), \
-            child.close
+        return (lambda task, configs, whole=False: measure(task, str(target), tkey, configs, params, runner, child,
+                                                           device, whole)), child.close
     from .dask import DaskMeasurer, connect  # deferred: dask is optional (fxc[tune])
     client = connect(dask) if isinstance(dask, str) else dask
     dm = DaskMeasurer(client, target, tkey, params, runner, device)
-    return (lambda task, configs: dm.gather(dm.submit(task, configs), configs)), (lambda: None)
+    return (lambda task, configs, whole=False: dm.gather(dm.submit(task, configs, whole), configs)), (lambda: None)
 
 
 def _record(state: TaskState, results: list, log: Path, tkey: str, target, result: TuneResult) -> None:
@@ -227,7 +232,7 @@ def _resume(states: list, records: list, tkey: str) -> int:
     n = 0
     for r in records:
         s = by_key.get(r["workload"])
-        if s is None or r["target"] != tkey:
+        if s is None or r["target"] != tkey or r.get("confirmed"):     # (a confirmation is no measurement)
             continue
         n += 1
         c = cost(r)
