@@ -235,6 +235,7 @@ def _resume(states: list, records: list, tkey: str) -> int:
         if s is None or r["target"] != tkey or r.get("confirmed"):     # (a confirmation is no measurement)
             continue
         n += 1
+        s.resumed += 1
         c = cost(r)
         cid = config_id(r["config"])
         s.measured[cid] = min(c, s.measured.get(cid, np.inf))
