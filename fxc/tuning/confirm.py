@@ -3,10 +3,12 @@
 A group measured alone can win where the whole model loses (another group's input now arrives in a layout or cache
 state the measurement did not see; a disturbed round on a shared machine). Takes the tuner's task states (their best
 configs), the model's graph and a measurer (fxc/tuning/tuner.py: a child process, Dask or a device server); builds
-and times the whole model (kernel time, `number`/`repeat` as for groups), A/B interleaved in one batch:
+and times the whole model (its calls' wall time, what a user sees; `number`/`repeat` as for groups), A/B
+interleaved in one batch:
 1. every improved group's best at once against the defaults: not slower -> all are confirmed;
 2. else one group at a time, largest expected gain first, each against what is confirmed so far: kept where the
-   whole model is not slower, else its default.
+   whole model is not slower, else its default; then the kept set once more against the defaults (kept only if
+   the whole model is not slower).
 Produces one confirmation record per improved workload in the log (its kept config, {} where the default stays;
 "model": the whole model's costs), which compiles apply before any faster unconfirmed record, and the Confirmation
 (kept, dropped, the whole model's cost before and after).
@@ -69,12 +71,14 @@ def confirm(graph, states: list, measurer, log, tkey: str, target, rounds: int =
     if everything <= default:
         kept, result.tuned_s = list(todo), everything
     else:
-        kept, result.tuned_s = [], default
+        kept = []
         for s in todo:
             base, trial = compare(kept, kept + [s])
             if trial <= base:
                 kept.append(s)
-                result.tuned_s = trial
+        result.default_s, result.tuned_s = compare([], kept) if kept else (default, default)
+        if result.tuned_s > result.default_s:       # (one by one each looked no slower; together they are)
+            kept, result.tuned_s = [], result.default_s
     for s in todo:
         config = s.best_config if s in kept else {}
         cost = s.best_cost if s in kept else s.default_cost

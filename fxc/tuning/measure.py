@@ -148,7 +148,8 @@ def run_batch(payload: dict) -> list:
                 return [asdict(Result(c, error=kind, detail=f"the default's reference run: {e}"[:300]))
                         for c in payload["configs"]]
         reference = _references[ref_key]
-        timers = {"profile": True} if payload.get("kernel_time", True) and not device else {}
+        timers = {"profile": True} if payload.get("kernel_time", True) and not device \
+            and not payload.get("whole_model") else {}     # (a whole model: its calls' wall time, what a user sees)
         for i, config in enumerate(payload["configs"]):
             t0 = time.perf_counter()
             log = Path(tmp) / f"c{i}.jsonl"
