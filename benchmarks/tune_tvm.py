@@ -4,12 +4,14 @@ apache-tvm (requirements-bench.txt) pins a numpy and needs no torch here, so it 
 reads the model as ONNX, which fxc's venv writes:
 
     .venv/bin/python -m benchmarks.tune_tvm export --model resnet18 --out /tmp/resnet18.onnx
-    python3 -m venv /work/venv-tvm && /work/venv-tvm/bin/pip install apache-tvm==0.27.0.post1 numpy==1.26.4 onnx
+    python3 -m venv /work/venv-tvm && /work/venv-tvm/bin/pip install apache-tvm==0.27.0.post1 numpy==1.26.4 onnx \
+        psutil cloudpickle apache-tvm-ffi==0.1.14.post1     # (MetaSchedule needs psutil and cloudpickle; with
+                                                            # apache-tvm-ffi 0.1.15.post2 it segfaults in ToJSONGraph)
     /work/venv-tvm/bin/python -m benchmarks.tune_tvm conv --onnx /tmp/resnet18.onnx --trials 64
     /work/venv-tvm/bin/python -m benchmarks.tune_tvm model --onnx /tmp/resnet18.onnx --trials 500
 
-`conv` tunes the conv task the model runs most often (ResNet-18's layer1 3x3 conv, 64 channels at 56x56, fused with
-its bias/ReLU) with tune_tir and prints its
+`conv` tunes the fused conv task of the largest weight (how often the model runs it; ties: the first extracted —
+with Relax 0.27's fusion that is layer4's 3x3 conv, 512 channels at 7x7, with its residual add and ReLU) with tune_tir and prints its
 best latency; `model` tunes every task with tune_relax (max_trials_global = --trials), compiles with the records
 and prints the model's latency (median and minimum of --runs calls) beside the untuned build's; both print the
 tuning's wall time. The target is this CPU (`llvm -mcpu=<host> -num-cores <cores>`).
@@ -55,7 +57,7 @@ def _conv(args) -> None:
     mod = _relax(args.onnx)
     tasks = ms.relax_integration.extract_tasks(mod, target)
     names = [t.task_name for t in tasks]
-    task = max((t for t in tasks if "conv2d" in t.task_name), key=lambda t: t.weight)     # layer1's 3x3 conv
+    task = max((t for t in tasks if "conv2d" in t.task_name), key=lambda t: t.weight)
     print(f"{len(tasks)} tasks; tuning {task.task_name} (of {names[:6]}...) with {args.trials} trials on {target}")
     with tempfile.TemporaryDirectory() as work:
         t0 = time.perf_counter()
