@@ -12,9 +12,9 @@ reads the model as ONNX, which fxc's venv writes:
 
 `conv` tunes the fused conv task of the largest weight (how often the model runs it; ties: the first extracted —
 with Relax 0.27's fusion that is layer4's 3x3 conv, 512 channels at 7x7, with its residual add and ReLU) with
-tune_tir and prints its best latency; `model` tunes every task with tune_relax (max_trials_global = --trials), compiles with the records
-and prints the model's latency (median and minimum of --runs calls) beside the untuned build's; both print the
-tuning's wall time. The target is this CPU (`llvm -mcpu=<host> -num-cores <cores>`).
+tune_tir and prints its best latency; `model` tunes every task with tune_relax (max_trials_global = --trials),
+compiles with the records and prints the model's latency (median and minimum of --runs calls) beside the untuned
+build's; both print the tuning's wall time. The target is this CPU (`llvm -mcpu=<host> -num-cores <cores>`).
 """
 import argparse
 import os
