@@ -150,15 +150,19 @@ def run_batch(payload: dict) -> list:
         reference = _references[ref_key]
         timers = {"profile": True} if payload.get("kernel_time", True) and not device \
             and not payload.get("whole_model") else {}     # (a whole model: its calls' wall time, what a user sees)
+        built: dict = {}
         for i, config in enumerate(payload["configs"]):
             t0 = time.perf_counter()
             log = Path(tmp) / f"c{i}.jsonl"
             log.touch()
             for workload, c in config.items() if payload.get("whole_model") else [(task.key, config)]:
                 append(log, make_record(workload, payload["target_key"], c, [1.0], None, task.desc, target))
+            same = json.dumps(config, sort_keys=True)
             try:
-                module = build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build
-                # rewrites the graph it takes; timers: the kernels' time, without the call's overhead)
+                module = built[same] if same in built else \
+                    build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build rewrites the
+                # graph it takes; timers: the kernels' time, without the call's overhead)
+                built[same] = module        # (a config twice in a batch, A/B rounds: built once)
             except Exception as e:      # noqa: BLE001 - a candidate's compile error is its result, not the tuner's
                 out.append(asdict(Result(config, error="build", detail=f"{type(e).__name__}: {e}"[:300])))
                 continue
