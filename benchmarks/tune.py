@@ -6,14 +6,18 @@
 Prints the tuning's trials and wall time, the time to reach within 5% of its final end-to-end estimate, the cost
 model's held-out rank correlation, and the model's latency with the default schedules (tuning_log=False) and with
 the tuned log: median and minimum over --runs interleaved calls (one of each per round; a shared host is noisy, so
-read the minimum too). --trials 0 times an existing --log without tuning. (TVM MetaSchedule side by side is not
-part of it: apache-tvm is not installed in this venv.)
+read the minimum too). --trials 0 times an existing --log without tuning. --seed-log copies another model's log
+into a new --log first (ResNet-34 reusing ResNet-18's records: its shared workloads start from them).
+`--model resnet34` is fxc.testing.models.ResNet((3, 4, 6, 3)). TVM MetaSchedule side by side:
+benchmarks/tune_tvm.py (run with a venv that has apache-tvm).
 The long runs of the issue are commands of this script, e.g. on PoCL:
     .venv/bin/python -m benchmarks.tune --model resnet18 --target opencl --trials 1000
 """
 import argparse
+import shutil
 import statistics
 import time
+from pathlib import Path
 
 
 def _latencies(fns: dict, inputs, runs: int) -> dict:
@@ -42,24 +46,33 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--plot", default=None)
     ap.add_argument("--scheduler", default=None)
+    ap.add_argument("--device", default=None, help="an fxc device server, tcp://host:port (--target names its board)")
+    ap.add_argument("--seed-log", default=None, help="records to start from (copied into --log when it is new)")
+    ap.add_argument("--no-confirm", action="store_true")
     args = ap.parse_args(argv)
     import torch
 
     import fxc
-    from fxc.testing.models import example_inputs, make_model
+    from fxc.testing.models import ResNet, example_inputs, make_model, randomize_batchnorm
     torch.manual_seed(0)
-    model = make_model(args.model).eval()
-    inputs = example_inputs(args.model, batch=args.batch)
+    model = (randomize_batchnorm(ResNet((3, 4, 6, 3))) if args.model == "resnet34" else make_model(args.model)).eval()
+    inputs = example_inputs("resnet18" if args.model == "resnet34" else args.model, batch=args.batch)
     log = args.log or f"tune-{args.model}-{args.target.replace(' ', '_')}.jsonl"
+    if args.seed_log and not Path(log).exists():
+        shutil.copyfile(args.seed_log, log)
     if args.trials:
         t0 = time.perf_counter()
         r = fxc.tune(model, inputs, target=args.target, trials=args.trials, log=log, plot=args.plot,
-                     dask=args.scheduler)
+                     dask=args.scheduler, device=args.device, confirm=not args.no_confirm)
         wall = time.perf_counter() - t0
         print(r)
         reach = _within(r.e2e_curve, r.tuned_s)
+        at200 = next((f"{rho:.2f} after {n} measurements" for n, rho in r.correlations if n >= 200), "n/a")
+        covered = sum(1 for s in r.states if s.resumed)
         print(f"tuning: {r.trials} trials in {wall:.0f} s; within 5% of the final estimate after {reach} trials; "
-              f"rank correlation (held out) {[round(c, 2) for _, c in r.correlations[-3:]]}")
+              f"rank correlation (held out, last 200 predictions) {at200} (at the end: "
+              f"{[round(c, 2) for _, c in r.correlations[-3:]]}); {covered} of {len(r.states)} workloads started "
+              f"from records already in the log")
     with torch.inference_mode():
         fns = {"default": fxc.from_torch(model, inputs, target=args.target, tuning_log=False),
                "tuned": fxc.from_torch(model, inputs, target=args.target, tuning_log=log)}

@@ -24,6 +24,14 @@ PROTOCOL = 1
 DEFAULT_PORT = 9190
 
 
+class DeviceUnreachable(ExecutionError):
+    """The device server cannot be reached (down, wrong address) or dropped the connection mid-answer."""
+
+
+class DeviceTimeout(ExecutionError):
+    """The device server gave no answer within the timeout (a model that hangs, or a server busy with one)."""
+
+
 def parse_address(address) -> tuple:
     """(host, port) from "tcp://host:port", "host:port", "host" (DEFAULT_PORT) or a (host, port) pair."""
     if isinstance(address, tuple):
@@ -39,7 +47,8 @@ def measure_remote(artifact_path, address, number: int = 10, repeat: int = 3, th
                    timeout: float = 600.0) -> list:
     """The artifact's run time on the device server at `address`: `repeat` costs in seconds, each the mean of
     `number` runs after one warm-up run, on zero-filled inputs (threads: the library's thread count, 0 all cores).
-    ExecutionError for a server that cannot be reached or refuses the model (its message)."""
+    ExecutionError for a server that refuses the model (its message); its DeviceUnreachable for one that cannot be
+    reached, DeviceTimeout for one that gives no answer within `timeout` seconds."""
     return _request(artifact_path, address, number, repeat, threads, None, timeout)[1]
 
 
@@ -73,8 +82,12 @@ def _request(artifact_path, address, number, repeat, threads, inputs, timeout) -
             n = _u32(f)
             costs = list(struct.unpack(f"<{n}d", _exact(f, 8 * n)))
             outs = [_blob(f) for _ in range(_u32(f))]
+    except TimeoutError:
+        raise DeviceTimeout(f"the fxc device server at {host}:{port} gave no answer in {timeout:.0f} s (a model "
+                            f"that hangs, or a server still busy with one: restart `fxc serve-device` there)") \
+            from None
     except OSError as e:
-        raise ExecutionError(f"cannot reach the fxc device server at {host}:{port} ({e}); start it on the device "
+        raise DeviceUnreachable(f"cannot reach the fxc device server at {host}:{port} ({e}); start it on the device "
                              f"with `fxc serve-device --host 0.0.0.0 --port {port}`") from None
     if status != 0:
         raise ExecutionError(f"the device server at {host}:{port} could not run {artifact_path}: {message}")

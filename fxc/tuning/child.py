@@ -1,19 +1,21 @@
 """A measurement child: `python -m fxc.tuning.child RUNNER IN OUT` runs RUNNER ("module:function") on the payload
-its parent pickled into IN (the parent's own data, never a user's file) and writes the result list to OUT as JSON;
+its parent wrote into the folder IN (JSON and .npy files, fxc/tuning/payload.py: nothing is unpickled) and writes
+the result list to OUT as JSON;
 `python -m fxc.tuning.child --serve` does so for each line "RUNNER<tab>IN<tab>OUT" of its stdin, answering
 "done<tab>OUT" on stdout. A crash or a hang ends only this process; the parent records it (fxc/tuning/measure.py)."""
 from __future__ import annotations
 
 import importlib
 import json
-import pickle
 import sys
 from pathlib import Path
+
+from .payload import read
 
 
 def run(runner: str, src: str, dst: str) -> None:
     module, name = runner.split(":")
-    payload = pickle.loads(Path(src).read_bytes())    # written by this process's parent, a moment ago
+    payload = read(src)
     results = getattr(importlib.import_module(module), name)(payload)
     Path(dst).write_text(json.dumps(results))
 

@@ -2,6 +2,7 @@
 
     fxc tune model.onnx --target opencl --trials 500 --log tune.jsonl --plot curve.png
     fxc tune models.py:resnet18 --input-shape 1,3,224,224 --trials 200 --scheduler tcp://10.0.0.5:8786
+    fxc tune models.py:resnet18 --input-shape 1,3,224,224 --target rasp4b64 --device tcp://raspberrypi:9190
     fxc tune --log a.jsonl --log b.jsonl --distil best.jsonl      # merge logs, keep the best record per workload
 """
 from __future__ import annotations
@@ -23,6 +24,10 @@ def add_parser(sub, shape) -> None:
                                                   f"once per log to merge")
     t.add_argument("--distil", metavar="OUT", help="merge the --log files into OUT, the best record per workload")
     t.add_argument("--scheduler", help="a Dask scheduler, tcp://host:port (default: measure here, no cluster)")
+    t.add_argument("--device", help="measure on an fxc device server, tcp://host:port (`fxc serve-device` on the "
+                                    "board; --target names the board, e.g. rasp4b64)")
+    t.add_argument("--no-confirm", action="store_true", help="skip re-measuring the tuned groups inside the whole "
+                                                               "model (kept only where it is not slower)")
     t.add_argument("--plot", help="write the tuning curves to this PNG")
     t.add_argument("--batch", type=int, default=4, help="candidates measured per round")
 
@@ -50,6 +55,7 @@ def run(args, load_factory) -> int:
         model = load_factory(args.model)().eval()
         inputs = tuple(torch.randn(*s) for s in args.input_shape)
     result = tune(model, inputs, target=args.target, trials=args.trials, log=(args.log or [None])[0],
-                  dask=args.scheduler, batch=args.batch, plot=args.plot)
+                  dask=args.scheduler, batch=args.batch, plot=args.plot, device=args.device,
+                  confirm=not args.no_confirm)
     print(result)
     return 0

@@ -3,7 +3,10 @@
 A record: {"workload": key, "target": target key, "desc": what the group computes, "config": {knob: value} (only the
 knobs off their default), "costs": [seconds per run, ...] ([] on an error), "error": null or an error kind ("build",
 "run", "wrong", "crash", "hang", "lost"), "time": unix seconds, "version": fxc's version, "target_str": the target's
-string, "detail": what went wrong (errors only)}. Takes log paths; produces records, the best per workload and target
+string, "detail": what went wrong (errors only)}; a confirmation record (fxc/tuning/confirm.py) adds "confirmed":
+true and "model": {"default": [s, ...], "tuned": [s, ...]}, the whole model's costs without and with it: its config
+(the default, {}, where the group's best made the whole model slower) is the one compiles apply for the workload,
+before any faster unconfirmed record. Takes log paths; produces records, the best per workload and target
 (`best_records`), merged and distilled logs (`distil`).
 
 Appends are atomic per record: each is one write() of one whole line to a file opened O_APPEND, then fsync; a
@@ -34,12 +37,13 @@ def default_log_path() -> Path:
 
 
 def make_record(workload: str, target: str, config: dict, costs: list, error: str | None, desc: str = "",
-                target_str: str = "", detail: str = "") -> dict:
+                target_str: str = "", detail: str = "", model: dict | None = None) -> dict:
     if error is not None and error not in ERROR_KINDS:
         raise FxcError(f"unknown measurement error kind {error!r}; kinds: {', '.join(ERROR_KINDS)}")
     return {"workload": workload, "target": target, "desc": desc, "config": dict(config),
             "costs": [float(c) for c in costs], "error": error, "time": round(time.time(), 3),
-            "version": __version__, "target_str": target_str, **({"detail": detail[:300]} if detail else {})}
+            "version": __version__, "target_str": target_str, **({"detail": detail[:300]} if detail else {}),
+            **({"confirmed": True, "model": {k: [float(c) for c in v] for k, v in model.items()}} if model else {})}
 
 
 def append(path, record: dict) -> None:
@@ -97,14 +101,15 @@ def cost(record: dict) -> float:
 
 
 def best_records(records: list, target: str | None = None) -> dict:
-    """workload -> its fastest successful record (for one target key; None: every target, keyed by (target,
-    workload))."""
+    """workload -> the record compiles apply (for one target key; None: every target, keyed by (target, workload)):
+    its latest confirmation, else its fastest successful measurement."""
     best: dict = {}
     for r in records:
         if target is not None and r["target"] != target:
             continue
         k = r["workload"] if target is not None else (r["target"], r["workload"])
-        if cost(r) < float("inf") and (k not in best or cost(r) < cost(best[k])):
+        if r.get("confirmed") or (cost(r) < float("inf") and not (k in best and (best[k].get("confirmed")
+                                                                                  or cost(best[k]) <= cost(r)))):
             best[k] = r
     return best
 
@@ -141,14 +146,17 @@ def best_for_target(path, target: str) -> tuple:
 
 
 def distil(paths: list, out, keep: int = 1) -> tuple:
-    """Merge logs into `out` (written atomically), keeping the `keep` fastest successful records of each workload
-    and target; returns (records read, records written)."""
+    """Merge logs into `out` (written atomically), keeping the `keep` fastest successful measurements of each
+    workload and target and its latest confirmation; returns (records read, records written)."""
     records = [r for p in paths for r in read(p)]
     groups: dict = {}
+    confirmed: dict = {}
     for r in records:
-        if cost(r) < float("inf"):
+        if r.get("confirmed"):
+            confirmed[(r["target"], r["workload"])] = r
+        elif cost(r) < float("inf"):
             groups.setdefault((r["target"], r["workload"]), []).append(r)
-    kept = [r for g in groups.values() for r in sorted(g, key=cost)[:keep]]
+    kept = [r for g in groups.values() for r in sorted(g, key=cost)[:keep]] + list(confirmed.values())
     kept.sort(key=lambda r: (r["target"], r["workload"], cost(r)))
     atomic_write(out, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
     return len(records), len(kept)

@@ -5,6 +5,10 @@ Result per config: costs (seconds per call, one per repeat) or an error kind: "b
 (the call raised), "wrong" (its outputs differ from the default schedule's), "crash" (the child died), "hang" (past
 the timeout). A batch runs in one child (`python -m fxc.tuning.child`); when that child dies or hangs, each
 candidate of the batch is run again in a child of its own, so the error is recorded against the one that caused it.
+With a device (tcp://host:port, an fxc device server: `fxc serve-device`), the child builds each candidate for the
+target, exports it and has the server run it (fxc/runtime/remote.py): its outputs checked as here, its costs the
+server's timings of whole calls; no answer within timeout_s is "hang", a server that cannot be reached "lost". The
+server runs one request at a time, so measurements on one device never overlap.
 
 Timing is TVM's: `warmup` calls, then `repeat` repeats of `number` calls each, `number` raised until one repeat
 takes min_repeat_ms; a cost is a repeat's kernel time (the module's kernel timers, profile=True) over its calls.
@@ -13,8 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import select
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..deploy.export import export
 from ..driver.build import build
+from ..runtime.remote import DeviceTimeout, DeviceUnreachable, run_remote
+from . import payload as payload_files
 from .log import append, make_record
 from .tasks import clone_graph
 
@@ -122,31 +129,49 @@ def _differs(k: int, got: np.ndarray, ref: np.ndarray, p: MeasureParams) -> str:
 
 def run_batch(payload: dict) -> list:
     """In the child: build and time every config of the payload (a list of result dicts). The default config's
-    outputs are the reference every candidate is checked against (built once per workload in this process)."""
+    outputs are the reference every candidate is checked against (built once per workload in this process).
+    With payload["device"] (tcp://host:port), each build is exported and run by that fxc device server instead.
+    With payload["whole_model"], the task is a whole model and each config {workload: config} the records its
+    build applies (fxc/tuning/confirm.py)."""
     task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
     arrays = example_arrays(task.graph)
+    device = payload.get("device")
     out = []
     with tempfile.TemporaryDirectory(prefix="fxc-tune-") as tmp:
-        if (task.key, target) not in _references:
-            _references[(task.key, target)] = _outputs(build(clone_graph(task.graph), target,
-                                                             tuning_log=False)(*arrays))
-        reference = _references[(task.key, target)]
-        timers = {"profile": True} if payload.get("kernel_time", True) else {}
+        run = _remote_runner(device, arrays, p, task.threads, tmp) if device else _local_runner(arrays, p)
+        ref_key = (task.key, target, device)
+        if ref_key not in _references:
+            try:
+                _references[ref_key] = run(build(clone_graph(task.graph), target, tuning_log=False), None)[0]
+            except (DeviceTimeout, DeviceUnreachable) as e:     # the device, not a candidate: each gets its kind
+                kind = "hang" if isinstance(e, DeviceTimeout) else "lost"
+                return [asdict(Result(c, error=kind, detail=f"the default's reference run: {e}"[:300]))
+                        for c in payload["configs"]]
+        reference = _references[ref_key]
+        timers = {"profile": True} if payload.get("kernel_time", True) and not device \
+            and not payload.get("whole_model") else {}     # (a whole model: its calls' wall time, what a user sees)
+        built: dict = {}
         for i, config in enumerate(payload["configs"]):
             t0 = time.perf_counter()
             log = Path(tmp) / f"c{i}.jsonl"
-            append(log, make_record(task.key, payload["target_key"], config, [1.0], None, task.desc, target))
+            log.touch()
+            for workload, c in config.items() if payload.get("whole_model") else [(task.key, config)]:
+                append(log, make_record(workload, payload["target_key"], c, [1.0], None, task.desc, target))
+            same = json.dumps(config, sort_keys=True)
             try:
-                module = build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build
-                # rewrites the graph it takes; timers: the kernels' time, without the call's overhead)
+                module = built[same] if same in built else \
+                    build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build rewrites the
+                # graph it takes; timers: the kernels' time, without the call's overhead)
+                built[same] = module        # (a config twice in a batch, A/B rounds: built once)
             except Exception as e:      # noqa: BLE001 - a candidate's compile error is its result, not the tuner's
                 out.append(asdict(Result(config, error="build", detail=f"{type(e).__name__}: {e}"[:300])))
                 continue
             try:
-                got = _outputs(module(*arrays))
-                costs = time_module(module, arrays, p)
-            except Exception as e:      # noqa: BLE001 - likewise for its run
-                out.append(asdict(Result(config, error="run", detail=f"{type(e).__name__}: {e}"[:300])))
+                got, costs = run(module, p)
+            except Exception as e:      # noqa: BLE001 - likewise for its run (a device's errors: by kind)
+                kind = "hang" if isinstance(e, DeviceTimeout) else "lost" if isinstance(e, DeviceUnreachable) \
+                    else "run"
+                out.append(asdict(Result(config, error=kind, detail=f"{type(e).__name__}: {e}"[:300])))
                 continue
             bad = next((why for k, (g, r) in enumerate(zip(got, reference)) for why in [_differs(k, g, r, p)] if why),
                        None)
@@ -155,18 +180,46 @@ def run_batch(payload: dict) -> list:
     return out
 
 
+def _local_runner(arrays: list, p: MeasureParams):
+    """run(module, params) -> (outputs, costs) here (params None: outputs only)."""
+    def run(module, params):
+        got = _outputs(module(*arrays))
+        return got, (time_module(module, arrays, params) if params is not None else [])
+    return run
+
+
+def _remote_runner(device: str, arrays: list, p: MeasureParams, threads: int, tmp: str):
+    """run(module, params) -> (outputs, costs) on the fxc device server at `device`: the module exported and sent
+    (fxc/runtime/remote.py); costs are its whole runs' (the device server times fxc_main), `number` calls each,
+    number chosen once per workload from the default's first run so a repeat takes min_repeat_ms; the server's
+    one warm-up call stands for `warmup`."""
+    number = [max(1, p.number)]
+
+    def run(module, params):
+        artifact = export(module, Path(tmp) / "candidate.fxc")
+        if params is None:      # the reference: its outputs, and one timed run that sets `number`
+            got, costs = run_remote(artifact, device, arrays, 1, 1, threads, p.timeout_s)
+            number[0] = max(number[0], min(1 << 16, int(p.min_repeat_ms / 1e3 / max(costs[0], 1e-9)) + 1))
+            return got, costs
+        got, costs = run_remote(artifact, device, arrays, number[0], params.repeat, threads, p.timeout_s)
+        return got, costs
+    return run
+
+
 def measure(task, target: str, target_key: str, configs: list, params: MeasureParams, runner: str = RUNNER,
-            child: "Child | None" = None) -> list:
+            child: "Child | None" = None, device: str | None = None, whole_model: bool = False) -> list:
     """Results of `configs` for `task`, measured in a child process (child: a persistent one, else a new one; see
     the module doc); a batch whose child dies or hangs is measured again one candidate per new child."""
-    payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params))
+    payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params),
+                   device=device, whole_model=whole_model)
     timeout = params.timeout_s * max(1, len(configs))
     results = child.run(payload, runner, timeout) if child is not None else _once(payload, runner, timeout)
     if isinstance(results, list):
         return results
     if len(configs) == 1:
         return [Result(configs[0], error=results[0], detail=results[1])]
-    return [r for c in configs for r in measure(task, target, target_key, [c], params, runner)]
+    return [r for c in configs for r in measure(task, target, target_key, [c], params, runner, device=device,
+                                                whole_model=whole_model)]
 
 
 def _env() -> dict:
@@ -181,8 +234,8 @@ def _env() -> dict:
 def _once(payload: dict, runner: str, timeout: float):
     """The runner's results from a new child process, or (error kind, detail) when it died or hung."""
     with tempfile.TemporaryDirectory(prefix="fxc-measure-") as tmp:
-        src, dst = Path(tmp) / "in.pkl", Path(tmp) / "out.json"
-        src.write_bytes(pickle.dumps(payload))
+        src, dst = Path(tmp) / "in", Path(tmp) / "out.json"
+        payload_files.write(src, payload)
         try:
             proc = subprocess.run([sys.executable, "-m", "fxc.tuning.child", runner, str(src), str(dst)],
                                   env=_env(), cwd=tmp, timeout=timeout, capture_output=True, text=True)
@@ -212,8 +265,8 @@ class Child:
                                          text=True, bufsize=1)
             self.done = 0
         self.done += 1
-        src, dst = Path(self.tmp.name) / f"in{self.done}.pkl", Path(self.tmp.name) / f"out{self.done}.json"
-        src.write_bytes(pickle.dumps(payload))
+        src, dst = Path(self.tmp.name) / f"in{self.done}", Path(self.tmp.name) / f"out{self.done}.json"
+        payload_files.write(src, payload)
         try:
             self.proc.stdin.write(f"{runner}\t{src}\t{dst}\n")
             self.proc.stdin.flush()
@@ -235,7 +288,7 @@ class Child:
                 return ("crash", f"child exit code {code}")
             if line.strip() == f"done\t{dst}":
                 break
-        src.unlink(missing_ok=True)
+        shutil.rmtree(src, ignore_errors=True)
         results = [Result(**r) for r in json.loads(dst.read_text())]
         dst.unlink(missing_ok=True)
         return results

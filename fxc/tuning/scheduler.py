@@ -21,6 +21,7 @@ class TaskState:
     stale: int = 0          # rounds since the last improvement
     exhausted: bool = False
     curve: list = field(default_factory=list)       # (trials so far overall, best cost) after each of its rounds
+    resumed: int = 0        # records of it the log held before this run
 
     @property
     def share(self) -> float:

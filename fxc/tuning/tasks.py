@@ -38,8 +38,9 @@ class Task:
     threads: int = 1
 
     def __getstate__(self):
-        """What a measurement needs (it is pickled to a child or a Dask worker): not the group, which reaches the
-        whole model's graph, nor the space, whose constraints are closures over the device's Caps."""
+        """What a measurement needs (Dask pickles its tasks to a worker; a local child reads payload.py's files):
+        not the group, which reaches the whole model's graph, nor the space, whose constraints are closures over the
+        device's Caps."""
         return {**self.__dict__, "group": None, "space": None}
 
     @property
@@ -54,7 +55,7 @@ class Task:
 def clone_graph(graph: Graph) -> Graph:
     """A copy of graph with nodes and values of its own, constants included (their data shared): the passes rewrite
     the graph they take, and a tuner builds one model, or one workload, many times. Every value gets an id of this
-    process: a graph unpickled in a measurement child carries its parent's ids, which the child's new values would
+    process: a graph unpickled on a Dask worker carries its parent's ids, which the child's new values would
     collide with. (Iterative: deepcopy recurses once per node.)"""
     g = Graph()
     env = {}

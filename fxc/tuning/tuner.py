@@ -22,7 +22,9 @@ import numpy as np
 
 from ..backends import fill
 from ..errors import FxcError
-from ..target import Target
+from ..runtime.remote import parse_address
+from ..target import BOARDS, Target
+from .confirm import Confirmation, confirm as confirm_in_model
 from .cost_model import CostModel
 from .features import analyse as features_of
 from .frontends import graph_of
@@ -51,6 +53,7 @@ class TuneResult:
     errors: dict = field(default_factory=dict)      # error kind -> count
     correlations: list = field(default_factory=list)    # (measurements, Spearman rho of held-out predictions)
     e2e_curve: list = field(default_factory=list)   # (trials, end-to-end estimate)
+    confirmation: Confirmation | None = None        # the whole model's A/B of the tuned configs (confirm.py)
 
     def best_configs(self) -> dict:
         return {s.task.key: s.best_config for s in self.states}
@@ -61,19 +64,20 @@ class TuneResult:
         return (f"fxc.tune on {self.target}: {len(self.states)} workloads, {self.trials} trials "
                 f"(+{self.resumed} from the log) in {self.wall_s:.1f} s; end to end (estimate) "
                 f"{self.default_s * 1e3:.4g} ms default -> {self.tuned_s * 1e3:.4g} ms tuned; errors: {errs}{rho}; "
-                f"log {self.log}")
+                f"log {self.log}" + (f"\n{self.confirmation}" if self.confirmation else ""))
 
 
 def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, options: dict | None = None,
          dask=None, batch: int = 4, params: MeasureParams | None = None, progress: bool | None = None,
-         plot=None, seed: int = 0, runner: str = RUNNER) -> TuneResult:
+         plot=None, seed: int = 0, runner: str = RUNNER, device: str | None = None, confirm: bool = True) -> TuneResult:
     """Tune `model` for `target` with `trials` measurements; see the module doc and docs/tuning.md.
 
     log: the tuning log to append to (default: the log beside the compile cache, which compiles read by
     themselves); options: the build options the model will be compiled with; dask: a dask.distributed Client (or
     a scheduler address "tcp://host:port"); batch: candidates per round; params: MeasureParams (number, repeat,
     min_repeat_ms, warmup, timeout_s); progress: the bar (None: when stderr is a terminal); plot: a PNG path for
-    the tuning curves.
+    the tuning curves; device: "tcp://host:port" of an fxc device server (`fxc serve-device`) on the machine
+    the target describes (a Raspberry Pi: target="rasp4b64"), which then runs every measurement.
     """
     if not isinstance(trials, int) or trials < 0:
         raise FxcError(f"trials={trials!r}: give a number of measurements (an int >= 0)")
@@ -81,6 +85,8 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     params = params or MeasureParams()
     graph = graph_of(model, example_inputs)
     log = Path(log) if log is not None else default_log_path()
+    if device is not None:
+        _check_device(target, device)
     target = fill(Target.parse(target))
     tkey = target_key(target)
     target, tasks = extract_tasks(graph, target, options, best_for_target(log, tkey)[0])
@@ -99,7 +105,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             analysed[k] = features_of(state.task, target, config)
         return analysed[k]
 
-    measurer, close = _measurer(dask, target, tkey, params, runner)
+    measurer, close = _measurer(dask, target, tkey, params, runner, device)
     bar = Progress(trials, progress)
     try:
         while result.trials < trials:
@@ -142,6 +148,9 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             if all("{}" in s.measured for s in states if not s.task.graph_level):
                 result.e2e_curve.append((result.trials, end_to_end(states)))
             bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
+        if confirm and result.trials:
+            bar.close()
+            result.confirmation = confirm_in_model(graph, states, measurer, log, tkey, target)
     finally:
         bar.close()
         close()
@@ -154,15 +163,32 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     return result
 
 
-def _measurer(dask, target, tkey, params, runner):
+def _check_device(spec, device: str) -> None:
+    """A device server runs CPU libraries of the machine it is on: the target must say which machine that is (its
+    triple, CPU and features are the records' target key, so they apply to that kind of board only)."""
+    parse_address(device)
+    target = Target.parse(spec)
+    words = str(spec or "llvm").split()
+    if target.kind != "llvm":
+        raise FxcError(f"device={device!r}: an fxc device server runs llvm (CPU) artifacts; {target} is not one. "
+                       f"Measure {target.kind} on this machine (leave device out)")
+    if not (isinstance(spec, Target) or words[0] in BOARDS or any(w.startswith(("-mtriple=", "-mcpu="))
+                                                                   for w in words)):
+        raise FxcError(f"device={device!r} with target {str(target)!r}: name the device's machine, e.g. "
+                       f"target='rasp4b64' or 'llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a72' (the host's CPU "
+                       f"would key the records to this machine, not the device)")
+
+
+def _measurer(dask, target, tkey, params, runner, device=None):
     """(measure(task, configs) -> [Result], close()): in a child process here, or as Dask tasks."""
     if dask is None:
         child = Child()
-        return (lambda task, configs: measure(task, str(target), tkey, configs, params, runner, child)), child.close
+        return (lambda task, configs, whole=False: measure(task, str(target), tkey, configs, params, runner, child,
+                                                           device, whole)), child.close
     from .dask import DaskMeasurer, connect  # deferred: dask is optional (fxc[tune])
     client = connect(dask) if isinstance(dask, str) else dask
-    dm = DaskMeasurer(client, target, tkey, params, runner)
-    return (lambda task, configs: dm.gather(dm.submit(task, configs), configs)), (lambda: None)
+    dm = DaskMeasurer(client, target, tkey, params, runner, device)
+    return (lambda task, configs, whole=False: dm.gather(dm.submit(task, configs, whole), configs)), (lambda: None)
 
 
 def _record(state: TaskState, results: list, log: Path, tkey: str, target, result: TuneResult) -> None:
@@ -206,9 +232,10 @@ def _resume(states: list, records: list, tkey: str) -> int:
     n = 0
     for r in records:
         s = by_key.get(r["workload"])
-        if s is None or r["target"] != tkey:
+        if s is None or r["target"] != tkey or r.get("confirmed"):     # (a confirmation is no measurement)
             continue
         n += 1
+        s.resumed += 1
         c = cost(r)
         cid = config_id(r["config"])
         s.measured[cid] = min(c, s.measured.get(cid, np.inf))
