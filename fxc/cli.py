@@ -585,6 +585,8 @@ def parser() -> argparse.ArgumentParser:
     sd.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0: every network; the "
                     "server runs any library sent to it: trusted networks only)")
     sd.add_argument("--port", type=int, default=9190, help="0: a free port (printed)")
+    sd.add_argument("--run-limit", type=int, default=600, help="seconds a model's run may take before it is stopped "
+                    "(its answer says so; the server stays free)")
     sd.add_argument("--target", default="llvm", help="with -o: the machine to build the server for (e.g. rasp4b64)")
     sd.add_argument("-o", "--output", help="write the server executable here instead of running it")
     sd.set_defaults(fn=_serve_device)

@@ -45,9 +45,11 @@ def build_server(target="llvm", out=None) -> Path:
     return path
 
 
-def serve_device(host: str = "127.0.0.1", port: int = 9190, once: bool = False) -> int:
-    """Build the server for this machine and run it in the foreground (until interrupted); its exit status."""
-    cmd = [str(build_server()), "--host", host, "--port", str(port)] + (["--once"] if once else [])
+def serve_device(host: str = "127.0.0.1", port: int = 9190, once: bool = False, run_limit: int = 600) -> int:
+    """Build the server for this machine and run it in the foreground (until interrupted); its exit status.
+    run_limit: seconds a model's run may take before its process is killed (a hung candidate's answer)."""
+    cmd = [str(build_server()), "--host", host, "--port", str(port), "--run-limit", str(int(run_limit))] + \
+        (["--once"] if once else [])
     try:
         return subprocess.run(cmd).returncode
     except KeyboardInterrupt:
@@ -59,8 +61,8 @@ def cmd_serve_device(args) -> int:
     if args.output:
         path = build_server(args.target, args.output)
         print(f"wrote {path} (the fxc device server for {Target.parse(args.target).triple}); on the device run: "
-              f"./{path.name} --host 0.0.0.0 --port {args.port}")
+              f"./{path.name} --host 0.0.0.0 --port {args.port} --run-limit {args.run_limit}")
         return 0
     print(f"building the fxc device server for this machine; serving on {args.host}:{args.port} (Ctrl-C stops)",
           flush=True)
-    return serve_device(args.host, args.port)
+    return serve_device(args.host, args.port, run_limit=args.run_limit)

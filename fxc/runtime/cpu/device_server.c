@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <signal.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -32,6 +33,8 @@
 #define VERSION 1
 #define MAX_BLOB ((uint64_t)2 << 30)     /* 2 GiB: larger is refused before allocating */
 #define MAX_TENSORS 4096
+
+static unsigned run_limit = 600;     /* seconds a model's run may take before its process is killed (--run-limit) */
 
 typedef struct { const char *name, *dtype; int ndim; const int64_t *shape; size_t nbytes; } tensor_info;
 
@@ -242,6 +245,7 @@ static void serve_one(int fd) {
        answer, not the server's end */
     pid_t child = fork();
     if (child == 0) {
+        alarm(run_limit);               /* a model that hangs is killed: the server stays free for the next request */
         status = run_model(dir, number, repeat, threads, n_in, in_blobs, in_sizes, &r);
         printf("fxc device server: %s (%u x %u runs)%s%s\n", status ? "failed" : "measured", repeat, number,
                status ? ": " : "", r.message);
@@ -251,7 +255,12 @@ static void serve_one(int fd) {
     }
     int how = 0;
     if (child < 0) snprintf(r.message, sizeof r.message, "cannot start a process for the model: %s", strerror(errno));
-    else if (waitpid(child, &how, 0) < 0 || !WIFEXITED(how))
+    else if (waitpid(child, &how, 0) < 0)
+        snprintf(r.message, sizeof r.message, "lost the model's process: %s", strerror(errno));
+    else if (WIFSIGNALED(how) && WTERMSIG(how) == SIGALRM)
+        snprintf(r.message, sizeof r.message, "the model's run took longer than %u s and was stopped (the server's "
+                 "--run-limit)", run_limit);
+    else if (!WIFEXITED(how))
         snprintf(r.message, sizeof r.message, "the model's run crashed (signal %d)", WIFSIGNALED(how) ? WTERMSIG(how)
                  : 0);
     else goto out;                      /* the child answered */
@@ -281,7 +290,11 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--host") && i + 1 < argc) host = argv[++i];
         else if (!strcmp(argv[i], "--port") && i + 1 < argc) port = argv[++i];
         else if (!strcmp(argv[i], "--once")) once = 1;
-        else { fprintf(stderr, "usage: %s [--host 127.0.0.1] [--port 9190] [--once]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--run-limit") && i + 1 < argc && atoi(argv[i + 1]) > 0) run_limit = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--host 127.0.0.1] [--port 9190] [--run-limit 600] [--once]\n", argv[0]);
+            return 2;
+        }
     }
     struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai;
     int e = getaddrinfo(host, port, &hints, &ai);
