@@ -16,6 +16,7 @@ plan: fxc/runtime/cpu/dnnl_shim.c).
 from __future__ import annotations
 
 from ...errors import TargetError
+from ...target import host_triple, triple_arch
 from .clblast import LIBRARY as CLBLAST
 from .clml import LIBRARY as CLML
 from .dnnl import LIBRARY as DNNL
@@ -36,6 +37,10 @@ def libraries_of(target) -> tuple:
                               f"(docs/byoc.md)")
         if target.kind not in lib.kinds:
             raise TargetError(f"target {target}: {name} runs on {', '.join(lib.kinds)} targets, not {target.kind}")
+        if target.kind == "llvm" and triple_arch(target.triple) != triple_arch(host_triple()):
+            raise TargetError(f"target {target}: -libs={name} links the {name} library installed on this "
+                              f"{triple_arch(host_triple())} machine, which code for {triple_arch(target.triple)} "
+                              f"cannot call; drop -libs={name} to cross-compile (fxc's own kernels)")
         lib.check_installed()
         out.append(lib)
     return tuple(out)

@@ -262,3 +262,13 @@ def test_a_missing_library_at_load_is_a_clear_error(tmp_path, monkeypatch):
         dnnl._library.cache_clear()
     with pytest.raises(TargetError, match="the external library 'onednn', which this fxc runtime does not know"):
         loader.check_target({"target": "llvm", "requires": ["onednn"]})
+
+
+@pytest.mark.parametrize("target", ["rasp4b64", "rasp3b"])
+def test_a_cross_target_with_dnnl_is_refused_by_name(target):
+    """oneDNN is this x86-64 machine's library: an ARM build cannot link it; the error says so and how to build."""
+    t = Target.parse(f"{Target.parse(target)} -libs=dnnl")
+    with pytest.raises(TargetError, match="drop -libs=dnnl to cross-compile"):
+        libraries_of(t)
+    with pytest.raises(TargetError, match="drop -libs=dnnl to cross-compile"):
+        fxc.from_torch(torch.nn.Linear(8, 4), (torch.randn(1, 8),), target=str(t))
