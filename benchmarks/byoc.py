@@ -13,7 +13,8 @@ fxc's), measured as the build's cost choice measures it; with --e2e, each whole 
 "opencl -libs=clblast" with offload="always" and with the cost choice (offload="auto", its measurements shared with
 --convs through the cache folder), called in turn (median and min of ROUNDS calls), and what the choice kept.
 Figures go to stdout as tables; a fresh cache folder is used, so nothing is read from an earlier run. On a shared
-host (the 2-core AMD EPYC these figures were taken on ran other work too), read the ratios."""
+host (the 2-core AMD EPYC these figures were taken on ran other work too), read the ratios. (oneDNN on llvm,
+-libs=dnnl: benchmarks/byoc_dnnl.py; CLML has no device here, docs/byoc.md.)"""
 from __future__ import annotations
 
 import argparse
