@@ -1,8 +1,9 @@
 """`fxc.partition_for(model, example_inputs, target)`: what a build for the target would offload to its external
 libraries, shown before building (TVM's `partition_for_clml(mod, params)` one-liner, as a report to inspect).
 
-Takes a PyTorch module with example inputs (captured whole, as fxc.from_torch does) or an fxc graph IR Graph, and a
-target naming libraries ("clml", "opencl -libs=clblast"); runs the graph passes and the partition step exactly as
+Takes a PyTorch module with example inputs (captured whole, as fxc.from_torch does), an ONNX model (a ModelProto,
+its bytes or a .onnx path; example inputs, if given, fix its input shapes), a model fxc.from_mxnet(..., shapes=)
+compiled, or an fxc graph IR Graph, and a target naming libraries ("clml", "opencl -libs=clblast"); runs the graph passes and the partition step exactly as
 the build does (the same PassContext: Caps, -libs=, offload, and for a measured library the build's cost choice)
 and returns a Partition: the regions (library, matches, and for CLML the serialised region graph the build would
 carry), every op left to fxc with its reason, and counts. Nothing is compiled. The build itself needs no call of
@@ -15,11 +16,11 @@ import json
 from dataclasses import dataclass, field
 
 from ..backends import fill, libraries_of
-from ..errors import FxcError, TargetError
-from ..relay_like.graph import Graph
+from ..errors import TargetError
 from ..relay_like.passes import describe_partition
 from ..relay_like.pipeline import plan_graph, run_passes
 from ..target import Target
+from ..tuning.frontends import graph_of
 from .build import build
 from .offload import offload_cost
 from .options import check_options, pass_context
@@ -60,24 +61,9 @@ class Partition:
 
 
 def _graph_of(model, example_inputs):
-    """The graph IR of a model: a Graph as it is; a torch module captured whole (torch.export, as from_torch)."""
-    if isinstance(model, Graph):
-        return model
-    try:
-        import torch  # deferred: torch only for torch models
-    except ImportError:
-        torch = None
-    if torch is None or not isinstance(model, torch.nn.Module):
-        raise FxcError(f"fxc.partition_for takes a torch.nn.Module (with example inputs) or an fxc graph IR Graph, "
-                       f"not {type(model).__name__}; for an ONNX or MXNet model, build it for the target and read "
-                       f"`.module.offload`")
-    from ..capture.torch.aot import capture  # deferred: the torch frontend only for torch models
-    from ..capture.torch.graph import to_graph  # deferred: as above
-    if example_inputs is None:
-        raise FxcError("fxc.partition_for(model, example_inputs, target): a torch model needs example inputs")
-    args = example_inputs if isinstance(example_inputs, tuple) else (example_inputs,)
-    gm, _ = capture(model, args)
-    return to_graph(gm, args)[0]
+    """The graph IR of a model: a Graph as it is; a torch module captured whole (torch.export, as from_torch); an
+    ONNX model (ModelProto, bytes or .onnx path); a model fxc.from_mxnet(..., shapes=) compiled."""
+    return graph_of(model, example_inputs, "fxc.partition_for")
 
 
 def partition_for(model, example_inputs=None, target="clml", **options) -> Partition:

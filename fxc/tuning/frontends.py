@@ -11,7 +11,8 @@ from ..errors import FxcError
 from ..relay_like.graph import Graph
 
 
-def graph_of(model, example_inputs=None) -> Graph:
+def graph_of(model, example_inputs=None, caller: str = "fxc.tune") -> Graph:
+    """The graph IR of `model` (errors name `caller`, the public function the user called)."""
     if isinstance(model, Graph):
         return model
     kind = type(model).__module__.split(".")[0]
@@ -21,7 +22,7 @@ def graph_of(model, example_inputs=None) -> Graph:
         from ..capture.torch.aot import capture  # deferred: `import fxc` loads no torch
         from ..capture.torch.graph import to_graph  # deferred: as above
         if example_inputs is None:
-            raise FxcError("fxc.tune(model, example_inputs, ...): a torch model needs example inputs (a tensor or a "
+            raise FxcError(f"{caller}(model, example_inputs, ...): a torch model needs example inputs (a tensor or a "
                            "tuple of tensors) to fix its shapes")
         args = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
         args = tuple(torch.from_numpy(np.ascontiguousarray(a)) if isinstance(a, np.ndarray) else a for a in args)
@@ -34,15 +35,15 @@ def graph_of(model, example_inputs=None) -> Graph:
         if example_inputs is None:
             shapes = [dims for _, _, dims in model_inputs(proto)]
             if any(d is None or not all(isinstance(x, int) for x in d) for d in shapes):
-                raise FxcError("fxc.tune: this ONNX model's inputs have symbolic or unknown dims: give "
-                               "example_inputs (arrays of the shapes to tune for)")
+                raise FxcError(f"{caller}: this ONNX model's inputs have symbolic or unknown dims: give "
+                               "example_inputs (arrays of the shapes to compile for)")
         else:
             arrays = example_inputs if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
             shapes = [tuple(np.shape(a)) for a in arrays]
         return to_graph(proto, shapes)
     if type(model).__name__ == "MXNetModel":
         return model._model.to_graph(model._shapes, model._dtypes)
-    raise FxcError(f"fxc.tune takes a torch.nn.Module with example inputs, an ONNX model or .onnx path, a model "
+    raise FxcError(f"{caller} takes a torch.nn.Module with example inputs, an ONNX model or .onnx path, a model "
                    f"fxc.from_mxnet(..., shapes=...) compiled, or a graph IR; not {type(model).__name__}")
 
 

@@ -262,7 +262,19 @@ def test_partition_for_reports_the_split_before_building():
     with pytest.raises(fxc.errors.TargetError, match="names no external library"):
         fxc.partition_for(Graph(), None, "opencl")
     with pytest.raises(fxc.FxcError, match="takes a torch.nn.Module"):
-        fxc.partition_for("model.onnx", None, "clml")
+        fxc.partition_for(object(), None, "clml")
+
+
+def test_partition_for_an_onnx_model_gives_the_torch_models_split(tmp_path):
+    """The same small conv net as a torch module and as its ONNX file: one region each, the same ops offloaded."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+                            torch.nn.Conv2d(8, 4, 1)).eval()
+    x = torch.randn(1, 3, 16, 16)
+    torch.onnx.export(m, (x,), tmp_path / "m.onnx", dynamo=False)
+    from_torch, from_onnx = fxc.partition_for(m, x, "clml"), fxc.partition_for(str(tmp_path / "m.onnx"), None, "clml")
+    assert len(from_onnx.regions) == len(from_torch.regions) == 1
+    assert from_onnx.offloaded_ops["conv2d"] == from_torch.offloaded_ops["conv2d"] == 2
 
 
 def test_clml_target_is_opencl_with_clml_regions():
