@@ -6,8 +6,8 @@ its bytes or a .onnx path; example inputs, if given, fix its input shapes), a mo
 compiled, or an fxc graph IR Graph, and a target naming libraries ("clml", "opencl -libs=clblast"); runs the graph
 passes and the partition step exactly as the build does (the same PassContext: Caps, -libs=, offload, and for a
 measured library the build's cost choice) and returns a Partition: the regions (library, matches, and for CLML the
-serialised region graph the build would carry), every op left to fxc with its reason, and counts. Nothing is compiled. The build itself needs no call of
-this: the target string is the one-liner (`torch.compile(model, backend="fxc", options={"target": "clml"})`).
+serialised region graph the build would carry), every op left to fxc with its reason, and counts. Nothing is
+compiled. The build itself needs no call of this: the target string is the one-liner (`torch.compile(model, backend="fxc", options={"target": "clml"})`).
 """
 from __future__ import annotations
 
