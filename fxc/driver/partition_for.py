@@ -7,7 +7,8 @@ compiled, or an fxc graph IR Graph, and a target naming libraries ("clml", "open
 passes and the partition step exactly as the build does (the same PassContext: Caps, -libs=, offload, and for a
 measured library the build's cost choice) and returns a Partition: the regions (library, matches, and for CLML the
 serialised region graph the build would carry), every op left to fxc with its reason, and counts. Nothing is
-compiled. The build itself needs no call of this: the target string is the one-liner (`torch.compile(model, backend="fxc", options={"target": "clml"})`).
+compiled. The build itself needs no call of this: the target string is the one-liner
+(`torch.compile(model, backend="fxc", options={"target": "clml"})`).
 """
 from __future__ import annotations
 
