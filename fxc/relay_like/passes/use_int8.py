@@ -103,15 +103,36 @@ def _conv(n, caps, weight, activation_words, add):
     pads = padding + padding if len(padding) == 2 else padding
     if n.attrs.get("groups", 1) != 1 or not weight(w) or not _zero(zw) or (any(pads) and not zx.is_const):
         return None
+    stride = tuple(n.attrs.get("stride", (1, 1)))
+    dilation = tuple(n.attrs.get("dilation", (1, 1)))
     o = w.shape[0]
     lanes = _lanes(o, caps)
     nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
+    c, kh, kw = w.shape[1:]
+    if c < 4 and -(-c * kh * kw // 4) < kh * kw:        # few input channels: words of (c, kh, kw) taps
+        x, w = _patches(x, w, pads, zx, stride, dilation, n.outputs[0].shape[2:], add)
+        pads, stride, dilation = (0, 0, 0, 0), (1, 1), (1, 1)
     xw = activation_words(x, 1, pads, zx.data.reshape(()) if any(pads) else 0)
     ww = add("pack_i8_weights", [w], axis=0, blocks=_blocks(o, nv, lanes), lanes=lanes)
     wsum = add("sum", [add("cast", [w], dtype="int32")], axes=(1, 2, 3), keepdim=False)
-    return add("conv2d_packed_i8", [xw, ww, wsum, bias, sx, zx, sw, sy, zy], out_channels=o,
-               stride=tuple(n.attrs.get("stride", (1, 1))), dilation=tuple(n.attrs.get("dilation", (1, 1))), nv=nv,
-               **_epilogue_attrs(n, caps, x))
+    return add("conv2d_packed_i8", [xw, ww, wsum, bias, sx, zx, sw, sy, zy], out_channels=o, stride=stride,
+               dilation=dilation, nv=nv, **_epilogue_attrs(n, caps, x))
+
+
+def _patches(x, w, pads, zx, stride, dilation, out, add):
+    """A conv over few input channels (an RGB stem: 3 bytes and a zero a word) as the 1 x 1 conv over its patches:
+    x [N, C, H, W] -> pad by x_zp -> im2col -> x' [N, C * KH * KW, OH, OW], w' [O, C * KH * KW, 1, 1]: words of
+    four (c, kh, kw) taps (37 a 7 x 7 RGB output, not 49), the same products summed in another order (exact in
+    int32). im2col is its own kernel: the quantised input is made once, not once a tap."""
+    top, left, bottom, right = pads
+    c, kh, kw = w.shape[1:]
+    if any(pads):
+        x = add("pad", [x], pad=(left, right, top, bottom), value=float(zx.data.reshape(())), mode="constant")
+    taps = add("im2col", [x], kernel=(kh, kw), stride=stride, dilation=dilation, out=tuple(out))  # [C, KH, KW, N, ..]
+    if x.shape[0] > 1:
+        taps = add("permute", [taps], dims=(3, 0, 1, 2, 4, 5))
+    taps = add("reshape", [taps], shape=(x.shape[0], c * kh * kw) + tuple(out))
+    return taps, add("reshape", [w], shape=(w.shape[0], c * kh * kw, 1, 1))
 
 
 def _matmul(n, caps, weight, activation_words, add):
