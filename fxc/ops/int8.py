@@ -80,9 +80,9 @@ def word_of(get, n: int, axis: int, i: tuple, shift: int = 0):
         j = i[axis] * 4 + k
         idx = list(i)
         idx[axis] = j if n % 4 == 0 else minimum(j, as_expr(n - 1))
-        b = binary("and", binary("sub", cast("int32", get(tuple(idx))), Const(shift, "int32")), Const(255, "int32"))
-        if n % 4:
-            b = select(compare("lt", j, as_expr(n)), b, Const(0, "int32"))
+        mask = Const(255, "int32") if n % 4 == 0 else \
+            select(compare("lt", j, as_expr(n)), Const(255, "int32"), Const(0, "int32"))   # bytes past n: zero
+        b = binary("and", binary("sub", cast("int32", get(tuple(idx))), Const(shift, "int32")), mask)
         b = binary("shl", b, Const(8 * k, "int32")) if k else b
         w = b if w is None else binary("or", w, b)
     return w

@@ -112,3 +112,55 @@ def test_what_stays_generic():
     assert "conv2d_packed_i8" not in _kernels(module)
     for got, want in zip(module(x, i32(6)), refs):
         np.testing.assert_array_equal(got, want)
+
+
+def _few_channel_net(rng):
+    """Convs over fewer than four input channels: (graph, inputs, qconv2d's references)."""
+    g = Builder().graph
+    cases = [((2, 3, 23, 21), "uint8", 7, dict(stride=(2, 2), padding=(3, 3)), 255, "uint8"),
+             ((1, 1, 15, 14), "uint8", 3, dict(dilation=(1, 2), padding=(2, 1, 0, 3), relu=True), 0, "int8"),
+             ((1, 2, 9, 10), "int8", 5, dict(stride=(1, 2), padding=(2, 2)), -128, "float32")]
+    inputs, refs = [], []
+    for shape, dtype, k, attrs, zx, out_dtype in cases:
+        lo, hi = (0, 256) if dtype == "uint8" else (-128, 128)
+        x = rng.integers(lo, hi, shape).astype(dtype)
+        x.flat[::5] = lo
+        x.flat[1::5] = hi - 1
+        w = rng.integers(-128, 128, (40, shape[1], k, k)).astype(np.int8)
+        w.flat[::7] = -128
+        ins = [w, rng.uniform(-1, 1, 40).astype(f32), f32(0.02), i32(zx), rng.uniform(2 ** -9, 2 ** -6, 40).astype(f32),
+               np.zeros(40, i32), f32(0.05), i32(3)]
+        attrs = dict(out_dtype=out_dtype, **attrs)
+        g.outputs.append(g.call1("qconv2d", [g.input(shape, dtype)] + [g.const(t) for t in ins], **attrs))
+        inputs.append(x)
+        refs.append(all_ops()["qconv2d"].reference(x, *ins, **attrs))
+    return g, inputs, refs
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=x86-64"])
+def test_few_channel_convs_as_patches(target):
+    """Convs over fewer than four input channels (an RGB stem) become 1 x 1 convs over their patches, words of four
+    (c, kh, kw) taps: bit for bit against qconv2d's reference, with the padding holding x_zp at the ends of the byte
+    range, a batch of 2, stride, dilation along W and asymmetric padding, uint8 and int8 inputs."""
+    missing = Target.parse(target).caps.features - host_features()
+    if missing:
+        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    g, inputs, refs = _few_channel_net(np.random.default_rng(3))
+    module = build(g, target=target)
+    ks = _kernels(module)
+    assert "im2col" in ks and "conv2d_packed_i8" in ks and "qconv2d" not in ks
+    for got, want in zip(module(*inputs), refs):
+        _equal(got, want)
+
+
+def test_few_channel_convs_on_aarch64_sdot(tmp_path):
+    """The patch words with sdot's signed bytes (the x_zp padding shifted with the rest): still bit for bit."""
+    arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"
+    require_cross(arm)
+    g, inputs, refs = _few_channel_net(np.random.default_rng(4))
+    module = build(g, target=arm)
+    assert "sdot" in module.source and "im2col" in _kernels(module)
+    artifact, folder, exe = export_for(module, arm, tmp_path)
+    manifest, _ = read_artifact(artifact)
+    for got, want in zip(run_emulated(folder, exe, arm, inputs, manifest["outputs"], tmp_path), refs):
+        _equal(got, want)

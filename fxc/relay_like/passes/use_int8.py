@@ -14,7 +14,8 @@ The activation's shift (ops/int8.py) follows the byte type of the target's dot p
 x86 (vpdpbusd, or the exact vpmaddwd form), signed on ARM (sdot; smull in the widening form). An activation read by
 several convs (a ResNet block's conv and its downsample) is packed once; a conv's padding pads the words, with words
 of four (x_zp - shift) bytes (the pack a vector row that fuses into the op making x, the pad a row-wise copy: 54 ->
-6 us at 64 x 56 x 56).
+6 us at 64 x 56 x 56). A conv over fewer than 4 input channels (the RGB stem) runs as the 1 x 1 conv over its
+patches, words of (c, kh, kw) taps (_patches: 37 words an output of a 7 x 7 RGB stem, not 49 of 3 bytes and a zero).
 """
 from __future__ import annotations
 
@@ -103,15 +104,39 @@ def _conv(n, caps, weight, activation_words, add):
     pads = padding + padding if len(padding) == 2 else padding
     if n.attrs.get("groups", 1) != 1 or not weight(w) or not _zero(zw) or (any(pads) and not zx.is_const):
         return None
+    stride = tuple(n.attrs.get("stride", (1, 1)))
+    dilation = tuple(n.attrs.get("dilation", (1, 1)))
     o = w.shape[0]
     lanes = _lanes(o, caps)
     nv = _lane_vectors(o, n.outputs[0].shape[3], caps)
+    c, kh, kw = w.shape[1:]
+    if c < 4 and dilation[0] == 1 and -(-c * kh * kw // 4) < kh * kw:    # few channels: words of (c, kh, kw) taps
+        x, w = _patches(x, w, pads, zx, stride, dilation, n.outputs[0].shape[2:], add)
+        pads, stride, dilation = (0, 0, 0, 0), (1, 1), (1, 1)
     xw = activation_words(x, 1, pads, zx.data.reshape(()) if any(pads) else 0)
     ww = add("pack_i8_weights", [w], axis=0, blocks=_blocks(o, nv, lanes), lanes=lanes)
     wsum = add("sum", [add("cast", [w], dtype="int32")], axes=(1, 2, 3), keepdim=False)
-    return add("conv2d_packed_i8", [xw, ww, wsum, bias, sx, zx, sw, sy, zy], out_channels=o,
-               stride=tuple(n.attrs.get("stride", (1, 1))), dilation=tuple(n.attrs.get("dilation", (1, 1))), nv=nv,
-               **_epilogue_attrs(n, caps, x))
+    return add("conv2d_packed_i8", [xw, ww, wsum, bias, sx, zx, sw, sy, zy], out_channels=o, stride=stride,
+               dilation=dilation, nv=nv, **_epilogue_attrs(n, caps, x))
+
+
+def _patches(x, w, pads, zx, stride, dilation, out, add):
+    """A conv over few input channels (an RGB stem: 3 bytes and a zero a word) as the 1 x 1 conv over its patches:
+    x [N, C, H, W] -> pad by x_zp -> x' [N, C * KH * KW, OH, OW], w' [O, C * KH * KW, 1, 1]: words of four
+    (c, kh, kw) taps (37 a 7 x 7 RGB output, not 49), the same products summed in another order (exact in int32).
+    The row taps (im2col over KW: C * KW rows a row, 0.5 MB for the stem) are a kernel of their own, so the
+    quantised input is made once, not once a tap; the pack of the words reads KH of those rows (unfold), so the
+    whole patch matrix (1.8 MB) is only ever made as words."""
+    top, left, bottom, right = pads
+    c, kh, kw = w.shape[1:]
+    if any(pads):
+        x = add("pad", [x], pad=(left, right, top, bottom), value=float(zx.data.reshape(())), mode="constant")
+    rows = add("im2col", [x], kernel=(1, kw), stride=(1, stride[1]), dilation=(1, dilation[1]),
+               out=(x.shape[2], out[1]))                                        # [C, 1, KW, N, H', OW]
+    taps = add("unfold", [rows], dim=4, size=kh, step=stride[0])                # [C, 1, KW, N, OH, OW, KH]
+    taps = add("permute", [taps], dims=(3, 0, 6, 2, 4, 5, 1))
+    taps = add("reshape", [taps], shape=(x.shape[0], c * kh * kw) + tuple(out))
+    return taps, add("reshape", [w], shape=(w.shape[0], c * kh * kw, 1, 1))
 
 
 def _matmul(n, caps, weight, activation_words, add):
