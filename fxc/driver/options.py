@@ -21,6 +21,7 @@ naming an unknown one, and the PassContext they make for the graph passes and pl
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -164,13 +165,15 @@ def _bf16_gain(target: "Target | None") -> float:
 
 def pass_context(target: Target, options: dict, debug: int = 0, cost=None, knob=None, warn=None) -> PassContext:
     """What the graph passes and plan steps read (fxc.relay_like.pipeline): the target and the choices these
-    options make for it (the bf16 decisions measured on this host), made in this one place; cost: the offload
+    options make for it (the bf16 decisions measured on this host, that of a bfloat16 graph's ops only when a
+    graph has them: PassContext.bf16_exact), made in this one place; cost: the offload
     measurement (fxc/driver/offload.py) for a target with -libs=; knob: the graph-level knobs' lookup
     (fxc/driver/tuned.py graph_knob; None: every knob at its default); warn: how the passes' warnings reach the
     user (None: shown, PassContext's default)."""
     precision, mode = options.get("precision", "fp32"), bf16_mode(options)
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
+                       functools.cache(lambda: bf16_everywhere(target, mode)),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
                        quantized=quantized_mode(options),
                        libraries=libraries_of(target), offload=offload_mode(options), cost=cost, debug=debug, log=log,

@@ -32,6 +32,10 @@ class PassContext:
     precision: "fp32" or "bf16" (use_bf16 and use_bf16_blocked run only for "bf16"), with
     bf16_everywhere: bf16 on every conv/matmul over weights (False: only on those that stream their weight) and
     bf16_direct: its direct convs run at twice the float32 rate (Winograd keeps only the layers where it still wins).
+    bf16_exact(): for a conv/matmul whose operands are exactly bfloat16 values (a bfloat16 graph's: autocast's casts,
+    a .bfloat16() model's weights) on a CPU with AVX-512 BF16, in any precision: True, every such op over weights
+    takes the bf16 dot products; False, only those that stream their weight (use_bf16). A function: the answer is
+    measured (backends/llvm/probe.py), and only a graph with such ops asks.
     weights_vary: the weights change on every call (a training step's graphs; use_winograd).
     winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
     fuse: the build option fuse (False: every node a group of its own).
@@ -52,6 +56,7 @@ class PassContext:
     precision: str = "fp32"
     bf16_everywhere: bool = True
     bf16_direct: bool = False
+    bf16_exact: Callable[[], bool] = lambda: True
     weights_vary: bool = False
     winograd: str = "auto"
     blocked_layout: bool = True

@@ -1,4 +1,5 @@
-"""use_bf16: float32 conv2d/matmul over weights computed with bfloat16 operands (precision="bf16" only).
+"""use_bf16: float32 conv2d/matmul over weights computed with bfloat16 operands (precision="bf16"; and, in any
+precision, those whose operands are exactly bfloat16 values: a bfloat16 graph's).
 
     conv2d(x, w[O,C,KH,KW])         -> conv2d_packed_bf16(pack_bf16_pairs(x, 1), pack_lanes(w, axis 0, pair_axis 1))
     conv2d(pad(x, zeros on H, W), w) -> conv2d_packed_bf16(pad(pack_bf16_pairs(x, 1)), ...)
@@ -10,6 +11,11 @@ convs, matmuls of two activations (attention), Winograd convs (use_winograd runs
 float32. Convs next to a depthwise conv are left to use_blocked_layout, which places them in its NCHW16c regions;
 use_bf16_blocked then gives them bf16 operands in that layout. Accumulation, epilogues and outputs stay float32: only
 the operands are rounded to bf16.
+In a bfloat16 graph (autocast, model.bfloat16(): relay_like/builder.py widens each op to float32) a conv/matmul's
+operands are bfloat16 values held in float32 (round_to / a cast from bfloat16, through pads and movement ops): the
+packed bf16 ops then compute the same products, summed in float32 (the numbers of the float32 op up to the order
+of the sums), on CPUs with AVX-512 BF16 (Caps.bf16_dot). A graph without such ops is left as it is, and asks no
+measurement (ctx.bf16_exact).
 An activation read by several convs is paired once. A zero pad of other axes moves after the pairing
 (pad(pack_bf16_pairs(x)): one kernel, as the pack is injective, and the row-wise pad lowering copies half the
 bytes: 64x56x56 -> 52 us vs 198 us for pack(pad(x))). The weight side is packed in the prepack step (hoist.py).
@@ -56,21 +62,26 @@ class _Rewrite:
 
 
 def use_bf16(g, ctx):
-    """On a CPU target with precision "bf16". ctx.bf16_everywhere False (a CPU whose vdpbf16ps is slower per
-    multiply-add than its FMAs, see backends/llvm/probe.py): only the ops bound by reading their weight
+    """On a CPU target with precision "bf16"; in any precision on one with AVX-512 BF16 (Caps.bf16_dot), the convs
+    and matmuls of a bfloat16 graph whose operands are exactly bfloat16 values. ctx.bf16_everywhere (precision
+    "bf16") and ctx.bf16_exact() (those exact ops; asked only when there is one) False (a CPU whose vdpbf16ps is
+    slower per multiply-add than its FMAs, see backends/llvm/probe.py): only the ops bound by reading their weight
     (<= BANDWIDTH_ROWS rows) change. The target's Caps give the lanes and register tiles of the packed weights;
     ctx.blocked_layout: whether use_blocked_layout runs (the build option of that name)."""
-    if not (ctx.target.is_cpu and ctx.precision == "bf16"):
+    caps = ctx.caps
+    chosen = ctx.target.is_cpu and ctx.precision == "bf16"
+    if not (chosen or ctx.target.is_cpu and caps.bf16_dot and _has_half_float_ops(g)):
         return g
-    everywhere, caps = ctx.bf16_everywhere, ctx.caps
     lanes = caps.lanes
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
     blocked = _next_to_depthwise(g, lanes) if ctx.blocked_layout else set()
+    exact = _exact_bf16(g) if not chosen else set()
     r = _Rewrite()
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
-                or not (n.inputs[1].is_const or n.inputs[1].id in fixed) \
-                or not (everywhere or _streams_weight(n)) or n in blocked:
+                or not (n.inputs[1].is_const or n.inputs[1].id in fixed) or n in blocked \
+                or not (chosen or n.op in ("conv2d", "matmul") and all(v.id in exact for v in n.inputs)) \
+                or not (_streams_weight(n) or (ctx.bf16_everywhere if chosen else ctx.bf16_exact())):
             r.nodes.append(n)
             continue
         if n.op == "conv2d" and n.attrs.get("groups", 1) == 1:
@@ -134,6 +145,29 @@ def use_bf16_blocked(g, ctx):
     return g
 
 
+def _has_half_float_ops(g) -> bool:
+    """Whether g has a bfloat16 value (a cast to or from it, or a round_to): a float32 graph has none."""
+    return any(n.op == "round_to" and n.attrs.get("dtype") == "bfloat16"
+               or any(v.dtype == "bfloat16" for v in n.inputs) for n in g.nodes)
+
+
+EXACT_THROUGH = ("reshape", "permute")     # ops that move values without changing them
+
+
+def _exact_bf16(g) -> set:
+    """The ids of the float32 values that are exactly bfloat16 values: round_to(x, bfloat16), cast(bfloat16 x),
+    and those moved (EXACT_THROUGH) or zero-padded."""
+    exact = set()
+    for n in g.nodes:
+        if len(n.outputs) != 1 or n.outputs[0].dtype != "float32" or not n.inputs:
+            continue
+        x = n.inputs[0]
+        if n.op == "round_to" and n.attrs.get("dtype") == "bfloat16" or n.op == "cast" and x.dtype == "bfloat16" \
+                or x.id in exact and (n.op in EXACT_THROUGH or n.op == "pad" and _zero_pad(n)):
+            exact.add(n.outputs[0].id)
+    return exact
+
+
 def _next_to_depthwise(g, lanes: int) -> set:
     """The convs whose input comes from a depthwise conv, or whose output goes to one, through elementwise ops and
     pads (use_blocked_layout's regions)."""
@@ -166,6 +200,10 @@ def _streams_weight(n) -> bool:
     out = n.outputs[0].type
     cols = out.shape[1] if n.op == "conv2d" else n.attrs["out_channels"] if n.op == "conv2d_packed" else out.shape[-1]
     return out.numel <= BANDWIDTH_ROWS * cols
+
+
+def _zero_pad(p) -> bool:
+    return p.attrs.get("mode", "constant") == "constant" and float(p.attrs.get("value", 0.0)) == 0.0
 
 
 def _padded_axes(p) -> set:

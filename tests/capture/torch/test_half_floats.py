@@ -6,6 +6,11 @@ import pytest
 import torch
 
 from fxc.capture.torch.recorder import recording
+from fxc.driver.options import bf16_everywhere
+from fxc.relay_like.builder import Builder
+from fxc.relay_like.context import PassContext
+from fxc.relay_like.passes.use_bf16 import use_bf16
+from fxc.target import Target
 from fxc.testing import resnet18
 
 from ...targets import CPU_TARGETS
@@ -65,6 +70,52 @@ def test_resnet18_in_16_bit_floats_compiles_and_is_as_accurate_as_eager(mode, ta
     assert not rec.fallback_ops and not rec.failures, str(rec)
     assert got.dtype == dtype
     assert_as_accurate_as_eager(got, eager, exact, dtype)
+    if dtype == torch.bfloat16:
+        assert_bf16_dot_products_where_the_cpu_has_them(rec.kernels, Target.parse(target))
+
+
+def assert_bf16_dot_products_where_the_cpu_has_them(kernels, target):
+    """A bfloat16 graph's convs/matmuls over weights (operands exactly bf16) take the packed bf16 ops on a CPU with
+    AVX-512 BF16: every such conv where its vdpbf16ps beats its FMAs (bf16_everywhere), the weight-streaming matmul
+    (the fc) everywhere; without it (llvm -mcpu=haswell) the float32 form."""
+    kernels = " ".join(map(str, kernels))
+    if not target.caps.bf16_dot:
+        assert "packed_bf16" not in kernels and "conv2d" in kernels, kernels
+        return
+    assert "matmul_packed_bf16" in kernels, kernels
+    assert ("conv2d_packed_bf16" in kernels) == bf16_everywhere(target), kernels
+
+
+def _bf16_conv_graph(dtype: str):
+    """conv2d(x, w) of a graph input x and a weight w, both `dtype` widened as the builder widens a 16-bit op's
+    operands (float32: plain)."""
+    b = Builder()
+    x = b.graph.input((1, 8, 10, 10), dtype, "x")
+    w = b.graph.input((16, 8, 3, 3), dtype, "w")
+    b.graph.weights.add(w.id)
+    y = b.call("conv2d", b.widen([x, w]), stride=(2, 2))
+    b.graph.outputs = [b.narrow(y, dtype)]
+    return b.graph
+
+
+def test_bf16_operands_choose_the_packed_ops_and_a_float32_graph_asks_no_measurement():
+    """use_bf16 on a CPU with AVX-512 BF16: the conv over bfloat16 operands becomes conv2d_packed_bf16 (bf16_exact
+    says every op), its float32 twin is left as it is without asking bf16_exact (the speed probe), and a CPU without
+    bf16_dot keeps the float32 conv."""
+    def never():
+        raise AssertionError("a float32 graph asked for the bf16 measurement")
+    ops = lambda g: [n.op for n in g.nodes]      # noqa: E731
+    zen4, haswell = Target.parse("llvm -mcpu=znver4"), Target.parse("llvm -mcpu=haswell")
+    assert zen4.caps.bf16_dot and not haswell.caps.bf16_dot
+    assert "conv2d_packed_bf16" in ops(use_bf16(_bf16_conv_graph("bfloat16"), PassContext(zen4,
+                                                                                           bf16_exact=lambda: True)))
+    fp32 = _bf16_conv_graph("float32")
+    before = str(fp32)
+    assert str(use_bf16(fp32, PassContext(zen4, bf16_exact=never))) == before
+    assert "packed_bf16" not in " ".join(ops(use_bf16(_bf16_conv_graph("bfloat16"),
+                                                       PassContext(haswell, bf16_exact=never))))
+    # float16 operands are no bf16 values: left in float32
+    assert "packed_bf16" not in " ".join(ops(use_bf16(_bf16_conv_graph("float16"), PassContext(zen4))))
 
 
 # -- a sample of ops of every family in both 16-bit dtypes ------------------------------------------------------------
