@@ -47,15 +47,16 @@ def _to_float32(b: Builder, x):
     return x if x.dtype == "float32" else b.call("cast", [x], dtype="float32")
 
 
-def _inverse_scale(scale: float, op: str) -> np.ndarray:
+def _inverse_scale(scale: float):
     """A float32 scale s whose float32 reciprocal is PyTorch's multiplier float32(1.0 / scale) (its Python double):
-    s is float32(scale) itself whenever scale is a float32 value (every observer's); else a neighbour."""
+    float32(scale) itself whenever scale is a float32 value (every observer's), else maybe a neighbour; None when
+    no float32 scale has that reciprocal."""
     want = np.float32(1.0 / scale)
     s = np.float32(scale)
     for c in (s, np.nextafter(s, np.float32(np.inf)), np.nextafter(s, np.float32(0))):
         if np.float32(1) / c == want:
             return np.array(c, np.float32)
-    raise UnsupportedOpError(f"{op}: no float32 scale has the reciprocal float32(1/{scale!r})")
+    return None
 
 
 def _scalar_tensor(b: Builder, v, dtype: str):
@@ -85,8 +86,14 @@ def _dequantize(b: Builder, q, scale, zp, dtype: str, out_dtype, op: str, axis: 
 # -- per tensor ---------------------------------------------------------------------------------------------------
 def quantize_per_tensor(b, x, scale, zero_point, quant_min, quant_max, dtype):
     op = "quantize_per_tensor"
-    return _quantize(b, x, b.const(_inverse_scale(scale, op)), b.const(np.array(zero_point, np.int32)),
-                     quant_min, quant_max, dtype, op)
+    s = _inverse_scale(scale)
+    if s is not None:
+        return _quantize(b, x, b.const(s), b.const(np.array(zero_point, np.int32)), quant_min, quant_max, dtype, op)
+    # a scale that is no float32 value: PyTorch's steps in float32 ops
+    _stored(dtype, op)
+    y = b.call("round", [b.call("mul", [_to_float32(b, x), b.scalar(float(np.float32(1.0 / scale)), "float32")])])
+    y = b.call("add", [y, b.scalar(float(zero_point), "float32")])
+    return b.call("cast", [b.call("clamp", [y], lo=float(quant_min), hi=float(quant_max))], dtype=dtype)
 
 
 def quantize_per_tensor_tensor(b, x, scale, zero_point, quant_min, quant_max, dtype):
