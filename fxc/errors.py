@@ -62,6 +62,11 @@ class DeviceLostError(ExecutionError):
     device at its next call."""
 
 
+class QuantizationWarning(UserWarning):
+    """A quantisation scheme fxc has no integer kernels for (int4, per-group, weight zero points, int16): those ops
+    compute in float32 exactly as the model's dequantize -> op defines them, named once per build (docs/int8.md)."""
+
+
 class LibraryError(FxcError):
     """A compiled shared library that is truncated, damaged or not fxc's (it is never loaded)."""
 

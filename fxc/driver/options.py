@@ -14,6 +14,8 @@ naming an unknown one, and the PassContext they make for the graph passes and pl
                     beside the compile cache, when it exists; fxc.tune writes it: docs/tuning.md)
     mode            torch.compile's option: "max-autotune" answers with an FxcError pointing at fxc.tune (fxc tunes
                     ahead of time, once; its log then applies to every compile)
+    quantized       "int8" (default): a quantised model's dequantize -> conv/matmul -> quantize chains compute as
+                    integer ops; "float": in float32 as the dequantize defines them (docs/int8.md)
     offload         with a target's -libs=: "auto" (default: a match runs in the library where measured faster)
                     or "always" (every match the patterns accept; for tests) (docs/byoc.md)
 """
@@ -32,7 +34,8 @@ WINOGRAD = ("auto", "off", "all")
 BF16 = ("auto", "all", "weight_bound")
 # the options build() takes besides target (the frontends check their users' options against these)
 BUILD_OPTIONS = frozenset({"debug", "fuse", "profile", "precision", "winograd", "blocked_layout", "bf16",
-                           "tuning_log", "offload"})
+                           "tuning_log", "offload", "quantized"})
+QUANTIZED = ("int8", "float")
 OFFLOAD = ("auto", "always")
 # torch.compile's options: every build option and the capture's own
 OPTION_NAMES = BUILD_OPTIONS | {"target", "freeze", "check", "specialize", "mode"}
@@ -102,6 +105,15 @@ def check_build_options(options: dict) -> None:
                        f"once; every later compile for that target applies its log (the tuning_log= option, default "
                        f"the log beside the compile cache): docs/tuning.md")
     offload_mode(options)
+    quantized_mode(options)
+
+
+def quantized_mode(options: dict) -> str:
+    """The quantized build option: "int8" (the default) or "float"; an FxcError names the valid ones."""
+    mode = options.get("quantized", "int8")
+    if mode not in QUANTIZED:
+        raise FxcError(f"unknown quantized={mode!r}; valid: {', '.join(map(repr, QUANTIZED))}")
+    return mode
 
 
 def offload_mode(options: dict) -> str:
@@ -159,6 +171,7 @@ def pass_context(target: Target, options: dict, debug: int = 0, cost=None, knob=
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
+                       quantized=quantized_mode(options),
                        libraries=libraries_of(target), offload=offload_mode(options), cost=cost, debug=debug, log=log,
                        dump=debug.note if getattr(debug, "folder", None) else None,
                        **({"knob": knob} if knob is not None else {}))

@@ -381,8 +381,10 @@ register(OpDef("max_pool2d", Kind.OPAQUE, _pool_infer, _max_pool_ref, _max_pool,
                None, lambda rng: _pool_samples(rng) + [   # rows wide enough for whole and overlapping vectors
                    ([rand(rng, (1, 2, 5, 70))], {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)}),
                    ([rand(rng, (1, 1, 7, 53))], {"kernel": (3, 2), "stride": (1, 3), "padding": (1, 1),
-                                                 "dilation": (2, 2), "ceil_mode": True})],
-               ("float32", "float64", "int32", "int64")))
+                                                 "dilation": (2, 2), "ceil_mode": True}),
+                   ([rng.integers(0, 256, (1, 3, 9, 40)).astype(np.uint8)],     # int8 maps (passes/quantize.py)
+                    {"kernel": (3, 3), "stride": (2, 2), "padding": (1, 1)})],
+               ("float32", "float64", "int32", "int64", "int8", "uint8")))
 def _max_pool_blocked_infer(types, kernel, stride, padding=(0, 0), dilation=(1, 1), ceil_mode=False):
     x = types[0]
     if x.ndim != 5:

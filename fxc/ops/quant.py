@@ -35,8 +35,8 @@ from ..types import TensorType
 from .common import broadcast_shapes, rand
 from .registry import Kind, OpDef, register
 
-QDTYPES = ("uint8", "int8", "int32")
-RANGE = {"uint8": (0, 255), "int8": (-128, 127), "int32": (-2 ** 31, 2 ** 31 - 1)}
+QDTYPES = ("uint8", "int8", "int16", "int32")
+RANGE = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-32768, 32767), "int32": (-2 ** 31, 2 ** 31 - 1)}
 OUT_DTYPES = ("uint8", "int8", "int32", "float32")
 REQUANT = ("float", "onnxruntime")
 _F32_BELOW_2_31 = 2147483520      # the largest float32 below 2^31: an int32 clamp bound a float32 can hold
@@ -196,7 +196,7 @@ register(OpDef("quantize", Kind.BROADCAST, _quantize_infer, _quantize_ref, _quan
                doc="float32 -> uint8/int8/int32: clamp(round_half_even(x / scale) + zero_point, qmin, qmax) "
                    "(x * (1 / scale) with inverse=True); scale/zero_point per tensor or along `axis`."))
 register(OpDef("dequantize", Kind.BROADCAST, _dequantize_infer, _dequantize_ref, _dequantize, {}, None,
-               _dequant_samples, ("uint8", "int8", "int32", "float32"),
+               _dequant_samples, ("uint8", "int8", "int16", "int32", "float32"),
                doc="uint8/int8/int32 -> float32: float32(int32(q) - zero_point) * scale, per tensor or along `axis`."))
 
 

@@ -29,6 +29,8 @@ class PassContext:
     weights_vary: the weights change on every call (a training step's graphs; use_winograd).
     winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
     fuse: the build option fuse (False: every node a group of its own).
+    quantized: the build option quantized ("int8": quantised chains become integer ops, passes/quantize.py;
+    "float": they compute in float32).
     libraries: the target's external codegens (-libs=; fxc.backends.external.Library); offload ("auto": a match is
     offloaded where cost, (library, nodes, weight ids) -> (library s, fxc s), measured it faster; "always") (docs/
     byoc.md).
@@ -45,6 +47,7 @@ class PassContext:
     winograd: str = "auto"
     blocked_layout: bool = True
     fuse: bool = True
+    quantized: str = "int8"
     libraries: tuple = ()
     offload: str = "auto"
     cost: Callable | None = None

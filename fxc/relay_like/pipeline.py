@@ -22,6 +22,7 @@ from .passes import (
     pack_weights,
     partition_external,
     plan_buffers,
+    quantize_chains,
     simplify,
     split_prepack,
     use_bf16,
@@ -37,6 +38,7 @@ PRECISIONS = ("fp32", "bf16")   # bf16: conv/matmul over weights take bfloat16 o
 PIPELINE = [                    # pass(graph, ctx) -> graph
     infer_types,
     simplify,
+    quantize_chains,            # build option quantized="int8" (the default): quantised chains -> integer ops
     expand_opaque,              # targets without scatter (webgl) only
     fold_scale_axis,
     use_winograd,               # CPU only (build option winograd)

@@ -5,8 +5,8 @@ given as bytes or a ModelProto has no folder, so its external data is read only 
 converts the graph with one converter per ONNX op, chosen by the model's opset (`table.py`, `ops_*.py`), into fxc's
 graph IR and builds it for the target. Initializers become the module's constants (its params in an exported
 artifact); dims the model names (`dim_param`) are bound by `shapes=` or at the first call, and every new binding
-compiles once more. float16 tensors compute in float32 (inputs and outputs are converted at the call); QDQ models
-(QuantizeLinear/DequantizeLinear) compute in float32 too.
+compiles once more. float16 tensors compute in float32 (inputs and outputs are converted at the call). Quantised
+models (QDQ and the QLinear / Integer operator forms) compute in integers (ops_quant.py, docs/int8.md).
 """
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ from ...errors import FxcError, InputError, ModelFileError, ShapeError, Unsuppor
 from ...ops.common import np_dtype
 from ...runtime.tensors import TensorSpec
 from ...symbolic.expr import Sym
-from . import ops_attention, ops_extra, ops_math, ops_nn, ops_resize, ops_rnn, ops_tensor  # noqa: F401  (converters)
+from . import ops_attention, ops_extra, ops_math, ops_nn, ops_quant, ops_resize, ops_rnn, ops_tensor  # noqa: F401
 from .ops_tensor import as_array, fxc_dtype
 from .table import NEWEST_OPSET, Context, FoldingBuilder, NeedsValues, describe, lookup
 
 FLOAT16 = 10
+NARROW = {"int4": np.int8, "uint4": np.uint8}   # 4-bit initializers, held in bytes (their dequantize computes in float)
 
 
 def load_model(model_or_path, base_dir=None):
@@ -218,8 +219,11 @@ def to_graph(model, shapes: list, values: dict | None = None):
     env: dict = {"": None}
     for t in model.graph.initializer:
         a = as_array(t)
+        narrow = a.dtype.name if a.dtype.name in NARROW else None
         try:
-            env[t.name] = b.const(a)
+            env[t.name] = b.const(a.astype(NARROW[narrow]) if narrow else a)
+            if narrow:
+                cx.narrow[env[t.name].id] = narrow
         except FxcError:
             raise UnsupportedOpError(f"initializer {t.name!r} is of dtype {a.dtype}, which fxc does not "
                                      f"compile") from None
@@ -230,6 +234,7 @@ def to_graph(model, shapes: list, values: dict | None = None):
         else:
             env[name] = b.graph.input(tuple(shape), dtype, name)
     _convert_nodes(cx, model.graph.node, env)
+    cx.warn_refused()
     results = []
     for vi in model.graph.output:
         v = env.get(vi.name)

@@ -1,15 +1,14 @@
 """ONNX converters: convolution, pooling, normalisation, GEMM and quantisation (see table.py for the protocol).
 
 Padding that ONNX states per side (`pads`, `auto_pad`) becomes an explicit pad where it is not symmetric; 1-d
-convolutions and pools run as 2-d ones over a height of 1. QuantizeLinear/DequantizeLinear compute in float32
-(fxc has no int8 kernels): a dequantised weight folds to a float32 constant at compile time.
+convolutions and pools run as 2-d ones over a height of 1. The quantisation ops are ops_quant.py's.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import ShapeError
-from .ops_tensor import fxc_dtype, pad_nd
+from .ops_tensor import pad_nd
 from .table import converter
 
 
@@ -399,48 +398,6 @@ def gemm(cx, ins, at):
     if c is not None and beta != 0.0:
         y = cx.op("add", [y, c if beta == 1.0 else cx.op("mul", [c, float(beta)])])
     return y
-
-
-# -- quantisation ------------------------------------------------------------------------------------------------
-def _per_axis(cx, v, x, at):
-    """A scale or zero point: per tensor (0-d / [1]) as it is, per axis shaped to broadcast at `axis`."""
-    if v.type.ndim == 0 or v.type.numel == 1 and x.type.ndim == 0:
-        return v
-    if v.type.ndim == 1 and v.shape[0] == 1 and "axis" not in at:
-        return cx.op("reshape", [v], shape=())
-    if int(at.get("block_size", 0)):
-        raise cx.unsupported("blocked quantisation")
-    axis = cx.axis(at.get("axis", 1), x.type.ndim)
-    return cx.op("reshape", [v], shape=tuple(-1 if d == axis else 1 for d in range(x.type.ndim)))
-
-
-@converter("DequantizeLinear", since=10)
-def dequantize(cx, ins, at):
-    x, scale = ins[0], ins[1]
-    zp = ins[2] if len(ins) > 2 and ins[2] is not None else None
-    scale = _per_axis(cx, scale, x, at)
-    xf = cx.op("cast", [x], dtype=scale.dtype)
-    if zp is not None:
-        xf = cx.op("sub", [xf, cx.op("cast", [_per_axis(cx, zp, x, at)], dtype=scale.dtype)])
-    return cx.op("mul", [xf, scale])
-
-
-_QRANGE = {"uint8": (0, 255), "int8": (-128, 127), "int16": (-32768, 32767)}
-
-
-@converter("QuantizeLinear", since=10)
-def quantize(cx, ins, at):
-    x, scale = ins[0], ins[1]
-    zp = ins[2] if len(ins) > 2 and ins[2] is not None else None
-    out = zp.dtype if zp is not None else (fxc_dtype(cx, at["output_dtype"]) if at.get("output_dtype") else "uint8")
-    if out not in _QRANGE:
-        raise cx.unsupported(f"QuantizeLinear to {out}")
-    y = cx.op("round", [cx.op("div", [x, _per_axis(cx, scale, x, at)])])
-    if zp is not None:
-        y = cx.op("add", [y, cx.op("cast", [_per_axis(cx, zp, x, at)], dtype=y.dtype)])
-    lo, hi = _QRANGE[out]
-    return cx.op("cast", [cx.op("clamp", [y], lo=float(lo), hi=float(hi))], dtype=out)
-
 
 
 # -- losses ------------------------------------------------------------------------------------------------------

@@ -10,11 +10,12 @@ composition from the op registry (`cx.aten`); they never compute on data, except
 from __future__ import annotations
 
 import bisect
+import warnings
 from collections.abc import Callable
 
 import numpy as np
 
-from ...errors import ShapeError, UnsupportedOpError
+from ...errors import QuantizationWarning, ShapeError, UnsupportedOpError
 from ...ops.registry import aten_table
 from ...relay_like.builder import Builder, stated_promotion
 from ...relay_like.graph import Value
@@ -116,8 +117,10 @@ class FoldingBuilder(Builder):
         if any(n is not None and n > MAX_ELEMENTS for n in sizes):
             raise ShapeError(f"{op} makes a tensor of shape {list(node.outputs[0].shape)}: more than {MAX_ELEMENTS} "
                              f"elements, which no device holds; check the model's shapes and attributes")
-        if not node.inputs or not all(v.is_const for v in node.inputs) or not folds(node):
-            return out          # (a constant too big to fold is computed at run time: fold_constants.folds)
+        if not node.inputs or not all(v.is_const for v in node.inputs) or not folds(node) \
+                or op == "dequantize" and node.inputs[0].type.numel > 1:
+            return out          # (a constant too big to fold is computed at run time: fold_constants.folds; a
+                                # dequantised weight stays int8 for the graph pass relay_like/passes/quantize.py)
         self.graph.nodes.pop()
         vals = [self.const(r) for r in evaluate(node, self.where())]
         return vals[0] if len(vals) == 1 else tuple(vals)
@@ -135,6 +138,20 @@ class Context:
     def __init__(self, b: FoldingBuilder, opset: int):
         self.b, self.opset, self.node = b, opset, None
         b.where = self.where
+        self.narrow: dict = {}      # Value id -> "int4" / "uint4": an initializer of 4-bit values, held in bytes
+        self.refused: set = set()   # the quantisation schemes computed in float32 (warn_refused names them once)
+
+    def refuse(self, scheme: str) -> None:
+        """A quantisation scheme this converter computes in float32, for the model's one warning."""
+        self.refused.add(scheme)
+
+    def warn_refused(self) -> None:
+        """One QuantizationWarning naming every scheme the model's converters computed in float32."""
+        if self.refused:
+            warnings.warn(QuantizationWarning(
+                f"fxc: this ONNX model uses {'; '.join(sorted(self.refused))}: fxc has no integer kernels for this "
+                f"quantisation scheme, so those nodes compute in float32 as ONNX defines them (docs/int8.md)"),
+                stacklevel=3)
 
     def op(self, name: str, inputs: list, **attrs):
         return self.b.call(name, inputs, **attrs)

@@ -12,6 +12,7 @@ from .materialize_outputs import materialize_outputs
 from .pack_weights import pack_weights
 from .partition import describe_partition, partition_external
 from .plan_memory import plan_buffers, split_prepack
+from .quantize import quantize_chains
 from .simplify import simplify
 from .use_bf16 import use_bf16, use_bf16_blocked
 from .use_blocked_layout import use_blocked_layout
@@ -20,5 +21,5 @@ from .use_winograd import use_winograd
 
 __all__ = ["describe_partition", "eliminate_common_subexpr", "eliminate_dead_code", "expand_opaque", "fold_constants",
            "fold_scale_axis", "fuse_groups", "hoist_weights", "infer_types", "materialize_outputs", "pack_weights",
-           "partition_external", "plan_buffers", "simplify", "split_prepack", "use_bf16", "use_bf16_blocked",
-           "use_blocked_layout", "use_channel_blocks", "use_winograd"]
+           "partition_external", "plan_buffers", "quantize_chains", "simplify", "split_prepack", "use_bf16",
+           "use_bf16_blocked", "use_blocked_layout", "use_channel_blocks", "use_winograd"]
