@@ -10,27 +10,33 @@ of the scale (`inverse=True`), rounds half to even, adds the zero point and clam
 dequantize is `(float(q) - zp) * scale`; choose_qparams is determine_qparams' affine (or symmetric) rule in
 float32 ops. fxc's quantization pass then turns the dequantize -> conv/linear -> quantize chains into integer ops.
 
-Schemes fxc computes only in float get one warning naming them: per-group weights
-(dequantize_per_channel_group, torchao's int4 "8da4w" form) and 16-bit quantized values.
+Schemes fxc computes only in float get one fxc.errors.QuantizationWarning naming them: per-group weights
+(dequantize_per_channel_group, torchao's int4 "8da4w" form) and 16-bit quantized values (exact through int32); the
+quantization pass names those it finds (weight zero points).
 
 Takes the converter arguments of graph.py (`_convert_call`: a Builder, graph Values for tensors, plain Python
 for the rest, dtypes as names); produces Values. `QUANT_TABLE` maps each overload name to its converter.
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-from ...errors import UnsupportedOpError
+from ...errors import QuantizationWarning, UnsupportedOpError
 from ...relay_like.builder import Builder
-from .recorder import _say_once
+from .recorder import first_time
 
 _STORED = ("uint8", "int8", "int32")        # the dtypes fxc's quantize writes and dequantize reads
 _WIDENED = ("int16",)                       # computed through int32 (exact), with one warning
 
 
 def _float_scheme(what: str) -> None:
-    _say_once(f"quant:{what}", "fxc: %s: computed in float (fxc's integer kernels take 8-bit values with "
-              "per-tensor or per-channel scales), the result exactly as PyTorch defines it", what)
+    """One QuantizationWarning per process naming a scheme this frontend computes in float32."""
+    if first_time(f"quant:{what}"):
+        warnings.warn(QuantizationWarning(
+            f"fxc: {what}: fxc has no integer kernels for this quantisation scheme, so it computes in float32 "
+            f"exactly as PyTorch defines it (docs/int8.md)"), stacklevel=2)
 
 
 def _stored(dtype: str, op: str) -> str:
@@ -59,12 +65,20 @@ def _inverse_scale(scale: float):
     return None
 
 
+def _shaped(b: Builder, v, shape: tuple, dtype: str):
+    """A scale or zero-point tensor reshaped and cast: a constant stays one (the quantization pass reads weight zero
+    points and scales as constants), a value computed per call goes through reshape and cast."""
+    if v.is_const:
+        return b.const(np.asarray(v.data).reshape(shape).astype(dtype))
+    return b.as_tensor(b.call("reshape", [v], shape=shape), dtype)
+
+
 def _scalar_tensor(b: Builder, v, dtype: str):
     """A 1-element scale or zero-point tensor (PyTorch's .tensor overloads take them and call .item()) as a
     0-d Value of `dtype`."""
     if v.type.numel != 1:
         raise UnsupportedOpError(f"a per-tensor scale or zero point of shape {tuple(v.shape)}")
-    return b.as_tensor(b.call("reshape", [v], shape=()), dtype)
+    return _shaped(b, v, (), dtype)
 
 
 def _quantize(b: Builder, x, scale, zp, qmin: int, qmax: int, dtype: str, op: str, axis: int = 1):
@@ -126,10 +140,9 @@ def _channel_params(b: Builder, x, scales, zero_points, axis: int, op: str):
     axis = axis % len(x.shape)
     if scales.type.numel != x.shape[axis]:
         raise UnsupportedOpError(f"{op}: {scales.type.numel} scales for {x.shape[axis]} channels")
-    scales = b.call("reshape", [scales], shape=(x.shape[axis],))
-    if zero_points is None:
-        zero_points = b.const(np.zeros(x.shape[axis], np.int32))
-    zero_points = b.as_tensor(b.call("reshape", [zero_points], shape=(x.shape[axis],)), "int32")
+    scales = _shaped(b, scales, (x.shape[axis],), "float32")
+    zero_points = (b.const(np.zeros(x.shape[axis], np.int32)) if zero_points is None
+                   else _shaped(b, zero_points, (x.shape[axis],), "int32"))
     return scales, zero_points, axis
 
 
@@ -166,9 +179,8 @@ def dequantize_per_channel_group(b, w, scales, zero_points, quant_min, quant_max
         raise UnsupportedOpError(f"dequantize_per_channel_group with {scales.dtype} scales")
     rows = w.type.numel // g
     grouped = b.call("reshape", [w], shape=(rows, g))
-    zp = (b.const(np.zeros(rows, np.int32)) if zero_points is None
-          else b.as_tensor(b.call("reshape", [zero_points], shape=(rows,)), "int32"))
-    y = b.call("dequantize", [grouped, b.call("reshape", [scales], shape=(rows,)), zp], axis=0)
+    zp = b.const(np.zeros(rows, np.int32)) if zero_points is None else _shaped(b, zero_points, (rows,), "int32")
+    y = b.call("dequantize", [grouped, _shaped(b, scales, (rows,), "float32"), zp], axis=0)
     y = b.call("reshape", [y], shape=tuple(w.shape))
     return y if output_dtype == "float32" else b.call("cast", [y], dtype=output_dtype)
 

@@ -7,13 +7,14 @@ the float32 value a quantize rounds comes from a conv or linear that fxc sums in
 int32, once the quantization pass makes them integer ops), so a value that lies within float rounding of a
 rounding boundary can land one step apart: every int8 activation is PyTorch's or one step from it, on a small
 fraction of the elements (`_check_activations`)."""
-import logging
+import warnings
 
 import pytest
 import torch
 import torch.nn as nn
 
 import fxc
+from fxc.errors import QuantizationWarning
 from fxc.testing.models import BertEncoder
 
 torchao_pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
@@ -236,19 +237,25 @@ class _Int4Linear(nn.Module):
         return torch.nn.functional.linear(x, w)
 
 
-def test_per_group_int4_weights_compute_in_float_with_one_warning(target, caplog):
+def _said(caught, *words):
+    """The QuantizationWarnings caught that name every one of `words`."""
+    return [str(w.message) for w in caught if issubclass(w.category, QuantizationWarning)
+            and all(word in str(w.message) for word in words)]
+
+
+def test_per_group_int4_weights_compute_in_float_with_one_warning(target):
     from fxc.capture.torch import recorder
     recorder._warned.clear()
     x = torch.randn(3, 32)
-    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="fxc"):
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         expected = _Int4Linear()(x)
         rep = fxc.explain(_Int4Linear(), x, target=target)
         torch._dynamo.reset()
         actual = torch.compile(_Int4Linear(), backend="fxc", options={"target": target})(x)
     assert not rep.fallback_ops, f"fell back to eager: {dict(rep.fallback_ops)}"
     torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
-    said = [r.getMessage() for r in caplog.records if "computed in float" in r.getMessage()]
-    assert len(said) == 1 and "per-group" in said[0] and "16" in said[0], said
+    assert len(_said(caught)) == 1 and _said(caught, "per-group", "16"), [str(w.message) for w in caught]
 
 
 class _Int16(nn.Module):
@@ -257,17 +264,52 @@ class _Int16(nn.Module):
         return q, QD.dequantize_per_tensor.default(q, 0.001, 3, -32768, 32767, torch.int16)
 
 
-def test_int16_values_compute_exactly_with_one_warning(target, caplog):
+def test_int16_values_compute_exactly_with_one_warning(target):
     from fxc.capture.torch import recorder
     recorder._warned.clear()
     x = torch.randn(5, 7) * 40
-    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="fxc"):
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         expected = _Int16()(x)
         actual = fxc.from_torch(_Int16(), (x,), target=target)(x)
     for a, e in zip(actual, expected):
         assert a.dtype == e.dtype and torch.equal(a, e)
-    said = [r.getMessage() for r in caplog.records if "computed in float" in r.getMessage()]
-    assert len(said) == 1 and "int16" in said[0], said
+    assert len(_said(caught)) == 1 and _said(caught, "int16"), [str(w.message) for w in caught]
+
+
+class _AsymmetricConv(nn.Module):
+    """A converted graph's conv as PT2E writes it, but with asymmetric int8 weights (a zero point per output
+    channel; the X86 quantizer itself only makes symmetric ones)."""
+
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(4)
+        self.register_buffer("w", torch.randint(-128, 128, (8, 3, 3, 3), generator=g, dtype=torch.int8))
+        self.register_buffer("scales", torch.rand(8, generator=g) * 0.01 + 0.001)
+        self.register_buffer("zeros", torch.randint(-20, 20, (8,), generator=g))
+        self.register_buffer("bias", torch.randn(8, generator=g))
+
+    def forward(self, x):
+        x = QD.dequantize_per_tensor.default(QD.quantize_per_tensor.default(x, 0.02, 128, 0, 255, torch.uint8),
+                                             0.02, 128, 0, 255, torch.uint8)
+        w = QD.dequantize_per_channel.default(self.w, self.scales, self.zeros, 0, -128, 127, torch.int8)
+        y = torch.relu(torch.nn.functional.conv2d(x, w, self.bias, padding=1))
+        return QD.quantize_per_tensor.default(y, 0.05, 0, 0, 255, torch.uint8)
+
+
+def test_weight_zero_points_compute_in_float_with_one_warning(target):
+    """Asymmetric int8 weights (which VNNI's u8 x s8 products cannot take directly): the conv computes in float as
+    PyTorch's dequantize -> conv defines it, with one warning naming the weight zero points."""
+    x = torch.randn(1, 3, 10, 10)
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        expected = _AsymmetricConv()(x)
+        actual = fxc.from_torch(_AsymmetricConv(), (x,), target=target)(x)
+        said = _said(caught)
+        compiled = torch.compile(_AsymmetricConv(), backend="fxc", options={"target": target})(x)
+    _check_activations((actual,), (expected,), 0, exact_first=False)
+    assert len(said) == 1 and _said(caught, "zero point"), [str(w.message) for w in caught]
+    _check_activations((compiled,), (expected,), 0, exact_first=False)   # zero points that are weights: read per call
 
 
 def test_float64_per_channel_scales_run_in_eager_not_wrong(target):
