@@ -10,9 +10,9 @@ of the scale (`inverse=True`), rounds half to even, adds the zero point and clam
 dequantize is `(float(q) - zp) * scale`; choose_qparams is determine_qparams' affine (or symmetric) rule in
 float32 ops. fxc's quantization pass then turns the dequantize -> conv/linear -> quantize chains into integer ops.
 
-Schemes fxc computes only in float get one fxc.errors.QuantizationWarning naming them: per-group weights
-(dequantize_per_channel_group, torchao's int4 "8da4w" form) and 16-bit quantized values (exact through int32); the
-quantization pass names those it finds (weight zero points).
+Per-group weights (dequantize_per_channel_group, torchao's int4 "8da4w" form) compute in float32 with one
+fxc.errors.QuantizationWarning naming them; the quantization pass names the schemes it leaves in float (weight zero
+points, int16 values).
 
 Takes the converter arguments of graph.py (`_convert_call`: a Builder, graph Values for tensors, plain Python
 for the rest, dtypes as names); produces Values. `QUANT_TABLE` maps each overload name to its converter.
@@ -27,8 +27,7 @@ from ...errors import QuantizationWarning, UnsupportedOpError
 from ...relay_like.builder import Builder
 from .recorder import first_time
 
-_STORED = ("uint8", "int8", "int32")        # the dtypes fxc's quantize writes and dequantize reads
-_WIDENED = ("int16",)                       # computed through int32 (exact), with one warning
+_STORED = ("uint8", "int8", "int16", "int32")        # the dtypes of fxc's quantize and dequantize (ops/quant.py)
 
 
 def _float_scheme(what: str) -> None:
@@ -40,13 +39,9 @@ def _float_scheme(what: str) -> None:
 
 
 def _stored(dtype: str, op: str) -> str:
-    """The dtype fxc's quantize writes for PyTorch's `dtype`."""
-    if dtype in _STORED:
-        return dtype
-    if dtype in _WIDENED:
-        _float_scheme(f"{dtype} quantized values")
-        return "int32"
-    raise UnsupportedOpError(f"{op} to {dtype}: fxc quantizes to uint8, int8, int16 or int32")
+    if dtype not in _STORED:
+        raise UnsupportedOpError(f"{op} to {dtype}: fxc quantizes to {', '.join(_STORED)}")
+    return dtype
 
 
 def _to_float32(b: Builder, x):
@@ -82,17 +77,13 @@ def _scalar_tensor(b: Builder, v, dtype: str):
 
 
 def _quantize(b: Builder, x, scale, zp, qmin: int, qmax: int, dtype: str, op: str, axis: int = 1):
-    stored = _stored(dtype, op)
-    q = b.call("quantize", [_to_float32(b, x), scale, zp], axis=axis, dtype=stored, qmin=int(qmin), qmax=int(qmax),
-               inverse=True)
-    return q if stored == dtype else b.call("cast", [q], dtype=dtype)
+    return b.call("quantize", [_to_float32(b, x), scale, zp], axis=axis, dtype=_stored(dtype, op), qmin=int(qmin),
+                  qmax=int(qmax), inverse=True)
 
 
 def _dequantize(b: Builder, q, scale, zp, dtype: str, out_dtype, op: str, axis: int = 1):
-    if q.dtype != dtype:
+    if q.dtype != _stored(dtype, op):
         raise UnsupportedOpError(f"{op} of a {q.dtype} tensor declared {dtype}")
-    if _stored(dtype, op) != dtype:
-        q = b.call("cast", [q], dtype="int32")
     y = b.call("dequantize", [q, scale, zp], axis=axis)
     return y if out_dtype in (None, "float32") else b.call("cast", [y], dtype=out_dtype)
 
