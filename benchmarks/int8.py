@@ -166,6 +166,8 @@ def build_peers(name: str, args, folder: str) -> tuple[dict, dict, dict, tuple]:
         with torch.no_grad():
             return fxc.from_torch(m, tuple(inputs), target=target)
 
+    # each torch.compile peer compiles its own copy (a GraphModule's deepcopy has its own code object): two backends
+    # on one forward would share Dynamo's cache of that code and recompile each other's entries call after call
     def fxc_compiled(m):
         compiled = torch.compile(m, backend="fxc", options={"target": target})
         with torch.no_grad():
@@ -199,11 +201,11 @@ def build_peers(name: str, args, folder: str) -> tuple[dict, dict, dict, tuple]:
 
     builds = {
         "fxc int8": lambda: fxc_aot(q),
-        "fxc int8 (torch.compile)": lambda: fxc_compiled(q),
+        "fxc int8 (torch.compile)": lambda: fxc_compiled(_private(q)),
         "fxc fp32": lambda: fxc_aot(_private(model)),
         "onnxruntime int8": ort,
         "openvino int8": openvino,
-        "inductor int8": lambda: inductor(q),
+        "inductor int8": lambda: inductor(_private(q)),
     }
     torch.set_num_threads(args.threads)
     for peer, build in builds.items():
