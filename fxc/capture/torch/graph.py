@@ -18,6 +18,7 @@ from ...ops.registry import aten_table
 from ...relay_like.builder import Builder
 from ...relay_like.graph import Value
 from ...symbolic.expr import facts
+from .quant import QUANT_TABLE
 
 TORCH_DTYPES = {torch.float32: "float32", torch.float64: "float64", torch.int64: "int64", torch.int32: "int32",
                 torch.int16: "int16", torch.int8: "int8", torch.uint8: "uint8", torch.bool: "bool",
@@ -90,6 +91,8 @@ def _convert_call(b: Builder, target: str, args, kwargs, meta=None):
         if conv is None:
             raise UnsupportedOpError(f"{target} on complex values")
         return conv(b, *args, **kwargs)
+    if target in QUANT_TABLE:       # PT2E's quantized_decomposed ops (quant.py)
+        return QUANT_TABLE[target](b, *args, **kwargs)
     if b.half_floats((args, kwargs)):
         return b.narrow(_convert_call(b, target, b.widen(args), b.widen(kwargs)), _out_dtypes(meta))
     entry = aten_table().get(target)
@@ -99,6 +102,11 @@ def _convert_call(b: Builder, target: str, args, kwargs, meta=None):
     if conv is None:   # the default: every argument is an input of the op
         return b.call(op.name, list(args), **kwargs)
     return conv(b, *args, **kwargs)
+
+
+def _converts(target: str) -> bool:
+    """fxc has a converter for this op overload (ATen, complex values, PT2E's quantized_decomposed)."""
+    return target in aten_table() or target in complex_table() or target in QUANT_TABLE
 
 
 def used_outputs(node):
@@ -129,8 +137,7 @@ class _Support:
             return False, "not a call"
         if node.target is operator.getitem:
             src = node.args[0]
-            return (src.op == "call_function" and src not in self.reasons and
-                    (str(src.target) in aten_table() or str(src.target) in complex_table())), "getitem"
+            return (src.op == "call_function" and src not in self.reasons and _converts(str(src.target))), "getitem"
         if node.target in _SCALAR_FNS or str(node.target) in _SYM_ATEN:
             return False, "size arithmetic"
         if str(node.target) == "with_effects" and str(node.args[1]) == "aten._linalg_check_errors.default":
@@ -138,7 +145,7 @@ class _Support:
         if node in self.keep_views:
             return False, "view output"
         target = str(node.target)
-        if target not in aten_table() and target not in complex_table():
+        if not _converts(target):
             return False, "no fxc op"
         vals = [_meta(a) for a in node.all_input_nodes] + [_meta(node)]
         for v in vals:

@@ -129,10 +129,16 @@ _warned: set = set()        # the keys said once already (tests clear it)
 _lock = threading.Lock()
 
 
-def _say_once(key: str, message: str, *args):
-    """log.warning(message, *args), once per process for `key`."""
+def first_time(key: str) -> bool:
+    """True the first time in this process that `key` is asked about (tests clear `_warned`)."""
     with _lock:
         if key in _warned:
-            return
+            return False
         _warned.add(key)
-    log.warning(message, *args)
+        return True
+
+
+def _say_once(key: str, message: str, *args):
+    """log.warning(message, *args), once per process for `key`."""
+    if first_time(key):
+        log.warning(message, *args)
