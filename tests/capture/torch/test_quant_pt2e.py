@@ -128,11 +128,9 @@ def _dynamic_quantize(x):
     return QD.quantize_per_tensor.tensor(x, scale, zp, 0, 255, torch.uint8)
 
 
-@pytest.mark.xfail(strict=True, reason="fxc/backends/llvm/render.py gives every float op `reassoc`, which lets LLVM "
-                   "rewrite quantize's x * (1 / scale) into x / scale when the scale is a run-time value: one step "
-                   "off where x * float32(1 / scale) is a tie (1e9 * (1 / 7843137.5) is 127.5, 1e9 / 7843137.5 is "
-                   "127.49999)")
 def test_a_run_time_scale_multiplies_by_its_reciprocal_at_a_tie(target):
+    """PyTorch multiplies by float32(1 / scale): at a tie (1e9 * (1 / 7843137.5) is 127.5, 1e9 / 7843137.5 is
+    127.49999) a division would land one step off."""
     x = torch.tensor([1e9, -1e9, 1.0, 3e8])
     with torch.no_grad():
         assert torch.equal(fxc.from_torch(_dynamic_quantize, (x,), target=target)(x), _dynamic_quantize(x))
