@@ -145,7 +145,7 @@ def _resize_compute(x, size, mode="bilinear", coord="half_pixel", scales=None):
         return f
 
     def lo(f, n):
-        return minimum(cast("int64", unary("floor", f)), as_expr(n - 1))
+        return minimum(maximum(cast("int64", unary("floor", f)), as_expr(0)), as_expr(n - 1))   # (bounds: 32-bit GPUs)
 
     def body(n, c, h, w):
         sy, sx = src(h, rh), src(w, rw)
