@@ -66,3 +66,30 @@ def test_reference_matches_eager(name):
     got = all_ops()["resize2d"].reference(x.numpy(), size=size, mode=mode, coord=coord, scales=scales)
     assert_close_np(got, expected)
     assert np.abs(got - expected).max() < 1e-12
+
+
+ONNX_CASES = [("half_pixel", "sizes", [1, 2, 7, 5]), ("half_pixel", "scales", [1, 1, 2, 1.5]),
+              ("pytorch_half_pixel", "sizes", [1, 2, 3, 8]), ("align_corners", "sizes", [1, 2, 9, 4]),
+              ("align_corners", "scales", [1, 1, 2, 2])]
+
+
+@pytest.mark.parametrize("ctm,given,values", ONNX_CASES, ids=[f"{c}-{g}" for c, g, _ in ONNX_CASES])
+def test_onnx_linear_resize_is_resize2d_and_matches_the_reference(ctm, given, values):
+    from onnx import TensorProto as T, helper as h
+    from onnx.reference import ReferenceEvaluator
+
+    from fxc.capture.onnx import to_graph
+    x = np.random.default_rng(3).standard_normal((1, 2, 4, 6)).astype(np.float32)
+    const = h.make_tensor(given, T.INT64 if given == "sizes" else T.FLOAT, [4], values)
+    ins = ["x", "", "scales"] if given == "scales" else ["x", "", "", "sizes"]
+    node = h.make_node("Resize", ins, ["y"], mode="linear", coordinate_transformation_mode=ctm)
+    graph = h.make_graph([node], "g", [h.make_tensor_value_info("x", T.FLOAT, x.shape)],
+                         [h.make_tensor_value_info("y", T.FLOAT, [int(n * v) for n, v in zip(x.shape, values)]
+                                                   if given == "scales" else values)], initializer=[const])
+    graph.initializer[0].name = given
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 18)])
+    assert [n.op for n in to_graph(model, [x.shape]).nodes] == ["resize2d"]
+    expected = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    got = fxc.from_onnx(model).module(x)
+    got = got[0] if isinstance(got, (list, tuple)) else got
+    assert_close_np(np.asarray(got), expected)
