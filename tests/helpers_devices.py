@@ -34,7 +34,7 @@ OP_SAMPLE = ("add", "exp", "where", "cast", "floordiv", "remainder", "logical_an
              "permute", "pad", "cat", "slice", "gather", "index_select", "embedding", "scatter", "index_put",
              "sum", "mean", "amax", "argmax", "softmax", "log_softmax", "layer_norm", "cumsum", "sort",
              "conv2d", "conv_transpose2d", "matmul", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
-             "cholesky", "lgamma", "grid_sample", "random_uniform")
+             "cholesky", "lgamma", "grid_sample", "resize2d", "random_uniform")
 CASES = [(name, k) for name in OP_SAMPLE for k in range(min(2, len(all_ops()[name].samples(np.random.default_rng(0)))))]
 CASE_IDS = [f"{n}-{k}" for n, k in CASES]
 

@@ -56,7 +56,8 @@ REFUSED = {
 # (fxc.driver.page_kernels): a fragment writes its own element only (scatter, the hand-written loop IR of cumsum,
 # sort...) and cannot divide by a divisor that may be 0; WGSL lacks float64 and 64-bit hash constants
 IN_WASM = {
-    "webgl": ({(n, k) for n in ("cholesky", "cumsum", "grid_sample", "index_put", "random_uniform", "scatter", "sort")
+    "webgl": ({(n, k) for n in ("cholesky", "cumsum", "grid_sample", "index_put", "random_uniform", "resize2d",
+                                "scatter", "sort")
                for k in (0, 1)} | {("floordiv", 1), ("remainder", 1)}) - set(REFUSED["webgl"]),
     "webgpu": {("cholesky", 0), ("random_uniform", 0)},
 }

@@ -98,8 +98,9 @@ def test_from_torch_torch_and_numpy_in_out(case):
 @pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
 def test_from_torch_decomposes_what_core_aten_keeps_and_fxc_has_no_op_for(mode):
     """torch.export's core ATen keeps upsample_bilinear2d.vec and upsample_nearest2d.vec whole (torch.compile's
-    tracing decomposes them): fxc.from_torch decomposes the ops it has no converter for where torch._decomp can,
-    so a U-Net's upsampling compiles instead of raising UnsupportedOpError."""
+    tracing decomposes them): fxc.from_torch converts those two to its resize2d op, and decomposes the ops it has
+    no converter for where torch._decomp can (bicubic), so a U-Net's upsampling compiles instead of raising
+    UnsupportedOpError."""
     class Up(torch.nn.Module):
         def forward(self, x):
             kw = {} if mode == "nearest" else {"align_corners": False}

@@ -1,6 +1,9 @@
 """ONNX converters: Resize and Upsample (see table.py for the protocol).
 
-Each resized axis is one constant table computed here from the ONNX coordinate rules: nearest modes gather
+A linear Resize of an NCHW float image's H and W whose coordinate rule is one of fxc's resize2d op's (half_pixel,
+pytorch_half_pixel, align_corners at whole sizes) is that op, as PyTorch's bilinear upsampling is (the graph's
+one resize, which an external codegen such as CLML can match). Otherwise
+each resized axis is one constant table computed here from the ONNX coordinate rules: nearest modes gather
 along the axis (`index` with constant indices, exact for every dtype); linear and cubic modes multiply by a
 constant [out, in] interpolation matrix along the axis (each row holds the 2 or 4 taps' weights, edges
 clamped as ONNX's reference does). tf_crop_and_resize's points outside the input take `extrapolation_value`.
@@ -70,6 +73,22 @@ def _matrix(x, n, mode, a, exclude_outside):
     return mat
 
 
+_LINEAR = {"half_pixel": "half_pixel", "pytorch_half_pixel": "half_pixel", "align_corners": "align_corners"}
+
+
+def _resize2d(cx, x, sizes, scales, ctm):
+    """A linear resize of x's H and W as one resize2d op where its coordinate rule is the op's, else None.
+    Taps outside the image clamp to its edge in both forms."""
+    if x.type.ndim != 4 or ctm not in _LINEAR or list(sizes[:2]) != list(x.shape[:2]):
+        return None
+    (h, w), (oh, ow), (sh, sw) = x.shape[2:], sizes[2:], scales[2:]
+    exact = oh == h * sh and ow == w * sw           # (the scales are the size ratios)
+    if (ctm == "pytorch_half_pixel" and min(oh, ow) == 1) or (ctm == "align_corners" and not exact):
+        return None
+    return cx.op("resize2d", [x], size=(int(oh), int(ow)), mode="bilinear", coord=_LINEAR[ctm],
+                 scales=None if exact or ctm == "align_corners" else (float(sh), float(sw)))
+
+
 def resize_axes(cx, x, sizes, scales, at, roi=None):
     """Resize x to `sizes` (one per axis) with `scales`, by the attributes' mode and coordinate rule."""
     mode = at.get("mode", "nearest")
@@ -80,6 +99,9 @@ def resize_axes(cx, x, sizes, scales, at, roi=None):
         raise cx.unsupported(f"Resize mode {mode!r}")
     if mode != "nearest" and x.dtype not in ("float32", "float64"):
         raise cx.unsupported(f"{mode} Resize of {x.dtype}")
+    whole = _resize2d(cx, x, sizes, scales, ctm) if mode == "linear" else None
+    if whole is not None:
+        return whole
     nd = x.type.ndim
     outside = None
     for ax in range(nd):

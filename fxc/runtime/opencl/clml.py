@@ -43,13 +43,13 @@ _graphs: dict = {}              # (queue pointer, program digest, region index) 
 DTYPE = {"float32": 0, "float16": 1}
 OPS = {"convolution": 0, "transposed_convolution": 1, "fully_connected": 2, "batch_matmul": 3, "batchnorm": 4,
        "binary": 5, "activation": 6, "pad": 7, "concat": 8, "softmax": 9, "reshape": 10, "pool": 11,
-       "global_pool": 12, "depth_to_space": 13}
+       "global_pool": 12, "depth_to_space": 13, "resize_bilinear": 14}
 SLOTS = {"convolution": ("input", "weight", "bias", "bn_scale", "bn_shift"),     # an op's inputs in the shim's
           "transposed_convolution": ("input", "weight", "bias", "bn_scale", "bn_shift"),   # order (-1: absent)
           "fully_connected": ("input", "weight", "bias"), "batch_matmul": ("input", "weight"),
           "batchnorm": ("input", "scale", "shift"), "binary": ("a", "b")}
 MODES = {"convolution": 0, "depthwise": 1, "relu": 1, "relu6": 2, "clip": 3, "add": 0, "sub": 1, "mul": 2,
-         "div": 3, "max": 4, "min": 5, "average": 1}
+         "div": 3, "max": 4, "min": 5, "average": 1, "align_corners": 0, "half_pixel": 1}
 
 
 def check() -> None:

@@ -200,6 +200,12 @@ int fxc_clml_op(void *gv, int kind, const int *v, int n, const float *f) {
         rc = g->api->clCreateMLOpDepthToSpaceQCOM(g->ctx, NULL, &d, T(in[0]), T(out), &op, g->tuning);
         break;
     }
+    case 14: {                   /* bilinear resize: mode 0 align corners, 1 half-pixel centres */
+        cl_ml_op_resize_bilinear_desc_qcom d = {a[0] == 0 ? CL_TRUE : CL_FALSE, a[0] == 1 ? CL_TRUE : CL_FALSE,
+                                                prec};
+        rc = g->api->clCreateMLOpResizeBilinearQCOM(g->ctx, NULL, &d, T(in[0]), T(out), &op, g->tuning);
+        break;
+    }
     }
     if (rc == CL_SUCCESS) g->ops[g->n_ops++] = op;
     return rc;

@@ -82,7 +82,22 @@ def _pool(x, mode, window, stride, padding):
     return np.sum(win, axis=0) / count          # padding excluded from the mean
 
 
-def _node(node: dict, env: dict, dtype):
+def _resize_bilinear(x, size, mode):
+    """Bilinear resampling of NCHW x to size (h, w): source coordinate s = d (n - 1) / (m - 1) for
+    "align_corners", (d + 1/2) n / m - 1/2 for "half_pixel"; taps floor(s) and floor(s) + 1, each clamped into
+    the image, weighted by the fraction of s."""
+    x = x.astype(np.float64)
+    for ax, m in ((2, size[0]), (3, size[1])):
+        n, d = x.shape[ax], np.arange(m, dtype=np.float64)
+        s = d * ((n - 1) / (m - 1) if m > 1 else 0.0) if mode == "align_corners" else (d + 0.5) * n / m - 0.5
+        f = np.floor(s)
+        lo, hi = np.clip(f, 0, n - 1).astype(int), np.clip(f + 1, 0, n - 1).astype(int)
+        t = (s - f).reshape((-1, 1) if ax == 2 else (-1,))
+        x = np.take(x, lo, axis=ax) * (1 - t) + np.take(x, hi, axis=ax) * t
+    return x
+
+
+def _node(node: dict, env: dict, dtype, shape):
     op, a, ins = node["op"], node["attrs"], {k: env[v] for k, v in node["inputs"].items()}
     if op in ("convolution", "transposed_convolution"):
         x, w = ins["input"], ins["weight"]
@@ -137,6 +152,9 @@ def _node(node: dict, env: dict, dtype):
         assert a["mode"] == "CRD"
         return x.reshape(n, c // bs ** 2, bs, bs, h, w).transpose(0, 1, 4, 2, 5, 3).reshape(n, c // bs ** 2,
                                                                                                h * bs, w * bs)
+    if op == "resize_bilinear":
+        assert a["mode"] in ("align_corners", "half_pixel"), a["mode"]
+        return _resize_bilinear(_nchw(ins["input"]), shape[-2:], a["mode"])
     raise AssertionError(f"the region graph names an op the format does not define: {op}")
 
 
@@ -151,7 +169,7 @@ def run(graph: dict, operands) -> list:
             env[name] = np.asarray(names[name], dtype=spec["dtype"]).reshape(spec["shape"])
     for node in graph["nodes"]:
         spec = tensors[node["output"]]
-        y = np.asarray(_node(node, env, dtype))
+        y = np.asarray(_node(node, env, dtype, spec["shape"]))
         assert y.size == int(np.prod(spec["shape"])), (node["fxc"], y.shape, spec["shape"])
         env[node["output"]] = y.astype(dtype).reshape(spec["shape"])    # (each op's result in the region's precision)
     return [env[name] for name in graph["operands"] if name.startswith("out")]

@@ -170,7 +170,51 @@ def _pixel_shuffle():
     return g
 
 
-SMALL = {"conv_block": _conv_block, "conv_fp16": _conv_fp16, "pixel_shuffle": _pixel_shuffle}
+def _upsample():
+    """conv, then a bilinear 2x upsample (half-pixel) and a 3x5 -> 8x8 one (align corners) of its result, added."""
+    g = Graph()
+    x = g.input((1, 2, 3, 5), "float32", "x")
+    y = g.call1("conv2d", [x, _w(3, 2, 1, 1)], stride=(1, 1), dilation=(1, 1), groups=1)
+    a = g.call1("resize2d", [y], size=(6, 10), mode="bilinear", coord="half_pixel", scales=(2.0, 2.0))
+    b = g.call1("resize2d", [y], size=(6, 10), mode="bilinear", coord="align_corners")
+    g.outputs = [g.call1("add", [a, b])]
+    return g
+
+
+SMALL = {"conv_block": _conv_block, "conv_fp16": _conv_fp16, "pixel_shuffle": _pixel_shuffle, "upsample": _upsample}
+
+
+class _Interpolate(torch.nn.Module):
+    def __init__(self, **kw):
+        super().__init__()
+        self.conv, self.kw = torch.nn.Conv2d(3, 4, 3, padding=1), kw
+
+    def forward(self, x):
+        return torch.relu(torch.nn.functional.interpolate(self.conv(x), **self.kw))
+
+
+@pytest.mark.parametrize("kw", [dict(scale_factor=2, align_corners=False), dict(scale_factor=2, align_corners=True),
+                                dict(size=(7, 5), align_corners=False), dict(size=(7, 5), align_corners=True)],
+                         ids=["x2", "x2_align", "odd", "odd_align"])
+def test_bilinear_upsampling_region_interpreted_equal_eager(kw):
+    torch.manual_seed(0)
+    model, x = _Interpolate(mode="bilinear", **kw).eval(), torch.randn(1, 3, 5, 6)
+    p = _planned(_capture(model, (x,)))
+    assert [[pat for pat, _ in r.matches] for r in p.regions] == [["conv2d", "resize_bilinear", "relu"]]
+    (got,) = _run(p, [x.numpy()])
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("kw, why", [
+    (dict(mode="nearest", scale_factor=2), "a nearest resize: CLML resizes bilinearly"),
+    (dict(mode="bilinear", scale_factor=1.5), "scale factors (1.5, 1.5) that are not output/input (7, 9)/(5, 6)"),
+])
+def test_resizes_clml_refuses(kw, why):
+    model, x = _Interpolate(**kw).eval(), torch.randn(1, 3, 5, 6)
+    p = _planned(_capture(model, (x,)))
+    (resize,) = [n for n in p.graph.nodes if n.op == "resize2d"]
+    assert all(resize not in r.nodes for r in p.regions)
+    assert why in p.offload_notes[resize.name]
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

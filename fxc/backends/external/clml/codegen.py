@@ -122,6 +122,9 @@ def _node(pattern: str, nodes: list, name) -> dict:
         return {"op": "pool", "inputs": {"input": x}, "attrs": {
             "mode": "max" if root.op == "max_pool2d" else "average", "window": list(root.attrs["kernel"]),
             "stride": list(root.attrs.get("stride") or root.attrs["kernel"]), "padding": [ph, pw, ph, pw]}}
+    if pattern == "resize_bilinear":
+        return {"op": "resize_bilinear", "inputs": {"input": x},
+                "attrs": {"mode": root.attrs.get("coord", "half_pixel")}}
     mode = "max" if root.op == "amax" else "average"
     return {"op": "global_pool", "inputs": {"input": x}, "attrs": {"mode": mode}}
 

@@ -1,8 +1,8 @@
 """CLML's pattern table over fxc's graph IR, with TVM's checks (its relay/op/contrib/clml.py rules), each reading the
 target's Caps: float32 or float16 (the latter only where the device has it), NCHW (fxc's conv and pool ops are NCHW
 by construction; a channels-last model's permutes are not in the table), batch 1, rank <= 4, every dim <= 32768,
-static sizes, no broadcasting in binary ops, and the depthwise limits (a grouped conv runs only as depthwise:
-groups = in = out channels, no dilation).
+static sizes, no broadcasting in binary ops, bilinear resizing only, and the depthwise limits (a grouped conv runs
+only as depthwise: groups = in = out channels, no dilation).
 
 A check takes (matched nodes, producers first; caps) and returns the reason CLML does not run them, or None.
 Patterns are tried longest first at a root, so a conv takes its pad, bias, batch norm and activation.
@@ -235,6 +235,22 @@ def _check_depth_to_space(nodes, caps) -> str | None:
     return None
 
 
+def _check_resize(nodes, caps) -> str | None:
+    """Bilinear resize2d with align_corners or half-pixel coordinates, sampled at input/output size ratios (CLML's
+    resize takes no scale of its own)."""
+    why = _common(nodes, caps)
+    if why:
+        return why
+    n = nodes[0]
+    if n.attrs.get("mode", "bilinear") != "bilinear":
+        return f"a {n.attrs.get('mode')} resize: CLML resizes bilinearly"
+    scales = n.attrs.get("scales")
+    x, y = n.inputs[0].shape[2:], n.outputs[0].shape[2:]
+    if scales and any(s and s * i != o for s, i, o in zip(scales, x, y)):
+        return f"scale factors {tuple(scales)} that are not output/input {tuple(y)}/{tuple(x)}"
+    return None
+
+
 def _conv_chains() -> list:
     """Every fused conv chain, longest first: [pad] conv [bias add] [batch norm: mul, add | its shift alone: add
     (a scale folded into the weights)] [relu | relu6]."""
@@ -267,4 +283,5 @@ PATTERNS = (
     *(Pattern("pool", (op,), _check_pool) for op in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")),
     Pattern("global_pool", ("mean",), _check_pool),
     Pattern("global_pool", ("amax",), _check_pool),
+    Pattern("resize_bilinear", ("resize2d",), _check_resize),
 )
