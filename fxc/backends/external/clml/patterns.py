@@ -72,9 +72,6 @@ def _epilogue(nodes, at: int, channels: int) -> str | None:
 
 
 def _check_conv(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     at = next(i for i, n in enumerate(nodes) if n.op in ("conv2d", "conv_transpose2d"))
     conv = nodes[at]
     if at and (conv.inputs[0].node is not nodes[0] or nodes[0].attrs.get("mode", "constant") != "constant"
@@ -98,9 +95,6 @@ def _check_conv(nodes, caps) -> str | None:
 
 
 def _check_dense(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     mm = nodes[0]
     a, b = mm.inputs
     if mm.attrs.get("trans_a", False):
@@ -115,9 +109,6 @@ def _check_dense(nodes, caps) -> str | None:
 
 
 def _check_batch_matmul(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     mm = nodes[0]
     a, b = mm.inputs
     if mm.attrs.get("trans_a", False):
@@ -128,9 +119,6 @@ def _check_batch_matmul(nodes, caps) -> str | None:
 
 
 def _check_binary(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     a, b = nodes[0].inputs
     if a.shape != b.shape:
         return f"broadcasting {a.shape} with {b.shape}: CLML's binary ops take equal shapes"
@@ -138,9 +126,6 @@ def _check_binary(nodes, caps) -> str | None:
 
 
 def _check_batch_norm(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     x = max(nodes[0].inputs, key=lambda v: v.type.ndim == 4 and v.type.numel)
     if x.type.ndim != 4:
         return "batch norm over a tensor that is not NCHW"
@@ -153,9 +138,6 @@ def _check_batch_norm(nodes, caps) -> str | None:
 
 
 def _check_clip(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     n = nodes[0]
     if n.op == "clamp" and (n.attrs.get("lo") is None or n.attrs.get("hi") is None):
         return "a one-sided clamp"
@@ -168,17 +150,15 @@ def _check_pad(nodes, caps) -> str | None:
         return f"{n.attrs.get('mode')} padding: CLML pads with a constant"
     if any(p < 0 for p in n.attrs["pad"]):
         return "a negative pad (a crop)"
-    return _common(nodes, caps)
+    return None
 
 
-def _check_simple(nodes, caps) -> str | None:
-    return _common(nodes, caps)
+def _after_common(check):
+    """`check`, asked only where the checks every CLML op shares (`_common`) pass."""
+    return lambda nodes, caps: _common(nodes, caps) or check(nodes, caps)
 
 
 def _check_softmax(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     n = nodes[0]
     nd = n.inputs[0].type.ndim
     axis = n.attrs.get("dim", -1) % nd
@@ -188,9 +168,6 @@ def _check_softmax(nodes, caps) -> str | None:
 
 
 def _check_pool(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     n = nodes[0]
     if n.inputs[0].type.ndim != 4:
         return "a pool over a tensor that is not NCHW"
@@ -210,9 +187,6 @@ def _check_pool(nodes, caps) -> str | None:
 
 
 def _check_cat(nodes, caps) -> str | None:
-    why = _common(nodes, caps)
-    if why:
-        return why
     n = nodes[0]
     if n.inputs[0].type.ndim != 4 or n.attrs["dim"] % 4 != 1:
         return "a concat that is not along the channels of NCHW tensors"
@@ -238,9 +212,6 @@ def _check_depth_to_space(nodes, caps) -> str | None:
 def _check_resize(nodes, caps) -> str | None:
     """Bilinear resize2d with align_corners or half-pixel coordinates, sampled at input/output size ratios (CLML's
     resize takes no scale of its own)."""
-    why = _common(nodes, caps)
-    if why:
-        return why
     n = nodes[0]
     if n.attrs.get("mode", "bilinear") != "bilinear":
         return f"a {n.attrs.get('mode')} resize: CLML resizes bilinearly"
@@ -266,22 +237,24 @@ def _conv_chains() -> list:
 
 
 PATTERNS = (
-    *(Pattern("conv2d" if "conv2d" in ops else "conv2d_transpose", ops, _check_conv) for ops in _conv_chains()),
-    Pattern("dense", ("matmul", "add"), _check_dense),
-    Pattern("dense", ("matmul",), _check_dense),
-    Pattern("batch_matmul", ("matmul",), _check_batch_matmul),
-    Pattern("batch_norm", ("mul", "add"), _check_batch_norm),
+    *(Pattern("conv2d" if "conv2d" in ops else "conv2d_transpose", ops, _after_common(_check_conv))
+      for ops in _conv_chains()),
+    Pattern("dense", ("matmul", "add"), _after_common(_check_dense)),
+    Pattern("dense", ("matmul",), _after_common(_check_dense)),
+    Pattern("batch_matmul", ("matmul",), _after_common(_check_batch_matmul)),
+    Pattern("batch_norm", ("mul", "add"), _after_common(_check_batch_norm)),
     Pattern("depth_to_space", ("reshape", "permute", "reshape"), _check_depth_to_space),
-    *(Pattern("binary", (op,), _check_binary) for op in BINARY),
-    Pattern("relu", ("relu",), _check_simple),
-    Pattern("clip", ("hardtanh",), _check_clip),
-    Pattern("clip", ("clamp",), _check_clip),
-    Pattern("pad", ("pad",), _check_pad),
-    Pattern("concat", ("cat",), _check_cat),
-    Pattern("softmax", ("softmax",), _check_softmax),
-    Pattern("reshape", ("reshape",), _check_simple),
-    *(Pattern("pool", (op,), _check_pool) for op in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")),
-    Pattern("global_pool", ("mean",), _check_pool),
-    Pattern("global_pool", ("amax",), _check_pool),
-    Pattern("resize_bilinear", ("resize2d",), _check_resize),
+    *(Pattern("binary", (op,), _after_common(_check_binary)) for op in BINARY),
+    Pattern("relu", ("relu",), _common),
+    Pattern("clip", ("hardtanh",), _after_common(_check_clip)),
+    Pattern("clip", ("clamp",), _after_common(_check_clip)),
+    Pattern("pad", ("pad",), _after_common(_check_pad)),
+    Pattern("concat", ("cat",), _after_common(_check_cat)),
+    Pattern("softmax", ("softmax",), _after_common(_check_softmax)),
+    Pattern("reshape", ("reshape",), _common),
+    *(Pattern("pool", (op,), _after_common(_check_pool))
+      for op in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d")),
+    Pattern("global_pool", ("mean",), _after_common(_check_pool)),
+    Pattern("global_pool", ("amax",), _after_common(_check_pool)),
+    Pattern("resize_bilinear", ("resize2d",), _after_common(_check_resize)),
 )
