@@ -32,7 +32,7 @@ from .offload import offload_cost
 from .options import check_precision, debug_level, log, pass_context, profiled
 from .plan import make_plan
 from .progress import Progress
-from .tuned import graph_knob, tuned_digest, tuned_records
+from .tuned import graph_knob, log_path, tuned_digest, tuned_records
 
 LOWER = {"cpu": lower_cpu, "gpu": lower_gpu}        # a backend's family -> how its groups become a module
 
@@ -118,7 +118,7 @@ def _build(graph, target: Target, backend, dbg: Debug, t0: float, options: dict,
         warned.append([type(w).__name__, str(w)])
         warnings.warn(w, stacklevel=4)
 
-    ctx = pass_context(target, options, dbg, offload_cost(target, build) if target.libs else None,
+    ctx = pass_context(target, options, dbg, offload_cost(target, build, log_path(options)) if target.libs else None,
                        knob=graph_knob(tuned, target, threads_of(target)), warn=warn)
     dbg.progress.set("graph passes")
     dbg.note("graph_00_input.txt", str(graph))

@@ -1,26 +1,30 @@
 """The offload cost choice (docs/byoc.md): an external library's match against fxc's own kernels, timed on the
-target's device at build, cached per workload and device.
+target's device at build, kept in the tuning log per workload and device.
 
-    cost = offload_cost(target, build)      # (library, nodes, weights) -> (library seconds, fxc seconds)
+    cost = offload_cost(target, build, log)     # (library, nodes, weights) -> (library seconds, fxc seconds)
 
 Each side is the match alone as a graph (its inputs random, its constants kept, its weight inputs weights: held
 on the device between calls, as in the model), built for the target with the
 library forced (offload="always") and without it, and called on the device: the time is the least of ROUNDS calls,
 the two sides called in turn (a passing load weighs on both alike), after a warm-up (the library's first call
-compiles its kernels). Both sides move the same inputs and outputs. The figures are kept in the cache folder's
-offload.json (key: library, ops, attributes, shapes, device and driver), so a later build of the same workload on
-the same device measures nothing.
+compiles its kernels). Both sides move the same inputs and outputs. The figures are two records of the tuning log
+(fxc/tuning/log.py; the build's tuning_log, else the default log beside the compile cache): workloads "offload:" +
+a digest of the match (library, ops, attributes, shapes, device and driver) + ":<library>" or ":fxc", configs
+{"offload": library} and {} (fxc's kernels), so a later build of the same workload on the same device measures
+nothing, and the figures travel, merge and distil with the tuning records (`fxc tune --log`). tuning_log=False:
+measured per build, kept nowhere.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
+import hashlib
 import time
 
 import numpy as np
 
 from ..relay_like.graph import Graph
-from ..runtime.store import atomic_write, cache_dir
+from ..tuning import log as tuning_log
+from ..tuning.workload import target_key
 
 ROUNDS = 10
 
@@ -67,33 +71,41 @@ def _race(modules: list, arrays) -> tuple:
     return tuple(best)
 
 
-def _load(path) -> dict:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
+def _recorded(path, workload: str, target: str, library: str) -> tuple | None:
+    """(library seconds, fxc seconds) of the log's fastest records of the workload's two sides on this target."""
+    sides: dict = {}
+    for r in tuning_log.read(path) if path is not None else ():
+        if r["target"] == target and r["workload"] in (f"{workload}:{library}", f"{workload}:fxc"):
+            side = r["workload"].rsplit(":", 1)[1]
+            sides[side] = min(sides.get(side, float("inf")), tuning_log.cost(r))
+    found = sides.get(library, float("inf")), sides.get("fxc", float("inf"))
+    return found if float("inf") not in found else None
 
 
-def offload_cost(target, build):
+def offload_cost(target, build, log=None):
     """(library, nodes, weights) -> (library seconds, fxc seconds) for the target (filled: its device open);
-    weights: the model graph's weight ids; build: the driver's build function."""
+    weights: the model graph's weight ids; build: the driver's build function; log: the tuning log the figures are
+    read from and appended to (None: none, measured every build)."""
     plain = dataclasses.replace(target, attrs=tuple(kv for kv in target.attrs if kv[0] != "libs"))
+    tkey = target_key(target)
 
     def cost(library, nodes, weights=frozenset()) -> tuple:
         key = workload_key(library.name, nodes, target)
-        path = cache_dir() / "offload.json"
-        known = _load(path)
-        if key in known:
-            return tuple(known[key])
+        workload = "offload:" + hashlib.sha256(key.encode()).hexdigest()[:32]
+        known = _recorded(log, workload, tkey, library.name)
+        if known is not None:
+            return known
         g = _alone(nodes, weights)
         rng = np.random.default_rng(0)
         arrays = [rng.standard_normal(v.shape).astype(v.dtype) for v in g.inputs]
         figures = _race([build(g, target, offload="always"), build(g, plain)], arrays)
-        known = _load(path)             # (another build may have added its own)
-        known[key] = figures
-        try:
-            atomic_write(path, json.dumps(known, indent=0).encode())
-        except OSError:
-            pass                        # an unwritable cache only costs the next build a measurement
+        if log is not None:
+            desc = f"{library.name} or fxc: " + " -> ".join(n.op for n in nodes)
+            for side, config, t in ((library.name, {"offload": library.name}, figures[0]), ("fxc", {}, figures[1])):
+                try:
+                    tuning_log.append(log, tuning_log.make_record(f"{workload}:{side}", tkey, config, [t], None,
+                                                                  desc, str(target)))
+                except OSError:
+                    pass                # an unwritable log only costs the next build a measurement
         return figures
     return cost

@@ -25,6 +25,7 @@ from ..tuning.frontends import graph_of
 from .build import build
 from .offload import offload_cost
 from .options import check_options, pass_context
+from .tuned import log_path
 
 
 @dataclass
@@ -80,7 +81,7 @@ def partition_for(model, example_inputs=None, target="clml", **options) -> Parti
     except TargetError:
         libraries_of(target)            # (a library unknown or not installed is still the error it is)
     measured = target.device is not None and options.get("offload", "auto") == "auto"
-    ctx = pass_context(target, options, 0, offload_cost(target, build) if measured else None)
+    ctx = pass_context(target, options, 0, offload_cost(target, build, log_path(options)) if measured else None)
     graph = _graph_of(model, example_inputs)
     planned = plan_graph(run_passes(graph, ctx), ctx)
     libs = {lib.name: lib for lib in ctx.libraries}

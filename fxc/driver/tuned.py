@@ -19,6 +19,12 @@ from .groups import group_signature
 from .options import log
 
 
+def log_path(options: dict) -> Path | None:
+    """The build's tuning log: tuning_log= (a path), none for tuning_log=False, else the default log."""
+    path = options.get("tuning_log")
+    return None if path is False else default_log_path() if path is None else path
+
+
 def tuned_records(options: dict, target) -> dict:
     """workload key -> the best record of the build's tuning log for this target (empty without one)."""
     path = options.get("tuning_log")

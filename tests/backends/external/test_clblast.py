@@ -20,6 +20,8 @@ from fxc.errors import TargetError
 from fxc.relay_like.graph import Graph
 from fxc.runtime.launch import Launch
 from fxc.runtime.opencl.module import check_libraries
+from fxc.tuning import log as tuning_log
+from fxc.tuning.log import default_log_path
 
 pytestmark = pytest.mark.targets("opencl")
 FORCED = {"offload": "always"}
@@ -132,11 +134,15 @@ def test_cost_choice_keeps_fxc_where_faster_and_caches_the_figures(target, tmp_p
     assert not any("clblast:sgemm" in k for k in m.kernels), m.offload
     (note,) = m.offload
     assert "kept by fxc, measured faster (clblast " in note, note
-    (figures,) = json.loads((tmp_path / "offload.json").read_text()).values()
-    assert figures[0] >= figures[1]
-    before = (tmp_path / "offload.json").stat().st_mtime_ns
+    log = default_log_path()            # the figures are two records of the tuning log beside the cache
+    lib, own = sorted(tuning_log.read(log), key=lambda r: r["config"] == {})
+    assert lib["config"] == {"offload": "clblast"} and own["config"] == {}
+    assert lib["workload"].endswith(":clblast") and own["workload"] == lib["workload"].replace(":clblast", ":fxc")
+    assert tuning_log.cost(lib) >= tuning_log.cost(own)
+    before = log.stat().st_mtime_ns
     assert build(g, f"{target} -libs=clblast").offload == [note]
-    assert (tmp_path / "offload.json").stat().st_mtime_ns == before
+    assert log.stat().st_mtime_ns == before
+    assert build(g, f"{target} -libs=clblast", tuning_log=False).offload[0].startswith(note.split(" (")[0])
 
 
 class _Convs(torch.nn.Module):
