@@ -43,7 +43,7 @@ def tuned_records(options: dict, target) -> dict:
     best, notes = best_for_target(path, target_key(target))
     for note in notes:
         _note_once(note)
-    return best
+    return {k: r for k, r in best.items() if not k.startswith("offload:")}    # (those: driver/offload.py's)
 
 
 _noted: set = set()
