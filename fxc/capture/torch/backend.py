@@ -216,10 +216,10 @@ def _build_early(subs) -> None:
     """Start building the partitions for the argument shapes of the trace (its FakeTensors), in one thread, in
     order: their kernels lower, and compile in the LLVM worker processes, while Dynamo goes on to build its
     guards; a partition's first call with those shapes waits for its build (FxcSubgraph.forward). Partitions
-    with symbolic shapes or other non-static arguments, and the freeze/check modes (which read the weights'
-    values), build at their first call instead."""
+    with symbolic shapes or other non-static arguments, the freeze/check modes and partitions with weight zero points
+    (which read the weights' values: FxcSubgraph.baked), build at their first call instead."""
     early = [(sub, args, sub.expect(args)) for sub, args in subs if _static(args)
-             and not (sub.options.get("freeze") or sub.options.get("check"))]
+             and not (sub.options.get("freeze") or sub.options.get("check") or sub.baked)]
     if not early:
         return
 

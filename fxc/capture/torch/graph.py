@@ -212,14 +212,14 @@ def _tensor_const(b: Builder, t: torch.Tensor, copy: bool = False):
 
 
 def to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
-             random: bool = False, symbolic=None):
+             random: bool = False, symbolic=None, constants=frozenset()):
     """_to_graph with the symbols' ranges known to the type rules (a slice [:s] of a 128-row table)."""
     with facts(symbolic[1] if symbolic is not None else {}):
-        return _to_graph(gm, args, weights, freeze, layouts, random, symbolic)
+        return _to_graph(gm, args, weights, freeze, layouts, random, symbolic, constants)
 
 
 def _to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, layouts: bool = False,
-              random: bool = False, symbolic=None):
+              random: bool = False, symbolic=None, constants=frozenset()):
     """Convert an ATen FX graph (one partition) to fxc's graph IR for these concrete arguments.
     weights: positions of the arguments that are parameters/buffers; with `freeze` they become constants
     (folded at compile time, later changes unseen), otherwise inputs marked in `Graph.weights`.
@@ -229,7 +229,8 @@ def _to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, 
     random: random ops (dropout) convert, and their seed is the graph's last input, SEED in `tensor_pos` (a
     partition's placeholders can come after its first random op).
     symbolic: (per placeholder its shape or value with size symbols, {name: SymInfo}) from
-    `symbolic_placeholders`: those dims (and scalars) stay symbolic in the graph."""
+    `symbolic_placeholders`: those dims (and scalars) stay symbolic in the graph.
+    constants: positions of arguments that become constants as with `freeze` (the caller checks that they stay)."""
     b = Builder(random=random)
     shapes = symbolic[0] if symbolic is not None else None
     if symbolic is not None:
@@ -244,7 +245,7 @@ def _to_graph(gm: torch.fx.GraphModule, args, weights=(), freeze: bool = False, 
                 dt = TORCH_DTYPES.get(a.dtype)
                 if dt is None:
                     raise UnsupportedOpError(f"input dtype {a.dtype}")
-                if freeze and ph in weights and dt not in ("bfloat16", "float16"):
+                if (freeze and ph in weights or ph in constants) and dt not in ("bfloat16", "float16"):
                     env[node] = _tensor_const(b, a.detach(), copy=True)     # later writes are not seen
                     ph += 1
                     continue

@@ -46,6 +46,9 @@ class FxcSubgraph(torch.nn.Module):
         self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
         self._last = None               # the module of the previous call: woken first thing (Module.wake)
         self._early: dict = {}          # key -> the slot of its build started at compile time (_build_early)
+        self.baked = frozenset() if options.get("freeze") else _zero_points(gm, weights)   # weight positions
+                                        # built in as constants, checked when a weight changes (_baked_values)
+        self._baked_values: dict = {}   # id(module) -> [(position, the value it was built with)]
         self._tries = symbolic_tries(gm)    # the symbolic forms to try: every symbol, then the row symbol alone
         self._symbolic = self._tries.pop(0) if self._tries else None    # (per placeholder: its shape/value with
                                                      # size symbols, {name: SymInfo}), None: sizes static
@@ -129,6 +132,11 @@ class FxcSubgraph(torch.nn.Module):
             self._last = module
             module.wake()
         got = self._inputs(key, tensor_pos, orders, args, module)
+        if got is _STALE:       # a zero point built in as a constant changed: build again
+            self._baked_values.pop(id(module))
+            self.cache.pop(key, None)
+            self._held.pop(key, None)
+            return self.forward(*args)
         if got is None:
             return self.gm(*args)
         ins, array, token = got       # ins keeps contiguous copies alive while the module reads them
@@ -173,6 +181,8 @@ class FxcSubgraph(torch.nn.Module):
                     ins.append(t)
                     array[slot] = t.data_ptr()
                 return ins, array, token
+        if not all(torch.equal(args[i], v) for i, v in self._baked_values.get(id(module), ())):
+            return _STALE
         ins = []
         for i, order in zip(tensor_pos, orders):
             t = _prepare(_arg(args, i), order)
@@ -181,7 +191,7 @@ class FxcSubgraph(torch.nn.Module):
             ins.append(t)
         ptrs = [t.data_ptr() for t in ins]
         array = pointer_array(ptrs)       # read only: a later call copies it before writing
-        wpos = [i for i in tensor_pos if i in self.weights]
+        wpos = [i for i in tensor_pos if i in self.weights] + sorted(self.baked)     # (baked: checked, not read)
         weights = [args[i] for i in wpos]
         token = token_of((ptrs[i] for i in module.prepack_inputs), _weight_versions(module, ins))
         try:
@@ -236,26 +246,49 @@ class FxcSubgraph(torch.nn.Module):
     def _compile(self, args, symbolic: bool = False):
         sym = self._symbolic if symbolic else None
         graph, tensor_pos, out_struct, multi = to_graph(self.gm, args, self.weights, self.options.get("freeze"),
-                                                        layouts=True, random=True, symbolic=sym)
+                                                        layouts=True, random=True, symbolic=sym,
+                                                        constants=self.baked)
         orders = graph.input_orders
         self._multi = multi
         self.finite_only = self.finite_only or any(get_op(n.op).eager_unless_finite for n in graph.nodes)
         module = build(graph, weights_vary=self.training_step,
                        **{k: v for k, v in self.options.items()
                           if k in BUILD_OPTIONS or k == "target"})
+        self._baked_values[id(module)] = [(i, args[i].detach().clone()) for i in sorted(self.baked)]
         if self.training_step:      # its calls follow PyTorch's ops (optimizer, loss): share PyTorch's OpenMP team
             module.use_openmp()
         _record(lambda r: (r.kernels.extend(module.kernels), r.offload.extend(module.offload)))
         if self.options.get("profile"):     # torch.compile(..., options={"profile": True}): table at exit
             module.print_profile_at_exit()
         if self.options.get("check"):   # differential check mode: kernels vs numpy references (fxc/driver/check.py)
-            fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"), layouts=True, random=True)[0]
+            fresh = to_graph(self.gm, args, self.weights, self.options.get("freeze"), layouts=True, random=True,
+                             constants=self.baked)[0]
             arrays = [_prepare(_arg(args, i).detach(), order).numpy() for i, order in zip(tensor_pos, orders)]
             report = check_graph(fresh, arrays, self.options.get("target", "llvm"))
             if not report.ok:
                 raise CheckError(f"subgraph {self.name}: {report}")
         return module, tensor_pos, out_struct, orders
 
+
+
+_STALE = object()       # _inputs: a constant the module was built with is no longer the argument's value
+_QPARAMS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel")
+
+
+def _zero_points(gm, weights) -> frozenset:
+    """Positions of the weight arguments that are zero points of PyTorch's quantize / dequantize ops (PT2E's int8
+    weights: plain tensor attributes of the converted model, graph inputs here). The quantization pass takes the fast
+    integer form (packed VNNI dot products) only with a weight zero point known at build time, so they are built in
+    as constants (a few integers each); a call whose weights changed checks them, and a changed one builds again."""
+    where = {n: i for i, n in enumerate(gm.graph.find_nodes(op="placeholder"))}
+    out = set()
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and getattr(node.target, "namespace", None) == "quantized_decomposed" and \
+                node.target._overloadpacket.__name__ in _QPARAMS and len(node.args) > 2:
+            zp = node.args[2]
+            if isinstance(zp, torch.fx.Node) and where.get(zp) in weights:
+                out.add(where[zp])
+    return frozenset(out)
 
 
 def _finite(t: torch.Tensor) -> bool:

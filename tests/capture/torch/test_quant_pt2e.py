@@ -14,7 +14,10 @@ import torch
 import torch.nn as nn
 
 import fxc
+from fxc.capture.torch.recorder import recording
+from fxc.driver.groups import stats as build_stats
 from fxc.errors import QuantizationWarning
+from fxc.runtime.weights import HeldWeights
 from fxc.testing.models import BertEncoder
 
 torchao_pt2e = pytest.importorskip("torchao.quantization.pt2e.quantize_pt2e")
@@ -158,6 +161,31 @@ class _ResBlockNet(nn.Module):
         x = self.relu2(self.b2(self.c2(y)) + x)
         x = self.relu3(self.b3(self.c3(x)) + self.down(x))
         return self.fc(torch.flatten(self.pool(x), 1))
+
+
+def test_pt2e_through_torch_compile_builds_and_packs_once(target, monkeypatch):
+    """The converted model's int8 weights and their zero points are plain tensor attributes, so graph inputs of
+    torch.compile's graph: the zero points are built in (checked when a weight changes), the convs and the linear
+    take the packed integer form, and after the first call no call builds or packs a weight again (issue 43: a
+    PT2E ResNet-18 cost ~2 s a call in the general integer form)."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, 16, 16)
+    q = _pt2e(_ResBlockNet(), (x,))
+    packs = []
+    hold = HeldWeights.hold
+    monkeypatch.setattr(HeldWeights, "hold", lambda self, *a: (packs.append(a), hold(self, *a))[1])
+    with torch.no_grad(), recording() as rec:
+        expected = q(x)
+        compiled = torch.compile(q, backend="fxc", options={"target": target})
+        outs = [compiled(x)]
+        builds, packed = build_stats["builds"], len(packs)
+        outs += [compiled(x) for _ in range(4)]
+    assert build_stats["builds"] == builds and len(packs) == packed == 1, (build_stats, len(packs))
+    names = [str(k).split(":")[0] for k in rec.kernels]
+    assert any("packed_i8" in n for n in names) and not any("qconv2d" in n or "qmatmul" in n for n in names), names
+    scale = expected.abs().max().item()
+    for out in outs:
+        torch.testing.assert_close(out, expected, rtol=0, atol=0.05 * scale)
 
 
 def _per_tensor_weights():
@@ -304,7 +332,24 @@ def test_weight_zero_points_compute_in_float_with_one_warning(target):
         compiled = torch.compile(_AsymmetricConv(), backend="fxc", options={"target": target})(x)
     _check_activations((actual,), (expected,), 0, exact_first=False)
     assert len(said) == 1 and _said(caught, "zero point"), [str(w.message) for w in caught]
-    _check_activations((compiled,), (expected,), 0, exact_first=False)   # zero points that are weights: read per call
+    _check_activations((compiled,), (expected,), 0, exact_first=False)
+
+
+def test_a_changed_weight_zero_point_builds_again(target):
+    """Through torch.compile the weight zero points are built in as constants: one changed in place (a weight, not
+    a guarded input) is seen at the next call, which builds again; the results follow PyTorch's."""
+    x = torch.randn(1, 3, 10, 10)
+    m = _AsymmetricConv()
+    compiled = torch.compile(m, backend="fxc", options={"target": target})
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", QuantizationWarning)
+        _check_activations((compiled(x),), (m(x),), 0, exact_first=False)
+        builds = build_stats["builds"]
+        m.zeros.add_(7)
+        _check_activations((compiled(x),), (m(x),), 0, exact_first=False)
+        assert build_stats["builds"] == builds + 1
+        _check_activations((compiled(x),), (m(x),), 0, exact_first=False)
+        assert build_stats["builds"] == builds + 1
 
 
 def test_float64_per_channel_scales_run_in_eager_not_wrong(target):
