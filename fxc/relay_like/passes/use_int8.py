@@ -10,7 +10,7 @@ On CPU targets, after quantize_chains (which makes qconv2d / qmatmul, ops/quant.
 bit (the packed ops end in quant.py's epilogue). A rewrite needs an int8 weight that is a constant or computed from
 weights (fold_constants / the prepack step pack it once), its zero point a constant 0, groups 1, a 2-d matmul weight,
 and, for a padded conv, a constant input zero point (the pad value). Others keep the generic integer compute, except
-a grouped (depthwise) conv with the float requantisation, constant scales and bias: it becomes the float chain it is
+a grouped (depthwise) conv with the float requantisation and constant scales: it becomes the float chain it is
 defined as, dequantize -> pad -> float conv2d (fxc's vectorised depthwise) -> bias, relu -> quantize (_grouped: the
 same up to float summation order, within one quantisation step; the generic integer form is 10x slower on CPU).
 The activation's shift (ops/int8.py) follows the byte type of the target's dot product, Caps.int8_dot: unsigned on
@@ -129,11 +129,11 @@ def _grouped(n, weight, add):
     """qconv2d with groups > 1 and requant "float" -> dequantize(x) -> pad by 0.0 -> conv2d(., dequantize(w))
     (+ bias * sx * sw) (relu) (quantize): the op's definition with the int32 sum taken in float, so the result is
     the integer one up to float summation order (within one quantisation step of the output). None where the scales
-    or bias are not constants, or the output is the int32 accumulator."""
+    are not constants, or the output is the int32 accumulator."""
     x, w, bias, sx, zx, sw, zw, sy, zy = n.inputs
     a = n.attrs
     if (a.get("groups", 1) == 1 or a.get("requant", "float") != "float" or a.get("out_dtype") == "int32"
-            or not weight(w) or not all(v.is_const for v in (bias, sx, sw))):
+            or not weight(w) or not (sx.is_const and sw.is_const)):
         return None
     o = w.shape[0]
     f = add("dequantize", [x, sx, zx], axis=1)
@@ -143,11 +143,15 @@ def _grouped(n, weight, add):
         f = add("pad", [f], pad=(left, right, top, bottom), value=0.0, mode="constant")
     f = add("conv2d", [f, add("dequantize", [w, sw, zw], axis=0)], stride=tuple(a.get("stride", (1, 1))),
             dilation=tuple(a.get("dilation", (1, 1))), groups=a["groups"])
-    b = np.broadcast_to(bias.data.reshape(-1), (o,)).astype(np.float32)
-    if bias.dtype == "int32":
-        b = b * (sx.data.astype(np.float32).reshape(()) * np.broadcast_to(sw.data.reshape(-1), (o,)))
-    if b.any():
-        f = add("add", [f, Graph.const(b.astype(np.float32).reshape(1, o, 1, 1))])
+    scale = (sx.data.astype(np.float32).reshape(()) * np.broadcast_to(sw.data.reshape(-1), (o,))).astype(np.float32)
+    if bias.is_const:
+        b = np.broadcast_to(bias.data.reshape(-1), (o,)).astype(np.float32)
+        b = b * scale if bias.dtype == "int32" else b
+        if b.any():
+            f = add("add", [f, Graph.const(b.reshape(1, o, 1, 1))])
+    else:       # a weight input (from_torch's parameters): the same terms as graph ops
+        b = bias if bias.dtype == "float32" else add("mul", [add("cast", [bias], dtype="float32"), Graph.const(scale)])
+        f = add("add", [f, add("reshape", [b], shape=(1, b.shape[0] if b.type.ndim else 1, 1, 1))])
     if a.get("relu"):
         f = add("relu", [f])
     if a.get("out_dtype") == "float32":
