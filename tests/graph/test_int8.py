@@ -87,8 +87,9 @@ def test_quantised_net_on_aarch64_sdot(tmp_path):
 
 
 def test_what_stays_generic():
-    """A uint8 weight with a zero point, a grouped conv and a padded conv whose input zero point is a runtime value
-    keep qconv2d (the generic int32 compute), still exact; a device target is not rewritten."""
+    """A uint8 weight with a zero point, a grouped conv with ONNX Runtime's requantisation and a padded conv whose
+    input zero point is a runtime value keep qconv2d (the generic int32 compute), still exact; a device target is not
+    rewritten."""
     rng = np.random.default_rng(2)
     b = Builder()
     g = b.graph
@@ -99,7 +100,7 @@ def test_what_stays_generic():
     common = lambda o: [np.zeros(o, i32), f32(0.02)]
     tail = lambda o, zw: [rng.uniform(0.001, 0.01, o).astype(f32), zw, f32(0.1), i32(3)]
     cases = [([wu] + common(8), [i32(4)], tail(8, np.full(8, 128, i32)), {}),
-             ([wg] + common(8), [i32(4)], tail(8, np.zeros(8, i32)), {"groups": 2}),
+             ([wg] + common(8), [i32(4)], tail(8, np.zeros(8, i32)), {"groups": 2, "requant": "onnxruntime"}),
              ([wg[:, :4].repeat(2, 1)] + common(8), None, tail(8, np.zeros(8, i32)), {"padding": (1, 1)})]
     refs, outs = [], []
     for head, zx, rest, attrs in cases:
@@ -112,6 +113,42 @@ def test_what_stays_generic():
     assert "conv2d_packed_i8" not in _kernels(module)
     for got, want in zip(module(x, i32(6)), refs):
         np.testing.assert_array_equal(got, want)
+
+
+def test_depthwise_as_float_chain():
+    """A depthwise / grouped qconv2d with the float requantisation becomes dequantize -> float conv2d -> quantize on
+    CPU: its outputs equal the integer definition's (numpy reference) up to float summation order, so at most one
+    quantisation step apart and nearly all equal; float32 outputs to float rounding. One int32 bias is an input."""
+    rng = np.random.default_rng(3)
+    g = Builder().graph
+    x = rng.integers(0, 256, (1, 24, 13, 14)).astype(np.uint8)
+    xi = g.input(x.shape, "uint8")
+    outs, refs = [], []
+    for groups, o, attrs, out_dtype, bias in [
+            (24, 24, dict(padding=(1, 1), relu=True), "uint8", rng.integers(-3000, 3000, 24).astype(i32)),
+            (24, 48, dict(padding=(0, 1, 2, 1), stride=(2, 2), qmin=0, qmax=100), "uint8",
+             rng.uniform(-2, 2, 48).astype(f32)),
+            (8, 16, dict(dilation=(2, 1), inverse=True), "int8", np.zeros(16, i32)),
+            (24, 24, dict(padding=(1, 1)), "float32", rng.uniform(-1, 1, 24).astype(f32))]:
+        w = rng.integers(-128, 128, (o, 24 // groups, 3, 3)).astype(np.int8)
+        ins = [w, bias, f32(0.02), i32(7), rng.uniform(2 ** -9, 2 ** -6, o).astype(f32), np.zeros(o, i32), f32(0.05),
+               i32(3 if out_dtype == "uint8" else -5)]
+        attrs = dict(attrs, groups=groups, out_dtype=out_dtype)
+        consts = [g.const(t) for t in ins]
+        if not outs:            # a bias that is a graph input (from_torch's parameters)
+            consts[1] = g.input(bias.shape, "int32")
+            bias_in = bias
+        outs.append(g.call1("qconv2d", [xi] + consts, **attrs))
+        refs.append(all_ops()["qconv2d"].reference(x, *ins, **attrs))
+    g.outputs = outs
+    module = build(g, target="llvm")
+    assert "qconv2d" not in _kernels(module)
+    for got, want in zip(module(x, bias_in), refs):
+        if want.dtype == np.float32:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+            continue
+        diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+        assert diff.max() <= 1 and (diff == 0).mean() > 0.99 and len(np.unique(want)) > 20
 
 
 def _few_channel_net(rng):

@@ -9,7 +9,10 @@
 On CPU targets, after quantize_chains (which makes qconv2d / qmatmul, ops/quant.py); the outputs are the same bit for
 bit (the packed ops end in quant.py's epilogue). A rewrite needs an int8 weight that is a constant or computed from
 weights (fold_constants / the prepack step pack it once), its zero point a constant 0, groups 1, a 2-d matmul weight,
-and, for a padded conv, a constant input zero point (the pad value). Others keep the generic integer compute.
+and, for a padded conv, a constant input zero point (the pad value). Others keep the generic integer compute, except
+a grouped (depthwise) conv with the float requantisation and constant scales: it becomes the float chain it is
+defined as, dequantize -> pad -> float conv2d (fxc's vectorised depthwise) -> bias, relu -> quantize (_grouped: the
+same up to float summation order, within one quantisation step; the generic integer form is 10x slower on CPU).
 The activation's shift (ops/int8.py) follows the byte type of the target's dot product, Caps.int8_dot: unsigned on
 x86 (vpdpbusd, or the exact vpmaddwd form), signed on ARM (sdot; smull in the widening form). An activation read by
 several convs (a ResNet block's conv and its downsample) is packed once; a conv's padding pads the words, with words
@@ -18,6 +21,8 @@ of four (x_zp - shift) bytes (the pack a vector row that fuses into the op makin
 patches, words of (c, kh, kw) taps (_patches: 37 words an output of a 7 x 7 RGB stem, not 49 of 3 bytes and a zero).
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ...ops.registry import get_op
 from ..graph import Graph, Node
@@ -68,7 +73,7 @@ def use_int8(g: Graph, ctx):
     for n in g.nodes:
         rep = None
         if n.op == "qconv2d":
-            rep = _conv(n, caps, weight, activation_words, add)
+            rep = _conv(n, caps, weight, activation_words, add) or _grouped(n, weight, add)
         elif n.op == "qmatmul":
             rep = _matmul(n, caps, weight, activation_words, add)
         if rep is None:
@@ -118,6 +123,41 @@ def _conv(n, caps, weight, activation_words, add):
     wsum = add("sum", [add("cast", [w], dtype="int32")], axes=(1, 2, 3), keepdim=False)
     return add("conv2d_packed_i8", [xw, ww, wsum, bias, sx, zx, sw, sy, zy], out_channels=o, stride=stride,
                dilation=dilation, nv=nv, **_epilogue_attrs(n, caps, x))
+
+
+def _grouped(n, weight, add):
+    """qconv2d with groups > 1 and requant "float" -> dequantize(x) -> pad by 0.0 -> conv2d(., dequantize(w))
+    (+ bias * sx * sw) (relu) (quantize): the op's definition with the int32 sum taken in float, so the result is
+    the integer one up to float summation order (within one quantisation step of the output). None where the scales
+    are not constants, or the output is the int32 accumulator."""
+    x, w, bias, sx, zx, sw, zw, sy, zy = n.inputs
+    a = n.attrs
+    if (a.get("groups", 1) == 1 or a.get("requant", "float") != "float" or a.get("out_dtype") == "int32"
+            or not weight(w) or not (sx.is_const and sw.is_const)):
+        return None
+    o = w.shape[0]
+    f = add("dequantize", [x, sx, zx], axis=1)
+    pads = tuple(a.get("padding", (0, 0)))
+    top, left, bottom, right = pads + pads if len(pads) == 2 else pads
+    if any((top, left, bottom, right)):
+        f = add("pad", [f], pad=(left, right, top, bottom), value=0.0, mode="constant")
+    f = add("conv2d", [f, add("dequantize", [w, sw, zw], axis=0)], stride=tuple(a.get("stride", (1, 1))),
+            dilation=tuple(a.get("dilation", (1, 1))), groups=a["groups"])
+    scale = (sx.data.astype(np.float32).reshape(()) * np.broadcast_to(sw.data.reshape(-1), (o,))).astype(np.float32)
+    if bias.is_const:
+        b = np.broadcast_to(bias.data.reshape(-1), (o,)).astype(np.float32)
+        b = b * scale if bias.dtype == "int32" else b
+        if b.any():
+            f = add("add", [f, Graph.const(b.reshape(1, o, 1, 1))])
+    else:       # a weight input (from_torch's parameters): the same terms as graph ops
+        b = bias if bias.dtype == "float32" else add("mul", [add("cast", [bias], dtype="float32"), Graph.const(scale)])
+        f = add("add", [f, add("reshape", [b], shape=(1, b.shape[0] if b.type.ndim else 1, 1, 1))])
+    if a.get("relu"):
+        f = add("relu", [f])
+    if a.get("out_dtype") == "float32":
+        return f
+    q = {k: a[k] for k in ("qmin", "qmax") if a.get(k) is not None}
+    return add("quantize", [f, sy, zy], dtype=a["out_dtype"], inverse=bool(a.get("inverse", False)), **q)
 
 
 def _patches(x, w, pads, zx, stride, dilation, out, add):
