@@ -158,10 +158,16 @@ def conv_integer(cx, ins, at):
     x, w = ins[0], ins[1]
     zx = ins[2] if len(ins) > 2 else None
     zw = ins[3] if len(ins) > 3 else None
-    one = cx.scalar(1.0, "float32")
-    params = [one, _zp(cx, zx if zx is None else _per_tensor(cx, zx, "x_zero_point")), one,
-              _zp(cx, zw if zw is None else _weight_param(cx, zw, w.shape[0], "w_zero_point")), one, _zp(cx, None)]
+    params = _integer_params(cx, None if zx is None else _per_tensor(cx, zx, "x_zero_point"),
+                             None if zw is None else _weight_param(cx, zw, w.shape[0], "w_zero_point"))
     return _conv(cx, x, w, None, params, "int32", "float", at)
+
+
+def _integer_params(cx, za, zb) -> list:
+    """The scale / zero point inputs of an integer op (ConvInteger, MatMulInteger): scales of one, the zero points
+    given (absent: 0), so the op's output is the int32 accumulator itself."""
+    one = cx.scalar(1.0, "float32")
+    return [one, _zp(cx, za), one, _zp(cx, zb), one, _zp(cx, None)]
 
 
 def _matmul(cx, a, b, params, out_dtype: str, requant: str):
@@ -206,9 +212,8 @@ def matmul_integer(cx, ins, at):
     a, b = ins[0], ins[1]
     za = ins[2] if len(ins) > 2 else None
     zb = ins[3] if len(ins) > 3 else None
-    one = cx.scalar(1.0, "float32")
-    params = [one, _zp(cx, za if za is None else _per_tensor(cx, za, "a_zero_point (per row)")), one,
-              _zp(cx, zb if zb is None else _column_param(cx, zb, b, "b_zero_point")), one, _zp(cx, None)]
+    params = _integer_params(cx, None if za is None else _per_tensor(cx, za, "a_zero_point (per row)"),
+                             None if zb is None else _column_param(cx, zb, b, "b_zero_point"))
     return _matmul(cx, a, b, params, "int32", "float")
 
 
