@@ -113,14 +113,16 @@ def merge_regions(matches: list, g, whole: frozenset = frozenset(), hoisted=froz
 
 
 def describe_partition(p) -> list:
-    """Lines for fxc.explain: each region (its library and matches), then every node left to fxc with its reason;
-    [] for a build without -libs=."""
+    """Lines for fxc.explain: each region (its library and matches, then why each match was offloaded), then every
+    node left to fxc with its reason; [] for a build without -libs=."""
     if not p.offload_notes:
         return []
     lines, inside = [], set()
     for i, r in enumerate(p.regions):
         lines.append(f"region {i} -> {r.library}: " + ", ".join(f"{pat}({'+'.join(n.op for n in ns)} {ns[-1].name})"
                                                                  for pat, ns in r.matches))
+        lines += [f"  {pat} {ns[-1].name}: {p.offload_notes[ns[-1].name]}" for pat, ns in r.matches
+                  if ns[-1].name in p.offload_notes]
         inside.update(n.name for n in r.nodes)
     lines += [f"fxc: {n.op} {n.name}: {p.offload_notes[n.name]}" for n in p.graph.nodes
               if n.name not in inside and n.name in p.offload_notes]
