@@ -5,8 +5,8 @@ reads the model as ONNX, which fxc's venv writes:
 
     .venv/bin/python -m benchmarks.tune_tvm export --model resnet18 --out /tmp/resnet18.onnx
     python3 -m venv /work/venv-tvm && /work/venv-tvm/bin/pip install apache-tvm==0.27.0.post1 numpy==1.26.4 onnx \
-        psutil cloudpickle apache-tvm-ffi==0.1.14.post1     # (MetaSchedule needs psutil and cloudpickle; with
-                                                            # apache-tvm-ffi 0.1.15.post2 it segfaults in ToJSONGraph)
+        psutil cloudpickle xgboost-cpu==3.2.0 apache-tvm-ffi==0.1.14.post1  # (MetaSchedule needs psutil, cloudpickle
+                                          # and xgboost, its cost model; with apache-tvm-ffi 0.1.15.post2 it segfaults)
     /work/venv-tvm/bin/python -m benchmarks.tune_tvm conv --onnx /tmp/resnet18.onnx --trials 64
     /work/venv-tvm/bin/python -m benchmarks.tune_tvm model --onnx /tmp/resnet18.onnx --trials 500
 
