@@ -88,17 +88,22 @@ def _pairs_for_gemm(p, n) -> bool:
 
 def _dequantizes(p, n, users) -> bool:
     """n dequantizes the uint8 / int8 output of a packed int8 conv / matmul p for one elementwise reader whose other
-    operands are no such dequantize (ONNX QDQ's residual add after a conv: dequantize -> add -> relu -> quantize, the
-    skip a block's input): the chain joins p's group as its epilogue, the quantised value rounded inside it as in
-    memory. Not where the reader adds two convs' outputs (a downsampling block: only one group can take the add,
-    and the other conv would write float32), nor for other readers (a max pool)."""
+    operands are no other packed op's output (nor its dequantize): ONNX QDQ's residual add after a conv (dequantize
+    -> add -> relu -> quantize, the skip a block's input) joins p's group as its epilogue, the quantised value
+    rounded inside it as in memory. Not where the reader adds two convs' outputs (a downsampling block: one group
+    takes the add either way, and the other conv then writes float32 where it wrote uint8), nor for other readers
+    (a max pool)."""
     packed = ("conv2d_packed_i8", "matmul_packed_i8")
     readers = users.get(n.outputs[0].id, []) if n.op == "dequantize" and p.op in packed else []
     if len(readers) != 1 or get_op(readers[0][0].op).kind > Kind.BROADCAST:
         return False
-    return not any(v is not n.outputs[0] and v.node is not None and v.node.op == "dequantize"
-                   and v.node.inputs[0].node is not None and v.node.inputs[0].node.op in packed
-                   for v in readers[0][0].inputs)
+
+    def from_packed(v) -> bool:
+        m = v.node
+        if m is not None and m.op == "dequantize":
+            m = m.inputs[0].node
+        return m is not None and m.op in packed
+    return not any(v is not n.outputs[0] and from_packed(v) for v in readers[0][0].inputs)
 
 
 FUSE_DEPTH = 64         # the longest chain of nodes in a group: its expression's depth, in ops (an op may be a few
