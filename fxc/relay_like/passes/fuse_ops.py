@@ -4,9 +4,8 @@
   when the consumer is elementwise/broadcast/injective or a reduction (prologue);
 - an elementwise/injective producer read by a few nodes that all ended in one group joins that group too
   (a diamond, `_join_diamond`): its expression is inlined at each read;
-- an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape and dtype (or the
-  dequantize of a packed int8 op's output), joins its group as an epilogue (bias, batch-norm, residual add,
-  activation); so does a group of elementwise
+- an elementwise/broadcast consumer of a reduction or conv/matmul output, at the same shape, joins
+  its group as an epilogue (bias, batch-norm, residual add, activation); so does a group of elementwise
   nodes that read that output several times (x * sigmoid(x), `_reread_epilogue`);
 - a group holds at most one reduction/conv/matmul anchor; an op that `stands_alone` (Kind.OPAQUE: its kernel may be
   loop IR written whole, which lowering cannot inline) is a group of its own: `union` refuses it, whichever rule
@@ -84,26 +83,6 @@ def _pairs_for_gemm(p, n) -> bool:
     return (len(x.shape) == 4 and wp.shape[2:4] == (1, 1) and tuple(n.attrs.get("stride", (1, 1))) == (1, 1)
             and x.shape[2:] == n.outputs[0].shape[2:]
             and conv1x1_as_gemm(p.inputs[0].shape[1], n.outputs[0].shape[1], x.shape[2] * x.shape[3]))
-
-
-def _dequantizes(p, n, users) -> bool:
-    """n dequantizes the uint8 / int8 output of a packed int8 conv / matmul p for one elementwise reader whose other
-    operands are no other packed op's output (nor its dequantize): ONNX QDQ's residual add after a conv (dequantize
-    -> add -> relu -> quantize, the skip a block's input) joins p's group as its epilogue, the quantised value
-    rounded inside it as in memory. Not where the reader adds two convs' outputs (a downsampling block: one group
-    takes the add either way, and the other conv then writes float32 where it wrote uint8), nor for other readers
-    (a max pool)."""
-    packed = ("conv2d_packed_i8", "matmul_packed_i8")
-    readers = users.get(n.outputs[0].id, []) if n.op == "dequantize" and p.op in packed else []
-    if len(readers) != 1 or get_op(readers[0][0].op).kind > Kind.BROADCAST:
-        return False
-
-    def from_packed(v) -> bool:
-        m = v.node
-        if m is not None and m.op == "dequantize":
-            m = m.inputs[0].node
-        return m is not None and m.op in packed
-    return not any(v is not n.outputs[0] and from_packed(v) for v in readers[0][0].inputs)
 
 
 FUSE_DEPTH = 64         # the longest chain of nodes in a group: its expression's depth, in ops (an op may be a few
@@ -215,8 +194,7 @@ def fuse_ops(g, enable: bool = True, hoisted: frozenset = frozenset(), external:
                         anchors[find(p)] is None or (kn <= Kind.BROADCAST and n.outputs[0].shape == v.shape)):
                     union(p, n)                     # injective prologue (or epilogue chain of an anchor)
                 elif kp in (Kind.REDUCTION, Kind.OUT_FUSABLE) and kn <= Kind.BROADCAST \
-                        and n.outputs[0].shape == v.shape \
-                        and (n.outputs[0].dtype == v.dtype or _dequantizes(p, n, users)):
+                        and n.outputs[0].shape == v.shape and n.outputs[0].dtype == v.dtype:
                     union(p, n)                     # elementwise epilogue
             for v in n.inputs:
                 if not (v.id in hoisted and n.outputs[0].id not in hoisted) \
