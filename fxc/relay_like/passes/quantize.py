@@ -6,8 +6,8 @@ model (ONNX QDQ, PyTorch PT2E) become integer ops with int32 accumulation and th
         -> qconv2d(xq, wq, b, sx, zx, sw, 0, sy, zy; padding, relu=True, out_dtype=the quantize's dtype)
     add(matmul(dequantize(aq, sa, za), dequantize(wq, sw, 0)), b)          (the result read as float)
         -> qmatmul(aq, wq, b, sa, za, sw, 0, 1.0, 0; out_dtype="float32")
-    quantize(max_pool2d(dequantize(xq, s, z)), s, z)                        (a reshape too)
-        -> max_pool2d(xq)
+    quantize(max_pool2d(dequantize(xq, s, z)), s, z)                        (a reshape too; each of several such
+        -> max_pool2d(xq)                                                    quantizes of the pool alike)
 
 Takes a typed Graph, returns it with such chains rewritten (requant="float": the frameworks' definition of the
 chain; inverse=True where the quantize multiplies by the reciprocal scale, as PyTorch's does). The weight is the
@@ -122,12 +122,24 @@ def _passthrough(q, look):
     dtype, f a max_pool2d or a reshape: f(xq) is that value exactly (a max commutes with the monotone dequantize,
     and quantize(dequantize(xq)) is xq); else None."""
     f = look.made_by(q.inputs[0], "max_pool2d") or look.made_by(q.inputs[0], "reshape")
-    d = look.made_by(f.inputs[0], "dequantize") if f is not None and look.only_reader(f.outputs[0]) is q else None
+    d = look.made_by(f.inputs[0], "dequantize") if f is not None and _quantized_alike(f.outputs[0], q, look) else None
     if d is None or d.inputs[0].dtype != q.attrs.get("dtype") or d.inputs[0].dtype not in ("uint8", "int8") \
             or (q.attrs.get("qmin"), q.attrs.get("qmax")) not in ((None, None), RANGE[d.inputs[0].dtype]) \
             or not all(_same(a, b) for a, b in zip(d.inputs[1:], q.inputs[1:])):
         return None
+    if any(u.op != "quantize" for u, _ in look.users[f.outputs[0].id]):
+        return (f.op, f.attrs, [d.inputs[0]], q)        # f stays for its unread readers (eliminate_dead_code)
     return (f.op, f.attrs, [d.inputs[0]], f, q)
+
+
+def _quantized_alike(v, q, look) -> bool:
+    """Every reader of v (not a graph output) that is read itself is a quantize like q: its one reader, or one of
+    PT2E's quantizes of a value per reader; torch's max pool comes with an unread max_pool2d_indices reader."""
+    readers = [u for u, _ in look.users.get(v.id, [])
+               if any(o.id in look.users or o.id in look.out_ids for o in u.outputs)]
+    return v.id not in look.out_ids and bool(readers) and all(
+        u.op == "quantize" and u.attrs == q.attrs and all(_same(a, b) for a, b in zip(u.inputs[1:], q.inputs[1:]))
+        for u in readers)
 
 
 def _same(a, b) -> bool:

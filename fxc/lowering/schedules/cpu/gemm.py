@@ -31,6 +31,7 @@ from ....symbolic.expr import (
     Fma,
     Lane,
     Load,
+    Shuffle,
     Var,
     VecLoad,
     as_expr,
@@ -45,7 +46,7 @@ from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
 from ...vectorize import linear_stride, linear_stride_is_one, vectorize_expr
 from .column_strips import column_parts
-from .default import parallel_over
+from .default import parallel_over, transpose16
 
 RESERVED_REGISTERS = 4      # vector registers a register tile leaves to the B vectors and the broadcast
 CONV1X1_AS_GEMM = True      # 1x1 stride-1 convs: lanes along the output positions (schedule_conv1x1)
@@ -145,10 +146,11 @@ class Tile:
 
 
 def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buffer, out_index: Expr,
-               row0: Expr, col0: Expr, row_axis: Var, lane_axis: Var, n_cols: int):
+               row0: Expr, col0: Expr, row_axis: Var, lane_axis: Var, n_cols: int, transpose: bool = False):
     """Write the tile (rows row0.., columns col0..) through the epilogue `value` (an expression over
     row_axis, lane_axis and red_var): unrolled vector stores when the output is contiguous along the lanes,
-    else the accumulators are spilled to a small local tile and a loop applies the epilogue per element."""
+    else (transpose: an int8 conv's NCHW output, contiguous along the rows) the tile transposed in registers, or the
+    accumulators spilled to a small local tile and a loop applying the epilogue per element."""
     lanes = tile.lanes
     width = tile.nv * lanes
     if linear_stride_is_one(out_index, lane_axis):
@@ -165,7 +167,40 @@ def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buff
             return IfThen(Bin("le", col0 + width, as_expr(n_cols)), whole,
                           _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis,
                                           n_cols))
+    if transpose:
+        st = _store_transposed(tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis, n_cols)
+        if st is not None:
+            return st
     return _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis, n_cols)
+
+
+def _store_transposed(tile: Tile, value: Expr, red_var: Var, out: Buffer, out_index: Expr, row0: Expr, col0: Expr,
+                      row_axis: Var, lane_axis: Var, n_cols: int):
+    """An output contiguous along the rows (an int8 conv's NCHW output, a few output columns a tile): each vector's
+    rows transposed in registers (transpose16: the rows padded to `lanes` with zeros), so every column's mr rows are
+    one vector through the epilogue and one store, with no spill and no strided reads of it (the spill path's column
+    of mr rows is a gather from the local tile). Vectors past n_cols (the packing's padded lane blocks) are skipped.
+    None unless the lanes are a power of two, mr is at most the lanes, n_cols whole vectors and the epilogue
+    vectorizes along the rows."""
+    lanes, mr = tile.lanes, tile.mr
+    if mr < 2 or mr > lanes or lanes & (lanes - 1) or n_cols % lanes or not linear_stride_is_one(out_index, row_axis):
+        return None
+    zero = Const(0, vec(tile.dtype, lanes))
+    stmts = []
+    for v in range(tile.nv):
+        cols = transpose16([tile.vector(i, v) for i in range(mr)] + [zero] * (lanes - mr))
+        part = []
+        for j in range(lanes):
+            col = cols[j] if mr == lanes else Shuffle(cols[j], cols[j], list(range(mr)))
+            vs = vectorize_expr(value, row_axis, mr, {red_var: col})
+            if vs is None:
+                return None
+            sub = {row_axis: row0, lane_axis: col0 + (v * lanes + j)}
+            part.append(Store(out, substitute(out_index, sub), substitute(vs, sub)))
+        block = seq(*part)
+        stmts.append(block if n_cols % (tile.nv * lanes) == 0
+                     else IfThen(Bin("lt", col0 + v * lanes, as_expr(n_cols)), block))
+    return seq(*stmts)
 
 
 def _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis, n_cols):
@@ -344,7 +379,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     def store(tile, ow0):
         if blocked_out:
             return store_blocked(tile, value, red.var, out, axes, shape, ow0, obb * nv)
-        return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O)
+        return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O,
+                          transpose=bool(a.get("int8")))
 
     mac = word_mac(a)
     reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
