@@ -219,9 +219,7 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
     column is one vector FMA whatever the stride; rows = DW_COLUMNS output columns per tile. The block's taps are
     copied into a local array first (kept in registers). A zero pad fused into the group is read through: a kernel
     row outside the input is skipped by one branch, a border column leaves out its outside taps at compile time.
-    Parallel over (batch, channel block, output row); knob depthwise_blocked.rows: a work item of 2-4 output rows,
-    whose tiles load each input row's vectors once for every output row they reach (3 loads per 6 FMAs of a 3x3
-    stride-1 kernel over 2 rows, instead of one load per FMA)."""
+    Parallel over (batch, channel block, output row)."""
     a = rt.attrs
     x, w = a["x"], a["w"]
     sh, sw = a["stride"]
@@ -247,46 +245,33 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
     hi = max(lo, min(OW, hi))
 
     def columns(cols: list, inside: bool):
-        """A tile over output columns `cols` (expressions; compile-time ints for the border ones) of `rows` output
-        rows from oh: each input row's vectors loaded once for every output row its taps reach."""
-        acc = conv.local(rt.dtype, rows * len(cols) * L, "dacc")
-        slot = lambda r, i: as_expr((r * len(cols) + i) * L)
-        accv = lambda r, i: VecLoad(acc, slot(r, i), L)
-        wvs: dict = {}
-        in_rows = []
-        for off in sorted({r * sh + i_kh * dh for r in range(rows) for i_kh in range(KH)}):
-            ih = oh * sh + off - pt
-            reach = [(r, (off - r * sh) // dh) for r in range(rows)
-                     if (off - r * sh) % dh == 0 and 0 <= (off - r * sh) // dh < KH]
+        """A tile over output columns `cols` (expressions; compile-time ints for the border ones)."""
+        acc = conv.local(rt.dtype, len(cols) * L, "dacc")
+        accv = lambda i: VecLoad(acc, as_expr(i * L), L)
+        rows = []
+        for i_kh in range(KH):
+            ih = oh * sh + i_kh * dh - pt
             taps = []
             for j in range(KW):
+                wv = VecLoad(wl, as_expr((i_kh * KW + j) * L), L)
                 for i, col in enumerate(cols):
                     iw = col * sw + j * dw - pl
                     if not inside and not 0 <= iw < W:
                         continue
-                    xv = substitute(xt, {IH: ih, IW: as_expr(iw)})
-                    for r, i_kh in reach:
-                        wv = wvs.setdefault((i_kh, j), VecLoad(wl, as_expr((i_kh * KW + j) * L), L))
-                        taps.append(Store(acc, slot(r, i), Fma(xv, wv, accv(r, i))))
+                    taps.append(Store(acc, as_expr(i * L), Fma(substitute(xt, {IH: ih, IW: as_expr(iw)}), wv, accv(i))))
             if taps:
                 ok = binary("and", Bin("ge", ih, as_expr(0)), Bin("lt", ih, as_expr(H)))
-                in_rows.append(IfThen(ok, seq(*taps)) if rows_clip else seq(*taps))
-        init = [Store(acc, slot(r, i), Const(0.0, vec(rt.dtype, L))) for r in range(rows) for i in range(len(cols))]
-        stores = [store_vector(value, red.var, out, index, lane, accv(r, i),
-                               {ow: as_expr(col), **({oh: oh + r} if r else {})})
-                  for r in range(rows) for i, col in enumerate(cols)]
-        return Allocate(acc, seq(*init, *in_rows, *stores))
+                rows.append(IfThen(ok, seq(*taps)) if rows_clip else seq(*taps))
+        init = [Store(acc, as_expr(i * L), Const(0.0, vec(rt.dtype, L))) for i in range(len(cols))]
+        stores = [store_vector(value, red.var, out, index, lane, accv(i), {ow: as_expr(col)})
+                  for i, col in enumerate(cols)]
+        return Allocate(acc, seq(*init, *rows, *stores))
 
     stmts = []
     t = Var("ct")
-    budget = max(1, conv.caps.vector_registers - 4)
-    rows = conv.knob("depthwise_blocked.rows", 1, [r for r in (2, 3, 4) if OH % r == 0],
-                     "output rows per work item (each input row's vectors loaded once for all of them)")
-    width = conv.knob("depthwise_blocked.columns", DW_COLUMNS, range(1, budget + 1),
+    width = conv.knob("depthwise_blocked.columns", DW_COLUMNS, range(1, max(1, conv.caps.vector_registers - 4) + 1),
                       f"output columns per register tile (registers: columns + 1 <= "
                       f"{conv.caps.vector_registers - 3})")
-    conv.knob.constrain(f"depthwise_blocked.rows x depthwise_blocked.columns <= {budget} accumulator registers",
-                        lambda c: c["depthwise_blocked.rows"] * c["depthwise_blocked.columns"] <= budget)
     full = (hi - lo) // width
     if full:
         body = columns([as_expr(lo) + t * width + i for i in range(width)], True)
@@ -297,11 +282,7 @@ def schedule_depthwise_blocked(conv: Converter, rt, out: Buffer, red, value: Exp
     for j in list(range(0, lo)) + list(range(hi, OW)):
         stmts.append(columns([j], False))
     work = N * CB * OH * OW * KH * KW * L
-    item = Allocate(wl, seq(wcopy, *stmts))
-    if rows > 1:
-        ohb = Var("ohb")
-        return parallel_over([(n, N), (cb, CB), (ohb, OH // rows)], LetStmt(oh, ohb * rows, item), work, num_threads)
-    return parallel_over([(n, N), (cb, CB), (oh, OH)], item, work, num_threads)
+    return parallel_over([(n, N), (cb, CB), (oh, OH)], Allocate(wl, seq(wcopy, *stmts)), work, num_threads)
 
 
 UNROLL_MAX = 7              # the longest kernel row / column of the NCHW depthwise conv whose loop is unrolled
