@@ -92,6 +92,22 @@ def rows_knob(conv: Converter, name: str, rows: int, nv: int) -> int:
                      f"{acc_vectors(conv.caps)})")
 
 
+def vectors_knob(conv: Converter, blocks: int, used: int, default: int) -> tuple:
+    """Knob conv2d.vectors of a float32 conv over packed weights: (vectors of L output channels per register tile,
+    the channel-block groups the tiles cover). The packed weight has `blocks` blocks of L channels (pack_weights pads
+    them to a multiple of its nv, the default), of which the output uses `used`: another width covers those with
+    ceil(used / vectors) groups, within the packed blocks (MobileNetV2's 160 channels: 10 blocks packed as 12 for
+    tiles of 3; tiles of 2 or 5 compute none of the 2 padding blocks). At most 8 vectors; conv2d.rows x
+    conv2d.vectors within the accumulator registers."""
+    acc = acc_vectors(conv.caps)
+    nv = conv.knob("conv2d.vectors", default, [v for v in range(1, min(8, acc) + 1) if -(-used // v) * v <= blocks],
+                   "vectors of output channels per register tile (its channel-block groups within the packed "
+                   "weight's blocks)")
+    conv.knob.constrain(f"conv2d.rows x conv2d.vectors <= {acc} accumulator registers",
+                        lambda c: c.get("conv2d.rows", 1) * c["conv2d.vectors"] <= acc)
+    return nv, blocks // nv if nv == default else -(-used // nv)
+
+
 def parts_knob(conv: Converter, name: str, default: int, whole_tiles: int) -> int:
     """Knob `name`: parts a row of `whole_tiles` register tiles splits into among parallel work items (each at least
     two tiles, at most 8 parts; default: the schedule's rule)."""
@@ -339,6 +355,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     # `per` channel-block groups in a row
     staged = blocked_in and conv.bufs.get(x) is None
     groups = OBP // nv
+    if not (staged or grouped or per_word > 1):
+        nv, groups = vectors_knob(conv, OBP, shape[1] if blocked_out else -(-shape[1] // L), nv)
     per, chunk, g = 1, Var("obc"), Var("obg")
     if staged:
         per = groups_per_item(groups, N * OH, num_threads)
@@ -394,6 +412,12 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
             body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, chunk=(rc, parts), lanes=L)
             return parallel_over([(n, N), (oh, OH), (rc, parts), (obb, groups)], body, work, num_threads)
         body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, lanes=L)
+        rows_outer = conv.knob("conv2d.order", "groups", ("rows",) if groups > 1 and OH > 1 else (),
+                               "order of the parallel work items (without strips): groups = channel-block groups "
+                               "outer, a group's weights reused over the output rows that follow; rows = output rows "
+                               "outer, a row's input reused over the groups") == "rows"
+        if rows_outer:
+            return parallel_over([(n, N), (oh, OH), (obb, groups)], body, work, num_threads)
         return parallel_over([(n, N), (obb, groups), (oh, OH)], body, work, num_threads)
     body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, prologue=fill, inner=(g, per),
                      lanes=L)
