@@ -94,8 +94,10 @@ def _compute(x, w, bias, x_scale, w_scale, y_scale, y_zp, x_zp=0, stride=(1, 1),
                      {"schedule": "depthwise_conv2d", "x": xf, "w": w, "stride": tuple(stride),
                       "dilation": tuple(dilation), "x_zp": x_zp})
     e = _epi(epi)
-    return te.compute(shape, lambda n, o, h, wi: _epilogue(cast("int32", acc[n, o, h, wi]), o, bias, x_scale, w_scale,
-                                                           y_scale, y_zp, **e), "depthwise_conv2d_i8")
+    # the exact float32 sum is float32(acc) itself: read as int32 only where an int32 bias is added first (or output)
+    whole = cast if bias.dtype == "int32" else (lambda dtype, v: v)
+    return te.compute(shape, lambda n, o, h, wi: _epilogue(whole("int32", acc[n, o, h, wi]), o, bias, x_scale,
+                                                           w_scale, y_scale, y_zp, **e), "depthwise_conv2d_i8")
 
 
 def _ref(x, w, bias, x_scale, w_scale, y_scale, y_zp, x_zp=0, stride=(1, 1), padding=(0, 0), dilation=(1, 1), **epi):

@@ -114,10 +114,17 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
         # (border columns would cost as much as the interior). Measured: 1.2-1.5x at 14x14, 1.6-1.8x for 7x7
         # kernels at 56x56 and 28x28; at 7x7 maps and for stride 2 the copy costs more than it saves. An 8-bit
         # input always takes it: its bytes are widened once an element there, not once a tap
-        plane = conv.local(rt.dtype, PH * PW, "plane")
+        # a widened plane holds its columns by phase (col % sw, then col // sw): a strided conv's taps contiguous
+        phases = sw if widened else 1
+        ps = -(-PW // phases)
+        plane = conv.local(rt.dtype, PH * ps * phases, "plane")
         plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl,
-                                 rt.dtype, VL, zx)
-        xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
+                                 rt.dtype, VL, zx, phases)
+        if phases == 1:
+            xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
+        else:
+            xv = Load(plane, (oh * sh + kh * dh) * (ps * phases) + binary("imod", kw * dw, as_expr(phases)) * ps + ow
+                      + binary("idiv", kw * dw, as_expr(phases)))
         rows_clip, lo, hi, border = False, 0, OW, []
     if len(border) > MAX_BORDER_COLUMNS:
         return None
@@ -313,18 +320,31 @@ PLANE_WIDENED = 16384       # ... of an 8-bit input (a 112 x 112 map's: 51 KB), 
 
 
 def _fill_plane(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int, dtype: str,
-                VL: int, zp: int = 0):
+                VL: int, zp: int = 0, phases: int = 1):
     """plane[PH, PW] = 0 (vectors of VL lanes), then input rows r < H (at plane row r + pt, column pl) copied as
-    vectors (an 8-bit input's bytes widened: float32(int32(v) - zp))."""
+    vectors (an 8-bit input's bytes widened: float32(int32(v) - zp)). phases > 1 (an 8-bit input): each plane row
+    holds its columns col by phase, at (col % phases) * ps + col // phases (ps = ceil(PW / phases))."""
     def vstore(buf, at, lanes, value_of):
         return Store(buf, at, value_of(lanes)) if lanes > 0 else None
     z = Var("z")
-    nz, tail = (PH * PW) // VL, (PH * PW) % VL
+    ps = -(-PW // phases)
+    size = PH * ps * phases
+    nz, tail = size // VL, size % VL
     zero = lambda k: Const(0.0, vec(dtype, k) if k > 1 else dtype)
     stmts = [For(z, nz, Store(plane, z * VL, zero(VL))) if nz else None,
              vstore(plane, as_expr(nz * VL), tail, zero)]
     rows, cols = min(H, PH - pt), min(W, PW - pl)
-    if rows > 0 and cols > 0:
+    if rows > 0 and cols > 0 and phases > 1:
+        j = Var("j")
+        for p in range(phases):
+            r = Var(f"r{p}")
+            c0 = pl + (p - pl) % phases                 # the first plane column of phase p with an input column
+            k = len(range(c0, pl + cols, phases))
+            if k:
+                v = _widen(Load(src, base + r * W + (c0 - pl) + j * phases), zp)
+                v = substitute(vectorize_expr(v, j, k) if k > 1 else v, {j: as_expr(0)})
+                stmts.append(For(r, rows, Store(plane, (r + pt) * (ps * phases) + p * ps + c0 // phases, v)))
+    elif rows > 0 and cols > 0:
         r = Var("r")
         row = lambda k: VecLoad(src, base + r * W, k) if k > 1 else Load(src, base + r * W)
         if src.dtype in ("uint8", "int8"):
