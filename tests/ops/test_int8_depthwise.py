@@ -61,6 +61,10 @@ def _cases():
         _case(rng, (1, 5, 7, 7), "uint8", 128, (3, 3), out_dtype="int8", requant="onnxruntime", relu=True, **p1),
         # a kernel row longer than the unrolled ones (serial loops), the int32 accumulator itself
         _case(rng, (1, 2, 6, 21), "uint8", 3, (1, 9), out_dtype="int32", padding=(0, 4)),
+        # strides and dilations that differ along H and W, stride 3 (the plane's columns by phase)
+        _case(rng, (1, 3, 12, 30), "int8", 5, (3, 3), stride=(1, 2), dilation=(1, 2), padding=(2, 2, 1, 3)),
+        _case(rng, (1, 2, 13, 17), "uint8", 200, (3, 3), stride=(2, 1), padding=(1, 1), relu=True),
+        _case(rng, (1, 2, 14, 26), "uint8", 9, (5, 5), stride=(3, 3), padding=(2, 2), bias="float32"),
         # saturation: extreme bytes and weights, scales 2^-20 and 2^4
         _case(rng, (1, 8, 16, 33), "uint8", 0, (3, 3), extremes=True, x_scale=2.0 ** 4, y_scale=2.0 ** -20, y_zp=0,
               stride=(2, 2), **p1),

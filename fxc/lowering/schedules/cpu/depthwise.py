@@ -118,8 +118,9 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
         phases = sw if widened else 1
         ps = -(-PW // phases)
         plane = conv.local(rt.dtype, PH * ps * phases, "plane")
-        plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl,
-                                 rt.dtype, VL, zx, phases)
+        base = (n * src.shape[1] + c) * (H * W)
+        plane_fill = _fill_widened(plane, conv.bufs[src], base, H, W, PH, PW, pt, pl, zx, phases) if widened else \
+            _fill_plane(plane, conv.bufs[src], base, H, W, PH, PW, pt, pl, rt.dtype, VL)
         if phases == 1:
             xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
         else:
@@ -172,8 +173,8 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
         return parallel_over([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
     rows = For(oh, OH, seq(*stmts))
     R = conv.knob("depthwise.row_block", ROW_BLOCK, (2, 3, 6, 8), "output rows computed together over a channel's "
-                  "plane (loads shared between rows)") if plane is not None and sh == dh == dw == 1 else ROW_BLOCK
-    if plane is not None and sh == 1 and dh == 1 and dw == 1 and OH >= R:
+                  "plane (loads shared between rows)") if plane is not None and sh == sw == dh == dw == 1 else ROW_BLOCK
+    if plane is not None and sh == 1 and sw == 1 and dh == 1 and dw == 1 and OH >= R:
         blocks = OH // R
         ob, orest = Var("ob"), Var("orest")
         rows = seq(For(ob, blocks, _row_block(conv, rt, out, red, value, out_index, oh, ow, ob * R, plane,
@@ -320,36 +321,52 @@ PLANE_WIDENED = 16384       # ... of an 8-bit input (a 112 x 112 map's: 51 KB), 
 
 
 def _fill_plane(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int, dtype: str,
-                VL: int, zp: int = 0, phases: int = 1):
+                VL: int):
     """plane[PH, PW] = 0 (vectors of VL lanes), then input rows r < H (at plane row r + pt, column pl) copied as
-    vectors (an 8-bit input's bytes widened: float32(int32(v) - zp)). phases > 1 (an 8-bit input): each plane row
-    holds its columns col by phase, at (col % phases) * ps + col // phases (ps = ceil(PW / phases))."""
+    vectors."""
     def vstore(buf, at, lanes, value_of):
         return Store(buf, at, value_of(lanes)) if lanes > 0 else None
     z = Var("z")
-    ps = -(-PW // phases)
-    size = PH * ps * phases
-    nz, tail = size // VL, size % VL
+    nz, tail = (PH * PW) // VL, (PH * PW) % VL
     zero = lambda k: Const(0.0, vec(dtype, k) if k > 1 else dtype)
     stmts = [For(z, nz, Store(plane, z * VL, zero(VL))) if nz else None,
              vstore(plane, as_expr(nz * VL), tail, zero)]
     rows, cols = min(H, PH - pt), min(W, PW - pl)
-    if rows > 0 and cols > 0 and phases > 1:
-        j = Var("j")
-        for p in range(phases):
-            r = Var(f"r{p}")
-            c0 = pl + (p - pl) % phases                 # the first plane column of phase p with an input column
-            k = len(range(c0, pl + cols, phases))
-            if k:
-                v = _widen(Load(src, base + r * W + (c0 - pl) + j * phases), zp)
-                v = substitute(vectorize_expr(v, j, k) if k > 1 else v, {j: as_expr(0)})
-                stmts.append(For(r, rows, Store(plane, (r + pt) * (ps * phases) + p * ps + c0 // phases, v)))
-    elif rows > 0 and cols > 0:
+    if rows > 0 and cols > 0:
         r = Var("r")
         row = lambda k: VecLoad(src, base + r * W, k) if k > 1 else Load(src, base + r * W)
-        if src.dtype in ("uint8", "int8"):
-            j = Var("j")
-            v = _widen(Load(src, base + r * W + j), zp)
-            row = lambda k: substitute(vectorize_expr(v, j, k) if k > 1 else v, {j: as_expr(0)})
         stmts.append(For(r, rows, Store(plane, (r + pt) * PW + pl, row(cols))))
+    return seq(*stmts)
+
+
+def _fill_widened(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int,
+                  zp: int, phases: int):
+    """The plane of an 8-bit input (ops/int8_depthwise.py): input rows r < H at plane row r + pt, column pl, their
+    bytes widened once, float32(int32(v) - zp); each plane row holds its columns col by phase, at
+    (col % phases) * ps + col // phases (ps = ceil(PW / phases); phases = the conv's stride, so a strided conv's taps
+    are contiguous); only the padding is zeroed (every other element is written)."""
+    ps = -(-PW // phases)
+    L = ps * phases
+    rows, cols = min(H, PH - pt), min(W, PW - pl)
+    if cols <= 0:
+        rows = 0
+
+    def zero(at, k):
+        return Store(plane, at, Const(0.0, vec("float32", k) if k > 1 else "float32")) if k > 0 else None
+    stmts = []
+    for i, (a, b) in enumerate(((0, min(pt, PH)), (pt + max(rows, 0), PH))):     # the rows outside the input
+        z = Var(f"z{i}")
+        stmts.append(For(z, b - a, zero((z + a) * L, L)) if b > a else None)
+    j = Var("j")
+    for p in range(phases if rows > 0 else 0):
+        r = Var(f"r{p}")
+        c0 = pl + (p - pl) % phases                 # the first plane column of phase p with an input column
+        k = len(range(c0, pl + cols, phases))
+        a0 = c0 // phases if k else ps
+        at = (r + pt) * L + p * ps
+        body = [zero(at, a0), zero(at + a0 + k, ps - a0 - k)]
+        if k:
+            v = _widen(Load(src, base + r * W + (c0 - pl) + j * phases), zp)
+            body.append(Store(plane, at + a0, substitute(vectorize_expr(v, j, k) if k > 1 else v, {j: as_expr(0)})))
+        stmts.append(For(r, rows, seq(*body)))
     return seq(*stmts)
