@@ -172,8 +172,10 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     if wcopy is None:
         return parallel_over([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
     rows = For(oh, OH, seq(*stmts))
-    R = conv.knob("depthwise.row_block", ROW_BLOCK, (2, 3, 6, 8), "output rows computed together over a channel's "
-                  "plane (loads shared between rows)") if plane is not None and sh == sw == dh == dw == 1 else ROW_BLOCK
+    # an 8-bit input's plane: the most rows (up to 8) that divide the map, so no row is left to the one-row path
+    r0 = next((r for r in range(8, 3, -1) if OH % r == 0), ROW_BLOCK) if widened else ROW_BLOCK
+    R = conv.knob("depthwise.row_block", r0, (2, 3, 6, 8), "output rows computed together over a channel's "
+                  "plane (loads shared between rows)") if plane is not None and sh == sw == dh == dw == 1 else r0
     if plane is not None and sh == 1 and sw == 1 and dh == 1 and dw == 1 and OH >= R:
         blocks = OH // R
         ob, orest = Var("ob"), Var("orest")
