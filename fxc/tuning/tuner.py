@@ -143,8 +143,8 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             _record(state, results, log, tkey, target, result)
             _check_default(state, results, target, log)
             if state.default_cost < float("inf") and not state.task.graph_level:
-                model_.update([analyse(state, r.config)[0] for r in results], [r.cost for r in results],
-                              state.default_cost)
+                model_.update(state.task.key, [analyse(state, r.config)[0] for r in results],
+                              [r.cost for r in results], state.default_cost, analyse(state, {})[0])
             if all("{}" in s.measured for s in states if not s.task.graph_level):
                 result.e2e_curve.append((result.trials, end_to_end(states)))
             bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
