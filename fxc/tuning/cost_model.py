@@ -1,10 +1,13 @@
 """The cost model: gradient-boosted trees (xgboost) trained online on the measured candidates of every task.
 
-Takes loop-IR feature vectors (fxc/tuning/features.py: the fixed-length loop part, so one model serves all tasks)
-and measured costs; learns log(cost / the task's default cost), the candidate's speed relative to its task's default
-schedule, so what it learns on one workload carries to the others. Produces predictions (lower: faster) and the rank
-correlation of its predictions with the measurements of a batch before it trains on them (held-out quality).
-Without xgboost (an optional extra, fxc[tune]) every prediction is 0: the search then samples at random.
+Takes, per round of a task, its candidates' feature vectors (fxc/tuning/features.py; the fixed-length loop part,
+taken relative to the task's default config's: log ratios, so one model serves tasks of every size), their measured
+costs and the task's default cost; learns log(cost / the task's default cost), the candidate's speed relative to its
+task's default schedule, so what it learns on one workload carries to the others. Produces predictions (lower:
+faster) and, from each round predicted before the model trains on it (held out), two rank correlations with the
+measurements over the latest 200: pooled over the tasks on log(cost / default) (`correlations`), and within each task
+averaged over the tasks (`task_correlations`). Without xgboost (an optional extra, fxc[tune]) every prediction is 0:
+the search then samples at random. benchmarks/tune_model.py replays a tuning log through it.
 """
 from __future__ import annotations
 
