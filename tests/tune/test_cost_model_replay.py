@@ -2,6 +2,8 @@
 
 The sample is the first 150 records of a ResNet-18 tuning on a 2-thread AMD EPYC (znver4) host, 2026-12-07
 (target "llvm -mcpu=znver4"; its workload keys hold the thread count, so the replay runs with FXC_NUM_THREADS=2).
+Its keys also hold that host's machine key (on a znver4 host the CPU's own feature string), which another host
+computes differently: the replay keys this target as the sample does, so it runs the same on every host.
 """
 import random
 from dataclasses import replace
@@ -9,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import tune_model
 from benchmarks.tune_model import prepare, rounds_of, run
 from fxc.testing.models import example_inputs, make_model
+from fxc.tuning import workload
 from fxc.tuning.cost_model import CostModel
 from fxc.tuning.frontends import graph_of
 from fxc.tuning.log import read
@@ -21,10 +25,12 @@ SAMPLE = Path(__file__).parent / "data" / "resnet18-llvm-sample.jsonl"
 
 @pytest.fixture(scope="module")
 def replayed():
+    records = read(SAMPLE)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("FXC_NUM_THREADS", "2")
+        for module in (workload, tune_model):
+            mp.setattr(module, "target_key", lambda target: records[0]["target"])
         graph = graph_of(make_model("resnet18"), example_inputs("resnet18"))
-        records = read(SAMPLE)
         return records, prepare(graph, records)
 
 
