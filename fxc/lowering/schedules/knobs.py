@@ -8,7 +8,7 @@ choices, and the constraints a whole config must meet (registers, local memory, 
 - cpu family: a schedule declares a knob where it makes the choice, `conv.knob(name, default, choices, doc)` (the
   Converter holds the group's Chooser): a group's space is what its default lowering declared, so the choices can
   follow from its shapes (the divisors of a row, the tiles that fit the registers).
-- gpu family: the 17 fields of `schedules.gpu.Knobs`, declared once with their choices and constraints
+- gpu family: the 20 fields of `schedules.gpu.Knobs`, declared once with their choices and constraints
   (`gpu.knob_space(caps)`); a config replaces fields of `Knobs.for_caps(caps)`.
 
 With an empty config every knob takes its default: the code is that of a build before knobs existed, byte for byte.
