@@ -68,10 +68,13 @@ def main(argv=None):
         print(r)
         reach = _within(r.e2e_curve, r.tuned_s)
         at200 = next((f"{rho:.2f} after {n} measurements" for n, rho in r.correlations if n >= 200), "n/a")
+        task200 = next((f"{rho:.2f}" for n, rho in r.task_correlations if n >= 200), "n/a")
         covered = sum(1 for s in r.states if s.resumed)
         print(f"tuning: {r.trials} trials in {wall:.0f} s; within 5% of the final estimate after {reach} trials; "
               f"rank correlation (held out, last 200 predictions) {at200} (at the end: "
-              f"{[round(c, 2) for _, c in r.correlations[-3:]]}); {covered} of {len(r.states)} workloads started "
+              f"{[round(c, 2) for _, c in r.correlations[-3:]]}; within tasks, averaged: {task200} after 200, "
+              f"{[round(c, 2) for _, c in r.task_correlations[-1:]]} at the end); {covered} of {len(r.states)} "
+              f"workloads started "
               f"from records already in the log")
     with torch.inference_mode():
         fns = {"default": fxc.from_torch(model, inputs, target=args.target, tuning_log=False),

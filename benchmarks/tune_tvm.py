@@ -5,10 +5,11 @@ reads the model as ONNX, which fxc's venv writes:
 
     .venv/bin/python -m benchmarks.tune_tvm export --model resnet18 --out /tmp/resnet18.onnx
     python3 -m venv /work/venv-tvm && /work/venv-tvm/bin/pip install apache-tvm==0.27.0.post1 numpy==1.26.4 onnx \
-        psutil cloudpickle apache-tvm-ffi==0.1.14.post1     # (MetaSchedule needs psutil and cloudpickle; with
-                                                            # apache-tvm-ffi 0.1.15.post2 it segfaults in ToJSONGraph)
+        psutil cloudpickle xgboost-cpu==3.2.0 apache-tvm-ffi==0.1.14.post1  # (MetaSchedule needs psutil, cloudpickle
+                                          # and xgboost, its cost model; with apache-tvm-ffi 0.1.15.post2 it segfaults)
     /work/venv-tvm/bin/python -m benchmarks.tune_tvm conv --onnx /tmp/resnet18.onnx --trials 64
-    /work/venv-tvm/bin/python -m benchmarks.tune_tvm model --onnx /tmp/resnet18.onnx --trials 500
+    /work/venv-tvm/bin/python -m benchmarks.tune_tvm model --onnx /tmp/resnet18.onnx --trials 500 [--work DIR]
+    /work/venv-tvm/bin/python -m benchmarks.tune_tvm model --onnx /tmp/resnet18.onnx --trials 0 --work DIR
 
 `conv` tunes the fused conv task of the largest weight (how often the model runs it; ties: the first extracted —
 with Relax 0.27's fusion that is layer4's 3x3 conv, 512 channels at 7x7, with its residual add and ReLU) with
@@ -89,9 +90,14 @@ def _model(args) -> None:
             ts.append(time.perf_counter() - t0)
         return statistics.median(ts), min(ts)
 
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as scratch:
+        work = args.work or scratch
         t0 = time.perf_counter()
-        db = ms.relax_integration.tune_relax(mod, {}, target, work, max_trials_global=args.trials)
+        if args.trials:
+            db = ms.relax_integration.tune_relax(mod, {}, target, work, max_trials_global=args.trials)
+        else:       # time the records of an earlier run (--work): tune on a busy host, time on a quiet one
+            db = ms.database.JSONDatabase(os.path.join(work, "database_workload.json"),
+                                          os.path.join(work, "database_tuning_record.json"), allow_missing=False)
         wall = time.perf_counter() - t0
         tuned = ms.relax_integration.compile_relax(db, mod, target, params=None)
     with target:
@@ -114,6 +120,7 @@ def main(argv=None):
         p.add_argument("--onnx", required=True)
         p.add_argument("--trials", type=int, default=64)
         p.add_argument("--runs", type=int, default=30)
+        p.add_argument("--work", default=None, help="keep MetaSchedule's database here (model: --trials 0 times it)")
         p.set_defaults(fn=fn)
     args = ap.parse_args(argv)
     args.fn(args)

@@ -49,7 +49,7 @@ def propose(task, measured: dict, model, analyse, batch: int, rng: random.Random
     chosen = fresh[:n_random]
     rest = fresh[n_random:]
     if rest and len(chosen) < batch:
-        scores = model.predict([analyse(c)[0] for c in rest])
+        scores = model.predict([analyse(c)[0] for c in rest], analyse({})[0])
         order = sorted(range(len(rest)), key=lambda i: scores[i])
         chosen += [rest[i] for i in order[:batch - len(chosen)]]
     return chosen[:batch]

@@ -52,6 +52,7 @@ class TuneResult:
     tuned_s: float = 0.0        # end-to-end estimate, best configs
     errors: dict = field(default_factory=dict)      # error kind -> count
     correlations: list = field(default_factory=list)    # (measurements, Spearman rho of held-out predictions)
+    task_correlations: list = field(default_factory=list)   # (measurements, mean over tasks of each task's rho)
     e2e_curve: list = field(default_factory=list)   # (trials, end-to-end estimate)
     confirmation: Confirmation | None = None        # the whole model's A/B of the tuned configs (confirm.py)
 
@@ -143,8 +144,8 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             _record(state, results, log, tkey, target, result)
             _check_default(state, results, target, log)
             if state.default_cost < float("inf") and not state.task.graph_level:
-                model_.update([analyse(state, r.config)[0] for r in results], [r.cost for r in results],
-                              state.default_cost)
+                model_.update(state.task.key, [analyse(state, r.config)[0] for r in results],
+                              [r.cost for r in results], state.default_cost, analyse(state, {})[0])
             if all("{}" in s.measured for s in states if not s.task.graph_level):
                 result.e2e_curve.append((result.trials, end_to_end(states)))
             bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
@@ -156,7 +157,7 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
         close()
     result.wall_s = time.perf_counter() - t0
     result.default_s, result.tuned_s = end_to_end(states, True), end_to_end(states)
-    result.correlations = model_.correlations
+    result.correlations, result.task_correlations = model_.correlations, model_.task_correlations
     if plot is not None:
         from .plot import plot_curves  # deferred: matplotlib, only for a picture
         plot_curves(result, plot)

@@ -43,7 +43,9 @@ def conv_chain(rng, w_zp=0, w_dtype=np.int8, relu=True, quantize=True, bias="flo
     elif bias == "int32":       # ONNX QDQ: the bias is the dequantize of int32 at scale sx * sw
         bd = b.call("dequantize", [b.const(p["bi"]), b.const(p["sx"] * p["sw"]), b.const(i32(0))], axis=0)
         y = b.call("add", [y, b.call("reshape", [bd], shape=(4, 1, 1))])
-    if relu:
+    if relu in ("clamp", "hardtanh"):       # ReLU6-like: ONNX's Clip(0, hi), PyTorch's hardtanh(0, hi)
+        y = b.call(relu, [y], lo=0.0, hi=2.0)
+    elif relu:
         y = b.call("relu", [y])
     if quantize:
         y = b.call("quantize", [y, b.const(p["sy"]), b.const(p["zy"])], dtype="uint8")
@@ -75,6 +77,34 @@ def test_conv_chain_becomes_qconv2d():
     floated = run(conv_chain(np.random.default_rng(0))[0], xq, quantized="float")
     assert np.abs(floated.astype(int) - got.astype(int)).max() <= 1
     assert (floated != got).mean() < 0.05
+
+
+@pytest.mark.parametrize("cap", ["clamp", "hardtanh"])
+def test_a_capped_relu_folds_into_the_quantize_range(cap):
+    """clamp(y, 0, 2) -> quantize: the cap becomes qmax = quantize(2.0) (quantize is monotone, so this is exact) and
+    the chain one qconv2d; the values are the uncapped chain's, capped at that step."""
+    rng = np.random.default_rng(1)
+    g, p = conv_chain(rng, relu=cap)
+    g = eliminate_dead_code(quantize_chains(g, CTX), CTX)
+    assert ops(g) == ["qconv2d"]
+    q = g.nodes[0]
+    top = round(2.0 / 0.08) + 100
+    assert (q.attrs["relu"], q.attrs["qmax"]) == (True, top)
+    xq = rng.integers(0, 256, (1, 3, 7, 7)).astype(np.uint8)
+    got = run(g, xq)
+    uncapped = get_op("qconv2d").reference(xq, p["wq"], p["bf"], p["sx"], p["zx"], p["sw"], p["zw"], p["sy"],
+                                           p["zy"], padding=(1, 1), relu=True)
+    assert (uncapped > top).any() and (uncapped < top).any(), "the cap must bite for this test to mean anything"
+    np.testing.assert_array_equal(got, np.minimum(uncapped, top))
+    floated = run(conv_chain(np.random.default_rng(1), relu=cap)[0], xq, quantized="float")
+    assert np.abs(floated.astype(int) - got.astype(int)).max() <= 1
+
+
+def test_a_capped_relu_read_as_float_stays_a_float_op():
+    """Without a quantize after it the cap cannot fold: the chain ends in float at the conv and the clamp stays."""
+    g, _ = conv_chain(np.random.default_rng(2), relu="clamp", quantize=False)
+    g = eliminate_dead_code(quantize_chains(g, CTX), CTX)
+    assert ops(g) == ["qconv2d", "clamp"] and g.nodes[0].attrs["out_dtype"] == "float32"
 
 
 def test_int32_bias_is_added_to_the_accumulator():

@@ -46,7 +46,7 @@ class FxcSubgraph(torch.nn.Module):
         self._held: dict = {}           # key -> the weights' tensors, (version, address)s and prepared forms
         self._last = None               # the module of the previous call: woken first thing (Module.wake)
         self._early: dict = {}          # key -> the slot of its build started at compile time (_build_early)
-        self.baked = frozenset() if options.get("freeze") else _zero_points(gm, weights)   # weight positions
+        self.baked = frozenset() if options.get("freeze") else _qparams(gm, weights)   # weight positions
                                         # built in as constants, checked when a weight changes (_baked_values)
         self._baked_values: dict = {}   # id(module) -> [(position, the value it was built with)]
         self._tries = symbolic_tries(gm)    # the symbolic forms to try: every symbol, then the row symbol alone
@@ -275,19 +275,20 @@ _STALE = object()       # _inputs: a constant the module was built with is no lo
 _QPARAMS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel")
 
 
-def _zero_points(gm, weights) -> frozenset:
-    """Positions of the weight arguments that are zero points of PyTorch's quantize / dequantize ops (PT2E's int8
-    weights: plain tensor attributes of the converted model, graph inputs here). The quantization pass takes the fast
-    integer form (packed VNNI dot products) only with a weight zero point known at build time, so they are built in
-    as constants (a few integers each); a call whose weights changed checks them, and a changed one builds again."""
+def _qparams(gm, weights) -> frozenset:
+    """Positions of the weight arguments that are scales or zero points of PyTorch's quantize / dequantize ops (PT2E's
+    int8 weights: plain tensor attributes of the converted model, graph inputs here). The quantization pass takes the
+    fast integer form (packed VNNI dot products) only with a weight zero point known at build time, and the depthwise
+    form only with known scales, so they are built in as constants (a few numbers per channel); a call whose weights
+    changed checks them, and a changed one builds again."""
     where = {n: i for i, n in enumerate(gm.graph.find_nodes(op="placeholder"))}
     out = set()
     for node in gm.graph.nodes:
         if node.op == "call_function" and getattr(node.target, "namespace", None) == "quantized_decomposed" and \
                 node.target._overloadpacket.__name__ in _QPARAMS and len(node.args) > 2:
-            zp = node.args[2]
-            if isinstance(zp, torch.fx.Node) and where.get(zp) in weights:
-                out.add(where[zp])
+            for arg in node.args[1:3]:
+                if isinstance(arg, torch.fx.Node) and where.get(arg) in weights:
+                    out.add(where[arg])
     return frozenset(out)
 
 

@@ -7,7 +7,8 @@ choices, and the constraints a whole config must meet (registers, local memory, 
 
 - cpu family: a schedule declares a knob where it makes the choice, `conv.knob(name, default, choices, doc)` (the
   Converter holds the group's Chooser): a group's space is what its default lowering declared, so the choices can
-  follow from its shapes (the divisors of a row, the tiles that fit the registers).
+  follow from its shapes (the divisors of a row, the tiles that fit the registers); a rule between two of its
+  knobs (a tile's rows x vectors within the accumulator registers) is `conv.knob.constrain(doc, ok)`.
 - gpu family: the 20 fields of `schedules.gpu.Knobs`, declared once with their choices and constraints
   (`gpu.knob_space(caps)`); a config replaces fields of `Knobs.for_caps(caps)`.
 
@@ -105,11 +106,13 @@ class Space:
 
 class Chooser:
     """A group's config while its CPU schedules run: `chooser(name, default, choices, doc)` is the config's value
-    when it names one of the choices, else the default; every knob asked for is recorded in `declared`."""
+    when it names one of the choices, else the default; every knob asked for is recorded in `declared`, every rule
+    between knobs a schedule states (`constrain`) in `constraints`."""
 
     def __init__(self, config: dict | None = None):
         self.config = dict(config or {})
         self.declared: dict = {}
+        self.constraints: dict = {}         # doc -> Constraint
 
     def __call__(self, name: str, default, choices=(), doc: str = ""):
         choices = tuple(dict.fromkeys((default, *choices)))     # the default first, no repeats
@@ -117,5 +120,10 @@ class Chooser:
         value = self.config.get(name, default)
         return value if value in choices else default
 
+    def constrain(self, doc: str, ok) -> None:
+        """A rule over the knobs declared so far that a whole config must meet, e.g. the accumulator registers a
+        tile of `rows` x `vectors` takes (ok: config with every knob -> bool; doc names the rule)."""
+        self.constraints.setdefault(doc, Constraint(doc, ok))
+
     def space(self) -> Space:
-        return Space("cpu", dict(self.declared))
+        return Space("cpu", dict(self.declared), tuple(self.constraints.values()))

@@ -4,10 +4,11 @@ model (ONNX QDQ, PyTorch PT2E) become integer ops with int32 accumulation and th
 
     quantize(relu(add(conv2d(pad(dequantize(xq, sx, zx), 0.0), dequantize(wq, sw, 0)), b)), sy, zy)
         -> qconv2d(xq, wq, b, sx, zx, sw, 0, sy, zy; padding, relu=True, out_dtype=the quantize's dtype)
+    (a clamp to [0, hi] before the quantize, ReLU6: relu=True and qmax = min(qmax, quantize(hi)), exact)
     add(matmul(dequantize(aq, sa, za), dequantize(wq, sw, 0)), b)          (the result read as float)
         -> qmatmul(aq, wq, b, sa, za, sw, 0, 1.0, 0; out_dtype="float32")
-    quantize(max_pool2d(dequantize(xq, s, z)), s, z)                        (a reshape too)
-        -> max_pool2d(xq)
+    quantize(max_pool2d(dequantize(xq, s, z)), s, z)                        (a reshape too; each of several such
+        -> max_pool2d(xq)                                                    quantizes of the pool alike)
 
 Takes a typed Graph, returns it with such chains rewritten (requant="float": the frameworks' definition of the
 chain; inverse=True where the quantize multiplies by the reciprocal scale, as PyTorch's does). The weight is the
@@ -99,11 +100,13 @@ def _match(n, look):
     xq, sx, zx = dx.inputs
     xq = xq if shape is None else _Reshape(xq, shape)
     wq, sw, zw = dw.inputs
-    bias, relu, end, chain = _epilogue(n, channels, sx, sw, look)
+    bias, relu, end, chain, capped = _epilogue(n, channels, sx, sw, look)
     q = end if end.op == "quantize" else None
     if q is not None:
         out = {"out_dtype": q.attrs.get("dtype", "uint8"), "qmin": q.attrs.get("qmin"), "qmax": q.attrs.get("qmax"),
                "inverse": bool(q.attrs.get("inverse", False))}
+        if capped is not None:
+            out["qmax"] = _cap(q, capped)
         sy, zy = q.inputs[1], q.inputs[2]
     else:
         out = {"out_dtype": "float32"}
@@ -122,12 +125,24 @@ def _passthrough(q, look):
     dtype, f a max_pool2d or a reshape: f(xq) is that value exactly (a max commutes with the monotone dequantize,
     and quantize(dequantize(xq)) is xq); else None."""
     f = look.made_by(q.inputs[0], "max_pool2d") or look.made_by(q.inputs[0], "reshape")
-    d = look.made_by(f.inputs[0], "dequantize") if f is not None and look.only_reader(f.outputs[0]) is q else None
+    d = look.made_by(f.inputs[0], "dequantize") if f is not None and _quantized_alike(f.outputs[0], q, look) else None
     if d is None or d.inputs[0].dtype != q.attrs.get("dtype") or d.inputs[0].dtype not in ("uint8", "int8") \
             or (q.attrs.get("qmin"), q.attrs.get("qmax")) not in ((None, None), RANGE[d.inputs[0].dtype]) \
             or not all(_same(a, b) for a, b in zip(d.inputs[1:], q.inputs[1:])):
         return None
+    if any(u.op != "quantize" for u, _ in look.users[f.outputs[0].id]):
+        return (f.op, f.attrs, [d.inputs[0]], q)        # f stays for its unread readers (eliminate_dead_code)
     return (f.op, f.attrs, [d.inputs[0]], f, q)
+
+
+def _quantized_alike(v, q, look) -> bool:
+    """Every reader of v (not a graph output) that is read itself is a quantize like q: its one reader, or one of
+    PT2E's quantizes of a value per reader; torch's max pool comes with an unread max_pool2d_indices reader."""
+    readers = [u for u, _ in look.users.get(v.id, [])
+               if any(o.id in look.users or o.id in look.out_ids for o in u.outputs)]
+    return v.id not in look.out_ids and bool(readers) and all(
+        u.op == "quantize" and u.attrs == q.attrs and all(_same(a, b) for a, b in zip(u.inputs[1:], q.inputs[1:]))
+        for u in readers)
 
 
 def _same(a, b) -> bool:
@@ -191,13 +206,35 @@ def _epilogue(n, channels, sx, sw, look):
             cur, nxt = nxt, look.only_reader(nxt.outputs[0])
     relu = nxt is not None and (nxt.op == "relu" or nxt.op == "clamp" and nxt.attrs.get("lo") == 0
                                 and nxt.attrs.get("hi") is None)
-    if relu:
+    capped = nxt if _relu_capped(nxt, look) else None
+    if relu or capped is not None:
         chain.append(nxt)
         cur, nxt = nxt, look.only_reader(nxt.outputs[0])
     if nxt is not None and nxt.op == "quantize" and nxt.inputs[0] is cur.outputs[0] \
             and nxt.attrs.get("dtype") in ("uint8", "int8") and all(v.type.numel == 1 for v in nxt.inputs[1:]):
         chain.append(nxt)
-    return bias if bias is not None else _zeros(channels), relu, chain[-1], chain
+    elif capped is not None:                   # a cap that no quantize follows stays a float op of its own
+        chain.pop()
+        capped = None
+    return bias if bias is not None else _zeros(channels), relu or capped is not None, chain[-1], chain, capped
+
+
+def _relu_capped(n, look) -> bool:
+    """n clamps to [0, hi] (ReLU6: PyTorch's hardtanh(0, 6), ONNX's Clip(0, 6)) and a quantize with a constant scale
+    and zero point reads it alone: the cap folds into that quantize's qmax (_cap)."""
+    if n is None or n.op not in ("clamp", "hardtanh") or n.attrs.get("lo") != 0 or n.attrs.get("hi") is None:
+        return False
+    q = look.only_reader(n.outputs[0])
+    return q is not None and q.op == "quantize" and all(v.is_const for v in q.inputs[1:])
+
+
+def _cap(q, capped) -> int:
+    """The quantize q's qmax once the clamp `capped` before it folds in: quantize is monotone, so quantize(min(y, hi))
+    = min(quantize(y), quantize(hi)), exactly; quantize(hi) computed by the op's own reference (its rounding, its
+    reciprocal where inverse)."""
+    hi = np.float32(capped.attrs["hi"])
+    return int(get_op("quantize").reference(np.array([hi], np.float32), q.inputs[1].data.reshape(()),
+                                            q.inputs[2].data.reshape(()), **q.attrs)[0])
 
 
 def _zeros(channels):

@@ -9,10 +9,12 @@
 On CPU targets, after quantize_chains (which makes qconv2d / qmatmul, ops/quant.py); the outputs are the same bit for
 bit (the packed ops end in quant.py's epilogue). A rewrite needs an int8 weight that is a constant or computed from
 weights (fold_constants / the prepack step pack it once), its zero point a constant 0, groups 1, a 2-d matmul weight,
-and, for a padded conv, a constant input zero point (the pad value). Others keep the generic integer compute, except
-a grouped (depthwise) conv with the float requantisation and constant scales: it becomes the float chain it is
-defined as, dequantize -> pad -> float conv2d (fxc's vectorised depthwise) -> bias, relu -> quantize (_grouped: the
-same up to float summation order, within one quantisation step; the generic integer form is 10x slower on CPU).
+and, for a padded conv, a constant input zero point (the pad value). A depthwise conv (an int8 weight of zero point
+0, a constant input zero point) becomes depthwise_conv2d_i8 (ops/int8_depthwise.py: bit for bit, the sum exact in
+float32 on the bytes, the requantisation fused; _depthwise). Others keep the generic integer compute, except a
+grouped conv with the float requantisation and constant scales: it becomes the float chain it is defined as,
+dequantize -> pad -> float conv2d -> bias, relu -> quantize (_grouped: the same up to float summation order, within
+one quantisation step; the generic integer form is 10x slower on CPU).
 The activation's shift (ops/int8.py) follows the byte type of the target's dot product, Caps.int8_dot: unsigned on
 x86 (vpdpbusd, or the exact vpmaddwd form), signed on ARM (sdot; smull in the widening form). An activation read by
 several convs (a ResNet block's conv and its downsample) is packed once; a conv's padding pads the words, with words
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...ops.int8_depthwise import exact_taps
 from ...ops.registry import get_op
 from ..graph import Graph, Node
 from .hoist import weight_derived
@@ -73,7 +76,7 @@ def use_int8(g: Graph, ctx):
     for n in g.nodes:
         rep = None
         if n.op == "qconv2d":
-            rep = _conv(n, caps, weight, activation_words, add) or _grouped(n, weight, add)
+            rep = _conv(n, caps, weight, activation_words, add) or _depthwise(n, add) or _grouped(n, weight, add)
         elif n.op == "qmatmul":
             rep = _matmul(n, caps, weight, activation_words, add)
         if rep is None:
@@ -123,6 +126,24 @@ def _conv(n, caps, weight, activation_words, add):
     wsum = add("sum", [add("cast", [w], dtype="int32")], axes=(1, 2, 3), keepdim=False)
     return add("conv2d_packed_i8", [xw, ww, wsum, bias, sx, zx, sw, sy, zy], out_channels=o, stride=stride,
                dilation=dilation, nv=nv, **_epilogue_attrs(n, caps, x))
+
+
+def _depthwise(n, add):
+    """A depthwise qconv2d (one input channel a group) with an int8 weight of zero point 0 and a constant per-tensor
+    input zero point -> depthwise_conv2d_i8 (ops/int8_depthwise.py): the same outputs bit for bit, the sum exact in
+    float32 on fxc's vectorised depthwise schedule reading the bytes. Scales, bias and weight may be per call (a
+    torch.compile graph's inputs). None where the kernel's sum would not be exact (exact_taps)."""
+    x, w, bias, sx, zx, sw, zw, sy, zy = n.inputs
+    a = n.attrs
+    if a.get("groups", 1) != x.shape[1] or w.shape[1] != 1 or w.dtype != "int8" or not _zero(zw) \
+            or not (zx.is_const and zx.data.size == 1):
+        return None
+    x_zp = int(zx.data.reshape(()))
+    if not exact_taps(x.dtype, x_zp, w.shape[2] * w.shape[3]):
+        return None
+    epi = {k: a[k] for k in ("out_dtype", "relu", "qmin", "qmax", "requant", "inverse") if a.get(k) is not None}
+    return add("depthwise_conv2d_i8", [x, w, bias, sx, sw, sy, zy], x_zp=x_zp, stride=tuple(a.get("stride", (1, 1))),
+               padding=tuple(a.get("padding", (0, 0))), dilation=tuple(a.get("dilation", (1, 1))), **epi)
 
 
 def _grouped(n, weight, add):

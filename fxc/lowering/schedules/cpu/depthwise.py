@@ -3,6 +3,9 @@
 - depthwise conv2d in NCHW (groups == channels): lanes = output columns; parallel over (batch, channel, output
   row); a fused zero pad is read through, small maps copy a channel's padded window into a local plane.
 - depthwise_blocked (NCHW16c, use_blocked_layout): lanes = the 16 channels of a block, one vector FMA per tap.
+
+The NCHW schedule also runs ops/int8_depthwise.py's integer depthwise conv: its uint8 / int8 input and int8 weight
+are read as bytes and widened in registers (`_tap`: float32(int32(v) - x_zp), exact), the sum as the float one.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from ....symbolic.expr import (
     VecLoad,
     as_expr,
     binary,
+    cast,
     substitute,
     vec,
 )
@@ -38,6 +42,19 @@ def _unpadded(x):
             or any(tuple(p) != (0, 0) for d, p in enumerate(w) if d not in (2, 3)):
         return x, 0, 0
     return pa["pad_of"], w[2][0], w[3][0]
+
+
+def _widen(e: Expr, zp: int) -> Expr:
+    """An 8-bit value e as float32(int32(e) - zp): exact."""
+    v = cast("int32", e)
+    return cast("float32", v - Const(zp, "int32") if zp else v)
+
+
+def _tap(conv: Converter, t, idx: tuple, zp: int = 0) -> Expr:
+    """A read of t (the input or the weight) as the conv's float32 value: an 8-bit tensor (ops/int8_depthwise.py)
+    widened, a float32 one as it is."""
+    e = conv.convert(t[idx], None)
+    return _widen(e, zp) if t.dtype in ("uint8", "int8") else e
 
 
 def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes, shape, num_threads):
@@ -67,7 +84,8 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
                        "whose loop is unrolled (the taps in registers when both are)")
     kh_kind = "unroll" if KH <= unroll else "serial"
     kw_kind = "unroll" if KW <= unroll else "serial"
-    wv = conv.convert(w[o, 0, kh, kw], None)
+    zx = a.get("x_zp", 0)                      # an 8-bit input's zero point (ops/int8_depthwise.py)
+    wv = _tap(conv, w, (o, 0, kh, kw))
     wcopy = None
     if KH * KW <= 49 and kh_kind == kw_kind == "unroll":   # the channel's taps in registers for all its rows
         wl = conv.local(rt.dtype, KH * KW, "wtap")
@@ -84,20 +102,30 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     hi = (W - 1 + pl - (KW - 1) * dw) // sw + 1 if W - 1 + pl - (KW - 1) * dw >= 0 else 0
     hi = max(lo, min(OW, hi))
     border = list(range(0, lo)) + list(range(hi, OW))
-    xv = conv.convert(src[n, c, ih, ow * sw + kw * dw - pl], None)
+    xv = _tap(conv, src, (n, c, ih, ow * sw + kw * dw - pl), zx)
     PH, PW = (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + (KW - 1) * dw + 1
     plane = None
-    if (border or rows_clip) and wcopy is not None and sw == 1 and VL // 2 < OW \
-            and (OW <= VL or len(border) >= PLANE_BORDER) and PH * PW <= PLANE_FLOATS \
-            and conv.bufs.get(src) is not None:
+    floats = (border or rows_clip) and sw == 1 and VL // 2 < OW and (OW <= VL or len(border) >= PLANE_BORDER) \
+        and PH * PW <= PLANE_FLOATS
+    widened = src.dtype in ("uint8", "int8") and PH * PW <= PLANE_WIDENED
+    if (floats or widened) and wcopy is not None and conv.bufs.get(src) is not None:
         # small maps (one vector per row), or wide borders (5x5 and 7x7 kernels): the channel's padded window
         # copied once into a zeroed local plane, then every column is a vector column and no row is clipped
         # (border columns would cost as much as the interior). Measured: 1.2-1.5x at 14x14, 1.6-1.8x for 7x7
-        # kernels at 56x56 and 28x28; at 7x7 maps and for stride 2 the copy costs more than it saves
-        plane = conv.local(rt.dtype, PH * PW, "plane")
-        plane_fill = _fill_plane(plane, conv.bufs[src], (n * src.shape[1] + c) * (H * W), H, W, PH, PW, pt, pl,
-                                 rt.dtype, VL)
-        xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
+        # kernels at 56x56 and 28x28; at 7x7 maps and for stride 2 the copy costs more than it saves. An 8-bit
+        # input always takes it: its bytes are widened once an element there, not once a tap
+        # a widened plane holds its columns by phase (col % sw, then col // sw): a strided conv's taps contiguous
+        phases = sw if widened else 1
+        ps = -(-PW // phases)
+        plane = conv.local(rt.dtype, PH * ps * phases, "plane")
+        base = (n * src.shape[1] + c) * (H * W)
+        plane_fill = _fill_widened(plane, conv.bufs[src], base, H, W, PH, PW, pt, pl, zx, phases) if widened else \
+            _fill_plane(plane, conv.bufs[src], base, H, W, PH, PW, pt, pl, rt.dtype, VL)
+        if phases == 1:
+            xv = Load(plane, (oh * sh + kh * dh) * PW + ow * sw + kw * dw)
+        else:
+            xv = Load(plane, (oh * sh + kh * dh) * (ps * phases) + binary("imod", kw * dw, as_expr(phases)) * ps + ow
+                      + binary("idiv", kw * dw, as_expr(phases)))
         rows_clip, lo, hi, border = False, 0, OW, []
     if len(border) > MAX_BORDER_COLUMNS:
         return None
@@ -134,7 +162,7 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
         for q in range(KW):
             iw = j * sw + q * dw - pl
             if 0 <= iw < W:
-                xs = conv.convert(src[n, c, ih, as_expr(iw)], None)
+                xs = _tap(conv, src, (n, c, ih, as_expr(iw)), zx)
                 taps.append(Store(acc, as_expr(0), Fma(xs, substitute(wv, {kw: as_expr(q)}), accs)))
         body = seq(Store(acc, as_expr(0), Const(0.0, rt.dtype)), over_rows(seq(*taps)) if taps else None,
                    Store(out, substitute(out_index, {ow: as_expr(j)}),
@@ -144,9 +172,11 @@ def schedule_depthwise(conv: Converter, rt, out: Buffer, red, value: Expr, axes,
     if wcopy is None:
         return parallel_over([(n, N), (o, O), (oh, OH)], seq(*stmts), work, num_threads)
     rows = For(oh, OH, seq(*stmts))
-    R = conv.knob("depthwise.row_block", ROW_BLOCK, (2, 3, 6, 8), "output rows computed together over a channel's "
-                  "plane (loads shared between rows)") if plane is not None and sh == dh == dw == 1 else ROW_BLOCK
-    if plane is not None and sh == 1 and dh == 1 and dw == 1 and OH >= R:
+    # an 8-bit input's plane: the most rows (up to 8) that divide the map, so no row is left to the one-row path
+    r0 = next((r for r in range(8, 3, -1) if OH % r == 0), ROW_BLOCK) if widened else ROW_BLOCK
+    R = conv.knob("depthwise.row_block", r0, (2, 3, 6, 8), "output rows computed together over a channel's "
+                  "plane (loads shared between rows)") if plane is not None and sh == sw == dh == dw == 1 else r0
+    if plane is not None and sh == 1 and sw == 1 and dh == 1 and dw == 1 and OH >= R:
         blocks = OH // R
         ob, orest = Var("ob"), Var("orest")
         rows = seq(For(ob, blocks, _row_block(conv, rt, out, red, value, out_index, oh, ow, ob * R, plane,
@@ -289,6 +319,7 @@ UNROLL_MAX = 7              # the longest kernel row / column of the NCHW depthw
 ACC_PARTS = 4               # accumulators per vector of columns in the NCHW depthwise conv (one per kernel row mod 4)
 PLANE_BORDER = 4            # scalar border columns from which a wider map also takes the plane
 PLANE_FLOATS = 4096         # largest padded window (floats) a depthwise channel copies into a local plane
+PLANE_WIDENED = 16384       # ... of an 8-bit input (a 112 x 112 map's: 51 KB), widened into it once
 
 
 def _fill_plane(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int, dtype: str,
@@ -307,4 +338,37 @@ def _fill_plane(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int,
         r = Var("r")
         row = lambda k: VecLoad(src, base + r * W, k) if k > 1 else Load(src, base + r * W)
         stmts.append(For(r, rows, Store(plane, (r + pt) * PW + pl, row(cols))))
+    return seq(*stmts)
+
+
+def _fill_widened(plane: Buffer, src: Buffer, base: Expr, H: int, W: int, PH: int, PW: int, pt: int, pl: int,
+                  zp: int, phases: int):
+    """The plane of an 8-bit input (ops/int8_depthwise.py): input rows r < H at plane row r + pt, column pl, their
+    bytes widened once, float32(int32(v) - zp); each plane row holds its columns col by phase, at
+    (col % phases) * ps + col // phases (ps = ceil(PW / phases); phases = the conv's stride, so a strided conv's taps
+    are contiguous); only the padding is zeroed (every other element is written)."""
+    ps = -(-PW // phases)
+    L = ps * phases
+    rows, cols = min(H, PH - pt), min(W, PW - pl)
+    if cols <= 0:
+        rows = 0
+
+    def zero(at, k):
+        return Store(plane, at, Const(0.0, vec("float32", k) if k > 1 else "float32")) if k > 0 else None
+    stmts = []
+    for i, (a, b) in enumerate(((0, min(pt, PH)), (pt + max(rows, 0), PH))):     # the rows outside the input
+        z = Var(f"z{i}")
+        stmts.append(For(z, b - a, zero((z + a) * L, L)) if b > a else None)
+    j = Var("j")
+    for p in range(phases if rows > 0 else 0):
+        r = Var(f"r{p}")
+        c0 = pl + (p - pl) % phases                 # the first plane column of phase p with an input column
+        k = len(range(c0, pl + cols, phases))
+        a0 = c0 // phases if k else ps
+        at = (r + pt) * L + p * ps
+        body = [zero(at, a0), zero(at + a0 + k, ps - a0 - k)]
+        if k:
+            v = _widen(Load(src, base + r * W + (c0 - pl) + j * phases), zp)
+            body.append(Store(plane, at + a0, substitute(vectorize_expr(v, j, k) if k > 1 else v, {j: as_expr(0)})))
+        stmts.append(For(r, rows, seq(*body)))
     return seq(*stmts)

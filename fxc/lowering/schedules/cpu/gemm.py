@@ -31,6 +31,7 @@ from ....symbolic.expr import (
     Fma,
     Lane,
     Load,
+    Shuffle,
     Var,
     VecLoad,
     as_expr,
@@ -45,7 +46,7 @@ from ...loop_ir import Allocate, Buffer, For, IfThen, LetStmt, Store, seq
 from ...lower import Converter, flat_index
 from ...vectorize import linear_stride, linear_stride_is_one, vectorize_expr
 from .column_strips import column_parts
-from .default import parallel_over
+from .default import parallel_over, transpose16
 
 RESERVED_REGISTERS = 4      # vector registers a register tile leaves to the B vectors and the broadcast
 CONV1X1_AS_GEMM = True      # 1x1 stride-1 convs: lanes along the output positions (schedule_conv1x1)
@@ -89,6 +90,22 @@ def rows_knob(conv: Converter, name: str, rows: int, nv: int) -> int:
     return conv.knob(name, row_tile(rows, nv, conv.caps), range(1, limit + 1),
                      f"rows per register tile of {nv} accumulator vectors (registers: rows x {nv} <= "
                      f"{acc_vectors(conv.caps)})")
+
+
+def vectors_knob(conv: Converter, blocks: int, used: int, default: int) -> tuple:
+    """Knob conv2d.vectors of a float32 conv over packed weights: (vectors of L output channels per register tile,
+    the channel-block groups the tiles cover). The packed weight has `blocks` blocks of L channels (pack_weights pads
+    them to a multiple of its nv, the default), of which the output uses `used`: another width covers those with
+    ceil(used / vectors) groups, within the packed blocks (MobileNetV2's 160 channels: 10 blocks packed as 12 for
+    tiles of 3; tiles of 2 or 5 compute none of the 2 padding blocks). At most 8 vectors; conv2d.rows x
+    conv2d.vectors within the accumulator registers."""
+    acc = acc_vectors(conv.caps)
+    nv = conv.knob("conv2d.vectors", default, [v for v in range(1, min(8, acc) + 1) if -(-used // v) * v <= blocks],
+                   "vectors of output channels per register tile (its channel-block groups within the packed "
+                   "weight's blocks)")
+    conv.knob.constrain(f"conv2d.rows x conv2d.vectors <= {acc} accumulator registers",
+                        lambda c: c.get("conv2d.rows", 1) * c["conv2d.vectors"] <= acc)
+    return nv, blocks // nv if nv == default else -(-used // nv)
 
 
 def parts_knob(conv: Converter, name: str, default: int, whole_tiles: int) -> int:
@@ -145,10 +162,11 @@ class Tile:
 
 
 def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buffer, out_index: Expr,
-               row0: Expr, col0: Expr, row_axis: Var, lane_axis: Var, n_cols: int):
+               row0: Expr, col0: Expr, row_axis: Var, lane_axis: Var, n_cols: int, transpose: bool = False):
     """Write the tile (rows row0.., columns col0..) through the epilogue `value` (an expression over
     row_axis, lane_axis and red_var): unrolled vector stores when the output is contiguous along the lanes,
-    else the accumulators are spilled to a small local tile and a loop applies the epilogue per element."""
+    else (transpose: an int8 conv's NCHW output, contiguous along the rows) the tile transposed in registers, or the
+    accumulators spilled to a small local tile and a loop applying the epilogue per element."""
     lanes = tile.lanes
     width = tile.nv * lanes
     if linear_stride_is_one(out_index, lane_axis):
@@ -165,7 +183,40 @@ def store_tile(conv: Converter, tile: Tile, value: Expr, red_var: Var, out: Buff
             return IfThen(Bin("le", col0 + width, as_expr(n_cols)), whole,
                           _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis,
                                           n_cols))
+    if transpose:
+        st = _store_transposed(tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis, n_cols)
+        if st is not None:
+            return st
     return _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis, n_cols)
+
+
+def _store_transposed(tile: Tile, value: Expr, red_var: Var, out: Buffer, out_index: Expr, row0: Expr, col0: Expr,
+                      row_axis: Var, lane_axis: Var, n_cols: int):
+    """An output contiguous along the rows (an int8 conv's NCHW output, a few output columns a tile): each vector's
+    rows transposed in registers (transpose16: the rows padded to `lanes` with zeros), so every column's mr rows are
+    one vector through the epilogue and one store, with no spill and no strided reads of it (the spill path's column
+    of mr rows is a gather from the local tile). Vectors past n_cols (the packing's padded lane blocks) are skipped.
+    None unless the lanes are a power of two, mr is at most the lanes, n_cols whole vectors and the epilogue
+    vectorizes along the rows."""
+    lanes, mr = tile.lanes, tile.mr
+    if mr < 2 or mr > lanes or lanes & (lanes - 1) or n_cols % lanes or not linear_stride_is_one(out_index, row_axis):
+        return None
+    zero = Const(0, vec(tile.dtype, lanes))
+    stmts = []
+    for v in range(tile.nv):
+        cols = transpose16([tile.vector(i, v) for i in range(mr)] + [zero] * (lanes - mr))
+        part = []
+        for j in range(lanes):
+            col = cols[j] if mr == lanes else Shuffle(cols[j], cols[j], list(range(mr)))
+            vs = vectorize_expr(value, row_axis, mr, {red_var: col})
+            if vs is None:
+                return None
+            sub = {row_axis: row0, lane_axis: col0 + (v * lanes + j)}
+            part.append(Store(out, substitute(out_index, sub), substitute(vs, sub)))
+        block = seq(*part)
+        stmts.append(block if n_cols % (tile.nv * lanes) == 0
+                     else IfThen(Bin("lt", col0 + v * lanes, as_expr(n_cols)), block))
+    return seq(*stmts)
 
 
 def _store_elements(conv, tile, value, red_var, out, out_index, row0, col0, row_axis, lane_axis, n_cols):
@@ -304,6 +355,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     # `per` channel-block groups in a row
     staged = blocked_in and conv.bufs.get(x) is None
     groups = OBP // nv
+    if not (staged or grouped or per_word > 1):
+        nv, groups = vectors_knob(conv, OBP, shape[1] if blocked_out else -(-shape[1] // L), nv)
     per, chunk, g = 1, Var("obc"), Var("obg")
     if staged:
         per = groups_per_item(groups, N * OH, num_threads)
@@ -344,7 +397,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     def store(tile, ow0):
         if blocked_out:
             return store_blocked(tile, value, red.var, out, axes, shape, ow0, obb * nv)
-        return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O)
+        return store_tile(conv, tile, value, red.var, out, flat_index(axes, shape), ow0, obb * (nv * L), ow, o, O,
+                          transpose=bool(a.get("int8")))
 
     mac = word_mac(a)
     reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
@@ -358,6 +412,12 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
             body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, chunk=(rc, parts), lanes=L)
             return parallel_over([(n, N), (oh, OH), (rc, parts), (obb, groups)], body, work, num_threads)
         body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, lanes=L)
+        rows_outer = conv.knob("conv2d.order", "groups", ("rows",) if groups > 1 and OH > 1 else (),
+                               "order of the parallel work items (without strips): groups = channel-block groups "
+                               "outer, a group's weights reused over the output rows that follow; rows = output rows "
+                               "outer, a row's input reused over the groups") == "rows"
+        if rows_outer:
+            return parallel_over([(n, N), (oh, OH), (obb, groups)], body, work, num_threads)
         return parallel_over([(n, N), (obb, groups), (oh, OH)], body, work, num_threads)
     body = row_tiles(conv, rt.dtype, OW, nv, reduce, a_of, b_of, store, mac, mr, prologue=fill, inner=(g, per),
                      lanes=L)
