@@ -231,7 +231,7 @@ class CStyleRenderer:
         r = self._reads.get(e)
         if r is None:
             r = frozenset().union(*(self.reads(c) for c in children(e)))
-            if isinstance(e, Load):
+            if isinstance(e, (Load, VecLoad)):      # (a vector load too: a store to its buffer makes it stale)
                 r = r | {e.args[0]}
             self._reads[e] = r
         return r

@@ -27,7 +27,7 @@ def _graph():
                                        features=frozenset({"dedicated_local_memory"}), vector_widths=frozenset({4}))])
 def test_gpu_defaults_are_valid(caps):
     space = knob_space(caps)
-    assert len(space.knobs) == 17
+    assert len(space.knobs) == 20
     assert space.valid({}), space.violations({})
     assert space.defaults() == {k: getattr(Knobs.for_caps(caps), k) for k in space.knobs}
     assert not space.valid({"work_group_size": 1 << 20})

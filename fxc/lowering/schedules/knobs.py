@@ -9,7 +9,7 @@ choices, and the constraints a whole config must meet (registers, local memory, 
   Converter holds the group's Chooser): a group's space is what its default lowering declared, so the choices can
   follow from its shapes (the divisors of a row, the tiles that fit the registers); a rule between two of its
   knobs (a tile's rows x vectors within the accumulator registers) is `conv.knob.constrain(doc, ok)`.
-- gpu family: the 17 fields of `schedules.gpu.Knobs`, declared once with their choices and constraints
+- gpu family: the 20 fields of `schedules.gpu.Knobs`, declared once with their choices and constraints
   (`gpu.knob_space(caps)`); a config replaces fields of `Knobs.for_caps(caps)`.
 
 With an empty config every knob takes its default: the code is that of a build before knobs existed, byte for byte.

@@ -21,7 +21,7 @@ list (outputs, inputs, then scratch buffers) and run in order on one queue; each
   max pooling) is scheduled as that compute instead on devices with local memory of their own (GPUs); on a CPU
   device (PoCL) its CPU loop IR, vectorised along rows without bounds tests inside, measured faster.
 
-Knobs (work-group size, reduction threads, ...) are the 17 fields of `Knobs`; their defaults come from the device's
+Knobs (work-group size, reduction threads, ...) are the 20 fields of `Knobs`; their defaults come from the device's
 Caps (`Knobs.for_caps`). `knob_space(caps)` declares each one's choices and the constraints a config must meet (a
 tuner's search space, schedules/knobs.py); `knobs_of(caps, config)` is the defaults with a config's values.
 """
@@ -65,6 +65,11 @@ class Knobs:
     gemv_max_rows: int = 4              # a matrix product with at most this many rows (x batch) is a GEMV (0: none)
     gemv_threads: int = 1               # work-items along k per output of a GEMV (a power of two; > 1: a tree)
     gemv_outputs: int = 16              # outputs per GEMV work-group
+    gemm_tile_rows: int = 0             # register tiles: work-items along the rows (0: gemm_tile, a square group)
+    gemm_lockstep: int = 0              # register tiles: the work-group steps through the reduction together, a
+                                        # barrier every this many steps of its outermost loop (0: no barriers)
+    gemm_vector: int = 1                # register tiles: columns per work-item block as one float vector of this
+                                        # many lanes (1: scalars; the device vectorises across work-items)
 
     @staticmethod
     def for_caps(caps) -> "Knobs":
@@ -113,6 +118,10 @@ KNOB_DOCS = {
     "gemv_max_rows": "a matrix product with at most this many rows is a GEMV (0: none)",
     "gemv_threads": "work-items along k per GEMV output (> 1: a tree)",
     "gemv_outputs": "outputs per GEMV work-group",
+    "gemm_tile_rows": "register-tiled work-group: work-items along the rows (0: gemm_tile, square)",
+    "gemm_lockstep": "register tiles: a barrier every this many steps of the outermost reduce loop, its inner loops "
+                     "unrolled, so a CPU device (PoCL) vectorises each step across the work-items (0: none)",
+    "gemm_vector": "register tiles: each work-item's column blocks are float vectors of this many lanes (1: scalars)",
 }
 
 
@@ -139,6 +148,9 @@ def knob_space(caps) -> Space:
         "gemv_max_rows": [0, 1, 2, 4, 8],
         "gemv_threads": _pow2(1, 64),
         "gemv_outputs": [1, 2, 4, 8, 16, 32],
+        "gemm_tile_rows": [0, *_pow2(1, 32)],
+        "gemm_lockstep": [0, 1, 2, 4, 8] if wg > 1 else [0],
+        "gemm_vector": sorted({1, *(w for w in caps.vector_widths if w <= 16)}),
     }
     knobs = {n: Knob(n, tuple(dict.fromkeys([getattr(d, n), *c])), getattr(d, n), KNOB_DOCS[n])
              for n, c in choices.items()}
@@ -148,8 +160,11 @@ def knob_space(caps) -> Space:
                    lambda c: c["reduce_threads"] <= wg and c["reduce_threads"] * 8 <= local),
         Constraint(f"gemm_tile^2 <= {wg} work-items; staged blocks (2 x tile^2 floats) fit local memory",
                    lambda c: c["gemm_tile"] ** 2 <= wg and (not c["gemm_shared"] or 8 * c["gemm_tile"] ** 2 <= local)),
-        Constraint("gemm_rows x gemm_cols <= 32 accumulators per work-item (registers)",
-                   lambda c: c["gemm_rows"] * c["gemm_cols"] <= 32),
+        Constraint(f"gemm_tile x gemm_tile_rows <= {wg} work-items",
+                   lambda c: c["gemm_tile"] * (c["gemm_tile_rows"] or c["gemm_tile"]) <= wg),
+        Constraint("gemm_rows x gemm_cols <= 32 accumulators per work-item, x gemm_vector lanes <= 128 (registers)",
+                   lambda c: c["gemm_rows"] * c["gemm_cols"] <= 32
+                   and c["gemm_rows"] * c["gemm_cols"] * c["gemm_vector"] <= 128),
         Constraint(f"window_width <= {wg} work-items", lambda c: c["window_width"] <= wg),
         Constraint(f"gemv_threads x gemv_outputs <= {wg} work-items; its tree fits local memory",
                    lambda c: c["gemv_threads"] * c["gemv_outputs"] <= wg

@@ -10,13 +10,15 @@ batch). Knob: `knobs.gemm_tile` (Knobs.for_caps: the largest of 16 / 8 whose two
 memory and whose work-group fits its limit)."""
 from __future__ import annotations
 
+import itertools
 import math
 
 from ....errors import LoweringError
-from ....symbolic.expr import Bin, Const, Var, as_expr, binary, compare, substitute, walk
+from ....symbolic.expr import Bin, Broadcast, Const, Var, VecLoad, as_expr, binary, compare, substitute, vec, walk
 from ... import te
 from ...loop_ir import Barrier, Buffer, For, IfThen, Load, Store, seq
 from ...lower import Hole
+from ...vectorize import vectorize_expr
 from .one_per_output import unflatten
 
 FLOAT = ("float32",)
@@ -160,22 +162,23 @@ def _product_axes(conv, t):
 def register_tiles(conv, t, out, knobs) -> list:
     """The GEMM for devices whose local memory is ordinary memory (CPU devices such as PoCL's), and convolutions on
     every device: no staging; each work-item accumulates gemm_rows x gemm_cols outputs in registers, its rows and
-    columns interleaved with its work-group's (row r of work-item ti is ti + r * tile), so the work-items of a row
-    read consecutive columns (the device vectorises across them) and every loaded element feeds several
-    multiply-adds. The other output axes (batch; a convolution's image rows) are the third grid axis. Loads past the
-    edges read the last row / column instead (in bounds; their results are not stored)."""
+    columns interleaved with its work-group's (row r of work-item ti is ti + r * tile_rows, column c of tj is
+    tj + c * tile), so the work-items of a row read consecutive columns (the device vectorises across them) and every
+    loaded element feeds several multiply-adds. The other output axes (batch; a convolution's image rows) are the
+    third grid axis. Loads past the edges read the last row / column instead (in bounds; their results are not
+    stored). The work-group is gemm_tile work-items along the columns x gemm_tile_rows along the rows (0: gemm_tile).
+    With gemm_lockstep > 0 the work-group steps through the reduction together (`lockstep`)."""
     hole, red_t, rowf, colf, value, ra, cas = _product_axes(conv, t)
     red = red_t.body
     T, R, C = knobs.gemm_tile, knobs.gemm_rows, knobs.gemm_cols
+    TR = knobs.gemm_tile_rows or T
     shape, axes = t.shape, red_t.axes
     m, n = shape[ra], math.prod(shape[d] for d in cas)
     rest = [d for d in range(len(shape)) if d != ra and d not in cas]
     gj, gi, gb, tj, ti = (Var(s) for s in ("gj", "gi", "gb", "tj", "ti"))
     rvars = [Var("k") for _ in red.axes]
-    acc = conv.local(red_t.dtype, R * C, "gacc")
     at = dict(zip([axes[d] for d in rest], unflatten(gb, [shape[d] for d in rest]) if rest else []))
-    at.update({v: nv for (v, _), nv in zip(red.axes, rvars)})
-    rows = [gi * (T * R) + ti + r * T for r in range(R)]
+    rows = [gi * (TR * R) + ti + r * TR for r in range(R)]
     cols = [gj * (T * C) + tj + c * T for c in range(C)]
     clamp = lambda x, lim: binary("min", x, as_expr(lim - 1))      # noqa: E731
     inside = lambda x, lim: compare("lt", x, as_expr(lim))       # noqa: E731
@@ -187,14 +190,23 @@ def register_tiles(conv, t, out, knobs) -> list:
             raise LoweringError("a GEMM operand with its own reduction")
         return v
     col_at = lambda cl: dict(zip([axes[d] for d in cas], unflatten(cl, [shape[d] for d in cas])))  # noqa: E731
-    av = [operand(rowf, {axes[ra]: clamp(rw, m)}) for rw in rows]
-    bv = [operand(colf, col_at(clamp(cl, n))) for cl in cols]
+
+    vform = _vector_columns(colf, lambda v: operand(colf, col_at(v)), n, knobs.gemm_vector) if \
+        knobs.gemm_vector > 1 else None
+    if vform is not None:
+        return _vector_tiles(conv, t, out, knobs, (hole, red_t, rowf, value, ra, cas), (gj, gi, gb, tj, ti), at,
+                             operand, col_at, vform)
+    acc = conv.local(red_t.dtype, R * C, "gacc")
+
+    def step(k: dict):
+        """One step of the reduction (each reduce axis -> its value): R x C multiply-adds of R + C loads."""
+        av = [operand(rowf, {axes[ra]: clamp(rw, m), **k}) for rw in rows]
+        bv = [operand(colf, {**col_at(clamp(cl, n)), **k}) for cl in cols]
+        return seq(*(Store(acc, as_expr(r * C + c), Load(acc, as_expr(r * C + c)) + av[r] * bv[c])
+                     for r in range(R) for c in range(C)))
     zero = Const(0.0 if red_t.dtype == "float32" else 0, red_t.dtype)
     init = [Store(acc, as_expr(q), zero) for q in range(R * C)]
-    update = seq(*(Store(acc, as_expr(r * C + c), Load(acc, as_expr(r * C + c)) + av[r] * bv[c])
-                   for r in range(R) for c in range(C)))
-    for v, (_, extent) in reversed(list(zip(rvars, red.axes))):
-        update = For(v, extent, update)
+    update = _reduction(step, red.axes, rvars, knobs)
     writes = []
     for r in range(R):
         for c in range(C):
@@ -208,10 +220,109 @@ def register_tiles(conv, t, out, knobs) -> list:
             writes.append(IfThen(binary("and", inside(rows[r], m), inside(cols[c], n)), seq(*pre, Store(out, flat, v))))
     body = seq(*init, update, *writes)
     loops = For(tj, T, body, "thread", axis=0)
-    loops = For(ti, T, loops, "thread", axis=1)
+    loops = For(ti, TR, loops, "thread", axis=1)
     loops = For(gj, math.ceil(n / (T * C)), loops, "grid", axis=0)
-    loops = For(gi, math.ceil(m / (T * R)), loops, "grid", axis=1)
+    loops = For(gi, math.ceil(m / (TR * R)), loops, "grid", axis=1)
     return [For(gb, math.prod(shape[d] for d in rest), loops, "grid", axis=2) if rest else loops]
+
+
+def _reduction(step, axes: list, rvars: list, knobs):
+    """The reduction's loops around step(k) (k: each reduce axis -> its value): nested loops over the reduce axes, or
+    with gemm_lockstep the work-group's lockstep form."""
+    if knobs.gemm_lockstep:
+        return lockstep(step, axes, knobs.gemm_lockstep)
+    update = step({v: nv for (v, _), nv in zip(axes, rvars)})
+    for v, (_, extent) in reversed(list(zip(rvars, axes))):
+        update = For(v, extent, update)
+    return update
+
+
+def _vector_columns(colf, operand_at, n: int, V: int):
+    """(v, the column factor's value at V consecutive columns from v as one vector expression over v) when every
+    block of V columns that starts at a multiple of V reads it with a vector form (contiguous loads where its index
+    advances by 1 along the columns, e.g. a stride-1 convolution's input along an image row whose width V divides);
+    None otherwise (n not a multiple of V, or no vector form)."""
+    if n % V:
+        return None
+    v = Var("cv")
+    e = vectorize_expr(operand_at(v), v, V, aligned=True)
+    return None if e is None else (v, e)
+
+
+def _vector_tiles(conv, t, out, knobs, parts, loop_vars, at: dict, operand, col_at, vform) -> list:
+    """register_tiles with float vectors along the columns (gemm_vector = V lanes, the device language's vector
+    type: OpenCL's floatV): each work-item's column c is a block of V consecutive columns, block tj + c * tile of its
+    work-group's, so its loads of the column factor are vector loads and each row's element is broadcast to V
+    multiply-adds; a device that does not vectorise across work-items (PoCL's CPU device runs each work-item's
+    loops in scalar code) gets SIMD code this way. Blocks past the last read the last block (in bounds; not stored);
+    the epilogue runs lane by lane."""
+    hole, red_t, rowf, value, ra, cas = parts
+    red = red_t.body
+    T, R, C, V = knobs.gemm_tile, knobs.gemm_rows, knobs.gemm_cols, knobs.gemm_vector
+    TR = knobs.gemm_tile_rows or T
+    shape, axes = t.shape, red_t.axes
+    m, n = shape[ra], math.prod(shape[d] for d in cas)
+    blocks = n // V
+    rest = [d for d in range(len(shape)) if d != ra and d not in cas]
+    gj, gi, gb, tj, ti = loop_vars         # (the operands' `at` reads gb)
+    rvars = [Var("k") for _ in red.axes]
+    acc = conv.local("float32", R * C * V, "gvacc")
+    rows = [gi * (TR * R) + ti + r * TR for r in range(R)]
+    blks = [gj * (T * C) + tj + c * T for c in range(C)]
+    clamp = lambda x, lim: binary("min", x, as_expr(lim - 1))      # noqa: E731
+    v, vexpr = vform
+
+    def step(k: dict):
+        av = [Broadcast(operand(rowf, {axes[ra]: clamp(rw, m), **k}), V) for rw in rows]
+        bv = [substitute(vexpr, {**k, v: clamp(b, blocks) * V}) for b in blks]
+        return seq(*(Store(acc, as_expr((r * C + c) * V), VecLoad(acc, as_expr((r * C + c) * V), V) + av[r] * bv[c])
+                     for r in range(R) for c in range(C)))
+    init = [Store(acc, as_expr(q * V), Const(0.0, vec("float32", V))) for q in range(R * C)]
+    update = _reduction(step, red.axes, rvars, knobs)
+    writes = []
+    for r in range(R):
+        for c in range(C):
+            lanes = []
+            for e in range(V):
+                idx = {**{axes[d]: at[axes[d]] for d in rest}, axes[ra]: rows[r], **col_at(blks[c] * V + e)}
+                pre: list = []
+                val = conv.convert(substitute(value, {**{t.axes[d]: idx[axes[d]] for d in range(len(shape))},
+                                                      hole.var: Load(acc, as_expr((r * C + c) * V + e))}), pre)
+                flat = as_expr(0)
+                for d, st in zip(range(len(shape)), _strides(shape)):
+                    flat = flat + idx[axes[d]] * st
+                lanes.append(seq(*pre, Store(out, flat, val)))
+            inside = binary("and", compare("lt", rows[r], as_expr(m)), compare("lt", blks[c], as_expr(blocks)))
+            writes.append(IfThen(inside, seq(*lanes)))
+    body = seq(*init, update, *writes)
+    loops = For(tj, T, body, "thread", axis=0)
+    loops = For(ti, TR, loops, "thread", axis=1)
+    loops = For(gj, math.ceil(blocks / (T * C)), loops, "grid", axis=0)
+    loops = For(gi, math.ceil(m / (TR * R)), loops, "grid", axis=1)
+    return [For(gb, math.prod(shape[d] for d in rest), loops, "grid", axis=2) if rest else loops]
+
+
+LOCKSTEP_STEPS = 64         # the most reduction steps unrolled between two barriers
+
+
+def lockstep(step, axes: list, n: int):
+    """The reduction loops of a register-tiled product with its work-group in lockstep: each iteration of a loop over
+    the outermost reduce axis begins with a barrier, and its body is u iterations of that axis (u: the largest divisor
+    of its extent up to n, fewer where the unrolled steps would pass LOCKSTEP_STEPS) with the inner reduce axes
+    unrolled: straight-line code between barriers. A CPU device that runs a work-group's work-items as a loop (PoCL)
+    then runs that loop inside each iteration, vectorised across the work-items (contiguous along the columns),
+    the accumulators kept per work-item between barriers; without barriers each work-item runs its whole reduction
+    alone, in scalar code. Every work-item reaches every barrier (no test guards the reduction). step(k): the
+    statements of one step at reduce values k (axis -> value)."""
+    (v0, e0), inner = axes[0], axes[1:]
+    per = math.prod(e for _, e in inner)
+    cap = max(1, min(n, LOCKSTEP_STEPS // max(per, 1)))
+    u = max(d for d in range(1, min(cap, e0) + 1) if e0 % d == 0)
+    ko = Var("ko")
+    base = ko if u == 1 else ko * u
+    steps = [step({v0: base + j if j else base, **{v: as_expr(x) for (v, _), x in zip(inner, xs)}})
+             for j in range(u) for xs in itertools.product(*(range(e) for _, e in inner))]
+    return For(ko, e0 // u, seq(Barrier(), *steps))
 
 
 def _strides(shape) -> list:
