@@ -8,8 +8,8 @@ from fxc.driver.build import build
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.artifact.read import read_artifact
-from fxc.target import Target, host_features
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
+from tests.targets import require_runtime
 
 f32, i32 = np.float32, np.int32
 
@@ -62,9 +62,7 @@ def _equal(got, want):
 
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512", "llvm -mcpu=x86-64"])
 def test_quantised_net_exact(target):
-    missing = Target.parse(target).caps.features - host_features()
-    if missing:
-        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    require_runtime(target)
     g, inputs, refs = _net(np.random.default_rng(0))
     module = build(g, target=target)
     ks = _kernels(module)
@@ -179,9 +177,7 @@ def test_few_channel_convs_as_patches(target):
     """Convs over fewer than four input channels (an RGB stem) become 1 x 1 convs over their patches, words of four
     (c, kh, kw) taps: bit for bit against qconv2d's reference, with the padding holding x_zp at the ends of the byte
     range, a batch of 2, stride, dilation along W and asymmetric padding, uint8 and int8 inputs."""
-    missing = Target.parse(target).caps.features - host_features()
-    if missing:
-        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    require_runtime(target)
     g, inputs, refs = _few_channel_net(np.random.default_rng(3))
     module = build(g, target=target)
     ks = _kernels(module)

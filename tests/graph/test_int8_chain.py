@@ -15,8 +15,8 @@ from fxc.driver.build import build
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.artifact.read import read_artifact
-from fxc.target import Target, host_features
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
+from tests.targets import require_runtime
 
 f32, i32 = np.float32, np.int32
 
@@ -106,9 +106,7 @@ def _check(got, x, checks):
 @pytest.mark.parametrize("target, size, form", [("llvm", 28, "pt2e"), ("llvm", 14, "qdq"),
                                                 ("llvm -mcpu=haswell", 28, "qdq"), ("llvm -mcpu=haswell", 14, "pt2e")])
 def test_block_exact(target, size, form):
-    missing = Target.parse(target).caps.features - host_features()
-    if missing:
-        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    require_runtime(target)
     g, x, checks = _blocks(np.random.default_rng(size), size, form)
     module = build(g, target=target)
     ks = "\n".join(module.kernels)

@@ -8,7 +8,7 @@ import pytest
 from fxc.driver.build import build
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
-from fxc.target import Target, host_features
+from tests.targets import require_runtime
 
 f32, i32 = np.float32, np.int32
 
@@ -46,9 +46,7 @@ def _blocks(rng):
 
 @pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
 def test_inverted_residuals_exact(target):
-    missing = Target.parse(target).caps.features - host_features()
-    if missing:
-        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
+    require_runtime(target)
     g, x, stages = _blocks(np.random.default_rng(1))
     module = build(g, target=target)
     ks = "\n".join(module.kernels)

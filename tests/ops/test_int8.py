@@ -12,8 +12,9 @@ from fxc.driver.build import build
 from fxc.ops.int8 import i8_words_ref, pack_weight_ref, packed_inputs
 from fxc.relay_like.builder import Builder
 from fxc.runtime.artifact.read import read_artifact
-from fxc.target import Target, host_features
+from fxc.target import Target
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
+from tests.targets import require_runtime
 
 # target -> (the int8_dot form, the instruction its IR names at the target's lanes)
 X86 = {"llvm": ("vnni512", "vpdpbusd.512"), "llvm -mcpu=cascadelake": ("vnni512", "vpdpbusd.512"),
@@ -120,10 +121,8 @@ def _check(got, cases):
 def test_forms_on_x86(target):
     """Each x86 form's kernels run here (the host has AVX-512 VNNI: every lower form runs too) and match the integer
     reference exactly; the IR uses the form's instruction."""
+    require_runtime(target)
     t = Target.parse(target)
-    missing = t.caps.features - host_features()
-    if missing:
-        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
     form, instruction = X86[target]
     assert t.caps.int8_dot == form
     cases = _edge_cases(t.caps)

@@ -15,8 +15,9 @@ from fxc.ops.int8_depthwise import exact_taps
 from fxc.ops.registry import all_ops
 from fxc.relay_like.builder import Builder
 from fxc.runtime.artifact.read import read_artifact
-from fxc.target import Target, host_features
+from fxc.target import Target
 from tests.backends.llvm.arm import export_for, require_cross, run_emulated
+from tests.targets import require_runtime
 
 f32, i32 = np.float32, np.int32
 RANGE = {"uint8": (0, 255), "int8": (-128, 127)}
@@ -104,10 +105,8 @@ def test_exact_taps():
 def test_depthwise_i8_exact(target):
     """Every case equals qconv2d's integer reference bit for bit; the kernel reads the input as bytes (vector loads
     of i8 rows), one kernel a conv."""
+    require_runtime(target)
     t = Target.parse(target)
-    missing = t.caps.features - host_features()
-    if missing:
-        pytest.skip(f"this host's CPU lacks {', '.join(sorted(missing))}")
     cases = _cases()
     module = build(_graph(cases), target=t)
     assert re.search(r"load <\d+ x i8>", module.source)
