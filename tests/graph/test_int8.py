@@ -60,28 +60,41 @@ def _equal(got, want):
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512", "llvm -mcpu=x86-64"])
-def test_quantised_net_exact(target):
+ARM = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"
+
+
+def _exact(net, target, kernels):
+    """net = (graph, inputs, references) built for a host-runnable target: the kernels named, no general integer
+    loop (qconv2d / qmatmul), every output bit for bit (_equal)."""
     require_runtime(target)
-    g, inputs, refs = _net(np.random.default_rng(0))
+    g, inputs, refs = net
     module = build(g, target=target)
     ks = _kernels(module)
-    assert "conv2d_packed_i8" in ks and "matmul_packed_i8" in ks and "qconv2d" not in ks and "qmatmul" not in ks
+    assert all(k in ks for k in kernels) and "qconv2d" not in ks and "qmatmul" not in ks, ks
     for got, want in zip(module(*inputs), refs):
         _equal(got, want)
 
 
+def _exact_on_aarch64(net, kernel, tmp_path):
+    """The same on aarch64 with sdot, run under qemu."""
+    require_cross(ARM)
+    g, inputs, refs = net
+    module = build(g, target=ARM)
+    assert "sdot" in module.source and kernel in _kernels(module)
+    artifact, folder, exe = export_for(module, ARM, tmp_path)
+    manifest, _ = read_artifact(artifact)
+    for got, want in zip(run_emulated(folder, exe, ARM, inputs, manifest["outputs"], tmp_path), refs):
+        _equal(got, want)
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=skylake-avx512", "llvm -mcpu=x86-64"])
+def test_quantised_net_exact(target):
+    _exact(_net(np.random.default_rng(0)), target, ["conv2d_packed_i8", "matmul_packed_i8"])
+
+
 def test_quantised_net_on_aarch64_sdot(tmp_path):
     """The u8 activations shifted to s8 for sdot, compensated by the weight sums: still bit for bit."""
-    arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"
-    require_cross(arm)
-    g, inputs, refs = _net(np.random.default_rng(1))
-    module = build(g, target=arm)
-    assert "sdot" in module.source and "conv2d_packed_i8" in _kernels(module)
-    artifact, folder, exe = export_for(module, arm, tmp_path)
-    manifest, _ = read_artifact(artifact)
-    for got, want in zip(run_emulated(folder, exe, arm, inputs, manifest["outputs"], tmp_path), refs):
-        _equal(got, want)
+    _exact_on_aarch64(_net(np.random.default_rng(1)), "conv2d_packed_i8", tmp_path)
 
 
 def test_what_stays_generic():
@@ -177,23 +190,9 @@ def test_few_channel_convs_as_patches(target):
     """Convs over fewer than four input channels (an RGB stem) become 1 x 1 convs over their patches, words of four
     (c, kh, kw) taps: bit for bit against qconv2d's reference, with the padding holding x_zp at the ends of the byte
     range, a batch of 2, stride, dilation along W and asymmetric padding, uint8 and int8 inputs."""
-    require_runtime(target)
-    g, inputs, refs = _few_channel_net(np.random.default_rng(3))
-    module = build(g, target=target)
-    ks = _kernels(module)
-    assert "im2col" in ks and "conv2d_packed_i8" in ks and "qconv2d" not in ks
-    for got, want in zip(module(*inputs), refs):
-        _equal(got, want)
+    _exact(_few_channel_net(np.random.default_rng(3)), target, ["im2col", "conv2d_packed_i8"])
 
 
 def test_few_channel_convs_on_aarch64_sdot(tmp_path):
     """The patch words with sdot's signed bytes (the x_zp padding shifted with the rest): still bit for bit."""
-    arm = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"
-    require_cross(arm)
-    g, inputs, refs = _few_channel_net(np.random.default_rng(4))
-    module = build(g, target=arm)
-    assert "sdot" in module.source and "im2col" in _kernels(module)
-    artifact, folder, exe = export_for(module, arm, tmp_path)
-    manifest, _ = read_artifact(artifact)
-    for got, want in zip(run_emulated(folder, exe, arm, inputs, manifest["outputs"], tmp_path), refs):
-        _equal(got, want)
+    _exact_on_aarch64(_few_channel_net(np.random.default_rng(4)), "im2col", tmp_path)
