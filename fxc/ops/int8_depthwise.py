@@ -28,7 +28,8 @@ from .quant import RANGE, _check_epilogue, _conv_out, _epilogue, _pads, _qconv2d
 from .registry import Kind, OpDef, register
 
 EXACT = 2 ** 24             # float32 holds every integer up to this: the bound of the sum's partial sums
-EPILOGUE = dict(out_dtype="uint8", relu=False, qmin=None, qmax=None, requant="float", inverse=False)
+EPILOGUE = dict(out_dtype="uint8", relu=False, qmin=None, qmax=None, requant="float", inverse=False)  # qconv2d's
+# epilogue attributes (ops/quant.py) with their defaults: what use_int8.py carries over from a qconv2d
 
 
 def exact_taps(dtype: str, x_zp: int, taps: int) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ops.int8_depthwise import exact_taps
+from ...ops.int8_depthwise import EPILOGUE, exact_taps
 from ...ops.registry import get_op
 from ..graph import Graph, Node
 from .hoist import weight_derived
@@ -102,8 +102,7 @@ def _zero(v) -> bool:
 
 def _epilogue_attrs(n, caps, x) -> dict:
     shift, signed = int8_shift(caps.int8_dot, x.dtype)
-    keep = ("out_dtype", "relu", "qmin", "qmax", "requant", "inverse")
-    return dict(shift=shift, signed_a=signed, **{k: n.attrs[k] for k in keep if k in n.attrs})
+    return dict(shift=shift, signed_a=signed, **{k: n.attrs[k] for k in EPILOGUE if k in n.attrs})
 
 
 def _conv(n, caps, weight, activation_words, add):
@@ -141,7 +140,7 @@ def _depthwise(n, add):
     x_zp = int(zx.data.reshape(()))
     if not exact_taps(x.dtype, x_zp, w.shape[2] * w.shape[3]):
         return None
-    epi = {k: a[k] for k in ("out_dtype", "relu", "qmin", "qmax", "requant", "inverse") if a.get(k) is not None}
+    epi = {k: a[k] for k in EPILOGUE if a.get(k) is not None}
     return add("depthwise_conv2d_i8", [x, w, bias, sx, sw, sy, zy], x_zp=x_zp, stride=tuple(a.get("stride", (1, 1))),
                padding=tuple(a.get("padding", (0, 0))), dilation=tuple(a.get("dilation", (1, 1))), **epi)
 
