@@ -174,6 +174,7 @@ def pass_context(target: Target, options: dict, debug: int = 0, cost=None, knob=
     everywhere = precision == "bf16" and bf16_everywhere(target, mode)
     return PassContext(target, precision, everywhere, everywhere and bf16_direct_fast(target),
                        functools.cache(lambda: bf16_everywhere(target, mode)),
+                       functools.cache(lambda: bf16_everywhere(target, mode) and bf16_direct_fast(target)),
                        bool(options.get("weights_vary")), **layout_choices(options), fuse=options.get("fuse", True),
                        quantized=quantized_mode(options),
                        libraries=libraries_of(target), offload=offload_mode(options), cost=cost, debug=debug, log=log,

@@ -36,6 +36,8 @@ class PassContext:
     a .bfloat16() model's weights) on a CPU with AVX-512 BF16, in any precision: True, every such op over weights
     takes the bf16 dot products; False, only those that stream their weight (use_bf16). A function: the answer is
     measured (backends/llvm/probe.py), and only a graph with such ops asks.
+    bf16_exact_direct(): besides, such a direct conv runs at about twice the float32 rate (bf16_direct's measure):
+    use_winograd then routes those 3x3 convs as precision="bf16" does, without its bf16 Winograd form (not exact).
     weights_vary: the weights change on every call (a training step's graphs; use_winograd).
     winograd ("auto", "off", "all") and blocked_layout (bool): the build options of those names.
     fuse: the build option fuse (False: every node a group of its own).
@@ -57,6 +59,7 @@ class PassContext:
     bf16_everywhere: bool = True
     bf16_direct: bool = False
     bf16_exact: Callable[[], bool] = lambda: True
+    bf16_exact_direct: Callable[[], bool] = lambda: False
     weights_vary: bool = False
     winograd: str = "auto"
     blocked_layout: bool = True

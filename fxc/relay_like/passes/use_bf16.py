@@ -70,12 +70,12 @@ def use_bf16(g, ctx):
     ctx.blocked_layout: whether use_blocked_layout runs (the build option of that name)."""
     caps = ctx.caps
     chosen = ctx.target.is_cpu and ctx.precision == "bf16"
-    if not (chosen or ctx.target.is_cpu and caps.bf16_dot and _has_half_float_ops(g)):
+    if not (chosen or ctx.target.is_cpu and caps.bf16_dot and has_half_float_ops(g)):
         return g
     lanes = caps.lanes
     fixed = weight_derived(g)       # a weight folded with constants (fold_scale_axis) is one too
     blocked = _next_to_depthwise(g, lanes) if ctx.blocked_layout else set()
-    exact = _exact_bf16(g) if not chosen else set()
+    exact = exact_bf16(g) if not chosen else set()
     r = _Rewrite()
     for n in g.nodes:
         if not n.outputs or n.outputs[0].dtype != "float32" or len(n.inputs) != 2 \
@@ -145,7 +145,7 @@ def use_bf16_blocked(g, ctx):
     return g
 
 
-def _has_half_float_ops(g) -> bool:
+def has_half_float_ops(g) -> bool:
     """Whether g has a bfloat16 value (a cast to or from it, or a round_to): a float32 graph has none."""
     return any(n.op == "round_to" and n.attrs.get("dtype") == "bfloat16"
                or any(v.dtype == "bfloat16" for v in n.inputs) for n in g.nodes)
@@ -154,7 +154,7 @@ def _has_half_float_ops(g) -> bool:
 EXACT_THROUGH = ("reshape", "permute")     # ops that move values without changing them
 
 
-def _exact_bf16(g) -> set:
+def exact_bf16(g) -> set:
     """The ids of the float32 values that are exactly bfloat16 values: round_to(x, bfloat16), cast(bfloat16 x),
     and those moved (EXACT_THROUGH) or zero-padded."""
     exact = set()

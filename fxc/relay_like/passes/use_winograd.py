@@ -20,6 +20,7 @@ from ...lowering.winograd import tiles
 from ...symbolic.expr import Expr
 from ..graph import node_appender
 from .hoist import weight_derived
+from .use_bf16 import exact_bf16, has_half_float_ops
 
 BF16_MIN_SIDE = 28      # with a bf16 direct kernel at twice the FMA rate: Winograd (float32) only on maps this large
 F4_MIN_TILES = 32       # float32 F(4x4) with fewer 4x4 tiles a pass over its weight: F(2x2) instead where it pays
@@ -42,20 +43,23 @@ def winograd_pays(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = 
     return c >= 32 and k >= 32 and min(oh, ow) >= 9 and n * -(-oh // 4) * -(-ow // 4) >= 8
 
 
-def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False, mode: str = "auto"):
+def winograd_tile(c: int, k: int, n: int, oh: int, ow: int, bf16_direct: bool = False, mode: str = "auto",
+                  bf16_winograd: bool = True):
     """(tile m, bf16) of the Winograd form to use for a stride-1 3x3 conv over a weight, or None for the direct
     kernel: F(4x4) where winograd_pays with F4_MIN_TILES tiles a pass, else F(2x2) where f2_pays.
     bf16_direct (precision="bf16" on a CPU whose vdpbf16ps runs at twice the FMA rate): F(2x2) in bf16 where it
     pays, on the maps where the bf16 direct conv beats float32 F(4x4) and on those with few tiles a pass over the
     weight (F4_BF16_TILES); its rounding error is about 1.5x a bf16 direct conv's (F(4x4)'s would be 10x, so bf16
-    never uses it). `python -m benchmarks.winograd_layers` times every form of a layer."""
+    never uses it). bf16_winograd False (a bfloat16 graph's exact ops): no bf16 form, so those maps take float32
+    F(4x4) where it pays, else the bf16 direct conv. `python -m benchmarks.winograd_layers` times every form of a
+    layer."""
     if mode == "off":
         return None
     if isinstance(n, Expr):         # a symbolic batch runs in blocks of ROW_BLOCK images (lowering/blocks.py)
         n = ROW_BLOCK
     f4_tiles = n * -(-oh // 4) * -(-ow // 4)
     if bf16_direct:
-        if c % 2 == 0 and (min(oh, ow) < BF16_MIN_SIDE or f4_tiles < F4_BF16_TILES) \
+        if bf16_winograd and c % 2 == 0 and (min(oh, ow) < BF16_MIN_SIDE or f4_tiles < F4_BF16_TILES) \
                 and (mode == "all" or f2_pays(c, k, n, oh, ow)):
             return (2, True)
         if min(oh, ow) < BF16_MIN_SIDE:
@@ -135,6 +139,9 @@ def use_winograd(g, ctx):
     """On a CPU target: its Caps give the register tile's shape and the lanes of the transformed weight's channel
     blocks (Caps.lanes); ctx.winograd is the mode of winograd_tile ("auto", "off", "all").
     ctx.bf16_direct: see winograd_pays and winograd_tile; bf16 applies to convs over weights only (as use_bf16).
+    In a bfloat16 graph (any precision) a conv over a weight whose operands are exactly bfloat16 values
+    (use_bf16.exact_bf16) is routed by the same rule where ctx.bf16_exact_direct() (asked only when there is one),
+    without the bf16 Winograd form: what stays direct, use_bf16 then computes on the bf16 dot products.
     ctx.weights_vary: the graph is a training step's (its weight inputs change on every call), so its tiles are at
     most TRAINING_TILE (accuracy: an inference graph keeps F(4x4)), and the weight's transform is
     redone every call, as the direct kernel's repack is; float32 F(2x2), whose transform writes 16/9 of the weight's
@@ -146,7 +153,8 @@ def use_winograd(g, ctx):
         return g
     caps, bf16_direct, weights_vary, mode = ctx.caps, ctx.bf16_direct, ctx.weights_vary, ctx.winograd
     fits, lane_vectors = rule("cpu", "winograd_fits"), rule("cpu", "winograd_lane_vectors")
-    fixed = weight_derived(g) if bf16_direct else set()
+    exact = exact_bf16(g) if not bf16_direct and caps.bf16_dot and has_half_float_ops(g) else set()
+    fixed = weight_derived(g) if bf16_direct or exact else set()
     new_nodes = []
 
     add = node_appender(new_nodes)
@@ -166,11 +174,12 @@ def use_winograd(g, ctx):
         b, k, oh, ow = n.outputs[0].shape
         c = x.shape[1]
         over_weight = w.is_const or w.id in fixed
-        choice = winograd_tile(c, k, b, oh, ow, bf16_direct and over_weight, mode)
+        routed = over_weight and n.inputs[0].id in exact and w.id in exact and ctx.bf16_exact_direct()
+        choice = winograd_tile(c, k, b, oh, ow, bf16_direct and over_weight or routed, mode, not routed)
         largest = TRAINING_TILE if weights_vary else FORMS["f4"][0]
         if choice is not None and choice[0] > largest:
             choice = (largest, choice[1])
-        if not bf16_direct and mode == "auto":
+        if not (bf16_direct or routed) and mode == "auto":
             choice = _form(ctx, n, x, padding, choice, c, ow, fits, largest)
         if choice is None or not fits(c, ow, *choice):
             new_nodes.append(n)

@@ -10,6 +10,7 @@ from fxc.driver.options import bf16_everywhere
 from fxc.relay_like.builder import Builder
 from fxc.relay_like.context import PassContext
 from fxc.relay_like.passes.use_bf16 import use_bf16
+from fxc.relay_like.passes.use_winograd import use_winograd
 from fxc.target import Target
 from fxc.testing import resnet18
 
@@ -116,6 +117,39 @@ def test_bf16_operands_choose_the_packed_ops_and_a_float32_graph_asks_no_measure
                                                        PassContext(haswell, bf16_exact=never))))
     # float16 operands are no bf16 values: left in float32
     assert "packed_bf16" not in " ".join(ops(use_bf16(_bf16_conv_graph("float16"), PassContext(zen4))))
+
+
+def _bf16_conv3x3_graph(dtype: str, c: int, hw: int):
+    """conv2d(pad(x, 1), w): a stride-1 3x3 conv over a weight (Winograd's kind), operands `dtype` widened."""
+    b = Builder()
+    x = b.graph.input((1, c, hw, hw), dtype, "x")
+    w = b.graph.input((c, c, 3, 3), dtype, "w")
+    b.graph.weights.add(w.id)
+    xw, ww = b.widen([x, w])
+    y = b.call("conv2d", [b.call("pad", [xw], pad=(1, 1, 1, 1)), ww])
+    b.graph.outputs = [b.narrow(y, dtype)]
+    return b.graph
+
+
+@pytest.mark.parametrize("c,hw,direct", [(64, 14, True), (256, 14, True), (64, 56, False)])
+def test_bf16_3x3_convs_take_the_bf16_direct_kernel_where_it_is_the_faster(c, hw, direct):
+    """A bfloat16 graph's stride-1 3x3 conv on a CPU whose bf16 direct conv runs at twice the float32 rate
+    (bf16_exact_direct): below 28x28 the bf16 direct kernel (exact on bf16 operands) instead of float32 Winograd; on
+    a 56x56 map float32 Winograd F(4x4) stays (it beats the bf16 direct kernel there). The bf16 Winograd form of
+    precision="bf16" (rounded transformed weights) is never taken; a CPU whose measure says otherwise, and a float32
+    graph (which asks nothing), keep today's Winograd."""
+    def never():
+        raise AssertionError("a float32 graph asked for the bf16 measurement")
+    ops = lambda g: [n.op for n in g.nodes]      # noqa: E731
+    zen4 = Target.parse("llvm -mcpu=znver4")
+    passes = lambda g, ctx: use_bf16(use_winograd(g, ctx), ctx)      # noqa: E731
+    got = ops(passes(_bf16_conv3x3_graph("bfloat16", c, hw), PassContext(zen4, bf16_exact_direct=lambda: True)))
+    assert ("conv2d_packed_bf16" in got, "conv2d_winograd" in got) == (direct, not direct), got
+    assert "pack_bf16_pairs" not in got or direct         # pairs only for the direct kernel: no bf16 Winograd
+    slow = ops(passes(_bf16_conv3x3_graph("bfloat16", c, hw), PassContext(zen4, bf16_exact_direct=lambda: False)))
+    assert "conv2d_winograd" in slow and "conv2d_packed_bf16" not in slow, slow
+    fp32 = ops(passes(_bf16_conv3x3_graph("float32", c, hw), PassContext(zen4, bf16_exact_direct=never)))
+    assert "conv2d_winograd" in fp32, fp32
 
 
 # -- a sample of ops of every family in both 16-bit dtypes ------------------------------------------------------------
