@@ -175,11 +175,14 @@ def build_peers(name: str, args, folder: str) -> tuple[dict, dict, dict, tuple]:
         return compiled
 
     def inductor(m):
-        # freezing: how the X86 quantizer's models get Inductor's oneDNN int8 kernels; where that fails (the dynamic
-        # linears' qlinear_prepack has no fake-tensor kernel in torch 2.13), Inductor without freezing
-        frozen = torch.compile(m, options={"freezing": True})
+        # freezing: how the X86 quantizer's models get Inductor's oneDNN int8 kernels. Set in Inductor's config while
+        # it compiles (the first call): as torch.compile(options={"freezing": True}) it fails in torch 2.13 (the
+        # prepack op has no fake-tensor kernel on that path), in the inference mode the timed calls use (another
+        # grad mode recompiles, then without freezing). Where it fails, Inductor without freezing
+        import torch._inductor.config as inductor_config
+        frozen = torch.compile(m)
         try:
-            with torch.no_grad():
+            with torch.inference_mode(), inductor_config.patch(freezing=True):
                 frozen(*inputs)
             return frozen
         except Exception as e:
