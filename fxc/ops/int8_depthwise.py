@@ -92,7 +92,7 @@ def _compute(x, w, bias, x_scale, w_scale, y_scale, y_zp, x_zp=0, stride=(1, 1),
         tap = xf[n, c, h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
         return te.sum_(tap * cast("float32", cast("int32", w[o, 0, rh[0], rw[0]])), [rh, rw])
     acc = te.compute(shape, body, "depthwise_conv2d_i8_acc",
-                     {"schedule": "depthwise_conv2d", "x": xf, "w": w, "stride": tuple(stride),
+                     {"schedule": "depthwise_conv2d_i8", "x": xf, "w": w, "stride": tuple(stride),
                       "dilation": tuple(dilation), "x_zp": x_zp})
     e = _epi(epi)
     # the exact float32 sum is float32(acc) itself: read as int32 only where an int32 bias is added first (or output)
