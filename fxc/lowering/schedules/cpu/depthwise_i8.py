@@ -1,18 +1,24 @@
 """The integer depthwise conv's CPU schedule (ops/int8_depthwise.py's depthwise_conv2d_i8), NCHW, full vectors.
 
 Takes the op's accumulator (the float32 sum over the widened bytes, float32(int32(x) - x_zp), exact) and its fused
-epilogue; produces loop IR parallel over (batch, output channel) that, per channel:
+epilogue; produces loop IR parallel over (batch, output channel) that, per channel (A/B figures: PT2E MobileNetV2's
+17 depthwise convs at 1 thread, against depthwise.py's NCHW schedule):
 
 - widens the channel's padded input once into a local float32 plane stored by **phase blocks**: padded row i and
   column j at block (i % sh, j % sw), row i // sh, column j // sw, the block's rows `pitch` floats apart. A tap of a
-  strided conv is then a contiguous vector load, and so is one tap over several output rows of a block;
+  strided conv is then a contiguous vector load, and so is one tap over several output rows of a block. A strided
+  row is loaded and widened whole, its phases picked by shuffles (a strided byte load was 10 instructions a vector:
+  the 112 -> 56 conv 180 -> 160 us);
 - widens a map whose plane would pass PLANE_FLOATS (a 112 x 112 map: 51 KB, past a 32 KB L1) in **strips** of
-  output rows, each strip's rows widened when it starts (the rows two strips share, twice);
-- computes in **full vectors** of Caps.lanes: the lanes past a row's end run on the plane's next columns (junk,
-  never stored) and the epilogue stores only the output's lanes (a shuffle of them, one store), so a 14-column
-  row is one 16-lane vector, not 8 + 4 + 2;
+  output rows, each strip's rows widened when it starts (the rows two strips share, twice): 176 -> 156 us there;
+- computes in **full vectors** of Caps.lanes: the lanes past a row's end run on the plane's next columns (junk)
+  and the epilogue stores the output's lanes first; the junk lanes land on the outputs of the channel's next row
+  or vector, which a later store writes (the chunks of a row block run last first), and the map's last store keeps
+  to the output (a shuffle of its lanes). A 14-column row is one 16-lane vector and one store, not 8 + 4 + 2;
 - flattens maps of at most half a vector of columns: a vector spans several output rows (lane f = row * pitch +
   column), so a 7 x 7 map (pitch 9) is 4 vectors of 16 lanes, not 7 rows of 7;
+- loads a small map (at most SMALL_MAP bytes a channel) as one vector and makes its whole plane with one shuffle
+  (padding from zeros), and the channel's weights as one vector (the 14 -> 7 conv 36 -> 25 us, 7 x 7 maps 45 -> 38);
 - computes wider maps R output rows at a time (row blocks): each plane vector is loaded once for every output row
   whose kernel reaches it ((R - 1) * sh + KH rows of loads for R * KH rows of FMAs).
 
@@ -49,10 +55,7 @@ from .depthwise import _tap, _unpadded, _widen, schedule_depthwise
 PLANE_FLOATS = 4096         # a channel's plane (floats) beyond which its rows are widened in strips (16 KB)
 ROWS = (8, 7, 6, 5, 4)      # output rows a block computes together: the first that divides the strip, else 4
 MAX_TAPS = 49               # kernels up to 7 x 7 (their taps in registers); larger ones: depthwise.py
-VECTOR_WEIGHTS = True
-OVERLAP = True
-SHUFFLE_FILL = 256
-ROW_SHUFFLE = True
+SMALL_MAP = 256             # input bytes of a channel loaded as one vector, its plane made by one shuffle
 
 
 def schedule_depthwise_i8(conv: Converter, rt, out: Buffer, red, value, axes, shape, num_threads):
@@ -93,7 +96,7 @@ def schedule_depthwise_i8(conv: Converter, rt, out: Buffer, red, value, axes, sh
     plane = conv.local("float32", sh * sw * block + slack, "plane")
     wl = conv.local("float32", KH * KW, "wtap")
     wbuf = conv.bufs.get(w)
-    if wbuf is not None and KH * KW > 1 and VECTOR_WEIGHTS:   # the channel's taps widened as one vector
+    if wbuf is not None and KH * KW > 1:                # the channel's taps widened as one vector
         wcopy = Store(wl, as_expr(0), _widened(VecLoad(wbuf, o * (KH * KW), KH * KW), 0))
     else:
         wcopy = seq(*[Store(wl, as_expr(i * KW + j), _tap(conv, w, (o, 0, as_expr(i), as_expr(j))))
@@ -103,7 +106,7 @@ def schedule_depthwise_i8(conv: Converter, rt, out: Buffer, red, value, axes, sh
     geo = dict(sh=sh, sw=sw, dh=dh, dw=dw, KH=KH, KW=KW, rb=rb, pitch=pitch)
 
     def fill(oh0, rows):
-        if strip == OH and H * W <= SHUFFLE_FILL:
+        if strip == OH and H * W <= SMALL_MAP:
             return _fill_shuffled(plane, sbuf, base, (rows - 1) * sh + span, H, W, pt, pl, a.get("x_zp", 0), geo)
         return _fill(plane, sbuf, base, oh0 * sh - pt, (rows - 1) * sh + span, H, W, pl, a.get("x_zp", 0), geo)
 
@@ -131,7 +134,7 @@ def schedule_depthwise_i8(conv: Converter, rt, out: Buffer, red, value, axes, sh
         if isinstance(wide, Const):
             wide = bool(wide.value)
         exact = Store(out, index, Lane(vs, as_expr(picks[0])) if len(picks) == 1 else Shuffle(vs, vs, tuple(picks)))
-        if wide is None or wide is False or not OVERLAP:
+        if wide is None or wide is False:
             return exact
         rest = [i for i in range(lanes) if i not in picks]
         full = Store(out, index, vs if picks == list(range(len(picks))) else Shuffle(vs, vs, tuple(picks + rest)))
@@ -238,7 +241,7 @@ def _fill(plane: Buffer, src: Buffer, base, ih0, rows: int, H: int, W: int, pl: 
             inside += [zero(at, k0), zero(at + (k0 + kn), pitch - k0 - kn)]
             if kn:
                 first = bj + k0 * sw - pl                               # its first input column
-                if sw == 1 or not ROW_SHUFFLE:
+                if sw == 1:
                     j = Var("j")
                     v = _widen(Load(src, base + ih * W + first + j * sw), zp)
                     vv = substitute(vectorize_expr(v, j, kn) if kn > 1 else v, {j: as_expr(0)})
