@@ -9,12 +9,13 @@ acc = sum((x - x_zp) * w) over the taps, the padding holding x_zp (a tap of 0), 
 int32 acc. The sum is taken on float32 values that are integers: each product |x - x_zp| * |w| <= 255 * 128 and every
 partial sum stays below 2^24 while taps * max|x - x_zp| * 128 <= 2^24 (`exact_taps`: 514 taps at the byte range's
 widest, a 3 x 3 kernel uses 9), so every float32 product and addition is exact in any order and acc, read back as
-int32, is the integer sum itself. That lets the CPU run fxc's vectorised float depthwise schedules
-(lowering/schedules/cpu/depthwise.py: lanes = output columns) on the 8-bit tensors themselves: each channel's
-padded window is widened once into a local float32 plane, float32(int32(x) - x_zp) (a strided conv's by column
-phase, so its taps are contiguous too), the int8 weight once a channel; the epilogue (requantisation to uint8 /
-int8, or int32 / float32) is fused into the same kernel. The input zero point is a compile-time attribute (the pad
-value); the scales, bias and output zero point are tensors, per call or constant, as qconv2d's.
+int32, is the integer sum itself. That lets the CPU run float vector schedules on the 8-bit tensors themselves
+(lowering/schedules/cpu/depthwise_i8.py, lanes = output columns; depthwise.py's NCHW schedule where that one does not
+apply): each channel's padded window is widened once into a local float32 plane, float32(int32(x) - x_zp) (a
+strided conv's by phase, so its taps are contiguous too), the int8 weight once a channel; the epilogue
+(requantisation to uint8 / int8, or int32 / float32) is fused into the same kernel. The input zero point is a
+compile-time attribute (the pad value); the scales, bias and output zero point are tensors, per call or constant, as
+qconv2d's.
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def _compute(x, w, bias, x_scale, w_scale, y_scale, y_zp, x_zp=0, stride=(1, 1),
         tap = xf[n, c, h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]]
         return te.sum_(tap * cast("float32", cast("int32", w[o, 0, rh[0], rw[0]])), [rh, rw])
     acc = te.compute(shape, body, "depthwise_conv2d_i8_acc",
-                     {"schedule": "depthwise_conv2d", "x": xf, "w": w, "stride": tuple(stride),
+                     {"schedule": "depthwise_conv2d_i8", "x": xf, "w": w, "stride": tuple(stride),
                       "dilation": tuple(dilation), "x_zp": x_zp})
     e = _epi(epi)
     # the exact float32 sum is float32(acc) itself: read as int32 only where an int32 bias is added first (or output)

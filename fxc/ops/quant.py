@@ -84,8 +84,15 @@ def _round_clamp_cast(v, zp, qmin: int, qmax: int, dtype: str):
     """float32 v -> dtype: clamp(round_half_even(v) + zp, qmin, qmax) computed in float32 as ONNX Runtime does."""
     hi = min(qmax, _F32_BELOW_2_31)
     q = unary("round", v) + cast("float32", zp)
-    q = minimum(maximum(q, as_expr(float(qmin), "float32")), as_expr(float(hi), "float32"))
+    q = minimum(_at_least(q, as_expr(float(qmin), "float32")), as_expr(float(hi), "float32"))
     return cast(dtype, q)
+
+
+def _at_least(v, lo):
+    """max(v, lo) of a float32 v on its way to an integer: lo where lo > v, else v (a NaN v stays NaN), one x86
+    `maxps`. `maximum` (llvm.maximum) also orders -0 below +0, three instructions on x86; the -0 this keeps where
+    lo is +0 converts to the same integer, so the integer results are maximum's."""
+    return select(compare("gt", lo, v), lo, v)
 
 
 def _round_clamp_ref(v, zp, qmin: int, qmax: int, dtype: str):
@@ -243,7 +250,7 @@ def _epilogue(acc, o, bias, x_scale, w_scale, y_scale, y_zp, out_dtype, requant,
     if bias.dtype == "float32":
         f = f + _param(bias, o)
     if relu:
-        f = maximum(f, as_expr(0.0, "float32"))
+        f = maximum(f, as_expr(0.0, "float32")) if out_dtype == "float32" else _at_least(f, as_expr(0.0, "float32"))
     if out_dtype == "float32":
         return f
     return _round_clamp_cast(_divide(f, sy, inverse), zy, lo, hi, out_dtype)

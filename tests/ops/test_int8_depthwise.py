@@ -72,6 +72,12 @@ def _cases():
         _case(rng, (1, 8, 16, 33), "uint8", 255, (3, 3), extremes=True, x_scale=2.0 ** -20, y_scale=2.0 ** 4,
               y_zp=255, **p1),
         _case(rng, (1, 8, 10, 18), "int8", 127, (3, 3), out_dtype="int8", extremes=True, y_zp=-128, **p1),
+        # planes past PLANE_FLOATS widened in strips of rows (a tail strip, a tail row block), stride 1 and 2
+        _case(rng, (1, 2, 75, 64), "uint8", 7, (3, 3), relu=True, **p1),
+        _case(rng, (1, 3, 97, 81), "int8", -3, (3, 3), stride=(2, 2), padding=(1, 1, 0, 1)),
+        # flattened small maps: a stride-2 7 x 7 output (phase blocks), two outputs a channel, a 5 x 5 kernel
+        _case(rng, (1, 3, 14, 14), "uint8", 100, (3, 3), 2, "int8", stride=(2, 2), padding=(0, 0, 1, 1)),
+        _case(rng, (2, 4, 6, 5), "uint8", 17, (5, 5), bias="float32", padding=(2, 2), relu=True),
         # the longest kernel whose float32 sum is exact: 514 taps of |(x - x_zp) * w| up to 255 * 128
         _case(rng, (1, 2, 1, 520), "uint8", 0, (1, 514), out_dtype="int32", extremes=True),
     ]
@@ -135,3 +141,26 @@ def test_refuses_an_inexact_sum():
     ins, attrs = _case(np.random.default_rng(0), (1, 1, 5, 5), "uint8", 0, (3, 3))
     with pytest.raises(ShapeError, match="use qconv2d"):
         g.call1("depthwise_conv2d_i8", [g.const(a) for a in ins], **dict(attrs, x_zp=-1))
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell"])
+def test_depthwise_i8_writes_only_its_output(target):
+    """The schedule stores whole vectors whose last lanes spill onto the outputs a later store of the same channel
+    writes (rows of 14 or 28 columns, a 7 x 7 map's flattened vectors): the map's last row stores its own lanes
+    only, so nothing past the output changes (a guard of bytes after each output buffer)."""
+    require_runtime(target)
+    rng = np.random.default_rng(5)
+    p1 = dict(padding=(1, 1))
+    cases = [_case(rng, (1, 3, 14, 14), "uint8", 3, (3, 3), **p1), _case(rng, (1, 2, 28, 28), "uint8", 0, (3, 3), **p1),
+             _case(rng, (1, 4, 7, 7), "uint8", 9, (3, 3), **p1),
+             _case(rng, (1, 3, 14, 14), "uint8", 1, (3, 3), stride=(2, 2), **p1)]
+    module = build(_graph(cases), target=target)
+    ins = module.check_inputs([a for c, _ in cases for a in c])
+    guard = 64
+    outs = [np.full(o.size + guard, 0xA5, np.uint8) for o in (np.empty(s.shape, np.uint8) for s in module.outputs)]
+    module.run_pointers([a.ctypes.data for a in ins], [o.ctypes.data for o in outs])
+    ref = all_ops()["depthwise_conv2d_i8"].reference
+    for out, (c, attrs) in zip(outs, cases):
+        want = ref(*c, **attrs)
+        np.testing.assert_array_equal(out[:want.size].reshape(want.shape), want)
+        assert (out[want.size:] == 0xA5).all(), "a store past the output"

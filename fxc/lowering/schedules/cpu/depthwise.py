@@ -4,8 +4,9 @@
   row); a fused zero pad is read through, small maps copy a channel's padded window into a local plane.
 - depthwise_blocked (NCHW16c, use_blocked_layout): lanes = the 16 channels of a block, one vector FMA per tap.
 
-The NCHW schedule also runs ops/int8_depthwise.py's integer depthwise conv: its uint8 / int8 input and int8 weight
-are read as bytes and widened in registers (`_tap`: float32(int32(v) - x_zp), exact), the sum as the float one.
+The NCHW schedule also runs ops/int8_depthwise.py's integer depthwise conv where its own schedule (depthwise_i8.py)
+does not apply: its uint8 / int8 input and int8 weight are read as bytes and widened in registers (`_tap`:
+float32(int32(v) - x_zp), exact), the sum as the float one.
 """
 from __future__ import annotations
 
