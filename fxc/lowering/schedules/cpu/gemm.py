@@ -340,13 +340,15 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     bf16 = bool(a.get("bf16"))          # C counts bf16x2 words (channel pairs)
     per_word = 2 if bf16 else 4 if a.get("int8") else 1     # ... or int8 words (channel quads)
     c, kh, kw = Var("c"), Var("kh"), Var("kw")
-    li = x.shape[4] if blocked_in else L        # the elements of an input block: 16 channels (8 bf16x2 words)
+    x_word = a.get("x_word")    # int8 over channel blocks of bytes: word(n, block, j, h, w) reads word j of a block
+    # the elements of an input block: 16 channels (8 bf16x2 words; 4 int8 words of a block of 16 bytes)
+    li = x.shape[4] // 4 if x_word else x.shape[4] if blocked_in else L
 
     # NCHW16c input: channel c at block c // 16, lane c % 16. A reduction over whole blocks at least as long as the
     # output's channels (a projecting conv) runs as (block, taps, lane), the lane loop innermost: 16 steps at constant
     # offsets once unrolled (MobileNetV2's 96 -> 24 and 576 -> 96 convs: 0.110 -> 0.090 ms, 0.116 -> 0.100 ms; its
     # expanding convs ran 10% slower that way)
-    split = blocked_in and C % li == 0 and C * per_word >= (OB * L if blocked_out else O)
+    split = blocked_in and C % li == 0 and (C * per_word >= (OB * L if blocked_out else O) or bool(x_word))
     cb, cl = Var("cb"), Var("cl")
     cc = cb * li + cl if split else c
 
@@ -372,6 +374,9 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         ih, iw = oh * sh + kh * dh, (ow0 + i) * sw + kw * dw
         if staged:
             return Load(panel, (kh * span + i * sw + kw * dw) * CP + cc)
+        if x_word:
+            blk, j = (cb, cl) if split else (binary("idiv", c, li), binary("imod", c, li))
+            return conv.convert(x_word(n, blk, j, ih, iw), None)
         if split:
             return conv.convert(x[n, cb, ih, iw, cl], None)
         if blocked_in:
@@ -402,10 +407,13 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
 
     mac = word_mac(a)
     reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
+    if x_word:      # int8 words of byte blocks: in the packed weight's order (word, KH, KW), its stream sequential
+        reduce = [(cb, C // li), (cl, li), (kh, KH), (kw, KW)]
     work = N * (OB * L if blocked_out else O) * OH * OW * C * KH * KW
     if not staged:
         # a row whose input does not stay cached runs in strips, the groups innermost (schedules/cpu/column_strips)
-        parts = parts_knob(conv, "conv2d.strips", column_parts(C * KH * x.shape[3] * ITEMSIZE[x.dtype], groups,
+        row_bytes = C * KH * x.shape[3] * (4 if x_word else ITEMSIZE[x.dtype])
+        parts = parts_knob(conv, "conv2d.strips", column_parts(row_bytes, groups,
                                                                OW // mr, conv.caps), OW // mr)
         if parts > 1:
             rc = Var("rc")
