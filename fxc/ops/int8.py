@@ -202,7 +202,7 @@ def _block_words(x, shift):
 
 def _blocks_acc(x, wp, out_channels, stride, dilation, nv, blocked_out, shift, signed_a):
     """The int32 sums of a conv over channel blocks of bytes x [N, C/B, H, W, B]: conv2d_packed's over the words
-    _block_words makes, which its schedule reads through attrs x_word (four adjacent bytes: one 32-bit load)."""
+    _block_words makes (its schedule reads each as four adjacent bytes of x: attrs x_shift)."""
     _, c4, kh, kw, L = wp.shape
     word, product = _block_words(x, shift), _product(signed_a)
     rc, rh, rw = te.reduce_axis(c4, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
@@ -217,7 +217,7 @@ def _blocks_acc(x, wp, out_channels, stride, dilation, nv, blocked_out, shift, s
     words = TensorType((x.shape[0], c4) + tuple(x.shape[2:4]), "int32")
     shape = _conv2d_packed_infer([words, wp], out_channels, stride, dilation, nv, False, blocked_out)[0].shape
     return te.compute(shape, body, "conv2d_packed_i8_acc",
-                      {"schedule": "conv2d_packed", "int8": True, "signed_a": signed_a, "x_word": word, "x": x,
+                      {"schedule": "conv2d_packed", "int8": True, "signed_a": signed_a, "x_shift": shift, "x": x,
                        "w": wp, "stride": tuple(stride), "dilation": tuple(dilation), "nv": nv, "blocked_in": True,
                        "blocked_out": blocked_out, "groups": 1})
 

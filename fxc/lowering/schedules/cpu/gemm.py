@@ -36,6 +36,7 @@ from ....symbolic.expr import (
     VecLoad,
     as_expr,
     binary,
+    cast,
     dot_bf16,
     dot_i8,
     lanes_of,
@@ -81,6 +82,20 @@ def word_mac(attrs: dict):
     if attrs.get("int8"):
         return lambda acc, a, b: dot_i8(acc, a, b, attrs["signed_a"])
     return None
+
+
+def bytes_word(v: Expr, shift: int) -> Expr:
+    """The int8 word (ops/int8.py's word_of) of 4 adjacent bytes v (one vector load of 4 lanes): bytes (x - shift)
+    mod 256, byte k at bits 8k. With shift 0 it is v's 32 bits as they are (LLVM folds it to a bitcast: one 32-bit
+    load, where 4 byte loads at separately computed addresses stay 4 loads)."""
+    w = None
+    for k in range(4):
+        b = cast("int32", Lane(v, as_expr(k)))
+        if shift:
+            b = binary("and", binary("sub", b, Const(shift, "int32")), Const(255, "int32"))
+        b = binary("shl", b, Const(8 * k, "int32")) if k else b
+        w = b if w is None else binary("or", w, b)
+    return w
 
 
 def rows_knob(conv: Converter, name: str, rows: int, nv: int) -> int:
@@ -340,7 +355,7 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     bf16 = bool(a.get("bf16"))          # C counts bf16x2 words (channel pairs)
     per_word = 2 if bf16 else 4 if a.get("int8") else 1     # ... or int8 words (channel quads)
     c, kh, kw = Var("c"), Var("kh"), Var("kw")
-    x_word = a.get("x_word")    # int8 over channel blocks of bytes: word(n, block, j, h, w) reads word j of a block
+    x_word = "x_shift" in a     # int8 over channel blocks of bytes: a word is 4 adjacent bytes of a block
     # the elements of an input block: 16 channels (8 bf16x2 words; 4 int8 words of a block of 16 bytes)
     li = x.shape[4] // 4 if x_word else x.shape[4] if blocked_in else L
 
@@ -376,7 +391,8 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
             return Load(panel, (kh * span + i * sw + kw * dw) * CP + cc)
         if x_word:
             blk, j = (cb, cl) if split else (binary("idiv", c, li), binary("imod", c, li))
-            return conv.convert(x_word(n, blk, j, ih, iw), None)
+            first = conv.convert(x[n, blk, ih, iw, j * 4], None)   # a buffer (no prologue fuses into a conv)
+            return bytes_word(VecLoad(first.args[0], first.args[1], 4), a["x_shift"])
         if split:
             return conv.convert(x[n, cb, ih, iw, cl], None)
         if blocked_in:
