@@ -91,7 +91,7 @@ def bytes_word(v: Expr, shift: int) -> Expr:
     w = None
     for k in range(4):
         b = cast("int32", Lane(v, as_expr(k)))
-        if shift:
+        if shift or v.dtype.startswith("int8"):     # (a signed byte is sign-extended: its byte masked out)
             b = binary("and", binary("sub", b, Const(shift, "int32")), Const(255, "int32"))
         b = binary("shl", b, Const(8 * k, "int32")) if k else b
         w = b if w is None else binary("or", w, b)
