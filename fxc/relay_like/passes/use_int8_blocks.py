@@ -92,9 +92,15 @@ def blocked_int8_values(g, lanes: int) -> set:
                 return True
         return False
 
+    def kept(v) -> bool:
+        """Taken blocked, or 8 bits made by an elementwise op (a region's last quantize: converted back after it, a
+        byte an element, rather than its inputs read across the blocks by the conv epilogue they join)."""
+        return taken(v) or (v.dtype in ("uint8", "int8") and v.node.op not in ENTRIES
+                            and v.node.op != "conv2d_packed_i8")
+
     changed = True
     while changed:
-        keep = {vid for vid in S if made_ok(values[vid]) and taken(values[vid])}
+        keep = {vid for vid in S if made_ok(values[vid]) and kept(values[vid])}
         changed, S = keep != S, keep
     return S
 
