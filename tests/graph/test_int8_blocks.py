@@ -4,7 +4,7 @@ lanes). test_int8_chain's ResNet blocks (PT2E's and ONNX QDQ's forms) built with
 residual adds within one step, the blocked and the NCHW build's outputs the same; the convs read and write blocks
 (no word packs, whole-vector epilogues), the layout converted only at the graph's outputs. int8 activations (the x86
 shift of -128 through the bytes; unshifted signed bytes on aarch64) through a region's entry (a max pool's output
-converted to blocks) and exits (a 1 x 1 conv of 20 channels, a mean)."""
+converted to blocks) and exits (a stride-2 conv of 20 channels, a mean)."""
 import re
 
 import numpy as np
@@ -52,8 +52,8 @@ def _ref(op, *args, **attrs):
 def _entry_and_exit(rng):
     """(graph, input, checks) with int8 activations: a padded conv of the input, a max pool of it (made in NCHW, its
     output converted to blocks: the region's entry) read by a conv and a residual add with that conv's output, then
-    a 1 x 1 conv of 20 channels (not whole blocks: its output NCHW) and the mean of the add (an NCHW reader: the
-    exit). checks: (output index, exact, reference from the outputs fxc made)."""
+    a padded stride-2 conv of 20 channels (not whole blocks: its output NCHW) and the mean of the add (an NCHW
+    reader: the exit). checks: (output index, exact, reference from the outputs fxc made)."""
     g = Builder().graph
     x = rng.integers(-128, 128, (1, 16, 10, 10)).astype(np.int8)
     x.flat[::5] = -128
@@ -65,11 +65,11 @@ def _entry_and_exit(rng):
         checks.append((len(outs) - 1, exact, ref))
         return len(outs) - 1
 
-    def qconv(src, o, k, pad, zx, zy):
+    def qconv(src, o, k, pad, zx, zy, stride=1):
         c = outs[src].shape[1]
         ins = [rng.integers(-128, 128, (o, c, k, k)).astype(np.int8), rng.integers(-3000, 3000, o).astype(i32),
                f32(0.03), i32(zx), rng.uniform(2 ** -9, 2 ** -6, o).astype(f32), np.zeros(o, i32), f32(0.07), i32(zy)]
-        attrs = dict(out_dtype="int8", padding=(pad, pad))
+        attrs = dict(out_dtype="int8", padding=(pad, pad), stride=(stride, stride))
         return output(g.call1("qconv2d", [outs[src]] + [g.const(t) for t in ins], **attrs),
                       True, lambda got: _ref("qconv2d", got[src], *ins, **attrs))
 
@@ -83,7 +83,7 @@ def _entry_and_exit(rng):
     z = output(g.call1("quantize", [add] + [g.const(t) for t in sz], dtype="int8"), False,
                lambda got: _ref("quantize", _ref("dequantize", got[b], *sb) + _ref("dequantize", got[p], *sp), *sz,
                                 dtype="int8"))
-    qconv(z, 20, 1, 0, -2, 7)
+    qconv(z, 20, 3, 1, -2, 7, stride=2)
     output(g.call1("mean", [g.call1("dequantize", [outs[z]] + [g.const(t) for t in sz])], axes=(2, 3),
                    keepdim=False), False, lambda got: _ref("dequantize", got[z], *sz).mean((2, 3)))
     g.outputs = outs[1:]
