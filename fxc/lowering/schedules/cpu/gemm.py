@@ -9,7 +9,8 @@ lane by lane otherwise.
 
 - conv2d_packed: rows = output columns (ow) of one output row, lanes = output channels;
   parallel over (batch, channel-block group, output row); its input and output NCHW or NCHW16c
-  (use_blocked_layout: the tile's vectors are then contiguous blocks of the output).
+  (use_blocked_layout: the tile's vectors are then contiguous blocks of the output; int8: channel blocks of bytes,
+  use_int8_blocks, each word of the reduction 4 adjacent bytes read by one load, bytes_word).
 - matmul_packed: rows = m, lanes = n; parallel over (batch, column-block group).
 - depthwise convs: depthwise.py.
 Vector width: the packed layouts' L, else the target's `Caps.lanes` (`conv.caps`: 16 float32 lanes on AVX-512,
