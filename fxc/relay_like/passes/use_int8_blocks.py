@@ -70,6 +70,7 @@ def _words_from_blocks(words, users, S) -> bool:
 
 
 def blocked_int8_values(g, lanes: int) -> set:
+    """Ids of the values the pass stores in blocks of `lanes` channels (the module's doc: which values)."""
     users = g.users()
     values = {o.id: o for n in g.nodes for o in n.outputs if _blockable(o, lanes)}
     S = set(values)
