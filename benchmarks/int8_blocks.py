@@ -6,9 +6,10 @@ int8 convs").
     .venv/bin/python -m benchmarks.int8_blocks --threads 1 --runs 30 --models resnet18,mobilenet_v2
 
 Per model (benchmarks/int8.py's: PT2E through fxc.from_torch, and the QDQ export ONNX Runtime and OpenVINO run):
-median and min latency, timed interleaved (round-robin, the order rotating each round): wall clock at --threads, the
-calling thread's CPU time at --threads 1 (time preempted on a shared host is not counted). Also printed: whether both
-fxc builds give the same output (they must: the layout changes no arithmetic).
+median and min latency, timed interleaved (round-robin, the order rotating each round, each call once the process is
+idle: benchmarks/run.py's wait_until_idle): wall clock at --threads, the calling thread's CPU time at --threads 1
+(time preempted on a shared host is not counted). Also printed: whether both fxc builds give the same output (they
+must: the layout changes no arithmetic).
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ def run(name: str, threads: int, runs: int) -> dict:
     import fxc
     from benchmarks.int8 import build_openvino, build_ort, onnx_int8, pt2e_model, random_inputs
     from benchmarks.peers import _private
+    from benchmarks.run import wait_until_idle
     from fxc.testing.models import make_model
     model = make_model(name).eval()
     inputs = random_inputs(name, 0, 128)
@@ -52,6 +54,7 @@ def run(name: str, threads: int, runs: int) -> dict:
     keys = list(calls)
     for r in range(runs):
         for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            wait_until_idle()       # no peer's spinning workers (ONNX Runtime's: ~40 ms) in the next one's call
             t = clock()
             calls[k]()
             times[k].append(clock() - t)
