@@ -15,6 +15,9 @@ packed once, as pack_lanes packs float32 weights, with words along the reduction
                                            -> [O/L, C/4, KH, KW, L], a linear's [N, K] -> [N/L, K/4, L]
     conv2d_packed_i8(xw, ww, wsum, bias, x_scale, x_zp, w_scale, y_scale, y_zp)
                                            xw [N, C/4, H, W], ww [O/L, C/4, KH, KW, L] -> out_dtype [N, O, OH, OW]
+                                           (blocked_in: xw the bytes [N, C/B, H, W, B] in channel blocks, B a
+                                           multiple of 4, whose 4 adjacent bytes are the words; blocked_out: the
+                                           output [N, O/L, OH, OW, L]; passes/use_int8_blocks.py)
     matmul_packed_i8(aw, bw, wsum, bias, a_scale, a_zp, b_scale, y_scale, y_zp)
                                            aw [.., M, K/4], bw [.., N/L, K/4, L] -> out_dtype [.., M, N]
 
@@ -34,7 +37,7 @@ from ..lowering import te
 from ..symbolic.expr import Const, as_expr, binary, cast, compare, dot_i8_generic, minimum, select
 from ..types import TensorType
 from .linalg import _matmul_packed_infer, _pack, _pack_infer, _pack_ref, packed_matmul_compute, unpack_ref
-from .nn import _conv2d_packed, _conv2d_packed_infer, _conv2d_ref
+from .nn import _conv2d_packed, _conv2d_packed_infer, _conv2d_ref, from_blocked_ref, to_blocked_ref
 from .quant import _check_epilogue, _epilogue, _epilogue_ref, _param
 from .registry import Kind, OpDef, register
 
@@ -174,28 +177,75 @@ def _product(signed_a):
 
 
 # -- conv2d over int8 words ---------------------------------------------------------------------------------------
-def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False, **epi):
+def _conv_infer(types, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False,
+                blocked_in=False, blocked_out=False, **epi):
     x, w = types[:2]
-    if x.dtype != "int32" or w.dtype != "int32" or w.ndim != 5 or len(types) != 9:
-        raise ShapeError("conv2d_packed_i8 takes int8 words (int32) [N, C/4, H, W] and [O/L, C/4, KH, KW, L], then "
+    blocks_ok = x.ndim == 5 and x.dtype in ("uint8", "int8") and x.shape[4] % 4 == 0 and w.ndim == 5 \
+        and w.shape[1] == x.shape[1] * x.shape[4] // 4
+    if (x.dtype != "int32" and not blocked_in) or (blocked_in and not blocks_ok) or w.dtype != "int32" \
+            or w.ndim != 5 or len(types) != 9 or (blocked_out and out_channels % w.shape[4]):
+        raise ShapeError("conv2d_packed_i8 takes int8 words (int32) [N, C/4, H, W] (blocked_in: the bytes [N, C/B, H, "
+                         "W, B], B a multiple of 4) and [O/L, C/4, KH, KW, L] (blocked_out: O a multiple of L), then "
                          "wsum, bias, x_scale, x_zp, w_scale, y_scale, y_zp; got "
                          + ", ".join(f"{t.dtype} {list(t.shape)}" for t in types))
-    t = _conv2d_packed_infer(types[:2], out_channels, stride, dilation, nv)[0]
+    if blocked_in:      # as the words [N, C/4, H, W] would be
+        x = TensorType((x.shape[0], w.shape[1]) + tuple(x.shape[2:4]), "int32")
+    t = _conv2d_packed_infer([x, w], out_channels, stride, dilation, nv, False, blocked_out)[0]
     return _check("conv2d_packed_i8", t, types[2:], out_channels, epi)
 
 
-def _conv(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False, **epi):
-    acc = _conv2d_packed(x, wp, out_channels, stride, dilation, nv, product=_product(signed_a),
-                         name="conv2d_packed_i8_acc", int8=True, signed_a=signed_a)
+def _block_words(x, shift):
+    """word(n, blk, j, h, w): word j of block blk at position (n, h, w) of channel blocks x [N, C/B, H, W, B], its
+    bytes 4j..4j+3 as word_of makes them: word blk * B/4 + j of pack_i8_words of the NCHW activation."""
+    return lambda n, blk, j, h, w: word_of(lambda idx: x[idx], x.shape[4], 4, (n, blk, h, w, j), shift)
+
+
+def _blocks_acc(x, wp, out_channels, stride, dilation, nv, blocked_out, shift, signed_a):
+    """The int32 sums of a conv over channel blocks of bytes x [N, C/B, H, W, B]: conv2d_packed's over the words
+    _block_words makes (its schedule reads each as four adjacent bytes of x: attrs x_shift)."""
+    _, c4, kh, kw, L = wp.shape
+    word, product = _block_words(x, shift), _product(signed_a)
+    rc, rh, rw = te.reduce_axis(c4, "rc"), te.reduce_axis(kh, "rh"), te.reduce_axis(kw, "rw")
+
+    def body(n, o, h, wi, ol=None):
+        ih, iw = h * stride[0] + rh[0] * dilation[0], wi * stride[1] + rw[0] * dilation[1]
+        wv = wp[o, rc[0], rh[0], rw[0], ol] if blocked_out else \
+            wp[binary("idiv", o, as_expr(L)), rc[0], rh[0], rw[0], binary("imod", o, as_expr(L))]
+        per = as_expr(x.shape[4] // 4)
+        return te.sum_(product(word(n, binary("idiv", rc[0], per), binary("imod", rc[0], per), ih, iw), wv),
+                       [rc, rh, rw])
+    words = TensorType((x.shape[0], c4) + tuple(x.shape[2:4]), "int32")
+    shape = _conv2d_packed_infer([words, wp], out_channels, stride, dilation, nv, False, blocked_out)[0].shape
+    return te.compute(shape, body, "conv2d_packed_i8_acc",
+                      {"schedule": "conv2d_packed", "int8": True, "signed_a": signed_a, "x_shift": shift, "x": x,
+                       "w": wp, "stride": tuple(stride), "dilation": tuple(dilation), "nv": nv, "blocked_in": True,
+                       "blocked_out": blocked_out, "groups": 1})
+
+
+def _conv(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False,
+          blocked_in=False, blocked_out=False, **epi):
+    if blocked_in:
+        acc = _blocks_acc(x, wp, out_channels, stride, dilation, nv, blocked_out, shift, signed_a)
+    else:
+        acc = _conv2d_packed(x, wp, out_channels, stride, dilation, nv, blocked_out=blocked_out,
+                             product=_product(signed_a), name="conv2d_packed_i8_acc", int8=True, signed_a=signed_a)
+    if blocked_out:     # [N, O/L, OH, OW, L]: channel ob * L + l (O a multiple of L: every lane a channel)
+        L = wp.shape[4]
+        return te.compute(acc.shape, lambda n, ob, h, w, ol: _output(acc[n, ob, h, w, ol], ob * L + ol, ins, shift,
+                                                                     epi), "conv2d_packed_i8")
     return te.compute(acc.shape, lambda n, o, h, w: _output(acc[n, o, h, w], o, ins, shift, epi), "conv2d_packed_i8")
 
 
-def _conv_ref(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False, **epi):
+def _conv_ref(x, wp, *ins, out_channels, stride=(1, 1), dilation=(1, 1), nv=1, shift=0, signed_a=False,
+              blocked_in=False, blocked_out=False, **epi):
     c4 = wp.shape[1]
+    if blocked_in:
+        x = i8_words_ref(from_blocked_ref(x), 1, shift)
     xs = unword_ref(x, 1, 4 * c4, signed_a)
     ws = unword_ref(unpack_ref(wp, 0, 0, out_channels), 1, 4 * c4, True)
     acc = _conv2d_ref(xs.astype(np.float64), ws.astype(np.float64), stride, dilation)   # exact: |acc| < 2^53
-    return _output_ref(np.rint(acc).astype(np.int64), 1, ins, shift, epi)
+    out = _output_ref(np.rint(acc).astype(np.int64), 1, ins, shift, epi)
+    return to_blocked_ref(out, wp.shape[4]) if blocked_out else out
 
 
 # -- matmul over int8 words ---------------------------------------------------------------------------------------
@@ -241,12 +291,14 @@ def packed_inputs(xw, wp, w, x_zp, bias, x_scale, w_scale, y_scale, y_zp):
     return [xw, wp, wsum, bias, np.float32(x_scale), np.int32(x_zp), w_scale, np.float32(y_scale), np.int32(y_zp)]
 
 
-def _conv_sample(rng, n, c, h, w, o, k, blocks, x_zp=3, out_dtype="uint8", bias="", lanes=16, shift=0, **attrs):
+def _conv_sample(rng, n, c, h, w, o, k, blocks, x_zp=3, out_dtype="uint8", bias="", lanes=16, shift=0,
+                 blocked_in=False, **attrs):
     x = rng.integers(0, 256, (n, c, h, w)).astype(np.uint8)
     wt = rng.integers(-128, 128, (o, c, k, k)).astype(np.int8)
     b, xs, ws, ys, yzp = _qparams(rng, o, out_dtype, bias)
-    return packed_inputs(i8_words_ref(x, 1, shift), pack_weight_ref(wt, 0, blocks, lanes), wt, x_zp, b, xs, ws, ys,
-                         yzp), dict(out_channels=o, out_dtype=out_dtype, shift=shift, **attrs)
+    xw = to_blocked_ref(x, lanes) if blocked_in else i8_words_ref(x, 1, shift)
+    return packed_inputs(xw, pack_weight_ref(wt, 0, blocks, lanes), wt, x_zp, b, xs, ws, ys, yzp), \
+        dict(out_channels=o, out_dtype=out_dtype, shift=shift, blocked_in=blocked_in, **attrs)
 
 
 register(OpDef("conv2d_packed_i8", Kind.OUT_FUSABLE, _conv_infer, _conv_ref, _conv, {}, None,
@@ -258,10 +310,18 @@ register(OpDef("conv2d_packed_i8", Kind.OUT_FUSABLE, _conv_infer, _conv_ref, _co
                                          requant="onnxruntime", dilation=(2, 1), relu=True),
                             _conv_sample(rng, 1, 5, 6, 7, 16, 3, 1, x_zp=200, shift=128, signed_a=True, qmin=0,
                                          qmax=127),
-                            _conv_sample(rng, 1, 20, 4, 5, 24, 1, 2, out_dtype="int32", bias="int32", nv=2)],
+                            _conv_sample(rng, 1, 20, 4, 5, 24, 1, 2, out_dtype="int32", bias="int32", nv=2),
+                            _conv_sample(rng, 1, 32, 7, 6, 32, 3, 2, nv=2, blocked_in=True, blocked_out=True,
+                                         relu=True),
+                            _conv_sample(rng, 2, 16, 9, 8, 20, 3, 2, stride=(2, 2), nv=2, blocked_in=True,
+                                         out_dtype="int8", bias="int32", requant="onnxruntime"),
+                            _conv_sample(rng, 1, 6, 5, 5, 16, 1, 1, blocked_out=True, out_dtype="float32",
+                                         bias="float32")],
                ("int32", "uint8", "int8", "float32"),
-               doc="Quantised conv2d over int8 words (ops/int8.py): x [N, C/4, H, W], w [O/L, C/4, KH, KW, L], then "
-                   "wsum and qconv2d's epilogue inputs; the int32 sum and qconv2d's requantisation fused."))
+               doc="Quantised conv2d over int8 words (ops/int8.py): x [N, C/4, H, W] (blocked_in: channel blocks of "
+                   "bytes [N, C/B, H, W, B]), w [O/L, C/4, KH, KW, L], then wsum and qconv2d's epilogue inputs; the "
+                   "int32 sum and qconv2d's requantisation fused; the output NCHW, or NCHWc [N, O/L, OH, OW, L] "
+                   "(blocked_out)."))
 
 
 def _matmul_sample(rng, a_shape, k, n, blocks, a_zp=5, out_dtype="uint8", bias="", lanes=16, shift=0, **attrs):

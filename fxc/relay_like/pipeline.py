@@ -30,6 +30,7 @@ from .passes import (
     use_blocked_layout,
     use_channel_blocks,
     use_int8,
+    use_int8_blocks,
     use_winograd,
 )
 from .planned import Planned
@@ -41,6 +42,7 @@ PIPELINE = [                    # pass(graph, ctx) -> graph
     simplify,
     quantize_chains,            # build option quantized="int8" (the default): quantised chains -> integer ops
     use_int8,                   # CPU only: integer ops over int8 weights -> packed int8 kernels
+    use_int8_blocks,            # CPU only (build option blocked_layout): their activations in channel blocks
     expand_opaque,              # targets without scatter (webgl) only
     fold_scale_axis,
     use_winograd,               # CPU only (build option winograd)

@@ -18,9 +18,11 @@ from .use_bf16 import use_bf16, use_bf16_blocked
 from .use_blocked_layout import use_blocked_layout
 from .use_channel_blocks import use_channel_blocks
 from .use_int8 import use_int8
+from .use_int8_blocks import use_int8_blocks
 from .use_winograd import use_winograd
 
 __all__ = ["describe_partition", "eliminate_common_subexpr", "eliminate_dead_code", "expand_opaque", "fold_constants",
            "fold_scale_axis", "fuse_groups", "hoist_weights", "infer_types", "materialize_outputs", "pack_weights",
            "partition_external", "plan_buffers", "quantize_chains", "simplify", "split_prepack", "use_bf16",
-           "use_bf16_blocked", "use_blocked_layout", "use_channel_blocks", "use_int8", "use_winograd"]
+           "use_bf16_blocked", "use_blocked_layout", "use_channel_blocks", "use_int8",
+           "use_int8_blocks", "use_winograd"]

@@ -9,7 +9,8 @@ lane by lane otherwise.
 
 - conv2d_packed: rows = output columns (ow) of one output row, lanes = output channels;
   parallel over (batch, channel-block group, output row); its input and output NCHW or NCHW16c
-  (use_blocked_layout: the tile's vectors are then contiguous blocks of the output).
+  (use_blocked_layout: the tile's vectors are then contiguous blocks of the output; int8: channel blocks of bytes,
+  use_int8_blocks, each word of the reduction 4 adjacent bytes read by one load, bytes_word).
 - matmul_packed: rows = m, lanes = n; parallel over (batch, column-block group).
 - depthwise convs: depthwise.py.
 Vector width: the packed layouts' L, else the target's `Caps.lanes` (`conv.caps`: 16 float32 lanes on AVX-512,
@@ -36,6 +37,7 @@ from ....symbolic.expr import (
     VecLoad,
     as_expr,
     binary,
+    cast,
     dot_bf16,
     dot_i8,
     lanes_of,
@@ -81,6 +83,20 @@ def word_mac(attrs: dict):
     if attrs.get("int8"):
         return lambda acc, a, b: dot_i8(acc, a, b, attrs["signed_a"])
     return None
+
+
+def bytes_word(v: Expr, shift: int) -> Expr:
+    """The int8 word (ops/int8.py's word_of) of 4 adjacent bytes v (one vector load of 4 lanes): bytes (x - shift)
+    mod 256, byte k at bits 8k. With shift 0 it is v's 32 bits as they are (LLVM folds it to a bitcast: one 32-bit
+    load, where 4 byte loads at separately computed addresses stay 4 loads)."""
+    w = None
+    for k in range(4):
+        b = cast("int32", Lane(v, as_expr(k)))
+        if shift or v.dtype.startswith("int8"):     # (a signed byte is sign-extended: its byte masked out)
+            b = binary("and", binary("sub", b, Const(shift, "int32")), Const(255, "int32"))
+        b = binary("shl", b, Const(8 * k, "int32")) if k else b
+        w = b if w is None else binary("or", w, b)
+    return w
 
 
 def rows_knob(conv: Converter, name: str, rows: int, nv: int) -> int:
@@ -340,13 +356,15 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
     bf16 = bool(a.get("bf16"))          # C counts bf16x2 words (channel pairs)
     per_word = 2 if bf16 else 4 if a.get("int8") else 1     # ... or int8 words (channel quads)
     c, kh, kw = Var("c"), Var("kh"), Var("kw")
-    li = x.shape[4] if blocked_in else L        # the elements of an input block: 16 channels (8 bf16x2 words)
+    x_word = "x_shift" in a     # int8 over channel blocks of bytes: a word is 4 adjacent bytes of a block
+    # the elements of an input block: 16 channels (8 bf16x2 words; 4 int8 words of a block of 16 bytes)
+    li = x.shape[4] // 4 if x_word else x.shape[4] if blocked_in else L
 
     # NCHW16c input: channel c at block c // 16, lane c % 16. A reduction over whole blocks at least as long as the
     # output's channels (a projecting conv) runs as (block, taps, lane), the lane loop innermost: 16 steps at constant
     # offsets once unrolled (MobileNetV2's 96 -> 24 and 576 -> 96 convs: 0.110 -> 0.090 ms, 0.116 -> 0.100 ms; its
     # expanding convs ran 10% slower that way)
-    split = blocked_in and C % li == 0 and C * per_word >= (OB * L if blocked_out else O)
+    split = blocked_in and C % li == 0 and (C * per_word >= (OB * L if blocked_out else O) or bool(x_word))
     cb, cl = Var("cb"), Var("cl")
     cc = cb * li + cl if split else c
 
@@ -372,6 +390,10 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
         ih, iw = oh * sh + kh * dh, (ow0 + i) * sw + kw * dw
         if staged:
             return Load(panel, (kh * span + i * sw + kw * dw) * CP + cc)
+        if x_word:
+            blk, j = (cb, cl) if split else (binary("idiv", c, li), binary("imod", c, li))
+            first = conv.convert(x[n, blk, ih, iw, j * 4], None)   # a buffer (no prologue fuses into a conv)
+            return bytes_word(VecLoad(first.args[0], first.args[1], 4), a["x_shift"])
         if split:
             return conv.convert(x[n, cb, ih, iw, cl], None)
         if blocked_in:
@@ -402,10 +424,13 @@ def schedule_conv2d_packed(conv: Converter, rt, out: Buffer, red, value: Expr, a
 
     mac = word_mac(a)
     reduce = [(cb, C // li), (kh, KH), (kw, KW), (cl, li)] if split else [(c, C), (kh, KH), (kw, KW)]
+    if x_word:      # int8 words of byte blocks: in the packed weight's order (word, KH, KW), its stream sequential
+        reduce = [(cb, C // li), (cl, li), (kh, KH), (kw, KW)]
     work = N * (OB * L if blocked_out else O) * OH * OW * C * KH * KW
     if not staged:
         # a row whose input does not stay cached runs in strips, the groups innermost (schedules/cpu/column_strips)
-        parts = parts_knob(conv, "conv2d.strips", column_parts(C * KH * x.shape[3] * ITEMSIZE[x.dtype], groups,
+        row_bytes = C * KH * x.shape[3] * (4 if x_word else ITEMSIZE[x.dtype])
+        parts = parts_knob(conv, "conv2d.strips", column_parts(row_bytes, groups,
                                                                OW // mr, conv.caps), OW // mr)
         if parts > 1:
             rc = Var("rc")
