@@ -6,8 +6,10 @@
 Prints the tuning's trials and wall time, the time to reach within 5% of its final end-to-end estimate, the cost
 model's held-out rank correlation, and the model's latency with the default schedules (tuning_log=False) and with
 the tuned log: median and minimum over --runs interleaved calls (one of each per round; a shared host is noisy, so
-read the minimum too). --trials 0 times an existing --log without tuning. --seed-log copies another model's log
-into a new --log first (ResNet-34 reusing ResNet-18's records: its shared workloads start from them).
+read the minimum too). --trials 0 times an existing --log without tuning; --confirm-only runs the confirmation step
+on it first (fxc.tune with 0 trials: the log's records confirmed inside this model, docs/tuning.md). --seed-log
+copies another model's log into a new --log first (ResNet-34 reusing ResNet-18's records: its shared workloads start
+from them).
 `--model resnet34` is fxc.testing.models.ResNet((3, 4, 6, 3)). TVM MetaSchedule side by side:
 benchmarks/tune_tvm.py (run with a venv that has apache-tvm).
 The long runs of the issue are commands of this script, e.g. on PoCL:
@@ -49,6 +51,7 @@ def main(argv=None):
     ap.add_argument("--device", default=None, help="an fxc device server, tcp://host:port (--target names its board)")
     ap.add_argument("--seed-log", default=None, help="records to start from (copied into --log when it is new)")
     ap.add_argument("--no-confirm", action="store_true")
+    ap.add_argument("--confirm-only", action="store_true", help="no trials: confirm the log's records, then time")
     args = ap.parse_args(argv)
     import torch
 
@@ -60,12 +63,14 @@ def main(argv=None):
     log = args.log or f"tune-{args.model}-{args.target.replace(' ', '_')}.jsonl"
     if args.seed_log and not Path(log).exists():
         shutil.copyfile(args.seed_log, log)
-    if args.trials:
+    if args.trials or args.confirm_only:
         t0 = time.perf_counter()
-        r = fxc.tune(model, inputs, target=args.target, trials=args.trials, log=log, plot=args.plot,
-                     dask=args.scheduler, device=args.device, confirm=not args.no_confirm)
+        r = fxc.tune(model, inputs, target=args.target, trials=0 if args.confirm_only else args.trials, log=log,
+                     plot=args.plot, dask=args.scheduler, device=args.device, confirm=not args.no_confirm)
         wall = time.perf_counter() - t0
         print(r)
+        for desc, why in (r.confirmation.why.items() if r.confirmation else ()):
+            print(f"  {desc}: {why}")
         reach = _within(r.e2e_curve, r.tuned_s)
         at200 = next((f"{rho:.2f} after {n} measurements" for n, rho in r.correlations if n >= 200), "n/a")
         task200 = next((f"{rho:.2f}" for n, rho in r.task_correlations if n >= 200), "n/a")
