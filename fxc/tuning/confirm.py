@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from dataclasses import dataclass, field
 
 from .log import append, best_for_target, make_record
@@ -48,6 +49,7 @@ class Confirmation:
     noise: float = 0.0                              # the final check's threshold (a fraction)
     why: dict = field(default_factory=dict)         # desc -> what decided it
     errors: list = field(default_factory=list)      # (what, error kind, detail) of whole-model builds that failed
+    wall_s: float = 0.0                             # how long the confirmation took
 
     def __str__(self):
         if not self.kept and not self.dropped:
@@ -55,7 +57,8 @@ class Confirmation:
         gain = self.default_s / self.tuned_s - 1 if self.tuned_s < float("inf") else 0.0
         return (f"confirmation in the whole model: {self.default_s * 1e3:.4g} ms default -> "
                 f"{self.tuned_s * 1e3:.4g} ms ({gain:+.1%}, noise {self.noise:.1%}; medians of interleaved calls); "
-                f"{len(self.kept)} tuned group(s) kept, {len(self.dropped)} left at their default")
+                f"{len(self.kept)} tuned group(s) kept, {len(self.dropped)} left at their default; "
+                f"{self.wall_s:.0f} s")
 
 
 def candidates(states: list) -> list:
@@ -79,6 +82,7 @@ def confirm(graph, states: list, measurer, log, tkey: str, target, params: Confi
             framework: str | None = None) -> Confirmation:
     """Confirm the improved states' configs in the whole model (see the module doc); framework: "torch" when the
     model is a PyTorch model (its user's process has PyTorch loaded)."""
+    t0 = time.perf_counter()
     result = Confirmation()
     applied = {k: r["config"] for k, r in best_for_target(log, tkey)[0].items() if r["config"]}
     state = {s.task.key: s for s in candidates(states)}
@@ -150,4 +154,5 @@ def confirm(graph, states: list, measurer, log, tkey: str, target, params: Confi
         result.why[s.task.desc] = why
         (result.kept if k in kept else result.dropped).append(s.task.desc)
         s.best_config, s.best_cost = (config, s.best_cost) if k in kept else ({}, s.default_cost)
+    result.wall_s = time.perf_counter() - t0
     return result

@@ -64,6 +64,8 @@ class WholeModel:
     rounds: int = 20                # rounds of interleaved calls (one cost per round), at least
     seconds: float = 5.0            # ... and more while the rounds take no longer than this (up to MAX_ROUNDS)
     framework: str | None = None    # "torch": the child loads PyTorch and calls with tensors (the user's process)
+    warm: bool = True               # a turn calls the model once untimed first (its weights in the caches, as a
+                                    # user's next call of the same model finds them), then the timed call
 
 
 MAX_ROUNDS = 400
@@ -123,23 +125,25 @@ def time_module(module, arrays: list, p: MeasureParams) -> list:
     return costs
 
 
-def time_interleaved(calls: list, rounds: int, seconds: float = 0.0) -> list:
+def time_interleaved(calls: list, rounds: int, seconds: float = 0.0, warm: bool = True) -> list:
     """Seconds of each call of `calls` (no-argument callables), one per round: after two warm-up calls of each (the
-    second timed), every round calls each once, the order rotated from round to round (none always follows the same
-    one); at least `rounds` rounds, more (up to MAX_ROUNDS) while they fit in `seconds`. (One call per turn: a turn
-    of several calls measured a 2-thread model's comparison 3x noisier on a loaded host at the same time, 54 rounds
-    of 5 ms turns against 353 single calls.)"""
-    warm = 0.0
+    second timed), every round gives each a turn, the order rotated from round to round (none always follows the
+    same one); a turn is one timed call, after an untimed one with `warm`; at least `rounds` rounds, more (up to
+    MAX_ROUNDS) while they fit in `seconds`. (One timed call per turn: turns of several calls measured a 2-thread
+    model's comparison 3x noisier on a loaded host in the same time, 54 rounds of 5 ms turns against 353 calls.)"""
+    took = 0.0
     for f in calls:
         f()
         t0 = time.perf_counter()
         f()
-        warm += time.perf_counter() - t0
-    rounds = max(rounds, min(MAX_ROUNDS, int(seconds / max(warm, 1e-9))))
+        took += time.perf_counter() - t0
+    rounds = max(rounds, min(MAX_ROUNDS, int(seconds / max(took * (2 if warm else 1), 1e-9))))
     out = [[] for _ in calls]
     n = len(calls)
     for r in range(rounds):
         for i in [(r + k) % n for k in range(n)]:
+            if warm:
+                calls[i]()
             t0 = time.perf_counter()
             calls[i]()
             out[i].append(time.perf_counter() - t0)
@@ -258,7 +262,7 @@ def _time_whole(modules: list, run, arrays: list, p: MeasureParams, whole: Whole
             calls.append(lambda cm=cm: cm(*tensors))
     else:
         calls = [lambda m=m: m(*arrays) for m in modules]
-    return time_interleaved(calls, whole.rounds, whole.seconds)
+    return time_interleaved(calls, whole.rounds, whole.seconds, whole.warm)
 
 
 def _local_runner(arrays: list, p: MeasureParams):
