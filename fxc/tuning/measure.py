@@ -14,13 +14,13 @@ Timing is TVM's: `warmup` calls, then `repeat` repeats of `number` calls each, `
 takes min_repeat_ms; a cost is a repeat's kernel time (the module's kernel timers, profile=True) over its calls.
 
 A whole model (the confirmation step, fxc/tuning/confirm.py: `whole_model=WholeModel(...)`) is timed as its user
-calls it: every config of the batch is built first, then their calls interleave, round by round (one call of each
-per round, the order rotated; at least `rounds` rounds, more while they fit in `seconds`), each cost a call's wall
-time: one cost per round, so two configs' costs pair up by round (through a device server: `rounds` repeats of each
-config in one request). A whole model runs in a new child (fxc/tuning/tuner.py): a process like its user's,
-not one that has loaded hundreds of candidates' libraries. With framework="torch" the child loads
-PyTorch first and calls with tensors, as a PyTorch user's process does (beside PyTorch, the runtime's parallel loops
-may run on PyTorch's OpenMP team: fxc/runtime/cpu/library.py, openmp_mode).
+calls it: every config of the batch is built first, then their calls interleave, round by round (one timed call of
+each per round, right after an untimed call of the same model, the order rotated; at least `rounds` rounds, more
+while they fit in `seconds`), each cost a call's wall time: one cost per round, so two configs' costs pair up by
+round (through a device server: `rounds` repeats of each config in one request). A whole model runs in a new child
+(fxc/tuning/tuner.py): a process like its user's, not one that has loaded hundreds of candidates' libraries. With
+framework="torch" the child loads PyTorch first and calls with tensors, as a PyTorch user's process does (beside
+PyTorch, the runtime's parallel loops may run on PyTorch's OpenMP team: fxc/runtime/cpu/library.py, openmp_mode).
 """
 from __future__ import annotations
 

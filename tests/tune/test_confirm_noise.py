@@ -121,3 +121,12 @@ def test_the_defaults_stay_when_the_whole_is_not_faster_by_what_is_asked(model, 
     (record,) = read(log)
     assert record["config"] == {} and "the defaults stay" in record["why"] and "alone" in record["why"], record
     assert fast.best_config == {}
+
+
+def test_gain_pairs_the_rounds():
+    """The gain is the median of the per-round log ratios; a drift that moves both sides of a round cancels."""
+    base = [1.0, 2.0, 4.0, 1.0, 2.0]            # the host's speed moving from round to round
+    g, se = gain(base, [b * 0.9 for b in base])
+    assert abs(g - 0.10536) < 1e-4 and se == 0.0
+    g, se = gain([1.0] * 5, [0.9, 1.1, 0.9, 1.1, 1.0])
+    assert abs(g) < 1e-9 and se > 0.05
