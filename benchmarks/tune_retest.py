@@ -7,16 +7,17 @@ protocol, at about the same wall time per measurement.
 Takes a log fxc.tune wrote and its harness model (fxc.testing.models); picks candidates the log measured (the tasks
 with the most measured configs: each one's default and up to per-task - 1 others), builds each once here (profile=True:
 the kernel timers the tuner reads) and measures all of them `passes` times with each protocol, the passes of the
-protocols interleaved (A1 B1 C1 A2 B2 C2), so each protocol meets the same host:
+protocols interleaved (A1 B1 C1, then B2 C2 A2: the order rotated), so each protocol meets the same host:
 - `3 x 20 ms`: today's MeasureParams (3 repeats of at least 20 ms each; the cost the fastest repeat's kernel time);
 - `12 x 5 ms`: 12 repeats of at least 5 ms, the fastest;
 - `12 x 5 ms, median`: the same repeats, their median;
 - `12 x 5 ms, thread CPU`: 12 repeats of at least 5 ms, the calling thread's CPU time (time.thread_time) over the
   repeat's calls, the fastest (a preempted caller's time does not count; a preempted worker's does, as the caller
   runs its chunks or waits).
-Prints, per protocol, the rank correlation (Spearman) of pass 1 with pass 2: pooled over the tasks on log(cost /
-the task's default's cost in that pass) — the figure the cost model's held-out correlation is measured on — and
-within each task on its costs, averaged over the tasks; and the wall time a measurement took.
+Prints, per protocol, the rank correlation (Spearman) of one pass with another, averaged over the pairs of passes:
+pooled over the tasks on log(cost / the task's default's cost in that pass) — the figure the cost model's held-out
+correlation is measured on — and within each task on its costs, averaged over the tasks; and the wall time a
+measurement took.
 """
 from __future__ import annotations
 
@@ -119,8 +120,10 @@ def main(argv=None):
     print(f"{len(built)} candidates of {len(chosen)} tasks built", flush=True)
     costs = {(name, k): [] for name in PROTOCOLS for k in range(args.passes)}
     walls = {name: [] for name in PROTOCOLS}
+    names = list(PROTOCOLS)
     for k in range(args.passes):
-        for name, measure in PROTOCOLS.items():
+        for name in names[k % len(names):] + names[:k % len(names)]:      # (no protocol always first)
+            measure = PROTOCOLS[name]
             for _, module, arrays, _ in built:
                 t0 = time.perf_counter()
                 costs[name, k].append(measure(module, arrays))
@@ -133,11 +136,13 @@ def main(argv=None):
             c = np.log(np.array(costs[name, k]))
             rel.append(c - np.array([c[(tasks == tasks[j]) & defaults][0] for j in range(len(c))]))
         keep = ~defaults        # (a default's relative cost is 0 by construction)
-        pooled = spearman(rel[0][keep], rel[1][keep])
-        within = [spearman(np.array(costs[name, 0])[tasks == i], np.array(costs[name, 1])[tasks == i])
-                  for i in range(len(chosen))]
-        within = [w for w in within if not math.isnan(w)]
-        print(f"{name:<24} test-retest pooled {pooled:5.2f}  within tasks {statistics.mean(within):5.2f}  "
+        pairs = [(a, b) for a in range(args.passes) for b in range(a + 1, args.passes)]
+        pooled = [spearman(rel[a][keep], rel[b][keep]) for a, b in pairs]
+        within = [w for a, b in pairs for i in range(len(chosen))
+                  for w in [spearman(np.array(costs[name, a])[tasks == i], np.array(costs[name, b])[tasks == i])]
+                  if not math.isnan(w)]
+        print(f"{name:<24} test-retest pooled {statistics.mean(pooled):5.2f} (pairs of passes: "
+              f"{', '.join(f'{r:.2f}' for r in pooled)})  within tasks {statistics.mean(within):5.2f}  "
               f"({len(built)} candidates; {statistics.median(walls[name]) * 1e3:.0f} ms per measurement)")
 
 
