@@ -10,9 +10,10 @@ workloads that a compile would apply (another run's, e.g. another model's sharin
 1. per group: the model with that group's config alone against the default model, all in one batch (one call of
    each per round; `rounds` rounds, more while they fit in `seconds`). Its gain is the median over the rounds of
    log(the default's time / its time) in that round; it is kept only where the gain exceeds the noise: twice the
-   median's standard error (from the rounds' spread), and at least `margin`. Graph-level choices (a conv's Winograd
-   form, which changes the groups) go first, in a batch of their own; the groups then against the default with the
-   kept choices.
+   median's standard error (from the rounds' spread), and at least `margin`. Where none is, the model with all of
+   them at once (measured in the same batch) is kept if it is faster by more than its noise: gains each within the
+   noise can add up. Graph-level choices (a conv's Winograd form, which changes the groups) go first, in a batch of
+   their own; the groups then against the default with the kept choices.
 2. the final check: the whole tuned model as a compile will build it from the log (the kept configs) against the
    default (as many rounds); where it is not faster by more than the noise (and `min_gain`), every one of
    them stays at its default.
@@ -35,7 +36,7 @@ from .payload import MeasuredTask
 @dataclass(frozen=True)
 class ConfirmParams:
     rounds: int = 20            # rounds of interleaved calls per comparison (a call of each model per round), at least
-    seconds: float = 5.0        # ... and more while they fit in this time (measure.py, WholeModel)
+    seconds: float = 15.0       # ... and more while they fit in this time (measure.py, WholeModel)
     margin: float = 0.005       # the least gain kept (a fraction of the model's time), whatever the noise
     min_gain: float = 0.0       # the least gain of the whole tuned model worth applying its records (final check)
 
@@ -99,10 +100,11 @@ def confirm(graph, states: list, measurer, log, tkey: str, target, params: Confi
 
     def screen(group: list, base: dict) -> list:
         """The workloads of `group` whose config alone makes the model (with `base`) faster by more than the
-        noise."""
+        noise; where none does, all of them if together they do (gains each below the noise can add up)."""
         if not group:
             return []
-        rs = measurer(model, [base] + [{**base, k: choice[k]} for k in group], whole)
+        together = [{**base, **{k: choice[k] for k in group}}] if len(group) > 1 else []
+        rs = measurer(model, [base] + [{**base, k: choice[k]} for k in group] + together, whole)
         for k, r in zip([None, *group], rs):
             if r.error is not None:
                 result.errors.append((state[k].task.desc if k else "the default", r.error, r.detail))
@@ -121,6 +123,16 @@ def confirm(graph, states: list, measurer, log, tkey: str, target, params: Confi
                            f"calls each)"
                 if g > noise:
                     kept.append(k)
+        if together and rs[-1].error is not None:
+            result.errors.append((f"all {len(group)} at once", rs[-1].error, rs[-1].detail))
+        if together and not kept and rs[-1].error is None:
+            g, se = gain(rs[0].costs, rs[-1].costs)
+            noise = max(params.margin, 2 * se)
+            for k in group:
+                alone[k] = f"{alone.get(k, 'not measured')}; with the other {len(group) - 1} at once {g:+.2%} " \
+                           f"(noise {noise:.2%})"
+            if g > noise:
+                kept = list(group)
         return kept
 
     kept = screen([k for k in choice if state[k].task.graph_level], {})

@@ -123,6 +123,18 @@ def test_the_defaults_stay_when_the_whole_is_not_faster_by_what_is_asked(model, 
     assert fast.best_config == {}
 
 
+def test_gains_below_the_margin_alone_are_kept_together(model, tmp_path):
+    """Each conv's faster tiles alone make the model ~16% faster, both ~35%: with a margin of 25% neither passes
+    alone, the two at once do, and the final check keeps them."""
+    m, x, graph, target, (a, b) = model
+    states = _states([(a, FASTER), (b, FASTER)])
+    log = tmp_path / "log.jsonl"
+    result = _confirm(graph, target, states, log, ConfirmParams(rounds=20, seconds=2.0, margin=0.25))
+    assert not result.errors and sorted(result.kept) == sorted(s.task.desc for s in states), result.why
+    assert all("with the other 1 at once" in why for why in result.why.values()), result.why
+    assert all(r["config"] == FASTER for r in read(log))
+
+
 def test_gain_pairs_the_rounds():
     """The gain is the median of the per-round log ratios; a drift that moves both sides of a round cancels."""
     base = [1.0, 2.0, 4.0, 1.0, 2.0]            # the host's speed moving from round to round
