@@ -6,7 +6,10 @@
 Prints the tuning's trials and wall time, the time to reach within 5% of its final end-to-end estimate, the cost
 model's held-out rank correlation, and the model's latency with the default schedules (tuning_log=False) and with
 the tuned log: median and minimum over --runs interleaved calls (one of each per round; a shared host is noisy, so
-read the minimum too). --trials 0 times an existing --log without tuning. --seed-log copies another model's log
+read the minimum too), and the median over the rounds of log(default / tuned), paired by round as the confirmation
+compares, with twice its standard error (--aa adds the default against itself: the comparison's own noise).
+--trials 0 times an existing --log without tuning; --confirm-only runs the confirmation step on it first (fxc.tune
+with 0 trials: the log's records confirmed inside this model, docs/tuning.md). --seed-log copies another model's log
 into a new --log first (ResNet-34 reusing ResNet-18's records: its shared workloads start from them).
 `--model resnet34` is fxc.testing.models.ResNet((3, 4, 6, 3)). TVM MetaSchedule side by side:
 benchmarks/tune_tvm.py (run with a venv that has apache-tvm).
@@ -49,23 +52,28 @@ def main(argv=None):
     ap.add_argument("--device", default=None, help="an fxc device server, tcp://host:port (--target names its board)")
     ap.add_argument("--seed-log", default=None, help="records to start from (copied into --log when it is new)")
     ap.add_argument("--no-confirm", action="store_true")
+    ap.add_argument("--confirm-only", action="store_true", help="no trials: confirm the log's records, then time")
+    ap.add_argument("--aa", action="store_true", help="time the default twice (A/A: the comparison's own noise)")
     args = ap.parse_args(argv)
     import torch
 
     import fxc
     from fxc.testing.models import ResNet, example_inputs, make_model, randomize_batchnorm
+    from fxc.tuning.confirm import gain
     torch.manual_seed(0)
     model = (randomize_batchnorm(ResNet((3, 4, 6, 3))) if args.model == "resnet34" else make_model(args.model)).eval()
     inputs = example_inputs("resnet18" if args.model == "resnet34" else args.model, batch=args.batch)
     log = args.log or f"tune-{args.model}-{args.target.replace(' ', '_')}.jsonl"
     if args.seed_log and not Path(log).exists():
         shutil.copyfile(args.seed_log, log)
-    if args.trials:
+    if args.trials or args.confirm_only:
         t0 = time.perf_counter()
-        r = fxc.tune(model, inputs, target=args.target, trials=args.trials, log=log, plot=args.plot,
-                     dask=args.scheduler, device=args.device, confirm=not args.no_confirm)
+        r = fxc.tune(model, inputs, target=args.target, trials=0 if args.confirm_only else args.trials, log=log,
+                     plot=args.plot, dask=args.scheduler, device=args.device, confirm=not args.no_confirm)
         wall = time.perf_counter() - t0
         print(r)
+        for desc, why in (r.confirmation.why.items() if r.confirmation else ()):
+            print(f"  {desc}: {why}")
         reach = _within(r.e2e_curve, r.tuned_s)
         at200 = next((f"{rho:.2f} after {n} measurements" for n, rho in r.correlations if n >= 200), "n/a")
         task200 = next((f"{rho:.2f}" for n, rho in r.task_correlations if n >= 200), "n/a")
@@ -79,12 +87,17 @@ def main(argv=None):
     with torch.inference_mode():
         fns = {"default": fxc.from_torch(model, inputs, target=args.target, tuning_log=False),
                "tuned": fxc.from_torch(model, inputs, target=args.target, tuning_log=log)}
+        if args.aa:
+            fns["default again"] = fns["default"]
         times = _latencies(fns, inputs, args.runs)
     for k, ts in times.items():
-        print(f"{args.model} b{args.batch} {args.target:<10} {k:<8} median {statistics.median(ts) * 1e3:8.3f} ms  "
+        print(f"{args.model} b{args.batch} {args.target:<10} {k:<13} median {statistics.median(ts) * 1e3:8.3f} ms  "
               f"min {min(ts) * 1e3:8.3f} ms  ({args.runs} interleaved calls)")
     d, t = (statistics.median(times[k]) for k in ("default", "tuned"))
     print(f"speed-up (medians): {d / t:.2f}x; minima: {min(times['default']) / min(times['tuned']):.2f}x")
+    for k in [k for k in times if k != "default"]:      # paired by round, as the confirmation compares
+        g, se = gain(times["default"], times[k])
+        print(f"{k} against default, paired by round: {g:+.2%} faster (2 standard errors: {2 * se:.2%})")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ class DaskMeasurer:
             raise FxcError(f"no Dask worker declares the resource {self.resource!r}: start the workers of the "
                            f"machine with that device with `dask worker ... --resources \"{self.resource}=1\"`")
 
-    def submit(self, task, configs: list, whole_model: bool = False):
+    def submit(self, task, configs: list, whole_model=None):
         return self.client.submit(measure, task, str(self.target), self.tkey, configs, self.params, self.runner,
                                   None, self.device, whole_model, resources={self.resource: 1}, pure=False,
                                   retries=0)

@@ -47,5 +47,11 @@ def graph_of(model, example_inputs=None, caller: str = "fxc.tune") -> Graph:
                    f"fxc.from_mxnet(..., shapes=...) compiled, or a graph IR; not {type(model).__name__}")
 
 
+def framework_of(model) -> str | None:
+    """"torch" for a PyTorch model (its user's process has PyTorch loaded: the confirmation measures so), else
+    None."""
+    return "torch" if type(model).__module__.split(".")[0] == "torch" or _is_torch_module(model) else None
+
+
 def _is_torch_module(model) -> bool:
     return any(c.__module__.startswith("torch.") for c in type(model).__mro__)

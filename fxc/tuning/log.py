@@ -4,9 +4,10 @@ A record: {"workload": key, "target": target key, "desc": what the group compute
 knobs off their default), "costs": [seconds per run, ...] ([] on an error), "error": null or an error kind ("build",
 "run", "wrong", "crash", "hang", "lost"), "time": unix seconds, "version": fxc's version, "target_str": the target's
 string, "detail": what went wrong (errors only)}; a confirmation record (fxc/tuning/confirm.py) adds "confirmed":
-true and "model": {"default": [s, ...], "tuned": [s, ...]}, the whole model's costs without and with it: its config
-(the default, {}, where the group's best made the whole model slower) is the one compiles apply for the workload,
-before any faster unconfirmed record. Takes log paths; produces records, the best per workload and target
+true, "model": {"default": [s, ...], "tuned": [s, ...]}, the whole model's costs without and with it (one per round of
+interleaved calls), and "why": the figures that decided: its config (the default, {}, where the group's best did not
+make the whole model faster by more than the noise) is the one compiles apply for the workload, before any faster
+unconfirmed record. Takes log paths; produces records, the best per workload and target
 (`best_records`), merged and distilled logs (`distil`).
 
 Appends are atomic per record: each is one write() of one whole line to a file opened O_APPEND, then fsync; a
@@ -37,13 +38,14 @@ def default_log_path() -> Path:
 
 
 def make_record(workload: str, target: str, config: dict, costs: list, error: str | None, desc: str = "",
-                target_str: str = "", detail: str = "", model: dict | None = None) -> dict:
+                target_str: str = "", detail: str = "", model: dict | None = None, why: str = "") -> dict:
     if error is not None and error not in ERROR_KINDS:
         raise FxcError(f"unknown measurement error kind {error!r}; kinds: {', '.join(ERROR_KINDS)}")
     return {"workload": workload, "target": target, "desc": desc, "config": dict(config),
             "costs": [float(c) for c in costs], "error": error, "time": round(time.time(), 3),
             "version": __version__, "target_str": target_str, **({"detail": detail[:300]} if detail else {}),
-            **({"confirmed": True, "model": {k: [float(c) for c in v] for k, v in model.items()}} if model else {})}
+            **({"confirmed": True, "model": {k: [float(c) for c in v] for k, v in model.items()}} if model else {}),
+            **({"why": why} if why else {})}
 
 
 def append(path, record: dict) -> None:

@@ -12,6 +12,15 @@ server runs one request at a time, so measurements on one device never overlap.
 
 Timing is TVM's: `warmup` calls, then `repeat` repeats of `number` calls each, `number` raised until one repeat
 takes min_repeat_ms; a cost is a repeat's kernel time (the module's kernel timers, profile=True) over its calls.
+
+A whole model (the confirmation step, fxc/tuning/confirm.py: `whole_model=WholeModel(...)`) is timed as its user
+calls it: every config of the batch is built first, then their calls interleave, round by round (one timed call of
+each per round, right after an untimed call of the same model, the order rotated; at least `rounds` rounds, more
+while they fit in `seconds`), each cost a call's wall time: one cost per round, so two configs' costs pair up by
+round (through a device server: `rounds` repeats of each config in one request). A whole model runs in a new child
+(fxc/tuning/tuner.py): a process like its user's, not one that has loaded hundreds of candidates' libraries. With
+framework="torch" the child loads PyTorch first and calls with tensors, as a PyTorch user's process does (beside
+PyTorch, the runtime's parallel loops may run on PyTorch's OpenMP team: fxc/runtime/cpu/library.py, openmp_mode).
 """
 from __future__ import annotations
 
@@ -23,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +56,19 @@ class MeasureParams:
     timeout_s: float = 120.0    # a child's limit per candidate (its builds and runs)
     rtol: float = 1e-3          # the check against the default schedule's outputs: |diff| <= rtol x max |default|
     atol: float = 1e-5          # + atol
+
+
+@dataclass(frozen=True)
+class WholeModel:
+    """How the confirmation times whole models (see the module doc)."""
+    rounds: int = 20                # rounds of interleaved calls (one cost per round), at least
+    seconds: float = 5.0            # ... and more while the rounds take no longer than this (up to MAX_ROUNDS)
+    framework: str | None = None    # "torch": the child loads PyTorch and calls with tensors (the user's process)
+    warm: bool = True               # a turn calls the model once untimed first (its weights in the caches, as a
+                                    # user's next call of the same model finds them), then the timed call
+
+
+MAX_ROUNDS = 400
 
 
 @dataclass
@@ -103,6 +125,31 @@ def time_module(module, arrays: list, p: MeasureParams) -> list:
     return costs
 
 
+def time_interleaved(calls: list, rounds: int, seconds: float = 0.0, warm: bool = True) -> list:
+    """Seconds of each call of `calls` (no-argument callables), one per round: after two warm-up calls of each (the
+    second timed), every round gives each a turn, the order rotated from round to round (none always follows the
+    same one); a turn is one timed call, after an untimed one with `warm`; at least `rounds` rounds, more (up to
+    MAX_ROUNDS) while they fit in `seconds`. (One timed call per turn: turns of several calls measured a 2-thread
+    model's comparison 3x noisier on a loaded host in the same time, 54 rounds of 5 ms turns against 353 calls.)"""
+    took = 0.0
+    for f in calls:
+        f()
+        t0 = time.perf_counter()
+        f()
+        took += time.perf_counter() - t0
+    rounds = max(rounds, min(MAX_ROUNDS, int(seconds / max(took * (2 if warm else 1), 1e-9))))
+    out = [[] for _ in calls]
+    n = len(calls)
+    for r in range(rounds):
+        for i in [(r + k) % n for k in range(n)]:
+            if warm:
+                calls[i]()
+            t0 = time.perf_counter()
+            calls[i]()
+            out[i].append(time.perf_counter() - t0)
+    return out
+
+
 def _outputs(result) -> list:
     return [np.asarray(r) for r in (result if isinstance(result, (list, tuple)) else [result])]
 
@@ -131,12 +178,15 @@ def run_batch(payload: dict) -> list:
     """In the child: build and time every config of the payload (a list of result dicts). The default config's
     outputs are the reference every candidate is checked against (built once per workload in this process).
     With payload["device"] (tcp://host:port), each build is exported and run by that fxc device server instead.
-    With payload["whole_model"], the task is a whole model and each config {workload: config} the records its
-    build applies (fxc/tuning/confirm.py)."""
+    With payload["whole_model"] (a WholeModel's fields), the task is a whole model, each config {workload: config}
+    the records its build applies (fxc/tuning/confirm.py), and the builds are timed interleaved once all are built."""
     task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
+    whole = WholeModel(**payload["whole_model"]) if payload.get("whole_model") else None
+    if whole is not None and whole.framework == "torch":
+        import torch  # noqa: F401  deferred: the user's process has PyTorch loaded (the modules loaded now see it)
     arrays = example_arrays(task.graph)
     device = payload.get("device")
-    out = []
+    out: list = []
     with tempfile.TemporaryDirectory(prefix="fxc-tune-") as tmp:
         run = _remote_runner(device, arrays, p, task.threads, tmp) if device else _local_runner(arrays, p)
         ref_key = (task.key, target, device)
@@ -148,26 +198,26 @@ def run_batch(payload: dict) -> list:
                 return [asdict(Result(c, error=kind, detail=f"the default's reference run: {e}"[:300]))
                         for c in payload["configs"]]
         reference = _references[ref_key]
-        timers = {"profile": True} if payload.get("kernel_time", True) and not device \
-            and not payload.get("whole_model") else {}     # (a whole model: its calls' wall time, what a user sees)
+        timers = {"profile": True} if payload.get("kernel_time", True) and not device and whole is None else {}
         built: dict = {}
+        timed: dict = {}        # (whole models) index in out -> the module, timed once all are built
         for i, config in enumerate(payload["configs"]):
             t0 = time.perf_counter()
             log = Path(tmp) / f"c{i}.jsonl"
             log.touch()
-            for workload, c in config.items() if payload.get("whole_model") else [(task.key, config)]:
+            for workload, c in config.items() if whole is not None else [(task.key, config)]:
                 append(log, make_record(workload, payload["target_key"], c, [1.0], None, task.desc, target))
             same = json.dumps(config, sort_keys=True)
             try:
                 module = built[same] if same in built else \
                     build(clone_graph(task.graph), target, tuning_log=str(log), **timers)  # (a build rewrites the
                 # graph it takes; timers: the kernels' time, without the call's overhead)
-                built[same] = module        # (a config twice in a batch, A/B rounds: built once)
+                built[same] = module        # (a config twice in a batch: built once)
             except Exception as e:      # noqa: BLE001 - a candidate's compile error is its result, not the tuner's
                 out.append(asdict(Result(config, error="build", detail=f"{type(e).__name__}: {e}"[:300])))
                 continue
             try:
-                got, costs = run(module, p)
+                got, costs = run(module, None if whole is not None else p)
             except Exception as e:      # noqa: BLE001 - likewise for its run (a device's errors: by kind)
                 kind = "hang" if isinstance(e, DeviceTimeout) else "lost" if isinstance(e, DeviceUnreachable) \
                     else "run"
@@ -175,9 +225,44 @@ def run_batch(payload: dict) -> list:
                 continue
             bad = next((why for k, (g, r) in enumerate(zip(got, reference)) for why in [_differs(k, g, r, p)] if why),
                        None)
+            if whole is not None and not bad:
+                timed[len(out)] = module
             out.append(asdict(Result(config, [] if bad else costs, "wrong" if bad else None, bad or "",
                                      time.perf_counter() - t0)))
+        if timed:
+            try:
+                costs = _time_whole(list(timed.values()), run, arrays, p, whole, bool(device))
+            except Exception as e:      # noqa: BLE001 - a call that fails while timed: the run's error kind
+                kind = "hang" if isinstance(e, DeviceTimeout) else "lost" if isinstance(e, DeviceUnreachable) \
+                    else "run"
+                costs = None
+                for i in timed:
+                    out[i].update(error=kind, detail=f"{type(e).__name__}: {e}"[:300])
+            for i, c in zip(timed, costs or []):
+                out[i]["costs"] = c
     return out
+
+
+def _time_whole(modules: list, run, arrays: list, p: MeasureParams, whole: WholeModel, remote: bool) -> list:
+    """Per module, its seconds per call, one per round of interleaved calls (see the module doc): here, as the
+    user's process calls it (through fxc.from_torch's CompiledModel on tensors with framework="torch"); on a device
+    server (a board that runs nothing else), `rounds` repeats of each in one request (a request sends the whole
+    artifact)."""
+    if remote:
+        return [run(m, replace(p, repeat=whole.rounds))[1] for m in modules]
+    if whole.framework == "torch":
+        import torch  # deferred: as in run_batch
+        import torch.utils._pytree as pytree  # deferred: as above
+
+        from ..capture.torch.aot import CompiledModel  # deferred: the user's torch entry point
+        tensors = [torch.from_numpy(a) for a in arrays]
+        calls = []
+        for m in modules:
+            cm = CompiledModel(m, pytree.tree_flatten(list(range(len(m.outputs))))[1])
+            calls.append(lambda cm=cm: cm(*tensors))
+    else:
+        calls = [lambda m=m: m(*arrays) for m in modules]
+    return time_interleaved(calls, whole.rounds, whole.seconds, whole.warm)
 
 
 def _local_runner(arrays: list, p: MeasureParams):
@@ -192,11 +277,14 @@ def _remote_runner(device: str, arrays: list, p: MeasureParams, threads: int, tm
     """run(module, params) -> (outputs, costs) on the fxc device server at `device`: the module exported and sent
     (fxc/runtime/remote.py); costs are its whole runs' (the device server times fxc_main), `number` calls each,
     number chosen once per workload from the default's first run so a repeat takes min_repeat_ms; the server's
-    one warm-up call stands for `warmup`."""
+    one warm-up call stands for `warmup`. Each module is exported once (a whole model's rounds run it again)."""
     number = [max(1, p.number)]
+    artifacts: dict = {}        # id(module) -> (the module, kept alive so its id stays its own; its artifact)
 
     def run(module, params):
-        artifact = export(module, Path(tmp) / "candidate.fxc")
+        if id(module) not in artifacts:
+            artifacts[id(module)] = (module, export(module, Path(tmp) / f"candidate{len(artifacts)}.fxc"))
+        artifact = artifacts[id(module)][1]
         if params is None:      # the reference: its outputs, and one timed run that sets `number`
             got, costs = run_remote(artifact, device, arrays, 1, 1, threads, p.timeout_s)
             number[0] = max(number[0], min(1 << 16, int(p.min_repeat_ms / 1e3 / max(costs[0], 1e-9)) + 1))
@@ -207,11 +295,13 @@ def _remote_runner(device: str, arrays: list, p: MeasureParams, threads: int, tm
 
 
 def measure(task, target: str, target_key: str, configs: list, params: MeasureParams, runner: str = RUNNER,
-            child: "Child | None" = None, device: str | None = None, whole_model: bool = False) -> list:
+            child: "Child | None" = None, device: str | None = None,
+            whole_model: "WholeModel | None" = None) -> list:
     """Results of `configs` for `task`, measured in a child process (child: a persistent one, else a new one; see
-    the module doc); a batch whose child dies or hangs is measured again one candidate per new child."""
+    the module doc); a batch whose child dies or hangs is measured again one candidate per new child.
+    whole_model: the task is a whole model, each config the records its build applies, timed as WholeModel says."""
     payload = dict(task=task, target=target, target_key=target_key, configs=list(configs), params=asdict(params),
-                   device=device, whole_model=whole_model)
+                   device=device, whole_model=asdict(whole_model) if whole_model is not None else None)
     timeout = params.timeout_s * max(1, len(configs))
     results = child.run(payload, runner, timeout) if child is not None else _once(payload, runner, timeout)
     if isinstance(results, list):

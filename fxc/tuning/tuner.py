@@ -24,10 +24,10 @@ from ..backends import fill
 from ..errors import FxcError
 from ..runtime.remote import parse_address
 from ..target import BOARDS, Target
-from .confirm import Confirmation, confirm as confirm_in_model
+from .confirm import Confirmation, ConfirmParams, confirm as confirm_in_model
 from .cost_model import CostModel
 from .features import analyse as features_of
-from .frontends import graph_of
+from .frontends import framework_of, graph_of
 from .log import append, best_for_target, cost, default_log_path, make_record, read
 from .measure import RUNNER, Child, MeasureParams, Result, measure
 from .progress import Progress
@@ -70,7 +70,8 @@ class TuneResult:
 
 def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, options: dict | None = None,
          dask=None, batch: int = 4, params: MeasureParams | None = None, progress: bool | None = None,
-         plot=None, seed: int = 0, runner: str = RUNNER, device: str | None = None, confirm: bool = True) -> TuneResult:
+         plot=None, seed: int = 0, runner: str = RUNNER, device: str | None = None,
+         confirm: "bool | ConfirmParams" = True) -> TuneResult:
     """Tune `model` for `target` with `trials` measurements; see the module doc and docs/tuning.md.
 
     log: the tuning log to append to (default: the log beside the compile cache, which compiles read by
@@ -78,7 +79,9 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
     a scheduler address "tcp://host:port"); batch: candidates per round; params: MeasureParams (number, repeat,
     min_repeat_ms, warmup, timeout_s); progress: the bar (None: when stderr is a terminal); plot: a PNG path for
     the tuning curves; device: "tcp://host:port" of an fxc device server (`fxc serve-device`) on the machine
-    the target describes (a Raspberry Pi: target="rasp4b64"), which then runs every measurement.
+    the target describes (a Raspberry Pi: target="rasp4b64"), which then runs every measurement; confirm: the
+    improved groups re-measured inside the whole model (True, or ConfirmParams: rounds, margin; confirm.py), False
+    to skip it.
     """
     if not isinstance(trials, int) or trials < 0:
         raise FxcError(f"trials={trials!r}: give a number of measurements (an int >= 0)")
@@ -149,9 +152,11 @@ def tune(model, example_inputs=None, target="llvm", trials: int = 64, log=None, 
             if all("{}" in s.measured for s in states if not s.task.graph_level):
                 result.e2e_curve.append((result.trials, end_to_end(states)))
             bar.update(len(results), state.task.desc, state.best_cost, end_to_end(states), end_to_end(states, True))
-        if confirm and result.trials:
+        if confirm:     # (also after 0 trials: the log's records, e.g. another model's, confirmed on this one)
             bar.close()
-            result.confirmation = confirm_in_model(graph, states, measurer, log, tkey, target)
+            result.confirmation = confirm_in_model(graph, states, measurer, log, tkey, target,
+                                                   confirm if isinstance(confirm, ConfirmParams) else ConfirmParams(),
+                                                   None if device else framework_of(model))
     finally:
         bar.close()
         close()
@@ -181,15 +186,17 @@ def _check_device(spec, device: str) -> None:
 
 
 def _measurer(dask, target, tkey, params, runner, device=None):
-    """(measure(task, configs) -> [Result], close()): in a child process here, or as Dask tasks."""
+    """(measure(task, configs, whole_model=None) -> [Result], close()): in a child process here (a persistent one;
+    a whole model in a new one, a process like its user's), or as Dask tasks."""
     if dask is None:
         child = Child()
-        return (lambda task, configs, whole=False: measure(task, str(target), tkey, configs, params, runner, child,
-                                                           device, whole)), child.close
+        return (lambda task, configs, whole=None: measure(task, str(target), tkey, configs, params, runner,
+                                                          child if whole is None else None, device,
+                                                          whole)), child.close
     from .dask import DaskMeasurer, connect  # deferred: dask is optional (fxc[tune])
     client = connect(dask) if isinstance(dask, str) else dask
     dm = DaskMeasurer(client, target, tkey, params, runner, device)
-    return (lambda task, configs, whole=False: dm.gather(dm.submit(task, configs, whole), configs)), (lambda: None)
+    return (lambda task, configs, whole=None: dm.gather(dm.submit(task, configs, whole), configs)), (lambda: None)
 
 
 def _record(state: TaskState, results: list, log: Path, tkey: str, target, result: TuneResult) -> None:
