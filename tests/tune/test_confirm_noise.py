@@ -14,7 +14,7 @@ import fxc
 from fxc.tuning.confirm import ConfirmParams, confirm, gain
 from fxc.tuning.frontends import graph_of
 from fxc.tuning.log import read
-from fxc.tuning.measure import RUNNER, MeasureParams, WholeModel, measure
+from fxc.tuning.measure import RUNNER, MeasureParams, Result, WholeModel, measure
 from fxc.tuning.payload import MeasuredTask
 from fxc.tuning.scheduler import TaskState
 from fxc.tuning.tasks import extract_tasks
@@ -124,15 +124,28 @@ def test_the_defaults_stay_when_the_whole_is_not_faster_by_what_is_asked(model, 
 
 
 def test_gains_below_the_margin_alone_are_kept_together(model, tmp_path):
-    """Each conv's faster tiles alone make the model ~16% faster, both ~35%: with a margin of 25% neither passes
-    alone, the two at once do, and the final check keeps them."""
+    """The rule, on fixed figures (a timing margin between two measured gains would make the test depend on the
+    host's load; the measured comparisons are the tests above): each conv's faster tiles alone make the model 14%
+    faster, both 26% (log gains 0.15 and 0.30); with a margin of 25% neither passes alone, the two at once do, and
+    the final check keeps them."""
     m, x, graph, target, (a, b) = model
     states = _states([(a, FASTER), (b, FASTER)])
     log = tmp_path / "log.jsonl"
-    result = _confirm(graph, target, states, log, ConfirmParams(rounds=20, seconds=2.0, margin=0.25))
+    batches = []
+
+    def measurer(task, configs, whole):
+        batches.append(configs)
+        jitter = [1.0 + 0.01 * ((i * 7) % 5 - 2) for i in range(whole.rounds)]     # the host's speed, round by round
+        return [Result(c, [j * 0.86 ** sum(v == FASTER for v in c.values()) for j in jitter]) for c in configs]
+    result = confirm(graph, states, measurer, log, target_key(target), target,
+                     ConfirmParams(rounds=20, seconds=2.0, margin=0.25), "torch")
     assert not result.errors and sorted(result.kept) == sorted(s.task.desc for s in states), result.why
     assert all("with the other 1 at once" in why for why in result.why.values()), result.why
     assert all(r["config"] == FASTER for r in read(log))
+    assert [len(c) for c in batches] == [4, 2]      # default, each alone, both; then the final check
+    result = confirm(graph, _states([(a, FASTER), (b, FASTER)]), measurer, tmp_path / "log2.jsonl",
+                     target_key(target), target, ConfirmParams(rounds=20, seconds=2.0, margin=0.35), "torch")
+    assert result.kept == [] and all(r["config"] == {} for r in read(tmp_path / "log2.jsonl")), result.why
 
 
 def test_gain_pairs_the_rounds():
