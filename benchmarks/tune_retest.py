@@ -36,7 +36,7 @@ from fxc.driver.build import build
 from fxc.target import Target
 from fxc.tuning.cost_model import spearman
 from fxc.tuning.log import append, best_records, cost, make_record, read
-from fxc.tuning.measure import MeasureParams, example_arrays, time_module
+from fxc.tuning.measure import MeasureParams, calls_per_repeat, example_arrays, time_module
 from fxc.tuning.tasks import clone_graph, extract_tasks
 from fxc.tuning.workload import target_key
 
@@ -44,17 +44,7 @@ from fxc.tuning.workload import target_key
 def _thread_cpu(module, arrays: list, p: MeasureParams) -> list:
     """Like time_module (number raised until a repeat's wall time reaches min_repeat_ms), each repeat's cost the
     calling thread's CPU time per call."""
-    for _ in range(p.warmup):
-        module(*arrays)
-    number = 1
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(number):
-            module(*arrays)
-        dt = time.perf_counter() - t0
-        if dt * 1e3 >= p.min_repeat_ms or number >= 1 << 16:
-            break
-        number = min(1 << 16, max(number * 2, int(number * p.min_repeat_ms / max(dt * 1e3, 1e-3)) + 1))
+    number = calls_per_repeat(module, arrays, p)
     costs = []
     for _ in range(p.repeat):
         c0 = time.thread_time()

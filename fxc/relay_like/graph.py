@@ -94,6 +94,16 @@ def node_appender(nodes: list):
     return add
 
 
+def with_inputs(n: Node, inputs: list, attrs: dict | None = None) -> Node:
+    """A node of n's op on new inputs (and attrs) that writes n's own output Values (their ids, names and users stay
+    valid): for a pass that changes what a node reads, not what it makes."""
+    rep = Node(n.op, inputs, n.attrs if attrs is None else attrs, [o.type for o in n.outputs])
+    rep.outputs = n.outputs
+    for i, o in enumerate(rep.outputs):
+        o.node, o.index = rep, i
+    return rep
+
+
 class Graph:
     def __init__(self, inputs=(), outputs=(), nodes=()):
         self.inputs: list = list(inputs)

@@ -99,9 +99,9 @@ def example_arrays(graph, seed: int = 0) -> list:
     return out
 
 
-def time_module(module, arrays: list, p: MeasureParams) -> list:
-    """Seconds per call of `module` on `arrays`, one per repeat: its kernels' own time where it was built with
-    profile=True (the kernel timers: no call overhead), else the calls' wall time."""
+def calls_per_repeat(module, arrays: list, p: MeasureParams) -> int:
+    """After p.warmup calls: the calls a repeat makes, p.number raised until a repeat's wall time reaches
+    p.min_repeat_ms (TVM's number / min_repeat_ms)."""
     for _ in range(p.warmup):
         module(*arrays)
     number = max(1, p.number)
@@ -111,8 +111,14 @@ def time_module(module, arrays: list, p: MeasureParams) -> list:
             module(*arrays)
         dt = time.perf_counter() - t0
         if dt * 1e3 >= p.min_repeat_ms or number >= 1 << 16:
-            break
+            return number
         number = min(1 << 16, max(number * 2, int(number * p.min_repeat_ms / max(dt * 1e3, 1e-3)) + 1))
+
+
+def time_module(module, arrays: list, p: MeasureParams) -> list:
+    """Seconds per call of `module` on `arrays`, one per repeat: its kernels' own time where it was built with
+    profile=True (the kernel timers: no call overhead), else the calls' wall time."""
+    number = calls_per_repeat(module, arrays, p)
     costs = []
     for _ in range(p.repeat):
         if module.profiled:

@@ -31,7 +31,7 @@ and BERT (no depthwise conv) keep their kernels. The build option blocked_layout
 from __future__ import annotations
 
 from ...ops.registry import Kind, get_op
-from ..graph import Node, node_appender
+from ..graph import node_appender, with_inputs
 
 WIDE_NV = 4     # channel blocks per register tile of a blocked conv that makes at least as many channels as it reads
                 # (an expanding 1x1 conv): 7 rows x 4 blocks, 4 weight vectors and 7 broadcasts a step. MobileNetV2's
@@ -215,12 +215,7 @@ def to_blocked(g, lanes: int, every_region: bool = False):
         return nchw[v.id]
 
     def keep(n, inputs, attrs=None):
-        """n with new inputs (and attrs), writing its own output Values (their ids, names and users stay valid)."""
-        rep = Node(n.op, inputs, n.attrs if attrs is None else attrs, [o.type for o in n.outputs])
-        rep.outputs = n.outputs
-        for i, o in enumerate(rep.outputs):
-            o.node, o.index = rep, i
-        new_nodes.append(rep)
+        new_nodes.append(with_inputs(n, inputs, attrs))
 
     for n in g.nodes:
         out = n.outputs[0] if len(n.outputs) == 1 else None

@@ -24,7 +24,7 @@ returns a Graph; outputs bit for bit the same.
 """
 from __future__ import annotations
 
-from ..graph import Node, node_appender
+from ..graph import node_appender, with_inputs
 from .use_blocked_layout import GEMM_POSITIONS, _elementwise, _side_operand
 
 QUANT_OPS = ("quantize", "dequantize")      # elementwise, but per-channel only along their axis attribute
@@ -140,12 +140,7 @@ def use_int8_blocks(g, ctx):
         return nchw[v.id]
 
     def keep(n, inputs, attrs=None):
-        """n with new inputs (and attrs), writing its own output Values (their ids and users stay valid)."""
-        rep = Node(n.op, inputs, n.attrs if attrs is None else attrs, [o.type for o in n.outputs])
-        rep.outputs = n.outputs
-        for i, o in enumerate(rep.outputs):
-            o.node, o.index = rep, i
-        new_nodes.append(rep)
+        new_nodes.append(with_inputs(n, inputs, attrs))
 
     for n in g.nodes:
         out = n.outputs[0] if len(n.outputs) == 1 else None
