@@ -50,6 +50,7 @@ from ..symbolic.expr import (
     CheckIndex,
     Const,
     DotI8,
+    Exact,
     Expr,
     Fma,
     Lane,
@@ -113,6 +114,8 @@ class CStyleRenderer:
                                         # arithmetic, stores); others must be scalarized first
     buffer_prefix = ""                  # prefixes of buffer and variable names (WGSL: loop-IR names may be keywords)
     var_prefix = ""
+    exact_qualifier = ""                # declares an Exact op's temporary (each value is a statement of its own,
+                                        # which C and OpenCL C never contract with another: only within one)
 
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
@@ -347,7 +350,8 @@ class CStyleRenderer:
             raise LoweringError(f"{self.kernel.name}: vector expression {e!r}; scalarize the kernel first")
         code = self.compute(e)
         t = self.new()
-        self.emit(f"const {self.type_of(e)} {t} = {code};")
+        exact = self.exact_qualifier if isinstance(e, Exact) else ""
+        self.emit(f"{exact}const {self.type_of(e)} {t} = {code};")
         self.bind(e, t)
         return t
 

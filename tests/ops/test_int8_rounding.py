@@ -13,7 +13,7 @@ from fxc.ops.registry import get_op
 from fxc.relay_like.builder import Builder
 from tests.targets import require_runtime
 
-TARGETS = ("llvm", "llvm -mcpu=haswell", "opencl")
+TARGETS = ("llvm", "llvm -mcpu=haswell", "opencl", "opengl", "webgpu", "wasm", "webgl")
 SX, SY = np.float32(0.02), np.float32(0.05)
 
 # (acc, w_scale, float32 bias, inverse): at x_scale 0.02 and y_scale 0.05, `acc * (sx * sw) + bias` rounded once lands
