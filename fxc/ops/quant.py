@@ -20,6 +20,9 @@ with x_zp) and end in one of four epilogues, by `out_dtype` and `requant`:
                                           m[o] = x_scale * w_scale[o] / y_scale in float32: ONNX Runtime's
                                           QLinearConv / QLinearMatMul (MlasRequantizeOutput), bit for bit
 
+Every float32 operation above rounds as written, as the frameworks define it: the epilogue's and quantize /
+dequantize's float ops are `exact` (symbolic/expr.py), never fused into a multiply-add or reassociated by a backend.
+
 Every input is always present (fixed arity): an absent bias is a zero int32 vector, the y_scale / y_zp of a float32
 or int32 output are 1.0 / 0 and unread. The computes are generic int32 loop IR that every target lowers; the fast
 CPU forms are other ops that a CPU pass rewrites these into.
