@@ -1,10 +1,10 @@
 """The requantisation rounds after every float32 op, as its definition does (ops/quant.py's `_epilogue_ref`, PyTorch's
 and ONNX Runtime's): on inputs built so that one fused multiply-add (`acc * s + bias` rounded once) or a
 reassociated product (`(acc * sx) * sw`, `acc * (s * (1 / sy))`) lands on the other side of a rounding tie, every
-int8 kernel form gives the reference's integers bit for bit: qconv2d and qmatmul as the CPU pass rewrites them (the
-packed VNNI / vpmaddwd forms, depthwise_conv2d_i8) and in their generic form on OpenCL, and a residual add's fused
-dequantize -> add -> quantize. Before the epilogue's ops were `Exact` (symbolic/expr.py), LLVM fused them into
-vfmadd on `llvm` and `llvm -mcpu=haswell` and these outputs were one step off."""
+int8 kernel form gives the reference's integers bit for bit on every target: qconv2d and qmatmul as the CPU pass
+rewrites them (the packed VNNI / vpmaddwd forms, depthwise_conv2d_i8) and in their generic forms elsewhere, and a
+residual add's fused dequantize -> add -> quantize. Before the epilogue's ops were `Exact` (symbolic/expr.py), LLVM
+fused them into vfmadd on `llvm` and `llvm -mcpu=haswell` and these outputs were one step off."""
 import numpy as np
 import pytest
 
@@ -126,3 +126,17 @@ def test_residual_add_rounds_as_defined(target, inverse):
         assert np.rint(fused * (np.float32(1) / SR) if inverse else fused / SR) == -458
     got = build(b.graph, target=target)(q, q)
     np.testing.assert_array_equal(np.asarray(got), np.full(q.shape, -459, np.int32))
+
+
+@pytest.mark.parametrize("target,marker", [("llvm", None), ("opencl", "#pragma OPENCL FP_CONTRACT OFF"),
+                                           ("opengl", "precise const float")])
+def test_the_code_forbids_fusion(target, marker):
+    """What keeps the roundings, where this host's runtimes would not fuse anyway (PoCL fuses within a statement
+    only, Mesa's llvmpipe not here): LLVM IR without fast-math flags on the epilogue (an int8 matmul's only float
+    ops), OpenCL's FP_CONTRACT OFF, GLSL's precise values."""
+    require_runtime(target)
+    src = build(_graph("qmatmul", False)[0], target=target).source
+    if marker is None:
+        assert "= fmul " in src and "reassoc" not in src and "contract" not in src
+    else:
+        assert marker in src
