@@ -140,3 +140,23 @@ def test_the_code_forbids_fusion(target, marker):
         assert "= fmul " in src and "reassoc" not in src and "contract" not in src
     else:
         assert marker in src
+
+
+@pytest.mark.parametrize("target", ["llvm", "llvm -mcpu=haswell", "llvm -mcpu=x86-64"])
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+def test_vector_conversion_of_specials(target, dtype):
+    """The epilogue's float32 -> int conversion on x86 vectors (cvttps2dq at 4, 8 and 16 lanes): NaN, infinities and
+    values past int32 as the reference (NaN the "integer indefinite" MIN, whose low byte is 0; the rest clamped)."""
+    require_runtime(target)
+    v = np.array([300.0, -1.0, -129.0, 200.7, -0.9, 1e10, -1e10, 3e9, 2.0 ** 31, -2.0 ** 31, np.nan, np.inf, -np.inf,
+                  127.5, -128.5, 254.5], np.float32)
+    x = np.tile(v, 8).reshape(1, 2, 64)
+    b = Builder()
+    xin = b.graph.input(x.shape, "float32")
+    b.graph.outputs += list(b.graph.call("quantize", [xin, b.const(np.float32(1.0)), b.const(np.int32(0))],
+                                         dtype=dtype))
+    module = build(b.graph, target=target)
+    assert "cvtt" in module.source
+    with np.errstate(invalid="ignore"):
+        want = get_op("quantize").reference(x, np.float32(1.0), np.int32(0), dtype=dtype)
+    np.testing.assert_array_equal(np.asarray(module(x)), want)
