@@ -19,11 +19,11 @@ LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32"
 MTYPE = dict(LTYPE, bool="i8")     # in-memory type
 UNSIGNED = ("uint8", "bool")
 _VECTOR_CASTS = {"float32", "int32", "int8", "uint8"}
-# float32 lanes -> int32 by truncation, NaN and out of range the "integer indefinite" MIN: x86's cvttps2dq, one
-# instruction for the five of the generic form; lanes -> (the feature, the intrinsic, its further operands)
-_CVTTPS2DQ = {4: ("sse2", "llvm.x86.sse2.cvttps2dq", []), 8: ("avx", "llvm.x86.avx.cvtt.ps2dq.256", []),
-              16: ("avx512f", "llvm.x86.avx512.mask.cvttps2dq.512",
-                   [("<16 x i32>", "zeroinitializer"), ("i16", "-1"), ("i32", "4")])}
+# float32 lanes -> int32 by truncation, NaN and out of range the "integer indefinite" MIN (Caps.cvtt): x86's
+# cvttps2dq, one instruction for the five of the generic form; lanes -> (the intrinsic, its further operands)
+_CVTTPS2DQ = {4: ("llvm.x86.sse2.cvttps2dq", []), 8: ("llvm.x86.avx.cvtt.ps2dq.256", []),
+              16: ("llvm.x86.avx512.mask.cvttps2dq.512", [("<16 x i32>", "zeroinitializer"), ("i16", "-1"),
+                                                         ("i32", "4")])}
 
 
 def lty(dtype: str) -> str:
@@ -181,9 +181,10 @@ class Arithmetic:
         if fr == to:
             return x
         r = self.new()
-        cvtt = _CVTTPS2DQ.get(n)
-        if fr == "float32" and cvtt and cvtt[0] in self.m.caps.features:   # x86's own conversion is that cast
-            w = self.call(cvtt[1], f"<{n} x i32>", [(tf, x)] + cvtt[2])
+        caps = self.m.caps
+        if fr == "float32" and caps.cvtt and n in _CVTTPS2DQ and 32 * n <= caps.vector_bits:   # that cast on x86
+            fn, rest = _CVTTPS2DQ[n]
+            w = self.call(fn, f"<{n} x i32>", [(tf, x)] + rest)
             if to == "int32":
                 return w
             self.emit(f"{r} = trunc <{n} x i32> {w} to {tt}")
