@@ -24,7 +24,7 @@ FUSED = [(28850, 0.007169877644628286, 0.38798069953918457, False),
          (-5551, 0.007819559425115585, 0.09312749654054642, True),
          (14957, 0.007610352244228125, -0.15156064927577972, False),
          (14957, 0.007610352244228125, 1.948439359664917, True)]
-# (acc, w_scale, inverse) with an int32 bias: a product taken in another order gives another integer
+# (acc, w_scale, inverse) with a zero bias: the product taken in another order gives another integer
 REASSOCIATED = [(14999, 0.008083872497081757, False),      # acc * ((sx * sw) / sy)
                 (-28579, 0.007916652597486973, True),      # ((acc * sx) * sw) * (1 / sy)
                 (12282, 0.004376322962343693, True)]       # acc * ((sx * sw) * (1 / sy))
