@@ -85,6 +85,8 @@ class Caps:
     #                                         vpdpbusd), "pmaddwd" (AVX2: exact, bytes widened to int16), "neon_dot"
     #                                         (aarch64 sdot), "neon" (NEON widening multiplies), "" (scalar form)
     scalef: bool = False                    # a 16-lane float32 scale by 2^k (AVX-512's vscalefps) for exp's last step
+    cvtt: bool = False                      # x86's vector float32 -> int32 truncation (cvttps2dq), NaN and out of
+    #                                         range the "integer indefinite" MIN (the int8 epilogues' conversion)
     float64_minmax: bool = True             # LLVM lowers float64 maximum/minimum (nan-propagating) for the CPU; False
     #                                         (armv7, whose VFP lacks them: LLVM aborts) renders compare and select
     draw_buffers: int = 1                   # texels a fragment shader may write at once (webgl: 4, WebGL 2's least
@@ -246,7 +248,7 @@ def _llvm_target(opts: dict) -> Target:
                                                             features=feats, fma="fma" in feats,
                                                             bf16_dot="avx512bf16" in feats,
                                                             int8_dot=x86_int8_dot(feats),
-                                                            scalef="avx512f" in feats))
+                                                            scalef="avx512f" in feats, cvtt="sse2" in feats))
 
 
 def x86_int8_dot(feats: frozenset) -> str:

@@ -50,6 +50,7 @@ from ..symbolic.expr import (
     CheckIndex,
     Const,
     DotI8,
+    Exact,
     Expr,
     Fma,
     Lane,
@@ -113,6 +114,8 @@ class CStyleRenderer:
                                         # arithmetic, stores); others must be scalarized first
     buffer_prefix = ""                  # prefixes of buffer and variable names (WGSL: loop-IR names may be keywords)
     var_prefix = ""
+    exact_qualifier = ""                # declares an Exact op's temporary (a statement of its own: C contracts
+                                        # only within one where FP_CONTRACT is on; opencl/render.py turns it off)
 
     def __init__(self, kernel: Kernel):
         self.kernel = kernel
@@ -125,6 +128,7 @@ class CStyleRenderer:
         self.idents: dict = {}          # the name table: thing (Var, Buffer, a language's key) -> its name
         self.taken: set = set()         # the names the table has given out
         self._by_buf: dict = {}         # buffer -> the cached expressions that read it
+        self.exact = False              # an Exact op was rendered
         self._reads: dict = {}
         self.private: dict = {}         # private / shared Buffers, in order of first use
         self.used: set = set()          # helper functions the code calls (the preamble defines them)
@@ -347,7 +351,9 @@ class CStyleRenderer:
             raise LoweringError(f"{self.kernel.name}: vector expression {e!r}; scalarize the kernel first")
         code = self.compute(e)
         t = self.new()
-        self.emit(f"const {self.type_of(e)} {t} = {code};")
+        self.exact = self.exact or isinstance(e, Exact)
+        exact = self.exact_qualifier if isinstance(e, Exact) else ""
+        self.emit(f"{exact}const {self.type_of(e)} {t} = {code};")
         self.bind(e, t)
         return t
 

@@ -174,6 +174,7 @@ class GLSLRenderer(CStyleRenderer):
     types = VALUE
     memory_types = VALUE
     code_for_op = CODE_FOR_OP
+    exact_qualifier = "precise "        # GLSL may fuse a * b and a later + c unless the value is precise (GLSL 4.00)
 
     def __init__(self, kernel: Kernel):
         for b in kernel.params:

@@ -20,6 +20,9 @@ with x_zp) and end in one of four epilogues, by `out_dtype` and `requant`:
                                           m[o] = x_scale * w_scale[o] / y_scale in float32: ONNX Runtime's
                                           QLinearConv / QLinearMatMul (MlasRequantizeOutput), bit for bit
 
+Every float32 operation above rounds as written, as the frameworks define it: the epilogue's and quantize /
+dequantize's float ops are `exact` (symbolic/expr.py), never fused into a multiply-add or reassociated by a backend.
+
 Every input is always present (fixed arity): an absent bias is a zero int32 vector, the y_scale / y_zp of a float32
 or int32 output are 1.0 / 0 and unread. The computes are generic int32 loop IR that every target lowers; the fast
 CPU forms are other ops that a CPU pass rewrites these into.
@@ -30,7 +33,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from ..lowering import te
-from ..symbolic.expr import as_expr, binary, cast, compare, maximum, minimum, select, unary
+from ..symbolic.expr import as_expr, binary, cast, compare, exact, maximum, minimum, select, unary
 from ..types import TensorType
 from .common import broadcast_shapes, rand
 from .registry import Kind, OpDef, register
@@ -83,7 +86,7 @@ def _axis(axis: int, x, *params):
 def _round_clamp_cast(v, zp, qmin: int, qmax: int, dtype: str):
     """float32 v -> dtype: clamp(round_half_even(v) + zp, qmin, qmax) computed in float32 as ONNX Runtime does."""
     hi = min(qmax, _F32_BELOW_2_31)
-    q = unary("round", v) + cast("float32", zp)
+    q = exact("add", unary("round", v), cast("float32", zp))
     q = minimum(_at_least(q, as_expr(float(qmin), "float32")), as_expr(float(hi), "float32"))
     return cast(dtype, q)
 
@@ -101,7 +104,7 @@ def _round_clamp_ref(v, zp, qmin: int, qmax: int, dtype: str):
 
 
 def _divide(v, scale, inverse: bool):
-    return v * (as_expr(1.0, "float32") / scale) if inverse else v / scale
+    return exact("mul", v, exact("div", as_expr(1.0, "float32"), scale)) if inverse else exact("div", v, scale)
 
 
 def _divide_ref(v, scale, inverse: bool):
@@ -159,7 +162,7 @@ def _dequantize(q, scale, zp, axis=1):
 
     def body(*i):
         c = None if a is None else i[a]
-        return cast("float32", cast("int32", q[i]) - _param(zp, c)) * _param(scale, c)
+        return exact("mul", cast("float32", cast("int32", q[i]) - _param(zp, c)), _param(scale, c))
     return te.compute(q.shape, body, "dequantize")
 
 
@@ -244,11 +247,11 @@ def _epilogue(acc, o, bias, x_scale, w_scale, y_scale, y_zp, out_dtype, requant,
     sx, sw, sy, zy = _param(x_scale, None), _param(w_scale, o), _param(y_scale, None), _param(y_zp, None)
     lo, hi = qrange(out_dtype, qmin, qmax) if out_dtype != "float32" else (None, None)
     if requant == "onnxruntime" and out_dtype != "float32":
-        v = cast("float32", acc) * ((sx * sw) / sy)
+        v = exact("mul", cast("float32", acc), exact("div", exact("mul", sx, sw), sy))
         return _relu_onnxruntime(v, zy, lo, hi, out_dtype) if relu else _round_clamp_cast(v, zy, lo, hi, out_dtype)
-    f = cast("float32", acc) * (sx * sw)
+    f = exact("mul", cast("float32", acc), exact("mul", sx, sw))
     if bias.dtype == "float32":
-        f = f + _param(bias, o)
+        f = exact("add", f, _param(bias, o))
     if relu:
         f = maximum(f, as_expr(0.0, "float32")) if out_dtype == "float32" else _at_least(f, as_expr(0.0, "float32"))
     if out_dtype == "float32":

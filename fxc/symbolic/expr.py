@@ -173,6 +173,15 @@ class Bin(Expr):
         return f"({a} {op} {b})"
 
 
+class Exact(Bin):
+    """A float add / sub / mul / div rounded as written: one rounding to its dtype, never contracted with another op
+    into a fused multiply-add, never reassociated (renderers emit it without fast-math licence). For arithmetic that
+    a definition fixes operation by operation: the int8 requantisation of ops/quant.py, whose frameworks round after
+    each float32 op. Otherwise a Bin (every rewrite that takes a Bin apart and rebuilds it keeps the marker)."""
+
+    __slots__ = ()
+
+
 class Un(Expr):
     __slots__ = ()
 
@@ -547,6 +556,17 @@ def binary(op: str, a, b) -> Expr:
     return Bin(op, a, b)
 
 
+def exact(op: str, a, b) -> Expr:
+    """a op b rounded as written (Exact) where it is float arithmetic; integer arithmetic is exact anyway."""
+    if not isinstance(a, Expr):
+        a = as_expr(a, b.dtype)
+    if not isinstance(b, Expr):
+        b = as_expr(b, a.dtype)
+    if op not in ("add", "sub", "mul", "div") or scalar_of(a.dtype) not in FLOATS:
+        return binary(op, a, b)
+    return Exact(op, a, b)
+
+
 def _is_bin(e, op: str) -> bool:
     return isinstance(e, Bin) and e.args[0] == op
 
@@ -603,6 +623,8 @@ def substitute(e: Expr, mapping: dict) -> Expr:
 
 
 def rebuild(x: Expr, args: tuple) -> Expr:
+    if isinstance(x, Exact):
+        return exact(*args)
     if isinstance(x, Bin):
         return binary(*args) if args[0] in BINARY else compare(*args)
     if isinstance(x, Cast):

@@ -52,12 +52,8 @@ def _kernels(module):
 
 
 def _equal(got, want):
-    """int8 / uint8 outputs bit for bit; float32 ones to float32 rounding (LLVM may fuse acc * scale + bias into one
-    multiply-add: one rounding where the reference rounds twice, a few ulps where the sum cancels)."""
-    if want.dtype == np.float32:
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-    else:
-        np.testing.assert_array_equal(got, want)
+    """Bit for bit, float32 outputs too (acc * scale + bias rounds twice, as the reference: quant.py's Exact ops)."""
+    np.testing.assert_array_equal(got, want)
 
 
 ARM = "llvm -mtriple=aarch64-linux-gnu -mcpu=cortex-a76"

@@ -19,6 +19,11 @@ LTYPE = {"float32": "float", "float64": "double", "int64": "i64", "int32": "i32"
 MTYPE = dict(LTYPE, bool="i8")     # in-memory type
 UNSIGNED = ("uint8", "bool")
 _VECTOR_CASTS = {"float32", "int32", "int8", "uint8"}
+# float32 lanes -> int32 by truncation, NaN and out of range the "integer indefinite" MIN (Caps.cvtt): x86's
+# cvttps2dq, one instruction for the five of the generic form; lanes -> (the intrinsic, its further operands)
+_CVTTPS2DQ = {4: ("llvm.x86.sse2.cvttps2dq", []), 8: ("llvm.x86.avx.cvtt.ps2dq.256", []),
+              16: ("llvm.x86.avx512.mask.cvttps2dq.512", [("<16 x i32>", "zeroinitializer"), ("i16", "-1"),
+                                                         ("i32", "4")])}
 
 
 def lty(dtype: str) -> str:
@@ -176,7 +181,14 @@ class Arithmetic:
         if fr == to:
             return x
         r = self.new()
-        if fr in FLOATS:
+        caps = self.m.caps
+        if fr == "float32" and caps.cvtt and n in _CVTTPS2DQ and 32 * n <= caps.vector_bits:   # that cast on x86
+            fn, rest = _CVTTPS2DQ[n]
+            w = self.call(fn, f"<{n} x i32>", [(tf, x)] + rest)
+            if to == "int32":
+                return w
+            self.emit(f"{r} = trunc <{n} x i32> {w} to {tt}")
+        elif fr in FLOATS:
             wide = f"<{n} x i32>"       # the lanes in range converted (fptosi.sat would be scalarized)
             ab, ok, safe, iv, w = self.call(f"llvm.fabs.v{n}f32", tf, [(tf, x)]), *(self.new() for _ in range(4))
             lim = "<" + ", ".join([f"float {float_literal(2.0 ** 31, fr)}"] * n) + ">"

@@ -10,7 +10,7 @@ from .render import FunctionWriter
 
 class ModuleWriter:
     """One LLVM module being written for a target: its triple, data layout and capabilities (`caps`: fma,
-    bf16_dot, scalef choose instructions; libm False (wasm): scalar float32 math by fxc's own code)."""
+    bf16_dot, scalef, cvtt choose instructions; libm False (wasm): scalar float32 math by fxc's own code)."""
 
     def __init__(self, triple: str, datalayout: str, caps: Caps):
         self.triple, self.datalayout, self.caps = triple, datalayout, caps

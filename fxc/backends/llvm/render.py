@@ -33,6 +33,7 @@ from ...symbolic.expr import (
     Const,
     DotBf16,
     DotI8,
+    Exact,
     Expr,
     Fma,
     Lane,
@@ -523,8 +524,9 @@ class FunctionWriter(Arithmetic):
             return r
         if fl:
             simple = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv", "truncmod": "frem"}
-            if op in simple:
-                self.emit(f"{r} = {simple[op]} {FLOAT_FLAGS} {t} {x}, {y}")
+            if op in simple:          # an Exact op rounds as written: no licence to contract or reassociate
+                flags = "" if isinstance(e, Exact) else FLOAT_FLAGS + " "
+                self.emit(f"{r} = {simple[op]} {flags}{t} {x}, {y}")
                 return r
             if op in ("max", "min"):
                 if scalar_of(dt) == "float64" and not self.m.caps.float64_minmax:

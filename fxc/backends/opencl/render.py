@@ -223,6 +223,8 @@ class OpenCLRenderer(CStyleRenderer):
                                     f"supported on OpenCL")
             space = "__local " if b.scope == "shared" else ""
             prologue.append(f"  {space}{MEMORY[b.dtype]} {n}[{max(b.size, 1)}];")
+        if self.exact:      # its Exact ops round as written on compilers that fuse across statements (NVIDIA's)
+            prologue.insert(0, "  #pragma OPENCL FP_CONTRACT OFF")
         wg = "x".join(map(str, k.launch.block))
         attr = f"__attribute__((reqd_work_group_size({', '.join(map(str, (list(k.launch.block) + [1, 1])[:3]))})))"
         head = f"__kernel {attr} void {k.name}({', '.join(args)})"

@@ -71,6 +71,7 @@ class WebGLRenderer(GLSLRenderer):
     memory, integer division by a divisor that may be 0 (no error flag), float -> int64 casts."""
 
     has_local = False
+    exact_qualifier = ""                # GLSL ES 3.00 has no `precise` (ES 3.20 has)
 
     def __init__(self, kernel: Kernel, width: int):
         super().__init__(kernel)
