@@ -189,7 +189,7 @@ def run_batch(payload: dict) -> list:
     task, target, p = payload["task"], payload["target"], MeasureParams(**payload["params"])
     whole = WholeModel(**payload["whole_model"]) if payload.get("whole_model") else None
     if whole is not None and whole.framework == "torch":
-        import torch  # noqa: F401  deferred: the user's process has PyTorch loaded (the modules loaded now see it)
+        import torch  # deferred: the user's process has PyTorch loaded (the modules loaded now see it) # noqa: F401
     arrays = example_arrays(task.graph)
     device = payload.get("device")
     out: list = []
