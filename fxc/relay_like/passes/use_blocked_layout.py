@@ -84,6 +84,17 @@ def _side_operand(u, shape):
     return u4
 
 
+def blocked_side(u, shape, lanes: int, add, widen=lambda v: v):
+    """A broadcast operand u (_side_operand) of an elementwise op whose output is NCHW `shape`, for the op in channel
+    blocks: a per-sample value as (N, 1, 1, 1, 1), a per-channel one as (N, C/lanes, 1, 1, lanes) after widen (e.g.
+    its channels padded to whole blocks)."""
+    u4 = _side_operand(u, shape)
+    if u4[1] == 1:
+        return add("reshape", [u], {"shape": (u4[0], 1, 1, 1, 1)})
+    u4 = widen(add("reshape", [u], {"shape": u4}) if tuple(u.shape) != u4 else u)
+    return add("reshape", [u4], {"shape": (u4.shape[0], u4.shape[1] // lanes, 1, 1, lanes)})
+
+
 def _gemm_in_nchw(conv) -> bool:
     """A 1x1 stride-1 conv over a large map: in NCHW it runs as the GEMM over positions (schedule_conv1x1), faster
     than the channel-lane kernel with an NCHW16c input and a transposed NCHW output (0.39 against 0.21 ms for
@@ -258,12 +269,7 @@ def to_blocked(g, lanes: int, every_region: bool = False):
                     if u.id in S:
                         ins.append(blocked[u.id])
                         continue
-                    u4 = _side_operand(u, out.shape)
-                    if u4[1] == 1:
-                        ins.append(add("reshape", [u], {"shape": (u4[0], 1, 1, 1, 1)}))
-                        continue
-                    u4 = padded(add("reshape", [u], {"shape": u4}) if tuple(u.shape) != u4 else u, 1)
-                    ins.append(add("reshape", [u4], {"shape": (u4.shape[0], u4.shape[1] // lanes, 1, 1, lanes)}))
+                    ins.append(blocked_side(u, out.shape, lanes, add, lambda v: padded(v, 1)))
                 blocked[out.id] = add(n.op, ins, dict(n.attrs))
         elif any(u.id in S for u in n.inputs):      # a reader of the NCHW layout: the conversion back
             keep(n, [as_nchw(u) for u in n.inputs])

@@ -25,7 +25,7 @@ returns a Graph; outputs bit for bit the same.
 from __future__ import annotations
 
 from ..graph import node_appender, with_inputs
-from .use_blocked_layout import GEMM_POSITIONS, _elementwise, _side_operand
+from .use_blocked_layout import GEMM_POSITIONS, _elementwise, _side_operand, blocked_side
 
 QUANT_OPS = ("quantize", "dequantize")      # elementwise, but per-channel only along their axis attribute
 ENTRIES = ("max_pool2d",)                   # ops of a region's entry: their 8-bit output made NCHW, converted once
@@ -170,12 +170,7 @@ def use_int8_blocks(g, ctx):
                 if tuple(u.shape) == tuple(out.shape):
                     ins.append(blocked[u.id] if u.id in S else to_blocks(u))
                     continue
-                u4 = _side_operand(u, out.shape)
-                if u.type.ndim == 0 or u4[1] == 1:
-                    ins.append(u if u.type.ndim == 0 else add("reshape", [u], {"shape": (u4[0], 1, 1, 1, 1)}))
-                    continue
-                u4 = add("reshape", [u], {"shape": u4}) if tuple(u.shape) != u4 else u
-                ins.append(add("reshape", [u4], {"shape": (u4.shape[0], u4.shape[1] // lanes, 1, 1, lanes)}))
+                ins.append(u if u.type.ndim == 0 else blocked_side(u, out.shape, lanes, add))
             blocked[out.id] = add(n.op, ins, dict(n.attrs))
         elif any(u.id in S for u in n.inputs):        # a reader of the NCHW layout: the conversion back
             keep(n, [as_nchw(u) for u in n.inputs])
