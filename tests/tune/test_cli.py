@@ -38,4 +38,16 @@ def test_tune_a_factory_model(tmp_path, capsys):
                  "--log", str(log), "--plot", str(tmp_path / "c.png")]) == 0
     out = capsys.readouterr().out
     assert "fxc.tune on llvm" in out and "2 trials" in out, out
-    assert len(log.read_text().splitlines()) == 2 and (tmp_path / "c.png").exists()
+    assert (tmp_path / "c.png").exists()
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    trials = [r for r in records if "why" not in r]
+    assert len(trials) == 2 and all(r["error"] is None and len(r["costs"]) > 0 for r in trials), records
+    # a confirmation record follows only where a trial measured faster than the default (a timing the host decides)
+    default = [min(r["costs"]) for r in trials if not r["config"]]
+    tuned = [min(r["costs"]) for r in trials if r["config"]]
+    confirmed = [r for r in records if "why" in r]
+    if default and tuned and min(tuned) < default[0]:
+        assert len(confirmed) == 1 and confirmed[0]["why"].startswith(("kept", "dropped")), records
+        assert confirmed[0]["config"] in ({}, trials[[bool(r["config"]) for r in trials].index(True)]["config"])
+    else:
+        assert confirmed == [] and "no group improved" in out, (records, out)
