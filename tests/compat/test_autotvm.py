@@ -32,7 +32,8 @@ def test_tuner_writes_the_log_and_builds_apply_it(tvm, tmp_path):
                                               ops=(tvm.relay.op.get("nn.conv2d"),))
     assert tasks and all(len(t.config_space) > 1 for t in tasks)
     log = tmp_path / "tuning.log"
-    option = autotvm.measure_option(builder=autotvm.LocalBuilder(), runner=autotvm.LocalRunner(number=1, repeat=2))
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(),
+                                    runner=autotvm.LocalRunner(number=1, repeat=2, timeout=60))
     autotvm.tuner.XGBTuner(tasks[0]).tune(n_trial=3, measure_option=option,
                                           callbacks=[autotvm.callback.log_to_file(str(log))])
     records = read(log)

@@ -78,12 +78,12 @@ def test_progress_delay_off_and_nested_lines(monkeypatch):
         monkeypatch.setenv("FXC_PROGRESS", "0.01")
         outer = Progress("fxc compile", tty)
         outer.set("tracing the model")
-        time.sleep(0.2)
+        time.sleep(0.6)                         # (a few of the 0.25 s redraw ticks each, on a loaded host too)
         inner = Progress("llvm", tty)           # a build inside the command's stage: its line takes over
         inner.set("compiling kernels", count=lambda: (2, 5))
-        time.sleep(0.2)
+        time.sleep(0.6)
         inner.close()                           # cleared; the command's line comes back
-        time.sleep(0.4)
+        time.sleep(1.2)
         outer.close()
     text = _read_all(master).decode()
     assert "[fxc] llvm: compiling kernels 2/5" in text

@@ -324,8 +324,10 @@ def test_a_call_right_after_a_pytorch_op_runs_on_its_openmp_team(monkeypatch):
             assert lib.fxc_uses_openmp() == 2
             compiled(x)                              # the first loop finds the team (it runs on it)
             seen = set()
-            for _ in range(3):
-                time.sleep(0.3)                      # the team's threads are asleep by now
+            for i in range(12):
+                if i >= 3 and ("after an op", 1) in seen:
+                    break
+                time.sleep(0.5)                      # the team's threads are asleep by now
                 torch.testing.assert_close(compiled(x), ref, rtol=1e-4, atol=1e-5)
                 seen.add(("idle", lib.fxc_last_loop_on_team()))
                 for _ in range(4):
@@ -334,8 +336,8 @@ def test_a_call_right_after_a_pytorch_op_runs_on_its_openmp_team(monkeypatch):
                 seen.add(("after an op", lib.fxc_last_loop_on_team()))
     finally:
         torch.set_num_threads(threads)
-    # idle: always fxc's pool; right after PyTorch's ops: the team, at least once in three tries (on a loaded
-    # host, e.g. beside the other test worker, the team's threads may be descheduled and asleep before the call)
+    # idle: always fxc's pool; right after PyTorch's ops: the team, at least once in up to twelve tries (on a
+    # loaded host, e.g. beside the other test worker, the team's threads may be descheduled and asleep before the call)
     assert ("idle", 1) not in seen and ("after an op", 1) in seen, seen
 
 

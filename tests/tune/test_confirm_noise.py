@@ -98,17 +98,27 @@ def test_a_slower_config_is_dropped_a_faster_one_kept(model, tmp_path):
     log = tmp_path / "log.jsonl"
     result = _confirm(graph, target, [fast, slow], log, QUICK)
     assert not result.errors, result.errors
-    assert result.kept == [fast.task.desc] and result.dropped == [slow.task.desc], result.why
-    assert result.tuned_s < result.default_s, result
     records = {r["workload"]: r for r in read(log)}
-    assert records[a.key]["config"] == FASTER and records[a.key]["why"].startswith("kept:")
-    assert records[b.key]["config"] == {} and records[b.key]["why"].startswith("dropped:")
     assert all(len(records[k]["model"]["tuned"]) >= 20 for k in (a.key, b.key))
-    assert slow.best_config == {} and fast.best_config == FASTER
+    # the 1.7x slower config is dropped on any host
+    assert slow.task.desc in result.dropped and slow.best_config == {}, result.why
+    assert records[b.key]["config"] == {} and records[b.key]["why"].startswith("dropped:")
+    # the ~16% faster one measures faster in its own comparison; whether it clears the noise is the host's (a
+    # loaded CI host may widen it): the decision must agree with the figures it recorded
+    g, se = gain(records[a.key]["model"]["default"], records[a.key]["model"]["tuned"])
+    assert g > 0, (g, se, result.why)
+    if fast.task.desc in result.kept:
+        assert g > max(QUICK.margin, 2 * se), (g, se, result)
+        assert records[a.key]["config"] == FASTER and records[a.key]["why"].startswith("kept:")
+        assert fast.best_config == FASTER
+    else:
+        assert records[a.key]["config"] == {} and records[a.key]["why"].startswith("dropped:"), result.why
+        assert g <= max(QUICK.margin, 2 * se) or "the defaults stay" in records[a.key]["why"], (g, se, result.why)
     c = fxc.from_torch(m, x, tuning_log=str(log))
     torch.testing.assert_close(c(*x), m(*x), rtol=1e-4, atol=1e-4)
     lines = [str(k) for k in c.module.kernels]
-    assert any("conv2d.vectors=2" in k for k in lines) and any("defaults measured best" in k for k in lines), lines
+    assert any("defaults measured best" in k for k in lines), lines
+    assert any("conv2d.vectors=2" in k for k in lines) == (fast.task.desc in result.kept), lines
 
 
 def test_the_defaults_stay_when_the_whole_is_not_faster_by_what_is_asked(model, tmp_path):
@@ -119,8 +129,31 @@ def test_the_defaults_stay_when_the_whole_is_not_faster_by_what_is_asked(model, 
     result = _confirm(graph, target, [fast], log, ConfirmParams(rounds=20, seconds=2.0, min_gain=0.9))
     assert not result.errors and result.kept == [] and result.dropped == [fast.task.desc], result.why
     (record,) = read(log)
-    assert record["config"] == {} and "the defaults stay" in record["why"] and "alone" in record["why"], record
+    assert record["config"] == {} and "alone" in record["why"] and fast.best_config == {}, record
+    # it reaches the final check where it clears its own comparison's noise (the host's load decides that)
+    g, se = gain(record["model"]["default"], record["model"]["tuned"])
+    assert ("the defaults stay" in record["why"]) == (g > max(ConfirmParams().margin, 2 * se)), (g, se, record)
+
+
+def test_the_final_check_keeps_the_defaults_on_fixed_figures(model, tmp_path):
+    """The same rule on fixed figures: the faster tiles make the model 14% faster, alone and in the final check,
+    which asks for 90%: the defaults stay, and the record says why."""
+    m, x, graph, target, (a, b) = model
+    (fast,) = _states([(a, FASTER)])
+
+    def measurer(task, configs, whole):
+        jitter = [1.0 + 0.01 * ((i * 7) % 5 - 2) for i in range(whole.rounds)]
+        return [Result(c, [j * 0.86 ** sum(v == FASTER for v in c.values()) for j in jitter]) for c in configs]
+    result = confirm(graph, [fast], measurer, tmp_path / "log.jsonl", target_key(target), target,
+                     ConfirmParams(rounds=20, seconds=2.0, min_gain=0.9), "torch")
+    assert not result.errors and result.kept == [] and result.dropped == [fast.task.desc], result.why
+    (record,) = read(tmp_path / "log.jsonl")
+    assert record["config"] == {} and "the defaults stay" in record["why"] and "+15.08%" in record["why"], record
     assert fast.best_config == {}
+    (fast,) = _states([(a, FASTER)])        # asking for 10%, the same figures keep it
+    result = confirm(graph, [fast], measurer, tmp_path / "log2.jsonl", target_key(target), target,
+                     ConfirmParams(rounds=20, seconds=2.0, min_gain=0.1), "torch")
+    assert result.kept == [fast.task.desc] and read(tmp_path / "log2.jsonl")[0]["config"] == FASTER, result.why
 
 
 def test_gains_below_the_margin_alone_are_kept_together(model, tmp_path):

@@ -54,7 +54,10 @@ def test_tune_through_the_device_server(device, tmp_path):
     assert any(not rec["desc"].endswith("winograd") for rec in records)  # (the conv's form first, then groups)
     assert best_for_target(log, tkey)[0]                           # a compile for the board applies them
     compiled = fxc.from_torch(m, x, target=BOARD, tuning_log=str(log))
-    assert any("[tuned:" in str(k) for k in compiled.module.kernels)
+    # the groups' trials went to the conv form that measured fastest alone; where the whole-model confirmation
+    # (the board's timing) drops that form, the build's groups are the other form's, which nothing measured
+    dropped_form = r.confirmation is not None and any(d.endswith("winograd") for d in r.confirmation.dropped)
+    assert dropped_form or any("[tuned:" in str(k) for k in compiled.module.kernels), r.confirmation
 
 
 def _task():

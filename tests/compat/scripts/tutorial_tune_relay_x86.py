@@ -33,7 +33,7 @@ tuning_option = {
     "early_stopping": None,
     "measure_option": autotvm.measure_option(
         builder=autotvm.LocalBuilder(),
-        runner=autotvm.LocalRunner(number=1, repeat=2, min_repeat_ms=0, enable_cpu_cache_flush=True),
+        runner=autotvm.LocalRunner(number=1, repeat=2, min_repeat_ms=0, timeout=60, enable_cpu_cache_flush=True),
     ),
 }
 
