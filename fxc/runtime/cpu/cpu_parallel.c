@@ -91,16 +91,22 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* Claims and runs chunks of the current job until none is left: the first unclaimed one (the caller, from_back 0)
-   or the last (a worker). */
-static void run_chunks(fxc_body fn, void **args, int64_t n, int64_t nchunks, uint32_t gen, int from_back) {
+/* One chunk claimed from the range in *word (gen << 32 | first unclaimed chunk << 16 | end of the unclaimed): the
+   first of those left (from_back 0: the caller) or the last (a worker); -1 when none is left or the word holds another
+   job's range. */
+static int64_t claim(_Atomic uint64_t *word, uint32_t gen, int from_back) {
     for (;;) {
-        uint64_t v = atomic_load(&next_chunk);
-        if ((uint32_t)(v >> 32) != gen) return;
+        uint64_t v = atomic_load(word);
+        if ((uint32_t)(v >> 32) != gen) return -1;
         int64_t first = (int64_t)((v >> 16) & 0xffffu), end = (int64_t)(v & 0xffffu);
-        if (first >= end) return;
-        if (!atomic_compare_exchange_weak(&next_chunk, &v, from_back ? v - 1 : v + (1u << 16))) continue;
-        int64_t c = from_back ? end - 1 : first;
+        if (first >= end) return -1;
+        if (atomic_compare_exchange_weak(word, &v, from_back ? v - 1 : v + (1u << 16)))
+            return from_back ? end - 1 : first;
+    }
+}
+
+static void run_chunks(fxc_body fn, void **args, int64_t n, int64_t nchunks, uint32_t gen, int from_back) {
+    for (int64_t c; (c = claim(&next_chunk, gen, from_back)) >= 0;) {
         fn(n * c / nchunks, n * (c + 1) / nchunks, args);
         atomic_fetch_add(&done_chunks, 1);
     }
@@ -265,15 +271,13 @@ static int on_team(int nt) {                /* does this parallel loop run on Op
     return team_awake;
 }
 
-struct omp_job { fxc_body fn; void **args; int64_t n, nchunks; _Atomic int64_t next; };
+struct omp_job { fxc_body fn; void **args; int64_t n, nchunks; _Atomic uint64_t next; pthread_t caller; };
 
-static void omp_body(void *p) {
+static void omp_body(void *p) {             /* the team's threads claim as the pool's: the caller from the front */
     struct omp_job *j = p;
-    for (;;) {
-        int64_t c = atomic_fetch_add(&j->next, 1);
-        if (c >= j->nchunks) return;
+    int from_back = !pthread_equal(pthread_self(), j->caller);
+    for (int64_t c; (c = claim(&j->next, 0, from_back)) >= 0;)
         j->fn(j->n * c / j->nchunks, j->n * (c + 1) / j->nchunks, j->args);
-    }
 }
 
 void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
@@ -283,7 +287,7 @@ void fxc_parallel_for(fxc_body fn, void **args, int64_t n) {
     if (nchunks > 0xffff) nchunks = 0xffff;       /* (next_chunk's 16-bit fields) */
     last_on_team = nt > 1 && use_openmp && on_team(nt);
     if (last_on_team) {
-        struct omp_job j = {fn, args, n, nchunks, 0};
+        struct omp_job j = {fn, args, n, nchunks, (uint64_t)nchunks, pthread_self()};
         GOMP_parallel(omp_body, &j, (unsigned)nt, 0);
         return;
     }
