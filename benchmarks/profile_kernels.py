@@ -1,12 +1,19 @@
 """Per-kernel profile of one test model compiled by fxc: which fused kernels take the time.
 
     .venv/bin/python -m benchmarks.profile_kernels --model mobilenet_v2|convnext|... [--runs 50] [--top 25]
-        [--threads 1] [--precision bf16] [--cold]
+        [--threads 1] [--precision bf16] [--cold] [--int8] [--scaling]
 
 Compiles the model with fxc.from_torch(..., profile=True) and runs it `runs` times; each kernel's time is
 the minimum over the runs (robust on a shared machine), its share is of the sum of those minima. With --cold,
 each run follows what the harness's timed calls follow (other peers' work, then an idle spell): the caches are
 flushed (64 MiB written) and the process sleeps 5 ms; each kernel's time is then its median over the runs.
+--int8: the model's PT2E static int8 form (benchmarks/int8.py: the X86 quantizer, calibrated on random inputs; the
+conv nets).
+
+--scaling: where a build loses at --threads (2 by default) against 1 thread. The same module runs alternately at 1
+thread and at --threads (its runtime's thread count set between calls), `runs` calls each; per kernel the median
+of each (and the minimum), and the time lost to the split, median at N threads - median at 1 thread / N; kernels
+ranked by it. On a shared host the medians carry the other jobs' preemptions; read the minima beside them.
 """
 import argparse
 import os
@@ -28,7 +35,12 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="FXC_NUM_THREADS (0: all cores)")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     ap.add_argument("--cold", action="store_true", help="flush the caches and idle before each run; medians")
+    ap.add_argument("--int8", action="store_true", help="the model's PT2E static int8 form (resnet18, mobilenet_v2)")
+    ap.add_argument("--scaling", action="store_true",
+                    help="per kernel: time at --threads (default 2) against 1 thread, ranked by the time lost")
     args = ap.parse_args()
+    if args.scaling and not args.threads:
+        args.threads = 2
     if args.threads:
         os.environ["FXC_NUM_THREADS"] = str(args.threads)
     import torch
@@ -44,6 +56,17 @@ def main():
         model, inputs = make_standard_model(args.model), standard_inputs(args.model)
     else:
         model, inputs = make_model(args.model), example_inputs(args.model, batch=args.batch)
+    if args.int8:
+        from benchmarks.int8 import STATIC, pt2e_model  # deferred: torchao, for --int8 only
+        if args.model not in STATIC:
+            ap.error(f"--int8 takes one of {', '.join(STATIC)}")
+        calibration = [example_inputs(args.model, batch=args.batch, seed=1000 + i) for i in range(4)]
+        model = pt2e_model(model.eval(), tuple(inputs), calibration, False)
+    if args.scaling:
+        with torch.no_grad():
+            compiled = fxc.from_torch(model, tuple(inputs), profile=True, precision=args.precision)
+        print(scaling(compiled, inputs, args.runs, args.threads, args.top))
+        return
     with torch.inference_mode():
         compiled = fxc.from_torch(model, inputs, profile=True, precision=args.precision)
         m = compiled.module
@@ -74,6 +97,39 @@ def main():
     print(f"sum of per-kernel {'medians' if args.cold else 'minima'} {total:.3f} ms; "
           f"end-to-end min {1e3 * min(walls):.3f} ms, "
           f"median {1e3 * sorted(walls)[len(walls) // 2]:.3f} ms; load {os.getloadavg()[0]:.2f}")
+
+
+def scaling(compiled, inputs, runs: int, threads: int, top: int) -> str:
+    """The table of --scaling: compiled (a profiled from_torch build) called alternately at 1 thread and at
+    `threads`, `runs` calls each after a warm-up call; kernels ranked by the time the split loses."""
+    m = compiled.module
+    lib = m._lib.lib
+    times: dict = {1: [], threads: []}
+    walls: dict = {1: [], threads: []}
+    for r in range(runs):
+        for nt in ((1, threads) if r % 2 else (threads, 1)):
+            lib.fxc_set_num_threads(nt)
+            compiled(*inputs)                   # (the pool's workers awake, the caches as the calls leave them)
+            m.profile(reset=True)
+            t0 = time.perf_counter()
+            compiled(*inputs)
+            walls[nt].append(1e3 * (time.perf_counter() - t0))
+            times[nt].append([row["total_ms"] * 1e3 for row in m.profile(reset=True)])
+    lib.fxc_set_num_threads(threads)
+    med = {nt: [statistics.median(col) for col in zip(*t)] for nt, t in times.items()}
+    low = {nt: [min(col) for col in zip(*t)] for nt, t in times.items()}
+    lost = sorted(((med[threads][k] - med[1][k] / threads, k) for k in range(len(m.kernels))), reverse=True)
+    w1, wn = walls[1], walls[threads]
+    head = f"{threads}t"
+    out = [f"{len(m.kernels)} kernels, {runs} calls at each thread count, alternating (load {os.getloadavg()[0]:.2f})",
+           f"wall ms, median / min: 1 thread {statistics.median(w1):.3f} / {min(w1):.3f}, {threads} threads "
+           f"{statistics.median(wn):.3f} / {min(wn):.3f}; in kernels (sums of medians) {sum(med[1]) / 1e3:.3f} and "
+           f"{sum(med[threads]) / 1e3:.3f}, lost to the split {sum(x for x, _ in lost) / 1e3:.3f}",
+           f"{'lost us':>8} {'1t med':>8} {'1t min':>8} {head + ' med':>8} {head + ' min':>8} {'speed-up':>8}  kernel"]
+    for x, k in lost[:top]:
+        out.append(f"{x:8.1f} {med[1][k]:8.1f} {low[1][k]:8.1f} {med[threads][k]:8.1f} {low[threads][k]:8.1f} "
+                   f"{med[1][k] / max(med[threads][k], 1e-9):8.2f}  {m.kernels[k][:120]}")
+    return "\n".join(out)
 
 
 if __name__ == "__main__":

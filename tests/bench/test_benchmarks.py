@@ -125,6 +125,30 @@ def test_profile_kernels_cold(capsys, monkeypatch):
     assert "sum of per-kernel medians" in out and "more kernels" in out, out
 
 
+def test_profile_kernels_scaling(capsys, monkeypatch):
+    """benchmarks/profile_kernels.py --scaling: one module at 1 thread and at 2, per kernel the medians, minima and the
+    time the split loses (2-thread median - 1-thread median / 2), ranked by it; the rows consistent with their own
+    columns (the figures themselves are the host's). --int8 takes the conv nets only."""
+    from benchmarks import profile_kernels
+    monkeypatch.setattr(sys, "argv", ["profile_kernels", "--model", "bert", "--runs", "3", "--top", "4", "--scaling"])
+    profile_kernels.main()
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.split()[:2] == ["lost", "us"])
+    assert "3 calls at each thread count" in out and "2 threads" in out, out
+    rows = [ln.split() for ln in lines[head + 1:head + 5]]
+    assert len(rows) == 4 and all(r[6].startswith("k") for r in rows), out
+    lost = [float(r[0]) for r in rows]
+    assert lost == sorted(lost, reverse=True), out
+    for r in rows:
+        one, two = float(r[1]), float(r[3])
+        assert abs(float(r[0]) - (two - one / 2)) < 0.11 and float(r[2]) <= one + 0.05 and float(r[4]) <= two + 0.05, r
+    monkeypatch.setattr(sys, "argv", ["profile_kernels", "--model", "bert", "--int8", "--scaling"])
+    with pytest.raises(SystemExit):
+        profile_kernels.main()
+    assert "--int8 takes one of resnet18, mobilenet_v2" in capsys.readouterr().err
+
+
 def test_training_benchmark_checks_gradients(capsys):
     """benchmarks/training.py: one timed step of the BERT-style encoder, eager and fxc, gradients against float64."""
     from benchmarks import training
