@@ -88,8 +88,8 @@ def main(argv=None):
     with torch.inference_mode():
         fns = {"default": fxc.from_torch(model, inputs, target=args.target, tuning_log=False),
                "tuned": fxc.from_torch(model, inputs, target=args.target, tuning_log=log)}
-        if args.aa:     # a build of its own (its constants and workspace): the same object called twice in a
-            # row in two rounds of three would find its weights in the caches and seem faster
+        if args.aa:     # a build of its own (its constants and workspace), not the default's object again:
+            # that one was called twice in a row in two rounds of three
             fns["default again"] = fxc.from_torch(model, inputs, target=args.target, tuning_log=False)
         times = _latencies(fns, inputs, args.runs)
     for k, ts in times.items():

@@ -78,9 +78,9 @@ def gain(base: list, trial: list) -> tuple:
     log(base / trial) (> 0: trial is faster), and the larger of two standard errors: the median's from the rounds'
     spread (1.2533 x the robust sigma 1.4826 x MAD / sqrt(rounds)), which holds for independent rounds, and the
     batch means' (`batch_gains`: the standard deviation of the gains of BATCHES runs of consecutive rounds / sqrt(
-    BATCHES)), which holds when the gain itself drifts with the host's state over seconds, as it does on a shared
-    2-core host (docs/tuning.md: the same two MobileNetV2 builds +4% .. +11% a few minutes apart, each run's
-    per-round noise 0.3-1%)."""
+    BATCHES)), which holds when the gain itself moves with the host's state over seconds (docs/tuning.md: in one
+    process the same two MobileNetV2 builds +3.9% .. +5.1% and +7.7% .. +12.0% as the host's cores were slowed or
+    not by work outside the VM, where the rounds' spread said 0.3-1%)."""
     d = [math.log(b / t) for b, t in zip(base, trial)]
     med = statistics.median(d)
     mad = statistics.median(abs(x - med) for x in d)

@@ -4,8 +4,9 @@ alone; and the final check builds exactly what a compile applies from the log af
 of the confirmed groups and of another run's records), so its figure is the tuned build's a user gets.
 
 Why (docs/tuning.md): the same two MobileNetV2 builds, byte for byte, measured +11.2% (noise 0.4%) in the
-confirmation and +2.9% .. +8.5% in later processes, each with a per-round noise of 0.3-1%: the gain moves with the
-host's state by more than the rounds' spread says."""
+confirmation and +4.4% (noise 0.3%) in a user's process later; in one process they measure +3.9% .. +5.1% or
++7.7% .. +12.0% as the host's cores are slowed or not by work outside the VM: the gain moves with the host's state by
+more than the rounds' spread says."""
 import math
 import random
 
