@@ -7,7 +7,8 @@ Prints the tuning's trials and wall time, the time to reach within 5% of its fin
 model's held-out rank correlation, and the model's latency with the default schedules (tuning_log=False) and with
 the tuned log: median and minimum over --runs interleaved calls (one of each per round; a shared host is noisy, so
 read the minimum too), and the median over the rounds of log(default / tuned), paired by round as the confirmation
-compares, with twice its standard error (--aa adds the default against itself: the comparison's own noise).
+compares, with twice its standard error and the gains of the rounds' five consecutive fifths (--aa adds a second
+build of the default against the first: the comparison's own noise).
 --trials 0 times an existing --log without tuning; --confirm-only runs the confirmation step on it first (fxc.tune
 with 0 trials: the log's records confirmed inside this model, docs/tuning.md). --seed-log copies another model's log
 into a new --log first (ResNet-34 reusing ResNet-18's records: its shared workloads start from them).
@@ -59,7 +60,7 @@ def main(argv=None):
 
     import fxc
     from fxc.testing.models import ResNet, example_inputs, make_model, randomize_batchnorm
-    from fxc.tuning.confirm import gain
+    from fxc.tuning.confirm import batch_gains, gain
     torch.manual_seed(0)
     model = (randomize_batchnorm(ResNet((3, 4, 6, 3))) if args.model == "resnet34" else make_model(args.model)).eval()
     inputs = example_inputs("resnet18" if args.model == "resnet34" else args.model, batch=args.batch)
@@ -87,8 +88,9 @@ def main(argv=None):
     with torch.inference_mode():
         fns = {"default": fxc.from_torch(model, inputs, target=args.target, tuning_log=False),
                "tuned": fxc.from_torch(model, inputs, target=args.target, tuning_log=log)}
-        if args.aa:
-            fns["default again"] = fns["default"]
+        if args.aa:     # a build of its own (its constants and workspace), not the default's object again:
+            # that one was called twice in a row in two rounds of three
+            fns["default again"] = fxc.from_torch(model, inputs, target=args.target, tuning_log=False)
         times = _latencies(fns, inputs, args.runs)
     for k, ts in times.items():
         print(f"{args.model} b{args.batch} {args.target:<10} {k:<13} median {statistics.median(ts) * 1e3:8.3f} ms  "
@@ -97,7 +99,9 @@ def main(argv=None):
     print(f"speed-up (medians): {d / t:.2f}x; minima: {min(times['default']) / min(times['tuned']):.2f}x")
     for k in [k for k in times if k != "default"]:      # paired by round, as the confirmation compares
         g, se = gain(times["default"], times[k])
-        print(f"{k} against default, paired by round: {g:+.2%} faster (2 standard errors: {2 * se:.2%})")
+        runs = " ".join(f"{x:+.1%}" for x in batch_gains(times["default"], times[k]))
+        print(f"{k} against default, paired by round: {g:+.2%} faster (2 standard errors: {2 * se:.2%}"
+              + (f"; by fifths of the rounds: {runs}" if runs else "") + ")")
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ call by call. The configs confirmed are the improved groups' best, and the log's
 workloads that a compile would apply (another run's, e.g. another model's sharing the workload):
 1. per group: the model with that group's config alone against the default model, all in one batch (one call of
    each per round; `rounds` rounds, more while they fit in `seconds`). Its gain is the median over the rounds of
-   log(the default's time / its time) in that round; it is kept only where the gain exceeds the noise: twice the
-   median's standard error (from the rounds' spread), and at least `margin`. Where none is, the model with all of
+   log(the default's time / its time) in that round; it is kept only where the gain exceeds the noise: twice its
+   standard error (from the rounds' spread, or from the spread of runs of consecutive rounds where the gain drifts
+   with the host's state: `gain`), and at least `margin`. Where none is, the model with all of
    them at once (measured in the same batch) is kept if it is faster by more than its noise: gains each within the
    noise can add up. Graph-level choices (a conv's Winograd form, which changes the groups) go first, in a batch of
    their own; the groups then against the default with the kept choices.
@@ -69,14 +70,32 @@ def candidates(states: list) -> list:
     return sorted(better, key=lambda s: -(s.default_cost - s.best_cost) * s.task.count)
 
 
+BATCHES = 5        # runs of consecutive rounds whose gains give the batch-means standard error (gain, below)
+
+
 def gain(base: list, trial: list) -> tuple:
     """(gain, standard error) of `trial` over `base`, costs paired by round: the median over the rounds of
-    log(base / trial) (> 0: trial is faster), and the median's standard error from the rounds' spread (1.2533 x
-    the robust sigma 1.4826 x MAD / sqrt(rounds))."""
+    log(base / trial) (> 0: trial is faster), and the larger of two standard errors: the median's from the rounds'
+    spread (1.2533 x the robust sigma 1.4826 x MAD / sqrt(rounds)), which holds for independent rounds, and the
+    batch means' (`batch_gains`: the standard deviation of the gains of BATCHES runs of consecutive rounds / sqrt(
+    BATCHES)), which holds when the gain itself moves with the host's state over seconds (docs/tuning.md: in one
+    process the same two MobileNetV2 builds +3.9% .. +5.1% and +7.7% .. +12.0% as the host's cores were slowed or
+    not by work outside the VM, where the rounds' spread said 0.3-1%)."""
     d = [math.log(b / t) for b, t in zip(base, trial)]
     med = statistics.median(d)
     mad = statistics.median(abs(x - med) for x in d)
-    return med, 1.2533 * 1.4826 * mad / math.sqrt(len(d))
+    runs = batch_gains(base, trial)
+    return med, max(1.2533 * 1.4826 * mad / math.sqrt(len(d)),
+                    statistics.stdev(runs) / math.sqrt(len(runs)) if len(runs) > 1 else 0.0)
+
+
+def batch_gains(base: list, trial: list, batches: int = BATCHES) -> list:
+    """The gain (median log(base / trial)) of each of `batches` runs of consecutive rounds, in order; none with fewer
+    than 4 rounds per run."""
+    d = [math.log(b / t) for b, t in zip(base, trial)]
+    if len(d) < 4 * batches:
+        return []
+    return [statistics.median(d[len(d) * i // batches:len(d) * (i + 1) // batches]) for i in range(batches)]
 
 
 def confirm(graph, states: list, measurer, log, tkey: str, target, params: ConfirmParams = ConfirmParams(),
@@ -148,8 +167,9 @@ def confirm(graph, states: list, measurer, log, tkey: str, target, params: Confi
             g, se = gain(default.costs, tuned.costs)
             result.noise = max(params.margin, params.min_gain, 2 * se)
             result.default_s, result.tuned_s = statistics.median(default.costs), statistics.median(tuned.costs)
+            runs = " ".join(f"{x:+.1%}" for x in batch_gains(default.costs, tuned.costs))
             final_why = (f"the whole tuned model {g:+.2%} faster than the default (noise {2 * se:.2%}, "
-                         f"{len(tuned.costs)} calls each)")
+                         f"{len(tuned.costs)} calls each" + (f"; by fifths of the rounds {runs}" if runs else "") + ")")
             if g <= result.noise:
                 final_why += f": not faster by {result.noise:.2%}, the defaults stay"
                 kept = []
