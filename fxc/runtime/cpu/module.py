@@ -15,7 +15,7 @@ import numpy as np
 from ...errors import InputError, TargetError, check_return_code
 from ..tensors import check_inputs, nbytes, np_dtype
 from ..weights import Weights, token_of
-from .library import CpuLibrary, Workspace, elf_arch, openmp_mode, pointer_array, process_arch
+from .library import CpuLibrary, Workspace, aligned_array, elf_arch, openmp_mode, pointer_array, process_arch
 
 PREPACKED_SETS = 4         # weight sets a module keeps packed at once, a workspace each (_workspace_for)
 
@@ -46,7 +46,7 @@ class Module:
         self._lib = CpuLibrary(self.library) if arch == process_arch() else None     # (else cross-compiled)
         if self._lib is None and not self.unrunnable:
             self.unrunnable = f"{arch} code: fxc.export it (docs/arm.md)"
-        self.consts = [np.ascontiguousarray(c) for c in self.consts]
+        self.consts = [aligned_array(c) for c in self.consts]
         self._const_ptrs = pointer_array([c.ctypes.data for c in self.consts])
         self._ws = Workspace(self.workspace_bytes)
         self._sets = OrderedDict()      # the weights' addresses -> the workspace holding them packed
