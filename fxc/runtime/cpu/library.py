@@ -171,7 +171,7 @@ def aligned_array(a: np.ndarray, align: int = 64) -> np.ndarray:
     cache line, as in an exported artifact, so two builds of the same code do not differ by where numpy placed
     their weights (measured: up to ~1% between builds of MobileNetV2, gone when aligned; docs/tuning.md)."""
     a = np.ascontiguousarray(a)
-    if a.ctypes.data % align == 0:
+    if a.ctypes.data % align == 0 or a.nbytes == 0:     # (an empty constant has no bytes to read)
         return a
     raw = np.empty(a.nbytes + align, np.uint8)
     off = (-raw.ctypes.data) % align
