@@ -1,6 +1,8 @@
 """Small models and helpers for the tuning tests."""
 import torch
 
+from fxc.tuning.scheduler import TaskState
+
 
 class Small(torch.nn.Module):
     """A conv (register tiles), a depthwise conv, a pool and a linear: the CPU and GPU schedules' main knobs."""
@@ -19,3 +21,14 @@ class Small(torch.nn.Module):
 def small():
     torch.manual_seed(0)
     return Small().eval(), (torch.randn(1, 8, 16, 16),)
+
+
+def improved_states(tasks_configs: list) -> list:
+    """States of tasks whose config is said to beat the default alone (as the search would leave them): the
+    confirmation's input."""
+    states = []
+    for t, config in tasks_configs:
+        s = TaskState(t, default_cost=2e-4, best_cost=1e-4)
+        s.best_config = config
+        states.append(s)
+    return states

@@ -17,7 +17,7 @@ from fxc.tuning.measure import Result
 from fxc.tuning.scheduler import TaskState
 from fxc.tuning.tasks import extract_tasks
 from fxc.tuning.workload import target_key
-from tests.tune.models import small
+from tests.tune.models import improved_states, small
 
 DRIFT = [-0.04, 0.0, 0.04, 0.08, 0.12]      # a config's log gain in five stretches of rounds (the host's state)
 
@@ -52,15 +52,6 @@ def _model():
     return graph, target, configs
 
 
-def _states(configs: list) -> list:
-    states = []
-    for t, config in configs:
-        s = TaskState(t, default_cost=2e-4, best_cost=1e-4)
-        s.best_config = config
-        states.append(s)
-    return states
-
-
 def test_a_gain_that_comes_and_goes_is_not_kept(tmp_path):
     """One group's config: the whole model 4% faster at the median, but -4% .. +12% over the stretches of rounds:
     within its noise, so the default stays; the same 4% steady is kept."""
@@ -74,11 +65,11 @@ def test_a_gain_that_comes_and_goes_is_not_kept(tmp_path):
             return [Result(c, [4e-3 / (math.exp(g) if c else 1.0) for g in _drifting(rounds, levels)])
                     for c in batch]
         return measure
-    result = confirm(graph, _states([(task, config)]), measurer(DRIFT), tmp_path / "a.jsonl", tkey, target,
+    result = confirm(graph, improved_states([(task, config)]), measurer(DRIFT), tmp_path / "a.jsonl", tkey, target,
                      ConfirmParams(), "torch")
     assert result.kept == [] and result.dropped == [task.desc], result.why
     assert read(tmp_path / "a.jsonl")[-1]["config"] == {}
-    result = confirm(graph, _states([(task, config)]), measurer([0.04] * 5), tmp_path / "b.jsonl", tkey, target,
+    result = confirm(graph, improved_states([(task, config)]), measurer([0.04] * 5), tmp_path / "b.jsonl", tkey, target,
                      ConfirmParams(), "torch")
     assert result.kept == [task.desc], result.why
     assert read(tmp_path / "b.jsonl")[-1]["config"] == config
@@ -101,7 +92,7 @@ def test_the_final_check_builds_what_a_compile_applies(tmp_path):
         batches.append(batch)
         faster = {kept_task.key: 0.9, other_task.key: 0.9}       # each makes the model 10% faster, steadily
         return [Result(c, [4e-3 * math.prod(faster.get(k, 1.0) for k, v in c.items() if v)] * 40) for c in batch]
-    states = _states([(kept_task, kept), (dropped_task, dropped)]) + [TaskState(other_task, default_cost=2e-4)]
+    states = improved_states([(kept_task, kept), (dropped_task, dropped)]) + [TaskState(other_task, default_cost=2e-4)]
     result = confirm(graph, states, measurer, log, tkey, target, ConfirmParams(), "torch")
     assert sorted(result.kept) == sorted([kept_task.desc, other_task.desc]), result.why
     assert result.dropped == [dropped_task.desc], result.why

@@ -16,10 +16,10 @@ from fxc.tuning.frontends import graph_of
 from fxc.tuning.log import read
 from fxc.tuning.measure import RUNNER, MeasureParams, Result, WholeModel, measure
 from fxc.tuning.payload import MeasuredTask
-from fxc.tuning.scheduler import TaskState
 from fxc.tuning.tasks import extract_tasks
 from fxc.tuning.tuner import _measurer
 from fxc.tuning.workload import target_key
+from tests.tune.models import improved_states
 
 FASTER = {"conv2d.vectors": 2}
 SLOWER = {"conv2d.rows": 1, "conv2d.vectors": 1}
@@ -61,16 +61,6 @@ def model(one_thread):
     return m, x, graph, target, convs
 
 
-def _states(tasks_configs: list) -> list:
-    """States of tasks whose config is said to beat the default alone (as the search would leave them)."""
-    states = []
-    for t, config in tasks_configs:
-        s = TaskState(t, default_cost=2e-4, best_cost=1e-4)
-        s.best_config = config
-        states.append(s)
-    return states
-
-
 def _confirm(graph, target, states, log, params):
     tkey = target_key(target)
     measurer, close = _measurer(None, target, tkey, MeasureParams(), RUNNER)
@@ -94,7 +84,7 @@ def test_the_whole_model_timed_interleaved_in_a_process_like_its_users(model):
 
 def test_a_slower_config_is_dropped_a_faster_one_kept(model, tmp_path):
     m, x, graph, target, (a, b) = model
-    fast, slow = _states([(a, FASTER), (b, SLOWER)])
+    fast, slow = improved_states([(a, FASTER), (b, SLOWER)])
     log = tmp_path / "log.jsonl"
     result = _confirm(graph, target, [fast, slow], log, QUICK)
     assert not result.errors, result.errors
@@ -124,7 +114,7 @@ def test_a_slower_config_is_dropped_a_faster_one_kept(model, tmp_path):
 def test_the_defaults_stay_when_the_whole_is_not_faster_by_what_is_asked(model, tmp_path):
     """The faster config passes its own comparison; the final check of the whole tuned model asks for 90%."""
     m, x, graph, target, (a, b) = model
-    (fast,) = _states([(a, FASTER)])
+    (fast,) = improved_states([(a, FASTER)])
     log = tmp_path / "log.jsonl"
     result = _confirm(graph, target, [fast], log, ConfirmParams(rounds=20, seconds=2.0, min_gain=0.9))
     assert not result.errors and result.kept == [] and result.dropped == [fast.task.desc], result.why
@@ -139,7 +129,7 @@ def test_the_final_check_keeps_the_defaults_on_fixed_figures(model, tmp_path):
     """The same rule on fixed figures: the faster tiles make the model 14% faster, alone and in the final check,
     which asks for 90%: the defaults stay, and the record says why."""
     m, x, graph, target, (a, b) = model
-    (fast,) = _states([(a, FASTER)])
+    (fast,) = improved_states([(a, FASTER)])
 
     def measurer(task, configs, whole):
         jitter = [1.0 + 0.01 * ((i * 7) % 5 - 2) for i in range(whole.rounds)]
@@ -150,7 +140,7 @@ def test_the_final_check_keeps_the_defaults_on_fixed_figures(model, tmp_path):
     (record,) = read(tmp_path / "log.jsonl")
     assert record["config"] == {} and "the defaults stay" in record["why"] and "+15.08%" in record["why"], record
     assert fast.best_config == {}
-    (fast,) = _states([(a, FASTER)])        # asking for 10%, the same figures keep it
+    (fast,) = improved_states([(a, FASTER)])        # asking for 10%, the same figures keep it
     result = confirm(graph, [fast], measurer, tmp_path / "log2.jsonl", target_key(target), target,
                      ConfirmParams(rounds=20, seconds=2.0, min_gain=0.1), "torch")
     assert result.kept == [fast.task.desc] and read(tmp_path / "log2.jsonl")[0]["config"] == FASTER, result.why
@@ -162,7 +152,7 @@ def test_gains_below_the_margin_alone_are_kept_together(model, tmp_path):
     faster, both 26% (log gains 0.15 and 0.30); with a margin of 25% neither passes alone, the two at once do, and
     the final check keeps them."""
     m, x, graph, target, (a, b) = model
-    states = _states([(a, FASTER), (b, FASTER)])
+    states = improved_states([(a, FASTER), (b, FASTER)])
     log = tmp_path / "log.jsonl"
     batches = []
 
@@ -176,7 +166,7 @@ def test_gains_below_the_margin_alone_are_kept_together(model, tmp_path):
     assert all("with the other 1 at once" in why for why in result.why.values()), result.why
     assert all(r["config"] == FASTER for r in read(log))
     assert [len(c) for c in batches] == [4, 2]      # default, each alone, both; then the final check
-    result = confirm(graph, _states([(a, FASTER), (b, FASTER)]), measurer, tmp_path / "log2.jsonl",
+    result = confirm(graph, improved_states([(a, FASTER), (b, FASTER)]), measurer, tmp_path / "log2.jsonl",
                      target_key(target), target, ConfirmParams(rounds=20, seconds=2.0, margin=0.35), "torch")
     assert result.kept == [] and all(r["config"] == {} for r in read(tmp_path / "log2.jsonl")), result.why
 
