@@ -17,7 +17,6 @@ import numpy as np
 from ...errors import InputError, OutOfMemoryError
 from ..symbols import bind_symbols, dim_value
 from ..tensors import allocate, check_inputs, np_dtype
-from .library import aligned_empty
 from .module import Module
 
 
@@ -50,8 +49,8 @@ class DynamicModule(Module):
         raw, _ = space._local.buf
         have = raw.nbytes - (ws - raw.ctypes.data)
         if need > have:
-            new = allocate(lambda: aligned_empty(max(need, min(2 * have, sys.maxsize - 64))))
-            ptr = new.ctypes.data
+            new = allocate(lambda: np.empty(max(need, min(2 * have, sys.maxsize - 64)) + 64, np.uint8))
+            ptr = new.ctypes.data + (-new.ctypes.data) % 64
             ctypes.memmove(ptr, ws, have)
             space._local.buf, ws = (new, ptr), ptr
         (ctypes.c_int64 * len(values)).from_address(ws + self.sym_header)[:] = values

@@ -160,8 +160,9 @@ class Workspace:
     def pointer(self) -> int:
         buf = getattr(self._local, "buf", None)
         if buf is None:
-            raw = aligned_empty(self.nbytes)
-            self._local.buf = buf = (raw, raw.ctypes.data)
+            raw = np.empty(self.nbytes + 64, dtype=np.uint8)
+            off = (-raw.ctypes.data) % 64
+            self._local.buf = buf = (raw, raw.ctypes.data + off)
         return buf[1]
 
 
@@ -172,16 +173,11 @@ def aligned_array(a: np.ndarray, align: int = 64) -> np.ndarray:
     a = np.ascontiguousarray(a)
     if a.ctypes.data % align == 0 or a.nbytes == 0:     # (an empty constant has no bytes to read)
         return a
-    out = aligned_empty(a.nbytes, align).view(a.dtype).reshape(a.shape)
+    raw = np.empty(a.nbytes + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    out = raw[off:off + a.nbytes].view(a.dtype).reshape(a.shape)
     out[...] = a
     return out
-
-
-def aligned_empty(nbytes: int, align: int = 64) -> np.ndarray:
-    """`nbytes` uninitialised bytes starting at an `align`-byte aligned address (a view that keeps its storage)."""
-    raw = np.empty(nbytes + align, np.uint8)
-    off = (-raw.ctypes.data) % align
-    return raw[off:off + nbytes]
 
 
 def pointer_array(addresses) -> ctypes.Array:
